@@ -1,0 +1,52 @@
+"""Plain records read from a store: what readers (CLI, export, resplot) pass around.
+
+Stdlib only, so every reader can use them; resplot adds numpy series on top.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, order=True)
+class RunRef:
+    """A run's identity across hosts: which source, which store on it, which run."""
+
+    source: str  # host label ("local", an ssh alias, a postgres URL without password)
+    store: str  # path on that host, or URL
+    uid: str
+
+
+@dataclass
+class RunInfo:
+    ref: RunRef
+    project: str
+    name: str
+    status: str  # effective status (schema.status.effective_status): may say "crashed"
+    created_at: float
+    heartbeat_at: float
+    ended_at: float | None = None
+    host: str = ""
+    pid: int | None = None
+    rank: int = 0
+    world_size: int = 1
+    command: str = ""
+    git_commit: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)
+    tags: list[str] = field(default_factory=list)
+    notes: str = ""
+    heartbeat_interval: float = 1.0
+
+
+@dataclass(frozen=True)
+class Event:
+    run: RunRef
+    id: int
+    wall: float
+    step: int | None
+    kind: str  # alert, checkpoint, note, schedule, resume, drop, ...
+    level: str  # info, warning, error
+    title: str
+    body: str = ""

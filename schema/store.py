@@ -1,0 +1,195 @@
+"""Opening a store: URL resolution, the one SQLite connect hook, and the schema version check.
+
+A store is a SQLite file (the default) or any SQLAlchemy URL (PostgreSQL when many hosts share
+one server). Read commands never create a file; an older schema is refused with the command
+that upgrades it; a newer one is refused rather than misread.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+from sqlalchemy import Engine, create_engine, event, inspect, text
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from schema.errors import NotAStore, SchemaTooNew, SchemaTooOld, StoreError, StoreNotFound
+from schema.tables import metadata
+
+# The newest migration; tests check that it matches Alembic's head. The stdlib-only agent keeps
+# a copy of this string (reslog/agent.py) because it cannot import this module.
+HEAD_REVISION = "0001"
+DEFAULT_STORE = "runs/reslog.db"
+BUSY_TIMEOUT_MS = 30_000
+NETWORK_FS = {"nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse.sshfs", "9p", "lustre", "gpfs", "afs"}
+
+
+def resolve_store(store: str | os.PathLike[str] | None = None) -> str:
+    """Store argument → SQLAlchemy URL: explicit value, else $RESLOG_STORE, else runs/reslog.db."""
+    if store is None or store == "":
+        store = os.environ.get("RESLOG_STORE") or DEFAULT_STORE
+    store = os.fspath(store)
+    if "://" in store:
+        return store
+    return "sqlite:///" + str(Path(store).expanduser().absolute())
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file behind a SQLite URL, None for another backend."""
+    if not url.startswith("sqlite"):
+        return None
+    path = url.split(":///", 1)[1] if ":///" in url else ""
+    return Path(path.split("?", 1)[0]) if path and path != ":memory:" else None
+
+
+def filesystem_type(path: Path) -> str | None:
+    """fstype of the mount holding `path` (Linux /proc/mounts), None when it cannot be told."""
+    try:
+        mounts = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return None
+    target = str(path.resolve())
+    best, best_type = "", None
+    for line in mounts:
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        mount_point = parts[1].replace("\\040", " ")
+        inside = target == mount_point or target.startswith(mount_point.rstrip("/") + "/")
+        if inside and len(mount_point) >= len(best):
+            best, best_type = mount_point, parts[2]
+    return best_type
+
+
+def _install_sqlite_hook(engine: Engine, *, readonly: bool) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record) -> None:
+        # Autocommit at the driver level; transactions are begun explicitly below, so a writer
+        # takes the write lock up front (BEGIN IMMEDIATE) and busy_timeout can do its job
+        # instead of failing with "database is locked" on a read-to-write upgrade.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        cur.execute("PRAGMA foreign_keys=ON")
+        if not readonly:
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn) -> None:
+        conn.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
+
+
+def make_engine(url: str, *, readonly: bool = False) -> Engine:
+    """An Engine with the store's connection settings; does not touch the schema."""
+    path = sqlite_path(url)
+    if path is None and url.startswith("sqlite"):
+        engine = create_engine(url)
+        _install_sqlite_hook(engine, readonly=readonly)
+        return engine
+    if path is None:
+        return create_engine(url, pool_pre_ping=True)
+    if readonly:
+        # mode=ro: a reader can never create, lock out or modify the training run's file.
+        engine = create_engine(
+            "sqlite:///file:" + str(path) + "?mode=ro&uri=true",
+            connect_args={"check_same_thread": False},
+        )
+    else:
+        engine = create_engine(url, connect_args={"check_same_thread": False})
+    _install_sqlite_hook(engine, readonly=readonly)
+    return engine
+
+
+def stored_revision(engine: Engine) -> str | None:
+    """The store's Alembic revision; None for an empty database. Raises NotAStore."""
+    try:
+        with engine.connect() as conn:
+            names = set(inspect(conn).get_table_names())
+            if not names:
+                return None
+            if "alembic_version" not in names or "runs" not in names:
+                raise NotAStore(
+                    f"{engine.url.render_as_string()} is not a reslog store "
+                    f"(tables: {', '.join(sorted(names)) or 'none'})"
+                )
+            rev = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+    except DBAPIError as exc:
+        if "file is not a database" in str(exc) or "not a database" in str(exc):
+            raise NotAStore(f"{engine.url.database} is not a SQLite database") from None
+        raise StoreError(f"cannot read {engine.url.render_as_string()}: {exc.orig}") from None
+    if rev is None:
+        raise NotAStore(f"{engine.url.render_as_string()} has no schema revision")
+    return str(rev)
+
+
+def check_revision(engine: Engine, revision: str | None, where: str) -> None:
+    from schema.migrate import known_revisions
+
+    if revision == HEAD_REVISION:
+        return
+    if revision in known_revisions():
+        raise SchemaTooOld(
+            f"{where} uses store schema {revision}, this reslog needs {HEAD_REVISION}; "
+            f"upgrade it with: reslog upgrade {where}"
+        )
+    raise SchemaTooNew(
+        f"{where} was written by a newer reslog (schema {revision}, this one knows up to "
+        f"{HEAD_REVISION}); upgrade reslog to read it"
+    )
+
+
+def open_store(
+    store: str | os.PathLike[str] | None = None,
+    *,
+    create: bool = False,
+    readonly: bool = False,
+) -> Engine:
+    """Open a store checked against this code's schema.
+
+    create=True makes the file and tables when missing (the writer's path); otherwise a missing
+    SQLite file is StoreNotFound and never created (every read command's path).
+    """
+    url = resolve_store(store)
+    path = sqlite_path(url)
+    where = str(path) if path is not None else url
+    if path is not None:
+        if path.is_dir():
+            raise NotAStore(f"{path} is a directory, not a store file")
+        if not path.exists():
+            if not create:
+                raise StoreNotFound(f"no store at {path}")
+            path.parent.mkdir(parents=True, exist_ok=True)
+        fstype = filesystem_type(path.parent)
+        if fstype in NETWORK_FS:
+            warnings.warn(
+                f"{path} is on a network file system ({fstype}); SQLite locking is unreliable "
+                "there. Keep the store on a local disk or use a PostgreSQL URL.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+    engine = make_engine(url, readonly=readonly and path is not None)
+    try:
+        revision = stored_revision(engine)
+        if revision is None:
+            if not create or readonly:
+                raise NotAStore(f"{where} is empty: no reslog store there")
+            from schema.migrate import upgrade
+
+            upgrade(engine)
+            return engine
+        check_revision(engine, revision, where)
+    except StoreError:
+        engine.dispose()
+        raise
+    except OperationalError as exc:
+        engine.dispose()
+        raise StoreError(f"cannot open {where}: {exc.orig}") from None
+    return engine
+
+
+def create_all_for_test(engine: Engine) -> None:
+    """Tables straight from the metadata (no Alembic): the golden-dump test compares both."""
+    metadata.create_all(engine)

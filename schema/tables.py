@@ -1,0 +1,110 @@
+"""The store's tables: the one place a table is defined (reslog and resplot import these).
+
+Rows are narrow and typed: one row per (run, key, step) point, never a JSON blob per step.
+Times are Unix seconds as floats. Every constraint and index is named so that migrations and
+the golden schema dump stay stable across SQLite and PostgreSQL.
+
+NaN convention: SQLite stores a NaN REAL as NULL, so `points.value IS NULL` means NaN on every
+backend; +inf and -inf are stored as themselves. Readers turn NULL back into NaN.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+RUN_STATUSES = ("running", "finished", "failed", "killed", "crashed")
+EVENT_LEVELS = ("info", "warning", "error")
+
+# BigInteger ids on PostgreSQL; on SQLite an INTEGER PRIMARY KEY is the rowid (64-bit anyway).
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("uid", String(32), nullable=False),
+    Column("project", String(200), nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("heartbeat_at", Float, nullable=False),
+    Column("ended_at", Float, nullable=True),
+    Column("host", String(255), nullable=False, server_default=""),
+    Column("pid", Integer, nullable=True),
+    Column("rank", Integer, nullable=False, server_default="0"),
+    Column("world_size", Integer, nullable=False, server_default="1"),
+    Column("command", Text, nullable=False, server_default=""),
+    Column("git_commit", String(64), nullable=True),
+    Column("config", Text, nullable=False, server_default="{}"),
+    Column("summary", Text, nullable=False, server_default="{}"),
+    Column("tags", Text, nullable=False, server_default="[]"),
+    Column("notes", Text, nullable=False, server_default=""),
+    # The writer's own flush period, so readers can judge staleness per run.
+    Column("heartbeat_interval", Float, nullable=False, server_default="1.0"),
+    UniqueConstraint("uid"),
+    CheckConstraint(
+        "status IN ('running', 'finished', 'failed', 'killed', 'crashed')", name="status"
+    ),
+    Index(None, "project", "created_at"),
+)
+
+keys = Table(
+    "keys",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("name", String(500), nullable=False),
+    UniqueConstraint("name"),
+)
+
+points = Table(
+    "points",
+    metadata,
+    # Monotonic: readers page with "id > cursor", so a reconnect neither loses nor repeats rows.
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("run_id", BigId, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("key_id", BigId, ForeignKey("keys.id"), nullable=False),
+    Column("step", BigInteger, nullable=False),
+    Column("wall", Float, nullable=False),
+    Column("value", Float, nullable=True),  # NULL = NaN (see module docstring)
+    Index(None, "run_id", "id"),  # points of run R after cursor C
+    Index(None, "run_id", "key_id", "step"),  # points of key K of run R
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("run_id", BigId, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("wall", Float, nullable=False),
+    Column("step", BigInteger, nullable=True),
+    # alert, checkpoint, note, schedule, resume, drop...: free-form, new kinds need no migration.
+    Column("kind", String(32), nullable=False),
+    Column("level", String(8), nullable=False, server_default="info"),
+    Column("title", Text, nullable=False),
+    Column("body", Text, nullable=False, server_default=""),
+    CheckConstraint("level IN ('info', 'warning', 'error')", name="level"),
+    Index(None, "run_id", "id"),
+)

@@ -1,0 +1,19 @@
+"""Shared fixtures. Qt runs offscreen; system services are real (see tests/fixtures/)."""
+
+from __future__ import annotations
+
+import os
+
+# Before any Qt import anywhere in the test session.
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import pytest
+
+from tests.fixtures.postgres import pg_store, postgres_url  # noqa: F401
+
+
+@pytest.fixture
+def store_path(tmp_path):
+    """Path of a not-yet-existing SQLite store in a fresh temp dir."""
+    return tmp_path / "runs" / "reslog.db"
