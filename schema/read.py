@@ -1,0 +1,168 @@
+"""Reading a store through SQLAlchemy (SQLite or PostgreSQL): runs, keys, points, events.
+
+Used by the reslog CLI, export, and resplot's PostgreSQL source. The stdlib-only agent
+(reslog/agent.py) answers the same questions for SQLite files on remote hosts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, Engine, select
+
+from schema.errors import UnknownRun
+from schema.records import Event, RunInfo, RunRef
+from schema.status import effective_status
+from schema.tables import events, keys, points, runs
+
+NAN = math.nan
+
+
+@dataclass
+class PointRows:
+    """Columns of a batch of points, in id order. `cursor` is the last id (pass it back)."""
+
+    ids: list[int]
+    run_ids: list[int]
+    key_ids: list[int]
+    steps: list[int]
+    walls: list[float]
+    values: list[float]
+    cursor: int
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def _loads(text: str | None, default):
+    try:
+        return json.loads(text) if text else default
+    except ValueError:
+        return default
+
+
+def run_from_row(row, source: str, store: str, now: float | None = None) -> RunInfo:
+    m = row._mapping
+    return RunInfo(
+        ref=RunRef(source, store, m["uid"]),
+        project=m["project"],
+        name=m["name"],
+        status=effective_status(m["status"], m["heartbeat_at"], m["heartbeat_interval"], now),
+        created_at=m["created_at"],
+        heartbeat_at=m["heartbeat_at"],
+        ended_at=m["ended_at"],
+        host=m["host"],
+        pid=m["pid"],
+        rank=m["rank"],
+        world_size=m["world_size"],
+        command=m["command"],
+        git_commit=m["git_commit"],
+        config=_loads(m["config"], {}),
+        summary=_loads(m["summary"], {}),
+        tags=_loads(m["tags"], []),
+        notes=m["notes"],
+        heartbeat_interval=m["heartbeat_interval"],
+    )
+
+
+def list_runs(
+    conn: Connection, *, source: str = "local", store: str = "", project: str | None = None
+) -> list[tuple[int, RunInfo]]:
+    """(row id, run) for every run, oldest first."""
+    query = select(runs).order_by(runs.c.created_at, runs.c.id)
+    if project is not None:
+        query = query.where(runs.c.project == project)
+    return [(row.id, run_from_row(row, source, store)) for row in conn.execute(query)]
+
+
+def find_run(conn: Connection, ident: str, **kw) -> tuple[int, RunInfo]:
+    """A run by uid, unique uid prefix, or unique name; UnknownRun otherwise."""
+    all_runs = list_runs(conn, **kw)
+    for exact in (
+        [r for r in all_runs if r[1].ref.uid == ident],
+        [r for r in all_runs if r[1].name == ident],
+        [r for r in all_runs if r[1].ref.uid.startswith(ident)],
+    ):
+        if len(exact) == 1:
+            return exact[0]
+        if len(exact) > 1:
+            names = ", ".join(f"{r.ref.uid[:8]} ({r.name})" for _, r in exact)
+            raise UnknownRun(f"'{ident}' matches several runs: {names}; give more of the uid")
+    raise UnknownRun(f"no run '{ident}' in this store (see `reslog ls`)")
+
+
+def key_names(conn: Connection) -> dict[int, str]:
+    return dict(conn.execute(select(keys.c.id, keys.c.name)).all())
+
+
+def run_key_ids(conn: Connection, run_id: int) -> list[int]:
+    """Keys that have points in one run (walks the (run_id, key_id, step) index)."""
+    query = select(points.c.key_id).where(points.c.run_id == run_id).distinct()
+    return sorted(conn.execute(query).scalars())
+
+
+def fetch_points(
+    conn: Connection,
+    run_ids: Iterable[int],
+    *,
+    after: int = 0,
+    key_ids: Iterable[int] | None = None,
+    limit: int | None = None,
+) -> PointRows:
+    """Points with id > after, for these runs (and keys), in id order. NULL value → NaN."""
+    query = (
+        select(
+            points.c.id,
+            points.c.run_id,
+            points.c.key_id,
+            points.c.step,
+            points.c.wall,
+            points.c.value,
+        )
+        .where(points.c.run_id.in_(list(run_ids)), points.c.id > after)
+        .order_by(points.c.id)
+    )
+    if key_ids is not None:
+        query = query.where(points.c.key_id.in_(list(key_ids)))
+    if limit is not None:
+        query = query.limit(limit)
+    rows = conn.execute(query).all()
+    cols = list(zip(*rows, strict=True)) if rows else [()] * 6
+    values = [NAN if v is None else v for v in cols[5]]
+    return PointRows(
+        list(cols[0]),
+        list(cols[1]),
+        list(cols[2]),
+        list(cols[3]),
+        list(cols[4]),
+        values,
+        cursor=cols[0][-1] if rows else after,
+    )
+
+
+def fetch_events(conn: Connection, run_id: int, ref: RunRef, *, after: int = 0) -> list[Event]:
+    query = (
+        select(events).where(events.c.run_id == run_id, events.c.id > after).order_by(events.c.id)
+    )
+    return [
+        Event(ref, r.id, r.wall, r.step, r.kind, r.level, r.title, r.body)
+        for r in conn.execute(query)
+    ]
+
+
+def series(engine: Engine, run_id: int, key_id: int) -> tuple[list[int], list[float], list[float]]:
+    """(steps, walls, values) of one key of one run, by step (full resolution)."""
+    query = (
+        select(points.c.step, points.c.wall, points.c.value)
+        .where(points.c.run_id == run_id, points.c.key_id == key_id)
+        .order_by(points.c.step, points.c.id)
+    )
+    with engine.connect() as conn:
+        rows = conn.execute(query).all()
+    if not rows:
+        return [], [], []
+    steps, walls, values = zip(*rows, strict=True)
+    return list(steps), list(walls), [NAN if v is None else v for v in values]
