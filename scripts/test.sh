@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The test command: set up .venv, then lint and run the whole suite.
+# In CI (CI=true) a test that needs a missing system service (sshd, PostgreSQL) fails
+# instead of skipping: see tests/fixtures/postgres.py:missing_system_dependency.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup_env.sh
+if [ "${CI:-}" = "true" ]; then
+    export RESLOG_REQUIRE_SYSTEM_DEPS=1
+fi
+export QT_QPA_PLATFORM=offscreen
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+exec .venv/bin/python -m pytest -q -rs "$@"
