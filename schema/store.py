@@ -103,6 +103,15 @@ def make_engine(url: str, *, readonly: bool = False) -> Engine:
     return engine
 
 
+def engine_label(engine: Engine) -> str:
+    """How messages name a store: the SQLite file path, or the URL without its password."""
+    url = engine.url
+    if url.get_backend_name() == "sqlite" and url.database:
+        database = url.database.removeprefix("file:")  # read-only engines use a URI filename
+        return database.split("?", 1)[0]
+    return url.render_as_string(hide_password=True)
+
+
 def stored_revision(engine: Engine) -> str | None:
     """The store's Alembic revision; None for an empty database. Raises NotAStore."""
     try:
@@ -112,16 +121,16 @@ def stored_revision(engine: Engine) -> str | None:
                 return None
             if "alembic_version" not in names or "runs" not in names:
                 raise NotAStore(
-                    f"{engine.url.render_as_string()} is not a reslog store "
+                    f"{engine_label(engine)} is not a reslog store "
                     f"(tables: {', '.join(sorted(names)) or 'none'})"
                 )
             rev = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
     except DBAPIError as exc:
         if "file is not a database" in str(exc) or "not a database" in str(exc):
-            raise NotAStore(f"{engine.url.database} is not a SQLite database") from None
-        raise StoreError(f"cannot read {engine.url.render_as_string()}: {exc.orig}") from None
+            raise NotAStore(f"{engine_label(engine)} is not a SQLite database") from None
+        raise StoreError(f"cannot read {engine_label(engine)}: {exc.orig}") from None
     if rev is None:
-        raise NotAStore(f"{engine.url.render_as_string()} has no schema revision")
+        raise NotAStore(f"{engine_label(engine)} has no schema revision")
     return str(rev)
 
 

@@ -1,0 +1,455 @@
+"""`reslog`: list, show, tail, export, check and upgrade stores from the command line.
+
+Every command takes the store as an optional positional argument (a SQLite path or a
+SQLAlchemy URL; default $RESLOG_STORE, else runs/reslog.db). Read commands open the store
+read-only and never create it. Errors are one line on stderr with exit code 2, no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import time
+import warnings
+from collections.abc import Iterator, Sequence
+
+from sqlalchemy import Engine, func, select
+from sqlalchemy.exc import SQLAlchemyError
+
+from reslog import export, text
+from reslog.maintenance import check_store, upgrade_store
+from schema import read
+from schema.errors import StoreError
+from schema.records import RunInfo
+from schema.store import open_store, resolve_store, sqlite_path
+from schema.tables import points, runs
+
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
+EXPORT_SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".md": "md", ".tex": "latex"}
+POINT_FORMATS = ("csv", "csv-wide", "parquet")
+TABLE_FORMATS = {"md": "md", "latex": "latex", "table-csv": "csv"}
+
+
+def store_label(store: str | None) -> str:
+    """What to call the store in messages: the file path, or the URL without its password."""
+    url = resolve_store(store)
+    path = sqlite_path(url)
+    if path is not None:
+        return str(path)
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def print_warnings(caught: Sequence[warnings.WarningMessage]) -> None:
+    for w in caught:
+        print(f"reslog: warning: {w.message}", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def opened(store: str | None, *, readonly: bool = True) -> Iterator[Engine]:
+    """open_store with its warnings printed as one line each instead of Python's format."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        engine = open_store(store, readonly=readonly)
+    print_warnings(caught)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+def read_kw(store: str | None) -> dict[str, str]:
+    return {"source": "local", "store": store_label(store)}
+
+
+# ---- ls ----------------------------------------------------------------------------------------
+
+
+def last_point(conn, run_id: int) -> tuple[int | None, float | None]:
+    """(step, wall) of the run's newest points: the highest step and wall among its last 1,000
+    rows by id, one short walk of the (run_id, id) index however large the run is (the system
+    sampler's rows interleave with training rows, so the very last row alone can lag)."""
+    recent = (
+        select(points.c.step, points.c.wall)
+        .where(points.c.run_id == run_id)
+        .order_by(points.c.id.desc())
+        .limit(1000)
+        .subquery()
+    )
+    row = conn.execute(select(func.max(recent.c.step), func.max(recent.c.wall))).first()
+    return (row[0], row[1]) if row else (None, None)
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    now = time.time()
+    with opened(args.store) as engine, engine.connect() as conn:
+        listed = read.list_runs(conn, project=args.project, **read_kw(args.store))
+        rows = []
+        for row_id, run in listed:
+            step, wall = last_point(conn, row_id)
+            rows.append(
+                [
+                    run.ref.uid[:8],
+                    run.project,
+                    run.name,
+                    run.status,
+                    "-" if step is None else step,
+                    text.age(wall, now),
+                    text.duration(export.duration_s(run)),
+                    run.host,
+                ]
+            )
+    if not rows:
+        print(f"no runs in {store_label(args.store)}")
+        return 0
+    header = ["uid", "project", "name", "status", "step", "last point", "duration", "host"]
+    print(text.table(header, rows, right=frozenset({4})))
+    return 0
+
+
+# ---- show --------------------------------------------------------------------------------------
+
+
+def key_stats(conn, run_id: int) -> list[list[object]]:
+    """Per key of one run: name, points, NaNs, last step, last value, min, max (SQL ignores the
+    NULLs that stand for NaN in min/max)."""
+    names = read.key_names(conn)
+    agg = conn.execute(
+        select(
+            points.c.key_id,
+            func.count(),
+            func.count(points.c.value),
+            func.max(points.c.step),
+            func.min(points.c.value),
+            func.max(points.c.value),
+        )
+        .where(points.c.run_id == run_id)
+        .group_by(points.c.key_id)
+    ).all()
+    out = []
+    for key_id, count, non_null, last_step, vmin, vmax in agg:
+        last = conn.execute(
+            select(points.c.value)
+            .where(points.c.run_id == run_id, points.c.key_id == key_id)
+            .order_by(points.c.step.desc(), points.c.id.desc())
+            .limit(1)
+        ).scalar()
+        last = float("nan") if last is None else last
+        out.append(
+            [
+                names.get(key_id, f"#{key_id}"),
+                count,
+                count - non_null,
+                last_step,
+                text.number(last),
+                text.number(vmin),
+                text.number(vmax),
+            ]
+        )
+    return sorted(out, key=lambda r: str(r[0]))
+
+
+def describe_run(run: RunInfo) -> list[str]:
+    lines = [
+        f"run       {run.name}  ({run.ref.uid})",
+        f"project   {run.project}",
+        f"status    {run.status}",
+        f"host      {run.host}  pid {run.pid if run.pid is not None else '-'}  "
+        f"rank {run.rank}/{run.world_size}",
+        f"created   {text.clock(run.created_at)}",
+        f"heartbeat {text.clock(run.heartbeat_at)} ({text.age(run.heartbeat_at)})",
+        f"ended     {text.clock(run.ended_at)}",
+        f"duration  {text.duration(export.duration_s(run))}",
+    ]
+    if run.command:
+        lines.append(f"command   {run.command}")
+    if run.git_commit:
+        lines.append(f"git       {run.git_commit}")
+    if run.tags:
+        lines.append(f"tags      {', '.join(map(str, run.tags))}")
+    if run.notes:
+        lines.append(f"notes     {run.notes}")
+    for title, mapping in (("config", run.config), ("summary", run.summary)):
+        flat = export.flatten(mapping)
+        lines.append(f"\n{title}" + ("" if flat else "   (empty)"))
+        width = max((len(k) for k in flat), default=0)
+        lines += [f"  {k.ljust(width)}  {export.format_cell(v)}" for k, v in flat.items()]
+    return lines
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    with opened(args.store) as engine, engine.connect() as conn:
+        row_id, run = read.find_run(conn, args.run, **read_kw(args.store))
+        stats = key_stats(conn, row_id)
+        evs = read.fetch_events(conn, row_id, run.ref)
+    print("\n".join(describe_run(run)))
+    print("\nkeys" + ("" if stats else "     (no points)"))
+    if stats:
+        header = ["key", "points", "nan", "last step", "last", "min", "max"]
+        print(text.table(header, stats, right=frozenset(range(1, 7))))
+    print(f"\nevents ({len(evs)})" if evs else "\nevents   (none)")
+    shown = evs if args.events <= 0 else evs[-args.events :]
+    if len(shown) < len(evs):
+        print(f"  ... {len(evs) - len(shown)} earlier (--events 0 shows all)")
+    for ev in shown:
+        print("  " + format_event(ev))
+    return 0
+
+
+def format_event(ev) -> str:
+    step = "-" if ev.step is None else ev.step
+    line = f"{text.clock(ev.wall)}  step {step}  {ev.kind}/{ev.level}  {ev.title}"
+    return line + (f" — {ev.body}" if ev.body else "")
+
+
+# ---- tail --------------------------------------------------------------------------------------
+
+
+def print_points(batch: read.PointRows, names: dict[int, str], globs: list[str] | None) -> None:
+    """One line per run of consecutive points that share a step: `step 120  loss=2.31  lr=…`."""
+    line_step, parts = None, []
+    for key_id, step, value in zip(batch.key_ids, batch.steps, batch.values, strict=True):
+        name = names[key_id]
+        if globs and not export.select_keys([name], globs):
+            continue
+        if step != line_step and parts:
+            print(f"step {line_step}  " + "  ".join(parts), flush=True)
+            parts = []
+        line_step = step
+        parts.append(f"{name}={text.number(value)}")
+    if parts:
+        print(f"step {line_step}  " + "  ".join(parts), flush=True)
+
+
+def cmd_tail(args: argparse.Namespace) -> int:
+    globs = args.keys or None
+    with opened(args.store) as engine:
+        with engine.connect() as conn:
+            row_id, run = read.find_run(conn, args.run, **read_kw(args.store))
+            names = read.key_names(conn)
+            last_id = conn.execute(
+                select(func.max(points.c.id)).where(points.c.run_id == row_id)
+            ).scalar()
+            ev_cursor = max((e.id for e in read.fetch_events(conn, row_id, run.ref)), default=0)
+        print(f"{run.name} ({run.ref.uid[:8]}) {run.status}", flush=True)
+        # Start a few points back so the latest values show at once, then follow by cursor.
+        cursor = max(0, (last_id or 0) - max(0, args.lines))
+        while True:
+            with engine.connect() as conn:
+                row = conn.execute(select(runs).where(runs.c.id == row_id)).first()
+                if row is None:
+                    print("run deleted", flush=True)
+                    return 0
+                status = read.run_from_row(row, "local", "").status
+                while True:
+                    batch = read.fetch_points(conn, [row_id], after=cursor, limit=10_000)
+                    if any(k not in names for k in batch.key_ids):
+                        names = read.key_names(conn)
+                    print_points(batch, names, globs)
+                    cursor = batch.cursor
+                    if len(batch) < 10_000:
+                        break
+                for ev in read.fetch_events(conn, row_id, run.ref, after=ev_cursor):
+                    print("event  " + format_event(ev), flush=True)
+                    ev_cursor = ev.id
+            # The status was read before the final fetch, so nothing written before the end
+            # is missed.
+            if status != "running":
+                print(f"run {status}", flush=True)
+                return 0
+            time.sleep(args.interval)
+
+
+# ---- export ------------------------------------------------------------------------------------
+
+
+def export_format(args: argparse.Namespace) -> str:
+    if args.format:
+        return args.format
+    suffix = os.path.splitext(args.output or "")[1].lower()
+    if suffix in EXPORT_SUFFIXES:
+        return EXPORT_SUFFIXES[suffix]
+    raise export.ExportError(
+        "give --format csv|csv-wide|parquet|md|latex|table-csv (or an -o name ending in "
+        ".csv, .parquet, .md or .tex)"
+    )
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    fmt = export_format(args)
+    output = args.output or "-"
+    with opened(args.store) as engine:
+        selected: list[object] | None = args.runs
+        if selected is None and args.project is not None:
+            with engine.connect() as conn:
+                selected = [
+                    i for i, _ in read.list_runs(conn, project=args.project, **read_kw(args.store))
+                ]
+        globs = args.keys
+        if globs is None and fmt not in POINT_FORMATS:
+            # A table needs only its metrics: skip loading every system series.
+            globs = args.metrics or list(export.DEFAULT_METRICS)
+        data = export.load_run_data(
+            engine, selected, globs, source="local", store=store_label(args.store)
+        )
+    if not data:
+        raise export.ExportError(f"no runs to export in {store_label(args.store)}")
+    if fmt in POINT_FORMATS:
+        export.write_points(data, output, fmt, args.keys)
+    else:
+        export.write_table(data, output, TABLE_FORMATS[fmt], args.metrics)
+    if output != "-":
+        print(f"wrote {output} ({fmt}, {len(data)} run{'s' * (len(data) != 1)})", file=sys.stderr)
+    return 0
+
+
+# ---- check and upgrade -------------------------------------------------------------------------
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = check_store(args.store, fix=args.fix)
+    print_warnings(caught)
+    for line in report.info:
+        print(line)
+    for line in report.problems:
+        print(f"PROBLEM  {line}")
+    if report.problems:
+        n = len(report.problems)
+        print(f"{n} problem{'s' * (n != 1)} in {report.where}")
+        return 1
+    print(f"OK  {report.where}")
+    return 0
+
+
+def cmd_upgrade(args: argparse.Namespace) -> int:
+    print(upgrade_store(args.store, backup=not args.no_backup, force=args.force))
+    return 0
+
+
+# ---- parser ------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="reslog",
+        description="Inspect reslog stores: list, show, tail, export, check, upgrade.",
+        epilog="STORE: a SQLite path or SQLAlchemy URL; default $RESLOG_STORE, else "
+        "runs/reslog.db. RUN: a uid, a unique uid prefix, or a unique run name.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help_: str, func) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_, description=help_)
+        p.set_defaults(func=func)
+        return p
+
+    store_help = "SQLite path or URL (default: $RESLOG_STORE, else runs/reslog.db)"
+
+    p = command("ls", "list runs with status, step, last point age, duration, host", cmd_ls)
+    p.add_argument("store", nargs="?", metavar="STORE", help=store_help)
+    p.add_argument("--project", help="only runs of this project")
+
+    p = command("show", "one run: config, summary, tags, notes, keys, events", cmd_show)
+    p.add_argument("store", nargs="?", metavar="STORE", help=store_help)
+    p.add_argument("run", metavar="RUN", help="uid, uid prefix or name")
+    p.add_argument(
+        "--events",
+        type=int,
+        default=50,
+        metavar="N",
+        help="show the last N events (0: all; default 50)",
+    )
+
+    p = command("tail", "follow a live run, printing new points as they arrive", cmd_tail)
+    p.add_argument("store", nargs="?", metavar="STORE", help=store_help)
+    p.add_argument("run", metavar="RUN", help="uid, uid prefix or name")
+    p.add_argument("--keys", nargs="+", metavar="GLOB", help="only keys matching these globs")
+    p.add_argument("--interval", type=positive_float, default=1.0, help="poll seconds (1)")
+    p.add_argument(
+        "-n",
+        "--lines",
+        type=int,
+        default=20,
+        metavar="N",
+        help="start with the last N points (default 20)",
+    )
+
+    p = command(
+        "export", "runs to CSV/Parquet, or a comparison table to Markdown/LaTeX/CSV", cmd_export
+    )
+    p.add_argument("store", nargs="?", metavar="STORE", help=store_help)
+    p.add_argument("--runs", nargs="+", metavar="RUN", help="runs (default: all)")
+    p.add_argument("--project", help="all runs of this project")
+    p.add_argument("--keys", nargs="+", metavar="GLOB", help="keys to export (default: all)")
+    p.add_argument(
+        "--metrics",
+        nargs="+",
+        metavar="GLOB",
+        help="table formats: metrics for last/min columns "
+        "(default: train/loss valid/loss valid/ppl)",
+    )
+    p.add_argument(
+        "--format",
+        choices=[*POINT_FORMATS, *TABLE_FORMATS],
+        help="csv (long), csv-wide (by step), parquet; md, latex, table-csv "
+        "(comparison table). Default: from the -o suffix",
+    )
+    p.add_argument("-o", "--output", metavar="FILE", help="output file (default: stdout)")
+
+    p = command("check", "integrity, schema revision, orphan rows, stale running runs", cmd_check)
+    p.add_argument("store", nargs="?", metavar="STORE", help=store_help)
+    p.add_argument(
+        "--fix",
+        action="store_true",
+        help="mark stale 'running' runs as crashed (writes to the store)",
+    )
+
+    p = command("upgrade", "migrate the store to this reslog's schema (Alembic)", cmd_upgrade)
+    p.add_argument("store", nargs="?", metavar="STORE", help=store_help)
+    p.add_argument(
+        "--no-backup",
+        action="store_true",
+        help="skip the copy STORE.bak-REV made before migrating a SQLite file",
+    )
+    p.add_argument("--force", action="store_true", help="upgrade even with runs still running")
+    return parser
+
+
+def positive_float(value: str) -> float:
+    try:
+        f = float(value)
+    except ValueError:
+        f = -1.0
+    if not f > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {value!r}")
+    return f
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (StoreError, export.ExportError) as exc:
+        print("reslog: " + " ".join(str(exc).split()), file=sys.stderr)
+    except SQLAlchemyError as exc:
+        detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        print(f"reslog: {store_label(args.store)}: {detail}", file=sys.stderr)
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):  # `reslog ls | head`
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the exit quiet
+            return 0
+        print(f"reslog: {exc}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

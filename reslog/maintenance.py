@@ -1,0 +1,185 @@
+"""`reslog check` and `reslog upgrade`: look a store over, and migrate it safely."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlalchemy import Engine, exists, func, select, update
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
+
+from schema import migrate, store
+from schema.errors import NotAStore, SchemaTooNew, SchemaTooOld, StoreError, StoreNotFound
+from schema.status import effective_status
+from schema.tables import events, keys, points, runs
+
+
+@dataclass
+class CheckReport:
+    where: str
+    info: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def _locate(store_arg: str | None) -> tuple[str, Path | None, str]:
+    """(url, SQLite path or None, label for messages). StoreNotFound for a missing file."""
+    url = store.resolve_store(store_arg)
+    path = store.sqlite_path(url)
+    if path is not None:
+        if path.is_dir():
+            raise NotAStore(f"{path} is a directory, not a store file")
+        if not path.exists():
+            raise StoreNotFound(f"no store at {path}")
+        return url, path, str(path)
+    return url, None, make_url(url).render_as_string(hide_password=True)
+
+
+def _orphans(engine: Engine) -> list[str]:
+    """Rows whose run or key is gone (foreign keys were off, or a hand edit)."""
+    checks = [
+        ("points", points, points.c.run_id, runs.c.id, "run"),
+        ("points", points, points.c.key_id, keys.c.id, "key"),
+        ("events", events, events.c.run_id, runs.c.id, "run"),
+    ]
+    found = []
+    with engine.connect() as conn:
+        for name, table, ref, target, what in checks:
+            n = conn.execute(
+                select(func.count()).select_from(table).where(~exists().where(target == ref))
+            ).scalar()
+            if n:
+                rows = "1 row" if n == 1 else f"{n} rows"
+                verb = "points" if n == 1 else "point"
+                found.append(f"{rows} in {name} {verb} to a missing {what}")
+    return found
+
+
+def _stale(engine: Engine, now: float) -> list[tuple[int, str, str, float]]:
+    """Runs stored as "running" whose heartbeat is stale: (id, uid, name, heartbeat_at)."""
+    query = select(
+        runs.c.id, runs.c.uid, runs.c.name, runs.c.heartbeat_at, runs.c.heartbeat_interval
+    ).where(runs.c.status == "running")
+    with engine.connect() as conn:
+        rows = conn.execute(query).all()
+    return [
+        (r.id, r.uid, r.name, r.heartbeat_at)
+        for r in rows
+        if effective_status("running", r.heartbeat_at, r.heartbeat_interval, now) == "crashed"
+    ]
+
+
+def check_store(store_arg: str | None, *, fix: bool = False) -> CheckReport:
+    """Integrity, schema revision, orphan rows and stale runs. Raises StoreError only when the
+    store cannot be examined at all (missing, not a store, newer schema)."""
+    from reslog.text import age
+
+    url, path, where = _locate(store_arg)
+    report = CheckReport(where)
+    engine = store.make_engine(url, readonly=path is not None and not fix)
+    try:
+        revision = store.stored_revision(engine)
+        if revision is None:
+            raise NotAStore(f"{where} is empty: no reslog store there")
+        report.info.append(f"schema    {revision} (this reslog: {store.HEAD_REVISION})")
+        try:
+            store.check_revision(engine, revision, where)
+        except SchemaTooOld as exc:
+            report.problems.append(str(exc))
+        if path is not None:
+            with engine.connect() as conn:
+                result = [r[0] for r in conn.exec_driver_sql("PRAGMA integrity_check").all()]
+                mode = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
+            if result == ["ok"]:
+                report.info.append("integrity ok")
+            else:
+                report.problems += [f"integrity: {line}" for line in result]
+            report.info.append(f"journal   {mode}")
+        counts = []
+        with engine.connect() as conn:
+            for name, table in (("runs", runs), ("keys", keys), ("points", points)):
+                counts.append(
+                    f"{conn.execute(select(func.count()).select_from(table)).scalar()} {name}"
+                )
+        report.info.append("rows      " + ", ".join(counts))
+        try:
+            report.problems += _orphans(engine)
+        except SQLAlchemyError as exc:
+            report.problems.append(f"orphan check failed: {exc}")
+        now = time.time()
+        stale = _stale(engine, now)
+        if stale and fix:
+            with engine.begin() as conn:
+                for run_id, uid, name, beat in stale:
+                    conn.execute(
+                        update(runs)
+                        .where(runs.c.id == run_id, runs.c.status == "running")
+                        .values(status="crashed", ended_at=beat)
+                    )
+                    report.info.append(f"fixed     run {uid[:8]} ({name}) marked crashed")
+        elif stale:
+            for _run_id, uid, name, beat in stale:
+                report.problems.append(
+                    f"run {uid[:8]} ({name}) is stored as running but its last heartbeat was "
+                    f"{age(beat, now)}: it crashed (kill -9, OOM, host lost); "
+                    f"`reslog check --fix {where}` marks it crashed"
+                )
+    finally:
+        engine.dispose()
+    return report
+
+
+def backup_sqlite(path: Path, revision: str) -> Path:
+    """A consistent copy through SQLite's backup API (safe with WAL and concurrent readers)."""
+    target = path.with_name(f"{path.name}.bak-{revision}")
+    n = 1
+    while target.exists():
+        target = path.with_name(f"{path.name}.bak-{revision}.{n}")
+        n += 1
+    src = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    dst = sqlite3.connect(target)
+    try:
+        src.backup(dst)
+    finally:
+        dst.close()
+        src.close()
+    return target
+
+
+def upgrade_store(store_arg: str | None, *, backup: bool = True, force: bool = False) -> str:
+    """Migrate to Alembic head; returns the line to print (from → to, backup path)."""
+    url, path, where = _locate(store_arg)
+    engine = store.make_engine(url)
+    try:
+        revision = store.stored_revision(engine)
+        if revision is None:
+            raise NotAStore(f"{where} is empty: no reslog store there")
+        head = migrate.head_revision()
+        if revision == head:
+            return f"{where} is already at schema {head}; nothing to do"
+        if revision not in migrate.known_revisions():
+            raise SchemaTooNew(
+                f"{where} was written by a newer reslog (schema {revision}, this one knows up "
+                f"to {head}); upgrade reslog instead"
+            )
+        now = time.time()
+        with engine.connect() as conn:
+            live = conn.execute(
+                select(runs.c.name, runs.c.heartbeat_at, runs.c.heartbeat_interval).where(
+                    runs.c.status == "running"
+                )
+            ).all()
+        live = [r.name for r in live if effective_status("running", r[1], r[2], now) == "running"]
+        if live and not force:
+            raise StoreError(
+                f"{where} has runs still writing ({', '.join(live)}); stop them before "
+                "upgrading, or pass --force"
+            )
+        saved = backup_sqlite(path, revision) if path is not None and backup else None
+        migrate.upgrade(engine)
+    finally:
+        engine.dispose()
+    line = f"upgraded {where}: schema {revision} → {head}"
+    return line + (f" (backup: {saved})" if saved else "")

@@ -1,0 +1,59 @@
+COLUMN alembic_version.version_num character varying(32) NOT NULL
+COLUMN events.id bigint NOT NULL DEFAULT nextval('events_id_seq'::regclass)
+COLUMN events.run_id bigint NOT NULL
+COLUMN events.wall double precision NOT NULL
+COLUMN events.step bigint
+COLUMN events.kind character varying(32) NOT NULL
+COLUMN events.level character varying(8) NOT NULL DEFAULT 'info'::character varying
+COLUMN events.title text NOT NULL
+COLUMN events.body text NOT NULL DEFAULT ''::text
+COLUMN keys.id bigint NOT NULL DEFAULT nextval('keys_id_seq'::regclass)
+COLUMN keys.name character varying(500) NOT NULL
+COLUMN points.id bigint NOT NULL DEFAULT nextval('points_id_seq'::regclass)
+COLUMN points.run_id bigint NOT NULL
+COLUMN points.key_id bigint NOT NULL
+COLUMN points.step bigint NOT NULL
+COLUMN points.wall double precision NOT NULL
+COLUMN points.value double precision
+COLUMN runs.id bigint NOT NULL DEFAULT nextval('runs_id_seq'::regclass)
+COLUMN runs.uid character varying(32) NOT NULL
+COLUMN runs.project character varying(200) NOT NULL
+COLUMN runs.name character varying(200) NOT NULL
+COLUMN runs.status character varying(16) NOT NULL
+COLUMN runs.created_at double precision NOT NULL
+COLUMN runs.heartbeat_at double precision NOT NULL
+COLUMN runs.ended_at double precision
+COLUMN runs.host character varying(255) NOT NULL DEFAULT ''::character varying
+COLUMN runs.pid integer
+COLUMN runs.rank integer NOT NULL DEFAULT 0
+COLUMN runs.world_size integer NOT NULL DEFAULT 1
+COLUMN runs.command text NOT NULL DEFAULT ''::text
+COLUMN runs.git_commit character varying(64)
+COLUMN runs.config text NOT NULL DEFAULT '{}'::text
+COLUMN runs.summary text NOT NULL DEFAULT '{}'::text
+COLUMN runs.tags text NOT NULL DEFAULT '[]'::text
+COLUMN runs.notes text NOT NULL DEFAULT ''::text
+COLUMN runs.heartbeat_interval double precision NOT NULL DEFAULT '1'::double precision
+CONSTRAINT alembic_version.alembic_version_pkc PRIMARY KEY (version_num)
+CONSTRAINT events.ck_events_level CHECK (((level)::text = ANY ((ARRAY['info'::character varying, 'warning'::character varying, 'error'::character varying])::text[])))
+CONSTRAINT events.fk_events_run_id_runs FOREIGN KEY (run_id) REFERENCES runs(id) ON DELETE CASCADE
+CONSTRAINT events.pk_events PRIMARY KEY (id)
+CONSTRAINT keys.pk_keys PRIMARY KEY (id)
+CONSTRAINT keys.uq_keys_name UNIQUE (name)
+CONSTRAINT points.fk_points_key_id_keys FOREIGN KEY (key_id) REFERENCES keys(id)
+CONSTRAINT points.fk_points_run_id_runs FOREIGN KEY (run_id) REFERENCES runs(id) ON DELETE CASCADE
+CONSTRAINT points.pk_points PRIMARY KEY (id)
+CONSTRAINT runs.ck_runs_status CHECK (((status)::text = ANY ((ARRAY['running'::character varying, 'finished'::character varying, 'failed'::character varying, 'killed'::character varying, 'crashed'::character varying])::text[])))
+CONSTRAINT runs.pk_runs PRIMARY KEY (id)
+CONSTRAINT runs.uq_runs_uid UNIQUE (uid)
+CREATE UNIQUE INDEX alembic_version_pkc ON public.alembic_version USING btree (version_num)
+CREATE INDEX ix_events_run_id_id ON public.events USING btree (run_id, id)
+CREATE UNIQUE INDEX pk_events ON public.events USING btree (id)
+CREATE UNIQUE INDEX pk_keys ON public.keys USING btree (id)
+CREATE UNIQUE INDEX uq_keys_name ON public.keys USING btree (name)
+CREATE INDEX ix_points_run_id_id ON public.points USING btree (run_id, id)
+CREATE INDEX ix_points_run_id_key_id_step ON public.points USING btree (run_id, key_id, step)
+CREATE UNIQUE INDEX pk_points ON public.points USING btree (id)
+CREATE INDEX ix_runs_project_created_at ON public.runs USING btree (project, created_at)
+CREATE UNIQUE INDEX pk_runs ON public.runs USING btree (id)
+CREATE UNIQUE INDEX uq_runs_uid ON public.runs USING btree (uid)

@@ -1,0 +1,70 @@
+CREATE TABLE alembic_version (
+    version_num VARCHAR(32) NOT NULL,
+    CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num)
+);
+
+CREATE TABLE events (
+    id INTEGER NOT NULL,
+    run_id INTEGER NOT NULL,
+    wall FLOAT NOT NULL,
+    step BIGINT,
+    kind VARCHAR(32) NOT NULL,
+    level VARCHAR(8) DEFAULT 'info' NOT NULL,
+    title TEXT NOT NULL,
+    body TEXT DEFAULT '' NOT NULL,
+    CONSTRAINT pk_events PRIMARY KEY (id),
+    CONSTRAINT fk_events_run_id_runs FOREIGN KEY(run_id) REFERENCES runs (id) ON DELETE CASCADE,
+    CONSTRAINT ck_events_level CHECK (level IN ('info', 'warning', 'error'))
+);
+
+CREATE INDEX ix_events_run_id_id ON events (run_id, id);
+
+CREATE INDEX ix_points_run_id_id ON points (run_id, id);
+
+CREATE INDEX ix_points_run_id_key_id_step ON points (run_id, key_id, step);
+
+CREATE INDEX ix_runs_project_created_at ON runs (project, created_at);
+
+CREATE TABLE keys (
+    id INTEGER NOT NULL,
+    name VARCHAR(500) NOT NULL,
+    CONSTRAINT pk_keys PRIMARY KEY (id),
+    CONSTRAINT uq_keys_name UNIQUE (name)
+);
+
+CREATE TABLE points (
+    id INTEGER NOT NULL,
+    run_id INTEGER NOT NULL,
+    key_id INTEGER NOT NULL,
+    step BIGINT NOT NULL,
+    wall FLOAT NOT NULL,
+    value FLOAT,
+    CONSTRAINT pk_points PRIMARY KEY (id),
+    CONSTRAINT fk_points_run_id_runs FOREIGN KEY(run_id) REFERENCES runs (id) ON DELETE CASCADE,
+    CONSTRAINT fk_points_key_id_keys FOREIGN KEY(key_id) REFERENCES keys (id)
+);
+
+CREATE TABLE runs (
+    id INTEGER NOT NULL,
+    uid VARCHAR(32) NOT NULL,
+    project VARCHAR(200) NOT NULL,
+    name VARCHAR(200) NOT NULL,
+    status VARCHAR(16) NOT NULL,
+    created_at FLOAT NOT NULL,
+    heartbeat_at FLOAT NOT NULL,
+    ended_at FLOAT,
+    host VARCHAR(255) DEFAULT '' NOT NULL,
+    pid INTEGER,
+    rank INTEGER DEFAULT '0' NOT NULL,
+    world_size INTEGER DEFAULT '1' NOT NULL,
+    command TEXT DEFAULT '' NOT NULL,
+    git_commit VARCHAR(64),
+    config TEXT DEFAULT '{}' NOT NULL,
+    summary TEXT DEFAULT '{}' NOT NULL,
+    tags TEXT DEFAULT '[]' NOT NULL,
+    notes TEXT DEFAULT '' NOT NULL,
+    heartbeat_interval FLOAT DEFAULT '1.0' NOT NULL,
+    CONSTRAINT pk_runs PRIMARY KEY (id),
+    CONSTRAINT uq_runs_uid UNIQUE (uid),
+    CONSTRAINT ck_runs_status CHECK (status IN ('running', 'finished', 'failed', 'killed', 'crashed'))
+);

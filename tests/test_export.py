@@ -1,0 +1,312 @@
+"""reslog.export: loading from real stores, the comparison table, and every output format."""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from reslog import export
+from reslog.export import RunData
+from schema.errors import UnknownRun
+from schema.records import RunInfo, RunRef
+from tests.fixtures.stores import make_run, make_sample_runs, new_store
+
+GOLDEN = Path(__file__).with_name("golden")
+
+
+def assert_golden(name: str, actual: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("RESLOG_UPDATE_GOLDEN") == "1":
+        path.write_text(actual)
+    expected = path.read_text() if path.exists() else "<missing>"
+    assert actual == expected, (
+        f"{name} differs from {path}. If the change is intended, regenerate it with:\n"
+        f"  RESLOG_UPDATE_GOLDEN=1 .venv/bin/pytest {Path(__file__).name} -q\n"
+        f"and review the diff.\n--- actual ---\n{actual}"
+    )
+
+
+@pytest.fixture
+def sample(store_path):
+    engine = new_store(store_path)
+    made = make_sample_runs(engine)
+    yield engine, made
+    engine.dispose()
+
+
+def info(name="r", config=None, summary=None, world_size=1, ended=3600.0) -> RunInfo:
+    return RunInfo(
+        ref=RunRef("local", "s", name + "-uid"),
+        project="p",
+        name=name,
+        status="finished",
+        created_at=0.0,
+        heartbeat_at=ended,
+        ended_at=ended,
+        world_size=world_size,
+        config=config or {},
+        summary=summary or {},
+    )
+
+
+# ---- keys and config -------------------------------------------------------------------------
+
+
+def test_select_keys_orders_by_glob_then_name_and_none_selects_all():
+    names = ["train/loss", "valid/ppl", "train/lr", "sys/gpu0/util", "valid/loss"]
+    assert export.select_keys(names, ["valid/*", "train/loss"]) == [
+        "valid/loss",
+        "valid/ppl",
+        "train/loss",
+    ]
+    assert export.select_keys(names, None) == sorted(names)
+    assert export.select_keys(names, []) == sorted(names)
+    assert export.select_keys(names, ["nothing/*"]) == []
+    assert export.select_keys(names, ["train/*", "train/lr"]) == ["train/loss", "train/lr"]
+
+
+def test_differing_config_flattens_and_counts_a_missing_key_as_different():
+    a = info("a", {"optim": {"lr": 3e-4, "betas": [0.9, 0.95]}, "seed": 1, "schedule": "wsd"})
+    b = info("b", {"optim": {"lr": 1e-3, "betas": [0.9, 0.95]}, "seed": 1})
+    c = info("c", {"optim": {"lr": 1e-3, "betas": [0.9, 0.99]}, "seed": 1, "schedule": "wsd"})
+    assert export.differing_config([a, b, c]) == ["optim.lr", "optim.betas", "schedule"]
+    assert export.differing_config([a, b]) == ["optim.lr", "schedule"]
+    assert export.differing_config([a]) == []
+    assert export.differing_config([]) == []
+
+
+def test_gpu_hours_count_gpus_seen_in_telemetry_else_world_size():
+    with_gpus = RunData(info(world_size=8), {}, ["sys/gpu0/util", "sys/gpu3/temp_c", "sys/cpu_pct"])
+    assert export.gpu_count(with_gpus) == 2
+    assert export.gpu_count(RunData(info(world_size=4), {}, ["train/loss"])) == 4
+    header, rows = export.comparison_table([with_gpus], metrics=[])
+    assert header[-2:] == ["hours", "GPU-hours"]
+    assert rows[0][-2:] == [1.0, 2.0]
+
+
+def test_metric_stats_ignore_nan_for_min_but_report_a_nan_last_value():
+    series = ([0, 10, 20, 30], [0.0] * 4, [3.0, 1.5, float("nan"), 2.0])
+    assert export.metric_stats(series) == (2.0, 1.5, 10)
+    last, best, step = export.metric_stats(([0, 1], [0.0, 0.0], [float("nan")] * 2))
+    assert math.isnan(last) and math.isnan(best) and step is None
+    assert export.metric_stats(None) == (None, None, None)
+
+
+def test_comparison_table_accepts_numpy_series():
+    steps = np.array([0, 1, 2], dtype=np.int64)
+    values = np.array([2.0, 1.0, np.inf])
+    data = RunData(info(), {"train/loss": (steps, steps.astype(float), values)})
+    header, rows = export.comparison_table([data], metrics=["train/*"])
+    assert header[1:4] == ["train/loss last", "train/loss min", "train/loss min step"]
+    assert rows[0][1:4] == [math.inf, 1.0, 1]
+
+
+# ---- the comparison table from a real store ----------------------------------------------------
+
+
+def test_comparison_table_of_the_sample_store(sample):
+    engine, _ = sample
+    data = export.load_run_data(engine, None, None)
+    header, rows = export.comparison_table(data, metrics=["valid/ppl"])
+    assert header == [
+        "run",
+        "batch_tokens",
+        "optim.lr",
+        "optim.schedule",
+        "valid/ppl",
+        "test/ppl",
+        "valid/ppl last",
+        "valid/ppl min",
+        "valid/ppl min step",
+        "hours",
+        "GPU-hours",
+    ]
+    by_name = {r[0]: r for r in rows}
+    assert by_name["wsd-0.5"][1:] == [
+        524288,
+        3e-4,
+        "wsd",
+        15.61,
+        16.02,
+        15.64,
+        15.64,
+        400,
+        2.0,
+        4.0,
+    ]
+    assert by_name["cos_lr1e-3"][-2:] == [1.0, 4.0]  # world_size 4, no GPU telemetry
+    assert by_name["wsd_50%#"][4:6] == [None, None]  # no summary
+    assert by_name["wsd_50%#"][-2] == 0.5  # crashed: until the last heartbeat
+
+
+def test_markdown_table_golden(sample):
+    engine, _ = sample
+    data = export.load_run_data(engine, None, None)
+    assert_golden("compare.md", export.table_text(data, "md"))
+
+
+def test_latex_table_golden(sample):
+    engine, _ = sample
+    data = export.load_run_data(engine, None, None)
+    text = export.table_text(data, "latex", metrics=["valid/ppl", "train/loss"])
+    assert "wsd\\_50\\%\\#" in text
+    assert_golden("compare.tex", text)
+
+
+def test_latex_escapes_every_special_character():
+    assert export.latex_escape(r"a_b%c&d#e$f{g}h~i^j\k") == (
+        r"a\_b\%c\&d\#e\$f\{g\}h\textasciitilde{}i\textasciicircum{}j\textbackslash{}k"
+    )
+
+
+def test_markdown_escapes_pipes_and_leaves_missing_cells_empty():
+    text = export.render_markdown(["run", "x"], [["a|b", None], ["c", 1.5]])
+    assert text.splitlines() == ["| run | x |", "| --- | ---: |", "| a\\|b |  |", "| c | 1.5 |"]
+
+
+def test_table_csv_writes_raw_values(sample, tmp_path):
+    engine, _ = sample
+    data = export.load_run_data(engine, ["wsd-0.5"], None)
+    out = tmp_path / "t.csv"
+    export.write_table(data, out, "csv", metrics=["train/loss"])
+    rows = list(csv.reader(out.open()))
+    assert rows[0][0] == "run" and rows[1][0] == "wsd-0.5"
+    assert rows[1][rows[0].index("train/loss min")] == "3.0"
+
+
+# ---- loading ----------------------------------------------------------------------------------
+
+
+def test_load_run_data_by_name_uid_prefix_row_id_and_runinfo(sample):
+    engine, made = sample
+    wsd, cos, _ = made
+    by_name = export.load_run_data(engine, ["cos_lr1e-3"], ["valid/*"])
+    assert [d.run.name for d in by_name] == ["cos_lr1e-3"]
+    assert sorted(by_name[0].series) == ["valid/loss", "valid/ppl"]
+    assert "train/loss" in by_name[0].all_keys
+    by_prefix = export.load_run_data(engine, ["aaaa"], None)
+    assert by_prefix[0].run.ref.uid == wsd.uid
+    by_id = export.load_run_data(engine, [cos.id, wsd.id], None)
+    assert [d.run.name for d in by_id] == ["cos_lr1e-3", "wsd-0.5"]
+    again = export.load_run_data(engine, [by_id[0].run], None)
+    assert again[0].run.ref.uid == cos.uid
+    with pytest.raises(UnknownRun, match="no run 'nope'"):
+        export.load_run_data(engine, ["nope"], None)
+
+
+def test_load_is_full_resolution(store_path):
+    engine = new_store(store_path)
+    n = 30_000
+    make_run(engine, points={"train/loss": [(i, i * 0.5) for i in range(n)]})
+    (data,) = export.load_run_data(engine, None, None)
+    steps, _walls, values = data.series["train/loss"]
+    assert len(steps) == n and values[-1] == (n - 1) * 0.5
+
+
+# ---- points -----------------------------------------------------------------------------------
+
+
+def test_long_csv_round_trips_floats_and_spells_nan_inf(sample, tmp_path):
+    engine, _ = sample
+    make_run(
+        engine,
+        name="odd",
+        points={"x": [(0, 0.1 + 0.2), (1, float("-inf")), (2, float("nan")), (3, 1e-300)]},
+    )
+    data = export.load_run_data(engine, ["odd"], None)
+    out = tmp_path / "points.csv"
+    export.write_points(data, out, "csv")
+    rows = list(csv.DictReader(out.open()))
+    assert [r["value"] for r in rows] == [repr(0.1 + 0.2), "-inf", "nan", "1e-300"]
+    assert float(rows[0]["value"]) == 0.1 + 0.2
+    assert list(rows[0]) == ["run", "uid", "key", "step", "wall", "value"]
+
+
+def test_wide_csv_aligns_keys_by_step_and_leaves_gaps_empty(sample, tmp_path):
+    engine, _ = sample
+    data = export.load_run_data(engine, ["wsd-0.5"], ["train/loss", "valid/ppl"])
+    out = tmp_path / "wide.csv"
+    export.write_points(data, out, "csv-wide")
+    rows = list(csv.reader(out.open()))
+    assert rows[0] == ["run", "uid", "step", "train/loss", "valid/ppl"]
+    assert [r[2:] for r in rows[1:]] == [
+        ["0", "10.5", ""],
+        ["100", "4.25", ""],
+        ["200", "3.5", "25.79"],
+        ["300", "3.125", ""],
+        ["400", "3.0", "15.64"],
+    ]
+
+
+def test_wide_csv_keeps_the_last_of_several_points_at_one_step(store_path, tmp_path):
+    engine = new_store(store_path)
+    make_run(engine, name="r", points={"sys/cpu_pct": [(5, 10.0, 1.0), (5, 30.0, 2.0)]})
+    data = export.load_run_data(engine, None, None)
+    export.write_points(data, tmp_path / "w.csv", "csv-wide")
+    rows = list(csv.reader((tmp_path / "w.csv").open()))
+    assert rows[1][2:] == ["5", "30.0"]
+
+
+def test_parquet_keeps_nan_and_inf(sample, tmp_path):
+    import pyarrow.parquet as pq
+
+    engine, _ = sample
+    data = export.load_run_data(engine, ["cos_lr1e-3"], ["train/loss"])
+    out = tmp_path / "p.parquet"
+    export.write_points(data, out, "parquet")
+    table = pq.read_table(out)
+    assert table.column_names == ["run", "uid", "key", "step", "wall", "value"]
+    values = table.column("value").to_pylist()
+    assert values[:2] == [10.5, 4.5] and math.isnan(values[2]) and values[3] == math.inf
+    assert table.column("value").null_count == 0
+    assert table.column("step").to_pylist() == [0, 100, 200, 300]
+
+
+def test_parquet_without_pyarrow_is_a_clear_error(sample, tmp_path, monkeypatch):
+    engine, _ = sample
+    data = export.load_run_data(engine, None, None)
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # makes `import pyarrow` fail
+    with pytest.raises(export.ExportError, match="pip install pyarrow"):
+        export.write_points(data, tmp_path / "p.parquet", "parquet")
+    assert not (tmp_path / "p.parquet").exists()
+
+
+def test_unknown_formats_are_refused(sample, tmp_path):
+    engine, _ = sample
+    data = export.load_run_data(engine, None, None)
+    with pytest.raises(export.ExportError, match="csv, csv-wide, parquet"):
+        export.write_points(data, tmp_path / "x", "xlsx")
+    with pytest.raises(export.ExportError, match="csv, md, latex"):
+        export.write_table(data, tmp_path / "x", "html")
+    assert not (tmp_path / "x").exists()
+
+
+def test_a_failed_write_leaves_no_partial_file(sample, tmp_path):
+    engine, _ = sample
+    data = export.load_run_data(engine, None, None)
+    data[0].series["train/loss"] = ([0, 1], [0.0], [1.0, 2.0])  # ragged: fails mid-write
+    out = tmp_path / "p.csv"
+    with pytest.raises(ValueError):
+        export.write_points(data, out, "csv")
+    assert [p.name for p in tmp_path.iterdir()] == ["runs"]  # the store only: no p.csv, no tmp
+
+
+@pytest.mark.postgres
+def test_postgres_store_gives_the_same_table_as_sqlite(pg_store, sample):
+    sqlite_engine, _ = sample
+    pg = new_store(pg_store)
+    try:
+        make_sample_runs(pg)
+        pg_text = export.table_text(export.load_run_data(pg, None, None), "md")
+        (cos,) = export.load_run_data(pg, ["cos_lr1e-3"], ["train/loss"])
+    finally:
+        pg.dispose()
+    assert pg_text == export.table_text(export.load_run_data(sqlite_engine, None, None), "md")
+    values = cos.series["train/loss"][2]
+    assert math.isnan(values[2]) and values[3] == math.inf
