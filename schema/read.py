@@ -37,6 +37,23 @@ class PointRows:
         return len(self.ids)
 
 
+def raw_rows(conn: Connection, query) -> list[tuple]:
+    """Run a SELECT through the DBAPI cursor: plain tuples, no Row objects.
+
+    Reading series is the hot path of export and the CLI; SQLAlchemy's Row construction costs
+    several times the query itself there. The statement is still built from schema.tables.
+    """
+    compiled = query.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+    params = compiled.params
+    args = tuple(params[name] for name in compiled.positiontup) if compiled.positional else params
+    cursor = conn.connection.dbapi_connection.cursor()
+    try:
+        cursor.execute(str(compiled), args)
+        return cursor.fetchall()
+    finally:
+        cursor.close()
+
+
 def _loads(text: str | None, default):
     try:
         return json.loads(text) if text else default
@@ -129,7 +146,7 @@ def fetch_points(
         query = query.where(points.c.key_id.in_(list(key_ids)))
     if limit is not None:
         query = query.limit(limit)
-    rows = conn.execute(query).all()
+    rows = raw_rows(conn, query)
     cols = list(zip(*rows, strict=True)) if rows else [()] * 6
     values = [NAN if v is None else v for v in cols[5]]
     return PointRows(
@@ -161,7 +178,7 @@ def series(engine: Engine, run_id: int, key_id: int) -> tuple[list[int], list[fl
         .order_by(points.c.step, points.c.id)
     )
     with engine.connect() as conn:
-        rows = conn.execute(query).all()
+        rows = raw_rows(conn, query)
     if not rows:
         return [], [], []
     steps, walls, values = zip(*rows, strict=True)

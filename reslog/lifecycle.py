@@ -1,0 +1,163 @@
+"""How runs end when nobody calls finish(): normal exit, uncaught exception, signals, fork.
+
+Installed once, on the first init(). Every hook chains to what was there before it, and each
+finish it triggers has a hard time limit, so a wedged disk or server never hangs the exit.
+
+- normal interpreter exit (atexit)       → finished (killed after a Ctrl+C that was caught)
+- uncaught exception (sys.excepthook)    → failed; KeyboardInterrupt → killed
+- exception in the thread that called init() when that is not the main thread → failed
+- SIGTERM / SIGHUP                        → killed, then the previous handler or the default
+                                            action (the process dies of the same signal)
+- SIGINT                                  → noted, then the previous handler (KeyboardInterrupt)
+- fork: the child's copy of a run goes inert (it has no writer thread; the parent owns the run)
+- SIGKILL / OOM kill: nothing can run; readers see a stale heartbeat as "crashed"
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import sys
+import threading
+import traceback
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from reslog.run import Run
+
+_active: list[Run] = []
+_lock = threading.Lock()
+_installed = False
+_previous_signal: dict[int, Any] = {}
+_previous_excepthook = sys.excepthook
+_previous_threading_hook = threading.excepthook
+KILL_SIGNALS = ("SIGTERM", "SIGHUP")
+
+
+def register(run: Run) -> None:
+    with _lock:
+        _active.append(run)
+    _install()
+
+
+def unregister(run: Run) -> None:
+    with _lock:
+        if run in _active:
+            _active.remove(run)
+
+
+def active() -> list[Run]:
+    with _lock:
+        return list(_active)
+
+
+def current() -> Run | None:
+    with _lock:
+        return _active[-1] if _active else None
+
+
+def _finish_all(status: str | None, error: BaseException | None = None) -> None:
+    for run in reversed(active()):
+        try:
+            run._finish_from_hook(status, error)
+        except Exception:  # an exit hook must never raise
+            traceback.print_exc()
+
+
+def _at_exit() -> None:
+    _finish_all(None)
+
+
+def _excepthook(tp, value, tb) -> None:
+    # The traceback first, so the user sees the error even if the store is slow.
+    _previous_excepthook(tp, value, tb)
+    _finish_all("killed" if issubclass(tp, KeyboardInterrupt) else "failed", value)
+
+
+def _threading_hook(args) -> None:
+    _previous_threading_hook(args)
+    if args.exc_type is SystemExit:
+        return
+    for run in active():
+        try:
+            run._thread_failed(args)
+        except Exception:
+            traceback.print_exc()
+
+
+def _on_kill_signal(signum: int, frame: FrameType | None) -> None:
+    name = signal.Signals(signum).name
+    for run in reversed(active()):
+        try:
+            run._finish_from_hook("killed", None, reason=f"received {name}")
+        except Exception:
+            traceback.print_exc()
+    previous = _previous_signal.get(signum, signal.SIG_DFL)
+    if callable(previous):
+        previous(signum, frame)
+    elif previous == signal.SIG_IGN:
+        return
+    else:  # default action: die of the same signal, so the parent sees the usual exit status
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+
+def _on_sigint(signum: int, frame: FrameType | None) -> None:
+    for run in active():
+        run._interrupted = True
+    previous = _previous_signal.get(signum, signal.default_int_handler)
+    if callable(previous):
+        previous(signum, frame)
+    elif previous != signal.SIG_IGN:
+        _on_kill_signal(signum, frame)
+
+
+def _after_fork_in_child() -> None:
+    global _active
+    for run in _active:
+        run._detach_after_fork()
+    _active = []
+
+
+def _install() -> None:
+    global _installed
+    with _lock:
+        if _installed:
+            return
+        _installed = True
+    atexit.register(_at_exit)
+    _chain_hooks()
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+    if threading.current_thread() is not threading.main_thread():
+        return  # signal handlers can only be set from the main thread
+    for name in KILL_SIGNALS:
+        signum = getattr(signal, name, None)
+        if signum is not None:
+            _chain_signal(signum, _on_kill_signal)
+    _chain_signal(signal.SIGINT, _on_sigint)
+
+
+def _chain_hooks() -> None:
+    global _previous_excepthook, _previous_threading_hook
+    if sys.excepthook is not _excepthook:
+        _previous_excepthook = sys.excepthook
+        sys.excepthook = _excepthook
+    if threading.excepthook is not _threading_hook:
+        _previous_threading_hook = threading.excepthook
+        threading.excepthook = _threading_hook
+
+
+def _chain_signal(signum: int, handler) -> None:
+    try:
+        previous = signal.getsignal(signum)
+    except (ValueError, OSError):
+        return
+    if previous == signal.SIG_IGN or previous is handler:
+        return  # ignored on purpose (nohup): stay ignored
+    _previous_signal[signum] = previous
+    try:
+        signal.signal(signum, handler)
+    except (ValueError, OSError):
+        _previous_signal.pop(signum, None)

@@ -1,0 +1,441 @@
+"""A run: `init()` opens the store and writes the run row; `Run.log()` only appends to memory."""
+
+from __future__ import annotations
+
+import json
+import operator
+import os
+import threading
+import time
+import traceback
+import uuid
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import SQLAlchemyError
+
+from reslog import hostinfo, lifecycle
+from reslog.values import PLAIN, as_json, check_key, checked, config_dict, redact
+from reslog.writer import DeviceRecord, Summary, Writer
+from schema import EVENT_LEVELS, open_store
+from schema.errors import StoreError, UnknownRun
+from schema.tables import events, points, runs
+
+DEFAULT_FINISH_TIMEOUT_S = 10.0
+DEFAULT_MAX_BUFFER_POINTS = 2_000_000
+DEFAULT_WAKE_POINTS = 100_000
+MIN_STEP, MAX_STEP = -(2**63), 2**63 - 2  # points.step is a BIGINT; run.step = step + 1 too
+
+
+class Timer:
+    """`with run.timer("forward"):` adds the elapsed seconds to `time/forward` of the next log()."""
+
+    __slots__ = ("_key", "_run", "_t0")
+
+    def __init__(self, run: Run, key: str) -> None:
+        self._run = run
+        self._key = key
+        self._t0 = 0.0
+
+    def __enter__(self) -> Timer:
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        elapsed = time.perf_counter() - self._t0
+        timers = self._run._timers
+        timers[self._key] = timers.get(self._key, 0.0) + elapsed
+
+
+class Run:
+    """One training run being logged. Made by `reslog.init()`; see docs/reslog.md."""
+
+    def __init__(
+        self,
+        engine,
+        run_id: int,
+        uid: str,
+        *,
+        project: str,
+        name: str,
+        step: int,
+        summary: Summary,
+        flush_interval: float,
+        max_buffer_points: int,
+        finish_timeout: float,
+        rank: int,
+        world_size: int,
+        label: str,
+    ) -> None:
+        self.uid = uid
+        self.project = project
+        self.name = name
+        self.rank = rank
+        self.world_size = world_size
+        self.store = label
+        self.summary = summary
+        self.finish_timeout = float(finish_timeout)
+        self._engine = engine
+        self._run_id = run_id
+        self._step = step
+        self._last_step: int | None = step - 1 if step > 0 else None
+        self._known: set[str] = set()
+        self._timers: dict[str, float] = {}
+        self._timer_keys: dict[str, str] = {}
+        self._closed = False
+        self._finishing = False
+        self._interrupted = False
+        self._warned_closed = False
+        self._status: str | None = None
+        self._owner = threading.current_thread()
+        self._writer = Writer(
+            engine,
+            run_id,
+            summary,
+            interval=flush_interval,
+            max_points=max_buffer_points,
+            wake_points=min(DEFAULT_WAKE_POINTS, max(1, max_buffer_points // 4)),
+            label=label,
+            known=self._known,
+        )
+        self._append = self._writer.buffer.append
+        self._max_points = self._writer.max_points
+        self._wake_points = self._writer.wake_points
+        self._sampler: Any = None
+
+    # -- the hot path -----------------------------------------------------------------------------
+
+    def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        """Record metrics at `step` (default: the next step). No I/O; TypeError for bad values."""
+        if self._closed:
+            self._log_after_finish()
+            return
+        if (
+            type(metrics) is dict
+            and self._known.issuperset(metrics)
+            and PLAIN.issuperset(map(type, metrics.values()))
+        ):
+            record = dict(metrics)
+            device = False
+        else:
+            record = checked(metrics, self._known)
+            device = not PLAIN.issuperset(map(type, record.values()))
+        if step is None:
+            step = self._step
+        elif type(step) is not int or not MIN_STEP <= step <= MAX_STEP:
+            step = _check_step(step)
+        if self._timers:  # after every check: a rejected call must not consume the timers
+            self._take_timers(record)
+        self._step = step + 1
+        self._last_step = step
+        w = self._writer
+        n = len(record)
+        if w.logged + w.side_logged - w.committed + n > self._max_points:
+            w.dropped += n
+            return
+        self._append(
+            DeviceRecord((step, time.time(), record)) if device else (step, time.time(), record)
+        )
+        w.logged += n
+        if w.logged - w.committed > self._wake_points:
+            w.wake.set()
+
+    def timer(self, name: str) -> Timer:
+        key = self._timer_keys.get(name)
+        if key is None:
+            key = check_key("time/" + check_key(name))
+            self._known.add(key)
+            self._timer_keys[name] = key
+        return Timer(self, key)
+
+    def _take_timers(self, record: dict[str, Any]) -> None:
+        timers, self._timers = self._timers, {}
+        for key, seconds in timers.items():
+            record.setdefault(key, seconds)
+
+    @property
+    def step(self) -> int:
+        """The step the next log() without an explicit step will use."""
+        return self._step
+
+    # -- events and status ------------------------------------------------------------------------
+
+    def event(self, kind: str, title: str, body: str = "", level: str = "info") -> None:
+        """Record an event (checkpoint, schedule, note, …) at the last logged step."""
+        if not isinstance(kind, str) or not 0 < len(kind) <= 32:
+            raise ValueError(f"reslog: event kind must be a str of 1-32 characters, got {kind!r}")
+        if level not in EVENT_LEVELS:
+            raise ValueError(f"reslog: event level must be one of {EVENT_LEVELS}, got {level!r}")
+        if self._closed:
+            self._log_after_finish()
+            return
+        record = (time.time(), self._last_step, kind, level, str(title), str(body))
+        self._writer.events.append(record)
+
+    def alert(self, title: str, level: str = "warning", body: str = "") -> None:
+        """An event of kind "alert" (viewers highlight these)."""
+        self.event("alert", title, body=body, level=level)
+
+    def finish(self, status: str | None = None, timeout: float | None = None) -> bool:
+        """End the run: final flush and status, within `timeout` s (default finish_timeout).
+
+        status: "finished" (default), "failed" or "killed". Returns False when the store could
+        not take everything in time (a warning then says how much was lost). Idempotent.
+        """
+        if status is not None and status not in ("finished", "failed", "killed"):
+            raise ValueError(
+                f"reslog: finish status must be finished, failed or killed: {status!r}"
+            )
+        if self._closed or self._finishing:
+            return self._status is not None
+        self._finishing = True
+        limit = self.finish_timeout if timeout is None else float(timeout)
+        deadline = time.monotonic() + limit
+        if self._sampler is not None:
+            self._sampler.stop(timeout=min(2.0, limit / 4))
+        if self._timers:
+            record: dict[str, Any] = {}
+            self._take_timers(record)
+            step = self._last_step if self._last_step is not None else self._step
+            self._append((step, time.time(), record))
+            self._writer.logged += len(record)
+        self._closed = True
+        final = status or ("killed" if self._interrupted else "finished")
+        ok = self._writer.close(final, time.time(), max(0.0, deadline - time.monotonic()))
+        self._status = final
+        lifecycle.unregister(self)
+        if ok:
+            self._engine.dispose()
+        else:
+            warnings.warn(
+                f"reslog: finish() gave up after {limit:.0f} s; {self._writer.pending_points()} "
+                f"points of run {self.uid} were not written to {self.store} "
+                f"(last error: {self._writer.last_error})",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        return ok
+
+    def _finish_from_hook(
+        self, status: str | None, error: BaseException | None = None, reason: str = ""
+    ) -> None:
+        if self._closed or self._finishing:
+            return
+        if error is not None:
+            self._record_error(error, status or "failed")
+        elif reason:
+            self.event("note", f"run {status}: {reason}", level="warning")
+        self.finish(status)
+
+    def _record_error(self, error: BaseException, status: str) -> None:
+        title = traceback.format_exception_only(type(error), error)[-1].strip()
+        body = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        self.event("alert", f"run {status}: {title}"[:2000], body=body[-20000:], level="error")
+
+    def _thread_failed(self, args) -> None:
+        if args.thread is self._owner and self._owner is not threading.main_thread():
+            self._finish_from_hook("failed", args.exc_value)
+        elif not self._closed and args.exc_value is not None:
+            name = getattr(args.thread, "name", "?")
+            title = traceback.format_exception_only(args.exc_type, args.exc_value)[-1].strip()
+            self.alert(f"exception in thread {name}: {title}"[:2000], level="error")
+
+    def _detach_after_fork(self) -> None:
+        self._closed = True
+        self._warned_closed = True  # a forked worker logging is the parent's business, not ours
+        self._writer.abandon()
+
+    def _log_after_finish(self) -> None:
+        if not self._warned_closed:
+            self._warned_closed = True
+            warnings.warn(
+                f"reslog: run {self.uid} is finished; further log() calls are ignored",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+    # -- system metrics ---------------------------------------------------------------------------
+
+    def _emit_system(self, metrics: dict[str, float], wall: float) -> None:
+        """The system sampler's emit: its thread, the run's current step, the step unchanged."""
+        if self._closed:
+            return
+        record = checked(metrics, self._known)
+        step = self._last_step if self._last_step is not None else self._step
+        w = self._writer
+        n = len(record)
+        if w.logged + w.side_logged - w.committed + n > self._max_points:
+            w.side_dropped += n
+            return
+        self._append((step, wall, record))
+        w.side_logged += n
+
+    def _start_system(self, interval: float) -> None:
+        try:
+            from reslog.system import SystemSampler
+        except ImportError as exc:
+            warnings.warn(
+                f"reslog: system metrics unavailable ({exc})", RuntimeWarning, stacklevel=3
+            )
+            return
+        self._sampler = SystemSampler(self._emit_system, interval=interval)
+        self._sampler.start()
+
+    # -- with reslog.init(...) as run: ------------------------------------------------------------
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, tp, value, tb) -> None:
+        if value is None:
+            self.finish()
+        elif isinstance(value, KeyboardInterrupt):
+            self._finish_from_hook("killed", value)
+        else:
+            self._finish_from_hook("failed", value)
+
+    def __repr__(self) -> str:
+        state = self._status or "running"
+        return f"<reslog.Run {self.uid[:8]} {self.project}/{self.name} step={self._step} {state}>"
+
+
+def _check_step(step: Any) -> int:
+    try:
+        value = operator.index(step)
+    except TypeError:
+        raise TypeError(
+            f"reslog: step must be an int, got {type(step).__name__} {step!r}"
+        ) from None
+    if not MIN_STEP <= value <= MAX_STEP:
+        raise ValueError(f"reslog: step {value} does not fit in 64 bits")
+    return value
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, default=as_json)
+
+
+def init(
+    project: str = "default",
+    name: str | None = None,
+    config: Any = None,
+    store: str | os.PathLike[str] | None = None,
+    tags: list[str] | tuple[str, ...] | None = None,
+    notes: str = "",
+    resume: str | None = None,
+    system: bool = True,
+    system_interval: float = 1.0,
+    flush_interval: float = 1.0,
+    rank: int | None = None,
+    world_size: int | None = None,
+    *,
+    max_buffer_points: int = DEFAULT_MAX_BUFFER_POINTS,
+    finish_timeout: float = DEFAULT_FINISH_TIMEOUT_S,
+) -> Run:
+    """Start (or with resume=uid, continue) a run and make it the current one."""
+    if not flush_interval > 0:
+        raise ValueError(f"reslog: flush_interval must be > 0 seconds, got {flush_interval!r}")
+    if max_buffer_points < 1:
+        raise ValueError(f"reslog: max_buffer_points must be >= 1, got {max_buffer_points!r}")
+    rank = hostinfo.rank() if rank is None else int(rank)
+    world_size = hostinfo.world_size() if world_size is None else int(world_size)
+    config_json = _json(redact(config_dict(config))) if config is not None else None
+    tag_list = [str(t) for t in (tags or [])]
+    engine = open_store(store, create=True)
+    label = engine.url.render_as_string(hide_password=True)
+    now = time.time()
+    where = {
+        "host": hostinfo.host(),
+        "pid": os.getpid(),
+        "command": hostinfo.command_line(),
+        "heartbeat_interval": float(flush_interval),
+        "rank": rank,
+        "world_size": world_size,
+    }
+    try:
+        with engine.begin() as conn:
+            if resume is None:
+                uid = uuid.uuid4().hex
+                name = name or f"{project}-{time.strftime('%Y%m%d-%H%M%S')}-{uid[:4]}"
+                row = {
+                    "uid": uid,
+                    "project": project,
+                    "name": name,
+                    "status": "running",
+                    "created_at": now,
+                    "heartbeat_at": now,
+                    "git_commit": hostinfo.git_commit(),
+                    "config": config_json or "{}",
+                    "tags": _json(tag_list),
+                    "notes": notes or "",
+                    **where,
+                }
+                run_id = conn.execute(runs.insert().values(**row)).inserted_primary_key[0]
+                summary, step = Summary(), 0
+            else:
+                run_id, uid, project, name, summary, step = _resume(
+                    conn, resume, now, where, config_json, tag_list if tags else None, notes
+                )
+    except SQLAlchemyError as exc:
+        engine.dispose()
+        raise StoreError(f"reslog: cannot start a run in {label}: {exc}") from None
+    except BaseException:
+        engine.dispose()
+        raise
+    run = Run(
+        engine,
+        int(run_id),
+        uid,
+        project=project,
+        name=name,
+        step=step,
+        summary=summary,
+        flush_interval=flush_interval,
+        max_buffer_points=max_buffer_points,
+        finish_timeout=finish_timeout,
+        rank=rank,
+        world_size=world_size,
+        label=label,
+    )
+    run._writer.start()
+    lifecycle.register(run)
+    if system:
+        run._start_system(system_interval)
+    return run
+
+
+def _resume(conn, uid: str, now: float, where: dict, config_json, tags, notes):
+    row = conn.execute(select(runs).where(runs.c.uid == uid)).first()
+    if row is None:
+        raise UnknownRun(f"reslog: cannot resume run {uid!r}: no such run in this store")
+    last = conn.execute(select(func.max(points.c.step)).where(points.c.run_id == row.id)).scalar()
+    step = 0 if last is None else int(last) + 1
+    values: dict[str, Any] = {"status": "running", "ended_at": None, "heartbeat_at": now, **where}
+    if config_json is not None:
+        merged = json.loads(row.config or "{}")
+        merged.update(json.loads(config_json))
+        values["config"] = _json(merged)
+    if tags is not None:
+        values["tags"] = _json(tags)
+    if notes:
+        values["notes"] = notes
+    conn.execute(runs.update().where(runs.c.id == row.id).values(**values))
+    body = f"host {where['host']}, pid {where['pid']}; the run was {row.status}"
+    conn.execute(
+        events.insert().values(
+            run_id=row.id,
+            wall=now,
+            step=step,
+            kind="resume",
+            level="info",
+            title=f"resumed at step {step}",
+            body=body,
+        )
+    )
+    try:
+        summary = Summary(json.loads(row.summary or "{}"))
+    except ValueError:
+        summary = Summary()
+    return row.id, row.uid, row.project, row.name, summary, step

@@ -1,0 +1,239 @@
+"""What `log()` accepts, checked without importing torch or numpy, and the bulk conversion.
+
+The training thread pays for a type check per value; anything it cannot turn into a float
+cheaply and without a GPU sync (a CUDA tensor) is kept as is and converted at flush time, in the
+writer thread, with one device-to-host copy per device and dtype.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+MAX_KEY_LEN = 500  # keys.name is String(500); PostgreSQL enforces it
+
+# Values whose type is in here are stored as they are; checked with one set lookup per value.
+PLAIN: frozenset[type] = frozenset({float, int})
+
+# Decided once per type: "float" (convert now with float()), "tensor" (torch: decide per value),
+# "numpy" (numpy scalar or array: decide per value) or None (rejected).
+_KIND: dict[type, str | None] = {bool: "float"}
+
+
+def _kind_of(tp: type) -> str | None:
+    kind = _KIND.get(tp, "?")
+    if kind != "?":
+        return kind
+    module = getattr(tp, "__module__", "") or ""
+    root = module.split(".", 1)[0]
+    if root == "torch" and any(c.__name__ == "Tensor" for c in tp.__mro__):
+        kind = "tensor"
+    elif root == "numpy":
+        kind = "numpy"
+    elif issubclass(tp, (int, float)):
+        kind = "float"  # int/float subclasses (IntEnum, user subclasses)
+    else:
+        kind = None
+    _KIND[tp] = kind
+    return kind
+
+
+def _reject(key: str, value: Any, why: str = "") -> TypeError:
+    what = type(value).__module__ + "." + type(value).__qualname__
+    detail = f" ({why})" if why else ""
+    return TypeError(
+        f"reslog: cannot log key {key!r}: value of type {what}{detail}; expected int, float, "
+        "bool, a numpy scalar or a one-element torch tensor"
+    )
+
+
+def convert(key: str, value: Any) -> Any:
+    """A storable form of one value: a float, or a device tensor for the writer to convert.
+
+    Raises TypeError naming the key for anything else.
+    """
+    tp = type(value)
+    if tp in PLAIN:
+        return value
+    kind = _kind_of(tp)
+    if kind == "float":
+        return float(value)
+    if kind == "numpy":
+        dtype_kind = getattr(getattr(value, "dtype", None), "kind", "")
+        if dtype_kind not in ("b", "i", "u", "f") or getattr(value, "size", 0) != 1:
+            raise _reject(key, value, "numpy value must be one real number")
+        return float(value.reshape(()) if getattr(value, "ndim", 0) else value)
+    if kind == "tensor":
+        if value.numel() != 1 or value.is_complex():
+            raise _reject(key, value, f"tensor of shape {tuple(value.shape)}, dtype {value.dtype}")
+        if value.device.type == "cpu":
+            # A CPU read is cheap and cannot sync a GPU; reading now also means a later in-place
+            # change of the tensor does not change what was logged.
+            return float(value.detach().reshape(()).item())
+        return value.detach()  # converted at flush time (see to_floats)
+    raise _reject(key, value)
+
+
+def check_key(key: Any) -> str:
+    """A key name as stored; ValueError/TypeError with the reason otherwise."""
+    if not isinstance(key, str):
+        raise TypeError(f"reslog: metric keys must be str, got {type(key).__name__} {key!r}")
+    if len(key) > MAX_KEY_LEN:
+        raise ValueError(f"reslog: metric key longer than {MAX_KEY_LEN} characters: {key[:60]!r}…")
+    if "\x00" in key:
+        raise ValueError(f"reslog: metric key contains a NUL character: {key!r}")
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"reslog: metric key is not valid unicode text: {key!r}") from None
+    return str(key)
+
+
+def checked(metrics: Mapping[Any, Any], known: set[str]) -> dict[str, Any]:
+    """The slow path of log(): check every key and value, converting what needs it.
+
+    Builds a new dict, so a rejected call leaves no trace. New good keys join `known`.
+    """
+    if not isinstance(metrics, Mapping):
+        raise TypeError(f"reslog: log() takes a dict of metrics, got {type(metrics).__name__}")
+    out: dict[str, Any] = {}
+    new: list[str] = []
+    for key, value in metrics.items():
+        if key not in known:
+            key = check_key(key)
+            new.append(key)
+        out[key] = convert(key, value)
+    known.update(new)
+    return out
+
+
+def to_floats(values: list[Any], nan_as_none: bool = True) -> list[Any]:
+    """Stored values: floats, NaN as None (the store's NaN convention; see schema.tables).
+
+    Device tensors are gathered per (device, dtype), stacked and copied to the host once per
+    group. Runs in the writer thread.
+    """
+    pending = [i for i, v in enumerate(values) if type(v) not in PLAIN]
+    if pending:
+        values = list(values)
+        for idx, val in zip(pending, _tensors_to_floats([values[i] for i in pending]), strict=True):
+            values[idx] = val
+    try:
+        floats = list(map(float, values))
+    except OverflowError:  # an int beyond float range: store it as ±inf rather than lose a flush
+        floats = [_safe_float(v) for v in values]
+    return [v if v == v else None for v in floats] if nan_as_none else floats
+
+
+def _safe_float(value: Any) -> float:
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
+def _tensors_to_floats(tensors: list[Any]) -> list[float]:
+    import torch
+
+    groups: dict[tuple[Any, Any], list[int]] = {}
+    for i, t in enumerate(tensors):
+        groups.setdefault((t.device, t.dtype), []).append(i)
+    out: list[float] = [math.nan] * len(tensors)
+    with torch.no_grad():
+        for idx in groups.values():
+            stacked = torch.stack([tensors[i].reshape(()) for i in idx]).cpu()
+            host = stacked.double().tolist() if stacked.dtype != torch.bool else stacked.tolist()
+            for i, v in zip(idx, host, strict=True):
+                out[i] = float(v)
+    return out
+
+
+def as_json(value: Any) -> Any:
+    """json.dumps default=: numbers from numpy/torch as numbers, anything else as its str()."""
+    if _kind_of(type(value)) in ("numpy", "tensor"):
+        try:
+            if getattr(value, "ndim", 0) == 0 or getattr(value, "numel", lambda: 0)() == 1:
+                return value.item()
+            return value.tolist()
+        except Exception:
+            return str(value)
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    return str(value)
+
+
+# Config keys whose values are never stored: matched on the words of the key (split on _ - . and
+# camelCase) so that LM settings like batch_tokens, tokenizer or max_token_len stay visible.
+SECRET_WORDS = frozenset(
+    {
+        "token",
+        "secret",
+        "secrets",
+        "password",
+        "passwd",
+        "pwd",
+        "passphrase",
+        "apikey",
+        "credential",
+    }
+)
+SECRET_WORDS |= {"credentials", "auth"}
+SECRET_PAIRS = frozenset({("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key")})
+# "pad_token": "<pad>" and friends are tokenizer settings, not credentials.
+NOT_SECRET_BEFORE_TOKEN = frozenset({"pad", "bos", "eos", "unk", "sep", "cls", "mask", "special"})
+REDACTED = "<redacted>"
+
+
+def _words(key: str) -> list[str]:
+    import re
+
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", key)
+    return [w for w in re.split(r"[^A-Za-z0-9]+", spaced.lower()) if w]
+
+
+def is_secret_key(key: str) -> bool:
+    words = _words(key)
+    if not words:
+        return False
+    last = words[-1]
+    if last == "token" and len(words) > 1 and words[-2] in NOT_SECRET_BEFORE_TOKEN:
+        return False
+    if last in SECRET_WORDS or "secret" in words or "password" in words:
+        return True
+    return len(words) > 1 and (words[-2], last) in SECRET_PAIRS
+
+
+def redact(config: Any, *, inside_secret: bool = False) -> Any:
+    """A copy of `config` with the values under secret-looking keys replaced, at any depth."""
+    if isinstance(config, Mapping):
+        out = {}
+        for key, value in config.items():
+            secret = inside_secret or is_secret_key(str(key))
+            if isinstance(value, (Mapping, list, tuple)):
+                out[str(key)] = redact(value, inside_secret=secret)
+            elif secret and value is not None:
+                out[str(key)] = REDACTED
+            else:
+                out[str(key)] = value
+        return out
+    if isinstance(config, (list, tuple)):
+        return [redact(v, inside_secret=inside_secret) for v in config]
+    if inside_secret and config is not None:
+        return REDACTED
+    return config
+
+
+def config_dict(config: Any) -> dict[str, Any]:
+    """A config as a plain dict: dataclasses, argparse namespaces and mappings are accepted."""
+    if config is None:
+        return {}
+    if isinstance(config, Mapping):
+        return dict(config)
+    import dataclasses
+
+    if dataclasses.is_dataclass(config) and not isinstance(config, type):
+        return dataclasses.asdict(config)
+    if hasattr(config, "__dict__"):
+        return {k: v for k, v in vars(config).items() if not k.startswith("_")}
+    raise TypeError(f"reslog: config must be a dict, dataclass or namespace, got {type(config)}")

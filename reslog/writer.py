@@ -1,0 +1,334 @@
+"""The background writer: drains the run's in-memory buffer into the store, one transaction a flush.
+
+The training thread only appends to `Writer.buffer` (a deque: appends and pops are atomic) and
+bumps counters it alone writes. This thread wakes on an Event, every `interval` seconds or when
+the buffer passes `wake_points`, turns records into row tuples with comprehensions and hands them
+to the driver's executemany. Errors stay here: the data is kept (bounded), a warning is given
+once, and the flush is retried with backoff until the store takes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import time
+import warnings
+from collections import deque
+from itertools import chain, repeat
+from typing import Any
+
+from sqlalchemy import Connection, Engine, select
+
+from reslog.values import PLAIN, as_json, to_floats
+from schema.tables import events, keys, points, runs
+
+log = logging.getLogger("reslog")
+
+MAX_BACKOFF_S = 30.0
+# "database is locked" is normal contention between processes sharing a file; only a lock that
+# outlasts this many seconds of retries is worth a warning.
+LOCK_WARN_AFTER_S = 30.0
+IN_CHUNK = 400  # names per "IN (...)" when resolving key ids (SQLite's variable limit is 999+)
+
+
+class DeviceRecord(tuple):
+    """A buffered (step, wall, metrics) record holding device tensors, converted at flush."""
+
+    __slots__ = ()
+
+
+class Summary(dict):
+    """`run.summary`: a dict that counts its changes so the writer persists it when it changed."""
+
+    version = 0
+
+    def _touch(self) -> None:
+        self.version += 1
+
+    def __setitem__(self, key, value) -> None:
+        super().__setitem__(key, value)
+        self._touch()
+
+    def __delitem__(self, key) -> None:
+        super().__delitem__(key)
+        self._touch()
+
+    def update(self, *args, **kw) -> None:
+        super().update(*args, **kw)
+        self._touch()
+
+    def setdefault(self, key, default=None):
+        out = super().setdefault(key, default)
+        self._touch()
+        return out
+
+    def pop(self, key, *default):
+        out = super().pop(key, *default)
+        self._touch()
+        return out
+
+    def clear(self) -> None:
+        super().clear()
+        self._touch()
+
+
+def positional_insert(engine: Engine, table, columns: list[str]) -> str:
+    """INSERT SQL for `columns` in the driver's positional paramstyle (rows are plain tuples)."""
+    dialect = engine.dialect
+    if dialect.paramstyle not in ("qmark", "format"):
+        dialect = type(dialect)(paramstyle="format")
+    compiled = table.insert().compile(dialect=dialect, column_keys=columns)
+    order = list(compiled.positiontup or [])
+    if order != columns:
+        raise RuntimeError(f"unexpected parameter order {order} for {table.name}")
+    return str(compiled)
+
+
+def _is_lock_error(exc: BaseException) -> bool:
+    text = str(getattr(exc, "orig", exc)).lower()
+    return "locked" in text or "busy" in text
+
+
+class Writer:
+    def __init__(
+        self,
+        engine: Engine,
+        run_id: int,
+        summary: Summary,
+        *,
+        interval: float = 1.0,
+        max_points: int = 2_000_000,
+        wake_points: int = 100_000,
+        label: str = "",
+        known: set[str] | None = None,
+    ) -> None:
+        self.engine = engine
+        self.run_id = run_id
+        self.summary = summary
+        self.known: set[str] = set() if known is None else known  # keys validated by the run
+        self.interval = float(interval)
+        self.max_points = int(max_points)
+        self.wake_points = int(wake_points)
+        self.label = label or engine.url.render_as_string()
+        self.is_sqlite = engine.dialect.name == "sqlite"
+        self.buffer: deque = deque()
+        self.events: deque = deque()
+        # Each counter has one writing thread: logged/dropped the training thread, side_* the
+        # system sampler's thread, committed this one. Pending = logged + side_logged - committed.
+        self.logged = 0
+        self.dropped = 0
+        self.side_logged = 0
+        self.side_dropped = 0
+        self.committed = 0
+        self.drops_recorded = 0
+        self.flushes = 0
+        self.wake = threading.Event()
+        self._held: list[tuple[int, float, dict[str, Any]]] = []
+        self._held_events: list[tuple] = []
+        self._held_points = 0
+        self._ids: dict[str, int] = {}
+        self._summary_written = summary.version - 1  # write it (and the heartbeat) once at start
+        self._conn: Connection | None = None
+        self._final: tuple[str, float] | None = None
+        self._final_written = threading.Event()
+        self._failing_since: float | None = None
+        self._warned: set[str] = set()
+        self.last_error: str | None = None
+        self._points_sql = positional_insert(
+            engine, points, ["run_id", "key_id", "step", "wall", "value"]
+        )
+        self._events_sql = positional_insert(
+            engine, events, ["run_id", "wall", "step", "kind", "level", "title", "body"]
+        )
+        self._thread = threading.Thread(target=self._loop, name="reslog-writer", daemon=True)
+
+    # -- called from other threads ------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def pending_points(self) -> int:
+        return self.logged + self.side_logged - self.committed
+
+    def close(self, status: str, ended_at: float, timeout: float) -> bool:
+        """Final flush with the run's end status; True when it reached the store in time."""
+        self._final = (status, ended_at)
+        self.wake.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        elif not self._final_written.is_set():
+            self._run_final(time.monotonic() + timeout)
+        return self._final_written.is_set()
+
+    def abandon(self) -> None:
+        """After fork: the child owns a copy of this object but no writer thread."""
+        self._final = ("finished", 0.0)
+        self._final_written.set()
+
+    # -- the writer thread ----------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        delay = self.interval
+        while self._final is None:
+            self.wake.wait(delay)
+            self.wake.clear()
+            if self._final is not None:
+                break
+            delay = self.interval if self._flush() else self._backoff(delay)
+        self._run_final(None)
+
+    def _run_final(self, deadline: float | None) -> None:
+        delay = min(0.05, self.interval)
+        while not self._flush():
+            if deadline is not None and time.monotonic() > deadline:
+                return
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+        self._final_written.set()
+        self._close_conn()
+
+    def _backoff(self, delay: float) -> float:
+        return min(max(delay, self.interval) * 2, MAX_BACKOFF_S)
+
+    def _drain(self) -> None:
+        buf = self.buffer
+        n = len(buf)
+        if n:
+            recs = [buf.popleft() for _ in repeat(None, n)]
+            if DeviceRecord in set(map(type, recs)):
+                recs = self._materialize(recs)
+            self._held.extend(recs)
+        evs = self.events
+        n = len(evs)
+        if n:
+            self._held_events.extend([evs.popleft() for _ in repeat(None, n)])
+
+    @staticmethod
+    def _materialize(recs: list) -> list:
+        """Device tensors → floats, all tensors of this flush in one copy per device/dtype."""
+        flat = [v for _s, _w, m in recs for v in m.values()]
+        floats = iter(to_floats(flat, nan_as_none=False))
+        return [(s, w, {k: next(floats) for k in m}) for s, w, m in recs]
+
+    def _flush(self) -> bool:
+        """One transaction: keys, points, events, run row. False (data kept) when it failed."""
+        final = self._final  # before draining: everything logged before close() is in this flush
+        try:
+            self._drain()
+            if self._conn is None:
+                self._conn = self._connect()
+            conn = self._conn
+            held = self._held
+            # Every buffered key is in `known` before its record is appended (run.log), so the
+            # set difference (in C, atomic under the GIL) covers all of them.
+            missing = self.known.difference(self._ids)
+            if missing:
+                self._resolve_keys(conn, sorted(missing))
+            rows = self._rows(held)
+            now = time.time()
+            with conn.begin():
+                if rows:
+                    conn.exec_driver_sql(self._points_sql, rows)
+                event_rows = [(self.run_id, *e) for e in self._held_events]
+                dropped = self.dropped + self.side_dropped
+                if dropped > self.drops_recorded:
+                    event_rows.append(self._drop_event(dropped - self.drops_recorded, now))
+                if event_rows:
+                    conn.exec_driver_sql(self._events_sql, event_rows)
+                values: dict[str, Any] = {"heartbeat_at": now}
+                version = self.summary.version
+                if version != self._summary_written:
+                    values["summary"] = json.dumps(dict(self.summary), default=as_json)
+                if final is not None:
+                    values["status"], values["ended_at"] = final
+                conn.execute(runs.update().where(runs.c.id == self.run_id).values(**values))
+        except Exception as exc:  # never into training: keep the data, say so once, retry
+            self._failed(exc)
+            return False
+        self._summary_written = version
+        self.drops_recorded = dropped
+        self.committed += len(rows)
+        self._held = []
+        self._held_events = []
+        self.flushes += 1
+        if self._failing_since is not None:
+            self._failing_since = None
+            if self._warned:
+                log.warning("reslog: writing to %s works again", self.label)
+        return True
+
+    def _rows(self, held: list) -> list[tuple]:
+        rid, ids = self.run_id, self._ids
+        types = set(map(type, chain.from_iterable(map(dict.values, [r[2] for r in held]))))
+        if self.is_sqlite and types <= PLAIN:
+            # SQLite stores NaN as NULL by itself and ints in a REAL column as reals.
+            return [(rid, ids[k], s, w, v) for s, w, m in held for k, v in m.items()]
+        values = to_floats([v for _s, _w, m in held for v in m.values()])
+        key_ids = [ids[k] for _s, _w, m in held for k in m]
+        steps = [s for s, _w, m in held for _ in repeat(None, len(m))]
+        walls = [w for _s, w, m in held for _ in repeat(None, len(m))]
+        return list(zip(repeat(rid), key_ids, steps, walls, values))
+
+    def _drop_event(self, count: int, now: float) -> tuple:
+        title = f"{count} points dropped: the in-memory buffer was full ({self.max_points} points)"
+        body = (
+            "The store could not be written for a while and the buffer reached its bound "
+            f"(max_buffer_points={self.max_points}); points logged meanwhile were dropped. "
+            f"Last error: {self.last_error or 'none'}"
+        )
+        return (self.run_id, now, None, "drop", "warning", title, body)
+
+    def _connect(self) -> Connection:
+        conn = self.engine.connect()
+        if self.is_sqlite:
+            # Short waits inside SQLite, retries out here: finish() keeps its deadline and the
+            # buffer keeps draining while another process holds the lock for long.
+            ms = int(min(30.0, max(1.0, 2 * self.interval)) * 1000)
+            conn.connection.dbapi_connection.execute(f"PRAGMA busy_timeout={ms}")
+        return conn
+
+    def _resolve_keys(self, conn: Connection, names: list[str]) -> None:
+        """Ids of key names, inserting the new ones; other processes may insert the same names."""
+        if self.is_sqlite:
+            from sqlalchemy.dialects.sqlite import insert
+        else:
+            from sqlalchemy.dialects.postgresql import insert
+        stmt = insert(keys).on_conflict_do_nothing(index_elements=["name"])
+        with conn.begin():
+            conn.execute(stmt, [{"name": n} for n in names])
+        with conn.begin():
+            for i in range(0, len(names), IN_CHUNK):
+                chunk = names[i : i + IN_CHUNK]
+                query = select(keys.c.name, keys.c.id).where(keys.c.name.in_(chunk))
+                self._ids.update(conn.execute(query).all())
+
+    def _failed(self, exc: Exception) -> None:
+        self.last_error = f"{type(exc).__name__}: {getattr(exc, 'orig', None) or exc}"
+        now = time.monotonic()
+        if self._failing_since is None:
+            self._failing_since = now
+        # A fresh driver connection per retry (invalidate: not back into the pool): cheap next to
+        # the backoff, and it sees the store as it is now (permissions, a restarted server).
+        self._close_conn(invalidate=True)
+        if _is_lock_error(exc) and now - self._failing_since < LOCK_WARN_AFTER_S:
+            return
+        kind = "lock" if _is_lock_error(exc) else self.last_error.split(":", 1)[0]
+        if kind in self._warned:
+            return
+        self._warned.add(kind)
+        warnings.warn(
+            f"reslog: cannot write to {self.label} ({self.last_error}); keeping "
+            f"{self.pending_points()} points in memory (at most {self.max_points}) and retrying",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+
+    def _close_conn(self, invalidate: bool = False) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                if invalidate:
+                    conn.invalidate()
+                conn.close()

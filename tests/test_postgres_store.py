@@ -1,0 +1,95 @@
+"""reslog on PostgreSQL (a real server on loopback): the same API, the same read-back."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+from sqlalchemy import create_engine, text
+
+import reslog
+from tests.test_reslog_api import read_run
+
+pytestmark = pytest.mark.postgres
+
+
+def test_log_finish_and_read_back_with_nan_and_infinities(pg_store):
+    run = reslog.init(
+        project="p", name="pg", store=pg_store, system=False, config={"lr": 1e-3, "token": "t0"}
+    )
+    for i in range(300):
+        run.log({"train/loss": 1.0 / (i + 1), "train/tokens": i * 4096, "ok": True})
+    run.log({"nan": math.nan, "inf": math.inf, "-inf": -math.inf}, step=1000)
+    run.summary["best"] = 0.5
+    run.alert("spike", level="warning")
+    assert run.finish() is True
+    info, series, events = read_run(pg_store, run.uid)
+    assert info.status == "finished" and info.config == {"lr": 1e-3, "token": "<redacted>"}
+    assert info.summary == {"best": 0.5}
+    assert series["train/loss"] == [(i, 1.0 / (i + 1)) for i in range(300)]
+    assert series["train/tokens"] == [(i, float(i * 4096)) for i in range(300)]
+    assert series["ok"][0] == (0, 1.0)
+    assert math.isnan(series["nan"][0][1]) and series["nan"][0][0] == 1000
+    assert series["inf"] == [(1000, math.inf)] and series["-inf"] == [(1000, -math.inf)]
+    assert [(e.kind, e.title) for e in events] == [("alert", "spike")]
+    # NaN is NULL on PostgreSQL too, so one convention holds on every backend
+    engine = create_engine(pg_store)
+    with engine.connect() as conn:
+        nulls = conn.execute(text("SELECT count(*) FROM points WHERE value IS NULL")).scalar()
+    engine.dispose()
+    assert nulls == 1
+
+
+def test_two_runs_share_keys_and_resume_continues(pg_store):
+    a = reslog.init(project="p", store=pg_store, system=False)
+    b = reslog.init(project="p", store=pg_store, system=False)
+    a.log({"x": 1.0, "y": 2.0})
+    b.log({"y": 3.0, "x": 4.0})
+    a.finish()
+    b.finish()
+    again = reslog.init(store=pg_store, resume=a.uid, system=False)
+    assert again.step == 1
+    again.log({"x": 5.0})
+    again.finish()
+    _, series_a, events = read_run(pg_store, a.uid)
+    _, series_b, _ = read_run(pg_store, b.uid)
+    assert series_a == {"x": [(0, 1.0), (1, 5.0)], "y": [(0, 2.0)]}
+    assert series_b == {"x": [(0, 4.0)], "y": [(0, 3.0)]}
+    assert [e.kind for e in events] == ["resume"]
+
+
+def test_server_unreachable_warns_once_and_the_data_arrives_when_it_is_back(pg_store, postgres_url):
+    run = reslog.init(project="p", store=pg_store, system=False, flush_interval=0.1)
+    run.log({"x": 0.0})
+    dbname = pg_store.rsplit("/", 1)[1]
+    admin = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+
+    def set_reachable(ok: bool) -> None:
+        with admin.connect() as conn:
+            conn.execute(text(f"ALTER DATABASE {dbname} ALLOW_CONNECTIONS {str(ok).lower()}"))
+            if not ok:  # cut the writer's open connection, as a server restart would
+                conn.execute(
+                    text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :d"
+                    ),
+                    {"d": dbname},
+                )
+
+    try:
+        time.sleep(0.5)
+        with pytest.warns(RuntimeWarning, match="cannot write") as caught:
+            set_reachable(False)
+            for i in range(1, 100):
+                run.log({"x": float(i)})
+            deadline = time.monotonic() + 20
+            while run._writer.last_error is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(1.0)  # several failed retries, still one warning
+        assert len([w for w in caught if "cannot write" in str(w.message)]) == 1
+    finally:
+        set_reachable(True)
+    assert run.finish(timeout=60) is True
+    admin.dispose()
+    _, series, _ = read_run(pg_store, run.uid)
+    assert series["x"] == [(i, float(i)) for i in range(100)]

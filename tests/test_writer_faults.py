@@ -1,0 +1,214 @@
+"""The writer under real faults: a locked store, a read-only store, a full disk, a full buffer.
+
+Faults are real: another SQLite connection holding the write lock, file modes the writing
+process cannot override (root's CAP_DAC_OVERRIDE is dropped with setpriv), and a file size
+limit (RLIMIT_FSIZE) that makes writes fail with "database or disk is full".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import reslog
+from tests.fixtures.postgres import missing_system_dependency
+from tests.test_reslog_api import read_run
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# A logging process driven line by line over stdin; answers "ok ..." on stdout.
+CHILD = r"""
+import resource, signal, sys, reslog
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # exceeding RLIMIT_FSIZE: EFBIG, not death
+run = reslog.init(project="p", name="child", store=sys.argv[1], system=False, flush_interval=0.1)
+print("ok", run.uid, flush=True)
+for line in sys.stdin:
+    cmd, *args = line.split()
+    if cmd == "log":
+        for _ in range(int(args[0])):
+            run.log({"a": 1.0, "b": 2.0})
+    elif cmd == "limit":
+        resource.setrlimit(resource.RLIMIT_FSIZE, (int(args[0]), resource.RLIM_INFINITY))
+    elif cmd == "unlimit":
+        resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY,) * 2)
+    elif cmd == "finish":
+        print("ok", run.finish(timeout=30), flush=True)
+        break
+    print("ok", run.step, flush=True)
+"""
+
+
+class Child:
+    def __init__(self, store: Path) -> None:
+        prefix: list[str] = []
+        if os.geteuid() == 0:
+            # root ignores file modes; without these capabilities it obeys them like any user
+            if shutil.which("setpriv") is None:
+                missing_system_dependency("setpriv (util-linux) to drop root's file override")
+            caps = "-dac_override,-dac_read_search"
+            prefix = ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}", "--"]
+        self.proc = subprocess.Popen(
+            [*prefix, sys.executable, "-c", CHILD, str(store)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "default"},
+        )
+        self.uid = self.read().split()[1]
+
+    def read(self) -> str:
+        line = self.proc.stdout.readline()
+        assert line.startswith("ok"), f"child said {line!r}; stderr: {self.proc.stderr.read()}"
+        return line
+
+    def send(self, cmd: str) -> str:
+        self.proc.stdin.write(cmd + "\n")
+        self.proc.stdin.flush()
+        return self.read()
+
+    def finish(self) -> tuple[str, str]:
+        last = self.send("finish")
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+        return last, self.proc.stderr.read()
+
+
+def count_points(store: Path) -> int:
+    with contextlib.closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True)) as conn:
+        return conn.execute("SELECT count(*) FROM points").fetchone()[0]
+
+
+def wait_for_points(store: Path, n: int, timeout: float = 30.0) -> int:
+    deadline = time.monotonic() + timeout
+    got = count_points(store)
+    while got < n and time.monotonic() < deadline:
+        time.sleep(0.05)
+        got = count_points(store)
+    return got
+
+
+@contextlib.contextmanager
+def write_lock(store: Path):
+    """Another connection holding the store's write lock (as a second writer process would)."""
+    conn = sqlite3.connect(store, isolation_level=None, timeout=30)
+    conn.execute("BEGIN EXCLUSIVE")
+    try:
+        yield conn
+    finally:
+        conn.execute("COMMIT")
+        conn.close()
+
+
+def test_locked_store_keeps_data_in_memory_and_writes_it_after_release(store_path, recwarn):
+    run = reslog.init(project="p", store=store_path, system=False, flush_interval=0.1)
+    run.log({"x": 0.0})
+    assert wait_for_points(store_path, 1) == 1
+    with write_lock(store_path):
+        for i in range(1, 200):
+            run.log({"x": float(i)})  # returns at once although the store is locked
+        time.sleep(1.5)  # longer than the writer's busy timeout: it fails and retries
+        assert count_points(store_path) == 1
+    assert wait_for_points(store_path, 200) == 200
+    assert run.finish() is True
+    assert not [w for w in recwarn if "reslog" in str(w.message)]
+    _, series, _ = read_run(store_path)
+    assert series["x"] == [(i, float(i)) for i in range(200)]
+
+
+def test_finish_gives_up_at_its_time_limit_and_the_data_still_lands_later(store_path):
+    run = reslog.init(project="p", store=store_path, system=False, flush_interval=0.1)
+    with write_lock(store_path):
+        run.log({"x": 1.0})
+        t0 = time.monotonic()
+        with pytest.warns(RuntimeWarning, match="gave up after 1 s; 1 points"):
+            assert run.finish(timeout=1.0) is False
+        assert time.monotonic() - t0 < 20  # bounded; generous for a loaded machine
+    # the writer keeps trying while the process lives: once the lock is gone, it all arrives
+    assert wait_for_points(store_path, 1) == 1
+    deadline = time.monotonic() + 30
+    while read_run(store_path)[0].status != "finished" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert read_run(store_path)[0].status == "finished"
+
+
+def test_buffer_overflow_drops_are_counted_and_recorded_as_an_event(store_path):
+    run = reslog.init(
+        project="p", store=store_path, system=False, flush_interval=0.1, max_buffer_points=100
+    )
+    with write_lock(store_path):
+        for i in range(50):
+            run.log({"a": 1.0, "b": 2.0, "c": 3.0, "d": float(i)})
+        assert run._writer.dropped == 100
+    run.finish()
+    _, series, events = read_run(store_path)
+    assert sum(len(v) for v in series.values()) == 100
+    assert series["d"] == [(i, float(i)) for i in range(25)]
+    [drop] = [e for e in events if e.kind == "drop"]
+    assert drop.level == "warning" and drop.title.startswith("100 points dropped")
+
+
+def test_read_only_store_warns_once_and_recovers_when_writable_again(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    store = folder / "reslog.db"
+    child = Child(store)
+    try:
+        child.send("log 100")
+        assert wait_for_points(store, 200) == 200
+        with write_lock(store):
+            child.send("log 100")
+            files = [store, *folder.glob("reslog.db-*")]
+            for f in files:
+                f.chmod(0o444)
+            folder.chmod(0o555)
+            # Past the writer's busy timeout (1 s) plus backoff: the connection it had open
+            # before the chmod fails on the lock and is dropped; its next one is read-only.
+            time.sleep(3.0)
+        time.sleep(1.5)
+        assert count_points(store) == 200
+        folder.chmod(0o755)
+        for f in files:
+            f.chmod(0o644)
+        assert wait_for_points(store, 400) == 400
+        last, stderr = child.finish()
+    finally:
+        folder.chmod(0o755)
+        if child.proc.poll() is None:
+            child.proc.kill()
+    assert last.split()[1] == "True"
+    warnings = [line for line in stderr.splitlines() if "reslog: cannot write" in line]
+    assert len(warnings) == 1, stderr
+    assert read_run(store)[0].status == "finished"
+
+
+def test_full_disk_warns_once_and_recovers_when_space_returns(tmp_path):
+    store = tmp_path / "reslog.db"
+    child = Child(store)
+    try:
+        child.send("log 10")
+        assert wait_for_points(store, 20) == 20
+        biggest = max(f.stat().st_size for f in tmp_path.glob("reslog.db*"))
+        child.send(f"limit {biggest}")  # no file may grow any more: "disk full" for SQLite
+        child.send("log 20000")
+        time.sleep(1.0)
+        assert count_points(store) < 40020
+        child.send("unlimit")
+        assert wait_for_points(store, 40020) == 40020
+        last, stderr = child.finish()
+    finally:
+        if child.proc.poll() is None:
+            child.proc.kill()
+    assert last.split()[1] == "True"
+    warnings = [line for line in stderr.splitlines() if "reslog: cannot write" in line]
+    assert len(warnings) == 1, stderr
+    assert "full" in warnings[0] or "I/O" in warnings[0]
