@@ -8,9 +8,11 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 MIGRATIONS = Path(__file__).with_name("migrations")
+# Any constant: PostgreSQL advisory locks are keyed by a 64-bit integer.
+MIGRATION_LOCK_KEY = 0x7265736C6F67
 
 
 def alembic_config(engine: Engine | None = None) -> Config:
@@ -35,5 +37,10 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     """Migrate the store to `revision` in one transaction per step (SQLite: batch mode)."""
     cfg = alembic_config(engine)
     with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            # Processes starting together on an empty database would all create the tables;
+            # the lock makes the later ones wait and then find the schema at head (a no-op).
+            # SQLite gets the same from BEGIN IMMEDIATE (schema.store).
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)

@@ -310,3 +310,20 @@ def test_the_runs_table_refuses_an_unknown_status(store_path):
                 uid="x", project="p", name="n", status="zombie", created_at=0, heartbeat_at=0
             )
         )
+
+
+def test_processes_creating_one_postgres_store_at_once_all_succeed(pg_store):
+    # Several ranks start together on an empty database: the advisory lock in
+    # schema.migrate.upgrade makes all but one find the schema already at head.
+    from concurrent.futures import ThreadPoolExecutor
+
+    def create(_):
+        engine = open_store(pg_store, create=True)
+        try:
+            return store.stored_revision(engine)
+        finally:
+            engine.dispose()
+
+    with ThreadPoolExecutor(6) as pool:
+        revisions = list(pool.map(create, range(6)))
+    assert revisions == [HEAD_REVISION] * 6
