@@ -181,7 +181,10 @@ SECRET_WORDS = frozenset(
 SECRET_WORDS |= {"credentials", "auth"}
 SECRET_PAIRS = frozenset({("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key")})
 # "pad_token": "<pad>" and friends are tokenizer settings, not credentials.
-NOT_SECRET_BEFORE_TOKEN = frozenset({"pad", "bos", "eos", "unk", "sep", "cls", "mask", "special"})
+# Words that make "<word>_token" a count or a vocabulary entry, not a credential.
+NOT_SECRET_BEFORE_TOKEN = frozenset(
+    {"pad", "bos", "eos", "unk", "sep", "cls", "mask", "special", "per", "max", "min", "num", "n"}
+)
 REDACTED = "<redacted>"
 
 
