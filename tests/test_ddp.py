@@ -1,0 +1,99 @@
+"""DDP with 2 CPU processes (gloo) under a real torchrun, logging into a real SQLite store."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from schema.read import find_run, key_names, list_runs
+from schema.store import open_store
+from schema.tables import points
+from trainer import checkpoint
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def torchrun(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "trainer.train",
+        "--config",
+        str(REPO / "trainer/configs/debug.toml"),
+        "--train.ckpt_dir",
+        str(tmp_path / "ckpt"),
+        "--train.threads",
+        "1",
+        "--logging.store",
+        str(tmp_path / "runs" / "reslog.db"),
+        "--logging.name",
+        "ddp",
+        "--logging.print_every",
+        "0",
+        *args,
+    ]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, (
+        f"torchrun failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    )
+    return proc
+
+
+@pytest.mark.slow
+def test_two_cpu_ranks_log_one_run_with_both_step_times(tmp_path):
+    torchrun(
+        tmp_path,
+        "--train.steps",
+        "8",
+        "--train.eval_every",
+        "4",
+        "--logging.log_every",
+        "2",
+        "--train.save_final",
+        "true",
+        "--logging.system_interval",
+        "0.2",
+    )
+    engine = open_store(str(tmp_path / "runs" / "reslog.db"), readonly=True)
+    try:
+        with engine.connect() as conn:
+            runs = list_runs(conn)
+            assert len(runs) == 1, "only rank 0 opens a run on a single host"
+            run_id, info = find_run(conn, "ddp")
+            assert info.status == "finished" and info.world_size == 2 and info.rank == 0
+            names = key_names(conn)
+            series: dict[str, dict[int, float | None]] = {}
+            for p in conn.execute(select(points).where(points.c.run_id == run_id)):
+                series.setdefault(names[p.key_id], {})[p.step] = p.value
+    finally:
+        engine.dispose()
+
+    # Every rank's step time, gathered to rank 0 once per log interval.
+    for r in (0, 1):
+        times = series[f"time/rank{r}/step"]
+        assert sorted(times) == [2, 4, 6, 8]
+        assert all(t is not None and t > 0 for t in times.values())
+    assert sorted(series["train/loss"]) == [2, 4, 6, 8]
+    assert all(v is not None and math.isfinite(v) for v in series["train/loss"].values())
+    assert set(series["valid/loss"]) == {4, 8}
+    # Both ranks' batches count: 2 ranks x 8 sequences x 64 tokens x 2 micro-batches per step.
+    assert series["train/tokens"][8] == 8 * 2 * 8 * 64 * 2
+    assert any(k.startswith("sys/") for k in series)
+    assert info.config["runtime"]["world_size"] == 2
+
+    # The checkpoint has one state file per rank, written into one directory.
+    latest = checkpoint.find_latest(tmp_path / "ckpt")
+    assert latest is not None and latest.name == "step_00000008"
+    assert sorted(p.name for p in latest.iterdir()) == ["model.pt", "rank0.pt", "rank1.pt"]

@@ -1,0 +1,206 @@
+"""What the trainer measures and where it goes: the logger interface (no-op and reslog), peak
+FLOP/s per GPU for MFU, and a step-time breakdown that never synchronises the GPU.
+
+The trainer only talks to :class:`Logger`; :class:`ReslogLogger` is the real implementation and
+:class:`NullLogger` the one used with ``--no-log`` (and on ranks that do not log).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import deque
+from typing import Any
+
+import torch
+
+PHASES = ("data", "forward", "backward", "optimizer")
+
+# --------------------------------------------------------------------------- loggers
+
+
+class Logger:
+    """The interface the trainer logs through. Every method is a no-op here."""
+
+    uid: str | None = None
+
+    def log(self, metrics: dict[str, Any], step: int) -> None:
+        """Scalars (floats, ints or 0-d tensors, CUDA ones included) at a step."""
+
+    def event(self, kind: str, title: str, body: str = "", level: str = "info") -> None:
+        """A discrete event: checkpoint, resume, schedule, alert, note."""
+
+    def summary(self, values: dict[str, Any]) -> None:
+        """Run-level values (peak FLOP/s, parameter count, best valid loss)."""
+
+    def close(self, status: str | None = None) -> None:
+        """Flush and end the run; ``status`` None means it finished normally."""
+
+
+NullLogger = Logger
+
+
+class ReslogLogger(Logger):
+    """Logs into a reslog run. ``resume`` continues an earlier run (same uid) so its charts go on.
+
+    ``scalars=False`` opens a run only for the host's system telemetry (a non-zero rank that is
+    local rank 0 on another host); its ``log`` is still accepted but the trainer does not call it.
+    """
+
+    def __init__(
+        self,
+        *,
+        project: str,
+        name: str | None,
+        config: dict[str, Any],
+        store: str | None,
+        tags: list[str],
+        notes: str,
+        resume: str | None,
+        system: bool,
+        system_interval: float,
+        flush_interval: float,
+        rank: int,
+        world_size: int,
+    ):
+        import reslog
+
+        self._run = reslog.init(
+            project=project,
+            name=name or None,
+            config=config,
+            store=store or None,
+            tags=tags,
+            notes=notes,
+            resume=resume,
+            system=system,
+            system_interval=system_interval,
+            flush_interval=flush_interval,
+            rank=rank,
+            world_size=world_size,
+        )
+        self.uid = self._run.uid
+
+    def log(self, metrics: dict[str, Any], step: int) -> None:
+        self._run.log(metrics, step=step)
+
+    def event(self, kind: str, title: str, body: str = "", level: str = "info") -> None:
+        self._run.event(kind, title, body=body, level=level)
+
+    def summary(self, values: dict[str, Any]) -> None:
+        for k, v in values.items():
+            self._run.summary[k] = v
+
+    def close(self, status: str | None = None) -> None:
+        self._run.finish(status=status)
+
+
+# --------------------------------------------------------------------------- peak FLOP/s and MFU
+
+# Dense bf16 tensor-core peak per GPU (vendor datasheets, no sparsity). Matched in order against
+# torch.cuda.get_device_name(); the first row whose every pattern occurs wins.
+PEAK_BF16_FLOPS: list[tuple[tuple[str, ...], str, float]] = [
+    (("H100", "PCIE"), "H100 PCIe", 756e12),
+    (("H100", "NVL"), "H100 NVL", 835e12),
+    (("H100",), "H100 SXM", 989e12),
+    (("H200",), "H200", 989e12),
+    (("H800",), "H800", 989e12),
+    (("H20",), "H20", 148e12),
+    (("GH200",), "GH200", 989e12),
+    (("B200",), "B200", 2250e12),
+    (("A100",), "A100", 312e12),
+    (("A800",), "A800", 312e12),
+    (("L40S",), "L40S", 362e12),
+    (("L40",), "L40", 181e12),
+    (("L4",), "L4", 121e12),
+    (("RTX 4090",), "RTX 4090", 165e12),
+    (("RTX 3090",), "RTX 3090", 71e12),
+    (("RTX 6000 ADA",), "RTX 6000 Ada", 364e12),
+]
+
+
+def peak_flops(device_name: str) -> tuple[str, float] | None:
+    """(table name, peak bf16 FLOP/s) for a CUDA device name, or None when unknown (MFU is then
+    not logged rather than guessed). CPUs have no entry: MFU is a GPU measure here."""
+    upper = device_name.upper()
+    for patterns, name, flops in PEAK_BF16_FLOPS:
+        if all(p in upper for p in patterns):
+            return name, flops
+    return None
+
+
+def device_peak(device: torch.device) -> tuple[str, float] | None:
+    if device.type != "cuda":
+        return None
+    return peak_flops(torch.cuda.get_device_name(device))
+
+
+# --------------------------------------------------------------------------- step timing
+
+
+class StepTimer:
+    """Per-step durations of data / forward / backward / optimizer and the whole step.
+
+    ``start(step)``, then ``mark(phase)`` at the end of each phase (repeated phases, as with
+    gradient accumulation, add up), then ``end()``. ``poll()`` returns the steps whose timings are
+    known. On CUDA each mark records an event on the current stream and a step is resolved only
+    when its last event reports done (``event.query()``), so timing never waits for the GPU: it
+    reports a step or two late. On CPU marks read ``time.perf_counter`` and resolve at once.
+    """
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self._marks: list[tuple[str, Any]] = []
+        self._step = 0
+        self._pending: deque[tuple[int, list[tuple[str, Any]]]] = deque()
+
+    def _now(self) -> Any:
+        if self.cuda:
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            return ev
+        return time.perf_counter()
+
+    def start(self, step: int) -> None:
+        self._step = step
+        self._marks = [("start", self._now())]
+
+    def mark(self, phase: str) -> None:
+        self._marks.append((phase, self._now()))
+
+    def end(self) -> None:
+        self._pending.append((self._step, self._marks))
+        self._marks = []
+
+    def _resolve(self, marks: list[tuple[str, Any]]) -> dict[str, float]:
+        if self.cuda:
+
+            def elapsed(a: Any, b: Any) -> float:
+                return a.elapsed_time(b) / 1000.0  # ms -> s
+        else:
+
+            def elapsed(a: Any, b: Any) -> float:
+                return b - a
+
+        out = dict.fromkeys(PHASES, 0.0)
+        for (_, t0), (phase, t1) in itertools.pairwise(marks):
+            out[phase] = out.get(phase, 0.0) + elapsed(t0, t1)
+        out["step"] = elapsed(marks[0][1], marks[-1][1])
+        return out
+
+    def poll(self) -> list[tuple[int, dict[str, float]]]:
+        """Timings of finished steps, oldest first; never blocks."""
+        done = []
+        while self._pending:
+            step, marks = self._pending[0]
+            if self.cuda and not marks[-1][1].query():
+                break
+            self._pending.popleft()
+            done.append((step, self._resolve(marks)))
+        return done
+
+    def drain(self) -> list[tuple[int, dict[str, float]]]:
+        """All remaining timings; on CUDA waits for them (call once, at the end)."""
+        if self.cuda and self._pending:
+            self._pending[-1][1][-1][1].synchronize()
+        return self.poll()

@@ -1,0 +1,553 @@
+"""Pretraining loop: ``python -m trainer.train --config trainer/configs/demo.toml [--key value]``.
+
+Under torchrun (``torchrun --nproc_per_node N -m trainer.train ...``) it trains with DDP: rank 0
+logs the scalars, every rank's step time is gathered to rank 0 once per log interval, and one
+system sampler runs per host. ``--resume auto|PATH`` continues a checkpoint exactly, in the same
+reslog run. ``--no-log`` trains without logging. See docs/trainer.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from trainer import checkpoint, distributed, kernels
+from trainer.config import Config, ConfigError, load_config
+from trainer.metrics import PHASES, Logger, NullLogger, ReslogLogger, StepTimer, device_peak
+from trainer.model import Transformer
+from trainer.schedules import Schedule
+
+# --------------------------------------------------------------------------- data
+
+
+class SyntheticLoader:
+    """A learnable token stream without files (``--data.source synthetic``): a random sparse
+    Markov chain where each token has 4 possible successors, so the loss can fall from ln(V)
+    towards ln(4). The chain depends on ``seed``; batch ``s`` of rank ``r`` of a split depends
+    only on (seed, split, s, r): the state is one int, and "valid" walks the same chain."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        batch_size: int,
+        seq_len: int,
+        *,
+        split: str = "train",
+        rank: int = 0,
+        world_size: int = 1,
+        seed: int = 0,
+    ):
+        self.vocab_size, self.batch_size, self.seq_len = vocab_size, batch_size, seq_len
+        self.rank, self.world_size, self.seed = rank, world_size, seed
+        self._split_id = 0 if split == "train" else 1 + sum(split.encode())
+        self.successors = np.random.default_rng(seed).integers(0, vocab_size, (vocab_size, 4))
+        self._step = 0
+
+    @property
+    def tokens_per_batch(self) -> int:
+        return self.batch_size * self.seq_len
+
+    def __iter__(self) -> SyntheticLoader:
+        return self
+
+    def __next__(self) -> tuple[torch.Tensor, torch.Tensor]:
+        rng = np.random.default_rng((self.seed, self._split_id, self._step, self.rank))
+        self._step += 1
+        B, T = self.batch_size, self.seq_len
+        seq = np.empty((B, T + 1), dtype=np.int64)
+        seq[:, 0] = rng.integers(0, self.vocab_size, B)
+        choice = rng.integers(0, 4, (B, T))
+        for t in range(T):
+            seq[:, t + 1] = self.successors[seq[:, t], choice[:, t]]
+        t = torch.from_numpy(seq)
+        return t[:, :-1], t[:, 1:]
+
+    def state_dict(self) -> dict:
+        return {"step": self._step, "seed": self.seed}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._step = int(state["step"])
+
+    def close(self) -> None:
+        pass
+
+
+def make_loader(
+    cfg: Config, split: str, rank: int, world_size: int, vocab_size: int, evaluation: bool = False
+):
+    d = cfg.data
+    if d.source == "synthetic":
+        return SyntheticLoader(
+            vocab_size,
+            d.batch_size,
+            d.seq_len,
+            split=split,
+            rank=rank,
+            world_size=world_size,
+            seed=cfg.train.seed,
+        )
+    from trainer.data import ShardLoader
+
+    return ShardLoader(
+        d.dir,
+        d.batch_size,
+        d.seq_len,
+        split=split,
+        rank=rank,
+        world_size=world_size,
+        seed=cfg.train.seed,
+        prefetch=0 if evaluation else d.prefetch,
+        shuffle=not evaluation,
+        loop=not evaluation,
+    )
+
+
+def data_vocab_size(cfg: Config) -> int:
+    """model.vocab_size, or the prepared directory's manifest when it is 0."""
+    if cfg.model.vocab_size:
+        return cfg.model.vocab_size
+    if cfg.data.source == "synthetic":
+        raise ConfigError("--model.vocab_size=0: set it when --data.source=synthetic")
+    from trainer.data import read_manifest
+
+    try:
+        return int(read_manifest(cfg.data.dir)["vocab_size"])
+    except FileNotFoundError as e:
+        raise ConfigError(f"--data.dir={cfg.data.dir!r}: {e}") from None
+
+
+# --------------------------------------------------------------------------- the trainer
+
+
+class Trainer:
+    def __init__(self, cfg: Config, resume: str | None = None, logger: Logger | None = None):
+        self.cfg = cfg
+        t = cfg.train
+        want_cuda = t.device == "cuda" or (t.device == "auto" and torch.cuda.is_available())
+        if want_cuda and not torch.cuda.is_available():
+            raise ConfigError("--train.device='cuda': CUDA is not available here")
+        self.dist = distributed.init("cuda" if want_cuda else "cpu")
+        self.device = (
+            torch.device("cuda", self.dist.local_rank) if want_cuda else torch.device("cpu")
+        )
+        if want_cuda:
+            torch.set_float32_matmul_precision("high")
+        if t.threads:
+            torch.set_num_threads(t.threads)
+        use_bf16 = t.dtype == "bf16" or (t.dtype == "auto" and want_cuda)
+        self.autocast = (
+            torch.autocast(self.device.type, dtype=torch.bfloat16)
+            if use_bf16
+            else contextlib.nullcontext()
+        )
+
+        torch.manual_seed(t.seed)  # same initial weights on every rank
+        cfg.model.vocab_size = data_vocab_size(cfg)
+        self.raw_model = Transformer(cfg.model).to(self.device)
+        self.raw_model.set_kernels(kernels.select(self.device.type, cfg.model.attention or None))
+        self.optimizer = self._make_optimizer()
+        self.schedule = Schedule.from_config(cfg.schedule, cfg.optim.lr, t.steps)
+        self.loader = make_loader(
+            cfg, "train", self.dist.rank, self.dist.world_size, cfg.model.vocab_size
+        )
+        self.step, self.tokens, run_uid = 0, 0, None
+        self.resumed_from: Path | None = None
+        if resume:
+            run_uid = self._load(resume)
+        if self.resumed_from is None:  # a resume restored the RNG streams instead
+            torch.manual_seed(t.seed + self.dist.rank)
+
+        model: torch.nn.Module = self.raw_model
+        if t.compile:
+            model = torch.compile(model)  # type: ignore[assignment]
+        if self.dist.is_distributed:
+            model = DDP(model, device_ids=[self.dist.local_rank] if want_cuda else None)
+        self.model = model
+
+        self.tokens_per_step = cfg.tokens_per_step * self.dist.world_size
+        self.flops_per_token = self.raw_model.flops_per_token(cfg.data.seq_len)
+        peak = device_peak(self.device)
+        self.peak_name, self.peak_flops = peak if peak else (None, None)
+        self.timer = StepTimer(self.device)
+        self._pending_loss: dict[int, torch.Tensor] = {}
+        self._rank_times: list[float] = []
+        self._phase = self.schedule.phase(max(self.step - 1, 0))
+        self._nan_alerted = False
+        self._last_print = (time.perf_counter(), self.tokens)
+        self.best_valid = math.inf
+        self.logger = logger if logger is not None else self._make_logger(run_uid)
+        self._announce()
+
+    # ----------------------------------------------------------------------- set-up helpers
+
+    def _make_optimizer(self) -> torch.optim.Optimizer:
+        o = self.cfg.optim
+        decay = [p for p in self.raw_model.parameters() if p.dim() >= 2]
+        no_decay = [p for p in self.raw_model.parameters() if p.dim() < 2]
+        fused = o.fused == "true" or (o.fused == "auto" and self.device.type == "cuda")
+        groups = [
+            {"params": decay, "weight_decay": o.weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ]
+        return torch.optim.AdamW(
+            groups, lr=o.lr, betas=(o.beta1, o.beta2), eps=o.eps, fused=fused or None
+        )
+
+    def runtime_info(self) -> dict[str, Any]:
+        """Facts of this run that the config does not fix: stored in the run config and summary."""
+        return {
+            "device": str(self.device),
+            "gpu_name": torch.cuda.get_device_name(self.device)
+            if self.device.type == "cuda"
+            else None,
+            "peak_flops": self.peak_flops,
+            "peak_flops_source": self.peak_name,
+            "world_size": self.dist.world_size,
+            "n_params": self.raw_model.num_params(),
+            "flops_per_token": self.flops_per_token,
+            "tokens_per_step": self.tokens_per_step,
+            "kernels": self.raw_model.kernels.names() if self.raw_model.kernels else {},
+            "torch": torch.__version__,
+        }
+
+    def _make_logger(self, run_uid: str | None) -> Logger:
+        lc = self.cfg.logging
+        if not lc.enabled:
+            return NullLogger()
+        d = self.dist
+        if not d.is_master and d.local_rank != 0:
+            return NullLogger()
+        # Rank 0 logs the run; local rank 0 of any other host opens a run only for its system
+        # telemetry, so every host gets exactly one sampler.
+        name = lc.name or None
+        if not d.is_master:
+            name = f"{lc.name or 'run'}-host-rank{d.rank}"
+            run_uid = None
+        config = {**self.cfg.to_dict(), "runtime": self.runtime_info()}
+        return ReslogLogger(
+            project=lc.project,
+            name=name,
+            config=config,
+            store=lc.store or None,
+            tags=lc.tags,
+            notes=lc.notes,
+            resume=run_uid,
+            system=lc.system,
+            system_interval=lc.system_interval,
+            flush_interval=lc.flush_interval,
+            rank=d.rank,
+            world_size=d.world_size,
+        )
+
+    def _announce(self) -> None:
+        info = self.runtime_info()
+        self.logger.summary({f"runtime/{k}": v for k, v in info.items() if k != "kernels"})
+        if self.resumed_from is not None:
+            # reslog itself records the "resume" event; this says which checkpoint it came from.
+            self.logger.event(
+                "note", f"resumed from checkpoint at step {self.step}", body=str(self.resumed_from)
+            )
+        distributed.print0(
+            f"model {info['n_params'] / 1e6:.2f}M params | {info['device']} x{info['world_size']}"
+            f" | kernels {info['kernels']} | {self.tokens_per_step} tokens/step"
+            + (f" | resumed at step {self.step}" if self.resumed_from else "")
+        )
+
+    # ----------------------------------------------------------------------- checkpoints
+
+    def _load(self, resume: str) -> str | None:
+        path = checkpoint.resolve(resume, self.cfg.train.ckpt_dir)
+        if path is None:
+            distributed.print0(
+                f"--resume {resume}: no checkpoint in {self.cfg.train.ckpt_dir}, starting fresh"
+            )
+            return None
+        main, rank_state = checkpoint.load(path, self.dist.rank, map_location=self.device)
+        if main["config"]["model"] != self.cfg.to_dict()["model"]:
+            raise ConfigError(f"--resume {path}: the checkpoint's [model] differs from this config")
+        self.raw_model.load_state_dict(main["model"])
+        self.optimizer.load_state_dict(main["optimizer"])
+        self.step, self.tokens = int(main["step"]), int(main["tokens"])
+        if rank_state is None:
+            raise FileNotFoundError(
+                f"--resume {path}: no rank{self.dist.rank}.pt (saved with world size "
+                f"{main.get('world_size')}, now {self.dist.world_size})"
+            )
+        self.loader.load_state_dict(rank_state["loader"])
+        checkpoint.set_rng_state(rank_state["rng"])
+        self.resumed_from = path
+        return main.get("run_uid")
+
+    def save_checkpoint(self) -> Path:
+        main = None
+        if self.dist.is_master:
+            main = {
+                "model": self.raw_model.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "schedule": self.schedule.state_dict(),
+                "step": self.step,
+                "tokens": self.tokens,
+                "run_uid": self.logger.uid,
+                "config": self.cfg.to_dict(),
+            }
+        rank_state = {"loader": self.loader.state_dict(), "rng": checkpoint.rng_state()}
+        t = self.cfg.train
+        path = checkpoint.save(
+            t.ckpt_dir,
+            self.step,
+            main=main,
+            rank_state=rank_state,
+            rank=self.dist.rank,
+            world_size=self.dist.world_size,
+            keep_last=t.keep_last,
+        )
+        self.logger.event("checkpoint", f"step {self.step}", body=str(path))
+        return path
+
+    # ----------------------------------------------------------------------- one step
+
+    def train_step(self) -> tuple[torch.Tensor, torch.Tensor, float]:
+        """One optimizer step over grad_accum micro-batches; returns (mean loss, grad norm, lr)
+        as tensors still on the device (no synchronisation)."""
+        accum = self.cfg.data.grad_accum
+        lr = self.schedule(self.step)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.timer.start(self.step + 1)
+        loss_sum = torch.zeros((), device=self.device)
+        for micro in range(accum):
+            x, y = next(self.loader)
+            x = x.to(self.device, non_blocking=True)
+            y = y.to(self.device, non_blocking=True)
+            self.timer.mark("data")
+            last = micro == accum - 1
+            sync = (
+                self.model.no_sync()
+                if isinstance(self.model, DDP) and not last
+                else contextlib.nullcontext()
+            )
+            with sync:
+                with self.autocast:
+                    loss = self.model(x, y)
+                self.timer.mark("forward")
+                (loss / accum).backward()
+            self.timer.mark("backward")
+            loss_sum += loss.detach()
+        clip = self.cfg.optim.grad_clip or math.inf
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.raw_model.parameters(), clip)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = loss_sum / accum
+        # A copy of the loss that can be read once this step's events are done, without a sync.
+        self._pending_loss[self.step + 1] = (
+            loss.to("cpu", non_blocking=True) if self.device.type == "cuda" else loss
+        )
+        self.timer.mark("optimizer")
+        self.timer.end()
+        self.step += 1
+        self.tokens += self.tokens_per_step
+        return loss, grad_norm, lr
+
+    # ----------------------------------------------------------------------- logging
+
+    def _is_log_step(self, step: int) -> bool:
+        return step % self.cfg.logging.log_every == 0 or step == self.cfg.train.steps
+
+    def _on_resolved(self, step: int, times: dict[str, float]) -> None:
+        """A finished step's timings are known: log the breakdown, throughput and MFU."""
+        self._rank_times.append(times["step"])
+        loss_host = self._pending_loss.pop(step, None)
+        if loss_host is not None:
+            value = float(loss_host)
+            if not math.isfinite(value) and not self._nan_alerted:
+                self._nan_alerted = True
+                self.logger.event("alert", f"train/loss is {value} at step {step}", level="error")
+            pe = self.cfg.logging.print_every
+            if pe and (step % pe == 0 or step == self.cfg.train.steps):
+                self._print(step, value)
+        if not self._is_log_step(step):
+            return
+        metrics: dict[str, Any] = {f"time/{k}": times[k] for k in (*PHASES, "step")}
+        if times["step"] > 0:
+            tps = self.tokens_per_step / times["step"]
+            metrics["train/tokens_per_s"] = tps
+            if self.peak_flops:
+                per_gpu = tps / self.dist.world_size
+                metrics["train/mfu"] = self.flops_per_token * per_gpu / self.peak_flops
+        self.logger.log(metrics, step=step)
+
+    def _print(self, step: int, loss: float) -> None:
+        now = time.perf_counter()
+        t0, tok0 = self._last_print
+        self._last_print = (now, self.tokens)
+        tps = (self.tokens - tok0) / max(now - t0, 1e-9)
+        distributed.print0(
+            f"step {step:>6}/{self.cfg.train.steps} | loss {loss:.4f} | "
+            f"lr {self.schedule(step - 1):.2e} | {tps:,.0f} tok/s"
+        )
+
+    def _gather_rank_times(self, step: int) -> None:
+        """All ranks: mean step time since the last gather -> rank 0 logs time/rank{r}/step."""
+        mine = sum(self._rank_times) / len(self._rank_times) if self._rank_times else math.nan
+        self._rank_times.clear()
+        out = torch.empty(self.dist.world_size, dtype=torch.float64)
+        dist.all_gather_into_tensor(
+            out, torch.tensor([mine], dtype=torch.float64), group=distributed.cpu_group()
+        )
+        if self.dist.is_master:
+            self.logger.log(
+                {f"time/rank{r}/step": float(v) for r, v in enumerate(out.tolist())}, step=step
+            )
+
+    def log_step(self, loss: torch.Tensor, grad_norm: torch.Tensor, lr: float) -> None:
+        step = self.step  # steps done, the 1-based number of the step just taken
+        if self._is_log_step(step):
+            # 0-d device tensors: reslog converts them in bulk when it flushes, so no sync here.
+            self.logger.log(
+                {
+                    "train/loss": loss,
+                    "train/grad_norm": grad_norm,
+                    "train/lr": lr,
+                    "train/tokens": self.tokens,
+                },
+                step=step,
+            )
+        for s, times in self.timer.poll():
+            self._on_resolved(s, times)
+        phase = self.schedule.phase(step - 1)
+        if phase != self._phase:
+            self.logger.event(
+                "schedule", f"{self._phase} -> {phase} at step {step}", body=f"lr {lr:.3e}"
+            )
+            self._phase = phase
+        if self.dist.is_distributed and self._is_log_step(step):
+            self._gather_rank_times(step)
+
+    # ----------------------------------------------------------------------- validation
+
+    @torch.no_grad()
+    def evaluate(self) -> float | None:
+        """Mean loss over eval_batches of the valid split (all ranks), logged as valid/loss and
+        valid/ppl. None when the valid split is too small for one batch."""
+        try:
+            loader = make_loader(
+                self.cfg,
+                "valid",
+                self.dist.rank,
+                self.dist.world_size,
+                self.cfg.model.vocab_size,
+                evaluation=True,
+            )
+        except ValueError as e:
+            distributed.print0(f"validation skipped: {e}")
+            return None
+        self.raw_model.eval()
+        total = torch.zeros(2, dtype=torch.float64, device=self.device)
+        try:
+            for _, (x, y) in zip(range(self.cfg.train.eval_batches), loader, strict=False):
+                with self.autocast:
+                    loss = self.raw_model(x.to(self.device), y.to(self.device))
+                total += torch.stack([loss.double(), torch.ones((), device=self.device).double()])
+        finally:
+            loader.close()
+            self.raw_model.train()
+        if self.dist.is_distributed:
+            dist.all_reduce(total)
+        loss_sum, n = total.tolist()  # a sync, once per validation
+        if n == 0:
+            return None
+        valid = loss_sum / n
+        self.best_valid = min(self.best_valid, valid)
+        self.logger.log(
+            {"valid/loss": valid, "valid/ppl": math.exp(min(valid, 50.0))}, step=self.step
+        )
+        self.logger.summary({"best_valid_loss": self.best_valid})
+        distributed.print0(
+            f"step {self.step:>6} | valid loss {valid:.4f} | ppl {math.exp(min(valid, 50.0)):.2f}"
+        )
+        return valid
+
+    # ----------------------------------------------------------------------- the loop
+
+    def train(self) -> None:
+        t = self.cfg.train
+        while self.step < t.steps:
+            loss, grad_norm, lr = self.train_step()
+            self.log_step(loss, grad_norm, lr)
+            if t.eval_every and self.step % t.eval_every == 0:
+                self.evaluate()
+            if t.ckpt_every and self.step % t.ckpt_every == 0:
+                self.save_checkpoint()
+        for s, times in self.timer.drain():
+            self._on_resolved(s, times)
+        if t.eval_every and self.step % t.eval_every != 0:
+            self.evaluate()
+        if t.save_final and not (t.ckpt_every and self.step % t.ckpt_every == 0):
+            self.save_checkpoint()
+
+    def close(self, status: str | None = None) -> None:
+        """Release the loader, end the run (``status`` None = finished), leave the group."""
+        with contextlib.suppress(Exception):
+            self.loader.close()
+        try:
+            self.logger.close(status)
+        finally:
+            distributed.destroy()
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[Config, argparse.Namespace]:
+    p = argparse.ArgumentParser(
+        prog="python -m trainer.train",
+        description="Pretrain a LLaMA-style model, logging through reslog.",
+        epilog="Any other --section.key VALUE (or --key VALUE when unambiguous) overrides the "
+        "config file, e.g. --optim.lr 1e-3 --train.steps 200.",
+    )
+    p.add_argument("--config", help="TOML file (trainer/configs/*.toml); defaults otherwise")
+    p.add_argument("--resume", help="'auto' (newest in train.ckpt_dir) or a checkpoint path")
+    p.add_argument("--no-log", action="store_true", help="train without logging (no-op logger)")
+    args, rest = p.parse_known_args(argv)
+    if args.no_log:
+        rest += ["--logging.enabled", "false"]
+    try:
+        cfg = load_config(args.config, rest)
+    except ConfigError as e:
+        p.error(str(e))
+    return cfg, args
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg, args = parse_args(argv)
+    try:
+        trainer = Trainer(cfg, resume=args.resume)
+    except ConfigError as e:
+        distributed.destroy()
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        trainer.train()
+    except KeyboardInterrupt:
+        trainer.close("killed")
+        return 130
+    except BaseException:
+        trainer.close("failed")
+        raise
+    else:
+        trainer.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
