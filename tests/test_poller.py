@@ -1,0 +1,113 @@
+"""The Poller under real Qt (offscreen) with real local stores and agent subprocesses."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from resplot.cache import SeriesCache
+from resplot.poller import Poller, backoff_s, load_sources
+from resplot.sources.base import SourceState
+from schema.errors import SchemaTooNew, StoreNotFound
+from tests.fixtures.stores import add_points, make_run, make_sample_runs, new_store
+
+
+@pytest.fixture
+def store(tmp_path):
+    path = tmp_path / "reslog.db"
+    engine = new_store(path)
+    run = make_run(engine, name="r", status="running", points={"train/loss": [(0, 1.0)]})
+    yield str(path), engine, run
+    engine.dispose()
+
+
+@pytest.fixture
+def poller(qtbot):
+    p = Poller()
+    p.set_interval(0.05)
+    yield p
+    assert p.stop(timeout=10)
+
+
+def test_backoff_doubles_and_is_capped():
+    assert [backoff_s(n) for n in (1, 2, 3, 4)] == [1.0, 2.0, 4.0, 8.0]
+    assert backoff_s(50) == 30.0
+
+
+def test_data_arrives_through_signals_and_live_appends_follow(qtbot, poller, store):
+    path, engine, run = store
+    label = poller.add_source(path)
+    assert label == "local" and poller.add_source(path) == label  # same spec, same source
+    with qtbot.waitSignals([poller.runsChanged, poller.dataArrived], timeout=20_000):
+        poller.start()
+    ref = poller.cache.runs()[0].ref
+    assert poller.cache.series(ref, "train/loss")[0].tolist() == [0]
+
+    with qtbot.waitSignal(poller.dataArrived, timeout=20_000) as blocker:
+        add_points(engine, run.id, {"train/loss": [(1, math.nan), (2, 0.5)]})
+    assert blocker.args[0] == {ref}
+    steps, _walls, values = poller.cache.series(ref, "train/loss")
+    assert steps.tolist() == [0, 1, 2] and math.isnan(values[1])
+
+
+def test_a_failing_source_retries_without_stopping_the_others(qtbot, poller, store, tmp_path):
+    path, _engine, _run = store
+    states: list[tuple[str, SourceState]] = []
+    poller.sourceState.connect(lambda label, state: states.append((label, state)))
+    bad = poller.add_source(str(tmp_path / "missing" / "reslog.db"))
+    good = poller.add_source(path)
+    assert bad != good  # both "local": the second gets a distinct label
+    with qtbot.waitSignal(poller.errored, timeout=20_000) as err:
+        poller.start()
+    assert "no store" in err.args[0]
+    qtbot.waitUntil(
+        lambda: any(s.state == "live" for lb, s in states if lb == good), timeout=20_000
+    )
+    failed = [s for lb, s in states if lb == bad and s.state == "error"]
+    assert failed and failed[0].next_retry_s == 1.0 and "no store" in failed[0].error
+    assert [r.name for r in poller.cache.runs()] == ["r"]
+
+
+def test_pause_remove_and_stop(qtbot, poller, store):
+    path, engine, run = store
+    label = poller.add_source(path)
+    with qtbot.waitSignal(poller.dataArrived, timeout=20_000):
+        poller.start()
+    poller.set_paused(True)
+    add_points(engine, run.id, {"train/loss": [(5, 5.0)]})
+    with qtbot.assertNotEmitted(poller.dataArrived, wait=400):
+        pass
+    with qtbot.waitSignal(poller.dataArrived, timeout=20_000):
+        poller.set_paused(False)
+    with qtbot.waitSignal(poller.runsChanged, timeout=20_000):
+        poller.remove_source(label)
+    assert poller.cache.runs() == [] and poller.labels() == []
+
+
+def test_load_sources_fetches_everything_once(tmp_path):
+    engine = new_store(tmp_path / "a.db")
+    make_sample_runs(engine)
+    engine.dispose()
+    cache = load_sources([str(tmp_path / "a.db")], SeriesCache(), timeout=30)
+    assert sorted(r.name for r in cache.runs()) == ["cos_lr1e-3", "wsd-0.5", "wsd_50%#"]
+    with pytest.raises(StoreNotFound, match=r"nope\.db"):
+        load_sources([str(tmp_path / "nope.db")], timeout=5)
+    newer = new_store(tmp_path / "n.db")
+    with newer.begin() as conn:
+        conn.exec_driver_sql("UPDATE alembic_version SET version_num = '9999'")
+    newer.dispose()
+    with pytest.raises(SchemaTooNew, match=r"n\.db"):
+        load_sources([str(tmp_path / "n.db")], timeout=5)
+
+
+def test_failures_map_to_the_states_the_gui_shows():
+    from resplot.agent_client import AgentConnectionError
+    from resplot.poller import classify
+    from resplot.sources.base import AuthFailed
+
+    assert classify(AuthFailed("denied")) == "auth_failed"
+    assert classify(SchemaTooNew("newer")) == "error"
+    assert classify(StoreNotFound("gone")) == "error"
+    assert classify(AgentConnectionError("cut")) == "retrying"
+    assert classify(TimeoutError("slow")) == "retrying"
