@@ -1,0 +1,458 @@
+"""Remote stores over SSH: the agent on one long-lived exec channel per host.
+
+Only the transport differs from LocalSource: `_connect()` opens (or reuses) the host's SSH
+connection, uploads the agent over SFTP when the host lacks this exact version (content hash in
+the file name), and starts it under the host's interpreter on an exec channel whose stdin/stdout
+carry the frames. Discovery, polling and cursors are AgentSource's, so a reconnect resumes from
+the cursors and neither loses nor repeats a point.
+
+Every SSHSource for the same host (same user, port, interpreter, ssh config) shares one
+HostLink: one connection, one channel, one agent, requests taken in turn under its lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import posixpath
+import shlex
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import paramiko
+
+from resplot.agent_client import AgentClient, AgentConnectionError, agent_hash, agent_source
+from resplot.cache import SeriesCache
+from resplot.hostkeys import AskHostKey, HostKeyError
+from resplot.sources.base import AgentSource, PollResult, Progress
+from resplot.sources.base import AuthFailed as SourceAuthFailed
+from resplot.ssh import (
+    AskPassphrase,
+    AuthFailed,
+    ConnectionLost,
+    SSHConnection,
+    SSHError,
+    Timeouts,
+)
+
+__all__ = ["AGENT_DIR", "HostKeyNotTrusted", "HostLink", "SSHSource", "SSHSpec", "ensure_agent"]
+
+log = logging.getLogger(__name__)
+
+AGENT_DIR = ".cache/reslog"  # on the host, relative to the login's home directory
+DEFAULT_PYTHON = "python3"
+
+
+@dataclass(frozen=True)
+class SSHSpec:
+    host: str
+    user: str | None
+    port: int | None
+    path: str
+    python: str | None = None
+
+    @property
+    def label(self) -> str:
+        """The source label runs are filed under: `[user@]host[:port]` as written."""
+        text = f"{self.user}@{self.host}" if self.user else self.host
+        return f"{text}:{self.port}" if self.port else text
+
+
+def parse_ssh_spec(spec: str) -> SSHSpec:
+    """`ssh://[user@]host[:port]/path` or `[user@]host:path`, with an optional `#python=PATH`.
+
+    Paths may hold globs (the agent expands them on the host); `~` and relative paths are the
+    remote home. `#python=` names the interpreter for the agent on that host (e.g. a conda env).
+    """
+    from resplot.sources import SpecError, parse_spec
+
+    text, python = spec.strip(), None
+    if "#python=" in text:
+        text, python = text.split("#python=", 1)
+        python = python.strip() or None
+    parsed = parse_spec(text)
+    if parsed.get("kind") != "ssh":
+        raise SpecError(f"{spec!r} is not an SSH source (want host:path or ssh://host/path)")
+    return SSHSpec(parsed["host"], parsed["user"], parsed["port"], parsed["path"], python)
+
+
+def ensure_agent(conn: SSHConnection, agent_dir: str = AGENT_DIR) -> tuple[str, bool]:
+    """(absolute path of the agent on the host, whether it was uploaded now).
+
+    The file name carries the agent's content hash, so a file of that name with the right size
+    is this exact agent; otherwise it is written to a temporary name and renamed into place,
+    so a half-written upload (cut connection) is never run.
+    """
+    source, name = agent_source(), f"agent-{agent_hash()}.py"
+    sftp = conn.sftp()
+    try:
+        home = sftp.normalize(".")
+        directory = posixpath.join(home, agent_dir)  # an absolute agent_dir stays as it is
+        path = posixpath.join(directory, name)
+        try:
+            if sftp.stat(path).st_size == len(source):
+                return path, False
+        except OSError:
+            pass
+        _makedirs(sftp, directory)
+        tmp = f"{path}.part-{os.getpid()}-{threading.get_ident()}"
+        with sftp.open(tmp, "wb") as f:
+            f.write(source)
+        try:
+            sftp.posix_rename(tmp, path)
+        except OSError:
+            sftp.rename(tmp, path)
+        return path, True
+    except OSError as exc:
+        raise ConnectionLost(
+            f"{conn.config.label}: cannot upload the agent to ~/{agent_dir}: {exc}"
+        ) from exc
+    finally:
+        sftp.close()
+
+
+def _makedirs(sftp: paramiko.SFTPClient, directory: str) -> None:
+    parts = directory.strip("/").split("/")
+    current = "/" if directory.startswith("/") else ""
+    for part in parts:
+        current = posixpath.join(current, part)
+        try:
+            sftp.stat(current)
+        except OSError:
+            sftp.mkdir(current, mode=0o700)
+
+
+class HostLink:
+    """One host's connection, agent channel and AgentClient, shared by all its sources."""
+
+    def __init__(
+        self,
+        spec: SSHSpec,
+        *,
+        python: str,
+        ssh_config: str | Path | None,
+        ask_host_key: AskHostKey | None,
+        ask_passphrase: AskPassphrase | None,
+        timeouts: Timeouts,
+        agent_dir: str,
+    ) -> None:
+        self.spec = spec
+        self.python = python
+        self.agent_dir = agent_dir
+        self.timeouts = timeouts
+        self.conn = SSHConnection(
+            spec.host,
+            user=spec.user,
+            port=spec.port,
+            ssh_config=ssh_config,
+            ask_host_key=ask_host_key,
+            ask_passphrase=ask_passphrase,
+            timeouts=timeouts,
+        )
+        self.lock = threading.RLock()  # one request (poll) on the channel at a time
+        self.client: AgentClient | None = None
+        self.channel: paramiko.Channel | None = None
+        self.agent_path: str | None = None
+        self.uploads = 0  # how many times this link uploaded the agent
+        self._stderr = b""
+        self.users = 0
+
+    def connect(self) -> AgentClient:
+        """The live client, opening the connection, agent and channel as needed."""
+        with self.lock:
+            if self.client is not None and not self.client.closed and self._channel_ok():
+                return self.client
+            self.drop()
+            self.conn.open()
+            path, uploaded = ensure_agent(self.conn, self.agent_dir)
+            self.agent_path = path
+            self.uploads += uploaded
+            command = f"exec {self.python} -I {shlex.quote(path)}"
+            chan = self.conn.open_channel(command)
+            chan.settimeout(self.timeouts.request)
+            self.channel, self._stderr = chan, b""
+            self.client = _ChannelClient(chan, self)
+            return self.client
+
+    def _channel_ok(self) -> bool:
+        chan = self.channel
+        return chan is not None and not chan.closed and self.conn.is_open
+
+    def drop(self, client: AgentClient | None = None, *, lost: str | None = None) -> None:
+        """Close the channel (and with `lost`, the connection). With `client`, only if that is
+        still the current client (another source may already have reconnected)."""
+        with self.lock:
+            if client is not None and client is not self.client:
+                return
+            current, self.client = self.client, None
+            chan, self.channel = self.channel, None
+            if lost:  # first, so the goodbye below fails at once instead of waiting on a window
+                self.conn.lose(lost)
+            if current is not None:
+                with contextlib.suppress(Exception):
+                    current.close()
+            if chan is not None:
+                with contextlib.suppress(Exception):
+                    chan.close()
+            if lost:
+                self.conn.close()
+
+    def close(self) -> None:
+        with self.lock:
+            self.drop()
+            self.conn.close()
+
+    def abort(self, reason: str) -> None:
+        """Without the lock: end the connection so a request blocked on it fails now."""
+        self.conn.lose(reason)
+
+    def drain_stderr(self) -> None:
+        """Keep the last 2 KB of the agent's stderr. Reading it also returns its bytes to the
+        channel window, which stdout shares: unread stderr could otherwise stall the replies."""
+        chan = self.channel
+        if chan is None:
+            return
+        with contextlib.suppress(Exception):
+            while chan.recv_stderr_ready():
+                self._stderr = (self._stderr + chan.recv_stderr(65536))[-2000:]
+
+    def stderr_tail(self) -> str:
+        self.drain_stderr()
+        return self._stderr.decode("utf-8", "replace").strip()
+
+
+class _ChannelClient(AgentClient):
+    """An AgentClient over the channel's streams that explains a dead agent."""
+
+    def __init__(self, chan: paramiko.Channel, link: HostLink) -> None:
+        super().__init__(_ChannelReader(chan), _ChannelWriter(chan), compress=True)
+        self.chan, self.link = chan, link
+
+    last_error: BaseException | None = None
+
+    def receive(self, rid: int):
+        try:
+            reply = super().receive(rid)
+        except AgentConnectionError as exc:
+            self.last_error = exc.__cause__
+            raise AgentConnectionError(self._explain(exc)) from exc
+        if self.chan.recv_stderr_ready():
+            self.link.drain_stderr()
+        return reply
+
+    def send(self, op: str, **args: Any) -> int:
+        try:
+            return super().send(op, **args)
+        except AgentConnectionError as exc:
+            raise AgentConnectionError(self._explain(exc)) from exc
+
+    def _explain(self, exc: AgentConnectionError) -> str:
+        label = self.link.conn.config.label
+        if isinstance(exc.__cause__, TimeoutError):
+            return f"{label}: no answer from the agent in {self.link.timeouts.request:.0f} s"
+        if not self.link.conn.is_open:
+            reason = self.link.conn.lost_reason or "closed by the host or the network"
+            return f"{label}: connection lost ({reason})"
+        # The transport lives, so the agent itself ended: its exit status and stderr say why.
+        self.chan.status_event.wait(0.5)  # the exit status follows EOF closely
+        detail = self.link.stderr_tail()
+        status = self.chan.recv_exit_status() if self.chan.exit_status_ready() else None
+        if status == 127:
+            return (
+                f"{label}: the interpreter `{self.link.python}` was not found on the host; set "
+                f"the host's Python (e.g. #python=/path/to/env/bin/python): {detail}"
+            )
+        if status == -1:  # an exit signal rather than a status
+            extra = " (the agent was killed by a signal)"
+        else:
+            extra = f" (agent exited with {status})" if status is not None else ""
+        return f"{label}: {exc}{extra}" + (f": {detail}" if detail else "")
+
+
+class _ChannelReader:
+    """read(n) → exactly n bytes unless EOF. paramiko's own makefile() grows an immutable bytes
+    buffer chunk by chunk, quadratic on a multi-megabyte batch; this collects into a bytearray."""
+
+    def __init__(self, chan: paramiko.Channel) -> None:
+        self.chan = chan
+
+    def read(self, n: int) -> bytes:
+        first = self.chan.recv(n)
+        if len(first) == n or not first:
+            return first
+        buf = bytearray(first)
+        while len(buf) < n:
+            data = self.chan.recv(min(n - len(buf), 4 << 20))
+            if not data:
+                break
+            buf += data
+        return bytes(buf)
+
+    def close(self) -> None:
+        pass  # the channel belongs to the HostLink
+
+
+class _ChannelWriter:
+    def __init__(self, chan: paramiko.Channel) -> None:
+        self.chan = chan
+
+    def write(self, data: bytes) -> int:
+        self.chan.sendall(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+_links: dict[tuple, HostLink] = {}
+_links_lock = threading.Lock()
+
+
+def _acquire_link(key: tuple, make: Callable[[], HostLink]) -> HostLink:
+    with _links_lock:
+        link = _links.get(key)
+        if link is None:
+            link = _links[key] = make()
+        link.users += 1
+        return link
+
+
+def _release_link(key: tuple, link: HostLink) -> None:
+    with _links_lock:
+        link.users -= 1
+        if link.users > 0:
+            return
+        if _links.get(key) is link:
+            del _links[key]
+    link.close()
+
+
+class HostKeyNotTrusted(SourceAuthFailed):
+    """The host's key is unknown and was refused, or has changed: a person must decide, so the
+    poller shows it like a refused login (auth_failed) and retries slowly."""
+
+
+class SSHSource(AgentSource):
+    """Stores on a remote host, e.g. `gpu1:runs/*.db` or `ssh://me@gpu1:2222/data/reslog.db`.
+
+    Errors come out as the poller expects: AgentConnectionError for anything worth retrying
+    soon (refused or cut connection, timeout, dead agent), AuthFailed (incl. HostKeyNotTrusted)
+    for what needs a person, StoreError for store problems.
+    """
+
+    compress = True
+
+    def __init__(
+        self,
+        spec: str,
+        label: str | None = None,
+        *,
+        python: str | None = None,
+        ssh_config: str | Path | None = None,
+        ask_host_key: AskHostKey | None = None,
+        ask_passphrase: AskPassphrase | None = None,
+        timeouts: Timeouts | None = None,
+        agent_dir: str = AGENT_DIR,
+    ) -> None:
+        parsed = parse_ssh_spec(spec)
+        super().__init__(spec, label or parsed.label, [parsed.path])
+        self.parsed = parsed
+        self.python = python or parsed.python or DEFAULT_PYTHON
+        timeouts = timeouts or Timeouts()
+        self._key = (parsed.host, parsed.user, parsed.port, self.python, str(ssh_config), agent_dir)
+        self.link = _acquire_link(
+            self._key,
+            lambda: HostLink(
+                parsed,
+                python=self.python,
+                ssh_config=ssh_config,
+                ask_host_key=ask_host_key,
+                ask_passphrase=ask_passphrase,
+                timeouts=timeouts,
+                agent_dir=agent_dir,
+            ),
+        )
+        self._released = False
+        self._polling = False
+
+    @property
+    def uploads(self) -> int:
+        """How many times the agent was uploaded over this source's host link."""
+        return self.link.uploads
+
+    @property
+    def rtt_ms(self) -> float | None:
+        client = self.link.client
+        return client.rtt_ms if client is not None else None
+
+    # -- transport ------------------------------------------------------------------------
+    def _connect(self) -> AgentClient:
+        try:
+            return self.link.connect()
+        except AuthFailed as exc:
+            raise SourceAuthFailed(str(exc)) from exc
+        except HostKeyError as exc:
+            raise HostKeyNotTrusted(str(exc)) from exc
+        except SSHError as exc:  # ConnectFailed, ConnectionLost, SSHConfigError
+            raise AgentConnectionError(str(exc)) from exc
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            self.link.drop(lost=f"{exc or type(exc).__name__}")
+            raise AgentConnectionError(f"{self.label}: {exc or type(exc).__name__}") from exc
+
+    def _disconnect(self) -> None:
+        client, self.client = self.client, None
+        if client is None:
+            return
+        # A timed-out request or a dead transport: the whole connection goes, the next poll
+        # reconnects; a dead agent on a live connection only costs its channel.
+        lost = None
+        if not self.link.conn.is_open:
+            lost = self.link.conn.lost_reason or "closed"
+        elif isinstance(getattr(client, "last_error", None), TimeoutError):
+            lost = f"no answer in {self.link.timeouts.request:.0f} s"
+        self.link.drop(client, lost=lost)
+
+    def poll(self, cache: SeriesCache, progress: Progress | None = None) -> PollResult:
+        with self.link.lock:
+            if self.client is not None and self.client is not self.link.client:
+                self.client = None  # another source on this host reconnected the shared link
+            self._polling = True
+            try:
+                return super().poll(cache, progress)
+            except (SourceAuthFailed, AgentConnectionError):  # both are OSErrors: pass them on
+                raise
+            except (OSError, EOFError, paramiko.SSHException) as exc:
+                # Anything the transport throws past the agent client: retry soon.
+                self._disconnect()
+                raise AgentConnectionError(f"{self.label}: {exc or type(exc).__name__}") from exc
+            finally:
+                self._polling = False
+
+    def close(self) -> None:
+        """Idempotent; from another thread it also unblocks a poll stuck in I/O."""
+        if self.link.lock.acquire(timeout=0.5):
+            try:
+                self._disconnect()
+            finally:
+                self.link.lock.release()
+        elif self._polling:
+            self.link.abort("closed while a request was waiting")
+        if not self._released:
+            self._released = True
+            _release_link(self._key, self.link)
+
+    def ping(self) -> float:
+        """One hello round trip in ms (connects if needed)."""
+        with self.link.lock:
+            client = self.connect()
+            t0 = time.perf_counter()
+            client.call("hello")
+            return (time.perf_counter() - t0) * 1000.0

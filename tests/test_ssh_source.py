@@ -1,0 +1,455 @@
+"""SSHSource against a real sshd: agent upload, live incremental fetch, host keys, auth,
+ProxyJump, a connection cut mid-fetch and healed, timeouts, one channel per host.
+
+The agent runs under this venv's interpreter (`sys.executable`, an absolute path, so root's
+shell rc on the test host cannot swap it), uploaded into a per-test directory.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from resplot.agent_client import AgentConnectionError, agent_hash, agent_source
+from resplot.cache import SeriesCache
+from resplot.sources import open_source
+from resplot.sources.base import AuthFailed
+from resplot.sources.ssh import HostKeyNotTrusted, SSHSource, parse_ssh_spec
+from resplot.ssh import Timeouts
+from tests.fixtures import sshd as sshd_fixtures
+from tests.fixtures.sshd import SSHEnv, bulk_store, generate_key
+from tests.fixtures.stores import make_run, new_store
+from tests.fixtures.tcpproxy import TCPProxy
+
+sshd_env = sshd_fixtures.sshd_env
+ssh_config = sshd_fixtures.ssh_config
+
+pytestmark = pytest.mark.sshd
+
+
+def source(spec: str, cfg: Path, tmp_path: Path, **kw) -> SSHSource:
+    kw.setdefault("python", sys.executable)
+    return SSHSource(spec, ssh_config=cfg, agent_dir=str(tmp_path / "agent"), **kw)
+
+
+def store_rows(path: Path) -> dict[tuple[str, str], list[tuple[int, float, float]]]:
+    """Every point of a store by (run uid, key), in id order; NULL read back as NaN."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    rows = con.execute(
+        "SELECT r.uid, k.name, p.step, p.wall, p.value FROM points p "
+        "JOIN runs r ON r.id = p.run_id JOIN keys k ON k.id = p.key_id ORDER BY p.id"
+    ).fetchall()
+    con.close()
+    out: dict[tuple[str, str], list[tuple[int, float, float]]] = defaultdict(list)
+    for uid, key, step, wall, value in rows:
+        out[(uid, key)].append((step, wall, math.nan if value is None else value))
+    return dict(out)
+
+
+def cache_rows(cache: SeriesCache) -> dict[tuple[str, str], list[tuple[int, float, float]]]:
+    out = {}
+    for run in cache.runs():
+        for key in cache.keys(run.ref):
+            steps, walls, values = cache.series(run.ref, key)
+            out[(run.ref.uid, key)] = list(
+                zip(steps.tolist(), walls.tolist(), values.tolist(), strict=True)
+            )
+    return out
+
+
+def same_rows(a, b) -> bool:
+    """Equal row by row, NaN equal to NaN."""
+    if a.keys() != b.keys():
+        return False
+    for k in a:
+        if len(a[k]) != len(b[k]):
+            return False
+        for x, y in zip(a[k], b[k], strict=True):
+            if x[:2] != y[:2] or not (x[2] == y[2] or (math.isnan(x[2]) and math.isnan(y[2]))):
+                return False
+    return True
+
+
+def poll_until(src: SSHSource, cache: SeriesCache, done, timeout: float = 60.0) -> int:
+    """Poll like the poller does (errors retried) until done(); returns how many polls failed."""
+    failures = 0
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            src.poll(cache)
+        except AgentConnectionError:
+            failures += 1
+            time.sleep(0.2)
+            continue
+        if done():
+            return failures
+        time.sleep(0.05)
+    raise AssertionError("the source did not catch up in time")
+
+
+# -- specs -----------------------------------------------------------------------------------
+
+
+def test_ssh_url_and_scp_forms_name_host_user_port_path_and_interpreter():
+    s = parse_ssh_spec("ssh://alice@gpu1:2222/data/runs/*.db")
+    assert (s.host, s.user, s.port, s.path, s.python) == (
+        "gpu1",
+        "alice",
+        2222,
+        "/data/runs/*.db",
+        None,
+    )
+    assert s.label == "alice@gpu1:2222"
+    s = parse_ssh_spec("gpu1:runs/reslog.db#python=~/miniconda3/envs/lm/bin/python")
+    assert (s.host, s.user, s.port, s.path) == ("gpu1", None, None, "runs/reslog.db")
+    assert s.python == "~/miniconda3/envs/lm/bin/python"
+    assert parse_ssh_spec("ssh://gpu1/~/runs.db").path == "~/runs.db"
+
+
+def test_open_source_gives_an_ssh_source_for_host_path_specs(ssh_config, tmp_path):
+    src = open_source("target:/nonexistent/*.db", ssh_config=ssh_config, python=sys.executable)
+    try:
+        assert isinstance(src, SSHSource)
+    finally:
+        src.close()
+
+
+# -- agent upload ----------------------------------------------------------------------------
+
+
+def test_first_connect_uploads_the_agent_and_the_second_does_not(ssh_config, tmp_path):
+    engine = new_store(tmp_path / "s" / "reslog.db")
+    make_run(engine, name="a", points={"train/loss": [(0, 2.0), (1, 1.5)]})
+    spec = f"target:{tmp_path}/s/reslog.db"
+    first = source(spec, ssh_config, tmp_path)
+    try:
+        first.poll(SeriesCache())
+        assert first.uploads == 1
+    finally:
+        first.close()
+    remote = tmp_path / "agent" / f"agent-{agent_hash()}.py"
+    assert remote.read_bytes() == agent_source()
+    second = source(spec, ssh_config, tmp_path)
+    try:
+        cache = SeriesCache()
+        second.poll(cache)
+        assert second.uploads == 0
+        assert [r.name for r in cache.runs()] == ["a"]
+    finally:
+        second.close()
+    assert [p.name for p in (tmp_path / "agent").iterdir()] == [remote.name]  # no leftovers
+
+
+def test_a_truncated_agent_file_is_uploaded_again(ssh_config, tmp_path):
+    new_store(tmp_path / "reslog.db")
+    remote = tmp_path / "agent" / f"agent-{agent_hash()}.py"
+    remote.parent.mkdir()
+    remote.write_bytes(agent_source()[:100])  # an upload cut halfway by an older client
+    src = source(f"target:{tmp_path}/reslog.db", ssh_config, tmp_path)
+    try:
+        src.poll(SeriesCache())
+        assert src.uploads == 1
+        assert remote.read_bytes() == agent_source()
+    finally:
+        src.close()
+
+
+def test_a_missing_interpreter_is_reported_by_name(ssh_config, tmp_path):
+    new_store(tmp_path / "reslog.db")
+    src = source(f"target:{tmp_path}/reslog.db", ssh_config, tmp_path, python="/no/such/python3")
+    try:
+        with pytest.raises(AgentConnectionError, match=r"/no/such/python3.*not found"):
+            src.poll(SeriesCache())
+    finally:
+        src.close()
+
+
+# -- fetching --------------------------------------------------------------------------------
+
+WRITER = textwrap.dedent(
+    """
+    import math, sys, time
+    import reslog
+    run = reslog.init(project="p", name="live", store=sys.argv[1], system=False,
+                      flush_interval=0.05)
+    print("started", flush=True)
+    for s in range(int(sys.argv[2])):
+        run.log({"train/loss": math.nan if s % 37 == 5 else 10 / (s + 1), "train/lr": 1e-3 * s},
+                step=s)
+        if s % 20 == 19:
+            time.sleep(0.01)
+    run.finish()
+    """
+)
+
+
+def test_incremental_fetch_while_a_process_logs_ends_equal_to_the_store(ssh_config, tmp_path):
+    db = tmp_path / "live" / "reslog.db"
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(db), "1500"],
+        cwd=Path(__file__).resolve().parents[1],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    src = source(f"target:{tmp_path}/live/*.db", ssh_config, tmp_path)
+    cache = SeriesCache()
+    sizes = []
+    try:
+        assert writer.stdout.readline().strip() == "started"  # the store exists from here on
+        while writer.poll() is None:
+            src.poll(cache)
+            sizes.append(sum(len(v) for v in cache_rows(cache).values()))
+            time.sleep(0.05)
+        assert writer.wait() == 0
+        src.poll(cache)
+    finally:
+        writer.kill()
+        src.close()
+    got = cache_rows(cache)
+    assert same_rows(got, store_rows(db))
+    assert sorted(len(v) for (_, key), v in got.items() if key.startswith("train/")) == [1500, 1500]
+    assert [r.status for r in cache.runs()] == ["finished"]
+    # It really was incremental: several polls saw a partial store.
+    assert len({n for n in sizes if 0 < n < sum(len(v) for v in got.values())}) >= 2
+
+
+def test_many_stores_on_one_host_share_one_connection_and_channel(ssh_config, tmp_path):
+    for name in ("a", "b"):
+        make_run(new_store(tmp_path / name / "reslog.db"), name=name, points={"x": [(0, 1.0)]})
+    one = source(f"target:{tmp_path}/a/reslog.db", ssh_config, tmp_path)
+    two = source(f"target:{tmp_path}/b/reslog.db", ssh_config, tmp_path)
+    try:
+        cache = SeriesCache()
+        one.poll(cache)
+        channel = one.link.channel
+        two.poll(cache)
+        assert two.link is one.link
+        assert two.link.channel is channel
+        assert sorted(r.name for r in cache.runs()) == ["a", "b"]
+        one.poll(cache)  # still the same channel after both used it
+        assert one.link.channel is channel
+    finally:
+        one.close()
+        two.close()
+
+
+def test_a_glob_is_expanded_on_the_host(ssh_config, tmp_path):
+    for name in ("x1", "x2", "y"):
+        make_run(new_store(tmp_path / "runs" / f"{name}.db"), name=name)
+    src = source(f"target:{tmp_path}/runs/x*.db", ssh_config, tmp_path)
+    try:
+        cache = SeriesCache()
+        src.poll(cache)
+        assert sorted(r.name for r in cache.runs()) == ["x1", "x2"]
+    finally:
+        src.close()
+
+
+def test_the_source_socket_has_tcp_nodelay(ssh_config, tmp_path):
+    new_store(tmp_path / "reslog.db")
+    src = source(f"target:{tmp_path}/reslog.db", ssh_config, tmp_path)
+    try:
+        src.poll(SeriesCache())
+        sock = src.link.conn.socket
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+    finally:
+        src.close()
+
+
+def test_a_store_behind_a_proxyjump_is_read_through_the_jump_host(ssh_config, sshd_env, tmp_path):
+    make_run(new_store(tmp_path / "reslog.db"), name="far", points={"x": [(0, 1.0), (1, 2.0)]})
+    src = source(f"behind:{tmp_path}/reslog.db", ssh_config, tmp_path)
+    try:
+        cache = SeriesCache()
+        src.poll(cache)
+        assert src.link.conn.hops == 2
+        assert [r.name for r in cache.runs()] == ["far"]
+    finally:
+        src.close()
+
+
+# -- trust and credentials -------------------------------------------------------------------
+
+
+def test_an_unknown_host_key_is_asked_about_and_refusal_reads_as_auth_failed(
+    sshd_env: SSHEnv, tmp_path, monkeypatch
+):
+    from resplot.poller import classify
+
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    cfg = sshd_env.make_ssh_config(tmp_path / "ssh", known=False)
+    new_store(tmp_path / "reslog.db")
+    asked = []
+    src = source(
+        f"target:{tmp_path}/reslog.db",
+        cfg,
+        tmp_path,
+        ask_host_key=lambda *a: asked.append(a) or False,
+    )
+    try:
+        with pytest.raises(HostKeyNotTrusted, match="refused the host key") as info:
+            src.poll(SeriesCache())
+        assert classify(info.value) == "auth_failed"  # the poller retries it slowly
+        assert len(asked) == 1 and asked[0][2].startswith("SHA256:")
+    finally:
+        src.close()
+    accepting = source(f"target:{tmp_path}/reslog.db", cfg, tmp_path, ask_host_key=lambda *a: True)
+    try:
+        accepting.poll(SeriesCache())
+        assert f"[127.0.0.1]:{sshd_env.target.port}" in (tmp_path / "ssh/known_hosts").read_text()
+    finally:
+        accepting.close()
+
+
+def test_a_changed_host_key_stops_the_source(sshd_env, tmp_path, monkeypatch):
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    cfg = sshd_env.make_ssh_config(tmp_path / "ssh", known=False)
+    generate_key(tmp_path / "other")
+    other = " ".join((tmp_path / "other.pub").read_text().split()[:2])
+    (tmp_path / "ssh/known_hosts").write_text(f"[127.0.0.1]:{sshd_env.target.port} {other}\n")
+    src = source(f"target:{tmp_path}/x.db", cfg, tmp_path, ask_host_key=lambda *a: True)
+    try:
+        with pytest.raises(HostKeyNotTrusted, match="HOST KEY CHANGED"):
+            src.poll(SeriesCache())
+    finally:
+        src.close()
+
+
+def test_a_wrong_key_fails_as_auth_failed_naming_the_key(sshd_env, tmp_path, monkeypatch):
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    generate_key(tmp_path / "wrong_key")
+    cfg = sshd_env.make_ssh_config(tmp_path / "ssh", identity=tmp_path / "wrong_key")
+    src = source(f"target:{tmp_path}/x.db", cfg, tmp_path)
+    try:
+        with pytest.raises(AuthFailed, match="wrong_key"):
+            src.poll(SeriesCache())
+    finally:
+        src.close()
+
+
+# -- broken links ----------------------------------------------------------------------------
+
+
+def test_a_cut_mid_fetch_then_healed_loses_and_duplicates_no_point(sshd_env, tmp_path, monkeypatch):
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    db = tmp_path / "big" / "reslog.db"
+    db.parent.mkdir()
+    total = bulk_store(db, runs=4, keys=4, points=25_000, nan_every=1000)
+    proxy = TCPProxy(sshd_env.target.port)
+    cfg = sshd_env.make_ssh_config(tmp_path / "ssh", target_port=proxy.port)
+    src = source(f"target:{db}", cfg, tmp_path)
+    src.limit = 20_000  # many batches, so the cut lands between and inside them
+    cache = SeriesCache()
+    cut_at = []
+
+    def cut_when_streaming() -> None:
+        # After the handshake and agent upload, once a good part of the points has flowed.
+        deadline = time.monotonic() + 60
+        while proxy.bytes_down < 600_000 and time.monotonic() < deadline:
+            time.sleep(0.002)
+        proxy.down()
+        cut_at.append(proxy.cut())
+        time.sleep(0.5)
+        proxy.heal()
+
+    try:
+        cutter = threading.Thread(target=cut_when_streaming)
+        cutter.start()
+        with pytest.raises(AgentConnectionError):
+            src.poll(cache)
+        cutter.join()
+        partial = sum(len(v) for v in cache_rows(cache).values())
+        assert cut_at == [1]
+        assert 0 < partial < total  # the cut really landed mid-fetch
+        poll_until(src, cache, lambda: sum(len(v) for v in cache_rows(cache).values()) >= total)
+        src.poll(cache)  # and one more: nothing new, nothing repeated
+    finally:
+        src.close()
+        proxy.close()
+    assert same_rows(cache_rows(cache), store_rows(db))
+    assert proxy.connections >= 2  # it did reconnect
+
+
+def test_a_silent_link_times_out_the_request_and_the_next_poll_reconnects(
+    sshd_env, tmp_path, monkeypatch
+):
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    make_run(new_store(tmp_path / "reslog.db"), name="r", points={"x": [(0, 1.0)]})
+    proxy = TCPProxy(sshd_env.target.port)
+    cfg = sshd_env.make_ssh_config(tmp_path / "ssh", target_port=proxy.port)
+    quick = Timeouts(request=1.0, keepalive_interval=30)
+    src = source(f"target:{tmp_path}/reslog.db", cfg, tmp_path, timeouts=quick)
+    try:
+        cache = SeriesCache()
+        src.poll(cache)
+        proxy.pause()  # packets vanish; nothing is closed
+        with pytest.raises(AgentConnectionError, match="no answer from the agent in 1 s"):
+            src.poll(cache)
+        assert not src.link.conn.is_open  # a timeout counts as a lost connection
+        proxy.heal()
+        src.poll(cache)
+        assert proxy.connections == 2
+        assert [r.name for r in cache.runs()] == ["r"]
+    finally:
+        src.close()
+        proxy.close()
+
+
+def test_close_from_another_thread_unblocks_a_poll_stuck_on_a_dead_link(
+    sshd_env, tmp_path, monkeypatch
+):
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    new_store(tmp_path / "reslog.db")
+    proxy = TCPProxy(sshd_env.target.port)
+    cfg = sshd_env.make_ssh_config(tmp_path / "ssh", target_port=proxy.port)
+    src = source(f"target:{tmp_path}/reslog.db", cfg, tmp_path)  # 30 s request timeout
+    try:
+        src.poll(SeriesCache())
+        proxy.pause()
+        errors = []
+
+        def stuck_poll() -> None:
+            try:
+                src.poll(SeriesCache())
+            except Exception as exc:
+                errors.append(exc)
+
+        worker = threading.Thread(target=stuck_poll)
+        worker.start()
+        time.sleep(0.3)
+        src.close()
+        worker.join(10)
+        assert not worker.is_alive()
+        assert errors and isinstance(errors[0], AgentConnectionError)
+    finally:
+        proxy.close()
+
+
+def test_a_killed_agent_is_restarted_on_the_same_connection(ssh_config, tmp_path):
+    import os
+    import signal
+
+    make_run(new_store(tmp_path / "reslog.db"), name="r", points={"x": [(0, 1.0)]})
+    src = source(f"target:{tmp_path}/reslog.db", ssh_config, tmp_path)
+    try:
+        cache = SeriesCache()
+        src.poll(cache)
+        sock, pid = src.link.conn.socket, src.link.client.info["pid"]
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(AgentConnectionError, match="agent was killed by a signal"):
+            src.poll(cache)
+        src.poll(cache)
+        assert src.link.conn.socket is sock  # same SSH connection, new channel
+        assert src.link.client.info["pid"] != pid
+    finally:
+        src.close()
