@@ -1,0 +1,497 @@
+"""Chart pages as matplotlib Figures (no pyplot): built once, then updated in place.
+
+A ChartPage owns one Figure with one axes per panel (pages.py says which). Every plotted series
+is a Track holding its Line2D artists and its full-resolution prepared data (x for the current
+x-axis mode, the smoothed values); refresh() recomputes only what changed (smoothing continues
+incrementally as the cache grows), decimates per pixel column for the visible x-range, and calls
+`set_data` on the existing lines. The same class draws the window's canvases and the headless
+`resplot snapshot`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from matplotlib.collections import LineCollection, PolyCollection
+from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import (
+    EngFormatter,
+    FuncFormatter,
+    LogLocator,
+    NullFormatter,
+    PercentFormatter,
+)
+
+from resplot import xaxis
+from resplot.alerts import THROTTLE_BITS
+from resplot.cache import SeriesCache
+from resplot.decimate import bucket_mean, decimate_many
+from resplot.model import RunRef
+from resplot.pages import TIMING_PARTS, Item, PanelSpec, panels_for
+from resplot.smoothing import Smoother
+from resplot.state import ViewState
+
+EVENT_KINDS = {"alert": "#d62728", "checkpoint": "#7f7f7f", "resume": "#1f77b4"}
+PART_COLORS = {
+    "data": "#e15759",
+    "forward": "#4e79a7",
+    "backward": "#f28e2b",
+    "optimizer": "#59a14f",
+    "other": "#bab0ac",
+}
+# Where non-finite points are marked, in axes height fractions.
+NONFINITE_Y = {"nan": 0.96, "+inf": 0.99, "-inf": 0.01}
+SAVE_FORMATS = ("png", "svg", "pdf")
+
+
+def _set_band(band: PolyCollection, d) -> np.ndarray | None:
+    """Fill `band` with a decimation's per-column envelope; its vertices, None when none.
+
+    A collection, not a patch: Axes.relim() walks a patch's path in Python (~60 ms for a
+    1000-column envelope) and skips collections, so the caller adds the vertices' limits.
+    """
+    if d.col_x is None:
+        band.set_visible(False)
+        return None
+    ok = np.isfinite(d.col_min) & np.isfinite(d.col_max)
+    cx, lo, hi = d.col_x[ok], d.col_min[ok], d.col_max[ok]
+    if len(cx) == 0:
+        band.set_visible(False)
+        return None
+    xy = np.column_stack([np.r_[cx, cx[::-1]], np.r_[hi, lo[::-1]]])
+    band.set_verts([xy])
+    band.set_visible(True)
+    return xy
+
+
+class Track:
+    """One Item on one axes: the raw series (faint when smoothed), the smoothed line, and
+    markers for NaN/inf. Dense data (several points per pixel column) is drawn as its min/max
+    envelope; sparse data as a line through the points."""
+
+    def __init__(self, ax, item: Item) -> None:
+        self.item = item
+        common = {"color": item.color, "linestyle": item.style}
+        self.raw = Line2D([], [], linewidth=0.8, alpha=0.25, **common)
+        self.line = Line2D([], [], linewidth=1.4, label=item.label, marker=item.marker or "None",
+                           markersize=3.5, **common)  # fmt: skip
+        self.bad = Line2D(
+            [], [], linestyle="none", marker="x", markersize=6, markeredgewidth=1.6,
+            color=item.color, transform=ax.get_xaxis_transform(), clip_on=False,
+        )  # fmt: skip
+        for artist in (self.raw, self.line, self.bad):
+            ax.add_line(artist)
+        self.raw_band = PolyCollection([], linewidths=0, alpha=0.25, facecolors=item.color)
+        # An edge, so that a column range of zero height still shows as a line.
+        self.band = PolyCollection([], linewidths=1.0, facecolors=item.color,
+                                   edgecolors=item.color)  # fmt: skip
+        ax.add_collection(self.raw_band, autolim=False)
+        ax.add_collection(self.band, autolim=False)
+        self.band_xy: list[np.ndarray] = []  # vertices drawn as bands (for the limits)
+        self._x: np.ndarray | None = None
+        self._x_key: tuple | None = None
+        self._x_buf = np.empty(0)
+        self._x_n = 0
+        self._x_sorted = True
+        self._smoother: Smoother | None = None
+
+    def remove(self) -> None:
+        for artist in (self.raw, self.line, self.bad, self.raw_band, self.band):
+            artist.remove()
+
+    def _prepare(self, cache: SeriesCache, mode: str, weight: float):
+        s = cache.series(self.item.ref, self.item.key)
+        if s is None or len(s[0]) == 0:
+            return None
+        steps, walls, values = s
+        tok = cache.series(self.item.ref, xaxis.TOKENS_KEY) if mode == "tokens" else None
+        key = (mode, None if tok is None else len(tok[0]))
+        n = len(steps)
+        if key != self._x_key or self._x is None or n < self._x_n:
+            self._x_n, self._x_sorted = 0, True
+            self._x = None
+        if n > self._x_n:
+            # A point's x depends on that point only (tokens: on the tokens series, which is
+            # part of the key), so only the new tail is computed.
+            new = xaxis.x_values(cache, self.item.ref, mode, steps[self._x_n :],
+                                 walls[self._x_n :])  # fmt: skip
+            if new is None:
+                self._x_key = key
+                return None
+            if self._x is None or n > len(self._x_buf):
+                buf = np.empty(max(1024, 2 * n))
+                buf[: self._x_n] = self._x_buf[: self._x_n]
+                self._x_buf = buf
+            prev = self._x_buf[self._x_n - 1] if self._x_n else -np.inf
+            self._x_sorted = bool(self._x_sorted and new[0] >= prev and np.all(new[1:] >= new[:-1]))
+            self._x_buf[self._x_n : n] = new
+            self._x_n = n
+            self._x = self._x_buf[:n]
+        self._x_key = key
+        if self._x is None:
+            return None
+        smoothed = None
+        if self.item.smooth and weight > 0:
+            if self._smoother is None or self._smoother.weight != weight:
+                self._smoother = Smoother(weight)
+            smoothed = self._smoother.update(steps, values)
+        return self._x, values, smoothed
+
+    def update(
+        self, cache: SeriesCache, mode: str, weight: float, pixels: int, xlim
+    ) -> np.ndarray | None:
+        """Set the lines' data for this view; returns the decimated x (for event limits)."""
+        prepared = self._prepare(cache, mode, weight)
+        if prepared is None:
+            for artist in (self.raw, self.line, self.bad):
+                artist.set_data([], [])
+            self.band.set_visible(False)
+            self.raw_band.set_visible(False)
+            self.band_xy = []
+            return None
+        x, values, smoothed = prepared
+        if smoothed is not None:
+            raw, main = decimate_many(x, [values, smoothed], pixels, xlim, self._x_sorted)
+        else:
+            raw = main = decimate_many(x, [values], pixels, xlim, self._x_sorted)[0]
+        self.band_xy = []
+        if smoothed is None:
+            self.raw.set_data([], [])
+            self.raw.set_visible(False)
+            self.raw_band.set_visible(False)
+        else:
+            faint_xy = _set_band(self.raw_band, raw)
+            if faint_xy is None:
+                self.raw.set_data(raw.x, raw.y)
+            else:
+                self.raw.set_data([], [])
+                self.band_xy.append(faint_xy)
+            self.raw.set_visible(faint_xy is None)
+        main_xy = _set_band(self.band, main)
+        # The line keeps the M4 points either way (queries, export of the view); it is hidden
+        # under the band when the band draws the same pixels faster.
+        self.line.set_data(main.x, main.y)
+        self.line.set_visible(main_xy is None)
+        if main_xy is not None:
+            self.band_xy.append(main_xy)
+        bx = np.concatenate((raw.nan_x, raw.posinf_x, raw.neginf_x))
+        by = np.concatenate(
+            (
+                np.full(len(raw.nan_x), NONFINITE_Y["nan"]),
+                np.full(len(raw.posinf_x), NONFINITE_Y["+inf"]),
+                np.full(len(raw.neginf_x), NONFINITE_Y["-inf"]),
+            )
+        )
+        self.bad.set_data(bx, by)
+        self.bad.set_visible(len(bx) > 0)
+        return raw.x
+
+
+def _aligned_parts(cache: SeriesCache, ref: RunRef):
+    """(steps, walls, [data, forward, backward, optimizer, other]) on time/step's steps."""
+    total = cache.series(ref, "time/step")
+    if total is None or len(total[0]) == 0:
+        return None
+    steps, walls, whole = total
+    order = np.argsort(steps, kind="stable")
+    steps, walls, whole = steps[order], walls[order], whole[order]
+    parts = []
+    for name in TIMING_PARTS:
+        s = cache.series(ref, f"time/{name}")
+        col = np.zeros(len(steps))
+        if s is not None and len(s[0]):
+            ps, pv = s[0], s[2]
+            o = np.argsort(ps, kind="stable")
+            ps, pv = ps[o], pv[o]
+            idx = np.clip(np.searchsorted(ps, steps), 0, len(ps) - 1)
+            col = np.where(ps[idx] == steps, pv[idx], 0.0)
+        parts.append(np.nan_to_num(col, nan=0.0, posinf=0.0, neginf=0.0))
+    other = np.clip(np.nan_to_num(whole, nan=0.0) - np.sum(parts, axis=0), 0.0, None)
+    return steps, walls, [*parts, other]
+
+
+class ChartPage:
+    """One page (training, system, timing, custom) of charts for the ticked runs."""
+
+    def __init__(
+        self,
+        page: str,
+        figure: Figure | None = None,
+        on_view_changed: Callable[[], None] | None = None,
+    ) -> None:
+        self.page = page
+        self.figure = figure if figure is not None else Figure(figsize=(12, 7.5), dpi=100)
+        self.on_view_changed = on_view_changed
+        self.axes: list = []
+        self.specs: list[PanelSpec] = []
+        self.tracks: list[dict[Item, Track]] = []
+        self._layout: tuple | None = None
+        self._extra: list[list] = []  # per axes: artists rebuilt every refresh (stacks)
+        self._events: list[LineCollection] = []
+        self._empty: list = []
+        self._legend_items: list[tuple] = []
+        self.follow = True  # autoscale to all data; False after the user zooms or pans
+        self._updating = False
+        self.message = None
+
+    # -- layout -------------------------------------------------------------------------------
+    def _rebuild(self, specs: list[PanelSpec], mode: str) -> None:
+        self.figure.clear()
+        self.axes, self.tracks, self._extra, self._events, self._empty = [], [], [], [], []
+        self._legend_items = []
+        self.message = None
+        n = len(specs)
+        if n == 0:
+            self.message = self.figure.text(
+                0.5, 0.5, "No series to show: tick runs, or widen the custom key globs.",
+                ha="center", va="center", color="#666666",
+            )  # fmt: skip
+            return
+        cols = 1 if n == 1 else 2 if n <= 8 else 3
+        rows = -(-n // cols)
+        first = None
+        for i, spec in enumerate(specs):
+            ax = self.figure.add_subplot(rows, cols, i + 1, sharex=first)
+            first = first or ax
+            ax.set_title(spec.title, fontsize=9, loc="left")
+            ax.set_ylabel(spec.ylabel, fontsize=8)
+            ax.tick_params(labelsize=7)
+            ax.grid(True, alpha=0.25, linewidth=0.6)
+            if spec.log_y:
+                ax.set_yscale("log")
+                # Losses span less than a decade: label 2, 3, 5 as plain numbers, not 10^x.
+                ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
+                ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+                ax.yaxis.set_minor_formatter(NullFormatter())
+            if spec.percent:
+                ax.yaxis.set_major_formatter(PercentFormatter(spec.percent))
+            if spec.kind == "throttle":
+                names = list(THROTTLE_BITS.values())
+                ax.set_yticks(range(len(names)), names, fontsize=7)
+                ax.set_ylim(-0.6, len(names) - 0.4)
+            events = LineCollection(
+                [], linewidths=0.8, linestyles="dotted", transform=ax.get_xaxis_transform(),
+                zorder=0.5,
+            )  # fmt: skip
+            ax.add_collection(events, autolim=False)
+            empty = ax.text(
+                0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center",
+                color="#999999", fontsize=8,
+            )  # fmt: skip
+            self.axes.append(ax)
+            self.tracks.append({})
+            self._extra.append([])
+            self._events.append(events)
+            self._empty.append(empty)
+            self._legend_items.append(())
+        for ax in self.axes[-cols:]:
+            ax.set_xlabel(xaxis.LABELS[mode], fontsize=8)
+        if mode == "wall":
+            locator = AutoDateLocator()
+            first.xaxis.set_major_locator(locator)
+            first.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+        elif mode == "tokens":
+            first.xaxis.set_major_formatter(EngFormatter())
+        self.figure.subplots_adjust(
+            left=0.07, right=0.98, top=0.95, bottom=0.08, hspace=0.42, wspace=0.18
+        )
+        first.callbacks.connect("xlim_changed", self._on_xlim_changed)
+
+    def _on_xlim_changed(self, _ax) -> None:
+        if self._updating:
+            return
+        self.follow = False
+        if self.on_view_changed is not None:
+            self.on_view_changed()
+
+    def reset_view(self) -> None:
+        """Follow all data again (autoscale on every refresh) after a zoom or pan."""
+        self.follow = True
+
+    # -- refresh ------------------------------------------------------------------------------
+    def refresh(self, cache: SeriesCache, state: ViewState, refs: list[RunRef]) -> None:
+        """Bring every artist up to date with the cache and the state (no drawing)."""
+        specs = panels_for(self.page, cache, refs, state)
+        layout = (tuple(s.layout_key() for s in specs), state.x_axis)
+        if layout != self._layout:
+            self._rebuild(specs, state.x_axis)
+            self._layout = layout
+            self.follow = True
+        self.specs = specs
+        if not self.axes:
+            return
+        self._updating = True
+        try:
+            xlim = None if self.follow else tuple(self.axes[0].get_xlim())
+            for i, spec in enumerate(specs):
+                self._refresh_panel(i, spec, cache, state, refs, xlim)
+            if self.follow:
+                for ax in self.axes:
+                    ax.autoscale_view()
+        finally:
+            self._updating = False
+
+    def _sync_tracks(self, i: int, spec: PanelSpec) -> dict[Item, Track]:
+        tracks = self.tracks[i]
+        wanted = set(spec.items) if spec.kind == "line" else set()
+        for item in [it for it in tracks if it not in wanted]:
+            tracks.pop(item).remove()
+        for item in spec.items:
+            if item in wanted and item not in tracks:
+                tracks[item] = Track(self.axes[i], item)
+        return tracks
+
+    def _refresh_panel(self, i, spec, cache, state, refs, xlim) -> None:
+        ax = self.axes[i]
+        pixels = max(int(ax.bbox.width), 50)
+        for artist in self._extra[i]:
+            artist.remove()
+        self._extra[i] = []
+        tracks = self._sync_tracks(i, spec)
+        for track in tracks.values():
+            track.update(cache, state.x_axis, state.smoothing, pixels, xlim)
+        if spec.kind == "stacked" and spec.stack_ref is not None:
+            self._draw_stack(i, spec.stack_ref, cache, state.x_axis, pixels)
+        elif spec.kind == "throttle":
+            self._draw_throttle(i, spec, cache, state.x_axis, pixels, xlim)
+        self._draw_events(i, cache, refs, state.x_axis)
+        has_data = any(len(t.line.get_xdata()) for t in tracks.values()) or bool(self._extra[i])
+        self._empty[i].set_visible(not has_data)
+        if self.follow:
+            ax.relim()
+            for track in tracks.values():
+                for xy in track.band_xy:
+                    ax.update_datalim(xy)
+            for artist in self._extra[i]:
+                if hasattr(artist, "_resplot_limits"):
+                    ax.update_datalim(artist._resplot_limits)
+        legend_items = tuple(t.item for t in tracks.values())
+        if legend_items != self._legend_items[i] and spec.kind == "line":
+            self._legend_items[i] = legend_items
+            if legend_items and len(legend_items) <= 8:
+                # Proxies: a track's line may be hidden under its envelope band.
+                handles = [
+                    Line2D(
+                        [],
+                        [],
+                        color=it.color,
+                        linestyle=it.style,
+                        linewidth=1.4,
+                        marker=it.marker or "None",
+                        markersize=3.5,
+                    )
+                    for it in legend_items
+                ]
+                labels = [it.label for it in legend_items]
+                ax.legend(handles, labels, loc="upper right", fontsize=7, framealpha=0.6)
+            elif ax.get_legend() is not None:
+                ax.get_legend().remove()
+
+    def _draw_stack(self, i: int, ref: RunRef, cache: SeriesCache, mode: str, pixels: int):
+        aligned = _aligned_parts(cache, ref)
+        if aligned is None:
+            return
+        steps, walls, parts = aligned
+        x = xaxis.x_values(cache, ref, mode, steps, walls)
+        if x is None:
+            return
+        order = np.argsort(x, kind="stable")
+        bx, bys = bucket_mean(x[order], [p[order] for p in parts], pixels)
+        ax = self.axes[i]
+        names = [*TIMING_PARTS, "other"]
+        polys = ax.stackplot(
+            bx, *bys, colors=[PART_COLORS[n] for n in names], labels=names, alpha=0.85
+        )
+        if len(bx):
+            top = np.sum(bys, axis=0)
+            polys[0]._resplot_limits = np.column_stack(
+                [np.concatenate((bx, bx)), np.concatenate((np.zeros(len(bx)), top))]
+            )
+        legend = ax.legend(loc="upper right", fontsize=7, framealpha=0.6, ncols=5)
+        self._extra[i] = [*polys]
+        self._legend_items[i] = ("stack",)
+        del legend
+
+    def _draw_throttle(self, i, spec, cache, mode, pixels, xlim) -> None:
+        ax = self.axes[i]
+        bits = list(THROTTLE_BITS)
+        n = max(len(spec.items), 1)
+        for j, item in enumerate(spec.items):
+            s = cache.series(item.ref, item.key)
+            if s is None:
+                continue
+            steps, walls, values = s
+            x = xaxis.x_values(cache, item.ref, mode, steps, walls)
+            if x is None:
+                continue
+            mask = np.nan_to_num(values, nan=0.0).astype(np.int64)
+            xs, ys = [], []
+            lo, hi = (x.min(), x.max()) if xlim is None else xlim
+            width = (hi - lo) / pixels if hi > lo else 1.0
+            for row, bit in enumerate(bits):
+                on = x[(mask & bit) != 0]
+                if len(on) == 0:
+                    continue
+                # One marker per pixel column is all the eye can see.
+                on = np.unique(np.floor((on - lo) / width)) * width + lo
+                xs.append(on)
+                ys.append(np.full(len(on), row + 0.8 * ((j + 0.5) / n - 0.5)))
+            if xs:
+                (line,) = ax.plot(
+                    np.concatenate(xs), np.concatenate(ys), linestyle="none", marker="|",
+                    markersize=8, color=item.color, label=item.label,
+                )  # fmt: skip
+                self._extra[i].append(line)
+
+    def _draw_events(self, i: int, cache: SeriesCache, refs: list[RunRef], mode: str) -> None:
+        segments, colors = [], []
+        for ref in refs:
+            for ev in cache.events(ref):
+                color = EVENT_KINDS.get(ev.kind)
+                if color is None:
+                    continue
+                x = xaxis.event_x(cache, ref, mode, ev.step, ev.wall)
+                if x is not None and np.isfinite(x):
+                    segments.append([(x, 0.0), (x, 1.0)])
+                    colors.append(color)
+        self._events[i].set_segments(segments)
+        self._events[i].set_color(colors or ["#7f7f7f"])
+
+    # -- queries used by the window and tests --------------------------------------------------
+    def lines(self) -> dict[tuple[str, RunRef, str], Line2D]:
+        """(panel title, run, key) -> the main (smoothed if smoothing applies) line."""
+        return {
+            (spec.title, item.ref, item.key): track.line
+            for spec, tracks in zip(self.specs, self.tracks, strict=False)
+            for item, track in tracks.items()
+        }
+
+    def save(self, path: str | Path, dpi: int = 120) -> None:
+        save_figure(self.figure, path, dpi)
+
+
+def save_figure(figure: Figure, path: str | Path, dpi: int = 120) -> None:
+    """PNG, SVG or PDF by the file's extension."""
+    path = Path(path)
+    fmt = path.suffix.lower().lstrip(".")
+    if fmt not in SAVE_FORMATS:
+        raise ValueError(
+            f"cannot save a chart as {path.name!r}: use a .png, .svg or .pdf file name"
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, format=fmt, dpi=dpi)
+
+
+def render(
+    cache: SeriesCache, state: ViewState, refs: list[RunRef], size=(12, 7.5), dpi: int = 100
+) -> ChartPage:
+    """A page drawn once, headless (for `resplot snapshot` and tests)."""
+    page = ChartPage(state.page, Figure(figsize=size, dpi=dpi))
+    # Two passes: the first lays the axes out, so the second decimates for their real width.
+    page.refresh(cache, state, refs)
+    page.refresh(cache, state, refs)
+    return page

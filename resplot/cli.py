@@ -1,0 +1,218 @@
+"""`resplot` command line: open the window, or work headless.
+
+    resplot [SOURCE ...]                         open the viewer (sources are remembered)
+    resplot snapshot SOURCE... -o chart.png      draw a chart page to PNG / SVG / PDF
+    resplot export SOURCE... --format csv -o F   points (csv, csv-wide, parquet) or the
+                                                 comparison table (md, latex, table-csv)
+
+Errors are printed as one line (`resplot: error: ...`) with a non-zero exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import sys
+from pathlib import Path
+
+from resplot.state import PAGES, X_AXES, StateError, ViewState
+
+EXPORT_FORMATS = ("csv", "csv-wide", "parquet", "md", "latex", "table-csv")
+EXIT_USAGE, EXIT_ERROR = 2, 1
+
+
+class CliError(Exception):
+    """A user-facing failure: printed without a traceback."""
+
+
+def _add_selection(p: argparse.ArgumentParser) -> None:
+    p.add_argument("sources", nargs="+", metavar="SOURCE",
+                   help="store path or glob, host:path, ssh://user@host:port/path, or a "
+                        "PostgreSQL URL")  # fmt: skip
+    p.add_argument("--runs", nargs="+", metavar="RUN",
+                   help="runs by name, uid or uid prefix (globs allowed); default all")  # fmt: skip
+    p.add_argument("--keys", nargs="+", metavar="GLOB", help="metric keys by glob")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for sources")
+
+
+def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    top = argparse.ArgumentParser(
+        prog="resplot",
+        description="Live charts of reslog stores, local or over SSH. "
+        "Subcommands: snapshot, export (see `resplot snapshot -h`).",
+    )
+    top.add_argument("sources", nargs="*", metavar="SOURCE", help="stores to open")
+    top.add_argument("--config", type=Path, help="settings file (default $RESPLOT_CONFIG or "
+                     "~/.config/resplot/settings.json)")  # fmt: skip
+
+    sub = argparse.ArgumentParser(prog="resplot")
+    cmds = sub.add_subparsers(dest="command", required=True)
+    snap = cmds.add_parser("snapshot", help="draw a chart page to a file, no window")
+    _add_selection(snap)
+    snap.add_argument("-o", "--output", required=True, type=Path, help=".png, .svg or .pdf")
+    snap.add_argument("--page", choices=PAGES, default="training")
+    snap.add_argument("--x", dest="x_axis", choices=X_AXES, default="step")
+    snap.add_argument("--smoothing", type=float, default=0.6, help="EMA weight in [0, 1)")
+    snap.add_argument("--linear-y", action="store_true", help="loss on a linear axis")
+    snap.add_argument("--size", default="12x7.5", help="inches WxH (default 12x7.5)")
+    snap.add_argument("--dpi", type=int, default=120)
+
+    exp = cmds.add_parser("export", help="export points or the comparison table")
+    _add_selection(exp)
+    exp.add_argument("-o", "--output", required=True, help="file name, or - for stdout")
+    exp.add_argument(
+        "--format", required=True, choices=EXPORT_FORMATS,
+        help="points: csv (long), csv-wide, parquet; table: md, latex, table-csv",
+    )  # fmt: skip
+    exp.add_argument("--metrics", nargs="+", metavar="GLOB",
+                     help="metrics summarised in the comparison table")  # fmt: skip
+    return top, sub
+
+
+def _load(sources: list[str], timeout: float):
+    from resplot.poller import load_sources
+
+    try:
+        return load_sources(sources, timeout=timeout)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+
+
+def select_runs(cache, patterns: list[str] | None) -> list:
+    runs = cache.runs()
+    if not runs:
+        raise CliError("no runs found in the given sources")
+    if not patterns:
+        return [r.ref for r in runs]
+    chosen = []
+    for pat in patterns:
+        hits = [
+            r.ref
+            for r in runs
+            if r.name == pat or r.ref.uid.startswith(pat) or fnmatch.fnmatchcase(r.name, pat)
+        ]
+        if not hits:
+            names = ", ".join(sorted({r.name for r in runs})[:20])
+            raise CliError(f"no run matches {pat!r}; runs: {names}")
+        chosen += [h for h in hits if h not in chosen]
+    return chosen
+
+
+def _size(text: str) -> tuple[float, float]:
+    try:
+        w, h = (float(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise CliError(f"--size must look like 12x7.5 (inches), got {text!r}") from None
+    if w <= 0 or h <= 0 or w * h > 2000:
+        raise CliError(f"--size {text!r} is out of range")
+    return w, h
+
+
+def cmd_snapshot(args) -> int:
+    from resplot.charts import SAVE_FORMATS, render
+
+    if args.output.suffix.lower().lstrip(".") not in SAVE_FORMATS:
+        raise CliError(f"-o {args.output}: use a .png, .svg or .pdf file name")
+    state = ViewState(page=args.page)
+    try:
+        state.set_x_axis(args.x_axis)
+        state.set_smoothing(args.smoothing)
+    except StateError as exc:
+        raise CliError(str(exc)) from None
+    state.log_y = not args.linear_y
+    if args.keys:
+        state.set_custom_keys(args.keys)
+        if args.page == "training" and "--page" not in sys.argv:
+            state.page = "custom"
+    size = _size(args.size)
+    cache = _load(args.sources, args.timeout)
+    refs = select_runs(cache, args.runs)
+    page = render(cache, state, refs, size=size, dpi=args.dpi)
+    try:
+        page.save(args.output, dpi=args.dpi)
+    except OSError as exc:
+        raise CliError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    print(f"wrote {args.output} ({state.page} page, {len(refs)} runs)", file=sys.stderr)
+    return 0
+
+
+def cmd_export(args) -> int:
+    from reslog.export import ExportError
+    from resplot.exports import export_points, export_table
+
+    cache = _load(args.sources, args.timeout)
+    refs = select_runs(cache, args.runs)
+    try:
+        if args.format in ("csv", "csv-wide", "parquet"):
+            export_points(cache, refs, args.output, args.format, args.keys)
+        else:
+            fmt = "csv" if args.format == "table-csv" else args.format
+            export_table(cache, refs, args.output, fmt, args.metrics)
+    except ExportError as exc:
+        raise CliError(str(exc)) from None
+    except OSError as exc:
+        raise CliError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    if args.output != "-":
+        print(f"wrote {args.output} ({len(refs)} runs)", file=sys.stderr)
+    return 0
+
+
+def cmd_open(args) -> int:
+    import os
+
+    if sys.platform.startswith("linux") and not (
+        os.environ.get("DISPLAY")
+        or os.environ.get("WAYLAND_DISPLAY")
+        or os.environ.get("QT_QPA_PLATFORM")
+    ):
+        # Qt would abort the process here; say what to do instead.
+        raise CliError(
+            "no display (DISPLAY is not set): run resplot on a desktop, forward X with ssh -X, "
+            "or use `resplot snapshot SOURCE -o chart.png` / `resplot export`"
+        )
+    from PyQt5.QtWidgets import QApplication
+
+    from resplot import settings as settings_mod
+    from resplot.window import MainWindow, make_poller
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("resplot")
+    path = args.config or settings_mod.config_path()
+    settings = settings_mod.load(path)
+    for spec in args.sources:
+        settings.state.add_source(spec)
+    from resplot.cache import SeriesCache
+
+    cache = SeriesCache()
+    window = MainWindow(cache, settings, path)
+    poller = make_poller(cache, settings.state.poll_interval, window.ask_host_key)
+    window.attach_poller(poller)
+    window.show()
+    return app.exec_()
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    top, sub = build_parsers()
+    try:
+        if argv and argv[0] in ("snapshot", "export"):
+            args = sub.parse_args(argv)
+            return cmd_snapshot(args) if args.command == "snapshot" else cmd_export(args)
+        return cmd_open(top.parse_args(argv))
+    except CliError as exc:
+        print(f"resplot: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        # Store and connection errors carry a message meant for people; show it, not a trace.
+        from schema.errors import StoreError
+
+        if isinstance(exc, StoreError):
+            print(f"resplot: error: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

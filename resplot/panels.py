@@ -1,0 +1,337 @@
+"""The window's side panels: the sources tree (hosts → stores → runs) and the run table.
+
+Both read the cache and the view state only (never a store), so refreshing them is cheap and
+happens on the GUI thread with the coalesced redraw.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from PyQt5.QtCore import (
+    QAbstractTableModel,
+    QModelIndex,
+    QSortFilterProxyModel,
+    Qt,
+    pyqtSignal,
+)
+from PyQt5.QtGui import QBrush, QColor
+from PyQt5.QtWidgets import (
+    QAbstractItemView,
+    QHeaderView,
+    QLineEdit,
+    QTableView,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from reslog.export import differing_config, flatten, format_cell
+from resplot.alerts import LEVELS, Alert
+from resplot.cache import SeriesCache
+from resplot.colors import run_color
+from resplot.model import RunInfo, RunRef
+from resplot.state import ViewState
+
+STATUS_COLORS = {
+    "running": "#2ca02c",
+    "finished": "#1f77b4",
+    "failed": "#d62728",
+    "killed": "#ff7f0e",
+    "crashed": "#d62728",
+}
+_GPU_PREFIX = "sys/gpu"
+
+
+def age_text(seconds: float | None) -> str:
+    if seconds is None:
+        return "no points"
+    if seconds < 90:
+        return f"{seconds:.0f} s ago"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min ago"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h ago"
+    return f"{seconds / 86400:.0f} d ago"
+
+
+def newest_wall(cache: SeriesCache, ref: RunRef) -> float | None:
+    walls = [s[1][-1] for k in cache.keys(ref) if (s := cache.series(ref, k)) and len(s[1])]
+    return max(walls) if walls else None
+
+
+def duration_s(run: RunInfo) -> float:
+    end = run.ended_at if run.ended_at is not None else run.heartbeat_at
+    return max(0.0, end - run.created_at)
+
+
+def gpu_count(cache: SeriesCache, run: RunInfo) -> int:
+    gpus = {k.split("/")[1] for k in cache.keys(run.ref) if k.startswith(_GPU_PREFIX)}
+    return len(gpus) if gpus else run.world_size if run.world_size > 1 else 0
+
+
+# ---- sources tree ----------------------------------------------------------------------------
+
+
+class SourcesTree(QTreeWidget):
+    """source (host) → store → run, with connection state, run status and newest-point age."""
+
+    runActivated = pyqtSignal(object)  # RunRef (double click: toggle plotting)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setHeaderLabels(["source / run", "status", "newest point"])
+        self.setColumnCount(3)
+        self.header().setSectionResizeMode(0, QHeaderView.Stretch)
+        self.header().setSectionResizeMode(1, QHeaderView.ResizeToContents)
+        self.header().setSectionResizeMode(2, QHeaderView.ResizeToContents)
+        self._hosts: dict[str, QTreeWidgetItem] = {}
+        self._host_state: dict[str, str] = {}
+        self._runs: dict[RunRef, QTreeWidgetItem] = {}
+        self._layout: tuple = ()
+        self.itemDoubleClicked.connect(self._on_double_click)
+
+    def _on_double_click(self, item: QTreeWidgetItem, _column: int) -> None:
+        ref = item.data(0, Qt.UserRole)
+        if isinstance(ref, RunRef):
+            self.runActivated.emit(ref)
+
+    def set_source_state(self, label: str, text: str, error: bool = False) -> None:
+        self._host_state[label] = text
+        item = self._hosts.get(label)
+        if item is not None:
+            item.setText(1, text)
+            item.setForeground(1, QBrush(QColor("#d62728" if error else "#444444")))
+
+    def add_source_label(self, label: str) -> None:
+        """Show a source before it has any run (e.g. while connecting)."""
+        if label not in self._hosts:
+            self._layout = ()
+            self._hosts[label] = self._host_item(label)
+
+    def _host_item(self, label: str) -> QTreeWidgetItem:
+        item = QTreeWidgetItem(self, [label, self._host_state.get(label, ""), ""])
+        item.setData(0, Qt.UserRole, label)
+        item.setExpanded(True)
+        return item
+
+    def sources(self) -> list[str]:
+        return list(self._hosts)
+
+    def refresh(self, cache: SeriesCache, now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        runs = cache.runs()
+        labels = list(dict.fromkeys([*self._hosts, *(r.ref.source for r in runs)]))
+        layout = (tuple(labels), tuple(r.ref for r in runs))
+        if layout != self._layout:
+            self._layout = layout
+            self.clear()
+            self._hosts, self._runs = {}, {}
+            stores: dict[tuple[str, str], QTreeWidgetItem] = {}
+            for label in labels:
+                self._hosts[label] = self._host_item(label)
+            for run in runs:
+                host = self._hosts[run.ref.source]
+                key = (run.ref.source, run.ref.store)
+                if key not in stores:
+                    stores[key] = QTreeWidgetItem(host, [run.ref.store, "", ""])
+                    stores[key].setExpanded(True)
+                item = QTreeWidgetItem(stores[key], [run.name, "", ""])
+                item.setData(0, Qt.UserRole, run.ref)
+                item.setForeground(0, QBrush(QColor(run_color(run.ref))))
+                self._runs[run.ref] = item
+        for run in runs:
+            item = self._runs[run.ref]
+            item.setText(1, run.status)
+            item.setForeground(1, QBrush(QColor(STATUS_COLORS.get(run.status, "#444444"))))
+            newest = newest_wall(cache, run.ref)
+            item.setText(2, age_text(None if newest is None else max(0.0, now - newest)))
+
+    def run_item(self, ref: RunRef) -> QTreeWidgetItem | None:
+        return self._runs.get(ref)
+
+
+# ---- run table -------------------------------------------------------------------------------
+
+
+def _series_stats(cache: SeriesCache, ref: RunRef, key: str) -> tuple[float | None, float | None]:
+    s = cache.series(ref, key)
+    if s is None or len(s[2]) == 0:
+        return None, None
+    values = s[2]
+    finite = values[np.isfinite(values)]
+    return float(values[-1]), (float(finite.min()) if len(finite) else None)
+
+
+def _last_step(cache: SeriesCache, ref: RunRef) -> int | None:
+    steps = [int(s[0].max()) for k in cache.keys(ref) if (s := cache.series(ref, k)) and len(s[0])]
+    return max(steps) if steps else None
+
+
+class RunTableModel(QAbstractTableModel):
+    """One row per run in the cache; column 0 holds the tick box and the run's colour."""
+
+    tickedChanged = pyqtSignal(object, bool)  # RunRef, ticked
+
+    FIXED = ("run", "host", "status", "alerts", "step")
+    TAIL = ("tokens/s", "duration", "GPU-hours")
+
+    def __init__(self, cache: SeriesCache, state: ViewState) -> None:
+        super().__init__()
+        self.cache, self.state = cache, state
+        self.runs: list[RunInfo] = []
+        self.headers: list[str] = list(self.FIXED)
+        self.rows: list[list[Any]] = []
+        self.alerts: dict[RunRef, list[Alert]] = {}
+        self.config_keys: list[str] = []
+
+    def refresh(self, alerts: dict[RunRef, list[Alert]], now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        runs = self.cache.runs()
+        self.alerts = alerts
+        ticked = [r for r in runs if self.state.is_ticked(r.ref)]
+        self.config_keys = differing_config(ticked if len(ticked) >= 2 else runs)
+        headers = list(self.FIXED)
+        for m in self.state.table_metrics:
+            headers += [f"{m} last", f"{m} min"]
+        headers += [*self.TAIL, *self.config_keys]
+        rows = [self._row(run, now) for run in runs]
+        if headers != self.headers or [r.ref for r in runs] != [r.ref for r in self.runs]:
+            self.beginResetModel()
+            self.runs, self.headers, self.rows = runs, headers, rows
+            self.endResetModel()
+        else:
+            self.runs, self.rows = runs, rows
+            if rows:
+                last = self.index(len(rows) - 1, len(headers) - 1)
+                self.dataChanged.emit(self.index(0, 0), last)
+
+    def _row(self, run: RunInfo, now: float) -> list[Any]:
+        ref = run.ref
+        alerts = self.alerts.get(ref, [])
+        row: list[Any] = [run.name, run.host or ref.source, run.status]
+        row.append(alerts[0].message if alerts else "")
+        row.append(_last_step(self.cache, ref))
+        for m in self.state.table_metrics:
+            row += list(_series_stats(self.cache, ref, m))
+        row.append(_series_stats(self.cache, ref, "train/tokens_per_s")[0])
+        hours = duration_s(run) / 3600.0
+        row.append(f"{hours:.2f} h")
+        gpus = gpu_count(self.cache, run)
+        row.append(hours * gpus if gpus else None)
+        flat = flatten(run.config)
+        row += [flat.get(k) for k in self.config_keys]
+        return row
+
+    # -- Qt model API -------------------------------------------------------------------------
+    def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(self.rows)
+
+    def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(self.headers)
+
+    def headerData(self, section, orientation, role=Qt.DisplayRole):
+        if orientation == Qt.Horizontal and role == Qt.DisplayRole:
+            return self.headers[section]
+        return None
+
+    def flags(self, index: QModelIndex):
+        base = Qt.ItemIsEnabled | Qt.ItemIsSelectable
+        return base | Qt.ItemIsUserCheckable if index.column() == 0 else base
+
+    def data(self, index: QModelIndex, role: int = Qt.DisplayRole):
+        if not index.isValid():
+            return None
+        run, value = self.runs[index.row()], self.rows[index.row()][index.column()]
+        col = index.column()
+        if role == Qt.DisplayRole:
+            return "" if value is None else value if isinstance(value, str) else format_cell(value)
+        if role == Qt.UserRole:  # sort key: numbers as numbers
+            return value if isinstance(value, (int, float)) else str(value or "")
+        if role == Qt.CheckStateRole and col == 0:
+            return Qt.Checked if self.state.is_ticked(run.ref) else Qt.Unchecked
+        if role == Qt.DecorationRole and col == 0:
+            return QColor(run_color(run.ref))
+        if role == Qt.ForegroundRole and col == 2:
+            return QBrush(QColor(STATUS_COLORS.get(run.status, "#444444")))
+        alerts = self.alerts.get(run.ref, [])
+        if role == Qt.ToolTipRole and col == 3 and alerts:
+            return "\n".join(f"[{a.level}] {a.message}" for a in alerts)
+        if role == Qt.BackgroundRole and col == 3 and alerts:
+            worst = max(LEVELS.get(a.level, 1) for a in alerts)
+            return QBrush(QColor("#f8d0d0" if worst >= 2 else "#fbe9c8"))
+        return None
+
+    def setData(self, index: QModelIndex, value, role: int = Qt.EditRole) -> bool:
+        if role != Qt.CheckStateRole or index.column() != 0:
+            return False
+        ref = self.runs[index.row()].ref
+        on = value == Qt.Checked or value is True
+        self.state.set_ticked(ref, on)
+        self.dataChanged.emit(index, index, [Qt.CheckStateRole])
+        self.tickedChanged.emit(ref, on)
+        return True
+
+    def row_of(self, ref: RunRef) -> int:
+        return next(i for i, r in enumerate(self.runs) if r.ref == ref)
+
+
+class _Filter(QSortFilterProxyModel):
+    """Rows whose name, host, status, alerts or config values contain every word typed."""
+
+    def filterAcceptsRow(self, row: int, parent: QModelIndex) -> bool:
+        words = self.filterRegExp().pattern().lower().split()
+        if not words:
+            return True
+        model: RunTableModel = self.sourceModel()
+        text = " ".join(str(v) for v in model.rows[row] if v is not None).lower()
+        run = model.runs[row]
+        text += f" {run.ref.uid} {run.project} {' '.join(run.tags)}".lower()
+        return all(w in text for w in words)
+
+
+class RunTable(QWidget):
+    """Filter box + table of runs."""
+
+    def __init__(self, model: RunTableModel, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.model = model
+        self.proxy = _Filter(self)
+        self.proxy.setSourceModel(model)
+        self.proxy.setSortRole(Qt.UserRole)
+        self.filter = QLineEdit(self)
+        self.filter.setPlaceholderText("filter runs (name, host, status, config values)…")
+        self.filter.setClearButtonEnabled(True)
+        self.filter.textChanged.connect(self.set_filter)
+        self.view = QTableView(self)
+        self.view.setModel(self.proxy)
+        self.view.setSortingEnabled(True)
+        self.view.setSelectionBehavior(QAbstractItemView.SelectRows)
+        self.view.verticalHeader().setVisible(False)
+        self.view.horizontalHeader().setStretchLastSection(True)
+        self.view.setAlternatingRowColors(True)
+        model.modelReset.connect(self.view.resizeColumnsToContents)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.filter)
+        layout.addWidget(self.view)
+
+    def set_filter(self, text: str) -> None:
+        self.model.state.filter_text = text
+        self.proxy.setFilterRegExp(text)
+        if self.filter.text() != text:
+            self.filter.setText(text)
+
+    def visible_refs(self) -> list[RunRef]:
+        rows = (
+            self.proxy.mapToSource(self.proxy.index(i, 0)).row()
+            for i in range(self.proxy.rowCount())
+        )
+        return [self.model.runs[r].ref for r in rows]
+
+    def selected_refs(self) -> list[RunRef]:
+        rows = {self.proxy.mapToSource(i).row() for i in self.view.selectionModel().selectedRows()}
+        return [self.model.runs[r].ref for r in sorted(rows)]

@@ -1,0 +1,136 @@
+"""TensorBoard's debiased EMA, weighted by step distance, on full-resolution series.
+
+TensorBoard (vz_line_chart2) smooths point by point:
+
+    last = last * w + (1 - w) * y;  n += 1;  smoothed = last / (1 - w ** n)
+
+The debias divides by the total weight the EMA has accumulated, so the first points are not
+pulled toward zero. Here the decay between two points is `w ** (Δstep / base)`, where `base` is
+the series' median step spacing: on evenly logged data that is exactly TensorBoard's result, and a
+series with gaps (a resume, a sparse validation key) is not smoothed across them as if they were
+one point apart. NaN and ±inf are passed through at their positions and never enter the EMA, so
+one bad value does not poison everything after it.
+
+Computed without a Python loop: within a block where the accumulated log-decay stays inside the
+float64 exponent range, the recurrence `y_i = a_i y_(i-1) + (1 - a_i) x_i` is a scaled cumsum.
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+import numpy as np
+
+# exp(±600) stays far from float64 overflow (~exp(709)); blocks are cut so exponents stay inside.
+_BLOCK_LOG = 600.0
+
+
+def _ema(log_a: np.ndarray, x: np.ndarray, prev: float = 0.0) -> np.ndarray:
+    """y_i = a_i * y_(i-1) + (1 - a_i) * x_i with y_(-1) = prev, where a_i = exp(log_a[i])."""
+    n = len(x)
+    out = np.empty(n, dtype=np.float64)
+    gain = -np.expm1(log_a)  # 1 - a_i, accurate when a_i is close to 1
+    cum = np.cumsum(log_a)  # non-increasing
+    # Block boundaries: every time the accumulated decay passes another _BLOCK_LOG.
+    cuts = np.searchsorted(-cum, np.arange(_BLOCK_LOG, -cum[-1] + _BLOCK_LOG, _BLOCK_LOG))
+    bounds = np.unique(np.concatenate(([0], cuts, [n])))
+    prev = float(prev)
+    for lo, hi in pairwise(bounds.tolist()):
+        rel = cum[lo:hi] - (cum[lo - 1] if lo > 0 else 0.0)  # log of decay since block start
+        y = np.exp(rel) * (prev + np.cumsum(gain[lo:hi] * x[lo:hi] * np.exp(-rel)))
+        out[lo:hi] = y
+        prev = y[-1]
+    return out
+
+
+def _check(weight: float) -> None:
+    if not 0.0 <= weight < 1.0:
+        raise ValueError(f"smoothing weight must be in [0, 1), got {weight}")
+
+
+def smooth(steps: np.ndarray, values: np.ndarray, weight: float) -> np.ndarray:
+    """Debiased EMA of `values` (a new array, same length); `weight` in [0, 1)."""
+    return Smoother(weight).update(steps, values)
+
+
+class Smoother:
+    """Smooths a series that only grows (the cache appends): each update() costs O(new points).
+
+    The EMA state (un-debiased value, accumulated log-decay, last finite step) carries over, so
+    the result equals smoothing the whole series at once.
+    """
+
+    MIN_BASE_POINTS = 16  # below this the step spacing is re-estimated from scratch
+
+    def __init__(self, weight: float) -> None:
+        _check(weight)
+        self.weight = weight
+        self._reset()
+
+    def _reset(self) -> None:
+        self.n = 0
+        self._buf = np.empty(0)
+        self.out = self._buf
+        self._y = 0.0  # EMA without debias
+        self._log_decay = 0.0  # sum of log a over finite points so far
+        self._last_step: float | None = None
+        self._base: float | None = None
+        self._base_points = 0
+
+    def update(self, steps: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """The smoothed series (a view, valid until the next update)."""
+        values = np.asarray(values, dtype=np.float64)
+        if len(values) < self.n:
+            self._reset()
+        if self._base_points < self.MIN_BASE_POINTS and len(values) > self._base_points:
+            self._reset()  # too few points so far to trust the spacing estimate: start over
+        new_v = values[self.n :]
+        new_out = new_v.copy()
+        if self.weight > 0.0 and len(new_v):
+            finite = np.isfinite(new_v)
+            x = new_v[finite]
+            if len(x):
+                s = np.asarray(steps[self.n :], dtype=np.float64)[finite]
+                new_out[finite] = self._advance(s, x)
+        n = len(values)
+        if n > len(self._buf):  # capacity doubling: appends cost O(new points)
+            buf = np.empty(max(1024, 2 * n))
+            buf[: self.n] = self._buf[: self.n]
+            self._buf = buf
+        self._buf[self.n : n] = new_out
+        self.n = n
+        self.out = self._buf[:n]
+        return self.out
+
+    def _advance(self, s: np.ndarray, x: np.ndarray) -> np.ndarray:
+        prev_step = s[0] if self._last_step is None else self._last_step
+        delta = np.diff(s, prepend=prev_step)
+        if self._base is None:
+            positive = delta[delta > 0]
+            self._base = float(np.median(positive)) if len(positive) else 1.0
+            self._base_points = len(x)
+        # A step that goes backwards or repeats (a resume re-logging steps) counts as one
+        # spacing, which is what TensorBoard does for every point.
+        units = np.where(delta > 0, delta / self._base, 1.0)
+        if self._last_step is None:
+            units[0] = 1.0
+        log_a = np.maximum(units * np.log(self.weight), -_BLOCK_LOG)
+        y = _ema(log_a, x, self._y)
+        # The debias term is the EMA of ones, which has the closed form 1 - prod(a).
+        cum = self._log_decay + np.cumsum(log_a)
+        smoothed = y / -np.expm1(cum)
+        self._y, self._log_decay, self._last_step = float(y[-1]), float(cum[-1]), float(s[-1])
+        return smoothed
+
+
+def tensorboard_reference(values: list[float], weight: float) -> list[float]:
+    """TensorBoard's loop, kept literal for tests and documentation (index-spaced points)."""
+    last, num_accum, result = 0.0, 0, []
+    for y in values:
+        if not np.isfinite(y):
+            result.append(y)
+            continue
+        last = last * weight + (1 - weight) * y
+        num_accum += 1
+        result.append(last / (1 - weight**num_accum))
+    return result

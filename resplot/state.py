@@ -1,0 +1,132 @@
+"""The viewer's state as plain data: what is shown, never how (no Qt here).
+
+The window reads and changes a ViewState; settings.py writes it to JSON and reads it back; the
+headless snapshot builds one from command-line flags. Setters validate, so a bad value from a
+hand-edited config file or a flag is refused with a message instead of breaking a redraw later.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from resplot.model import RunRef
+
+PAGES = ("training", "system", "timing", "custom")
+X_AXES = ("step", "wall", "relative", "tokens")
+DEFAULT_TABLE_METRICS = ["train/loss", "valid/loss"]
+MIN_POLL_S, MAX_POLL_S = 0.1, 3600.0
+
+
+class StateError(ValueError):
+    """A state value is out of range; the message names the field and what is allowed."""
+
+
+@dataclass
+class ViewState:
+    sources: list[str] = field(default_factory=list)
+    ticked: list[RunRef] = field(default_factory=list)
+    page: str = "training"
+    x_axis: str = "step"
+    smoothing: float = 0.6  # TensorBoard's default
+    log_y: bool = True
+    custom_keys: list[str] = field(default_factory=lambda: ["train/*"])
+    table_metrics: list[str] = field(default_factory=lambda: list(DEFAULT_TABLE_METRICS))
+    poll_interval: float = 1.0
+    paused: bool = False
+    filter_text: str = ""
+
+    # -- changes (validated) ---------------------------------------------------------------
+    def set_page(self, page: str) -> None:
+        if page not in PAGES:
+            raise StateError(f"page must be one of {', '.join(PAGES)}, got {page!r}")
+        self.page = page
+
+    def set_x_axis(self, mode: str) -> None:
+        if mode not in X_AXES:
+            raise StateError(f"x-axis must be one of {', '.join(X_AXES)}, got {mode!r}")
+        self.x_axis = mode
+
+    def set_smoothing(self, weight: float) -> None:
+        weight = float(weight)
+        if not 0.0 <= weight < 1.0:
+            raise StateError(f"smoothing must be in [0, 1), got {weight}")
+        self.smoothing = weight
+
+    def set_poll_interval(self, seconds: float) -> None:
+        seconds = float(seconds)
+        if not MIN_POLL_S <= seconds <= MAX_POLL_S:
+            raise StateError(
+                f"poll interval must be between {MIN_POLL_S} and {MAX_POLL_S} s, got {seconds}"
+            )
+        self.poll_interval = seconds
+
+    def set_custom_keys(self, globs: list[str] | str) -> None:
+        if isinstance(globs, str):
+            globs = [g for g in (p.strip() for p in globs.replace(",", " ").split()) if g]
+        self.custom_keys = list(globs)
+
+    def add_source(self, spec: str) -> None:
+        if spec not in self.sources:
+            self.sources.append(spec)
+
+    def remove_source(self, spec: str) -> None:
+        if spec in self.sources:
+            self.sources.remove(spec)
+
+    def is_ticked(self, ref: RunRef) -> bool:
+        return ref in self.ticked
+
+    def set_ticked(self, ref: RunRef, on: bool) -> None:
+        if on and ref not in self.ticked:
+            self.ticked.append(ref)
+        elif not on and ref in self.ticked:
+            self.ticked.remove(ref)
+
+    def toggle(self, ref: RunRef) -> bool:
+        self.set_ticked(ref, not self.is_ticked(ref))
+        return self.is_ticked(ref)
+
+    # -- serialisation ----------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["ticked"] = [asdict(r) for r in self.ticked]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ViewState:
+        """Build from a dict (e.g. JSON); unknown keys are ignored, bad values raise StateError."""
+        if not isinstance(data, dict):
+            raise StateError(f"view state must be a JSON object, got {type(data).__name__}")
+        state = cls()
+        known = {f.name for f in fields(cls)}
+        plain = {k: v for k, v in data.items() if k in known}
+        try:
+            if "sources" in plain:
+                state.sources = [str(s) for s in plain["sources"]]
+            if "ticked" in plain:
+                state.ticked = [
+                    RunRef(str(r["source"]), str(r["store"]), str(r["uid"]))
+                    for r in plain["ticked"]
+                ]
+            if "custom_keys" in plain:
+                state.set_custom_keys([str(g) for g in plain["custom_keys"]])
+            if "table_metrics" in plain:
+                state.table_metrics = [str(m) for m in plain["table_metrics"]]
+        except (TypeError, KeyError) as exc:
+            raise StateError(f"malformed view state: {exc!r}") from None
+        if "page" in plain:
+            state.set_page(plain["page"])
+        if "x_axis" in plain:
+            state.set_x_axis(plain["x_axis"])
+        if "smoothing" in plain:
+            state.set_smoothing(plain["smoothing"])
+        if "poll_interval" in plain:
+            state.set_poll_interval(plain["poll_interval"])
+        if "log_y" in plain:
+            state.log_y = bool(plain["log_y"])
+        if "paused" in plain:
+            state.paused = bool(plain["paused"])
+        if "filter_text" in plain:
+            state.filter_text = str(plain["filter_text"])
+        return state

@@ -1,0 +1,495 @@
+"""The main window: sources tree, chart pages, run table, toolbar, status bar, exports.
+
+The GUI thread never touches a store or a socket: the Poller's worker fills the SeriesCache and
+reports through signals, and every signal only (re)starts one single-shot redraw timer, so a
+burst of arrivals costs one redraw. A redraw refreshes the visible page's existing artists
+(`set_data`) and calls `draw_idle()`; zooming, panning and resizing re-decimate the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg, NavigationToolbar2QT
+from matplotlib.figure import Figure
+from PyQt5.QtCore import QByteArray, Qt, QTimer
+from PyQt5.QtWidgets import (
+    QAction,
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QLabel,
+    QLineEdit,
+    QMainWindow,
+    QMessageBox,
+    QSplitter,
+    QTabWidget,
+    QToolBar,
+    QVBoxLayout,
+    QWidget,
+)
+
+from resplot import alerts as alerts_mod
+from resplot import settings as settings_mod
+from resplot.cache import SeriesCache
+from resplot.charts import ChartPage, save_figure
+from resplot.dialogs import AddSourceDialog, HostKeyAsker
+from resplot.exports import export_points, export_table
+from resplot.model import RunRef
+from resplot.panels import RunTable, RunTableModel, SourcesTree
+from resplot.state import PAGES, X_AXES, ViewState
+
+REDRAW_DELAY_MS = 50
+SIDE_REFRESH_MS = 1000  # ages and "stalled" change with time alone
+AUTO_TICK = 5  # with nothing ticked, the newest runs are plotted
+POINT_FILTERS = {
+    "csv": "CSV, long (*.csv)",
+    "csv-wide": "CSV, wide (*.csv)",
+    "parquet": "Parquet (*.parquet)",
+}
+TABLE_FILTERS = {"csv": "CSV (*.csv)", "md": "Markdown (*.md)", "latex": "LaTeX (*.tex)"}
+CHART_FILTER = "PNG image (*.png);;SVG image (*.svg);;PDF document (*.pdf)"
+
+
+def make_poller(cache: SeriesCache, interval: float, ask_host_key):
+    """A resplot.poller.Poller, passing what its constructor accepts of (interval, ask_host_key)
+    and setting the interval afterwards otherwise."""
+    import inspect
+
+    from resplot.poller import Poller
+
+    params = inspect.signature(Poller).parameters
+    kwargs = {"interval": interval, "ask_host_key": ask_host_key}
+    poller = Poller(cache, **{k: v for k, v in kwargs.items() if k in params})
+    if "interval" not in params:
+        poller.set_interval(interval)
+    return poller
+
+
+def _is_ssh(spec: str) -> bool:
+    try:
+        from resplot.sources import parse_spec
+
+        return parse_spec(spec).get("kind") == "ssh"
+    except Exception:  # an invalid spec is reported by add_source itself
+        return False
+
+
+def source_state_text(st) -> tuple[str, bool]:
+    """(text, is_error) for a poller SourceState(state, rtt_ms, error, next_retry_s)."""
+    state = getattr(st, "state", str(st))
+    rtt, error = getattr(st, "rtt_ms", None), getattr(st, "error", None)
+    retry = getattr(st, "next_retry_s", None)
+    if state == "live":
+        return (f"live, {rtt:.0f} ms" if rtt is not None else "live"), False
+    if state == "retrying":
+        when = f" in {retry:.0f} s" if retry is not None else ""
+        return f"retrying{when}: {error or 'connection lost'}", True
+    if error:
+        return f"{state}: {error}", True
+    return state, False
+
+
+class PageView(QWidget):
+    """A chart page in a tab: matplotlib toolbar + canvas around a ChartPage."""
+
+    def __init__(self, name: str, on_view_changed, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.page = ChartPage(name, Figure(figsize=(10, 6), dpi=100), on_view_changed)
+        self.canvas = FigureCanvasQTAgg(self.page.figure)
+        self.toolbar = NavigationToolbar2QT(self.canvas, self)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.toolbar)
+        layout.addWidget(self.canvas)
+        self.canvas.mpl_connect("resize_event", lambda _e: on_view_changed())
+
+
+class MainWindow(QMainWindow):
+    def __init__(
+        self,
+        cache: SeriesCache,
+        settings: settings_mod.Settings | None = None,
+        settings_path: Path | None = None,
+        poller=None,
+    ) -> None:
+        super().__init__()
+        self.setWindowTitle("resplot")
+        self.cache = cache
+        self.settings = settings or settings_mod.Settings()
+        self.settings_path = settings_path
+        self.state: ViewState = self.settings.state
+        self.poller = None
+        self.alerts: dict[RunRef, list[alerts_mod.Alert]] = {}
+        self.source_labels: dict[str, str] = {}  # spec -> poller label
+        self.redraw_count = 0
+        self.ask_host_key = HostKeyAsker(self)
+
+        self._redraw_timer = QTimer(self)
+        self._redraw_timer.setSingleShot(True)
+        self._redraw_timer.setInterval(REDRAW_DELAY_MS)
+        self._redraw_timer.timeout.connect(self.redraw_now)
+        self._side_timer = QTimer(self)
+        self._side_timer.setInterval(SIDE_REFRESH_MS)
+        self._side_timer.timeout.connect(self._refresh_side)
+
+        self._build_widgets()
+        self._build_toolbar()
+        self._build_menu()
+        self._apply_state_to_widgets()
+        self._restore_window()
+        if self.settings.problem:
+            self.statusBar().showMessage(self.settings.problem, 15000)
+        if poller is not None:
+            self.attach_poller(poller)
+        self._side_timer.start()
+        self._refresh_side()
+        self.schedule_redraw()
+
+    # -- construction ---------------------------------------------------------------------
+    def _build_widgets(self) -> None:
+        self.tree = SourcesTree(self)
+        self.tree.runActivated.connect(lambda ref: self.tick(ref, not self.state.is_ticked(ref)))
+        self.tabs = QTabWidget(self)
+        self.pages: dict[str, PageView] = {}
+        for name in PAGES:
+            view = PageView(name, self.schedule_redraw, self)
+            self.pages[name] = view
+            self.tabs.addTab(view, name.capitalize())
+        self.tabs.currentChanged.connect(lambda i: self.set_page(PAGES[i]))
+        self.model = RunTableModel(self.cache, self.state)
+        self.model.tickedChanged.connect(lambda _ref, _on: self._ticks_changed())
+        self.table = RunTable(self.model, self)
+        self.top_split = QSplitter(Qt.Horizontal, self)
+        self.top_split.addWidget(self.tree)
+        self.top_split.addWidget(self.tabs)
+        self.top_split.setStretchFactor(1, 4)
+        self.main_split = QSplitter(Qt.Vertical, self)
+        self.main_split.addWidget(self.top_split)
+        self.main_split.addWidget(self.table)
+        self.main_split.setStretchFactor(0, 3)
+        self.setCentralWidget(self.main_split)
+        self.alert_label = QLabel(self)
+        self.sources_label = QLabel(self)
+        self.statusBar().addWidget(self.alert_label, 1)
+        self.statusBar().addPermanentWidget(self.sources_label)
+
+    def _build_toolbar(self) -> None:
+        bar = QToolBar("View", self)
+        bar.setObjectName("view-toolbar")
+        self.addToolBar(bar)
+        self.add_source_action = bar.addAction("Add source…", self._ask_add_source)
+        bar.addSeparator()
+        bar.addWidget(QLabel(" Poll every ", self))
+        self.poll_spin = QDoubleSpinBox(self)
+        self.poll_spin.setRange(0.2, 3600.0)
+        self.poll_spin.setDecimals(1)
+        self.poll_spin.setSuffix(" s")
+        self.poll_spin.valueChanged.connect(self.set_poll_interval)
+        bar.addWidget(self.poll_spin)
+        self.pause_action = bar.addAction("Pause")
+        self.pause_action.setCheckable(True)
+        self.pause_action.toggled.connect(self.set_paused)
+        bar.addSeparator()
+        bar.addWidget(QLabel(" x: ", self))
+        self.x_combo = QComboBox(self)
+        self.x_combo.addItems(X_AXES)
+        self.x_combo.currentTextChanged.connect(self.set_x_axis)
+        bar.addWidget(self.x_combo)
+        bar.addWidget(QLabel(" smoothing: ", self))
+        self.smooth_spin = QDoubleSpinBox(self)
+        self.smooth_spin.setRange(0.0, 0.999)
+        self.smooth_spin.setDecimals(3)
+        self.smooth_spin.setSingleStep(0.05)
+        self.smooth_spin.valueChanged.connect(self.set_smoothing)
+        bar.addWidget(self.smooth_spin)
+        self.log_check = QCheckBox("log y", self)
+        self.log_check.toggled.connect(self.set_log_y)
+        bar.addWidget(self.log_check)
+        bar.addWidget(QLabel(" custom keys: ", self))
+        self.keys_edit = QLineEdit(self)
+        self.keys_edit.setPlaceholderText("globs, e.g. train/* valid/*")
+        self.keys_edit.setMaximumWidth(220)
+        self.keys_edit.editingFinished.connect(lambda: self.set_custom_keys(self.keys_edit.text()))
+        bar.addWidget(self.keys_edit)
+        bar.addSeparator()
+        bar.addAction("Follow data", self.reset_view).setToolTip(
+            "Autoscale to all data again after zooming or panning"
+        )
+
+    def _build_menu(self) -> None:
+        file_menu = self.menuBar().addMenu("&File")
+        file_menu.addAction(self.add_source_action)
+        remove = QAction("Remove selected source", self)
+        remove.triggered.connect(self._remove_selected_source)
+        file_menu.addAction(remove)
+        export = self.menuBar().addMenu("&Export")
+        for fmt, label in POINT_FILTERS.items():
+            export.addAction(
+                f"Ticked runs' points as {label.split(' (')[0]}…",
+                lambda f=fmt: self._ask_export("points", f),
+            )
+        export.addSeparator()
+        for fmt, label in TABLE_FILTERS.items():
+            export.addAction(
+                f"Comparison table as {label.split(' (')[0]}…",
+                lambda f=fmt: self._ask_export("table", f),
+            )
+        export.addSeparator()
+        export.addAction("Chart as PNG/SVG/PDF…", lambda: self._ask_export("chart", ""))
+        file_menu.addSeparator()
+        file_menu.addAction("Quit", self.close)
+
+    def _apply_state_to_widgets(self) -> None:
+        s = self.state
+        widgets = (self.poll_spin, self.pause_action, self.x_combo, self.smooth_spin,
+                   self.log_check, self.keys_edit, self.tabs)  # fmt: skip
+        for w in widgets:
+            w.blockSignals(True)
+        self.poll_spin.setValue(s.poll_interval)
+        self.pause_action.setChecked(s.paused)
+        self.x_combo.setCurrentText(s.x_axis)
+        self.smooth_spin.setValue(s.smoothing)
+        self.log_check.setChecked(s.log_y)
+        self.keys_edit.setText(" ".join(s.custom_keys))
+        self.tabs.setCurrentIndex(PAGES.index(s.page))
+        for w in widgets:
+            w.blockSignals(False)
+        self.table.set_filter(s.filter_text)
+
+    def _restore_window(self) -> None:
+        win = self.settings.window
+        try:
+            if "geometry" in win:
+                self.restoreGeometry(QByteArray.fromHex(win["geometry"].encode()))
+            else:
+                self.resize(1400, 900)
+            for name in ("top_split", "main_split"):
+                if name in win:
+                    getattr(self, name).restoreState(QByteArray.fromHex(win[name].encode()))
+        except (AttributeError, TypeError, ValueError):
+            self.resize(1400, 900)
+
+    # -- poller ---------------------------------------------------------------------------
+    def attach_poller(self, poller) -> None:
+        self.poller = poller
+        poller.runsChanged.connect(self.on_runs_changed)
+        poller.dataArrived.connect(self.on_data_arrived)
+        poller.eventsArrived.connect(self.on_events_arrived)
+        poller.sourceState.connect(self.on_source_state)
+        poller.errored.connect(self.on_error)
+        poller.set_interval(self.state.poll_interval)
+        poller.set_paused(self.state.paused)
+        for spec in list(self.state.sources):
+            self._start_source(spec)
+        poller.start()
+
+    def _start_source(self, spec: str) -> bool:
+        if self.poller is None or spec in self.source_labels:
+            return spec in self.source_labels
+        opts = {}
+        if getattr(self.poller, "ask_host_key", None) is None and _is_ssh(spec):
+            opts["ask_host_key"] = self.ask_host_key  # unknown host keys are asked in a dialog
+        try:
+            label = self.poller.add_source(spec, **opts)
+        except Exception as exc:  # a bad spec must not take the window down: say why
+            self.on_error(f"cannot add source {spec!r}: {exc}")
+            return False
+        self.source_labels[spec] = label
+        self.tree.add_source_label(label)
+        return True
+
+    def add_source(self, spec: str) -> None:
+        if self._start_source(spec) or self.poller is None:
+            self.state.add_source(spec)
+            self.save_settings()
+        self.schedule_redraw()
+
+    def remove_source(self, spec: str) -> None:
+        label = self.source_labels.pop(spec, None)
+        if label is not None and self.poller is not None:
+            self.poller.remove_source(label)
+        self.cache.drop_source(label or spec)
+        self.state.remove_source(spec)
+        self.save_settings()
+        self.schedule_redraw()
+
+    def on_runs_changed(self) -> None:
+        if not self.state.ticked:
+            newest = sorted(self.cache.runs(), key=lambda r: r.created_at)[-AUTO_TICK:]
+            for run in newest:
+                self.state.set_ticked(run.ref, True)
+        self.schedule_redraw()
+
+    def on_data_arrived(self, _refs=None) -> None:
+        self.schedule_redraw()
+
+    def on_events_arrived(self, _events=None) -> None:
+        self.schedule_redraw()
+
+    def on_source_state(self, label: str, st) -> None:
+        text, is_error = source_state_text(st)
+        self.tree.set_source_state(label, text, is_error)
+        self._source_texts = getattr(self, "_source_texts", {})
+        self._source_texts[label] = text
+        self.sources_label.setText("  ·  ".join(f"{k}: {v}" for k, v in self._source_texts.items()))
+
+    def on_error(self, message: str) -> None:
+        self.statusBar().showMessage(message, 15000)
+
+    # -- view changes (also what the toolbar calls) ----------------------------------------
+    def set_page(self, page: str) -> None:
+        self.state.set_page(page)
+        if self.tabs.currentIndex() != PAGES.index(page):
+            self.tabs.setCurrentIndex(PAGES.index(page))
+        self.schedule_redraw()
+
+    def set_x_axis(self, mode: str) -> None:
+        self.state.set_x_axis(mode)
+        if self.x_combo.currentText() != mode:
+            self.x_combo.setCurrentText(mode)
+        self.schedule_redraw()
+
+    def set_smoothing(self, weight: float) -> None:
+        self.state.set_smoothing(weight)
+        if abs(self.smooth_spin.value() - weight) > 1e-9:
+            self.smooth_spin.setValue(weight)
+        self.schedule_redraw()
+
+    def set_log_y(self, on: bool) -> None:
+        self.state.log_y = bool(on)
+        if self.log_check.isChecked() != bool(on):
+            self.log_check.setChecked(bool(on))
+        self.schedule_redraw()
+
+    def set_custom_keys(self, globs: str | list[str]) -> None:
+        self.state.set_custom_keys(globs)
+        self.schedule_redraw()
+
+    def set_poll_interval(self, seconds: float) -> None:
+        self.state.set_poll_interval(seconds)
+        if self.poller is not None:
+            self.poller.set_interval(seconds)
+
+    def set_paused(self, paused: bool) -> None:
+        self.state.paused = bool(paused)
+        if self.pause_action.isChecked() != bool(paused):
+            self.pause_action.setChecked(bool(paused))
+        if self.poller is not None:
+            self.poller.set_paused(bool(paused))
+        self.statusBar().showMessage("paused" if paused else "live", 3000)
+
+    def tick(self, ref: RunRef, on: bool = True) -> None:
+        self.state.set_ticked(ref, on)
+        self._ticks_changed()
+
+    def _ticks_changed(self) -> None:
+        self.model.layoutChanged.emit()
+        self.schedule_redraw()
+
+    def reset_view(self) -> None:
+        self.current_page().reset_view()
+        self.schedule_redraw()
+
+    # -- redraw -----------------------------------------------------------------------------
+    def schedule_redraw(self) -> None:
+        """Coalesce: however many calls arrive, one redraw runs REDRAW_DELAY_MS later."""
+        if not self._redraw_timer.isActive():
+            self._redraw_timer.start()
+
+    def current_page(self) -> ChartPage:
+        return self.pages[self.state.page].page
+
+    def plotted_refs(self) -> list[RunRef]:
+        return [r for r in self.state.ticked if self.cache.run(r) is not None]
+
+    def redraw_now(self) -> None:
+        self._redraw_timer.stop()
+        self.redraw_count += 1
+        self._refresh_side()
+        view = self.pages[self.state.page]
+        view.page.refresh(self.cache, self.state, self.plotted_refs())
+        view.canvas.draw_idle()
+
+    def _refresh_side(self) -> None:
+        now = time.time()
+        self.alerts = alerts_mod.check_all(self.cache, now=now)
+        self.model.refresh(self.alerts, now)
+        self.tree.refresh(self.cache, now)
+        names = {r.ref: r.name for r in self.cache.runs()}
+        text = alerts_mod.summary(self.alerts, names)
+        self.alert_label.setText(text)
+        self.alert_label.setStyleSheet("color: #b00000;" if text else "")
+
+    # -- export -----------------------------------------------------------------------------
+    def export_refs(self) -> list[RunRef]:
+        """Ticked runs (all visible runs when none is ticked)."""
+        return self.plotted_refs() or self.table.visible_refs()
+
+    def export_points(self, path: str | Path, fmt: str) -> None:
+        export_points(self.cache, self.export_refs(), path, fmt)
+
+    def export_table(self, path: str | Path, fmt: str) -> None:
+        export_table(self.cache, self.export_refs(), path, fmt, self.state.table_metrics)
+
+    def export_chart(self, path: str | Path) -> None:
+        save_figure(self.current_page().figure, path)
+
+    def _ask_export(self, what: str, fmt: str) -> None:
+        if what == "chart":
+            path, _ = QFileDialog.getSaveFileName(self, "Export chart", "chart.png", CHART_FILTER)
+        else:
+            filt = (POINT_FILTERS if what == "points" else TABLE_FILTERS)[fmt]
+            ext = {"csv-wide": "csv", "latex": "tex"}.get(fmt, fmt)
+            path, _ = QFileDialog.getSaveFileName(self, "Export", f"{what}.{ext}", filt)
+        if not path:
+            return
+        try:
+            if what == "points":
+                self.export_points(path, fmt)
+            elif what == "table":
+                self.export_table(path, fmt)
+            else:
+                self.export_chart(path)
+        except (OSError, ValueError) as exc:
+            QMessageBox.warning(self, "Export failed", str(exc))
+            return
+        self.statusBar().showMessage(f"exported {path}", 5000)
+
+    # -- sources UI ---------------------------------------------------------------------------
+    def _ask_add_source(self) -> None:
+        spec = AddSourceDialog.ask(self)
+        if spec:
+            self.add_source(spec)
+
+    def _remove_selected_source(self) -> None:
+        item = self.tree.currentItem()
+        while item is not None and item.parent() is not None:
+            item = item.parent()
+        if item is None:
+            return
+        label = item.data(0, Qt.UserRole)
+        spec = next((s for s, lab in self.source_labels.items() if lab == label), label)
+        self.remove_source(spec)
+
+    # -- settings -----------------------------------------------------------------------------
+    def save_settings(self) -> None:
+        self.settings.window = {
+            "geometry": bytes(self.saveGeometry().toHex()).decode(),
+            "top_split": bytes(self.top_split.saveState().toHex()).decode(),
+            "main_split": bytes(self.main_split.saveState().toHex()).decode(),
+        }
+        try:
+            settings_mod.save(self.settings, self.settings_path)
+        except OSError as exc:
+            self.on_error(f"cannot save settings: {exc}")
+
+    def closeEvent(self, event) -> None:
+        self._side_timer.stop()
+        self._redraw_timer.stop()
+        if self.poller is not None:
+            self.poller.stop()
+        self.save_settings()
+        super().closeEvent(event)

@@ -1,0 +1,77 @@
+"""X coordinates for each x-axis mode: step, wall time, time since the run started, tokens.
+
+Wall time is in matplotlib date units (days since 1970-01-01, matplotlib's default epoch) so
+date tick formatters apply; relative time is in hours; tokens come from the run's cumulative
+`train/tokens` series interpolated on step (points logged at other steps get a token count too).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from resplot.cache import SeriesCache
+from resplot.model import RunRef
+
+TOKENS_KEY = "train/tokens"
+LABELS = {
+    "step": "step",
+    "wall": "wall time",
+    "relative": "hours since start",
+    "tokens": "tokens",
+}
+
+
+def tokens_at(steps: np.ndarray, tok_steps: np.ndarray, tok_values: np.ndarray) -> np.ndarray:
+    """Cumulative tokens at `steps`, linear between logged points, extrapolated at the ends by
+    the average tokens per step (so a point logged after the last tokens update still places)."""
+    ok = np.isfinite(tok_values)
+    ts, tv = tok_steps[ok].astype(np.float64), tok_values[ok]
+    if len(ts) == 0:
+        return np.full(len(steps), np.nan)
+    if len(ts) > 1 and not np.all(ts[1:] >= ts[:-1]):
+        order = np.argsort(ts, kind="stable")
+        ts, tv = ts[order], tv[order]
+    s = steps.astype(np.float64)
+    out = np.interp(s, ts, tv)
+    if len(ts) > 1 and ts[-1] > ts[0]:
+        rate = (tv[-1] - tv[0]) / (ts[-1] - ts[0])
+        out = np.where(s > ts[-1], tv[-1] + (s - ts[-1]) * rate, out)
+        out = np.where(s < ts[0], tv[0] - (ts[0] - s) * rate, out)
+    return out
+
+
+def x_values(
+    cache: SeriesCache,
+    ref: RunRef,
+    mode: str,
+    steps: np.ndarray,
+    walls: np.ndarray,
+) -> np.ndarray | None:
+    """X for points of one run; None when the mode cannot place them (no tokens logged)."""
+    if mode == "step":
+        return steps.astype(np.float64)
+    if mode == "wall":
+        return walls / 86400.0
+    if mode == "relative":
+        run = cache.run(ref)
+        start = run.created_at if run is not None else (float(walls.min()) if len(walls) else 0)
+        return (walls - start) / 3600.0
+    if mode == "tokens":
+        tok = cache.series(ref, TOKENS_KEY)
+        if tok is None or len(tok[0]) == 0:
+            return None
+        return tokens_at(steps, tok[0], tok[2])
+    raise ValueError(f"unknown x-axis mode {mode!r}")
+
+
+def event_x(
+    cache: SeriesCache, ref: RunRef, mode: str, step: int | None, wall: float
+) -> float | None:
+    """Where an event goes on the x-axis (events without a step cannot go on step/tokens)."""
+    if mode in ("wall", "relative"):
+        xs = x_values(cache, ref, mode, np.zeros(1, dtype=np.int64), np.array([wall]))
+    elif step is None:
+        return None
+    else:
+        xs = x_values(cache, ref, mode, np.array([step]), np.array([wall]))
+    return None if xs is None else float(xs[0])

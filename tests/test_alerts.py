@@ -1,0 +1,111 @@
+"""Alerts computed from a filled SeriesCache (the real structure the poller fills); no Qt."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from resplot.alerts import Thresholds, check_all, check_run, summary
+from resplot.cache import SeriesCache
+from resplot.model import Event, RunInfo, RunRef
+
+T0 = 1_700_000_000.0
+REF = RunRef("local", "/tmp/reslog.db", "c" * 32)
+
+
+def _cache(status="running", loss=None, step_s=1.0, n=100, **sys_series) -> SeriesCache:
+    cache = SeriesCache()
+    cache.set_runs([RunInfo(REF, "p", "lm-small", status, T0, T0 + n * step_s)])
+    steps = np.arange(n)
+    walls = T0 + steps * step_s
+    loss = np.linspace(4.0, 2.0, n) if loss is None else np.asarray(loss, dtype=float)
+    cache.add_points(REF, "train/loss", steps, walls, loss)
+    for key, values in sys_series.items():
+        values = np.asarray(values, dtype=float)
+        cache.add_points(REF, key.replace("__", "/"), steps[: len(values)],
+                         walls[: len(values)], values)  # fmt: skip
+    return cache
+
+
+def kinds(alerts):
+    return sorted(a.kind for a in alerts)
+
+
+def test_healthy_run_has_no_alert():
+    cache = _cache(sys__gpu0__util=np.full(100, 97.0), sys__gpu0__temp_c=np.full(100, 70.0))
+    assert check_run(cache, REF, now=T0 + 100) == []
+
+
+def test_nan_loss_is_an_error_naming_the_step():
+    loss = np.linspace(4, 2, 100)
+    loss[42] = np.nan
+    loss[60] = np.inf
+    alerts = check_run(_cache(loss=loss), REF, now=T0 + 100)
+    assert kinds(alerts) == ["nan_loss"]
+    assert alerts[0].level == "error" and alerts[0].step == 42
+    assert "NaN at step 42" in alerts[0].message and "2 non-finite" in alerts[0].message
+
+
+def test_inf_loss_is_named_as_inf():
+    loss = np.linspace(4, 2, 100)
+    loss[10] = -np.inf
+    (alert,) = check_run(_cache(loss=loss), REF, now=T0 + 100)
+    assert "-inf at step 10" in alert.message
+
+
+def test_stalled_run_after_k_times_its_median_step_time():
+    cache = _cache(step_s=10.0)  # last point at T0 + 990, median gap 10 s
+    th = Thresholds(stall_factor=5.0, stall_min_s=1.0)
+    assert check_run(cache, REF, now=T0 + 990 + 45, th=th) == []
+    alerts = check_run(cache, REF, now=T0 + 990 + 60, th=th)
+    assert kinds(alerts) == ["stalled"] and "no new step for 60 s" in alerts[0].message
+
+
+def test_finished_run_is_never_stalled():
+    cache = _cache(status="finished", step_s=10.0)
+    assert check_run(cache, REF, now=T0 + 10_000) == []
+
+
+def test_gpu_utilisation_drop():
+    util = np.r_[np.full(80, 98.0), np.full(20, 20.0)]
+    alerts = check_run(_cache(sys__gpu1__util=util), REF, now=T0 + 100,
+                       th=Thresholds(util_window_s=19))  # fmt: skip
+    assert kinds(alerts) == ["gpu_util_drop"] and "GPU1 utilisation 20%" in alerts[0].message
+
+
+def test_idle_gpu_all_along_is_not_a_drop():
+    alerts = check_run(_cache(sys__gpu0__util=np.full(100, 3.0)), REF, now=T0 + 100)
+    assert alerts == []
+
+
+def test_temperature_and_throttle_reasons():
+    temp = np.r_[np.full(90, 70.0), np.full(10, 88.0)]
+    throttle = np.zeros(100)
+    throttle[50:60] = 0x4 | 0x1  # power cap (+ idle, which is not a slowdown)
+    throttle[70] = 0x40
+    alerts = check_run(_cache(sys__gpu0__temp_c=temp, sys__gpu0__throttle=throttle), REF,
+                       now=T0 + 100)  # fmt: skip
+    assert kinds(alerts) == ["gpu_temp", "gpu_throttle"]
+    msgs = " | ".join(a.message for a in alerts)
+    assert "GPU0 reached 88 °C" in msgs
+    assert "power cap, hw thermal" in msgs and "11% of samples" in msgs
+
+
+def test_idle_and_application_clock_bits_are_not_throttling():
+    alerts = check_run(_cache(sys__gpu0__throttle=np.full(100, 0x1 | 0x2 | 0x100)), REF,
+                       now=T0 + 100)  # fmt: skip
+    assert alerts == []
+
+
+def test_alerts_logged_by_the_run_are_included_most_severe_first():
+    loss = np.linspace(4, 2, 100)
+    loss[5] = np.nan
+    cache = _cache(loss=loss)
+    cache.add_events([Event(REF, 1, T0 + 3, 3, "alert", "warning", "grad norm spiked"),
+                      Event(REF, 2, T0 + 4, 4, "checkpoint", "info", "step 4")])  # fmt: skip
+    alerts = check_run(cache, REF, now=T0 + 100)
+    assert [a.kind for a in alerts] == ["nan_loss", "logged"]
+    assert alerts[1].message == "grad norm spiked"
+    by_run = check_all(cache, now=T0 + 100)
+    assert list(by_run) == [REF]
+    line = summary(by_run, {REF: "lm-small"})
+    assert line.startswith("⚠ lm-small: train/loss is NaN") and "(+1 more)" in line

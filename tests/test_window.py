@@ -1,0 +1,329 @@
+"""The window under pytest-qt (offscreen) on a real SQLite store.
+
+The store is written through schema.tables (tests/fixtures/stores.py) and read back into the
+SeriesCache with schema.read, the same rows the poller fetches; the last tests drive the real
+Poller from resplot.poller.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from resplot import settings as settings_mod
+from resplot.cache import SeriesCache
+from resplot.model import RunRef
+from resplot.window import MainWindow, make_poller
+from schema import read
+from schema.store import open_store
+from tests.fixtures.stores import BASE_TIME, add_points, make_run, new_store
+
+N = 400
+
+
+def _points(offset: float, nan_at: int | None = None):
+    steps = range(0, N)
+    loss = [(s, 4.0 * np.exp(-s / 150) + 2 + offset + 0.05 * np.sin(s)) for s in steps]
+    if nan_at is not None:
+        loss[nan_at] = (nan_at, float("nan"))
+    return {
+        "train/loss": loss,
+        "valid/loss": [(s, 2.5 + offset) for s in range(0, N, 50)],
+        "train/lr": [(s, 3e-4 * min(1, s / 50)) for s in steps],
+        "train/tokens": [(s, 8192.0 * (s + 1)) for s in steps],
+        "train/tokens_per_s": [(s, 40_000.0 + 10 * (s % 7)) for s in steps],
+        "time/data": [(s, 0.01) for s in steps],
+        "time/forward": [(s, 0.1) for s in steps],
+        "time/backward": [(s, 0.2) for s in steps],
+        "time/optimizer": [(s, 0.03) for s in steps],
+        "time/step": [(s, 0.4) for s in steps],
+        "sys/gpu0/util": [(s, 97.0) for s in steps],
+        "sys/gpu0/temp_c": [(s, 71.0) for s in steps],
+    }
+
+
+@pytest.fixture
+def store(store_path):
+    engine = new_store(store_path)
+    make_run(engine, name="lr-3e-4", config={"lr": 3e-4, "schedule": "cosine"},
+             points=_points(0.0), events=[("checkpoint", "step 200", 200)])  # fmt: skip
+    make_run(engine, name="lr-1e-3", config={"lr": 1e-3, "schedule": "cosine"},
+             points=_points(0.3, nan_at=300), created_at=BASE_TIME + 10)  # fmt: skip
+    engine.dispose()
+    return store_path
+
+
+def load_store(cache: SeriesCache, path) -> None:
+    """Runs and points of a store into the cache (what the poller's first fetch does)."""
+    engine = open_store(path, readonly=True)
+    with engine.connect() as conn:
+        runs = read.list_runs(conn, source="local", store=str(path))
+        names = read.key_names(conn)
+        rows = read.fetch_points(conn, [rid for rid, _ in runs])
+        events = [ev for rid, info in runs for ev in read.fetch_events(conn, rid, info.ref)]
+    engine.dispose()
+    cache.set_runs([info for _, info in runs])
+    refs = {rid: info.ref for rid, info in runs}
+    grouped = defaultdict(lambda: ([], [], []))
+    for run_id, key_id, step, wall, value in zip(
+        rows.run_ids, rows.key_ids, rows.steps, rows.walls, rows.values, strict=True
+    ):
+        g = grouped[(refs[run_id], names[key_id])]
+        g[0].append(step), g[1].append(wall), g[2].append(value)
+    for (ref, key), (s, w, v) in grouped.items():
+        cache.add_points(ref, key, np.array(s), np.array(w), np.array(v))
+    cache.add_events(events)
+
+
+@pytest.fixture
+def window(qtbot, store, tmp_path):
+    cache = SeriesCache()
+    load_store(cache, store)
+    win = MainWindow(cache, settings_mod.Settings(), tmp_path / "settings.json")
+    qtbot.addWidget(win)
+    win.resize(1400, 900)
+    win.show()
+    win.on_runs_changed()  # what the poller's runsChanged does: ticks the newest runs
+    redraws = win.redraw_count
+    qtbot.waitUntil(lambda: win.redraw_count > redraws, timeout=5000)
+    return win
+
+
+def refs_by_name(win) -> dict[str, RunRef]:
+    return {r.name: r.ref for r in win.cache.runs()}
+
+
+def wait_redraw(qtbot, win):
+    before = win.redraw_count
+    qtbot.waitUntil(lambda: win.redraw_count > before, timeout=5000)
+
+
+def line(win, panel, name, key):
+    return win.current_page().lines()[(panel, refs_by_name(win)[name], key)]
+
+
+def test_runs_are_listed_ticked_and_plotted(window):
+    assert {r.name for r in window.cache.runs()} == {"lr-3e-4", "lr-1e-3"}
+    assert window.model.rowCount() == 2
+    assert "lr" in window.model.headers  # the config key that differs
+    assert "schedule" not in window.model.headers
+    refs = refs_by_name(window)
+    lines = window.current_page().lines()
+    assert ("Loss", refs["lr-3e-4"], "train/loss") in lines
+    assert len(line(window, "Loss", "lr-3e-4", "train/loss").get_xdata()) == N
+    tree_item = window.tree.run_item(refs["lr-1e-3"])
+    assert tree_item.text(1) == "finished" and "ago" in tree_item.text(2)
+
+
+def test_unticking_in_the_table_removes_the_lines(window, qtbot):
+    ref = refs_by_name(window)["lr-1e-3"]
+    index = window.model.index(window.model.row_of(ref), 0)
+    from PyQt5.QtCore import Qt
+
+    assert window.model.data(index, Qt.CheckStateRole) == Qt.Checked
+    window.model.setData(index, Qt.Unchecked, Qt.CheckStateRole)
+    wait_redraw(qtbot, window)
+    keys = window.current_page().lines()
+    assert not any(k[1] == ref for k in keys)
+    assert window.state.ticked == [refs_by_name(window)["lr-3e-4"]]
+
+
+def test_switching_pages_draws_that_page(window, qtbot):
+    window.tabs.setCurrentIndex(1)
+    wait_redraw(qtbot, window)
+    assert window.state.page == "system"
+    titles = {k[0] for k in window.current_page().lines()}
+    assert titles == {"GPU utilisation", "GPU temperature"}
+    window.tabs.setCurrentIndex(2)
+    wait_redraw(qtbot, window)
+    page = window.current_page()
+    assert [s.kind for s in page.specs[:2]] == ["stacked", "stacked"]
+    window.set_custom_keys("train/lr")
+    window.tabs.setCurrentIndex(3)
+    wait_redraw(qtbot, window)
+    assert {k[2] for k in window.current_page().lines()} == {"train/lr"}
+
+
+def test_smoothing_changes_the_line_and_zero_shows_raw(window, qtbot):
+    raw = np.array([p[1] for p in _points(0.0)["train/loss"]])
+    window.smooth_spin.setValue(0.0)
+    wait_redraw(qtbot, window)
+    np.testing.assert_allclose(line(window, "Loss", "lr-3e-4", "train/loss").get_ydata(), raw)
+    window.smooth_spin.setValue(0.9)
+    wait_redraw(qtbot, window)
+    smoothed = np.asarray(line(window, "Loss", "lr-3e-4", "train/loss").get_ydata())
+    assert smoothed.shape == raw.shape and not np.allclose(smoothed, raw)
+    assert np.std(np.diff(smoothed)) < np.std(np.diff(raw))
+
+
+def test_x_axis_modes_move_the_points(window, qtbot):
+    window.x_combo.setCurrentText("tokens")
+    wait_redraw(qtbot, window)
+    x = np.asarray(line(window, "Loss", "lr-3e-4", "train/loss").get_xdata())
+    np.testing.assert_allclose(x[:3], [8192.0, 16384.0, 24576.0])
+    window.x_combo.setCurrentText("relative")
+    wait_redraw(qtbot, window)
+    x = np.asarray(line(window, "Loss", "lr-3e-4", "train/loss").get_xdata())
+    assert x[1] == pytest.approx(1 / 3600)  # the fixture logs one step per second
+
+
+def test_nan_loss_raises_an_alert_in_table_and_status_bar(window):
+    assert "lr-1e-3" in window.alert_label.text() and "NaN" in window.alert_label.text()
+    ref = refs_by_name(window)["lr-1e-3"]
+    row = window.model.row_of(ref)
+    alert_col = window.model.headers.index("alerts")
+    assert "NaN at step 300" in window.model.data(window.model.index(row, alert_col))
+    other = window.model.row_of(refs_by_name(window)["lr-3e-4"])
+    assert window.model.data(window.model.index(other, alert_col)) == ""
+    # The NaN is marked on the chart, not dropped.
+    bad = line(window, "Loss", "lr-1e-3", "train/loss").axes.lines
+    markers = [ln for ln in bad if ln.get_marker() == "x" and len(ln.get_xdata())]
+    assert [list(m.get_xdata()) for m in markers] == [[300.0]]
+
+
+def test_arrivals_coalesce_into_one_redraw(window, qtbot):
+    before = window.redraw_count
+    for _ in range(20):
+        window.on_data_arrived(set())
+    qtbot.wait(300)
+    assert window.redraw_count == before + 1
+
+
+def test_zoom_redecimates_for_the_visible_range(window, qtbot):
+    page = window.current_page()
+    ax = line(window, "Loss", "lr-3e-4", "train/loss").axes
+    ax.set_xlim(100, 150)  # what the zoom tool does
+    wait_redraw(qtbot, window)
+    x = np.asarray(line(window, "Loss", "lr-3e-4", "train/loss").get_xdata())
+    assert x.min() >= 99 and x.max() <= 151 and not page.follow
+    window.reset_view()
+    wait_redraw(qtbot, window)
+    assert len(line(window, "Loss", "lr-3e-4", "train/loss").get_xdata()) == N
+
+
+def test_export_from_the_window(window, tmp_path):
+    window.export_points(tmp_path / "long.csv", "csv")
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "long.csv").read_text())))
+    assert {r["run"] for r in rows} == {"lr-3e-4", "lr-1e-3"}
+    assert sum(r["key"] == "train/loss" for r in rows) == 2 * N  # full resolution
+    window.export_points(tmp_path / "wide.csv", "csv-wide")
+    header = next(csv.reader(io.StringIO((tmp_path / "wide.csv").read_text())))
+    assert "train/loss" in header
+    window.export_points(tmp_path / "points.parquet", "parquet")
+    assert pq.read_table(tmp_path / "points.parquet").num_rows == len(rows)
+    window.export_table(tmp_path / "table.md", "md")
+    md = (tmp_path / "table.md").read_text()
+    assert "lr-3e-4" in md and "| lr" in md
+    window.export_table(tmp_path / "table.tex", "latex")
+    assert "\\begin{tabular}" in (tmp_path / "table.tex").read_text()
+    window.export_table(tmp_path / "table.csv", "csv")
+    assert len(list(csv.reader(io.StringIO((tmp_path / "table.csv").read_text())))) == 3
+    window.export_chart(tmp_path / "chart.png")
+    assert (tmp_path / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    window.export_chart(tmp_path / "chart.svg")
+    assert ET.parse(tmp_path / "chart.svg").getroot().tag.endswith("svg")
+    window.export_chart(tmp_path / "chart.pdf")
+    assert (tmp_path / "chart.pdf").read_bytes()[:5] == b"%PDF-"
+    with pytest.raises(ValueError, match=r"\.png, \.svg or \.pdf"):
+        window.export_chart(tmp_path / "chart.bmp")
+
+
+def test_settings_persist_across_two_windows(window, qtbot, tmp_path):
+    refs = refs_by_name(window)
+    window.tick(refs["lr-1e-3"], False)
+    window.set_page("timing")
+    window.smooth_spin.setValue(0.8)
+    window.log_check.setChecked(False)
+    window.poll_spin.setValue(5.0)
+    window.pause_action.setChecked(True)
+    window.table.set_filter("lr-3")
+    window.close()
+    path = tmp_path / "settings.json"
+    loaded = settings_mod.load(path)
+    assert loaded.problem is None
+    second = MainWindow(window.cache, loaded, path)
+    qtbot.addWidget(second)
+    assert second.state.ticked == [refs["lr-3e-4"]]
+    assert second.state.page == "timing" and second.tabs.currentIndex() == 2
+    assert second.smooth_spin.value() == pytest.approx(0.8)
+    assert not second.log_check.isChecked() and second.pause_action.isChecked()
+    assert second.poll_spin.value() == pytest.approx(5.0)
+    assert second.table.filter.text() == "lr-3" and second.table.proxy.rowCount() == 1
+
+
+def test_corrupt_settings_file_opens_with_defaults_and_says_so(qtbot, tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_text("{oops")
+    win = MainWindow(SeriesCache(), settings_mod.load(path), path)
+    qtbot.addWidget(win)
+    assert "unreadable" in win.statusBar().currentMessage()
+    assert list(tmp_path.glob("settings.json.corrupt-*"))
+
+
+def test_live_data_through_the_real_poller(qtbot, store, tmp_path):
+    cache = SeriesCache()
+    win = MainWindow(cache, settings_mod.Settings(), tmp_path / "settings.json")
+    qtbot.addWidget(win)
+    win.state.set_poll_interval(0.2)
+    poller = make_poller(cache, 0.2, win.ask_host_key)
+    with qtbot.waitSignal(poller.runsChanged, timeout=10_000):
+        win.attach_poller(poller)
+        win.add_source(str(store))
+    qtbot.waitUntil(lambda: len(cache.runs()) == 2, timeout=10_000)
+    qtbot.waitUntil(
+        lambda: any(len(ln.get_xdata()) == N for ln in win.current_page().lines().values()),
+        timeout=10_000,
+    )
+    # A writer appends: the poller fetches it and the redraw extends the existing line.
+    engine = open_store(store)
+    with engine.connect() as conn:
+        run_id = read.list_runs(conn, source="local", store=str(store))[0][0]
+    add_points(engine, run_id, {"train/loss": [(N + i, 2.0) for i in range(5)]})
+    engine.dispose()
+    qtbot.waitUntil(
+        lambda: any(len(ln.get_xdata()) == N + 5 for ln in win.current_page().lines().values()),
+        timeout=10_000,
+    )
+    assert win.state.sources == [str(store)]
+    win.close()
+
+
+def test_source_states_show_in_tree_and_status_bar(window):
+    from resplot.sources.base import SourceState
+
+    window.tree.add_source_label("gpu-box")
+    window.on_source_state("gpu-box", SourceState("retrying", None, "Connection refused", 4.0))
+    host = window.tree._hosts["gpu-box"]
+    assert host.text(1) == "retrying in 4 s: Connection refused"
+    window.on_source_state("local", SourceState("live", 3.2))
+    assert "local: live, 3 ms" in window.sources_label.text()
+    assert "gpu-box: retrying" in window.sources_label.text()
+
+
+def test_host_key_question_from_a_worker_thread_runs_on_the_gui_thread(window, qtbot):
+    import threading
+
+    from resplot.dialogs import HostKeyAsker
+
+    seen = []
+    asker = HostKeyAsker(window, answer=lambda h, t, f: seen.append(threading.current_thread())
+                         or h == "trusted")  # fmt: skip
+    results = {}
+
+    def worker():
+        results["trusted"] = asker("trusted", "ssh-ed25519", "SHA256:abc")
+        results["other"] = asker("other", "ssh-ed25519", "SHA256:def")
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    qtbot.waitUntil(lambda: len(results) == 2, timeout=5000)
+    thread.join()
+    assert results == {"trusted": True, "other": False}
+    assert seen == [threading.main_thread()] * 2
+    assert [a[0] for a in asker.asked] == ["trusted", "other"]
