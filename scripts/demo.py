@@ -209,6 +209,9 @@ def main(argv: list[str] | None = None) -> int:
         str(store),
         "--train.ckpt_dir",
         str(work / "checkpoints"),
+        # A hard stop as well: calibration is optimistic when other jobs share the CPU.
+        "--train.max_minutes",
+        f"{args.minutes:g}",
     ]
     if cal is not None:
         steps, per_step = cal

@@ -492,3 +492,33 @@ def test_training_on_prepared_shards_then_generating_from_the_checkpoint(tmp_pat
     )
     assert rc == 0
     assert "--- sample 1\ndef " in capsys.readouterr().out
+
+
+def test_a_spent_time_budget_stops_cleanly_with_a_note_and_a_checkpoint(tmp_path):
+    store = tmp_path / "runs" / "reslog.db"
+    rc = main(
+        [
+            "--config",
+            str(DEBUG),
+            "--train.steps",
+            "1000",
+            "--train.max_minutes",
+            "1e-9",  # spent after the first step
+            "--train.save_final",
+            "true",
+            "--train.ckpt_dir",
+            str(tmp_path / "ckpt"),
+            "--logging.store",
+            str(store),
+        ]
+    )
+    assert rc == 0
+    series, events, runs = run_series(store)
+    assert sorted(series["train/loss"]) == [1]
+    assert [e.title for e in events if e.kind == "note"] == [
+        "time budget of 1e-09 min reached at step 1"
+    ]
+    assert ("checkpoint", 1) in [(e.kind, e.step) for e in events]
+    assert runs[0].status == "finished"
+    with pytest.raises(SystemExit):
+        parse_args(["--config", str(DEBUG), "--train.max_minutes", "-1"])

@@ -115,6 +115,9 @@ class ScheduleConfig:
 @dataclass
 class TrainSection:
     steps: int = 1000
+    # Stop cleanly (final validation and checkpoint) after this much wall time; 0: no limit.
+    # The schedule still spans `steps`, so a budget-cut run ends before its decay finishes.
+    max_minutes: float = 0.0
     seed: int = 1337
     device: str = "auto"  # auto | cpu | cuda
     dtype: str = "auto"  # auto (bf16 autocast on CUDA, fp32 on CPU) | bf16 | fp32
@@ -129,6 +132,7 @@ class TrainSection:
 
     def __post_init__(self) -> None:
         _check(self.steps > 0, "train.steps", self.steps, "must be > 0")
+        _check(self.max_minutes >= 0, "train.max_minutes", self.max_minutes, "must be >= 0")
         _check(
             self.device in ("auto", "cpu", "cuda"),
             "train.device",

@@ -479,8 +479,18 @@ class Trainer:
 
     # ----------------------------------------------------------------------- the loop
 
+    def _out_of_time(self, deadline: float) -> bool:
+        """Whether the wall-time budget is spent; under DDP every rank gets the same answer."""
+        late = time.monotonic() >= deadline
+        if not self.dist.is_distributed:
+            return late
+        flag = torch.tensor([1 if late else 0], dtype=torch.int32)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=distributed.cpu_group())
+        return bool(flag.item())
+
     def train(self) -> None:
         t = self.cfg.train
+        deadline = time.monotonic() + 60 * t.max_minutes if t.max_minutes > 0 else None
         while self.step < t.steps:
             loss, grad_norm, lr = self.train_step()
             self.log_step(loss, grad_norm, lr)
@@ -488,6 +498,12 @@ class Trainer:
                 self.evaluate()
             if t.ckpt_every and self.step % t.ckpt_every == 0:
                 self.save_checkpoint()
+            if deadline is not None and self._out_of_time(deadline):
+                self.logger.event(
+                    "note", f"time budget of {t.max_minutes:g} min reached at step {self.step}"
+                )
+                distributed.print0(f"time budget of {t.max_minutes:g} min reached: stopping")
+                break
         for s, times in self.timer.drain():
             self._on_resolved(s, times)
         if t.eval_every and self.step % t.eval_every != 0:
