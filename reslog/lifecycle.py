@@ -4,6 +4,8 @@ Installed once, on the first init(). Every hook chains to what was there before 
 finish it triggers has a hard time limit, so a wedged disk or server never hangs the exit.
 
 - normal interpreter exit (atexit)       → finished (killed after a Ctrl+C that was caught)
+- sys.exit(code) from the main thread     → failed when code is not 0/None (as wandb's exit
+                                            hooks; a bare `raise SystemExit(1)` is not seen)
 - uncaught exception (sys.excepthook)    → failed; KeyboardInterrupt → killed
 - exception in the thread that called init() when that is not the main thread → failed
 - SIGTERM / SIGHUP                        → killed, then the previous handler or the default
@@ -33,6 +35,8 @@ _installed = False
 _previous_signal: dict[int, Any] = {}
 _previous_excepthook = sys.excepthook
 _previous_threading_hook = threading.excepthook
+_previous_exit = sys.exit
+_exit_code: Any = None
 KILL_SIGNALS = ("SIGTERM", "SIGHUP")
 
 
@@ -67,7 +71,24 @@ def _finish_all(status: str | None, error: BaseException | None = None) -> None:
 
 
 def _at_exit() -> None:
-    _finish_all(None)
+    code = _exit_code
+    if code is None or code == 0:
+        _finish_all(None)
+        return
+    # sys.exit("message") exits with status 1, like any non-integer code.
+    status = code if isinstance(code, int) else 1
+    for run in reversed(active()):
+        try:
+            run._finish_from_hook("failed", reason=f"sys.exit({code!r}): exit status {status}")
+        except Exception:
+            traceback.print_exc()
+
+
+def _exit(code: Any = None) -> None:
+    global _exit_code
+    if threading.current_thread() is threading.main_thread():
+        _exit_code = code  # in another thread SystemExit only ends that thread
+    _previous_exit(code)
 
 
 def _excepthook(tp, value, tb) -> None:
@@ -140,7 +161,10 @@ def _install() -> None:
 
 
 def _chain_hooks() -> None:
-    global _previous_excepthook, _previous_threading_hook
+    global _previous_excepthook, _previous_threading_hook, _previous_exit
+    if sys.exit is not _exit:
+        _previous_exit = sys.exit
+        sys.exit = _exit
     if sys.excepthook is not _excepthook:
         _previous_excepthook = sys.excepthook
         sys.excepthook = _excepthook

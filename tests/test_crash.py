@@ -47,6 +47,8 @@ if mode == "raise":
     raise ValueError("boom at step 100")
 if mode == "exit":
     sys.exit(0)  # no finish(): the atexit hook finishes the run
+if mode == "exit3":
+    sys.exit(3)  # a script reporting failure through its exit status
 if mode == "fork":
     pid = os.fork()
     if pid == 0:
@@ -152,6 +154,16 @@ def test_plain_exit_without_finish_marks_the_run_finished(store_path):
     info, series, _ = read_run(store_path)
     assert info.status == "finished"
     assert [s for s, _ in series["k7"]] == list(range(100))
+
+
+def test_a_nonzero_sys_exit_marks_the_run_failed_with_the_status(store_path):
+    proc = start(store_path, "exit3")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3, err
+    info, series, events = read_run(store_path)
+    assert info.status == "failed"
+    assert len(series["k0"]) == 100
+    assert [e.title for e in events] == ["run failed: sys.exit(3): exit status 3"]
 
 
 def test_a_forked_child_neither_writes_nor_finishes_the_parents_run(store_path):
