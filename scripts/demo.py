@@ -88,11 +88,16 @@ def calibrate_steps(config: Path, data_dir: Path, seconds: float) -> tuple[int, 
             opt.zero_grad(set_to_none=True)
 
         step()  # warm-up: allocations, kernel selection
-        n, t0 = 0, time.perf_counter()
-        while n < 3 or time.perf_counter() - t0 < 3.0:
+        times: list[float] = []
+        t_start = time.perf_counter()
+        while len(times) < 5 or time.perf_counter() - t_start < 3.0:
+            t0 = time.perf_counter()
             step()
-            n += 1
-        per_step = (time.perf_counter() - t0) / n
+            times.append(time.perf_counter() - t0)
+        # The fastest step, not the mean: a burst of load from other jobs during these few
+        # seconds would otherwise shrink the run several-fold. --train.max_minutes stops the
+        # trainer at the budget if the machine stays slower than this.
+        per_step = min(times)
     # Leave room for start-up, validation passes and the final checkpoint.
     return max(20, int(seconds * 0.8 / per_step)), per_step
 
