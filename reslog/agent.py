@@ -28,7 +28,7 @@ import traceback
 import zlib
 
 PROTOCOL = 1
-AGENT_VERSION = "1.0"
+AGENT_VERSION = "1.1"  # 1.1: overview first (poll `overview`, `overview_min`)
 # Copy of schema.store.HEAD_REVISION (this file cannot import the schema package). A store at
 # any other revision is refused: a newer schema could have moved the columns read below.
 SCHEMA_REVISION = "0001"
@@ -43,6 +43,18 @@ EVENT_LIMIT = 10_000
 MAX_JOBS = 8
 PARALLEL_MIN_ROWS = 200_000
 COMPRESS_MIN = 64 << 10
+# Overview first (docs/protocol.md): a poll that asks for one and finds more than OVERVIEW_MIN
+# rows after its cursor gets a sample of about `overview` rows instead of the oldest rows.
+OVERVIEW_MIN = 500_000
+OVERVIEW_MAX = 2_000_000
+OVERVIEW_MIN_PER_SERIES = 64
+OVERVIEW_SPARSE = (2_000, 20_000)  # bounds of "a series this small comes in full"
+OVERVIEW_MAX_CANDIDATES = 20_000  # runs x keys pairs probed for small series
+# Fibonacci hashing: the low 32 bits of id * 2**32/phi are equidistributed along any
+# arithmetic progression of ids, so no key interleave (8 or 31 keys a step) aliases with the
+# sample the way `id % stride` does (stride 50 over 8 interleaved keys sees only 4 of them).
+# (The id is masked to 31 bits first so the product stays inside SQLite's int64.)
+HASHED = "((id & 2147483647) * 2654435761) & 4294967295"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 # Points travel as little-endian rows (run/key/NaN flag packed in one int64, step int64, wall
@@ -335,9 +347,92 @@ class Store:
         out = self._runs(cur, req.get("runs_fp"), req.get("beats_fp"))
         out.update(self._keys(cur, _int(req, "keys_after", 0)))
         out.update(self._events(cur, req))
-        head, payload = self._points(cur, dict(req, after=_int(req, "points_after", 0)))
+        after = _int(req, "points_after", 0)
+        target = _int(req, "overview", 0)
+        sample = None
+        if target > 0 and req.get("run_ids") is None:
+            least = max(_int(req, "overview_min", OVERVIEW_MIN), 2 * target)
+            jobs = max(1, min(_int(req, "jobs", 1), MAX_JOBS, os.cpu_count() or 1))
+            sample = self._overview(cur, after, min(target, OVERVIEW_MAX), least, jobs)
+        if sample is None:
+            head, payload = self._points(cur, dict(req, after=after))
+        else:
+            head, payload = sample
         out.update(head)
         return out, payload
+
+    def _overview(self, cur, after: int, target: int, least: int, jobs: int):
+        """A sample of the rows after `after` up to the current max id, or None when the
+        backlog is at most `least` rows (small enough to read in full).
+
+        Series of at most `sparse` rows (a validation loss every 1000 steps) come whole through
+        the (run_id, key_id, step) index, so every series shows; the rest are sampled by a
+        hash of the id, one pass over the ids in C. Each series' rows stay in id order. The
+        points cursor does not move: the client reads every row again at full resolution."""
+        high = cur.execute("SELECT max(id) FROM points").fetchone()[0]
+        if high is None or high - after <= least:
+            return None
+        backlog = high - after  # ids are dense rowids: a row count up to deleted rows
+        threshold = max(1, (target << 32) // backlog)
+        stride = backlog // target
+        sparse_cap = max(OVERVIEW_SPARSE[0], min(OVERVIEW_SPARSE[1], 64 * stride))
+        max_run = cur.execute("SELECT max(id) FROM runs").fetchone()[0] or 0
+        max_key = cur.execute("SELECT max(id) FROM keys").fetchone()[0] or 0
+        if max_run < (1 << KEY_BITS) and max_key < (1 << KEY_BITS):
+            layout, row = LAYOUT_PACKED, ROW_PACKED
+            cols = f"(run_id << {KEY_BITS + 1}) | (key_id << 1) | (value IS NULL)"
+        else:
+            layout, row = LAYOUT_WIDE, ROW_WIDE
+            cols = "run_id, (key_id << 1) | (value IS NULL)"
+        cols += ", step, wall, coalesce(value, 0.0)"
+        sparse = []
+        run_list = [r[0] for r in cur.execute("SELECT id FROM runs ORDER BY id")]
+        key_list = [k[0] for k in cur.execute("SELECT id FROM keys ORDER BY id")]
+        if len(run_list) * len(key_list) <= OVERVIEW_MAX_CANDIDATES:
+            probe = (
+                "SELECT count(*) FROM (SELECT 1 FROM points WHERE run_id = ? AND key_id = ?"
+                " AND id > ? AND id <= ? LIMIT ?)"
+            )
+            for run_id in run_list:
+                for key_id in key_list:
+                    n = cur.execute(probe, (run_id, key_id, after, high, sparse_cap + 1))
+                    if 0 < n.fetchone()[0] <= sparse_cap:
+                        sparse.append((run_id, key_id))
+        where = f"id > {int(after)} AND id <= {int(high)}"
+        sql = f"SELECT {cols} FROM points WHERE id > ? AND id <= ? AND {HASHED} < {threshold}"
+        if sparse:
+            pairs = ",".join(str((r << 32) | k) for r, k in sparse)
+            sql += f" AND ((run_id << 32) | key_id) NOT IN ({pairs})"
+        sql += " ORDER BY id"
+        sample = None
+        if jobs > 1:
+            # The pass over all ids is the cost; on a host with idle cores, spans in parallel.
+            cuts = [after + (high - after) * i // jobs for i in range(jobs)] + [high]
+            spans = [[cuts[i], cuts[i + 1]] for i in range(jobs)]
+            sample = _read_parallel(self.path, sql, spans, row, cur)
+        if sample is None:
+            sample = _pack(cur.execute(sql, (after, high)), row)
+        parts = [sample]
+        for run_id, key_id in sparse:
+            parts.append(
+                _pack(
+                    cur.execute(
+                        f"SELECT {cols} FROM points WHERE run_id = ? AND key_id = ? AND {where}"
+                        " ORDER BY id",
+                        (run_id, key_id),
+                    ),
+                    row,
+                )
+            )
+        data = b"".join(parts)
+        header = {
+            "n": len(data) // row.size,
+            "layout": layout,
+            "points_cursor": after,
+            "more": True,
+            "overview": high,
+        }
+        return header, data
 
 
 def _pack(rows, row: struct.Struct) -> bytes:

@@ -221,9 +221,23 @@ class AgentClient:
         return reply["events"], int(reply["events_cursor"]), bool(reply["events_more"])
 
     def send_poll(
-        self, store: str, cursor: Any, *, limit: int = wire.DEFAULT_LIMIT, jobs: int = 1
+        self,
+        store: str,
+        cursor: Any,
+        *,
+        limit: int = wire.DEFAULT_LIMIT,
+        jobs: int = 1,
+        overview: int = 0,
+        overview_min: int = wire.OVERVIEW_MIN,
     ) -> int:
-        """Ask for everything new in one round trip (see sources.base.StoreCursor)."""
+        """Ask for everything new in one round trip (see sources.base.StoreCursor).
+
+        `overview` > 0: if more than `overview_min` points wait, answer with a sample of about
+        `overview` points instead (docs/protocol.md, "Overview first")."""
+        args: dict[str, Any] = {}
+        if overview > 0:
+            args["overview"] = overview
+            args["overview_min"] = overview_min
         return self.send(
             "poll",
             store=store,
@@ -234,6 +248,7 @@ class AgentClient:
             events_after=cursor.events,
             limit=limit,
             jobs=jobs,
+            **args,
         )
 
     def close(self) -> None:

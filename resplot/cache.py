@@ -2,6 +2,11 @@
 
 Data arrives in batches; each batch is applied under one lock and bumps `version`, so a reader
 takes a consistent snapshot without copying the arrays (they only ever grow).
+
+The one exception is a first view of a large store (docs/protocol.md, "Overview first"): the
+source shows a sampled overview of each run, marked partial, then swaps in the full-resolution
+series with replace_run_series(). A swap bumps the run's `generation`, so a reader that keeps
+per-series state computed incrementally (x values, smoothing) knows to start over.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ class SeriesCache:
         self._runs: dict[RunRef, RunInfo] = {}
         self._series: dict[RunRef, dict[str, Series]] = defaultdict(dict)
         self._events: dict[RunRef, list[Event]] = defaultdict(list)
+        self._partial: set[RunRef] = set()
+        self._generation: dict[RunRef, int] = defaultdict(int)
         self.version = 0
 
     # -- writer side (poller) -------------------------------------------------------------
@@ -48,6 +55,22 @@ class SeriesCache:
             series.extend(steps, walls, values)
             self.version += 1
 
+    def replace_run_series(
+        self, ref: RunRef, series: dict[str, Series], *, partial: bool = False
+    ) -> None:
+        """Swap all series of a run at once (overview in, or full resolution over an overview).
+
+        `partial` marks the run as showing an overview (is_partial); readers see either the old
+        series or the new ones, never a mix, and the run's generation moves on."""
+        with self._lock:
+            self._series[ref] = dict(series)
+            if partial:
+                self._partial.add(ref)
+            else:
+                self._partial.discard(ref)
+            self._generation[ref] += 1
+            self.version += 1
+
     def add_events(self, new: Iterable[Event]) -> None:
         with self._lock:
             for ev in new:
@@ -56,9 +79,10 @@ class SeriesCache:
 
     def drop_source(self, source: str) -> None:
         with self._lock:
-            for table in (self._runs, self._series, self._events):
+            for table in (self._runs, self._series, self._events, self._generation):
                 for ref in [r for r in table if r.source == source]:
                     del table[ref]
+            self._partial = {r for r in self._partial if r.source != source}
             self.version += 1
 
     # -- reader side (charts, tables, export) ---------------------------------------------
@@ -83,6 +107,20 @@ class SeriesCache:
         with self._lock:
             s = self._series.get(ref, {}).get(key)
             return s.view() if s is not None else None
+
+    def is_partial(self, ref: RunRef) -> bool:
+        """True while the run's series are a sampled overview (full resolution is loading)."""
+        with self._lock:
+            return ref in self._partial
+
+    def partial_refs(self) -> set[RunRef]:
+        with self._lock:
+            return set(self._partial)
+
+    def generation(self, ref: RunRef) -> int:
+        """Moves on whenever the run's series are replaced rather than appended to."""
+        with self._lock:
+            return self._generation.get(ref, 0)
 
     def events(self, ref: RunRef) -> list[Event]:
         with self._lock:

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from PyQt5.QtCore import QObject, QThread, pyqtSignal
 
 from resplot.agent_client import AgentConnectionError
 from resplot.cache import SeriesCache
-from resplot.sources import open_source
+from resplot.sources import open_source, parse_spec
 from resplot.sources.base import AuthFailed, PollResult, Source, SourceState
 from schema.errors import StoreError
+
+AskHostKey = Callable[[str, str, str], bool]  # (host, key type, "SHA256:...") -> accept?
 
 BACKOFF_FIRST_S = 1.0
 BACKOFF_CAP_S = 30.0
@@ -115,10 +117,18 @@ class Poller(QObject):
     sourceState = pyqtSignal(str, object)  # label, SourceState
     errored = pyqtSignal(str)
 
-    def __init__(self, cache: SeriesCache | None = None, parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        cache: SeriesCache | None = None,
+        interval: float = 1.0,
+        ask_host_key: AskHostKey | None = None,
+        parent: QObject | None = None,
+    ) -> None:
         super().__init__(parent)
         self.cache = cache if cache is not None else SeriesCache()
-        self.interval = 1.0
+        self.interval = max(0.05, float(interval))
+        # Passed to every SSH source added without its own (unknown host keys are asked).
+        self.ask_host_key = ask_host_key
         self.paused = False
         self._workers: dict[str, _SourceWorker] = {}
         self._retired: list[_SourceWorker] = []
@@ -135,6 +145,9 @@ class Poller(QObject):
         for label, worker in self._workers.items():
             if worker.source.spec == spec:
                 return label
+        wants_key = "ask_host_key" not in opts and self.ask_host_key is not None
+        if wants_key and parse_spec(spec)["kind"] == "ssh":
+            opts["ask_host_key"] = self.ask_host_key
         source = open_source(spec, **opts)
         base, n = source.label, 2
         while source.label in self._workers:

@@ -126,6 +126,7 @@ class MainWindow(QMainWindow):
         self.source_labels: dict[str, str] = {}  # spec -> poller label
         self.redraw_count = 0
         self.ask_host_key = HostKeyAsker(self)
+        self._generations: dict[RunRef, int] = {}  # cache.generation() of each run drawn
 
         self._redraw_timer = QTimer(self)
         self._redraw_timer.setSingleShot(True)
@@ -173,7 +174,9 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(self.main_split)
         self.alert_label = QLabel(self)
         self.sources_label = QLabel(self)
+        self.partial_label = QLabel(self)  # "loading full resolution…" behind an overview
         self.statusBar().addWidget(self.alert_label, 1)
+        self.statusBar().addPermanentWidget(self.partial_label)
         self.statusBar().addPermanentWidget(self.sources_label)
 
     def _build_toolbar(self) -> None:
@@ -410,8 +413,29 @@ class MainWindow(QMainWindow):
         self.redraw_count += 1
         self._refresh_side()
         view = self.pages[self.state.page]
-        view.page.refresh(self.cache, self.state, self.plotted_refs())
+        refs = self.plotted_refs()
+        self._forget_replaced(refs)
+        partial = [r for r in refs if self.cache.is_partial(r)]
+        self.partial_label.setText("loading full resolution…" if partial else "")
+        view.page.refresh(self.cache, self.state, refs)
         view.canvas.draw_idle()
+
+    def _forget_replaced(self, refs: list[RunRef]) -> None:
+        """Drop the chart tracks of runs whose series were swapped (an overview replaced by
+        full resolution): a track computes x and smoothing incrementally for appended points
+        only, so it must start over on the new arrays."""
+        replaced = set()
+        for ref in refs:
+            gen = self.cache.generation(ref)
+            if self._generations.get(ref, gen) != gen:
+                replaced.add(ref)
+            self._generations[ref] = gen
+        if not replaced:
+            return
+        for page_view in self.pages.values():
+            for tracks in page_view.page.tracks:
+                for item in [it for it in tracks if it.ref in replaced]:
+                    tracks.pop(item).remove()
 
     def _refresh_side(self) -> None:
         now = time.time()
@@ -429,7 +453,11 @@ class MainWindow(QMainWindow):
         return self.plotted_refs() or self.table.visible_refs()
 
     def export_points(self, path: str | Path, fmt: str) -> None:
-        export_points(self.cache, self.export_refs(), path, fmt)
+        refs = self.export_refs()
+        if any(self.cache.is_partial(r) for r in refs):
+            # The cache holds only a sample of these runs until full resolution has loaded.
+            raise ValueError("full resolution is still loading; export again in a moment")
+        export_points(self.cache, refs, path, fmt)
 
     def export_table(self, path: str | Path, fmt: str) -> None:
         export_table(self.cache, self.export_refs(), path, fmt, self.state.table_metrics)

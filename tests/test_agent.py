@@ -323,3 +323,66 @@ def test_the_agent_runs_under_an_old_python(python, sample):
     finally:
         client.close()
         proc.wait(timeout=10)
+
+
+def test_an_overview_samples_every_series_evenly_without_aliasing(tmp_path):
+    # 31 keys interleaved per step and a sample of 1 row in 31: `id % 31` would see one key
+    # only; the hashed sample must see all of them about equally, and the sparse key whole.
+    path = tmp_path / "wide.db"
+    engine = new_store(path)
+    run = make_run(engine, name="wide")
+    engine.dispose()
+    con = sqlite3.connect(path)
+    keys = [
+        con.execute("INSERT INTO keys (name) VALUES (?)", (f"k{i}",)).lastrowid for i in range(31)
+    ]
+    sparse = con.execute("INSERT INTO keys (name) VALUES ('valid/loss')").lastrowid
+    rows = []
+    for step in range(3000):
+        rows += [(run.id, k, step, 1e9 + step, float(step)) for k in keys]
+        if step % 250 == 0:
+            rows.append((run.id, sparse, step, 1e9 + step, -1.0))
+    con.executemany(
+        "INSERT INTO points (run_id, key_id, step, wall, value) VALUES (?, ?, ?, ?, ?)", rows
+    )
+    con.commit()
+    high = con.execute("SELECT max(id) FROM points").fetchone()[0]
+    con.close()
+    from resplot.agent_client import decode_points
+
+    with agent_process() as (client, _):
+        small, _ = client.receive(client.send_poll(str(path), StoreCursor(), overview=3000))
+        assert "overview" not in small  # 93,012 rows is below the default threshold
+
+        cursor = StoreCursor()
+        reply, payload = client.receive(
+            client.send_poll(str(path), cursor, overview=3000, overview_min=10_000)
+        )
+        assert reply["overview"] == high and reply["points_cursor"] == 0 and reply["more"]
+        batch = decode_points(reply, payload)
+        ids, ns = np.unique(batch.key_ids, return_counts=True)
+        counts = dict(zip(ids.tolist(), ns.tolist(), strict=True))
+        assert set(counts) == {*keys, sparse}
+        assert counts[sparse] == 12
+        dense = np.array([counts[k] for k in keys])
+        assert 2700 < dense.sum() < 3300
+        assert dense.min() > 0.5 * dense.mean() and dense.max() < 1.5 * dense.mean()
+        for k in keys:
+            steps = batch.steps[batch.key_ids == k]
+            assert np.all(np.diff(steps) > 0) and steps.max() > 2700  # id order, whole span
+
+        # Helper interpreters reading id spans of the sample give the same bytes.
+        again, payload3 = client.receive(
+            client.send_poll(str(path), cursor, overview=3000, overview_min=10_000, jobs=3)
+        )
+        assert again["n"] == reply["n"] and payload3 == payload
+
+        # After a cursor: only rows past it are sampled.
+        half = high // 2
+        reply, payload = client.receive(
+            client.send_poll(
+                str(path), StoreCursor(points=half), overview=3000, overview_min=10_000
+            )
+        )
+        assert reply["points_cursor"] == half
+        assert decode_points(reply, payload).steps.min() >= 1400

@@ -111,3 +111,24 @@ def test_failures_map_to_the_states_the_gui_shows():
     assert classify(StoreNotFound("gone")) == "error"
     assert classify(AgentConnectionError("cut")) == "retrying"
     assert classify(TimeoutError("slow")) == "retrying"
+
+
+def test_the_constructor_takes_interval_and_a_host_key_question_for_ssh_sources(qtbot, store):
+    path, _engine, _run = store
+    asked: list[tuple[str, str, str]] = []
+
+    def ask(host: str, key_type: str, fingerprint: str) -> bool:
+        asked.append((host, key_type, fingerprint))
+        return False
+
+    cache = SeriesCache()
+    poller = Poller(cache, interval=0.3, ask_host_key=ask)
+    assert poller.cache is cache and poller.interval == 0.3 and poller.ask_host_key is ask
+    assert Poller(cache, 2.0).interval == 2.0 and Poller().ask_host_key is None
+    # No I/O on add_source: the SSH source only gets the question to ask later.
+    remote = poller.add_source("poller-test-host.invalid:runs/reslog.db")
+    assert poller.source(remote).link.conn.ask_host_key is ask
+    local = poller.add_source(path)  # a local source takes no such option
+    assert poller.source(local).spec == path
+    poller.source(remote).close()
+    assert asked == []  # nothing connected, so nothing was asked

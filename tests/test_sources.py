@@ -24,7 +24,14 @@ from resplot.sources.postgres import PostgresSource, public_url
 from schema.errors import NotAStore, StoreNotFound
 from schema.read import key_names, list_runs, run_key_ids, series
 from schema.tables import points
-from tests.fixtures.stores import heartbeat, make_run, make_sample_runs, new_store, set_status
+from tests.fixtures.stores import (
+    add_points,
+    heartbeat,
+    make_run,
+    make_sample_runs,
+    new_store,
+    set_status,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -330,3 +337,217 @@ def test_a_run_that_goes_silent_turns_crashed_without_any_store_change(tmp_path)
     finally:
         source.close()
         engine.dispose()
+
+
+# -- overview first, full resolution behind it (docs/protocol.md) -----------------------------
+
+OVERVIEW_STEPS = 3000
+
+
+def overview_store(path: Path, runs: int = 3, keys: int = 4) -> int:
+    """Dense keys interleaved per step (as reslog writes them) plus a sparse `valid/loss`
+    every 100 steps, written fast through sqlite3; returns the number of points."""
+    import sqlite3
+
+    engine = new_store(path)
+    run_ids = [make_run(engine, name=f"r{r}", status="finished").id for r in range(runs)]
+    engine.dispose()
+    con = sqlite3.connect(path)
+    key_ids = [
+        con.execute("INSERT INTO keys (name) VALUES (?)", (f"train/k{k}",)).lastrowid
+        for k in range(keys)
+    ]
+    valid = con.execute("INSERT INTO keys (name) VALUES ('valid/loss')").lastrowid
+    rows = []
+    for run_id in run_ids:
+        for s in range(OVERVIEW_STEPS):
+            for i, k in enumerate(key_ids):
+                rows.append((run_id, k, s, 1e9 + s, None if s % 997 == 5 else s * 0.5 + i))
+            if s % 100 == 99:
+                rows.append((run_id, valid, s, 1e9 + s, 1.0 / (s + 1)))
+    con.executemany(
+        "INSERT INTO points (run_id, key_id, step, wall, value) VALUES (?, ?, ?, ?, ?)", rows
+    )
+    con.commit()
+    con.close()
+    return len(rows)
+
+
+def overview_source(path: Path, limit: int = 4000) -> LocalSource:
+    source = LocalSource(str(path))
+    source.overview_points, source.overview_min = 1000, 5000  # the defaults need 500k points
+    source.limit = limit
+    return source
+
+
+def test_an_overview_shows_every_series_then_full_resolution_equals_the_store(tmp_path):
+    path = tmp_path / "big.db"
+    total = overview_store(path)
+    engine = new_store(path)
+    source = overview_source(path)
+    cache = SeriesCache()
+    seen: list[dict] = []
+
+    def progress(step: PollResult) -> None:
+        if step.refs and not seen:  # the first change that shows anything: the overview
+            runs = cache.runs()
+            seen.append(
+                {
+                    "rows": step.rows,
+                    "partial": all(cache.is_partial(r.ref) for r in runs),
+                    "keys": {r.name: cache.keys(r.ref) for r in runs},
+                    "series": {
+                        (r.name, k): [a.copy() for a in cache.series(r.ref, k)]
+                        for r in runs
+                        for k in cache.keys(r.ref)
+                    },
+                }
+            )
+
+    try:
+        result = source.poll(cache, progress)
+        assert result.rows == total  # the sample is not counted; every row read once
+        first = seen[0]
+        assert first["rows"] == 0 and first["partial"]
+        want_keys = ["train/k0", "train/k1", "train/k2", "train/k3", "valid/loss"]
+        assert first["keys"] == {f"r{r}": want_keys for r in range(3)}
+        sampled = sum(len(s[0]) for s in first["series"].values())
+        assert 3 * 30 + 500 < sampled < 3 * 30 + 2000  # ~1000 dense + the sparse key whole
+        for (_name, key), (steps, walls, values) in first["series"].items():
+            if key == "valid/loss":
+                assert steps.tolist() == list(range(99, OVERVIEW_STEPS, 100))
+                continue
+            # The whole shape, not the oldest part: the sample spans the run's steps.
+            assert steps.min() < 0.1 * OVERVIEW_STEPS and steps.max() > 0.9 * OVERVIEW_STEPS
+            assert np.all(np.diff(steps) > 0)
+            k = int(key[-1])
+            want = np.where(steps % 997 == 5, np.nan, steps * 0.5 + k)
+            assert np.array_equal(values, want, equal_nan=True)
+            assert walls.tolist() == (1e9 + steps).tolist()
+        assert cache.partial_refs() == set()
+        assert assert_cache_matches_store(cache, engine, "local", str(path)) == total
+        assert source.poll(cache) == PollResult()  # caught up: the idle path
+    finally:
+        source.close()
+        engine.dispose()
+
+
+def test_killing_the_agent_during_the_backfill_still_ends_equal(tmp_path):
+    path = tmp_path / "big.db"
+    total = overview_store(path)
+    engine = new_store(path)
+    source = overview_source(path, limit=3000)
+    cache = SeriesCache()
+    steps: list[PollResult] = []
+
+    def progress(step: PollResult) -> None:
+        steps.append(step)
+        if len(steps) == 4:  # the overview, then a few staged batches
+            os.kill(source.agent_pid, signal.SIGKILL)
+
+    try:
+        with pytest.raises(AgentConnectionError, match="agent exited with -9"):
+            source.poll(cache, progress)
+        staged = sum(s.rows for s in steps)
+        assert 0 < staged < total
+        view = next(iter(source.views.values()))
+        assert view.backfilling and view.cursor.points > 0
+        assert all(cache.is_partial(r.ref) for r in cache.runs())  # still the overview
+        # The reconnect goes on from the backfill's own cursor: no second overview, and the
+        # rows of both polls add up to the store exactly.
+        rest = source.poll(cache)
+        assert staged + rest.rows == total
+        assert not view.backfilling and cache.partial_refs() == set()
+        assert assert_cache_matches_store(cache, engine, "local", str(path)) == total
+    finally:
+        source.close()
+        engine.dispose()
+
+
+def test_points_logged_during_the_backfill_arrive_exactly_once(tmp_path):
+    path = tmp_path / "big.db"
+    total = overview_store(path)
+    engine = new_store(path)
+    with engine.connect() as conn:
+        old_run = list_runs(conn, source="local", store=str(path))[0][0]
+    source = overview_source(path, limit=5000)
+    cache = SeriesCache()
+    calls = 0
+    logged = 0
+
+    def progress(step: PollResult) -> None:
+        nonlocal calls, logged
+        calls += 1
+        if calls in (2, 4, 6):  # between staged batches, after the overview's max id
+            base = OVERVIEW_STEPS + 10 * calls
+            pts = [(base + i, float(i)) for i in range(10)]
+            add_points(engine, old_run, {"train/k0": pts, "train/new": pts[:3]})
+            make_run(engine, name=f"late{calls}", points={"train/k1": pts[:4]})
+            logged += 10 + 3 + 4
+
+    try:
+        result = source.poll(cache, progress)
+        assert calls > 6 and logged == 51
+        assert result.rows == total + logged
+        assert cache.partial_refs() == set()
+        assert assert_cache_matches_store(cache, engine, "local", str(path)) == total + logged
+        assert source.poll(cache).rows == 0
+    finally:
+        source.close()
+        engine.dispose()
+
+
+def test_the_window_hints_at_the_overview_and_redraws_from_scratch_after_the_swap(qtbot, tmp_path):
+    from resplot import settings as settings_mod
+    from resplot.window import MainWindow
+
+    path = tmp_path / "big.db"
+    total = overview_store(path, runs=2, keys=2)
+    cache = SeriesCache()
+    win = MainWindow(cache, settings_mod.Settings(), tmp_path / "settings.json")
+    qtbot.addWidget(win)
+    win.set_page("custom")
+    win.set_custom_keys("train/k*")
+    win.set_smoothing(0.0)
+    source = overview_source(path)
+    during: list[tuple[str, int]] = []
+
+    def progress(step: PollResult) -> None:
+        if step.runs_changed:
+            win.on_runs_changed()
+        if step.refs and not during:  # the overview: drawn while full resolution loads
+            win.redraw_now()
+            lines = win.current_page().lines()
+            during.append(
+                (win.partial_label.text(), sum(len(ln.get_xdata()) for ln in lines.values()))
+            )
+            with pytest.raises(ValueError, match="still loading"):
+                win.export_points(tmp_path / "sample.csv", "csv")
+
+    try:
+        assert source.poll(cache, progress).rows == total
+    finally:
+        source.close()
+    win.redraw_now()
+    assert during and during[0][0] == "loading full resolution…" and during[0][1] > 0
+    assert win.partial_label.text() == ""
+    lines = win.current_page().lines()
+    assert len(lines) == 4  # 2 runs x train/k0, train/k1
+    # A window that never saw the overview draws exactly the same lines: a track that kept
+    # the overview's x values for its first points would pair them with other points' values.
+    fresh = MainWindow(cache, settings_mod.Settings(), tmp_path / "fresh.json")
+    qtbot.addWidget(fresh)
+    fresh.set_page("custom")
+    fresh.set_custom_keys("train/k*")
+    fresh.set_smoothing(0.0)
+    for run in cache.runs():
+        fresh.tick(run.ref)
+    fresh.redraw_now()
+    want = fresh.current_page().lines()
+    assert set(want) == set(lines)
+    for name, line in lines.items():
+        assert np.array_equal(line.get_xdata(), want[name].get_xdata())
+        assert np.array_equal(line.get_ydata(), want[name].get_ydata(), equal_nan=True)
+        assert max(line.get_xdata()) == OVERVIEW_STEPS - 1
+    fresh.close()
+    win.close()

@@ -453,3 +453,27 @@ def test_a_killed_agent_is_restarted_on_the_same_connection(ssh_config, tmp_path
         assert src.link.client.info["pid"] != pid
     finally:
         src.close()
+
+
+def test_an_overview_over_ssh_then_full_resolution_ends_equal_to_the_store(ssh_config, tmp_path):
+    db = tmp_path / "big" / "reslog.db"
+    db.parent.mkdir()
+    total = bulk_store(db, runs=3, keys=4, points=3000, nan_every=500)
+    src = source(f"target:{db}", ssh_config, tmp_path)
+    src.overview_points, src.overview_min, src.limit = 1000, 5000, 4000
+    cache = SeriesCache()
+    shown: list[tuple[bool, int, int]] = []
+
+    def progress(step) -> None:
+        if step.refs and not shown:
+            partial = all(cache.is_partial(r.ref) for r in cache.runs())
+            rows = cache_rows(cache)
+            shown.append((partial, len(rows), sum(len(v) for v in rows.values())))
+
+    try:
+        assert src.poll(cache, progress).rows == total
+    finally:
+        src.close()
+    assert shown[0][:2] == (True, 12) and 500 < shown[0][2] < 2000  # a sample of every series
+    assert cache.partial_refs() == set()
+    assert same_rows(cache_rows(cache), store_rows(db))

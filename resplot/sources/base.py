@@ -19,7 +19,7 @@ import numpy as np
 from reslog import agent as wire
 from resplot.agent_client import AgentClient, AgentConnectionError, PointBatch, decode_points
 from resplot.cache import SeriesCache
-from resplot.model import Event, RunInfo, RunRef
+from resplot.model import Event, RunInfo, RunRef, Series
 from schema.errors import StoreError, StoreNotFound
 from schema.read import run_from_row
 from schema.status import effective_status
@@ -60,7 +60,7 @@ class PollResult:
     refs: set[RunRef] = field(default_factory=set)  # runs with new points
     events: list[Event] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # per-store problems (others still read)
-    rows: int = 0
+    rows: int = 0  # full-resolution points read (an overview's sample is not counted)
 
     def merge(self, other: PollResult) -> None:
         self.runs_changed |= other.runs_changed
@@ -113,6 +113,14 @@ class StoreView:
         self.raw: dict[int, dict[str, Any]] = {}  # run row id → raw row from the agent
         self.infos: dict[int, RunInfo] = {}
         self.keys: dict[int, str] = {}
+        # While an overview is shown: the full-resolution series read so far (run id → key →
+        # series), swapped into the cache once the cursor has caught up; None otherwise.
+        self.staging: dict[int, dict[str, Series]] | None = None
+        self.overview_runs: set[int] = set()
+
+    @property
+    def backfilling(self) -> bool:
+        return self.staging is not None
 
     def cursor_after(self, header: dict[str, Any]) -> StoreCursor:
         c = self.cursor
@@ -165,15 +173,58 @@ class StoreView:
         if header.get("events"):
             result.events = [self._event(row) for row in header["events"]]
             cache.add_events(result.events)
-        for run_id, key_id, idx in groups:
-            ref = self.infos[run_id].ref
-            cache.add_points(
-                ref, keys[key_id], batch.steps[idx], batch.walls[idx], batch.values[idx]
-            )
-            result.refs.add(ref)
-        result.rows = len(batch)
+        if header.get("overview") is not None:
+            self._apply_overview(cache, batch, groups, result)
+        elif self.staging is not None:
+            for run_id, key_id, idx in groups:
+                per_run = self.staging.setdefault(run_id, {})
+                series = per_run.get(keys[key_id])
+                if series is None:
+                    series = per_run[keys[key_id]] = Series()
+                series.extend(batch.steps[idx], batch.walls[idx], batch.values[idx])
+            result.rows = len(batch)
+            if not batch.more:
+                self._swap_in_full_resolution(cache, result)
+        else:
+            for run_id, key_id, idx in groups:
+                ref = self.infos[run_id].ref
+                cache.add_points(
+                    ref, keys[key_id], batch.steps[idx], batch.walls[idx], batch.values[idx]
+                )
+                result.refs.add(ref)
+            result.rows = len(batch)
         self.cursor = self.cursor_after(header)
         return result
+
+    def _apply_overview(
+        self,
+        cache: SeriesCache,
+        batch: PointBatch,
+        groups: list[tuple[int, int, np.ndarray]],
+        result: PollResult,
+    ) -> None:
+        """Show a sample of every run now; start staging the full-resolution rows."""
+        per_run: dict[int, dict[str, Series]] = {}
+        for run_id, key_id, idx in groups:
+            series = per_run.setdefault(run_id, {}).setdefault(self.keys[key_id], Series())
+            series.extend(batch.steps[idx], batch.walls[idx], batch.values[idx])
+        for run_id, series in per_run.items():
+            ref = self.infos[run_id].ref
+            cache.replace_run_series(ref, series, partial=True)
+            result.refs.add(ref)
+        # A second overview (the agent sent one again) starts the staging over: the points
+        # cursor did not move, so every row is read again either way.
+        self.staging = {}
+        self.overview_runs = set(per_run)
+
+    def _swap_in_full_resolution(self, cache: SeriesCache, result: PollResult) -> None:
+        staged = self.staging or {}
+        for run_id in sorted(self.overview_runs | set(staged)):
+            info = self.infos.get(run_id)
+            if info is not None:
+                cache.replace_run_series(info.ref, staged.get(run_id, {}), partial=False)
+                result.refs.add(info.ref)
+        self.staging, self.overview_runs = None, set()
 
     def refresh_status(self, cache: SeriesCache) -> bool:
         """Re-derive effective status (a silent run turns "crashed" with no store change)."""
@@ -254,6 +305,10 @@ class AgentSource(Source):
     # host's CPU count. Incremental polls are far below the threshold and stay in one process.
     read_jobs = 4
     rediscover_s = 10.0
+    # A first poll of a store with a large backlog asks for a sample of about this many points
+    # (an overview of every series), then reads full resolution behind it; 0 turns it off.
+    overview_points = 250_000
+    overview_min = wire.OVERVIEW_MIN  # ... when more than this many points wait
 
     def __init__(self, spec: str, label: str, patterns: list[str]) -> None:
         super().__init__(spec, label)
@@ -334,7 +389,17 @@ class AgentSource(Source):
         # A backlog starts with a small batch that doubles up to `limit`: the first chart draws
         # after one small read, and later batches are big enough to amortise each round trip.
         limit = min(self.first_limit, self.limit)
-        rid = client.send_poll(view.path, view.cursor, limit=limit, jobs=self.read_jobs)
+        # Only a view that has shown nothing asks for an overview; one interrupted in its
+        # backfill (a reconnect) goes on from its own cursor with its staged series.
+        overview = self.overview_points if view.cursor.points == 0 and not view.backfilling else 0
+        rid = client.send_poll(
+            view.path,
+            view.cursor,
+            limit=limit,
+            jobs=self.read_jobs,
+            overview=overview,
+            overview_min=self.overview_min,
+        )
         while True:
             header, payload = client.receive(rid)
             batch = decode_points(header, payload)
@@ -342,7 +407,9 @@ class AgentSource(Source):
             # Pipelining: ask for the next batch before applying this one, so the agent reads
             # while we decode. The cursor still only advances inside apply().
             if more:
-                limit = min(2 * limit, self.limit)
+                # Behind an overview nothing waits on the first batch: read in full batches.
+                overview_reply = header.get("overview") is not None
+                limit = self.limit if overview_reply else min(2 * limit, self.limit)
                 rid = client.send_poll(
                     view.path, view.cursor_after(header), limit=limit, jobs=self.read_jobs
                 )
