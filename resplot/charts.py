@@ -46,6 +46,77 @@ PART_COLORS = {
 # Where non-finite points are marked, in axes height fractions.
 NONFINITE_Y = {"nan": 0.96, "+inf": 0.99, "-inf": 0.01}
 SAVE_FORMATS = ("png", "svg", "pdf")
+LEGEND_CORNERS = ("upper right", "upper left", "lower right", "lower left")
+LEGEND_FONT_PT = 7
+
+
+class ReadableLogLocator(LogLocator):
+    """Major ticks at 1, 2, 3, 5 × 10^k when the axis spans about a decade (losses), fewer
+    per decade as it spans more, so that labels never run into each other."""
+
+    def __init__(self) -> None:
+        super().__init__(base=10, subs=(1.0, 2.0, 3.0, 5.0))
+
+    def tick_values(self, vmin, vmax):
+        if vmin > 0 and vmax > 0:
+            decades = abs(np.log10(vmax) - np.log10(vmin))
+            subs = (
+                (1.0, 2.0, 3.0, 5.0) if decades <= 1.5 else (1.0, 3.0) if decades <= 2.5 else (1.0,)
+            )
+            self.set_params(subs=subs)
+        return super().tick_values(vmin, vmax)
+
+
+def _to_axes(ax, xy: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return ax.transLimits.transform(ax.transScale.transform(xy))
+
+
+def _legend_corner(ax, tracks, labels: list[str]) -> str:
+    """The corner where a legend of `labels` covers the fewest data columns.
+
+    Matplotlib's loc="best" only sees line vertices and misses the envelope bands that dense
+    series are drawn as; this counts both (bands as vertical [min, max] spans), and lines
+    sampled between their points too, so that a sparse line crossing a corner counts.
+    """
+    w_px, h_px = max(ax.bbox.width, 1.0), max(ax.bbox.height, 1.0)
+    pt = ax.figure.dpi / 72.0
+    # Legend metrics in font sizes: text and handle, label spacing, border pads, axes pad.
+    width = (max(map(len, labels)) * 0.6 + 2.0 + 0.8 + 0.8 + 1.0) * LEGEND_FONT_PT * pt / w_px
+    height = (len(labels) * 1.5 + 0.8 + 1.0) * LEGEND_FONT_PT * pt / h_px
+    width, height = min(1.0, width), min(1.0, height)
+    cols = []  # (x, y_low, y_high) in axes fractions
+    for track in tracks:
+        if track.line.get_visible():
+            xy = np.column_stack([track.line.get_xdata(), track.line.get_ydata()]).astype(float)
+            if len(xy):
+                a = _to_axes(ax, xy)
+                cols.append((a[:, 0], a[:, 1], a[:, 1]))
+                ok = np.isfinite(a).all(axis=1)
+                a = a[ok][np.argsort(a[ok][:, 0], kind="stable")]
+                if len(a) > 1:
+                    gx = np.linspace(a[0, 0], a[-1, 0], 200)
+                    gy = np.interp(gx, a[:, 0], a[:, 1])
+                    cols.append((gx, gy, gy))
+        for band in track.band_xy:
+            a = _to_axes(ax, band)
+            half = len(a) // 2
+            hi, lo = a[:half], a[half:][::-1]
+            cols.append((hi[:, 0], lo[:, 1], hi[:, 1]))
+    if not cols:
+        return LEGEND_CORNERS[0]
+    x = np.concatenate([c[0] for c in cols])
+    ylo = np.concatenate([c[1] for c in cols])
+    yhi = np.concatenate([c[2] for c in cols])
+    best, best_n = LEGEND_CORNERS[0], None
+    for corner in LEGEND_CORNERS:
+        x0, x1 = (1.0 - width, 1.0) if "right" in corner else (0.0, width)
+        y0, y1 = (1.0 - height, 1.0) if "upper" in corner else (0.0, height)
+        with np.errstate(invalid="ignore"):
+            n = int(np.count_nonzero((x >= x0) & (x <= x1) & (yhi >= y0) & (ylo <= y1)))
+        if best_n is None or n < best_n:
+            best, best_n = corner, n
+    return best
 
 
 def _set_band(band: PolyCollection, d) -> np.ndarray | None:
@@ -264,7 +335,7 @@ class ChartPage:
             if spec.log_y:
                 ax.set_yscale("log")
                 # Losses span less than a decade: label 2, 3, 5 as plain numbers, not 10^x.
-                ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
+                ax.yaxis.set_major_locator(ReadableLogLocator())
                 ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
                 ax.yaxis.set_minor_formatter(NullFormatter())
             if spec.percent:
@@ -387,9 +458,16 @@ class ChartPage:
                     for it in legend_items
                 ]
                 labels = [it.label for it in legend_items]
-                ax.legend(handles, labels, loc="upper right", fontsize=7, framealpha=0.6)
+                ax.legend(handles, labels, loc="upper right", fontsize=LEGEND_FONT_PT,
+                          framealpha=0.6)  # fmt: skip
             elif ax.get_legend() is not None:
                 ax.get_legend().remove()
+        legend = ax.get_legend()
+        if spec.kind == "line" and legend is not None:
+            if self.follow:
+                ax.autoscale_view()  # the corner is chosen for the limits about to be drawn
+            texts = [t.get_text() for t in legend.get_texts()]
+            legend.set_loc(_legend_corner(ax, tracks.values(), texts))
 
     def _draw_stack(self, i: int, ref: RunRef, cache: SeriesCache, mode: str, pixels: int):
         aligned = _aligned_parts(cache, ref)
@@ -411,10 +489,13 @@ class ChartPage:
             polys[0]._resplot_limits = np.column_stack(
                 [np.concatenate((bx, bx)), np.concatenate((np.zeros(len(bx)), top))]
             )
-        legend = ax.legend(loc="upper right", fontsize=7, framealpha=0.6, ncols=5)
+        # Above the chart, right of the title: a stack fills its axes, any corner would cover it.
+        ax.legend(
+            loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=LEGEND_FONT_PT, ncols=5,
+            frameon=False, borderaxespad=0.2, handlelength=1.2, columnspacing=1.0,
+        )  # fmt: skip
         self._extra[i] = [*polys]
         self._legend_items[i] = ("stack",)
-        del legend
 
     def _draw_throttle(self, i, spec, cache, mode, pixels, xlim) -> None:
         ax = self.axes[i]

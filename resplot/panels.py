@@ -85,6 +85,8 @@ class SourcesTree(QTreeWidget):
         super().__init__(parent)
         self.setHeaderLabels(["source / run", "status", "newest point"])
         self.setColumnCount(3)
+        # Store paths are long and their file name is the informative end.
+        self.setTextElideMode(Qt.ElideMiddle)
         self.header().setSectionResizeMode(0, QHeaderView.Stretch)
         self.header().setSectionResizeMode(1, QHeaderView.ResizeToContents)
         self.header().setSectionResizeMode(2, QHeaderView.ResizeToContents)
@@ -138,9 +140,11 @@ class SourcesTree(QTreeWidget):
                 key = (run.ref.source, run.ref.store)
                 if key not in stores:
                     stores[key] = QTreeWidgetItem(host, [run.ref.store, "", ""])
+                    stores[key].setToolTip(0, run.ref.store)
                     stores[key].setExpanded(True)
                 item = QTreeWidgetItem(stores[key], [run.name, "", ""])
                 item.setData(0, Qt.UserRole, run.ref)
+                item.setToolTip(0, f"{run.name} ({run.ref.uid})")
                 item.setForeground(0, QBrush(QColor(run_color(run.ref))))
                 self._runs[run.ref] = item
         for run in runs:
@@ -248,6 +252,8 @@ class RunTableModel(QAbstractTableModel):
         run, value = self.runs[index.row()], self.rows[index.row()][index.column()]
         col = index.column()
         if role == Qt.DisplayRole:
+            if isinstance(value, float) and self.headers[col] == "tokens/s":
+                return f"{value:,.0f}"  # 440,312 rather than 4.403e+05
             return "" if value is None else value if isinstance(value, str) else format_cell(value)
         if role == Qt.UserRole:  # sort key: numbers as numbers
             return value if isinstance(value, (int, float)) else str(value or "")

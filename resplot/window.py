@@ -167,6 +167,8 @@ class MainWindow(QMainWindow):
         self.top_split.addWidget(self.tree)
         self.top_split.addWidget(self.tabs)
         self.top_split.setStretchFactor(1, 4)
+        # Wide enough for run names next to the status and age columns (restored layouts win).
+        self.top_split.setSizes([360, 1040])
         self.main_split = QSplitter(Qt.Vertical, self)
         self.main_split.addWidget(self.top_split)
         self.main_split.addWidget(self.table)

@@ -327,3 +327,66 @@ def test_host_key_question_from_a_worker_thread_runs_on_the_gui_thread(window, q
     assert results == {"trusted": True, "other": False}
     assert seen == [threading.main_thread()] * 2
     assert [a[0] for a in asker.asked] == ["trusted", "other"]
+
+
+# ---- chart layout (drawn headless with the same ChartPage the window uses) -------------------
+
+
+def _one_run_cache(points: dict[str, list[tuple[int, float]]]):
+    from resplot.state import ViewState
+
+    cache = SeriesCache()
+    ref = RunRef("local", "/tmp/x.db", "0123456789abcdef")
+    for key, pts in points.items():
+        steps = np.array([s for s, _ in pts], dtype=np.int64)
+        values = np.array([v for _, v in pts], dtype=float)
+        cache.add_points(ref, key, steps, BASE_TIME + steps.astype(float), values)
+    return cache, ref, ViewState()
+
+
+def test_log_axis_spanning_decades_keeps_its_tick_labels_apart():
+    from resplot.charts import render
+
+    # A gradient norm that dips to 1e-4 once: four decades on a log axis.
+    norms = [(s, 1.0 + 0.2 * np.sin(s)) for s in range(500)]
+    norms[100] = (100, 2e-4)
+    cache, ref, state = _one_run_cache({"train/grad_norm": norms})
+    page = render(cache, state, [ref])
+    ax = page.axes[0]
+    page.figure.canvas.draw()
+    lo, hi = ax.get_ylim()
+    fmt = ax.yaxis.get_major_formatter()
+    locs = [v for v in ax.yaxis.get_majorticklocs() if lo <= v <= hi]
+    shown = [fmt(v, i) for i, v in enumerate(locs) if fmt(v, i)]
+    assert 3 <= len(shown) <= 8, shown
+
+
+def test_legend_goes_where_the_data_is_not():
+    from resplot.charts import render
+
+    # Rising curves: the upper right corner is full of data, the upper left is empty.
+    cache, ref, state = _one_run_cache({"train/tokens_per_s": [(s, float(s)) for s in range(1000)]})
+    state.smoothing = 0.0
+    page = render(cache, state, [ref])
+    legend = page.axes[0].get_legend()
+    assert legend is not None
+    assert legend._loc in (2, "upper left"), legend._loc
+
+
+def test_timing_stack_legend_sits_above_the_chart_not_on_it():
+    from resplot.charts import render
+
+    steps = range(300)
+    cache, ref, state = _one_run_cache(
+        {
+            "time/forward": [(s, 0.3) for s in steps],
+            "time/backward": [(s, 0.6) for s in steps],
+            "time/step": [(s, 1.0) for s in steps],
+        }
+    )
+    state.page = "timing"
+    page = render(cache, state, [ref])
+    page.figure.canvas.draw()
+    ax = page.axes[0]
+    box = ax.get_legend().get_window_extent()
+    assert box.y0 >= ax.bbox.y1 - 1, (box, ax.bbox)
