@@ -231,13 +231,22 @@ def cmd_tail(args: argparse.Namespace) -> int:
         with engine.connect() as conn:
             row_id, run = read.find_run(conn, args.run, **read_kw(args.store))
             names = read.key_names(conn)
-            last_id = conn.execute(
-                select(func.max(points.c.id)).where(points.c.run_id == row_id)
-            ).scalar()
+            # Start a few points back so the latest values show at once, then follow by cursor.
+            # Ids are shared by every run in the store: count this run's rows, not ids.
+            newest = (
+                conn.execute(
+                    select(points.c.id)
+                    .where(points.c.run_id == row_id)
+                    .order_by(points.c.id.desc())
+                    .limit(max(0, args.lines) + 1)
+                )
+                .scalars()
+                .all()
+            )
             ev_cursor = max((e.id for e in read.fetch_events(conn, row_id, run.ref)), default=0)
         print(f"{run.name} ({run.ref.uid[:8]}) {run.status}", flush=True)
-        # Start a few points back so the latest values show at once, then follow by cursor.
-        cursor = max(0, (last_id or 0) - max(0, args.lines))
+        # The id just before the `lines` newest rows (all of them when the run has fewer).
+        cursor = newest[-1] if len(newest) > max(0, args.lines) else 0
         while True:
             with engine.connect() as conn:
                 row = conn.execute(select(runs).where(runs.c.id == row_id)).first()

@@ -70,16 +70,23 @@ def _finish_all(status: str | None, error: BaseException | None = None) -> None:
             traceback.print_exc()
 
 
-def _at_exit() -> None:
-    code = _exit_code
+def exit_failure(code: Any) -> str | None:
+    """Why sys.exit(code) means failure ("sys.exit(3): exit status 3"); None for a clean exit."""
     if code is None or code == 0:
-        _finish_all(None)
-        return
+        return None
     # sys.exit("message") exits with status 1, like any non-integer code.
     status = code if isinstance(code, int) else 1
+    return f"sys.exit({code!r}): exit status {status}"
+
+
+def _at_exit() -> None:
+    reason = exit_failure(_exit_code)
+    if reason is None:
+        _finish_all(None)
+        return
     for run in reversed(active()):
         try:
-            run._finish_from_hook("failed", reason=f"sys.exit({code!r}): exit status {status}")
+            run._finish_from_hook("failed", reason=reason)
         except Exception:
             traceback.print_exc()
 

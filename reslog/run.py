@@ -17,7 +17,15 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from reslog import hostinfo, lifecycle
-from reslog.values import PLAIN, as_json, check_key, checked, config_dict, redact
+from reslog.values import (
+    PLAIN,
+    as_json,
+    check_key,
+    checked,
+    config_dict,
+    redact,
+    storable_text,
+)
 from reslog.writer import DeviceRecord, Summary, Writer
 from schema import EVENT_LEVELS, open_store
 from schema.errors import StoreError, UnknownRun
@@ -171,7 +179,14 @@ class Run:
         if self._closed:
             self._log_after_finish()
             return
-        record = (time.time(), self._last_step, kind, level, str(title), str(body))
+        record = (
+            time.time(),
+            self._last_step,
+            kind,
+            level,
+            storable_text(title),
+            storable_text(body),
+        )
         self._writer.events.append(record)
 
     def alert(self, title: str, level: str = "warning", body: str = "") -> None:
@@ -291,6 +306,12 @@ class Run:
     def __exit__(self, tp, value, tb) -> None:
         if value is None:
             self.finish()
+        elif isinstance(value, SystemExit):  # sys.exit(code) inside the block: as at exit
+            reason = lifecycle.exit_failure(value.code)
+            if reason is None:
+                self.finish()
+            else:
+                self._finish_from_hook("failed", reason=reason)
         elif isinstance(value, KeyboardInterrupt):
             self._finish_from_hook("killed", value)
         else:

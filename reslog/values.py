@@ -90,6 +90,19 @@ def check_key(key: Any) -> str:
     return str(key)
 
 
+def storable_text(value: Any) -> str:
+    """str(value) as every backend stores it: lone surrogates (SQLite and PostgreSQL reject
+    them) and NUL (PostgreSQL rejects it) written as backslash escapes."""
+    text = str(value)
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 def checked(metrics: Mapping[Any, Any], known: set[str]) -> dict[str, Any]:
     """The slow path of log(): check every key and value, converting what needs it.
 

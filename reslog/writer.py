@@ -74,6 +74,23 @@ class Summary(dict):
         self._touch()
 
 
+def summary_json(summary: dict) -> str:
+    """The summary as JSON; a key or value JSON cannot hold (a tuple key, a cycle) is stored as
+    its str() rather than failing every flush from then on."""
+    try:
+        return json.dumps(dict(summary), default=as_json)
+    except (TypeError, ValueError):
+        pass
+    out: dict[str, Any] = {}
+    for key, value in list(summary.items()):
+        try:
+            json.dumps(value, default=as_json)
+        except (TypeError, ValueError):
+            value = str(value)
+        out[key if isinstance(key, str) else str(key)] = value
+    return json.dumps(out, default=as_json)
+
+
 def positional_insert(engine: Engine, table, columns: list[str]) -> str:
     """INSERT SQL for `columns` in the driver's positional paramstyle (rows are plain tuples)."""
     dialect = engine.dialect
@@ -84,6 +101,11 @@ def positional_insert(engine: Engine, table, columns: list[str]) -> str:
     if order != columns:
         raise RuntimeError(f"unexpected parameter order {order} for {table.name}")
     return str(compiled)
+
+
+def _ints_fit(held: list) -> bool:
+    """Whether every int fits SQLite's 64-bit INTEGER (a bigger one makes executemany raise)."""
+    return all(-(2**63) <= v < 2**63 for _s, _w, m in held for v in m.values() if type(v) is int)
 
 
 def _is_lock_error(exc: BaseException) -> bool:
@@ -240,7 +262,7 @@ class Writer:
                 values: dict[str, Any] = {"heartbeat_at": now}
                 version = self.summary.version
                 if version != self._summary_written:
-                    values["summary"] = json.dumps(dict(self.summary), default=as_json)
+                    values["summary"] = summary_json(self.summary)
                 if final is not None:
                     values["status"], values["ended_at"] = final
                 conn.execute(runs.update().where(runs.c.id == self.run_id).values(**values))
@@ -262,7 +284,7 @@ class Writer:
     def _rows(self, held: list) -> list[tuple]:
         rid, ids = self.run_id, self._ids
         types = set(map(type, chain.from_iterable(map(dict.values, [r[2] for r in held]))))
-        if self.is_sqlite and types <= PLAIN:
+        if self.is_sqlite and types <= PLAIN and (int not in types or _ints_fit(held)):
             # SQLite stores NaN as NULL by itself and ints in a REAL column as reals.
             return [(rid, ids[k], s, w, v) for s, w, m in held for k, v in m.items()]
         values = to_floats([v for _s, _w, m in held for v in m.values()])

@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event, inspect, text
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from schema.errors import NotAStore, SchemaTooNew, SchemaTooOld, StoreError, StoreNotFound
@@ -90,7 +91,11 @@ def make_engine(url: str, *, readonly: bool = False) -> Engine:
         _install_sqlite_hook(engine, readonly=readonly)
         return engine
     if path is None:
-        return create_engine(url, pool_pre_ping=True)
+        try:
+            return create_engine(url, pool_pre_ping=True)
+        except ImportError as exc:  # the URL names a driver that is not installed
+            shown = make_url(url).render_as_string(hide_password=True)
+            raise StoreError(f"cannot open {shown}: driver not installed ({exc})") from None
     if readonly:
         # mode=ro: a reader can never create, lock out or modify the training run's file.
         engine = create_engine(

@@ -140,6 +140,18 @@ def test_another_sqlite_database_and_an_empty_file_are_not_stores(capsys, tmp_pa
     assert empty.stat().st_size == 0
 
 
+@pytest.mark.parametrize("command", READ_COMMANDS, ids=lambda c: c[0])
+def test_a_url_whose_driver_is_not_installed_is_an_error_without_traceback(
+    capsys, tmp_path, command
+):
+    # mysqldb is no dependency of reslog: its import fails like any missing driver would
+    url = "mysql+mysqldb://user:secret@127.0.0.1:1/runs"
+    code, _, err = run_cli(capsys, *args_for(command, url))
+    assert code == 2
+    assert err.startswith("reslog: cannot open mysql+mysqldb://user:***@127.0.0.1:1/runs: ")
+    assert "MySQLdb" in err and "secret" not in err
+
+
 def test_a_newer_schema_is_refused(capsys, store_path):
     new_store(store_path).dispose()
     with sqlite3.connect(store_path) as conn:
@@ -300,6 +312,19 @@ def test_tail_of_a_finished_run_prints_its_last_points_and_exits(capsys, sample)
         "step 200  sys/gpu1/util=98",
         "run finished",
     ]  # the last two rows by id are the two sys/gpu1/util samples
+
+
+def test_tail_n_counts_the_points_of_its_own_run_when_runs_write_side_by_side(capsys, store_path):
+    engine = new_store(store_path)
+    a = make_run(engine, name="a", uid="a" * 32)
+    b = make_run(engine, name="b", uid="b" * 32)
+    for step in range(10):  # two live runs: their rows alternate in the points table
+        add_points(engine, a.id, {"loss": [(step, float(step))]})
+        add_points(engine, b.id, {"loss": [(step, -float(step))]})
+    engine.dispose()
+    code, out, _ = run_cli(capsys, "tail", store_path, "a", "-n", "4")
+    assert code == 0
+    assert out.splitlines()[1:] == [f"step {s}  loss={s}" for s in range(6, 10)] + ["run finished"]
 
 
 # ---- export -----------------------------------------------------------------------------------

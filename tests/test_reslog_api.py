@@ -154,6 +154,19 @@ def test_context_manager_finishes_and_marks_failures(store_path):
     assert bad_events[-1].kind == "alert" and "ZeroDivisionError" in bad_events[-1].title
 
 
+@pytest.mark.parametrize(("code", "status"), [(0, "finished"), (None, "finished"), (3, "failed")])
+def test_sys_exit_inside_the_with_block_sets_the_status_from_the_exit_code(
+    store_path, code, status
+):
+    with pytest.raises(SystemExit), reslog.init(project="p", store=store_path, system=False) as run:
+        run.log({"a": 1.0})
+        sys.exit(code)
+    info, series, events = read_run(store_path, run.uid)
+    assert info.status == status and series["a"] == [(0, 1.0)]
+    titles = [e.title for e in events]
+    assert titles == ([] if status == "finished" else ["run failed: sys.exit(3): exit status 3"])
+
+
 def test_module_level_functions_act_on_the_current_run(store_path):
     run = reslog.init(project="p", store=store_path, system=False)
     assert reslog.current() is run
@@ -253,3 +266,20 @@ def test_import_reslog_loads_no_torch_numpy_or_nvml():
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_event_text_and_summary_keys_that_cannot_be_stored_as_given_never_block_the_writer(
+    store_path,
+):
+    run = reslog.init(project="p", store=store_path, system=False, flush_interval=0.05)
+    run.log({"train/loss": 1.0})
+    run.event("note", "bad \ud800 title", body="nul \x00 byte")
+    run.summary[("a", 1)] = 2.0
+    run.summary["cycle"] = cycle = {}
+    cycle["self"] = cycle
+    run.log({"train/loss": 0.5})
+    assert run.finish(timeout=5) is True
+    info, series, events = read_run(store_path)
+    assert series["train/loss"] == [(0, 1.0), (1, 0.5)]
+    assert [(e.title, e.body) for e in events] == [("bad \\ud800 title", "nul \\x00 byte")]
+    assert info.summary["('a', 1)"] == 2.0 and isinstance(info.summary["cycle"], str)

@@ -29,6 +29,9 @@ def run(store_path):
         (np.float32(0.25), 0.25),
         (np.float64(-2.5), -2.5),
         (np.int64(2**40), float(2**40)),
+        (2**70, float(2**70)),  # beyond SQLite's 64-bit INTEGER: must not block the writer
+        (-(2**64), -float(2**64)),
+        (10**400, math.inf),  # beyond the float range
         (np.bool_(False), 0.0),
         (np.array(3.0), 3.0),
         (np.array([4.0]), 4.0),
