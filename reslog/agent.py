@@ -35,7 +35,9 @@ SCHEMA_REVISION = "0001"
 OLDER_REVISIONS: tuple = ()
 
 PREFIX = struct.Struct(">II")
-MAX_HEADER = 16 << 20
+# A runs list with big configs can pass 16 MiB. Below 512 MiB still, so a frame prefix made of
+# text (a shell rc printing on the channel: bytes >= 0x20) is refused at once, not waited on.
+MAX_HEADER = 256 << 20
 MAX_PAYLOAD = (1 << 31) - 1
 DEFAULT_LIMIT = 1_000_000
 MAX_LIMIT = 4_000_000
@@ -109,6 +111,8 @@ class AgentError(Exception):
 
 def encode_frame(header: dict, payload: bytes = b"") -> list:
     head = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    if len(head) > MAX_HEADER:
+        raise AgentError("StoreError", f"reply too large for a frame ({len(head)} bytes)")
     return [PREFIX.pack(len(head), len(payload)) + head, payload]
 
 
@@ -210,7 +214,10 @@ class Store:
                 "NotAStore",
                 f"{self.path} is not a reslog store (tables: {', '.join(sorted(names))})",
             )
-        row = self.conn.execute("SELECT version_num FROM alembic_version").fetchone()
+        self._check_revision(self.conn)
+
+    def _check_revision(self, cur) -> None:
+        row = cur.execute("SELECT version_num FROM alembic_version").fetchone()
         rev = row[0] if row else None
         if rev == SCHEMA_REVISION:
             return
@@ -237,6 +244,8 @@ class Store:
         cur = self.conn.cursor()
         cur.execute("BEGIN")
         try:
+            # Every time: a newer reslog may migrate the store in place while it is open here.
+            self._check_revision(cur)
             return fn(cur, *args)
         finally:
             cur.execute("COMMIT")
@@ -345,6 +354,9 @@ class Store:
 
     def _poll(self, cur, req: dict) -> tuple:
         out = self._runs(cur, req.get("runs_fp"), req.get("beats_fp"))
+        # Which file answered: a store deleted and written anew at the same path restarts its
+        # ids at 1, below the client's cursors, so the client must know to start over.
+        out["store_id"] = f"{self.ident[0]}:{self.ident[1]}"
         out.update(self._keys(cur, _int(req, "keys_after", 0)))
         out.update(self._events(cur, req))
         after = _int(req, "points_after", 0)
@@ -631,7 +643,10 @@ def serve(rfile, wfile) -> int:
                 if req.get("compress") and len(payload) >= COMPRESS_MIN:
                     payload = zlib.compress(payload, 1)
                     reply["z"] = True
-            write_frame(wfile, reply, payload)
+            try:
+                write_frame(wfile, reply, payload)
+            except AgentError as exc:  # raised before a byte was written: still in step
+                write_frame(wfile, _error(rid, exc.kind, str(exc)))
     finally:
         agent.close()
 

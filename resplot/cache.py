@@ -85,6 +85,15 @@ class SeriesCache:
             self._partial = {r for r in self._partial if r.source != source}
             self.version += 1
 
+    def drop_store(self, source: str, store: str) -> None:
+        """Forget every run of one store (its file was replaced: it is read again from scratch)."""
+        with self._lock:
+            for table in (self._runs, self._series, self._events, self._generation):
+                for ref in [r for r in table if r.source == source and r.store == store]:
+                    del table[ref]
+            self._partial = {r for r in self._partial if (r.source, r.store) != (source, store)}
+            self.version += 1
+
     # -- reader side (charts, tables, export) ---------------------------------------------
     def runs(self) -> list[RunInfo]:
         with self._lock:

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import logging
+import os
+import select
 import socket
 import threading
 import time
@@ -86,12 +89,51 @@ class Timeouts:
     keepalive_max: int = 3  # unanswered keepalives before the connection counts as lost
 
 
-def tcp_connect(host: str, port: int, timeout: float) -> socket.socket:
-    sock = socket.create_connection((host, port), timeout=timeout)
+def tcp_connect(
+    host: str, port: int, timeout: float, cancel: threading.Event | None = None
+) -> socket.socket:
+    """A connected socket; `cancel` set from another thread ends the wait at once (a host
+    that drops SYNs would otherwise hold a quitting resplot for the whole connect timeout)."""
+    if cancel is None:
+        sock = socket.create_connection((host, port), timeout=timeout)
+    else:
+        sock = _cancellable_connect(host, port, timeout, cancel)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
     sock.settimeout(None)  # paramiko's reader thread polls with its own timeout
     return sock
+
+
+def _cancellable_connect(
+    host: str, port: int, timeout: float, cancel: threading.Event
+) -> socket.socket:
+    deadline = time.monotonic() + timeout
+    error: OSError = OSError(f"no address for {host}")
+    for family, kind, proto, _name, addr in socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            code = sock.connect_ex(addr)
+            while code in (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY):
+                if cancel.is_set():
+                    raise ConnectionAbortedError("connection attempt cancelled")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError("timed out")
+                _r, writable, _x = select.select([], [sock], [], min(left, 0.1))
+                if writable:
+                    code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if code:
+                raise OSError(code, os.strerror(code))
+            sock.setblocking(True)
+            return sock
+        except ConnectionAbortedError:
+            sock.close()
+            raise
+        except OSError as exc:
+            sock.close()
+            error = exc
+    raise error
 
 
 class SSHConnection:
@@ -132,6 +174,7 @@ class SSHConnection:
         self._transports: list[paramiko.Transport] = []
         self._lock = threading.RLock()
         self._closed = threading.Event()
+        self._cancel = threading.Event()  # set by lose(): ends a TCP connect in progress
         self._last_alive = 0.0
         self.lost_reason: str | None = None
 
@@ -158,6 +201,7 @@ class SSHConnection:
                 return self
             self.close()
             self._closed.clear()
+            self._cancel.clear()
             self.lost_reason = None
             chain = resolve_chain(self.config)
             try:
@@ -252,7 +296,9 @@ class SSHConnection:
     def _hop_socket(self, hop: HostConfig, via: str | None):
         if not self._transports:
             try:
-                self.socket = tcp_connect(hop.hostname, hop.port, self.timeouts.connect)
+                self.socket = tcp_connect(
+                    hop.hostname, hop.port, self.timeouts.connect, self._cancel
+                )
             except OSError as exc:
                 raise ConnectFailed(
                     f"cannot connect to {hop.label}: {_os_reason(exc)}"
@@ -425,6 +471,7 @@ class SSHConnection:
         """Mark the connection lost and close it, so blocked reads return at once."""
         log.info("%s: connection lost: %s", self.config.label, reason)
         self.lost_reason = reason
+        self._cancel.set()
         for t in list(self._transports):
             with contextlib.suppress(Exception):
                 t.close()

@@ -386,3 +386,65 @@ def test_an_overview_samples_every_series_evenly_without_aliasing(tmp_path):
         )
         assert reply["points_cursor"] == half
         assert decode_points(reply, payload).steps.min() >= 1400
+
+
+def test_a_runs_list_larger_than_16_mib_is_served(tmp_path):
+    """Thousands of runs with big configs (a sweep store): the reply header is over 16 MiB.
+    It used to be refused as a broken frame, so the source reconnected forever."""
+    from schema.tables import runs
+
+    path = tmp_path / "sweep.db"
+    engine = new_store(path)
+    config = '{"' + '": "v", "'.join(f"k{i:04d}" for i in range(700)) + '": "v"}'  # ~6 KB
+    with engine.begin() as conn:
+        conn.execute(
+            runs.insert(),
+            [
+                {
+                    "uid": f"u{i:08d}",
+                    "project": "p",
+                    "name": f"run{i}",
+                    "status": "finished",
+                    "created_at": 1.7e9 + i,
+                    "heartbeat_at": 1.7e9 + i,
+                    "config": config,
+                }
+                for i in range(3000)
+            ],
+        )
+    engine.dispose()
+    with agent_process() as (client, _proc):
+        rows = client.runs(str(path))
+        assert len(rows) == 3000 and rows[-1]["config"] == config
+        client.hello()  # still in step
+
+
+def test_a_reply_too_large_for_a_frame_is_an_error_reply_and_the_stream_stays_in_step(
+    sample, monkeypatch
+):
+    path, _engine, _made = sample
+    monkeypatch.setattr(wire, "MAX_HEADER", 400)  # the sample's runs take more than that
+    requests, out = io.BytesIO(), io.BytesIO()
+    wire.write_frame(requests, {"op": "runs", "id": 1, "store": path})
+    wire.write_frame(requests, {"op": "hello", "id": 2})
+    requests.seek(0)
+    assert wire.serve(requests, out) == 0
+    out.seek(0)
+    first, _ = wire.read_frame(out)
+    assert first["id"] == 1 and not first["ok"] and "too large" in first["error"]["message"]
+    second, _ = wire.read_frame(out)
+    assert second["id"] == 2 and second["ok"]
+
+
+def test_a_store_upgraded_in_place_by_a_newer_reslog_is_refused_on_the_next_poll(sample):
+    """A newer reslog on the host migrates the store while the agent holds it open (same file):
+    the agent must not go on reading columns the new schema may have moved."""
+    path, engine, _made = sample
+    with agent_process() as (client, _proc):
+        client.call("poll", store=path)
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+        with pytest.raises(SchemaTooNew, match="newer reslog"):
+            client.call("poll", store=path)
+        with pytest.raises(SchemaTooNew):
+            client.runs(path)

@@ -132,3 +132,38 @@ def test_the_constructor_takes_interval_and_a_host_key_question_for_ssh_sources(
     assert poller.source(local).spec == path
     poller.source(remote).close()
     assert asked == []  # nothing connected, so nothing was asked
+
+
+def test_stop_does_not_wait_out_a_tcp_connect_to_a_host_that_does_not_answer(qtbot, tmp_path):
+    """A host that drops SYNs (down, firewalled): quitting must not wait for the connect
+    timeout. A listening socket whose accept queue is full drops SYNs on Linux."""
+    import socket
+
+    from resplot.ssh import Timeouts
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    filler = socket.create_connection(("127.0.0.1", port))  # fills the queue
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(f"Host silent\n  HostName 127.0.0.1\n  Port {port}\n  User nobody\n")
+    poller = Poller(interval=0.05)
+    label = poller.add_source(
+        "silent:runs/reslog.db", ssh_config=cfg, timeouts=Timeouts(connect=300.0)
+    )
+    link = poller.source(label).link
+
+    def worker_holds_the_link() -> bool:
+        if link.lock.acquire(blocking=False):
+            link.lock.release()
+            return False
+        return True
+
+    poller.start()
+    qtbot.waitUntil(worker_holds_the_link, timeout=20_000)  # connecting to the silent host
+    try:
+        assert poller.stop(timeout=0.5)  # with the bug: blocked ~300 s, then False
+    finally:
+        filler.close()
+        listener.close()

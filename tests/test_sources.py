@@ -551,3 +551,29 @@ def test_the_window_hints_at_the_overview_and_redraws_from_scratch_after_the_swa
         assert max(line.get_xdata()) == OVERVIEW_STEPS - 1
     fresh.close()
     win.close()
+
+
+def test_a_store_deleted_and_written_anew_at_the_same_path_is_read_from_the_start(tmp_path):
+    """`rm runs/reslog.db` and a new training run while resplot watches: the new file's ids
+    start again at 1, below the old cursor, and its runs must not inherit the old series."""
+    path = tmp_path / "reslog.db"
+    old = new_store(path)
+    make_run(old, name="old", points={"x": [(i, float(i)) for i in range(50)]})
+    old.dispose()
+    source = LocalSource(str(path))
+    cache = SeriesCache()
+    try:
+        source.poll(cache)
+        assert [r.name for r in cache.runs()] == ["old"]
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(f"{path}{suffix}")
+        new = new_store(path)
+        make_run(new, name="new", points={"y": [(i, float(i)) for i in range(5)]})
+        source.poll(cache)  # notices the new file
+        source.poll(cache)
+        assert [r.name for r in cache.runs()] == ["new"]
+        assert assert_cache_matches_store(cache, new, "local", str(path)) == 5
+        new.dispose()
+    finally:
+        source.close()

@@ -117,6 +117,7 @@ class StoreView:
         # series), swapped into the cache once the cursor has caught up; None otherwise.
         self.staging: dict[int, dict[str, Series]] | None = None
         self.overview_runs: set[int] = set()
+        self.store_id: str | None = None  # the file the agent read (device:inode)
 
     @property
     def backfilling(self) -> bool:
@@ -139,6 +140,19 @@ class StoreView:
         run or key this view does not know (only possible after a store was swapped under us):
         the next poll then re-reads runs and keys from scratch."""
         result = PollResult()
+        store_id = header.get("store_id")
+        if store_id is not None and store_id != self.store_id:
+            if self.store_id is not None:
+                # Another file at this path: its ids start over below our cursors. Forget the
+                # old file's runs and read the new one from the start (this reply is discarded).
+                self.cursor, self.raw, self.infos, self.keys = StoreCursor(), {}, {}, {}
+                self.staging, self.overview_runs = None, set()
+                cache.drop_store(self.source, self.path)
+                result.runs_changed = True
+                result.errors.append(f"{self.path}: the store file was replaced; reading it anew")
+                self.store_id = store_id
+                return result
+            self.store_id = store_id
         raw = dict(self.raw)
         if "runs" in header:
             raw = {int(r["id"]): r for r in header["runs"]}
