@@ -179,6 +179,23 @@ def _is_sqlite(path: str) -> bool:
         return False
 
 
+def _row_layout(cur) -> tuple:
+    """(layout name, struct, SELECT columns) for point rows of this store.
+
+    Run and key ids share one packed integer with the NaN flag while they fit in KEY_BITS;
+    stores with more runs or keys than that use the wide layout.
+    """
+    max_run = cur.execute("SELECT max(id) FROM runs").fetchone()[0] or 0
+    max_key = cur.execute("SELECT max(id) FROM keys").fetchone()[0] or 0
+    if max_run < (1 << KEY_BITS) and max_key < (1 << KEY_BITS):
+        layout, row = LAYOUT_PACKED, ROW_PACKED
+        cols = f"(run_id << {KEY_BITS + 1}) | (key_id << 1) | (value IS NULL)"
+    else:
+        layout, row = LAYOUT_WIDE, ROW_WIDE
+        cols = "run_id, (key_id << 1) | (value IS NULL)"
+    return layout, row, cols + ", step, wall, coalesce(value, 0.0)"
+
+
 class Store:
     """One SQLite store opened read-only; every read is O(new rows) through an index."""
 
@@ -310,15 +327,8 @@ class Store:
             more = False
         if high is None:
             return {"n": 0, "points_cursor": after, "more": False}, b""
-        max_run = cur.execute("SELECT max(id) FROM runs").fetchone()[0] or 0
-        max_key = cur.execute("SELECT max(id) FROM keys").fetchone()[0] or 0
-        if max_run < (1 << KEY_BITS) and max_key < (1 << KEY_BITS):
-            layout, row = LAYOUT_PACKED, ROW_PACKED
-            cols = f"(run_id << {KEY_BITS + 1}) | (key_id << 1) | (value IS NULL)"
-        else:
-            layout, row = LAYOUT_WIDE, ROW_WIDE
-            cols = "run_id, (key_id << 1) | (value IS NULL)"
-        sql = f"SELECT {cols}, step, wall, coalesce(value, 0.0) FROM points WHERE {where}"
+        layout, row, cols = _row_layout(cur)
+        sql = f"SELECT {cols} FROM points WHERE {where}"
         sql += " AND id <= ? ORDER BY id"
         jobs = max(1, min(_int(req, "jobs", 1), MAX_JOBS, os.cpu_count() or 1))
         data = None
@@ -388,15 +398,7 @@ class Store:
         threshold = max(1, (target << 32) // backlog)
         stride = backlog // target
         sparse_cap = max(OVERVIEW_SPARSE[0], min(OVERVIEW_SPARSE[1], 64 * stride))
-        max_run = cur.execute("SELECT max(id) FROM runs").fetchone()[0] or 0
-        max_key = cur.execute("SELECT max(id) FROM keys").fetchone()[0] or 0
-        if max_run < (1 << KEY_BITS) and max_key < (1 << KEY_BITS):
-            layout, row = LAYOUT_PACKED, ROW_PACKED
-            cols = f"(run_id << {KEY_BITS + 1}) | (key_id << 1) | (value IS NULL)"
-        else:
-            layout, row = LAYOUT_WIDE, ROW_WIDE
-            cols = "run_id, (key_id << 1) | (value IS NULL)"
-        cols += ", step, wall, coalesce(value, 0.0)"
+        layout, row, cols = _row_layout(cur)
         sparse = []
         run_list = [r[0] for r in cur.execute("SELECT id FROM runs ORDER BY id")]
         key_list = [k[0] for k in cur.execute("SELECT id FROM keys ORDER BY id")]
