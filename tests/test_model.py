@@ -353,3 +353,19 @@ def test_beam_search_length_penalty_and_eos(counting_model):
     assert seq.tolist() == [5, 6, 7, 8]
     with pytest.raises(ValueError, match="beam_width"):
         beam_search(counting_model, torch.tensor([5]), 3, beam_width=0)
+
+
+def test_flops_of_the_125m_config_match_a_hand_count():
+    from pathlib import Path
+
+    from trainer.config import load_config
+
+    toml = Path(__file__).resolve().parents[1] / "trainer" / "configs" / "gpt125m.toml"
+    cfg = load_config(toml, ["--model.vocab_size", "50304"])
+    with torch.device("meta"):  # shapes only: no 0.5 GB of weights
+        model = Transformer(cfg.model)
+    d, L, V, T, ffn = 768, 12, 50304, 1024, 2048  # ffn: 8/3 * 768 = 2048, a multiple of 256
+    per_layer = 4 * d * d + 3 * d * ffn + 2 * d  # wq wk wv wo, w1 w2 w3, two RMSNorm weights
+    n = L * per_layer + d + V * d  # + final norm + the tied embedding (it is the output matmul)
+    assert model.num_params() == n == 123_587_328
+    assert model.flops_per_token(T) == 6 * n + 12 * L * d * T  # H * Q = d

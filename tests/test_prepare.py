@@ -180,3 +180,15 @@ def test_output_folder_inside_the_input_folder_is_not_read(raw):
     again = prepare([raw], raw / "prepared", vocab_size=300, force=True, log=str)
     assert [s["path"] for s in again["sources"]] == [s["path"] for s in first["sources"]]
     assert again["read_stats"]["bad"] == 1  # only the broken jsonl line, not manifest.json
+
+
+def test_a_corpus_too_small_for_both_splits_says_so(tmp_path):
+    # One document: the split rule (document 0 goes to validation) leaves train empty, and the
+    # error must say that instead of claiming there is no text.
+    (tmp_path / "one.jsonl").write_text(json.dumps({"content": doc(0)}) + "\n")
+    with pytest.raises(ValueError, match=r"all 1 documents went to the valid split"):
+        prepare([tmp_path / "one.jsonl"], tmp_path / "out", vocab_size=300, log=str)
+    again = prepare(
+        [tmp_path / "one.jsonl"], tmp_path / "out", vocab_size=300, valid_fraction=0, log=str
+    )
+    assert again["splits"]["train"]["documents"] == 1

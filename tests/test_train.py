@@ -522,3 +522,90 @@ def test_a_spent_time_budget_stops_cleanly_with_a_note_and_a_checkpoint(tmp_path
     assert runs[0].status == "finished"
     with pytest.raises(SystemExit):
         parse_args(["--config", str(DEBUG), "--train.max_minutes", "-1"])
+
+
+# --------------------------------------------------------------------------- review edge cases
+
+
+def test_the_last_step_reaches_the_minimum_lr_even_with_a_single_decay_step():
+    # 10 steps, decay_frac 0.1: one decay step, which must be the minimum lr, not the peak.
+    wsd = Schedule.from_config(ScheduleConfig("wsd", 2, 0.1, decay_frac=0.1), 1.0, 10)
+    assert wsd.phase(9) == "decay" and wsd(9) == pytest.approx(0.1)
+    # Cosine whose warmup leaves one step: that step is the end of the decay.
+    cos = Schedule.from_config(ScheduleConfig("cosine", 9, 0.1), 1.0, 10)
+    assert cos(8) == pytest.approx(1.0) and cos(9) == pytest.approx(0.1)
+
+
+class SummaryLogger(RecordingLogger):
+    def __init__(self):
+        super().__init__()
+        self.summaries: dict[str, object] = {}
+
+    def summary(self, values):
+        self.summaries.update(values)
+
+
+def test_grad_accum_logs_the_mean_micro_batch_loss_and_counts_every_token(tmp_path):
+    logger = SummaryLogger()
+    cfg = debug_cfg(tmp_path, "--train.steps", "3", "--data.grad_accum", "3", "--grad_clip", "0.01")
+    t = Trainer(cfg, logger=logger)
+    micro: list[float] = []
+    t.raw_model.register_forward_hook(lambda m, args, out: micro.append(float(out.detach())))
+    try:
+        for _ in range(3):
+            t.log_step(*t.train_step())
+    finally:
+        t.close()
+    assert len(micro) == 9
+    for step in (1, 2, 3):
+        want = sum(micro[3 * (step - 1) : 3 * step]) / 3
+        assert logger.points["train/loss"][step] == pytest.approx(want, rel=1e-6)
+        assert logger.points["train/tokens"][step] == step * 8 * 64 * 3
+    # The logged grad norm is the one before clipping: above the clip threshold.
+    assert min(logger.points["train/grad_norm"].values()) > 0.1
+
+
+def test_step_times_are_not_kept_forever_without_ddp(tmp_path):
+    t = Trainer(debug_cfg(tmp_path, "--train.steps", "5"), logger=RecordingLogger())
+    try:
+        t.train()
+        # Per-rank step times are only gathered under DDP; kept otherwise, they grow per step.
+        assert t._rank_times == []
+    finally:
+        t.close()
+
+
+def test_the_best_validation_loss_survives_a_resume(tmp_path):
+    args = ["--train.steps", "4", "--train.eval_every", "2", "--train.ckpt_every", "2"]
+    first = Trainer(debug_cfg(tmp_path, *args), logger=SummaryLogger())
+    try:
+        first.log_step(*first.train_step())
+        first.log_step(*first.train_step())
+        best = first.evaluate()
+        first.save_checkpoint()
+    finally:
+        first.close()
+    assert best is not None
+    logger = SummaryLogger()
+    second = Trainer(debug_cfg(tmp_path, *args, "--optim.lr", "3.0"), "auto", logger=logger)
+    try:
+        second.train()  # a huge lr: the validation loss after the resume is worse
+    finally:
+        second.close()
+    assert second.best_valid == best and logger.summaries["best_valid_loss"] == best
+
+
+def test_a_train_split_too_small_for_one_step_is_a_flag_error(tmp_path, capsys):
+    from trainer.prepare import prepare
+
+    raw = tmp_path / "raw.jsonl"
+    raw.write_text("".join(json.dumps({"content": f"doc {i}"}) + "\n" for i in range(20)))
+    prepare([raw], tmp_path / "data", vocab_size=320, log=lambda s: None)
+    args = ["--config", str(DEBUG), "--no-log", "--data.source", "shards", "--model.vocab_size"]
+    rc = main([*args, "0", "--data.dir", str(tmp_path / "data"), "--train.steps", "1"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "--data.dir=" in err and "split 'train'" in err and "needs at least" in err
+    # A vocabulary given on the command line does not hide a directory without a manifest.
+    rc = main([*args, "128", "--data.dir", str(tmp_path / "nothing"), "--train.steps", "1"])
+    assert rc == 2 and "no manifest.json" in capsys.readouterr().err

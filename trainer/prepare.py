@@ -178,6 +178,15 @@ def prepare(
     if stats.bad:
         log("malformed input (skipped): " + stats.summary())
     if splits["train"]["tokens"] == 0:
+        # Shards of this failed call would make the next call ask for --force: remove them.
+        for v in splits.values():
+            for shard in v["shards"]:
+                (out / shard["file"]).unlink(missing_ok=True)
+        if splits["valid"]["documents"]:
+            raise ValueError(
+                f"all {doc} documents went to the valid split (document i is validation when "
+                f"i % {k} == 0): add documents or pass --valid-fraction 0"
+            )
         raise ValueError(
             f"no training text found in {[str(s) for s in sources]}: {stats.summary()}"
         )

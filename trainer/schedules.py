@@ -62,8 +62,9 @@ class Schedule:
             return self.lr
         min_lr = self.lr * self.min_lr_ratio
         start = self.decay_start
-        span = max(1, self.total_steps - 1 - start)
-        progress = min(1.0, max(0.0, (step - start) / span))
+        last = self.total_steps - 1  # the decay ends here, at min_lr
+        # A decay of one step is that step at min_lr (not the peak, as 0 / 1 would make it).
+        progress = 1.0 if last <= start else min(1.0, max(0.0, (step - start) / (last - start)))
         if self.kind == "cosine":
             return min_lr + 0.5 * (self.lr - min_lr) * (1 + math.cos(math.pi * progress))
         if step < start:  # wsd stable

@@ -157,11 +157,15 @@ class Trainer:
         self.raw_model.set_kernels(kernels.select(self.device.type, cfg.model.attention or None))
         self.optimizer = self._make_optimizer()
         self.schedule = Schedule.from_config(cfg.schedule, cfg.optim.lr, t.steps)
-        self.loader = make_loader(
-            cfg, "train", self.dist.rank, self.dist.world_size, cfg.model.vocab_size
-        )
+        try:
+            self.loader = make_loader(
+                cfg, "train", self.dist.rank, self.dist.world_size, cfg.model.vocab_size
+            )
+        except (ValueError, FileNotFoundError) as e:  # too little data, no manifest
+            raise ConfigError(f"--data.dir={cfg.data.dir!r}: {e}") from None
         self.step, self.tokens, run_uid = 0, 0, None
         self.resumed_from: Path | None = None
+        self.best_valid = math.inf  # restored by a resume: the summary keeps the run's best
         if resume:
             run_uid = self._load(resume)
         if self.resumed_from is None:  # a resume restored the RNG streams instead
@@ -184,7 +188,6 @@ class Trainer:
         self._phase = self.schedule.phase(max(self.step - 1, 0))
         self._nan_alerted = False
         self._last_print = (time.perf_counter(), self.tokens)
-        self.best_valid = math.inf
         self.logger = logger if logger is not None else self._make_logger(run_uid)
         self._announce()
 
@@ -278,6 +281,7 @@ class Trainer:
         self.raw_model.load_state_dict(main["model"])
         self.optimizer.load_state_dict(main["optimizer"])
         self.step, self.tokens = int(main["step"]), int(main["tokens"])
+        self.best_valid = float(main.get("best_valid", math.inf))
         if rank_state is None:
             raise FileNotFoundError(
                 f"--resume {path}: no rank{self.dist.rank}.pt (saved with world size "
@@ -297,6 +301,7 @@ class Trainer:
                 "schedule": self.schedule.state_dict(),
                 "step": self.step,
                 "tokens": self.tokens,
+                "best_valid": self.best_valid,
                 "run_uid": self.logger.uid,
                 "config": self.cfg.to_dict(),
             }
@@ -317,8 +322,8 @@ class Trainer:
     # ----------------------------------------------------------------------- one step
 
     def train_step(self) -> tuple[torch.Tensor, torch.Tensor, float]:
-        """One optimizer step over grad_accum micro-batches; returns (mean loss, grad norm, lr)
-        as tensors still on the device (no synchronisation)."""
+        """One optimizer step over grad_accum micro-batches; returns (mean loss, grad norm before
+        clipping, lr), the first two as tensors still on the device (no synchronisation)."""
         accum = self.cfg.data.grad_accum
         lr = self.schedule(self.step)
         for group in self.optimizer.param_groups:
@@ -365,7 +370,8 @@ class Trainer:
 
     def _on_resolved(self, step: int, times: dict[str, float]) -> None:
         """A finished step's timings are known: log the breakdown, throughput and MFU."""
-        self._rank_times.append(times["step"])
+        if self.dist.is_distributed:  # gathered and cleared per log step; only under DDP
+            self._rank_times.append(times["step"])
         loss_host = self._pending_loss.pop(step, None)
         if loss_host is not None:
             value = float(loss_host)
