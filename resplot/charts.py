@@ -10,6 +10,7 @@ incrementally as the cache grows), decimates per pixel column for the visible x-
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -48,6 +49,9 @@ NONFINITE_Y = {"nan": 0.96, "+inf": 0.99, "-inf": 0.01}
 SAVE_FORMATS = ("png", "svg", "pdf")
 LEGEND_CORNERS = ("upper right", "upper left", "lower right", "lower left")
 LEGEND_FONT_PT = 7
+# Placing a legend scans every drawn vertex: on a new legend, then at most this often while
+# data streams in (a 1 s poll would otherwise pay it on every redraw).
+LEGEND_REPLACE_S = 5.0
 
 
 class ReadableLogLocator(LogLocator):
@@ -305,6 +309,8 @@ class ChartPage:
         self._events: list[LineCollection] = []
         self._empty: list = []
         self._legend_items: list[tuple] = []
+        # Per axes: monotonic time and view limits of the last legend placement.
+        self._legend_placed: list[tuple[float, tuple]] = []
         self.follow = True  # autoscale to all data; False after the user zooms or pans
         self._updating = False
         self.message = None
@@ -314,6 +320,7 @@ class ChartPage:
         self.figure.clear()
         self.axes, self.tracks, self._extra, self._events, self._empty = [], [], [], [], []
         self._legend_items = []
+        self._legend_placed = []
         self.message = None
         n = len(specs)
         if n == 0:
@@ -359,6 +366,7 @@ class ChartPage:
             self._events.append(events)
             self._empty.append(empty)
             self._legend_items.append(())
+            self._legend_placed.append((-np.inf, ()))
         for ax in self.axes[-cols:]:
             ax.set_xlabel(xaxis.LABELS[mode], fontsize=8)
         if mode == "wall":
@@ -443,6 +451,7 @@ class ChartPage:
         legend_items = tuple(t.item for t in tracks.values())
         if legend_items != self._legend_items[i] and spec.kind == "line":
             self._legend_items[i] = legend_items
+            self._legend_placed[i] = (-np.inf, ())
             if legend_items and len(legend_items) <= 8:
                 # Proxies: a track's line may be hidden under its envelope band.
                 handles = [
@@ -463,11 +472,17 @@ class ChartPage:
             elif ax.get_legend() is not None:
                 ax.get_legend().remove()
         legend = ax.get_legend()
-        if spec.kind == "line" and legend is not None:
+        now, view = time.monotonic(), (ax.get_xlim(), ax.get_ylim())
+        placed_at, placed_view = self._legend_placed[i]
+        # Following live data the limits move every poll: re-place by time. After a zoom or
+        # pan (follow off) the limits change only by the user's hand: re-place at once.
+        due = now - placed_at >= LEGEND_REPLACE_S or (not self.follow and view != placed_view)
+        if spec.kind == "line" and legend is not None and due:
             if self.follow:
                 ax.autoscale_view()  # the corner is chosen for the limits about to be drawn
             texts = [t.get_text() for t in legend.get_texts()]
             legend.set_loc(_legend_corner(ax, tracks.values(), texts))
+            self._legend_placed[i] = (now, (ax.get_xlim(), ax.get_ylim()))
 
     def _draw_stack(self, i: int, ref: RunRef, cache: SeriesCache, mode: str, pixels: int):
         aligned = _aligned_parts(cache, ref)

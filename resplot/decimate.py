@@ -35,6 +35,13 @@ class Decimated:
 def _nonfinite(
     x: np.ndarray, y: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    # A finite sum proves every value finite (NaN and ±inf propagate) without allocating a
+    # mask; a sum that overflows only sends finite data down the exact path below.
+    with np.errstate(over="ignore", invalid="ignore"):
+        all_finite = bool(np.isfinite(np.add.reduce(y)))
+    if all_finite:
+        empty = np.empty(0)
+        return np.zeros(len(y), dtype=bool), empty, empty, empty
     bad = ~np.isfinite(y)
     if not bad.any():
         empty = np.empty(0)

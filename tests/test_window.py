@@ -373,6 +373,22 @@ def test_legend_goes_where_the_data_is_not():
     assert legend._loc in (2, "upper left"), legend._loc
 
 
+def test_after_a_zoom_the_legend_moves_at_once_to_the_new_empty_corner():
+    from resplot.charts import render
+
+    cache, ref, state = _one_run_cache({"train/tokens_per_s": [(s, float(s)) for s in range(1000)]})
+    state.smoothing = 0.0
+    page = render(cache, state, [ref])
+    ax = page.axes[0]
+    assert ax.get_legend()._loc in (2, "upper left")
+    # The user zooms into the start: the data now runs along the bottom, the top is empty.
+    page.follow = False
+    ax.set_xlim(0, 100)
+    ax.set_ylim(0, 1000)
+    page.refresh(cache, state, [ref])
+    assert ax.get_legend()._loc in (1, "upper right"), ax.get_legend()._loc
+
+
 def test_timing_stack_legend_sits_above_the_chart_not_on_it():
     from resplot.charts import render
 
