@@ -19,7 +19,10 @@ def alembic_config(engine: Engine | None = None) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     if engine is not None:
-        cfg.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False))
+        # ConfigParser interpolates "%": a path like "runs/100%" or a password with "%" in it
+        # would otherwise break every migration.
+        url = engine.url.render_as_string(hide_password=False)
+        cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     return cfg
 
 

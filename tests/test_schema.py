@@ -327,3 +327,15 @@ def test_processes_creating_one_postgres_store_at_once_all_succeed(pg_store):
     with ThreadPoolExecutor(6) as pool:
         revisions = list(pool.map(create, range(6)))
     assert revisions == [HEAD_REVISION] * 6
+
+
+def test_a_store_path_with_percent_signs_is_created_and_opened(tmp_path):
+    # Alembic's config is a ConfigParser: an unescaped "%" in the URL broke store creation.
+    path = tmp_path / "100% done=yes" / "reslog.db"
+    engine = open_store(path, create=True)
+    engine.dispose()
+    engine = open_store(path, readonly=True)
+    try:
+        assert store.stored_revision(engine) == HEAD_REVISION
+    finally:
+        engine.dispose()
