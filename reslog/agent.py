@@ -533,16 +533,19 @@ def discover(patterns) -> dict:
     found, missing = [], []
     for pattern in patterns:
         expanded = os.path.abspath(os.path.expanduser(pattern))
-        if glob.has_magic(expanded):
+        # A path that exists is taken as written, even with glob characters in its name
+        # ("runs/[ablation]/reslog.db"); only a path that does not exist is a pattern.
+        if os.path.isdir(expanded):
+            inside = os.path.join(glob.escape(expanded), "*.db")
+            hits = [p for p in glob.glob(inside) if _is_sqlite(p)]
+        elif os.path.exists(expanded):
+            hits = [expanded]  # named explicitly: opening it reports what is wrong with it
+        elif glob.has_magic(expanded):
             hits = [
                 p
                 for p in glob.glob(expanded, recursive=True)
                 if os.path.isfile(p) and _is_sqlite(p) and not p.endswith(("-wal", "-shm"))
             ]
-        elif os.path.isdir(expanded):
-            hits = [p for p in glob.glob(os.path.join(expanded, "*.db")) if _is_sqlite(p)]
-        elif os.path.exists(expanded):
-            hits = [expanded]  # named explicitly: opening it reports what is wrong with it
         else:
             hits = []
         if not hits:

@@ -8,12 +8,14 @@ that upgrades it; a newer one is refused rather than misread.
 from __future__ import annotations
 
 import os
+import sqlite3
 import warnings
 from pathlib import Path
+from urllib.parse import quote
 
 from sqlalchemy import Engine, create_engine, event, inspect, text
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 
 from schema.errors import NotAStore, SchemaTooNew, SchemaTooOld, StoreError, StoreNotFound
 from schema.tables import metadata
@@ -33,15 +35,28 @@ def resolve_store(store: str | os.PathLike[str] | None = None) -> str:
     store = os.fspath(store)
     if "://" in store:
         return store
-    return "sqlite:///" + str(Path(store).expanduser().absolute())
+    # Built, not concatenated: "?", "#" and "%" in a path are escaped, so "runs/q?a/x.db"
+    # stays that file instead of becoming "runs/q" with a query string.
+    path = str(Path(store).expanduser().absolute())
+    return URL.create("sqlite", database=path).render_as_string()
 
 
 def sqlite_path(url: str) -> Path | None:
-    """The file behind a SQLite URL, None for another backend."""
+    """The file behind a SQLite URL, None for another backend or an in-memory database."""
     if not url.startswith("sqlite"):
         return None
-    path = url.split(":///", 1)[1] if ":///" in url else ""
-    return Path(path.split("?", 1)[0]) if path and path != ":memory:" else None
+    try:
+        database = make_url(url).database
+    except ArgumentError:
+        return None
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
+def _readonly_uri(path: Path) -> str:
+    """SQLite URI filename opening `path` read-only; the path is percent-encoded (RFC 3986)."""
+    return "file:" + quote(str(path.absolute()), safe="/") + "?mode=ro"
 
 
 def filesystem_type(path: Path) -> str | None:
@@ -98,9 +113,10 @@ def make_engine(url: str, *, readonly: bool = False) -> Engine:
             raise StoreError(f"cannot open {shown}: driver not installed ({exc})") from None
     if readonly:
         # mode=ro: a reader can never create, lock out or modify the training run's file.
+        uri = _readonly_uri(path)
         engine = create_engine(
-            "sqlite:///file:" + str(path) + "?mode=ro&uri=true",
-            connect_args={"check_same_thread": False},
+            URL.create("sqlite", database=str(path)),
+            creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False),
         )
     else:
         engine = create_engine(url, connect_args={"check_same_thread": False})

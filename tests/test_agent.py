@@ -448,3 +448,15 @@ def test_a_store_upgraded_in_place_by_a_newer_reslog_is_refused_on_the_next_poll
             client.call("poll", store=path)
         with pytest.raises(SchemaTooNew):
             client.runs(path)
+
+
+def test_a_store_whose_path_holds_glob_characters_is_found_as_written(tmp_path):
+    from tests.fixtures.stores import new_store
+
+    folder = tmp_path / "sweep [lr*2]"
+    path = folder / "reslog.db"
+    new_store(path).dispose()
+    assert wire.discover([str(path)]) == {"stores": [str(path)], "missing": []}
+    assert wire.discover([str(folder)]) == {"stores": [str(path)], "missing": []}
+    # A path that does not exist is still a pattern.
+    assert wire.discover([str(tmp_path / "sweep*" / "*.db")])["stores"] == [str(path)]

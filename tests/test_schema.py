@@ -339,3 +339,21 @@ def test_a_store_path_with_percent_signs_is_created_and_opened(tmp_path):
         assert store.stored_revision(engine) == HEAD_REVISION
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("name", ["q?mark", "hash#tag", "pct%41", "sp ace", "uni-é✓", "a&b=1"])
+def test_paths_with_url_characters_open_exactly_that_file(tmp_path, name):
+    # "?", "#" and "%" mean something in URLs: a path holding them must still name its file,
+    # never a shorter one ("q" for "q?mark") nor a decoded one ("pctA" for "pct%41").
+    path = tmp_path / name / "reslog.db"
+    open_store(path, create=True).dispose()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+    assert path.exists()
+    engine = open_store(path, readonly=True)
+    try:
+        assert store.stored_revision(engine) == HEAD_REVISION
+    finally:
+        engine.dispose()
+    with pytest.raises(StoreNotFound):
+        open_store(tmp_path / name / "other.db", readonly=True)
+    assert not (tmp_path / name / "other.db").exists()
