@@ -15,8 +15,14 @@ import fnmatch
 import sys
 from pathlib import Path
 
-from resplot.state import PAGES, X_AXES, StateError, ViewState
+try:
+    from resplot.state import PAGES, X_AXES, StateError, ViewState
+except ModuleNotFoundError as exc:  # `pip install reslog` alone (a GPU host) has no viewer
+    _MISSING: ModuleNotFoundError | None = exc
+else:
+    _MISSING = None
 
+GUI_EXTRA = "pip install 'reslog[gui]'"
 EXPORT_FORMATS = ("csv", "csv-wide", "parquet", "md", "latex", "table-csv")
 EXIT_USAGE, EXIT_ERROR = 2, 1
 
@@ -193,6 +199,8 @@ def cmd_open(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if _MISSING is not None:
+        return _missing_extra(_MISSING)
     top, sub = build_parsers()
     try:
         if argv and argv[0] in ("snapshot", "export"):
@@ -204,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    except ModuleNotFoundError as exc:
+        return _missing_extra(exc)
     except Exception as exc:
         # Store and connection errors carry a message meant for people; show it, not a trace.
         from schema.errors import StoreError
@@ -216,3 +226,12 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _missing_extra(exc: ModuleNotFoundError) -> int:
+    print(
+        f"resplot: error: {exc.name or exc} is not installed; the viewer needs the gui extra: "
+        f"{GUI_EXTRA}",
+        file=sys.stderr,
+    )
+    return EXIT_USAGE
