@@ -79,9 +79,17 @@ def _progress_series(cache: SeriesCache, ref: RunRef) -> tuple[np.ndarray, np.nd
 
 def stalled(cache: SeriesCache, ref: RunRef, now: float, th: Thresholds) -> list[Alert]:
     run = cache.run(ref)
-    if run is None or run.status != "running":
+    if run is None or run.status not in ("running", "crashed"):
         return []
     s = _progress_series(cache, ref)
+    if run.status == "crashed" and s is not None and len(s[0]):
+        # The heartbeat went stale (SIGKILL, OOM, a lost host): the run stalled for good, however
+        # short its silence is next to its step time. Resuming or finishing it clears this.
+        return [
+            Alert(ref, "stalled", "warning",
+                  f"crashed: no heartbeat for {now - run.heartbeat_at:.0f} s after step "
+                  f"{int(s[0][-1])}", int(s[0][-1]), float(s[1][-1]))
+        ]  # fmt: skip
     if s is None or len(s[0]) < 3:
         return []
     steps, walls = s

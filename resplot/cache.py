@@ -52,7 +52,9 @@ class SeriesCache:
             series = self._series[ref].get(key)
             if series is None:
                 series = self._series[ref][key] = Series()
-            series.extend(steps, walls, values)
+            if series.extend(steps, walls, values):
+                # Points were dropped (a restart): readers' incremental state starts over.
+                self._generation[ref] += 1
             self.version += 1
 
     def replace_run_series(

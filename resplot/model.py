@@ -23,8 +23,19 @@ class Series:
     def __len__(self) -> int:
         return self._n
 
-    def extend(self, steps: np.ndarray, walls: np.ndarray, values: np.ndarray) -> None:
+    def extend(self, steps: np.ndarray, walls: np.ndarray, values: np.ndarray) -> bool:
+        """Append points in arrival order; True when a restart dropped superseded points.
+
+        A step lower than the one before it, logged later, is a restart (a resume from an older
+        checkpoint):
+        every earlier point at that step or later is dropped, as TensorBoard purges orphaned
+        data, so the chart shows the newer take (schema.read.newest_take, the same rule)."""
         n, m = self._n, len(steps)
+        if m == 0:
+            return False
+        restart = bool(np.any((steps[1:] < steps[:-1]) & (walls[1:] > walls[:-1]))) or (
+            n > 0 and steps[0] < self.steps[n - 1] and walls[0] > self.walls[n - 1]
+        )
         if n + m > len(self.steps):
             cap = max(1024, 2 * (n + m))
             for name in ("steps", "walls", "values"):
@@ -36,8 +47,31 @@ class Series:
         self.walls[n : n + m] = walls
         self.values[n : n + m] = values
         self._n = n + m
+        if not restart:
+            return False
+        keep = newest_take(self.steps[: self._n], self.walls[: self._n])
+        kept = int(keep.sum())
+        for name in ("steps", "walls", "values"):
+            arr = getattr(self, name)
+            arr[:kept] = arr[: self._n][keep]
+        self._n = kept
+        return True
 
     def view(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(steps, walls, values) without copying; valid until the next extend()."""
         n = self._n
         return self.steps[:n], self.walls[:n], self.values[:n]
+
+
+def newest_take(steps: np.ndarray, walls: np.ndarray) -> np.ndarray:
+    """Boolean mask of the points (in arrival order) that stand after restarts; the numpy twin
+    of schema.read.newest_take (a restart step supersedes earlier points at or after it)."""
+    n = len(steps)
+    big = np.iinfo(np.int64).max
+    restarts = np.full(n, big, dtype=np.int64)
+    down = np.flatnonzero((steps[1:] < steps[:-1]) & (walls[1:] > walls[:-1])) + 1
+    restarts[down] = steps[down]
+    # floor[i] = the lowest restart step after point i
+    floor = np.full(n, big, dtype=np.int64)
+    floor[:-1] = np.minimum.accumulate(restarts[::-1])[::-1][1:]
+    return steps < floor

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from sqlalchemy import Connection, Engine, select
 
@@ -170,16 +171,41 @@ def fetch_events(conn: Connection, run_id: int, ref: RunRef, *, after: int = 0) 
     ]
 
 
+def newest_take(steps: Sequence[int], walls: Sequence[float]) -> list[bool]:
+    """Which points (in id order) stand after restarts: TensorBoard's purge rule.
+
+    A step lower than the one before it and logged later (a larger wall time) is a restart: a
+    run resumed from an older checkpoint. It supersedes every earlier point at that step or
+    later. The store keeps both takes; readers show the newer one (docs/reslog.md, "Resume").
+    Equal consecutive steps (system samples) are no restart. resplot.model.newest_take is the
+    numpy twin for the viewer's cache."""
+    keep = [True] * len(steps)
+    floor = None  # the lowest restart step seen so far, walking backwards
+    for i in range(len(steps) - 1, 0, -1):
+        if floor is not None and steps[i] >= floor:
+            keep[i] = False
+        if steps[i] < steps[i - 1] and walls[i] > walls[i - 1]:
+            floor = steps[i] if floor is None else min(floor, steps[i])
+    if steps and floor is not None and steps[0] >= floor:
+        keep[0] = False
+    return keep
+
+
 def series(engine: Engine, run_id: int, key_id: int) -> tuple[list[int], list[float], list[float]]:
-    """(steps, walls, values) of one key of one run, by step (full resolution)."""
+    """(steps, walls, values) of one key of one run by step (full resolution), the newer take
+    where a resumed run logged steps again (newest_take)."""
     query = (
         select(points.c.step, points.c.wall, points.c.value)
         .where(points.c.run_id == run_id, points.c.key_id == key_id)
-        .order_by(points.c.step, points.c.id)
+        .order_by(points.c.id)
     )
     with engine.connect() as conn:
         rows = raw_rows(conn, query)
     if not rows:
         return [], [], []
     steps, walls, values = zip(*rows, strict=True)
+    if any(b < a for a, b in pairwise(steps)):  # rare: a restart or out-of-order steps
+        keep = newest_take(steps, walls)
+        rows = sorted((r for r, k in zip(rows, keep, strict=True) if k), key=lambda r: r[0])
+        steps, walls, values = zip(*rows, strict=True)
     return list(steps), list(walls), [NAN if v is None else v for v in values]
