@@ -12,6 +12,7 @@ import pytest
 
 from tests.fixtures.postgres import pg_store, postgres_url  # noqa: F401
 from tests.fixtures.sshd import ssh_config, sshd_env  # noqa: F401
+from tests.fixtures.stores import sample  # noqa: F401
 from tests.fixtures.tcpproxy import tcp_proxy  # noqa: F401
 
 

@@ -29,7 +29,7 @@ from resplot.sources.base import StoreCursor
 from schema import HEAD_REVISION
 from schema.errors import NotAStore, SchemaTooNew, StoreNotFound
 from schema.read import fetch_points
-from tests.fixtures.stores import add_events, add_points, make_run, make_sample_runs, new_store
+from tests.fixtures.stores import add_events, add_points, make_run, new_store
 
 
 @contextmanager
@@ -50,15 +50,6 @@ def agent_process(*extra: str) -> Iterator[tuple[AgentClient, subprocess.Popen[b
         proc.wait(timeout=10)
         if proc.stderr is not None:
             proc.stderr.close()
-
-
-@pytest.fixture
-def sample(tmp_path):
-    path = tmp_path / "runs" / "reslog.db"
-    engine = new_store(path)
-    made = make_sample_runs(engine)
-    yield str(path), engine, made
-    engine.dispose()
 
 
 def test_frames_round_trip_header_and_payload_with_nan_and_inf():

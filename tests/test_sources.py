@@ -58,15 +58,6 @@ def assert_cache_matches_store(cache: SeriesCache, engine, source: str, store: s
     return total
 
 
-@pytest.fixture
-def sample(tmp_path):
-    path = tmp_path / "runs" / "reslog.db"
-    engine = new_store(path)
-    made = make_sample_runs(engine)
-    yield str(path), engine, made
-    engine.dispose()
-
-
 @pytest.mark.parametrize(
     ("spec", "want"),
     [
