@@ -62,10 +62,10 @@ def current() -> Run | None:
         return _active[-1] if _active else None
 
 
-def _finish_all(status: str | None, error: BaseException | None = None) -> None:
+def _finish_all(status: str | None, error: BaseException | None = None, reason: str = "") -> None:
     for run in reversed(active()):
         try:
-            run._finish_from_hook(status, error)
+            run._finish_from_hook(status, error, reason=reason)
         except Exception:  # an exit hook must never raise
             traceback.print_exc()
 
@@ -83,12 +83,8 @@ def _at_exit() -> None:
     reason = exit_failure(_exit_code)
     if reason is None:
         _finish_all(None)
-        return
-    for run in reversed(active()):
-        try:
-            run._finish_from_hook("failed", reason=reason)
-        except Exception:
-            traceback.print_exc()
+    else:
+        _finish_all("failed", reason=reason)
 
 
 def _exit(code: Any = None) -> None:
@@ -116,12 +112,7 @@ def _threading_hook(args) -> None:
 
 
 def _on_kill_signal(signum: int, frame: FrameType | None) -> None:
-    name = signal.Signals(signum).name
-    for run in reversed(active()):
-        try:
-            run._finish_from_hook("killed", None, reason=f"received {name}")
-        except Exception:
-            traceback.print_exc()
+    _finish_all("killed", reason=f"received {signal.Signals(signum).name}")
     previous = _previous_signal.get(signum, signal.SIG_DFL)
     if callable(previous):
         previous(signum, frame)
