@@ -39,11 +39,8 @@ def _nonfinite(
     # mask; a sum that overflows only sends finite data down the exact path below.
     with np.errstate(over="ignore", invalid="ignore"):
         all_finite = bool(np.isfinite(np.add.reduce(y)))
-    if all_finite:
-        empty = np.empty(0)
-        return np.zeros(len(y), dtype=bool), empty, empty, empty
-    bad = ~np.isfinite(y)
-    if not bad.any():
+    bad = np.zeros(len(y), dtype=bool) if all_finite else ~np.isfinite(y)
+    if all_finite or not bad.any():
         empty = np.empty(0)
         return bad, empty, empty, empty
     yb = y[bad]
