@@ -19,7 +19,7 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from reslog import export, text
-from reslog.maintenance import check_store, upgrade_store
+from reslog.maintenance import check_store, progress_bar, upgrade_store
 from schema import read
 from schema.errors import StoreError
 from schema.records import RunInfo
@@ -337,7 +337,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_upgrade(args: argparse.Namespace) -> int:
-    print(upgrade_store(args.store, backup=not args.no_backup, force=args.force))
+    bar = progress_bar("rollups") if sys.stderr.isatty() or args.progress else None
+    print(upgrade_store(args.store, backup=not args.no_backup, force=args.force, progress=bar))
     return 0
 
 
@@ -416,7 +417,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--fix",
         action="store_true",
-        help="mark stale 'running' runs as crashed (writes to the store)",
+        help="mark stale 'running' runs as crashed and rebuild rollups that disagree with the "
+        "raw points (writes to the store)",
     )
 
     p = command("upgrade", "migrate the store to this reslog's schema (Alembic)", cmd_upgrade)
@@ -427,6 +429,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="skip the copy STORE.bak-REV made before migrating a SQLite file",
     )
     p.add_argument("--force", action="store_true", help="upgrade even with runs still running")
+    p.add_argument(
+        "--progress",
+        action="store_true",
+        help="print the backfill's progress even when stderr is not a terminal",
+    )
     return parser
 
 

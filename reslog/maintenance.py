@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import sqlite3
+import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,8 +15,11 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from schema import migrate, store
 from schema.errors import NotAStore, SchemaTooNew, SchemaTooOld, StoreError, StoreNotFound
+from schema.rollup_repair import check_series, rebuild, sample_series
 from schema.status import effective_status
 from schema.tables import events, keys, points, runs
+
+ROLLUP_SAMPLE = 24  # series `reslog check` compares with their raw points
 
 
 @dataclass
@@ -71,9 +76,39 @@ def _stale(engine: Engine, now: float) -> list[tuple[int, str, str, float]]:
     ]
 
 
-def check_store(store_arg: str | None, *, fix: bool = False) -> CheckReport:
-    """Integrity, schema revision, orphan rows and stale runs. Raises StoreError only when the
-    store cannot be examined at all (missing, not a store, newer schema)."""
+def _rollups(engine: Engine, report: CheckReport, fix: bool, sample: int) -> None:
+    """Compare the rollups of a sample of series with their raw points; with `fix`, rebuild
+    every run where they differ."""
+    with engine.connect() as conn:
+        chosen = sample_series(conn, sample)
+        bad_runs: dict[int, int] = {}
+        for run_id, key_id in chosen:
+            found = check_series(conn, run_id, key_id)
+            if found:
+                bad_runs[run_id] = bad_runs.get(run_id, 0) + 1
+                if not fix:
+                    shown = found[:3] + ([f"... {len(found) - 3} more"] if len(found) > 3 else [])
+                    report.problems += [f"rollups: {line}" for line in shown]
+    if bad_runs and fix:
+        with engine.begin() as conn:
+            for run_id in sorted(bad_runs):
+                n = rebuild(conn, run_id)
+                report.info.append(f"fixed     rollups of run {run_id} rebuilt from {n} points")
+    elif bad_runs:
+        report.problems.append(
+            f"rollups of {len(bad_runs)} run(s) disagree with their points; "
+            f"`reslog check --fix {report.where}` rebuilds them"
+        )
+    else:
+        report.info.append(f"rollups   agree with the raw points ({len(chosen)} series sampled)")
+
+
+def check_store(
+    store_arg: str | None, *, fix: bool = False, sample: int = ROLLUP_SAMPLE
+) -> CheckReport:
+    """Integrity, schema revision, orphan rows, stale runs, and rollups against raw points on a
+    sample of series. Raises StoreError only when the store cannot be examined at all
+    (missing, not a store, newer schema)."""
     from reslog.text import age
 
     url, path, where = _locate(store_arg)
@@ -108,6 +143,8 @@ def check_store(store_arg: str | None, *, fix: bool = False) -> CheckReport:
             report.problems += _orphans(engine)
         except SQLAlchemyError as exc:
             report.problems.append(f"orphan check failed: {exc}")
+        if revision == store.HEAD_REVISION:
+            _rollups(engine, report, fix, sample)
         now = time.time()
         stale = _stale(engine, now)
         if stale and fix:
@@ -148,8 +185,32 @@ def backup_sqlite(path: Path, revision: str) -> Path:
     return target
 
 
-def upgrade_store(store_arg: str | None, *, backup: bool = True, force: bool = False) -> str:
-    """Migrate to Alembic head; returns the line to print (from → to, backup path)."""
+def progress_bar(label: str, out=sys.stderr) -> Callable[[int, int], None]:
+    """A callback printing `label: done / total (pct)` on one line, at most 4 times a second."""
+    shown = [0.0]
+
+    def report(done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and now - shown[0] < 0.25:
+            return
+        shown[0] = now
+        pct = 100.0 * done / total if total else 100.0
+        end = "\n" if done >= total else ""
+        print(f"\r{label}: {done:,} / {total:,} points ({pct:.0f}%)", end=end, file=out,
+              flush=True)  # fmt: skip
+
+    return report
+
+
+def upgrade_store(
+    store_arg: str | None,
+    *,
+    backup: bool = True,
+    force: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> str:
+    """Migrate to Alembic head (filling in rollups of the points of a store from before them,
+    in one streaming pass); returns the line to print (from → to, backup path)."""
     url, path, where = _locate(store_arg)
     engine = store.make_engine(url)
     try:
@@ -178,7 +239,7 @@ def upgrade_store(store_arg: str | None, *, backup: bool = True, force: bool = F
                 "upgrading, or pass --force"
             )
         saved = backup_sqlite(path, revision) if path is not None and backup else None
-        migrate.upgrade(engine)
+        migrate.upgrade(engine, progress=progress)
     finally:
         engine.dispose()
     line = f"upgraded {where}: schema {revision} → {head}"

@@ -29,7 +29,7 @@ from reslog.values import (
 from reslog.writer import DeviceRecord, Summary, Writer
 from schema import EVENT_LEVELS, open_store
 from schema.errors import StoreError, UnknownRun
-from schema.tables import events, points, runs
+from schema.tables import events, runs, series
 
 DEFAULT_FINISH_TIMEOUT_S = 10.0
 DEFAULT_MAX_BUFFER_POINTS = 2_000_000
@@ -431,7 +431,10 @@ def _resume(conn, uid: str, now: float, where: dict, config_json, tags, notes):
     row = conn.execute(select(runs).where(runs.c.uid == uid)).first()
     if row is None:
         raise UnknownRun(f"reslog: cannot resume run {uid!r}: no such run in this store")
-    last = conn.execute(select(func.max(points.c.step)).where(points.c.run_id == row.id)).scalar()
+    # The series rows hold each key's last step: O(keys), not a walk of every point.
+    last = conn.execute(
+        select(func.max(series.c.step_hi)).where(series.c.run_id == row.id)
+    ).scalar()
     step = 0 if last is None else int(last) + 1
     values: dict[str, Any] = {"status": "running", "ended_at": None, "heartbeat_at": now, **where}
     if config_json is not None:

@@ -22,7 +22,9 @@ from typing import Any
 from sqlalchemy import Connection, Engine, select
 
 from reslog.values import PLAIN, as_json, to_floats
-from schema.tables import events, keys, points, runs
+from schema.rollup_writer import Pending, RollupWriter
+from schema.sql import positional_insert
+from schema.tables import events, keys, runs
 
 log = logging.getLogger("reslog")
 
@@ -91,18 +93,6 @@ def summary_json(summary: dict) -> str:
     return json.dumps(out, default=as_json)
 
 
-def positional_insert(engine: Engine, table, columns: list[str]) -> str:
-    """INSERT SQL for `columns` in the driver's positional paramstyle (rows are plain tuples)."""
-    dialect = engine.dialect
-    if dialect.paramstyle not in ("qmark", "format"):
-        dialect = type(dialect)(paramstyle="format")
-    compiled = table.insert().compile(dialect=dialect, column_keys=columns)
-    order = list(compiled.positiontup or [])
-    if order != columns:
-        raise RuntimeError(f"unexpected parameter order {order} for {table.name}")
-    return str(compiled)
-
-
 def _ints_fit(held: list) -> bool:
     """Whether every int fits SQLite's 64-bit INTEGER (a bigger one makes executemany raise)."""
     return all(-(2**63) <= v < 2**63 for _s, _w, m in held for v in m.values() if type(v) is int)
@@ -158,11 +148,11 @@ class Writer:
         self._failing_since: float | None = None
         self._warned: set[str] = set()
         self.last_error: str | None = None
-        self._points_sql = positional_insert(
-            engine, points, ["run_id", "key_id", "step", "wall", "value"]
-        )
+        # Points go in through the rollup writer, which keeps the run's rollups in step with
+        # them in the same transaction (docs/store.md, "Rollups").
+        self.rollups = RollupWriter(engine.dialect, run_id)
         self._events_sql = positional_insert(
-            engine, events, ["run_id", "wall", "step", "kind", "level", "title", "body"]
+            engine.dialect, events, ["run_id", "wall", "step", "kind", "level", "title", "body"]
         )
         self._thread = threading.Thread(target=self._loop, name="reslog-writer", daemon=True)
 
@@ -248,11 +238,12 @@ class Writer:
             missing = self.known.difference(self._ids)
             if missing:
                 self._resolve_keys(conn, sorted(missing))
-            rows = self._rows(held)
+            rows, groups = self._rows(held) if held else ([], None)
             now = time.time()
+            pending: Pending | None = None
             with conn.begin():
                 if rows:
-                    conn.exec_driver_sql(self._points_sql, rows)
+                    pending = self.rollups.insert(conn, rows, groups)
                 event_rows = [(self.run_id, *e) for e in self._held_events]
                 dropped = self.dropped + self.side_dropped
                 if dropped > self.drops_recorded:
@@ -269,6 +260,8 @@ class Writer:
         except Exception as exc:  # never into training: keep the data, say so once, retry
             self._failed(exc)
             return False
+        if pending is not None:
+            self.rollups.accept(pending)
         self._summary_written = version
         self.drops_recorded = dropped
         self.committed += len(rows)
@@ -281,17 +274,40 @@ class Writer:
                 log.warning("reslog: writing to %s works again", self.label)
         return True
 
-    def _rows(self, held: list) -> list[tuple]:
+    def _rows(self, held: list) -> tuple[list[tuple], list | None]:
+        """Point rows (run_id, key_id, step, wall, value) in arrival order, and the same points
+        grouped by the set of keys logged together (RollupWriter.insert's `groups`), or None
+        when a key was logged in records with different key sets."""
         rid, ids = self.run_id, self._ids
         types = set(map(type, chain.from_iterable(map(dict.values, [r[2] for r in held]))))
-        if self.is_sqlite and types <= PLAIN and (int not in types or _ints_fit(held)):
+        plain = self.is_sqlite and types <= PLAIN and (int not in types or _ints_fit(held))
+        if plain:
             # SQLite stores NaN as NULL by itself and ints in a REAL column as reals.
-            return [(rid, ids[k], s, w, v) for s, w, m in held for k, v in m.items()]
-        values = to_floats([v for _s, _w, m in held for v in m.values()])
-        key_ids = [ids[k] for _s, _w, m in held for k in m]
-        steps = [s for s, _w, m in held for _ in repeat(None, len(m))]
-        walls = [w for _s, w, m in held for _ in repeat(None, len(m))]
-        return list(zip(repeat(rid), key_ids, steps, walls, values))
+            rows = [(rid, ids[k], s, w, v) for s, w, m in held for k, v in m.items()]
+        else:
+            values = to_floats([v for _s, _w, m in held for v in m.values()])
+            key_ids = [ids[k] for _s, _w, m in held for k in m]
+            steps = [s for s, _w, m in held for _ in repeat(None, len(m))]
+            walls = [w for _s, w, m in held for _ in repeat(None, len(m))]
+            rows = list(zip(repeat(rid), key_ids, steps, walls, values))
+        by_keys: dict[tuple, list] = {}
+        for rec in held:
+            names = tuple(rec[2])
+            same = by_keys.get(names)
+            if same is None:
+                by_keys[names] = [rec]
+            else:
+                same.append(rec)
+        if sum(map(len, by_keys)) != len(set().union(*by_keys)):
+            return rows, None  # a key in two key sets: its arrival order spans both
+        groups = []
+        for names, recs in by_keys.items():
+            cols = {}
+            for k in names:
+                column = [m[k] for _s, _w, m in recs]
+                cols[ids[k]] = column if plain else to_floats(column)
+            groups.append(([r[0] for r in recs], [r[1] for r in recs], cols))
+        return rows, groups
 
     def _drop_event(self, count: int, now: float) -> tuple:
         title = f"{count} points dropped: the in-memory buffer was full ({self.max_points} points)"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
@@ -36,8 +37,17 @@ def head_revision() -> str:
     return ScriptDirectory.from_config(alembic_config()).get_current_head() or ""
 
 
-def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Migrate the store to `revision` in one transaction per step (SQLite: batch mode)."""
+# Revisions from before the rollups: a store coming from one of them gets them filled in.
+BEFORE_ROLLUPS = frozenset({"0001"})
+
+
+def upgrade(
+    engine: Engine,
+    revision: str = "head",
+    progress: Callable[[int, int], None] | None = None,
+) -> None:
+    """Migrate the store to `revision`, and fill in rollups of the points already stored when
+    it comes from before them: one transaction, so a failure leaves the store as it was."""
     cfg = alembic_config(engine)
     with engine.begin() as conn:
         if conn.dialect.name == "postgresql":
@@ -45,5 +55,18 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
             # the lock makes the later ones wait and then find the schema at head (a no-op).
             # SQLite gets the same from BEGIN IMMEDIATE (schema.store).
             conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+        before = _current(conn)
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
+        if before in BEFORE_ROLLUPS and _current(conn) not in BEFORE_ROLLUPS:
+            from schema.rollup_repair import backfill
+
+            backfill(conn, progress)
+
+
+def _current(conn) -> str | None:
+    from sqlalchemy import inspect
+
+    if "alembic_version" not in inspect(conn).get_table_names():
+        return None
+    return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()

@@ -18,11 +18,9 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 
 from schema.errors import NotAStore, SchemaTooNew, SchemaTooOld, StoreError, StoreNotFound
+from schema.revision import HEAD_REVISION
 from schema.tables import metadata
 
-# The newest migration; tests check that it matches Alembic's head. The stdlib-only agent keeps
-# a copy of this string (reslog/agent.py) because it cannot import this module.
-HEAD_REVISION = "0001"
 DEFAULT_STORE = "runs/reslog.db"
 BUSY_TIMEOUT_MS = 30_000
 NETWORK_FS = {"nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse.sshfs", "9p", "lustre", "gpfs", "afs"}

@@ -6,6 +6,12 @@ the golden schema dump stay stable across SQLite and PostgreSQL.
 
 NaN convention: SQLite stores a NaN REAL as NULL, so `points.value IS NULL` means NaN on every
 backend; +inf and -inf are stored as themselves. Readers turn NULL back into NaN.
+
+Rollups (docs/store.md, "Rollups"): `series` holds one aggregate per (run, key), `rollups` one per
+(run, key, level, bucket) of schema.buckets, both in schema.rollup's AGG_COLUMNS and kept by the
+writer in the transaction that inserts the points. `takes` records where a series started over
+(a run resumed from an older checkpoint), so that any reader can tell superseded points apart
+without reading the whole series.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    PrimaryKeyConstraint,
+    SmallInteger,
     String,
     Table,
     Text,
@@ -107,4 +115,68 @@ events = Table(
     Column("body", Text, nullable=False, server_default=""),
     CheckConstraint("level IN ('info', 'warning', 'error')", name="level"),
     Index(None, "run_id", "id"),
+)
+
+
+def _agg_columns() -> list[Column]:
+    """The aggregate columns of schema.rollup.AGG_COLUMNS (NULL where rollup.py says None)."""
+    return [
+        Column("n", BigInteger, nullable=False),
+        Column("nan", BigInteger, nullable=False),
+        Column("posinf", BigInteger, nullable=False),
+        Column("neginf", BigInteger, nullable=False),
+        Column("vmin", Float, nullable=True),
+        Column("vmax", Float, nullable=True),
+        Column("min_at", BigInteger, nullable=True),
+        Column("max_at", BigInteger, nullable=True),
+        Column("vsum", Float, nullable=True),  # NULL: the finite values summed to NaN (inf - inf)
+        Column("step_lo", BigInteger, nullable=False),
+        Column("step_hi", BigInteger, nullable=False),
+        Column("last", Float, nullable=True),  # NULL = NaN
+        Column("wall_lo", Float, nullable=False),
+        Column("wall_hi", Float, nullable=False),
+        Column("bits", BigInteger, nullable=False),
+    ]
+
+
+series = Table(
+    "series",
+    metadata,
+    Column("run_id", BigId, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("key_id", BigId, ForeignKey("keys.id"), nullable=False),
+    *_agg_columns(),
+    # Rollup levels kept for this series (1..levels; schema.buckets.needed_levels).
+    Column("levels", SmallInteger, nullable=False),
+    # Step and wall of the newest point by arrival: where a restart is told from (a lower step
+    # logged later), also by a writer that resumes the run in another process.
+    Column("tail_step", BigInteger, nullable=False),
+    Column("tail_wall", Float, nullable=False),
+    PrimaryKeyConstraint("run_id", "key_id"),
+    sqlite_with_rowid=False,
+)
+
+rollups = Table(
+    "rollups",
+    metadata,
+    Column("run_id", BigId, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("key_id", BigId, ForeignKey("keys.id"), nullable=False),
+    Column("level", SmallInteger, nullable=False),
+    Column("bucket", BigInteger, nullable=False),
+    *_agg_columns(),
+    # Clustered (WITHOUT ROWID on SQLite): a tile is one contiguous range of the primary key.
+    PrimaryKeyConstraint("run_id", "key_id", "level", "bucket"),
+    sqlite_with_rowid=False,
+)
+
+takes = Table(
+    "takes",
+    metadata,
+    Column("run_id", BigId, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("key_id", BigId, ForeignKey("keys.id"), nullable=False),
+    # From point id `since_id` on, the series restarted at `step`: its points with a smaller id
+    # and a step >= `step` are superseded (TensorBoard's purge rule; the store keeps them).
+    Column("since_id", BigInteger, nullable=False),
+    Column("step", BigInteger, nullable=False),
+    PrimaryKeyConstraint("run_id", "key_id", "since_id"),
+    sqlite_with_rowid=False,
 )

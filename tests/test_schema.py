@@ -118,8 +118,8 @@ def test_a_newer_store_is_refused(store_path):
 
 
 def test_an_older_store_is_refused_with_the_upgrade_command(store_path, newer_code):
-    # Only revision 0001 exists, so "older" is made by running this code one revision ahead
-    # (a copy of the migrations plus a test-only 0002; see tests/fixtures/stores.py).
+    # "Older" is made by running this code one revision ahead (a copy of the migrations plus
+    # a test-only 0003; see tests/fixtures/stores.py).
     new_store(store_path).dispose()
     head = newer_code()
     assert migrate.head_revision() == head

@@ -15,6 +15,25 @@ COLUMN points.key_id bigint NOT NULL
 COLUMN points.step bigint NOT NULL
 COLUMN points.wall double precision NOT NULL
 COLUMN points.value double precision
+COLUMN rollups.run_id bigint NOT NULL
+COLUMN rollups.key_id bigint NOT NULL
+COLUMN rollups.level smallint NOT NULL
+COLUMN rollups.bucket bigint NOT NULL
+COLUMN rollups.n bigint NOT NULL
+COLUMN rollups.nan bigint NOT NULL
+COLUMN rollups.posinf bigint NOT NULL
+COLUMN rollups.neginf bigint NOT NULL
+COLUMN rollups.vmin double precision
+COLUMN rollups.vmax double precision
+COLUMN rollups.min_at bigint
+COLUMN rollups.max_at bigint
+COLUMN rollups.vsum double precision
+COLUMN rollups.step_lo bigint NOT NULL
+COLUMN rollups.step_hi bigint NOT NULL
+COLUMN rollups.last double precision
+COLUMN rollups.wall_lo double precision NOT NULL
+COLUMN rollups.wall_hi double precision NOT NULL
+COLUMN rollups.bits bigint NOT NULL
 COLUMN runs.id bigint NOT NULL DEFAULT nextval('runs_id_seq'::regclass)
 COLUMN runs.uid character varying(32) NOT NULL
 COLUMN runs.project character varying(200) NOT NULL
@@ -34,6 +53,30 @@ COLUMN runs.summary text NOT NULL DEFAULT '{}'::text
 COLUMN runs.tags text NOT NULL DEFAULT '[]'::text
 COLUMN runs.notes text NOT NULL DEFAULT ''::text
 COLUMN runs.heartbeat_interval double precision NOT NULL DEFAULT '1'::double precision
+COLUMN series.run_id bigint NOT NULL
+COLUMN series.key_id bigint NOT NULL
+COLUMN series.n bigint NOT NULL
+COLUMN series.nan bigint NOT NULL
+COLUMN series.posinf bigint NOT NULL
+COLUMN series.neginf bigint NOT NULL
+COLUMN series.vmin double precision
+COLUMN series.vmax double precision
+COLUMN series.min_at bigint
+COLUMN series.max_at bigint
+COLUMN series.vsum double precision
+COLUMN series.step_lo bigint NOT NULL
+COLUMN series.step_hi bigint NOT NULL
+COLUMN series.last double precision
+COLUMN series.wall_lo double precision NOT NULL
+COLUMN series.wall_hi double precision NOT NULL
+COLUMN series.bits bigint NOT NULL
+COLUMN series.levels smallint NOT NULL
+COLUMN series.tail_step bigint NOT NULL
+COLUMN series.tail_wall double precision NOT NULL
+COLUMN takes.run_id bigint NOT NULL
+COLUMN takes.key_id bigint NOT NULL
+COLUMN takes.since_id bigint NOT NULL
+COLUMN takes.step bigint NOT NULL
 CONSTRAINT alembic_version.alembic_version_pkc PRIMARY KEY (version_num)
 CONSTRAINT events.ck_events_level CHECK (((level)::text = ANY ((ARRAY['info'::character varying, 'warning'::character varying, 'error'::character varying])::text[])))
 CONSTRAINT events.fk_events_run_id_runs FOREIGN KEY (run_id) REFERENCES runs(id) ON DELETE CASCADE
@@ -43,9 +86,18 @@ CONSTRAINT keys.uq_keys_name UNIQUE (name)
 CONSTRAINT points.fk_points_key_id_keys FOREIGN KEY (key_id) REFERENCES keys(id)
 CONSTRAINT points.fk_points_run_id_runs FOREIGN KEY (run_id) REFERENCES runs(id) ON DELETE CASCADE
 CONSTRAINT points.pk_points PRIMARY KEY (id)
+CONSTRAINT rollups.fk_rollups_key_id_keys FOREIGN KEY (key_id) REFERENCES keys(id)
+CONSTRAINT rollups.fk_rollups_run_id_runs FOREIGN KEY (run_id) REFERENCES runs(id) ON DELETE CASCADE
+CONSTRAINT rollups.pk_rollups PRIMARY KEY (run_id, key_id, level, bucket)
 CONSTRAINT runs.ck_runs_status CHECK (((status)::text = ANY ((ARRAY['running'::character varying, 'finished'::character varying, 'failed'::character varying, 'killed'::character varying, 'crashed'::character varying])::text[])))
 CONSTRAINT runs.pk_runs PRIMARY KEY (id)
 CONSTRAINT runs.uq_runs_uid UNIQUE (uid)
+CONSTRAINT series.fk_series_key_id_keys FOREIGN KEY (key_id) REFERENCES keys(id)
+CONSTRAINT series.fk_series_run_id_runs FOREIGN KEY (run_id) REFERENCES runs(id) ON DELETE CASCADE
+CONSTRAINT series.pk_series PRIMARY KEY (run_id, key_id)
+CONSTRAINT takes.fk_takes_key_id_keys FOREIGN KEY (key_id) REFERENCES keys(id)
+CONSTRAINT takes.fk_takes_run_id_runs FOREIGN KEY (run_id) REFERENCES runs(id) ON DELETE CASCADE
+CONSTRAINT takes.pk_takes PRIMARY KEY (run_id, key_id, since_id)
 CREATE UNIQUE INDEX alembic_version_pkc ON public.alembic_version USING btree (version_num)
 CREATE INDEX ix_events_run_id_id ON public.events USING btree (run_id, id)
 CREATE UNIQUE INDEX pk_events ON public.events USING btree (id)
@@ -54,6 +106,9 @@ CREATE UNIQUE INDEX uq_keys_name ON public.keys USING btree (name)
 CREATE INDEX ix_points_run_id_id ON public.points USING btree (run_id, id)
 CREATE INDEX ix_points_run_id_key_id_step ON public.points USING btree (run_id, key_id, step)
 CREATE UNIQUE INDEX pk_points ON public.points USING btree (id)
+CREATE UNIQUE INDEX pk_rollups ON public.rollups USING btree (run_id, key_id, level, bucket)
 CREATE INDEX ix_runs_project_created_at ON public.runs USING btree (project, created_at)
 CREATE UNIQUE INDEX pk_runs ON public.runs USING btree (id)
 CREATE UNIQUE INDEX uq_runs_uid ON public.runs USING btree (uid)
+CREATE UNIQUE INDEX pk_series ON public.series USING btree (run_id, key_id)
+CREATE UNIQUE INDEX pk_takes ON public.takes USING btree (run_id, key_id, since_id)

@@ -44,6 +44,33 @@ CREATE TABLE points (
     CONSTRAINT fk_points_key_id_keys FOREIGN KEY(key_id) REFERENCES keys (id)
 );
 
+CREATE TABLE rollups (
+    run_id INTEGER NOT NULL,
+    key_id INTEGER NOT NULL,
+    level SMALLINT NOT NULL,
+    bucket BIGINT NOT NULL,
+    n BIGINT NOT NULL,
+    nan BIGINT NOT NULL,
+    posinf BIGINT NOT NULL,
+    neginf BIGINT NOT NULL,
+    vmin FLOAT,
+    vmax FLOAT,
+    min_at BIGINT,
+    max_at BIGINT,
+    vsum FLOAT,
+    step_lo BIGINT NOT NULL,
+    step_hi BIGINT NOT NULL,
+    last FLOAT,
+    wall_lo FLOAT NOT NULL,
+    wall_hi FLOAT NOT NULL,
+    bits BIGINT NOT NULL,
+    CONSTRAINT pk_rollups PRIMARY KEY (run_id, key_id, level, bucket),
+    CONSTRAINT fk_rollups_run_id_runs FOREIGN KEY(run_id) REFERENCES runs (id) ON DELETE CASCADE,
+    CONSTRAINT fk_rollups_key_id_keys FOREIGN KEY(key_id) REFERENCES keys (id)
+)
+ WITHOUT ROWID
+;
+
 CREATE TABLE runs (
     id INTEGER NOT NULL,
     uid VARCHAR(32) NOT NULL,
@@ -68,3 +95,43 @@ CREATE TABLE runs (
     CONSTRAINT uq_runs_uid UNIQUE (uid),
     CONSTRAINT ck_runs_status CHECK (status IN ('running', 'finished', 'failed', 'killed', 'crashed'))
 );
+
+CREATE TABLE series (
+    run_id INTEGER NOT NULL,
+    key_id INTEGER NOT NULL,
+    n BIGINT NOT NULL,
+    nan BIGINT NOT NULL,
+    posinf BIGINT NOT NULL,
+    neginf BIGINT NOT NULL,
+    vmin FLOAT,
+    vmax FLOAT,
+    min_at BIGINT,
+    max_at BIGINT,
+    vsum FLOAT,
+    step_lo BIGINT NOT NULL,
+    step_hi BIGINT NOT NULL,
+    last FLOAT,
+    wall_lo FLOAT NOT NULL,
+    wall_hi FLOAT NOT NULL,
+    bits BIGINT NOT NULL,
+    levels SMALLINT NOT NULL,
+    tail_step BIGINT NOT NULL,
+    tail_wall FLOAT NOT NULL,
+    CONSTRAINT pk_series PRIMARY KEY (run_id, key_id),
+    CONSTRAINT fk_series_run_id_runs FOREIGN KEY(run_id) REFERENCES runs (id) ON DELETE CASCADE,
+    CONSTRAINT fk_series_key_id_keys FOREIGN KEY(key_id) REFERENCES keys (id)
+)
+ WITHOUT ROWID
+;
+
+CREATE TABLE takes (
+    run_id INTEGER NOT NULL,
+    key_id INTEGER NOT NULL,
+    since_id BIGINT NOT NULL,
+    step BIGINT NOT NULL,
+    CONSTRAINT pk_takes PRIMARY KEY (run_id, key_id, since_id),
+    CONSTRAINT fk_takes_run_id_runs FOREIGN KEY(run_id) REFERENCES runs (id) ON DELETE CASCADE,
+    CONSTRAINT fk_takes_key_id_keys FOREIGN KEY(key_id) REFERENCES keys (id)
+)
+ WITHOUT ROWID
+;

@@ -1,0 +1,192 @@
+"""Reading one series by step range, from its rollups or its raw points: the one implementation.
+
+The agent (remote SQLite, standard library only), `reslog.open` (SQLite or PostgreSQL), the CLI
+and the writer's restart handling all call these functions on a DBAPI cursor, so the rules
+below exist once:
+
+- Superseded points: where a series started over (a row in `takes`: from point id `since_id`
+  on it restarted at `step`), its older points at that step or later are not part of it.
+  Raw reads leave them out with one NOT EXISTS probe per point, and only for series that have
+  takes at all (`has_takes`), so an ordinary series pays nothing.
+- The envelope of [start, stop): raw points when the range holds at most `samples` points;
+  otherwise the coarsest level that still gives `samples` buckets, with the two ends refined
+  level by level down to raw points, so that every row lies inside [start, stop) and the
+  extremes are exact. It reads O(samples + levels) rows, never O(points).
+
+Standard library only, Python 3.8 syntax: this file ships inside the agent's archive.
+"""
+
+from __future__ import annotations
+
+from schema import buckets
+from schema.rollup import AGG_COLUMNS, VSUM, fold
+
+SERIES_COLUMNS = ("run_id", "key_id", *AGG_COLUMNS, "levels", "tail_step", "tail_wall")
+# The Agg fields of a series row, and of a bucket row after its first column (bucket).
+SERIES_AGG = slice(2, 2 + len(AGG_COLUMNS))
+LEVELS_AT = SERIES_COLUMNS.index("levels")
+STEP_LO_AT = SERIES_COLUMNS.index("step_lo")
+STEP_HI_AT = SERIES_COLUMNS.index("step_hi")
+
+_NAN = float("nan")
+
+
+def marker(paramstyle: str) -> str:
+    """The DBAPI placeholder: "?" (sqlite3) or "%s" (psycopg, pg8000)."""
+    return "?" if paramstyle == "qmark" else "%s"
+
+
+def agg_of(row, offset: int = 0) -> tuple:
+    """An Agg tuple from a stored row (vsum NULL means NaN: inf - inf)."""
+    agg = tuple(row[offset : offset + len(AGG_COLUMNS)])
+    if agg[VSUM] is None:
+        agg = (*agg[:VSUM], _NAN, *agg[VSUM + 1 :])
+    return agg
+
+
+# -- raw points ---------------------------------------------------------------------------------
+
+
+def _raw_where(p: str, has_takes: bool, before_id: bool) -> str:
+    sql = f"p.run_id = {p} AND p.key_id = {p} AND p.step >= {p} AND p.step < {p}"
+    if before_id:
+        sql += f" AND p.id < {p}"
+    if has_takes:
+        sql += (
+            " AND NOT EXISTS (SELECT 1 FROM takes t WHERE t.run_id = p.run_id"
+            " AND t.key_id = p.key_id AND t.step <= p.step AND t.since_id > p.id)"
+        )
+    return sql
+
+
+def raw_points(
+    cur, p: str, run_id: int, key_id: int, start: int, stop: int, *,
+    has_takes: bool, before_id: int | None = None,
+) -> list:  # fmt: skip
+    """(id, step, wall, value) of the series' current points with start <= step < stop, by step
+    then id (value None = NaN)."""
+    params = [run_id, key_id, start, stop]
+    if before_id is not None:
+        params.append(before_id)
+    sql = (
+        "SELECT p.id, p.step, p.wall, p.value FROM points p WHERE "
+        + _raw_where(p, has_takes, before_id is not None)
+        + " ORDER BY p.step, p.id"
+    )
+    cur.execute(sql, params)
+    return cur.fetchall()
+
+
+def count_raw(
+    cur, p: str, run_id: int, key_id: int, start: int, stop: int, limit: int, *, has_takes: bool
+) -> int:
+    """Current points with start <= step < stop, counted up to `limit` (an index walk of at most
+    `limit` entries)."""
+    sql = (
+        "SELECT count(*) FROM (SELECT 1 FROM points p WHERE "
+        + _raw_where(p, has_takes, False)
+        + f" LIMIT {p}) AS c"
+    )
+    cur.execute(sql, [run_id, key_id, start, stop, limit])
+    return int(cur.fetchone()[0])
+
+
+# -- rollups ------------------------------------------------------------------------------------
+
+_BUCKET_SELECT = "SELECT bucket, " + ", ".join(AGG_COLUMNS) + " FROM rollups"
+
+
+def bucket_rows(cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: int) -> list:
+    """Stored rows (bucket, *AGG_COLUMNS) of one level with lo <= bucket <= hi, by bucket: one
+    range of the rollups primary key."""
+    cur.execute(
+        f"{_BUCKET_SELECT} WHERE run_id = {p} AND key_id = {p} AND level = {p}"
+        f" AND bucket >= {p} AND bucket <= {p} ORDER BY bucket",
+        [run_id, key_id, level, lo, hi],
+    )
+    return cur.fetchall()
+
+
+def series_rows(cur, p: str, run_ids=None) -> list:
+    """Stored `series` rows in SERIES_COLUMNS order (every run's, or those of `run_ids`)."""
+    sql = "SELECT " + ", ".join(SERIES_COLUMNS) + " FROM series"
+    if run_ids is None:
+        cur.execute(sql + " ORDER BY run_id, key_id")
+    else:
+        run_ids = list(run_ids)
+        if not run_ids:
+            return []
+        marks = ", ".join([p] * len(run_ids))
+        cur.execute(sql + f" WHERE run_id IN ({marks}) ORDER BY run_id, key_id", run_ids)
+    return cur.fetchall()
+
+
+def series_row(cur, p: str, run_id: int, key_id: int):
+    cur.execute(
+        "SELECT " + ", ".join(SERIES_COLUMNS) + f" FROM series WHERE run_id = {p} AND key_id = {p}",
+        [run_id, key_id],
+    )
+    return cur.fetchone()
+
+
+def series_with_takes(cur) -> set:
+    """(run_id, key_id) of every series that ever started over (a small table)."""
+    cur.execute("SELECT DISTINCT run_id, key_id FROM takes")
+    return {(int(r), int(k)) for r, k in cur.fetchall()}
+
+
+# -- the envelope -------------------------------------------------------------------------------
+
+
+def point_agg(step: int, wall: float, value) -> tuple:
+    """The aggregate of one raw point (a row of count 1)."""
+    return fold([step], [wall], [value])
+
+
+class SeriesReader:
+    """The envelope reads of one series on one cursor."""
+
+    def __init__(self, cur, paramstyle: str, run_id: int, key_id: int, *, has_takes: bool):
+        self.cur, self.p = cur, marker(paramstyle)
+        self.run_id, self.key_id, self.has_takes = run_id, key_id, has_takes
+
+    def raw(self, start: int, stop: int) -> list:
+        return raw_points(self.cur, self.p, self.run_id, self.key_id, start, stop,
+                          has_takes=self.has_takes)  # fmt: skip
+
+    def count(self, start: int, stop: int, limit: int) -> int:
+        return count_raw(self.cur, self.p, self.run_id, self.key_id, start, stop, limit,
+                         has_takes=self.has_takes)  # fmt: skip
+
+    def buckets(self, level: int, lo: int, hi: int) -> list:
+        return bucket_rows(self.cur, self.p, self.run_id, self.key_id, level, lo, hi)
+
+    def part(self, level: int, start: int, stop: int) -> list:
+        """Aggregates exactly covering [start, stop): whole buckets of `level` in the middle,
+        the ends refined one level down, raw points at level 0."""
+        if stop <= start:
+            return []
+        if level == 0:
+            return [point_agg(s, w, v) for _id, s, w, v in self.raw(start, stop)]
+        sh = buckets.shift(level)
+        lo = -((-start) >> sh)  # first bucket starting at or after `start`
+        hi = stop >> sh  # one past the last bucket ending at or before `stop`
+        if lo >= hi:
+            return self.part(level - 1, start, stop)
+        middle = [agg_of(row, 1) for row in self.buckets(level, lo, hi - 1)]
+        return self.part(level - 1, start, lo << sh) + middle + self.part(level - 1, hi << sh, stop)
+
+    def envelope(self, series, start, stop, samples: int):
+        """(level, aggregates) of the current points with start <= step < stop (None: no
+        bound), by step. Level 0: one aggregate per point, at full resolution."""
+        if series is None:
+            return 0, []
+        first, last = series[STEP_LO_AT], series[STEP_HI_AT]
+        lo = first if start is None else max(int(start), first)
+        hi = last + 1 if stop is None else min(int(stop), last + 1)
+        if hi <= lo:
+            return 0, []
+        if self.count(lo, hi, samples + 1) <= samples:
+            return 0, self.part(0, lo, hi)
+        level = buckets.level_for(hi - 1 - lo, samples, series[LEVELS_AT])
+        return level, self.part(level, lo, hi)

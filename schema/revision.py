@@ -1,0 +1,8 @@
+"""The store schema's revision, readable without SQLAlchemy (the agent ships a copy of this file).
+
+HEAD_REVISION is the newest Alembic revision (tests check it against the migrations);
+OLDER_REVISIONS are the earlier ones, which readers refuse with the command that upgrades them.
+"""
+
+HEAD_REVISION = "0002"
+OLDER_REVISIONS = ("0001",)

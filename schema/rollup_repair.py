@@ -1,0 +1,163 @@
+"""Rollups from points already stored: the upgrade backfill, `reslog check`'s comparison with
+the raw points, and the rebuild `reslog check --fix` does.
+
+All three stream: the backfill and the rebuild read points by id in batches through the same
+RollupWriter the writer uses (so a restart is handled by the same code), and the check reads
+one sampled series at a time. Memory stays bounded by the batch and the largest sampled series.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+
+from sqlalchemy import Connection, delete, func, select
+
+from schema import buckets
+from schema.envelope import SERIES_COLUMNS, agg_of, bucket_rows
+from schema.read import newest_take
+from schema.rollup import AGG_COLUMNS, VSUM
+from schema.rollup_writer import RollupWriter, _cursor, brute_force
+from schema.sql import placeholder
+from schema.tables import points, rollups, series, takes
+
+Progress = Callable[[int, int], None]  # (points done, points in all)
+BATCH = 200_000
+
+
+def _stream(conn: Connection, writers: dict[int, RollupWriter], where: str, params: tuple,
+            progress: Progress | None, total: int) -> int:  # fmt: skip
+    """Account every point matching `where`, in id order and batches; returns how many."""
+    p = placeholder(conn.dialect)
+    done, last = 0, 0
+    while True:
+        rows = conn.exec_driver_sql(
+            "SELECT id, run_id, key_id, step, wall, value FROM points"
+            f" WHERE {where} id > {p} ORDER BY id LIMIT {p}",
+            (*params, last, BATCH),
+        ).all()
+        if not rows:
+            return done
+        by_run: dict[int, tuple[list, list]] = {}
+        for r in rows:
+            group = by_run.get(r[1])
+            if group is None:
+                group = by_run[r[1]] = ([], [])
+            group[0].append((r[1], r[2], r[3], r[4], r[5]))
+            group[1].append(r[0])
+        for run_id, (run_rows, ids) in by_run.items():
+            writer = writers.get(run_id)
+            if writer is None:
+                writer = writers[run_id] = RollupWriter(conn.dialect, run_id)
+            writer.accept(writer.account(conn, run_rows, ids))
+        last = rows[-1][0]
+        done += len(rows)
+        if progress is not None:
+            progress(done, total)
+
+
+def backfill(conn: Connection, progress: Progress | None = None) -> int:
+    """Rollups, series rows and takes of every stored point (a store from before revision
+    0002); one pass over the points by id. Returns the number of points."""
+    total = conn.execute(select(func.count()).select_from(points)).scalar() or 0
+    if progress is not None:
+        progress(0, total)
+    return _stream(conn, {}, "", (), progress, total)
+
+
+def rebuild(conn: Connection, run_id: int) -> int:
+    """Throw away one run's rollups, series rows and takes and compute them again from its
+    points. Returns the number of points."""
+    for table in (rollups, series, takes):
+        conn.execute(delete(table).where(table.c.run_id == run_id))
+    p = placeholder(conn.dialect)
+    return _stream(conn, {}, f"run_id = {p} AND", (run_id,), None, 0)
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        if a is None or b is None:
+            return a is b
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        return a == b
+    return a == b
+
+
+def _agg_problems(where: str, want: tuple, got: tuple) -> list[str]:
+    out = []
+    for i, name in enumerate(AGG_COLUMNS):
+        a, b = want[i], got[i]
+        if i == VSUM:
+            ok = (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+        else:
+            ok = _same(a, b)
+        if not ok:
+            out.append(f"{where}: {name} is {b!r}, the points give {a!r}")
+    return out
+
+
+def check_series(conn: Connection, run_id: int, key_id: int) -> list[str]:
+    """Differences between one series' stored rollups and a recomputation from its points
+    (O(series): the check samples series)."""
+    rows = conn.execute(
+        select(points.c.step, points.c.wall, points.c.value)
+        .where(points.c.run_id == run_id, points.c.key_id == key_id)
+        .order_by(points.c.id)
+    ).all()
+    steps = [r[0] for r in rows]
+    walls = [r[1] for r in rows]
+    keep = newest_take(steps, walls)
+    kept = [r for r, k in zip(rows, keep, strict=True) if k]
+    p = placeholder(conn.dialect)
+    cur = _cursor(conn)
+    cur.execute(
+        "SELECT " + ", ".join(SERIES_COLUMNS) + f" FROM series WHERE run_id = {p} AND key_id = {p}",
+        (run_id, key_id),
+    )
+    stored = cur.fetchone()
+    where = f"run {run_id} key {key_id}"
+    if not kept:
+        return [f"{where}: a series row for a series with no points"] if stored else []
+    if stored is None:
+        return [f"{where}: {len(kept)} points but no rollups"]
+    levels = int(stored[SERIES_COLUMNS.index("levels")])
+    want_series, want = brute_force(
+        [r[0] for r in kept], [r[1] for r in kept], [r[2] for r in kept], levels
+    )
+    problems = _agg_problems(f"{where} series", want_series, agg_of(stored, 2))
+    need = buckets.needed_levels(want_series[10] - want_series[9])
+    if levels < need:
+        problems.append(f"{where}: keeps {levels} levels, its span needs {need}")
+    got = {}
+    for level in range(1, levels + 1):
+        for row in bucket_rows(cur, p, run_id, key_id, level, -(2**62), 2**62):
+            got[(level, int(row[0]))] = agg_of(row, 1)
+    for k in sorted(set(want) | set(got)):
+        if k not in got:
+            problems.append(f"{where} level {k[0]} bucket {k[1]}: missing")
+        elif k not in want:
+            problems.append(f"{where} level {k[0]} bucket {k[1]}: holds no current point")
+        else:
+            problems += _agg_problems(f"{where} level {k[0]} bucket {k[1]}", want[k], got[k])
+    return problems
+
+
+def sample_series(conn: Connection, count: int, seed: int | None = None) -> list[tuple[int, int]]:
+    """Up to `count` (run, key) series to check: half picked among series rows, half through
+    random point ids (which also finds series whose points have no rollups at all)."""
+    rng = random.Random(seed)
+    known = [tuple(r) for r in conn.execute(select(series.c.run_id, series.c.key_id)).all()]
+    chosen = set(rng.sample(known, min(len(known), max(1, count // 2))))
+    high = conn.execute(select(func.max(points.c.id))).scalar() or 0
+    tries = 0
+    while high and len(chosen) < count and tries < 4 * count:
+        tries += 1
+        row = conn.execute(
+            select(points.c.run_id, points.c.key_id).where(points.c.id >= rng.randint(1, high))
+            .order_by(points.c.id).limit(1)
+        ).first()  # fmt: skip
+        if row is not None:
+            chosen.add((int(row[0]), int(row[1])))
+    return sorted(chosen)
