@@ -5,8 +5,11 @@
     run.log({"train/loss": loss, "train/lr": lr}, step=step)
     run.finish()
 
+    with reslog.open("runs/reslog.db") as store:    # read it back: DataFrames, O(samples)
+        store.history("wsd-0.5", "train/loss", samples=1000)
+
 The API reference and the semantics (steps, NaN, statuses, crashes, DDP) are in docs/reslog.md.
-Importing this package is light: no torch, numpy or NVML.
+Importing this package is light: no torch, numpy, pandas or NVML.
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from reslog.lifecycle import current
+from reslog.reader import Reader, open
 from reslog.run import Run, Timer, init
 
-__all__ = ["Run", "Timer", "current", "finish", "init", "log"]
+__all__ = ["Reader", "Run", "Timer", "current", "finish", "init", "log", "open"]
 
 
 def _current_or_raise() -> Run:

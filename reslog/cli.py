@@ -9,21 +9,26 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import sys
 import time
 import warnings
 from collections.abc import Iterator, Sequence
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from reslog import export, text
 from reslog.maintenance import check_store, progress_bar, upgrade_store
 from schema import read
+from schema.compare import duration_s, flatten, highest, last_step, lowest, select_keys
+from schema.envelope import agg_of
 from schema.errors import StoreError
 from schema.records import RunInfo
-from schema.store import open_store, resolve_store, sqlite_path
+from schema.rollup import LAST, NAN, STEP_HI, WALL_HI, N
+from schema.store import open_store, store_label
+from schema.store_reader import StoreReader
 from schema.tables import points, runs
 
 EXIT_ERROR = 2
@@ -31,17 +36,6 @@ EXIT_INTERRUPTED = 130
 EXPORT_SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".md": "md", ".tex": "latex"}
 POINT_FORMATS = ("csv", "csv-wide", "parquet")
 TABLE_FORMATS = {"md": "md", "latex": "latex", "table-csv": "csv"}
-
-
-def store_label(store: str | None) -> str:
-    """What to call the store in messages: the file path, or the URL without its password."""
-    url = resolve_store(store)
-    path = sqlite_path(url)
-    if path is not None:
-        return str(path)
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)
 
 
 def print_warnings(caught: Sequence[warnings.WarningMessage]) -> None:
@@ -69,28 +63,25 @@ def read_kw(store: str | None) -> dict[str, str]:
 # ---- ls ----------------------------------------------------------------------------------------
 
 
-def last_point(conn, run_id: int) -> tuple[int | None, float | None]:
-    """(step, wall) of the run's newest points: the highest step and wall among its last 1,000
-    rows by id, one short walk of the (run_id, id) index however large the run is (the system
-    sampler's rows interleave with training rows, so the very last row alone can lag)."""
-    recent = (
-        select(points.c.step, points.c.wall)
-        .where(points.c.run_id == run_id)
-        .order_by(points.c.id.desc())
-        .limit(1000)
-        .subquery()
-    )
-    row = conn.execute(select(func.max(recent.c.step), func.max(recent.c.wall))).first()
-    return (row[0], row[1]) if row else (None, None)
+def last_point(series: dict[str, tuple]) -> tuple[int | None, float | None]:
+    """(step, wall) of a run's newest points, from its series aggregates."""
+    if not series:
+        return None, None
+    return last_step(series), max(a[WALL_HI] for a in series.values())
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
     now = time.time()
-    with opened(args.store) as engine, engine.connect() as conn:
-        listed = read.list_runs(conn, project=args.project, **read_kw(args.store))
+    with opened(args.store) as engine:
+        reader = StoreReader(engine, store=store_label(args.store))
+        listed = reader.runs(project=args.project)
+        aggs = {
+            run_id: {k: agg_of(row, 2) for k, row in per.items()}
+            for run_id, per in reader.series_rows([r for r, _ in listed]).items()
+        }
         rows = []
         for row_id, run in listed:
-            step, wall = last_point(conn, row_id)
+            step, wall = last_point(aggs.get(row_id, {}))
             rows.append(
                 [
                     run.ref.uid[:8],
@@ -99,7 +90,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
                     run.status,
                     "-" if step is None else step,
                     text.age(wall, now),
-                    text.duration(export.duration_s(run)),
+                    text.duration(duration_s(run)),
                     run.host,
                 ]
             )
@@ -114,43 +105,29 @@ def cmd_ls(args: argparse.Namespace) -> int:
 # ---- show --------------------------------------------------------------------------------------
 
 
-def key_stats(conn, run_id: int) -> list[list[object]]:
-    """Per key of one run: name, points, NaNs, last step, last value, min, max (SQL ignores the
-    NULLs that stand for NaN in min/max)."""
-    names = read.key_names(conn)
-    agg = conn.execute(
-        select(
-            points.c.key_id,
-            func.count(),
-            func.count(points.c.value),
-            func.max(points.c.step),
-            func.min(points.c.value),
-            func.max(points.c.value),
-        )
-        .where(points.c.run_id == run_id)
-        .group_by(points.c.key_id)
-    ).all()
+def _extreme(value: float) -> str:
+    return text.number(None if math.isnan(value) else value)
+
+
+def key_stats(series: dict[str, tuple]) -> list[list[object]]:
+    """Per key of one run, from its aggregates: name, points, NaNs, last step, last value, min,
+    max (NaN left out of min and max, ±inf kept)."""
     out = []
-    for key_id, count, non_null, last_step, vmin, vmax in agg:
-        last = conn.execute(
-            select(points.c.value)
-            .where(points.c.run_id == run_id, points.c.key_id == key_id)
-            .order_by(points.c.step.desc(), points.c.id.desc())
-            .limit(1)
-        ).scalar()
-        last = float("nan") if last is None else last
+    for name in sorted(series):
+        agg = series[name]
+        last = math.nan if agg[LAST] is None else agg[LAST]
         out.append(
             [
-                names.get(key_id, f"#{key_id}"),
-                count,
-                count - non_null,
-                last_step,
+                name,
+                agg[N],
+                agg[NAN],
+                agg[STEP_HI],
                 text.number(last),
-                text.number(vmin),
-                text.number(vmax),
+                _extreme(lowest(agg)),
+                _extreme(highest(agg)),
             ]
         )
-    return sorted(out, key=lambda r: str(r[0]))
+    return out
 
 
 def describe_run(run: RunInfo) -> list[str]:
@@ -163,7 +140,7 @@ def describe_run(run: RunInfo) -> list[str]:
         f"created   {text.clock(run.created_at)}",
         f"heartbeat {text.clock(run.heartbeat_at)} ({text.age(run.heartbeat_at)})",
         f"ended     {text.clock(run.ended_at)}",
-        f"duration  {text.duration(export.duration_s(run))}",
+        f"duration  {text.duration(duration_s(run))}",
     ]
     if run.command:
         lines.append(f"command   {run.command}")
@@ -174,7 +151,7 @@ def describe_run(run: RunInfo) -> list[str]:
     if run.notes:
         lines.append(f"notes     {run.notes}")
     for title, mapping in (("config", run.config), ("summary", run.summary)):
-        flat = export.flatten(mapping)
+        flat = flatten(mapping)
         lines.append(f"\n{title}" + ("" if flat else "   (empty)"))
         width = max((len(k) for k in flat), default=0)
         lines += [f"  {k.ljust(width)}  {export.format_cell(v)}" for k, v in flat.items()]
@@ -182,10 +159,11 @@ def describe_run(run: RunInfo) -> list[str]:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    with opened(args.store) as engine, engine.connect() as conn:
-        row_id, run = read.find_run(conn, args.run, **read_kw(args.store))
-        stats = key_stats(conn, row_id)
-        evs = read.fetch_events(conn, row_id, run.ref)
+    with opened(args.store) as engine:
+        reader = StoreReader(engine, store=store_label(args.store))
+        row_id, run = reader.find(args.run)
+        stats = key_stats(reader.summaries(row_id))
+        evs = reader.events(row_id, run.ref)
     print("\n".join(describe_run(run)))
     print("\nkeys" + ("" if stats else "     (no points)"))
     if stats:
@@ -214,7 +192,7 @@ def print_points(batch: read.PointRows, names: dict[int, str], globs: list[str] 
     line_step, parts = None, []
     for key_id, step, value in zip(batch.key_ids, batch.steps, batch.values, strict=True):
         name = names[key_id]
-        if globs and not export.select_keys([name], globs):
+        if globs and not select_keys([name], globs):
             continue
         if step != line_step and parts:
             print(f"step {line_step}  " + "  ".join(parts), flush=True)
@@ -292,25 +270,18 @@ def cmd_export(args: argparse.Namespace) -> int:
     fmt = export_format(args)
     output = args.output or "-"
     with opened(args.store) as engine:
+        reader = StoreReader(engine, store=store_label(args.store))
         selected: list[object] | None = args.runs
         if selected is None and args.project is not None:
-            with engine.connect() as conn:
-                selected = [
-                    i for i, _ in read.list_runs(conn, project=args.project, **read_kw(args.store))
-                ]
-        globs = args.keys
-        if globs is None and fmt not in POINT_FORMATS:
-            # A table needs only its metrics: skip loading every system series.
-            globs = args.metrics or list(export.DEFAULT_METRICS)
-        data = export.load_run_data(
-            engine, selected, globs, source="local", store=store_label(args.store)
-        )
-    if not data:
-        raise export.ExportError(f"no runs to export in {store_label(args.store)}")
-    if fmt in POINT_FORMATS:
-        export.write_points(data, output, fmt, args.keys)
-    else:
-        export.write_table(data, output, TABLE_FORMATS[fmt], args.metrics)
+            selected = [i for i, _ in reader.runs(project=args.project)]
+        data = export.load_runs(reader, selected, args.keys if fmt in POINT_FORMATS else None)
+        if not data:
+            raise export.ExportError(f"no runs to export in {store_label(args.store)}")
+        # Points are read as they are written: the store stays open until the file is done.
+        if fmt in POINT_FORMATS:
+            export.write_points(data, output, fmt, args.keys)
+        else:
+            export.write_table(data, output, TABLE_FORMATS[fmt], args.metrics)
     if output != "-":
         print(f"wrote {output} ({fmt}, {len(data)} run{'s' * (len(data) != 1)})", file=sys.stderr)
     return 0

@@ -1,37 +1,38 @@
 """Export runs from the raw store: points (CSV long/wide, Parquet) and the comparison table
 (CSV, Markdown, LaTeX) — the hyper-parameter table people otherwise write by hand.
 
-Pure functions over `RunData`; `reslog export`, `resplot export` and resplot's window all call
-them, so an export never depends on what a chart decimated. Series may be lists or numpy arrays.
+Points stream: each series is read in bounded chunks (`ExportRun.scan`) and written as it
+comes, so an export of 10^8 points needs no more memory than one chunk (a wide CSV joins the
+keys of a run one step window at a time). The comparison table comes from the series rows
+(schema.compare), never from a decimated view. `reslog export`, `resplot export` and resplot's
+window all call these functions, on a local store (`load_runs`) or through resplot's sources.
 """
 
 from __future__ import annotations
 
 import csv
-import fnmatch
 import io
 import json
 import math
 import os
 import re
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any, TextIO
+from dataclasses import dataclass
+from typing import TextIO
 
-from sqlalchemy import Engine
-
-from schema import read
+from schema.compare import RunSummary, comparison_table, select_keys
+from schema.envelope import agg_of
 from schema.records import RunInfo
+from schema.rollup import STEP_HI, STEP_LO, N
+from schema.store_reader import StoreReader
 
 POINT_FORMATS = ("csv", "csv-wide", "parquet")
 TABLE_FORMATS = ("csv", "md", "latex")
-# Metrics the comparison table shows when none are chosen (those that a run has).
-DEFAULT_METRICS = ("train/loss", "valid/loss", "valid/ppl")
-GPU_KEY = re.compile(r"^sys/gpu(\d+)/")
-
-Series = tuple[Sequence[int], Sequence[float], Sequence[float]]
+Point = tuple[int, float, float]  # step, wall, value (NaN kept)
+Scan = Callable[[str, int | None, int | None], Iterable[list[Point]]]
+WINDOW_POINTS = 200_000  # points of one run joined at a time by the wide CSV
 
 
 class ExportError(ValueError):
@@ -39,161 +40,47 @@ class ExportError(ValueError):
 
 
 @dataclass
-class RunData:
-    run: RunInfo
-    series: dict[str, Series]  # key -> (steps, walls, values), sorted by step
-    all_keys: list[str] = field(default_factory=list)  # every key the run has (GPU count)
+class ExportRun(RunSummary):
+    """A run to export: its info, its series' aggregates, and `scan(key, start, stop)`, which
+    yields the series' points with start <= step < stop (None: no bound) by step, in chunks."""
+
+    scan: Scan | None = None
 
 
-# ---- loading ---------------------------------------------------------------------------------
-
-
-def select_keys(all_keys: Iterable[str], globs: list[str] | None) -> list[str]:
-    """Keys matching any glob (fnmatch, case-sensitive), in glob order then name order.
-
-    No globs (None or []) selects every key, sorted.
-    """
-    names = sorted(set(all_keys))
-    if not globs:
-        return names
-    chosen: dict[str, None] = {}
-    for glob in globs:
-        for name in names:
-            if fnmatch.fnmatchcase(name, glob):
-                chosen.setdefault(name, None)
-    return list(chosen)
-
-
-def load_run_data(
-    engine: Engine,
+def load_runs(
+    reader: StoreReader,
     runs: Iterable[int | str | RunInfo] | None = None,
-    key_globs: list[str] | None = None,
-    *,
-    source: str = "local",
-    store: str = "",
-) -> list[RunData]:
-    """Full-resolution series of the given runs (row id, uid, uid prefix, name or RunInfo;
-    None = every run), restricted to keys matching `key_globs`. UnknownRun for a bad name."""
-    with engine.connect() as conn:
-        listed = read.list_runs(conn, source=source, store=store)
-        if runs is None:
-            chosen = listed
-        else:
-            by_id = dict(listed)
-            chosen = []
-            for r in runs:
-                if isinstance(r, RunInfo):
-                    chosen.append(read.find_run(conn, r.ref.uid, source=source, store=store))
-                elif isinstance(r, int) and r in by_id:
-                    chosen.append((r, by_id[r]))
-                else:
-                    chosen.append(read.find_run(conn, str(r), source=source, store=store))
-        names = read.key_names(conn)
-        key_ids = {row_id: read.run_key_ids(conn, row_id) for row_id, _ in chosen}
+    key_globs: Sequence[str] | None = None,
+) -> list[ExportRun]:
+    """The given runs (row id, uid, uid prefix, name or RunInfo; None = every run) of a store,
+    with the aggregates of their keys matching `key_globs` (None = all). UnknownRun for a bad
+    name. Reads O(series); the points are read when written."""
+    listed = reader.runs()
+    if runs is None:
+        chosen = listed
+    else:
+        by_id = dict(listed)
+        chosen = []
+        for r in runs:
+            if isinstance(r, RunInfo):
+                chosen.append(reader.find(r.ref.uid))
+            elif isinstance(r, int) and r in by_id:
+                chosen.append((r, by_id[r]))
+            else:
+                chosen.append(reader.find(str(r)))
+    rows = reader.series_rows([row_id for row_id, _ in chosen])
+    ids = {name: key for key, name in reader.key_names().items()}
     out = []
     for row_id, info in chosen:
-        ids_by_name = {names[k]: k for k in key_ids[row_id]}
-        series = {
-            name: read.series(engine, row_id, ids_by_name[name])
-            for name in select_keys(ids_by_name, key_globs)
-        }
-        out.append(RunData(info, series, sorted(ids_by_name)))
+        per_key = rows.get(row_id, {})
+        wanted = set(select_keys(per_key, key_globs))
+        series = {name: agg_of(row, 2) for name, row in per_key.items() if name in wanted}
+
+        def scan(key, start, stop, _run=row_id):
+            return reader.scan(_run, ids[key], start, stop)
+
+        out.append(ExportRun(info, series, scan))
     return out
-
-
-# ---- the comparison table --------------------------------------------------------------------
-
-
-def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested dicts → dotted keys ({"optim": {"lr": 1}} → {"optim.lr": 1}); lists stay values."""
-    flat: dict[str, Any] = {}
-    for k, v in config.items():
-        name = f"{prefix}{k}"
-        if isinstance(v, Mapping) and v:
-            flat.update(flatten(v, name + "."))
-        else:
-            flat[name] = v
-    return flat
-
-
-_MISSING = object()
-
-
-def differing_config(runs: Sequence[RunInfo]) -> list[str]:
-    """Flattened config keys whose values differ between the runs (absent counts as a value),
-    in first-appearance order. One run or none: nothing differs."""
-    flats = [flatten(r.config) for r in runs]
-    order: dict[str, None] = {}
-    for f in flats:
-        order.update(dict.fromkeys(f))
-    differing = []
-    for name in order:
-        seen = {json.dumps(f.get(name, _MISSING), sort_keys=True, default=repr) for f in flats}
-        if len(seen) > 1:
-            differing.append(name)
-    return differing
-
-
-def gpu_count(data: RunData) -> int:
-    """GPUs the run used: distinct i in `sys/gpu{i}/...` keys, else the run's world_size."""
-    gpus = {m.group(1) for k in (data.all_keys or data.series) if (m := GPU_KEY.match(k))}
-    return len(gpus) if gpus else max(1, data.run.world_size)
-
-
-def duration_s(run: RunInfo) -> float:
-    """Seconds from creation to the end (or the last heartbeat while running or crashed)."""
-    end = run.ended_at if run.ended_at is not None else run.heartbeat_at
-    return max(0.0, end - run.created_at)
-
-
-def metric_stats(series: Series | None) -> tuple[float | None, float | None, int | None]:
-    """(last value, min ignoring NaN, step of that min); Nones when there is no point."""
-    if series is None or len(series[0]) == 0:
-        return None, None, None
-    steps, _walls, values = series
-    last = float(values[len(values) - 1])
-    best, best_step = None, None
-    for s, v in zip(steps, values, strict=True):
-        v = float(v)
-        if not math.isnan(v) and (best is None or v < best):
-            best, best_step = v, int(s)
-    return last, (math.nan if best is None else best), best_step
-
-
-def comparison_table(
-    runs: Sequence[RunData], metrics: list[str] | None = None
-) -> tuple[list[str], list[list[object]]]:
-    """(header, rows): one row per run with its name, the config keys that differ, the summary
-    values, last / min / min-step of each metric, hours and GPU-hours.
-
-    `metrics` are key names or globs; None = those of DEFAULT_METRICS that any run has.
-    Missing cells are None.
-    """
-    config_keys = differing_config([d.run for d in runs])
-    summary_keys: dict[str, None] = {}
-    for d in runs:
-        summary_keys.update(dict.fromkeys(flatten(d.run.summary)))
-    present = {k for d in runs for k in d.series}
-    if metrics is None:
-        chosen = [m for m in DEFAULT_METRICS if m in present]
-    else:
-        chosen = select_keys(present, metrics)
-    header = ["run", *config_keys, *summary_keys]
-    for m in chosen:
-        header += [f"{m} last", f"{m} min", f"{m} min step"]
-    header += ["hours", "GPU-hours"]
-    rows: list[list[object]] = []
-    for d in runs:
-        flat_config, flat_summary = flatten(d.run.config), flatten(d.run.summary)
-        row: list[object] = [d.run.name]
-        row += [flat_config.get(k) for k in config_keys]
-        row += [flat_summary.get(k) for k in summary_keys]
-        for m in chosen:
-            row += list(metric_stats(d.series.get(m)))
-        hours = duration_s(d.run) / 3600.0
-        row += [hours, hours * gpu_count(d)]
-        rows.append(row)
-    return header, rows
 
 
 # ---- text rendering --------------------------------------------------------------------------
@@ -312,43 +199,64 @@ def _text_out(path: str | os.PathLike[str] | TextIO) -> Iterator[TextIO]:
                 os.remove(tmp)
 
 
-def _keys_of(runs: Sequence[RunData], keys: list[str] | None) -> list[str]:
+def _keys_of(runs: Sequence[ExportRun], keys: Sequence[str] | None) -> list[str]:
     return select_keys({k for d in runs for k in d.series}, keys)
 
 
-def _write_long_csv(runs: Sequence[RunData], out: TextIO, keys: list[str]) -> None:
+def _chunks(d: ExportRun, key: str, start=None, stop=None) -> Iterator[list[Point]]:
+    if d.scan is None:
+        raise ExportError(f"run {d.run.name}: no way to read its points")
+    yield from d.scan(key, start, stop)
+
+
+def _write_long_csv(runs: Sequence[ExportRun], out: TextIO, keys: list[str]) -> None:
     w = csv.writer(out, lineterminator="\n")
     w.writerow(["run", "uid", "key", "step", "wall", "value"])
     for d in runs:
+        name, uid = d.run.name, d.run.ref.uid
         for key in keys:
             if key not in d.series:
                 continue
-            steps, walls, values = d.series[key]
-            for s, t, v in zip(steps, walls, values, strict=True):
-                w.writerow(
-                    [d.run.name, d.run.ref.uid, key, int(s), repr(float(t)), csv_value(float(v))]
+            for chunk in _chunks(d, key):
+                w.writerows(
+                    [name, uid, key, int(s), repr(float(t)), csv_value(float(v))]
+                    for s, t, v in chunk
                 )
 
 
-def _write_wide_csv(runs: Sequence[RunData], out: TextIO, keys: list[str]) -> None:
+def step_windows(series: Sequence[tuple], points: int = WINDOW_POINTS) -> list[tuple[int, int]]:
+    """[start, stop) step windows covering series (aggregates) holding about `points` points
+    each between them."""
+    if not series:
+        return []
+    lo = min(a[STEP_LO] for a in series)
+    hi = max(a[STEP_HI] for a in series) + 1
+    total = sum(a[N] for a in series)
+    width = max(1, (hi - lo) * points // max(1, total))
+    return [(a, min(hi, a + width)) for a in range(lo, hi, width)]
+
+
+def _write_wide_csv(runs: Sequence[ExportRun], out: TextIO, keys: list[str]) -> None:
     """One row per (run, step); when a key has several points at one step (system samples
     share the training step) the row holds the last one."""
     w = csv.writer(out, lineterminator="\n")
     w.writerow(["run", "uid", "step", *keys])
     for d in runs:
-        grid: dict[int, dict[str, float]] = {}
-        for key in keys:
-            if key not in d.series:
-                continue
-            steps, _walls, values = d.series[key]
-            for s, v in zip(steps, values, strict=True):
-                grid.setdefault(int(s), {})[key] = float(v)
-        for step in sorted(grid):
-            cells = grid[step]
-            w.writerow([d.run.name, d.run.ref.uid, step, *(csv_value(cells.get(k)) for k in keys)])
+        present = [k for k in keys if k in d.series]
+        for start, stop in step_windows([d.series[k] for k in present]):
+            grid: dict[int, dict[str, float]] = {}
+            for key in present:
+                for chunk in _chunks(d, key, start, stop):
+                    for s, _t, v in chunk:
+                        grid.setdefault(int(s), {})[key] = float(v)
+            for step in sorted(grid):
+                cells = grid[step]
+                w.writerow(
+                    [d.run.name, d.run.ref.uid, step, *(csv_value(cells.get(k)) for k in keys)]
+                )
 
 
-def _write_parquet(runs: Sequence[RunData], path: str | os.PathLike[str], keys: list[str]) -> None:
+def _write_parquet(runs: Sequence[ExportRun], path: str | os.PathLike[str], keys: list[str]):
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -356,19 +264,6 @@ def _write_parquet(runs: Sequence[RunData], path: str | os.PathLike[str], keys: 
         raise ExportError(
             "Parquet export needs pyarrow: pip install pyarrow (or reslog[gui] / reslog[train])"
         ) from None
-    cols: dict[str, list] = {n: [] for n in ("run", "uid", "key", "step", "wall", "value")}
-    for d in runs:
-        for key in keys:
-            if key not in d.series:
-                continue
-            steps, walls, values = d.series[key]
-            n = len(steps)
-            cols["run"] += [d.run.name] * n
-            cols["uid"] += [d.run.ref.uid] * n
-            cols["key"] += [key] * n
-            cols["step"] += [int(s) for s in steps]
-            cols["wall"] += [float(t) for t in walls]
-            cols["value"] += [float(v) for v in values]
     schema = pa.schema(
         [
             ("run", pa.string()),
@@ -379,21 +274,42 @@ def _write_parquet(runs: Sequence[RunData], path: str | os.PathLike[str], keys: 
             ("value", pa.float64()),  # NaN stays NaN (not null)
         ]
     )
-    table = pa.table(cols, schema=schema)
     target = os.fspath(path)
     tmp = f"{target}.tmp{os.getpid()}"
     try:
-        pq.write_table(table, tmp)
+        with pq.ParquetWriter(tmp, schema) as writer:
+            for d in runs:
+                for key in keys:
+                    if key not in d.series:
+                        continue
+                    for chunk in _chunks(d, key):  # one row group per chunk: bounded memory
+                        n = len(chunk)
+                        steps, walls, values = zip(*chunk, strict=True) if n else ((), (), ())
+                        writer.write_table(
+                            pa.table(
+                                {
+                                    "run": [d.run.name] * n,
+                                    "uid": [d.run.ref.uid] * n,
+                                    "key": [key] * n,
+                                    "step": [int(s) for s in steps],
+                                    "wall": [float(t) for t in walls],
+                                    "value": [float(v) for v in values],
+                                },
+                                schema=schema,
+                            )
+                        )
         os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
 
 
-def write_points(runs: Sequence[RunData], path, fmt: str, keys: list[str] | None = None) -> None:
-    """Points of these runs: csv (long: run, uid, key, step, wall, value), csv-wide (one row per
-    run and step, one column per key, empty where absent) or parquet (long, NaN kept).
-    `keys`: names or globs (None = every key loaded). Path "-" writes text to stdout."""
+def write_points(
+    runs: Sequence[ExportRun], path, fmt: str, keys: Sequence[str] | None = None
+) -> None:
+    """Points of these runs, streamed: csv (long: run, uid, key, step, wall, value), csv-wide
+    (one row per run and step, one column per key, empty where absent) or parquet (long, NaN
+    kept). `keys`: names or globs (None = every key loaded). Path "-" writes text to stdout."""
     if fmt not in POINT_FORMATS:
         raise ExportError(
             f"unknown points format {fmt!r}; choose one of {', '.join(POINT_FORMATS)}"
@@ -408,8 +324,8 @@ def write_points(runs: Sequence[RunData], path, fmt: str, keys: list[str] | None
         (_write_long_csv if fmt == "csv" else _write_wide_csv)(runs, out, chosen)
 
 
-def table_text(runs: Sequence[RunData], fmt: str, metrics: list[str] | None = None) -> str:
-    """The comparison table as csv, md or latex text."""
+def table_text(runs: Sequence[RunSummary], fmt: str, metrics: Sequence[str] | None = None) -> str:
+    """The comparison table (schema.compare.comparison_table) as csv, md or latex text."""
     if fmt not in TABLE_FORMATS:
         raise ExportError(f"unknown table format {fmt!r}; choose one of {', '.join(TABLE_FORMATS)}")
     header, rows = comparison_table(runs, metrics)
@@ -424,8 +340,10 @@ def table_text(runs: Sequence[RunData], fmt: str, metrics: list[str] | None = No
     return buf.getvalue()
 
 
-def write_table(runs: Sequence[RunData], path, fmt: str, metrics: list[str] | None = None) -> None:
-    """The comparison table (see comparison_table) as csv, md or latex; path "-" = stdout."""
+def write_table(
+    runs: Sequence[RunSummary], path, fmt: str, metrics: Sequence[str] | None = None
+) -> None:
+    """The comparison table as csv, md or latex; path "-" = stdout."""
     text = table_text(runs, fmt, metrics)
     with _text_out(path) as out:
         out.write(text)

@@ -29,12 +29,13 @@ from PyQt5.QtWidgets import (
     QWidget,
 )
 
-from reslog.export import differing_config, flatten, format_cell
+from reslog.export import format_cell
 from resplot.alerts import LEVELS, Alert
 from resplot.cache import SeriesCache
 from resplot.colors import run_color
 from resplot.model import RunInfo, RunRef
 from resplot.state import ViewState
+from schema.compare import differing_config, flatten
 
 STATUS_COLORS = {
     "running": "#2ca02c",

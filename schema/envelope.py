@@ -19,7 +19,7 @@ Standard library only, Python 3.8 syntax: this file ships inside the agent's arc
 from __future__ import annotations
 
 from schema import buckets
-from schema.rollup import AGG_COLUMNS, VSUM, fold
+from schema.rollup import AGG_COLUMNS, VSUM, fold, merge_all
 
 SERIES_COLUMNS = ("run_id", "key_id", *AGG_COLUMNS, "levels", "tail_step", "tail_wall")
 # The Agg fields of a series row, and of a bucket row after its first column (bucket).
@@ -190,3 +190,12 @@ class SeriesReader:
             return 0, self.part(0, lo, hi)
         level = buckets.level_for(hi - 1 - lo, samples, series[LEVELS_AT])
         return level, self.part(level, lo, hi)
+
+
+def merge_to(aggs: list, rows: int) -> list:
+    """Consecutive aggregates (by step) combined in equal runs so that at most `rows` remain;
+    exact, since aggregates combine exactly (vsum aside)."""
+    if len(aggs) <= rows:
+        return aggs
+    k = -(-len(aggs) // rows)
+    return [merge_all(aggs[i : i + k]) for i in range(0, len(aggs), k)]

@@ -25,3 +25,7 @@ class SchemaTooNew(StoreError):
 
 class UnknownRun(StoreError):
     """No run matches the given uid, uid prefix or name."""
+
+
+class UnknownKey(StoreError):
+    """A run has no series of that key name."""

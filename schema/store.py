@@ -122,6 +122,14 @@ def make_engine(url: str, *, readonly: bool = False) -> Engine:
     return engine
 
 
+def store_label(store: str | os.PathLike[str] | None) -> str:
+    """How messages name a store argument: the SQLite file path, or the URL without its
+    password."""
+    url = resolve_store(store)
+    path = sqlite_path(url)
+    return str(path) if path is not None else make_url(url).render_as_string(hide_password=True)
+
+
 def engine_label(engine: Engine) -> str:
     """How messages name a store: the SQLite file path, or the URL without its password."""
     url = engine.url

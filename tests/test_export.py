@@ -1,4 +1,5 @@
-"""reslog.export: loading from real stores, the comparison table, and every output format."""
+"""reslog.export and schema.compare: runs from real stores, the comparison table from series
+aggregates, and every output format, streamed."""
 
 from __future__ import annotations
 
@@ -8,14 +9,21 @@ import os
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from reslog import export
-from reslog.export import RunData
+from schema import compare
+from schema.compare import RunSummary
 from schema.errors import UnknownRun
 from schema.records import RunInfo, RunRef
+from schema.rollup import fold
+from schema.store_reader import StoreReader
 from tests.fixtures.stores import make_run, make_sample_runs, new_store
+
+
+def load(engine, runs=None, keys=None):
+    return export.load_runs(StoreReader(engine), runs, keys)
+
 
 GOLDEN = Path(__file__).with_name("golden")
 
@@ -60,49 +68,56 @@ def info(name="r", config=None, summary=None, world_size=1, ended=3600.0) -> Run
 
 def test_select_keys_orders_by_glob_then_name_and_none_selects_all():
     names = ["train/loss", "valid/ppl", "train/lr", "sys/gpu0/util", "valid/loss"]
-    assert export.select_keys(names, ["valid/*", "train/loss"]) == [
+    assert compare.select_keys(names, ["valid/*", "train/loss"]) == [
         "valid/loss",
         "valid/ppl",
         "train/loss",
     ]
-    assert export.select_keys(names, None) == sorted(names)
-    assert export.select_keys(names, []) == sorted(names)
-    assert export.select_keys(names, ["nothing/*"]) == []
-    assert export.select_keys(names, ["train/*", "train/lr"]) == ["train/loss", "train/lr"]
+    assert compare.select_keys(names, None) == sorted(names)
+    assert compare.select_keys(names, []) == sorted(names)
+    assert compare.select_keys(names, ["nothing/*"]) == []
+    assert compare.select_keys(names, ["train/*", "train/lr"]) == ["train/loss", "train/lr"]
 
 
 def test_differing_config_flattens_and_counts_a_missing_key_as_different():
     a = info("a", {"optim": {"lr": 3e-4, "betas": [0.9, 0.95]}, "seed": 1, "schedule": "wsd"})
     b = info("b", {"optim": {"lr": 1e-3, "betas": [0.9, 0.95]}, "seed": 1})
     c = info("c", {"optim": {"lr": 1e-3, "betas": [0.9, 0.99]}, "seed": 1, "schedule": "wsd"})
-    assert export.differing_config([a, b, c]) == ["optim.lr", "optim.betas", "schedule"]
-    assert export.differing_config([a, b]) == ["optim.lr", "schedule"]
-    assert export.differing_config([a]) == []
-    assert export.differing_config([]) == []
+    assert compare.differing_config([a, b, c]) == ["optim.lr", "optim.betas", "schedule"]
+    assert compare.differing_config([a, b]) == ["optim.lr", "schedule"]
+    assert compare.differing_config([a]) == []
+    assert compare.differing_config([]) == []
+
+
+def agg(steps, values):
+    return fold(list(steps), [0.0] * len(steps), list(values))
 
 
 def test_gpu_hours_count_gpus_seen_in_telemetry_else_world_size():
-    with_gpus = RunData(info(world_size=8), {}, ["sys/gpu0/util", "sys/gpu3/temp_c", "sys/cpu_pct"])
-    assert export.gpu_count(with_gpus) == 2
-    assert export.gpu_count(RunData(info(world_size=4), {}, ["train/loss"])) == 4
-    header, rows = export.comparison_table([with_gpus], metrics=[])
+    keys = {k: agg([0], [1.0]) for k in ["sys/gpu0/util", "sys/gpu3/temp_c", "sys/cpu_pct"]}
+    with_gpus = RunSummary(info(world_size=8), keys)
+    assert compare.gpu_count(with_gpus.run, keys) == 2
+    assert compare.gpu_count(info(world_size=4), ["train/loss"]) == 4
+    assert compare.gpu_count(info(world_size=1), ["train/loss"]) == 1
+    header, rows = compare.comparison_table([with_gpus], metrics=[])
     assert header[-2:] == ["hours", "GPU-hours"]
     assert rows[0][-2:] == [1.0, 2.0]
 
 
 def test_metric_stats_ignore_nan_for_min_but_report_a_nan_last_value():
-    series = ([0, 10, 20, 30], [0.0] * 4, [3.0, 1.5, float("nan"), 2.0])
-    assert export.metric_stats(series) == (2.0, 1.5, 10)
-    last, best, step = export.metric_stats(([0, 1], [0.0, 0.0], [float("nan")] * 2))
+    assert compare.metric_stats(agg([0, 10, 20, 30], [3.0, 1.5, float("nan"), 2.0])) == (
+        2.0,
+        1.5,
+        10,
+    )
+    last, best, step = compare.metric_stats(agg([0, 1], [float("nan")] * 2))
     assert math.isnan(last) and math.isnan(best) and step is None
-    assert export.metric_stats(None) == (None, None, None)
+    assert compare.metric_stats(None) == (None, None, None)
 
 
-def test_comparison_table_accepts_numpy_series():
-    steps = np.array([0, 1, 2], dtype=np.int64)
-    values = np.array([2.0, 1.0, np.inf])
-    data = RunData(info(), {"train/loss": (steps, steps.astype(float), values)})
-    header, rows = export.comparison_table([data], metrics=["train/*"])
+def test_comparison_table_reads_aggregates_with_an_infinite_last_value():
+    data = RunSummary(info(), {"train/loss": agg([0, 1, 2], [2.0, 1.0, math.inf])})
+    header, rows = compare.comparison_table([data], metrics=["train/*"])
     assert header[1:4] == ["train/loss last", "train/loss min", "train/loss min step"]
     assert rows[0][1:4] == [math.inf, 1.0, 1]
 
@@ -112,8 +127,8 @@ def test_comparison_table_accepts_numpy_series():
 
 def test_comparison_table_of_the_sample_store(sample):
     engine, _ = sample
-    data = export.load_run_data(engine, None, None)
-    header, rows = export.comparison_table(data, metrics=["valid/ppl"])
+    data = load(engine)
+    header, rows = compare.comparison_table(data, metrics=["valid/ppl"])
     assert header == [
         "run",
         "batch_tokens",
@@ -147,13 +162,13 @@ def test_comparison_table_of_the_sample_store(sample):
 
 def test_markdown_table_golden(sample):
     engine, _ = sample
-    data = export.load_run_data(engine, None, None)
+    data = load(engine, None, None)
     assert_golden("compare.md", export.table_text(data, "md"))
 
 
 def test_latex_table_golden(sample):
     engine, _ = sample
-    data = export.load_run_data(engine, None, None)
+    data = load(engine, None, None)
     text = export.table_text(data, "latex", metrics=["valid/ppl", "train/loss"])
     assert "wsd\\_50\\%\\#" in text
     assert_golden("compare.tex", text)
@@ -172,7 +187,7 @@ def test_markdown_escapes_pipes_and_leaves_missing_cells_empty():
 
 def test_table_csv_writes_raw_values(sample, tmp_path):
     engine, _ = sample
-    data = export.load_run_data(engine, ["wsd-0.5"], None)
+    data = load(engine, ["wsd-0.5"], None)
     out = tmp_path / "t.csv"
     export.write_table(data, out, "csv", metrics=["train/loss"])
     rows = list(csv.reader(out.open()))
@@ -183,30 +198,44 @@ def test_table_csv_writes_raw_values(sample, tmp_path):
 # ---- loading ----------------------------------------------------------------------------------
 
 
-def test_load_run_data_by_name_uid_prefix_row_id_and_runinfo(sample):
+def test_load_runs_by_name_uid_prefix_row_id_and_runinfo(sample):
     engine, made = sample
     wsd, cos, _ = made
-    by_name = export.load_run_data(engine, ["cos_lr1e-3"], ["valid/*"])
+    by_name = load(engine, ["cos_lr1e-3"], ["valid/*"])
     assert [d.run.name for d in by_name] == ["cos_lr1e-3"]
     assert sorted(by_name[0].series) == ["valid/loss", "valid/ppl"]
-    assert "train/loss" in by_name[0].all_keys
-    by_prefix = export.load_run_data(engine, ["aaaa"], None)
+    by_prefix = load(engine, ["aaaa"], None)
     assert by_prefix[0].run.ref.uid == wsd.uid
-    by_id = export.load_run_data(engine, [cos.id, wsd.id], None)
+    by_id = load(engine, [cos.id, wsd.id], None)
     assert [d.run.name for d in by_id] == ["cos_lr1e-3", "wsd-0.5"]
-    again = export.load_run_data(engine, [by_id[0].run], None)
+    again = load(engine, [by_id[0].run], None)
     assert again[0].run.ref.uid == cos.uid
     with pytest.raises(UnknownRun, match="no run 'nope'"):
-        export.load_run_data(engine, ["nope"], None)
+        load(engine, ["nope"], None)
 
 
-def test_load_is_full_resolution(store_path):
+def test_points_stream_at_full_resolution_in_bounded_chunks(store_path, tmp_path):
     engine = new_store(store_path)
-    n = 30_000
+    n = 250_000
     make_run(engine, points={"train/loss": [(i, i * 0.5) for i in range(n)]})
-    (data,) = export.load_run_data(engine, None, None)
-    steps, _walls, values = data.series["train/loss"]
-    assert len(steps) == n and values[-1] == (n - 1) * 0.5
+    (data,) = load(engine, None, None)
+    chunks = [len(c) for c in data.scan("train/loss", None, None)]
+    assert sum(chunks) == n and max(chunks) <= 110_000 and len(chunks) >= 3
+    export.write_points([data], tmp_path / "all.csv", "csv")
+    rows = list(csv.reader((tmp_path / "all.csv").open()))
+    assert len(rows) == n + 1 and rows[-1][3:] == [str(n - 1), repr(1_700_000_000.0 + n - 1),
+                                                   repr((n - 1) * 0.5)]  # fmt: skip
+
+
+def test_wide_csv_joins_keys_window_by_window(store_path, tmp_path, monkeypatch):
+    engine = new_store(store_path)
+    make_run(engine, points={"a": [(i, float(i)) for i in range(1000)],
+                             "b": [(i, -float(i)) for i in range(0, 1000, 7)]})  # fmt: skip
+    monkeypatch.setattr(export, "WINDOW_POINTS", 50)  # many windows
+    export.write_points(load(engine), tmp_path / "w.csv", "csv-wide")
+    rows = list(csv.reader((tmp_path / "w.csv").open()))
+    assert [int(r[2]) for r in rows[1:]] == list(range(1000))
+    assert rows[1 + 14][3:] == ["14.0", "-14.0"] and rows[1 + 15][3:] == ["15.0", ""]
 
 
 # ---- points -----------------------------------------------------------------------------------
@@ -219,7 +248,7 @@ def test_long_csv_round_trips_floats_and_spells_nan_inf(sample, tmp_path):
         name="odd",
         points={"x": [(0, 0.1 + 0.2), (1, float("-inf")), (2, float("nan")), (3, 1e-300)]},
     )
-    data = export.load_run_data(engine, ["odd"], None)
+    data = load(engine, ["odd"], None)
     out = tmp_path / "points.csv"
     export.write_points(data, out, "csv")
     rows = list(csv.DictReader(out.open()))
@@ -230,7 +259,7 @@ def test_long_csv_round_trips_floats_and_spells_nan_inf(sample, tmp_path):
 
 def test_wide_csv_aligns_keys_by_step_and_leaves_gaps_empty(sample, tmp_path):
     engine, _ = sample
-    data = export.load_run_data(engine, ["wsd-0.5"], ["train/loss", "valid/ppl"])
+    data = load(engine, ["wsd-0.5"], ["train/loss", "valid/ppl"])
     out = tmp_path / "wide.csv"
     export.write_points(data, out, "csv-wide")
     rows = list(csv.reader(out.open()))
@@ -247,7 +276,7 @@ def test_wide_csv_aligns_keys_by_step_and_leaves_gaps_empty(sample, tmp_path):
 def test_wide_csv_keeps_the_last_of_several_points_at_one_step(store_path, tmp_path):
     engine = new_store(store_path)
     make_run(engine, name="r", points={"sys/cpu_pct": [(5, 10.0, 1.0), (5, 30.0, 2.0)]})
-    data = export.load_run_data(engine, None, None)
+    data = load(engine, None, None)
     export.write_points(data, tmp_path / "w.csv", "csv-wide")
     rows = list(csv.reader((tmp_path / "w.csv").open()))
     assert rows[1][2:] == ["5", "30.0"]
@@ -257,7 +286,7 @@ def test_parquet_keeps_nan_and_inf(sample, tmp_path):
     import pyarrow.parquet as pq
 
     engine, _ = sample
-    data = export.load_run_data(engine, ["cos_lr1e-3"], ["train/loss"])
+    data = load(engine, ["cos_lr1e-3"], ["train/loss"])
     out = tmp_path / "p.parquet"
     export.write_points(data, out, "parquet")
     table = pq.read_table(out)
@@ -270,7 +299,7 @@ def test_parquet_keeps_nan_and_inf(sample, tmp_path):
 
 def test_parquet_without_pyarrow_is_a_clear_error(sample, tmp_path, monkeypatch):
     engine, _ = sample
-    data = export.load_run_data(engine, None, None)
+    data = load(engine, None, None)
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # makes `import pyarrow` fail
     with pytest.raises(export.ExportError, match="pip install pyarrow"):
         export.write_points(data, tmp_path / "p.parquet", "parquet")
@@ -279,7 +308,7 @@ def test_parquet_without_pyarrow_is_a_clear_error(sample, tmp_path, monkeypatch)
 
 def test_unknown_formats_are_refused(sample, tmp_path):
     engine, _ = sample
-    data = export.load_run_data(engine, None, None)
+    data = load(engine, None, None)
     with pytest.raises(export.ExportError, match="csv, csv-wide, parquet"):
         export.write_points(data, tmp_path / "x", "xlsx")
     with pytest.raises(export.ExportError, match="csv, md, latex"):
@@ -289,8 +318,14 @@ def test_unknown_formats_are_refused(sample, tmp_path):
 
 def test_a_failed_write_leaves_no_partial_file(sample, tmp_path):
     engine, _ = sample
-    data = export.load_run_data(engine, None, None)
-    data[0].series["train/loss"] = ([0, 1], [0.0], [1.0, 2.0])  # ragged: fails mid-write
+    data = load(engine, None, None)
+    scan = data[0].scan
+
+    def failing(key, start, stop):
+        yield from scan(key, start, stop)
+        raise ValueError("the store went away mid-export")
+
+    data[0].scan = failing
     out = tmp_path / "p.csv"
     with pytest.raises(ValueError):
         export.write_points(data, out, "csv")
@@ -303,12 +338,12 @@ def test_postgres_store_gives_the_same_table_as_sqlite(pg_store, sample):
     pg = new_store(pg_store)
     try:
         make_sample_runs(pg)
-        pg_text = export.table_text(export.load_run_data(pg, None, None), "md")
-        (cos,) = export.load_run_data(pg, ["cos_lr1e-3"], ["train/loss"])
+        pg_text = export.table_text(load(pg), "md")
+        (cos,) = load(pg, ["cos_lr1e-3"], ["train/loss"])
     finally:
         pg.dispose()
-    assert pg_text == export.table_text(export.load_run_data(sqlite_engine, None, None), "md")
-    values = cos.series["train/loss"][2]
+    assert pg_text == export.table_text(load(sqlite_engine), "md")
+    values = [v for chunk in cos.scan("train/loss", None, None) for _s, _w, v in chunk]
     assert math.isnan(values[2]) and values[3] == math.inf
 
 

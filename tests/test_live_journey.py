@@ -18,11 +18,12 @@ import numpy as np
 import pytest
 from PyQt5.QtCore import Qt
 
-from reslog.export import load_run_data, write_points
+from reslog.export import load_runs, write_points
 from resplot import settings as settings_mod
 from resplot.cache import SeriesCache
 from resplot.window import MainWindow, make_poller
 from schema import open_store, status
+from schema.store_reader import StoreReader
 from schema.tables import points
 
 FLUSH_S = 0.2  # also the run's heartbeat interval (runs.heartbeat_interval)
@@ -179,9 +180,9 @@ def test_watch_crash_resume_and_finish(qtbot, live_window, store_path, tmp_path)
     # Exports agree with the chart: from the window's cache and from the raw store.
     win.export_points(tmp_path / "window.csv", "csv")
     engine = open_store(store_path, readonly=True)
-    (data,) = load_run_data(engine, [uid])
-    engine.dispose()
+    (data,) = load_runs(StoreReader(engine), [uid])
     write_points([data], tmp_path / "store.csv", "csv")
+    engine.dispose()
     for name in ("window.csv", "store.csv"):
         with open(tmp_path / name, newline="") as f:
             rows = [r for r in csv.DictReader(f) if r["key"] == "train/loss"]

@@ -1,0 +1,120 @@
+"""A store read through SQLAlchemy (SQLite or PostgreSQL): runs, series summaries, envelopes and
+raw points. `reslog.open`, the CLI and the exports all read through it; resplot's agent reads
+remote SQLite files with the same schema.envelope functions.
+
+Every method is one read transaction. Nothing here is O(points) unless it returns the points:
+summaries come from the `series` rows, envelopes from the rollups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sqlalchemy import Connection, Engine, select
+
+from schema import envelope
+from schema.read import fetch_events, find_run, key_names, list_runs
+from schema.records import Event, RunInfo, RunRef
+from schema.rollup import STEP_HI, STEP_LO, N
+from schema.store import engine_label
+from schema.tables import takes
+
+Point = tuple[int, float, float]  # step, wall, value (NaN for a stored NULL)
+_NAN = float("nan")
+
+
+class StoreReader:
+    def __init__(self, engine: Engine, *, source: str = "local", store: str | None = None):
+        self.engine = engine
+        self.source = source
+        self.store = store if store is not None else engine_label(engine)
+        self.p = envelope.marker(engine.dialect.paramstyle)
+
+    def _cursor(self, conn: Connection):
+        return conn.connection.dbapi_connection.cursor()
+
+    # -- runs and keys ----------------------------------------------------------------------------
+
+    def runs(self, project: str | None = None) -> list[tuple[int, RunInfo]]:
+        """(row id, run) for every run, oldest first."""
+        with self.engine.connect() as conn:
+            return list_runs(conn, source=self.source, store=self.store, project=project)
+
+    def find(self, ident: str) -> tuple[int, RunInfo]:
+        """A run by uid, unique uid prefix or unique name (UnknownRun otherwise)."""
+        with self.engine.connect() as conn:
+            return find_run(conn, ident, source=self.source, store=self.store)
+
+    def key_names(self) -> dict[int, str]:
+        with self.engine.connect() as conn:
+            return key_names(conn)
+
+    def series_rows(self, run_ids=None) -> dict[int, dict[str, tuple]]:
+        """{run id: {key name: series row in envelope.SERIES_COLUMNS order}}."""
+        with self.engine.connect() as conn:
+            names = key_names(conn)
+            rows = envelope.series_rows(self._cursor(conn), self.p, run_ids)
+        out: dict[int, dict[str, tuple]] = {}
+        for row in rows:
+            out.setdefault(int(row[0]), {})[names[int(row[1])]] = tuple(row)
+        return out
+
+    def summaries(self, run_id: int) -> dict[str, tuple]:
+        """{key name: aggregate (schema.rollup)} of one run's series."""
+        rows = self.series_rows([run_id]).get(run_id, {})
+        return {name: envelope.agg_of(row, 2) for name, row in rows.items()}
+
+    def events(self, run_id: int, ref: RunRef, after: int = 0) -> list[Event]:
+        with self.engine.connect() as conn:
+            return fetch_events(conn, run_id, ref, after=after)
+
+    def _has_takes(self, conn: Connection, run_id: int, key_id: int) -> bool:
+        found = conn.execute(
+            select(takes.c.since_id).where(takes.c.run_id == run_id, takes.c.key_id == key_id)
+            .limit(1)
+        ).first()  # fmt: skip
+        return found is not None
+
+    # -- one series ---------------------------------------------------------------------------
+
+    def envelope(
+        self, run_id: int, key_id: int, start: int | None, stop: int | None, samples: int
+    ) -> tuple[int, list[tuple]]:
+        """(level, aggregates) of one series over [start, stop) (envelope.SeriesReader)."""
+        with self.engine.connect() as conn:
+            cur = self._cursor(conn)
+            row = envelope.series_row(cur, self.p, run_id, key_id)
+            reader = envelope.SeriesReader(
+                cur, self.engine.dialect.paramstyle, run_id, key_id,
+                has_takes=self._has_takes(conn, run_id, key_id),
+            )  # fmt: skip
+            return reader.envelope(row, start, stop, samples)
+
+    def scan(
+        self, run_id: int, key_id: int, start: int | None = None, stop: int | None = None,
+        batch: int = 100_000,
+    ) -> Iterator[list[Point]]:  # fmt: skip
+        """The series' current points with start <= step < stop, by step, in lists of about
+        `batch` points: each list is one query over a step window sized from the series row,
+        so memory stays bounded however long the series is."""
+        with self.engine.connect() as conn:
+            cur = self._cursor(conn)
+            row = envelope.series_row(cur, self.p, run_id, key_id)
+            has_takes = self._has_takes(conn, run_id, key_id)
+        if row is None:
+            return
+        agg = envelope.agg_of(row, 2)
+        lo = agg[STEP_LO] if start is None else max(int(start), agg[STEP_LO])
+        hi = agg[STEP_HI] + 1 if stop is None else min(int(stop), agg[STEP_HI] + 1)
+        span = max(1, agg[STEP_HI] + 1 - agg[STEP_LO])
+        width = max(1, span * batch // max(1, agg[N]))
+        at = lo
+        while at < hi:
+            end = min(hi, at + width)
+            with self.engine.connect() as conn:
+                found = envelope.raw_points(
+                    self._cursor(conn), self.p, run_id, key_id, at, end, has_takes=has_takes
+                )
+            if found:
+                yield [(s, w, _NAN if v is None else v) for _id, s, w, v in found]
+            at = end

@@ -1,0 +1,183 @@
+"""reslog.open: history() from the rollups with exact extremes and exact range ends, the raw
+window at full resolution, streaming scans, and the same answers from PostgreSQL."""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+
+import pytest
+
+import reslog
+from schema.errors import StoreNotFound, UnknownKey, UnknownRun
+from tests.fixtures.stores import make_run, new_store
+
+N_STEPS = 60_000
+SPIKE, DIP = 31_337, 45_678
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """One run logged through reslog: a smooth loss with a one-step spike and a one-step dip,
+    a NaN and an inf, an lr, and a sparse valid/loss; then a second, short run."""
+    path = tmp_path_factory.mktemp("read") / "reslog.db"
+    run = reslog.init(project="p", name="long", store=path, system=False)
+    rng = random.Random(0)
+    for step in range(N_STEPS):
+        loss = 2.0 + math.sin(step / 1000) + rng.random() * 0.01
+        loss = {SPIKE: 99.0, DIP: -7.0, 12_000: float("nan"), 13_000: math.inf}.get(step, loss)
+        metrics = {"train/loss": loss, "train/lr": 1e-3 * (1 - step / N_STEPS)}
+        if step % 1000 == 0:
+            metrics["valid/loss"] = 2.5 - step / N_STEPS
+        run.log(metrics, step=step)
+    run.finish()
+    short = reslog.init(project="p", name="short", store=path, system=False)
+    short.log({"train/loss": 1.0}, step=0)
+    short.finish()
+    return path
+
+
+def raw(store, key, start=None, stop=None):
+    with reslog.open(store) as st:
+        return st.points("long", key, start=start, stop=stop)
+
+
+def test_history_is_long_sorted_and_at_most_samples_rows_per_key(store):
+    with reslog.open(store) as st:
+        df = st.history("long", ["train/loss", "train/lr", "valid/loss"], samples=500)
+    assert list(df.columns) == ["key", "step", "min", "max", "last", "count", "wall"]
+    assert list(df.sort_values(["key", "step"]).index) == list(df.index)
+    per_key = df.groupby("key")["count"].agg(["size", "sum"])
+    assert (per_key["size"] <= 500).all() and per_key["size"]["train/loss"] > 250
+    assert per_key["sum"].to_dict() == {"train/loss": N_STEPS, "train/lr": N_STEPS,
+                                        "valid/loss": 60}  # fmt: skip
+    assert df.attrs["levels"]["valid/loss"] == 0  # 60 points: every one of them
+
+
+@pytest.mark.parametrize("samples", [1, 7, 100, 1000, 5000])
+def test_spike_and_dip_survive_at_every_sample_size(store, samples):
+    with reslog.open(store) as st:
+        df = st.history("long", "train/loss", samples=samples)
+    assert df["max"].max() == math.inf and df["min"].min() == -7.0
+    finite_max = df.loc[df["max"] < math.inf, "max"].max()
+    assert finite_max == 99.0 or (df["max"] == math.inf).sum() == len(df)
+    spike = df[(df.step <= SPIKE)].iloc[-1]
+    assert spike["max"] in (99.0, math.inf)
+
+
+@pytest.mark.parametrize(("start", "stop"), [(31_000, 32_000), (30_000, 40_000), (31_337, 31_338)])
+def test_a_zoomed_range_has_exact_ends_and_keeps_the_spike(store, start, stop):
+    with reslog.open(store) as st:
+        df = st.history("long", "train/loss", samples=200, start=start, stop=stop)
+    assert df.step.min() >= start and df.step.max() < stop
+    assert df["count"].sum() == stop - start
+    assert df["max"].max() == 99.0
+
+
+def test_a_range_within_samples_is_the_raw_points(store):
+    with reslog.open(store) as st:
+        df = st.history("long", "train/loss", samples=1000, start=11_500, stop=13_500)
+        assert df.attrs["levels"] == {"train/loss": 1}  # 2000 points > 1000 samples
+        df = st.history("long", "train/loss", samples=2000, start=11_500, stop=13_500)
+    assert df.attrs["levels"] == {"train/loss": 0}
+    points = raw(store, "train/loss", 11_500, 13_500)
+    assert (df["count"] == 1).all() and df.step.tolist() == points.step.tolist()
+    for col in ("min", "max", "last"):
+        assert df[col].equals(points["value"]) or all(
+            (a == b) or (math.isnan(a) and math.isnan(b))
+            for a, b in zip(df[col], points["value"], strict=True)
+        )
+    assert df.wall.tolist() == points.wall.tolist()
+    at_nan = df[df.step == 12_000].iloc[0]
+    assert math.isnan(at_nan["min"]) and math.isnan(at_nan["last"])
+    assert df[df.step == 13_000].iloc[0]["max"] == math.inf
+
+
+def test_every_row_summarises_exactly_its_raw_points(store):
+    points = raw(store, "train/loss")
+    with reslog.open(store) as st:
+        df = st.history("long", "train/loss", samples=300, start=5_000, stop=50_000)
+    bounds = [*df.step.tolist(), 50_000]
+    for i, row in enumerate(df.itertuples()):
+        inside = points[(points.step >= bounds[i]) & (points.step < bounds[i + 1])]
+        finite = inside["value"].dropna()
+        assert row.count == len(inside)
+        assert row.max == finite.max() and row.min == finite.min()
+        assert row.last == inside["value"].iloc[-1] or math.isnan(row.last)
+
+
+def test_runs_keys_and_how_a_run_is_named(store):
+    with reslog.open(store) as st:
+        runs = st.runs()
+        assert runs.name.tolist() == ["long", "short"] and runs.last_step.tolist() == [59_999, 0]
+        uid = runs.uid[0]
+        keys = st.keys("long").set_index("key")
+        assert keys.loc["train/loss", "points"] == N_STEPS and keys.loc["train/loss", "nan"] == 1
+        assert keys.loc["train/loss", "max"] == math.inf and keys.loc["train/loss", "min"] == -7
+        for ident in (uid, uid[:6], "long"):
+            assert len(st.history(ident, "valid/loss")) == 60
+        with pytest.raises(UnknownRun):
+            st.history("nope", "train/loss")
+        with pytest.raises(UnknownKey, match=r"no key 'val/loss'; its keys: train/loss, train/lr"):
+            st.history("long", ["train/loss", "val/loss"])
+        with pytest.raises(ValueError, match="samples must be a positive int"):
+            st.history("long", "train/loss", samples=0)
+        with pytest.raises(ValueError, match="stop must be an int"):
+            st.history("long", "train/loss", stop=1.5)
+
+
+def test_scan_streams_every_point_in_bounded_chunks(store):
+    with reslog.open(store) as st:
+        chunks = list(st.scan("long", ["train/loss", "valid/loss"], batch=7_000))
+    assert all(len(c) <= 8_000 for c in chunks) and len(chunks) >= 8
+    assert sum(len(c) for c in chunks) == N_STEPS + 60
+    assert chunks[0].key[0] == "train/loss" and chunks[-1].key.iloc[-1] == "valid/loss"
+
+
+def test_a_resumed_run_reads_as_its_newer_take(store_path):
+    run = reslog.init(project="p", name="r", store=store_path, system=False)
+    for step in range(5_000):
+        run.log({"loss": 5.0}, step=step)
+    run.finish()
+    again = reslog.init(project="p", store=store_path, system=False, resume=run.uid)
+    for step in range(3_000, 4_000):
+        again.log({"loss": 1.0}, step=step)
+    again.finish()
+    with reslog.open(store_path) as st:
+        df = st.history("r", "loss", samples=100)
+        assert df["count"].sum() == 4_000 and df["max"].max() == 5.0
+        tail = st.history("r", "loss", start=2_990, stop=4_000, samples=2_000)
+    assert tail["last"].tolist() == [5.0] * 10 + [1.0] * 1000
+
+
+def test_open_is_read_only_and_says_what_is_missing(tmp_path, monkeypatch):
+    with pytest.raises(StoreNotFound):
+        reslog.open(tmp_path / "none.db")
+    assert not (tmp_path / "none.db").exists()
+    engine = new_store(tmp_path / "s.db")
+    make_run(engine, name="r", points={"x": [(0, 1.0)]})
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with reslog.open(tmp_path / "s.db") as st, pytest.raises(ImportError, match="analysis"):
+        st.history("r", "x")
+
+
+@pytest.mark.postgres
+def test_postgresql_answers_the_same(pg_store, store):
+    engine = new_store(pg_store)
+    try:
+        run = make_run(engine, name="long")
+        points = raw(store, ["train/loss"])
+        rows = [(int(s), float(v), float(w)) for s, w, v in
+                zip(points.step, points.wall, points["value"], strict=True)]  # fmt: skip
+        from tests.fixtures.stores import add_points
+
+        add_points(engine, run.id, {"train/loss": rows})
+    finally:
+        engine.dispose()
+    with reslog.open(pg_store) as pg, reslog.open(store) as lite:
+        for kw in ({"samples": 300}, {"samples": 50, "start": 30_000, "stop": 33_000}):
+            a = pg.history("long", "train/loss", **kw)
+            b = lite.history("long", "train/loss", **kw)
+            assert a[["step", "count"]].equals(b[["step", "count"]])
+            assert a["max"].equals(b["max"]) and a["min"].equals(b["min"])
