@@ -1,28 +1,26 @@
 """The client side of the agent protocol (docs/protocol.md) over any pair of binary streams.
 
 The transport is not this module's business: LocalSource hands it a subprocess's pipes, the SSH
-source an exec channel's stdin/stdout. Framing is imported from reslog.agent itself, so both
-ends share one implementation and the local path tests the remote one.
+source an exec channel's stdin/stdout. Framing and the section codec are the agent's own
+(reslog.agent.wire), so both ends share one implementation and the local path tests the remote.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import itertools
 import time
 import zlib
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 
-from reslog import agent as wire
+from reslog.agent import wire
+from reslog.agent.bundle import archive, archive_hash
+from reslog.agent.store import KEY_BITS, LAYOUT_PACKED, LAYOUT_WIDE
 from schema.errors import NotAStore, SchemaTooNew, SchemaTooOld, StoreError, StoreNotFound
 
-AGENT_PATH = Path(wire.__file__).resolve()
 PROTOCOL = wire.PROTOCOL
 
 ERRORS: dict[str, type[StoreError]] = {
@@ -34,16 +32,13 @@ ERRORS: dict[str, type[StoreError]] = {
 }
 
 
-@cache
-def agent_source() -> bytes:
-    """The agent file's bytes: what gets uploaded to a remote host."""
-    return AGENT_PATH.read_bytes()
+def agent_archive() -> bytes:
+    """The agent's zipapp: what runs next to a store (uploaded to remote hosts)."""
+    return archive()
 
 
-@cache
 def agent_hash() -> str:
-    """sha256 prefix of the agent's content; an uploaded agent-<hash>.py is never stale."""
-    return hashlib.sha256(agent_source()).hexdigest()[:16]
+    return archive_hash()
 
 
 class AgentConnectionError(ConnectionError):
@@ -60,35 +55,46 @@ class AgentRemoteError(RuntimeError):
 
 @dataclass
 class PointBatch:
-    """Points in id order: store-local run and key ids, steps, walls, values (NaN restored)."""
+    """Live points in id order: store-local run and key ids, steps, walls, values (NaN
+    restored)."""
 
     run_ids: np.ndarray  # int64
     key_ids: np.ndarray  # int64
     steps: np.ndarray  # int64
     walls: np.ndarray  # float64
     values: np.ndarray  # float64
-    cursor: int
-    more: bool
 
     def __len__(self) -> int:
         return len(self.steps)
 
 
-def decode_points(header: dict[str, Any], payload: bytes) -> PointBatch:
-    n = int(header.get("n", 0))
-    cursor, more = int(header.get("points_cursor", 0)), bool(header.get("more", False))
-    if n == 0:
-        empty_i, empty_f = np.empty(0, np.int64), np.empty(0, np.float64)
-        return PointBatch(empty_i, empty_i, empty_i, empty_f, empty_f, cursor, more)
-    dtype = LAYOUTS.get(header.get("layout", ""))
+def _layout_dtype(layout: str) -> np.dtype:
+    codes = {"q": "<i8", "d": "<f8"}
+    return np.dtype(
+        [(name, codes[code]) for name, code in (f.split(":") for f in layout.split(","))]
+    )
+
+
+LAYOUTS = {layout: _layout_dtype(layout) for layout in (LAYOUT_PACKED, LAYOUT_WIDE)}
+_EMPTY_I, _EMPTY_F = np.empty(0, np.int64), np.empty(0, np.float64)
+EMPTY_BATCH = PointBatch(_EMPTY_I, _EMPTY_I, _EMPTY_I, _EMPTY_F, _EMPTY_F)
+
+
+def decode_points(sections: dict) -> PointBatch:
+    """The live points of a reply (its "points" section; none: an empty batch)."""
+    if "points" not in sections:
+        return EMPTY_BATCH
+    about, data = sections["points"]
+    dtype = LAYOUTS.get(about.get("layout", ""))
     if dtype is None:
-        raise AgentRemoteError("ProtocolError", f"unknown points layout {header.get('layout')!r}")
-    if len(payload) != n * dtype.itemsize:
-        raise AgentConnectionError(f"points payload has {len(payload)} bytes for {n} rows")
-    table = np.frombuffer(payload, dtype=dtype)
+        raise AgentRemoteError("ProtocolError", f"unknown points layout {about.get('layout')!r}")
+    n = int(about.get("rows", 0))
+    if len(data) != n * dtype.itemsize:
+        raise AgentConnectionError(f"points section has {len(data)} bytes for {n} rows")
+    table = np.frombuffer(data, dtype=dtype)
     if "rkn" in dtype.names:
-        run_ids = table["rkn"] >> (wire.KEY_BITS + 1)
-        keyflag = table["rkn"] & ((1 << (wire.KEY_BITS + 1)) - 1)
+        run_ids = table["rkn"] >> (KEY_BITS + 1)
+        keyflag = table["rkn"] & ((1 << (KEY_BITS + 1)) - 1)
     else:
         run_ids = table["run"].astype(np.int64)
         keyflag = table["kn"]
@@ -100,19 +106,27 @@ def decode_points(header: dict[str, Any], payload: bytes) -> PointBatch:
         steps=table["step"].astype(np.int64),
         walls=table["wall"].astype(np.float64),
         values=values,
-        cursor=cursor,
-        more=more,
     )
 
 
-def _dtype(layout: str) -> np.dtype:
-    codes = {"q": "<i8", "d": "<f8"}
-    return np.dtype(
-        [(name, codes[code]) for name, code in (f.split(":") for f in layout.split(","))]
-    )
-
-
-LAYOUTS = {layout: _dtype(layout) for layout in (wire.LAYOUT_PACKED, wire.LAYOUT_WIDE)}
+def decode_columns(section: tuple) -> dict[str, np.ndarray]:
+    """{column name: array} of a columnar section (wire.Sections.add_columns)."""
+    about, data = section
+    n = int(about.get("rows", 0))
+    out, at = {}, 0
+    for spec in about.get("columns", []):
+        name, code = spec.split(":")
+        dtype = np.dtype("<i8" if code == "q" else "<f8")
+        size = n * dtype.itemsize
+        if at + size > len(data):
+            raise AgentConnectionError(f"section {about.get('name')} is shorter than its rows")
+        out[name] = np.frombuffer(data, dtype=dtype, count=n, offset=at).astype(
+            dtype.newbyteorder("=")
+        )
+        at += size
+    if at != len(data):
+        raise AgentConnectionError(f"section {about.get('name')} has {len(data) - at} extra bytes")
+    return out
 
 
 class AgentClient:
@@ -146,7 +160,8 @@ class AgentClient:
         self._sent_at[rid] = time.perf_counter()
         return rid
 
-    def receive(self, rid: int) -> tuple[dict[str, Any], bytes]:
+    def receive(self, rid: int) -> tuple[dict[str, Any], dict]:
+        """(reply header, {section name: (description, bytes)}) of request `rid`."""
         try:
             frame = wire.read_frame(self.rfile)
         except wire.ProtocolError as exc:
@@ -175,9 +190,13 @@ class AgentClient:
             raise AgentRemoteError(kind, message)
         if header.get("z"):
             payload = zlib.decompress(payload)
-        return header, payload
+        try:
+            sections = wire.split_sections(header, payload)
+        except wire.ProtocolError as exc:
+            raise AgentConnectionError(f"broken reply from the agent: {exc}") from exc
+        return header, sections
 
-    def call(self, op: str, **args: Any) -> tuple[dict[str, Any], bytes]:
+    def call(self, op: str, **args: Any) -> tuple[dict[str, Any], dict]:
         return self.receive(self.send(op, **args))
 
     # -- requests -----------------------------------------------------------------------------
@@ -195,49 +214,23 @@ class AgentClient:
         reply, _ = self.call("discover", patterns=list(patterns))
         return list(reply["stores"]), list(reply["missing"])
 
-    def runs(self, store: str) -> list[dict[str, Any]]:
-        return self.call("runs", store=store)[0]["runs"]
-
-    def keys(self, store: str, after: int = 0) -> dict[int, str]:
-        return {int(i): name for i, name in self.call("keys", store=store, after=after)[0]["keys"]}
-
-    def points(
-        self,
-        store: str,
-        after: int = 0,
-        *,
-        run_ids: list[int] | None = None,
-        limit: int = wire.DEFAULT_LIMIT,
-    ) -> PointBatch:
-        header, payload = self.call(
-            "points", store=store, after=after, run_ids=run_ids, limit=limit
-        )
-        return decode_points(header, payload)
-
-    def events(
-        self, store: str, after: int = 0, *, run_ids: list[int] | None = None
-    ) -> tuple[list[list[Any]], int, bool]:
-        reply, _ = self.call("events", store=store, events_after=after, run_ids=run_ids)
-        return reply["events"], int(reply["events_cursor"]), bool(reply["events_more"])
-
     def send_poll(
         self,
         store: str,
         cursor: Any,
         *,
-        limit: int = wire.DEFAULT_LIMIT,
-        jobs: int = 1,
-        overview: int = 0,
-        overview_min: int = wire.OVERVIEW_MIN,
+        limit: int,
+        series: bool | list[list[int]] = False,
+        tiles: list[list[int]] | None = None,
     ) -> int:
-        """Ask for everything new in one round trip (see sources.base.StoreCursor).
-
-        `overview` > 0: if more than `overview_min` points wait, answer with a sample of about
-        `overview` points instead (docs/protocol.md, "Overview first")."""
+        """Ask for everything new after `cursor` (sources.base.StoreCursor) in one round trip,
+        with series rows (all, or [run_id, key_id] pairs) and tiles [run_id, key_id, level,
+        index] read in the same snapshot."""
         args: dict[str, Any] = {}
-        if overview > 0:
-            args["overview"] = overview
-            args["overview_min"] = overview_min
+        if series:
+            args["series"] = series
+        if tiles:
+            args["tiles"] = tiles
         return self.send(
             "poll",
             store=store,
@@ -247,9 +240,26 @@ class AgentClient:
             points_after=cursor.points,
             events_after=cursor.events,
             limit=limit,
-            jobs=jobs,
             **args,
         )
+
+    def points(self, store: str, after: int = 0, *, limit: int = 1_000_000) -> tuple:
+        """(PointBatch, cursor, more) of points after an id cursor."""
+        header, sections = self.call("points", store=store, after=after, limit=limit)
+        return decode_points(sections), int(header["points_cursor"]), bool(header["more"])
+
+    def raw(
+        self, store: str, run_id: int, key_id: int, start: int, stop: int, *,
+        after_id: int | None = None, limit: int = 200_000,
+    ) -> tuple[dict[str, np.ndarray], tuple[int, int] | None, bool]:  # fmt: skip
+        """One page of a series' raw points with start <= step < stop: (columns step, wall,
+        value; (step, id) of the last point, to go on from; more)."""
+        header, sections = self.call(
+            "raw", store=store, run_id=run_id, key_id=key_id, start=start, stop=stop,
+            after_id=after_id, limit=limit,
+        )  # fmt: skip
+        last = header.get("last")
+        return decode_columns(sections["raw"]), (tuple(last) if last else None), header["more"]
 
     def close(self) -> None:
         """Say goodbye (best effort) and close both streams; idempotent."""

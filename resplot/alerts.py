@@ -1,5 +1,9 @@
 """Alerts derived from the cache: NaN/inf loss, stalled run, GPU utilisation drop, hot or
-throttled GPU, plus the alerts a run logged itself (`run.alert`). Pure functions, no Qt."""
+throttled GPU, plus the alerts a run logged itself (`run.alert`). Pure functions, no Qt.
+
+They read the series summaries (counts, extremes, flags and last points of whole series,
+O(series)) and, for what happened in the last minute, the points seen arriving live.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,21 @@ import numpy as np
 
 from resplot.cache import SeriesCache
 from resplot.model import RunRef
+from schema.rollup import (
+    BITS,
+    MAX_AT,
+    NAN,
+    NEGINF,
+    NONFINITE_AT,
+    POSINF,
+    STEP_HI,
+    STEP_LO,
+    VMAX,
+    WALL_HI,
+    WALL_LO,
+    N,
+    mean,
+)
 
 LOSS_KEYS = ("train/loss", "valid/loss")
 _GPU_KEY = re.compile(r"^sys/gpu(\d+)/(util|temp_c|throttle)$")
@@ -46,117 +65,145 @@ class Alert:
     wall: float | None = None
 
 
+def _live(cache: SeriesCache, ref: RunRef, key: str):
+    live = cache.live(ref, key)
+    return live if live is not None and len(live[0]) else None
+
+
 def nan_loss(cache: SeriesCache, ref: RunRef) -> list[Alert]:
     out = []
     for key in LOSS_KEYS:
-        s = cache.series(ref, key)
-        if s is None:
+        summary = cache.summary(ref, key)
+        if summary is None:
             continue
-        steps, walls, values = s
-        bad = np.flatnonzero(~np.isfinite(values))
-        if len(bad):
-            i = int(bad[0])
-            what = "NaN" if np.isnan(values[i]) else f"{values[i]:+}"
-            out.append(
-                Alert(ref, "nan_loss", "error",
-                      f"{key} is {what} at step {int(steps[i])} ({len(bad)} non-finite points)",
-                      int(steps[i]), float(walls[i]))
-            )  # fmt: skip
+        agg = summary.agg
+        count = agg[NAN] + agg[POSINF] + agg[NEGINF]
+        if not count:
+            continue
+        step, wall = agg[NONFINITE_AT], None  # the first step it went wrong, from the rollups
+        kinds = [k for k, n in (("NaN", agg[NAN]), ("+inf", agg[POSINF]), ("-inf", agg[NEGINF]))
+                 if n]  # fmt: skip
+        what = kinds[0] if len(kinds) == 1 else "/".join(kinds)
+        live = _live(cache, ref, key)
+        if live is not None and step is not None:  # seen arriving: what it was, and when
+            steps, walls, values = live
+            at = np.flatnonzero((steps == step) & ~np.isfinite(values))
+            if len(at):
+                i = int(at[0])
+                what = "NaN" if np.isnan(values[i]) else f"{values[i]:+}"
+                wall = float(walls[i])
+        where = f" at step {step}" if step is not None else ""
+        out.append(
+            Alert(ref, "nan_loss", "error",
+                  f"{key} is {what}{where} ({count} non-finite points)", step, wall)
+        )  # fmt: skip
     return out
 
 
-def _progress_series(cache: SeriesCache, ref: RunRef) -> tuple[np.ndarray, np.ndarray] | None:
-    """(steps, walls) of the key that best shows training progress."""
-    s = cache.series(ref, "train/loss") or cache.series(ref, "time/step")
-    if s is None:
-        candidates = [k for k in cache.keys(ref) if not k.startswith("sys/")]
-        lengths = {k: len(cache.series(ref, k)[0]) for k in candidates}
-        if not lengths:
-            return None
-        s = cache.series(ref, max(lengths, key=lengths.get))
-    return s[0], s[1]
+def _progress_key(cache: SeriesCache, ref: RunRef) -> str | None:
+    """The key that best shows training progress."""
+    for key in ("train/loss", "time/step"):
+        if cache.summary(ref, key) is not None:
+            return key
+    counts = {k: s.agg[N] for k, s in cache.summaries(ref).items() if not k.startswith("sys/")}
+    return max(counts, key=counts.get) if counts else None
 
 
 def stalled(cache: SeriesCache, ref: RunRef, now: float, th: Thresholds) -> list[Alert]:
     run = cache.run(ref)
     if run is None or run.status not in ("running", "crashed"):
         return []
-    s = _progress_series(cache, ref)
-    if run.status == "crashed" and s is not None and len(s[0]):
+    key = _progress_key(cache, ref)
+    summary = cache.summary(ref, key) if key is not None else None
+    if summary is None:
+        return []
+    agg = summary.agg
+    last_step, last_wall = int(agg[STEP_HI]), float(agg[WALL_HI])
+    if run.status == "crashed":
         # The heartbeat went stale (SIGKILL, OOM, a lost host): the run stalled for good, however
         # short its silence is next to its step time. Resuming or finishing it clears this.
         return [
             Alert(ref, "stalled", "warning",
                   f"crashed: no heartbeat for {now - run.heartbeat_at:.0f} s after step "
-                  f"{int(s[0][-1])}", int(s[0][-1]), float(s[1][-1]))
+                  f"{last_step}", last_step, last_wall)
         ]  # fmt: skip
-    if s is None or len(s[0]) < 3:
+    live = _live(cache, ref, key)
+    if live is not None and len(live[0]) >= 3:
+        steps, walls = live[0], live[1]
+        # Time between consecutive new steps (several keys per step share one wall time).
+        new = np.flatnonzero(np.diff(steps) != 0) + 1
+        gaps = np.diff(walls[np.concatenate(([0], new))])
+        gaps = gaps[gaps > 0]
+        gap = float(np.median(gaps)) if len(gaps) else None
+    elif agg[N] >= 3 and agg[STEP_HI] > agg[STEP_LO]:
+        gap = (agg[WALL_HI] - agg[WALL_LO]) / (agg[N] - 1)  # the run's average so far
+    else:
+        gap = None
+    if not gap or gap <= 0:
         return []
-    steps, walls = s
-    # Time between consecutive new steps (several keys per step share one wall time).
-    new = np.flatnonzero(np.diff(steps) != 0) + 1
-    gaps = np.diff(walls[np.concatenate(([0], new))])
-    gaps = gaps[gaps > 0]
-    if len(gaps) == 0:
-        return []
-    limit = max(th.stall_factor * float(np.median(gaps)), th.stall_min_s)
-    idle = now - float(walls[-1])
+    limit = max(th.stall_factor * gap, th.stall_min_s)
+    idle = now - last_wall
     if idle <= limit:
         return []
     return [
         Alert(ref, "stalled", "warning",
-              f"no new step for {idle:.0f} s (median step gap {np.median(gaps):.2f} s)",
-              int(steps[-1]), float(walls[-1]))
+              f"no new step for {idle:.0f} s (median step gap {gap:.2f} s)", last_step,
+              last_wall)
     ]  # fmt: skip
 
 
 def gpu_alerts(cache: SeriesCache, ref: RunRef, th: Thresholds) -> list[Alert]:
     out = []
-    for key in cache.keys(ref):
+    for key, summary in cache.summaries(ref).items():
         m = _GPU_KEY.match(key)
         if not m:
             continue
         gpu, what = m.group(1), m.group(2)
-        steps, walls, values = cache.series(ref, key)
-        ok = np.isfinite(values)
-        steps, walls, values = steps[ok], walls[ok], values[ok]
-        if len(values) == 0:
+        agg = summary.agg
+        if agg[VMAX] is None:
             continue
-        if what == "util" and len(values) >= 10:
+        if what == "util":
+            # The last minute seen live against the run's mean so far.
+            live = _live(cache, ref, key)
+            if live is None:
+                continue
+            _steps, walls, values = live
+            ok = np.isfinite(values)
+            walls, values = walls[ok], values[ok]
+            if len(values) < 10:
+                continue
             recent = walls >= walls[-1] - th.util_window_s
-            earlier = values[~recent]
-            if len(earlier) >= 5:
-                typical = float(np.median(earlier))
-                now_mean = float(values[recent].mean())
-                if typical >= th.util_busy_pct and now_mean < th.util_drop_ratio * typical:
-                    out.append(
-                        Alert(ref, "gpu_util_drop", "warning",
-                              f"GPU{gpu} utilisation {now_mean:.0f}% (typically {typical:.0f}%)",
-                              int(steps[-1]), float(walls[-1]))
-                    )  # fmt: skip
-        elif what == "temp_c":
-            hot = np.flatnonzero(values >= th.temp_c)
-            if len(hot):
-                i = int(hot[-1])
+            finite = agg[N] - agg[NAN] - agg[POSINF] - agg[NEGINF]
+            if finite - int(recent.sum()) < 5:
+                continue
+            typical = mean(agg)
+            now_mean = float(values[recent].mean())
+            if typical >= th.util_busy_pct and now_mean < th.util_drop_ratio * typical:
                 out.append(
-                    Alert(ref, "gpu_temp", "warning",
-                          f"GPU{gpu} reached {values.max():.0f} °C (≥ {th.temp_c:.0f} °C)",
-                          int(steps[i]), float(walls[i]))
+                    Alert(ref, "gpu_util_drop", "warning",
+                          f"GPU{gpu} utilisation {now_mean:.0f}% (typically {typical:.0f}%)",
+                          int(agg[STEP_HI]), float(agg[WALL_HI]))
                 )  # fmt: skip
-        elif what == "throttle":
-            bits = values.astype(np.int64)
-            mask = sum(THROTTLE_BITS)
-            hit = np.flatnonzero(bits & mask)
-            if len(hit):
-                seen = np.bitwise_or.reduce(bits[hit])
-                reasons = ", ".join(name for bit, name in THROTTLE_BITS.items() if seen & bit)
-                i = int(hit[-1])
-                share = 100.0 * len(hit) / len(bits)
-                out.append(
-                    Alert(ref, "gpu_throttle", "warning",
-                          f"GPU{gpu} throttled ({reasons}) in {share:.0f}% of samples",
-                          int(steps[i]), float(walls[i]))
-                )  # fmt: skip
+        elif what == "temp_c" and agg[VMAX] >= th.temp_c:
+            out.append(
+                Alert(ref, "gpu_temp", "warning",
+                      f"GPU{gpu} reached {agg[VMAX]:.0f} °C (≥ {th.temp_c:.0f} °C)",
+                      int(agg[MAX_AT]), None)
+            )  # fmt: skip
+        elif what == "throttle" and agg[BITS] > 0 and agg[BITS] & sum(THROTTLE_BITS):
+            seen = agg[BITS]
+            reasons = ", ".join(name for bit, name in THROTTLE_BITS.items() if seen & bit)
+            share = ""
+            live = _live(cache, ref, key)
+            if live is not None:  # how often, among the samples seen arriving
+                bits = np.nan_to_num(live[2], nan=0.0).astype(np.int64)
+                pct = 100.0 * np.count_nonzero(bits & sum(THROTTLE_BITS)) / len(bits)
+                whole = len(bits) == agg[N]
+                share = f" in {pct:.0f}% of " + ("samples" if whole else f"the last {len(bits)}")
+            out.append(
+                Alert(ref, "gpu_throttle", "warning", f"GPU{gpu} throttled ({reasons}){share}",
+                      None, None)
+            )  # fmt: skip
     return out
 
 

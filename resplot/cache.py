@@ -1,12 +1,19 @@
-"""The series cache: what the poller writes (worker thread) and the charts read (GUI thread).
+"""The viewer's data: what the sources write (worker threads) and the charts read (GUI thread).
 
-Data arrives in batches; each batch is applied under one lock and bumps `version`, so a reader
-takes a consistent snapshot without copying the arrays (they only ever grow).
+- runs and events, as the store has them;
+- one summary per series (schema.rollup aggregate and rollup levels, from the store's `series`
+  rows, then kept current by folding live points in): key lists, latest values, the run table,
+  alerts and the comparison table read these, O(series);
+- a live tail per series: the raw points that arrived since the source connected, the newest
+  LIVE_POINTS of them (alerts that look at the last minute read these);
+- tiles (resplot/tiles.py) that the charts asked for, in an LRU cache bounded by bytes, with
+  live points folded in as they arrive;
+- the tiles charts want and nobody has fetched yet, for each store, which its source's worker
+  takes with the next poll.
 
-The one exception is a first view of a large store (docs/protocol.md, "Overview first"): the
-source shows a sampled overview of each run, marked partial, then swaps in the full-resolution
-series with replace_run_series(). A swap bumps the run's `generation`, so a reader that keeps
-per-series state computed incrementally (x values, smoothing) knows to start over.
+Every change happens under one lock and bumps `version`. Nothing is swapped in place: arrays a
+reader holds stay valid (live tails only grow or are copied when trimmed, tiles replace their
+columns when a live point is folded in).
 """
 
 from __future__ import annotations
@@ -14,63 +21,47 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 from collections.abc import Iterable
+from typing import NamedTuple
 
 import numpy as np
 
 from resplot.model import Event, RunInfo, RunRef, Series
+from resplot.tiles import DEFAULT_LIMIT_BYTES, Tile, TileCache
+from schema import buckets
+from schema.rollup import STEP_HI, STEP_LO, fold, merge
+
+LIVE_POINTS = 20_000  # raw points kept per series (the newest)
+
+
+class Summary(NamedTuple):
+    """A series as its summary row says: the aggregate of all its points, the rollup levels the
+    store keeps for it (1..levels), and the step and wall of its newest point (a lower step
+    logged later starts the series over)."""
+
+    agg: tuple
+    levels: int
+    tail: tuple[int, float]
+
+
+TileKey = tuple[RunRef, str, int, int]  # run, key, level, index
 
 
 class SeriesCache:
-    def __init__(self) -> None:
+    def __init__(self, tile_bytes: int = DEFAULT_LIMIT_BYTES) -> None:
         self._lock = threading.Lock()
         self._runs: dict[RunRef, RunInfo] = {}
-        self._series: dict[RunRef, dict[str, Series]] = defaultdict(dict)
+        self._summaries: dict[RunRef, dict[str, Summary]] = defaultdict(dict)
+        self._live: dict[RunRef, dict[str, Series]] = defaultdict(dict)
         self._events: dict[RunRef, list[Event]] = defaultdict(list)
-        self._partial: set[RunRef] = set()
-        self._generation: dict[RunRef, int] = defaultdict(int)
+        self._tiles = TileCache(tile_bytes)
+        self._wanted: dict[tuple[str, str], set[tuple[str, str, int, int]]] = defaultdict(set)
         self.version = 0
 
-    # -- writer side (poller) -------------------------------------------------------------
+    # -- writer side (sources) ------------------------------------------------------------------
     def set_runs(self, runs: Iterable[RunInfo]) -> None:
         with self._lock:
             for run in runs:
                 self._runs[run.ref] = run
-            self.version += 1
-
-    def add_points(
-        self,
-        ref: RunRef,
-        key: str,
-        steps: np.ndarray,
-        walls: np.ndarray,
-        values: np.ndarray,
-    ) -> None:
-        """Append points of one key (already in arrival order) to a run's series."""
-        if len(steps) == 0:
-            return
-        with self._lock:
-            series = self._series[ref].get(key)
-            if series is None:
-                series = self._series[ref][key] = Series()
-            if series.extend(steps, walls, values):
-                # Points were dropped (a restart): readers' incremental state starts over.
-                self._generation[ref] += 1
-            self.version += 1
-
-    def replace_run_series(
-        self, ref: RunRef, series: dict[str, Series], *, partial: bool = False
-    ) -> None:
-        """Swap all series of a run at once (overview in, or full resolution over an overview).
-
-        `partial` marks the run as showing an overview (is_partial); readers see either the old
-        series or the new ones, never a mix, and the run's generation moves on."""
-        with self._lock:
-            self._series[ref] = dict(series)
-            if partial:
-                self._partial.add(ref)
-            else:
-                self._partial.discard(ref)
-            self._generation[ref] += 1
             self.version += 1
 
     def add_events(self, new: Iterable[Event]) -> None:
@@ -79,24 +70,125 @@ class SeriesCache:
                 self._events[ev.run].append(ev)
             self.version += 1
 
-    def drop_source(self, source: str) -> None:
+    def set_summaries(self, ref: RunRef, summaries: dict[str, Summary]) -> None:
+        """Series rows as the store has them (the points up to the reply that carried them)."""
         with self._lock:
-            for table in (self._runs, self._series, self._events, self._generation):
-                for ref in [r for r in table if r.source == source]:
-                    del table[ref]
-            self._partial = {r for r in self._partial if r.source != source}
+            self._summaries[ref].update(summaries)
             self.version += 1
+
+    def add_live(
+        self, ref: RunRef, key: str, steps: np.ndarray, walls: np.ndarray, values: np.ndarray,
+        epoch: int,
+    ) -> bool:  # fmt: skip
+        """Points of one series that arrived live (arrival order), from the source's reply
+        number `epoch`: appended to the live tail and folded into the summary and into the
+        tiles read before that reply. True when they restart the series (a lower step logged
+        later: a run resumed from an older checkpoint); its summary and tiles are then dropped,
+        to be read again from the store, which has rebuilt them for the newer take."""
+        if len(steps) == 0:
+            return False
+        with self._lock:
+            old = self._summaries[ref].get(key)
+            tail = self._live[ref].get(key)
+            if tail is None:
+                tail = self._live[ref][key] = Series()
+            restart = tail.extend(steps, walls, values)
+            if old is not None and steps[0] < old.tail[0] and walls[0] > old.tail[1]:
+                restart = True  # against the stored history, before any live point
+            if len(tail) > 2 * LIVE_POINTS:
+                self._live[ref][key] = tail.newest(LIVE_POINTS)
+            self.version += 1
+            if restart:
+                self._forget_series(ref, key)
+                return True
+            vals = [None if v != v else v for v in values.tolist()]
+            agg = fold(steps.tolist(), walls.tolist(), vals)
+            if old is not None:
+                agg = merge(old.agg, agg)
+            # The levels the writer keeps for this span (it adds them in the same transaction).
+            levels = max(
+                old.levels if old else 1, buckets.needed_levels(agg[STEP_HI] - agg[STEP_LO])
+            )
+            newest = (int(steps[-1]), float(walls[-1]))
+            self._summaries[ref][key] = Summary(agg, levels, newest)
+            for (_r, _k, level, index), tile in self._tiles.items(
+                lambda k: k[0] == ref and k[1] == key
+            ):
+                if tile.epoch >= epoch:
+                    continue  # read in this reply's snapshot: it holds these points already
+                lo, hi = buckets.tile_range(level, index)
+                inside = (steps >= lo) & (steps < hi)
+                if inside.any():
+                    tile.fold(steps[inside], walls[inside], values[inside])
+            self._tiles.recount()
+            return False
+
+    def put_tile(self, ref: RunRef, key: str, tile: Tile) -> None:
+        with self._lock:
+            self._tiles.put((ref, key, tile.level, tile.index), tile)
+            self._wanted[(ref.source, ref.store)].discard((ref.uid, key, tile.level, tile.index))
+            self.version += 1
+
+    def forget_series(self, ref: RunRef, key: str) -> None:
+        with self._lock:
+            self._forget_series(ref, key)
+            self.version += 1
+
+    def _forget_series(self, ref: RunRef, key: str) -> None:
+        self._summaries[ref].pop(key, None)
+        self._tiles.drop(lambda k: k[0] == ref and k[1] == key)
+
+    def drop_source(self, source: str) -> None:
+        self._drop(lambda r: r.source == source)
 
     def drop_store(self, source: str, store: str) -> None:
         """Forget every run of one store (its file was replaced: it is read again from scratch)."""
+        self._drop(lambda r: r.source == source and r.store == store)
+
+    def _drop(self, which) -> None:
         with self._lock:
-            for table in (self._runs, self._series, self._events, self._generation):
-                for ref in [r for r in table if r.source == source and r.store == store]:
+            for table in (self._runs, self._summaries, self._live, self._events):
+                for ref in [r for r in table if which(r)]:
                     del table[ref]
-            self._partial = {r for r in self._partial if (r.source, r.store) != (source, store)}
+            self._tiles.drop(lambda k: which(k[0]))
+            for place in [p for p in self._wanted if which(RunRef(p[0], p[1], ""))]:
+                del self._wanted[place]
             self.version += 1
 
-    # -- reader side (charts, tables, export) ---------------------------------------------
+    # -- tiles the charts want -------------------------------------------------------------------
+    def want_tiles(self, ref: RunRef, key: str, level: int, indices: Iterable[int]) -> bool:
+        """Ask for tiles not in the cache; True when something new was asked for."""
+        with self._lock:
+            wanted = self._wanted[(ref.source, ref.store)]
+            before = len(wanted)
+            for index in indices:
+                if self._tiles.get((ref, key, level, index)) is None:
+                    wanted.add((ref.uid, key, level, index))
+            return len(wanted) > before
+
+    def take_wanted(self, source: str, store: str) -> list[tuple[str, str, int, int]]:
+        """The wanted tiles of one store, handed to its source (and no longer wanted)."""
+        with self._lock:
+            wanted = self._wanted.pop((source, store), set())
+            return sorted(wanted)
+
+    def wanted_count(self) -> int:
+        with self._lock:
+            return sum(len(w) for w in self._wanted.values())
+
+    def set_tile_limit(self, limit_bytes: int) -> None:
+        with self._lock:
+            self._tiles.set_limit(limit_bytes)
+
+    @property
+    def tile_bytes(self) -> int:
+        return self._tiles.bytes
+
+    @property
+    def tile_limit(self) -> int:
+        return self._tiles.limit_bytes
+
+    # -- reader side (charts, tables, export) -------------------------------------------------
     def runs(self) -> list[RunInfo]:
         with self._lock:
             return sorted(self._runs.values(), key=lambda r: (r.created_at, r.ref))
@@ -107,31 +199,35 @@ class SeriesCache:
 
     def keys(self, ref: RunRef) -> list[str]:
         with self._lock:
-            return sorted(self._series.get(ref, {}))
+            return sorted(self._summaries.get(ref, {}))
 
     def all_keys(self) -> list[str]:
         with self._lock:
-            return sorted({k for per_run in self._series.values() for k in per_run})
+            return sorted({k for per_run in self._summaries.values() for k in per_run})
 
-    def series(self, ref: RunRef, key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """(steps, walls, values) views at full resolution, or None when the key is absent."""
+    def summary(self, ref: RunRef, key: str) -> Summary | None:
         with self._lock:
-            s = self._series.get(ref, {}).get(key)
+            return self._summaries.get(ref, {}).get(key)
+
+    def summaries(self, ref: RunRef) -> dict[str, Summary]:
+        with self._lock:
+            return dict(self._summaries.get(ref, {}))
+
+    def live(self, ref: RunRef, key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(steps, walls, values) of the points seen live (the newest LIVE_POINTS at least)."""
+        with self._lock:
+            s = self._live.get(ref, {}).get(key)
             return s.view() if s is not None else None
 
-    def is_partial(self, ref: RunRef) -> bool:
-        """True while the run's series are a sampled overview (full resolution is loading)."""
+    def tile(self, ref: RunRef, key: str, level: int, index: int) -> Tile | None:
         with self._lock:
-            return ref in self._partial
+            return self._tiles.get((ref, key, level, index))
 
-    def partial_refs(self) -> set[RunRef]:
+    def tiles_of(self, ref: RunRef, key: str) -> list[Tile]:
+        """Every cached tile of one series (without touching their recency)."""
         with self._lock:
-            return set(self._partial)
-
-    def generation(self, ref: RunRef) -> int:
-        """Moves on whenever the run's series are replaced rather than appended to."""
-        with self._lock:
-            return self._generation.get(ref, 0)
+            found = self._tiles.items(lambda k: k[0] == ref and k[1] == key)
+            return [t for _k, t in sorted(found, key=lambda kt: (kt[0][2], kt[0][3]))]
 
     def events(self, ref: RunRef) -> list[Event]:
         with self._lock:

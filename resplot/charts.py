@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -31,10 +32,11 @@ from resplot import xaxis
 from resplot.alerts import THROTTLE_BITS
 from resplot.cache import SeriesCache
 from resplot.decimate import bucket_mean, decimate_many
-from resplot.model import RunRef
+from resplot.model import RunInfo, RunRef
 from resplot.pages import TIMING_PARTS, Item, PanelSpec, panels_for
-from resplot.smoothing import Smoother
+from resplot.smoothing import smooth
 from resplot.state import ViewState
+from resplot.views import SeriesView, series_view
 
 EVENT_KINDS = {"alert": "#d62728", "checkpoint": "#7f7f7f", "resume": "#1f77b4"}
 PART_COLORS = {
@@ -167,72 +169,48 @@ class Track:
         ax.add_collection(self.raw_band, autolim=False)
         ax.add_collection(self.band, autolim=False)
         self.band_xy: list[np.ndarray] = []  # vertices drawn as bands (for the limits)
-        self._x: np.ndarray | None = None
-        self._x_key: tuple | None = None
-        self._x_buf = np.empty(0)
-        self._x_n = 0
-        self._x_sorted = True
-        self._smoother: Smoother | None = None
+        self.view: SeriesView | None = None  # what the last update drew
+        self.x = np.empty(0)  # x of view.steps
+        self.x_mid = np.empty(0)  # x of view.mid_steps
 
     def remove(self) -> None:
         for artist in (self.raw, self.line, self.bad, self.raw_band, self.band):
             artist.remove()
 
-    def _prepare(self, cache: SeriesCache, mode: str, weight: float):
-        s = cache.series(self.item.ref, self.item.key)
-        if s is None or len(s[0]) == 0:
-            return None
-        steps, walls, values = s
-        tok = cache.series(self.item.ref, xaxis.TOKENS_KEY) if mode == "tokens" else None
-        key = (mode, None if tok is None else len(tok[0]))
-        n = len(steps)
-        if key != self._x_key or self._x is None or n < self._x_n:
-            self._x_n, self._x_sorted = 0, True
-            self._x = None
-        if n > self._x_n:
-            # A point's x depends on that point only (tokens: on the tokens series, which is
-            # part of the key), so only the new tail is computed.
-            new = xaxis.x_values(cache, self.item.ref, mode, steps[self._x_n :],
-                                 walls[self._x_n :])  # fmt: skip
-            if new is None:
-                self._x_key = key
-                return None
-            if self._x is None or n > len(self._x_buf):
-                buf = np.empty(max(1024, 2 * n))
-                buf[: self._x_n] = self._x_buf[: self._x_n]
-                self._x_buf = buf
-            prev = self._x_buf[self._x_n - 1] if self._x_n else -np.inf
-            self._x_sorted = bool(self._x_sorted and new[0] >= prev and np.all(new[1:] >= new[:-1]))
-            self._x_buf[self._x_n : n] = new
-            self._x_n = n
-            self._x = self._x_buf[:n]
-        self._x_key = key
-        if self._x is None:
-            return None
-        smoothed = None
-        if self.item.smooth and weight > 0:
-            if self._smoother is None or self._smoother.weight != weight:
-                self._smoother = Smoother(weight)
-            smoothed = self._smoother.update(steps, values)
-        return self._x, values, smoothed
+    def clear(self) -> None:
+        for artist in (self.raw, self.line, self.bad):
+            artist.set_data([], [])
+        self.band.set_visible(False)
+        self.raw_band.set_visible(False)
+        self.band_xy = []
+        self.view = None
 
-    def update(
-        self, cache: SeriesCache, mode: str, weight: float, pixels: int, xlim
-    ) -> np.ndarray | None:
-        """Set the lines' data for this view; returns the decimated x (for event limits)."""
-        prepared = self._prepare(cache, mode, weight)
-        if prepared is None:
-            for artist in (self.raw, self.line, self.bad):
-                artist.set_data([], [])
-            self.band.set_visible(False)
-            self.raw_band.set_visible(False)
-            self.band_xy = []
+    def update(self, cache: SeriesCache, ctx: RunContext, mode: str, weight: float,
+               pixels: int, xlim) -> SeriesView | None:  # fmt: skip
+        """Set the artists' data for this view; returns the series view drawn (None: none)."""
+        item = self.item
+        view = series_view(cache, item.ref, item.key, ctx.lo, ctx.hi, pixels)
+        x = None if view is None else xaxis.x_values(mode, ctx.run, view.steps, view.walls,
+                                                       ctx.guide)  # fmt: skip
+        if view is None or x is None:
+            self.clear()
             return None
-        x, values, smoothed = prepared
-        if smoothed is not None:
-            raw, main = decimate_many(x, [values, smoothed], pixels, xlim, self._x_sorted)
+        self.view = view
+        self.x = x
+        x_mid = x if view.level == 0 else xaxis.x_values(
+            mode, ctx.run, view.mid_steps, view.mid_walls, ctx.guide)  # fmt: skip
+        self.x_mid = x_mid
+        smoothed = None
+        if item.smooth and weight > 0 and len(view.mid_steps):
+            # Raw points when the view resolves them, the buckets' means otherwise.
+            smoothed = smooth(view.mid_steps, view.means, weight)
+        if smoothed is not None and view.level == 0:
+            raw, main = decimate_many(x, [view.values, smoothed], pixels, xlim)
         else:
-            raw = main = decimate_many(x, [values], pixels, xlim, self._x_sorted)[0]
+            raw = decimate_many(x, [view.values], pixels, xlim)[0]
+            main = (
+                decimate_many(x_mid, [smoothed], pixels, xlim)[0] if smoothed is not None else raw
+            )
         self.band_xy = []
         if smoothed is None:
             self.raw.set_data([], [])
@@ -253,40 +231,36 @@ class Track:
         self.line.set_visible(main_xy is None)
         if main_xy is not None:
             self.band_xy.append(main_xy)
-        bx = np.concatenate((raw.nan_x, raw.posinf_x, raw.neginf_x))
-        by = np.concatenate(
-            (
-                np.full(len(raw.nan_x), NONFINITE_Y["nan"]),
-                np.full(len(raw.posinf_x), NONFINITE_Y["+inf"]),
-                np.full(len(raw.neginf_x), NONFINITE_Y["-inf"]),
-            )
-        )
+        marks = [(x_mid[view.nan], "nan"), (x_mid[view.posinf], "+inf"),
+                 (x_mid[view.neginf], "-inf")]  # fmt: skip
+        bx = np.concatenate([m for m, _ in marks])
+        by = np.concatenate([np.full(len(m), NONFINITE_Y[kind]) for m, kind in marks])
+        if xlim is not None and len(bx):
+            inside = (bx >= xlim[0]) & (bx <= xlim[1])
+            bx, by = bx[inside], by[inside]
         self.bad.set_data(bx, by)
         self.bad.set_visible(len(bx) > 0)
-        return raw.x
+        return view
 
 
-def _aligned_parts(cache: SeriesCache, ref: RunRef):
-    """(steps, walls, [data, forward, backward, optimizer, other]) on time/step's steps."""
-    total = cache.series(ref, "time/step")
-    if total is None or len(total[0]) == 0:
+@dataclass
+class RunContext:
+    """What every track of one run on one panel shares: the run, the step range in view
+    (±inf: the series' own ends) and, on the tokens axis, the tokens guide."""
+
+    run: RunInfo | None
+    lo: float
+    hi: float
+    guide: xaxis.Guide | None
+
+
+def tokens_guide(cache: SeriesCache, ref: RunRef, lo: float, hi: float, pixels: int):
+    """(steps, cumulative tokens) of a run's train/tokens over a step range: its points, or
+    each bucket's last value (a cumulative count's value at the bucket's last step)."""
+    view = series_view(cache, ref, xaxis.TOKENS_KEY, lo, hi, pixels)
+    if view is None or len(view.last_steps) == 0:
         return None
-    steps, walls, whole = total
-    order = np.argsort(steps, kind="stable")
-    steps, walls, whole = steps[order], walls[order], whole[order]
-    parts = []
-    for name in TIMING_PARTS:
-        s = cache.series(ref, f"time/{name}")
-        col = np.zeros(len(steps))
-        if s is not None and len(s[0]):
-            ps, pv = s[0], s[2]
-            o = np.argsort(ps, kind="stable")
-            ps, pv = ps[o], pv[o]
-            idx = np.clip(np.searchsorted(ps, steps), 0, len(ps) - 1)
-            col = np.where(ps[idx] == steps, pv[idx], 0.0)
-        parts.append(np.nan_to_num(col, nan=0.0, posinf=0.0, neginf=0.0))
-    other = np.clip(np.nan_to_num(whole, nan=0.0) - np.sum(parts, axis=0), 0.0, None)
-    return steps, walls, [*parts, other]
+    return view.last_steps, view.lasts
 
 
 class ChartPage:
@@ -309,9 +283,14 @@ class ChartPage:
         self._events: list[LineCollection] = []
         self._empty: list = []
         self._legend_items: list[tuple] = []
-        # Per axes: monotonic time and view limits of the last legend placement.
+        # Per axes: monotonic time and view limits of the last legend placement, and the kind
+        # of data drawn then (level and completeness of each track's view).
         self._legend_placed: list[tuple[float, tuple]] = []
+        self._legend_drawn: list[tuple] = []
         self.follow = True  # autoscale to all data; False after the user zooms or pans
+        # Per run: (x, step) pairs of its widest drawn view, sorted by x: how a zoomed x range
+        # on the wall, relative or tokens axis maps back to the steps whose tiles it needs.
+        self._x_steps: dict[RunRef, tuple[np.ndarray, np.ndarray]] = {}
         self._updating = False
         self.message = None
 
@@ -321,6 +300,8 @@ class ChartPage:
         self.axes, self.tracks, self._extra, self._events, self._empty = [], [], [], [], []
         self._legend_items = []
         self._legend_placed = []
+        self._legend_drawn: list[tuple] = []
+        self._views, self._notes = [], []
         self.message = None
         n = len(specs)
         if n == 0:
@@ -360,13 +341,20 @@ class ChartPage:
                 0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center",
                 color="#999999", fontsize=8,
             )  # fmt: skip
+            note = ax.text(
+                0.995, 0.01, "", transform=ax.transAxes, ha="right", va="bottom",
+                color="#888888", fontsize=6.5, zorder=5,
+            )  # fmt: skip
             self.axes.append(ax)
             self.tracks.append({})
             self._extra.append([])
             self._events.append(events)
             self._empty.append(empty)
+            self._views.append([])
+            self._notes.append(note)
             self._legend_items.append(())
             self._legend_placed.append((-np.inf, ()))
+            self._legend_drawn.append(())
         for ax in self.axes[-cols:]:
             ax.set_xlabel(xaxis.LABELS[mode], fontsize=8)
         if mode == "wall":
@@ -406,6 +394,8 @@ class ChartPage:
         self._updating = True
         try:
             xlim = None if self.follow else tuple(self.axes[0].get_xlim())
+            if xlim is None:
+                self._x_steps = {}
             for i, spec in enumerate(specs):
                 self._refresh_panel(i, spec, cache, state, refs, xlim)
             if self.follow:
@@ -424,20 +414,66 @@ class ChartPage:
                 tracks[item] = Track(self.axes[i], item)
         return tracks
 
+    def _step_range(self, ref: RunRef, mode: str, xlim) -> tuple[float, float]:
+        """The steps of a run that an x range shows (±inf: follow all data)."""
+        if xlim is None:
+            return -np.inf, np.inf
+        lo, hi = sorted(xlim)
+        if mode == "step":
+            return np.floor(lo), np.ceil(hi)
+        known = self._x_steps.get(ref)
+        if known is None or len(known[0]) < 2:
+            return -np.inf, np.inf  # nothing drawn yet to map it by: ask for everything
+        x, steps = known
+        pad = (steps[-1] - steps[0]) / max(1, len(steps))  # one drawn point's worth of steps
+        a = np.interp(lo, x, steps, left=-np.inf, right=np.inf)
+        b = np.interp(hi, x, steps, left=-np.inf, right=np.inf)
+        return a - pad, b + pad
+
+    def _contexts(self, cache, state, refs, xlim, pixels) -> dict[RunRef, RunContext]:
+        out = {}
+        for ref in refs:
+            lo, hi = self._step_range(ref, state.x_axis, xlim)
+            guide = None
+            if state.x_axis == "tokens":
+                guide = tokens_guide(cache, ref, lo, hi, pixels)
+            out[ref] = RunContext(cache.run(ref), lo, hi, guide)
+        return out
+
+    def _remember_x(self, track: Track) -> None:
+        view = track.view
+        if view is None or len(track.x) < 2:
+            return
+        order = np.argsort(track.x, kind="stable")
+        x, steps = track.x[order], view.steps[order].astype(np.float64)
+        known = self._x_steps.get(track.item.ref)
+        if known is None or len(x) > len(known[0]) or x[-1] - x[0] > known[0][-1] - known[0][0]:
+            self._x_steps[track.item.ref] = (x, steps)
+
     def _refresh_panel(self, i, spec, cache, state, refs, xlim) -> None:
         ax = self.axes[i]
         pixels = max(int(ax.bbox.width), 50)
         for artist in self._extra[i]:
             artist.remove()
         self._extra[i] = []
+        self._views[i] = []
+        contexts = self._contexts(cache, state, [*refs, *(it.ref for it in spec.items)], xlim,
+                                  pixels)  # fmt: skip
         tracks = self._sync_tracks(i, spec)
         for track in tracks.values():
-            track.update(cache, state.x_axis, state.smoothing, pixels, xlim)
+            view = track.update(cache, contexts[track.item.ref], state.x_axis, state.smoothing,
+                                pixels, xlim)  # fmt: skip
+            if view is not None:
+                self._views[i].append(view)
+                if xlim is None:
+                    self._remember_x(track)
         if spec.kind == "stacked" and spec.stack_ref is not None:
-            self._draw_stack(i, spec.stack_ref, cache, state.x_axis, pixels)
+            ref = spec.stack_ref
+            self._draw_stack(i, ref, cache, contexts[ref], state.x_axis, pixels)
         elif spec.kind == "throttle":
-            self._draw_throttle(i, spec, cache, state.x_axis, pixels, xlim)
-        self._draw_events(i, cache, refs, state.x_axis)
+            self._draw_throttle(i, spec, cache, contexts, state.x_axis, pixels, xlim)
+        self._draw_events(i, cache, refs, contexts, state.x_axis)
+        self._note(i, state.smoothing)
         has_data = any(len(t.line.get_xdata()) for t in tracks.values()) or bool(self._extra[i])
         self._empty[i].set_visible(not has_data)
         if self.follow:
@@ -474,26 +510,48 @@ class ChartPage:
         legend = ax.get_legend()
         now, view = time.monotonic(), (ax.get_xlim(), ax.get_ylim())
         placed_at, placed_view = self._legend_placed[i]
+        drawn = tuple(
+            (t.view.level, t.view.complete) if t.view is not None else None for t in tracks.values()
+        )
         # Following live data the limits move every poll: re-place by time. After a zoom or
-        # pan (follow off) the limits change only by the user's hand: re-place at once.
-        due = now - placed_at >= LEGEND_REPLACE_S or (not self.follow and view != placed_view)
+        # pan (follow off) the limits change only by the user's hand: re-place at once; and
+        # when what is drawn changes in kind (first data, another level, detail loaded).
+        due = (
+            now - placed_at >= LEGEND_REPLACE_S
+            or (not self.follow and view != placed_view)
+            or drawn != self._legend_drawn[i]
+        )
         if spec.kind == "line" and legend is not None and due:
             if self.follow:
                 ax.autoscale_view()  # the corner is chosen for the limits about to be drawn
             texts = [t.get_text() for t in legend.get_texts()]
             legend.set_loc(_legend_corner(ax, tracks.values(), texts))
             self._legend_placed[i] = (now, (ax.get_xlim(), ax.get_ylim()))
+            self._legend_drawn[i] = drawn
 
-    def _draw_stack(self, i: int, ref: RunRef, cache: SeriesCache, mode: str, pixels: int):
-        aligned = _aligned_parts(cache, ref)
-        if aligned is None:
+    def _draw_stack(self, i: int, ref: RunRef, cache: SeriesCache, ctx: RunContext, mode: str,
+                    pixels: int):  # fmt: skip
+        """One run's step time split into data/forward/backward/optimizer/other: the mean of
+        each part per bucket (or per step at full resolution), stacked."""
+        total = series_view(cache, ref, "time/step", ctx.lo, ctx.hi, pixels)
+        if total is None or len(total.mid_steps) == 0:
             return
-        steps, walls, parts = aligned
-        x = xaxis.x_values(cache, ref, mode, steps, walls)
+        grid = total.mid_steps
+        parts = []
+        for name in TIMING_PARTS:
+            part = series_view(cache, ref, f"time/{name}", ctx.lo, ctx.hi, pixels, total.level)
+            col = np.zeros(len(grid))
+            if part is not None and part.level == total.level and len(part.mid_steps):
+                idx = np.clip(np.searchsorted(part.mid_steps, grid), 0, len(part.mid_steps) - 1)
+                col = np.where(part.mid_steps[idx] == grid, part.means[idx], 0.0)
+            parts.append(np.nan_to_num(col, nan=0.0, posinf=0.0, neginf=0.0))
+        whole = np.nan_to_num(total.means, nan=0.0, posinf=0.0, neginf=0.0)
+        other = np.clip(whole - np.sum(parts, axis=0), 0.0, None)
+        x = xaxis.x_values(mode, ctx.run, grid, total.mid_walls, ctx.guide)
         if x is None:
             return
         order = np.argsort(x, kind="stable")
-        bx, bys = bucket_mean(x[order], [p[order] for p in parts], pixels)
+        bx, bys = bucket_mean(x[order], [p[order] for p in [*parts, other]], pixels)
         ax = self.axes[i]
         names = [*TIMING_PARTS, "other"]
         polys = ax.stackplot(
@@ -511,20 +569,27 @@ class ChartPage:
         )  # fmt: skip
         self._extra[i] = [*polys]
         self._legend_items[i] = ("stack",)
+        self._views[i].append(total)
 
-    def _draw_throttle(self, i, spec, cache, mode, pixels, xlim) -> None:
+    def _draw_throttle(self, i, spec, cache, contexts, mode, pixels, xlim) -> None:
+        """Throttle reasons as marks, one per pixel column: from raw samples, or from each
+        bucket's OR of the flags when zoomed out (exact: any throttling in a bucket shows)."""
         ax = self.axes[i]
         bits = list(THROTTLE_BITS)
         n = max(len(spec.items), 1)
         for j, item in enumerate(spec.items):
-            s = cache.series(item.ref, item.key)
-            if s is None:
+            ctx = contexts[item.ref]
+            view = series_view(cache, item.ref, item.key, ctx.lo, ctx.hi, pixels)
+            if view is None:
                 continue
-            steps, walls, values = s
-            x = xaxis.x_values(cache, item.ref, mode, steps, walls)
-            if x is None:
+            self._views[i].append(view)
+            x = xaxis.x_values(mode, ctx.run, view.mid_steps, view.mid_walls, ctx.guide)
+            if x is None or len(x) == 0:
                 continue
-            mask = np.nan_to_num(values, nan=0.0).astype(np.int64)
+            if view.level == 0:
+                mask = np.nan_to_num(view.values, nan=0.0).astype(np.int64)
+            else:
+                mask = np.where(view.bits >= 0, view.bits, 0)
             xs, ys = [], []
             lo, hi = (x.min(), x.max()) if xlim is None else xlim
             width = (hi - lo) / pixels if hi > lo else 1.0
@@ -543,19 +608,38 @@ class ChartPage:
                 )  # fmt: skip
                 self._extra[i].append(line)
 
-    def _draw_events(self, i: int, cache: SeriesCache, refs: list[RunRef], mode: str) -> None:
+    def _draw_events(self, i: int, cache: SeriesCache, refs: list[RunRef], contexts,
+                     mode: str) -> None:  # fmt: skip
         segments, colors = [], []
         for ref in refs:
+            ctx = contexts.get(ref)
+            run = cache.run(ref)
             for ev in cache.events(ref):
                 color = EVENT_KINDS.get(ev.kind)
                 if color is None:
                     continue
-                x = xaxis.event_x(cache, ref, mode, ev.step, ev.wall)
+                x = xaxis.event_x(mode, run, ev.step, ev.wall, ctx.guide if ctx else None)
                 if x is not None and np.isfinite(x):
                     segments.append([(x, 0.0), (x, 1.0)])
                     colors.append(color)
         self._events[i].set_segments(segments)
         self._events[i].set_color(colors or ["#7f7f7f"])
+
+    def _note(self, i: int, smoothing: float) -> None:
+        """Say on the chart what it draws when that is not every raw point: the bucket width of
+        an envelope, what smoothing ran on, and tiles still loading."""
+        views = self._views[i]
+        coarse = [v for v in views if v.level > 0]
+        parts = []
+        if coarse:
+            width = max(v.width for v in coarse)
+            parts.append(f"min–max of {width:,}-step buckets")
+            smoothed = [t for t in self.tracks[i].values() if t.item.smooth and t.view is not None]
+            if smoothing > 0 and any(t.view.level > 0 for t in smoothed):
+                parts.append("smoothed over bucket means")
+        if any(not v.complete for v in views):
+            parts.append("loading finer detail…")
+        self._notes[i].set_text(" · ".join(parts))
 
     # -- queries used by the window and tests --------------------------------------------------
     def lines(self) -> dict[tuple[str, RunRef, str], Line2D]:
@@ -583,11 +667,21 @@ def save_figure(figure: Figure, path: str | Path, dpi: int = 120) -> None:
 
 
 def render(
-    cache: SeriesCache, state: ViewState, refs: list[RunRef], size=(12, 7.5), dpi: int = 100
+    cache: SeriesCache,
+    state: ViewState,
+    refs: list[RunRef],
+    size=(12, 7.5),
+    dpi: int = 100,
+    fetch: Callable[[], object] | None = None,
+    rounds: int = 4,
 ) -> ChartPage:
-    """A page drawn once, headless (for `resplot snapshot` and tests)."""
+    """A page drawn once, headless (for `resplot snapshot` and tests). `fetch` reads the tiles
+    the charts asked for (the sources' poll); without it, only what the cache holds is drawn."""
     page = ChartPage(state.page, Figure(figsize=size, dpi=dpi))
-    # Two passes: the first lays the axes out, so the second decimates for their real width.
-    page.refresh(cache, state, refs)
-    page.refresh(cache, state, refs)
+    page.refresh(cache, state, refs)  # lays the axes out, so the next pass knows their widths
+    for _ in range(rounds):
+        page.refresh(cache, state, refs)
+        if fetch is None or not cache.wanted_count():
+            break
+        fetch()  # the tiles at the resolution each chart asked for (and the tokens guide's)
     return page

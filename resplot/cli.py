@@ -76,10 +76,11 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
 
 
 def _load(sources: list[str], timeout: float):
-    from resplot.poller import load_sources
+    """The sources opened and read (runs, keys, summaries); the caller closes them."""
+    from resplot.headless import Loaded
 
     try:
-        return load_sources(sources, timeout=timeout)
+        return Loaded(sources, timeout=timeout)
     except (OSError, TimeoutError, ValueError) as exc:
         raise CliError(str(exc)) from None
 
@@ -131,9 +132,9 @@ def cmd_snapshot(args) -> int:
         if args.page == "training" and "--page" not in sys.argv:
             state.page = "custom"
     size = _size(args.size)
-    cache = _load(args.sources, args.timeout)
-    refs = select_runs(cache, args.runs)
-    page = render(cache, state, refs, size=size, dpi=args.dpi)
+    with _load(args.sources, args.timeout) as loaded:
+        refs = select_runs(loaded.cache, args.runs)
+        page = render(loaded.cache, state, refs, size=size, dpi=args.dpi, fetch=loaded.fetch)
     try:
         page.save(args.output, dpi=args.dpi)
     except OSError as exc:
@@ -146,18 +147,19 @@ def cmd_export(args) -> int:
     from reslog.export import ExportError
     from resplot.exports import export_points, export_table
 
-    cache = _load(args.sources, args.timeout)
-    refs = select_runs(cache, args.runs)
-    try:
-        if args.format in ("csv", "csv-wide", "parquet"):
-            export_points(cache, refs, args.output, args.format, args.keys)
-        else:
-            fmt = "csv" if args.format == "table-csv" else args.format
-            export_table(cache, refs, args.output, fmt, args.metrics)
-    except ExportError as exc:
-        raise CliError(str(exc)) from None
-    except OSError as exc:
-        raise CliError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    with _load(args.sources, args.timeout) as loaded:
+        refs = select_runs(loaded.cache, args.runs)
+        try:
+            if args.format in ("csv", "csv-wide", "parquet"):
+                export_points(loaded.cache, loaded.reader, refs, args.output, args.format,
+                              args.keys)  # fmt: skip
+            else:
+                fmt = "csv" if args.format == "table-csv" else args.format
+                export_table(loaded.cache, refs, args.output, fmt, args.metrics)
+        except ExportError as exc:
+            raise CliError(str(exc)) from None
+        except OSError as exc:
+            raise CliError(f"cannot write {args.output}: {exc.strerror or exc}") from None
     if args.output != "-":
         print(f"wrote {args.output} ({len(refs)} runs)", file=sys.stderr)
     return 0

@@ -57,6 +57,12 @@ class Series:
         self._n = kept
         return True
 
+    def newest(self, n: int) -> Series:
+        """A new series holding copies of the newest `n` points."""
+        out = Series()
+        out.extend(*(a[-n:].copy() for a in self.view()))
+        return out
+
     def view(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(steps, walls, values) without copying; valid until the next extend()."""
         n = self._n

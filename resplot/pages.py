@@ -6,7 +6,6 @@ the page contents are tested and changed without touching drawing code.
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from dataclasses import dataclass, field
 
@@ -14,11 +13,11 @@ from resplot.cache import SeriesCache
 from resplot.colors import run_color, shade
 from resplot.model import RunRef
 from resplot.state import ViewState
+from schema.compare import gpu_ids, select_keys
 
 MAX_CUSTOM_PANELS = 12
 MAX_STACKED_RUNS = 4
 TIMING_PARTS = ("data", "forward", "backward", "optimizer")
-_GPU = re.compile(r"^sys/gpu(\d+)/")
 _RANK = re.compile(r"^time/rank(\d+)/step$")
 
 
@@ -60,7 +59,7 @@ def _items(
 ) -> list[Item]:  # fmt: skip
     out = []
     for ref in refs:
-        if cache.series(ref, key) is not None:
+        if cache.summary(ref, key) is not None:
             label = _name(cache, ref) + suffix
             out.append(Item(ref, key, label, run_color(ref), style, smooth, marker))
     return out
@@ -83,7 +82,7 @@ def training(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[P
 
 
 def _gpus(cache: SeriesCache, ref: RunRef) -> list[int]:
-    return sorted({int(m.group(1)) for k in cache.keys(ref) if (m := _GPU.match(k))})
+    return gpu_ids(cache.keys(ref))
 
 
 def _per_gpu(
@@ -94,7 +93,7 @@ def _per_gpu(
         gpus = _gpus(cache, ref)
         for n, gpu in enumerate(gpus):
             key = f"sys/gpu{gpu}/{leaf}"
-            if cache.series(ref, key) is not None:
+            if cache.summary(ref, key) is not None:
                 color = shade(run_color(ref), n, len(gpus))
                 label = f"{_name(cache, ref)} GPU{gpu}{suffix}"
                 out.append(Item(ref, key, label, color, style, smooth=False))
@@ -124,12 +123,12 @@ def system(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[Pan
 
 def timing(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[PanelSpec]:
     panels = []
-    with_parts = [r for r in refs if cache.series(r, "time/step") is not None]
+    with_parts = [r for r in refs if cache.summary(r, "time/step") is not None]
     for ref in with_parts[:MAX_STACKED_RUNS]:
         items = [
             Item(ref, f"time/{p}", p, run_color(ref), smooth=False)
             for p in TIMING_PARTS
-            if cache.series(ref, f"time/{p}") is not None
+            if cache.summary(ref, f"time/{p}") is not None
         ]
         items.append(Item(ref, "time/step", "other", run_color(ref), smooth=False))
         panels.append(
@@ -147,13 +146,9 @@ def timing(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[Pan
 
 
 def custom_keys(cache: SeriesCache, refs: list[RunRef], globs: list[str]) -> list[str]:
-    present = sorted({k for ref in refs for k in cache.keys(ref)})
-    chosen: dict[str, None] = {}
-    for glob in globs:
-        for key in present:
-            if fnmatch.fnmatchcase(key, glob):
-                chosen.setdefault(key, None)
-    return list(chosen)
+    if not globs:
+        return []
+    return select_keys({k for ref in refs for k in cache.keys(ref)}, globs)
 
 
 def custom(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[PanelSpec]:

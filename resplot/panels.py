@@ -6,10 +6,10 @@ happens on the GUI thread with the coalesced redraw.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
-import numpy as np
 from PyQt5.QtCore import (
     QAbstractTableModel,
     QModelIndex,
@@ -30,12 +30,21 @@ from PyQt5.QtWidgets import (
 )
 
 from reslog.export import format_cell
+from reslog.text import age
 from resplot.alerts import LEVELS, Alert
 from resplot.cache import SeriesCache
 from resplot.colors import run_color
 from resplot.model import RunInfo, RunRef
 from resplot.state import ViewState
-from schema.compare import differing_config, flatten
+from schema.compare import (
+    differing_config,
+    duration_s,
+    flatten,
+    gpu_hours,
+    last_step,
+    metric_stats,
+)
+from schema.rollup import WALL_HI
 
 STATUS_COLORS = {
     "running": "#2ca02c",
@@ -44,34 +53,12 @@ STATUS_COLORS = {
     "killed": "#ff7f0e",
     "crashed": "#d62728",
 }
-_GPU_PREFIX = "sys/gpu"
-
-
-def age_text(seconds: float | None) -> str:
-    if seconds is None:
-        return "no points"
-    if seconds < 90:
-        return f"{seconds:.0f} s ago"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min ago"
-    if seconds < 172800:
-        return f"{seconds / 3600:.1f} h ago"
-    return f"{seconds / 86400:.0f} d ago"
 
 
 def newest_wall(cache: SeriesCache, ref: RunRef) -> float | None:
-    walls = [s[1][-1] for k in cache.keys(ref) if (s := cache.series(ref, k)) and len(s[1])]
+    """When the run's newest point was logged (from its series summaries)."""
+    walls = [s.agg[WALL_HI] for s in cache.summaries(ref).values()]
     return max(walls) if walls else None
-
-
-def duration_s(run: RunInfo) -> float:
-    end = run.ended_at if run.ended_at is not None else run.heartbeat_at
-    return max(0.0, end - run.created_at)
-
-
-def gpu_count(cache: SeriesCache, run: RunInfo) -> int:
-    gpus = {k.split("/")[1] for k in cache.keys(run.ref) if k.startswith(_GPU_PREFIX)}
-    return len(gpus) if gpus else run.world_size if run.world_size > 1 else 0
 
 
 # ---- sources tree ----------------------------------------------------------------------------
@@ -153,7 +140,7 @@ class SourcesTree(QTreeWidget):
             item.setText(1, run.status)
             item.setForeground(1, QBrush(QColor(STATUS_COLORS.get(run.status, "#444444"))))
             newest = newest_wall(cache, run.ref)
-            item.setText(2, age_text(None if newest is None else max(0.0, now - newest)))
+            item.setText(2, "no points" if newest is None else age(newest, now))
 
     def run_item(self, ref: RunRef) -> QTreeWidgetItem | None:
         return self._runs.get(ref)
@@ -162,18 +149,11 @@ class SourcesTree(QTreeWidget):
 # ---- run table -------------------------------------------------------------------------------
 
 
-def _series_stats(cache: SeriesCache, ref: RunRef, key: str) -> tuple[float | None, float | None]:
-    s = cache.series(ref, key)
-    if s is None or len(s[2]) == 0:
-        return None, None
-    values = s[2]
-    finite = values[np.isfinite(values)]
-    return float(values[-1]), (float(finite.min()) if len(finite) else None)
-
-
-def _last_step(cache: SeriesCache, ref: RunRef) -> int | None:
-    steps = [int(s[0].max()) for k in cache.keys(ref) if (s := cache.series(ref, k)) and len(s[0])]
-    return max(steps) if steps else None
+def _stats(cache: SeriesCache, ref: RunRef, key: str) -> tuple[float | None, float | None]:
+    """(last value, smallest finite value) of a series, from its summary."""
+    summary = cache.summary(ref, key)
+    last, low, _at = metric_stats(summary.agg if summary is not None else None)
+    return last, (None if low is not None and math.isnan(low) else low)
 
 
 class RunTableModel(QAbstractTableModel):
@@ -219,14 +199,14 @@ class RunTableModel(QAbstractTableModel):
         alerts = self.alerts.get(ref, [])
         row: list[Any] = [run.name, run.host or ref.source, run.status]
         row.append(alerts[0].message if alerts else "")
-        row.append(_last_step(self.cache, ref))
+        summaries = self.cache.summaries(ref)
+        row.append(last_step({k: s.agg for k, s in summaries.items()}))
         for m in self.state.table_metrics:
-            row += list(_series_stats(self.cache, ref, m))
-        row.append(_series_stats(self.cache, ref, "train/tokens_per_s")[0])
-        hours = duration_s(run) / 3600.0
-        row.append(f"{hours:.2f} h")
-        gpus = gpu_count(self.cache, run)
-        row.append(hours * gpus if gpus else None)
+            row += list(_stats(self.cache, ref, m))
+        row.append(_stats(self.cache, ref, "train/tokens_per_s")[0])
+        row.append(f"{duration_s(run) / 3600.0:.2f} h")
+        # The export's rule (schema.compare): GPUs seen in telemetry, else the world size.
+        row.append(gpu_hours(run, summaries))
         flat = flatten(run.config)
         row += [flat.get(k) for k in self.config_keys]
         return row

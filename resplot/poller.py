@@ -3,33 +3,26 @@
 Each source gets its own worker QThread, so a host that hangs in a connect timeout or keeps
 failing never delays the others; failures retry with capped exponential backoff. Workers write
 into the shared SeriesCache (its own lock) and emit signals; Qt queues them to the GUI thread.
-`load_sources()` is the headless equivalent for `resplot snapshot` and `resplot export`.
+resplot/headless.py is the equivalent without Qt for `resplot snapshot` and `resplot export`.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from PyQt5.QtCore import QObject, QThread, pyqtSignal
 
-from resplot.agent_client import AgentConnectionError
 from resplot.cache import SeriesCache
+from resplot.headless import backoff_s
 from resplot.sources import open_source, parse_spec
 from resplot.sources.base import AuthFailed, PollResult, Source, SourceState
 from schema.errors import StoreError
 
 AskHostKey = Callable[[str, str, str], bool]  # (host, key type, "SHA256:...") -> accept?
 
-BACKOFF_FIRST_S = 1.0
-BACKOFF_CAP_S = 30.0
 AUTH_BACKOFF_S = 60.0  # the same keys will not start working by themselves
-
-
-def backoff_s(failures: int, cap: float = BACKOFF_CAP_S) -> float:
-    """1, 2, 4, ... seconds, capped: the delay before retry number `failures`."""
-    return min(cap, BACKOFF_FIRST_S * 2 ** max(0, failures - 1))
 
 
 def classify(exc: BaseException) -> str:
@@ -208,33 +201,3 @@ class Poller(QObject):
         self._retired = [w for w in self._retired if w.isRunning()]
         self._started = False
         return joined
-
-
-def load_sources(
-    specs: Iterable[str], cache: SeriesCache | None = None, timeout: float = 60
-) -> SeriesCache:
-    """Fetch every source once, synchronously, to the end of what it holds (headless commands).
-
-    Connection failures retry with backoff until `timeout`; a store problem (missing, not a
-    store, newer schema) or refused credentials raise at once with the source named."""
-    cache = cache if cache is not None else SeriesCache()
-    deadline = time.monotonic() + timeout
-    for spec in specs:
-        source = open_source(spec)
-        failures = 0
-        try:
-            while True:
-                try:
-                    source.poll(cache)
-                    break
-                except (StoreError, AuthFailed) as exc:
-                    raise type(exc)(f"{spec}: {exc}") from exc
-                except (AgentConnectionError, OSError) as exc:
-                    failures += 1
-                    delay = backoff_s(failures)
-                    if time.monotonic() + delay > deadline:
-                        raise TimeoutError(f"{spec}: gave up after {timeout:g} s: {exc}") from exc
-                    time.sleep(delay)
-        finally:
-            source.close()
-    return cache

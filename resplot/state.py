@@ -16,6 +16,7 @@ PAGES = ("training", "system", "timing", "custom")
 X_AXES = ("step", "wall", "relative", "tokens")
 DEFAULT_TABLE_METRICS = ["train/loss", "valid/loss"]
 MIN_POLL_S, MAX_POLL_S = 0.1, 3600.0
+MIN_TILE_MB, MAX_TILE_MB = 16, 1 << 16
 
 
 class StateError(ValueError):
@@ -35,6 +36,7 @@ class ViewState:
     poll_interval: float = 1.0
     paused: bool = False
     filter_text: str = ""
+    tile_cache_mb: int = 256  # memory bound of the tiles kept (least recently drawn go first)
 
     # -- changes (validated) ---------------------------------------------------------------
     def set_page(self, page: str) -> None:
@@ -60,6 +62,13 @@ class ViewState:
                 f"poll interval must be between {MIN_POLL_S} and {MAX_POLL_S} s, got {seconds}"
             )
         self.poll_interval = seconds
+
+    def set_tile_cache_mb(self, mb: int) -> None:
+        if isinstance(mb, bool) or not isinstance(mb, int) or not MIN_TILE_MB <= mb <= MAX_TILE_MB:
+            raise StateError(
+                f"tile cache must be {MIN_TILE_MB} to {MAX_TILE_MB} MB (an integer), got {mb!r}"
+            )
+        self.tile_cache_mb = mb
 
     def set_custom_keys(self, globs: list[str] | str) -> None:
         if isinstance(globs, str):
@@ -129,4 +138,6 @@ class ViewState:
             state.paused = bool(plain["paused"])
         if "filter_text" in plain:
             state.filter_text = str(plain["filter_text"])
+        if "tile_cache_mb" in plain:
+            state.set_tile_cache_mb(plain["tile_cache_mb"])
         return state

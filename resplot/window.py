@@ -13,7 +13,7 @@ from pathlib import Path
 
 from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg, NavigationToolbar2QT
 from matplotlib.figure import Figure
-from PyQt5.QtCore import QByteArray, Qt, QTimer
+from PyQt5.QtCore import QByteArray, Qt, QThread, QTimer, pyqtSignal
 from PyQt5.QtWidgets import (
     QAction,
     QCheckBox,
@@ -39,6 +39,7 @@ from resplot.dialogs import AddSourceDialog, HostKeyAsker
 from resplot.exports import export_points, export_table
 from resplot.model import RunRef
 from resplot.panels import RunTable, RunTableModel, SourcesTree
+from resplot.poller import Poller
 from resplot.state import PAGES, X_AXES, ViewState
 
 REDRAW_DELAY_MS = 50
@@ -53,19 +54,29 @@ TABLE_FILTERS = {"csv": "CSV (*.csv)", "md": "Markdown (*.md)", "latex": "LaTeX 
 CHART_FILTER = "PNG image (*.png);;SVG image (*.svg);;PDF document (*.pdf)"
 
 
-def make_poller(cache: SeriesCache, interval: float, ask_host_key):
-    """A resplot.poller.Poller, passing what its constructor accepts of (interval, ask_host_key)
-    and setting the interval afterwards otherwise."""
-    import inspect
+def make_poller(cache: SeriesCache, interval: float, ask_host_key) -> Poller:
+    return Poller(cache, interval=interval, ask_host_key=ask_host_key)
 
-    from resplot.poller import Poller
 
-    params = inspect.signature(Poller).parameters
-    kwargs = {"interval": interval, "ask_host_key": ask_host_key}
-    poller = Poller(cache, **{k: v for k, v in kwargs.items() if k in params})
-    if "interval" not in params:
-        poller.set_interval(interval)
-    return poller
+class ExportWorker(QThread):
+    """Writes a points export off the GUI thread: it reads raw points from the stores."""
+
+    failed = pyqtSignal(str)
+    done = pyqtSignal(str)
+
+    def __init__(self, write, path: str, parent=None) -> None:
+        super().__init__(parent)
+        self.write, self.path = write, path
+        self.error: str | None = None
+
+    def run(self) -> None:
+        try:
+            self.write()
+        except Exception as exc:  # shown to the user: a store, a connection, the disk
+            self.error = f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)
+            self.failed.emit(self.error)
+        else:
+            self.done.emit(self.path)
 
 
 def _is_ssh(spec: str) -> bool:
@@ -126,7 +137,8 @@ class MainWindow(QMainWindow):
         self.source_labels: dict[str, str] = {}  # spec -> poller label
         self.redraw_count = 0
         self.ask_host_key = HostKeyAsker(self)
-        self._generations: dict[RunRef, int] = {}  # cache.generation() of each run drawn
+        self.exports: list[ExportWorker] = []
+        self.cache.set_tile_limit(self.state.tile_cache_mb << 20)
 
         self._redraw_timer = QTimer(self)
         self._redraw_timer.setSingleShot(True)
@@ -176,9 +188,9 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(self.main_split)
         self.alert_label = QLabel(self)
         self.sources_label = QLabel(self)
-        self.partial_label = QLabel(self)  # "loading full resolution…" behind an overview
+        self.loading_label = QLabel(self)  # "loading N tiles…" while charts wait for detail
         self.statusBar().addWidget(self.alert_label, 1)
-        self.statusBar().addPermanentWidget(self.partial_label)
+        self.statusBar().addPermanentWidget(self.loading_label)
         self.statusBar().addPermanentWidget(self.sources_label)
 
     def _build_toolbar(self) -> None:
@@ -416,28 +428,12 @@ class MainWindow(QMainWindow):
         self._refresh_side()
         view = self.pages[self.state.page]
         refs = self.plotted_refs()
-        self._forget_replaced(refs)
-        partial = [r for r in refs if self.cache.is_partial(r)]
-        self.partial_label.setText("loading full resolution…" if partial else "")
         view.page.refresh(self.cache, self.state, refs)
         view.canvas.draw_idle()
-
-    def _forget_replaced(self, refs: list[RunRef]) -> None:
-        """Drop the chart tracks of runs whose series were swapped (an overview replaced by
-        full resolution): a track computes x and smoothing incrementally for appended points
-        only, so it must start over on the new arrays."""
-        replaced = set()
-        for ref in refs:
-            gen = self.cache.generation(ref)
-            if self._generations.get(ref, gen) != gen:
-                replaced.add(ref)
-            self._generations[ref] = gen
-        if not replaced:
-            return
-        for page_view in self.pages.values():
-            for tracks in page_view.page.tracks:
-                for item in [it for it in tracks if it.ref in replaced]:
-                    tracks.pop(item).remove()
+        waiting = self.cache.wanted_count()
+        self.loading_label.setText(f"loading {waiting} tiles…" if waiting else "")
+        if waiting and self.poller is not None:
+            self.poller.poll_now()  # the charts want detail: fetch it now, not at the next tick
 
     def _refresh_side(self) -> None:
         now = time.time()
@@ -454,12 +450,27 @@ class MainWindow(QMainWindow):
         """Ticked runs (all visible runs when none is ticked)."""
         return self.plotted_refs() or self.table.visible_refs()
 
-    def export_points(self, path: str | Path, fmt: str) -> None:
+    def export_points(self, path: str | Path, fmt: str) -> ExportWorker:
+        """Start writing the raw points of the export runs (a worker thread reads them from
+        the stores); the status bar says when it is done or why it failed."""
+        if self.poller is None:
+            raise ValueError("no sources to read points from")
         refs = self.export_refs()
-        if any(self.cache.is_partial(r) for r in refs):
-            # The cache holds only a sample of these runs until full resolution has loaded.
-            raise ValueError("full resolution is still loading; export again in a moment")
-        export_points(self.cache, refs, path, fmt)
+        poller = self.poller
+
+        def reader_of(ref: RunRef):
+            return poller.source(ref.source).reader(ref)
+
+        worker = ExportWorker(
+            lambda: export_points(self.cache, reader_of, refs, path, fmt), str(path), self
+        )
+        worker.done.connect(lambda p: self.statusBar().showMessage(f"exported {p}", 5000))
+        worker.failed.connect(lambda m: QMessageBox.warning(self, "Export failed", m))
+        worker.finished.connect(lambda: self.exports.remove(worker))
+        self.exports.append(worker)
+        self.statusBar().showMessage(f"exporting {path}…")
+        worker.start()
+        return worker
 
     def export_table(self, path: str | Path, fmt: str) -> None:
         export_table(self.cache, self.export_refs(), path, fmt, self.state.table_metrics)
@@ -478,8 +489,9 @@ class MainWindow(QMainWindow):
             return
         try:
             if what == "points":
-                self.export_points(path, fmt)
-            elif what == "table":
+                self.export_points(path, fmt)  # reports when done
+                return
+            if what == "table":
                 self.export_table(path, fmt)
             else:
                 self.export_chart(path)
@@ -519,6 +531,8 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event) -> None:
         self._side_timer.stop()
         self._redraw_timer.stop()
+        for worker in list(self.exports):
+            worker.wait()  # a half-written export is removed by the writer, never kept
         if self.poller is not None:
             self.poller.stop()
         self.save_settings()

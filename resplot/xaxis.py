@@ -2,15 +2,15 @@
 
 Wall time is in matplotlib date units (days since 1970-01-01, matplotlib's default epoch) so
 date tick formatters apply; relative time is in hours; tokens come from the run's cumulative
-`train/tokens` series interpolated on step (points logged at other steps get a token count too).
+`train/tokens` series (its points, or each bucket's last value when zoomed out) interpolated on
+step, so points logged at other steps get a token count too.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from resplot.cache import SeriesCache
-from resplot.model import RunRef
+from resplot.model import RunInfo
 
 TOKENS_KEY = "train/tokens"
 LABELS = {
@@ -19,6 +19,7 @@ LABELS = {
     "relative": "hours since start",
     "tokens": "tokens",
 }
+Guide = tuple[np.ndarray, np.ndarray]  # (steps, cumulative tokens), steps ascending
 
 
 def tokens_at(steps: np.ndarray, tok_steps: np.ndarray, tok_values: np.ndarray) -> np.ndarray:
@@ -41,11 +42,11 @@ def tokens_at(steps: np.ndarray, tok_steps: np.ndarray, tok_values: np.ndarray) 
 
 
 def x_values(
-    cache: SeriesCache,
-    ref: RunRef,
     mode: str,
+    run: RunInfo | None,
     steps: np.ndarray,
     walls: np.ndarray,
+    guide: Guide | None = None,
 ) -> np.ndarray | None:
     """X for points of one run; None when the mode cannot place them (no tokens logged)."""
     if mode == "step":
@@ -53,25 +54,23 @@ def x_values(
     if mode == "wall":
         return walls / 86400.0
     if mode == "relative":
-        run = cache.run(ref)
         start = run.created_at if run is not None else (float(walls.min()) if len(walls) else 0)
         return (walls - start) / 3600.0
     if mode == "tokens":
-        tok = cache.series(ref, TOKENS_KEY)
-        if tok is None or len(tok[0]) == 0:
+        if guide is None or len(guide[0]) == 0:
             return None
-        return tokens_at(steps, tok[0], tok[2])
+        return tokens_at(steps, guide[0], guide[1])
     raise ValueError(f"unknown x-axis mode {mode!r}")
 
 
 def event_x(
-    cache: SeriesCache, ref: RunRef, mode: str, step: int | None, wall: float
+    mode: str, run: RunInfo | None, step: int | None, wall: float, guide: Guide | None
 ) -> float | None:
     """Where an event goes on the x-axis (events without a step cannot go on step/tokens)."""
     if mode in ("wall", "relative"):
-        xs = x_values(cache, ref, mode, np.zeros(1, dtype=np.int64), np.array([wall]))
+        xs = x_values(mode, run, np.zeros(1, dtype=np.int64), np.array([wall]))
     elif step is None:
         return None
     else:
-        xs = x_values(cache, ref, mode, np.array([step]), np.array([wall]))
+        xs = x_values(mode, run, np.array([step]), np.array([wall]), guide)
     return None if xs is None else float(xs[0])

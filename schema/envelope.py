@@ -18,6 +18,8 @@ Standard library only, Python 3.8 syntax: this file ships inside the agent's arc
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 from schema import buckets
 from schema.rollup import AGG_COLUMNS, VSUM, fold, merge_all
 
@@ -47,10 +49,12 @@ def agg_of(row, offset: int = 0) -> tuple:
 # -- raw points ---------------------------------------------------------------------------------
 
 
-def _raw_where(p: str, has_takes: bool, before_id: bool) -> str:
+def _raw_where(p: str, has_takes: bool, before_id: bool, after: bool = False) -> str:
     sql = f"p.run_id = {p} AND p.key_id = {p} AND p.step >= {p} AND p.step < {p}"
     if before_id:
         sql += f" AND p.id < {p}"
+    if after:
+        sql += f" AND (p.step > {p} OR p.id > {p})"
     if has_takes:
         sql += (
             " AND NOT EXISTS (SELECT 1 FROM takes t WHERE t.run_id = p.run_id"
@@ -61,18 +65,27 @@ def _raw_where(p: str, has_takes: bool, before_id: bool) -> str:
 
 def raw_points(
     cur, p: str, run_id: int, key_id: int, start: int, stop: int, *,
-    has_takes: bool, before_id: int | None = None,
+    has_takes: bool, before_id: int | None = None, after_id: int | None = None,
+    limit: int | None = None,
 ) -> list:  # fmt: skip
     """(id, step, wall, value) of the series' current points with start <= step < stop, by step
-    then id (value None = NaN)."""
+    then id (value None = NaN), at most `limit` of them.
+
+    Paging: pass the last row's step as `start` and its id as `after_id`; the next page goes
+    on after it (the index range starts at that step, so each page costs its own rows)."""
     params = [run_id, key_id, start, stop]
     if before_id is not None:
         params.append(before_id)
+    if after_id is not None:
+        params += [start, after_id]
     sql = (
         "SELECT p.id, p.step, p.wall, p.value FROM points p WHERE "
-        + _raw_where(p, has_takes, before_id is not None)
+        + _raw_where(p, has_takes, before_id is not None, after_id is not None)
         + " ORDER BY p.step, p.id"
     )
+    if limit is not None:
+        sql += f" LIMIT {p}"
+        params.append(limit)
     cur.execute(sql, params)
     return cur.fetchall()
 
@@ -105,6 +118,30 @@ def bucket_rows(cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: 
         [run_id, key_id, level, lo, hi],
     )
     return cur.fetchall()
+
+
+def tile_rows(
+    cur, p: str, run_id: int, key_id: int, level: int, first: int, count: int, *,
+    has_takes: bool,
+) -> list:  # fmt: skip
+    """[(tile index, rows)] of `count` tiles from `first` (schema.buckets.TILE_BUCKETS buckets
+    each; level 0: steps), read with one query: level 0 rows are raw (step, wall, value),
+    others stored buckets (AGG_COLUMNS). Every tile of the range is listed, empty ones too."""
+    lo = first * buckets.TILE_BUCKETS
+    hi = (first + count) * buckets.TILE_BUCKETS  # exclusive, in buckets (level 0: steps)
+    if level == 0:
+        found = [r[1:] for r in raw_points(cur, p, run_id, key_id, lo, hi, has_takes=has_takes)]
+        where = [r[0] for r in found]  # steps
+    else:
+        found = [r[1:] for r in bucket_rows(cur, p, run_id, key_id, level, lo, hi - 1)]
+        shift, at = buckets.shift(level), AGG_COLUMNS.index("step_lo")
+        where = [r[at] >> shift for r in found]  # buckets
+    out, start = [], 0
+    for index in range(first, first + count):
+        end = bisect_left(where, (index + 1) * buckets.TILE_BUCKETS, start)
+        out.append((index, found[start:end]))
+        start = end
+    return out
 
 
 def series_rows(cur, p: str, run_ids=None) -> list:

@@ -15,6 +15,7 @@ one bucket, or in the whole series (the `series` summary row):
     wall_lo  earliest wall time         bits         OR of the values when every finite value is
     wall_hi  latest wall time                        an integer in [0, 2**53) (flags such as
                                                      NVML throttle reasons), else -1
+    nonfinite_at  the first step holding a NaN or ±inf value (None: there is none)
 
 Every field but vsum combines exactly, in any grouping; vsum is a float sum, so two groupings
 of the same points can differ in the last bits (it only feeds the mean).
@@ -28,10 +29,10 @@ from operator import or_
 
 AGG_COLUMNS = (
     "n", "nan", "posinf", "neginf", "vmin", "vmax", "min_at", "max_at", "vsum",
-    "step_lo", "step_hi", "last", "wall_lo", "wall_hi", "bits",
+    "step_lo", "step_hi", "last", "wall_lo", "wall_hi", "bits", "nonfinite_at",
 )  # fmt: skip
-(N, NAN, POSINF, NEGINF, VMIN, VMAX, MIN_AT, MAX_AT, VSUM,
- STEP_LO, STEP_HI, LAST, WALL_LO, WALL_HI, BITS) = range(len(AGG_COLUMNS))  # fmt: skip
+(N, NAN, POSINF, NEGINF, VMIN, VMAX, MIN_AT, MAX_AT, VSUM, STEP_LO, STEP_HI, LAST,
+ WALL_LO, WALL_HI, BITS, NONFINITE_AT) = range(len(AGG_COLUMNS))  # fmt: skip
 
 INF = float("inf")
 MAX_BITS = 1 << 53
@@ -73,21 +74,26 @@ def _fold(steps, values, step_lo, step_hi, wall_lo, wall_hi, ordered: bool) -> t
     except TypeError:  # a None: NaN as the store keeps it
         all_finite = False
     nan = posinf = neginf = 0
+    bad_at = None
     if all_finite:
         finite, fsteps = values, steps
     else:
-        finite, fsteps = [], []
+        finite, fsteps, bad = [], [], []
         for v, s in zip(values, steps):  # noqa: B905 (3.8)
             if v is None or v != v:
                 nan += 1
+                bad.append(s)
             elif v == INF:
                 posinf += 1
+                bad.append(s)
             elif v == -INF:
                 neginf += 1
+                bad.append(s)
             else:
                 finite.append(v)
                 fsteps.append(s)
         total = sum(finite)
+        bad_at = min(bad) if bad else None
     if finite:
         vmin, vmax = min(finite), max(finite)
         if ordered:  # the first occurrence has the smallest step
@@ -105,7 +111,7 @@ def _fold(steps, values, step_lo, step_hi, wall_lo, wall_hi, ordered: bool) -> t
         last = None
     return (
         len(values), nan, posinf, neginf, vmin, vmax, min_at, max_at, float(total),
-        step_lo, step_hi, last, wall_lo, wall_hi, _bits(finite, vmin, vmax, total),
+        step_lo, step_hi, last, wall_lo, wall_hi, _bits(finite, vmin, vmax, total), bad_at,
     )  # fmt: skip
 
 
@@ -129,12 +135,17 @@ def merge(a: tuple, b: tuple) -> tuple:
     else:
         vmax, max_at = a[VMAX], min(a[MAX_AT], b[MAX_AT])
     bits = NOT_FLAGS if a[BITS] == NOT_FLAGS or b[BITS] == NOT_FLAGS else a[BITS] | b[BITS]
+    bad = (
+        a[NONFINITE_AT]
+        if b[NONFINITE_AT] is None
+        else (b[NONFINITE_AT] if a[NONFINITE_AT] is None else min(a[NONFINITE_AT], b[NONFINITE_AT]))
+    )
     return (
         a[N] + b[N], a[NAN] + b[NAN], a[POSINF] + b[POSINF], a[NEGINF] + b[NEGINF],
         vmin, vmax, min_at, max_at, a[VSUM] + b[VSUM],
         min(a[STEP_LO], b[STEP_LO]), max(a[STEP_HI], b[STEP_HI]),
         b[LAST] if b[STEP_HI] >= a[STEP_HI] else a[LAST],
-        min(a[WALL_LO], b[WALL_LO]), max(a[WALL_HI], b[WALL_HI]), bits,
+        min(a[WALL_LO], b[WALL_LO]), max(a[WALL_HI], b[WALL_HI]), bits, bad,
     )  # fmt: skip
 
 

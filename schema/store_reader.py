@@ -15,7 +15,7 @@ from sqlalchemy import Connection, Engine, select
 from schema import envelope
 from schema.read import fetch_events, find_run, key_names, list_runs
 from schema.records import Event, RunInfo, RunRef
-from schema.rollup import STEP_HI, STEP_LO, N
+from schema.rollup import STEP_HI, STEP_LO
 from schema.store import engine_label
 from schema.tables import takes
 
@@ -94,9 +94,10 @@ class StoreReader:
         self, run_id: int, key_id: int, start: int | None = None, stop: int | None = None,
         batch: int = 100_000,
     ) -> Iterator[list[Point]]:  # fmt: skip
-        """The series' current points with start <= step < stop, by step, in lists of about
-        `batch` points: each list is one query over a step window sized from the series row,
-        so memory stays bounded however long the series is."""
+        """The series' current points with start <= step < stop, by step, in lists of at most
+        `batch` points: each list is one query going on after the last (by step and id), so
+        memory stays bounded however long the series is. Points logged while a scan runs may
+        or may not be in it."""
         with self.engine.connect() as conn:
             cur = self._cursor(conn)
             row = envelope.series_row(cur, self.p, run_id, key_id)
@@ -106,15 +107,16 @@ class StoreReader:
         agg = envelope.agg_of(row, 2)
         lo = agg[STEP_LO] if start is None else max(int(start), agg[STEP_LO])
         hi = agg[STEP_HI] + 1 if stop is None else min(int(stop), agg[STEP_HI] + 1)
-        span = max(1, agg[STEP_HI] + 1 - agg[STEP_LO])
-        width = max(1, span * batch // max(1, agg[N]))
-        at = lo
-        while at < hi:
-            end = min(hi, at + width)
+        after = None
+        while lo < hi:
             with self.engine.connect() as conn:
                 found = envelope.raw_points(
-                    self._cursor(conn), self.p, run_id, key_id, at, end, has_takes=has_takes
-                )
-            if found:
-                yield [(s, w, _NAN if v is None else v) for _id, s, w, v in found]
-            at = end
+                    self._cursor(conn), self.p, run_id, key_id, lo, hi,
+                    has_takes=has_takes, after_id=after, limit=batch,
+                )  # fmt: skip
+            if not found:
+                return
+            yield [(s, w, _NAN if v is None else v) for _id, s, w, v in found]
+            if len(found) < batch:
+                return
+            lo, after = found[-1][1], found[-1][0]

@@ -136,6 +136,7 @@ def _agg_columns() -> list[Column]:
         Column("wall_lo", Float, nullable=False),
         Column("wall_hi", Float, nullable=False),
         Column("bits", BigInteger, nullable=False),
+        Column("nonfinite_at", BigInteger, nullable=True),
     ]
 
 

@@ -1,12 +1,16 @@
-"""Alerts computed from a filled SeriesCache (the real structure the poller fills); no Qt."""
+"""Alerts computed from a filled SeriesCache (the real structure the sources fill); no Qt.
+
+Most cases fill it as points arriving live (summaries folded, live tails kept); the last ones
+as a store's history read on connect (summary rows only), where alerts must still work."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from resplot.alerts import Thresholds, check_all, check_run, summary
-from resplot.cache import SeriesCache
+from resplot.cache import SeriesCache, Summary
 from resplot.model import Event, RunInfo, RunRef
+from schema.rollup import fold
 
 T0 = 1_700_000_000.0
 REF = RunRef("local", "/tmp/reslog.db", "c" * 32)
@@ -18,11 +22,25 @@ def _cache(status="running", loss=None, step_s=1.0, n=100, **sys_series) -> Seri
     steps = np.arange(n)
     walls = T0 + steps * step_s
     loss = np.linspace(4.0, 2.0, n) if loss is None else np.asarray(loss, dtype=float)
-    cache.add_points(REF, "train/loss", steps, walls, loss)
+    cache.add_live(REF, "train/loss", steps, walls, loss, epoch=1)
     for key, values in sys_series.items():
         values = np.asarray(values, dtype=float)
-        cache.add_points(REF, key.replace("__", "/"), steps[: len(values)],
-                         walls[: len(values)], values)  # fmt: skip
+        cache.add_live(REF, key.replace("__", "/"), steps[: len(values)],
+                       walls[: len(values)], values, epoch=1)  # fmt: skip
+    return cache
+
+
+def _history(status="running", step_s=1.0, n=100, **series) -> SeriesCache:
+    """A cache that knows the series only from their summary rows (history, no live points)."""
+    cache = SeriesCache()
+    cache.set_runs([RunInfo(REF, "p", "lm-small", status, T0, T0 + n * step_s)])
+    steps = list(range(n))
+    walls = [T0 + s * step_s for s in steps]
+    for key, values in series.items():
+        values = [None if v != v else float(v) for v in values]
+        agg = fold(steps[: len(values)], walls[: len(values)], values)
+        tail = (steps[len(values) - 1], walls[len(values) - 1])
+        cache.set_summaries(REF, {key.replace("__", "/"): Summary(agg, 1, tail)})
     return cache
 
 
@@ -109,3 +127,21 @@ def test_alerts_logged_by_the_run_are_included_most_severe_first():
     assert list(by_run) == [REF]
     line = summary(by_run, {REF: "lm-small"})
     assert line.startswith("⚠ lm-small: train/loss is NaN") and "(+1 more)" in line
+
+
+def test_alerts_from_history_alone_use_the_summary_rows():
+    loss = np.linspace(4, 2, 100)
+    loss[[7, 8]] = np.nan
+    temp = np.r_[np.full(90, 70.0), np.full(10, 91.0)]
+    throttle = np.zeros(100)
+    throttle[3] = 0x4
+    cache = _history(train__loss=loss, sys__gpu2__temp_c=temp, sys__gpu2__throttle=throttle,
+                     step_s=10.0)  # fmt: skip
+    alerts = check_run(cache, REF, now=T0 + 990 + 200, th=Thresholds(stall_min_s=1.0))
+    by_kind = {a.kind: a for a in alerts}
+    assert sorted(by_kind) == ["gpu_temp", "gpu_throttle", "nan_loss", "stalled"]
+    assert by_kind["nan_loss"].message == "train/loss is NaN at step 7 (2 non-finite points)"
+    assert by_kind["nan_loss"].step == 7
+    assert by_kind["gpu_temp"].step == 90 and "GPU2 reached 91 °C" in by_kind["gpu_temp"].message
+    assert by_kind["gpu_throttle"].message == "GPU2 throttled (power cap)"
+    assert "no new step for 200 s (median step gap 10.00 s)" in by_kind["stalled"].message

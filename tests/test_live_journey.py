@@ -104,6 +104,14 @@ def test_watch_crash_resume_and_finish(qtbot, live_window, store_path, tmp_path)
         def loss_line():
             return win.current_page().lines().get(("Loss", ref, "train/loss"))
 
+        def loss_view():  # what the chart drew: raw points here (a short run)
+            page = win.current_page()
+            for tracks in page.tracks:
+                for item, track in tracks.items():
+                    if item.ref == ref and item.key == "train/loss":
+                        return track.view
+            return None
+
         def row_status() -> str:
             row = win.model.row_of(ref)
             return win.model.data(win.model.index(row, 2), Qt.DisplayRole)
@@ -134,7 +142,11 @@ def test_watch_crash_resume_and_finish(qtbot, live_window, store_path, tmp_path)
     assert len(crashed_steps) > 20
     assert crashed_steps.tolist() == list(range(len(crashed_steps)))
     qtbot.waitUntil(
-        lambda: win.cache.series(ref, "train/loss")[0].tolist() == crashed_steps.tolist(),
+        lambda: (
+            win.cache.summary(ref, "train/loss").agg[0] == len(crashed_steps)
+            and loss_view() is not None
+            and loss_view().steps.tolist() == crashed_steps.tolist()
+        ),
         timeout=WAIT_MS,
     )
     last = int(crashed_steps[-1])
@@ -158,7 +170,11 @@ def test_watch_crash_resume_and_finish(qtbot, live_window, store_path, tmp_path)
     qtbot.waitUntil(lambda: row_status() == "finished", timeout=WAIT_MS)
     assert tree_status() == "finished"
     end = restart + 40
-    qtbot.waitUntil(lambda: int(loss_line().get_xdata()[-1]) == end - 1, timeout=WAIT_MS)
+    # The restart drops the series' summary and tiles; they are read again, the newer take.
+    qtbot.waitUntil(
+        lambda: len(loss_line().get_xdata()) > 0 and int(loss_line().get_xdata()[-1]) == end - 1,
+        timeout=WAIT_MS,
+    )
     assert not win.alerts.get(ref)  # the stalled alert is gone with the finished status
 
     # The store keeps both takes of the overlapping steps (nothing is ever deleted) ...
@@ -166,7 +182,10 @@ def test_watch_crash_resume_and_finish(qtbot, live_window, store_path, tmp_path)
     assert len(all_steps) == len(crashed_steps) + 40
     # ... and the window shows the newer take: one point per step, the resumed values from
     # the restart on, no line running back over the abandoned steps.
-    steps, _walls, values = win.cache.series(ref, "train/loss")
+    qtbot.waitUntil(lambda: loss_view().steps.tolist() == list(range(end)), timeout=WAIT_MS)
+    view = loss_view()
+    assert view.level == 0 and view.complete
+    steps, values = view.steps, view.values
     assert steps.tolist() == list(range(end))
     assert values[:restart].tolist() == crashed_values[:restart].tolist()
     assert values[restart:].tolist() == [1000.0 + s for s in range(restart, end)]
@@ -178,7 +197,7 @@ def test_watch_crash_resume_and_finish(qtbot, live_window, store_path, tmp_path)
     assert any(len(c.get_segments()) for c in markers)
 
     # Exports agree with the chart: from the window's cache and from the raw store.
-    win.export_points(tmp_path / "window.csv", "csv")
+    win.export_points(tmp_path / "window.csv", "csv").wait()
     engine = open_store(store_path, readonly=True)
     (data,) = load_runs(StoreReader(engine), [uid])
     write_points([data], tmp_path / "store.csv", "csv")

@@ -7,7 +7,8 @@ import math
 import pytest
 
 from resplot.cache import SeriesCache
-from resplot.poller import Poller, backoff_s, load_sources
+from resplot.headless import load_sources
+from resplot.poller import Poller, backoff_s
 from resplot.sources.base import SourceState
 from schema.errors import SchemaTooNew, StoreNotFound
 from tests.fixtures.stores import add_points, make_run, make_sample_runs, new_store
@@ -42,13 +43,14 @@ def test_data_arrives_through_signals_and_live_appends_follow(qtbot, poller, sto
     with qtbot.waitSignals([poller.runsChanged, poller.dataArrived], timeout=20_000):
         poller.start()
     ref = poller.cache.runs()[0].ref
-    assert poller.cache.series(ref, "train/loss")[0].tolist() == [0]
+    assert poller.cache.summary(ref, "train/loss").agg[:2] == (1, 0)  # one point, no NaN
 
     with qtbot.waitSignal(poller.dataArrived, timeout=20_000) as blocker:
         add_points(engine, run.id, {"train/loss": [(1, math.nan), (2, 0.5)]})
     assert blocker.args[0] == {ref}
-    steps, _walls, values = poller.cache.series(ref, "train/loss")
-    assert steps.tolist() == [0, 1, 2] and math.isnan(values[1])
+    steps, _walls, values = poller.cache.live(ref, "train/loss")
+    assert steps.tolist() == [1, 2] and math.isnan(values[0])  # the points seen arriving
+    assert poller.cache.summary(ref, "train/loss").agg[:2] == (3, 1)  # folded into the summary
 
 
 def test_a_failing_source_retries_without_stopping_the_others(qtbot, poller, store, tmp_path):

@@ -56,7 +56,7 @@ def test_fold_keeps_exact_extremes_their_steps_nan_and_inf_apart():
     a = fold([10, 11, 12, 13, 14], [1.0, 2.0, 3.0, 4.0, 5.0], [3.0, None, INF, -2.5, 7.0])
     assert a == agg(n=5, nan=1, posinf=1, neginf=0, vmin=-2.5, vmax=7.0, min_at=13, max_at=14,
                     vsum=7.5, step_lo=10, step_hi=14, last=7.0, wall_lo=1.0, wall_hi=5.0,
-                    bits=-1)  # fmt: skip
+                    bits=-1, nonfinite_at=11)  # fmt: skip
 
 
 def test_ties_pick_the_smallest_step_and_last_is_the_newest_point_of_the_last_step():
@@ -66,12 +66,21 @@ def test_ties_pick_the_smallest_step_and_last_is_the_newest_point_of_the_last_st
 
 
 def test_flags_or_together_and_ordinary_floats_are_not_flags():
-    assert fold([0, 1, 2], [0.0] * 3, [4, 0, 32.0])[-1] == 36
-    assert fold([0, 1], [0.0] * 2, [0.5, 0.5])[-1] == -1
-    assert fold([0, 1], [0.0] * 2, [NAN, 4])[-1] == 4  # NaN does not spoil the flags
+    bits = AGG_COLUMNS.index("bits")
+    assert fold([0, 1, 2], [0.0] * 3, [4, 0, 32.0])[bits] == 36
+    assert fold([0, 1], [0.0] * 2, [0.5, 0.5])[bits] == -1
+    assert fold([0, 1], [0.0] * 2, [NAN, 4])[bits] == 4  # NaN does not spoil the flags
     a, b = fold([0], [0.0], [4]), fold([1], [0.0], [8])
-    assert merge(a, b)[-1] == 12
-    assert merge(a, fold([1], [0.0], [0.25]))[-1] == -1
+    assert merge(a, b)[bits] == 12
+    assert merge(a, fold([1], [0.0], [0.25]))[bits] == -1
+
+
+def test_the_first_nonfinite_step_combines_as_a_minimum():
+    at = AGG_COLUMNS.index("nonfinite_at")
+    assert fold([3, 4], [0.0] * 2, [1.0, 2.0])[at] is None
+    a, b = fold([5, 6], [0.0] * 2, [1.0, INF]), fold([7, 8], [0.0] * 2, [None, 1.0])
+    assert merge(a, b)[at] == 6 and merge(b, a)[at] == 6
+    assert merge(fold([1], [0.0], [1.0]), b)[at] == 7
 
 
 def test_merge_in_any_grouping_equals_one_fold():

@@ -7,28 +7,26 @@ shell rc on the test host cannot swap it), uploaded into a per-test directory.
 
 from __future__ import annotations
 
-import math
 import socket
-import sqlite3
 import subprocess
 import sys
 import textwrap
 import threading
 import time
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
-from resplot.agent_client import AgentConnectionError, agent_hash, agent_source
+from resplot.agent_client import AgentConnectionError, agent_archive, agent_hash
 from resplot.cache import SeriesCache
 from resplot.sources import open_source
 from resplot.sources.base import AuthFailed
 from resplot.sources.ssh import HostKeyNotTrusted, SSHSource, parse_ssh_spec
 from resplot.ssh import Timeouts
 from tests.fixtures import sshd as sshd_fixtures
+from tests.fixtures.compare import assert_cache_matches_store, want_every_tile
 from tests.fixtures.sshd import SSHEnv, bulk_store, generate_key
-from tests.fixtures.stores import make_run, new_store
+from tests.fixtures.stores import add_points, make_run, new_store
 from tests.fixtures.tcpproxy import TCPProxy
 
 sshd_env = sshd_fixtures.sshd_env
@@ -42,42 +40,10 @@ def source(spec: str, cfg: Path, tmp_path: Path, **kw) -> SSHSource:
     return SSHSource(spec, ssh_config=cfg, agent_dir=str(tmp_path / "agent"), **kw)
 
 
-def store_rows(path: Path) -> dict[tuple[str, str], list[tuple[int, float, float]]]:
-    """Every point of a store by (run uid, key), in id order; NULL read back as NaN."""
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    rows = con.execute(
-        "SELECT r.uid, k.name, p.step, p.wall, p.value FROM points p "
-        "JOIN runs r ON r.id = p.run_id JOIN keys k ON k.id = p.key_id ORDER BY p.id"
-    ).fetchall()
-    con.close()
-    out: dict[tuple[str, str], list[tuple[int, float, float]]] = defaultdict(list)
-    for uid, key, step, wall, value in rows:
-        out[(uid, key)].append((step, wall, math.nan if value is None else value))
-    return dict(out)
-
-
-def cache_rows(cache: SeriesCache) -> dict[tuple[str, str], list[tuple[int, float, float]]]:
-    out = {}
-    for run in cache.runs():
-        for key in cache.keys(run.ref):
-            steps, walls, values = cache.series(run.ref, key)
-            out[(run.ref.uid, key)] = list(
-                zip(steps.tolist(), walls.tolist(), values.tolist(), strict=True)
-            )
-    return out
-
-
-def same_rows(a, b) -> bool:
-    """Equal row by row, NaN equal to NaN."""
-    if a.keys() != b.keys():
-        return False
-    for k in a:
-        if len(a[k]) != len(b[k]):
-            return False
-        for x, y in zip(a[k], b[k], strict=True):
-            if x[:2] != y[:2] or not (x[2] == y[2] or (math.isnan(x[2]) and math.isnan(y[2]))):
-                return False
-    return True
+def live_points(cache: SeriesCache) -> int:
+    """Points that arrived live, over every series."""
+    return sum(len(cache.live(r.ref, k)[0]) for r in cache.runs() for k in cache.keys(r.ref)
+               if cache.live(r.ref, k) is not None)  # fmt: skip
 
 
 def poll_until(src: SSHSource, cache: SeriesCache, done, timeout: float = 60.0) -> int:
@@ -137,8 +103,8 @@ def test_first_connect_uploads_the_agent_and_the_second_does_not(ssh_config, tmp
         assert first.uploads == 1
     finally:
         first.close()
-    remote = tmp_path / "agent" / f"agent-{agent_hash()}.py"
-    assert remote.read_bytes() == agent_source()
+    remote = tmp_path / "agent" / f"agent-{agent_hash()}.pyz"
+    assert remote.read_bytes() == agent_archive()
     second = source(spec, ssh_config, tmp_path)
     try:
         cache = SeriesCache()
@@ -152,14 +118,14 @@ def test_first_connect_uploads_the_agent_and_the_second_does_not(ssh_config, tmp
 
 def test_a_truncated_agent_file_is_uploaded_again(ssh_config, tmp_path):
     new_store(tmp_path / "reslog.db")
-    remote = tmp_path / "agent" / f"agent-{agent_hash()}.py"
+    remote = tmp_path / "agent" / f"agent-{agent_hash()}.pyz"
     remote.parent.mkdir()
-    remote.write_bytes(agent_source()[:100])  # an upload cut halfway by an older client
+    remote.write_bytes(agent_archive()[:100])  # an upload cut halfway by an older client
     src = source(f"target:{tmp_path}/reslog.db", ssh_config, tmp_path)
     try:
         src.poll(SeriesCache())
         assert src.uploads == 1
-        assert remote.read_bytes() == agent_source()
+        assert remote.read_bytes() == agent_archive()
     finally:
         src.close()
 
@@ -208,19 +174,22 @@ def test_incremental_fetch_while_a_process_logs_ends_equal_to_the_store(ssh_conf
         assert writer.stdout.readline().strip() == "started"  # the store exists from here on
         while writer.poll() is None:
             src.poll(cache)
-            sizes.append(sum(len(v) for v in cache_rows(cache).values()))
+            want_every_tile(cache)  # tiles read mid-way, kept current by the live points
+            sizes.append(live_points(cache))
             time.sleep(0.05)
         assert writer.wait() == 0
         src.poll(cache)
+        engine = new_store(db)
+        assert assert_cache_matches_store(cache, engine, src.label, str(db)) == 2
+        engine.dispose()
     finally:
         writer.kill()
         src.close()
-    got = cache_rows(cache)
-    assert same_rows(got, store_rows(db))
-    assert sorted(len(v) for (_, key), v in got.items() if key.startswith("train/")) == [1500, 1500]
+    run = cache.runs()[0]
+    assert [cache.summary(run.ref, k).agg[0] for k in cache.keys(run.ref)] == [1500, 1500]
     assert [r.status for r in cache.runs()] == ["finished"]
-    # It really was incremental: several polls saw a partial store.
-    assert len({n for n in sizes if 0 < n < sum(len(v) for v in got.values())}) >= 2
+    # It really was incremental: several polls saw a part of the points arrive.
+    assert len({n for n in sizes if 0 < n < sizes[-1]}) >= 2
 
 
 def test_many_stores_on_one_host_share_one_connection_and_channel(ssh_config, tmp_path):
@@ -344,18 +313,19 @@ def test_a_cut_mid_fetch_then_healed_loses_and_duplicates_no_point(sshd_env, tmp
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     db = tmp_path / "big" / "reslog.db"
     db.parent.mkdir()
-    total = bulk_store(db, runs=4, keys=4, points=25_000, nan_every=1000)
+    bulk_store(db, runs=4, keys=4, points=25_000, nan_every=1000)
     proxy = TCPProxy(sshd_env.target.port)
     cfg = sshd_env.make_ssh_config(tmp_path / "ssh", target_port=proxy.port)
     src = source(f"target:{db}", cfg, tmp_path)
-    src.limit = 20_000  # many batches, so the cut lands between and inside them
+    src.limit = 20_000  # many live batches, so the cut lands between and inside them
     cache = SeriesCache()
     cut_at = []
 
     def cut_when_streaming() -> None:
-        # After the handshake and agent upload, once a good part of the points has flowed.
+        # Once a good part of the reply (live points and raw tiles) has flowed.
+        start = proxy.bytes_down
         deadline = time.monotonic() + 60
-        while proxy.bytes_down < 600_000 and time.monotonic() < deadline:
+        while proxy.bytes_down < start + 600_000 and time.monotonic() < deadline:
             time.sleep(0.002)
         proxy.down()
         cut_at.append(proxy.cut())
@@ -363,20 +333,29 @@ def test_a_cut_mid_fetch_then_healed_loses_and_duplicates_no_point(sshd_env, tmp
         proxy.heal()
 
     try:
+        src.poll(cache)  # runs and summaries; the live cursor at the end
+        engine = new_store(db)
+        for run in cache.runs():
+            add_points(engine, 1 + int(run.name[-1]), {
+                f"train/k{k}": [(s, 0.5) for s in range(25_000, 40_000)] for k in range(4)
+            })  # fmt: skip
+        want_every_tile(cache, level=1)  # and every raw point of the history, as tiles
         cutter = threading.Thread(target=cut_when_streaming)
         cutter.start()
         with pytest.raises(AgentConnectionError):
             src.poll(cache)
         cutter.join()
-        partial = sum(len(v) for v in cache_rows(cache).values())
         assert cut_at == [1]
-        assert 0 < partial < total  # the cut really landed mid-fetch
-        poll_until(src, cache, lambda: sum(len(v) for v in cache_rows(cache).values()) >= total)
+        assert live_points(cache) < 4 * 4 * 15_000  # the cut really landed mid-fetch
+        poll_until(src, cache, lambda: live_points(cache) >= 4 * 4 * 15_000
+                   and cache.wanted_count() == 0)  # fmt: skip
         src.poll(cache)  # and one more: nothing new, nothing repeated
+        assert live_points(cache) == 4 * 4 * 15_000
+        assert assert_cache_matches_store(cache, engine, src.label, str(db)) == 16
+        engine.dispose()
     finally:
         src.close()
         proxy.close()
-    assert same_rows(cache_rows(cache), store_rows(db))
     assert proxy.connections >= 2  # it did reconnect
 
 
@@ -453,27 +432,3 @@ def test_a_killed_agent_is_restarted_on_the_same_connection(ssh_config, tmp_path
         assert src.link.client.info["pid"] != pid
     finally:
         src.close()
-
-
-def test_an_overview_over_ssh_then_full_resolution_ends_equal_to_the_store(ssh_config, tmp_path):
-    db = tmp_path / "big" / "reslog.db"
-    db.parent.mkdir()
-    total = bulk_store(db, runs=3, keys=4, points=3000, nan_every=500)
-    src = source(f"target:{db}", ssh_config, tmp_path)
-    src.overview_points, src.overview_min, src.limit = 1000, 5000, 4000
-    cache = SeriesCache()
-    shown: list[tuple[bool, int, int]] = []
-
-    def progress(step) -> None:
-        if step.refs and not shown:
-            partial = all(cache.is_partial(r.ref) for r in cache.runs())
-            rows = cache_rows(cache)
-            shown.append((partial, len(rows), sum(len(v) for v in rows.values())))
-
-    try:
-        assert src.poll(cache, progress).rows == total
-    finally:
-        src.close()
-    assert shown[0][:2] == (True, 12) and 500 < shown[0][2] < 2000  # a sample of every series
-    assert cache.partial_refs() == set()
-    assert same_rows(cache_rows(cache), store_rows(db))

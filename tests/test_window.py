@@ -1,8 +1,5 @@
-"""The window under pytest-qt (offscreen) on a real SQLite store.
-
-The store is written through schema.tables (tests/fixtures/stores.py) and read back into the
-SeriesCache with schema.read, the same rows the poller fetches; the last tests drive the real
-Poller from resplot.poller.
+"""The window under pytest-qt (offscreen) on a real SQLite store, read by the real Poller
+through a local agent: the charts ask for tiles and the poller fetches them, as in use.
 """
 
 from __future__ import annotations
@@ -10,7 +7,6 @@ from __future__ import annotations
 import csv
 import io
 import xml.etree.ElementTree as ET
-from collections import defaultdict
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -59,40 +55,37 @@ def store(store_path):
     return store_path
 
 
-def load_store(cache: SeriesCache, path) -> None:
-    """Runs and points of a store into the cache (what the poller's first fetch does)."""
-    engine = open_store(path, readonly=True)
-    with engine.connect() as conn:
-        runs = read.list_runs(conn, source="local", store=str(path))
-        names = read.key_names(conn)
-        rows = read.fetch_points(conn, [rid for rid, _ in runs])
-        events = [ev for rid, info in runs for ev in read.fetch_events(conn, rid, info.ref)]
-    engine.dispose()
-    cache.set_runs([info for _, info in runs])
-    refs = {rid: info.ref for rid, info in runs}
-    grouped = defaultdict(lambda: ([], [], []))
-    for run_id, key_id, step, wall, value in zip(
-        rows.run_ids, rows.key_ids, rows.steps, rows.walls, rows.values, strict=True
-    ):
-        g = grouped[(refs[run_id], names[key_id])]
-        g[0].append(step), g[1].append(wall), g[2].append(value)
-    for (ref, key), (s, w, v) in grouped.items():
-        cache.add_points(ref, key, np.array(s), np.array(w), np.array(v))
-    cache.add_events(events)
+def settle(qtbot, win, before: int | None = None) -> None:
+    """Wait for a redraw after `before` and for every tile the charts asked for to be drawn."""
+    before = win.redraw_count if before is None else before
+
+    def done() -> bool:
+        return (
+            win.redraw_count > before
+            and not win._redraw_timer.isActive()
+            and win.cache.wanted_count() == 0
+            and win.loading_label.text() == ""
+        )
+
+    qtbot.waitUntil(done, timeout=20_000)
 
 
 @pytest.fixture
 def window(qtbot, store, tmp_path):
     cache = SeriesCache()
-    load_store(cache, store)
     win = MainWindow(cache, settings_mod.Settings(), tmp_path / "settings.json")
     qtbot.addWidget(win)
     win.resize(1400, 900)
     win.show()
-    win.on_runs_changed()  # what the poller's runsChanged does: ticks the newest runs
-    redraws = win.redraw_count
-    qtbot.waitUntil(lambda: win.redraw_count > redraws, timeout=5000)
-    return win
+    win.state.set_poll_interval(0.2)
+    win.attach_poller(make_poller(cache, 0.2, win.ask_host_key))
+    win.add_source(str(store))
+    qtbot.waitUntil(lambda: len(cache.runs()) == 2, timeout=20_000)
+    settle(qtbot, win, 0)
+    win.schedule_redraw()  # once more at the final layout: its widths may want other tiles
+    settle(qtbot, win)
+    yield win
+    win.close()
 
 
 def refs_by_name(win) -> dict[str, RunRef]:
@@ -100,8 +93,7 @@ def refs_by_name(win) -> dict[str, RunRef]:
 
 
 def wait_redraw(qtbot, win):
-    before = win.redraw_count
-    qtbot.waitUntil(lambda: win.redraw_count > before, timeout=5000)
+    settle(qtbot, win)
 
 
 def line(win, panel, name, key):
@@ -208,14 +200,15 @@ def test_zoom_redecimates_for_the_visible_range(window, qtbot):
 
 
 def test_export_from_the_window(window, tmp_path):
-    window.export_points(tmp_path / "long.csv", "csv")
+    # Points come raw from the store, on a worker thread (the GUI thread does no I/O).
+    window.export_points(tmp_path / "long.csv", "csv").wait()
     rows = list(csv.DictReader(io.StringIO((tmp_path / "long.csv").read_text())))
     assert {r["run"] for r in rows} == {"lr-3e-4", "lr-1e-3"}
     assert sum(r["key"] == "train/loss" for r in rows) == 2 * N  # full resolution
-    window.export_points(tmp_path / "wide.csv", "csv-wide")
+    window.export_points(tmp_path / "wide.csv", "csv-wide").wait()
     header = next(csv.reader(io.StringIO((tmp_path / "wide.csv").read_text())))
     assert "train/loss" in header
-    window.export_points(tmp_path / "points.parquet", "parquet")
+    window.export_points(tmp_path / "points.parquet", "parquet").wait()
     assert pq.read_table(tmp_path / "points.parquet").num_rows == len(rows)
     window.export_table(tmp_path / "table.md", "md")
     md = (tmp_path / "table.md").read_text()
@@ -243,6 +236,7 @@ def test_settings_persist_across_two_windows(window, qtbot, tmp_path):
     window.poll_spin.setValue(5.0)
     window.pause_action.setChecked(True)
     window.table.set_filter("lr-3")
+    window.poller.stop()
     window.close()
     path = tmp_path / "settings.json"
     loaded = settings_mod.load(path)
@@ -332,26 +326,37 @@ def test_host_key_question_from_a_worker_thread_runs_on_the_gui_thread(window, q
 # ---- chart layout (drawn headless with the same ChartPage the window uses) -------------------
 
 
-def _one_run_cache(points: dict[str, list[tuple[int, float]]]):
+@pytest.fixture
+def one_run(tmp_path):
+    """A store with one run of the given points, read into a cache: (cache, ref, state,
+    fetch). `fetch` reads the tiles the charts ask for."""
+    from resplot.headless import Loaded
     from resplot.state import ViewState
 
-    cache = SeriesCache()
-    ref = RunRef("local", "/tmp/x.db", "0123456789abcdef")
-    for key, pts in points.items():
-        steps = np.array([s for s, _ in pts], dtype=np.int64)
-        values = np.array([v for _, v in pts], dtype=float)
-        cache.add_points(ref, key, steps, BASE_TIME + steps.astype(float), values)
-    return cache, ref, ViewState()
+    opened = []
+
+    def make(points: dict[str, list[tuple[int, float]]]):
+        path = tmp_path / f"one{len(opened)}.db"
+        engine = new_store(path)
+        make_run(engine, name="one", points=points)
+        engine.dispose()
+        loaded = Loaded([str(path)])
+        opened.append(loaded)
+        return loaded.cache, loaded.cache.runs()[0].ref, ViewState(), loaded.fetch
+
+    yield make
+    for loaded in opened:
+        loaded.close()
 
 
-def test_log_axis_spanning_decades_keeps_its_tick_labels_apart():
+def test_log_axis_spanning_decades_keeps_its_tick_labels_apart(one_run):
     from resplot.charts import render
 
     # A gradient norm that dips to 1e-4 once: four decades on a log axis.
     norms = [(s, 1.0 + 0.2 * np.sin(s)) for s in range(500)]
     norms[100] = (100, 2e-4)
-    cache, ref, state = _one_run_cache({"train/grad_norm": norms})
-    page = render(cache, state, [ref])
+    cache, ref, state, fetch = one_run({"train/grad_norm": norms})
+    page = render(cache, state, [ref], fetch=fetch)
     ax = page.axes[0]
     page.figure.canvas.draw()
     lo, hi = ax.get_ylim()
@@ -361,24 +366,24 @@ def test_log_axis_spanning_decades_keeps_its_tick_labels_apart():
     assert 3 <= len(shown) <= 8, shown
 
 
-def test_legend_goes_where_the_data_is_not():
+def test_legend_goes_where_the_data_is_not(one_run):
     from resplot.charts import render
 
     # Rising curves: the upper right corner is full of data, the upper left is empty.
-    cache, ref, state = _one_run_cache({"train/tokens_per_s": [(s, float(s)) for s in range(1000)]})
+    cache, ref, state, fetch = one_run({"train/tokens_per_s": [(s, float(s)) for s in range(1000)]})
     state.smoothing = 0.0
-    page = render(cache, state, [ref])
+    page = render(cache, state, [ref], fetch=fetch)
     legend = page.axes[0].get_legend()
     assert legend is not None
     assert legend._loc in (2, "upper left"), legend._loc
 
 
-def test_after_a_zoom_the_legend_moves_at_once_to_the_new_empty_corner():
+def test_after_a_zoom_the_legend_moves_at_once_to_the_new_empty_corner(one_run):
     from resplot.charts import render
 
-    cache, ref, state = _one_run_cache({"train/tokens_per_s": [(s, float(s)) for s in range(1000)]})
+    cache, ref, state, fetch = one_run({"train/tokens_per_s": [(s, float(s)) for s in range(1000)]})
     state.smoothing = 0.0
-    page = render(cache, state, [ref])
+    page = render(cache, state, [ref], fetch=fetch)
     ax = page.axes[0]
     assert ax.get_legend()._loc in (2, "upper left")
     # The user zooms into the start: the data now runs along the bottom, the top is empty.
@@ -389,11 +394,11 @@ def test_after_a_zoom_the_legend_moves_at_once_to_the_new_empty_corner():
     assert ax.get_legend()._loc in (1, "upper right"), ax.get_legend()._loc
 
 
-def test_timing_stack_legend_sits_above_the_chart_not_on_it():
+def test_timing_stack_legend_sits_above_the_chart_not_on_it(one_run):
     from resplot.charts import render
 
     steps = range(300)
-    cache, ref, state = _one_run_cache(
+    cache, ref, state, fetch = one_run(
         {
             "time/forward": [(s, 0.3) for s in steps],
             "time/backward": [(s, 0.6) for s in steps],
@@ -401,7 +406,7 @@ def test_timing_stack_legend_sits_above_the_chart_not_on_it():
         }
     )
     state.page = "timing"
-    page = render(cache, state, [ref])
+    page = render(cache, state, [ref], fetch=fetch)
     page.figure.canvas.draw()
     ax = page.axes[0]
     box = ax.get_legend().get_window_extent()

@@ -1,13 +1,19 @@
 """What every source shares: its state for the GUI, per-store cursors, and applying agent
-replies to the series cache so that a reconnect loses and duplicates nothing.
+replies to the cache so that a reconnect loses and duplicates nothing.
 
 A transport-specific source (LocalSource: an agent subprocess; SSHSource: an agent on an SSH
 exec channel) subclasses AgentSource and supplies only `_connect()`; discovery, the pipelined
 poll loop and the cursor bookkeeping live here, so every transport runs one tested path.
+
+What a store costs to look at does not grow with its history (docs/protocol.md): the first poll
+reads runs, keys, events and one summary row per series, and starts the live cursor at the
+store's end; the charts then ask for tiles at the resolution they draw (SeriesCache.want_tiles),
+which the next poll fetches in the same snapshot as the live points.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -16,15 +22,21 @@ from typing import Any
 
 import numpy as np
 
-from reslog import agent as wire
-from resplot.agent_client import AgentClient, AgentConnectionError, PointBatch, decode_points
-from resplot.cache import SeriesCache
-from resplot.model import Event, RunInfo, RunRef, Series
+from resplot.agent_client import (
+    AgentClient,
+    AgentConnectionError,
+    decode_columns,
+    decode_points,
+)
+from resplot.cache import SeriesCache, Summary
+from resplot.model import Event, RunInfo, RunRef
+from resplot.tiles import Tile, agg_at
 from schema.errors import StoreError, StoreNotFound
 from schema.read import run_from_row
 from schema.status import effective_status
 
 STATES = ("connecting", "live", "retrying", "auth_failed", "error")
+FROM_THE_END = -1  # a points cursor asking the agent to start at the store's newest point
 
 
 @dataclass
@@ -45,7 +57,7 @@ class AuthFailed(ConnectionError):
 class StoreCursor:
     """How far one store has been read. Advanced only together with applying a reply."""
 
-    points: int = 0
+    points: int = FROM_THE_END
     events: int = 0
     keys: int = 0
     runs_fp: str | None = None  # fingerprint of the runs' slow-changing columns
@@ -57,10 +69,11 @@ class PollResult:
     """What one poll (or one batch of it) changed in the cache."""
 
     runs_changed: bool = False
-    refs: set[RunRef] = field(default_factory=set)  # runs with new points
+    refs: set[RunRef] = field(default_factory=set)  # runs with new points or tiles
     events: list[Event] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # per-store problems (others still read)
-    rows: int = 0  # full-resolution points read (an overview's sample is not counted)
+    rows: int = 0  # live points applied
+    tiles: int = 0  # tiles put in the cache
 
     def merge(self, other: PollResult) -> None:
         self.runs_changed |= other.runs_changed
@@ -68,6 +81,7 @@ class PollResult:
         self.events.extend(other.events)
         self.errors.extend(other.errors)
         self.rows += other.rows
+        self.tiles += other.tiles
 
 
 Progress = Callable[[PollResult], None]
@@ -82,10 +96,13 @@ class Source(ABC):
 
     @abstractmethod
     def poll(self, cache: SeriesCache, progress: Progress | None = None) -> PollResult:
-        """Read everything new into `cache`; raises on a connection or store failure.
+        """Read everything new into `cache`, and the tiles the cache wants; raises on a
+        connection or store failure. `progress` gets each change as it is applied."""
 
-        `progress` gets each change as it is applied (a large backlog streams in batches, so a
-        first view draws before the last batch arrives); the return value sums them up."""
+    @abstractmethod
+    def reader(self, ref: RunRef):
+        """An object with `scan(key, start, stop)` over one run's raw points (exports); it
+        does blocking I/O, so a worker thread uses it."""
 
     @property
     def rtt_ms(self) -> float | None:
@@ -104,8 +121,32 @@ class _Row:
         self._mapping = mapping
 
 
+def summaries_from(columns: dict[str, np.ndarray]) -> dict[tuple[int, int], Summary]:
+    """{(run_id, key_id): Summary} of a series section (or rows read through SQLAlchemy)."""
+    n = len(columns["run_id"])
+    out = {}
+    for i in range(n):
+        agg = agg_at(columns, i)
+        tail = (int(columns["tail_step"][i]), float(columns["tail_wall"][i]))
+        run_id, key_id = int(columns["run_id"][i]), int(columns["key_id"][i])
+        out[(run_id, key_id)] = Summary(agg, int(columns["levels"][i]), tail)
+    return out
+
+
+def tiles_from(section: tuple) -> list[tuple[int, int, int, int, dict[str, np.ndarray]]]:
+    """(run_id, key_id, level, index, columns) of each tile in a "buckets" or "raw" section."""
+    about, _data = section
+    columns = decode_columns(section)
+    out, at = [], 0
+    for run_id, key_id, level, index, rows in about.get("tiles", []):
+        cols = {name: arr[at : at + rows].copy() for name, arr in columns.items()}
+        out.append((run_id, key_id, level, index, cols))
+        at += rows
+    return out
+
+
 class StoreView:
-    """One store of a source: its cursor and what the cache needs to place points."""
+    """One store of a source: its cursor and what the cache needs to place points and tiles."""
 
     def __init__(self, source: str, path: str) -> None:
         self.source, self.path = source, path
@@ -113,15 +154,16 @@ class StoreView:
         self.raw: dict[int, dict[str, Any]] = {}  # run row id → raw row from the agent
         self.infos: dict[int, RunInfo] = {}
         self.keys: dict[int, str] = {}
-        # While an overview is shown: the full-resolution series read so far (run id → key →
-        # series), swapped into the cache once the cursor has caught up; None otherwise.
-        self.staging: dict[int, dict[str, Series]] | None = None
-        self.overview_runs: set[int] = set()
         self.store_id: str | None = None  # the file the agent read (device:inode)
+        self.have_series = False  # the summary rows of every series were read
+        self.refetch: set[tuple[int, int]] = set()  # series to read again (they restarted)
+        self.epoch = 0  # replies applied: tiles and summaries carry the one they came with
 
-    @property
-    def backfilling(self) -> bool:
-        return self.staging is not None
+    def run_id(self, uid: str) -> int | None:
+        return next((i for i, info in self.infos.items() if info.ref.uid == uid), None)
+
+    def key_id(self, name: str) -> int | None:
+        return next((i for i, k in self.keys.items() if k == name), None)
 
     def cursor_after(self, header: dict[str, Any]) -> StoreCursor:
         c = self.cursor
@@ -133,24 +175,26 @@ class StoreView:
             beats_fp=header.get("beats_fp", c.beats_fp),
         )
 
-    def apply(self, cache: SeriesCache, header: dict[str, Any], batch: PointBatch) -> PollResult:
+    def _reset(self, cache: SeriesCache) -> None:
+        self.cursor, self.raw, self.infos, self.keys = StoreCursor(), {}, {}, {}
+        self.have_series, self.refetch = False, set()
+        cache.drop_store(self.source, self.path)
+
+    def apply(self, cache: SeriesCache, header: dict[str, Any], sections: dict) -> PollResult:
         """Apply one poll reply and advance the cursor; both or neither.
 
-        Returns None-like empty result and leaves the cursor alone when the reply references a
-        run or key this view does not know (only possible after a store was swapped under us):
-        the next poll then re-reads runs and keys from scratch."""
+        A reply naming a run or key this view does not know (only possible after a store was
+        swapped under us) is not applied: the next poll reads runs and keys from the start."""
         result = PollResult()
         store_id = header.get("store_id")
         if store_id is not None and store_id != self.store_id:
             if self.store_id is not None:
                 # Another file at this path: its ids start over below our cursors. Forget the
                 # old file's runs and read the new one from the start (this reply is discarded).
-                self.cursor, self.raw, self.infos, self.keys = StoreCursor(), {}, {}, {}
-                self.staging, self.overview_runs = None, set()
-                cache.drop_store(self.source, self.path)
+                self._reset(cache)
+                self.store_id = store_id
                 result.runs_changed = True
                 result.errors.append(f"{self.path}: the store file was replaced; reading it anew")
-                self.store_id = store_id
                 return result
             self.store_id = store_id
         raw = dict(self.raw)
@@ -168,77 +212,62 @@ class StoreView:
         keys = self.keys
         if header.get("keys"):
             keys = {**keys, **{int(i): name for i, name in header["keys"]}}
+        batch = decode_points(sections)
         groups = group_rows(batch.run_ids, batch.key_ids)
-        event_runs = {row[1] for row in header.get("events", ())}
-        unknown_run = any(r not in raw for r, _, _ in groups) or any(
-            r not in raw for r in event_runs
-        )
-        if unknown_run or any(k not in keys for _, k, _ in groups):
+        series = summaries_from(decode_columns(sections["series"])) if "series" in sections else {}
+        tiles = []
+        for name in ("buckets", "raw"):
+            if name in sections:
+                tiles += tiles_from(sections[name])
+        named = {r for r, _, _ in groups} | {r for r, _ in series} | {t[0] for t in tiles}
+        named |= {row[1] for row in header.get("events", ())}
+        known_keys = {k for _, k, _ in groups} | {k for _, k in series} | {t[1] for t in tiles}
+        if any(r not in raw for r in named) or any(k not in keys for k in known_keys):
             self.cursor = StoreCursor(self.cursor.points, self.cursor.events)
             self.raw, self.keys = {}, {}
             result.errors.append(f"{self.path}: reply referenced unknown runs or keys; re-reading")
             return result
 
-        # Runs first, so every point and event below lands on a run the cache knows.
+        # Runs first, so every point, summary and event below lands on a run the cache knows.
         self.raw, self.keys = raw, keys
+        self.epoch += 1
         result.runs_changed = self._refresh_infos(
             cache, force="runs" in header or "beats" in header
         )
         if header.get("events"):
             result.events = [self._event(row) for row in header["events"]]
             cache.add_events(result.events)
-        if header.get("overview") is not None:
-            self._apply_overview(cache, batch, groups, result)
-        elif self.staging is not None:
-            for run_id, key_id, idx in groups:
-                per_run = self.staging.setdefault(run_id, {})
-                series = per_run.get(keys[key_id])
-                if series is None:
-                    series = per_run[keys[key_id]] = Series()
-                series.extend(batch.steps[idx], batch.walls[idx], batch.values[idx])
-            result.rows = len(batch)
-            if not batch.more:
-                self._swap_in_full_resolution(cache, result)
+        if series:
+            per_run: dict[int, dict[str, Summary]] = {}
+            for (run_id, key_id), summary in series.items():
+                per_run.setdefault(run_id, {})[keys[key_id]] = summary
+            for run_id, summaries in per_run.items():
+                cache.set_summaries(self.infos[run_id].ref, summaries)
+                result.refs.add(self.infos[run_id].ref)
+            result.runs_changed = True  # key lists and the run table changed
+        if "series" in sections:
+            self.have_series = True
+        self.refetch -= set(series)
+        for run_id, key_id, idx in groups:
+            ref = self.infos[run_id].ref
+            if cache.add_live(ref, keys[key_id], batch.steps[idx], batch.walls[idx],
+                              batch.values[idx], self.epoch):  # fmt: skip
+                self.refetch.add((run_id, key_id))  # the series restarted: read it again
+            result.refs.add(ref)
+        result.rows = len(batch)
+        if tiles and header.get("more"):
+            # The live points of this reply stop short of the tiles' snapshot: points between
+            # would be counted twice. Ask for the tiles again once the stream has caught up.
+            for run_id, key_id, level, index, _cols in tiles:
+                cache.want_tiles(self.infos[run_id].ref, keys[key_id], level, [index])
         else:
-            for run_id, key_id, idx in groups:
+            for run_id, key_id, level, index, cols in tiles:
                 ref = self.infos[run_id].ref
-                cache.add_points(
-                    ref, keys[key_id], batch.steps[idx], batch.walls[idx], batch.values[idx]
-                )
+                cache.put_tile(ref, keys[key_id], Tile(level, index, cols, self.epoch))
                 result.refs.add(ref)
-            result.rows = len(batch)
+                result.tiles += 1
         self.cursor = self.cursor_after(header)
         return result
-
-    def _apply_overview(
-        self,
-        cache: SeriesCache,
-        batch: PointBatch,
-        groups: list[tuple[int, int, np.ndarray]],
-        result: PollResult,
-    ) -> None:
-        """Show a sample of every run now; start staging the full-resolution rows."""
-        per_run: dict[int, dict[str, Series]] = {}
-        for run_id, key_id, idx in groups:
-            series = per_run.setdefault(run_id, {}).setdefault(self.keys[key_id], Series())
-            series.extend(batch.steps[idx], batch.walls[idx], batch.values[idx])
-        for run_id, series in per_run.items():
-            ref = self.infos[run_id].ref
-            cache.replace_run_series(ref, series, partial=True)
-            result.refs.add(ref)
-        # A second overview (the agent sent one again) starts the staging over: the points
-        # cursor did not move, so every row is read again either way.
-        self.staging = {}
-        self.overview_runs = set(per_run)
-
-    def _swap_in_full_resolution(self, cache: SeriesCache, result: PollResult) -> None:
-        staged = self.staging or {}
-        for run_id in sorted(self.overview_runs | set(staged)):
-            info = self.infos.get(run_id)
-            if info is not None:
-                cache.replace_run_series(info.ref, staged.get(run_id, {}), partial=False)
-                result.refs.add(info.ref)
-        self.staging, self.overview_runs = None, set()
 
     def refresh_status(self, cache: SeriesCache) -> bool:
         """Re-derive effective status (a silent run turns "crashed" with no store change)."""
@@ -272,6 +301,35 @@ class StoreView:
     def _event(self, row: list[Any]) -> Event:
         event_id, run_id, wall, step, kind, level, title, body = row
         return Event(self.infos[run_id].ref, event_id, wall, step, kind, level, title, body or "")
+
+    def tile_requests(self, cache: SeriesCache) -> list[list[int]]:
+        """[run_id, key_id, level, first index, count] ranges of the tiles the charts want from
+        this store."""
+        out = []
+        for uid, key, level, first, count in tile_ranges(cache.take_wanted(self.source, self.path)):
+            run_id, key_id = self.run_id(uid), self.key_id(key)
+            if run_id is not None and key_id is not None:
+                out.append([run_id, key_id, level, first, count])
+        return out
+
+    def series_request(self) -> bool | list[list[int]]:
+        """Every series row on the first poll; afterwards those of series that restarted."""
+        if not self.have_series:
+            return True
+        return [list(p) for p in sorted(self.refetch)]
+
+
+def tile_ranges(wanted) -> list[tuple[str, str, int, int, int]]:
+    """Wanted tiles (uid, key, level, index), sorted, as (uid, key, level, first, count) runs of
+    consecutive indices: one read each, however sparse the series."""
+    out: list[list] = []
+    for uid, key, level, index in sorted(wanted):
+        last = out[-1] if out else None
+        if last and last[:3] == [uid, key, level] and last[3] + last[4] == index:
+            last[4] += 1
+        else:
+            out.append([uid, key, level, index, 1])
+    return [tuple(r) for r in out]
 
 
 def group_rows(run_ids: np.ndarray, key_ids: np.ndarray) -> list[tuple[int, int, np.ndarray]]:
@@ -309,20 +367,39 @@ def _dense(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return distinct, inverse.astype(np.int64)
 
 
+class AgentReader:
+    """Raw points of one run through a source's agent, page by page (exports); `scan` does I/O
+    on the calling thread, under the source's request lock."""
+
+    def __init__(self, source: AgentSource, view: StoreView, run_id: int) -> None:
+        self.source, self.view, self.run_id = source, view, run_id
+
+    def scan(self, key: str, start: int | None = None, stop: int | None = None):
+        key_id = self.view.key_id(key)
+        if key_id is None:
+            return
+        lo = -(2**63) if start is None else int(start)
+        hi = 2**63 - 1 if stop is None else int(stop)
+        after = None
+        while lo < hi:
+            cols, last, more = self.source.request_raw(
+                self.view.path, self.run_id, key_id, lo, hi, after
+            )
+            if len(cols["step"]):
+                yield list(zip(cols["step"].tolist(), cols["wall"].tolist(),
+                               cols["value"].tolist(), strict=True))  # fmt: skip
+            if not more or last is None:
+                return
+            lo, after = last
+
+
 class AgentSource(Source):
     """A source read through the agent protocol; subclasses provide the transport."""
 
-    compress = False  # zlib big batches: worth it on a network, not on a local pipe
-    limit = wire.DEFAULT_LIMIT
-    first_limit = 1 << 16
-    # Processes the agent may use to read a large backlog (a first view); it caps this at the
-    # host's CPU count. Incremental polls are far below the threshold and stay in one process.
-    read_jobs = 4
+    compress = False  # zlib big replies: worth it on a network, not on a local pipe
+    limit = 1_000_000  # live points per reply
+    raw_page = 200_000  # raw points per export page
     rediscover_s = 10.0
-    # A first poll of a store with a large backlog asks for a sample of about this many points
-    # (an overview of every series), then reads full resolution behind it; 0 turns it off.
-    overview_points = 250_000
-    overview_min = wire.OVERVIEW_MIN  # ... when more than this many points wait
 
     def __init__(self, spec: str, label: str, patterns: list[str]) -> None:
         super().__init__(spec, label)
@@ -330,6 +407,8 @@ class AgentSource(Source):
         self.views: dict[str, StoreView] = {}
         self.client: AgentClient | None = None
         self._discovered_at = -float("inf")
+        # One request at a time on the agent's stream: the poller's worker and an export.
+        self._lock: threading.RLock = threading.RLock()
 
     @abstractmethod
     def _connect(self) -> AgentClient:
@@ -361,7 +440,32 @@ class AgentSource(Source):
             self._discovered_at = -float("inf")
         return self.client
 
+    def reader(self, ref: RunRef) -> AgentReader:
+        view = self.views.get(ref.store)
+        run_id = view.run_id(ref.uid) if view is not None else None
+        if view is None or run_id is None:
+            raise StoreError(f"{ref.store}: no run {ref.uid[:8]} here any more")
+        return AgentReader(self, view, run_id)
+
+    def request_raw(self, store: str, run_id: int, key_id: int, lo: int, hi: int, after):
+        """One page of raw points (AgentReader.scan); reconnects like a poll would."""
+        with self._lock:
+            try:
+                client = self.connect()
+                return client.raw(
+                    store, run_id, key_id, lo, hi, after_id=after, limit=self.raw_page
+                )
+            except StoreError:
+                raise
+            except BaseException:
+                self._disconnect()
+                raise
+
     def poll(self, cache: SeriesCache, progress: Progress | None = None) -> PollResult:
+        with self._lock:
+            return self._poll(cache, progress)
+
+    def _poll(self, cache: SeriesCache, progress: Progress | None) -> PollResult:
         try:
             client = self.connect()
             if time.monotonic() - self._discovered_at >= self.rediscover_s:
@@ -400,34 +504,17 @@ class AgentSource(Source):
         total = PollResult(runs_changed=view.refresh_status(cache))
         if total.runs_changed and progress is not None:
             progress(PollResult(runs_changed=True))
-        # A backlog starts with a small batch that doubles up to `limit`: the first chart draws
-        # after one small read, and later batches are big enough to amortise each round trip.
-        limit = min(self.first_limit, self.limit)
-        # Only a view that has shown nothing asks for an overview; one interrupted in its
-        # backfill (a reconnect) goes on from its own cursor with its staged series.
-        overview = self.overview_points if view.cursor.points == 0 and not view.backfilling else 0
-        rid = client.send_poll(
-            view.path,
-            view.cursor,
-            limit=limit,
-            jobs=self.read_jobs,
-            overview=overview,
-            overview_min=self.overview_min,
-        )
+        tiles = view.tile_requests(cache)
+        rid = client.send_poll(view.path, view.cursor, limit=self.limit,
+                               series=view.series_request(), tiles=tiles)  # fmt: skip
         while True:
-            header, payload = client.receive(rid)
-            batch = decode_points(header, payload)
-            more = batch.more or bool(header.get("events_more"))
+            header, sections = client.receive(rid)
+            more = bool(header.get("more")) or bool(header.get("events_more"))
             # Pipelining: ask for the next batch before applying this one, so the agent reads
             # while we decode. The cursor still only advances inside apply().
             if more:
-                # Behind an overview nothing waits on the first batch: read in full batches.
-                overview_reply = header.get("overview") is not None
-                limit = self.limit if overview_reply else min(2 * limit, self.limit)
-                rid = client.send_poll(
-                    view.path, view.cursor_after(header), limit=limit, jobs=self.read_jobs
-                )
-            step = view.apply(cache, header, batch)
+                rid = client.send_poll(view.path, view.cursor_after(header), limit=self.limit)
+            step = view.apply(cache, header, sections)
             total.merge(step)
             if progress is not None:
                 progress(step)
@@ -442,6 +529,7 @@ class AgentSource(Source):
 __all__ = [
     "STATES",
     "AgentConnectionError",
+    "AgentReader",
     "AgentSource",
     "AuthFailed",
     "PollResult",

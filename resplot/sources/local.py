@@ -1,8 +1,9 @@
 """Local stores, read through the agent running as a subprocess of resplot.
 
-The agent runs as `sys.executable reslog/agent.py` on a pipe pair rather than in-process: it is
-then byte for byte the remote path (framing, process boundary, agent death and reconnect), and
-reading a big backlog costs the agent's own CPU and GIL, never the GUI's.
+The agent runs as `sys.executable -I agent-<hash>.pyz` (the same archive remote hosts get) on a
+pipe pair rather than in-process: it is then byte for byte the remote path (framing, process
+boundary, agent death and reconnect), and its reads cost the agent's own CPU and GIL, never
+the GUI's.
 """
 
 from __future__ import annotations
@@ -14,8 +15,24 @@ import tempfile
 from pathlib import Path
 from typing import IO
 
-from resplot.agent_client import AGENT_PATH, AgentClient, AgentConnectionError
+from resplot.agent_client import AgentClient, AgentConnectionError, agent_archive, agent_hash
 from resplot.sources.base import AgentSource
+
+
+def local_agent() -> Path:
+    """The agent's archive in this user's temporary directory, written once (atomically) per
+    version: its name carries its content hash."""
+    path = Path(tempfile.gettempdir()) / f"reslog-agent-{os.getuid()}-{agent_hash()}.pyz"
+    data = agent_archive()
+    try:
+        if path.stat().st_size == len(data):
+            return path
+    except OSError:
+        pass
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.part")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    return path
 
 
 class LocalSource(AgentSource):
@@ -35,7 +52,7 @@ class LocalSource(AgentSource):
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in _disconnect()
         try:
             self.process = subprocess.Popen(
-                [self.python, "-I", str(AGENT_PATH)],
+                [self.python, "-I", str(local_agent())],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self._stderr,

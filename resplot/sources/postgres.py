@@ -1,4 +1,6 @@
-"""A PostgreSQL store (many hosts logging into one server), read through schema.read.
+"""A PostgreSQL store (many hosts logging into one server), read through SQLAlchemy with the
+same schema.envelope reads the agent does for SQLite: series rows on the first poll, then live
+points and the tiles the charts want, each poll in one REPEATABLE READ snapshot.
 
 PostgreSQL hands out ids from a sequence at insert time, not at commit: a writer can commit id
 100 after another writer's id 105 is already visible. A plain "id > cursor" would skip 100
@@ -9,18 +11,30 @@ while its transaction stayed open (reslog's writer commits one flush at a time, 
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
 from sqlalchemy import Engine, select
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from resplot.cache import SeriesCache
+from resplot.cache import SeriesCache, Summary
 from resplot.model import Event, RunInfo, RunRef
-from resplot.sources.base import PollResult, Progress, Source, group_rows
+from resplot.sources.base import (
+    PollResult,
+    Progress,
+    Source,
+    group_rows,
+    summaries_from,
+    tile_ranges,
+)
+from resplot.tiles import Tile
+from schema import envelope
 from schema.errors import StoreError
 from schema.read import fetch_points, key_names, list_runs
+from schema.rollup import AGG_COLUMNS
 from schema.store import open_store
+from schema.store_reader import StoreReader
 from schema.tables import events
 
 
@@ -71,6 +85,10 @@ class PostgresSource(Source):
         self.events = _Window(overlap)
         self.runs: dict[int, RunInfo] = {}
         self.keys: dict[int, str] = {}
+        self.started = False  # the live cursor is placed and every series row was read
+        self.refetch: set[tuple[int, int]] = set()  # series that restarted: read their rows
+        self.epoch = 0
+        self._lock = threading.RLock()
         self._rtt_ms: float | None = None
 
     @property
@@ -82,15 +100,25 @@ class PostgresSource(Source):
         if engine is not None:
             engine.dispose()
 
-    def poll(self, cache: SeriesCache, progress: Progress | None = None) -> PollResult:
-        started = time.perf_counter()
+    def _engine(self) -> Engine:
         if self.engine is None:
             self.engine = open_store(self.url, readonly=True)
-        try:
-            result = self._poll(self.engine, cache, progress)
-        except (OperationalError, DBAPIError) as exc:
-            self.close()
-            raise StoreError(f"{self.label}: {exc.orig}") from None
+        return self.engine
+
+    def reader(self, ref: RunRef):
+        run_id = next((i for i, info in self.runs.items() if info.ref.uid == ref.uid), None)
+        if run_id is None:
+            raise StoreError(f"{self.label}: no run {ref.uid[:8]} here any more")
+        return _PostgresRunReader(StoreReader(self._engine(), source=self.label), run_id)
+
+    def poll(self, cache: SeriesCache, progress: Progress | None = None) -> PollResult:
+        started = time.perf_counter()
+        with self._lock:
+            try:
+                result = self._poll(self._engine(), cache, progress)
+            except (OperationalError, DBAPIError) as exc:
+                self.close()
+                raise StoreError(f"{self.label}: {exc.orig}") from None
         self._rtt_ms = (time.perf_counter() - started) * 1000.0
         return result
 
@@ -102,13 +130,10 @@ class PostgresSource(Source):
             if progress is not None:
                 progress(step)
 
-        # One snapshot for runs, events and points, so a point never names a run read later.
+        # One snapshot for runs, events, series rows, tiles and points, so a point never names
+        # a run read later and a tile holds exactly the points visible with this poll's batch.
         with engine.connect().execution_options(isolation_level="REPEATABLE READ") as conn:
-            runs = {
-                rid: info
-                for rid, info in list_runs(conn, source=self.label, store=self.store)
-                if info is not None
-            }
+            runs = dict(list_runs(conn, source=self.label, store=self.store))
             changed = [info for rid, info in runs.items() if self.runs.get(rid) != info]
             self.runs = runs
             if changed:
@@ -116,7 +141,16 @@ class PostgresSource(Source):
                 emit(PollResult(runs_changed=True))
             if not runs:
                 return total
+            self.epoch += 1
+            cur = conn.connection.dbapi_connection.cursor()
             emit(self._events(conn, cache))
+            if not self.started:
+                self._start_at_the_end(conn, cur)
+                emit(self._series(conn, cur, cache, None))
+                self.started = True
+            elif self.refetch:
+                emit(self._series(conn, cur, cache, sorted(self.refetch)))
+            emit(self._tiles(conn, cur, cache))
             while True:
                 batch = fetch_points(conn, list(runs), after=self.points.low, limit=self.limit)
                 ids = np.asarray(batch.ids, dtype=np.int64)
@@ -131,20 +165,80 @@ class PostgresSource(Source):
                     self.points.high = int(ids.max())
         return total
 
+    def _start_at_the_end(self, conn, cur) -> None:
+        """The live cursor at the newest id, every id of the overlap window below it counted as
+        applied (the series rows read in this snapshot hold them)."""
+        cur.execute("SELECT max(id) FROM points")
+        high = cur.fetchone()[0] or 0
+        cur.execute("SELECT id FROM points WHERE id > %s", (max(0, high - self.overlap),))
+        self.points.advance(np.asarray([r[0] for r in cur.fetchall()], dtype=np.int64))
+
+    def _names(self, conn, key_ids) -> dict[int, str]:
+        if any(int(k) not in self.keys for k in key_ids):
+            self.keys = key_names(conn)
+        return self.keys
+
+    def _series(self, conn, cur, cache: SeriesCache, pairs) -> PollResult:
+        if pairs is None:
+            rows = envelope.series_rows(cur, "%s")
+        else:
+            found = (envelope.series_row(cur, "%s", run, key) for run, key in pairs)
+            rows = [r for r in found if r is not None]
+        columns = {name: np.asarray([r[i] for r in rows]) for i, name in
+                   enumerate(envelope.SERIES_COLUMNS)}  # fmt: skip
+        if not rows:
+            columns = {name: np.empty(0) for name in envelope.SERIES_COLUMNS}
+        result = PollResult(runs_changed=True)
+        names = self._names(conn, [r[1] for r in rows])
+        per_run: dict[int, dict[str, Summary]] = {}
+        for (run_id, key_id), summary in summaries_from(columns).items():
+            if run_id in self.runs:
+                per_run.setdefault(run_id, {})[names[key_id]] = summary
+        for run_id, summaries in per_run.items():
+            cache.set_summaries(self.runs[run_id].ref, summaries)
+            result.refs.add(self.runs[run_id].ref)
+        self.refetch -= set(pairs or ())
+        return result
+
+    def _tiles(self, conn, cur, cache: SeriesCache) -> PollResult:
+        result = PollResult()
+        wanted = cache.take_wanted(self.label, self.store)
+        if not wanted:
+            return result
+        by_uid = {info.ref.uid: rid for rid, info in self.runs.items()}
+        self.keys = key_names(conn)
+        by_name = {name: kid for kid, name in self.keys.items()}
+        takes = envelope.series_with_takes(cur)
+        for uid, key, level, first, count in tile_ranges(wanted):
+            run_id, key_id = by_uid.get(uid), by_name.get(key)
+            if run_id is None or key_id is None:
+                continue
+            ref = self.runs[run_id].ref
+            for index, rows in envelope.tile_rows(
+                cur, "%s", run_id, key_id, level, first, count,
+                has_takes=(run_id, key_id) in takes,
+            ):  # fmt: skip
+                cols = raw_columns(rows) if level == 0 else tile_columns(rows)
+                cache.put_tile(ref, key, Tile(level, index, cols, self.epoch))
+                result.tiles += 1
+            result.refs.add(ref)
+        return result
+
     def _apply_points(self, conn, cache: SeriesCache, batch, fresh: np.ndarray) -> PollResult:
         result = PollResult()
         if not fresh.any():
             return result
         run_ids = np.asarray(batch.run_ids, dtype=np.int64)[fresh]
         key_ids = np.asarray(batch.key_ids, dtype=np.int64)[fresh]
-        if any(int(k) not in self.keys for k in np.unique(key_ids)):
-            self.keys = key_names(conn)
+        names = self._names(conn, np.unique(key_ids).tolist())
         steps = np.asarray(batch.steps, dtype=np.int64)[fresh]
         walls = np.asarray(batch.walls, dtype=np.float64)[fresh]
         values = np.asarray(batch.values, dtype=np.float64)[fresh]
         for run_id, key_id, idx in group_rows(run_ids, key_ids):
             ref = self.runs[run_id].ref
-            cache.add_points(ref, self.keys[key_id], steps[idx], walls[idx], values[idx])
+            if cache.add_live(ref, names[key_id], steps[idx], walls[idx], values[idx],
+                              self.epoch):  # fmt: skip
+                self.refetch.add((run_id, key_id))
             result.refs.add(ref)
         result.rows = int(fresh.sum())
         return result
@@ -170,3 +264,35 @@ class PostgresSource(Source):
 
     def _ref(self, run_id: int) -> RunRef:
         return self.runs[run_id].ref
+
+
+class _PostgresRunReader:
+    """scan(key, start, stop) over one run's raw points (exports)."""
+
+    def __init__(self, reader: StoreReader, run_id: int) -> None:
+        self.reader, self.run_id = reader, run_id
+
+    def scan(self, key: str, start: int | None = None, stop: int | None = None):
+        ids = {name: kid for kid, name in self.reader.key_names().items()}
+        if key in ids:
+            yield from self.reader.scan(self.run_id, ids[key], start, stop)
+
+
+def raw_columns(rows: list) -> dict[str, np.ndarray]:
+    """Raw (step, wall, value) rows as tile columns (NaN for a stored NULL)."""
+    return {
+        "step": np.asarray([r[0] for r in rows], dtype=np.int64),
+        "wall": np.asarray([r[1] for r in rows], dtype=np.float64),
+        "value": np.asarray([np.nan if r[2] is None else r[2] for r in rows], dtype=np.float64),
+    }
+
+
+def tile_columns(rows: list) -> dict[str, np.ndarray]:
+    """Bucket rows (AGG_COLUMNS order) as tile columns, NULLs as the wire sends them."""
+    out = {}
+    for i, name in enumerate(AGG_COLUMNS):
+        if name in ("vmin", "vmax", "last", "vsum", "wall_lo", "wall_hi"):
+            out[name] = np.asarray([np.nan if r[i] is None else r[i] for r in rows], np.float64)
+        else:
+            out[name] = np.asarray([0 if r[i] is None else r[i] for r in rows], np.int64)
+    return out

@@ -26,7 +26,7 @@ from typing import Any
 
 import paramiko
 
-from resplot.agent_client import AgentClient, AgentConnectionError, agent_hash, agent_source
+from resplot.agent_client import AgentClient, AgentConnectionError, agent_archive, agent_hash
 from resplot.cache import SeriesCache
 from resplot.hostkeys import AskHostKey, HostKeyError
 from resplot.sources.base import AgentSource, PollResult, Progress
@@ -88,7 +88,7 @@ def ensure_agent(conn: SSHConnection, agent_dir: str = AGENT_DIR) -> tuple[str, 
     is this exact agent; otherwise it is written to a temporary name and renamed into place,
     so a half-written upload (cut connection) is never run.
     """
-    source, name = agent_source(), f"agent-{agent_hash()}.py"
+    source, name = agent_archive(), f"agent-{agent_hash()}.pyz"
     sftp = conn.sftp()
     try:
         home = sftp.normalize(".")
@@ -382,6 +382,7 @@ class SSHSource(AgentSource):
         )
         self._released = False
         self._polling = False
+        self._lock = self.link.lock  # one request at a time on the host's shared channel
 
     @property
     def uploads(self) -> int:

@@ -34,6 +34,7 @@ COLUMN rollups.last double precision
 COLUMN rollups.wall_lo double precision NOT NULL
 COLUMN rollups.wall_hi double precision NOT NULL
 COLUMN rollups.bits bigint NOT NULL
+COLUMN rollups.nonfinite_at bigint
 COLUMN runs.id bigint NOT NULL DEFAULT nextval('runs_id_seq'::regclass)
 COLUMN runs.uid character varying(32) NOT NULL
 COLUMN runs.project character varying(200) NOT NULL
@@ -70,6 +71,7 @@ COLUMN series.last double precision
 COLUMN series.wall_lo double precision NOT NULL
 COLUMN series.wall_hi double precision NOT NULL
 COLUMN series.bits bigint NOT NULL
+COLUMN series.nonfinite_at bigint
 COLUMN series.levels smallint NOT NULL
 COLUMN series.tail_step bigint NOT NULL
 COLUMN series.tail_wall double precision NOT NULL

@@ -64,6 +64,7 @@ CREATE TABLE rollups (
     wall_lo FLOAT NOT NULL,
     wall_hi FLOAT NOT NULL,
     bits BIGINT NOT NULL,
+    nonfinite_at BIGINT,
     CONSTRAINT pk_rollups PRIMARY KEY (run_id, key_id, level, bucket),
     CONSTRAINT fk_rollups_run_id_runs FOREIGN KEY(run_id) REFERENCES runs (id) ON DELETE CASCADE,
     CONSTRAINT fk_rollups_key_id_keys FOREIGN KEY(key_id) REFERENCES keys (id)
@@ -114,6 +115,7 @@ CREATE TABLE series (
     wall_lo FLOAT NOT NULL,
     wall_hi FLOAT NOT NULL,
     bits BIGINT NOT NULL,
+    nonfinite_at BIGINT,
     levels SMALLINT NOT NULL,
     tail_step BIGINT NOT NULL,
     tail_wall FLOAT NOT NULL,

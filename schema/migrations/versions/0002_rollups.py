@@ -38,6 +38,7 @@ def _agg() -> list[sa.Column]:
         sa.Column("wall_lo", sa.Float, nullable=False),
         sa.Column("wall_hi", sa.Float, nullable=False),
         sa.Column("bits", sa.BigInteger, nullable=False),
+        sa.Column("nonfinite_at", sa.BigInteger, nullable=True),
     ]
 
 

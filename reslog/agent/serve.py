@@ -1,0 +1,168 @@
+"""The agent's request loop: one reply frame per request frame, errors as error frames.
+
+A bad request or an unreadable store is an error frame, never a dead agent; only a stream that
+cannot be re-synchronised (a broken frame prefix) ends it.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import platform
+import sqlite3
+import sys
+import traceback
+import zlib
+
+from reslog.agent.store import Store, is_sqlite, req_int
+from reslog.agent.wire import (
+    COMPRESS_MIN,
+    PROTOCOL,
+    AgentError,
+    ProtocolError,
+    read_frame,
+    write_frame,
+)
+from schema.revision import HEAD_REVISION
+
+AGENT_VERSION = "2.0"  # 2.0: rollups (series rows, tiles, raw pages); no overview sampling
+
+
+def discover(patterns) -> dict:
+    """Store paths for paths, directories (their *.db) and globs; `~` expands on this host."""
+    if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+        raise AgentError("BadRequest", "patterns must be a list of strings")
+    found, missing = [], []
+    for pattern in patterns:
+        expanded = os.path.abspath(os.path.expanduser(pattern))
+        # A path that exists is taken as written, even with glob characters in its name
+        # ("runs/[ablation]/reslog.db"); only a path that does not exist is a pattern.
+        if os.path.isdir(expanded):
+            inside = os.path.join(glob.escape(expanded), "*.db")
+            hits = [p for p in glob.glob(inside) if is_sqlite(p)]
+        elif os.path.exists(expanded):
+            hits = [expanded]  # named explicitly: opening it reports what is wrong with it
+        elif glob.has_magic(expanded):
+            hits = [
+                p
+                for p in glob.glob(expanded, recursive=True)
+                if os.path.isfile(p) and is_sqlite(p) and not p.endswith(("-wal", "-shm"))
+            ]
+        else:
+            hits = []
+        if not hits:
+            missing.append(pattern)
+        for hit in hits:
+            if hit not in found:
+                found.append(hit)
+    return {"stores": sorted(found), "missing": missing}
+
+
+class Agent:
+    def __init__(self) -> None:
+        self.stores: dict = {}
+
+    def store(self, req: dict) -> Store:
+        path = req.get("store")
+        if not isinstance(path, str) or not path:
+            raise AgentError("BadRequest", "request needs a 'store' path")
+        path = os.path.abspath(os.path.expanduser(path))
+        store = self.stores.get(path)
+        if store is not None:
+            try:
+                st = os.stat(path)
+                same = (st.st_dev, st.st_ino) == store.ident
+            except OSError:
+                same = False
+            if same:
+                return store
+            # Replaced or deleted since it was opened: read the file now at that path.
+            store.close()
+            del self.stores[path]
+        store = self.stores[path] = Store(path)
+        return store
+
+    def handle(self, req: dict) -> tuple:
+        """(reply header, payload bytes) of one request."""
+        op = req.get("op")
+        if op == "hello":
+            return {
+                "agent": AGENT_VERSION,
+                "protocol": PROTOCOL,
+                "schema": HEAD_REVISION,
+                "python": platform.python_version(),
+                "sqlite": sqlite3.sqlite_version,
+                "pid": os.getpid(),
+                "host": platform.node(),
+            }, b""
+        if op == "discover":
+            return discover(req.get("patterns")), b""
+        if op in ("poll", "points", "raw", "tiles"):
+            header, sections = self.store(req).read(op, req)
+            return header, sections.payload()
+        raise AgentError("BadRequest", f"unknown op {op!r}")
+
+    def close(self) -> None:
+        for store in self.stores.values():
+            store.close()
+        self.stores.clear()
+
+
+def _error(rid, kind: str, message: str) -> dict:
+    return {"id": rid, "ok": False, "error": {"type": kind, "message": message}}
+
+
+def serve(rfile, wfile) -> int:
+    """Answer frames until EOF or a `bye`; returns the process exit status."""
+    agent = Agent()
+    try:
+        while True:
+            try:
+                frame = read_frame(rfile)
+            except AgentError as exc:  # a whole frame with a bad header: the stream is in sync
+                write_frame(wfile, _error(None, exc.kind, str(exc)))
+                continue
+            except ProtocolError as exc:
+                write_frame(wfile, _error(None, "ProtocolError", str(exc)))
+                return 2
+            if frame is None:
+                return 0
+            req, _payload = frame
+            rid = req.get("id")
+            if req.get("op") == "bye":
+                write_frame(wfile, {"id": rid, "ok": True})
+                return 0
+            try:
+                reply, payload = agent.handle(req)
+            except AgentError as exc:
+                reply, payload = _error(rid, exc.kind, str(exc)), b""
+            except sqlite3.Error as exc:
+                reply, payload = _error(rid, "StoreError", f"cannot read store: {exc}"), b""
+            except Exception as exc:  # a bug here must not kill the agent mid-session
+                tb = traceback.format_exc(limit=3).strip().splitlines()[-3:]
+                msg = f"agent failed on {req.get('op')!r}: {exc} ({' | '.join(tb)})"
+                reply, payload = _error(rid, "AgentBug", msg), b""
+            else:
+                reply["id"] = rid
+                reply["ok"] = True
+                if req.get("compress") and len(payload) >= COMPRESS_MIN:
+                    payload = zlib.compress(payload, 1)
+                    reply["z"] = True
+            try:
+                write_frame(wfile, reply, payload)
+            except AgentError as exc:  # raised before a byte was written: still in step
+                write_frame(wfile, _error(rid, exc.kind, str(exc)))
+    finally:
+        agent.close()
+
+
+def main() -> int:
+    rfile, wfile = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # a stray print must never corrupt the frame stream
+    try:
+        return serve(rfile, wfile)
+    except (BrokenPipeError, KeyboardInterrupt):
+        return 0
+
+
+__all__ = ["Agent", "discover", "main", "req_int", "serve"]

@@ -1,0 +1,351 @@
+"""One SQLite store opened read-only by the agent; every read is one read transaction.
+
+What a poll costs the host is what it returns: runs and keys through their primary keys (with
+fingerprints, so an unchanged runs table costs a few bytes), events and live points by id
+cursor, series rows once per connection, and tiles through one primary-key range of `rollups`
+each (schema.envelope). Nothing here is O(points in the store).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import struct
+from urllib.parse import quote
+
+from reslog.agent.wire import AgentError, Sections
+from schema import buckets
+from schema.envelope import (
+    SERIES_COLUMNS,
+    raw_points,
+    series_rows,
+    series_with_takes,
+    tile_rows,
+)
+from schema.revision import HEAD_REVISION, OLDER_REVISIONS
+from schema.rollup import AGG_COLUMNS
+
+DEFAULT_LIMIT = 1_000_000
+MAX_LIMIT = 4_000_000
+EVENT_LIMIT = 10_000
+MAX_TILES = 4096  # per request
+RAW_LIMIT = 1_000_000  # points per `raw` reply
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+# Live points travel as little-endian rows (run/key/NaN flag packed in one int64, step int64,
+# wall float64, value float64): 32 bytes a point, no id per row (the reply has the cursor).
+# struct packing straight off the cursor is the cheapest way the stdlib has to turn rows into
+# bytes. Stores with ids of 2**31 or more get the wide layout.
+LAYOUT_PACKED = "rkn:q,step:q,wall:d,value:d"
+LAYOUT_WIDE = "run:q,kn:q,step:q,wall:d,value:d"
+ROW_PACKED = struct.Struct("<qqdd")
+ROW_WIDE = struct.Struct("<qqqdd")
+KEY_BITS = 31
+
+RUN_COLUMNS = (
+    "id", "uid", "project", "name", "status", "created_at", "heartbeat_at", "ended_at", "host",
+    "pid", "rank", "world_size", "command", "git_commit", "config", "summary", "tags", "notes",
+    "heartbeat_interval",
+)  # fmt: skip
+EVENT_COLUMNS = ("id", "run_id", "wall", "step", "kind", "level", "title", "body")
+INTS = {
+    "n", "nan", "posinf", "neginf", "min_at", "max_at", "step_lo", "step_hi", "bits",
+    "nonfinite_at", "run_id", "key_id", "levels", "tail_step",
+}  # fmt: skip
+
+
+def _wire(columns) -> list:
+    """Columns of a section (wire.Sections): "name:q" int64, "name:d" float64."""
+    return [c + (":q" if c in INTS else ":d") for c in columns]
+
+
+SERIES_WIRE = _wire(SERIES_COLUMNS)
+BUCKET_WIRE = _wire(AGG_COLUMNS)
+RAW_WIRE = ["step:q", "wall:d", "value:d"]
+
+
+def _fingerprint(rows) -> str:
+    return hashlib.blake2b(repr(rows).encode("utf-8"), digest_size=8).hexdigest()
+
+
+def is_sqlite(path: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(16) == SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def uri_path(path: str) -> str:
+    return quote(os.path.abspath(path), safe="/")
+
+
+def req_int(req: dict, name: str, default: int) -> int:
+    value = req.get(name, default)
+    if value is None:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise AgentError("BadRequest", f"{name} must be an integer, got {value!r}")
+    return value
+
+
+def _int_list(req: dict, name: str, width: int, limit: int) -> list:
+    """A request field holding a list of `width`-long lists of integers."""
+    value = req.get(name)
+    if not isinstance(value, list) or len(value) > limit:
+        raise AgentError("BadRequest", f"{name} must be a list of at most {limit} entries")
+    for item in value:
+        if (
+            not isinstance(item, list)
+            or len(item) != width
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in item)
+        ):
+            raise AgentError("BadRequest", f"{name} entries must be lists of {width} integers")
+    return value
+
+
+def _row_layout(cur) -> tuple:
+    """(layout name, struct, SELECT columns) for live point rows of this store."""
+    max_run = cur.execute("SELECT max(id) FROM runs").fetchone()[0] or 0
+    max_key = cur.execute("SELECT max(id) FROM keys").fetchone()[0] or 0
+    if max_run < (1 << KEY_BITS) and max_key < (1 << KEY_BITS):
+        layout, row = LAYOUT_PACKED, ROW_PACKED
+        cols = f"(run_id << {KEY_BITS + 1}) | (key_id << 1) | (value IS NULL)"
+    else:
+        layout, row = LAYOUT_WIDE, ROW_WIDE
+        cols = "run_id, (key_id << 1) | (value IS NULL)"
+    return layout, row, cols + ", step, wall, coalesce(value, 0.0)"
+
+
+class Store:
+    """One store opened read-only (mode=ro: the agent can never create, modify or lock out
+    the training run's file)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        if not os.path.exists(path):
+            raise AgentError("StoreNotFound", f"no store at {path}")
+        if os.path.isdir(path):
+            raise AgentError("NotAStore", f"{path} is a directory, not a store file")
+        if not is_sqlite(path):
+            # Opening it would leave -wal/-shm files beside a file that is not ours.
+            raise AgentError("NotAStore", f"{path} is not a SQLite database")
+        st = os.stat(path)
+        self.ident = (st.st_dev, st.st_ino)
+        try:
+            self.conn = sqlite3.connect(
+                f"file:{uri_path(path)}?mode=ro",
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            self.conn.execute("PRAGMA busy_timeout=30000")
+            self._check_schema()
+        except sqlite3.DatabaseError as exc:
+            raise AgentError("NotAStore", f"{path} is not a SQLite database ({exc})") from None
+
+    def _check_schema(self) -> None:
+        names = {
+            r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        }
+        if not names:
+            raise AgentError("NotAStore", f"{self.path} is empty: no reslog store there")
+        if "alembic_version" not in names or "runs" not in names:
+            raise AgentError(
+                "NotAStore",
+                f"{self.path} is not a reslog store (tables: {', '.join(sorted(names))})",
+            )
+        self._check_revision(self.conn)
+
+    def _check_revision(self, cur) -> None:
+        row = cur.execute("SELECT version_num FROM alembic_version").fetchone()
+        rev = row[0] if row else None
+        if rev == HEAD_REVISION:
+            return
+        if rev is None:
+            raise AgentError("NotAStore", f"{self.path} has no schema revision")
+        if rev in OLDER_REVISIONS:
+            raise AgentError(
+                "SchemaTooOld",
+                f"{self.path} uses store schema {rev}, this agent reads {HEAD_REVISION}; "
+                f"upgrade it with: reslog upgrade {self.path}",
+            )
+        raise AgentError(
+            "SchemaTooNew",
+            f"{self.path} was written by a newer reslog (schema {rev}, this agent knows up to "
+            f"{HEAD_REVISION}); upgrade resplot to read it",
+        )
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # Each public read runs in one read transaction, so the runs, keys, points, series rows and
+    # tiles of one reply come from one snapshot (a point never names a run the reply lacks, a
+    # tile holds exactly the points up to the reply's `high`).
+    def _snapshot(self, fn, *args):
+        cur = self.conn.cursor()
+        cur.execute("BEGIN")
+        try:
+            # Every time: a newer reslog may migrate the store in place while it is open here.
+            self._check_revision(cur)
+            return fn(cur, *args)
+        finally:
+            cur.execute("COMMIT")
+
+    def read(self, op: str, req: dict) -> tuple:
+        """(header, Sections) of one request against this store."""
+        fn = {"poll": self._poll, "points": self._points_op, "raw": self._raw_op,
+              "tiles": self._tiles_op}[op]  # fmt: skip
+        return self._snapshot(fn, req)
+
+    # -- parts of a reply --------------------------------------------------------------------
+
+    def _runs(self, cur, runs_fp, beats_fp) -> dict:
+        rows = cur.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs ORDER BY id").fetchall()
+        # Heartbeats move every flush of a live run; the rest (config, summary...) rarely.
+        # Two fingerprints let an unchanged poll say so in a few bytes, and a live one send only
+        # the small beat rows.
+        beats = [(r[0], r[4], r[6], r[7]) for r in rows]
+        heavy = [r[:6] + r[7:] for r in rows]
+        out = {"runs_fp": _fingerprint(heavy), "beats_fp": _fingerprint(beats)}
+        if out["runs_fp"] != runs_fp:
+            out["runs"] = [dict(zip(RUN_COLUMNS, r)) for r in rows]  # noqa: B905 (3.8)
+        elif out["beats_fp"] != beats_fp:
+            out["beats"] = [list(b) for b in beats]
+        return out
+
+    def _keys(self, cur, after: int) -> dict:
+        rows = cur.execute(
+            "SELECT id, name FROM keys WHERE id > ? ORDER BY id", (after,)
+        ).fetchall()
+        return {"keys": [list(r) for r in rows], "keys_cursor": rows[-1][0] if rows else after}
+
+    def _events(self, cur, after: int, limit: int) -> dict:
+        rows = cur.execute(
+            f"SELECT {', '.join(EVENT_COLUMNS)} FROM events WHERE id > ? ORDER BY id LIMIT ?",
+            (after, limit),
+        ).fetchall()
+        return {
+            "events": [list(r) for r in rows],
+            "events_cursor": rows[-1][0] if rows else after,
+            "events_more": len(rows) == limit,
+        }
+
+    def _live(self, cur, after: int, limit: int, high: int, out: Sections) -> dict:
+        """Points with after < id <= high, at most `limit` of them, as packed rows."""
+        if high <= after:
+            return {"points_cursor": after, "more": False}
+        row = cur.execute(
+            "SELECT id FROM points WHERE id > ? AND id <= ? ORDER BY id LIMIT 1 OFFSET ?",
+            (after, high, limit - 1),
+        ).fetchone()
+        last, more = (row[0], row[0] < high) if row is not None else (high, False)
+        layout, fmt, cols = _row_layout(cur)
+        rows = cur.execute(
+            f"SELECT {cols} FROM points WHERE id > ? AND id <= ? ORDER BY id", (after, last)
+        )
+        data = b"".join([fmt.pack(*r) for r in rows])
+        out.add("points", len(data) // fmt.size, data, layout=layout)
+        return {"points_cursor": last, "more": more}
+
+    def _series(self, cur, wanted, out: Sections) -> None:
+        """Series rows: every one (wanted is True) or those of [run_id, key_id] pairs."""
+        if wanted is True:
+            rows = series_rows(cur, "?")
+        else:
+            rows = []
+            for run_id, key_id in wanted:
+                found = cur.execute(
+                    "SELECT " + ", ".join(SERIES_COLUMNS)
+                    + " FROM series WHERE run_id = ? AND key_id = ?",
+                    (run_id, key_id),
+                ).fetchone()  # fmt: skip
+                if found is not None:
+                    rows.append(found)
+        out.add_columns("series", SERIES_WIRE, rows)
+
+    def _tiles(self, cur, ranges: list, out: Sections) -> None:
+        """Tile ranges [run_id, key_id, level, first index, count], each read with one query:
+        rollup rows of levels >= 1 as section "buckets", raw points of level 0 as section
+        "raw"; each section's `tiles` lists [run_id, key_id, level, index, rows] in the order
+        of its rows, every tile of a range included (an empty one has 0 rows)."""
+        if sum(r[4] for r in ranges) > MAX_TILES:
+            raise AgentError("BadRequest", f"at most {MAX_TILES} tiles a request")
+        takes = series_with_takes(cur)
+        parts = {"buckets": ([], []), "raw": ([], [])}
+        for run_id, key_id, level, first, count in ranges:
+            if not 0 <= level <= buckets.MAX_LEVEL or count < 1:
+                raise AgentError("BadRequest", f"bad tile range (level {level}, count {count})")
+            rows, about = parts["raw" if level == 0 else "buckets"]
+            for index, found in tile_rows(cur, "?", run_id, key_id, level, first, count,
+                                          has_takes=(run_id, key_id) in takes):  # fmt: skip
+                rows += found
+                about.append([run_id, key_id, level, index, len(found)])
+        for name, columns in (("buckets", BUCKET_WIRE), ("raw", RAW_WIRE)):
+            rows, about = parts[name]
+            if about:
+                out.add_columns(name, columns, rows, tiles=about)
+
+    # -- requests ---------------------------------------------------------------------------------
+
+    def _poll(self, cur, req: dict) -> tuple:
+        """Everything new after the client's cursors, plus series rows and tiles asked for."""
+        out = self._runs(cur, req.get("runs_fp"), req.get("beats_fp"))
+        # Which file answered: a store deleted and written anew at the same path restarts its
+        # ids at 1, below the client's cursors, so the client must know to start over.
+        out["store_id"] = f"{self.ident[0]}:{self.ident[1]}"
+        out.update(self._keys(cur, req_int(req, "keys_after", 0)))
+        limit = max(1, min(req_int(req, "events_limit", EVENT_LIMIT), EVENT_LIMIT))
+        out.update(self._events(cur, req_int(req, "events_after", 0), limit))
+        high = cur.execute("SELECT max(id) FROM points").fetchone()[0] or 0
+        out["high"] = high  # the snapshot: tiles and series rows hold the points up to here
+        sections = Sections()
+        after = req_int(req, "points_after", 0)
+        if after < 0:  # from the current end: history comes from series rows and tiles
+            out.update({"points_cursor": high, "more": False})
+        else:
+            limit = max(1, min(req_int(req, "limit", DEFAULT_LIMIT), MAX_LIMIT))
+            out.update(self._live(cur, after, limit, high, sections))
+        wanted = req.get("series")
+        if wanted is True:
+            self._series(cur, True, sections)
+        elif wanted:
+            self._series(cur, _int_list(req, "series", 2, 100_000), sections)
+        if req.get("tiles"):
+            self._tiles(cur, _int_list(req, "tiles", 5, MAX_TILES), sections)
+        out["sections"] = sections.described
+        return out, sections
+
+    def _points_op(self, cur, req: dict) -> tuple:
+        """Points by id cursor (what a poll's live part reads), without the rest of a poll."""
+        high = cur.execute("SELECT max(id) FROM points").fetchone()[0] or 0
+        limit = max(1, min(req_int(req, "limit", DEFAULT_LIMIT), MAX_LIMIT))
+        sections = Sections()
+        out = self._live(cur, req_int(req, "after", 0), limit, high, sections)
+        out["sections"] = sections.described
+        return out, sections
+
+    def _tiles_op(self, cur, req: dict) -> tuple:
+        sections = Sections()
+        self._tiles(cur, _int_list(req, "tiles", 5, MAX_TILES), sections)
+        high = cur.execute("SELECT max(id) FROM points").fetchone()[0] or 0
+        return {"high": high, "sections": sections.described}, sections
+
+    def _raw_op(self, cur, req: dict) -> tuple:
+        """One page of a series' current raw points with start <= step < stop (an export)."""
+        run_id, key_id = req_int(req, "run_id", 0), req_int(req, "key_id", 0)
+        start, stop = req_int(req, "start", -(2**63)), req_int(req, "stop", 2**63 - 1)
+        after = req.get("after_id")
+        if after is not None:
+            after = req_int(req, "after_id", 0)
+        limit = max(1, min(req_int(req, "limit", RAW_LIMIT), RAW_LIMIT))
+        has_takes = (run_id, key_id) in series_with_takes(cur)
+        found = raw_points(cur, "?", run_id, key_id, start, stop, has_takes=has_takes,
+                           after_id=after, limit=limit)  # fmt: skip
+        sections = Sections()
+        sections.add_columns("raw", RAW_WIRE, [(s, w, v) for _id, s, w, v in found])
+        out = {"more": len(found) == limit, "sections": sections.described}
+        if found:
+            out["last"] = [found[-1][1], found[-1][0]]  # (step, id): where the next page starts
+        return out, sections

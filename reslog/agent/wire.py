@@ -1,0 +1,149 @@
+"""Frames and binary columns: both ends of the agent protocol use this one file.
+
+A frame is `>II` (header length, payload length), a UTF-8 JSON header, then the payload bytes.
+A reply's payload is a concatenation of sections, each described in the header's `sections`
+list by name, row count, byte size and columns, so one poll reply can carry live points,
+series rows and tiles together. Columns are little-endian int64 (`q`) or float64 (`d`) arrays,
+one after the other; NULLs in float columns travel as NaN (docs/protocol.md says what NaN means
+in each column).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import sys
+from array import array
+
+PROTOCOL = 2
+PREFIX = struct.Struct(">II")
+# A runs list with big configs can pass 16 MiB. Below 512 MiB still, so a frame prefix made of
+# text (a shell rc printing on the channel: bytes >= 0x20) is refused at once, not waited on.
+MAX_HEADER = 256 << 20
+MAX_PAYLOAD = (1 << 31) - 1
+COMPRESS_MIN = 64 << 10
+NAN = float("nan")
+_SWAP = sys.byteorder != "little"
+
+
+class ProtocolError(Exception):
+    """The byte stream is broken (closed mid-frame, bad lengths): it cannot be resynchronised."""
+
+
+class AgentError(Exception):
+    """A request failed; `kind` names the error class the client raises (see docs/protocol.md)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def encode_frame(header: dict, payload: bytes = b"") -> list:
+    head = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    if len(head) > MAX_HEADER:
+        raise AgentError("StoreError", f"reply too large for a frame ({len(head)} bytes)")
+    return [PREFIX.pack(len(head), len(payload)) + head, payload]
+
+
+def write_frame(wfile, header: dict, payload: bytes = b"") -> int:
+    """Write one frame and flush; returns the number of bytes written."""
+    first, body = encode_frame(header, payload)
+    wfile.write(first)
+    if body:
+        wfile.write(body)
+    wfile.flush()
+    return len(first) + len(body)
+
+
+def _read_exact(rfile, n: int, what: str) -> bytes:
+    data = rfile.read(n)
+    if data is None:
+        data = b""
+    if len(data) == n:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < n:
+        more = rfile.read(n - got)
+        if not more:
+            raise ProtocolError(f"stream closed after {got} of {n} bytes of a frame {what}")
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
+
+
+def read_frame(rfile):
+    """(header, payload) of the next frame; None at a clean end of stream (EOF between frames)."""
+    first = rfile.read(PREFIX.size)
+    if not first:
+        return None
+    if len(first) < PREFIX.size:
+        first += _read_exact(rfile, PREFIX.size - len(first), "prefix")
+    head_len, body_len = PREFIX.unpack(first)
+    if head_len == 0 or head_len > MAX_HEADER or body_len > MAX_PAYLOAD:
+        raise ProtocolError(f"bad frame prefix (header {head_len} bytes, payload {body_len})")
+    head = _read_exact(rfile, head_len, "header")
+    body = _read_exact(rfile, body_len, "payload") if body_len else b""
+    try:
+        header = json.loads(head.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:
+        raise AgentError("BadRequest", f"frame header is not JSON: {exc}") from None
+    if not isinstance(header, dict):
+        raise AgentError("BadRequest", "frame header must be a JSON object")
+    return header, body
+
+
+# -- columns --------------------------------------------------------------------------------
+
+
+def column_bytes(code: str, values) -> bytes:
+    """One column as little-endian bytes: `q` int64 (None as 0), `d` float64 (None as NaN)."""
+    if code == "d":
+        arr = array("d", [NAN if v is None else v for v in values])
+    else:
+        arr = array("q", [0 if v is None else v for v in values])
+    if _SWAP:
+        arr.byteswap()
+    return arr.tobytes()
+
+
+class Sections:
+    """The payload of a reply, built section by section, and their descriptions."""
+
+    def __init__(self) -> None:
+        self.parts: list = []
+        self.described: list = []
+        self.size = 0
+
+    def add(self, name: str, rows: int, data: bytes, **about) -> None:
+        self.parts.append(data)
+        self.described.append(dict(about, name=name, rows=rows, size=len(data)))
+        self.size += len(data)
+
+    def add_columns(self, name: str, columns: list, rows: list, **about) -> None:
+        """Rows (sequences) as columns; `columns` names them as "name:q" or "name:d"."""
+        cols = list(zip(*rows)) if rows else [()] * len(columns)  # noqa: B905 (3.8)
+        data = b"".join(
+            column_bytes(spec.split(":")[1], col)
+            for spec, col in zip(columns, cols)  # noqa: B905
+        )
+        self.add(name, len(rows), data, columns=list(columns), **about)
+
+    def payload(self) -> bytes:
+        return b"".join(self.parts)
+
+
+def split_sections(header: dict, payload: bytes) -> dict:
+    """{name: (description, bytes)} of a reply's sections; a size that does not add up is a
+    broken stream (ProtocolError)."""
+    out = {}
+    at = 0
+    for about in header.get("sections") or []:
+        size = int(about.get("size", 0))
+        if at + size > len(payload):
+            raise ProtocolError(f"section {about.get('name')} runs past the payload")
+        out[about["name"]] = (about, payload[at : at + size])
+        at += size
+    if at != len(payload):
+        raise ProtocolError(f"payload has {len(payload) - at} bytes no section describes")
+    return out

@@ -1,0 +1,88 @@
+"""Sources for headless commands (`resplot snapshot`, `resplot export`, tests): opened, polled
+synchronously until they answer, asked again for the tiles the charts want, closed. No Qt.
+
+Connection failures retry with capped backoff until the timeout; a store problem (missing, not a
+store, newer schema) or refused credentials raise at once, with the source named.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from resplot.agent_client import AgentConnectionError
+from resplot.cache import SeriesCache
+from resplot.model import RunRef
+from resplot.sources import open_source
+from resplot.sources.base import AuthFailed, Source
+from schema.errors import StoreError
+
+BACKOFF_FIRST_S = 1.0
+BACKOFF_CAP_S = 30.0
+
+
+def backoff_s(failures: int, cap: float = BACKOFF_CAP_S) -> float:
+    """1, 2, 4, ... seconds, capped: the delay before retry number `failures`."""
+    return min(cap, BACKOFF_FIRST_S * 2 ** max(0, failures - 1))
+
+
+class Loaded:
+    """Sources read into one cache; a context manager that closes them."""
+
+    def __init__(
+        self, specs: Iterable[str], cache: SeriesCache | None = None, timeout: float = 60
+    ) -> None:
+        self.cache = cache if cache is not None else SeriesCache()
+        self.timeout = timeout
+        self.deadline = time.monotonic() + timeout
+        self.sources: dict[str, Source] = {}
+        try:
+            for spec in specs:
+                source = open_source(spec)
+                self.sources[source.label] = source
+                self._poll(spec, source)
+        except BaseException:
+            self.close()
+            raise
+
+    def _poll(self, spec: str, source: Source) -> None:
+        failures = 0
+        while True:
+            try:
+                source.poll(self.cache)
+                return
+            except (StoreError, AuthFailed) as exc:
+                raise type(exc)(f"{spec}: {exc}") from exc
+            except (AgentConnectionError, OSError) as exc:
+                failures += 1
+                delay = backoff_s(failures)
+                if time.monotonic() + delay > self.deadline:
+                    raise TimeoutError(f"{spec}: gave up after {self.timeout:g} s: {exc}") from exc
+                time.sleep(delay)
+
+    def fetch(self) -> None:
+        """Poll every source again: new points, and the tiles the charts asked for."""
+        for source in self.sources.values():
+            self._poll(source.spec, source)
+
+    def reader(self, ref: RunRef):
+        """The raw-point reader of a run (exports)."""
+        return self.sources[ref.source].reader(ref)
+
+    def close(self) -> None:
+        for source in self.sources.values():
+            source.close()
+
+    def __enter__(self) -> Loaded:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def load_sources(
+    specs: Iterable[str], cache: SeriesCache | None = None, timeout: float = 60
+) -> SeriesCache:
+    """Every source's runs, keys, events and series summaries, read once into a cache."""
+    with Loaded(specs, cache, timeout) as loaded:
+        return loaded.cache

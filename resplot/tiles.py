@@ -1,0 +1,169 @@
+"""Tiles: a fixed range of one series at one rollup level, the unit the viewer fetches and keeps.
+
+Tile (level l, index i) covers the buckets [i * TILE_BUCKETS, (i + 1) * TILE_BUCKETS) of level l
+(schema.buckets), at level 0 the raw points of those steps. A chart asks for the tiles its
+view needs at the level its width wants; tiles arrive through the source's worker thread and
+live in an LRU cache bounded by bytes (default 256 MB). Points that arrive live after a tile
+was read are folded into it with schema.rollup, the writer's own fold, so a cached tile stays
+equal to what the store holds without being read again.
+
+No Qt here. Not thread-safe by itself: SeriesCache calls it under its lock. A tile's columns are
+replaced, never changed in place, so a reader holding them keeps a consistent snapshot.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+
+import numpy as np
+
+from schema import buckets
+from schema.rollup import AGG_COLUMNS, fold_buckets, merge
+
+RAW_COLUMNS = ("step", "wall", "value")
+DEFAULT_LIMIT_BYTES = 256 << 20
+_INTS = {
+    "n", "nan", "posinf", "neginf", "min_at", "max_at", "step_lo", "step_hi", "bits",
+    "nonfinite_at", "step",
+}  # fmt: skip
+_AGG_INDEX = {c: i for i, c in enumerate(AGG_COLUMNS)}
+
+
+def empty_columns(level: int) -> dict[str, np.ndarray]:
+    names = RAW_COLUMNS if level == 0 else AGG_COLUMNS
+    return {c: np.empty(0, np.int64 if c in _INTS else np.float64) for c in names}
+
+
+def agg_at(cols: dict, i: int) -> tuple:
+    """Row i of aggregate columns (a tile's, or a series section's) as a schema.rollup
+    aggregate: the wire's NaN back to None where it stands for "no finite value" or a NaN last
+    value, and its 0 back to None in steps that are not there."""
+    out = []
+    for name in AGG_COLUMNS:
+        v = cols[name][i]
+        v = v.item() if hasattr(v, "item") else v
+        if name in ("vmin", "vmax", "last") and v is not None and v != v:
+            v = None
+        elif name == "vsum" and v is None:
+            v = float("nan")
+        out.append(v)
+    if out[_AGG_INDEX["vmin"]] is None:
+        out[_AGG_INDEX["min_at"]] = out[_AGG_INDEX["max_at"]] = None
+    if not (out[_AGG_INDEX["nan"]] or out[_AGG_INDEX["posinf"]] or out[_AGG_INDEX["neginf"]]):
+        out[_AGG_INDEX["nonfinite_at"]] = None
+    return tuple(out)
+
+
+def _agg_values(agg: tuple) -> dict[str, float]:
+    return {
+        c: (np.nan if agg[i] is None and c not in _INTS else 0 if agg[i] is None else agg[i])
+        for i, c in enumerate(AGG_COLUMNS)
+    }
+
+
+class Tile:
+    """One tile's columns (bucket aggregates, or raw step/wall/value), in step order."""
+
+    __slots__ = ("cols", "epoch", "index", "level")
+
+    def __init__(self, level: int, index: int, cols: dict[str, np.ndarray], epoch: int) -> None:
+        self.level, self.index, self.epoch = level, index, epoch
+        self.cols = cols
+
+    def __len__(self) -> int:
+        return len(next(iter(self.cols.values()))) if self.cols else 0
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.cols.values()) + 200
+
+    @property
+    def span(self) -> tuple[int, int]:
+        """[first step, last step + 1) this tile covers."""
+        return buckets.tile_range(self.level, self.index)
+
+    def fold(self, steps: np.ndarray, walls: np.ndarray, values: np.ndarray) -> None:
+        """Add live points (arrival order, all inside this tile's span)."""
+        if len(steps) == 0:
+            return
+        cols = self.cols
+        if self.level == 0:
+            # After any stored point of the same step: the newer point comes last.
+            at = np.searchsorted(cols["step"], steps, side="right")
+            order = np.argsort(at, kind="stable")
+            self.cols = {
+                "step": np.insert(cols["step"], at[order], steps[order]),
+                "wall": np.insert(cols["wall"], at[order], walls[order]),
+                "value": np.insert(cols["value"], at[order], values[order]),
+            }
+            return
+        shift = buckets.shift(self.level)
+        vals = [None if v != v else v for v in values.tolist()]
+        deltas = fold_buckets(steps.tolist(), walls.tolist(), vals, shift)
+        new = {name: arr.copy() for name, arr in cols.items()}
+        have = new["step_lo"] >> shift  # each row's bucket
+        for b, delta in sorted(deltas.items()):
+            i = int(np.searchsorted(have, b))
+            if i < len(have) and have[i] == b:
+                for name, v in _agg_values(merge(agg_at(new, i), delta)).items():
+                    new[name][i] = v
+            else:
+                for name, v in _agg_values(delta).items():
+                    new[name] = np.insert(new[name], i, v)
+                have = np.insert(have, i, b)
+        self.cols = new
+
+
+class TileCache:
+    """Tiles by key (any hashable; SeriesCache uses (run, key name, level, index)), least
+    recently used first out once their bytes pass `limit_bytes`."""
+
+    def __init__(self, limit_bytes: int = DEFAULT_LIMIT_BYTES) -> None:
+        self.limit_bytes = int(limit_bytes)
+        self._tiles: OrderedDict[Hashable, Tile] = OrderedDict()
+        self.bytes = 0
+        self.evicted = 0
+
+    def __len__(self) -> int:
+        return len(self._tiles)
+
+    def get(self, key: Hashable) -> Tile | None:
+        tile = self._tiles.get(key)
+        if tile is not None:
+            self._tiles.move_to_end(key)
+        return tile
+
+    def put(self, key: Hashable, tile: Tile) -> None:
+        old = self._tiles.pop(key, None)
+        if old is not None:
+            self.bytes -= old.nbytes
+        self._tiles[key] = tile
+        self.bytes += tile.nbytes
+        while self.bytes > self.limit_bytes and len(self._tiles) > 1:  # never the new one
+            _key, out = self._tiles.popitem(last=False)
+            self.bytes -= out.nbytes
+            self.evicted += 1
+
+    def set_limit(self, limit_bytes: int) -> None:
+        self.limit_bytes = int(limit_bytes)
+        self._shrink()
+
+    def _shrink(self) -> None:
+        while self.bytes > self.limit_bytes and self._tiles:
+            _key, out = self._tiles.popitem(last=False)
+            self.bytes -= out.nbytes
+            self.evicted += 1
+
+    def drop(self, which: Callable[[Hashable], bool]) -> None:
+        for key in [k for k in self._tiles if which(k)]:
+            self.bytes -= self._tiles.pop(key).nbytes
+
+    def items(self, which: Callable[[Hashable], bool]) -> list[tuple[Hashable, Tile]]:
+        """Tiles whose key matches, without touching their recency."""
+        return [(k, t) for k, t in self._tiles.items() if which(k)]
+
+    def recount(self) -> None:
+        """Account for tiles whose columns grew (live points folded in)."""
+        self.bytes = sum(t.nbytes for t in self._tiles.values())
+        self._shrink()

@@ -1,0 +1,186 @@
+"""What a chart draws of one series over a step range, gathered from cached tiles. No Qt here.
+
+`series_view()` picks the level for the view (raw points once the range holds at most
+RAW_PER_PIXEL points per pixel, else the coarsest rollup level that still gives a bucket per
+pixel), asks the cache for the tiles it lacks, and returns what is cached: the wanted level, or
+while its tiles load, the finest level whose tiles are all there, so the chart always shows the
+whole shape. Buckets are drawn through their exact extremes: each becomes one or two points,
+(min_at, vmin) and (max_at, vmax), so the per-pixel min/max of resplot.decimate keeps a one-step
+spike or dip visible at every zoom. Smoothing on an envelope runs over bucket means.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from resplot.cache import SeriesCache
+from resplot.model import RunRef
+from resplot.tiles import empty_columns
+from schema import buckets
+from schema.rollup import STEP_HI, STEP_LO, N
+
+
+@dataclass
+class SeriesView:
+    """One series over a step range. Level 0: `steps`, `walls`, `values` are its points.
+    Level >= 1: they are the buckets' extremes (one or two points a bucket, by step), and the
+    per-bucket arrays below hold what smoothing and markers need."""
+
+    level: int
+    steps: np.ndarray
+    walls: np.ndarray
+    values: np.ndarray
+    mid_steps: np.ndarray  # per bucket (level >= 1): the middle of its steps
+    mid_walls: np.ndarray
+    means: np.ndarray  # mean of the finite values (NaN: none)
+    lasts: np.ndarray  # value at the bucket's last step
+    last_steps: np.ndarray
+    bits: np.ndarray  # OR of flag values (-1: not flags)
+    # Which of the per-bucket entries (the points at level 0) hold a NaN, +inf or -inf.
+    nan: np.ndarray
+    posinf: np.ndarray
+    neginf: np.ndarray
+    wanted_level: int  # the level the view asked for (differs while its tiles load)
+
+    @property
+    def complete(self) -> bool:
+        return self.level == self.wanted_level
+
+    @property
+    def width(self) -> int:
+        """Steps a bucket (1 for raw points)."""
+        return buckets.width(self.level)
+
+
+def choose_level(summary, lo: int, hi: int, pixels: int) -> int:
+    """0 (raw) when [lo, hi] should hold at most RAW_PER_PIXEL points per pixel (assuming the
+    series' points are spread evenly), else the coarsest level with a bucket per pixel."""
+    agg = summary.agg
+    total = max(1, agg[STEP_HI] - agg[STEP_LO] + 1)
+    span = max(0, hi - lo)
+    estimate = agg[N] * min(1.0, (span + 1) / total)
+    if estimate <= buckets.RAW_PER_PIXEL * max(1, pixels):
+        return 0
+    return buckets.level_for(span, max(1, pixels), summary.levels)
+
+
+def _tiles(cache: SeriesCache, ref: RunRef, key: str, level: int, lo: int, hi: int):
+    """The cached tiles covering [lo, hi] at `level`, or None with the missing ones listed."""
+    indices = list(buckets.tiles_for(level, lo, hi))
+    tiles, missing = [], []
+    for index in indices:
+        tile = cache.tile(ref, key, level, index)
+        if tile is None:
+            missing.append(index)
+        else:
+            tiles.append(tile)
+    return tiles, missing
+
+
+def _concat(tiles, level: int) -> dict[str, np.ndarray]:
+    cols = [t.cols for t in tiles] or [empty_columns(level)]
+    return {name: np.concatenate([c[name] for c in cols]) for name in cols[0]}
+
+
+def _raw_view(cols, lo: int, hi: int, wanted: int) -> SeriesView:
+    steps = cols["step"]
+    a, b = np.searchsorted(steps, [lo, hi], side="left")
+    a, b = max(0, a - 1), min(len(steps), b + 1)  # one point past each end: lines reach edges
+    s, w, v = steps[a:b], cols["wall"][a:b], cols["value"][a:b]
+    return SeriesView(
+        0, s, w, v, s, w, v, v, s, np.full(len(s), -1, np.int64),
+        np.isnan(v), v == np.inf, v == -np.inf, wanted,
+    )  # fmt: skip
+
+
+def _bucket_view(cols, level: int, lo: int, hi: int, wanted: int) -> SeriesView:
+    first, last = cols["step_lo"], cols["step_hi"]
+    a = max(0, int(np.searchsorted(last, lo, side="left")) - 1)
+    b = min(len(first), int(np.searchsorted(first, hi, side="right")) + 1)
+    c = {name: arr[a:b] for name, arr in cols.items()}
+    n = len(c["n"])
+    s_lo, s_hi = c["step_lo"], c["step_hi"]
+    w_lo, w_hi = c["wall_lo"], c["wall_hi"]
+    finite_n = c["n"] - c["nan"] - c["posinf"] - c["neginf"]
+    has = np.isfinite(c["vmin"])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = np.where(finite_n > 0, c["vsum"] / np.maximum(finite_n, 1), np.nan)
+        # A float sum can round a mean past the extremes, or off a constant: keep it exact.
+        means = np.where(c["vmin"] == c["vmax"], c["vmin"], np.clip(means, c["vmin"], c["vmax"]))
+    span = np.maximum(s_hi - s_lo, 1).astype(np.float64)
+
+    def wall_at(step, i):
+        """Wall time at steps inside buckets i, by the bucket's first and last point."""
+        return w_lo[i] + (step - s_lo[i]) / span[i] * (w_hi[i] - w_lo[i])
+
+    # The extremes in step order: min first where it came first, one point where they coincide.
+    min_first = c["min_at"] <= c["max_at"]
+    one = c["min_at"] == c["max_at"]
+    s1 = np.where(min_first, c["min_at"], c["max_at"])
+    v1 = np.where(min_first, c["vmin"], c["vmax"])
+    s2 = np.where(min_first, c["max_at"], c["min_at"])
+    v2 = np.where(min_first, c["vmax"], c["vmin"])
+    keep2 = has & ~one
+    steps = np.empty(2 * n, np.int64)
+    values = np.empty(2 * n)
+    steps[0::2], steps[1::2] = s1, s2
+    values[0::2], values[1::2] = v1, v2
+    mask = np.empty(2 * n, bool)
+    mask[0::2], mask[1::2] = has, keep2
+    steps, values = steps[mask], values[mask]
+    owner = np.repeat(np.arange(n), 2)[mask]  # the bucket of each extreme
+    mid = (s_lo + s_hi) // 2
+    every = np.arange(n)
+    return SeriesView(
+        level,
+        steps,
+        wall_at(steps.astype(np.float64), owner),
+        values,
+        mid,
+        wall_at(mid.astype(np.float64), every),
+        means,
+        c["last"],
+        s_hi,
+        c["bits"],
+        c["nan"] > 0,
+        c["posinf"] > 0,
+        c["neginf"] > 0,
+        wanted,
+    )
+
+
+def series_view(
+    cache: SeriesCache, ref: RunRef, key: str, lo: float, hi: float, pixels: int,
+    level: int | None = None,
+) -> SeriesView | None:  # fmt: skip
+    """The view of [lo, hi] (steps, both included; infinite: the series' ends) for a chart
+    `pixels` wide, at `level` if given; None when the series is unknown or nothing covering
+    the range is cached yet (its tiles are asked for)."""
+    summary = cache.summary(ref, key)
+    if summary is None:
+        return None
+    agg = summary.agg
+    lo = agg[STEP_LO] if lo == -np.inf else max(int(lo), agg[STEP_LO])
+    hi = agg[STEP_HI] if hi == np.inf else min(int(hi), agg[STEP_HI])
+    if hi < lo:
+        lo = hi = agg[STEP_HI]
+    wanted = choose_level(summary, lo, hi, pixels) if level is None else min(level, summary.levels)
+    tiles, missing = _tiles(cache, ref, key, wanted, lo, hi)
+    if missing:
+        cache.want_tiles(ref, key, wanted, missing)
+        # Meanwhile: the finest level whose tiles are all cached (coarser ones cost less).
+        for level in [*range(wanted + 1, summary.levels + 1), *range(wanted - 1, -1, -1)]:
+            tiles, gap = _tiles(cache, ref, key, level, lo, hi)
+            if not gap:
+                return _view(tiles, level, lo, hi, wanted)
+        return None
+    return _view(tiles, wanted, lo, hi, wanted)
+
+
+def _view(tiles, level: int, lo: int, hi: int, wanted: int) -> SeriesView:
+    cols = _concat(tiles, level)
+    if level == 0:
+        return _raw_view(cols, lo, hi, wanted)
+    return _bucket_view(cols, level, lo, hi, wanted)
