@@ -43,6 +43,10 @@ from resplot.poller import Poller
 from resplot.state import PAGES, X_AXES, ViewState
 
 REDRAW_DELAY_MS = 50
+# While the tiles a view asked for are on their way, the stand-in (a coarser level) is drawn
+# only if they take longer than this: a full draw costs ~150 ms, and a local or nearby host
+# answers well within it, so the common case draws once, at the finer level.
+STAND_IN_DELAY_MS = 250
 SIDE_REFRESH_MS = 1000  # ages and "stalled" change with time alone
 AUTO_TICK = 5  # with nothing ticked, the newest runs are plotted
 POINT_FILTERS = {
@@ -144,6 +148,10 @@ class MainWindow(QMainWindow):
         self._redraw_timer.setSingleShot(True)
         self._redraw_timer.setInterval(REDRAW_DELAY_MS)
         self._redraw_timer.timeout.connect(self.redraw_now)
+        self._stand_in_timer = QTimer(self)
+        self._stand_in_timer.setSingleShot(True)
+        self._stand_in_timer.setInterval(STAND_IN_DELAY_MS)
+        self._stand_in_timer.timeout.connect(lambda: self.pages[self.state.page].canvas.draw_idle())
         self._side_timer = QTimer(self)
         self._side_timer.setInterval(SIDE_REFRESH_MS)
         self._side_timer.timeout.connect(self._refresh_side)
@@ -341,7 +349,10 @@ class MainWindow(QMainWindow):
         self.schedule_redraw()
 
     def on_data_arrived(self, _refs=None) -> None:
-        self.schedule_redraw()
+        if self._stand_in_timer.isActive():
+            self._redraw_timer.start(0)  # the tiles a view waits for: draw them at once
+        else:
+            self.schedule_redraw()
 
     def on_events_arrived(self, _events=None) -> None:
         self.schedule_redraw()
@@ -414,7 +425,7 @@ class MainWindow(QMainWindow):
     def schedule_redraw(self) -> None:
         """Coalesce: however many calls arrive, one redraw runs REDRAW_DELAY_MS later."""
         if not self._redraw_timer.isActive():
-            self._redraw_timer.start()
+            self._redraw_timer.start(REDRAW_DELAY_MS)
 
     def current_page(self) -> ChartPage:
         return self.pages[self.state.page].page
@@ -429,11 +440,15 @@ class MainWindow(QMainWindow):
         view = self.pages[self.state.page]
         refs = self.plotted_refs()
         view.page.refresh(self.cache, self.state, refs)
-        view.canvas.draw_idle()
         waiting = self.cache.wanted_count()
         self.loading_label.setText(f"loading {waiting} tiles…" if waiting else "")
         if waiting and self.poller is not None:
             self.poller.poll_now()  # the charts want detail: fetch it now, not at the next tick
+            if not self._stand_in_timer.isActive():
+                self._stand_in_timer.start()  # draws the stand-in if the tiles are slow
+            return
+        self._stand_in_timer.stop()
+        view.canvas.draw_idle()
 
     def _refresh_side(self) -> None:
         now = time.time()
@@ -531,6 +546,7 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event) -> None:
         self._side_timer.stop()
         self._redraw_timer.stop()
+        self._stand_in_timer.stop()
         for worker in list(self.exports):
             worker.wait()  # a half-written export is removed by the writer, never kept
         if self.poller is not None:
