@@ -17,6 +17,7 @@ import time
 import warnings
 from collections import deque
 from itertools import chain, repeat
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Connection, Engine, select
@@ -91,6 +92,35 @@ def summary_json(summary: dict) -> str:
             value = str(value)
         out[key if isinstance(key, str) else str(key)] = value
     return json.dumps(out, default=as_json)
+
+
+def _records_by_keys(held: list) -> list[tuple[list, list]]:
+    """(key names, the records holding them, in arrival order) with each key in one group: the
+    keys that appear in exactly the same records. Records of one key set are one group; when
+    a key is logged in several key sets (GPU keys in the same dict as the loss on some steps
+    only), its group is the records of all those sets, merged back into arrival order."""
+    by_set: dict[tuple, list[int]] = {}
+    for i, rec in enumerate(held):
+        by_set.setdefault(tuple(rec[2]), []).append(i)
+    if sum(map(len, by_set)) == len(set().union(*by_set)):  # no key in two sets
+        return [(list(names), [held[i] for i in at]) for names, at in by_set.items()]
+    sets = list(by_set)
+    where: dict[str, list[int]] = {}
+    for g, names in enumerate(sets):
+        for k in names:
+            where.setdefault(k, []).append(g)
+    by_where: dict[tuple, list[str]] = {}
+    for k, gs in where.items():
+        by_where.setdefault(tuple(gs), []).append(k)
+    out = []
+    for gs, names in by_where.items():
+        at = (
+            by_set[sets[gs[0]]]
+            if len(gs) == 1
+            else sorted(chain.from_iterable(by_set[sets[g]] for g in gs))
+        )
+        out.append((names, [held[i] for i in at]))
+    return out
 
 
 def _ints_fit(held: list) -> bool:
@@ -274,10 +304,11 @@ class Writer:
                 log.warning("reslog: writing to %s works again", self.label)
         return True
 
-    def _rows(self, held: list) -> tuple[list[tuple], list | None]:
+    def _rows(self, held: list) -> tuple[list[tuple], list]:
         """Point rows (run_id, key_id, step, wall, value) in arrival order, and the same points
-        grouped by the set of keys logged together (RollupWriter.insert's `groups`), or None
-        when a key was logged in records with different key sets."""
+        grouped by the records that hold them (RollupWriter.insert's `groups`): keys logged in
+        the same records share one list of steps and walls, so the rollups work out bucket
+        bounds once per group, not once per key."""
         rid, ids = self.run_id, self._ids
         types = set(map(type, chain.from_iterable(map(dict.values, [r[2] for r in held]))))
         plain = self.is_sqlite and types <= PLAIN and (int not in types or _ints_fit(held))
@@ -290,21 +321,12 @@ class Writer:
             steps = [s for s, _w, m in held for _ in repeat(None, len(m))]
             walls = [w for _s, w, m in held for _ in repeat(None, len(m))]
             rows = list(zip(repeat(rid), key_ids, steps, walls, values))
-        by_keys: dict[tuple, list] = {}
-        for rec in held:
-            names = tuple(rec[2])
-            same = by_keys.get(names)
-            if same is None:
-                by_keys[names] = [rec]
-            else:
-                same.append(rec)
-        if sum(map(len, by_keys)) != len(set().union(*by_keys)):
-            return rows, None  # a key in two key sets: its arrival order spans both
         groups = []
-        for names, recs in by_keys.items():
+        for names, recs in _records_by_keys(held):
+            dicts = [r[2] for r in recs]
             cols = {}
             for k in names:
-                column = [m[k] for _s, _w, m in recs]
+                column = list(map(itemgetter(k), dicts))
                 cols[ids[k]] = column if plain else to_floats(column)
             groups.append(([r[0] for r in recs], [r[1] for r in recs], cols))
         return rows, groups

@@ -6,23 +6,26 @@ consecutive steps, aligned at multiples of the width: bucket b of level l holds 
 [b * w, (b + 1) * w). Widths are powers of two, so the bucket of a step is a shift, in Python
 and in SQL alike, and negative steps fall into negative buckets the same way.
 
-Why these numbers (docs/store.md has the measurements): the first level is 32 steps wide and
-each level is 8 times wider than the one below. A factor of 8 keeps the rows a chart reads
-between 1 and 8 per pixel at the level it picks (a factor of 16 would send up to 16 per pixel
-over SSH); a first width of 32 keeps the writer's extra work at 0.036 rollup rows and one
-Python fold per 32 points (a first width of 8 cost the writer 1.35x its CPU per point, 16 about
-1.28x, 32 about 1.15x). Views finer than 32 steps a bucket read raw points.
+Why these numbers (docs/store.md has the measurements): the first level is 64 steps wide and
+each level is 4 times wider than the one below. The writer's rollup cost is mostly per bucket,
+not per point, and the keys that fill a store are GPU telemetry logged every few steps: logged
+every 4th step, a 32-step bucket holds 8 points, and the writer spent 1.33x the CPU of the bare
+inserts; with 64 steps, 1.23x. A factor of 4 keeps the rows a chart reads between 1 and 4 per
+pixel at the level it picks (with 8, the system page of a 34M-point store read 2.25M bucket
+rows and took 15 s); the levels above the first cost a third of the first's rows. Views finer
+than 64 steps a bucket read raw points, or level 1 when that is too many points to read.
 
 Levels above 1 are written only once a series spans enough steps to need them (`needed_levels`):
 a level whose buckets hold more than 1/MIN_BUCKETS of the series is never the one a chart picks,
-and skipping it spares a slow run the update of its newest bucket on every flush.
+and skipping it spares a slow run the update of its newest bucket on every flush; the coarsest
+level kept never holds more than MIN_BUCKETS * 4 buckets of a series.
 """
 
 from __future__ import annotations
 
-FIRST_SHIFT = 5  # level 1: 32 steps a bucket
-LEVEL_SHIFT = 3  # each level 8x wider than the one below
-MAX_LEVEL = 18  # 32 * 8**17 = 2**56 steps a bucket: 256 of them span every 64-bit step
+FIRST_SHIFT = 6  # level 1: 64 steps a bucket
+LEVEL_SHIFT = 2  # each level 4x wider than the one below
+MAX_LEVEL = 26  # 64 * 4**25 = 2**56 steps a bucket: 256 of them span every 64-bit step
 MIN_BUCKETS = 64  # a level l >= 2 is kept once the series spans MIN_BUCKETS of its buckets
 TILE_BUCKETS = 1024  # buckets (level 0: steps) per tile, the unit the viewer fetches and caches
 RAW_PER_PIXEL = 4  # a view holding at most this many points per pixel is drawn from raw points
@@ -67,7 +70,7 @@ def needed_levels(span: int) -> int:
 
 def level_for(span: int, buckets: int, levels: int) -> int:
     """The coarsest level (of the `levels` kept) giving at least `buckets` buckets over a step
-    range of `span` steps; level 1 when none does (a range narrower than `buckets` * 32 steps
+    range of `span` steps; level 1 when none does (a range narrower than `buckets` * 64 steps
     that still holds too many points to read raw)."""
     best = 1
     for level in range(2, levels + 1):

@@ -44,10 +44,10 @@ def _bits(finite: list, lo, hi, total) -> int:
         return 0
     if lo < 0 or hi >= MAX_BITS or total != int(total):  # ordinary float metrics stop here
         return NOT_FLAGS
-    for v in finite:
-        if v != int(v):
-            return NOT_FLAGS
-    return reduce(or_, map(int, finite), 0)
+    ints = list(map(int, finite))
+    if ints != finite:  # elementwise 3 == 3.0: a fraction somewhere
+        return NOT_FLAGS
+    return reduce(or_, ints, 0)
 
 
 def _at(values: list, steps: list, target) -> int:
@@ -199,10 +199,23 @@ def fold_group(steps: list, walls: list, columns: dict, shift: int) -> dict:
         i = j
     out = {}
     for key, values in columns.items():
-        out[key] = {
-            b: _fold(ss, values[i:j], ss[0], ss[-1], wlo, whi, True)
-            for b, i, j, ss, wlo, whi in cuts
-        }
+        out[key] = aggs = {}
+        for b, i, j, ss, wlo, whi in cuts:
+            vs = values[i:j]
+            try:
+                total = sum(vs)
+            except TypeError:  # a None (NaN)
+                total = None
+            if total is None or total - total != 0.0:
+                aggs[b] = _fold(ss, vs, ss[0], ss[-1], wlo, whi, True)
+                continue
+            # The writer's common case inline (every value finite, steps in order), as _fold()
+            # works it out.
+            vmin, vmax = min(vs), max(vs)
+            aggs[b] = (
+                j - i, 0, 0, 0, vmin, vmax, ss[vs.index(vmin)], ss[vs.index(vmax)], float(total),
+                ss[0], ss[-1], vs[-1], wlo, whi, _bits(vs, vmin, vmax, total), None,
+            )  # fmt: skip
     return out
 
 

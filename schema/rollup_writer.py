@@ -16,7 +16,7 @@ A point with a lower step than the one before it, logged later, starts the serie
 resumed from an older checkpoint; the rule of schema.read.newest_take). Its take is recorded in
 `takes`, every bucket past the restart step is deleted, and the buckets holding it are rebuilt
 from what lies before it: level 1 from raw points (at most 15 steps of them), each level above
-from its children (at most 8 rows). Restarts are rare; this path reads a few dozen rows.
+from its children (at most 4 rows). Restarts are rare; this path reads a few dozen rows.
 """
 
 from __future__ import annotations
@@ -284,12 +284,19 @@ class RollupWriter:
         """Fold level-1 aggregates of new points (`tail`: the newest one's step and wall) into
         the series' buckets at every kept level and into its series row."""
         state = self._state(pending, key)
+        rows = pending.rows
         for level in range(1, state.levels + 1):
             if level > 1:
                 deltas = fold_up(deltas, buckets.LEVEL_SHIFT)
+            newest = state.newest(level)
             for b, delta in deltas.items():
-                old = self._get(conn, pending, state, key, level, b)
-                pending.rows[(key, level, b)] = delta if old is None else merge(old, delta)
+                # Past the newest bucket nothing is stored yet, nor pending (state.agg covers
+                # every row this transaction folded): most buckets of a flush are new.
+                if newest is not None and b <= newest:
+                    old = self._get(conn, pending, state, key, level, b)
+                    if old is not None:
+                        delta = merge(old, delta)
+                rows[(key, level, b)] = delta
         segment = merge_all(deltas.values())  # the top level's: the fewest to combine
         state.agg = segment if state.agg is None else merge(state.agg, segment)
         state.tail = tail
@@ -301,13 +308,22 @@ class RollupWriter:
 
     def _write(self, conn, pending: Pending, only: int | None = None) -> None:
         """Upsert the pending rows and series rows (of one key with `only`)."""
-        keys = pending.rows.keys() if only is None else [k for k in pending.rows if k[0] == only]
-        chosen = list(keys)
+        rows = pending.rows
+        chosen = (
+            list(rows.items()) if only is None else [r for r in rows.items() if r[0][0] == only]
+        )
         if chosen:
-            rid, rows = self.run_id, pending.rows
-            conn.exec_driver_sql(self._rollup_sql, [(rid, *k, *_stored(rows[k])) for k in chosen])
-            for k in chosen:
-                del pending.rows[k]
+            rid = self.run_id
+            # (run, key, level, bucket) + aggregate; a NaN sum (rare) stored as NULL.
+            conn.exec_driver_sql(
+                self._rollup_sql,
+                [
+                    (rid, *k) + (agg if agg[VSUM] == agg[VSUM] else _stored(agg))
+                    for k, agg in chosen
+                ],
+            )
+            for k, _agg in chosen:
+                del rows[k]
         keys_s = pending.series if only is None else pending.series & {only}
         rows = []
         for k in keys_s:
@@ -367,7 +383,7 @@ class RollupWriter:
 
     def _grow_levels(self, conn, pending: Pending, key: int) -> None:
         """Add the levels a series needs now that it spans more steps (from the level below,
-        all of whose rows are stored by now: at most MIN_BUCKETS * 8 of them)."""
+        all of whose rows are stored by now: at most MIN_BUCKETS * 4 of them)."""
         state = pending.states[key]
         if state.agg is None:
             return

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 import reslog
 from reslog.maintenance import check_store, upgrade_store
@@ -103,15 +103,17 @@ def test_merge_in_any_grouping_equals_one_fold():
 
 
 def test_levels_appear_as_a_series_gets_longer():
-    assert buckets.width(1) == 32 and buckets.width(2) == 256
+    assert buckets.width(1) == 64 and buckets.width(2) == 256 and buckets.width(3) == 1024
     assert buckets.needed_levels(0) == 1
     assert buckets.needed_levels(64 * 256 - 1) == 1
     assert buckets.needed_levels(64 * 256) == 2
     assert buckets.needed_levels(2**63) == buckets.MAX_LEVEL
-    # 100,000 steps: 391 buckets of 256 steps, 49 of 2048.
-    assert buckets.level_for(100_000, 400, 3) == 1
-    assert buckets.level_for(100_000, 300, 3) == 2
-    assert buckets.level_for(100_000, 40, 3) == 3
+    # 100,000 steps: 1563 buckets of 64 steps, 391 of 256, 98 of 1024, 25 of 4096.
+    assert buckets.level_for(100_000, 1000, 4) == 1
+    assert buckets.level_for(100_000, 300, 4) == 2
+    assert buckets.level_for(100_000, 60, 4) == 3
+    assert buckets.level_for(100_000, 20, 4) == 4
+    assert buckets.level_for(100_000, 20, 2) == 2  # only the levels kept
 
 
 # ---- the writer against the reference --------------------------------------------------------
@@ -198,12 +200,29 @@ def test_logging_through_reslog_with_two_key_sets_and_a_shared_key(store_path):
     run = reslog.init(project="p", store=store_path, system=False, flush_interval=0.05)
     for step in range(20_000):
         run.log({"train/loss": 1.0 / (step + 1), "train/lr": 1e-3}, step=step)
-        if step % 500 == 0:  # another key set, with a key of the first: the per-key path
+        if step % 500 == 0:  # another key set, with a key of the first: grouped by records
             run.log({"valid/loss": 0.5, "train/lr": 2e-3}, step=step)
         if step == 7_777:
             run.log({"train/loss": float("nan")}, step=step)
     run.finish()
     engine = open_store(store_path)
+    assert all_problems(engine) == []
+
+
+def test_logging_random_overlapping_key_sets_keeps_every_series_exact(store_path):
+    rng = random.Random(11)
+    names = [f"k{i}" for i in range(7)]
+    run = reslog.init(project="p", store=store_path, system=False, flush_interval=0.01)
+    logged = 0
+    for step in range(6_000):
+        for _ in range(rng.choice([1, 1, 2])):
+            chosen = rng.sample(names, rng.randint(1, 4))
+            run.log({k: rng.choice([rng.random(), math.nan, 3]) for k in chosen}, step=step)
+            logged += len(chosen)
+    run.finish()
+    engine = open_store(store_path)
+    with engine.connect() as conn:
+        assert conn.execute(select(func.sum(series.c.n))).scalar() == logged
     assert all_problems(engine) == []
 
 
