@@ -12,7 +12,7 @@ import math
 import random
 from collections.abc import Callable
 
-from sqlalchemy import Connection, delete, func, select
+from sqlalchemy import Connection, bindparam, delete, func, select
 
 from schema import buckets
 from schema.envelope import SERIES_COLUMNS, agg_of, bucket_rows
@@ -144,20 +144,28 @@ def check_series(conn: Connection, run_id: int, key_id: int) -> list[str]:
     return problems
 
 
+def point_series(conn: Connection) -> list[tuple[int, int]]:
+    """Every (run, key) that has points, by skipping along the (run_id, key_id, step) index: two
+    index seeks a series, however many points each holds."""
+    found: list[tuple[int, int]] = []
+    run, key = points.c.run_id, points.c.key_id
+    next_key = select(key).where(run == bindparam("r"), key > bindparam("k")).order_by(key).limit(1)
+    next_run = select(run).where(run > bindparam("r")).order_by(run).limit(1)
+    run_id = conn.execute(next_run, {"r": -(2**63)}).scalar()
+    while run_id is not None:
+        key_id = conn.execute(next_key, {"r": run_id, "k": -(2**63)}).scalar()
+        while key_id is not None:
+            found.append((int(run_id), int(key_id)))
+            key_id = conn.execute(next_key, {"r": run_id, "k": key_id}).scalar()
+        run_id = conn.execute(next_run, {"r": run_id}).scalar()
+    return found
+
+
 def sample_series(conn: Connection, count: int, seed: int | None = None) -> list[tuple[int, int]]:
-    """Up to `count` (run, key) series to check: half picked among series rows, half through
-    random point ids (which also finds series whose points have no rollups at all)."""
-    rng = random.Random(seed)
-    known = [tuple(r) for r in conn.execute(select(series.c.run_id, series.c.key_id)).all()]
-    chosen = set(rng.sample(known, min(len(known), max(1, count // 2))))
-    high = conn.execute(select(func.max(points.c.id))).scalar() or 0
-    tries = 0
-    while high and len(chosen) < count and tries < 4 * count:
-        tries += 1
-        row = conn.execute(
-            select(points.c.run_id, points.c.key_id).where(points.c.id >= rng.randint(1, high))
-            .order_by(points.c.id).limit(1)
-        ).first()  # fmt: skip
-        if row is not None:
-            chosen.add((int(row[0]), int(row[1])))
-    return sorted(chosen)
+    """The series `reslog check` compares with their points: every one whose points have no
+    series row (a writer that bypassed rollups: always listed, never left to chance), and up to
+    `count` others picked at random."""
+    known = {tuple(r) for r in conn.execute(select(series.c.run_id, series.c.key_id)).all()}
+    missing = [s for s in point_series(conn) if s not in known]
+    chosen = random.Random(seed).sample(sorted(known), min(len(known), count))
+    return sorted(set(missing) | set(chosen))
