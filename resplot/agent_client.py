@@ -19,6 +19,7 @@ import numpy as np
 from reslog.agent import wire
 from reslog.agent.bundle import archive, archive_hash
 from reslog.agent.store import KEY_BITS, LAYOUT_PACKED, LAYOUT_WIDE
+from schema.envelope import BUCKET_LAYOUT, RAW_LAYOUT
 from schema.errors import NotAStore, SchemaTooNew, SchemaTooOld, StoreError, StoreNotFound
 
 PROTOCOL = wire.PROTOCOL
@@ -75,7 +76,10 @@ def _layout_dtype(layout: str) -> np.dtype:
     )
 
 
-LAYOUTS = {layout: _layout_dtype(layout) for layout in (LAYOUT_PACKED, LAYOUT_WIDE)}
+LAYOUTS = {
+    layout: _layout_dtype(layout)
+    for layout in (LAYOUT_PACKED, LAYOUT_WIDE, BUCKET_LAYOUT, RAW_LAYOUT)
+}
 _EMPTY_I, _EMPTY_F = np.empty(0, np.int64), np.empty(0, np.float64)
 EMPTY_BATCH = PointBatch(_EMPTY_I, _EMPTY_I, _EMPTY_I, _EMPTY_F, _EMPTY_F)
 
@@ -126,6 +130,40 @@ def decode_columns(section: tuple) -> dict[str, np.ndarray]:
         at += size
     if at != len(data):
         raise AgentConnectionError(f"section {about.get('name')} has {len(data) - at} extra bytes")
+    return out
+
+
+def rows_dtype(about: dict) -> np.dtype:
+    """The row type of a packed-rows section."""
+    layout = about.get("layout", "")
+    if layout not in (BUCKET_LAYOUT, RAW_LAYOUT):
+        raise AgentRemoteError("ProtocolError", f"unknown rows layout {layout!r}")
+    return LAYOUTS[layout]
+
+
+def decode_rows(section: tuple) -> dict[str, np.ndarray]:
+    """{column name: array} of a packed-rows section ("buckets" or "raw", docs/protocol.md), with
+    the store's NULLs back as NaN: the agent coalesces them to 0 and flags the ones the counts
+    cannot tell in `nulls` (buckets) or `null` (raw)."""
+    about, data = section
+    dtype = rows_dtype(about)
+    layout = about["layout"]
+    n = int(about.get("rows", 0))
+    if len(data) != n * dtype.itemsize:
+        name = about.get("name")
+        raise AgentConnectionError(f"section {name} has {len(data)} bytes for {n} rows")
+    table = np.frombuffer(data, dtype=dtype)
+    # One copy a column, in native order and writable (the payload buffer is read-only).
+    out = {name: table[name].astype(table.dtype[name].newbyteorder("=")) for name in dtype.names}
+    if layout == RAW_LAYOUT:
+        out["value"][out.pop("null") != 0] = np.nan
+        return out
+    nulls = out.pop("nulls")
+    out["vsum"][(nulls & 1) != 0] = np.nan
+    out["last"][(nulls & 2) != 0] = np.nan
+    no_finite = out["n"] - out["nan"] - out["posinf"] - out["neginf"] == 0
+    out["vmin"][no_finite] = np.nan
+    out["vmax"][no_finite] = np.nan
     return out
 
 
@@ -253,13 +291,13 @@ class AgentClient:
         after_id: int | None = None, limit: int = 200_000,
     ) -> tuple[dict[str, np.ndarray], tuple[int, int] | None, bool]:  # fmt: skip
         """One page of a series' raw points with start <= step < stop: (columns step, wall,
-        value; (step, id) of the last point, to go on from; more)."""
+        value, id; (step, id) of the last point, to go on from; more)."""
         header, sections = self.call(
             "raw", store=store, run_id=run_id, key_id=key_id, start=start, stop=stop,
             after_id=after_id, limit=limit,
         )  # fmt: skip
         last = header.get("last")
-        return decode_columns(sections["raw"]), (tuple(last) if last else None), header["more"]
+        return decode_rows(sections["raw"]), (tuple(last) if last else None), header["more"]
 
     def close(self) -> None:
         """Say goodbye (best effort) and close both streams; idempotent."""

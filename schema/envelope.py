@@ -18,7 +18,9 @@ Standard library only, Python 3.8 syntax: this file ships inside the agent's arc
 
 from __future__ import annotations
 
+import struct
 from bisect import bisect_left
+from itertools import starmap
 
 from schema import buckets
 from schema.rollup import AGG_COLUMNS, VSUM, fold, merge_all
@@ -142,6 +144,57 @@ def tile_rows(
         out.append((index, found[start:end]))
         start = end
     return out
+
+
+# -- packed rows for the wire (the agent) -----------------------------------------------------
+# None cannot be packed: NULLs are coalesced in SQL, and a `nulls` column flags those the counts
+# cannot tell (vsum: bit 0, last: bit 1; vmin/vmax/min_at/max_at are NULL exactly when a bucket
+# has no finite value, nonfinite_at when it has no NaN or inf). docs/protocol.md, "Sections".
+BUCKET_LAYOUT = ",".join(
+    [f"{c}:{'d' if c in ('vmin', 'vmax', 'vsum', 'last', 'wall_lo', 'wall_hi') else 'q'}"
+     for c in AGG_COLUMNS] + ["nulls:q"]
+)  # fmt: skip
+RAW_LAYOUT = "step:q,wall:d,value:d,null:q,id:q"
+_PACKED_BUCKET_SELECT = (
+    "SELECT n, nan, posinf, neginf, coalesce(vmin, 0.0), coalesce(vmax, 0.0),"
+    " coalesce(min_at, 0), coalesce(max_at, 0), coalesce(vsum, 0.0), step_lo, step_hi,"
+    " coalesce(last, 0.0), wall_lo, wall_hi, bits, coalesce(nonfinite_at, 0),"
+    " (vsum IS NULL) + 2 * (last IS NULL) FROM rollups"
+)
+
+
+def struct_of(layout: str) -> struct.Struct:
+    return struct.Struct("<" + "".join(f.split(":")[1] for f in layout.split(",")))
+
+
+def packed_buckets(cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: int,
+                   row: struct.Struct) -> bytes:  # fmt: skip
+    """bucket_rows() packed in BUCKET_LAYOUT, straight off the cursor (no list of tuples)."""
+    cur.execute(
+        f"{_PACKED_BUCKET_SELECT} WHERE run_id = {p} AND key_id = {p} AND level = {p}"
+        f" AND bucket >= {p} AND bucket <= {p} ORDER BY bucket",
+        [run_id, key_id, level, lo, hi],
+    )
+    return b"".join(starmap(row.pack, cur))
+
+
+def packed_raw(
+    cur, p: str, run_id: int, key_id: int, start: int, stop: int, row: struct.Struct, *,
+    has_takes: bool, after_id: int | None = None, limit: int | None = None,
+) -> bytes:  # fmt: skip
+    """raw_points() packed in RAW_LAYOUT."""
+    params = [run_id, key_id, start, stop]
+    if after_id is not None:
+        params += [start, after_id]
+    sql = (
+        "SELECT p.step, p.wall, coalesce(p.value, 0.0), p.value IS NULL, p.id FROM points p"
+        " WHERE " + _raw_where(p, has_takes, False, after_id is not None) + " ORDER BY p.step, p.id"
+    )
+    if limit is not None:
+        sql += f" LIMIT {p}"
+        params.append(limit)
+    cur.execute(sql, params)
+    return b"".join(starmap(row.pack, cur))
 
 
 def series_rows(cur, p: str, run_ids=None) -> list:

@@ -27,14 +27,16 @@ from resplot.agent_client import (
     AgentRemoteError,
     decode_columns,
     decode_points,
+    decode_rows,
 )
 from resplot.sources.base import StoreCursor
 from resplot.sources.local import local_agent
 from schema import HEAD_REVISION, buckets, envelope
 from schema.errors import NotAStore, SchemaTooNew, StoreNotFound
 from schema.read import fetch_points
+from schema.rollup import AGG_COLUMNS
 from schema.store_reader import StoreReader
-from tests.fixtures.stores import add_events, add_points, new_store
+from tests.fixtures.stores import add_events, add_points, make_run, new_store
 
 
 @contextmanager
@@ -254,20 +256,61 @@ def test_tiles_hold_exactly_the_stored_rows_and_raw_tiles_leave_superseded_point
     with engine.connect() as conn:
         cur = conn.connection.dbapi_connection.cursor()
         want2 = envelope.bucket_rows(cur, "?", 1, 1, 2, 0, 1023)
-        want1 = envelope.bucket_rows(cur, "?", 1, 1, 1, 1024, 2047)
+        want1 = envelope.bucket_rows(cur, "?", 1, 1, 1, 0, 1023)
         raw = envelope.raw_points(cur, "?", 1, 1, 39 * 1024, 40 * 1024, has_takes=True)
     with agent_process() as (client, _):
-        ranges = [[1, 1, 2, 0, 1], [1, 1, 1, 1, 2], [1, 1, 0, 39, 1]]
+        ranges = [[1, 1, 2, 0, 1], [1, 1, 1, 0, 2], [1, 1, 0, 39, 1]]
         _header, sections = poll(client, str(path), series=True, tiles=ranges)
     about = sections["buckets"][0]["tiles"]
-    assert about == [[1, 1, 2, 0, len(want2)], [1, 1, 1, 1, len(want1)], [1, 1, 1, 2, 0]]
-    cols = decode_columns(sections["buckets"])
-    assert cols["n"][: len(want2)].tolist() == [r[1] for r in want2]
+    assert len(want1) > 600 and len(want2) > 150  # 40,100 steps: 627 and 157 buckets
+    assert about == [[1, 1, 2, 0, len(want2)], [1, 1, 1, 0, len(want1)], [1, 1, 1, 1, 0]]
+    cols = decode_rows(sections["buckets"])
+    assert_rows_equal(cols, [r[1:] for r in want2 + want1], AGG_COLUMNS)
     assert cols["vmax"][: len(want2)].max() == 10.0  # the one-step spike, at level 2
-    raw_cols = decode_columns(sections["raw"])
+    raw_cols = decode_rows(sections["raw"])
     assert sections["raw"][0]["tiles"] == [[1, 1, 0, 39, len(raw)]]
-    assert raw_cols["step"].tolist() == [r[1] for r in raw]
+    assert_rows_equal(raw_cols, raw, ("id", "step", "wall", "value"))
     assert set(raw_cols["value"][raw_cols["step"] >= 39_500].tolist()) == {2.0}  # newer take
+
+
+def assert_rows_equal(cols: dict, rows: list, names) -> None:
+    """Decoded packed rows against the store's rows (NULL there is NaN here, or 0 for an int)."""
+    assert all(len(c) == len(rows) for c in cols.values())
+    for i, name in enumerate(names):
+        want = [math.nan if r[i] is None and name in cols and cols[name].dtype.kind == "f"
+                else (0 if r[i] is None else r[i]) for r in rows]  # fmt: skip
+        assert np.array_equal(cols[name], np.array(want, dtype=cols[name].dtype), equal_nan=True)
+
+
+def test_packed_rows_bring_back_the_stores_nulls(tmp_path):
+    """Buckets with no finite value (NULL vmin/vmax), a NaN newest point (NULL last), no NaN or
+    inf (NULL nonfinite_at), a sum that overflows both ways (NULL vsum) and raw NaN points (NULL
+    value) decode as the store has them."""
+    path = tmp_path / "nulls.db"
+    engine = new_store(path)
+    nan, inf, big = math.nan, math.inf, 1e308
+    w = buckets.width(1)
+    values = [nan] * w + [inf, -inf] * (w // 2) + [1.0] * (w - 1) + [nan] + [2.0] * w
+    run = make_run(engine, name="nulls")
+    add_points(engine, run.id, {"x": list(enumerate(values))})
+    # Bucket 4's sum overflows to +inf in one flush and to -inf in the next: NaN, kept as NULL.
+    add_points(engine, run.id, {"x": [(s, big) for s in range(4 * w, 4 * w + w // 2)]})
+    add_points(engine, run.id, {"x": [(s, -big) for s in range(4 * w + w // 2, 5 * w)]})
+    with engine.connect() as conn:
+        cur = conn.connection.dbapi_connection.cursor()
+        want1 = envelope.bucket_rows(cur, "?", run.id, 1, 1, 0, 1023)
+        raw = envelope.raw_points(cur, "?", run.id, 1, 0, 1024, has_takes=False)
+    column = {name: i + 1 for i, name in enumerate(AGG_COLUMNS)}
+    assert [r[column["vmin"]] is None for r in want1[:3]] == [True, True, False]
+    assert [r[column["last"]] is None for r in want1[:3]] == [True, False, True]
+    assert want1[3][column["nonfinite_at"]] is None and want1[4][column["vsum"]] is None
+    ranges = [[run.id, 1, 1, 0, 1], [run.id, 1, 0, 0, 1]]
+    with agent_process() as (client, _):
+        _header, sections = poll(client, str(path), tiles=ranges)
+    got = decode_rows(sections["buckets"])
+    assert_rows_equal(got, [r[1:] for r in want1], AGG_COLUMNS)
+    assert math.isnan(got["vsum"][4]) and math.isnan(got["vmin"][0]) and got["vmax"][4] == big
+    assert_rows_equal(decode_rows(sections["raw"]), raw, ("id", "step", "wall", "value"))
 
 
 def test_raw_pages_stream_a_series_like_the_store_reader(tmp_path):
@@ -298,7 +341,8 @@ def test_compressed_replies_decode_the_same(tmp_path):
         size = client.bytes_received - before
     assert size < sum(len(d) for _a, d in plain.values())
     for name in ("series", "buckets", "raw"):
-        a, b = decode_columns(plain[name]), decode_columns(packed[name])
+        decode = decode_columns if name == "series" else decode_rows
+        a, b = decode(plain[name]), decode(packed[name])
         assert all(np.array_equal(a[c], b[c], equal_nan=True) for c in a)
 
 
@@ -381,7 +425,7 @@ def test_the_agent_runs_under_python_3_8(tmp_path):
     with agent_process(python=python) as (client, _):
         assert client.hello()["python"].startswith("3.8")
         _header, sections = poll(client, str(path), series=True, tiles=[[1, 1, 0, 0, 5]])
-        assert len(decode_columns(sections["raw"])["step"]) == 5_000 + 100 - 500 + 500
+        assert len(decode_rows(sections["raw"])["step"]) == 5_000 + 100 - 500 + 500
         cols, _last, more = client.raw(str(path), 1, 1, 0, 10)
         assert cols["step"].tolist() == list(range(10)) and not more
 

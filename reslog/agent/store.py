@@ -17,14 +17,16 @@ from urllib.parse import quote
 from reslog.agent.wire import AgentError, Sections
 from schema import buckets
 from schema.envelope import (
+    BUCKET_LAYOUT,
+    RAW_LAYOUT,
     SERIES_COLUMNS,
-    raw_points,
+    packed_buckets,
+    packed_raw,
     series_rows,
     series_with_takes,
-    tile_rows,
+    struct_of,
 )
 from schema.revision import HEAD_REVISION, OLDER_REVISIONS
-from schema.rollup import AGG_COLUMNS
 
 DEFAULT_LIMIT = 1_000_000
 MAX_LIMIT = 4_000_000
@@ -61,8 +63,8 @@ def _wire(columns) -> list:
 
 
 SERIES_WIRE = _wire(SERIES_COLUMNS)
-BUCKET_WIRE = _wire(AGG_COLUMNS)
-RAW_WIRE = ["step:q", "wall:d", "value:d"]
+BUCKET_ROW = struct_of(BUCKET_LAYOUT)
+RAW_ROW = struct_of(RAW_LAYOUT)
 
 
 def _fingerprint(rows) -> str:
@@ -266,10 +268,11 @@ class Store:
         out.add_columns("series", SERIES_WIRE, rows)
 
     def _tiles(self, cur, ranges: list, out: Sections) -> None:
-        """Tile ranges [run_id, key_id, level, first index, count], each read with one query:
-        rollup rows of levels >= 1 as section "buckets", raw points of level 0 as section
-        "raw"; each section's `tiles` lists [run_id, key_id, level, index, rows] in the order
-        of its rows, every tile of a range included (an empty one has 0 rows)."""
+        """Tile ranges [run_id, key_id, level, first index, count]: rollup rows of levels >= 1
+        as section "buckets", raw points of level 0 as section "raw", packed rows (one query a
+        tile, packed straight off the cursor); each section's `tiles` lists [run_id, key_id,
+        level, index, rows] in the order of its rows, every tile of a range included (an empty
+        one has 0 rows)."""
         if sum(r[4] for r in ranges) > MAX_TILES:
             raise AgentError("BadRequest", f"at most {MAX_TILES} tiles a request")
         takes = series_with_takes(cur)
@@ -277,15 +280,24 @@ class Store:
         for run_id, key_id, level, first, count in ranges:
             if not 0 <= level <= buckets.MAX_LEVEL or count < 1:
                 raise AgentError("BadRequest", f"bad tile range (level {level}, count {count})")
-            rows, about = parts["raw" if level == 0 else "buckets"]
-            for index, found in tile_rows(cur, "?", run_id, key_id, level, first, count,
-                                          has_takes=(run_id, key_id) in takes):  # fmt: skip
-                rows += found
-                about.append([run_id, key_id, level, index, len(found)])
-        for name, columns in (("buckets", BUCKET_WIRE), ("raw", RAW_WIRE)):
-            rows, about = parts[name]
+            data, about = parts["raw" if level == 0 else "buckets"]
+            for index in range(first, first + count):
+                lo = index * buckets.TILE_BUCKETS
+                if level == 0:
+                    hi = lo + buckets.TILE_BUCKETS
+                    has = (run_id, key_id) in takes
+                    packed = packed_raw(cur, "?", run_id, key_id, lo, hi, RAW_ROW, has_takes=has)
+                    rows = len(packed) // RAW_ROW.size
+                else:
+                    hi = lo + buckets.TILE_BUCKETS - 1
+                    packed = packed_buckets(cur, "?", run_id, key_id, level, lo, hi, BUCKET_ROW)
+                    rows = len(packed) // BUCKET_ROW.size
+                data.append(packed)
+                about.append([run_id, key_id, level, index, rows])
+        for name, layout in (("buckets", BUCKET_LAYOUT), ("raw", RAW_LAYOUT)):
+            data, about = parts[name]
             if about:
-                out.add_columns(name, columns, rows, tiles=about)
+                out.add(name, sum(a[4] for a in about), b"".join(data), layout=layout, tiles=about)
 
     # -- requests ---------------------------------------------------------------------------------
 
@@ -341,11 +353,13 @@ class Store:
             after = req_int(req, "after_id", 0)
         limit = max(1, min(req_int(req, "limit", RAW_LIMIT), RAW_LIMIT))
         has_takes = (run_id, key_id) in series_with_takes(cur)
-        found = raw_points(cur, "?", run_id, key_id, start, stop, has_takes=has_takes,
-                           after_id=after, limit=limit)  # fmt: skip
+        packed = packed_raw(cur, "?", run_id, key_id, start, stop, RAW_ROW, has_takes=has_takes,
+                            after_id=after, limit=limit)  # fmt: skip
+        rows = len(packed) // RAW_ROW.size
         sections = Sections()
-        sections.add_columns("raw", RAW_WIRE, [(s, w, v) for _id, s, w, v in found])
-        out = {"more": len(found) == limit, "sections": sections.described}
-        if found:
-            out["last"] = [found[-1][1], found[-1][0]]  # (step, id): where the next page starts
+        sections.add("raw", rows, packed, layout=RAW_LAYOUT)
+        out = {"more": rows == limit, "sections": sections.described}
+        if rows:
+            last = RAW_ROW.unpack_from(packed, (rows - 1) * RAW_ROW.size)
+            out["last"] = [last[0], last[4]]  # (step, id): where the next page starts
         return out, sections

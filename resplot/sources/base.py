@@ -27,6 +27,8 @@ from resplot.agent_client import (
     AgentConnectionError,
     decode_columns,
     decode_points,
+    decode_rows,
+    rows_dtype,
 )
 from resplot.cache import SeriesCache, Summary
 from resplot.model import Event, RunInfo, RunRef
@@ -135,11 +137,16 @@ def summaries_from(columns: dict[str, np.ndarray]) -> dict[tuple[int, int], Summ
 
 def tiles_from(section: tuple) -> list[tuple[int, int, int, int, dict[str, np.ndarray]]]:
     """(run_id, key_id, level, index, columns) of each tile in a "buckets" or "raw" section."""
-    about, _data = section
-    columns = decode_columns(section)
+    about, data = section
+    size = rows_dtype(about).itemsize
+    if int(about.get("rows", 0)) != sum(t[4] for t in about.get("tiles", [])):
+        raise AgentConnectionError(f"section {about.get('name')}: tiles do not add up to its rows")
     out, at = [], 0
     for run_id, key_id, level, index, rows in about.get("tiles", []):
-        cols = {name: arr[at : at + rows].copy() for name, arr in columns.items()}
+        # Decoded tile by tile, so each owns its arrays and the cache's byte bound is true.
+        part = data[at * size : (at + rows) * size]
+        cols = decode_rows((dict(about, rows=rows), part))
+        cols.pop("id", None)
         out.append((run_id, key_id, level, index, cols))
         at += rows
     return out
