@@ -19,7 +19,7 @@ import numpy as np
 from reslog.agent import wire
 from reslog.agent.bundle import archive, archive_hash
 from reslog.agent.store import KEY_BITS, LAYOUT_PACKED, LAYOUT_WIDE
-from schema.envelope import BUCKET_LAYOUT, RAW_LAYOUT
+from schema.envelope import BUCKET_LAYOUT, RAW_LAYOUT, RAW_TILE_LAYOUT
 from schema.errors import NotAStore, SchemaTooNew, SchemaTooOld, StoreError, StoreNotFound
 
 PROTOCOL = wire.PROTOCOL
@@ -70,18 +70,33 @@ class PointBatch:
 
 
 def _layout_dtype(layout: str) -> np.dtype:
-    codes = {"q": "<i8", "d": "<f8"}
+    codes = {"q": "<i8", "d": "<f8", "B": "u1"}
     return np.dtype(
         [(name, codes[code]) for name, code in (f.split(":") for f in layout.split(","))]
     )
 
 
-LAYOUTS = {
-    layout: _layout_dtype(layout)
-    for layout in (LAYOUT_PACKED, LAYOUT_WIDE, BUCKET_LAYOUT, RAW_LAYOUT)
-}
+ROW_LAYOUTS = (BUCKET_LAYOUT, RAW_LAYOUT, RAW_TILE_LAYOUT)  # sections "buckets" and "raw"
+LAYOUTS = {layout: _layout_dtype(layout) for layout in (LAYOUT_PACKED, LAYOUT_WIDE, *ROW_LAYOUTS)}
 _EMPTY_I, _EMPTY_F = np.empty(0, np.int64), np.empty(0, np.float64)
 EMPTY_BATCH = PointBatch(_EMPTY_I, _EMPTY_I, _EMPTY_I, _EMPTY_F, _EMPTY_F)
+
+
+def rows_table(about: dict, data: bytes, layouts=tuple(LAYOUTS)) -> np.ndarray:
+    """A packed-rows section as a structured array (read-only when it is the payload's own
+    buffer), unshuffled if the agent shuffled it (wire.Sections.shuffle)."""
+    layout = about.get("layout", "")
+    if layout not in layouts:
+        raise AgentRemoteError("ProtocolError", f"unknown {about.get('name')} layout {layout!r}")
+    dtype = LAYOUTS[layout]
+    n = int(about.get("rows", 0))
+    if len(data) != n * dtype.itemsize:
+        name = about.get("name")
+        raise AgentConnectionError(f"section {name} has {len(data)} bytes for {n} rows")
+    if about.get("shuffled"):
+        planes = np.frombuffer(data, dtype=np.uint8).reshape(dtype.itemsize, n)
+        data = np.ascontiguousarray(planes.T).tobytes()
+    return np.frombuffer(data, dtype=dtype)
 
 
 def decode_points(sections: dict) -> PointBatch:
@@ -89,14 +104,8 @@ def decode_points(sections: dict) -> PointBatch:
     if "points" not in sections:
         return EMPTY_BATCH
     about, data = sections["points"]
-    dtype = LAYOUTS.get(about.get("layout", ""))
-    if dtype is None:
-        raise AgentRemoteError("ProtocolError", f"unknown points layout {about.get('layout')!r}")
-    n = int(about.get("rows", 0))
-    if len(data) != n * dtype.itemsize:
-        raise AgentConnectionError(f"points section has {len(data)} bytes for {n} rows")
-    table = np.frombuffer(data, dtype=dtype)
-    if "rkn" in dtype.names:
+    table = rows_table(about, data, (LAYOUT_PACKED, LAYOUT_WIDE))
+    if "rkn" in table.dtype.names:
         run_ids = table["rkn"] >> (KEY_BITS + 1)
         keyflag = table["rkn"] & ((1 << (KEY_BITS + 1)) - 1)
     else:
@@ -133,29 +142,16 @@ def decode_columns(section: tuple) -> dict[str, np.ndarray]:
     return out
 
 
-def rows_dtype(about: dict) -> np.dtype:
-    """The row type of a packed-rows section."""
-    layout = about.get("layout", "")
-    if layout not in (BUCKET_LAYOUT, RAW_LAYOUT):
-        raise AgentRemoteError("ProtocolError", f"unknown rows layout {layout!r}")
-    return LAYOUTS[layout]
-
-
 def decode_rows(section: tuple) -> dict[str, np.ndarray]:
     """{column name: array} of a packed-rows section ("buckets" or "raw", docs/protocol.md), with
     the store's NULLs back as NaN: the agent coalesces them to 0 and flags the ones the counts
     cannot tell in `nulls` (buckets) or `null` (raw)."""
     about, data = section
-    dtype = rows_dtype(about)
-    layout = about["layout"]
-    n = int(about.get("rows", 0))
-    if len(data) != n * dtype.itemsize:
-        name = about.get("name")
-        raise AgentConnectionError(f"section {name} has {len(data)} bytes for {n} rows")
-    table = np.frombuffer(data, dtype=dtype)
+    table = rows_table(about, data, ROW_LAYOUTS)
+    names = table.dtype.names
     # One copy a column, in native order and writable (the payload buffer is read-only).
-    out = {name: table[name].astype(table.dtype[name].newbyteorder("=")) for name in dtype.names}
-    if layout == RAW_LAYOUT:
+    out = {name: table[name].astype(table.dtype[name].newbyteorder("=")) for name in names}
+    if "null" in out:  # raw points
         out["value"][out.pop("null") != 0] = np.nan
         return out
     nulls = out.pop("nulls")

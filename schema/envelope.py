@@ -154,17 +154,14 @@ BUCKET_LAYOUT = ",".join(
     [f"{c}:{'d' if c in ('vmin', 'vmax', 'vsum', 'last', 'wall_lo', 'wall_hi') else 'q'}"
      for c in AGG_COLUMNS] + ["nulls:q"]
 )  # fmt: skip
-RAW_LAYOUT = "step:q,wall:d,value:d,null:q,id:q"
+RAW_LAYOUT = "step:q,wall:d,value:d,null:B,id:q"  # a raw page: ids to page on
+RAW_TILE_LAYOUT = "step:q,wall:d,value:d,null:B"  # a raw tile
 _PACKED_BUCKET_SELECT = (
     "SELECT n, nan, posinf, neginf, coalesce(vmin, 0.0), coalesce(vmax, 0.0),"
     " coalesce(min_at, 0), coalesce(max_at, 0), coalesce(vsum, 0.0), step_lo, step_hi,"
     " coalesce(last, 0.0), wall_lo, wall_hi, bits, coalesce(nonfinite_at, 0),"
     " (vsum IS NULL) + 2 * (last IS NULL) FROM rollups"
 )
-
-
-def struct_of(layout: str) -> struct.Struct:
-    return struct.Struct("<" + "".join(f.split(":")[1] for f in layout.split(",")))
 
 
 def packed_buckets(cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: int,
@@ -180,16 +177,17 @@ def packed_buckets(cur, p: str, run_id: int, key_id: int, level: int, lo: int, h
 
 def packed_raw(
     cur, p: str, run_id: int, key_id: int, start: int, stop: int, row: struct.Struct, *,
-    has_takes: bool, after_id: int | None = None, limit: int | None = None,
+    has_takes: bool, ids: bool = True, after_id: int | None = None, limit: int | None = None,
 ) -> bytes:  # fmt: skip
-    """raw_points() packed in RAW_LAYOUT."""
+    """raw_points() packed in RAW_LAYOUT, or RAW_TILE_LAYOUT without `ids`."""
     params = [run_id, key_id, start, stop]
     if after_id is not None:
         params += [start, after_id]
     sql = (
-        "SELECT p.step, p.wall, coalesce(p.value, 0.0), p.value IS NULL, p.id FROM points p"
-        " WHERE " + _raw_where(p, has_takes, False, after_id is not None) + " ORDER BY p.step, p.id"
-    )
+        "SELECT p.step, p.wall, coalesce(p.value, 0.0), p.value IS NULL"
+        + (", p.id" if ids else "") + " FROM points p WHERE "
+        + _raw_where(p, has_takes, False, after_id is not None) + " ORDER BY p.step, p.id"
+    )  # fmt: skip
     if limit is not None:
         sql += f" LIMIT {p}"
         params.append(limit)

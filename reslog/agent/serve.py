@@ -99,6 +99,8 @@ class Agent:
             return discover(req.get("patterns")), b""
         if op in ("poll", "points", "raw", "tiles"):
             header, sections = self.store(req).read(op, req)
+            if req.get("compress") and sections.size >= COMPRESS_MIN:
+                sections.shuffle()  # then compressed by serve()
             return header, sections.payload()
         raise AgentError("BadRequest", f"unknown op {op!r}")
 

@@ -14,17 +14,17 @@ import sqlite3
 import struct
 from urllib.parse import quote
 
-from reslog.agent.wire import AgentError, Sections
+from reslog.agent.wire import AgentError, Sections, layout_struct
 from schema import buckets
 from schema.envelope import (
     BUCKET_LAYOUT,
     RAW_LAYOUT,
+    RAW_TILE_LAYOUT,
     SERIES_COLUMNS,
     packed_buckets,
     packed_raw,
     series_rows,
     series_with_takes,
-    struct_of,
 )
 from schema.revision import HEAD_REVISION, OLDER_REVISIONS
 
@@ -63,8 +63,9 @@ def _wire(columns) -> list:
 
 
 SERIES_WIRE = _wire(SERIES_COLUMNS)
-BUCKET_ROW = struct_of(BUCKET_LAYOUT)
-RAW_ROW = struct_of(RAW_LAYOUT)
+BUCKET_ROW = layout_struct(BUCKET_LAYOUT)
+RAW_ROW = layout_struct(RAW_LAYOUT)
+RAW_TILE_ROW = layout_struct(RAW_TILE_LAYOUT)
 
 
 def _fingerprint(rows) -> str:
@@ -286,15 +287,16 @@ class Store:
                 if level == 0:
                     hi = lo + buckets.TILE_BUCKETS
                     has = (run_id, key_id) in takes
-                    packed = packed_raw(cur, "?", run_id, key_id, lo, hi, RAW_ROW, has_takes=has)
-                    rows = len(packed) // RAW_ROW.size
+                    packed = packed_raw(cur, "?", run_id, key_id, lo, hi, RAW_TILE_ROW,
+                                        has_takes=has, ids=False)  # fmt: skip
+                    rows = len(packed) // RAW_TILE_ROW.size
                 else:
                     hi = lo + buckets.TILE_BUCKETS - 1
                     packed = packed_buckets(cur, "?", run_id, key_id, level, lo, hi, BUCKET_ROW)
                     rows = len(packed) // BUCKET_ROW.size
                 data.append(packed)
                 about.append([run_id, key_id, level, index, rows])
-        for name, layout in (("buckets", BUCKET_LAYOUT), ("raw", RAW_LAYOUT)):
+        for name, layout in (("buckets", BUCKET_LAYOUT), ("raw", RAW_TILE_LAYOUT)):
             data, about = parts[name]
             if about:
                 out.add(name, sum(a[4] for a in about), b"".join(data), layout=layout, tiles=about)

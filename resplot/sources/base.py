@@ -23,12 +23,13 @@ from typing import Any
 import numpy as np
 
 from resplot.agent_client import (
+    ROW_LAYOUTS,
     AgentClient,
     AgentConnectionError,
     decode_columns,
     decode_points,
     decode_rows,
-    rows_dtype,
+    rows_table,
 )
 from resplot.cache import SeriesCache, Summary
 from resplot.model import Event, RunInfo, RunRef
@@ -138,15 +139,15 @@ def summaries_from(columns: dict[str, np.ndarray]) -> dict[tuple[int, int], Summ
 def tiles_from(section: tuple) -> list[tuple[int, int, int, int, dict[str, np.ndarray]]]:
     """(run_id, key_id, level, index, columns) of each tile in a "buckets" or "raw" section."""
     about, data = section
-    size = rows_dtype(about).itemsize
     if int(about.get("rows", 0)) != sum(t[4] for t in about.get("tiles", [])):
         raise AgentConnectionError(f"section {about.get('name')}: tiles do not add up to its rows")
+    table = rows_table(about, data, ROW_LAYOUTS)
+    plain = {k: v for k, v in about.items() if k != "shuffled"}
     out, at = [], 0
     for run_id, key_id, level, index, rows in about.get("tiles", []):
         # Decoded tile by tile, so each owns its arrays and the cache's byte bound is true.
-        part = data[at * size : (at + rows) * size]
-        cols = decode_rows((dict(about, rows=rows), part))
-        cols.pop("id", None)
+        part = table[at : at + rows].tobytes()
+        cols = decode_rows((dict(plain, rows=rows), part))
         out.append((run_id, key_id, level, index, cols))
         at += rows
     return out
