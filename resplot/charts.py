@@ -379,6 +379,10 @@ class ChartPage:
         """Follow all data again (autoscale on every refresh) after a zoom or pan."""
         self.follow = True
 
+    def shows_data(self) -> bool:
+        """Whether the last refresh left anything to draw (stand-ins while tiles load count)."""
+        return any(self._views)
+
     # -- refresh ------------------------------------------------------------------------------
     def refresh(self, cache: SeriesCache, state: ViewState, refs: list[RunRef]) -> None:
         """Bring every artist up to date with the cache and the state (no drawing)."""

@@ -1,0 +1,191 @@
+"""A store of a few million points, written once per session through reslog's public API:
+rollups agree with the raw points, extremes are exact at every sample count and zoom, charts
+keep a one-step spike and dip at every level, what a first view reads does not grow with the
+store, and the tile cache keeps to its bound."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+
+import reslog
+from reslog.maintenance import check_store
+from resplot.charts import render
+from resplot.headless import Loaded
+from resplot.state import ViewState
+
+pytestmark = pytest.mark.slow
+
+RUNS, STEPS = 4, 100_000
+SPIKE, DIP = 61_803, 27_182
+KEYS = ("train/loss", "train/lr", "train/grad_norm", "train/tokens", "time/step")
+
+
+@pytest.fixture(scope="session")
+def big_store(tmp_path_factory):
+    """RUNS runs × STEPS steps × 5 keys, a valid/loss every 500 steps and GPU utilisation every
+    8th step (about 2.6M points); run r's loss has a spike to 50 at SPIKE + r and a dip to -1
+    at DIP + r."""
+    path = tmp_path_factory.mktemp("big") / "reslog.db"
+    for r in range(RUNS):
+        run = reslog.init(project="big", name=f"r{r}", store=path, system=False)
+        writer = run._writer  # keep the loop behind the bounded buffer, as a test of no drops
+        for s in range(STEPS):
+            loss = 2.0 + 3.0 * math.exp(-s / 20_000) + 0.001 * ((s * 7919) % 13)
+            loss = {SPIKE + r: 50.0, DIP + r: -1.0}.get(s, loss)
+            m = {"train/loss": loss, "train/lr": 1e-3, "train/grad_norm": 1.0,
+                 "train/tokens": float(s * 4096), "time/step": 0.25}  # fmt: skip
+            if s % 500 == 0:
+                m["valid/loss"] = loss
+            if s % 8 == 0:
+                m["sys/gpu0/util"] = 97.0
+            run.log(m, step=s)
+            if s % 512 == 0:
+                while writer.pending_points() > 300_000:
+                    time.sleep(0.005)
+        assert run.finish(timeout=300)
+    return path
+
+
+def test_the_store_holds_every_point_and_its_rollups_agree(big_store):
+    with reslog.open(big_store) as st:
+        keys = st.keys("r0").set_index("key")
+    assert keys.loc["train/loss", "points"] == STEPS
+    assert keys.loc["train/loss", "max"] == 50.0 and keys.loc["train/loss", "min"] == -1.0
+    report = check_store(str(big_store), sample=12)
+    assert report.problems == [], report.problems
+    assert any("rollups   agree" in line for line in report.info)
+
+
+@pytest.mark.parametrize("samples", [1, 10, 300, 1000, 20_000])
+def test_history_keeps_the_spike_and_the_dip_at_every_sample_count(big_store, samples):
+    with reslog.open(big_store) as st:
+        df = st.history("r2", "train/loss", samples=samples)
+    assert len(df) <= samples and df["count"].sum() == STEPS
+    assert df["max"].max() == 50.0 and df["min"].min() == -1.0
+    row = df[df.step <= SPIKE + 2].iloc[-1]  # the row holding the spike
+    assert row["max"] == 50.0
+
+
+@pytest.mark.parametrize("half", [40_000, 4_000, 400, 40, 3])
+def test_a_zoom_around_the_spike_keeps_it_exact_at_every_level(big_store, half):
+    lo, hi = SPIKE + 1 - half, SPIKE + 1 + half
+    with reslog.open(big_store) as st:
+        df = st.history("r1", "train/loss", samples=500, start=lo, stop=hi)
+        raw = st.points("r1", "train/loss", start=lo, stop=hi)
+    assert df["count"].sum() == len(raw) == min(hi, STEPS) - lo  # the widest runs off the end
+    assert df["max"].max() == raw["value"].max() == 50.0
+    assert df["min"].min() == raw["value"].min()
+    assert df.step.min() == lo and df.step.max() <= hi - 1
+
+
+def drawn_extremes(page, panel: str = "Loss") -> tuple[float, float]:
+    """The highest and lowest y any track of a panel draws (its line and its bands)."""
+    ys = []
+    for spec, tracks in zip(page.specs, page.tracks, strict=False):
+        if spec.title != panel:
+            continue
+        for track in tracks.values():
+            y = np.asarray(track.line.get_ydata(), dtype=float)
+            ys.append(y[np.isfinite(y)])
+            ys += [xy[:, 1] for xy in track.band_xy]
+    values = np.concatenate(ys)
+    return float(values.max()), float(values.min())
+
+
+def test_charts_draw_the_spike_and_the_dip_at_every_zoom(big_store):
+    state = ViewState(page="training", smoothing=0.0)
+    state.log_y = False  # the dip is below zero
+    with Loaded([str(big_store)]) as loaded:
+        refs = [r.ref for r in loaded.cache.runs() if r.name == "r0"]
+        page = render(loaded.cache, state, refs, fetch=loaded.fetch)
+        levels = {t.view.level for ts in page.tracks for t in ts.values() if t.view}
+        assert max(levels) >= 1  # the whole run is drawn from buckets, not from points
+        assert drawn_extremes(page) == (50.0, -1.0)
+        ax = page.axes[0]
+        for half in (30_000, 3_000, 300, 30):
+            page.follow = False
+            ax.set_xlim(SPIKE - half, SPIKE + half)
+            for _ in range(3):
+                page.refresh(loaded.cache, state, refs)
+                loaded.fetch()
+            page.refresh(loaded.cache, state, refs)
+            track = next(iter(page.tracks[0].values()))
+            assert track.view.complete
+            assert drawn_extremes(page)[0] == 50.0, half
+        assert track.view.level == 0  # zoomed in to raw points
+
+
+def test_a_first_view_reads_what_it_draws_not_the_store(big_store):
+    with Loaded([str(big_store)]) as loaded:
+        refs = [r.ref for r in loaded.cache.runs()]
+        render(loaded.cache, ViewState(page="training"), refs, fetch=loaded.fetch)
+        cache = loaded.cache
+        rows = sum(len(t) for r in refs for k in cache.keys(r) for t in cache.tiles_of(r, k))
+        # ~2.6M points in the store; the page's 5 panels × 4 runs read a few thousand rows each.
+        assert rows < 100_000, rows
+        assert loaded.cache.tile_bytes < 16 << 20
+
+
+def test_the_tile_cache_keeps_to_its_bound(big_store):
+    state = ViewState(page="training", smoothing=0.0)
+    with Loaded([str(big_store)]) as loaded:
+        loaded.cache.set_tile_limit(300_000)
+        refs = [r.ref for r in loaded.cache.runs()]
+        page = render(loaded.cache, state, refs, fetch=loaded.fetch)
+        ax = page.axes[0]
+        for start in range(0, STEPS, 9_000):  # pan across the runs at full resolution
+            page.follow = False
+            ax.set_xlim(start, start + 1_500)
+            page.refresh(loaded.cache, state, refs)
+            loaded.fetch()
+            assert loaded.cache.tile_bytes <= 300_000
+        assert loaded.cache._tiles.evicted > 0
+
+
+def test_the_window_draws_a_stand_in_only_when_it_has_one(qtbot, big_store, tmp_path):
+    """While tiles load, the window draws what coarser cached tiles show (after a zoom), but
+    with nothing cached to stand in (a first view) it waits and draws the data when it comes."""
+    from resplot import settings as settings_mod
+    from resplot.cache import SeriesCache
+    from resplot.window import MainWindow, make_poller
+
+    cache = SeriesCache()
+    win = MainWindow(cache, settings_mod.Settings(), tmp_path / "settings.json")
+    qtbot.addWidget(win)
+    win.resize(1400, 900)
+    win.show()
+    poller = make_poller(cache, 0.2, win.ask_host_key)
+    win.attach_poller(poller)
+    win.add_source(str(big_store))
+
+    def drawn() -> bool:
+        tracks = [t for ts in win.current_page().tracks for t in ts.values()]
+        return (
+            bool(tracks) and cache.wanted_count() == 0 and not win._redraw_timer.isActive()
+            and all(t.view is not None and t.view.complete for t in tracks)
+        )  # fmt: skip
+
+    qtbot.waitUntil(drawn, timeout=60_000)
+    poller.set_paused(True)
+    cache.set_tile_limit(1)  # evicts every tile: nothing left to stand in
+    cache.set_tile_limit(256 << 20)
+    win.redraw_now()
+    assert cache.wanted_count() > 0 and win._awaiting_tiles
+    assert not win.current_page().shows_data() and not win._stand_in_timer.isActive()
+    poller.set_paused(False)
+    qtbot.waitUntil(drawn, timeout=60_000)
+
+    poller.set_paused(True)
+    page = win.current_page()
+    page.axes[0].set_xlim(SPIKE - 300, SPIKE + 300)  # level-1 tiles cached stand in for raw
+    win.redraw_now()
+    assert cache.wanted_count() > 0 and win._awaiting_tiles
+    assert page.shows_data() and win._stand_in_timer.isActive()
+    poller.set_paused(False)
+    qtbot.waitUntil(drawn, timeout=60_000)
+    assert {t.view.level for ts in page.tracks for t in ts.values()} == {0}
+    poller.stop()
