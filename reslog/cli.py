@@ -16,7 +16,7 @@ import time
 import warnings
 from collections.abc import Iterator, Sequence
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from reslog import export, text
@@ -29,7 +29,6 @@ from schema.records import RunInfo
 from schema.rollup import LAST, NAN, STEP_HI, WALL_HI, N
 from schema.store import open_store, store_label
 from schema.store_reader import StoreReader
-from schema.tables import points, runs
 
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -210,28 +209,16 @@ def cmd_tail(args: argparse.Namespace) -> int:
             row_id, run = read.find_run(conn, args.run, **read_kw(args.store))
             names = read.key_names(conn)
             # Start a few points back so the latest values show at once, then follow by cursor.
-            # Ids are shared by every run in the store: count this run's rows, not ids.
-            newest = (
-                conn.execute(
-                    select(points.c.id)
-                    .where(points.c.run_id == row_id)
-                    .order_by(points.c.id.desc())
-                    .limit(max(0, args.lines) + 1)
-                )
-                .scalars()
-                .all()
-            )
+            cursor = read.tail_cursor(conn, row_id, args.lines)
             ev_cursor = max((e.id for e in read.fetch_events(conn, row_id, run.ref)), default=0)
         print(f"{run.name} ({run.ref.uid[:8]}) {run.status}", flush=True)
-        # The id just before the `lines` newest rows (all of them when the run has fewer).
-        cursor = newest[-1] if len(newest) > max(0, args.lines) else 0
         while True:
             with engine.connect() as conn:
-                row = conn.execute(select(runs).where(runs.c.id == row_id)).first()
-                if row is None:
+                now = read.run_by_id(conn, row_id, "local", "")
+                if now is None:
                     print("run deleted", flush=True)
                     return 0
-                status = read.run_from_row(row, "local", "").status
+                status = now.status
                 while True:
                     batch = read.fetch_points(conn, [row_id], after=cursor, limit=10_000)
                     if any(k not in names for k in batch.key_ids):

@@ -112,6 +112,24 @@ def find_run(conn: Connection, ident: str, **kw) -> tuple[int, RunInfo]:
     raise UnknownRun(f"no run '{ident}' in this store (see `reslog ls`)")
 
 
+def run_by_id(conn: Connection, run_id: int, source: str, store: str) -> RunInfo | None:
+    """One run by row id (None: deleted meanwhile)."""
+    row = conn.execute(select(runs).where(runs.c.id == run_id)).first()
+    return None if row is None else run_from_row(row, source, store)
+
+
+def tail_cursor(conn: Connection, run_id: int, lines: int) -> int:
+    """The point id to follow a run from so that its `lines` newest points come first (0: all
+    of them). Ids are shared by every run in the store: this counts the run's rows, not ids."""
+    newest = conn.execute(
+        select(points.c.id)
+        .where(points.c.run_id == run_id)
+        .order_by(points.c.id.desc())
+        .limit(max(0, lines) + 1)
+    ).scalars().all()  # fmt: skip
+    return newest[-1] if len(newest) > max(0, lines) else 0
+
+
 def key_names(conn: Connection) -> dict[int, str]:
     return dict(conn.execute(select(keys.c.id, keys.c.name)).all())
 
