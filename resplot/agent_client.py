@@ -147,7 +147,11 @@ def decode_rows(section: tuple) -> dict[str, np.ndarray]:
     the store's NULLs back as NaN: the agent coalesces them to 0 and flags the ones the counts
     cannot tell in `nulls` (buckets) or `null` (raw)."""
     about, data = section
-    table = rows_table(about, data, ROW_LAYOUTS)
+    return table_columns(rows_table(about, data, ROW_LAYOUTS))
+
+
+def table_columns(table: np.ndarray) -> dict[str, np.ndarray]:
+    """decode_rows() of rows already in a structured array (a slice of a section's)."""
     names = table.dtype.names
     # One copy a column, in native order and writable (the payload buffer is read-only).
     out = {name: table[name].astype(table.dtype[name].newbyteorder("=")) for name in names}

@@ -14,12 +14,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from reslog.agent.store import MAX_TILES
 from resplot.agent_client import AgentConnectionError
 from resplot.cache import SeriesCache
 from resplot.sources import SpecError, open_source, parse_spec
-from resplot.sources.base import PollResult, group_rows, tile_ranges
+from resplot.sources.base import PollResult, group_rows, split_tiles, tile_ranges
 from resplot.sources.local import LocalSource
 from resplot.sources.postgres import PostgresSource, public_url
+from resplot.views import series_view
+from schema import buckets
 from schema.errors import NotAStore, StoreNotFound
 from tests.fixtures.compare import assert_cache_matches_store, want_every_tile
 from tests.fixtures.stores import (
@@ -207,6 +210,40 @@ def test_tiles_asked_for_during_a_long_backlog_wait_until_it_has_caught_up(tmp_p
     finally:
         source.close()
         engine.dispose()
+
+
+def test_more_tiles_than_one_request_holds_come_in_further_polls(tmp_path):
+    """A sparse series drawn raw over a wide range wants a tile per 1024 steps: past the agent's
+    per-request bound the source splits the ask over several polls and loses none."""
+    path = tmp_path / "sparse.db"
+    engine = new_store(path)
+    far = (MAX_TILES + 600) * buckets.TILE_BUCKETS
+    points = {"valid/loss": [(0, 3.0), (far // 2, 2.0), (far, 1.0)]}
+    make_run(engine, name="sparse", points=points)
+    cache = SeriesCache()
+    source = open_source(str(path))
+    try:
+        source.poll(cache)
+        ref = next(r.ref for r in cache.runs())
+        view = series_view(cache, ref, "valid/loss", -np.inf, np.inf, 800)
+        assert view is None and cache.wanted_count() == MAX_TILES + 601
+        result = source.poll(cache)
+        assert result.tiles == MAX_TILES + 601 and cache.wanted_count() == 0
+        view = series_view(cache, ref, "valid/loss", -np.inf, np.inf, 800)
+        assert view.complete and view.level == 0
+        assert view.steps.tolist() == [0, far // 2, far] and view.values.tolist() == [3, 2, 1]
+    finally:
+        source.close()
+
+
+def test_split_tiles_keeps_every_tile_once_within_the_bound():
+    ranges = [[1, 1, 0, 0, 5], [1, 2, 1, 3, 12], [2, 1, 0, 7, 1]]
+    chunks = split_tiles(ranges, 4)
+    assert all(sum(r[4] for r in c) <= 4 for c in chunks) and len(chunks) == 5
+    tiles = [(r[0], r[1], r[2], r[3] + i) for c in chunks for r in c for i in range(r[4])]
+    want = [(r[0], r[1], r[2], r[3] + i) for r in ranges for i in range(r[4])]
+    assert tiles == want
+    assert split_tiles([], 4) == [[]]  # a poll with no tiles still goes out
 
 
 def test_tile_requests_group_into_ranges():

@@ -22,14 +22,15 @@ from typing import Any
 
 import numpy as np
 
+from reslog.agent.store import MAX_TILES
 from resplot.agent_client import (
     ROW_LAYOUTS,
     AgentClient,
     AgentConnectionError,
     decode_columns,
     decode_points,
-    decode_rows,
     rows_table,
+    table_columns,
 )
 from resplot.cache import SeriesCache, Summary
 from resplot.model import Event, RunInfo, RunRef
@@ -142,13 +143,10 @@ def tiles_from(section: tuple) -> list[tuple[int, int, int, int, dict[str, np.nd
     if int(about.get("rows", 0)) != sum(t[4] for t in about.get("tiles", [])):
         raise AgentConnectionError(f"section {about.get('name')}: tiles do not add up to its rows")
     table = rows_table(about, data, ROW_LAYOUTS)
-    plain = {k: v for k, v in about.items() if k != "shuffled"}
     out, at = [], 0
     for run_id, key_id, level, index, rows in about.get("tiles", []):
         # Decoded tile by tile, so each owns its arrays and the cache's byte bound is true.
-        part = table[at : at + rows].tobytes()
-        cols = decode_rows((dict(plain, rows=rows), part))
-        out.append((run_id, key_id, level, index, cols))
+        out.append((run_id, key_id, level, index, table_columns(table[at : at + rows])))
         at += rows
     return out
 
@@ -325,6 +323,22 @@ class StoreView:
         if not self.have_series:
             return True
         return [list(p) for p in sorted(self.refetch)]
+
+
+def split_tiles(ranges: list[list[int]], limit: int) -> list[list[list[int]]]:
+    """Tile ranges [run_id, key_id, level, first, count] cut into requests of at most `limit`
+    tiles each (a range longer than that split across them); one empty request for none."""
+    out: list[list[list[int]]] = [[]]
+    room = limit
+    for run_id, key_id, level, first, count in ranges:
+        while count > 0:
+            if room == 0:
+                out.append([])
+                room = limit
+            take = min(count, room)
+            out[-1].append([run_id, key_id, level, first, take])
+            first, count, room = first + take, count - take, room - take
+    return out
 
 
 def tile_ranges(wanted) -> list[tuple[str, str, int, int, int]]:
@@ -512,9 +526,19 @@ class AgentSource(Source):
         total = PollResult(runs_changed=view.refresh_status(cache))
         if total.runs_changed and progress is not None:
             progress(PollResult(runs_changed=True))
-        tiles = view.tile_requests(cache)
-        rid = client.send_poll(view.path, view.cursor, limit=self.limit,
-                               series=view.series_request(), tiles=tiles)  # fmt: skip
+        # The agent serves at most MAX_TILES tiles a request: more go in further polls, each
+        # one consistent with the live points it brings (a separate `tiles` read would not be).
+        chunks = split_tiles(view.tile_requests(cache), MAX_TILES)
+        for i, tiles in enumerate(chunks):
+            series = view.series_request() if i == 0 else False
+            total.merge(self._poll_once(client, view, cache, progress, series, tiles))
+        return total
+
+    def _poll_once(self, client: AgentClient, view: StoreView, cache: SeriesCache,
+                   progress: Progress | None, series, tiles: list) -> PollResult:  # fmt: skip
+        total = PollResult()
+        rid = client.send_poll(view.path, view.cursor, limit=self.limit, series=series,
+                               tiles=tiles)  # fmt: skip
         while True:
             header, sections = client.receive(rid)
             more = bool(header.get("more")) or bool(header.get("events_more"))
