@@ -99,7 +99,11 @@ def _worker(store: str, rs: list[int], steps: int, out) -> None:
 def build(path: Path, runs: int = 8, steps: int = 100_000, procs: int = 2) -> dict:
     """The store at `path` (reused when its marker says it is complete with this shape)."""
     marker = path.with_name(path.name + ".built.json")
-    want = {"runs": runs, "steps": steps, "points": points_of(runs, steps)}
+    from schema import buckets
+
+    # A store built with other bucket widths holds other rollups: build it again.
+    widths = f"{buckets.FIRST_SHIFT}/{buckets.LEVEL_SHIFT}"
+    want = {"runs": runs, "steps": steps, "points": points_of(runs, steps), "widths": widths}
     if path.exists() and marker.exists():
         done = json.loads(marker.read_text())
         if {k: done.get(k) for k in want} == want:
