@@ -294,7 +294,7 @@ def best_of(repeats: int, fn) -> tuple[float, float, int]:
 
 
 def part_readback(db: Path, repeats: int = 3) -> dict[str, Any]:
-    from reslog.agent import Store
+    from reslog.agent.store import Store
     from schema import read
     from schema.store import open_store
 
@@ -318,8 +318,9 @@ def part_readback(db: Path, repeats: int = 3) -> dict[str, Any]:
         # The remote agent's path: packed binary rows, as resplot receives them over SSH.
         cursor, n, more = 0, 0, True
         while more:
-            header, _data = store.points({"after": cursor, "run_ids": [run_id]})
-            cursor, more, n = header["points_cursor"], header["more"], n + header["n"]
+            header, _sections = store.read("points", {"after": cursor})
+            cursor, more = header["points_cursor"], header["more"]
+            n += sum(s["rows"] for s in header["sections"])
         return n
 
     out: dict[str, Any] = {"open_s": open_s, "keys": len(key_ids)}

@@ -1,16 +1,20 @@
-"""resplot redraw with 10 series of 1,000,000 points: decimated vs matplotlib drawing them raw.
+"""resplot redraw with 10 series of 1,000,000 points (and 50 of 200,000): from tiles vs
+matplotlib drawing every point.
 
     .venv/bin/python scripts/bench/bench_redraw.py [--points 1000000] [--series 10] [--repeat 5]
+    .venv/bin/python scripts/bench/bench_redraw.py --series 50 --points 200000
     .venv/bin/python scripts/bench/bench_redraw.py --markdown docs/benchmarks.md  # update section
 
 Both sides draw the same data into a 12 × 7.5 in figure at 100 dpi with the Agg renderer (what
 the window's QtAgg canvas uses underneath), in this one process:
-  raw         10 Line2D of 1M points each, `canvas.draw()` (matplotlib's path simplification on,
-              its default) — the baseline.
-  resplot     a ChartPage (Training page, loss panel, 10 runs) from a SeriesCache:
-              first view (smoothing 10M points + decimation + draw), a live redraw after 100 new
-              points per series (incremental smoothing, decimation, set_data, draw), a zoom
-              redraw (re-decimate to the new x-range + draw), and the draw alone.
+  raw         one Line2D per series of every point, `canvas.draw()` (matplotlib's path
+              simplification on, its default) — the baseline.
+  resplot     a ChartPage (Training page: the loss panel) over a real store, read through a
+              local agent as the window reads it: first view (tiles fetched + draw), a live
+              redraw after 100 new points per series (folded into the cached tiles, smoothing
+              over the view, decimation, set_data, draw), a zoom redraw (tiles of the new range
+              cached) and the draw alone.
+The store is written once through the rollup writer and kept in the temporary directory.
 Reported: median of --repeat runs, and the ratio raw / resplot live redraw. Target ≤ 100 ms.
 """
 
@@ -31,9 +35,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from resplot.cache import SeriesCache  # noqa: E402
 from resplot.charts import ChartPage  # noqa: E402
-from resplot.model import RunInfo, RunRef  # noqa: E402
 from resplot.state import ViewState  # noqa: E402
 
 SECTION = "## resplot: redraw with 10 × 1M points"
@@ -80,56 +82,91 @@ def bench_raw(data, repeat: int) -> tuple[float, float]:
     return timed(canvas.draw, repeat)
 
 
-def bench_resplot(data, repeat: int) -> dict[str, tuple[float, float]]:
-    cache = SeriesCache()
-    refs = []
+def build_store(data, path: Path) -> None:
+    """The series as runs of a store, through the writer's rollup keeper (once)."""
+    from schema.rollup_writer import RollupWriter
+    from tests.fixtures.stores import key_id, make_run, new_store
+
+    marker = path.with_name(path.name + ".done")
+    if marker.exists():
+        return
+    for p in path.parent.glob(path.name + "*"):
+        p.unlink()
+    engine = new_store(path)
+    key = key_id(engine, "train/loss")
     for i, (steps, walls, loss) in enumerate(data):
-        ref = RunRef("bench", "bench.db", f"{i:032x}")
-        refs.append(ref)
-        cache.set_runs([RunInfo(ref, "bench", f"run-{i}", "running", 1.7e9, 1.7e9)])
-        cache.add_points(ref, "train/loss", steps, walls, loss)
+        run = make_run(engine, name=f"run-{i}", status="running", created_at=1.7e9,
+                       heartbeat_at=1.7e9 + 1e7)  # fmt: skip
+        writer = RollupWriter(engine.dialect, run.id)
+        for a in range(0, len(steps), 200_000):
+            part = slice(a, a + 200_000)
+            cols = (steps[part].tolist(), walls[part].tolist(), loss[part].tolist())
+            rows = [(run.id, key, s, w, v) for s, w, v in zip(*cols, strict=True)]
+            with engine.begin() as conn:
+                pending = writer.insert(conn, rows)
+            writer.accept(pending)
+    engine.dispose()
+    marker.write_text("done")
+
+
+def bench_resplot(data, repeat: int) -> dict[str, tuple[float, float]]:
+    import tempfile
+
+    from resplot.headless import Loaded
+
+    series, points = len(data), len(data[0][0])
+    path = Path(tempfile.gettempdir()) / f"reslog-redraw-{series}x{points}.db"
+    build_store(data, path)
+    loaded = Loaded([str(path)])
+    cache = loaded.cache
+    refs = [r.ref for r in cache.runs()]
     state = ViewState(page="training", smoothing=0.6, log_y=True)
-    fig = Figure(figsize=SIZE, dpi=DPI)
-    canvas = FigureCanvasAgg(fig)
-    page = ChartPage("training", fig)
-    page.refresh(cache, state, refs)  # lays the axes out (first pass decimates for 1 pixel)
-    canvas.draw()
     results: dict[str, tuple[float, float]] = {}
 
-    # First view: a fresh page (smoothing from scratch) + decimation + draw.
+    # First view: a fresh page, its tiles fetched through the agent, smoothing, decimation, draw.
     def first_view():
         fresh = ChartPage("training", Figure(figsize=SIZE, dpi=DPI))
         c = FigureCanvasAgg(fresh.figure)
         fresh.refresh(cache, state, refs)
         fresh.refresh(cache, state, refs)
+        loaded.fetch()
+        fresh.refresh(cache, state, refs)
         c.draw()
 
-    results["first view (smooth 10M + decimate + draw)"] = timed(first_view, max(1, repeat // 2))
-
-    n = len(data[0][0])
+    results["first view (tiles + smooth + decimate + draw)"] = timed(first_view, 1)
+    fig = Figure(figsize=SIZE, dpi=DPI)
+    canvas = FigureCanvasAgg(fig)
+    page = ChartPage("training", fig)
+    page.refresh(cache, state, refs)  # lays the axes out
+    page.refresh(cache, state, refs)
+    canvas.draw()
+    n, epoch = points, 1_000_000
 
     def live():
-        nonlocal n
+        nonlocal n, epoch
+        epoch += 1
         for ref in refs:
             steps = np.arange(n, n + 100)
-            cache.add_points(ref, "train/loss", steps, 1.7e9 + steps * 0.3,
-                             np.full(100, 2.0))  # fmt: skip
+            cache.add_live(ref, "train/loss", steps, 1.7e9 + steps * 0.3, np.full(100, 2.0),
+                           epoch)  # fmt: skip
         n += 100
         page.refresh(cache, state, refs)
         canvas.draw()
 
     results[LIVE] = timed(live, repeat)
     ax = page.axes[0]
-    spans = iter(np.linspace(0.05, 0.5, repeat * 2 + 2))
+    ax.set_xlim(n / 3, n / 3 + 0.05 * n)
+    page.refresh(cache, state, refs)
+    loaded.fetch()  # the tiles of the zoomed range, as the poller would bring them
 
     def zoom():
-        width = next(spans) * n
-        ax.set_xlim(n / 3, n / 3 + width)
+        ax.set_xlim(n / 3, n / 3 + 0.05 * n)
         page.refresh(cache, state, refs)
         canvas.draw()
 
-    results["zoom redraw (re-decimate + draw)"] = timed(zoom, repeat)
-    results["draw only (decimated lines)"] = timed(canvas.draw, repeat)
+    results["zoom redraw (5 % of the steps, tiles cached)"] = timed(zoom, repeat)
+    results["draw only"] = timed(canvas.draw, repeat)
+    loaded.close()
     return results
 
 
@@ -139,10 +176,10 @@ def markdown(raw, res, series: int, points: int) -> str:
         SECTION,
         "",
         "`.venv/bin/python scripts/bench/bench_redraw.py --markdown docs/benchmarks.md` (Agg, "
-        f"12 × 7.5 in at 100 dpi, one process; {series} series × {points:,} points, smoothing "
-        "0.6 so each series is its raw envelope plus the smoothed curve). Medians of repeated "
-        "runs; CPU = process CPU time (the machine was shared, so wall time includes waiting "
-        "for a core).",
+        f"12 × 7.5 in at 100 dpi, one process; {series} series × {points:,} points read from a "
+        "store through a local agent as tiles, smoothing 0.6 so each series is its envelope "
+        "plus the smoothed curve). Medians of repeated runs; CPU = process CPU time of this "
+        "process (the agent reads in its own).",
         "",
         "| what | wall | CPU |",
         "|---|---:|---:|",
