@@ -152,36 +152,58 @@ class Track:
 
     def __init__(self, ax, item: Item) -> None:
         self.item = item
-        common = {"color": item.color, "linestyle": item.style}
-        self.raw = Line2D([], [], linewidth=0.8, alpha=0.25, **common)
+        self.ax = ax
         self.line = Line2D([], [], linewidth=1.4, label=item.label, marker=item.marker or "None",
-                           markersize=3.5, **common)  # fmt: skip
-        self.bad = Line2D(
-            [], [], linestyle="none", marker="x", markersize=6, markeredgewidth=1.6,
-            color=item.color, transform=ax.get_xaxis_transform(), clip_on=False,
-        )  # fmt: skip
-        for artist in (self.raw, self.line, self.bad):
-            ax.add_line(artist)
-        self.raw_band = PolyCollection([], linewidths=0, alpha=0.25, facecolors=item.color)
+                           markersize=3.5, color=item.color, linestyle=item.style)  # fmt: skip
+        ax.add_line(self.line)
         # An edge, so that a column range of zero height still shows as a line.
         self.band = PolyCollection([], linewidths=1.0, facecolors=item.color,
                                    edgecolors=item.color)  # fmt: skip
-        ax.add_collection(self.raw_band, autolim=False)
         ax.add_collection(self.band, autolim=False)
+        # The faint raw series under a smoothed line, and the NaN/inf markers, are made when
+        # first needed: a page of 600 series (the system page) mostly needs neither, and
+        # each artist costs matplotlib ~0.3 ms to add.
+        self.raw: Line2D | None = None
+        self.raw_band: PolyCollection | None = None
+        self.bad: Line2D | None = None
         self.band_xy: list[np.ndarray] = []  # vertices drawn as bands (for the limits)
         self.view: SeriesView | None = None  # what the last update drew
         self.x = np.empty(0)  # x of view.steps
         self.x_mid = np.empty(0)  # x of view.mid_steps
 
+    def _faint(self) -> tuple[Line2D, PolyCollection]:
+        if self.raw is None or self.raw_band is None:
+            item = self.item
+            # Below every track's main line and band (zorder 2 and 1), whatever the order made.
+            self.raw = Line2D([], [], linewidth=0.8, alpha=0.25, color=item.color,
+                              linestyle=item.style, zorder=1.9)  # fmt: skip
+            self.raw_band = PolyCollection([], linewidths=0, alpha=0.25, facecolors=item.color,
+                                           zorder=0.9)  # fmt: skip
+            self.ax.add_line(self.raw)
+            self.ax.add_collection(self.raw_band, autolim=False)
+        return self.raw, self.raw_band
+
+    def _bad(self) -> Line2D:
+        if self.bad is None:
+            self.bad = Line2D(
+                [], [], linestyle="none", marker="x", markersize=6, markeredgewidth=1.6,
+                color=self.item.color, transform=self.ax.get_xaxis_transform(), clip_on=False,
+            )  # fmt: skip
+            self.ax.add_line(self.bad)
+        return self.bad
+
     def remove(self) -> None:
         for artist in (self.raw, self.line, self.bad, self.raw_band, self.band):
-            artist.remove()
+            if artist is not None:
+                artist.remove()
 
     def clear(self) -> None:
         for artist in (self.raw, self.line, self.bad):
-            artist.set_data([], [])
-        self.band.set_visible(False)
-        self.raw_band.set_visible(False)
+            if artist is not None:
+                artist.set_data([], [])
+        for band in (self.band, self.raw_band):
+            if band is not None:
+                band.set_visible(False)
         self.band_xy = []
         self.view = None
 
@@ -213,17 +235,19 @@ class Track:
             )
         self.band_xy = []
         if smoothed is None:
-            self.raw.set_data([], [])
-            self.raw.set_visible(False)
-            self.raw_band.set_visible(False)
-        else:
-            faint_xy = _set_band(self.raw_band, raw)
-            if faint_xy is None:
-                self.raw.set_data(raw.x, raw.y)
-            else:
+            if self.raw is not None and self.raw_band is not None:
                 self.raw.set_data([], [])
+                self.raw.set_visible(False)
+                self.raw_band.set_visible(False)
+        else:
+            faint, faint_band = self._faint()
+            faint_xy = _set_band(faint_band, raw)
+            if faint_xy is None:
+                faint.set_data(raw.x, raw.y)
+            else:
+                faint.set_data([], [])
                 self.band_xy.append(faint_xy)
-            self.raw.set_visible(faint_xy is None)
+            faint.set_visible(faint_xy is None)
         main_xy = _set_band(self.band, main)
         # The line keeps the M4 points either way (queries, export of the view); it is hidden
         # under the band when the band draws the same pixels faster.
@@ -238,8 +262,13 @@ class Track:
         if xlim is not None and len(bx):
             inside = (bx >= xlim[0]) & (bx <= xlim[1])
             bx, by = bx[inside], by[inside]
-        self.bad.set_data(bx, by)
-        self.bad.set_visible(len(bx) > 0)
+        if len(bx):
+            bad = self._bad()
+            bad.set_data(bx, by)
+            bad.set_visible(True)
+        elif self.bad is not None:
+            self.bad.set_data([], [])
+            self.bad.set_visible(False)
         return view
 
 
