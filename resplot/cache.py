@@ -162,9 +162,23 @@ class SeriesCache:
             wanted = self._wanted[(ref.source, ref.store)]
             before = len(wanted)
             for index in indices:
+                self._tiles.keep.add((ref, key, level, index))
                 if self._tiles.get((ref, key, level, index)) is None:
                     wanted.add((ref.uid, key, level, index))
             return len(wanted) > before
+
+    def begin_view(self) -> None:
+        """A page is about to read its tiles: the tiles it reads or asks for from now on stay
+        cached even past the bound (`tiles_over` says by how much); the previous view's go
+        back to plain least-recently-used."""
+        with self._lock:
+            self._tiles.keep = set()
+
+    @property
+    def tiles_over(self) -> int:
+        """Bytes of tiles the view in use holds above `tile_limit` (0: within it)."""
+        with self._lock:
+            return self._tiles.over
 
     def take_wanted(self, source: str, store: str) -> list[tuple[str, str, int, int]]:
         """The wanted tiles of one store, handed to its source (and no longer wanted)."""
@@ -220,7 +234,9 @@ class SeriesCache:
             return s.view() if s is not None else None
 
     def tile(self, ref: RunRef, key: str, level: int, index: int) -> Tile | None:
+        """A cached tile (None: not cached); it is part of the view since begin_view()."""
         with self._lock:
+            self._tiles.keep.add((ref, key, level, index))
             return self._tiles.get((ref, key, level, index))
 
     def tiles_of(self, ref: RunRef, key: str) -> list[Tile]:

@@ -408,6 +408,12 @@ class ChartPage:
         """Follow all data again (autoscale on every refresh) after a zoom or pan."""
         self.follow = True
 
+    def incomplete(self) -> int:
+        """Series of the last refresh drawn coarser than their charts asked for, or not at all
+        (their tiles have not arrived)."""
+        tracks = [t for ts in self.tracks for t in ts.values()]
+        return sum(1 for t in tracks if t.view is None or not t.view.complete)
+
     def shows_data(self) -> bool:
         """Whether the last refresh left anything to draw (stand-ins while tiles load count)."""
         return any(self._views)
@@ -415,6 +421,7 @@ class ChartPage:
     # -- refresh ------------------------------------------------------------------------------
     def refresh(self, cache: SeriesCache, state: ViewState, refs: list[RunRef]) -> None:
         """Bring every artist up to date with the cache and the state (no drawing)."""
+        cache.begin_view()
         specs = panels_for(self.page, cache, refs, state)
         layout = (tuple(s.layout_key() for s in specs), state.x_axis)
         if layout != self._layout:
@@ -717,4 +724,6 @@ def render(
         if fetch is None or not cache.wanted_count():
             break
         fetch()  # the tiles at the resolution each chart asked for (and the tokens guide's)
+    else:
+        page.refresh(cache, state, refs)  # what the last fetch brought
     return page

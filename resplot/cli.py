@@ -62,6 +62,13 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     snap.add_argument("--linear-y", action="store_true", help="loss on a linear axis")
     snap.add_argument("--size", default="12x7.5", help="inches WxH (default 12x7.5)")
     snap.add_argument("--dpi", type=int, default=120)
+    snap.add_argument(
+        "--tile-cache-mb",
+        type=int,
+        default=256,
+        metavar="MB",
+        help="memory bound of the tiles kept (the window's tile_cache_mb)",
+    )
 
     exp = cmds.add_parser("export", help="export points or the comparison table")
     _add_selection(exp)
@@ -132,9 +139,20 @@ def cmd_snapshot(args) -> int:
         if args.page == "training" and "--page" not in sys.argv:
             state.page = "custom"
     size = _size(args.size)
+    if args.tile_cache_mb < 1:
+        raise CliError(f"--tile-cache-mb must be at least 1, got {args.tile_cache_mb}")
     with _load(args.sources, args.timeout) as loaded:
+        loaded.cache.set_tile_limit(args.tile_cache_mb << 20)
         refs = select_runs(loaded.cache, args.runs)
         page = render(loaded.cache, state, refs, size=size, dpi=args.dpi, fetch=loaded.fetch)
+        over, missing = loaded.cache.tiles_over, page.incomplete()
+    if over:
+        print(f"note: this page's tiles take {(loaded.cache.tile_limit + over) >> 20} MB, above "
+              f"the {loaded.cache.tile_limit >> 20} MB tile cache; all kept for the snapshot",
+              file=sys.stderr)  # fmt: skip
+    if missing:
+        print(f"warning: {missing} series drawn coarser than their charts asked for, or not at "
+              "all: their tiles did not arrive", file=sys.stderr)  # fmt: skip
     try:
         page.save(args.output, dpi=args.dpi)
     except OSError as exc:

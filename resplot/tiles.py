@@ -117,16 +117,26 @@ class Tile:
 
 class TileCache:
     """Tiles by key (any hashable; SeriesCache uses (run, key name, level, index)), least
-    recently used first out once their bytes pass `limit_bytes`."""
+    recently used first out once their bytes pass `limit_bytes`.
+
+    Tiles in `keep` (those the charts in view use or wait for) are never evicted: a page whose
+    tiles need more than the limit holds them all, and `over` says by how much (SeriesCache
+    reports it), instead of evicting tiles as fast as they arrive and never drawing them."""
 
     def __init__(self, limit_bytes: int = DEFAULT_LIMIT_BYTES) -> None:
         self.limit_bytes = int(limit_bytes)
         self._tiles: OrderedDict[Hashable, Tile] = OrderedDict()
         self.bytes = 0
         self.evicted = 0
+        self.keep: set[Hashable] = set()
 
     def __len__(self) -> int:
         return len(self._tiles)
+
+    @property
+    def over(self) -> int:
+        """Bytes held above the limit because the charts in view use them."""
+        return max(0, self.bytes - self.limit_bytes)
 
     def get(self, key: Hashable) -> Tile | None:
         tile = self._tiles.get(key)
@@ -140,19 +150,21 @@ class TileCache:
             self.bytes -= old.nbytes
         self._tiles[key] = tile
         self.bytes += tile.nbytes
-        while self.bytes > self.limit_bytes and len(self._tiles) > 1:  # never the new one
-            _key, out = self._tiles.popitem(last=False)
-            self.bytes -= out.nbytes
-            self.evicted += 1
+        self._shrink(spare=key)
 
     def set_limit(self, limit_bytes: int) -> None:
         self.limit_bytes = int(limit_bytes)
         self._shrink()
 
-    def _shrink(self) -> None:
+    def _shrink(self, spare: Hashable = None) -> None:
+        """Evict least recently used tiles until under the limit. The charts' tiles were all
+        used (moved to the recent end) or have arrived since the view began, so the first kept
+        tile met ends the scan: what lies past it is in view too, or newer."""
         while self.bytes > self.limit_bytes and self._tiles:
-            _key, out = self._tiles.popitem(last=False)
-            self.bytes -= out.nbytes
+            key = next(iter(self._tiles))
+            if key in self.keep or key == spare:
+                return
+            self.bytes -= self._tiles.pop(key).nbytes
             self.evicted += 1
 
     def drop(self, which: Callable[[Hashable], bool]) -> None:

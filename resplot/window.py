@@ -151,6 +151,7 @@ class MainWindow(QMainWindow):
         self._redraw_timer.setInterval(REDRAW_DELAY_MS)
         self._redraw_timer.timeout.connect(self.redraw_now)
         self._awaiting_tiles = False  # the last redraw asked for tiles: draw when they come
+        self._said_over = False  # the status bar has said the tiles in view pass the bound
         self._stand_in_timer = QTimer(self)
         self._stand_in_timer.setSingleShot(True)
         self._stand_in_timer.setInterval(STAND_IN_DELAY_MS)
@@ -443,6 +444,7 @@ class MainWindow(QMainWindow):
         view = self.pages[self.state.page]
         refs = self.plotted_refs()
         view.page.refresh(self.cache, self.state, refs)
+        self._say_tiles_over()
         waiting = self.cache.wanted_count()
         self.loading_label.setText(f"loading {waiting} tiles…" if waiting else "")
         self._awaiting_tiles = bool(waiting) and self.poller is not None
@@ -455,6 +457,18 @@ class MainWindow(QMainWindow):
             return
         self._stand_in_timer.stop()
         view.canvas.draw_idle()
+
+    def _say_tiles_over(self) -> None:
+        """Once each time it happens: the charts in view need more tile memory than
+        tile_cache_mb, so the cache holds them above it (rather than drop tiles it draws)."""
+        over = self.cache.tiles_over
+        if over and not self._said_over:
+            held, limit = (self.cache.tile_limit + over) >> 20, self.cache.tile_limit >> 20
+            self.statusBar().showMessage(
+                f"the charts in view hold {held} MB of tiles, above tile_cache_mb ({limit} MB): "
+                f"all kept; raise tile_cache_mb in {self.settings_path or 'the settings'} or "
+                "plot fewer runs", 30000)  # fmt: skip
+        self._said_over = bool(over)
 
     def _refresh_side(self) -> None:
         now = time.time()

@@ -6,7 +6,11 @@ store, and the tile cache keeps to its bound."""
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +22,7 @@ from resplot.headless import Loaded
 from resplot.state import ViewState
 
 pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
 
 RUNS, STEPS = 4, 100_000
 SPIKE, DIP = 61_803, 27_182
@@ -132,8 +137,9 @@ def test_a_first_view_reads_what_it_draws_not_the_store(big_store):
 
 def test_the_tile_cache_keeps_to_its_bound(big_store):
     state = ViewState(page="training", smoothing=0.0)
+    limit = 3 << 20  # more than one view at full resolution needs, far less than the pan
     with Loaded([str(big_store)]) as loaded:
-        loaded.cache.set_tile_limit(300_000)
+        loaded.cache.set_tile_limit(limit)
         refs = [r.ref for r in loaded.cache.runs()]
         page = render(loaded.cache, state, refs, fetch=loaded.fetch)
         ax = page.axes[0]
@@ -142,8 +148,33 @@ def test_the_tile_cache_keeps_to_its_bound(big_store):
             ax.set_xlim(start, start + 1_500)
             page.refresh(loaded.cache, state, refs)
             loaded.fetch()
-            assert loaded.cache.tile_bytes <= 300_000
+            page.refresh(loaded.cache, state, refs)
+            assert page.incomplete() == 0
+            assert loaded.cache.tile_bytes <= limit and loaded.cache.tiles_over == 0
         assert loaded.cache._tiles.evicted > 0
+
+
+def test_a_view_needing_more_than_the_bound_keeps_its_tiles_and_says_so(big_store, tmp_path):
+    """Below what one page needs, the cache holds the page's tiles past the bound (evicting
+    them as they came would draw nothing), reports by how much, and the snapshot says so."""
+    state = ViewState(page="training", smoothing=0.0)
+    with Loaded([str(big_store)]) as loaded:
+        loaded.cache.set_tile_limit(100_000)
+        refs = [r.ref for r in loaded.cache.runs()]
+        page = render(loaded.cache, state, refs, fetch=loaded.fetch)
+        assert page.incomplete() == 0 and loaded.cache.wanted_count() == 0
+        assert loaded.cache.tiles_over > 0
+        assert loaded.cache.tile_bytes == loaded.cache.tile_limit + loaded.cache.tiles_over
+    out = tmp_path / "page.png"
+    proc = subprocess.run(
+        [sys.executable, "-m", "resplot.cli", "snapshot", str(big_store), "-o", str(out),
+         "--tile-cache-mb", "1"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+        env={**os.environ, "QT_QPA_PLATFORM": "offscreen"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "above the 1 MB tile cache; all kept for the snapshot" in proc.stderr
+    assert "warning" not in proc.stderr and out.stat().st_size > 10_000
 
 
 def test_the_window_draws_a_stand_in_only_when_it_has_one(qtbot, big_store, tmp_path):
@@ -171,7 +202,8 @@ def test_the_window_draws_a_stand_in_only_when_it_has_one(qtbot, big_store, tmp_
 
     qtbot.waitUntil(drawn, timeout=60_000)
     poller.set_paused(True)
-    cache.set_tile_limit(1)  # evicts every tile: nothing left to stand in
+    cache.begin_view()  # no view holds the tiles now, so the tight bound evicts them all
+    cache.set_tile_limit(1)
     cache.set_tile_limit(256 << 20)
     win.redraw_now()
     assert cache.wanted_count() > 0 and win._awaiting_tiles
@@ -188,4 +220,29 @@ def test_the_window_draws_a_stand_in_only_when_it_has_one(qtbot, big_store, tmp_
     poller.set_paused(False)
     qtbot.waitUntil(drawn, timeout=60_000)
     assert {t.view.level for ts in page.tracks for t in ts.values()} == {0}
+    poller.stop()
+
+
+def test_the_window_says_once_when_the_view_holds_more_than_tile_cache_mb(
+    qtbot, big_store, tmp_path
+):
+    from resplot import settings as settings_mod
+    from resplot.cache import SeriesCache
+    from resplot.window import MainWindow, make_poller
+
+    cache = SeriesCache()
+    win = MainWindow(cache, settings_mod.Settings(), tmp_path / "settings.json")
+    cache.set_tile_limit(1 << 20)  # as tile_cache_mb = 1 would (the setting's least is 16)
+    qtbot.addWidget(win)
+    win.resize(1400, 900)
+    win.show()
+    poller = make_poller(cache, 0.2, win.ask_host_key)
+    win.attach_poller(poller)
+    win.add_source(str(big_store))
+    qtbot.waitUntil(lambda: cache.tiles_over > 0 and cache.wanted_count() == 0, timeout=60_000)
+    qtbot.waitUntil(lambda: "above tile_cache_mb (1 MB)" in win.statusBar().currentMessage(),
+                    timeout=10_000)  # fmt: skip
+    assert str(tmp_path / "settings.json") in win.statusBar().currentMessage()
+    tracks = [t for ts in win.current_page().tracks for t in ts.values()]
+    assert tracks and all(t.view is not None for t in tracks)  # every series drawn, none dropped
     poller.stop()

@@ -1,0 +1,39 @@
+"""The tile cache's bound: least recently used tiles go first, the view's own tiles never."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from resplot.tiles import Tile, TileCache
+
+
+def raw_tile(index: int, points: int = 100) -> Tile:
+    steps = np.arange(index * 1024, index * 1024 + points, dtype=np.int64)
+    return Tile(0, index, {"step": steps, "wall": steps * 1.0, "value": steps * 0.5}, 0)
+
+
+SIZE = raw_tile(0).nbytes
+
+
+def test_least_recently_used_tiles_go_first_once_past_the_bound():
+    cache = TileCache(limit_bytes=3 * SIZE)
+    for i in range(3):
+        cache.put(i, raw_tile(i))
+    assert cache.get(0) is not None  # 0 is now the most recent
+    cache.put(3, raw_tile(3))
+    assert [k for k in range(4) if cache.get(k) is not None] == [0, 2, 3]
+    assert cache.evicted == 1 and cache.bytes == 3 * SIZE and cache.over == 0
+
+
+def test_tiles_the_view_uses_stay_past_the_bound_and_the_excess_is_reported():
+    cache = TileCache(limit_bytes=2 * SIZE)
+    cache.put("old", raw_tile(9))
+    cache.keep = {0, 1, 2, 3}
+    for i in range(4):
+        cache.put(i, raw_tile(i))
+    assert cache.get("old") is None  # not in view: evicted first
+    assert all(cache.get(i) is not None for i in range(4))
+    assert cache.over == 2 * SIZE and cache.bytes == 4 * SIZE
+    cache.keep = {3}  # the view moved on: the bound holds again at the next change
+    cache.set_limit(2 * SIZE)
+    assert cache.over == 0 and cache.get(3) is not None and len(cache) == 2
