@@ -177,21 +177,29 @@ def test_a_view_needing_more_than_the_bound_keeps_its_tiles_and_says_so(big_stor
     assert "warning" not in proc.stderr and out.stat().st_size > 10_000
 
 
-def test_the_window_draws_a_stand_in_only_when_it_has_one(qtbot, big_store, tmp_path):
-    """While tiles load, the window draws what coarser cached tiles show (after a zoom), but
-    with nothing cached to stand in (a first view) it waits and draws the data when it comes."""
+def open_window(qtbot, store, tmp_path, tile_limit: int | None = None):
+    """The real window on `store` through a local source, polling every 0.2 s."""
     from resplot import settings as settings_mod
     from resplot.cache import SeriesCache
     from resplot.window import MainWindow, make_poller
 
     cache = SeriesCache()
     win = MainWindow(cache, settings_mod.Settings(), tmp_path / "settings.json")
+    if tile_limit is not None:
+        cache.set_tile_limit(tile_limit)
     qtbot.addWidget(win)
     win.resize(1400, 900)
     win.show()
     poller = make_poller(cache, 0.2, win.ask_host_key)
     win.attach_poller(poller)
-    win.add_source(str(big_store))
+    win.add_source(str(store))
+    return win, cache, poller
+
+
+def test_the_window_draws_a_stand_in_only_when_it_has_one(qtbot, big_store, tmp_path):
+    """While tiles load, the window draws what coarser cached tiles show (after a zoom), but
+    with nothing cached to stand in (a first view) it waits and draws the data when it comes."""
+    win, cache, poller = open_window(qtbot, big_store, tmp_path)
 
     def drawn() -> bool:
         tracks = [t for ts in win.current_page().tracks for t in ts.values()]
@@ -226,19 +234,8 @@ def test_the_window_draws_a_stand_in_only_when_it_has_one(qtbot, big_store, tmp_
 def test_the_window_says_once_when_the_view_holds_more_than_tile_cache_mb(
     qtbot, big_store, tmp_path
 ):
-    from resplot import settings as settings_mod
-    from resplot.cache import SeriesCache
-    from resplot.window import MainWindow, make_poller
-
-    cache = SeriesCache()
-    win = MainWindow(cache, settings_mod.Settings(), tmp_path / "settings.json")
-    cache.set_tile_limit(1 << 20)  # as tile_cache_mb = 1 would (the setting's least is 16)
-    qtbot.addWidget(win)
-    win.resize(1400, 900)
-    win.show()
-    poller = make_poller(cache, 0.2, win.ask_host_key)
-    win.attach_poller(poller)
-    win.add_source(str(big_store))
+    # As tile_cache_mb = 1 would (the setting's least is 16).
+    win, cache, poller = open_window(qtbot, big_store, tmp_path, tile_limit=1 << 20)
     qtbot.waitUntil(lambda: cache.tiles_over > 0 and cache.wanted_count() == 0, timeout=60_000)
     qtbot.waitUntil(lambda: "above tile_cache_mb (1 MB)" in win.statusBar().currentMessage(),
                     timeout=10_000)  # fmt: skip
