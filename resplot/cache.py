@@ -111,16 +111,20 @@ class SeriesCache:
             )
             newest = (int(steps[-1]), float(walls[-1]))
             self._summaries[ref][key] = Summary(agg, levels, newest)
-            for (_r, _k, level, index), tile in self._tiles.items(
-                lambda k: k[0] == ref and k[1] == key
-            ):
-                if tile.epoch >= epoch:
-                    continue  # read in this reply's snapshot: it holds these points already
-                lo, hi = buckets.tile_range(level, index)
-                inside = (steps >= lo) & (steps < hi)
-                if inside.any():
-                    tile.fold(steps[inside], walls[inside], values[inside])
-            self._tiles.recount()
+            # Only the tiles these steps fall in (a level or two of the newest, mostly): this
+            # runs for every series of every poll, so never a walk over the whole cache.
+            first, last = int(steps.min()), int(steps.max())
+            for level in range(levels + 1):
+                for index in buckets.tiles_for(level, first, last):
+                    tile = self._tiles.peek((ref, key, level, index))
+                    if tile is None or tile.epoch >= epoch:
+                        continue  # not cached, or read in this reply's snapshot (has them)
+                    lo, hi = tile.span
+                    inside = (steps >= lo) & (steps < hi)
+                    if inside.any():
+                        before = tile.nbytes
+                        tile.fold(steps[inside], walls[inside], values[inside])
+                        self._tiles.resized(tile, before)
             return False
 
     def put_tile(self, ref: RunRef, key: str, tile: Tile) -> None:

@@ -175,7 +175,11 @@ class TileCache:
         """Tiles whose key matches, without touching their recency."""
         return [(k, t) for k, t in self._tiles.items() if which(k)]
 
-    def recount(self) -> None:
-        """Account for tiles whose columns grew (live points folded in)."""
-        self.bytes = sum(t.nbytes for t in self._tiles.values())
+    def peek(self, key: Hashable) -> Tile | None:
+        """A tile without touching its recency (live folding is not a use)."""
+        return self._tiles.get(key)
+
+    def resized(self, tile: Tile, before: int) -> None:
+        """Account for a tile whose columns grew from `before` bytes (live points folded in)."""
+        self.bytes += tile.nbytes - before
         self._shrink()
