@@ -19,20 +19,17 @@ from collections.abc import Callable, Hashable
 import numpy as np
 
 from schema import buckets
-from schema.rollup import AGG_COLUMNS, fold_buckets, merge
+from schema.rollup import AGG_COLUMNS, AGG_FLOATS, fold_buckets, merge
 
 RAW_COLUMNS = ("step", "wall", "value")
 DEFAULT_LIMIT_BYTES = 256 << 20
-_INTS = {
-    "n", "nan", "posinf", "neginf", "min_at", "max_at", "step_lo", "step_hi", "bits",
-    "nonfinite_at", "step",
-}  # fmt: skip
+FLOATS = AGG_FLOATS | {"wall", "value"}  # the float columns of tiles; the rest are int64
 _AGG_INDEX = {c: i for i, c in enumerate(AGG_COLUMNS)}
 
 
 def empty_columns(level: int) -> dict[str, np.ndarray]:
     names = RAW_COLUMNS if level == 0 else AGG_COLUMNS
-    return {c: np.empty(0, np.int64 if c in _INTS else np.float64) for c in names}
+    return {c: np.empty(0, np.float64 if c in FLOATS else np.int64) for c in names}
 
 
 def agg_at(cols: dict, i: int) -> tuple:
@@ -57,7 +54,7 @@ def agg_at(cols: dict, i: int) -> tuple:
 
 def _agg_values(agg: tuple) -> dict[str, float]:
     return {
-        c: (np.nan if agg[i] is None and c not in _INTS else 0 if agg[i] is None else agg[i])
+        c: (np.nan if agg[i] is None and c in FLOATS else 0 if agg[i] is None else agg[i])
         for i, c in enumerate(AGG_COLUMNS)
     }
 

@@ -23,7 +23,7 @@ from bisect import bisect_left
 from itertools import starmap
 
 from schema import buckets
-from schema.rollup import AGG_COLUMNS, VSUM, fold, merge_all
+from schema.rollup import AGG_COLUMNS, AGG_FLOATS, VSUM, fold, merge_all
 
 SERIES_COLUMNS = ("run_id", "key_id", *AGG_COLUMNS, "levels", "tail_step", "tail_wall")
 # The Agg fields of a series row, and of a bucket row after its first column (bucket).
@@ -150,10 +150,8 @@ def tile_rows(
 # None cannot be packed: NULLs are coalesced in SQL, and a `nulls` column flags those the counts
 # cannot tell (vsum: bit 0, last: bit 1; vmin/vmax/min_at/max_at are NULL exactly when a bucket
 # has no finite value, nonfinite_at when it has no NaN or inf). docs/protocol.md, "Sections".
-BUCKET_LAYOUT = ",".join(
-    [f"{c}:{'d' if c in ('vmin', 'vmax', 'vsum', 'last', 'wall_lo', 'wall_hi') else 'q'}"
-     for c in AGG_COLUMNS] + ["nulls:q"]
-)  # fmt: skip
+BUCKET_LAYOUT = ",".join([f"{c}:{'d' if c in AGG_FLOATS else 'q'}" for c in AGG_COLUMNS]
+                         + ["nulls:q"])  # fmt: skip
 RAW_LAYOUT = "step:q,wall:d,value:d,null:B,id:q"  # a raw page: ids to page on
 RAW_TILE_LAYOUT = "step:q,wall:d,value:d,null:B"  # a raw tile
 _PACKED_BUCKET_SELECT = (

@@ -33,6 +33,9 @@ AGG_COLUMNS = (
 )  # fmt: skip
 (N, NAN, POSINF, NEGINF, VMIN, VMAX, MIN_AT, MAX_AT, VSUM, STEP_LO, STEP_HI, LAST,
  WALL_LO, WALL_HI, BITS, NONFINITE_AT) = range(len(AGG_COLUMNS))  # fmt: skip
+# The float fields; the others are integers (counts, steps, flags). Wire layouts and arrays
+# of aggregates take their types from here.
+AGG_FLOATS = frozenset(("vmin", "vmax", "vsum", "last", "wall_lo", "wall_hi"))
 
 INF = float("inf")
 MAX_BITS = 1 << 53

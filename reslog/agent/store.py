@@ -27,6 +27,7 @@ from schema.envelope import (
     series_with_takes,
 )
 from schema.revision import HEAD_REVISION, OLDER_REVISIONS
+from schema.rollup import AGG_FLOATS
 
 DEFAULT_LIMIT = 1_000_000
 MAX_LIMIT = 4_000_000
@@ -51,18 +52,8 @@ RUN_COLUMNS = (
     "heartbeat_interval",
 )  # fmt: skip
 EVENT_COLUMNS = ("id", "run_id", "wall", "step", "kind", "level", "title", "body")
-INTS = {
-    "n", "nan", "posinf", "neginf", "min_at", "max_at", "step_lo", "step_hi", "bits",
-    "nonfinite_at", "run_id", "key_id", "levels", "tail_step",
-}  # fmt: skip
-
-
-def _wire(columns) -> list:
-    """Columns of a section (wire.Sections): "name:q" int64, "name:d" float64."""
-    return [c + (":q" if c in INTS else ":d") for c in columns]
-
-
-SERIES_WIRE = _wire(SERIES_COLUMNS)
+# Series rows as columns (wire.Sections): "name:d" float64, "name:q" int64.
+SERIES_WIRE = [c + (":d" if c in AGG_FLOATS or c == "tail_wall" else ":q") for c in SERIES_COLUMNS]
 BUCKET_ROW = layout_struct(BUCKET_LAYOUT)
 RAW_ROW = layout_struct(RAW_LAYOUT)
 RAW_TILE_ROW = layout_struct(RAW_TILE_LAYOUT)

@@ -28,7 +28,7 @@ from resplot.sources.base import (
     summaries_from,
     tile_ranges,
 )
-from resplot.tiles import Tile
+from resplot.tiles import FLOATS, RAW_COLUMNS, Tile
 from schema import envelope
 from schema.errors import StoreError
 from schema.read import fetch_points, key_names, list_runs
@@ -218,7 +218,7 @@ class PostgresSource(Source):
                 cur, "%s", run_id, key_id, level, first, count,
                 has_takes=(run_id, key_id) in takes,
             ):  # fmt: skip
-                cols = raw_columns(rows) if level == 0 else tile_columns(rows)
+                cols = tile_columns(rows, RAW_COLUMNS if level == 0 else AGG_COLUMNS)
                 cache.put_tile(ref, key, Tile(level, index, cols, self.epoch))
                 result.tiles += 1
             result.refs.add(ref)
@@ -278,20 +278,12 @@ class _PostgresRunReader:
             yield from self.reader.scan(self.run_id, ids[key], start, stop)
 
 
-def raw_columns(rows: list) -> dict[str, np.ndarray]:
-    """Raw (step, wall, value) rows as tile columns (NaN for a stored NULL)."""
-    return {
-        "step": np.asarray([r[0] for r in rows], dtype=np.int64),
-        "wall": np.asarray([r[1] for r in rows], dtype=np.float64),
-        "value": np.asarray([np.nan if r[2] is None else r[2] for r in rows], dtype=np.float64),
-    }
-
-
-def tile_columns(rows: list) -> dict[str, np.ndarray]:
-    """Bucket rows (AGG_COLUMNS order) as tile columns, NULLs as the wire sends them."""
+def tile_columns(rows: list, names) -> dict[str, np.ndarray]:
+    """Stored rows (`names` order: raw step, wall, value, or AGG_COLUMNS) as tile columns,
+    NULLs as the agent's client decodes them: NaN in a float column, 0 in an int one."""
     out = {}
-    for i, name in enumerate(AGG_COLUMNS):
-        if name in ("vmin", "vmax", "last", "vsum", "wall_lo", "wall_hi"):
+    for i, name in enumerate(names):
+        if name in FLOATS:
             out[name] = np.asarray([np.nan if r[i] is None else r[i] for r in rows], np.float64)
         else:
             out[name] = np.asarray([0 if r[i] is None else r[i] for r in rows], np.int64)
