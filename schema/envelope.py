@@ -65,6 +65,27 @@ def _raw_where(p: str, has_takes: bool, before_id: bool, after: bool = False) ->
     return sql
 
 
+def _raw_query(
+    p: str, columns: str, run_id: int, key_id: int, start: int, stop: int, has_takes: bool,
+    before_id: int | None, after_id: int | None, limit: int | None,
+) -> tuple:  # fmt: skip
+    """(SQL, parameters) of `columns` of the series' current points, by step then id."""
+    params = [run_id, key_id, start, stop]
+    if before_id is not None:
+        params.append(before_id)
+    if after_id is not None:
+        params += [start, after_id]
+    sql = (
+        f"SELECT {columns} FROM points p WHERE "
+        + _raw_where(p, has_takes, before_id is not None, after_id is not None)
+        + " ORDER BY p.step, p.id"
+    )
+    if limit is not None:
+        sql += f" LIMIT {p}"
+        params.append(limit)
+    return sql, params
+
+
 def raw_points(
     cur, p: str, run_id: int, key_id: int, start: int, stop: int, *,
     has_takes: bool, before_id: int | None = None, after_id: int | None = None,
@@ -75,20 +96,8 @@ def raw_points(
 
     Paging: pass the last row's step as `start` and its id as `after_id`; the next page goes
     on after it (the index range starts at that step, so each page costs its own rows)."""
-    params = [run_id, key_id, start, stop]
-    if before_id is not None:
-        params.append(before_id)
-    if after_id is not None:
-        params += [start, after_id]
-    sql = (
-        "SELECT p.id, p.step, p.wall, p.value FROM points p WHERE "
-        + _raw_where(p, has_takes, before_id is not None, after_id is not None)
-        + " ORDER BY p.step, p.id"
-    )
-    if limit is not None:
-        sql += f" LIMIT {p}"
-        params.append(limit)
-    cur.execute(sql, params)
+    cur.execute(*_raw_query(p, "p.id, p.step, p.wall, p.value", run_id, key_id, start, stop,
+                            has_takes, before_id, after_id, limit))  # fmt: skip
     return cur.fetchall()
 
 
@@ -108,17 +117,20 @@ def count_raw(
 
 # -- rollups ------------------------------------------------------------------------------------
 
-_BUCKET_SELECT = "SELECT bucket, " + ", ".join(AGG_COLUMNS) + " FROM rollups"
 
-
-def bucket_rows(cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: int) -> list:
-    """Stored rows (bucket, *AGG_COLUMNS) of one level with lo <= bucket <= hi, by bucket: one
+def _bucket_range(cur, p: str, columns: str, run_id, key_id, level, lo, hi) -> None:
+    """Execute a read of `columns` of one level's rows with lo <= bucket <= hi, by bucket: one
     range of the rollups primary key."""
     cur.execute(
-        f"{_BUCKET_SELECT} WHERE run_id = {p} AND key_id = {p} AND level = {p}"
+        f"SELECT {columns} FROM rollups WHERE run_id = {p} AND key_id = {p} AND level = {p}"
         f" AND bucket >= {p} AND bucket <= {p} ORDER BY bucket",
         [run_id, key_id, level, lo, hi],
     )
+
+
+def bucket_rows(cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: int) -> list:
+    """Stored rows (bucket, *AGG_COLUMNS) of one level with lo <= bucket <= hi, by bucket."""
+    _bucket_range(cur, p, "bucket, " + ", ".join(AGG_COLUMNS), run_id, key_id, level, lo, hi)
     return cur.fetchall()
 
 
@@ -154,22 +166,18 @@ BUCKET_LAYOUT = ",".join([f"{c}:{'d' if c in AGG_FLOATS else 'q'}" for c in AGG_
                          + ["nulls:q"])  # fmt: skip
 RAW_LAYOUT = "step:q,wall:d,value:d,null:B,id:q"  # a raw page: ids to page on
 RAW_TILE_LAYOUT = "step:q,wall:d,value:d,null:B"  # a raw tile
-_PACKED_BUCKET_SELECT = (
-    "SELECT n, nan, posinf, neginf, coalesce(vmin, 0.0), coalesce(vmax, 0.0),"
+_PACKED_BUCKET_COLUMNS = (
+    "n, nan, posinf, neginf, coalesce(vmin, 0.0), coalesce(vmax, 0.0),"
     " coalesce(min_at, 0), coalesce(max_at, 0), coalesce(vsum, 0.0), step_lo, step_hi,"
     " coalesce(last, 0.0), wall_lo, wall_hi, bits, coalesce(nonfinite_at, 0),"
-    " (vsum IS NULL) + 2 * (last IS NULL) FROM rollups"
+    " (vsum IS NULL) + 2 * (last IS NULL)"
 )
 
 
 def packed_buckets(cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: int,
                    row: struct.Struct) -> bytes:  # fmt: skip
     """bucket_rows() packed in BUCKET_LAYOUT, straight off the cursor (no list of tuples)."""
-    cur.execute(
-        f"{_PACKED_BUCKET_SELECT} WHERE run_id = {p} AND key_id = {p} AND level = {p}"
-        f" AND bucket >= {p} AND bucket <= {p} ORDER BY bucket",
-        [run_id, key_id, level, lo, hi],
-    )
+    _bucket_range(cur, p, _PACKED_BUCKET_COLUMNS, run_id, key_id, level, lo, hi)
     return b"".join(starmap(row.pack, cur))
 
 
@@ -178,18 +186,9 @@ def packed_raw(
     has_takes: bool, ids: bool = True, after_id: int | None = None, limit: int | None = None,
 ) -> bytes:  # fmt: skip
     """raw_points() packed in RAW_LAYOUT, or RAW_TILE_LAYOUT without `ids`."""
-    params = [run_id, key_id, start, stop]
-    if after_id is not None:
-        params += [start, after_id]
-    sql = (
-        "SELECT p.step, p.wall, coalesce(p.value, 0.0), p.value IS NULL"
-        + (", p.id" if ids else "") + " FROM points p WHERE "
-        + _raw_where(p, has_takes, False, after_id is not None) + " ORDER BY p.step, p.id"
-    )  # fmt: skip
-    if limit is not None:
-        sql += f" LIMIT {p}"
-        params.append(limit)
-    cur.execute(sql, params)
+    columns = "p.step, p.wall, coalesce(p.value, 0.0), p.value IS NULL" + (", p.id" if ids else "")
+    cur.execute(*_raw_query(p, columns, run_id, key_id, start, stop, has_takes, None, after_id,
+                            limit))  # fmt: skip
     return b"".join(starmap(row.pack, cur))
 
 
@@ -213,6 +212,13 @@ def series_row(cur, p: str, run_id: int, key_id: int):
         [run_id, key_id],
     )
     return cur.fetchone()
+
+
+def has_takes(cur, p: str, run_id: int, key_id: int) -> bool:
+    """Whether one series ever started over (its raw reads must leave superseded points out)."""
+    cur.execute(f"SELECT 1 FROM takes WHERE run_id = {p} AND key_id = {p} LIMIT 1",
+                [run_id, key_id])  # fmt: skip
+    return cur.fetchone() is not None
 
 
 def series_with_takes(cur) -> set:

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, Engine
 
 from schema import envelope
 from schema.read import fetch_events, find_run, key_names, list_runs
 from schema.records import Event, RunInfo, RunRef
 from schema.rollup import STEP_HI, STEP_LO
 from schema.store import engine_label
-from schema.tables import takes
 
 Point = tuple[int, float, float]  # step, wall, value (NaN for a stored NULL)
 _NAN = float("nan")
@@ -68,13 +67,6 @@ class StoreReader:
         with self.engine.connect() as conn:
             return fetch_events(conn, run_id, ref, after=after)
 
-    def _has_takes(self, conn: Connection, run_id: int, key_id: int) -> bool:
-        found = conn.execute(
-            select(takes.c.since_id).where(takes.c.run_id == run_id, takes.c.key_id == key_id)
-            .limit(1)
-        ).first()  # fmt: skip
-        return found is not None
-
     # -- one series ---------------------------------------------------------------------------
 
     def envelope(
@@ -86,7 +78,7 @@ class StoreReader:
             row = envelope.series_row(cur, self.p, run_id, key_id)
             reader = envelope.SeriesReader(
                 cur, self.engine.dialect.paramstyle, run_id, key_id,
-                has_takes=self._has_takes(conn, run_id, key_id),
+                has_takes=envelope.has_takes(cur, self.p, run_id, key_id),
             )  # fmt: skip
             return reader.envelope(row, start, stop, samples)
 
@@ -101,7 +93,7 @@ class StoreReader:
         with self.engine.connect() as conn:
             cur = self._cursor(conn)
             row = envelope.series_row(cur, self.p, run_id, key_id)
-            has_takes = self._has_takes(conn, run_id, key_id)
+            has_takes = envelope.has_takes(cur, self.p, run_id, key_id)
         if row is None:
             return
         agg = envelope.agg_of(row, 2)

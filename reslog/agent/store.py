@@ -21,8 +21,10 @@ from schema.envelope import (
     RAW_LAYOUT,
     RAW_TILE_LAYOUT,
     SERIES_COLUMNS,
+    has_takes,
     packed_buckets,
     packed_raw,
+    series_row,
     series_rows,
     series_with_takes,
 )
@@ -97,6 +99,11 @@ def _int_list(req: dict, name: str, width: int, limit: int) -> list:
         ):
             raise AgentError("BadRequest", f"{name} entries must be lists of {width} integers")
     return value
+
+
+def _high(cur) -> int:
+    """The newest point id of the snapshot (0: no point yet)."""
+    return cur.execute("SELECT max(id) FROM points").fetchone()[0] or 0
 
 
 def _row_layout(cur) -> tuple:
@@ -248,15 +255,8 @@ class Store:
         if wanted is True:
             rows = series_rows(cur, "?")
         else:
-            rows = []
-            for run_id, key_id in wanted:
-                found = cur.execute(
-                    "SELECT " + ", ".join(SERIES_COLUMNS)
-                    + " FROM series WHERE run_id = ? AND key_id = ?",
-                    (run_id, key_id),
-                ).fetchone()  # fmt: skip
-                if found is not None:
-                    rows.append(found)
+            found = (series_row(cur, "?", run_id, key_id) for run_id, key_id in wanted)
+            rows = [r for r in found if r is not None]
         out.add_columns("series", SERIES_WIRE, rows)
 
     def _tiles(self, cur, ranges: list, out: Sections) -> None:
@@ -303,7 +303,7 @@ class Store:
         out.update(self._keys(cur, req_int(req, "keys_after", 0)))
         limit = max(1, min(req_int(req, "events_limit", EVENT_LIMIT), EVENT_LIMIT))
         out.update(self._events(cur, req_int(req, "events_after", 0), limit))
-        high = cur.execute("SELECT max(id) FROM points").fetchone()[0] or 0
+        high = _high(cur)
         out["high"] = high  # the snapshot: tiles and series rows hold the points up to here
         sections = Sections()
         after = req_int(req, "points_after", 0)
@@ -324,7 +324,7 @@ class Store:
 
     def _points_op(self, cur, req: dict) -> tuple:
         """Points by id cursor (what a poll's live part reads), without the rest of a poll."""
-        high = cur.execute("SELECT max(id) FROM points").fetchone()[0] or 0
+        high = _high(cur)
         limit = max(1, min(req_int(req, "limit", DEFAULT_LIMIT), MAX_LIMIT))
         sections = Sections()
         out = self._live(cur, req_int(req, "after", 0), limit, high, sections)
@@ -334,8 +334,7 @@ class Store:
     def _tiles_op(self, cur, req: dict) -> tuple:
         sections = Sections()
         self._tiles(cur, _int_list(req, "tiles", 5, MAX_TILES), sections)
-        high = cur.execute("SELECT max(id) FROM points").fetchone()[0] or 0
-        return {"high": high, "sections": sections.described}, sections
+        return {"high": _high(cur), "sections": sections.described}, sections
 
     def _raw_op(self, cur, req: dict) -> tuple:
         """One page of a series' current raw points with start <= step < stop (an export)."""
@@ -345,9 +344,9 @@ class Store:
         if after is not None:
             after = req_int(req, "after_id", 0)
         limit = max(1, min(req_int(req, "limit", RAW_LIMIT), RAW_LIMIT))
-        has_takes = (run_id, key_id) in series_with_takes(cur)
-        packed = packed_raw(cur, "?", run_id, key_id, start, stop, RAW_ROW, has_takes=has_takes,
-                            after_id=after, limit=limit)  # fmt: skip
+        packed = packed_raw(cur, "?", run_id, key_id, start, stop, RAW_ROW,
+                            has_takes=has_takes(cur, "?", run_id, key_id), after_id=after,
+                            limit=limit)  # fmt: skip
         rows = len(packed) // RAW_ROW.size
         sections = Sections()
         sections.add("raw", rows, packed, layout=RAW_LAYOUT)
