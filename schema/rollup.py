@@ -202,23 +202,10 @@ def fold_group(steps: list, walls: list, columns: dict, shift: int) -> dict:
         i = j
     out = {}
     for key, values in columns.items():
-        out[key] = aggs = {}
-        for b, i, j, ss, wlo, whi in cuts:
-            vs = values[i:j]
-            try:
-                total = sum(vs)
-            except TypeError:  # a None (NaN)
-                total = None
-            if total is None or total - total != 0.0:
-                aggs[b] = _fold(ss, vs, ss[0], ss[-1], wlo, whi, True)
-                continue
-            # The writer's common case inline (every value finite, steps in order), as _fold()
-            # works it out.
-            vmin, vmax = min(vs), max(vs)
-            aggs[b] = (
-                j - i, 0, 0, 0, vmin, vmax, ss[vs.index(vmin)], ss[vs.index(vmax)], float(total),
-                ss[0], ss[-1], vs[-1], wlo, whi, _bits(vs, vmin, vmax, total), None,
-            )  # fmt: skip
+        out[key] = {
+            b: _fold(ss, values[i:j], ss[0], ss[-1], wlo, whi, True)
+            for b, i, j, ss, wlo, whi in cuts
+        }
     return out
 
 
