@@ -102,8 +102,6 @@ def _records_by_keys(held: list) -> list[tuple[list, list]]:
     by_set: dict[tuple, list[int]] = {}
     for i, rec in enumerate(held):
         by_set.setdefault(tuple(rec[2]), []).append(i)
-    if sum(map(len, by_set)) == len(set().union(*by_set)):  # no key in two sets
-        return [(list(names), [held[i] for i in at]) for names, at in by_set.items()]
     sets = list(by_set)
     where: dict[str, list[int]] = {}
     for g, names in enumerate(sets):
