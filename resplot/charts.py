@@ -1,10 +1,9 @@
 """Chart pages as matplotlib Figures (no pyplot): built once, then updated in place.
 
 A ChartPage owns one Figure with one axes per panel (pages.py says which). Every plotted series
-is a Track holding its Line2D artists and its full-resolution prepared data (x for the current
-x-axis mode, the smoothed values); refresh() recomputes only what changed (smoothing continues
-incrementally as the cache grows), decimates per pixel column for the visible x-range, and calls
-`set_data` on the existing lines. The same class draws the window's canvases and the headless
+is a Track (resplot/tracks.py) holding its artists; refresh() sets each from its series' view at
+the panel's width (tiles, smoothing, decimation per pixel column for the visible x-range) and
+calls `set_data` on the existing artists. The same class draws the window's canvases and the headless
 `resplot snapshot`.
 """
 
@@ -12,11 +11,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from matplotlib.collections import LineCollection, PolyCollection
+from matplotlib.collections import LineCollection
 from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -31,12 +29,12 @@ from matplotlib.ticker import (
 from resplot import xaxis
 from resplot.alerts import THROTTLE_BITS
 from resplot.cache import SeriesCache
-from resplot.decimate import bucket_mean, decimate_many
-from resplot.model import RunInfo, RunRef
+from resplot.decimate import bucket_mean
+from resplot.model import RunRef
 from resplot.pages import TIMING_PARTS, Item, PanelSpec, panels_for
-from resplot.smoothing import smooth
 from resplot.state import ViewState
-from resplot.views import SeriesView, series_view
+from resplot.tracks import RunContext, Track, tokens_guide
+from resplot.views import series_view
 
 EVENT_KINDS = {"alert": "#d62728", "checkpoint": "#7f7f7f", "resume": "#1f77b4"}
 PART_COLORS = {
@@ -47,7 +45,6 @@ PART_COLORS = {
     "other": "#bab0ac",
 }
 # Where non-finite points are marked, in axes height fractions.
-NONFINITE_Y = {"nan": 0.96, "+inf": 0.99, "-inf": 0.01}
 SAVE_FORMATS = ("png", "svg", "pdf")
 LEGEND_CORNERS = ("upper right", "upper left", "lower right", "lower left")
 LEGEND_FONT_PT = 7
@@ -123,173 +120,6 @@ def _legend_corner(ax, tracks, labels: list[str]) -> str:
         if best_n is None or n < best_n:
             best, best_n = corner, n
     return best
-
-
-def _set_band(band: PolyCollection, d) -> np.ndarray | None:
-    """Fill `band` with a decimation's per-column envelope; its vertices, None when none.
-
-    A collection, not a patch: Axes.relim() walks a patch's path in Python (~60 ms for a
-    1000-column envelope) and skips collections, so the caller adds the vertices' limits.
-    """
-    if d.col_x is None:
-        band.set_visible(False)
-        return None
-    ok = np.isfinite(d.col_min) & np.isfinite(d.col_max)
-    cx, lo, hi = d.col_x[ok], d.col_min[ok], d.col_max[ok]
-    if len(cx) == 0:
-        band.set_visible(False)
-        return None
-    xy = np.column_stack([np.r_[cx, cx[::-1]], np.r_[hi, lo[::-1]]])
-    band.set_verts([xy])
-    band.set_visible(True)
-    return xy
-
-
-class Track:
-    """One Item on one axes: the raw series (faint when smoothed), the smoothed line, and
-    markers for NaN/inf. Dense data (several points per pixel column) is drawn as its min/max
-    envelope; sparse data as a line through the points."""
-
-    def __init__(self, ax, item: Item) -> None:
-        self.item = item
-        self.ax = ax
-        self.line = Line2D([], [], linewidth=1.4, label=item.label, marker=item.marker or "None",
-                           markersize=3.5, color=item.color, linestyle=item.style)  # fmt: skip
-        ax.add_line(self.line)
-        # An edge, so that a column range of zero height still shows as a line.
-        self.band = PolyCollection([], linewidths=1.0, facecolors=item.color,
-                                   edgecolors=item.color)  # fmt: skip
-        ax.add_collection(self.band, autolim=False)
-        # The faint raw series under a smoothed line, and the NaN/inf markers, are made when
-        # first needed: a page of 600 series (the system page) mostly needs neither, and
-        # each artist costs matplotlib ~0.3 ms to add.
-        self.raw: Line2D | None = None
-        self.raw_band: PolyCollection | None = None
-        self.bad: Line2D | None = None
-        self.band_xy: list[np.ndarray] = []  # vertices drawn as bands (for the limits)
-        self.view: SeriesView | None = None  # what the last update drew
-        self.x = np.empty(0)  # x of view.steps
-        self.x_mid = np.empty(0)  # x of view.mid_steps
-
-    def _faint(self) -> tuple[Line2D, PolyCollection]:
-        if self.raw is None or self.raw_band is None:
-            item = self.item
-            # Below every track's main line and band (zorder 2 and 1), whatever the order made.
-            self.raw = Line2D([], [], linewidth=0.8, alpha=0.25, color=item.color,
-                              linestyle=item.style, zorder=1.9)  # fmt: skip
-            self.raw_band = PolyCollection([], linewidths=0, alpha=0.25, facecolors=item.color,
-                                           zorder=0.9)  # fmt: skip
-            self.ax.add_line(self.raw)
-            self.ax.add_collection(self.raw_band, autolim=False)
-        return self.raw, self.raw_band
-
-    def _bad(self) -> Line2D:
-        if self.bad is None:
-            self.bad = Line2D(
-                [], [], linestyle="none", marker="x", markersize=6, markeredgewidth=1.6,
-                color=self.item.color, transform=self.ax.get_xaxis_transform(), clip_on=False,
-            )  # fmt: skip
-            self.ax.add_line(self.bad)
-        return self.bad
-
-    def remove(self) -> None:
-        for artist in (self.raw, self.line, self.bad, self.raw_band, self.band):
-            if artist is not None:
-                artist.remove()
-
-    def clear(self) -> None:
-        for artist in (self.raw, self.line, self.bad):
-            if artist is not None:
-                artist.set_data([], [])
-        for band in (self.band, self.raw_band):
-            if band is not None:
-                band.set_visible(False)
-        self.band_xy = []
-        self.view = None
-
-    def update(self, cache: SeriesCache, ctx: RunContext, mode: str, weight: float,
-               pixels: int, xlim) -> SeriesView | None:  # fmt: skip
-        """Set the artists' data for this view; returns the series view drawn (None: none)."""
-        item = self.item
-        view = series_view(cache, item.ref, item.key, ctx.lo, ctx.hi, pixels)
-        x = None if view is None else xaxis.x_values(mode, ctx.run, view.steps, view.walls,
-                                                       ctx.guide)  # fmt: skip
-        if view is None or x is None:
-            self.clear()
-            return None
-        self.view = view
-        self.x = x
-        x_mid = x if view.level == 0 else xaxis.x_values(
-            mode, ctx.run, view.mid_steps, view.mid_walls, ctx.guide)  # fmt: skip
-        self.x_mid = x_mid
-        smoothed = None
-        if item.smooth and weight > 0 and len(view.mid_steps):
-            # Raw points when the view resolves them, the buckets' means otherwise.
-            smoothed = smooth(view.mid_steps, view.means, weight)
-        if smoothed is not None and view.level == 0:
-            raw, main = decimate_many(x, [view.values, smoothed], pixels, xlim)
-        else:
-            raw = decimate_many(x, [view.values], pixels, xlim)[0]
-            main = (
-                decimate_many(x_mid, [smoothed], pixels, xlim)[0] if smoothed is not None else raw
-            )
-        self.band_xy = []
-        if smoothed is None:
-            if self.raw is not None and self.raw_band is not None:
-                self.raw.set_data([], [])
-                self.raw.set_visible(False)
-                self.raw_band.set_visible(False)
-        else:
-            faint, faint_band = self._faint()
-            faint_xy = _set_band(faint_band, raw)
-            if faint_xy is None:
-                faint.set_data(raw.x, raw.y)
-            else:
-                faint.set_data([], [])
-                self.band_xy.append(faint_xy)
-            faint.set_visible(faint_xy is None)
-        main_xy = _set_band(self.band, main)
-        # The line keeps the M4 points either way (queries, export of the view); it is hidden
-        # under the band when the band draws the same pixels faster.
-        self.line.set_data(main.x, main.y)
-        self.line.set_visible(main_xy is None)
-        if main_xy is not None:
-            self.band_xy.append(main_xy)
-        marks = [(x_mid[view.nan], "nan"), (x_mid[view.posinf], "+inf"),
-                 (x_mid[view.neginf], "-inf")]  # fmt: skip
-        bx = np.concatenate([m for m, _ in marks])
-        by = np.concatenate([np.full(len(m), NONFINITE_Y[kind]) for m, kind in marks])
-        if xlim is not None and len(bx):
-            inside = (bx >= xlim[0]) & (bx <= xlim[1])
-            bx, by = bx[inside], by[inside]
-        if len(bx):
-            bad = self._bad()
-            bad.set_data(bx, by)
-            bad.set_visible(True)
-        elif self.bad is not None:
-            self.bad.set_data([], [])
-            self.bad.set_visible(False)
-        return view
-
-
-@dataclass
-class RunContext:
-    """What every track of one run on one panel shares: the run, the step range in view
-    (±inf: the series' own ends) and, on the tokens axis, the tokens guide."""
-
-    run: RunInfo | None
-    lo: float
-    hi: float
-    guide: xaxis.Guide | None
-
-
-def tokens_guide(cache: SeriesCache, ref: RunRef, lo: float, hi: float, pixels: int):
-    """(steps, cumulative tokens) of a run's train/tokens over a step range: its points, or
-    each bucket's last value (a cumulative count's value at the bucket's last step)."""
-    view = series_view(cache, ref, xaxis.TOKENS_KEY, lo, hi, pixels)
-    if view is None or len(view.last_steps) == 0:
-        return None
-    return view.last_steps, view.lasts
 
 
 class ChartPage:
