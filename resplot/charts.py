@@ -3,8 +3,8 @@
 A ChartPage owns one Figure with one axes per panel (pages.py says which). Every plotted series
 is a Track (resplot/tracks.py) holding its artists; refresh() sets each from its series' view at
 the panel's width (tiles, smoothing, decimation per pixel column for the visible x-range) and
-calls `set_data` on the existing artists. The same class draws the window's canvases and the headless
-`resplot snapshot`.
+calls `set_data` on the existing artists. The same class draws the window's canvases and the
+headless `resplot snapshot`.
 """
 
 from __future__ import annotations
