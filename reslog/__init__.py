@@ -19,7 +19,7 @@ from typing import Any
 
 from reslog.lifecycle import current
 from reslog.reader import Reader, open
-from reslog.run import Run, Timer, init
+from reslog.tracked_run import Run, Timer, init
 
 __all__ = ["Reader", "Run", "Timer", "current", "finish", "init", "log", "open"]
 

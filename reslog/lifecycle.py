@@ -27,7 +27,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from reslog.run import Run
+    from reslog.tracked_run import Run
 
 _active: list[Run] = []
 _lock = threading.Lock()
