@@ -27,6 +27,7 @@ from schema.envelope import agg_of
 from schema.errors import StoreError
 from schema.records import RunInfo
 from schema.rollup import LAST, NAN, STEP_HI, WALL_HI, N
+from schema.status import LIVE_STATUSES
 from schema.store import open_store, store_label
 from schema.store_reader import StoreReader
 
@@ -232,7 +233,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
                     ev_cursor = ev.id
             # The status was read before the final fetch, so nothing written before the end
             # is missed.
-            if status != "running":
+            if status not in LIVE_STATUSES:
                 print(f"run {status}", flush=True)
                 return 0
             time.sleep(args.interval)

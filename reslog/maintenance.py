@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine, exists, func, select, update
 from sqlalchemy.engine import make_url
@@ -16,7 +17,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from schema import migrate, store
 from schema.errors import NotAStore, SchemaTooNew, SchemaTooOld, StoreError, StoreNotFound
 from schema.rollup_repair import check_series, rebuild, sample_series
-from schema.status import effective_status
+from schema.status import effective_status, row_status
 from schema.tables import events, keys, points, runs
 
 ROLLUP_SAMPLE = 24  # series `reslog check` compares with their raw points
@@ -62,17 +63,21 @@ def _orphans(engine: Engine) -> list[str]:
     return found
 
 
-def _stale(engine: Engine, now: float) -> list[tuple[int, str, str, float]]:
-    """Runs stored as "running" whose heartbeat is stale: (id, uid, name, heartbeat_at)."""
-    query = select(
-        runs.c.id, runs.c.uid, runs.c.name, runs.c.heartbeat_at, runs.c.heartbeat_interval
-    ).where(runs.c.status == "running")
+def _running(engine: Engine, now: float, head: bool) -> list[tuple[Any, str]]:
+    """Runs stored as "running", with their effective status (crashed, stalled, running). An
+    older store has no liveness columns: the heartbeat rule alone decides there."""
+    if head:
+        query = select(runs).where(runs.c.status == "running")
+    else:
+        query = select(
+            runs.c.id, runs.c.uid, runs.c.name, runs.c.heartbeat_at, runs.c.heartbeat_interval
+        ).where(runs.c.status == "running")
     with engine.connect() as conn:
         rows = conn.execute(query).all()
+    if head:
+        return [(r, row_status(r._mapping, now)) for r in rows]
     return [
-        (r.id, r.uid, r.name, r.heartbeat_at)
-        for r in rows
-        if effective_status("running", r.heartbeat_at, r.heartbeat_interval, now) == "crashed"
+        (r, effective_status("running", r.heartbeat_at, r.heartbeat_interval, now)) for r in rows
     ]
 
 
@@ -146,7 +151,14 @@ def check_store(
         if revision == store.HEAD_REVISION:
             _rollups(engine, report, fix, sample)
         now = time.time()
-        stale = _stale(engine, now)
+        running = _running(engine, now, revision == store.HEAD_REVISION)
+        stale = [(r.id, r.uid, r.name, r.heartbeat_at) for r, s in running if s == "crashed"]
+        for r, _s in (x for x in running if x[1] == "stalled"):
+            since = r._mapping.get("stalled_since") or r.heartbeat_at
+            report.problems.append(
+                f"run {r.uid[:8]} ({r.name}) is stalled: its process is alive but no step was "
+                f"logged since {age(since, now)}; `reslog show {r.uid[:8]}` has where it hangs"
+            )
         if stale and fix:
             with engine.begin() as conn:
                 for run_id, uid, name, beat in stale:
@@ -159,9 +171,9 @@ def check_store(
         elif stale:
             for _run_id, uid, name, beat in stale:
                 report.problems.append(
-                    f"run {uid[:8]} ({name}) is stored as running but its last heartbeat was "
-                    f"{age(beat, now)}: it crashed (kill -9, OOM, host lost); "
-                    f"`reslog check --fix {where}` marks it crashed"
+                    f"run {uid[:8]} ({name}) is stored as running but its process is gone or "
+                    f"its last heartbeat was {age(beat, now)}: it crashed (kill -9, OOM, host "
+                    f"lost); `reslog check --fix {where}` marks it crashed"
                 )
     finally:
         engine.dispose()
@@ -226,13 +238,7 @@ def upgrade_store(
                 f"to {head}); upgrade reslog instead"
             )
         now = time.time()
-        with engine.connect() as conn:
-            live = conn.execute(
-                select(runs.c.name, runs.c.heartbeat_at, runs.c.heartbeat_interval).where(
-                    runs.c.status == "running"
-                )
-            ).all()
-        live = [r.name for r in live if effective_status("running", r[1], r[2], now) == "running"]
+        live = [r.name for r, s in _running(engine, now, False) if s == "running"]
         if live and not force:
             raise StoreError(
                 f"{where} has runs still writing ({', '.join(live)}); stop them before "

@@ -17,6 +17,8 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from reslog import hostinfo, lifecycle
+from reslog.stall import check_stall_after
+from reslog.store_file import StoreFile
 from reslog.values import (
     PLAIN,
     as_json,
@@ -26,9 +28,10 @@ from reslog.values import (
     redact,
     storable_text,
 )
-from reslog.writer import DeviceRecord, Summary, Writer
-from schema import EVENT_LEVELS, open_store
+from reslog.writer import ON_FULL, DeviceRecord, Summary, Writer
+from schema import EVENT_LEVELS, liveness, open_store
 from schema.errors import StoreError, UnknownRun
+from schema.store import sqlite_path
 from schema.tables import events, runs, series
 
 DEFAULT_FINISH_TIMEOUT_S = 10.0
@@ -76,6 +79,9 @@ class Run:
         rank: int,
         world_size: int,
         label: str,
+        on_full: str = "drop",
+        stall_after: float | None = None,
+        store_file: StoreFile | None = None,
     ) -> None:
         self.uid = uid
         self.project = project
@@ -107,10 +113,13 @@ class Run:
             wake_points=min(DEFAULT_WAKE_POINTS, max(1, max_buffer_points // 4)),
             label=label,
             known=self._known,
+            on_full=on_full,
+            store_file=store_file,
+            uid=uid,
+            stall_after=stall_after,
+            owner=self._owner,
         )
-        self._append = self._writer.buffer.append
-        self._max_points = self._writer.max_points
-        self._wake_points = self._writer.wake_points
+        self._put = self._writer.put
         self._sampler: Any = None
 
     # -- the hot path -----------------------------------------------------------------------------
@@ -138,17 +147,8 @@ class Run:
             self._take_timers(record)
         self._step = step + 1
         self._last_step = step
-        w = self._writer
-        n = len(record)
-        if w.logged + w.side_logged - w.committed + n > self._max_points:
-            w.dropped += n
-            return
-        self._append(
-            DeviceRecord((step, time.time(), record)) if device else (step, time.time(), record)
-        )
-        w.logged += n
-        if w.logged - w.committed > self._wake_points:
-            w.wake.set()
+        entry = (step, time.time(), record)
+        self._put(DeviceRecord(entry) if device else entry, len(record))
 
     def timer(self, name: str) -> Timer:
         key = self._timer_keys.get(name)
@@ -214,8 +214,7 @@ class Run:
             record: dict[str, Any] = {}
             self._take_timers(record)
             step = self._last_step if self._last_step is not None else self._step
-            self._append((step, time.time(), record))
-            self._writer.logged += len(record)
+            self._put((step, time.time(), record), len(record))
         self._closed = True
         final = status or ("killed" if self._interrupted else "finished")
         ok = self._writer.close(final, time.time(), max(0.0, deadline - time.monotonic()))
@@ -279,13 +278,7 @@ class Run:
             return
         record = checked(metrics, self._known)
         step = self._last_step if self._last_step is not None else self._step
-        w = self._writer
-        n = len(record)
-        if w.logged + w.side_logged - w.committed + n > self._max_points:
-            w.side_dropped += n
-            return
-        self._append((step, wall, record))
-        w.side_logged += n
+        self._writer.put_side((step, wall, record), len(record))
 
     def _start_system(self, interval: float) -> None:
         try:
@@ -354,12 +347,17 @@ def init(
     *,
     max_buffer_points: int = DEFAULT_MAX_BUFFER_POINTS,
     finish_timeout: float = DEFAULT_FINISH_TIMEOUT_S,
+    on_full: str = "drop",
+    stall_after: float | None = None,
 ) -> Run:
     """Start (or with resume=uid, continue) a run and make it the current one."""
     if not flush_interval > 0:
         raise ValueError(f"reslog: flush_interval must be > 0 seconds, got {flush_interval!r}")
     if max_buffer_points < 1:
         raise ValueError(f"reslog: max_buffer_points must be >= 1, got {max_buffer_points!r}")
+    if on_full not in ON_FULL:
+        raise ValueError(f"reslog: on_full must be one of {ON_FULL}, got {on_full!r}")
+    stall_after = check_stall_after(stall_after)
     rank = hostinfo.rank() if rank is None else int(rank)
     world_size = hostinfo.world_size() if world_size is None else int(world_size)
     config_json = _json(redact(config_dict(config))) if config is not None else None
@@ -374,6 +372,10 @@ def init(
         "heartbeat_interval": float(flush_interval),
         "rank": rank,
         "world_size": world_size,
+        "proc_host": liveness.host_identity(),
+        "proc_start": liveness.process_identity(os.getpid()),
+        "stall_after": stall_after,
+        "stalled_since": None,
     }
     try:
         with engine.begin() as conn:
@@ -419,12 +421,20 @@ def init(
         rank=rank,
         world_size=world_size,
         label=label,
+        on_full=on_full,
+        stall_after=stall_after,
+        store_file=_store_file(engine),
     )
     run._writer.start()
     lifecycle.register(run)
     if system:
         run._start_system(system_interval)
     return run
+
+
+def _store_file(engine) -> StoreFile | None:
+    path = sqlite_path(engine.url.render_as_string(hide_password=False))
+    return None if path is None else StoreFile(path)
 
 
 def _resume(conn, uid: str, now: float, where: dict, config_json, tags, notes):

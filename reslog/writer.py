@@ -1,10 +1,15 @@
 """The background writer: drains the run's in-memory buffer into the store, one transaction a flush.
 
-The training thread only appends to `Writer.buffer` (a deque: appends and pops are atomic) and
-bumps counters it alone writes. This thread wakes on an Event, every `interval` seconds or when
-the buffer passes `wake_points`, turns records into row tuples with comprehensions and hands them
-to the driver's executemany. Errors stay here: the data is kept (bounded), a warning is given
-once, and the flush is retried with backoff until the store takes it.
+The training thread only calls `Writer.put` (an append to a deque, atomic, and counters it alone
+writes); `put` holds the back-pressure policy (`on_full`: drop and say so once, or block). This
+thread wakes on an Event, every `interval` seconds (every 0.1 s until the first points are in,
+so a run killed in its first second keeps them) or when the buffer passes `wake_points`, turns
+records into row tuples with comprehensions and hands them to the driver's executemany, at most
+CHUNK_POINTS points a transaction, so a backlog after an outage lands piece by piece as soon as
+the store takes it. Errors stay here: the data is kept (bounded), a warning is given once, and
+the flush is retried with backoff until the store takes it. Each tick also checks that the
+store file is still the one opened (reslog/store_file.py) and whether the run stalled
+(reslog/stall.py).
 """
 
 from __future__ import annotations
@@ -16,12 +21,15 @@ import threading
 import time
 import warnings
 from collections import deque
-from itertools import chain, repeat
+from itertools import accumulate, chain, repeat
 from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Connection, Engine, select
 
+from reslog.stall import StallWatch, thread_stacks
+from reslog.store_file import StoreFile
+from reslog.text import duration
 from reslog.values import PLAIN, as_json, to_floats
 from schema.rollup_writer import Pending, RollupWriter
 from schema.sql import positional_insert
@@ -34,10 +42,21 @@ MAX_BACKOFF_S = 30.0
 # outlasts this many seconds of retries is worth a warning.
 LOCK_WARN_AFTER_S = 30.0
 IN_CHUNK = 400  # names per "IN (...)" when resolving key ids (SQLite's variable limit is 999+)
+CHUNK_POINTS = 100_000  # points per transaction: a backlog lands in pieces the store can take
+FIRST_FLUSH_S = 0.1
+ON_FULL = ("drop", "block")
+# An outage at least this long is recorded as an event once writing works again (`reslog watch`).
+OUTAGE_EVENT_S = 10.0
 
 
 class DeviceRecord(tuple):
     """A buffered (step, wall, metrics) record holding device tensors, converted at flush."""
+
+    __slots__ = ()
+
+
+class SideRecord(tuple):
+    """A (step, wall, metrics) record from the system sampler, not from the training thread."""
 
     __slots__ = ()
 
@@ -121,6 +140,17 @@ def _records_by_keys(held: list) -> list[tuple[list, list]]:
     return out
 
 
+def _chunk_end(held: list) -> int:
+    """How many of the held records make the next transaction (at least one)."""
+    sizes = list(map(len, map(itemgetter(2), held)))
+    if sum(sizes) <= CHUNK_POINTS:  # the usual flush: one transaction
+        return len(held)
+    for i, total in enumerate(accumulate(sizes)):
+        if total >= CHUNK_POINTS:
+            return i + 1
+    return len(held)
+
+
 def _ints_fit(held: list) -> bool:
     """Whether every int fits SQLite's 64-bit INTEGER (a bigger one makes executemany raise)."""
     return all(-(2**63) <= v < 2**63 for _s, _w, m in held for v in m.values() if type(v) is int)
@@ -143,7 +173,14 @@ class Writer:
         wake_points: int = 100_000,
         label: str = "",
         known: set[str] | None = None,
+        on_full: str = "drop",
+        store_file: StoreFile | None = None,
+        uid: str = "",
+        stall_after: float | None = None,
+        owner: threading.Thread | None = None,
     ) -> None:
+        if on_full not in ON_FULL:
+            raise ValueError(f"reslog: on_full must be one of {ON_FULL}, got {on_full!r}")
         self.engine = engine
         self.run_id = run_id
         self.summary = summary
@@ -164,7 +201,16 @@ class Writer:
         self.committed = 0
         self.drops_recorded = 0
         self.flushes = 0
+        self.on_full = on_full
         self.wake = threading.Event()
+        self.room = threading.Event()  # set after each commit: a blocked put() looks again
+        self._warned_drop = False
+        self.file = store_file
+        self.uid = uid
+        self.stall = StallWatch(stall_after)
+        self.owner = owner
+        self._stall_written: float | None = None
+        self._last_side: dict[str, Any] = {}
         self._held: list[tuple[int, float, dict[str, Any]]] = []
         self._held_events: list[tuple] = []
         self._held_points = 0
@@ -192,6 +238,53 @@ class Writer:
     def pending_points(self) -> int:
         return self.logged + self.side_logged - self.committed
 
+    def put(self, record: tuple, n: int) -> None:
+        """The training thread's append of a record of `n` points, under the on_full policy."""
+        if self.logged + self.side_logged - self.committed + n > self.max_points and (
+            self.logged + self.side_logged > self.committed  # an empty buffer takes any record
+        ):
+            if self.on_full == "drop":
+                self._drop(n)
+                return
+            self._wait_for_room(n)
+        self.buffer.append(record)
+        self.logged += n
+        if self.logged - self.committed > self.wake_points:
+            self.wake.set()
+
+    def put_side(self, record: tuple, n: int) -> None:
+        """The system sampler's append: never blocks; dropped when the buffer is full."""
+        if self.logged + self.side_logged - self.committed + n > self.max_points:
+            self.side_dropped += n
+            return
+        self.buffer.append(SideRecord(record))
+        self.side_logged += n
+
+    def _drop(self, n: int) -> None:
+        self.dropped += n
+        if not self._warned_drop:
+            self._warned_drop = True
+            why = self.last_error or "none, the store is slower than the loop"
+            warnings.warn(
+                f"reslog: the in-memory buffer is full ({self.max_points} points waiting for "
+                f"{self.label}; last error: {why}); dropping points, {n} so far. Raise "
+                "init(max_buffer_points=...) or use init(on_full='block') to wait instead; the "
+                "total is reported at finish() and stored as a 'drop' event",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+
+    def _wait_for_room(self, n: int) -> None:
+        while (
+            self.logged + self.side_logged - self.committed + n > self.max_points
+            and self.logged + self.side_logged > self.committed
+            and self._final is None
+            and self._thread.is_alive()
+        ):
+            self.room.clear()
+            self.wake.set()
+            self.room.wait(0.5)
+
     def close(self, status: str, ended_at: float, timeout: float) -> bool:
         """Final flush with the run's end status; True when it reached the store in time."""
         self._final = (status, ended_at)
@@ -210,14 +303,49 @@ class Writer:
     # -- the writer thread ----------------------------------------------------------------------
 
     def _loop(self) -> None:
-        delay = self.interval
+        first = min(FIRST_FLUSH_S, self.interval)
+        delay, last = first, time.monotonic()
         while self._final is None:
             self.wake.wait(delay)
             self.wake.clear()
             if self._final is not None:
                 break
-            delay = self.interval if self._flush() else self._backoff(delay)
+            self._watch_stall(time.time())
+            if not self.committed and not self.buffer and time.monotonic() - last < self.interval:
+                continue  # quick ticks only until the first points are in
+            if self._flush():
+                delay, last = (self.interval if self.committed else first), time.monotonic()
+            else:
+                delay = self._backoff(delay)
         self._run_final(None)
+
+    def _watch_stall(self, now: float) -> None:
+        change = self.stall.tick(self.logged + self.dropped, now)
+        if change == "stalled":
+            since = self.stall.last_active or now
+            self.stall.stalled_since = since
+            self.events.append(self._stall_event(now - since, now))
+        elif change == "resumed":
+            since = self.stall.stalled_since or now
+            self.stall.stalled_since = None
+            title = f"steps resumed after a stall of {duration(now - since)}"
+            self.events.append((now, None, "stall", "info", title, ""))
+
+    def _stall_event(self, quiet: float, now: float) -> tuple:
+        side = self._last_side
+        util = {k: v for k, v in side.items() if k.startswith("sys/gpu") and k.endswith("/util")}
+        gpus = ", ".join(f"{k.split('/')[1]} {v:.0f}%" for k, v in sorted(util.items()))
+        hint = (
+            f"GPU utilisation now: {gpus}. Idle GPUs point at the data loader or a collective "
+            "waiting for another rank; busy ones at a long step.\n\n"
+            if gpus
+            else ""
+        )
+        title = (
+            f"stalled: no step logged for {duration(quiet)} "
+            f"(stall_after {duration(self.stall.threshold())})"
+        )
+        return (now, None, "stall", "warning", title, hint + thread_stacks(self.owner))
 
     def _run_final(self, deadline: float | None) -> None:
         delay = min(0.05, self.interval)
@@ -228,6 +356,8 @@ class Writer:
             delay = min(delay * 2, 1.0)
         self._final_written.set()
         self._close_conn()
+        if self.file is not None:
+            self.file.close()
 
     def _backoff(self, delay: float) -> float:
         return min(max(delay, self.interval) * 2, MAX_BACKOFF_S)
@@ -237,7 +367,14 @@ class Writer:
         n = len(buf)
         if n:
             recs = [buf.popleft() for _ in repeat(None, n)]
-            if DeviceRecord in set(map(type, recs)):
+            types = set(map(type, recs))
+            if SideRecord in types:
+                own = [r[1] for r in recs if type(r) is not SideRecord]
+                self._last_side = next(r[2] for r in reversed(recs) if type(r) is SideRecord)
+            else:
+                own = [r[1] for r in recs]
+            self.stall.saw_records(own)
+            if DeviceRecord in types:
                 recs = self._materialize(recs)
             self._held.extend(recs)
         evs = self.events
@@ -253,54 +390,108 @@ class Writer:
         return [(s, w, {k: next(floats) for k in m}) for s, w, m in recs]
 
     def _flush(self) -> bool:
-        """One transaction: keys, points, events, run row. False (data kept) when it failed."""
+        """Everything held, in transactions of at most CHUNK_POINTS points; events, summary and
+        run row with the last. False (the rest kept) when one failed."""
         final = self._final  # before draining: everything logged before close() is in this flush
         try:
             self._drain()
+            if self.file is not None:
+                self._check_file()
             if self._conn is None:
                 self._conn = self._connect()
             conn = self._conn
-            held = self._held
             # Every buffered key is in `known` before its record is appended (run.log), so the
             # set difference (in C, atomic under the GIL) covers all of them.
             missing = self.known.difference(self._ids)
             if missing:
                 self._resolve_keys(conn, sorted(missing))
-            rows, groups = self._rows(held) if held else ([], None)
-            now = time.time()
-            pending: Pending | None = None
-            with conn.begin():
-                if rows:
-                    pending = self.rollups.insert(conn, rows, groups)
+            while True:
+                cut = _chunk_end(self._held)
+                self._commit(conn, self._held[:cut], final, last=cut == len(self._held))
+                if cut == len(self._held):
+                    break
+                del self._held[:cut]
+        except Exception as exc:  # never into training: keep the data, say so once, retry
+            self._failed(exc)
+            return False
+        self._held = []
+        self.flushes += 1
+        if self._failing_since is not None:
+            self._recovered()
+        return True
+
+    def _commit(self, conn: Connection, held: list, final, *, last: bool) -> None:
+        rows, groups = self._rows(held) if held else ([], None)
+        now = time.time()
+        pending: Pending | None = None
+        values: dict[str, Any] = {"heartbeat_at": now}
+        with conn.begin():
+            if rows:
+                pending = self.rollups.insert(conn, rows, groups)
+            if last:
                 event_rows = [(self.run_id, *e) for e in self._held_events]
                 dropped = self.dropped + self.side_dropped
                 if dropped > self.drops_recorded:
                     event_rows.append(self._drop_event(dropped - self.drops_recorded, now))
                 if event_rows:
                     conn.exec_driver_sql(self._events_sql, event_rows)
-                values: dict[str, Any] = {"heartbeat_at": now}
                 version = self.summary.version
                 if version != self._summary_written:
                     values["summary"] = summary_json(self.summary)
+                stalled = None if final is not None else self.stall.stalled_since
+                if stalled != self._stall_written:
+                    values["stalled_since"] = stalled
                 if final is not None:
                     values["status"], values["ended_at"] = final
-                conn.execute(runs.update().where(runs.c.id == self.run_id).values(**values))
-        except Exception as exc:  # never into training: keep the data, say so once, retry
-            self._failed(exc)
-            return False
+            conn.execute(runs.update().where(runs.c.id == self.run_id).values(**values))
         if pending is not None:
             self.rollups.accept(pending)
-        self._summary_written = version
-        self.drops_recorded = dropped
         self.committed += len(rows)
-        self._held = []
-        self._held_events = []
-        self.flushes += 1
-        if self._failing_since is not None:
-            self._failing_since = None
-            if self._warned:
-                log.warning("reslog: writing to %s works again", self.label)
-        return True
+        self.room.set()
+        if last:
+            self._summary_written = version
+            self._stall_written = values.get("stalled_since", self._stall_written)
+            self.drops_recorded = dropped
+            self._held_events = []
+
+    def _recovered(self) -> None:
+        down = time.monotonic() - (self._failing_since or time.monotonic())
+        self._failing_since = None
+        if self._warned:
+            log.warning("reslog: writing to %s works again", self.label)
+        if down >= OUTAGE_EVENT_S:
+            title = f"the store could not be written for {duration(down)}; writing works again"
+            body = f"Last error: {self.last_error}. No point was lost: they waited in memory."
+            self.events.append((time.time(), None, "writer", "warning", title, body))
+
+    def _check_file(self) -> None:
+        """A store file deleted or replaced under the writer is rescued (reslog/store_file.py)."""
+        assert self.file is not None
+        what = self.file.changed()
+        if what is None:
+            return
+        conn = self._conn
+        old = self.file.path
+        tmp = self.file.snapshot(None if conn is None else conn.connection.dbapi_connection)
+        self._close_conn()
+        self.engine.dispose()
+        where, ours = self.file.place(tmp, self.uid)
+        if where != old:
+            from schema.store import make_engine
+
+            self.engine = make_engine(f"sqlite:///{where}")
+            self.label = str(where)
+        detail = (
+            f"restored it at {where} from the still-open file; nothing was lost"
+            if ours
+            else f"another writer restored it first; writing into {where} again (points this "
+            "process committed after that writer's copy may be missing there)"
+        )
+        warnings.warn(f"reslog: the store {old} was {what} while the run was writing; {detail}",
+                      RuntimeWarning, stacklevel=2)  # fmt: skip
+        self._held_events.append(
+            (time.time(), None, "writer", "warning", f"store file {what} during the run", detail)
+        )
 
     def _rows(self, held: list) -> tuple[list[tuple], list]:
         """Point rows (run_id, key_id, step, wall, value) in arrival order, and the same points

@@ -16,7 +16,7 @@ from sqlalchemy import Connection, Engine, select
 
 from schema.errors import UnknownRun
 from schema.records import Event, RunInfo, RunRef
-from schema.status import effective_status
+from schema.status import row_status
 from schema.tables import events, keys, points, runs
 
 NAN = math.nan
@@ -68,7 +68,7 @@ def run_from_row(row, source: str, store: str, now: float | None = None) -> RunI
         ref=RunRef(source, store, m["uid"]),
         project=m["project"],
         name=m["name"],
-        status=effective_status(m["status"], m["heartbeat_at"], m["heartbeat_interval"], now),
+        status=row_status(m, now),
         created_at=m["created_at"],
         heartbeat_at=m["heartbeat_at"],
         ended_at=m["ended_at"],

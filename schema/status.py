@@ -1,26 +1,74 @@
-"""Run status as readers should show it: a "running" run whose heartbeat went stale crashed.
+"""Run status as readers should show it, derived from what the writer stored and what the host says.
 
-The writer refreshes `heartbeat_at` every flush; SIGKILL or an OOM kill leaves no exit path to
-record a status, so readers derive it instead of trusting "running" forever.
+A writer stores "running" until it records an end; SIGKILL or an OOM kill leaves no exit path to
+record one, so readers derive the status instead of trusting "running" forever:
+
+- on the run's own host (schema/liveness.py can see its process): `crashed` as soon as the
+  process is gone; a live process whose writer stopped refreshing the heartbeat is `stalled`
+  (wedged, or its store unwritable);
+- elsewhere (a shared PostgreSQL store read from another machine, an older run without liveness
+  columns): `crashed` once the heartbeat is older than `stale_after(heartbeat_interval)`;
+- a running run whose writer flagged a stall (`stalled_since`, reslog/stall.py) is `stalled`.
+
+`stalled` is never stored as a status: it is "running, but no step lately".
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from typing import Any
 
-STALE_AFTER_MIN_S = 30.0
+from schema import liveness
+
+STALE_AFTER_MIN_S = 15.0
 STALE_AFTER_INTERVALS = 10
+LIVE_STATUSES = ("running", "stalled")
 
 
 def stale_after(heartbeat_interval: float) -> float:
-    """Seconds without a heartbeat after which a running run counts as crashed."""
+    """Seconds without a heartbeat after which a running run counts as crashed (other hosts)."""
     return max(STALE_AFTER_MIN_S, STALE_AFTER_INTERVALS * heartbeat_interval)
 
 
 def effective_status(
-    status: str, heartbeat_at: float, heartbeat_interval: float, now: float | None = None
+    status: str,
+    heartbeat_at: float,
+    heartbeat_interval: float,
+    now: float | None = None,
+    *,
+    alive: bool | None = None,
+    stalled_since: float | None = None,
 ) -> str:
+    """`alive`: whether the run's process exists (None: cannot tell from here)."""
     if status != "running":
         return status
+    if alive is False:
+        return "crashed"
     now = time.time() if now is None else now
-    return "crashed" if now - heartbeat_at > stale_after(heartbeat_interval) else "running"
+    stale = now - heartbeat_at > stale_after(heartbeat_interval)
+    if alive is None and stale:
+        return "crashed"
+    return "stalled" if stale or stalled_since is not None else "running"
+
+
+def process_alive(row: Mapping[str, Any]) -> bool | None:
+    """Liveness of a run row's process, seen from this host (None: cannot tell). A row read
+    through the agent carries the answer of the run's own host as `alive`."""
+    if row.get("status") != "running":
+        return None
+    if "alive" in row:
+        return row["alive"]
+    return liveness.is_alive(row.get("proc_host"), row.get("pid"), row.get("proc_start"))
+
+
+def row_status(row: Mapping[str, Any], now: float | None = None) -> str:
+    """The effective status of a run row read on this host."""
+    return effective_status(
+        row["status"],
+        row["heartbeat_at"],
+        row["heartbeat_interval"],
+        now,
+        alive=process_alive(row),
+        stalled_since=row.get("stalled_since"),
+    )

@@ -52,7 +52,7 @@ def sqlite_path(url: str) -> Path | None:
     return Path(database)
 
 
-def _readonly_uri(path: Path) -> str:
+def readonly_uri(path: Path) -> str:
     """SQLite URI filename opening `path` read-only; the path is percent-encoded (RFC 3986)."""
     return "file:" + quote(str(path.absolute()), safe="/") + "?mode=ro"
 
@@ -111,7 +111,7 @@ def make_engine(url: str, *, readonly: bool = False) -> Engine:
             raise StoreError(f"cannot open {shown}: driver not installed ({exc})") from None
     if readonly:
         # mode=ro: a reader can never create, lock out or modify the training run's file.
-        uri = _readonly_uri(path)
+        uri = readonly_uri(path)
         engine = create_engine(
             URL.create("sqlite", database=str(path)),
             creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False),

@@ -72,6 +72,13 @@ runs = Table(
     Column("notes", Text, nullable=False, server_default=""),
     # The writer's own flush period, so readers can judge staleness per run.
     Column("heartbeat_interval", Float, nullable=False, server_default="1.0"),
+    # Liveness (schema/liveness.py): a reader on the run's own host checks its process directly.
+    Column("proc_host", String(128), nullable=True),
+    Column("proc_start", String(32), nullable=True),
+    # Stall detection (docs/reslog.md, "Stalls"): the threshold in use, and since when the run
+    # has not logged a step (NULL: it is logging).
+    Column("stall_after", Float, nullable=True),
+    Column("stalled_since", Float, nullable=True),
     UniqueConstraint("uid"),
     CheckConstraint(
         "status IN ('running', 'finished', 'failed', 'killed', 'crashed')", name="status"

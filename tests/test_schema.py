@@ -57,13 +57,26 @@ def sqlite_dump(engine: Engine) -> str:
 
 
 def ddl_lines(dump: str) -> dict[str, set[str]]:
-    """Each statement as a set of lines (constraint order may differ between builders)."""
+    """Each statement as a set of column and constraint clauses (their order may differ between
+    builders, and ALTER TABLE ADD COLUMN appends clauses to the line before)."""
     out = {}
     for stmt in dump.split(";\n"):
-        lines = [line.strip().rstrip(",") for line in stmt.strip().splitlines()]
+        lines = [line.strip() for line in stmt.strip().splitlines()]
         if lines and lines[0]:
-            out[lines[0]] = set(lines[1:])
+            out[lines[0]] = {c for line in lines[1:] for c in top_level_clauses(line)}
     return out
+
+
+def top_level_clauses(line: str) -> list[str]:
+    """`a INT, b CHECK (x IN (1, 2))` → ["a INT", "b CHECK (x IN (1, 2))"]."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(line):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            parts.append(line[start:i])
+            start = i + 1
+    parts.append(line[start:])
+    return [p.strip() for p in parts if p.strip()]
 
 
 def metadata_diff(engine: Engine) -> list:

@@ -28,6 +28,7 @@ from schema.envelope import (
     series_rows,
     series_with_takes,
 )
+from schema.liveness import is_alive
 from schema.revision import HEAD_REVISION, OLDER_REVISIONS
 from schema.rollup import AGG_FLOATS
 
@@ -51,14 +52,23 @@ KEY_BITS = 31
 RUN_COLUMNS = (
     "id", "uid", "project", "name", "status", "created_at", "heartbeat_at", "ended_at", "host",
     "pid", "rank", "world_size", "command", "git_commit", "config", "summary", "tags", "notes",
-    "heartbeat_interval",
+    "heartbeat_interval", "proc_host", "proc_start", "stall_after", "stalled_since",
 )  # fmt: skip
+# Indexes into a RUN_COLUMNS row.
+_STATUS, _BEAT, _ENDED, _PID = 4, 6, 7, 9
+_PROC_HOST, _PROC_START, _STALLED = 19, 20, 22
 EVENT_COLUMNS = ("id", "run_id", "wall", "step", "kind", "level", "title", "body")
 # Series rows as columns (wire.Sections): "name:d" float64, "name:q" int64.
 SERIES_WIRE = [c + (":d" if c in AGG_FLOATS or c == "tail_wall" else ":q") for c in SERIES_COLUMNS]
 BUCKET_ROW = layout_struct(BUCKET_LAYOUT)
 RAW_ROW = layout_struct(RAW_LAYOUT)
 RAW_TILE_ROW = layout_struct(RAW_TILE_LAYOUT)
+
+
+def _alive(row: tuple) -> bool | None:
+    if row[_STATUS] != "running":
+        return None
+    return is_alive(row[_PROC_HOST], row[_PID], row[_PROC_START])
 
 
 def _fingerprint(rows) -> str:
@@ -203,15 +213,20 @@ class Store:
     # -- parts of a reply --------------------------------------------------------------------
 
     def _runs(self, cur, runs_fp, beats_fp) -> dict:
-        rows = cur.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs ORDER BY id").fetchall()
+        # Whether each running run's process still exists is known here, on its host, and only
+        # here (schema/liveness.py): it travels with the heartbeat, as a last column "alive".
+        rows = [
+            (*r, _alive(r))
+            for r in cur.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs ORDER BY id")
+        ]
         # Heartbeats move every flush of a live run; the rest (config, summary...) rarely.
         # Two fingerprints let an unchanged poll say so in a few bytes, and a live one send only
         # the small beat rows.
-        beats = [(r[0], r[4], r[6], r[7]) for r in rows]
-        heavy = [r[:6] + r[7:] for r in rows]
+        beats = [(r[0], r[_STATUS], r[_BEAT], r[_ENDED], r[-1], r[_STALLED]) for r in rows]
+        heavy = [r[:6] + r[7:-1] for r in rows]
         out = {"runs_fp": _fingerprint(heavy), "beats_fp": _fingerprint(beats)}
         if out["runs_fp"] != runs_fp:
-            out["runs"] = [dict(zip(RUN_COLUMNS, r)) for r in rows]  # noqa: B905 (3.8)
+            out["runs"] = [dict(zip((*RUN_COLUMNS, "alive"), r)) for r in rows]  # noqa: B905 (3.8)
         elif out["beats_fp"] != beats_fp:
             out["beats"] = [list(b) for b in beats]
         return out

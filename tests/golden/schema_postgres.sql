@@ -54,6 +54,10 @@ COLUMN runs.summary text NOT NULL DEFAULT '{}'::text
 COLUMN runs.tags text NOT NULL DEFAULT '[]'::text
 COLUMN runs.notes text NOT NULL DEFAULT ''::text
 COLUMN runs.heartbeat_interval double precision NOT NULL DEFAULT '1'::double precision
+COLUMN runs.proc_host character varying(128)
+COLUMN runs.proc_start character varying(32)
+COLUMN runs.stall_after double precision
+COLUMN runs.stalled_since double precision
 COLUMN series.run_id bigint NOT NULL
 COLUMN series.key_id bigint NOT NULL
 COLUMN series.n bigint NOT NULL

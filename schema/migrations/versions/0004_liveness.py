@@ -1,0 +1,38 @@
+"""Run liveness and stalls: the process's host identity and start time, the stall threshold.
+
+Revision ID: 0004
+Revises: 0002
+Create Date: 2026-11-23
+
+Nullable columns only: runs written before this revision have none, and readers keep the
+heartbeat rule for them (schema/status.py).
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0004"
+down_revision = "0002"
+branch_labels = None
+depends_on = None
+
+COLUMNS = (
+    ("proc_host", sa.String(128)),
+    ("proc_start", sa.String(32)),
+    ("stall_after", sa.Float),
+    ("stalled_since", sa.Float),
+)
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("runs") as batch:
+        for name, kind in COLUMNS:
+            batch.add_column(sa.Column(name, kind, nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("runs") as batch:
+        for name, _kind in reversed(COLUMNS):
+            batch.drop_column(name)
