@@ -22,6 +22,12 @@ from pathlib import Path
 
 from schema.store import readonly_uri
 
+SIDECARS = ("-wal", "-shm")
+
+
+def _sidecar(path: Path, suffix: str) -> Path:
+    return path.with_name(path.name + suffix)
+
 
 def identity(path: Path) -> tuple[int, int] | None:
     try:
@@ -61,6 +67,7 @@ class StoreFile:
             anchor = sqlite3.connect(readonly_uri(path), uri=True, check_same_thread=False)
             anchor.execute("SELECT count(*) FROM sqlite_master").fetchone()  # opens the WAL too
             self.anchor = anchor
+        self.sidecars = {s: identity(_sidecar(path, s)) for s in SIDECARS}
 
     def close(self) -> None:
         anchor, self.anchor = self.anchor, None
@@ -73,6 +80,17 @@ class StoreFile:
         if now == self.opened:
             return None
         return "deleted" if now is None else "replaced"
+
+    def _remove_stale_sidecars(self) -> None:
+        """The lost database's -wal and -shm outlive it at the path (SQLite removes them on the
+        last close only while the file is still there). Left there, they would be read as the
+        WAL of whatever file sits at the path next, ours or the user's: remove the ones that
+        are still the lost file's (same inode as when the writer opened the store)."""
+        for suffix, opened in self.sidecars.items():
+            path = _sidecar(self.path, suffix)
+            if opened is not None and identity(path) == opened:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
 
     def snapshot(self, source: sqlite3.Connection | None) -> Path:
         """Copy the open database (`source`, else the anchor) into a temporary file beside the
@@ -89,11 +107,16 @@ class StoreFile:
             source.backup(target)
         finally:
             target.close()
+        # The -wal and -shm files at the path are the lost database's until its last connection
+        # closes (which removes them): a file put there meanwhile would be read through them.
+        self.close()
         return tmp
 
     def place(self, tmp: Path, uid: str) -> tuple[Path, bool]:
         """Put the snapshot where the writer goes on: (path, whether it is the rescued copy).
-        False means another writer's rescue of the same file was found and is used instead."""
+        False means another writer's rescue of the same file was found and is used instead.
+        Every connection to the lost file must be closed first (see snapshot)."""
+        self._remove_stale_sidecars()
         try:
             _create_from(tmp, self.path)
             where, ours = self.path, True

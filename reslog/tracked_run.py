@@ -220,6 +220,15 @@ class Run:
         ok = self._writer.close(final, time.time(), max(0.0, deadline - time.monotonic()))
         self._status = final
         lifecycle.unregister(self)
+        dropped = self._writer.dropped + self._writer.side_dropped
+        if dropped:
+            warnings.warn(
+                f"reslog: run {self.uid} dropped {dropped} points in all because its in-memory "
+                f"buffer was full (max_buffer_points={self._writer.max_points}; "
+                "init(on_full='block') waits instead)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         if ok:
             self._engine.dispose()
         else:

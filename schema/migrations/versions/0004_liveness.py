@@ -26,13 +26,15 @@ COLUMNS = (
 )
 
 
+# Plain ALTER TABLE on both backends (SQLite >= 3.35 drops columns). Never batch mode here: it
+# rebuilds `runs`, and dropping the old table with foreign keys on deletes every point.
+
+
 def upgrade() -> None:
-    with op.batch_alter_table("runs") as batch:
-        for name, kind in COLUMNS:
-            batch.add_column(sa.Column(name, kind, nullable=True))
+    for name, kind in COLUMNS:
+        op.add_column("runs", sa.Column(name, kind, nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("runs") as batch:
-        for name, _kind in reversed(COLUMNS):
-            batch.drop_column(name)
+    for name, _kind in reversed(COLUMNS):
+        op.execute(f"ALTER TABLE runs DROP COLUMN {name}")

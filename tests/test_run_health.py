@@ -1,0 +1,347 @@
+"""Run health: crashed at once on the run's host, stalls caught with where they hang, no silent
+loss (store deleted or replaced mid-run, a backlog after an outage, a full buffer, a kill in the
+first second). Every fault is real: a real child process, real signals, real files."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+import reslog
+from reslog.agent.store import Store
+from reslog.stall import DEFAULT_MIN_STALL_S, StallWatch, check_stall_after
+from schema import liveness
+from schema.status import effective_status, row_status
+from tests.test_reslog_api import read_run
+from tests.test_writer_faults import count_points, wait_for_points, write_lock
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# A logging process driven line by line over stdin; answers "ok ..." on stdout.
+CHILD = r"""
+import os, resource, signal, sys, time, reslog, reslog.writer
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # exceeding RLIMIT_FSIZE: EFBIG, not death
+store, interval, stall_after, chunk = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4]
+reslog.writer.CHUNK_POINTS = int(chunk)
+stall = None if stall_after == "default" else float(stall_after)
+run = reslog.init(project="p", name="child", store=store, system=False,
+                  flush_interval=interval, stall_after=stall)
+print("ok", run.uid, os.getpid(), flush=True)
+
+def wait_for_allreduce(seconds):  # stands for a hung collective
+    time.sleep(seconds)
+
+for line in sys.stdin:
+    cmd, *args = line.split()
+    if cmd == "log":
+        for _ in range(int(args[0])):
+            run.log({"a": 1.0, "b": 2.0})
+    elif cmd == "hang":
+        wait_for_allreduce(float(args[0]))
+    elif cmd == "limit":
+        resource.setrlimit(resource.RLIMIT_FSIZE, (int(args[0]), resource.RLIM_INFINITY))
+    elif cmd == "unlimit":
+        resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY,) * 2)
+    elif cmd == "finish":
+        print("ok", run.finish(timeout=60), flush=True)
+        break
+    print("ok", run.step, flush=True)
+"""
+
+
+class Child:
+    def __init__(self, store: Path, interval=0.1, stall_after="default", chunk=100_000) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(store), str(interval), str(stall_after), str(chunk)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "default"},
+        )
+        _, self.uid, pid = self.read().split()
+        self.pid = int(pid)
+
+    def read(self) -> str:
+        line = self.proc.stdout.readline()
+        assert line.startswith("ok"), f"child said {line!r}; stderr: {self.proc.stderr.read()}"
+        return line
+
+    def send(self, cmd: str, wait: bool = True) -> str:
+        self.proc.stdin.write(cmd + "\n")
+        self.proc.stdin.flush()
+        return self.read() if wait else ""
+
+    def finish(self) -> tuple[str, str]:
+        last = self.send("finish")
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+        return last, self.proc.stderr.read()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def child_factory():
+    made: list[Child] = []
+
+    def make(*args, **kw) -> Child:
+        made.append(Child(*args, **kw))
+        return made[-1]
+
+    yield make
+    for c in made:
+        c.kill()
+
+
+def wait_until(predicate, timeout: float = 30.0, every: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(every)
+
+
+def agent_runs(store: Path) -> list[dict]:
+    agent = Store(str(store))
+    try:
+        header, _ = agent.read("poll", {})
+        return header["runs"]
+    finally:
+        agent.close()
+
+
+# ---- liveness -----------------------------------------------------------------------------------
+
+
+def test_process_identity_tells_a_live_process_from_a_dead_or_reused_pid():
+    here = liveness.host_identity()
+    assert here and "/pid:[" in here
+    me = liveness.process_identity(os.getpid())
+    assert me is not None and me == liveness.process_identity(os.getpid())
+    assert liveness.is_alive(here, os.getpid(), me) is True
+    # Same pid, another start time: the pid was reused by another process.
+    assert liveness.is_alive(here, os.getpid(), str(int(me) + 1)) is False
+    # A zombie (exited, not reaped yet) is dead; so is a reaped one.
+    proc = subprocess.Popen(["true"])
+    assert wait_until(lambda: liveness.process_identity(proc.pid) is None, timeout=10)
+    proc.wait()
+    # Another host, container or boot: nothing can be told from here.
+    assert liveness.is_alive("another-boot/pid:[1]", os.getpid(), me) is None
+    assert liveness.is_alive(None, os.getpid(), me) is None
+
+
+def test_effective_status_rules():
+    now = 1000.0
+    fresh, old = now - 1, now - 100
+    assert effective_status("running", fresh, 1.0, now, alive=None) == "running"
+    assert effective_status("running", old, 1.0, now, alive=None) == "crashed"
+    assert effective_status("running", fresh, 1.0, now, alive=False) == "crashed"
+    # Alive but no heartbeat: the process is wedged or cannot write; it did not crash.
+    assert effective_status("running", old, 1.0, now, alive=True) == "stalled"
+    assert effective_status("running", fresh, 1.0, now, alive=True, stalled_since=5) == "stalled"
+    assert effective_status("running", fresh, 1.0, now, stalled_since=5.0) == "stalled"
+    assert effective_status("finished", old, 1.0, now, alive=False) == "finished"
+
+
+def test_a_killed_run_reads_crashed_at_once_in_the_cli_and_through_the_agent(
+    store_path, child_factory
+):
+    child = child_factory(store_path)
+    child.send("log 10")
+    assert wait_for_points(store_path, 20) == 20
+    assert read_run(store_path)[0].status == "running"
+    [row] = agent_runs(store_path)
+    assert row["alive"] is True and row_status(row) == "running"
+    os.kill(child.pid, signal.SIGKILL)
+    child.proc.wait()
+    # No waiting for a heartbeat to go stale: the process is gone, and this host can see it.
+    assert read_run(store_path)[0].status == "crashed"
+    [row] = agent_runs(store_path)
+    assert row["alive"] is False and row_status(row) == "crashed"
+
+
+# ---- stalls -------------------------------------------------------------------------------------
+
+
+def test_a_hung_run_is_flagged_stalled_with_the_hanging_frame_then_recovers(
+    store_path, child_factory
+):
+    child = child_factory(store_path, interval=0.1, stall_after=1.0)
+    child.send("log 5")
+    child.send("hang 4", wait=False)  # the child sleeps inside wait_for_allreduce()
+
+    def stall_events():
+        return [e for e in read_run(store_path)[2] if e.kind == "stall"]
+
+    assert wait_until(lambda: read_run(store_path)[0].status == "stalled", timeout=30)
+    [event] = wait_until(stall_events)
+    assert event.level == "warning" and event.title.startswith("stalled: no step logged for")
+    assert "(the thread that called reslog.init)" in event.body
+    assert "in wait_for_allreduce" in event.body  # where it hangs, innermost frame
+    child.read()  # the hang is over
+    child.send("log 5")
+    assert wait_until(lambda: read_run(store_path)[0].status == "running", timeout=30)
+    resumed = wait_until(lambda: len(stall_events()) == 2 and stall_events()[1])
+    assert resumed.level == "info" and resumed.title.startswith("steps resumed after a stall of")
+    last, _ = child.finish()
+    assert last.split()[1] == "True" and read_run(store_path)[0].status == "finished"
+
+
+def test_pauses_shorter_than_stall_after_never_flag(store_path, child_factory):
+    child = child_factory(store_path, interval=0.1, stall_after=2.5)
+    for _ in range(3):
+        child.send("log 5")
+        child.send("hang 1")  # an evaluation or a checkpoint: shorter than stall_after
+    child.finish()
+    info, _, events = read_run(store_path)
+    assert info.status == "finished"
+    assert [e for e in events if e.kind == "stall"] == []
+
+
+def test_the_default_stall_threshold_follows_the_step_time():
+    watch = StallWatch(None)
+    assert watch.threshold() == DEFAULT_MIN_STALL_S  # nothing seen yet
+    # Steps of 60 s: 20 of them (20 min) before a stall is declared, not 5 minutes.
+    for i in range(10):
+        watch.saw_records([60.0 * i])
+    assert watch.threshold() == pytest.approx(20 * 60.0)
+    assert watch.tick(1, now=0.0) is None
+    assert watch.tick(1, now=19 * 60.0) is None
+    assert watch.tick(1, now=21 * 60.0) == "stalled"
+    fast = StallWatch(None)
+    for i in range(10):
+        fast.saw_records([0.1 * i])
+    assert fast.threshold() == DEFAULT_MIN_STALL_S  # never below 5 minutes
+    off = StallWatch(0.0)
+    off.tick(1, 0.0)
+    assert off.tick(1, 1e9) is None
+
+
+@pytest.mark.parametrize("bad", [-1, "5m", True, float("nan")])
+def test_bad_stall_after_is_refused_at_init(bad):
+    with pytest.raises(ValueError, match="stall_after"):
+        check_stall_after(bad)
+
+
+# ---- no silent loss -----------------------------------------------------------------------------
+
+
+def test_a_store_deleted_mid_run_is_restored_with_every_point(store_path, child_factory):
+    child = child_factory(store_path)
+    child.send("log 1000")
+    assert wait_for_points(store_path, 2000) == 2000
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{store_path}{suffix}")
+    child.send("log 1000")
+    last, stderr = child.finish()
+    assert last.split()[1] == "True"
+    assert "was deleted while the run was writing; restored it at" in stderr
+    assert count_points(store_path) == 4000
+    info, series, events = read_run(store_path)
+    assert info.status == "finished" and len(series["a"]) == 2000
+    assert any(e.kind == "writer" and "deleted" in e.title for e in events)
+
+
+def test_a_store_replaced_mid_run_is_kept_beside_it_untouched(store_path, child_factory):
+    child = child_factory(store_path)
+    child.send("log 500")
+    assert wait_for_points(store_path, 1000) == 1000
+    other = store_path.with_name("other.db")
+    with contextlib.closing(sqlite3.connect(other)) as conn:
+        conn.execute("CREATE TABLE mine (x)")
+        conn.commit()
+    os.replace(other, store_path)
+    child.send("log 500")
+    last, stderr = child.finish()
+    assert last.split()[1] == "True"
+    rescued = store_path.with_name(f"reslog.restored-{child.uid[:8]}.db")
+    assert f"was replaced while the run was writing; restored it at {rescued}" in stderr
+    with contextlib.closing(sqlite3.connect(store_path)) as conn:  # the user's file, as it was
+        assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master")] == ["mine"]
+    assert count_points(rescued) == 2000
+    assert read_run(rescued)[0].status == "finished"
+
+
+def test_a_backlog_larger_than_the_freed_space_lands_chunk_by_chunk(tmp_path, child_factory):
+    store = tmp_path / "reslog.db"
+    child = child_factory(store, chunk=2000)
+    child.send("log 10")
+    assert wait_for_points(store, 20) == 20
+    biggest = max(f.stat().st_size for f in tmp_path.glob("reslog.db*"))
+    child.send(f"limit {biggest}")  # the disk is full
+    child.send("log 20000")  # a 40,000-point backlog
+    time.sleep(1.0)
+    assert count_points(store) < 40020
+    # Some room comes back, far less than the whole backlog needs: it lands in pieces.
+    child.send(f"limit {biggest + 600_000}")
+    assert wait_until(lambda: count_points(store) > 2020, timeout=30)
+    child.send("unlimit")
+    assert wait_for_points(store, 40020) == 40020
+    last, _ = child.finish()
+    assert last.split()[1] == "True"
+    assert read_run(store)[0].status == "finished"
+
+
+def test_a_run_killed_in_its_first_second_keeps_its_points(store_path, child_factory):
+    child = child_factory(store_path, interval=5.0)  # a long flush interval
+    child.send("log 3")
+    assert wait_for_points(store_path, 6, timeout=2.0) == 6  # well before the first interval
+    os.kill(child.pid, signal.SIGKILL)
+    child.proc.wait()
+    assert count_points(store_path) == 6
+
+
+def test_buffer_full_drops_warn_once_with_the_count_and_the_setting(store_path):
+    run = reslog.init(store=store_path, system=False, max_buffer_points=100)
+    with write_lock(store_path), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i in range(200):
+            run.log({"a": 1.0, "b": float(i)})
+    drops = [w for w in caught if "buffer is full" in str(w.message)]
+    assert len(drops) == 1
+    message = str(drops[0].message)
+    assert "max_buffer_points" in message and "on_full='block'" in message
+    with pytest.warns(RuntimeWarning, match="dropped 300 points in all"):
+        assert run.finish(timeout=30)
+    assert run._writer.dropped == 300  # 400 logged, 100 kept
+
+
+def test_on_full_block_waits_for_room_and_loses_nothing(store_path):
+    run = reslog.init(
+        store=store_path, system=False, max_buffer_points=100, on_full="block", flush_interval=0.05
+    )
+    locked = threading.Event()
+
+    def hold_the_lock_for_a_second() -> None:
+        with write_lock(store_path):
+            locked.set()
+            time.sleep(1.0)
+
+    holder = threading.Thread(target=hold_the_lock_for_a_second)
+    holder.start()
+    assert locked.wait(10)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i in range(2000):
+            run.log({"a": 1.0, "b": float(i)})
+    holder.join()
+    assert run.finish(timeout=30)
+    assert not [w for w in caught if "buffer is full" in str(w.message)]
+    assert run._writer.dropped == 0 and count_points(store_path) == 4000
