@@ -239,6 +239,16 @@ def cmd_tail(args: argparse.Namespace) -> int:
             time.sleep(args.interval)
 
 
+# ---- watch -------------------------------------------------------------------------------------
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    from reslog.watch import watch
+
+    with opened(args.store) as engine:
+        return watch(engine, store_label(args.store), interval=args.interval, command=args.exec)
+
+
 # ---- export ------------------------------------------------------------------------------------
 
 
@@ -348,6 +358,21 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="start with the last N points (default 20)",
     )
+
+    p = command(
+        "watch",
+        "follow every run of a store: one line per state change or alert (crashed, stalled, "
+        "failed, finished, NaN/inf, throttling, drops, writer errors)",
+        cmd_watch,
+    )
+    p.add_argument("store", nargs="?", metavar="STORE", help=store_help)
+    p.add_argument(
+        "--exec",
+        metavar="CMD",
+        help="also run CMD (through the shell) for each line, with RESLOG_RUN, RESLOG_RUN_ID, "
+        "RESLOG_PROJECT, RESLOG_STATUS, RESLOG_MESSAGE and RESLOG_STORE set",
+    )
+    p.add_argument("--interval", type=positive_float, default=1.0, help="poll seconds (1)")
 
     p = command(
         "export", "runs to CSV/Parquet, or a comparison table to Markdown/LaTeX/CSV", cmd_export

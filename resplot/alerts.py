@@ -30,18 +30,10 @@ from schema.rollup import (
     N,
     mean,
 )
+from schema.throttle import THROTTLE_BITS
 
 LOSS_KEYS = ("train/loss", "valid/loss")
 _GPU_KEY = re.compile(r"^sys/gpu(\d+)/(util|temp_c|throttle)$")
-# NVML clock-event reasons that mean the GPU is being held back (idle, application clocks and
-# display clock settings are not slowdowns).
-THROTTLE_BITS = {
-    0x4: "power cap",
-    0x8: "hw slowdown",
-    0x20: "sw thermal",
-    0x40: "hw thermal",
-    0x80: "power brake",
-}
 LEVELS = {"info": 0, "warning": 1, "error": 2}
 
 

@@ -46,6 +46,10 @@ for line in sys.stdin:
     if cmd == "log":
         for _ in range(int(args[0])):
             run.log({"a": 1.0, "b": 2.0})
+    elif cmd == "nan":
+        run.log({"a": float("nan"), "b": 2.0})
+    elif cmd == "alert":
+        run.alert(" ".join(args))
     elif cmd == "hang":
         wait_for_allreduce(float(args[0]))
     elif cmd == "limit":

@@ -37,7 +37,7 @@ from resplot.model import Event, RunInfo, RunRef
 from resplot.tiles import Tile, agg_at
 from schema.errors import StoreError, StoreNotFound
 from schema.read import run_from_row
-from schema.status import effective_status
+from schema.status import row_status
 
 STATES = ("connecting", "live", "retrying", "auth_failed", "error")
 FROM_THE_END = -1  # a points cursor asking the agent to start at the store's newest point
@@ -207,13 +207,15 @@ class StoreView:
         if "runs" in header:
             raw = {int(r["id"]): r for r in header["runs"]}
         elif "beats" in header:
-            for run_id, status, heartbeat_at, ended_at in header["beats"]:
+            for run_id, status, heartbeat_at, ended_at, alive, stalled_since in header["beats"]:
                 if run_id in raw:
                     raw[run_id] = {
                         **raw[run_id],
                         "status": status,
                         "heartbeat_at": heartbeat_at,
                         "ended_at": ended_at,
+                        "alive": alive,
+                        "stalled_since": stalled_since,
                     }
         keys = self.keys
         if header.get("keys"):
@@ -293,9 +295,7 @@ class StoreView:
         else:
             for run_id, info in list(self.infos.items()):
                 row = self.raw[run_id]
-                status = effective_status(
-                    row["status"], row["heartbeat_at"], row["heartbeat_interval"], now
-                )
+                status = row_status(row, now)
                 if status != info.status:
                     # A new object: the cache's readers hold the old one.
                     self.infos[run_id] = replace(info, status=status)

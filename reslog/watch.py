@@ -1,0 +1,228 @@
+"""`reslog watch`: follow every run of a store and say, once, each thing worth a human's attention.
+
+One poll reads the run rows (status as readers derive it: crashed, stalled...), the events added
+since the last poll, and the series rows of live runs (NaN/inf counts, the last GPU throttle
+reading): O(runs + new events + live series), whatever the number of points. What was already
+so when the watch started is its baseline, not news.
+
+A notice is one line on stdout; with `--exec CMD` it also runs CMD through the shell with
+RESLOG_RUN (name), RESLOG_RUN_ID (uid), RESLOG_PROJECT, RESLOG_STATUS (the new status, or the
+alert's kind: nan, throttled, alert, stall, drop, writer), RESLOG_MESSAGE and RESLOG_STORE in its
+environment. Hooks run in the background: a slow webhook never delays the next poll.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy import Engine, func, select
+
+from reslog import text
+from schema import read
+from schema.records import RunInfo
+from schema.status import LIVE_STATUSES
+from schema.tables import events, keys, series
+from schema.throttle import slowdown_reasons
+
+# Events a person wants to hear about as they happen; the rest (checkpoints, notes) are not news.
+EVENT_KINDS = ("alert", "stall", "drop", "writer")
+_THROTTLE_KEY = re.compile(r"^sys/gpu(\d+)/throttle$")
+
+
+@dataclass(frozen=True)
+class Notice:
+    run: RunInfo
+    status: str  # the run's new status, or the kind of alert
+    message: str
+    wall: float
+
+    def line(self) -> str:
+        who = f"{self.run.name} ({self.run.ref.uid[:8]})"
+        return f"{text.clock(self.wall)}  {who}  {self.status.upper()}  {self.message}"
+
+
+class Watcher:
+    """The state of a store as of the last poll; `poll()` returns what changed since."""
+
+    def __init__(self, engine: Engine, label: str) -> None:
+        self.engine = engine
+        self.label = label
+        self.status: dict[int, str] = {}
+        self.event_cursor = 0
+        self.nonfinite: dict[tuple[int, int], int] = {}
+        self.throttled: dict[tuple[int, int], int] = {}
+        self._ended: set[int] = set()
+        self.started = False
+
+    def poll(self, now: float | None = None) -> list[Notice]:
+        now = time.time() if now is None else now
+        with self.engine.connect() as conn:
+            runs = dict(read.list_runs(conn, store=self.label))
+            notices = self._statuses(runs, now)
+            notices += self._events(conn, runs)
+            live = [i for i, r in runs.items() if r.status in LIVE_STATUSES or i in self._ended]
+            notices += self._series(conn, runs, live, now)
+        self.started = True
+        return notices
+
+    def _statuses(self, runs: dict[int, RunInfo], now: float) -> list[Notice]:
+        out = []
+        self._ended: set[int] = set()
+        for run_id, run in runs.items():
+            before = self.status.get(run_id)
+            self.status[run_id] = run.status
+            if before == run.status or not self.started:
+                continue
+            if before is None:
+                message = f"started on {run.host} (pid {run.pid})"
+            elif run.status == "running" and before == "stalled":
+                message = "logging steps again"
+            else:
+                message = _status_message(run, now)
+            if run.status not in LIVE_STATUSES:
+                self._ended.add(run_id)  # its last NaN or throttle readings still count
+            out.append(Notice(run, run.status, message, now))
+        return out
+
+    def _events(self, conn, runs: dict[int, RunInfo]) -> list[Notice]:
+        query = (
+            select(events.c.id, events.c.run_id, events.c.wall, events.c.kind, events.c.title)
+            .where(events.c.id > self.event_cursor)
+            .order_by(events.c.id)
+        )
+        if not self.started:  # the baseline: only where the cursor stands
+            self.event_cursor = conn.execute(select(func.max(events.c.id))).scalar() or 0
+            return []
+        out = []
+        for event_id, run_id, wall, kind, title in conn.execute(query):
+            self.event_cursor = event_id
+            run = runs.get(run_id)
+            if run is not None and kind in EVENT_KINDS:
+                out.append(Notice(run, kind, title, wall))
+        return out
+
+    def _series(self, conn, runs: dict[int, RunInfo], live: list[int], now: float) -> list[Notice]:
+        if not live:
+            return []
+        cols = series.c
+        query = (
+            select(cols.run_id, cols.key_id, keys.c.name, cols.nan, cols.posinf, cols.neginf,
+                   cols.nonfinite_at, cols.last)
+            .join(keys, keys.c.id == cols.key_id)
+            .where(cols.run_id.in_(live))
+        )  # fmt: skip
+        out = []
+        for run_id, key_id, name, nan, posinf, neginf, first_at, last in conn.execute(query):
+            run, at = runs[run_id], (run_id, key_id)
+            bad = nan + posinf + neginf
+            if bad > self.nonfinite.get(at, 0) and self.started and not name.startswith("sys/"):
+                counts = {"NaN": nan, "+inf": posinf, "-inf": neginf}
+                what = ", ".join(f"{n} {label}" for label, n in counts.items() if n)
+                message = f"{name} is not finite ({what}; first at step {first_at})"
+                out.append(Notice(run, "nan", message, now))
+            self.nonfinite[at] = bad
+            gpu = _THROTTLE_KEY.match(name)
+            if gpu is None:
+                continue
+            reasons = slowdown_reasons(last)
+            held = self.throttled.get(at, 0)
+            if reasons and not held and self.started:
+                message = f"GPU {gpu.group(1)} throttled: {', '.join(reasons)}"
+                out.append(Notice(run, "throttled", message, now))
+            self.throttled[at] = 1 if reasons else 0
+        return out
+
+
+def _status_message(run: RunInfo, now: float) -> str:
+    if run.status == "crashed":
+        return (
+            f"process {run.pid} on {run.host} is gone, or no heartbeat for "
+            f"{text.duration(now - run.heartbeat_at)} (kill -9, OOM, host lost)"
+        )
+    if run.status == "stalled":
+        return "alive but no step logged lately; `reslog show` has every thread's stack"
+    if run.status == "finished":
+        return f"finished after {text.duration((run.ended_at or now) - run.created_at)}"
+    return f"ended {run.status}"
+
+
+class Hooks:
+    """`--exec CMD` for each notice, in the background; failures are said on stderr."""
+
+    def __init__(self, command: str, store: str, err=sys.stderr) -> None:
+        self.command = command
+        self.store = store
+        self.err = err
+        self.running: list[tuple[subprocess.Popen, Notice]] = []
+
+    def run(self, notice: Notice) -> None:
+        env = {
+            **os.environ,
+            "RESLOG_RUN": notice.run.name,
+            "RESLOG_RUN_ID": notice.run.ref.uid,
+            "RESLOG_PROJECT": notice.run.project,
+            "RESLOG_STATUS": notice.status,
+            "RESLOG_MESSAGE": notice.message,
+            "RESLOG_STORE": self.store,
+        }
+        try:
+            proc = subprocess.Popen(self.command, shell=True, env=env, stdin=subprocess.DEVNULL)
+        except OSError as exc:
+            print(f"reslog watch: cannot run --exec command: {exc}", file=self.err, flush=True)
+            return
+        self.running.append((proc, notice))
+
+    def reap(self, wait: float = 0.0) -> None:
+        deadline = time.monotonic() + wait
+        still = []
+        for proc, notice in self.running:
+            try:
+                left = max(0.0, deadline - time.monotonic())
+                code = proc.wait(timeout=left) if wait else proc.poll()
+            except subprocess.TimeoutExpired:
+                code = None
+            if code is None:
+                still.append((proc, notice))
+            elif code != 0:
+                print(
+                    f"reslog watch: --exec exited with status {code} for "
+                    f"{notice.run.name} {notice.status}",
+                    file=self.err,
+                    flush=True,
+                )
+        self.running = still
+
+
+def watch(
+    engine: Engine,
+    label: str,
+    *,
+    interval: float = 1.0,
+    command: str | None = None,
+    out=sys.stdout,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> int:
+    watcher = Watcher(engine, label)
+    hooks = Hooks(command, label) if command else None
+    watcher.poll()
+    live = sum(1 for s in watcher.status.values() if s in LIVE_STATUSES)
+    print(f"watching {label}: {len(watcher.status)} runs, {live} live", file=out, flush=True)
+    try:
+        while not should_stop():
+            time.sleep(interval)
+            for notice in watcher.poll():
+                print(notice.line(), file=out, flush=True)
+                if hooks is not None:
+                    hooks.run(notice)
+            if hooks is not None:
+                hooks.reap()
+    finally:
+        if hooks is not None:
+            hooks.reap(wait=10.0)
+    return 0

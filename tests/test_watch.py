@@ -1,0 +1,145 @@
+"""`reslog watch`: one line per state change or alert, and an --exec hook per line, against a
+real store written by real processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import reslog
+from reslog.store_file import identity
+from reslog.watch import Watcher
+from schema.store import open_store
+from tests.test_run_health import ROOT, Child, wait_until
+from tests.test_writer_faults import wait_for_points
+
+
+class WatchProcess:
+    """`reslog watch STORE --exec CMD` in a subprocess; its stdout lines collected as they come."""
+
+    def __init__(self, store: Path, hook_log: Path) -> None:
+        hook = f'echo "$RESLOG_RUN|$RESLOG_RUN_ID|$RESLOG_STATUS|$RESLOG_STORE|$RESLOG_MESSAGE" >> {hook_log}'
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "reslog.cli", "watch", str(store), "--interval", "0.2",
+             "--exec", hook],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )  # fmt: skip
+        self.lines: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def saw(self, *words: str) -> str | None:
+        return next((ln for ln in self.lines if all(w in ln for w in words)), None)
+
+    def stop(self) -> str:
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(timeout=30)
+        return self.proc.stderr.read()
+
+
+def test_watch_reports_each_change_once_and_runs_the_hook(store_path, tmp_path):
+    # Before the watch starts: a finished run with a NaN. That is the baseline, not news.
+    old = reslog.init(store=store_path, name="old", system=False)
+    old.log({"a": float("nan")})
+    old.finish()
+    hook_log = tmp_path / "hook.log"
+    watch = WatchProcess(store_path, hook_log)
+    child = None
+    try:
+        assert wait_until(lambda: watch.saw("watching", "1 runs, 0 live"))
+        child = Child(store_path, stall_after=1.0)
+        assert wait_until(lambda: watch.saw("child", "RUNNING", "started on"))
+        child.send("log 3")
+        child.send("nan")
+        assert wait_until(lambda: watch.saw("NAN", "a is not finite (1 NaN; first at step 3)"))
+        child.send("alert loss spiked")
+        assert wait_until(lambda: watch.saw("ALERT", "loss spiked"))
+        child.send("hang 3", wait=False)
+        assert wait_until(lambda: watch.saw("STALLED"))  # the status, then the stall event
+        assert wait_until(lambda: watch.saw("STALL", "stalled: no step logged for"))
+        child.read()
+        child.send("log 3")
+        assert wait_until(lambda: watch.saw("RUNNING", "logging steps again"))
+        os.kill(child.pid, signal.SIGKILL)
+        child.proc.wait()
+        assert wait_until(lambda: watch.saw("CRASHED", f"process {child.pid}"))
+    finally:
+        if child is not None:
+            child.kill()
+        err = watch.stop()
+    assert err.strip() == ""
+    assert not watch.saw("old")  # nothing about the run that ended before the watch
+    statuses = [ln.split()[4] for ln in watch.lines[1:]]
+    assert statuses == [
+        "RUNNING",
+        "NAN",
+        "ALERT",
+        "STALLED",
+        "STALL",
+        "RUNNING",
+        "STALL",
+        "CRASHED",
+    ]
+    hooks = wait_until(lambda: len(hook_log.read_text().splitlines()) == 8 and hook_log.read_text())
+    rows = [line.split("|", 4) for line in hooks.splitlines()]
+    assert {r[0] for r in rows} == {"child"} and {r[1] for r in rows} == {child.uid}
+    assert sorted(r[2] for r in rows) == sorted(s.lower() for s in statuses)
+    assert {r[3] for r in rows} == {str(store_path)}
+    assert any(r[2] == "crashed" and f"process {child.pid}" in r[4] for r in rows)
+
+
+def test_watch_sees_throttling_onset_once_and_finish(store_path):
+    run = reslog.init(store=store_path, name="gpu", system=False, flush_interval=0.05)
+    run.log({"sys/gpu0/throttle": 0.0, "train/loss": 1.0})
+    assert wait_for_points(store_path, 2) == 2
+    engine = open_store(store_path)
+    watcher = Watcher(engine, str(store_path))
+    assert watcher.poll() == []  # the baseline
+    run.log({"sys/gpu0/throttle": float(0x4 | 0x40), "train/loss": 1.0})
+    assert wait_for_points(store_path, 4) == 4
+    [notice] = watcher.poll()
+    assert (
+        notice.status == "throttled" and notice.message == "GPU 0 throttled: power cap, hw thermal"
+    )
+    run.log({"sys/gpu0/throttle": float(0x4), "train/loss": 1.0})  # still throttled: no news
+    assert wait_for_points(store_path, 6) == 6
+    assert watcher.poll() == []
+    run.finish()
+    [notice] = watcher.poll()
+    assert notice.status == "finished" and notice.message.startswith("finished after")
+    engine.dispose()
+
+
+def test_a_failing_hook_is_reported_and_the_watch_goes_on(store_path, tmp_path):
+    reslog.init(store=store_path, name="first", system=False).finish()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "reslog.cli", "watch", str(store_path), "--interval", "0.2",
+         "--exec", "exit 3"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    try:
+        assert proc.stdout.readline().startswith("watching")
+        run = reslog.init(store=store_path, name="second", system=False)
+        assert "RUNNING" in proc.stdout.readline()
+        run.finish()
+        assert "FINISHED" in proc.stdout.readline()
+        time.sleep(0.5)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+    err = proc.stderr.read()
+    assert "--exec exited with status 3 for second running" in err
+    assert identity(store_path) is not None
