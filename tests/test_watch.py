@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import reslog
-from reslog.store_file import identity
 from reslog.watch import Watcher
 from schema.store import open_store
 from tests.test_run_health import ROOT, Child, wait_until
@@ -23,7 +22,8 @@ class WatchProcess:
     """`reslog watch STORE --exec CMD` in a subprocess; its stdout lines collected as they come."""
 
     def __init__(self, store: Path, hook_log: Path) -> None:
-        hook = f'echo "$RESLOG_RUN|$RESLOG_RUN_ID|$RESLOG_STATUS|$RESLOG_STORE|$RESLOG_MESSAGE" >> {hook_log}'
+        fields = "$RESLOG_RUN|$RESLOG_RUN_ID|$RESLOG_STATUS|$RESLOG_STORE|$RESLOG_MESSAGE"
+        hook = f'echo "{fields}" >> {hook_log}'
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "reslog.cli", "watch", str(store), "--interval", "0.2",
              "--exec", hook],
@@ -92,7 +92,12 @@ def test_watch_reports_each_change_once_and_runs_the_hook(store_path, tmp_path):
         "STALL",
         "CRASHED",
     ]
-    hooks = wait_until(lambda: len(hook_log.read_text().splitlines()) == 8 and hook_log.read_text())
+
+    def hook_lines() -> str | None:
+        done = hook_log.exists() and hook_log.read_text()
+        return done if done and len(done.splitlines()) == 8 else None
+
+    hooks = wait_until(hook_lines)
     rows = [line.split("|", 4) for line in hooks.splitlines()]
     assert {r[0] for r in rows} == {"child"} and {r[1] for r in rows} == {child.uid}
     assert sorted(r[2] for r in rows) == sorted(s.lower() for s in statuses)
@@ -142,4 +147,3 @@ def test_a_failing_hook_is_reported_and_the_watch_goes_on(store_path, tmp_path):
         proc.wait(timeout=30)
     err = proc.stderr.read()
     assert "--exec exited with status 3 for second running" in err
-    assert identity(store_path) is not None
