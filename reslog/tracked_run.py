@@ -325,6 +325,8 @@ class Run:
 
 
 def _check_step(step: Any) -> int:
+    if isinstance(step, bool):  # operator.index(True) is 1: a bug in the caller, not step 1
+        raise TypeError(f"reslog: step must be an int, got bool {step!r}")
     try:
         value = operator.index(step)
     except TypeError:

@@ -4,6 +4,7 @@ process and real stores."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import io
 import math
 import shutil
@@ -21,6 +22,8 @@ from sqlalchemy import text
 
 from reslog.agent import bundle, wire
 from reslog.agent.serve import discover, serve
+from reslog.agent.store import Store
+from reslog.agent.wire import AgentError
 from resplot.agent_client import (
     AgentClient,
     AgentConnectionError,
@@ -516,3 +519,23 @@ def test_tile_indices_cover_a_series_without_gaps():
         spans = [buckets.tile_range(level, i) for i in tiles]
         assert spans[0][0] <= -1 and spans[-1][1] > 10**7
         assert all(a[1] == b[0] for a, b in pairwise(spans))
+
+
+def test_the_agent_leaves_no_files_beside_what_is_not_a_store(tmp_path):
+    wal = tmp_path / "wal.db"  # a WAL-mode database of someone else's
+    with contextlib.closing(sqlite3.connect(wal)) as conn:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("CREATE TABLE theirs (x)")
+        conn.commit()
+    plain = tmp_path / "plain.db"
+    with contextlib.closing(sqlite3.connect(plain)) as conn:
+        conn.execute("CREATE TABLE theirs (x)")
+        conn.commit()
+    corrupt = tmp_path / "corrupt.db"
+    corrupt.write_bytes(b"SQLite format 3\x00" + bytes(range(256)) * 20)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for path in (wal, plain, corrupt):
+        with pytest.raises(AgentError) as info:
+            Store(str(path))
+        assert info.value.kind == "NotAStore"
+    assert sorted(p.name for p in tmp_path.iterdir()) == before

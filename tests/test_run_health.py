@@ -349,3 +349,32 @@ def test_on_full_block_waits_for_room_and_loses_nothing(store_path):
     assert run.finish(timeout=30)
     assert not [w for w in caught if "buffer is full" in str(w.message)]
     assert run._writer.dropped == 0 and count_points(store_path) == 4000
+
+
+def test_a_bool_is_refused_as_a_step(store_path):
+    run = reslog.init(store=store_path, system=False)
+    with pytest.raises(TypeError, match="step must be an int, got bool True"):
+        run.log({"a": 1.0}, step=True)
+    run.log({"a": 1.0}, step=5)
+    run.finish()
+    assert read_run(store_path)[1]["a"] == [(5, 1.0)]
+
+
+def test_steps_logged_backwards_give_one_last_step_in_show_ls_and_export(store_path, capsys):
+    from reslog.cli import main
+
+    run = reslog.init(store=store_path, name="back", system=False)
+    for step in range(0, 1001, 10):
+        run.log({"train/loss": 1.0}, step=step)
+    run.log({"train/loss": 0.5}, step=900)  # a restart from an earlier checkpoint
+    run.finish()
+    assert main(["show", str(store_path), "back"]) == 0
+    show = capsys.readouterr().out
+    [row] = [line.split() for line in show.splitlines() if line.startswith("train/loss")]
+    assert row[3] == "900" and row[4] == "0.5"
+    assert main(["ls", str(store_path)]) == 0
+    [row] = [line.split() for line in capsys.readouterr().out.splitlines() if "back" in line]
+    assert row[4] == "900"
+    assert main(["export", str(store_path), "--format", "csv"]) == 0
+    rows = [line.split(",") for line in capsys.readouterr().out.splitlines()[1:]]
+    assert max(int(r[3]) for r in rows) == 900 and rows[-1][3:6:2] == ["900", "0.5"]

@@ -144,6 +144,10 @@ class Store:
             raise AgentError("NotAStore", f"{path} is not a SQLite database")
         st = os.stat(path)
         self.ident = (st.st_dev, st.st_ino)
+        if not os.path.exists(path + "-wal"):
+            # Not a live WAL database: look first without opening it for real, so a file that
+            # turns out not to be a store gets no -wal/-shm files beside it.
+            self._probe()
         try:
             self.conn = sqlite3.connect(
                 f"file:{uri_path(path)}?mode=ro",
@@ -156,10 +160,24 @@ class Store:
         except sqlite3.DatabaseError as exc:
             raise AgentError("NotAStore", f"{path} is not a SQLite database ({exc})") from None
 
+    def _probe(self) -> None:
+        try:
+            probe = sqlite3.connect(f"file:{uri_path(self.path)}?mode=ro&immutable=1", uri=True)
+        except sqlite3.Error as exc:
+            raise AgentError("NotAStore", f"{self.path} is not a SQLite database ({exc})") from None
+        try:
+            self._check_tables(probe)
+        except sqlite3.DatabaseError as exc:
+            raise AgentError("NotAStore", f"{self.path} is not a SQLite database ({exc})") from None
+        finally:
+            probe.close()
+
     def _check_schema(self) -> None:
-        names = {
-            r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
-        }
+        self._check_tables(self.conn)
+        self._check_revision(self.conn)
+
+    def _check_tables(self, conn) -> None:
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if not names:
             raise AgentError("NotAStore", f"{self.path} is empty: no reslog store there")
         if "alembic_version" not in names or "runs" not in names:
@@ -167,7 +185,6 @@ class Store:
                 "NotAStore",
                 f"{self.path} is not a reslog store (tables: {', '.join(sorted(names))})",
             )
-        self._check_revision(self.conn)
 
     def _check_revision(self, cur) -> None:
         row = cur.execute("SELECT version_num FROM alembic_version").fetchone()
