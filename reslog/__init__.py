@@ -20,8 +20,9 @@ from typing import Any
 from reslog.lifecycle import current
 from reslog.reader import Reader, open
 from reslog.tracked_run import Run, Timer, init
+from schema.errors import StoreError
 
-__all__ = ["Reader", "Run", "Timer", "current", "finish", "init", "log", "open"]
+__all__ = ["Reader", "Run", "StoreError", "Timer", "current", "finish", "init", "log", "open"]
 
 
 def _current_or_raise() -> Run:

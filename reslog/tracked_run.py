@@ -414,7 +414,8 @@ def init(
                 )
     except SQLAlchemyError as exc:
         engine.dispose()
-        raise StoreError(f"reslog: cannot start a run in {label}: {exc}") from None
+        detail = getattr(exc, "orig", None) or exc
+        raise StoreError(f"reslog: cannot write a run into {label}: {detail}") from None
     except BaseException:
         engine.dispose()
         raise

@@ -139,8 +139,9 @@ def engine_label(engine: Engine) -> str:
     return url.render_as_string(hide_password=True)
 
 
-def stored_revision(engine: Engine) -> str | None:
-    """The store's Alembic revision; None for an empty database. Raises NotAStore."""
+def stored_revision(engine: Engine, verb: str = "read") -> str | None:
+    """The store's Alembic revision; None for an empty database. Raises NotAStore, or
+    StoreError saying what could not be done (`verb`: read, create...)."""
     try:
         with engine.connect() as conn:
             names = set(inspect(conn).get_table_names())
@@ -155,7 +156,7 @@ def stored_revision(engine: Engine) -> str | None:
     except DBAPIError as exc:
         if "file is not a database" in str(exc) or "not a database" in str(exc):
             raise NotAStore(f"{engine_label(engine)} is not a SQLite database") from None
-        raise StoreError(f"cannot read {engine_label(engine)}: {exc.orig}") from None
+        raise StoreError(f"cannot {verb} {engine_label(engine)}: {exc.orig}") from None
     if rev is None:
         raise NotAStore(f"{engine_label(engine)} has no schema revision")
     return str(rev)
@@ -197,7 +198,14 @@ def open_store(
         if not path.exists():
             if not create:
                 raise StoreNotFound(f"no store at {path}")
-            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                failed = exc.filename or path.parent
+                why = (
+                    "is a file, not a folder" if isinstance(exc, FileExistsError) else exc.strerror
+                )
+                raise StoreError(f"cannot create {path}: {failed} {why}") from None
         fstype = filesystem_type(path.parent)
         if fstype in NETWORK_FS:
             warnings.warn(
@@ -208,7 +216,8 @@ def open_store(
             )
     engine = make_engine(url, readonly=readonly and path is not None)
     try:
-        revision = stored_revision(engine)
+        creating = create and not readonly and (path is None or not path.exists())
+        revision = stored_revision(engine, "create" if creating else "open")
         if revision is None:
             if not create or readonly:
                 raise NotAStore(f"{where} is empty: no reslog store there")

@@ -378,3 +378,29 @@ def test_steps_logged_backwards_give_one_last_step_in_show_ls_and_export(store_p
     assert main(["export", str(store_path), "--format", "csv"]) == 0
     rows = [line.split(",") for line in capsys.readouterr().out.splitlines()[1:]]
     assert max(int(r[3]) for r in rows) == 900 and rows[-1][3:6:2] == ["900", "0.5"]
+
+
+def test_store_open_failures_are_store_errors_with_the_right_verb(tmp_path):
+    message = r"cannot create /etc/passwd/x\.db: /etc/passwd is a file, not a folder"
+    with pytest.raises(reslog.StoreError, match=message):
+        reslog.init(store="/etc/passwd/x.db", system=False)
+    with pytest.raises(reslog.StoreError, match=r"cannot create /proc/x\.db"):
+        reslog.init(store="/proc/x.db", system=False)
+    # A store the process may read but not write: the run cannot be written (not "cannot read").
+    store = tmp_path / "ro.db"
+    reslog.init(store=store, system=False).finish()
+    store.chmod(0o444)
+    caps = "-dac_override,-dac_read_search"  # root ignores file modes unless these are dropped
+    script = (
+        "import reslog\n"
+        "try:\n"
+        f"    reslog.init(store={str(store)!r}, system=False)\n"
+        "except reslog.StoreError as exc:\n"
+        "    print(exc)\n"
+    )
+    prefix = ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}", "--"]
+    out = subprocess.run(
+        [*(prefix if os.geteuid() == 0 else []), sys.executable, "-c", script],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert "cannot write a run into" in out.stdout and "readonly database" in out.stdout, out
