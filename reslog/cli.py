@@ -21,6 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from reslog import export, text
 from reslog.maintenance import check_store, progress_bar, upgrade_store
+from reslog.values import redact_text
 from schema import read
 from schema.compare import duration_s, flatten, highest, last_step, lowest, select_keys
 from schema.envelope import agg_of
@@ -436,9 +437,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.func(args)
     except (StoreError, export.ExportError) as exc:
-        print("reslog: " + " ".join(str(exc).split()), file=sys.stderr)
+        print("reslog: " + redact_text(" ".join(str(exc).split())), file=sys.stderr)
     except SQLAlchemyError as exc:
-        detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        detail = redact_text(str(getattr(exc, "orig", None) or exc).strip().splitlines()[0])
         print(f"reslog: {store_label(args.store)}: {detail}", file=sys.stderr)
     except OSError as exc:
         if isinstance(exc, BrokenPipeError):  # `reslog ls | head`

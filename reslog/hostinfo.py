@@ -9,7 +9,7 @@ import socket
 import sys
 from pathlib import Path
 
-from reslog.values import REDACTED, is_secret_key
+from reslog.values import REDACTED, is_secret_key, redact_text
 
 
 def host() -> str:
@@ -33,7 +33,7 @@ def command_line(argv: list[str] | None = None) -> str:
             out.append(arg)
             hide_next = True
         else:
-            out.append(arg)
+            out.append(redact_text(arg))
     return shlex.join(out)
 
 

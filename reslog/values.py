@@ -8,6 +8,7 @@ writer thread, with one device-to-host copy per device and dtype.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -198,12 +199,26 @@ SECRET_PAIRS = frozenset({("api", "key"), ("access", "key"), ("private", "key"),
 NOT_SECRET_BEFORE_TOKEN = frozenset(
     {"pad", "bos", "eos", "unk", "sep", "cls", "mask", "special", "per", "max", "min", "num", "n"}
 )
+# "<service>_key" is a credential (wandb_key, openai_key, ssh_key) unless the word before says
+# it is a lookup key of some kind.
+NOT_SECRET_BEFORE_KEY = frozenset(
+    {"sort", "primary", "foreign", "group", "cache", "rng", "prng", "seed", "dict", "hash",
+     "partition", "shard", "index", "lookup", "metric", "monitor", "sample", "data", "input",
+     "label", "target", "text", "query", "value", "attention", "attn", "sequence", "image"}
+)  # fmt: skip
 REDACTED = "<redacted>"
+# The password in a URL's userinfo: postgresql://user:secret@host/db → user:<redacted>@host.
+_URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*):(?P<pw>[^/\s@]+)@")
+
+
+def redact_text(text: str) -> str:
+    """`text` with the passwords of any URLs in it replaced."""
+    if "://" not in text:
+        return text
+    return _URL_PASSWORD.sub(lambda m: f"{m.group('head')}:{REDACTED}@", text)
 
 
 def _words(key: str) -> list[str]:
-    import re
-
     spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", key)
     return [w for w in re.split(r"[^A-Za-z0-9]+", spaced.lower()) if w]
 
@@ -216,6 +231,8 @@ def is_secret_key(key: str) -> bool:
     if last == "token" and len(words) > 1 and words[-2] in NOT_SECRET_BEFORE_TOKEN:
         return False
     if last in SECRET_WORDS or "secret" in words or "password" in words:
+        return True
+    if last == "key" and len(words) > 1 and words[-2] not in NOT_SECRET_BEFORE_KEY:
         return True
     return len(words) > 1 and (words[-2], last) in SECRET_PAIRS
 
@@ -231,13 +248,13 @@ def redact(config: Any, *, inside_secret: bool = False) -> Any:
             elif secret and value is not None:
                 out[str(key)] = REDACTED
             else:
-                out[str(key)] = value
+                out[str(key)] = redact_text(value) if isinstance(value, str) else value
         return out
     if isinstance(config, (list, tuple)):
         return [redact(v, inside_secret=inside_secret) for v in config]
     if inside_secret and config is not None:
         return REDACTED
-    return config
+    return redact_text(config) if isinstance(config, str) else config
 
 
 def config_dict(config: Any) -> dict[str, Any]:

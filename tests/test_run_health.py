@@ -404,3 +404,29 @@ def test_store_open_failures_are_store_errors_with_the_right_verb(tmp_path):
         capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
     assert "cannot write a run into" in out.stdout and "readonly database" in out.stdout, out
+
+
+def test_credentials_in_urls_and_key_names_never_reach_the_store(store_path):
+    from reslog.hostinfo import command_line
+
+    config = {
+        "db": "postgresql+psycopg://trainer:hunter2@db.internal:5432/runs",
+        "mirrors": ["https://bot:s3cret@hub.example/x", "https://hub.example/y"],
+        "wandb_key": "0123abcd",
+        "openai_key": "sk-xyz",
+        "sort_key": "loss",  # a lookup key, not a credential
+        "num_key_value_heads": 8,
+    }
+    run = reslog.init(store=store_path, system=False, config=config)
+    run.finish()
+    stored = read_run(store_path)[0].config
+    assert stored == {
+        "db": "postgresql+psycopg://trainer:<redacted>@db.internal:5432/runs",
+        "mirrors": ["https://bot:<redacted>@hub.example/x", "https://hub.example/y"],
+        "wandb_key": "<redacted>",
+        "openai_key": "<redacted>",
+        "sort_key": "loss",
+        "num_key_value_heads": 8,
+    }
+    line = command_line(["train.py", "--store", "postgresql://me:pw@h/db", "--wandb-key", "k1"])
+    assert line == "train.py --store 'postgresql://me:<redacted>@h/db' --wandb-key '<redacted>'"
