@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import func, select
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from reslog import hostinfo, lifecycle
@@ -31,7 +32,7 @@ from reslog.values import (
 from reslog.writer import ON_FULL, DeviceRecord, Summary, Writer
 from schema import EVENT_LEVELS, liveness, open_store
 from schema.errors import StoreError, UnknownRun
-from schema.store import sqlite_path
+from schema.store import resolve_store, sqlite_path, write_timeout
 from schema.tables import events, runs, series
 
 DEFAULT_FINISH_TIMEOUT_S = 10.0
@@ -82,6 +83,7 @@ class Run:
         on_full: str = "drop",
         stall_after: float | None = None,
         store_file: StoreFile | None = None,
+        write_timeout: float | None = None,
     ) -> None:
         self.uid = uid
         self.project = project
@@ -118,6 +120,7 @@ class Run:
             uid=uid,
             stall_after=stall_after,
             owner=self._owner,
+            write_timeout=write_timeout,
         )
         self._put = self._writer.put
         self._sampler: Any = None
@@ -369,6 +372,7 @@ def init(
     if on_full not in ON_FULL:
         raise ValueError(f"reslog: on_full must be one of {ON_FULL}, got {on_full!r}")
     stall_after = check_stall_after(stall_after)
+    write_limit = write_timeout(make_url(resolve_store(store)))
     rank = hostinfo.rank() if rank is None else int(rank)
     world_size = hostinfo.world_size() if world_size is None else int(world_size)
     config_json = _json(redact(config_dict(config))) if config is not None else None
@@ -436,6 +440,7 @@ def init(
         on_full=on_full,
         stall_after=stall_after,
         store_file=_store_file(engine),
+        write_timeout=write_limit,
     )
     run._writer.start()
     lifecycle.register(run)

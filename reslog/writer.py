@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import threading
 import time
 import warnings
@@ -156,6 +157,21 @@ def _ints_fit(held: list) -> bool:
     return all(-(2**63) <= v < 2**63 for _s, _w, m in held for v in m.values() if type(v) is int)
 
 
+def _break_connection(conn: Connection) -> bool:
+    """Shut down the socket under a server connection, so a call blocked on it fails now."""
+    import socket
+
+    try:
+        fd = conn.connection.dbapi_connection.pgconn.socket  # psycopg 3
+        sock = socket.socket(fileno=os.dup(fd))
+    except Exception:  # another driver, or the connection went away meanwhile
+        return False
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+    sock.close()
+    return True
+
+
 def _is_lock_error(exc: BaseException) -> bool:
     text = str(getattr(exc, "orig", exc)).lower()
     return "locked" in text or "busy" in text
@@ -178,6 +194,7 @@ class Writer:
         uid: str = "",
         stall_after: float | None = None,
         owner: threading.Thread | None = None,
+        write_timeout: float | None = None,
     ) -> None:
         if on_full not in ON_FULL:
             raise ValueError(f"reslog: on_full must be one of {ON_FULL}, got {on_full!r}")
@@ -211,6 +228,13 @@ class Writer:
         self.owner = owner
         self._stall_written: float | None = None
         self._last_side: dict[str, Any] = {}
+        # A server that stops answering mid-write (no FIN, no RST) would block this thread
+        # forever: the watchdog breaks the connection after `write_timeout` s (servers only).
+        self.write_timeout = None if self.is_sqlite else write_timeout
+        self._busy_since: float | None = None
+        self._watchdog = threading.Thread(
+            target=self._watch_writes, name="reslog-watchdog", daemon=True
+        )
         self._held: list[tuple[int, float, dict[str, Any]]] = []
         self._held_events: list[tuple] = []
         self._held_points = 0
@@ -234,6 +258,8 @@ class Writer:
 
     def start(self) -> None:
         self._thread.start()
+        if self.write_timeout:
+            self._watchdog.start()
 
     def pending_points(self) -> int:
         return self.logged + self.side_logged - self.committed
@@ -393,6 +419,7 @@ class Writer:
         """Everything held, in transactions of at most CHUNK_POINTS points; events, summary and
         run row with the last. False (the rest kept) when one failed."""
         final = self._final  # before draining: everything logged before close() is in this flush
+        self._busy_since = time.monotonic()
         try:
             self._drain()
             if self.file is not None:
@@ -412,8 +439,10 @@ class Writer:
                     break
                 del self._held[:cut]
         except Exception as exc:  # never into training: keep the data, say so once, retry
+            self._busy_since = None
             self._failed(exc)
             return False
+        self._busy_since = None
         self._held = []
         self.flushes += 1
         if self._failing_since is not None:
@@ -453,6 +482,25 @@ class Writer:
             self._stall_written = values.get("stalled_since", self._stall_written)
             self.drops_recorded = dropped
             self._held_events = []
+
+    def _watch_writes(self) -> None:
+        while not self._final_written.wait(1.0):
+            since = self._busy_since
+            if since is None or time.monotonic() - since < (self.write_timeout or 0):
+                continue
+            conn = self._conn
+            if conn is None or not _break_connection(conn):
+                continue
+            if "hung" not in self._warned:
+                self._warned.add("hung")
+                warnings.warn(
+                    f"reslog: a write to {self.label} hung for {self.write_timeout:.0f} s (the "
+                    "server stopped answering); broke the connection, keeping the points in "
+                    "memory and reconnecting",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+            self._busy_since = None
 
     def _recovered(self) -> None:
         down = time.monotonic() - (self._failing_since or time.monotonic())

@@ -8,6 +8,7 @@ that upgrades it; a newer one is refused rather than misread.
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import warnings
 from pathlib import Path
@@ -15,7 +16,7 @@ from urllib.parse import quote
 
 from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, ProgrammingError
 
 from schema.errors import NotAStore, SchemaTooNew, SchemaTooOld, StoreError, StoreNotFound
 from schema.revision import HEAD_REVISION
@@ -96,6 +97,42 @@ def _install_sqlite_hook(engine: Engine, *, readonly: bool) -> None:
         conn.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
 
 
+# libpq settings for a store on a server, unless the URL's query sets them: a server that
+# stops answering becomes an error (and a reconnect) within about a minute, never a hang.
+PG_DEFAULTS = {
+    "connect_timeout": "10",  # s: a server that accepts and never answers
+    "keepalives": "1",
+    "keepalives_idle": "30",  # s of silence before the first probe
+    "keepalives_interval": "10",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "60000",  # ms: data sent and never acknowledged (Linux)
+}
+PG_STATEMENT_TIMEOUT_MS = 60_000
+# Seconds a write may hang before the writer's watchdog breaks the connection (see
+# reslog/writer.py); `write_timeout=S` in the URL's query sets it and is not passed to libpq.
+DEFAULT_WRITE_TIMEOUT_S = 90.0
+
+
+def server_connect_args(url: URL) -> tuple[URL, dict[str, str]]:
+    """(the URL without reslog's own query options, libpq defaults it does not set)."""
+    query = dict(url.query)
+    query.pop("write_timeout", None)
+    args = {k: v for k, v in PG_DEFAULTS.items() if k not in query}
+    if "options" not in query:
+        args["options"] = f"-c statement_timeout={PG_STATEMENT_TIMEOUT_MS}"
+    if not url.drivername.startswith("postgresql"):
+        args = {}
+    return url.set(query=query), args
+
+
+def write_timeout(url: URL) -> float:
+    value = url.query.get("write_timeout")
+    try:
+        return float(value) if value is not None else DEFAULT_WRITE_TIMEOUT_S
+    except (TypeError, ValueError):
+        raise StoreError(f"write_timeout in the store URL must be seconds, got {value!r}") from None
+
+
 def make_engine(url: str, *, readonly: bool = False) -> Engine:
     """An Engine with the store's connection settings; does not touch the schema."""
     path = sqlite_path(url)
@@ -105,7 +142,8 @@ def make_engine(url: str, *, readonly: bool = False) -> Engine:
         return engine
     if path is None:
         try:
-            return create_engine(url, pool_pre_ping=True)
+            parsed, connect_args = server_connect_args(make_url(url))
+            return create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
         except ImportError as exc:  # the URL names a driver that is not installed
             shown = make_url(url).render_as_string(hide_password=True)
             raise StoreError(f"cannot open {shown}: driver not installed ({exc})") from None
@@ -216,7 +254,7 @@ def open_store(
             )
     engine = make_engine(url, readonly=readonly and path is not None)
     try:
-        creating = create and not readonly and (path is None or not path.exists())
+        creating = create and not readonly and path is not None and not path.exists()
         revision = stored_revision(engine, "create" if creating else "open")
         if revision is None:
             if not create or readonly:
@@ -232,7 +270,26 @@ def open_store(
     except OperationalError as exc:
         engine.dispose()
         raise StoreError(f"cannot open {where}: {exc.orig}") from None
+    except ProgrammingError as exc:
+        engine.dispose()
+        raise StoreError(
+            f"cannot create the store's tables in {where}: {privilege_hint(exc)}"
+        ) from None
     return engine
+
+
+def privilege_hint(exc: DBAPIError) -> str:
+    """A server's "permission denied" as what the role lacks and how to grant it."""
+    detail = str(exc.orig).strip().splitlines()[0]
+    match = re.search(r"permission denied for (schema|table|database) (\S+)", detail)
+    if match is None:
+        return detail
+    kind, name = match.groups()
+    need = {"schema": "CREATE", "database": "CREATE", "table": "INSERT, UPDATE"}[kind]
+    return (
+        f"{detail}; the role needs {need} on {kind} {name} "
+        f"(as the owner: GRANT {need} ON {kind.upper()} {name} TO <role>)"
+    )
 
 
 def create_all_for_test(engine: Engine) -> None:

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import socket
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, make_url, text
 
 import reslog
+from tests.fixtures.tcpproxy import TCPProxy
 from tests.test_reslog_api import read_run
+
+ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.postgres
 
@@ -93,3 +102,74 @@ def test_server_unreachable_warns_once_and_the_data_arrives_when_it_is_back(pg_s
     admin.dispose()
     _, series, _ = read_run(pg_store, run.uid)
     assert series["x"] == [(i, float(i)) for i in range(100)]
+
+
+def test_a_server_gone_silent_mid_run_is_a_warning_and_a_reconnect_not_a_hang(pg_store):
+    """A link that stops carrying packets without closing (a black hole: the proxy keeps the
+    sockets open and forwards nothing) would block a write forever; the watchdog breaks it."""
+    port = make_url(pg_store).port
+    with TCPProxy(port) as proxy:
+        url = make_url(pg_store).set(port=proxy.port)
+        url = url.update_query_dict({"write_timeout": "2", "connect_timeout": "2"})
+        run = reslog.init(store=url.render_as_string(False), system=False, flush_interval=0.1)
+        run.log({"x": 0.0})
+        deadline = time.monotonic() + 20
+        while run._writer.committed < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with pytest.warns(RuntimeWarning, match="hung for 2 s") as caught:
+            proxy.pause()
+            for i in range(1, 100):
+                run.log({"x": float(i)})
+            deadline = time.monotonic() + 30
+            while "hung" not in run._writer._warned and time.monotonic() < deadline:
+                time.sleep(0.05)
+        assert [w for w in caught if "hung" in str(w.message)]
+        proxy.heal()  # the link carries packets again
+        assert run.finish(timeout=60) is True
+    _, series, _ = read_run(pg_store, run.uid)
+    assert series["x"] == [(i, float(i)) for i in range(100)]
+
+
+def test_a_server_that_never_answers_fails_init_and_ls_with_a_message():
+    silent = socket.create_server(("127.0.0.1", 0))  # accepts (in the kernel), never answers
+    try:
+        url = f"postgresql+psycopg://u@127.0.0.1:{silent.getsockname()[1]}/db?connect_timeout=2"
+        with pytest.raises(reslog.StoreError, match=r"cannot open .*timeout"):
+            reslog.init(store=url, system=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "reslog.cli", "ls", url], capture_output=True, text=True,
+            timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )  # fmt: skip
+        assert done.returncode != 0 and "timeout" in done.stderr
+    finally:
+        silent.close()
+
+
+def test_a_role_without_create_gets_a_store_error_naming_the_privilege(pg_store):
+    owner = create_engine(pg_store, isolation_level="AUTOCOMMIT")
+    with owner.connect() as conn:
+        conn.execute(text("DROP ROLE IF EXISTS reslog_reader"))
+        conn.execute(text("CREATE ROLE reslog_reader LOGIN"))
+        conn.execute(text("REVOKE CREATE ON SCHEMA public FROM PUBLIC"))
+    url = make_url(pg_store).set(username="reslog_reader").render_as_string(False)
+    try:
+        with pytest.raises(reslog.StoreError) as info:
+            reslog.init(store=url, system=False)
+        message = str(info.value)
+        assert "permission denied for schema public" in message
+        assert "the role needs CREATE on schema public" in message
+        assert "GRANT CREATE ON SCHEMA public TO <role>" in message
+    finally:
+        with owner.connect() as conn:
+            conn.execute(text("DROP OWNED BY reslog_reader"))
+            conn.execute(text("DROP ROLE reslog_reader"))
+        owner.dispose()
+
+
+def test_credentials_in_the_store_url_never_reach_the_run_row(pg_store):
+    url = make_url(pg_store).set(password="hunter2").render_as_string(False)
+    run = reslog.init(store=url, system=False, config={"db": url})
+    run.finish()
+    info, _, _ = read_run(pg_store, run.uid)
+    assert info.config == {"db": url.replace("hunter2", "<redacted>")}
+    assert "hunter2" not in json.dumps(info.config) and "hunter2" not in run.store
