@@ -24,12 +24,28 @@ import sys
 import threading
 import traceback
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from reslog.tracked_run import Run
 
-_active: list[Run] = []
+class Hooks(Protocol):
+    """What this module calls on a registered run (reslog.tracked_run.RunHooks implements it).
+    `run` is what `current()` hands out."""
+
+    run: Any
+
+    def on_exit(self, status: str | None, error: BaseException | None, reason: str) -> None:
+        """The process is ending (or the run's thread died): finish with this status."""
+
+    def on_thread_exception(self, args: threading.ExceptHookArgs) -> None: ...
+
+    def on_interrupt(self) -> None:
+        """A Ctrl+C arrived: a later normal finish means "killed"."""
+
+    def on_fork_child(self) -> None:
+        """In a forked child: the copy must neither write nor finish."""
+
+
+_active: list[Hooks] = []
 _lock = threading.Lock()
 _installed = False
 _previous_signal: dict[int, Any] = {}
@@ -40,32 +56,32 @@ _exit_code: Any = None
 KILL_SIGNALS = ("SIGTERM", "SIGHUP")
 
 
-def register(run: Run) -> None:
+def register(hooks: Hooks) -> None:
     with _lock:
-        _active.append(run)
+        _active.append(hooks)
     _install()
 
 
-def unregister(run: Run) -> None:
+def unregister(run: Any) -> None:
     with _lock:
-        if run in _active:
-            _active.remove(run)
+        _active[:] = [h for h in _active if h.run is not run]
 
 
-def active() -> list[Run]:
+def active() -> list[Hooks]:
     with _lock:
         return list(_active)
 
 
-def current() -> Run | None:
+def current() -> Any:
+    """The most recently started run that has not finished (None: there is none)."""
     with _lock:
-        return _active[-1] if _active else None
+        return _active[-1].run if _active else None
 
 
 def _finish_all(status: str | None, error: BaseException | None = None, reason: str = "") -> None:
-    for run in reversed(active()):
+    for hooks in reversed(active()):
         try:
-            run._finish_from_hook(status, error, reason=reason)
+            hooks.on_exit(status, error, reason)
         except Exception:  # an exit hook must never raise
             traceback.print_exc()
 
@@ -104,9 +120,9 @@ def _threading_hook(args) -> None:
     _previous_threading_hook(args)
     if args.exc_type is SystemExit:
         return
-    for run in active():
+    for hooks in active():
         try:
-            run._thread_failed(args)
+            hooks.on_thread_exception(args)
         except Exception:
             traceback.print_exc()
 
@@ -124,8 +140,8 @@ def _on_kill_signal(signum: int, frame: FrameType | None) -> None:
 
 
 def _on_sigint(signum: int, frame: FrameType | None) -> None:
-    for run in active():
-        run._interrupted = True
+    for hooks in active():
+        hooks.on_interrupt()
     previous = _previous_signal.get(signum, signal.default_int_handler)
     if callable(previous):
         previous(signum, frame)
@@ -135,8 +151,8 @@ def _on_sigint(signum: int, frame: FrameType | None) -> None:
 
 def _after_fork_in_child() -> None:
     global _active
-    for run in _active:
-        run._detach_after_fork()
+    for hooks in _active:
+        hooks.on_fork_child()
     _active = []
 
 

@@ -61,6 +61,27 @@ class Timer:
         timers[self._key] = timers.get(self._key, 0.0) + elapsed
 
 
+class RunHooks:
+    """The run as the process-exit machinery (reslog/lifecycle.py) sees it."""
+
+    __slots__ = ("run",)
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+
+    def on_exit(self, status: str | None, error: BaseException | None, reason: str) -> None:
+        self.run._finish_from_hook(status, error, reason=reason)
+
+    def on_thread_exception(self, args: threading.ExceptHookArgs) -> None:
+        self.run._thread_failed(args)
+
+    def on_interrupt(self) -> None:
+        self.run._interrupted = True
+
+    def on_fork_child(self) -> None:
+        self.run._detach_after_fork()
+
+
 class Run:
     """One training run being logged. Made by `reslog.init()`; see docs/reslog.md."""
 
@@ -443,7 +464,7 @@ def init(
         write_timeout=write_limit,
     )
     run._writer.start()
-    lifecycle.register(run)
+    lifecycle.register(RunHooks(run))
     if system:
         run._start_system(system_interval)
     return run
