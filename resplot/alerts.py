@@ -103,7 +103,7 @@ def _progress_key(cache: SeriesCache, ref: RunRef) -> str | None:
 
 def stalled(cache: SeriesCache, ref: RunRef, now: float, th: Thresholds) -> list[Alert]:
     run = cache.run(ref)
-    if run is None or run.status not in ("running", "crashed"):
+    if run is None or run.status not in ("running", "stalled", "crashed"):
         return []
     key = _progress_key(cache, ref)
     summary = cache.summary(ref, key) if key is not None else None
@@ -112,12 +112,20 @@ def stalled(cache: SeriesCache, ref: RunRef, now: float, th: Thresholds) -> list
     agg = summary.agg
     last_step, last_wall = int(agg[STEP_HI]), float(agg[WALL_HI])
     if run.status == "crashed":
-        # The heartbeat went stale (SIGKILL, OOM, a lost host): the run stalled for good, however
+        # The process is gone (SIGKILL, OOM, a lost host): the run stalled for good, however
         # short its silence is next to its step time. Resuming or finishing it clears this.
         return [
             Alert(ref, "stalled", "warning",
-                  f"crashed: no heartbeat for {now - run.heartbeat_at:.0f} s after step "
-                  f"{last_step}", last_step, last_wall)
+                  f"crashed after step {last_step}: its process is gone or sent no heartbeat "
+                  f"for {now - run.heartbeat_at:.0f} s", last_step, last_wall)
+        ]  # fmt: skip
+    if run.status == "stalled":
+        # The writer saw no log() for its stall_after (or the process is alive but silent);
+        # the run's "stall" event holds every thread's stack.
+        return [
+            Alert(ref, "stalled", "warning",
+                  f"stalled after step {last_step}: no step for {now - last_wall:.0f} s; "
+                  "its stall event shows where it hangs", last_step, last_wall)
         ]  # fmt: skip
     live = _live(cache, ref, key)
     if live is not None and len(live[0]) >= 3:

@@ -48,6 +48,7 @@ from schema.rollup import WALL_HI
 
 STATUS_COLORS = {
     "running": "#2ca02c",
+    "stalled": "#e6a700",
     "finished": "#1f77b4",
     "failed": "#d62728",
     "killed": "#ff7f0e",

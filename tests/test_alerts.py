@@ -78,6 +78,18 @@ def test_stalled_run_after_k_times_its_median_step_time():
     assert kinds(alerts) == ["stalled"] and "no new step for 60 s" in alerts[0].message
 
 
+def test_a_run_its_writer_flagged_stalled_is_an_alert_at_once():
+    cache = _cache(status="stalled", step_s=10.0)  # the writer's stall_after already passed
+    (alert,) = check_run(cache, REF, now=T0 + 990 + 30)
+    assert alert.kind == "stalled" and alert.step == 99
+    assert "stalled after step 99: no step for 30 s" in alert.message
+
+
+def test_a_crashed_run_is_an_alert_naming_its_last_step():
+    (alert,) = check_run(_cache(status="crashed", step_s=10.0), REF, now=T0 + 995)
+    assert alert.kind == "stalled" and alert.message.startswith("crashed after step 99")
+
+
 def test_finished_run_is_never_stalled():
     cache = _cache(status="finished", step_s=10.0)
     assert check_run(cache, REF, now=T0 + 10_000) == []

@@ -1,0 +1,58 @@
+"""Desktop notifications: once per onset, muted per run and kind, said in the status bar where
+there is no system tray (offscreen Qt has none, so that is the path exercised here)."""
+
+from __future__ import annotations
+
+from PyQt5.QtWidgets import QWidget
+
+from resplot.alerts import Alert
+from resplot.model import RunInfo, RunRef
+from resplot.notify import ALL_KINDS, Notifier
+
+A = RunRef("local", "/tmp/reslog.db", "a" * 32)
+B = RunRef("local", "/tmp/reslog.db", "b" * 32)
+
+
+def info(ref: RunRef, name: str, status: str) -> RunInfo:
+    return RunInfo(ref, "p", name, status, 0.0, 1.0)
+
+
+def stalled(ref: RunRef) -> Alert:
+    return Alert(ref, "stalled", "warning", "stalled after step 7", 7, 1.0)
+
+
+def test_each_alert_and_end_is_notified_once_per_onset(qtbot):
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    said: list[str] = []
+    notifier = Notifier(parent, say=said.append)
+    runs = [info(A, "alpha", "running"), info(B, "beta", "running")]
+    assert notifier.update({A: [stalled(A)]}, runs) == []  # the baseline at start
+    assert notifier.update({A: [stalled(A)]}, runs) == []  # still the same stall
+    [note] = notifier.update({A: [stalled(A)], B: [stalled(B)]}, runs)
+    assert (note.run, note.kind, note.title) == (B, "stalled", "beta: stalled")
+    assert notifier.update({}, runs) == []  # both cleared: nothing to say
+    [again] = notifier.update({A: [stalled(A)]}, runs)  # a new stall of alpha: a new onset
+    assert again.run == A
+    [end] = notifier.update({}, [info(A, "alpha", "finished"), info(B, "beta", "running")])
+    assert (end.kind, end.title) == ("finished", "alpha finished")
+    assert notifier.tray is None  # offscreen: no system tray, and the status bar says so once
+    assert said[0].startswith("beta: stalled: stalled after step 7 (no system tray")
+    assert [s for s in said if "no system tray" in s] == [said[0]]
+    assert said[1:] == ["alpha: stalled: stalled after step 7", "alpha finished"]
+
+
+def test_muting_per_run_and_kind(qtbot):
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    notifier = Notifier(parent, muted=[(A.uid, "stalled")])
+    runs = [info(A, "alpha", "running"), info(B, "beta", "running")]
+    notifier.update({}, runs)
+    notes = notifier.update({A: [stalled(A)], B: [stalled(B)]}, runs)
+    assert [n.run for n in notes] == [B]
+    notifier.set_muted(B, ALL_KINDS, True)
+    assert notifier.update({}, [info(A, "alpha", "failed"), info(B, "beta", "failed")]) == [
+        notes[0].__class__(A, "failed", "alpha failed", "")
+    ]
+    notifier.set_muted(A, "stalled", False)
+    assert not notifier.is_muted(A, "stalled") and notifier.is_muted(B, "nan_loss")
