@@ -86,10 +86,20 @@ def _load(sources: list[str], timeout: float):
     """The sources opened and read (runs, keys, summaries); the caller closes them."""
     from resplot.headless import Loaded
 
+    check_specs(sources)
     try:
         return Loaded(sources, timeout=timeout)
     except (OSError, TimeoutError, ValueError) as exc:
         raise CliError(str(exc)) from None
+
+
+def _looks_like_command(word: str) -> bool:
+    """A bare word (no path, host or URL characters) that names no file here: a mistyped
+    subcommand, not a store."""
+    import os
+    import re
+
+    return bool(re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", word)) and not os.path.exists(word)
 
 
 def select_runs(cache, patterns: list[str] | None) -> list:
@@ -183,9 +193,52 @@ def cmd_export(args) -> int:
     return 0
 
 
+COMMANDS = ("snapshot", "export")
+
+
+def check_specs(specs: list[str]) -> None:
+    """Fail now, not in a window that waits forever, on a spec that can never be read: one that
+    does not parse, or a local path (or glob) that names nothing. Remote ones are checked when
+    they connect, since only the host knows its files."""
+    import glob
+    import os
+
+    from resplot.sources import SpecError, parse_spec
+
+    for spec in specs:
+        try:
+            parsed = parse_spec(spec)
+        except SpecError as exc:
+            raise CliError(str(exc)) from None
+        if parsed["kind"] != "local":
+            continue
+        for part in (p for p in parsed["path"].split(",") if p):
+            path = os.path.expanduser(part)
+            if glob.has_magic(path):
+                if glob.glob(path, recursive=True):
+                    continue
+                where = os.path.dirname(path.split("*")[0].split("?")[0].split("[")[0]) or "."
+                if os.path.isdir(where):
+                    continue  # stores may appear there later (a run about to start)
+                raise CliError(f"no store matches {part!r}: {where} does not exist")
+            if os.path.exists(path):
+                if not os.access(path, os.R_OK):
+                    raise CliError(f"cannot read {part!r}: permission denied")
+                continue
+            raise CliError(f"no store matches {part!r}: no such file or directory")
+
+
+def _unknown_command(word: str) -> CliError:
+    return CliError(
+        f"unknown command {word!r} (commands: {', '.join(COMMANDS)}; see `resplot -h`). "
+        f"To open a store of that name, write ./{word}"
+    )
+
+
 def cmd_open(args) -> int:
     import os
 
+    check_specs(args.sources)
     if sys.platform.startswith("linux") and not (
         os.environ.get("DISPLAY")
         or os.environ.get("WAYLAND_DISPLAY")
@@ -223,9 +276,11 @@ def main(argv: list[str] | None = None) -> int:
         return _missing_extra(_MISSING)
     top, sub = build_parsers()
     try:
-        if argv and argv[0] in ("snapshot", "export"):
+        if argv and argv[0] in COMMANDS:
             args = sub.parse_args(argv)
             return cmd_snapshot(args) if args.command == "snapshot" else cmd_export(args)
+        if argv and _looks_like_command(argv[0]):
+            raise _unknown_command(argv[0])
         return cmd_open(top.parse_args(argv))
     except CliError as exc:
         print(f"resplot: error: {exc}", file=sys.stderr)
