@@ -114,15 +114,18 @@ def read_entries(path: Path, name: str) -> list[KnownEntry]:
 
 
 class KnownHosts:
-    """The known_hosts files of one host's config; the first one receives pinned keys."""
+    """The known_hosts files of one host's config: the user's (UserKnownHostsFile; the first
+    receives pinned keys), then the system-wide ones (GlobalKnownHostsFile), only read."""
 
     def __init__(self, config: HostConfig) -> None:
         self.config = config
         self.files = [Path(f).expanduser() for f in config.known_hosts_files]
+        self.global_files = [Path(f) for f in config.global_known_hosts_files]
         self.name = host_key_name(config.host_key_alias or config.hostname, config.port)
 
     def entries(self) -> list[KnownEntry]:
-        return [e for path in self.files for e in read_entries(path, self.name)]
+        paths = self.files + [p for p in self.global_files if p not in self.files]
+        return [e for path in paths for e in read_entries(path, self.name)]
 
     def known_key_types(self) -> list[str]:
         """Key types pinned for this host, so the handshake can ask the server for one of them."""
