@@ -16,6 +16,7 @@ import logging
 import os
 import select
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -32,6 +33,7 @@ from resplot.hostkeys import (
     HostKeyUnknown,
     KnownHosts,
 )
+from resplot.ssh_proxy import ProxyCommandSocket
 from resplot.sshconfig import (
     HostConfig,
     SSHConfigError,
@@ -170,7 +172,7 @@ class SSHConnection:
         if self.config.server_alive_count_max:
             timeouts = replace(timeouts, keepalive_max=self.config.server_alive_count_max)
         self.timeouts = timeouts
-        self.socket: socket.socket | None = None
+        self.socket: socket.socket | ProxyCommandSocket | None = None
         self._transports: list[paramiko.Transport] = []
         self._lock = threading.RLock()
         self._closed = threading.Event()
@@ -294,6 +296,15 @@ class SSHConnection:
 
     # -- internals ------------------------------------------------------------------------
     def _hop_socket(self, hop: HostConfig, via: str | None):
+        if not self._transports and hop.proxy_command:
+            try:
+                self.socket = ProxyCommandSocket(hop.proxy_command)
+            except OSError as exc:
+                raise ConnectFailed(
+                    f"cannot start the ProxyCommand for {hop.label} "
+                    f"(`{hop.proxy_command}`): {exc.strerror or exc}"
+                ) from exc
+            return self.socket
         if not self._transports:
             try:
                 self.socket = tcp_connect(
@@ -342,10 +353,16 @@ class SSHConnection:
         try:
             transport.start_client(timeout=self.timeouts.banner)
         except (paramiko.SSHException, OSError, EOFError) as exc:
+            proxy = sock if isinstance(sock, ProxyCommandSocket) else None
+            if proxy is not None:  # its stderr says more than "no banner"
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proxy.process.wait(0.5)
+                why = proxy.reason()
             transport.close()
             raise ConnectFailed(
                 f"SSH handshake with {hop.label} failed: {exc or type(exc).__name__}"
                 + (f" (via {via})" if via else "")
+                + (f"; {why}" if proxy is not None else "")
             ) from exc
         try:
             known.verify(transport.get_remote_server_key(), self.ask_host_key)
@@ -475,7 +492,7 @@ class SSHConnection:
         for t in list(self._transports):
             with contextlib.suppress(Exception):
                 t.close()
-        if self.socket is not None:
+        if self.socket is not None:  # a TCP socket, or a ProxyCommand's
             with contextlib.suppress(OSError):
                 self.socket.shutdown(socket.SHUT_RDWR)
 
