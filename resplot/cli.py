@@ -39,6 +39,26 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
                    help="runs by name, uid or uid prefix (globs allowed); default all")  # fmt: skip
     p.add_argument("--keys", nargs="+", metavar="GLOB", help="metric keys by glob")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for sources")
+    _add_ssh_config(p)
+
+
+def _add_ssh_config(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ssh-config", "-F", type=Path, metavar="FILE",
+                   help="ssh config file to use instead of ~/.ssh/config and "
+                        "/etc/ssh/ssh_config (like ssh -F)")  # fmt: skip
+
+
+def ssh_options(args, asker) -> dict:
+    """What every SSH source gets: who answers a login (asked once per host per session), and
+    the ssh config file when one was named."""
+    from resplot.ssh_prompts import Secrets
+
+    opts: dict = {"secrets": Secrets(asker)}
+    if args.ssh_config is not None:
+        if not args.ssh_config.expanduser().is_file():
+            raise CliError(f"--ssh-config {args.ssh_config}: no such file")
+        opts["ssh_config"] = args.ssh_config.expanduser()
+    return opts
 
 
 def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
@@ -50,6 +70,7 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     top.add_argument("sources", nargs="*", metavar="SOURCE", help="stores to open")
     top.add_argument("--config", type=Path, help="settings file (default $RESPLOT_CONFIG or "
                      "~/.config/resplot/settings.json)")  # fmt: skip
+    _add_ssh_config(top)
 
     sub = argparse.ArgumentParser(prog="resplot")
     cmds = sub.add_subparsers(dest="command", required=True)
@@ -82,13 +103,16 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     return top, sub
 
 
-def _load(sources: list[str], timeout: float):
-    """The sources opened and read (runs, keys, summaries); the caller closes them."""
+def _load(args):
+    """The sources opened and read (runs, keys, summaries); the caller closes them. A login
+    that needs a password asks on the terminal, or through SSH_ASKPASS (as ssh does)."""
     from resplot.headless import Loaded
+    from resplot.ssh_prompts import default_asker
 
-    check_specs(sources)
+    check_specs(args.sources)
+    opts = ssh_options(args, default_asker())
     try:
-        return Loaded(sources, timeout=timeout)
+        return Loaded(args.sources, timeout=args.timeout, ssh_options=opts)
     except (OSError, TimeoutError, ValueError) as exc:
         raise CliError(str(exc)) from None
 
@@ -151,7 +175,7 @@ def cmd_snapshot(args) -> int:
     size = _size(args.size)
     if args.tile_cache_mb < 1:
         raise CliError(f"--tile-cache-mb must be at least 1, got {args.tile_cache_mb}")
-    with _load(args.sources, args.timeout) as loaded:
+    with _load(args) as loaded:
         loaded.cache.set_tile_limit(args.tile_cache_mb << 20)
         refs = select_runs(loaded.cache, args.runs)
         page = render(loaded.cache, state, refs, size=size, dpi=args.dpi, fetch=loaded.fetch)
@@ -175,7 +199,7 @@ def cmd_export(args) -> int:
     from reslog.export import ExportError
     from resplot.exports import export_points, export_table
 
-    with _load(args.sources, args.timeout) as loaded:
+    with _load(args) as loaded:
         refs = select_runs(loaded.cache, args.runs)
         try:
             if args.format in ("csv", "csv-wide", "parquet"):
@@ -265,6 +289,10 @@ def cmd_open(args) -> int:
     cache = SeriesCache()
     window = MainWindow(cache, settings, path)
     poller = make_poller(cache, settings.state.poll_interval, window.ask_host_key)
+    from resplot.prompt_dialog import PromptAsker
+
+    # Logins are asked in a dialog, once per host for the session.
+    poller.ssh_options.update(ssh_options(args, PromptAsker(window)))
     window.attach_poller(poller)
     window.show()
     return app.exec_()

@@ -39,6 +39,7 @@ from resplot.ssh import (
     SSHError,
     Timeouts,
 )
+from resplot.ssh_prompts import Secrets
 
 __all__ = ["AGENT_DIR", "HostKeyNotTrusted", "HostLink", "SSHSource", "SSHSpec", "ensure_agent"]
 
@@ -140,6 +141,7 @@ class HostLink:
         ask_passphrase: AskPassphrase | None,
         timeouts: Timeouts,
         agent_dir: str,
+        secrets: Secrets | None = None,
     ) -> None:
         self.spec = spec
         self.python = python
@@ -152,6 +154,7 @@ class HostLink:
             ssh_config=ssh_config,
             ask_host_key=ask_host_key,
             ask_passphrase=ask_passphrase,
+            secrets=secrets,
             timeouts=timeouts,
         )
         self.lock = threading.RLock()  # one request (poll) on the channel at a time
@@ -361,6 +364,7 @@ class SSHSource(AgentSource):
         ask_passphrase: AskPassphrase | None = None,
         timeouts: Timeouts | None = None,
         agent_dir: str = AGENT_DIR,
+        secrets: Secrets | None = None,
     ) -> None:
         parsed = parse_ssh_spec(spec)
         super().__init__(spec, label or parsed.label, [parsed.path])
@@ -378,6 +382,7 @@ class SSHSource(AgentSource):
                 ask_passphrase=ask_passphrase,
                 timeouts=timeouts,
                 agent_dir=agent_dir,
+                secrets=secrets,
             ),
         )
         self._released = False
