@@ -296,7 +296,9 @@ def _password(transport, hop: HostConfig, secrets: Secrets, attempt: _Attempt):
         # From this session's memory or the keyring, else asked.
         answers = secrets.answer(Prompt("password", hop.label, (question,)), [ident])
         if answers is None:
-            attempt.declined = "nobody to ask" if secrets.asker is None else "cancelled"
+            if secrets.asker is not None:
+                raise AuthFailed(f"login to {hop.label} cancelled")
+            attempt.declined = "nobody to ask"
             return None
         attempt.tried.append("password")
         try:
@@ -326,9 +328,9 @@ def _interactive(transport, hop: HostConfig, secrets: Secrets, attempt: _Attempt
         # A password prompt is kept for the session; a one-time code is asked every time.
         ids = [_ident("kbd", hop, t) if _is_password(t, e) else None for t, e in questions]
         answers = secrets.answer(prompt, ids)
-        if answers is None:
+        if answers is None:  # empty answers end this round as a refusal (no traceback)
             unanswered = True
-            raise paramiko.AuthenticationException("no answer")
+            return [""] * len(questions)
         last_ids[:] = [i for i in ids if i is not None]
         return answers
 
@@ -341,7 +343,9 @@ def _interactive(transport, hop: HostConfig, secrets: Secrets, attempt: _Attempt
         except paramiko.AuthenticationException:
             if unanswered:
                 attempt.tried.pop()
-                attempt.declined = "nobody to ask" if secrets.asker is None else "cancelled"
+                if secrets.asker is not None:
+                    raise AuthFailed(f"login to {hop.label} cancelled") from None
+                attempt.declined = "nobody to ask"
                 return None
             for ident in last_ids:
                 secrets.forget(ident)
@@ -370,8 +374,6 @@ def _refusal(hop: HostConfig, allowed: list[str], attempt: _Attempt) -> str:
         )
     elif interactive and attempt.declined == "BatchMode yes":
         hints.append(f"BatchMode yes for '{hop.alias}': no password or code is asked")
-    elif attempt.declined == "cancelled":
-        return f"login to {hop.label} cancelled"
     if not [m for m in allowed if m in usable]:
         hints.append(
             f"{hop.label} allows {', '.join(allowed) or 'nothing'}, none of which is enabled for "
