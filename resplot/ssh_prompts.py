@@ -72,7 +72,9 @@ def keyring_module():
     except ImportError:
         return None
     with contextlib.suppress(Exception):
-        if not isinstance(keyring.get_keyring(), fail.Keyring):
+        backend = keyring.get_keyring()
+        chained = getattr(backend, "backends", None)  # a chainer with nothing in it is none
+        if not isinstance(backend, fail.Keyring) and (chained is None or chained):
             return keyring
     return None
 

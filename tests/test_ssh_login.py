@@ -286,3 +286,73 @@ def test_the_window_s_asker_is_usable_from_a_worker_thread(qtbot):
 
 if sys.platform == "win32":  # pragma: no cover - the fixture creates POSIX users
     pytestmark = pytest.mark.skip("POSIX only")
+
+
+class _MemoryKeyring:
+    """Stands in for the OS keyring (Secret Service, macOS Keychain, Windows Credential
+    Locker), none of which runs on a test machine; `keyring` itself is real."""
+
+    def __init__(self) -> None:
+        import keyring.backend
+
+        class Backend(keyring.backend.KeyringBackend):
+            priority = 1  # type: ignore[assignment]
+
+            def __init__(self) -> None:
+                super().__init__()
+                self.store: dict[tuple[str, str], str] = {}
+
+            def get_password(self, service, username):
+                return self.store.get((service, username))
+
+            def set_password(self, service, username, password):
+                self.store[(service, username)] = password
+
+            def delete_password(self, service, username):
+                self.store.pop((service, username), None)
+
+        self.backend = Backend()
+
+
+@pytest.fixture
+def os_keyring():
+    import keyring  # the `keyring` extra (in `all`, which the test setup installs)
+
+    previous = keyring.get_keyring()
+    memory = _MemoryKeyring().backend
+    memory.store.clear()
+    keyring.set_keyring(memory)
+    yield memory
+    keyring.set_keyring(previous)
+
+
+def test_remember_keeps_the_password_in_the_os_keyring_for_the_next_session(
+    login_server, tmp_path, os_keyring
+):
+    cfg = login_server.ssh_config(tmp_path, extra="Host pw\n  PreferredAuthentications password\n")
+    asked: list[Prompt] = []
+
+    def ticks_remember(prompt: Prompt) -> Answer:
+        asked.append(prompt)
+        return Answer([login_server.password], remember=True)
+
+    with SSHConnection("pw", ssh_config=cfg, secrets=Secrets(ticks_remember)) as conn:
+        assert whoami(conn) == login_server.password_user
+    assert asked[0].may_remember
+    assert list(os_keyring.store.values()) == [login_server.password]
+    nobody = Secrets(None)  # a new session with nobody to ask: the keyring answers
+    with SSHConnection("pw", ssh_config=cfg, secrets=nobody) as conn:
+        assert whoami(conn) == login_server.password_user
+    assert nobody.asked == 0
+
+
+def test_a_remembered_password_that_is_refused_is_dropped_from_the_keyring(
+    login_server, tmp_path, os_keyring
+):
+    cfg = login_server.ssh_config(tmp_path, extra="Host pw\n  PreferredAuthentications password\n")
+    ident = ("password", login_server.password_user, "127.0.0.1", str(login_server.server.port))
+    os_keyring.store[("resplot", "|".join((*ident, "")))] = "an old password"
+    person = Person(login_server.password)
+    with SSHConnection("pw", ssh_config=cfg, secrets=Secrets(person)) as conn:
+        assert whoami(conn) == login_server.password_user
+    assert len(person.prompts) == 1 and os_keyring.store == {}
