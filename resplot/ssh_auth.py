@@ -138,14 +138,16 @@ def offered_keys(
     seen: set[bytes] = set()
     agent = _agent(hop)
     try:
-        for key in agent.get_keys() if agent is not None else ():
+        agent_keys = list(agent.get_keys()) if agent is not None else []
+        held = {k.asbytes() for k in agent_keys}  # certificates the agent holds are offered as is
+        for key in agent_keys:
             blob = key.asbytes()
             if hop.identities_only and blob not in wanted:
                 continue
             seen.add(blob)
             name = f"ssh-agent {key.get_name()} {key.comment or ''}".strip()
             for cert_blob, (cert_key, cert_path) in certs.items():
-                if cert_key == blob:
+                if cert_key == blob and cert_blob not in held:
                     yield f"{name} + certificate {cert_path}", _with_cert(key, cert_blob)
             yield name, key
         for label, key in file_keys:
@@ -234,8 +236,11 @@ def _certified_key_blob(cert: paramiko.PublicBlob) -> bytes | None:
 def _with_cert(key: paramiko.PKey, cert_blob: bytes) -> paramiko.PKey:
     import copy
 
-    certified = copy.copy(key)
-    certified.load_certificate(paramiko.PublicBlob.from_message(paramiko.Message(cert_blob)))
+    if isinstance(key, paramiko.AgentKey):  # the agent signs; the certificate rides along
+        certified: paramiko.PKey = paramiko.AgentKey(key.agent, key.blob, key.comment)
+    else:
+        certified = copy.copy(key)
+    certified.load_certificate(paramiko.Message(cert_blob))
     return certified
 
 
