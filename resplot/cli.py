@@ -4,6 +4,7 @@
     resplot snapshot SOURCE... -o chart.png      draw a chart page to PNG / SVG / PDF
     resplot export SOURCE... --format csv -o F   points (csv, csv-wide, parquet) or the
                                                  comparison table (md, latex, table-csv)
+    resplot sync SOURCE... MIRROR                copy runs into a local store (incremental)
 
 Errors are printed as one line (`resplot: error: ...`) with a non-zero exit status.
 """
@@ -100,6 +101,14 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     )  # fmt: skip
     exp.add_argument("--metrics", nargs="+", metavar="GLOB",
                      help="metrics summarised in the comparison table")  # fmt: skip
+
+    syn = cmds.add_parser("sync", help="copy runs into a local store that outlives the host")
+    syn.add_argument("paths", nargs="+", metavar="SOURCE... MIRROR",
+                     help="sources (any spec but PostgreSQL), then the local mirror store, "
+                          "created when missing")  # fmt: skip
+    syn.add_argument("--watch", type=float, metavar="SECONDS",
+                     help="sync again every SECONDS until Ctrl+C (for live runs)")  # fmt: skip
+    _add_ssh_config(syn)
     return top, sub
 
 
@@ -217,7 +226,7 @@ def cmd_export(args) -> int:
     return 0
 
 
-COMMANDS = ("snapshot", "export")
+COMMANDS = ("snapshot", "export", "sync")
 
 
 def check_specs(specs: list[str]) -> None:
@@ -257,6 +266,51 @@ def _unknown_command(word: str) -> CliError:
         f"unknown command {word!r} (commands: {', '.join(COMMANDS)}; see `resplot -h`). "
         f"To open a store of that name, write ./{word}"
     )
+
+
+def cmd_sync(args) -> int:
+    import time
+
+    from resplot.agent_client import AgentConnectionError
+    from resplot.sources.base import AuthFailed
+    from resplot.ssh_prompts import default_asker
+    from resplot.sync import Mirror
+    from schema.errors import StoreError
+
+    if len(args.paths) < 2:
+        raise CliError("sync needs at least one SOURCE and the MIRROR store: "
+                       "resplot sync gpu-box:runs/reslog.db mirror.db")  # fmt: skip
+    *specs, mirror = args.paths
+    check_specs(specs)
+    if _looks_remote(mirror):
+        raise CliError(f"the mirror {mirror!r} must be a local store path")
+    opts = ssh_options(args, default_asker())
+    failed = False
+    with Mirror(mirror) as m:
+        while True:
+            for spec in specs:
+                try:
+                    report = m.sync(spec, source_options=opts)
+                except (AgentConnectionError, AuthFailed, StoreError, TimeoutError, OSError) as exc:
+                    if args.watch is None:
+                        raise CliError(f"{spec}: {exc}; the mirror keeps what it has") from None
+                    print(f"{spec}: {exc} (the mirror keeps what it has; trying again)",
+                          file=sys.stderr)  # fmt: skip
+                    failed = True
+                    continue
+                print(f"{spec} -> {mirror}: {report.line()}", file=sys.stderr)
+            if args.watch is None:
+                return EXIT_ERROR if failed else 0
+            time.sleep(max(0.5, args.watch))
+
+
+def _looks_remote(path: str) -> bool:
+    from resplot.sources import SpecError, parse_spec
+
+    try:
+        return parse_spec(path)["kind"] != "local"
+    except SpecError:
+        return False
 
 
 def cmd_open(args) -> int:
@@ -306,7 +360,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv and argv[0] in COMMANDS:
             args = sub.parse_args(argv)
-            return cmd_snapshot(args) if args.command == "snapshot" else cmd_export(args)
+            run = {"snapshot": cmd_snapshot, "export": cmd_export, "sync": cmd_sync}
+            return run[args.command](args)
         if argv and _looks_like_command(argv[0]):
             raise _unknown_command(argv[0])
         return cmd_open(top.parse_args(argv))
