@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import logging
 import os
 import re
 from collections.abc import Callable
@@ -21,6 +22,8 @@ from pathlib import Path
 import paramiko
 
 from resplot.sshconfig import DEFAULT_PORT, HostConfig, SSHError
+
+log = logging.getLogger(__name__)
 
 AskHostKey = Callable[[str, str, str], bool]
 
@@ -124,8 +127,15 @@ class KnownHosts:
         self.name = host_key_name(config.host_key_alias or config.hostname, config.port)
 
     def entries(self) -> list[KnownEntry]:
-        paths = self.files + [p for p in self.global_files if p not in self.files]
-        return [e for path in paths for e in read_entries(path, self.name)]
+        found = [e for path in self.files for e in read_entries(path, self.name)]
+        for path in self.global_files:
+            if path in self.files:
+                continue
+            try:
+                found += read_entries(path, self.name)
+            except HostKeyError as exc:  # ssh, too, goes on without an unreadable system file
+                log.warning("%s", exc)
+        return found
 
     def known_key_types(self) -> list[str]:
         """Key types pinned for this host, so the handshake can ask the server for one of them."""
