@@ -347,6 +347,12 @@ def cmd_open(args) -> int:
 
     # Logins are asked in a dialog, once per host for the session.
     poller.ssh_options.update(ssh_options(args, PromptAsker(window)))
+    from resplot.local_copies import LocalCopies
+
+    copies = LocalCopies(ssh_options=poller.ssh_options)  # the same logins as the poller
+    window.attach_local_copies(copies)
+    copies.start()
+    app.aboutToQuit.connect(copies.stop)
     window.attach_poller(poller)
     window.show()
     return app.exec_()
