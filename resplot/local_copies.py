@@ -35,8 +35,10 @@ def data_dir(platform: str | None = None, environ: dict[str, str] | None = None)
     platform = platform or sys.platform
     env = os.environ if environ is None else environ
     if platform == "win32":
-        base = env.get("LOCALAPPDATA") or str(Path("~/AppData/Local").expanduser())
-        return Path(base) / "resplot"
+        import ntpath
+
+        base = env.get("LOCALAPPDATA") or ntpath.join(str(Path.home()), "AppData", "Local")
+        return Path(ntpath.join(base, "resplot"))
     if platform == "darwin":
         return Path("~/Library/Application Support/resplot").expanduser()
     return Path(env.get("XDG_DATA_HOME") or "~/.local/share").expanduser() / "resplot"

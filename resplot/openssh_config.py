@@ -39,7 +39,32 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-SYSTEM_CONFIG = "/etc/ssh/ssh_config"
+
+def system_ssh_dir(platform: str | None = None, environ: dict[str, str] | None = None) -> str:
+    """Where OpenSSH keeps its system-wide files: /etc/ssh, or on Windows (Win32-OpenSSH, the
+    ssh that ships with Windows) %PROGRAMDATA%\\ssh."""
+    import sys
+
+    if (platform or sys.platform) == "win32":
+        env = os.environ if environ is None else environ
+        import ntpath  # Windows path rules, also when this runs elsewhere (tests)
+
+        return ntpath.join(env.get("PROGRAMDATA") or r"C:\ProgramData", "ssh")
+    return "/etc/ssh"
+
+
+def shell_argv(command: str, platform: str | None = None, environ: dict | None = None) -> list:
+    """How ssh runs a command it is given (ProxyCommand, Match exec): `exec COMMAND` through
+    $SHELL (or /bin/sh); on Windows through %ComSpec% (cmd.exe) /c."""
+    import sys
+
+    env = os.environ if environ is None else environ
+    if (platform or sys.platform) == "win32":
+        return [env.get("ComSpec") or "cmd.exe", "/c", command]
+    return [env.get("SHELL") or "/bin/sh", "-c", f"exec {command}"]
+
+
+SYSTEM_CONFIG = os.path.join(system_ssh_dir(), "ssh_config")
 USER_CONFIG = "~/.ssh/config"
 MAX_INCLUDE_DEPTH = 16  # READCONF_MAX_DEPTH
 DEFAULT_IDENTITY_FILES = (
@@ -52,7 +77,9 @@ DEFAULT_IDENTITY_FILES = (
     "~/.ssh/id_dsa",
 )
 DEFAULT_USER_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
-DEFAULT_GLOBAL_KNOWN_HOSTS = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
+DEFAULT_GLOBAL_KNOWN_HOSTS = tuple(
+    os.path.join(system_ssh_dir(), name) for name in ("ssh_known_hosts", "ssh_known_hosts2")
+)
 
 # How each keyword's arguments are read (all others: one argument, first value wins).
 _ACCUMULATE = {"identityfile", "certificatefile"}
@@ -382,8 +409,8 @@ class _Reader:
         )
 
     def _include(self, pattern: str, depth: int, active: bool) -> None:
-        if not pattern.startswith(("/", "~")):
-            pattern = os.path.join("~/.ssh" if self.user_file else "/etc/ssh", pattern)
+        if not (pattern.startswith("~") or os.path.isabs(pattern)):
+            pattern = os.path.join("~/.ssh" if self.user_file else system_ssh_dir(), pattern)
         pattern = os.path.expanduser(pattern)
         for path in sorted(glob.glob(pattern)):
             self.read(Path(path), depth + 1, never_match=not active)
@@ -550,10 +577,9 @@ def server_alive_interval(options: Options) -> int:
 
 
 def _run_exec(command: str) -> bool:
-    shell = os.environ.get("SHELL") or "/bin/sh"
     try:
         done = subprocess.run(
-            [shell, "-c", command], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            shell_argv(command), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             timeout=30, check=False,
         )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired) as exc:

@@ -157,7 +157,11 @@ def default_asker(
     return None
 
 
-def _has_tty() -> bool:
+def _has_tty(platform: str | None = None) -> bool:
+    """A terminal to ask on: /dev/tty (POSIX; also when stdin is redirected), or on Windows a
+    console on stdin."""
+    if (platform or sys.platform) == "win32":
+        return sys.stdin is not None and sys.stdin.isatty()
     try:
         with open("/dev/tty"):
             return True

@@ -5,17 +5,18 @@ through the shell as ssh does (pipes, `$VAR`, a trailing `# comment` break), sen
 pipe nobody reads (a chatty proxy then blocks), waits to fill a whole buffer before returning
 data, and never reports end of file (a proxy that died leaves the transport polling forever).
 This one runs `exec COMMAND` under $SHELL like ssh, returns whatever bytes are ready, reports EOF
-as EOF, and keeps the command's stderr (in a temporary file) for the error message.
+as EOF, and keeps the command's stderr (in a temporary file) for the error message. A thread
+reads the command's stdout (select() cannot wait on a pipe on Windows; a thread can anywhere).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import select
 import socket
 import subprocess
 import tempfile
+import threading
 
 from resplot.sshconfig import proxy_command_argv
 
@@ -36,6 +37,27 @@ class ProxyCommandSocket:
         )
         self.timeout: float | None = None
         self._tail = ""
+        self._buffer = bytearray()
+        self._eof = False
+        self._ready = threading.Condition()
+        threading.Thread(target=self._pump, daemon=True, name="proxycommand-reader").start()
+
+    def _pump(self) -> None:
+        stdout = self.process.stdout
+        assert stdout is not None
+        while True:
+            try:
+                data = os.read(stdout.fileno(), 65536)
+            except (OSError, ValueError):
+                data = b""
+            with self._ready:
+                if data:
+                    self._buffer += data
+                else:
+                    self._eof = True
+                self._ready.notify_all()
+            if not data:
+                return
 
     def send(self, data: bytes) -> int:
         assert self.process.stdin is not None
@@ -45,18 +67,12 @@ class ProxyCommandSocket:
             raise OSError(f"ProxyCommand stopped reading: {self.reason() or exc}") from exc
 
     def recv(self, size: int) -> bytes:
-        stdout = self.process.stdout
-        assert stdout is not None
-        try:
-            ready, _w, _x = select.select([stdout], [], [], self.timeout)
-        except (ValueError, OSError):
-            return b""  # closed under us: end of file
-        if not ready:
-            raise TimeoutError("no data from ProxyCommand")
-        try:
-            return os.read(stdout.fileno(), size)
-        except (ValueError, OSError):
-            return b""
+        with self._ready:
+            if not self._ready.wait_for(lambda: self._buffer or self._eof, self.timeout):
+                raise TimeoutError("no data from ProxyCommand")
+            data = bytes(self._buffer[:size])
+            del self._buffer[:size]
+            return data  # b"" only at end of file
 
     def settimeout(self, timeout: float | None) -> None:
         self.timeout = timeout

@@ -100,10 +100,10 @@ def default_config_path() -> Path:
 
 
 def proxy_command_argv(command: str) -> list[str]:
-    """How ssh runs a ProxyCommand: `exec COMMAND` through $SHELL (or /bin/sh)."""
-    import os
+    """How ssh runs a ProxyCommand (resplot.openssh_config.shell_argv)."""
+    from resplot.openssh_config import shell_argv
 
-    return [os.environ.get("SHELL") or "/bin/sh", "-c", f"exec {command}"]
+    return shell_argv(command)
 
 
 def parse_hop(text: str) -> Hop:

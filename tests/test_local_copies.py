@@ -66,13 +66,13 @@ def test_the_kept_list_survives_a_restart_and_dropping_keeps_the_file(tmp_path, 
 @pytest.mark.parametrize(
     ("platform", "env", "expected"),
     [
-        ("win32", {"LOCALAPPDATA": r"C:\Users\me\AppData\Local"}, r"C:\Users\me\AppData\Local"),
         ("darwin", {}, "~/Library/Application Support"),
         ("linux", {"XDG_DATA_HOME": "/data/me"}, "/data/me"),
         ("linux", {}, "~/.local/share"),
     ],
 )
 def test_the_data_directory_follows_each_platform_s_convention(platform, env, expected):
+    # Windows: tests/test_ssh_portability.py (with Windows path rules)
     got = data_dir(platform, env)
     assert got.name == "resplot"
     assert str(got.parent) == str(Path(expected).expanduser())
