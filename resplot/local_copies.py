@@ -148,3 +148,53 @@ class LocalCopies(QObject):
             self.gone.discard(spec)
             self.hostBack.emit(spec)
         self.synced.emit(spec, report.line())
+
+
+class ShownCopies(QObject):
+    """The window's side of LocalCopies: a File menu entry to keep the selected source, and the
+    copy of a source that does not answer shown as `<source> (local copy)` until it does."""
+
+    def __init__(self, window, copies: LocalCopies) -> None:
+        super().__init__(window)
+        self.window, self.copies = window, copies
+        self.labels: dict[str, str] = {}  # source spec -> its copy's poller label
+        from PyQt5.QtWidgets import QAction
+
+        action = QAction("Keep a local copy of the selected source", window)
+        action.triggered.connect(lambda: self.keep(self.selected_spec()))
+        menu = window.file_menu
+        menu.insertAction(menu.actions()[2], action)  # after add/remove, before Quit
+        copies.synced.connect(lambda spec, line: window.on_error(f"local copy of {spec}: {line}"))
+        copies.hostGone.connect(self.show)
+        copies.hostBack.connect(self.hide)
+
+    def keep(self, spec: str | None) -> None:
+        if spec is not None:
+            path = self.copies.keep(spec)
+            self.window.on_error(f"keeping a local copy of {spec} in {path}")
+
+    def selected_spec(self) -> str | None:
+        item = self.window.tree.currentItem()
+        while item is not None and item.parent() is not None:
+            item = item.parent()
+        if item is None:
+            return None
+        label = item.data(0, 0x0100)  # Qt.UserRole: the source's label
+        return next((s for s, lab in self.window.source_labels.items() if lab == label), None)
+
+    def show(self, spec: str, path: str, why: str) -> None:
+        poller = self.window.poller
+        if poller is None or spec in self.labels:
+            return
+        name = self.window.source_labels.get(spec, spec)
+        label = poller.add_source(path, label=f"{name} (local copy)")
+        self.labels[spec] = label
+        self.window.tree.add_source_label(label)
+        self.window.on_error(f"{name} does not answer ({why}); showing its local copy")
+
+    def hide(self, spec: str) -> None:
+        label = self.labels.pop(spec, None)
+        if label is not None and self.window.poller is not None:
+            self.window.poller.remove_source(label)
+            self.window.cache.drop_source(label)
+            self.window.schedule_redraw()

@@ -19,6 +19,7 @@ from resplot.openssh_config import (
     ConfigError,
     expand_tokens,
     local_user,
+    percent_expand,
     read_options,
     resolved_hostname,
     server_alive_interval,
@@ -193,9 +194,7 @@ def _host_config(host: str, hostname: str, opts, config_path: str | None) -> Hos
     if command is not None:
         tokens = {"h": hostname, "k": alias or hostname, "n": host, "p": str(resolved_port),
                   "r": remote_user}  # fmt: skip
-        from resplot.openssh_config import _percent
-
-        command = _percent(str(command), tokens, "ProxyCommand")
+        command = percent_expand(str(command), tokens, "ProxyCommand")
     alive_count = opts.get("serveralivecountmax")
     agent = opts.get("identityagent")
     preferred = opts.get("preferredauthentications")

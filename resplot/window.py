@@ -552,48 +552,13 @@ class MainWindow(QMainWindow):
         spec = next((s for s, lab in self.source_labels.items() if lab == label), label)
         self.remove_source(spec)
 
-    # -- local copies (resplot.local_copies) ---------------------------------------------------
+    # -- local copies -------------------------------------------------------------------------
     def attach_local_copies(self, copies) -> None:
-        """ "Keep a local copy" of a source; its copy is shown, marked, while it is gone."""
-        self.local_copies = copies
-        self.local_copy_labels: dict[str, str] = {}  # source spec -> its copy's poller label
-        action = QAction("Keep a local copy of the selected source", self)
-        action.triggered.connect(lambda: self.keep_local_copy(self._selected_spec()))
-        self.file_menu.insertAction(self.file_menu.actions()[2], action)  # before Quit
-        copies.synced.connect(lambda spec, line: self.on_error(f"local copy of {spec}: {line}"))
-        copies.hostGone.connect(self._show_local_copy)
-        copies.hostBack.connect(self._hide_local_copy)
+        """ "Keep a local copy" of a source: resplot.local_copies.ShownCopies adds the menu
+        entry and shows a copy, marked, while its source does not answer."""
+        from resplot.local_copies import ShownCopies
 
-    def keep_local_copy(self, spec: str | None) -> None:
-        if spec is None or self.local_copies is None:
-            return
-        path = self.local_copies.keep(spec)
-        self.on_error(f"keeping a local copy of {spec} in {path}")
-
-    def _selected_spec(self) -> str | None:
-        item = self.tree.currentItem()
-        while item is not None and item.parent() is not None:
-            item = item.parent()
-        if item is None:
-            return None
-        label = item.data(0, Qt.UserRole)
-        return next((s for s, lab in self.source_labels.items() if lab == label), None)
-
-    def _show_local_copy(self, spec: str, path: str, why: str) -> None:
-        if self.poller is None or spec in self.local_copy_labels:
-            return
-        name = self.source_labels.get(spec, spec)
-        label = self.poller.add_source(path, label=f"{name} (local copy)")
-        self.local_copy_labels[spec] = label
-        self.tree.add_source_label(label)
-        self.on_error(f"{name} does not answer ({why}); showing its local copy")
-
-    def _hide_local_copy(self, spec: str) -> None:
-        label = self.local_copy_labels.pop(spec, None)
-        if label is not None and self.poller is not None:
-            self.poller.remove_source(label)
-            self.cache.drop_source(label)
-            self.schedule_redraw()
+        self.local_copies = ShownCopies(self, copies)
 
     # -- settings -----------------------------------------------------------------------------
     def save_settings(self) -> None:

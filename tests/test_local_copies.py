@@ -36,7 +36,7 @@ def test_a_kept_source_is_shown_from_its_copy_once_its_store_is_gone(qtbot, stor
         win.add_source(spec)
         with qtbot.waitSignal(copies.synced, timeout=30_000):
             copies.start()
-            win.keep_local_copy(spec)
+            win.local_copies.keep(spec)
         assert copies.mirror_path(spec).exists()
         assert "Keep a local copy" in " ".join(a.text() for a in win.file_menu.actions())
         for path in store.parent.iterdir():
@@ -44,7 +44,7 @@ def test_a_kept_source_is_shown_from_its_copy_once_its_store_is_gone(qtbot, stor
         with qtbot.waitSignal(copies.hostGone, timeout=30_000) as gone:
             pass
         assert gone.args[0] == spec
-        label = win.local_copy_labels[spec]
+        label = win.local_copies.labels[spec]
         assert label.endswith("(local copy)")
         qtbot.waitUntil(lambda: any(r.ref.source == label for r in cache.runs()), timeout=30_000)
         assert [r.name for r in cache.runs() if r.ref.source == label] == ["rented"]
