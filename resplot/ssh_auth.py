@@ -163,25 +163,26 @@ def offered_keys(
 
 
 def _agent(hop: HostConfig) -> paramiko.Agent | None:
-    if hop.identity_agent and hop.identity_agent.lower() == "none":
-        return None
+    """The agent: IdentityAgent's socket when set (`none`: no agent; `SSH_AUTH_SOCK` or
+    `$VAR`: that variable), else $SSH_AUTH_SOCK (or Pageant / the OpenSSH pipe on Windows)."""
     import os
+    import socket
 
-    sock = hop.identity_agent
-    if sock and sock != "SSH_AUTH_SOCK":
-        sock = os.environ.get(sock[1:], "") if sock.startswith("$") else sock
-        old = os.environ.get("SSH_AUTH_SOCK")
-        os.environ["SSH_AUTH_SOCK"] = sock  # paramiko reads the socket path from here
+    where = hop.identity_agent
+    if where is not None and where.lower() == "none":
+        return None
+    if where is not None and where != "SSH_AUTH_SOCK":
+        path = os.environ.get(where[1:], "") if where.startswith("$") else where
+        agent = paramiko.Agent.__new__(paramiko.Agent)  # the socket given, not the environment's
+        paramiko.agent.AgentSSH.__init__(agent)
         try:
-            return paramiko.Agent()
-        except paramiko.SSHException as exc:
-            log.warning("ssh-agent at %s unusable: %s", sock, exc)
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            conn.connect(path)
+            agent._connect(conn)
+        except (OSError, AttributeError, paramiko.SSHException) as exc:
+            log.warning("ssh-agent at %s (IdentityAgent) unusable: %s", path, exc)
             return None
-        finally:
-            if old is None:
-                os.environ.pop("SSH_AUTH_SOCK", None)
-            else:
-                os.environ["SSH_AUTH_SOCK"] = old
+        return agent
     try:
         return paramiko.Agent()
     except paramiko.SSHException as exc:

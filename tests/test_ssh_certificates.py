@@ -153,3 +153,16 @@ def test_an_agent_certificate_without_identities_only_is_offered_as_it_is(
     cfg = cert_server.config(tmp_path, "  IdentityFile /nonexistent/key\n")
     with SSHConnection("ca", ssh_config=cfg) as conn:
         assert conn.exec("echo plain-agent")[1] == b"plain-agent\n"
+
+
+def test_identity_agent_names_the_agent_and_none_turns_it_off(
+    cert_server, agent_with_cert, tmp_path, monkeypatch
+):
+    monkeypatch.delenv("SSH_AUTH_SOCK")  # only IdentityAgent says where the agent is
+    cfg = cert_server.config(tmp_path / "a", f"  IdentityAgent {agent_with_cert}\n")
+    with SSHConnection("ca", ssh_config=cfg) as conn:
+        assert conn.exec("echo named")[1] == b"named\n"
+    monkeypatch.setenv("SSH_AUTH_SOCK", str(agent_with_cert))
+    off = cert_server.config(tmp_path / "b", "  IdentityAgent none\n  IdentityFile /nonexistent\n")
+    with pytest.raises(AuthFailed, match="no SSH key"):
+        SSHConnection("ca", ssh_config=off).open()
