@@ -7,8 +7,10 @@ tested on their own below, SSH_ASKPASS with a real program)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -356,3 +358,53 @@ def test_a_remembered_password_that_is_refused_is_dropped_from_the_keyring(
     with SSHConnection("pw", ssh_config=cfg, secrets=Secrets(person)) as conn:
         assert whoami(conn) == login_server.password_user
     assert len(person.prompts) == 1 and os_keyring.store == {}
+
+
+def test_the_terminal_asks_secrets_without_echo_and_the_rest_with_it(tmp_path):
+    """terminal_asker in a child process whose controlling terminal is a real pty."""
+    import json
+    import pty
+    import select
+    import subprocess
+
+    master, slave = pty.openpty()
+    out = tmp_path / "answers.json"
+    code = (
+        "import json, os, sys\n"
+        "os.close(os.open(sys.argv[1], os.O_RDWR))  # the pty becomes our controlling tty\n"
+        "from resplot.ssh_prompts import Prompt, Question, terminal_asker\n"
+        "p = Prompt('keyboard-interactive', 'me@gpu', (Question('Password: '), "
+        "Question('Token: ', True)), name='Duo two-factor')\n"
+        "a = terminal_asker(p)\n"
+        "open(sys.argv[2], 'w').write(json.dumps(a.values))\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, os.ttyname(slave), str(out)],
+        stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )  # fmt: skip
+    os.close(slave)
+    seen = b""
+
+    def read_until(marker: bytes) -> None:
+        nonlocal seen
+        while marker not in seen:
+            ready, _, _ = select.select([master], [], [], 60)
+            assert ready, f"no {marker!r} from the child; it wrote {seen!r}"
+            seen += os.read(master, 1024)
+
+    try:
+        read_until(b"Password: ")
+        os.write(master, b"s3cret\n")
+        read_until(b"Token: ")
+        os.write(master, b"123456\n")
+        assert child.wait(60) == 0
+        with contextlib.suppress(OSError):
+            while select.select([master], [], [], 0.5)[0]:
+                seen += os.read(master, 1024)
+    finally:
+        child.kill()
+        os.close(master)
+    assert json.loads(out.read_text()) == ["s3cret", "123456"]
+    assert b"Duo two-factor" in seen
+    assert b"s3cret" not in seen and b"123456" in seen  # echo only where the server asked
