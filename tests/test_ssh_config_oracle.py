@@ -101,6 +101,15 @@ CASES: list[tuple[str, str, str, tuple[str, ...]]] = [
      " NumberOfPasswordPrompts 1\n PreferredAuthentications keyboard-interactive,password\n",
      "a", ()),
     ("IdentitiesOnly", "Host a\n IdentitiesOnly yes\n IdentityFile /k\n", "a", ()),
+    ("question-mark wildcard", "Host gpu?\n Port 2002\nHost gpu??\n Port 2003\n", "gpu12", ()),
+    ("Match localuser", "Match localuser {me}\n User viamatch\n", "a", ()),
+    ("Match negated user", "Match !user nobody-here\n Port 2004\n", "a", ()),
+    ("Match user list", 'Match user "x,{me},y"\n Port 2005\n', "a", ()),
+    ("nested Include", "Host a\n Include {dir}/outer\n Port 2006\n", "a", ()),
+    ("IgnoreUnknown lets a keyword pass", "IgnoreUnknown UseKeychain\nHost a\n UseKeychain yes\n"
+     " Port 2007\n", "a", ()),
+    ("uppercase host through %h", "Host *\n HostName %h.lab\n", "GPU", ()),
+    ("wildcard stanza after Match", "Match host a\n User m1\nHost *\n User star\n", "a", ()),
 ]  # fmt: skip
 
 INCLUDED = {
@@ -108,6 +117,8 @@ INCLUDED = {
     "inc2": "Host *\n User included\n",
     "glob2.conf": "User second\nPort 2\n",
     "glob1.conf": "User first\n",
+    "outer": "Include {dir}/inner\nUser outer\n",
+    "inner": "User inner\nHost zz\n User zz\n",
 }
 
 
@@ -150,10 +161,12 @@ def test_the_table_has_forty_cases_or_more():
                          ids=[c[0] for c in CASES])  # fmt: skip
 def test_resolution_matches_ssh_dash_g(text, host, flags, tmp_path):
     ssh = ssh_client()
+    import getpass
+
     for name, body in INCLUDED.items():
-        (tmp_path / name).write_text(body)
+        (tmp_path / name).write_text(body.replace("{dir}", str(tmp_path)))
     config = tmp_path / "config"
-    config.write_text(text.replace("{dir}", str(tmp_path)))
+    config.write_text(text.replace("{dir}", str(tmp_path)).replace("{me}", getpass.getuser()))
     theirs = run_ssh_g(ssh, config, host, flags)
     ours = resolve(config, host, flags)
     if theirs is None or ours is None:
