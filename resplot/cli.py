@@ -4,6 +4,7 @@
     resplot snapshot SOURCE... -o chart.png      draw a chart page to PNG / SVG / PDF
     resplot export SOURCE... --format csv -o F   points (csv, csv-wide, parquet) or the
                                                  comparison table (md, latex, table-csv)
+    resplot sync SOURCE... MIRROR                copy runs into a local store (incremental)
 
 Errors are printed as one line (`resplot: error: ...`) with a non-zero exit status.
 """
@@ -39,6 +40,26 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
                    help="runs by name, uid or uid prefix (globs allowed); default all")  # fmt: skip
     p.add_argument("--keys", nargs="+", metavar="GLOB", help="metric keys by glob")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for sources")
+    _add_ssh_config(p)
+
+
+def _add_ssh_config(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ssh-config", "-F", type=Path, metavar="FILE",
+                   help="ssh config file to use instead of ~/.ssh/config and "
+                        "/etc/ssh/ssh_config (like ssh -F)")  # fmt: skip
+
+
+def ssh_options(args, asker) -> dict:
+    """What every SSH source gets: who answers a login (asked once per host per session), and
+    the ssh config file when one was named."""
+    from resplot.ssh_prompts import Secrets
+
+    opts: dict = {"secrets": Secrets(asker)}
+    if args.ssh_config is not None:
+        if not args.ssh_config.expanduser().is_file():
+            raise CliError(f"--ssh-config {args.ssh_config}: no such file")
+        opts["ssh_config"] = args.ssh_config.expanduser()
+    return opts
 
 
 def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
@@ -50,6 +71,7 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     top.add_argument("sources", nargs="*", metavar="SOURCE", help="stores to open")
     top.add_argument("--config", type=Path, help="settings file (default $RESPLOT_CONFIG or "
                      "~/.config/resplot/settings.json)")  # fmt: skip
+    _add_ssh_config(top)
 
     sub = argparse.ArgumentParser(prog="resplot")
     cmds = sub.add_subparsers(dest="command", required=True)
@@ -79,17 +101,38 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     )  # fmt: skip
     exp.add_argument("--metrics", nargs="+", metavar="GLOB",
                      help="metrics summarised in the comparison table")  # fmt: skip
+
+    syn = cmds.add_parser("sync", help="copy runs into a local store that outlives the host")
+    syn.add_argument("paths", nargs="+", metavar="SOURCE... MIRROR",
+                     help="sources (any spec but PostgreSQL), then the local mirror store, "
+                          "created when missing")  # fmt: skip
+    syn.add_argument("--watch", type=float, metavar="SECONDS",
+                     help="sync again every SECONDS until Ctrl+C (for live runs)")  # fmt: skip
+    _add_ssh_config(syn)
     return top, sub
 
 
-def _load(sources: list[str], timeout: float):
-    """The sources opened and read (runs, keys, summaries); the caller closes them."""
+def _load(args):
+    """The sources opened and read (runs, keys, summaries); the caller closes them. A login
+    that needs a password asks on the terminal, or through SSH_ASKPASS (as ssh does)."""
     from resplot.headless import Loaded
+    from resplot.ssh_prompts import default_asker
 
+    check_specs(args.sources)
+    opts = ssh_options(args, default_asker())
     try:
-        return Loaded(sources, timeout=timeout)
+        return Loaded(args.sources, timeout=args.timeout, ssh_options=opts)
     except (OSError, TimeoutError, ValueError) as exc:
         raise CliError(str(exc)) from None
+
+
+def _looks_like_command(word: str) -> bool:
+    """A bare word (no path, host or URL characters) that names no file here: a mistyped
+    subcommand, not a store."""
+    import os
+    import re
+
+    return bool(re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", word)) and not os.path.exists(word)
 
 
 def select_runs(cache, patterns: list[str] | None) -> list:
@@ -141,7 +184,7 @@ def cmd_snapshot(args) -> int:
     size = _size(args.size)
     if args.tile_cache_mb < 1:
         raise CliError(f"--tile-cache-mb must be at least 1, got {args.tile_cache_mb}")
-    with _load(args.sources, args.timeout) as loaded:
+    with _load(args) as loaded:
         loaded.cache.set_tile_limit(args.tile_cache_mb << 20)
         refs = select_runs(loaded.cache, args.runs)
         page = render(loaded.cache, state, refs, size=size, dpi=args.dpi, fetch=loaded.fetch)
@@ -165,7 +208,7 @@ def cmd_export(args) -> int:
     from reslog.export import ExportError
     from resplot.exports import export_points, export_table
 
-    with _load(args.sources, args.timeout) as loaded:
+    with _load(args) as loaded:
         refs = select_runs(loaded.cache, args.runs)
         try:
             if args.format in ("csv", "csv-wide", "parquet"):
@@ -183,9 +226,97 @@ def cmd_export(args) -> int:
     return 0
 
 
+COMMANDS = ("snapshot", "export", "sync")
+
+
+def check_specs(specs: list[str]) -> None:
+    """Fail now, not in a window that waits forever, on a spec that can never be read: one that
+    does not parse, or a local path (or glob) that names nothing. Remote ones are checked when
+    they connect, since only the host knows its files."""
+    import glob
+    import os
+
+    from resplot.sources import SpecError, parse_spec
+
+    for spec in specs:
+        try:
+            parsed = parse_spec(spec)
+        except SpecError as exc:
+            raise CliError(str(exc)) from None
+        if parsed["kind"] != "local":
+            continue
+        for part in (p for p in parsed["path"].split(",") if p):
+            path = os.path.expanduser(part)
+            if glob.has_magic(path):
+                if glob.glob(path, recursive=True):
+                    continue
+                where = os.path.dirname(path.split("*")[0].split("?")[0].split("[")[0]) or "."
+                if os.path.isdir(where):
+                    continue  # stores may appear there later (a run about to start)
+                raise CliError(f"no store matches {part!r}: {where} does not exist")
+            if os.path.exists(path):
+                if not os.access(path, os.R_OK):
+                    raise CliError(f"cannot read {part!r}: permission denied")
+                continue
+            raise CliError(f"no store matches {part!r}: no such file or directory")
+
+
+def _unknown_command(word: str) -> CliError:
+    return CliError(
+        f"unknown command {word!r} (commands: {', '.join(COMMANDS)}; see `resplot -h`). "
+        f"To open a store of that name, write ./{word}"
+    )
+
+
+def cmd_sync(args) -> int:
+    import time
+
+    from resplot.agent_client import AgentConnectionError
+    from resplot.sources.base import AuthFailed
+    from resplot.ssh_prompts import default_asker
+    from resplot.sync import Mirror
+    from schema.errors import StoreError
+
+    if len(args.paths) < 2:
+        raise CliError("sync needs at least one SOURCE and the MIRROR store: "
+                       "resplot sync gpu-box:runs/reslog.db mirror.db")  # fmt: skip
+    *specs, mirror = args.paths
+    check_specs(specs)
+    if _looks_remote(mirror):
+        raise CliError(f"the mirror {mirror!r} must be a local store path")
+    opts = ssh_options(args, default_asker())
+    failed = False
+    with Mirror(mirror) as m:
+        while True:
+            for spec in specs:
+                try:
+                    report = m.sync(spec, source_options=opts)
+                except (AgentConnectionError, AuthFailed, StoreError, TimeoutError, OSError) as exc:
+                    if args.watch is None:
+                        raise CliError(f"{spec}: {exc}; the mirror keeps what it has") from None
+                    print(f"{spec}: {exc} (the mirror keeps what it has; trying again)",
+                          file=sys.stderr)  # fmt: skip
+                    failed = True
+                    continue
+                print(f"{spec} -> {mirror}: {report.line()}", file=sys.stderr)
+            if args.watch is None:
+                return EXIT_ERROR if failed else 0
+            time.sleep(max(0.5, args.watch))
+
+
+def _looks_remote(path: str) -> bool:
+    from resplot.sources import SpecError, parse_spec
+
+    try:
+        return parse_spec(path)["kind"] != "local"
+    except SpecError:
+        return False
+
+
 def cmd_open(args) -> int:
     import os
 
+    check_specs(args.sources)
     if sys.platform.startswith("linux") and not (
         os.environ.get("DISPLAY")
         or os.environ.get("WAYLAND_DISPLAY")
@@ -212,6 +343,16 @@ def cmd_open(args) -> int:
     cache = SeriesCache()
     window = MainWindow(cache, settings, path)
     poller = make_poller(cache, settings.state.poll_interval, window.ask_host_key)
+    from resplot.prompt_dialog import PromptAsker
+
+    # Logins are asked in a dialog, once per host for the session.
+    poller.ssh_options.update(ssh_options(args, PromptAsker(window)))
+    from resplot.local_copies import LocalCopies
+
+    copies = LocalCopies(ssh_options=poller.ssh_options)  # the same logins as the poller
+    window.attach_local_copies(copies)
+    copies.start()
+    app.aboutToQuit.connect(copies.stop)
     window.attach_poller(poller)
     window.show()
     return app.exec_()
@@ -223,9 +364,12 @@ def main(argv: list[str] | None = None) -> int:
         return _missing_extra(_MISSING)
     top, sub = build_parsers()
     try:
-        if argv and argv[0] in ("snapshot", "export"):
+        if argv and argv[0] in COMMANDS:
             args = sub.parse_args(argv)
-            return cmd_snapshot(args) if args.command == "snapshot" else cmd_export(args)
+            run = {"snapshot": cmd_snapshot, "export": cmd_export, "sync": cmd_sync}
+            return run[args.command](args)
+        if argv and _looks_like_command(argv[0]):
+            raise _unknown_command(argv[0])
         return cmd_open(top.parse_args(argv))
     except CliError as exc:
         print(f"resplot: error: {exc}", file=sys.stderr)

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from resplot.agent_client import AgentConnectionError
 from resplot.cache import SeriesCache
 from resplot.model import RunRef
-from resplot.sources import open_source
+from resplot.sources import open_source, parse_spec
 from resplot.sources.base import AuthFailed, Source
 from schema.errors import StoreError
 
@@ -30,7 +30,11 @@ class Loaded:
     """Sources read into one cache; a context manager that closes them."""
 
     def __init__(
-        self, specs: Iterable[str], cache: SeriesCache | None = None, timeout: float = 60
+        self,
+        specs: Iterable[str],
+        cache: SeriesCache | None = None,
+        timeout: float = 60,
+        ssh_options: dict | None = None,
     ) -> None:
         self.cache = cache if cache is not None else SeriesCache()
         self.timeout = timeout
@@ -38,7 +42,9 @@ class Loaded:
         self.sources: dict[str, Source] = {}
         try:
             for spec in specs:
-                source = open_source(spec)
+                # SSH sources also get e.g. `secrets` (who answers a login), `ssh_config` (-F).
+                opts = (ssh_options or {}) if parse_spec(spec)["kind"] == "ssh" else {}
+                source = open_source(spec, **opts)
                 self.sources[source.label] = source
                 self._poll(spec, source)
         except BaseException:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import logging
 import os
 import re
 from collections.abc import Callable
@@ -21,6 +22,8 @@ from pathlib import Path
 import paramiko
 
 from resplot.sshconfig import DEFAULT_PORT, HostConfig, SSHError
+
+log = logging.getLogger(__name__)
 
 AskHostKey = Callable[[str, str, str], bool]
 
@@ -114,15 +117,25 @@ def read_entries(path: Path, name: str) -> list[KnownEntry]:
 
 
 class KnownHosts:
-    """The known_hosts files of one host's config; the first one receives pinned keys."""
+    """The known_hosts files of one host's config: the user's (UserKnownHostsFile; the first
+    receives pinned keys), then the system-wide ones (GlobalKnownHostsFile), only read."""
 
     def __init__(self, config: HostConfig) -> None:
         self.config = config
         self.files = [Path(f).expanduser() for f in config.known_hosts_files]
+        self.global_files = [Path(f) for f in config.global_known_hosts_files]
         self.name = host_key_name(config.host_key_alias or config.hostname, config.port)
 
     def entries(self) -> list[KnownEntry]:
-        return [e for path in self.files for e in read_entries(path, self.name)]
+        found = [e for path in self.files for e in read_entries(path, self.name)]
+        for path in self.global_files:
+            if path in self.files:
+                continue
+            try:
+                found += read_entries(path, self.name)
+            except HostKeyError as exc:  # ssh, too, goes on without an unreadable system file
+                log.warning("%s", exc)
+        return found
 
     def known_key_types(self) -> list[str]:
         """Key types pinned for this host, so the handshake can ask the server for one of them."""

@@ -116,12 +116,15 @@ class Poller(QObject):
         interval: float = 1.0,
         ask_host_key: AskHostKey | None = None,
         parent: QObject | None = None,
+        ssh_options: dict | None = None,
     ) -> None:
         super().__init__(parent)
         self.cache = cache if cache is not None else SeriesCache()
         self.interval = max(0.05, float(interval))
         # Passed to every SSH source added without its own (unknown host keys are asked).
         self.ask_host_key = ask_host_key
+        # Also for every SSH source: e.g. `secrets` (who answers logins), `ssh_config` (-F).
+        self.ssh_options: dict = dict(ssh_options or {})
         self.paused = False
         self._workers: dict[str, _SourceWorker] = {}
         self._retired: list[_SourceWorker] = []
@@ -138,9 +141,10 @@ class Poller(QObject):
         for label, worker in self._workers.items():
             if worker.source.spec == spec:
                 return label
-        wants_key = "ask_host_key" not in opts and self.ask_host_key is not None
-        if wants_key and parse_spec(spec)["kind"] == "ssh":
-            opts["ask_host_key"] = self.ask_host_key
+        if parse_spec(spec)["kind"] == "ssh":
+            if "ask_host_key" not in opts and self.ask_host_key is not None:
+                opts["ask_host_key"] = self.ask_host_key
+            opts = {**self.ssh_options, **opts}
         source = open_source(spec, **opts)
         base, n = source.label, 2
         while source.label in self._workers:

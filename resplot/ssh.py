@@ -9,13 +9,13 @@ unanswered keepalives (asyncssh's rule) by closing it, which wakes every blocked
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import errno
 import logging
 import os
 import select
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -32,6 +32,9 @@ from resplot.hostkeys import (
     HostKeyUnknown,
     KnownHosts,
 )
+from resplot.ssh_auth import AuthFailed, LoginDropped, authenticate
+from resplot.ssh_prompts import Answer, Asker, Prompt, Secrets
+from resplot.ssh_proxy import ProxyCommandSocket
 from resplot.sshconfig import (
     HostConfig,
     SSHConfigError,
@@ -61,10 +64,6 @@ WINDOW_SIZE = 8 << 20
 MAX_PACKET_SIZE = 256 << 10
 
 AskPassphrase = Callable[[str], "str | None"]
-
-
-class AuthFailed(SSHError):
-    """The server refused every key we could offer (retrying will not help)."""
 
 
 class ConnectFailed(SSHError):
@@ -140,9 +139,10 @@ class SSHConnection:
     """A lazily opened SSH connection; `close()` is idempotent, `open()` reconnects after it.
 
     `host` is an ssh config alias or host name; `user`/`port` beat the config like `ssh -l/-p`.
-    `ask_host_key(host, key_type, "SHA256:...")` decides about unknown host keys (None = refuse);
-    `ask_passphrase(key_path)` may unlock an encrypted key file (the answer is used once, never
-    kept). Passwords are not supported: use keys or ssh-agent.
+    `ask_host_key(host, key_type, "SHA256:...")` decides about unknown host keys (None = refuse).
+    `secrets` answers what a login asks (password, keyboard-interactive, key passphrase) and
+    keeps the answers for the session (resplot.ssh_prompts); without it nothing is asked.
+    `ask_passphrase(key_path)` is the older, passphrase-only form of the same.
     """
 
     def __init__(
@@ -154,6 +154,7 @@ class SSHConnection:
         ssh_config: str | Path | None = None,
         ask_host_key: AskHostKey | None = None,
         ask_passphrase: AskPassphrase | None = None,
+        secrets: Secrets | None = None,
         timeouts: Timeouts | None = None,
     ) -> None:
         if isinstance(host, HostConfig):
@@ -161,7 +162,9 @@ class SSHConnection:
         else:
             self.config = resolve_host(host, user=user, port=port, config_path=ssh_config)
         self.ask_host_key = ask_host_key
-        self.ask_passphrase = ask_passphrase
+        if secrets is None:
+            secrets = Secrets(_passphrase_only(ask_passphrase) if ask_passphrase else None)
+        self.secrets = secrets
         timeouts = timeouts or Timeouts()
         if self.config.connect_timeout is not None:
             timeouts = replace(timeouts, connect=self.config.connect_timeout)
@@ -170,7 +173,7 @@ class SSHConnection:
         if self.config.server_alive_count_max:
             timeouts = replace(timeouts, keepalive_max=self.config.server_alive_count_max)
         self.timeouts = timeouts
-        self.socket: socket.socket | None = None
+        self.socket: socket.socket | ProxyCommandSocket | None = None
         self._transports: list[paramiko.Transport] = []
         self._lock = threading.RLock()
         self._closed = threading.Event()
@@ -294,6 +297,15 @@ class SSHConnection:
 
     # -- internals ------------------------------------------------------------------------
     def _hop_socket(self, hop: HostConfig, via: str | None):
+        if not self._transports and hop.proxy_command:
+            try:
+                self.socket = ProxyCommandSocket(hop.proxy_command)
+            except OSError as exc:
+                raise ConnectFailed(
+                    f"cannot start the ProxyCommand for {hop.label} "
+                    f"(`{hop.proxy_command}`): {exc.strerror or exc}"
+                ) from exc
+            return self.socket
         if not self._transports:
             try:
                 self.socket = tcp_connect(
@@ -342,10 +354,16 @@ class SSHConnection:
         try:
             transport.start_client(timeout=self.timeouts.banner)
         except (paramiko.SSHException, OSError, EOFError) as exc:
+            proxy = sock if isinstance(sock, ProxyCommandSocket) else None
+            if proxy is not None:  # its stderr says more than "no banner"
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proxy.process.wait(0.5)
+                why = proxy.reason()
             transport.close()
             raise ConnectFailed(
                 f"SSH handshake with {hop.label} failed: {exc or type(exc).__name__}"
                 + (f" (via {via})" if via else "")
+                + (f"; {why}" if proxy is not None else "")
             ) from exc
         try:
             known.verify(transport.get_remote_server_key(), self.ask_host_key)
@@ -356,93 +374,10 @@ class SSHConnection:
         return transport
 
     def _authenticate(self, transport: paramiko.Transport, hop: HostConfig) -> None:
-        tried: list[str] = []
-        for label, key in self._keys(hop):
-            tried.append(label)
-            try:
-                remaining = transport.auth_publickey(hop.user, key)
-            except paramiko.BadAuthenticationType as exc:
-                raise AuthFailed(
-                    f"{hop.label} does not accept SSH keys (it allows: "
-                    f"{', '.join(exc.allowed_types) or 'nothing'}); resplot only uses keys "
-                    "and ssh-agent, never passwords"
-                ) from exc
-            except paramiko.AuthenticationException:
-                continue
-            except (paramiko.SSHException, OSError, EOFError) as exc:
-                if len(tried) > 1:  # sshd hangs up after MaxAuthTries refused keys
-                    raise AuthFailed(
-                        f"{hop.label} closed the connection after {len(tried)} refused keys "
-                        f"({', '.join(tried)}); set IdentityFile and IdentitiesOnly yes for "
-                        f"'{hop.alias}' so the right key goes first"
-                    ) from exc
-                raise ConnectFailed(f"{hop.label}: connection dropped during login: {exc}") from exc
-            if transport.is_authenticated():
-                return
-            if remaining:
-                raise AuthFailed(
-                    f"{hop.label} accepted the key {label} but wants a second factor "
-                    f"({', '.join(remaining)}), which resplot does not support"
-                )
-        if not tried:
-            raise AuthFailed(
-                f"no SSH key to log in to {hop.label}: no ssh-agent key"
-                f"{' allowed (IdentitiesOnly)' if hop.identities_only else ''} and none of "
-                f"{', '.join(str(p) for p in hop.key_file_candidates())} could be loaded"
-            )
-        raise AuthFailed(
-            f"{hop.label} refused every key offered ({', '.join(tried)}). Add your public key "
-            f"to ~{hop.user}/.ssh/authorized_keys there, or set IdentityFile for "
-            f"'{hop.alias}' in {hop.config_path or '~/.ssh/config'}"
-        )
-
-    def _keys(self, hop: HostConfig):
-        """(label, key) to offer, in ssh's order: agent keys, then key files."""
-        files = hop.key_file_candidates()
-        file_keys = []
-        for path in files:
-            if not path.exists():
-                continue
-            key = self._load_key(path)
-            if key is not None:
-                file_keys.append((str(path), key))
-        file_blobs = {k.asbytes() for _, k in file_keys}
-        file_blobs |= {_public_blob(p) for p in files if _public_blob(p)}
-        seen: set[bytes] = set()
-        agent = None
         try:
-            agent = paramiko.Agent()
-            for key in agent.get_keys():
-                if hop.identities_only and key.asbytes() not in file_blobs:
-                    continue
-                seen.add(key.asbytes())
-                yield f"ssh-agent {key.get_name()} {key.comment or ''}".strip(), key
-        except paramiko.SSHException as exc:
-            log.warning("ssh-agent unusable: %s", exc)
-        for label, key in file_keys:
-            if key.asbytes() not in seen:
-                yield label, key
-        if agent is not None:
-            agent.close()
-
-    def _load_key(self, path: Path) -> paramiko.PKey | None:
-        try:
-            return paramiko.PKey.from_path(path)
-        except TypeError:  # encrypted and no passphrase given
-            if self.ask_passphrase is None:
-                log.info("skipping encrypted key %s (no passphrase prompt)", path)
-                return None
-            passphrase = self.ask_passphrase(str(path))
-            if not passphrase:
-                return None
-            try:
-                return paramiko.PKey.from_path(path, passphrase.encode())
-            except (ValueError, TypeError, paramiko.SSHException) as exc:
-                log.warning("cannot unlock %s: %s", path, exc)
-                return None
-        except (ValueError, OSError, paramiko.SSHException) as exc:
-            log.warning("cannot load key %s: %s", path, exc)
-            return None
+            authenticate(transport, hop, self.secrets)
+        except LoginDropped as exc:
+            raise ConnectFailed(str(exc)) from exc
 
     def _keepalive(self, transport: paramiko.Transport) -> None:
         """Send keepalive@openssh.com and wait for the reply in one thread; watch in this one."""
@@ -475,7 +410,7 @@ class SSHConnection:
         for t in list(self._transports):
             with contextlib.suppress(Exception):
                 t.close()
-        if self.socket is not None:
+        if self.socket is not None:  # a TCP socket, or a ProxyCommand's
             with contextlib.suppress(OSError):
                 self.socket.shutdown(socket.SHUT_RDWR)
 
@@ -484,13 +419,14 @@ class SSHConnection:
         self._lose(reason)
 
 
-def _public_blob(path: Path) -> bytes | None:
-    """The key blob from `path.pub`, so IdentitiesOnly can match agent keys without the file."""
-    pub = Path(str(path) + ".pub")
-    try:
-        return base64.b64decode(pub.read_text().split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
+def _passphrase_only(ask_passphrase: AskPassphrase) -> Asker:
+    def ask(prompt: Prompt) -> Answer | None:
+        if prompt.kind != "passphrase" or prompt.key_path is None:
+            return None
+        value = ask_passphrase(prompt.key_path)
+        return Answer([value]) if value else None
+
+    return ask
 
 
 def _os_reason(exc: OSError) -> str:

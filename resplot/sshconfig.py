@@ -1,27 +1,35 @@
-"""Resolving `~/.ssh/config` for one host, the way `ssh` itself would.
+"""Resolving one host through the ssh config, the way `ssh` itself would, into typed values.
 
-paramiko.SSHConfig does the stanza matching (first obtained value wins, IdentityFile
-accumulates, %h/%u/%r and ~ tokens); this module adds what it leaves out: `Include`, values given
-on the "command line" (`user@host:port` in a source spec) that beat the file, ProxyJump chains
-resolved hop by hop through the same config, and typed results.
+resplot.openssh_config reads the files by OpenSSH's rules (what `ssh -G` prints); this module
+turns those values into a HostConfig (tokens expanded, defaults filled in), treats values from a
+source spec (`user@host:port`) like `ssh -l/-p`, and resolves ProxyJump chains hop by hop
+through the same config (each hop like the `ssh -W` that OpenSSH runs for it).
 """
 
 from __future__ import annotations
 
-import getpass
-import glob
-import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import paramiko
+from resplot.openssh_config import (
+    DEFAULT_GLOBAL_KNOWN_HOSTS,
+    DEFAULT_USER_KNOWN_HOSTS,
+    SYSTEM_CONFIG,
+    ConfigError,
+    expand_tokens,
+    local_user,
+    percent_expand,
+    read_options,
+    resolved_hostname,
+    server_alive_interval,
+)
+from resplot.openssh_config import DEFAULT_IDENTITY_FILES as _SSH_DEFAULT_IDENTITY_FILES
 
 DEFAULT_PORT = 22
-DEFAULT_IDENTITY_FILES = ("~/.ssh/id_ed25519", "~/.ssh/id_ecdsa", "~/.ssh/id_rsa")
-DEFAULT_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
+DEFAULT_IDENTITY_FILES = _SSH_DEFAULT_IDENTITY_FILES
+DEFAULT_KNOWN_HOSTS = DEFAULT_USER_KNOWN_HOSTS
 MAX_JUMP_DEPTH = 8
-_INCLUDE_DEPTH = 16
 
 
 class SSHError(Exception):
@@ -64,6 +72,16 @@ class HostConfig:
     server_alive_count_max: int | None = None
     jumps: tuple[Hop, ...] = ()
     config_path: str | None = field(default=None, compare=False)
+    proxy_command: str | None = None  # tokens already expanded; run through the shell
+    certificate_files: tuple[str, ...] = ()
+    global_known_hosts_files: tuple[str, ...] = DEFAULT_GLOBAL_KNOWN_HOSTS
+    batch_mode: bool = False  # never ask anything (passwords, passphrases, host keys)
+    password_authentication: bool = True
+    kbd_interactive_authentication: bool = True
+    number_of_password_prompts: int = 3
+    preferred_authentications: tuple[str, ...] = ()
+    identity_agent: str | None = None  # None: $SSH_AUTH_SOCK; "none": no agent
+    system_config: str | None = field(default=SYSTEM_CONFIG, compare=False)
 
     @property
     def label(self) -> str:
@@ -80,6 +98,13 @@ class HostConfig:
 
 def default_config_path() -> Path:
     return Path("~/.ssh/config").expanduser()
+
+
+def proxy_command_argv(command: str) -> list[str]:
+    """How ssh runs a ProxyCommand (resplot.openssh_config.shell_argv)."""
+    from resplot.openssh_config import shell_argv
+
+    return shell_argv(command)
 
 
 def parse_hop(text: str) -> Hop:
@@ -113,40 +138,6 @@ def parse_jumps(value: str | None) -> tuple[Hop, ...]:
     return tuple(parse_hop(part) for part in value.split(",") if part.strip())
 
 
-def _read_with_includes(path: Path, depth: int = 0) -> str:
-    """The file's text with `Include` lines replaced by the included files (globbed, in order)."""
-    if depth > _INCLUDE_DEPTH:
-        raise SSHConfigError(f"ssh config Include nesting too deep at {path}")
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return ""
-    except OSError as exc:
-        raise SSHConfigError(f"cannot read ssh config {path}: {exc}") from exc
-    out = []
-    for line in text.splitlines():
-        m = re.match(r"\s*include\s+(.+)$", line, re.IGNORECASE)
-        if not m:
-            out.append(line)
-            continue
-        for pattern in m.group(1).split():
-            pattern = os.path.expanduser(pattern.strip('"'))
-            if not os.path.isabs(pattern):  # relative Includes are relative to ~/.ssh
-                pattern = os.path.join(os.path.expanduser("~/.ssh"), pattern)
-            for included in sorted(glob.glob(pattern)):
-                out.append(_read_with_includes(Path(included), depth + 1))
-    return "\n".join(out)
-
-
-def _as_float(value: str | None, name: str) -> float | None:
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        raise SSHConfigError(f"ssh config: {name} must be a number, not '{value}'") from None
-
-
 def resolve_host(
     host: str,
     *,
@@ -154,52 +145,96 @@ def resolve_host(
     port: int | None = None,
     config_path: str | Path | None = None,
     jumps: tuple[Hop, ...] | None = None,
+    system_config: str | Path | None = SYSTEM_CONFIG,
 ) -> HostConfig:
     """Resolve `host` (an alias or a real name) through the ssh config.
 
     `user` and `port` act like `ssh -l user -p port`: they beat the config file. `jumps`, when
-    given, replaces the host's own ProxyJump (used for the earlier hops of a chain).
+    given, is like `ssh -J`: it replaces the host's own ProxyJump and ProxyCommand (used for the
+    earlier hops of a chain). `config_path` is like `ssh -F`: only that file is read; without
+    it, ~/.ssh/config and then /etc/ssh/ssh_config (`system_config`).
     """
-    path = Path(config_path).expanduser() if config_path else default_config_path()
-    # Values from the command line come first, so "first obtained value wins" lets them beat
-    # every stanza, and %r in IdentityFile sees the user that will really be used.
-    forced = []
-    if user:
-        forced.append(f"User {user}")
-    if port:
-        forced.append(f"Port {port}")
-    prefix = "Host *\n" + "\n".join(f"  {line}" for line in forced) + "\n" if forced else ""
-    text = prefix + _read_with_includes(path)
+    forced: dict[str, object] = {"user": user, "port": port}
+    if jumps:
+        forced["proxyjump"] = ",".join(str(h) for h in jumps)
+    elif jumps is not None:
+        forced["proxyjump_none"] = True
+        forced["proxycommand"] = "none"
+    path = Path(config_path).expanduser() if config_path else None
+    where = str(path) if path else "~/.ssh/config"
     try:
-        cfg = paramiko.SSHConfig.from_text(text).lookup(host)
-    except (paramiko.ssh_exception.ConfigParseError, ValueError) as exc:
-        raise SSHConfigError(f"cannot parse ssh config {path}: {exc}") from exc
-    try:
-        resolved_port = int(cfg.get("port", DEFAULT_PORT))
-    except ValueError:
-        raise SSHConfigError(f"ssh config {path}: bad Port for {host}: {cfg['port']}") from None
-    known = cfg.get("userknownhostsfile")
-    known_files = tuple(known.split()) if known else DEFAULT_KNOWN_HOSTS
-    if known_files and known_files[0].lower() == "none":
-        known_files = ()
-    alive_count = cfg.get("serveralivecountmax")
+        opts = read_options(host, config=path, system_config=system_config, forced=forced)
+        hostname = resolved_hostname(opts)
+        config = _host_config(host, hostname, opts, str(path) if path else None)
+    except ConfigError as exc:
+        raise SSHConfigError(f"ssh config ({where}): {exc}") from None
+    return replace(config, system_config=str(system_config) if system_config else None)
+
+
+def _host_config(host: str, hostname: str, opts, config_path: str | None) -> HostConfig:
+    resolved_port = int(opts.get("port") or DEFAULT_PORT)
+    remote_user = str(opts.get("user") or local_user())
+    alias = opts.get("hostkeyalias")
+    jump = opts.get("proxyjump")
+
+    def expand(value: str, what: str) -> str:
+        return expand_tokens(
+            value, host=hostname, host_arg=host, port=str(resolved_port),
+            remote_user=remote_user, host_key_alias=alias, jump=str(jump or ""), what=what,
+        )  # fmt: skip
+
+    def files(values, what: str) -> tuple[str, ...]:
+        if values and values[0].lower() == "none":
+            return ()
+        return tuple(expand(v, what) for v in values)
+
+    command = opts.get("proxycommand")
+    if command is not None and str(command).lower() == "none":
+        command = None
+    if command is not None:
+        tokens = {"h": hostname, "k": alias or hostname, "n": host, "p": str(resolved_port),
+                  "r": remote_user}  # fmt: skip
+        command = percent_expand(str(command), tokens, "ProxyCommand")
+    alive_count = opts.get("serveralivecountmax")
+    agent = opts.get("identityagent")
+    preferred = opts.get("preferredauthentications")
     return HostConfig(
         alias=host,
-        hostname=cfg.get("hostname", host),
+        hostname=hostname,
         port=resolved_port,
-        user=cfg.get("user") or getpass.getuser(),
-        identity_files=tuple(cfg.get("identityfile", ())),
-        identities_only=cfg.get("identitiesonly", "no").lower() == "yes",
-        known_hosts_files=tuple(os.path.expanduser(f) for f in known_files),
-        host_key_alias=cfg.get("hostkeyalias"),
-        hash_known_hosts=cfg.get("hashknownhosts", "no").lower() == "yes",
-        strict_host_key_checking=cfg.get("stricthostkeychecking", "ask").lower(),
-        connect_timeout=_as_float(cfg.get("connecttimeout"), "ConnectTimeout"),
-        server_alive_interval=_as_float(cfg.get("serveraliveinterval"), "ServerAliveInterval"),
+        user=remote_user,
+        identity_files=files(opts.identity_files, "IdentityFile"),
+        identities_only=bool(opts.get("identitiesonly", False)),
+        known_hosts_files=files(
+            opts.get("userknownhostsfile", DEFAULT_USER_KNOWN_HOSTS), "UserKnownHostsFile"
+        ),
+        host_key_alias=alias,
+        hash_known_hosts=bool(opts.get("hashknownhosts", False)),
+        strict_host_key_checking={"true": "yes", "false": "no"}.get(
+            str(opts.get("stricthostkeychecking", "ask")),
+            str(opts.get("stricthostkeychecking", "ask")),
+        ),
+        connect_timeout=_positive(opts.get("connecttimeout")),
+        server_alive_interval=_positive(server_alive_interval(opts)),
         server_alive_count_max=int(alive_count) if alive_count else None,
-        jumps=parse_jumps(cfg.get("proxyjump")) if jumps is None else jumps,
-        config_path=str(path),
+        jumps=parse_jumps(str(jump) if jump else None),
+        config_path=config_path,
+        proxy_command=command,
+        certificate_files=files(opts.certificate_files, "CertificateFile"),
+        global_known_hosts_files=files(
+            opts.get("globalknownhostsfile", DEFAULT_GLOBAL_KNOWN_HOSTS), "GlobalKnownHostsFile"
+        ),
+        batch_mode=bool(opts.get("batchmode", False)),
+        password_authentication=bool(opts.get("passwordauthentication", True)),
+        kbd_interactive_authentication=bool(opts.get("kbdinteractiveauthentication", True)),
+        number_of_password_prompts=int(opts.get("numberofpasswordprompts", 3)),
+        preferred_authentications=tuple(str(preferred).split(",")) if preferred else (),
+        identity_agent=expand(str(agent), "IdentityAgent") if agent else None,
     )
+
+
+def _positive(value) -> float | None:
+    return float(value) if value else None
 
 
 def resolve_chain(target: HostConfig) -> list[HostConfig]:
@@ -210,7 +245,7 @@ def resolve_chain(target: HostConfig) -> list[HostConfig]:
     """
     chain = [target]
     current = target
-    while current.jumps:
+    while current.jumps:  # a hop reached by ProxyCommand ends the walk: it is the first
         if len(chain) > MAX_JUMP_DEPTH:
             hops = " -> ".join(h.alias for h in reversed(chain))
             raise SSHConfigError(f"ProxyJump chain too long or looping: {hops}")
@@ -220,6 +255,7 @@ def resolve_chain(target: HostConfig) -> list[HostConfig]:
             user=last.user,
             port=last.port,
             config_path=target.config_path,
+            system_config=target.system_config,
             jumps=tuple(earlier) if earlier else None,
         )
         chain.insert(0, current)

@@ -144,6 +144,7 @@ class MainWindow(QMainWindow):
         self.redraw_count = 0
         self.ask_host_key = HostKeyAsker(self)
         self.exports: list[ExportWorker] = []
+        self.local_copies = None  # resplot.local_copies.LocalCopies, when attached
         self.cache.set_tile_limit(self.state.tile_cache_mb << 20)
 
         self._redraw_timer = QTimer(self)
@@ -249,7 +250,7 @@ class MainWindow(QMainWindow):
         )
 
     def _build_menu(self) -> None:
-        file_menu = self.menuBar().addMenu("&File")
+        file_menu = self.file_menu = self.menuBar().addMenu("&File")
         file_menu.addAction(self.add_source_action)
         remove = QAction("Remove selected source", self)
         remove.triggered.connect(self._remove_selected_source)
@@ -550,6 +551,14 @@ class MainWindow(QMainWindow):
         label = item.data(0, Qt.UserRole)
         spec = next((s for s, lab in self.source_labels.items() if lab == label), label)
         self.remove_source(spec)
+
+    # -- local copies -------------------------------------------------------------------------
+    def attach_local_copies(self, copies) -> None:
+        """ "Keep a local copy" of a source: resplot.local_copies.ShownCopies adds the menu
+        entry and shows a copy, marked, while its source does not answer."""
+        from resplot.local_copies import ShownCopies
+
+        self.local_copies = ShownCopies(self, copies)
 
     # -- settings -----------------------------------------------------------------------------
     def save_settings(self) -> None:

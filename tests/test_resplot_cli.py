@@ -141,3 +141,40 @@ def test_opening_the_window_without_a_display_says_what_to_do(store, monkeypatch
     assert main([store]) == 1
     err = capsys.readouterr().err
     assert "no display" in err and "resplot snapshot" in err
+
+
+@pytest.mark.parametrize("word", ["synk", "snaphsot", "list"])
+def test_an_unknown_subcommand_fails_at_once_naming_the_commands(word, monkeypatch, capsys):
+    monkeypatch.setenv("QT_QPA_PLATFORM", "offscreen")  # a window would open if it got that far
+    assert main([word, "somewhere"]) == 1
+    err = capsys.readouterr().err
+    assert f"unknown command '{word}'" in err and "snapshot" in err and f"./{word}" in err
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("{tmp}/nope.db", "no such file or directory"),
+        ("{tmp}/no/such/dir/*.db", "does not exist"),
+        ("ftp://host/runs.db", "unsupported source scheme 'ftp'"),
+        ("", "empty source"),
+    ],
+)
+def test_the_window_refuses_a_source_it_can_never_read_before_opening(
+    spec, message, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setenv("QT_QPA_PLATFORM", "offscreen")
+    assert main([spec.replace("{tmp}", str(tmp_path))]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("resplot: error:") and message in err
+
+
+def test_a_directory_named_like_a_command_is_still_opened_as_a_store(store, tmp_path, monkeypatch):
+    home = tmp_path / "cwd"
+    (home / "plots").mkdir(parents=True)
+    Path(store).rename(home / "plots" / "reslog.db")
+    monkeypatch.chdir(home)
+    assert main(["snapshot", "plots", "-o", str(tmp_path / "x.png")]) == 0
+    from resplot.cli import _looks_like_command
+
+    assert not _looks_like_command("plots") and _looks_like_command("synk")

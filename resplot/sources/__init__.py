@@ -96,6 +96,12 @@ def open_source(spec: str, **opts: Any) -> Source:
         from resplot.sources.postgres import PostgresSource
 
         return PostgresSource(parsed["url"], **opts)
+    from resplot.sources.ssh_spec import parse_ssh_spec
+
+    if parse_ssh_spec(spec).via == "openssh":
+        from resplot.sources.openssh import OpenSSHSource
+
+        return OpenSSHSource(spec, **opts)
     try:
         from resplot.sources.ssh import SSHSource
     except ImportError as exc:

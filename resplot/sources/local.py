@@ -22,7 +22,9 @@ from resplot.sources.base import AgentSource
 def local_agent() -> Path:
     """The agent's archive in this user's temporary directory, written once (atomically) per
     version: its name carries its content hash."""
-    path = Path(tempfile.gettempdir()) / f"reslog-agent-{os.getuid()}-{agent_hash()}.pyz"
+    # Per user: Windows has no getuid, and its temp directory is per user anyway.
+    who = os.getuid() if hasattr(os, "getuid") else "win"
+    path = Path(tempfile.gettempdir()) / f"reslog-agent-{who}-{agent_hash()}.pyz"
     data = agent_archive()
     try:
         if path.stat().st_size == len(data):

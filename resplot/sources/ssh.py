@@ -20,7 +20,6 @@ import shlex
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from resplot.cache import SeriesCache
 from resplot.hostkeys import AskHostKey, HostKeyError
 from resplot.sources.base import AgentSource, PollResult, Progress
 from resplot.sources.base import AuthFailed as SourceAuthFailed
+from resplot.sources.ssh_spec import SSHSpec, parse_ssh_spec
 from resplot.ssh import (
     AskPassphrase,
     AuthFailed,
@@ -39,46 +39,22 @@ from resplot.ssh import (
     SSHError,
     Timeouts,
 )
+from resplot.ssh_prompts import Secrets
 
-__all__ = ["AGENT_DIR", "HostKeyNotTrusted", "HostLink", "SSHSource", "SSHSpec", "ensure_agent"]
+__all__ = [
+    "AGENT_DIR",
+    "HostKeyNotTrusted",
+    "HostLink",
+    "SSHSource",
+    "SSHSpec",
+    "ensure_agent",
+    "parse_ssh_spec",
+]
 
 log = logging.getLogger(__name__)
 
 AGENT_DIR = ".cache/reslog"  # on the host, relative to the login's home directory
 DEFAULT_PYTHON = "python3"
-
-
-@dataclass(frozen=True)
-class SSHSpec:
-    host: str
-    user: str | None
-    port: int | None
-    path: str
-    python: str | None = None
-
-    @property
-    def label(self) -> str:
-        """The source label runs are filed under: `[user@]host[:port]` as written."""
-        text = f"{self.user}@{self.host}" if self.user else self.host
-        return f"{text}:{self.port}" if self.port else text
-
-
-def parse_ssh_spec(spec: str) -> SSHSpec:
-    """`ssh://[user@]host[:port]/path` or `[user@]host:path`, with an optional `#python=PATH`.
-
-    Paths may hold globs (the agent expands them on the host); `~` and relative paths are the
-    remote home. `#python=` names the interpreter for the agent on that host (e.g. a conda env).
-    """
-    from resplot.sources import SpecError, parse_spec
-
-    text, python = spec.strip(), None
-    if "#python=" in text:
-        text, python = text.split("#python=", 1)
-        python = python.strip() or None
-    parsed = parse_spec(text)
-    if parsed.get("kind") != "ssh":
-        raise SpecError(f"{spec!r} is not an SSH source (want host:path or ssh://host/path)")
-    return SSHSpec(parsed["host"], parsed["user"], parsed["port"], parsed["path"], python)
 
 
 def ensure_agent(conn: SSHConnection, agent_dir: str = AGENT_DIR) -> tuple[str, bool]:
@@ -140,6 +116,7 @@ class HostLink:
         ask_passphrase: AskPassphrase | None,
         timeouts: Timeouts,
         agent_dir: str,
+        secrets: Secrets | None = None,
     ) -> None:
         self.spec = spec
         self.python = python
@@ -152,6 +129,7 @@ class HostLink:
             ssh_config=ssh_config,
             ask_host_key=ask_host_key,
             ask_passphrase=ask_passphrase,
+            secrets=secrets,
             timeouts=timeouts,
         )
         self.lock = threading.RLock()  # one request (poll) on the channel at a time
@@ -361,6 +339,7 @@ class SSHSource(AgentSource):
         ask_passphrase: AskPassphrase | None = None,
         timeouts: Timeouts | None = None,
         agent_dir: str = AGENT_DIR,
+        secrets: Secrets | None = None,
     ) -> None:
         parsed = parse_ssh_spec(spec)
         super().__init__(spec, label or parsed.label, [parsed.path])
@@ -378,6 +357,7 @@ class SSHSource(AgentSource):
                 ask_passphrase=ask_passphrase,
                 timeouts=timeouts,
                 agent_dir=agent_dir,
+                secrets=secrets,
             ),
         )
         self._released = False

@@ -1,0 +1,273 @@
+"""`resplot sync SOURCE... MIRROR`: copy runs into a local store that outlives the GPU box.
+
+Reads each source through the agent (a local store, or a host over SSH, the same requests the
+viewer makes) and writes an ordinary reslog store: runs (by uid), keys (by name), events and
+points, the points through schema.rollup_writer so the mirror's rollups, series rows and takes
+are exactly what the training writer would have made. Incremental by cursor: the source's
+`points.id` and `events.id` copied so far are committed with the rows (schema.mirror), so a sync
+cut at any moment resumes where it stopped, a second sync copies only what is new, and nothing is
+copied twice, also while the run is live. Run metadata (status, heartbeat, summary, ...) is
+refreshed on every sync.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlalchemy import Engine, insert, select, update
+from sqlalchemy.engine import Connection
+
+from resplot.agent_client import AgentClient, decode_points
+from resplot.sources import open_source, parse_spec
+from resplot.sources.base import AgentSource
+from schema.errors import StoreError
+from schema.mirror import mirror_cursors, mirror_metadata
+from schema.rollup_writer import Pending, RollupWriter
+from schema.store import open_store
+from schema.tables import events, keys, runs
+
+BATCH_POINTS = 200_000  # points per request and per mirror transaction
+RUN_FIELDS = (
+    "uid", "project", "name", "status", "created_at", "heartbeat_at", "ended_at", "host", "pid",
+    "rank", "world_size", "command", "git_commit", "config", "summary", "tags", "notes",
+    "heartbeat_interval",
+)  # fmt: skip
+EVENT_FIELDS = ("wall", "step", "kind", "level", "title", "body")
+
+
+class SyncError(StoreError):
+    """A source that cannot be mirrored (the message says why)."""
+
+
+@dataclass
+class SyncReport:
+    """What one sync copied, per source store."""
+
+    stores: int = 0
+    runs: set[str] = field(default_factory=set)  # uids seen
+    new_runs: int = 0
+    points: int = 0
+    events: int = 0
+    batches: int = 0
+
+    def line(self) -> str:
+        return (
+            f"{self.points} points, {self.events} events, {len(self.runs)} runs "
+            f"({self.new_runs} new) from {self.stores} stores"
+        )
+
+
+class Mirror:
+    """The local mirror store; `sync(spec)` copies one source into it."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path).expanduser()
+        if parse_spec(str(self.path))["kind"] != "local":
+            raise SyncError(f"the mirror must be a local store path, not {path}")
+        self.engine: Engine = open_store(self.path, create=True)
+        mirror_metadata.create_all(self.engine, checkfirst=True)
+        self._writers: dict[int, RollupWriter] = {}
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Mirror:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- one source -------------------------------------------------------------------------
+    def sync(
+        self,
+        spec: str,
+        *,
+        source_options: dict | None = None,
+        max_batches: int | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> SyncReport:
+        """Copy what is new in every store of `spec`. `max_batches` stops early (a resumable
+        partial sync: the next call goes on from there)."""
+        if parse_spec(spec)["kind"] == "postgres":
+            raise SyncError(
+                f"{spec}: a PostgreSQL store lives on its server, not on the GPU box; mirroring "
+                "it is not supported (use pg_dump for a copy)"
+            )
+        opts = (source_options or {}) if parse_spec(spec)["kind"] == "ssh" else {}
+        source = open_source(spec, **opts)
+        assert isinstance(source, AgentSource)
+        report = SyncReport()
+        try:
+            client = source.connect()
+            stores, missing = client.discover(source.patterns)
+            if not stores:
+                raise SyncError(f"no store matches {' '.join(missing) or spec} on {source.label}")
+            for store in stores:
+                report.stores += 1
+                self._sync_store(client, spec, store, report, max_batches, progress)
+                if max_batches is not None and report.batches >= max_batches:
+                    break
+        finally:
+            source.close()
+        return report
+
+    def _sync_store(self, client: AgentClient, spec: str, store: str, report: SyncReport,
+                    max_batches: int | None, progress) -> None:  # fmt: skip
+        stored = self._cursor(spec, store)  # as committed in the mirror
+        ask = dict(stored)  # what to ask the source for
+        while max_batches is None or report.batches < max_batches:
+            header, sections = client.call(
+                "poll", store=store, points_after=ask["points_after"], keys_after=0,
+                events_after=ask["events_after"], limit=BATCH_POINTS,
+            )  # fmt: skip
+            if ask["store_id"] and header["store_id"] != ask["store_id"]:
+                # A new file at that path: its ids start over (its runs have new uids; the
+                # mirror keeps the old file's runs).
+                ask = {"store_id": header["store_id"], "points_after": 0, "events_after": 0}
+                continue
+            batch = decode_points(sections)
+            stored = self._apply(spec, store, stored, header, batch, report)
+            ask = dict(stored)
+            report.batches += 1
+            if progress is not None:
+                progress(f"{store}: {report.points} points copied")
+            if not header.get("more") and not header.get("events_more"):
+                return
+
+    def _cursor(self, spec: str, store: str) -> dict:
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(mirror_cursors).where(
+                    (mirror_cursors.c.source == spec) & (mirror_cursors.c.store == store)
+                )
+            ).first()
+        if row is None:
+            return {"store_id": "", "points_after": 0, "events_after": 0}
+        return {"store_id": row.store_id, "points_after": int(row.points_after),
+                "events_after": int(row.events_after)}  # fmt: skip
+
+    def _apply(self, spec: str, store: str, cursor: dict, header: dict, batch,
+               report: SyncReport) -> dict:  # fmt: skip
+        new_cursor = {
+            "store_id": header["store_id"],
+            "points_after": int(header["points_cursor"]),
+            "events_after": int(header["events_cursor"]),
+        }
+        pending: list[tuple[RollupWriter, Pending]] = []
+        try:
+            with self.engine.begin() as conn:
+                if not self._advance(conn, spec, store, cursor, new_cursor):
+                    # Another sync into this mirror copied this batch first: take its cursor,
+                    # and read the rollup states again (they moved on without us).
+                    self._writers.clear()
+                    return self._cursor(spec, store)
+                run_map = self._runs(conn, header.get("runs") or [], report)
+                key_map = self._keys(conn, header.get("keys") or [])
+                for row in header.get("events") or []:
+                    _id, run_id, *rest = row
+                    values = dict(zip(EVENT_FIELDS, rest, strict=True))
+                    conn.execute(insert(events).values(run_id=run_map[run_id], **values))
+                    report.events += 1
+                pending = self._points(conn, batch, run_map, key_map)
+                report.points += len(batch.steps)
+        except BaseException:
+            self._writers.clear()  # their in-memory state may hold the rolled-back batch
+            raise
+        for writer, p in pending:
+            writer.accept(p)
+        return new_cursor
+
+    def _advance(self, conn: Connection, spec: str, store: str, old: dict, new: dict) -> bool:
+        """Move the cursor first (this takes the store's write lock), and only if it is still
+        where this batch started: two syncs into one mirror never copy the same rows."""
+        values = {**new, "synced_at": time.time()}
+        found = conn.execute(
+            update(mirror_cursors)
+            .where(
+                (mirror_cursors.c.source == spec)
+                & (mirror_cursors.c.store == store)
+                & (mirror_cursors.c.points_after == old["points_after"])
+                & (mirror_cursors.c.events_after == old["events_after"])
+                & (mirror_cursors.c.store_id == old["store_id"])
+            )
+            .values(**values)
+        ).rowcount
+        if found:
+            return True
+        exists = conn.execute(
+            select(mirror_cursors.c.source).where(
+                (mirror_cursors.c.source == spec) & (mirror_cursors.c.store == store)
+            )
+        ).first()
+        if exists is not None:
+            return False
+        conn.execute(insert(mirror_cursors).values(source=spec, store=store, **values))
+        return True
+
+    def _runs(self, conn: Connection, rows: list[dict], report: SyncReport) -> dict[int, int]:
+        """source run id → mirror run id; new runs inserted, known ones refreshed (by uid)."""
+        mapping = {}
+        for row in rows:
+            values = {k: row[k] for k in RUN_FIELDS}
+            found = conn.execute(select(runs.c.id).where(runs.c.uid == row["uid"])).scalar()
+            if found is None:
+                found = conn.execute(insert(runs).values(**values)).inserted_primary_key[0]
+                report.new_runs += 1
+            else:
+                conn.execute(update(runs).where(runs.c.id == found).values(**values))
+            report.runs.add(row["uid"])
+            mapping[int(row["id"])] = int(found)
+        return mapping
+
+    def _keys(self, conn: Connection, rows: list) -> dict[int, int]:
+        known = {name: kid for kid, name in conn.execute(select(keys.c.id, keys.c.name))}
+        mapping = {}
+        for key_id, name in rows:
+            if name not in known:
+                known[name] = conn.execute(insert(keys).values(name=name)).inserted_primary_key[0]
+            mapping[int(key_id)] = int(known[name])
+        return mapping
+
+    def _points(self, conn: Connection, batch, run_map, key_map) -> list:
+        """Insert in the source's id order, per run, through the rollup writer."""
+        per_run: dict[int, list[tuple]] = {}
+        for run_id, key_id, step, wall, value in zip(
+            batch.run_ids.tolist(), batch.key_ids.tolist(), batch.steps.tolist(),
+            batch.walls.tolist(), batch.values.tolist(), strict=True,
+        ):  # fmt: skip
+            mirror_run = run_map[run_id]
+            value = None if value != value else value  # NaN is NULL in a store
+            per_run.setdefault(mirror_run, []).append(
+                (mirror_run, key_map[key_id], step, wall, value)
+            )
+        pending = []
+        for mirror_run, rows in per_run.items():
+            writer = self._writers.get(mirror_run)
+            if writer is None:
+                writer = self._writers[mirror_run] = RollupWriter(conn.dialect, mirror_run)
+            pending.append((writer, writer.insert(conn, rows)))
+        return pending
+
+
+def sync_all(
+    specs: Iterable[str],
+    mirror: str | Path,
+    *,
+    source_options: dict | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> SyncReport:
+    """Every source into one mirror, once."""
+    total = SyncReport()
+    with Mirror(mirror) as m:
+        for spec in specs:
+            r = m.sync(spec, source_options=source_options, progress=progress)
+            total.stores += r.stores
+            total.runs |= r.runs
+            total.new_runs += r.new_runs
+            total.points += r.points
+            total.events += r.events
+            total.batches += r.batches
+    return total

@@ -1,0 +1,217 @@
+"""`resplot sync`: a local mirror of runs, written by the real reslog writer on the source side,
+read through the real agent (a subprocess, or over SSH to the sshd fixture), compared row by
+row with the source: points, events, series rows, rollups and takes."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import reslog
+import resplot.sync as sync_mod
+from resplot.cli import main
+from resplot.sync import Mirror, SyncError
+from tests.fixtures import sshd as sshd_fixtures
+
+sshd_env = sshd_fixtures.sshd_env
+ssh_config = sshd_fixtures.ssh_config
+
+
+def contents(path: Path) -> dict[str, list]:
+    """A store's rows with ids replaced by what they name (uid, key name): ids differ between a
+    source and its mirror, the data must not."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        run = "(SELECT uid FROM runs WHERE runs.id = t.run_id)"
+        key = "(SELECT name FROM keys WHERE keys.id = t.key_id)"
+        agg = ("n, nan, posinf, neginf, vmin, vmax, min_at, max_at, vsum, step_lo, step_hi, last, "
+               "wall_lo, wall_hi, bits, nonfinite_at")  # fmt: skip
+        return {
+            "runs": con.execute(
+                "SELECT uid, project, name, status, host, config, summary, tags FROM runs "
+                "ORDER BY uid"
+            ).fetchall(),
+            "points": con.execute(
+                f"SELECT {run}, {key}, step, wall, value FROM points t ORDER BY id"
+            ).fetchall(),
+            "events": con.execute(
+                f"SELECT {run}, wall, step, kind, level, title, body FROM events t ORDER BY id"
+            ).fetchall(),
+            "series": sorted(
+                con.execute(
+                    f"SELECT {run}, {key}, {agg}, levels, tail_step, tail_wall FROM series t"
+                ).fetchall()
+            ),
+            "rollups": sorted(
+                con.execute(f"SELECT {run}, {key}, level, bucket, {agg} FROM rollups t").fetchall()
+            ),
+            "takes": sorted(con.execute(f"SELECT {run}, {key}, step FROM takes t").fetchall()),
+        }
+    finally:
+        con.close()
+
+
+VSUM = {"series": 2 + 8, "rollups": 4 + 8}  # where the aggregate's sum sits in those rows
+
+
+def assert_same(got: dict[str, list], want: dict[str, list]) -> None:
+    """Equal, except that a sum of floats may differ in its last bits: it depends on how points
+    were batched (the training writer's own flushes batch them differently than a sync)."""
+    for table, rows in want.items():
+        assert len(got[table]) == len(rows), table
+        if table not in VSUM:
+            assert got[table] == rows, table
+            continue
+        at = VSUM[table]
+        for a, b in zip(got[table], rows, strict=True):
+            assert a[:at] + a[at + 1 :] == b[:at] + b[at + 1 :], table
+            assert a[at] == pytest.approx(b[at], rel=1e-12, abs=1e-300), table
+
+
+def log_run(store: Path, name: str, steps: range, *, restart_at: int | None = None):
+    """A finished run written by reslog: NaN and inf values, an event, and optionally a restart
+    (steps going back, as a run resumed from a checkpoint does)."""
+    run = reslog.init(project="sync", name=name, store=str(store), system=False,
+                      flush_interval=0.05)  # fmt: skip
+    for s in steps:
+        value = math.nan if s % 97 == 5 else (math.inf if s % 251 == 7 else 1.0 / (s + 1))
+        run.log({"train/loss": value, "train/lr": 3e-4 * (s % 10)}, step=s)
+        if s == steps.start + 10:
+            run.event("checkpoint", f"step {s}")
+    if restart_at is not None:
+        for s in range(restart_at, restart_at + 50):
+            run.log({"train/loss": 0.5 / (s + 1)}, step=s)
+    run.finish()
+    return run
+
+
+def test_sync_copies_every_row_and_the_same_rollups(tmp_path):
+    source = tmp_path / "box" / "reslog.db"
+    log_run(source, "a", range(0, 3000), restart_at=1500)
+    log_run(source, "b", range(0, 500))
+    mirror = tmp_path / "mirror.db"
+    with Mirror(mirror) as m:
+        report = m.sync(str(source))
+    got, want = contents(mirror), contents(source)
+    assert report.points == len(want["points"]) and report.new_runs == 2
+    assert want["takes"], "the restart made a take"
+    assert_same(got, want)
+
+
+def test_a_cut_sync_resumes_and_a_second_sync_copies_nothing(tmp_path, monkeypatch):
+    source = tmp_path / "box" / "reslog.db"
+    log_run(source, "a", range(0, 2000), restart_at=700)
+    mirror = tmp_path / "mirror.db"
+    monkeypatch.setattr(sync_mod, "BATCH_POINTS", 300)
+    with Mirror(mirror) as m:
+        first = m.sync(str(source), max_batches=3)  # cut: as if the laptop lid closed
+    assert 0 < first.points < len(contents(source)["points"])
+    with Mirror(mirror) as m:  # a new process resumes from the committed cursor
+        m.sync(str(source))
+        again = m.sync(str(source))
+    assert again.points == 0 and again.events == 0
+    assert_same(contents(mirror), contents(source))
+
+
+def test_sync_follows_a_live_run_and_takes_its_final_status(tmp_path):
+    source = tmp_path / "box" / "reslog.db"
+    mirror = tmp_path / "mirror.db"
+    run = reslog.init(project="sync", name="live", store=str(source), system=False,
+                      flush_interval=0.05)  # fmt: skip
+    stop = threading.Event()
+
+    def train() -> None:
+        step = 0
+        while not stop.is_set():
+            run.log({"train/loss": 1.0 / (step + 1)}, step=step)
+            step += 1
+            time.sleep(0.001)
+
+    trainer = threading.Thread(target=train)
+    trainer.start()
+    try:
+        with Mirror(mirror) as m:
+            seen = 0
+            deadline = time.monotonic() + 60
+            while seen < 3 and time.monotonic() < deadline:  # three syncs that found new points
+                seen += m.sync(str(source)).points > 0
+            assert seen == 3
+            assert contents(mirror)["runs"][0][3] == "running"
+            stop.set()
+            trainer.join()
+            run.finish()
+            m.sync(str(source))
+    finally:
+        stop.set()
+        trainer.join()
+        run.finish()
+    got, want = contents(mirror), contents(source)
+    assert_same(got, want)
+    assert got["runs"][0][3] == "finished"
+
+
+def test_the_mirror_outlives_the_source_store(tmp_path, capsys):
+    source = tmp_path / "box" / "reslog.db"
+    log_run(source, "kept", range(0, 400))
+    mirror = tmp_path / "mirror.db"
+    assert main(["sync", str(source), str(mirror)]) == 0
+    assert "1 runs (1 new)" in capsys.readouterr().err
+    for path in source.parent.iterdir():  # the instance is released: its disk is gone
+        path.unlink()
+    assert main(["sync", str(source.parent / "*.db"), str(mirror)]) == 1
+    assert "the mirror keeps what it has" in capsys.readouterr().err
+    out = tmp_path / "points.csv"
+    assert main(["export", str(mirror), "--format", "csv", "-o", str(out)]) == 0
+    assert "kept" in out.read_text()
+    assert len(contents(mirror)["points"]) == 800
+
+
+def test_sync_over_ssh(ssh_config, tmp_path):
+    source = tmp_path / "box" / "reslog.db"
+    log_run(source, "remote", range(0, 1000), restart_at=300)
+    mirror = tmp_path / "mirror.db"
+    opts = {"ssh_config": ssh_config, "python": sys.executable,
+            "agent_dir": str(tmp_path / "agent")}  # fmt: skip
+    with Mirror(mirror) as m:
+        report = m.sync(f"target:{source}", source_options=opts)
+        assert m.sync(f"target:{source}", source_options=opts).points == 0
+    assert report.points == len(contents(source)["points"])
+    assert_same(contents(mirror), contents(source))
+
+
+def test_two_sources_into_one_mirror_keep_their_own_cursors(tmp_path):
+    one, two = tmp_path / "a" / "reslog.db", tmp_path / "b" / "reslog.db"
+    log_run(one, "one", range(0, 300))
+    log_run(two, "two", range(0, 200))
+    mirror = tmp_path / "mirror.db"
+    assert main(["sync", str(one), str(two), str(mirror)]) == 0
+    names = sorted(r[2] for r in contents(mirror)["runs"])
+    assert names == ["one", "two"]
+    assert len(contents(mirror)["points"]) == 2 * (300 + 200)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["sync", "{src}"], "at least one SOURCE and the MIRROR"),
+        (["sync", "{src}", "gpu:mirror.db"], "must be a local store path"),
+        (["sync", "postgresql://u@h/db", "{tmp}/m.db"], "not supported"),
+    ],
+)
+def test_sync_usage_errors(argv, message, tmp_path, capsys):
+    source = tmp_path / "box" / "reslog.db"
+    log_run(source, "x", range(0, 10))
+    argv = [a.replace("{src}", str(source)).replace("{tmp}", str(tmp_path)) for a in argv]
+    assert main(argv) == 1
+    assert message in capsys.readouterr().err
+
+
+def test_a_postgres_source_is_refused_by_the_api_too(tmp_path):
+    with Mirror(tmp_path / "m.db") as m, pytest.raises(SyncError, match="not supported"):
+        m.sync("postgresql+psycopg://u@127.0.0.1:1/db")
