@@ -73,7 +73,11 @@ def cmd_ls(args: argparse.Namespace) -> int:
     now = time.time()
     with opened(args.store) as engine:
         reader = StoreReader(engine, store=store_label(args.store))
-        listed = reader.runs(project=args.project)
+        listed = [
+            (row_id, run)
+            for row_id, run in reader.runs(project=args.project)
+            if args.group in (None, run.group) and args.job_type in (None, run.job_type)
+        ]
         aggs = {
             run_id: {k: agg_of(row, 2) for k, row in per.items()}
             for run_id, per in reader.series_rows([r for r, _ in listed]).items()
@@ -84,7 +88,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
             rows.append(
                 [
                     run.ref.uid[:8],
-                    run.project,
+                    run.project + (f" ({run.group})" if run.group else ""),
                     run.name,
                     run.status,
                     "-" if step is None else step,
@@ -145,6 +149,8 @@ def describe_run(run: RunInfo) -> list[str]:
         lines.append(f"command   {run.command}")
     if run.git_commit:
         lines.append(f"git       {run.git_commit}")
+    if run.group or run.job_type:
+        lines.append(f"group     {run.group or '-'}  job type {run.job_type or '-'}")
     if run.tags:
         lines.append(f"tags      {', '.join(map(str, run.tags))}")
     if run.notes:
@@ -322,6 +328,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("ls", "list runs with status, step, last point age, duration, host", cmd_ls)
     p.add_argument("store", nargs="?", metavar="STORE", help=store_help)
     p.add_argument("--project", help="only runs of this project")
+    p.add_argument("--group", help="only runs of this group (init(group=...))")
+    p.add_argument("--job-type", help="only runs of this job type (init(job_type=...))")
 
     p = command("show", "one run: config, summary, tags, notes, keys, events", cmd_show)
     p.add_argument("store", nargs="?", metavar="STORE", help=store_help)

@@ -4,5 +4,5 @@ HEAD_REVISION is the newest Alembic revision (tests check it against the migrati
 OLDER_REVISIONS are the earlier ones, which readers refuse with the command that upgrades them.
 """
 
-HEAD_REVISION = "0002"
-OLDER_REVISIONS = ("0001",)
+HEAD_REVISION = "0003"
+OLDER_REVISIONS = ("0001", "0002")

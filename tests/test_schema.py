@@ -57,13 +57,26 @@ def sqlite_dump(engine: Engine) -> str:
 
 
 def ddl_lines(dump: str) -> dict[str, set[str]]:
-    """Each statement as a set of lines (constraint order may differ between builders)."""
+    """Each statement as a set of lines (constraint order may differ between builders). SQLite's
+    ALTER TABLE ADD COLUMN appends the column to the last column's line: split such lines on
+    the commas outside parentheses."""
     out = {}
     for stmt in dump.split(";\n"):
         lines = [line.strip().rstrip(",") for line in stmt.strip().splitlines()]
         if lines and lines[0]:
-            out[lines[0]] = set(lines[1:])
+            out[lines[0]] = {part for line in lines[1:] for part in _top_level_parts(line)}
     return out
+
+
+def _top_level_parts(line: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(line):
+        depth += (ch == "(") - (ch == ")")
+        if ch == "," and depth == 0:
+            parts.append(line[start:i].strip())
+            start = i + 1
+    parts.append(line[start:].strip())
+    return [p for p in parts if p]
 
 
 def metadata_diff(engine: Engine) -> list:

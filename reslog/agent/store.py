@@ -51,7 +51,7 @@ KEY_BITS = 31
 RUN_COLUMNS = (
     "id", "uid", "project", "name", "status", "created_at", "heartbeat_at", "ended_at", "host",
     "pid", "rank", "world_size", "command", "git_commit", "config", "summary", "tags", "notes",
-    "heartbeat_interval",
+    "heartbeat_interval", "run_group", "job_type",
 )  # fmt: skip
 EVENT_COLUMNS = ("id", "run_id", "wall", "step", "kind", "level", "title", "body")
 # Series rows as columns (wire.Sections): "name:d" float64, "name:q" int64.
