@@ -16,7 +16,10 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from reslog import hostinfo, lifecycle
+from reslog import hostinfo, init_options, lifecycle
+from reslog.disabled_run import DisabledRun
+from reslog.run_config import Config
+from reslog.run_surface import WandbSurface, alert_level, exit_status
 from reslog.values import (
     PLAIN,
     as_json,
@@ -57,7 +60,7 @@ class Timer:
         timers[self._key] = timers.get(self._key, 0.0) + elapsed
 
 
-class Run:
+class Run(WandbSurface):
     """One training run being logged. Made by `reslog.init()`; see docs/reslog.md."""
 
     def __init__(
@@ -115,20 +118,27 @@ class Run:
 
     # -- the hot path -----------------------------------------------------------------------------
 
-    def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
-        """Record metrics at `step` (default: the next step). No I/O; TypeError for bad values."""
+    def log(
+        self, metrics: Mapping[str, Any], step: int | None = None, commit: bool | None = None
+    ) -> None:
+        """Record metrics at `step` (default: the next step). No I/O; a value never raises
+        (reslog.lenient); commit=False holds them for the next call."""
         if self._closed:
             self._log_after_finish()
             return
         if (
             type(metrics) is dict
+            and commit is None
+            and not self._partial
             and self._known.issuperset(metrics)
             and PLAIN.issuperset(map(type, metrics.values()))
         ):
             record = dict(metrics)
             device = False
         else:
-            record = checked(metrics, self._known)
+            record = self._lenient(metrics, step, commit)
+            if record is None:
+                return
             device = not PLAIN.issuperset(map(type, record.values()))
         if step is None:
             step = self._step
@@ -189,16 +199,41 @@ class Run:
         )
         self._writer.events.append(record)
 
-    def alert(self, title: str, level: str = "warning", body: str = "") -> None:
-        """An event of kind "alert" (viewers highlight these)."""
-        self.event("alert", title, body=body, level=level)
+    def alert(
+        self,
+        title: str,
+        level: Any = "warning",
+        body: str = "",
+        *,
+        text: str | None = None,
+        wait_duration: Any = None,
+    ) -> None:
+        """An event of kind "alert" (viewers highlight these). wandb's spelling works too:
+        alert(title=, text=, level="WARN"), and alert(title, text, level) positionally."""
+        if alert_level(level) is None and (alert_level(body) is not None or body == ""):
+            level, body = body or "warning", level  # wandb's order: (title, text, level)
+        self.event(
+            "alert",
+            title,
+            body=body if text is None else text,
+            level=alert_level(level) or "warning",
+        )
 
-    def finish(self, status: str | None = None, timeout: float | None = None) -> bool:
+    def finish(
+        self,
+        status: str | None = None,
+        timeout: float | None = None,
+        *,
+        exit_code: int | None = None,
+        quiet: bool | None = None,
+    ) -> bool:
         """End the run: final flush and status, within `timeout` s (default finish_timeout).
 
         status: "finished" (default), "failed" or "killed". Returns False when the store could
         not take everything in time (a warning then says how much was lost). Idempotent.
+        wandb's exit_code (also positional): 0 is "finished", anything else "failed".
         """
+        status = exit_status(status, exit_code)
         if status is not None and status not in ("finished", "failed", "killed"):
             raise ValueError(
                 f"reslog: finish status must be finished, failed or killed: {status!r}"
@@ -206,6 +241,7 @@ class Run:
         if self._closed or self._finishing:
             return self._status is not None
         self._finishing = True
+        self._end_surface()
         limit = self.finish_timeout if timeout is None else float(timeout)
         deadline = time.monotonic() + limit
         if self._sampler is not None:
@@ -354,8 +390,26 @@ def init(
     *,
     max_buffer_points: int = DEFAULT_MAX_BUFFER_POINTS,
     finish_timeout: float = DEFAULT_FINISH_TIMEOUT_S,
-) -> Run:
-    """Start (or with resume=uid, continue) a run and make it the current one."""
+    group: str | None = None,
+    job_type: str | None = None,
+    id: str | None = None,
+    dir: str | os.PathLike[str] | None = None,
+    mode: str | None = None,
+    reinit: Any = None,
+    **wandb_only: Any,
+) -> Run | DisabledRun:
+    """Start (or with resume=uid, or id= and resume=, continue) a run and make it the current
+    one. wandb's keywords are accepted (docs/reslog.md, "Coming from wandb")."""
+    init_options.notice_ignored(wandb_only)
+    run_id_opt = init_options.check_id(id)
+    if init_options.check_mode(mode) == "disabled":
+        return DisabledRun(project, name, config, run_id_opt)
+    if reinit is True or reinit == "finish_previous":
+        previous = lifecycle.current()
+        if previous is not None:
+            previous.finish()
+    if store is None:
+        store = init_options.store_in(dir)
     if not flush_interval > 0:
         raise ValueError(f"reslog: flush_interval must be > 0 seconds, got {flush_interval!r}")
     if max_buffer_points < 1:
@@ -363,6 +417,7 @@ def init(
     rank = hostinfo.rank() if rank is None else int(rank)
     world_size = hostinfo.world_size() if world_size is None else int(world_size)
     config_json = _json(redact(config_dict(config))) if config is not None else None
+    group, job_type = str(group or ""), str(job_type or "")
     tag_list = [str(t) for t in (tags or [])]
     engine = open_store(store, create=True)
     label = engine.url.render_as_string(hide_password=True)
@@ -374,11 +429,14 @@ def init(
         "heartbeat_interval": float(flush_interval),
         "rank": rank,
         "world_size": world_size,
+        **({"run_group": group} if group else {}),
+        **({"job_type": job_type} if job_type else {}),
     }
     try:
         with engine.begin() as conn:
-            if resume is None:
-                uid = uuid.uuid4().hex
+            target, new_uid = init_options.resume_target(conn, resume, run_id_opt, project)
+            if target is None:
+                uid = new_uid or uuid.uuid4().hex
                 name = name or f"{project}-{time.strftime('%Y%m%d-%H%M%S')}-{uid[:4]}"
                 row = {
                     "uid": uid,
@@ -397,8 +455,11 @@ def init(
                 summary, step = Summary(), 0
             else:
                 run_id, uid, project, name, summary, step = _resume(
-                    conn, resume, now, where, config_json, tag_list if tags else None, notes
+                    conn, target, now, where, config_json, tag_list if tags else None, notes
                 )
+            stored_config, stored_group, stored_job = conn.execute(
+                select(runs.c.config, runs.c.run_group, runs.c.job_type).where(runs.c.id == run_id)
+            ).one()
     except SQLAlchemyError as exc:
         engine.dispose()
         raise StoreError(f"reslog: cannot start a run in {label}: {exc}") from None
@@ -420,11 +481,31 @@ def init(
         world_size=world_size,
         label=label,
     )
+    if target is None:
+        run_config = Config(config_dict(config))
+    else:  # the stored config (secrets redacted) with this init's config over it
+        run_config = Config({**json.loads(stored_config or "{}"), **config_dict(config)})
+    object.__setattr__(run_config, "_on_change", run._config_changed)
+    run._writer.config = run_config
+    run._init_surface(
+        run_config,
+        dir=_run_dir(dir, engine),
+        url=f"{label}#{uid}",
+        group=stored_group or "",
+        job_type=stored_job or "",
+    )
     run._writer.start()
     lifecycle.register(run)
     if system:
         run._start_system(system_interval)
     return run
+
+
+def _run_dir(dir: str | os.PathLike[str] | None, engine) -> str:
+    if dir is not None:
+        return os.path.abspath(os.fspath(dir))
+    database = engine.url.database if engine.dialect.name == "sqlite" else None
+    return os.path.dirname(os.path.abspath(database)) if database else os.getcwd()
 
 
 def _resume(conn, uid: str, now: float, where: dict, config_json, tags, notes):

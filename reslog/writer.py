@@ -170,6 +170,8 @@ class Writer:
         self._held_points = 0
         self._ids: dict[str, int] = {}
         self._summary_written = summary.version - 1  # write it (and the heartbeat) once at start
+        self.config: Any = None  # reslog.run_config.Config, set by init; written when changed
+        self._config_written = 0
         self._conn: Connection | None = None
         self._final: tuple[str, float] | None = None
         self._final_written = threading.Event()
@@ -282,6 +284,10 @@ class Writer:
                 version = self.summary.version
                 if version != self._summary_written:
                     values["summary"] = summary_json(self.summary)
+                config = self.config
+                config_version = self._config_written if config is None else config.version
+                if config_version != self._config_written:
+                    values["config"] = config.stored
                 if final is not None:
                     values["status"], values["ended_at"] = final
                 conn.execute(runs.update().where(runs.c.id == self.run_id).values(**values))
@@ -291,6 +297,7 @@ class Writer:
         if pending is not None:
             self.rollups.accept(pending)
         self._summary_written = version
+        self._config_written = config_version
         self.drops_recorded = dropped
         self.committed += len(rows)
         self._held = []
