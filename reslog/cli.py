@@ -1,4 +1,4 @@
-"""`reslog`: list, show, tail, export, check and upgrade stores from the command line.
+"""`reslog`: list, show, tail, export, check, upgrade and import stores from the command line.
 
 Every command takes the store as an optional positional argument (a SQLite path or a
 SQLAlchemy URL; default $RESLOG_STORE, else runs/reslog.db). Read commands open the store
@@ -306,6 +306,46 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- import ------------------------------------------------------------------------------------
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from reslog.importers import ImportError_
+    from reslog.importers.command import import_runs
+
+    progress = None
+    if sys.stderr.isatty() or args.progress:
+
+        def progress(line: str) -> None:
+            print(f"\rimport {args.kind}: {line}", end="", file=sys.stderr, flush=True)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        engine = open_store(args.store, create=True)
+    print_warnings(caught)
+    try:
+        written, already, points = import_runs(
+            engine, args.kind, Path(args.path), project=args.project, name=args.name,
+            progress=progress,
+        )  # fmt: skip
+    except ImportError_ as exc:
+        if progress is not None:
+            print(file=sys.stderr)
+        print(f"reslog: import {args.kind}: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    finally:
+        engine.dispose()
+    if progress is not None:
+        print(file=sys.stderr)
+    print(
+        f"{written} run(s), {points:,} points imported into {store_label(args.store)}"
+        + (f"; {already} already there" if already else "")
+    )
+    return 0
+
+
 # ---- parser ------------------------------------------------------------------------------------
 
 
@@ -399,6 +439,28 @@ def build_parser() -> argparse.ArgumentParser:
         "--progress",
         action="store_true",
         help="print the backfill's progress even when stderr is not a terminal",
+    )
+    p = command(
+        "import",
+        "bring TensorBoard event files, wandb offline runs or a CSV table into a store",
+        cmd_import,
+    )
+    p.add_argument("kind", choices=("tensorboard", "wandb", "csv"), help="what PATH holds")
+    p.add_argument(
+        "path",
+        metavar="PATH",
+        help="tensorboard: a log folder (one run per folder of event files); wandb: a wandb/ "
+        "folder or one offline-run-* folder; csv: a file (long: key,value,step; wide: step and "
+        "a column per key)",
+    )
+    p.add_argument("--store", help=store_help + "; created if missing")
+    p.add_argument("--project", help="project of the imported runs (default: the kind, or "
+                   "the wandb run's own)")  # fmt: skip
+    p.add_argument("--name", help="csv: run name when the file has no 'run' column")
+    p.add_argument(
+        "--progress",
+        action="store_true",
+        help="print progress even when stderr is not a terminal",
     )
     return parser
 
