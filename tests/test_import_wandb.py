@@ -58,11 +58,8 @@ def test_an_offline_run_brings_history_config_summary_and_grouping(tmp_path, cap
     assert series["val/loss"] == [(s, pytest.approx(2.0 - s / 10)) for s in range(6)]
     assert series["flag"] == [(s, float(s % 2 == 0)) for s in range(6)]
     assert len(series["nan"]) == 6 and all(v != v for _, v in series["nan"])
-    assert [(e.step, e.title, e.body) for e in events if e.kind == "text"][0] == (
-        0,
-        "phase",
-        "warm",
-    )
+    texts = [(e.step, e.title, e.body) for e in events if e.kind == "text"]
+    assert texts[0] == (0, "phase", "warm") and len(texts) == 6
     # idempotent
     assert main(["import", "wandb", str(wandb_dir), "--store", str(store)]) == 0
     assert "already imported 'tiny-gpt'" in capsys.readouterr().out
