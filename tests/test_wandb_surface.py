@@ -355,3 +355,27 @@ def test_a_nanogpt_style_script_runs_unchanged_with_import_reslog_as_wandb(tmp_p
     assert (info.project, info.name, info.status) == ("owt", "gpt2-tiny", "finished")
     assert info.config["block_size"] == 8
     assert [s for s, _ in series["train/loss"]] == [0, 1] and series["iter"] == [(0, 0.0), (1, 3.0)]
+
+
+def test_a_store_from_before_run_groups_upgrades_and_keeps_its_runs(store_path, capsys):
+    from alembic import command
+
+    from schema import migrate
+    from schema.store import make_engine, resolve_store
+
+    run = wandb.init(project="p", name="old", store=store_path, system=False)
+    run.log({"a": 1.0})
+    run.finish()
+    engine = make_engine(resolve_store(store_path))
+    cfg = migrate.alembic_config(engine)
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0002")
+    engine.dispose()
+    assert main(["upgrade", str(store_path), "--no-backup"]) == 0
+    assert f"schema 0002 → {migrate.head_revision()}" in capsys.readouterr().out
+    info, series, _ = read_run(store_path)
+    assert (info.name, info.group, info.job_type, series) == ("old", "", "", {"a": [(0, 1.0)]})
+    grouped = wandb.init(project="p", group="g", store=store_path, system=False)
+    grouped.finish()
+    assert read_run(store_path)[0].group == "g"

@@ -20,12 +20,13 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("runs") as batch:
-        batch.add_column(sa.Column("run_group", sa.String(200), nullable=False, server_default=""))
-        batch.add_column(sa.Column("job_type", sa.String(64), nullable=False, server_default=""))
+    # Plain ADD COLUMN, not batch mode: rebuilding `runs` on SQLite would drop the table, and
+    # with foreign keys on that cascades to every point of every run.
+    op.add_column("runs", sa.Column("run_group", sa.String(200), nullable=False, server_default=""))
+    op.add_column("runs", sa.Column("job_type", sa.String(64), nullable=False, server_default=""))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("runs") as batch:
-        batch.drop_column("job_type")
-        batch.drop_column("run_group")
+    # DROP COLUMN as SQL (SQLite >= 3.35, PostgreSQL) for the same reason.
+    op.execute("ALTER TABLE runs DROP COLUMN job_type")
+    op.execute("ALTER TABLE runs DROP COLUMN run_group")
