@@ -16,6 +16,7 @@ Importing this package is light: no torch, numpy, pandas or NVML.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -48,6 +49,9 @@ __all__ = [
     "init",
     "log",
     "open",
+    "termerror",
+    "termlog",
+    "termwarn",
     "unwatch",
     "watch",
 ]
@@ -117,3 +121,16 @@ def watch(
 
 def unwatch(models: Any = None) -> None:
     _current_or_raise().unwatch(models)
+
+
+def termlog(string: str = "", newline: bool = True, repeat: bool = True) -> None:
+    """wandb.termlog (Hugging Face's WandbCallback prints through it): to stderr."""
+    print(f"reslog: {string}", end="\n" if newline else "", file=sys.stderr)
+
+
+def termwarn(string: str, repeat: bool = True) -> None:
+    print(f"reslog: warning: {string}", file=sys.stderr)
+
+
+def termerror(string: str, repeat: bool = True) -> None:
+    print(f"reslog: error: {string}", file=sys.stderr)

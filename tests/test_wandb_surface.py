@@ -379,3 +379,78 @@ def test_a_store_from_before_run_groups_upgrades_and_keeps_its_runs(store_path, 
     grouped = wandb.init(project="p", group="g", store=store_path, system=False)
     grouped.finish()
     assert read_run(store_path)[0].group == "g"
+
+
+# The calls the three frameworks' own wandb integrations make, in their order (transformers
+# 5.x WandbCallback.setup/on_log/on_train_end, lightning 2.x WandbLogger, accelerate 1.x
+# WandBTracker), with `import reslog as wandb` in place of wandb.
+
+
+def test_the_calls_of_hugging_faces_wandb_callback(store):
+    model = tiny_model()
+    if wandb.run is None:
+        wandb.init(project="huggingface", name="out", group=None, system=False)
+    wandb.config.update({"learning_rate": 5e-5, "output_dir": "out"}, allow_val_change=True)
+    if getattr(wandb, "define_metric", None):
+        wandb.define_metric("train/global_step")
+        wandb.define_metric("*", step_metric="train/global_step", step_sync=True)
+    wandb.watch(model, log="gradients", log_freq=100)
+    wandb.run._label(code="transformers_trainer")
+    wandb.config["model/num_parameters"] = 57
+    wandb.termwarn("the run name equals the output dir")
+    for step in (10, 20):
+        wandb.log({"train/loss": 1.0 / step, "train/epoch": step / 20, "train/global_step": step})
+    wandb.log({"eval/loss": 0.5, "eval/runtime": 0.1, "train/global_step": 20})
+    for k, v in {"train_runtime": 3.1, "total_flos": 1e12}.items():
+        wandb.run.summary[k] = v
+    summary = {k: v for k, v in dict(wandb.summary).items() if isinstance(v, (int, float))}
+    assert wandb.config.get("model/num_parameters") == 57 and wandb.run.url and wandb.run.id
+    wandb.finish()
+    info, series, _ = read_run(store)
+    assert info.summary == summary == {"train_runtime": 3.1, "total_flos": 1e12}
+    assert info.config["model/num_parameters"] == 57
+    assert dict(series["train/global_step"]) == {0: 10.0, 1: 20.0, 2: 20.0}
+
+
+def test_the_calls_of_lightnings_wandb_logger(store, tmp_path):
+    init = {"name": None, "project": "lightning_logs", "dir": None, "id": None}
+    init.update(resume="allow", anonymous=None)
+    experiment = wandb.run if wandb.run is not None else wandb.init(**init, system=False)
+    experiment.define_metric("trainer/global_step")
+    experiment.define_metric("*", step_metric="trainer/global_step", step_sync=True)
+    experiment.watch(tiny_model(), log="gradients", log_freq=100, log_graph=True)
+    experiment.config.update({"lr": 0.1, "width": 8}, allow_val_change=True)
+    for step in range(3):
+        experiment.log(dict({"train/loss": 1.0 - step / 10}, **{"trainer/global_step": step}))
+    with pytest.warns(RuntimeWarning, match="not logged: key 'samples'"):
+        experiment.log(
+            {"samples": wandb.Table(columns=["a"], data=[[1]]), "trainer/global_step": 2}
+        )
+    with pytest.warns(RuntimeWarning, match="not logged: key 'img'"):
+        experiment.log({"img": [wandb.Image(object()), wandb.Image(object())]})
+    assert experiment.id == experiment.uid and experiment.project == "lightning_logs"
+    wandb.finish()
+    info, series, _ = read_run(store)
+    assert info.config == {"lr": 0.1, "width": 8} and info.status == "finished"
+    assert len(series["train/loss"]) == 3
+
+
+def test_accelerates_own_wandb_tracker_runs_on_reslog(store, monkeypatch):
+    from accelerate import Accelerator
+
+    monkeypatch.setitem(sys.modules, "wandb", wandb)  # accelerate's `import wandb` gets reslog
+    accelerator = Accelerator(log_with="wandb", cpu=True)
+    accelerator.init_trackers(
+        "acc-wandb", config={"lr": 0.1}, init_kwargs={"wandb": {"system": False}}
+    )
+    for step in range(3):
+        accelerator.log({"train/loss": 1.0 / (step + 1)}, step=step)
+    tracker = accelerator.get_tracker("wandb")
+    with pytest.warns(RuntimeWarning, match="not logged: key 'samples'"):
+        tracker.log_images({"samples": [object()]}, step=3)
+    with pytest.warns(RuntimeWarning, match="not logged: key 'preds'"):
+        tracker.log_table("preds", columns=["a"], data=[[1]], step=3)
+    accelerator.end_training()
+    info, series, _ = read_run(store)
+    assert (info.project, info.status, info.config) == ("acc-wandb", "finished", {"lr": 0.1})
+    assert series["train/loss"] == [(0, 1.0), (1, 0.5), (2, pytest.approx(1 / 3))]
