@@ -3,7 +3,8 @@
 Attribute and item access (`config.lr`, `config["lr"]`), `update()`, `setdefaults()`, as
 wandb's config. The stored form (runs.config, secrets redacted) is rendered here, on the caller's
 thread, when the config changes (rarely: at start, when a framework adds its hyper-parameters);
-the writer only compares `version` and copies `stored` with its next flush.
+the writer only compares `_version` and copies `_stored` with its next flush. Attribute names
+starting with "_" are this object's own; every other name is a config key (`config.version`).
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from reslog.values import as_json, config_dict, redact
-
-_OWN = frozenset({"_data", "_on_change", "version", "stored"})
 
 
 def config_json(data: Mapping[str, Any]) -> str:
@@ -29,8 +28,8 @@ class Config:
     ) -> None:
         object.__setattr__(self, "_data", dict(data or {}))
         object.__setattr__(self, "_on_change", on_change)
-        object.__setattr__(self, "version", 0)
-        object.__setattr__(self, "stored", config_json(self._data))
+        object.__setattr__(self, "_version", 0)
+        object.__setattr__(self, "_stored", config_json(self._data))
 
     # -- changes ---------------------------------------------------------------------------------
 
@@ -49,7 +48,7 @@ class Config:
         self._apply({str(key): value})
 
     def __setattr__(self, key: str, value: Any) -> None:
-        if key in _OWN:
+        if key.startswith("_"):
             raise AttributeError(f"reslog: config.{key} is reserved; use config[{key!r}] = ...")
         self._apply({key: value})
 
@@ -65,8 +64,8 @@ class Config:
         self._changed(changed)
 
     def _changed(self, changed: dict[str, Any]) -> None:
-        object.__setattr__(self, "stored", config_json(self._data))
-        object.__setattr__(self, "version", self.version + 1)
+        object.__setattr__(self, "_stored", config_json(self._data))
+        object.__setattr__(self, "_version", self._version + 1)
         if self._on_change is not None:
             self._on_change(changed)
 
@@ -76,6 +75,8 @@ class Config:
         return self._data[key]
 
     def __getattr__(self, key: str) -> Any:
+        if key.startswith("_"):
+            raise AttributeError(key)
         try:
             return self._data[key]
         except KeyError:

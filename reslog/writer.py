@@ -285,9 +285,9 @@ class Writer:
                 if version != self._summary_written:
                     values["summary"] = summary_json(self.summary)
                 config = self.config
-                config_version = self._config_written if config is None else config.version
+                config_version = self._config_written if config is None else config._version
                 if config_version != self._config_written:
-                    values["config"] = config.stored
+                    values["config"] = config._stored
                 if final is not None:
                     values["status"], values["ended_at"] = final
                 conn.execute(runs.update().where(runs.c.id == self.run_id).values(**values))

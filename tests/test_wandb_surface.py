@@ -454,3 +454,18 @@ def test_accelerates_own_wandb_tracker_runs_on_reslog(store, monkeypatch):
     info, series, _ = read_run(store)
     assert (info.project, info.status, info.config) == ("acc-wandb", "finished", {"lr": 0.1})
     assert series["train/loss"] == [(0, 1.0), (1, 0.5), (2, pytest.approx(1 / 3))]
+
+
+def test_config_behaves_as_a_mapping_and_any_public_name_is_a_key(store):
+    run = wandb.init(project="p", config={"lr": 1}, system=False)
+    run.config.version = 2  # a key, not an attribute of the object
+    run.config.setdefaults({"lr": 5, "seed": 0})
+    assert dict(run.config.items()) == {"lr": 1, "version": 2, "seed": 0}
+    assert "seed" in run.config and len(run.config) == 3 and run.config.get("nope", 7) == 7
+    with pytest.raises(AttributeError, match="reserved"):
+        run.config._private = 1
+    with pytest.raises(AttributeError, match="no key 'nope'"):
+        _ = run.config.nope
+    del run.config["seed"]
+    run.finish()
+    assert read_run(store)[0].config == {"lr": 1, "version": 2}
