@@ -404,10 +404,11 @@ def init(
     run_id_opt = init_options.check_id(id)
     if init_options.check_mode(mode) == "disabled":
         return DisabledRun(project, name, config, run_id_opt)
-    if reinit is True or reinit == "finish_previous":
-        previous = lifecycle.current()
-        if previous is not None:
-            previous.finish()
+    previous = lifecycle.current()
+    if previous is not None and reinit == "return_previous":
+        return previous
+    if previous is not None and (reinit is True or reinit == "finish_previous"):
+        previous.finish()
     if store is None:
         store = init_options.store_in(dir)
     if not flush_interval > 0:

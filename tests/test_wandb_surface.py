@@ -196,6 +196,7 @@ def test_reinit_finish_previous_finishes_the_current_run(store):
     first = wandb.init(project="p", system=False)
     second = wandb.init(project="p", reinit="finish_previous", system=False)
     assert first._status == "finished" and wandb.run is second
+    assert wandb.init(project="p", reinit="return_previous", system=False) is second
 
 
 def test_id_and_resume_continue_a_run_by_a_chosen_id(store):
