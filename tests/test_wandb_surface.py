@@ -470,3 +470,24 @@ def test_config_behaves_as_a_mapping_and_any_public_name_is_a_key(store):
     del run.config["seed"]
     run.finish()
     assert read_run(store)[0].config == {"lr": 1, "version": 2}
+
+
+def test_define_metric_is_what_resplots_metric_axis_reads(store):
+    from resplot.xaxis import step_metric
+
+    run = wandb.init(project="p", system=False)
+    wandb.define_metric("train/global_step")
+    wandb.define_metric("val/*", step_metric="val/step")
+    wandb.define_metric("*", step_metric="train/global_step", step_sync=True)
+    wandb.define_metric("eval/*", step_metric="eval/step")
+    run.finish()
+    events = read_run(store)[2]
+    assert [json.loads(e.body) for e in events if e.kind == "metric"] == [
+        {},
+        {"step_metric": "val/step"},
+        {"step_metric": "train/global_step"},
+        {"step_metric": "eval/step"},
+    ]
+    assert step_metric(events) == "train/global_step"  # "*" wins over a narrower glob
+    assert step_metric([e for e in events if e.title == "val/*"]) == "val/step"
+    assert step_metric([]) is None
