@@ -8,36 +8,131 @@
     with reslog.open("runs/reslog.db") as store:    # read it back: DataFrames, O(samples)
         store.history("wsd-0.5", "train/loss", samples=1000)
 
+`import reslog as wandb` works for the wandb calls training code uses: `reslog.run`,
+`reslog.config` and `reslog.summary` are the current run's (None without one).
 The API reference and the semantics (steps, NaN, statuses, crashes, DDP) are in docs/reslog.md.
 Importing this package is light: no torch, numpy, pandas or NVML.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any
 
+from reslog import disabled_run
+from reslog.disabled_run import DisabledRun
 from reslog.lifecycle import current
+from reslog.media import AlertLevel, Audio, Histogram, Html, Image, Settings, Table, Video
 from reslog.reader import Reader, open
+from reslog.run_config import Config
 from reslog.tracked_run import Run, Timer, init
 from schema.errors import StoreError
 
-__all__ = ["Reader", "Run", "StoreError", "Timer", "current", "finish", "init", "log", "open"]
+__all__ = [
+    "AlertLevel",
+    "Audio",
+    "Config",
+    "DisabledRun",
+    "Histogram",
+    "Html",
+    "Image",
+    "Reader",
+    "Run",
+    "Settings",
+    "StoreError",
+    "Table",
+    "Timer",
+    "Video",
+    "alert",
+    "current",
+    "define_metric",
+    "finish",
+    "init",
+    "log",
+    "open",
+    "termerror",
+    "termlog",
+    "termwarn",
+    "unwatch",
+    "watch",
+]
 
 
-def _current_or_raise() -> Run:
-    run = current()
+def _active() -> Run | DisabledRun | None:
+    """The current run: the most recent unfinished init(), a disabled one included."""
+    return current() or disabled_run.current()
+
+
+def __getattr__(name: str) -> Any:
+    # PEP 562: wandb's module attributes, looked up on each access (None without a run).
+    if name == "run":
+        return _active()
+    if name in ("config", "summary"):
+        run = _active()
+        return None if run is None else getattr(run, name)
+    raise AttributeError(f"module 'reslog' has no attribute {name!r}")
+
+
+def _current_or_raise() -> Run | DisabledRun:
+    run = _active()
     if run is None:
         raise RuntimeError("reslog: no active run; call reslog.init(...) first")
     return run
 
 
-def log(metrics: Mapping[str, Any], step: int | None = None) -> None:
+def log(metrics: Mapping[str, Any], step: int | None = None, commit: bool | None = None) -> None:
     """Log to the current run (the most recent unfinished `reslog.init()`)."""
-    _current_or_raise().log(metrics, step=step)
+    _current_or_raise().log(metrics, step=step, commit=commit)
 
 
-def finish(status: str | None = None, timeout: float | None = None) -> bool:
+def finish(
+    status: str | None = None,
+    timeout: float | None = None,
+    *,
+    exit_code: int | None = None,
+    quiet: bool | None = None,
+) -> bool:
     """Finish the current run; True when there was none left to finish or it finished in time."""
-    run = current()
-    return True if run is None else run.finish(status, timeout=timeout)
+    run = _active()
+    if run is None:
+        return True
+    return run.finish(status, timeout=timeout, exit_code=exit_code, quiet=quiet)
+
+
+def alert(title: str, text: str = "", level: Any = "warning", wait_duration: Any = None) -> None:
+    """wandb.alert(title, text, level) on the current run."""
+    _current_or_raise().alert(title, level=level, text=text)
+
+
+def define_metric(name: str, step_metric: str | None = None, **options: Any) -> None:
+    """wandb.define_metric on the current run (see Run.define_metric)."""
+    _current_or_raise().define_metric(name, step_metric, **options)
+
+
+def watch(
+    models: Any,
+    criterion: Any = None,
+    log: str | None = "gradients",
+    log_freq: int = 1000,
+    **kw: Any,
+) -> None:
+    """wandb.watch on the current run (see reslog.model_watch)."""
+    _current_or_raise().watch(models, criterion, log=log, log_freq=log_freq, **kw)
+
+
+def unwatch(models: Any = None) -> None:
+    _current_or_raise().unwatch(models)
+
+
+def termlog(string: str = "", newline: bool = True, repeat: bool = True) -> None:
+    """wandb.termlog (Hugging Face's WandbCallback prints through it): to stderr."""
+    print(f"reslog: {string}", end="\n" if newline else "", file=sys.stderr)
+
+
+def termwarn(string: str, repeat: bool = True) -> None:
+    print(f"reslog: warning: {string}", file=sys.stderr)
+
+
+def termerror(string: str, repeat: bool = True) -> None:
+    print(f"reslog: error: {string}", file=sys.stderr)

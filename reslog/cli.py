@@ -1,4 +1,4 @@
-"""`reslog`: list, show, tail, export, check and upgrade stores from the command line.
+"""`reslog`: list, show, tail, export, check, upgrade and import stores from the command line.
 
 Every command takes the store as an optional positional argument (a SQLite path or a
 SQLAlchemy URL; default $RESLOG_STORE, else runs/reslog.db). Read commands open the store
@@ -75,7 +75,11 @@ def cmd_ls(args: argparse.Namespace) -> int:
     now = time.time()
     with opened(args.store) as engine:
         reader = StoreReader(engine, store=store_label(args.store))
-        listed = reader.runs(project=args.project)
+        listed = [
+            (row_id, run)
+            for row_id, run in reader.runs(project=args.project)
+            if args.group in (None, run.group) and args.job_type in (None, run.job_type)
+        ]
         aggs = {
             run_id: {k: agg_of(row, 2) for k, row in per.items()}
             for run_id, per in reader.series_rows([r for r, _ in listed]).items()
@@ -86,7 +90,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
             rows.append(
                 [
                     run.ref.uid[:8],
-                    run.project,
+                    run.project + (f" ({run.group})" if run.group else ""),
                     run.name,
                     run.status,
                     "-" if step is None else step,
@@ -147,6 +151,8 @@ def describe_run(run: RunInfo) -> list[str]:
         lines.append(f"command   {run.command}")
     if run.git_commit:
         lines.append(f"git       {run.git_commit}")
+    if run.group or run.job_type:
+        lines.append(f"group     {run.group or '-'}  job type {run.job_type or '-'}")
     if run.tags:
         lines.append(f"tags      {', '.join(map(str, run.tags))}")
     if run.notes:
@@ -244,7 +250,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    from reslog.watch import watch
+    from reslog.store_watch import watch
 
     with opened(args.store) as engine:
         return watch(engine, store_label(args.store), interval=args.interval, command=args.exec)
@@ -312,6 +318,46 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- import ------------------------------------------------------------------------------------
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from reslog.importers import ImportError_
+    from reslog.importers.command import import_runs
+
+    progress = None
+    if sys.stderr.isatty() or args.progress:
+
+        def progress(line: str) -> None:
+            print(f"\rimport {args.kind}: {line}", end="", file=sys.stderr, flush=True)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        engine = open_store(args.store, create=True)
+    print_warnings(caught)
+    try:
+        written, already, points = import_runs(
+            engine, args.kind, Path(args.path), project=args.project, name=args.name,
+            progress=progress,
+        )  # fmt: skip
+    except ImportError_ as exc:
+        if progress is not None:
+            print(file=sys.stderr)
+        print(f"reslog: import {args.kind}: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    finally:
+        engine.dispose()
+    if progress is not None:
+        print(file=sys.stderr)
+    print(
+        f"{written} run(s), {points:,} points imported into {store_label(args.store)}"
+        + (f"; {already} already there" if already else "")
+    )
+    return 0
+
+
 # ---- parser ------------------------------------------------------------------------------------
 
 
@@ -334,6 +380,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("ls", "list runs with status, step, last point age, duration, host", cmd_ls)
     p.add_argument("store", nargs="?", metavar="STORE", help=store_help)
     p.add_argument("--project", help="only runs of this project")
+    p.add_argument("--group", help="only runs of this group (init(group=...))")
+    p.add_argument("--job-type", help="only runs of this job type (init(job_type=...))")
 
     p = command("show", "one run: config, summary, tags, notes, keys, events", cmd_show)
     p.add_argument("store", nargs="?", metavar="STORE", help=store_help)
@@ -418,6 +466,28 @@ def build_parser() -> argparse.ArgumentParser:
         "--progress",
         action="store_true",
         help="print the backfill's progress even when stderr is not a terminal",
+    )
+    p = command(
+        "import",
+        "bring TensorBoard event files, wandb offline runs or a CSV table into a store",
+        cmd_import,
+    )
+    p.add_argument("kind", choices=("tensorboard", "wandb", "csv"), help="what PATH holds")
+    p.add_argument(
+        "path",
+        metavar="PATH",
+        help="tensorboard: a log folder (one run per folder of event files); wandb: a wandb/ "
+        "folder or one offline-run-* folder; csv: a file (long: key,value,step; wide: step and "
+        "a column per key)",
+    )
+    p.add_argument("--store", help=store_help + "; created if missing")
+    p.add_argument("--project", help="project of the imported runs (default: the kind, or "
+                   "the wandb run's own)")  # fmt: skip
+    p.add_argument("--name", help="csv: run name when the file has no 'run' column")
+    p.add_argument(
+        "--progress",
+        action="store_true",
+        help="print progress even when stderr is not a terminal",
     )
     return parser
 

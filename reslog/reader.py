@@ -32,8 +32,8 @@ from schema.store_reader import StoreReader
 
 HISTORY_COLUMNS = ["key", "step", "min", "max", "last", "count", "wall"]
 RUN_COLUMNS = [
-    "uid", "name", "project", "status", "host", "created_at", "ended_at", "duration_s",
-    "world_size", "last_step", "tags", "config", "summary",
+    "uid", "name", "project", "group", "job_type", "status", "host", "created_at", "ended_at",
+    "duration_s", "world_size", "last_step", "tags", "config", "summary",
 ]  # fmt: skip
 SCAN_COLUMNS = ["key", "step", "wall", "value"]
 _NAN = float("nan")
@@ -92,6 +92,8 @@ class Reader:
                     "uid": run.ref.uid,
                     "name": run.name,
                     "project": run.project,
+                    "group": run.group,
+                    "job_type": run.job_type,
                     "status": run.status,
                     "host": run.host,
                     "created_at": run.created_at,

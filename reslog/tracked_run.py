@@ -17,7 +17,10 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from reslog import hostinfo, lifecycle
+from reslog import hostinfo, init_options, lifecycle
+from reslog.disabled_run import DisabledRun
+from reslog.run_config import Config
+from reslog.run_surface import WandbSurface, alert_level, exit_status
 from reslog.stall import check_stall_after
 from reslog.store_file import StoreFile
 from reslog.values import (
@@ -82,7 +85,7 @@ class RunHooks:
         self.run._detach_after_fork()
 
 
-class Run:
+class Run(WandbSurface):
     """One training run being logged. Made by `reslog.init()`; see docs/reslog.md."""
 
     def __init__(
@@ -148,20 +151,27 @@ class Run:
 
     # -- the hot path -----------------------------------------------------------------------------
 
-    def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
-        """Record metrics at `step` (default: the next step). No I/O; TypeError for bad values."""
+    def log(
+        self, metrics: Mapping[str, Any], step: int | None = None, commit: bool | None = None
+    ) -> None:
+        """Record metrics at `step` (default: the next step). No I/O; a value never raises
+        (reslog.lenient); commit=False holds them for the next call."""
         if self._closed:
             self._log_after_finish()
             return
         if (
             type(metrics) is dict
+            and commit is None
+            and not self._partial
             and self._known.issuperset(metrics)
             and PLAIN.issuperset(map(type, metrics.values()))
         ):
             record = dict(metrics)
             device = False
         else:
-            record = checked(metrics, self._known)
+            record = self._lenient(metrics, step, commit)
+            if record is None:
+                return
             device = not PLAIN.issuperset(map(type, record.values()))
         if step is None:
             step = self._step
@@ -213,16 +223,41 @@ class Run:
         )
         self._writer.events.append(record)
 
-    def alert(self, title: str, level: str = "warning", body: str = "") -> None:
-        """An event of kind "alert" (viewers highlight these)."""
-        self.event("alert", title, body=body, level=level)
+    def alert(
+        self,
+        title: str,
+        level: Any = "warning",
+        body: str = "",
+        *,
+        text: str | None = None,
+        wait_duration: Any = None,
+    ) -> None:
+        """An event of kind "alert" (viewers highlight these). wandb's spelling works too:
+        alert(title=, text=, level="WARN"), and alert(title, text, level) positionally."""
+        if alert_level(level) is None and (alert_level(body) is not None or body == ""):
+            level, body = body or "warning", level  # wandb's order: (title, text, level)
+        self.event(
+            "alert",
+            title,
+            body=body if text is None else text,
+            level=alert_level(level) or "warning",
+        )
 
-    def finish(self, status: str | None = None, timeout: float | None = None) -> bool:
+    def finish(
+        self,
+        status: str | None = None,
+        timeout: float | None = None,
+        *,
+        exit_code: int | None = None,
+        quiet: bool | None = None,
+    ) -> bool:
         """End the run: final flush and status, within `timeout` s (default finish_timeout).
 
         status: "finished" (default), "failed" or "killed". Returns False when the store could
         not take everything in time (a warning then says how much was lost). Idempotent.
+        wandb's exit_code (also positional): 0 is "finished", anything else "failed".
         """
+        status = exit_status(status, exit_code)
         if status is not None and status not in ("finished", "failed", "killed"):
             raise ValueError(
                 f"reslog: finish status must be finished, failed or killed: {status!r}"
@@ -230,6 +265,7 @@ class Run:
         if self._closed or self._finishing:
             return self._status is not None
         self._finishing = True
+        self._end_surface()
         limit = self.finish_timeout if timeout is None else float(timeout)
         deadline = time.monotonic() + limit
         if self._sampler is not None:
@@ -384,8 +420,27 @@ def init(
     finish_timeout: float = DEFAULT_FINISH_TIMEOUT_S,
     on_full: str = "drop",
     stall_after: float | None = None,
-) -> Run:
-    """Start (or with resume=uid, continue) a run and make it the current one."""
+    group: str | None = None,
+    job_type: str | None = None,
+    id: str | None = None,
+    dir: str | os.PathLike[str] | None = None,
+    mode: str | None = None,
+    reinit: Any = None,
+    **wandb_only: Any,
+) -> Run | DisabledRun:
+    """Start (or with resume=uid, or id= and resume=, continue) a run and make it the current
+    one. wandb's keywords are accepted (docs/reslog.md, "Coming from wandb")."""
+    init_options.notice_ignored(wandb_only)
+    run_id_opt = init_options.check_id(id)
+    if init_options.check_mode(mode) == "disabled":
+        return DisabledRun(project, name, config, run_id_opt)
+    previous = lifecycle.current()
+    if previous is not None and reinit == "return_previous":
+        return previous
+    if previous is not None and (reinit is True or reinit == "finish_previous"):
+        previous.finish()
+    if store is None:
+        store = init_options.store_in(dir)
     if not flush_interval > 0:
         raise ValueError(f"reslog: flush_interval must be > 0 seconds, got {flush_interval!r}")
     if max_buffer_points < 1:
@@ -397,6 +452,7 @@ def init(
     rank = hostinfo.rank() if rank is None else int(rank)
     world_size = hostinfo.world_size() if world_size is None else int(world_size)
     config_json = _json(redact(config_dict(config))) if config is not None else None
+    group, job_type = str(group or ""), str(job_type or "")
     tag_list = [str(t) for t in (tags or [])]
     engine = open_store(store, create=True)
     label = engine.url.render_as_string(hide_password=True)
@@ -412,11 +468,14 @@ def init(
         "proc_start": liveness.process_identity(os.getpid()),
         "stall_after": stall_after,
         "stalled_since": None,
+        **({"run_group": group} if group else {}),
+        **({"job_type": job_type} if job_type else {}),
     }
     try:
         with engine.begin() as conn:
-            if resume is None:
-                uid = uuid.uuid4().hex
+            target, new_uid = init_options.resume_target(conn, resume, run_id_opt, project)
+            if target is None:
+                uid = new_uid or uuid.uuid4().hex
                 name = name or f"{project}-{time.strftime('%Y%m%d-%H%M%S')}-{uid[:4]}"
                 row = {
                     "uid": uid,
@@ -435,8 +494,11 @@ def init(
                 summary, step = Summary(), 0
             else:
                 run_id, uid, project, name, summary, step = _resume(
-                    conn, resume, now, where, config_json, tag_list if tags else None, notes
+                    conn, target, now, where, config_json, tag_list if tags else None, notes
                 )
+            stored_config, stored_group, stored_job = conn.execute(
+                select(runs.c.config, runs.c.run_group, runs.c.job_type).where(runs.c.id == run_id)
+            ).one()
     except SQLAlchemyError as exc:
         engine.dispose()
         detail = getattr(exc, "orig", None) or exc
@@ -463,6 +525,19 @@ def init(
         store_file=_store_file(engine),
         write_timeout=write_limit,
     )
+    if target is None:
+        run_config = Config(config_dict(config))
+    else:  # the stored config (secrets redacted) with this init's config over it
+        run_config = Config({**json.loads(stored_config or "{}"), **config_dict(config)})
+    object.__setattr__(run_config, "_on_change", run._config_changed)
+    run._writer.config = run_config
+    run._init_surface(
+        run_config,
+        dir=_run_dir(dir, engine),
+        url=f"{label}#{uid}",
+        group=stored_group or "",
+        job_type=stored_job or "",
+    )
     run._writer.start()
     lifecycle.register(RunHooks(run))
     if system:
@@ -473,6 +548,13 @@ def init(
 def _store_file(engine) -> StoreFile | None:
     path = sqlite_path(engine.url.render_as_string(hide_password=False))
     return None if path is None else StoreFile(path)
+
+
+def _run_dir(dir: str | os.PathLike[str] | None, engine) -> str:
+    if dir is not None:
+        return os.path.abspath(os.fspath(dir))
+    database = engine.url.database if engine.dialect.name == "sqlite" else None
+    return os.path.dirname(os.path.abspath(database)) if database else os.getcwd()
 
 
 def _resume(conn, uid: str, now: float, where: dict, config_json, tags, notes):

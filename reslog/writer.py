@@ -240,6 +240,8 @@ class Writer:
         self._held_points = 0
         self._ids: dict[str, int] = {}
         self._summary_written = summary.version - 1  # write it (and the heartbeat) once at start
+        self.config: Any = None  # reslog.run_config.Config, set by init; written when changed
+        self._config_written = 0
         self._conn: Connection | None = None
         self._final: tuple[str, float] | None = None
         self._final_written = threading.Event()
@@ -470,6 +472,10 @@ class Writer:
                 stalled = None if final is not None else self.stall.stalled_since
                 if stalled != self._stall_written:
                     values["stalled_since"] = stalled
+                config = self.config
+                config_version = self._config_written if config is None else config._version
+                if config_version != self._config_written:
+                    values["config"] = config._stored
                 if final is not None:
                     values["status"], values["ended_at"] = final
             conn.execute(runs.update().where(runs.c.id == self.run_id).values(**values))
@@ -479,6 +485,7 @@ class Writer:
         self.room.set()
         if last:
             self._summary_written = version
+            self._config_written = config_version
             self._stall_written = values.get("stalled_since", self._stall_written)
             self.drops_recorded = dropped
             self._held_events = []

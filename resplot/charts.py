@@ -33,7 +33,7 @@ from resplot.decimate import bucket_mean
 from resplot.model import RunRef
 from resplot.pages import TIMING_PARTS, Item, PanelSpec, panels_for
 from resplot.state import ViewState
-from resplot.tracks import RunContext, Track, tokens_guide
+from resplot.tracks import RunContext, Track, key_guide, tokens_guide
 from resplot.views import series_view
 
 EVENT_KINDS = {"alert": "#d62728", "checkpoint": "#7f7f7f", "resume": "#1f77b4"}
@@ -220,7 +220,7 @@ class ChartPage:
             locator = AutoDateLocator()
             first.xaxis.set_major_locator(locator)
             first.xaxis.set_major_formatter(ConciseDateFormatter(locator))
-        elif mode == "tokens":
+        elif mode in xaxis.GUIDED:
             first.xaxis.set_major_formatter(EngFormatter())
         self.figure.subplots_adjust(
             left=0.07, right=0.98, top=0.95, bottom=0.08, hspace=0.42, wspace=0.18
@@ -307,6 +307,9 @@ class ChartPage:
             guide = None
             if state.x_axis == "tokens":
                 guide = tokens_guide(cache, ref, lo, hi, pixels)
+            elif state.x_axis == "metric":
+                key = xaxis.step_metric(cache.events(ref))
+                guide = key_guide(cache, ref, key, lo, hi, pixels) if key else None
             out[ref] = RunContext(cache.run(ref), lo, hi, guide)
         return out
 

@@ -39,6 +39,7 @@ from resplot.state import ViewState
 from schema.compare import (
     differing_config,
     duration_s,
+    family_keys,
     flatten,
     gpu_hours,
     last_step,
@@ -203,10 +204,12 @@ class RunTableModel(QAbstractTableModel):
         summaries = self.cache.summaries(ref)
         row.append(last_step({k: s.agg for k, s in summaries.items()}))
         for m in self.state.table_metrics:
-            row += list(_stats(self.cache, ref, m))
+            # "valid/loss" shows the run's val/, eval/ or validation/ loss when that is what it has
+            key = next(iter(family_keys(m, summaries)), m)
+            row += list(_stats(self.cache, ref, key))
         row.append(_stats(self.cache, ref, "train/tokens_per_s")[0])
         row.append(f"{duration_s(run) / 3600.0:.2f} h")
-        # The export's rule (schema.compare): GPUs seen in telemetry, else the world size.
+        # The export's rule (schema.compare): GPUs seen in telemetry, else no GPU-hours.
         row.append(gpu_hours(run, summaries))
         flat = flatten(run.config)
         row += [flat.get(k) for k in self.config_keys]

@@ -13,7 +13,7 @@ from typing import Any
 from resplot.model import RunRef
 
 PAGES = ("training", "system", "timing", "custom")
-X_AXES = ("step", "wall", "relative", "tokens")
+X_AXES = ("step", "wall", "relative", "tokens", "metric")
 DEFAULT_TABLE_METRICS = ["train/loss", "valid/loss"]
 MIN_POLL_S, MAX_POLL_S = 0.1, 3600.0
 MIN_TILE_MB, MAX_TILE_MB = 16, 1 << 16

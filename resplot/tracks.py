@@ -183,7 +183,12 @@ class RunContext:
 def tokens_guide(cache: SeriesCache, ref: RunRef, lo: float, hi: float, pixels: int):
     """(steps, cumulative tokens) of a run's train/tokens over a step range: its points, or
     each bucket's last value (a cumulative count's value at the bucket's last step)."""
-    view = series_view(cache, ref, xaxis.TOKENS_KEY, lo, hi, pixels)
+    return key_guide(cache, ref, xaxis.TOKENS_KEY, lo, hi, pixels)
+
+
+def key_guide(cache: SeriesCache, ref: RunRef, key: str, lo: float, hi: float, pixels: int):
+    """(steps, values) of any monotonic key of a run (tokens, a step metric), as tokens_guide."""
+    view = series_view(cache, ref, key, lo, hi, pixels)
     if view is None or len(view.last_steps) == 0:
         return None
     return view.last_steps, view.lasts

@@ -1,16 +1,22 @@
-"""X coordinates for each x-axis mode: step, wall time, time since the run started, tokens.
+"""X coordinates for each x-axis mode: step, wall time, time since the run started, tokens, the
+run's step metric.
 
 Wall time is in matplotlib date units (days since 1970-01-01, matplotlib's default epoch) so
 date tick formatters apply; relative time is in hours; tokens come from the run's cumulative
 `train/tokens` series (its points, or each bucket's last value when zoomed out) interpolated on
-step, so points logged at other steps get a token count too.
+step, so points logged at other steps get a token count too. "metric" does the same with the
+key the run named in `define_metric(..., step_metric=KEY)` (Hugging Face's
+`train/global_step`, nanoGPT's `iter`): see step_metric().
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
+
 import numpy as np
 
-from resplot.model import RunInfo
+from resplot.model import Event, RunInfo
 
 TOKENS_KEY = "train/tokens"
 LABELS = {
@@ -18,7 +24,9 @@ LABELS = {
     "wall": "wall time",
     "relative": "hours since start",
     "tokens": "tokens",
+    "metric": "step metric (define_metric)",
 }
+GUIDED = ("tokens", "metric")  # modes that place points by another series of the run
 Guide = tuple[np.ndarray, np.ndarray]  # (steps, cumulative tokens), steps ascending
 
 
@@ -48,7 +56,8 @@ def x_values(
     walls: np.ndarray,
     guide: Guide | None = None,
 ) -> np.ndarray | None:
-    """X for points of one run; None when the mode cannot place them (no tokens logged)."""
+    """X for points of one run; None when the mode cannot place them (no tokens logged, no
+    step metric defined)."""
     if mode == "step":
         return steps.astype(np.float64)
     if mode == "wall":
@@ -56,7 +65,7 @@ def x_values(
     if mode == "relative":
         start = run.created_at if run is not None else (float(walls.min()) if len(walls) else 0)
         return (walls - start) / 3600.0
-    if mode == "tokens":
+    if mode in GUIDED:
         if guide is None or len(guide[0]) == 0:
             return None
         return tokens_at(steps, guide[0], guide[1])
@@ -74,3 +83,22 @@ def event_x(
     else:
         xs = x_values(mode, run, np.array([step]), np.array([wall]), guide)
     return None if xs is None else float(xs[0])
+
+
+def step_metric(events: Iterable[Event]) -> str | None:
+    """The key a run chose as its x axis with `define_metric(name, step_metric=KEY)` ("metric"
+    events, reslog.Run.define_metric): the newest one defined for "*", else the newest any."""
+    chosen: dict[str, str] = {}
+    for ev in events:
+        if ev.kind != "metric":
+            continue
+        try:
+            key = json.loads(ev.body or "{}").get("step_metric")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(key, str) and key:
+            chosen.pop(ev.title, None)
+            chosen[ev.title] = key
+    if not chosen:
+        return None
+    return chosen.get("*") or list(chosen.values())[-1]

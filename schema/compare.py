@@ -20,6 +20,9 @@ from schema.rollup import LAST, MIN_AT, NAN, NEGINF, POSINF, STEP_HI, VMAX, VMIN
 
 # Metrics the comparison table shows when none are chosen (those that some run has).
 DEFAULT_METRICS = ("train/loss", "valid/loss", "valid/ppl")
+# Validation metrics go by several family names (reslog's trainer: valid/, nanoGPT: val/,
+# Hugging Face: eval/, others: validation/): a metric named in one family stands for its twins.
+VALID_FAMILIES = ("valid", "val", "eval", "validation")
 GPU_KEY = re.compile(r"^sys/gpu(\d+)/")
 _MISSING = object()
 
@@ -45,6 +48,29 @@ def select_keys(all_keys: Iterable[str], globs: Sequence[str] | None) -> list[st
         for name in names:
             if fnmatch.fnmatchcase(name, glob):
                 chosen.setdefault(name, None)
+    return list(chosen)
+
+
+def family_keys(metric: str, present: Iterable[str]) -> list[str]:
+    """The keys present that `metric` names: itself, and for a validation metric (`val/loss`)
+    the same metric in every validation family (`valid/loss`, `eval/loss`, ...), in
+    VALID_FAMILIES order."""
+    have = set(present)
+    family, sep, rest = metric.partition("/")
+    if sep and family in VALID_FAMILIES:
+        return [k for f in VALID_FAMILIES if (k := f"{f}/{rest}") in have]
+    return [metric] if metric in have else []
+
+
+def select_metrics(present: Iterable[str], metrics: Sequence[str]) -> list[str]:
+    """Keys for the metric names or globs (select_keys), validation families included."""
+    names = sorted(set(present))
+    chosen: dict[str, None] = {}
+    for m in metrics:
+        if any(c in m for c in "*?["):
+            chosen.update(dict.fromkeys(select_keys(names, [m])))
+        else:
+            chosen.update(dict.fromkeys(family_keys(m, names)))
     return list(chosen)
 
 
@@ -87,13 +113,15 @@ def gpu_ids(keys: Iterable[str]) -> list[int]:
 
 
 def gpu_count(run: RunInfo, keys: Iterable[str]) -> int:
-    """GPUs the run used: distinct i in its `sys/gpu{i}/...` keys; without GPU telemetry, its
-    world size (one process per GPU, as torchrun starts them)."""
-    return len(gpu_ids(keys)) or max(1, run.world_size)
+    """GPUs the run was seen using: distinct i in its `sys/gpu{i}/...` keys (0 without GPU
+    telemetry: a CPU run, or one logged with system=False)."""
+    return len(gpu_ids(keys))
 
 
-def gpu_hours(run: RunInfo, keys: Iterable[str]) -> float:
-    return duration_s(run) / 3600.0 * gpu_count(run, keys)
+def gpu_hours(run: RunInfo, keys: Iterable[str]) -> float | None:
+    """Hours × GPUs seen; None (an empty cell) where no GPU was seen, rather than a guess."""
+    gpus = gpu_count(run, keys)
+    return duration_s(run) / 3600.0 * gpus if gpus else None
 
 
 def metric_stats(agg: tuple | None) -> tuple[float | None, float | None, int | None]:
@@ -141,7 +169,8 @@ def comparison_table(
     """(header, rows): one row per run with its name, the config keys that differ, the summary
     values, last / min / min-step of each metric, hours and GPU-hours.
 
-    `metrics` are key names or globs; None = those of DEFAULT_METRICS that any run has.
+    `metrics` are key names or globs (select_metrics: a validation metric stands for its twins
+    in every validation family); None = those of DEFAULT_METRICS that any run has.
     Missing cells are None.
     """
     config_keys = differing_config([d.run for d in runs])
@@ -149,10 +178,7 @@ def comparison_table(
     for d in runs:
         summary_keys.update(dict.fromkeys(flatten(d.run.summary)))
     present = {k for d in runs for k in d.series}
-    if metrics is None:
-        chosen = [m for m in DEFAULT_METRICS if m in present]
-    else:
-        chosen = select_keys(present, metrics)
+    chosen = select_metrics(present, DEFAULT_METRICS if metrics is None else metrics)
     header = ["run", *config_keys, *summary_keys]
     for m in chosen:
         header += [f"{m} last", f"{m} min", f"{m} min step"]

@@ -83,6 +83,8 @@ def run_from_row(row, source: str, store: str, now: float | None = None) -> RunI
         tags=_loads(m["tags"], []),
         notes=m["notes"],
         heartbeat_interval=m["heartbeat_interval"],
+        group=m["run_group"],
+        job_type=m["job_type"],
     )
 
 

@@ -38,6 +38,8 @@ class RunInfo:
     tags: list[str] = field(default_factory=list)
     notes: str = ""
     heartbeat_interval: float = 1.0
+    group: str = ""  # wandb's group and job_type (init(group=, job_type=))
+    job_type: str = ""
 
 
 @dataclass(frozen=True)

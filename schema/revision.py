@@ -5,4 +5,4 @@ OLDER_REVISIONS are the earlier ones, which readers refuse with the command that
 """
 
 HEAD_REVISION = "0004"
-OLDER_REVISIONS = ("0001", "0002")
+OLDER_REVISIONS = ("0001", "0002", "0003")

@@ -72,6 +72,9 @@ runs = Table(
     Column("notes", Text, nullable=False, server_default=""),
     # The writer's own flush period, so readers can judge staleness per run.
     Column("heartbeat_interval", Float, nullable=False, server_default="1.0"),
+    # wandb's `group` and `job_type` (init(group=..., job_type=...)); "" when not given.
+    Column("run_group", String(200), nullable=False, server_default=""),
+    Column("job_type", String(64), nullable=False, server_default=""),
     # Liveness (schema/liveness.py): a reader on the run's own host checks its process directly.
     Column("proc_host", String(128), nullable=True),
     Column("proc_start", String(32), nullable=True),

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from reslog.cli import main, store_label
-from schema.revision import HEAD_REVISION as REAL_HEAD
+from schema import HEAD_REVISION
 from tests.fixtures import stores
 from tests.fixtures.stores import (
     add_events,
@@ -178,11 +178,13 @@ def test_an_older_schema_says_how_to_upgrade_and_upgrade_migrates_it(
 
     code, out, err = run_cli(capsys, "upgrade", store_path)
     assert code == 0, err
-    old = REAL_HEAD
-    backup = Path(f"{store_path}.bak-{old}")
-    assert out.strip() == f"upgraded {store_path}: schema {old} → {head} (backup: {backup})"
+    backup = Path(f"{store_path}.bak-{HEAD_REVISION}")
+    assert out.strip() == (
+        f"upgraded {store_path}: schema {HEAD_REVISION} → {head} (backup: {backup})"
+    )
     with sqlite3.connect(backup) as conn:  # the backup is the untouched old store
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [(old,)]
+        rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
+        assert rows == [(HEAD_REVISION,)]
         assert conn.execute("SELECT count(*) FROM points").fetchone() == (1,)
     code, out, _ = run_cli(capsys, "ls", store_path)
     assert code == 0 and "old" in out
@@ -198,8 +200,8 @@ def test_upgrade_refuses_while_a_run_is_writing(capsys, store_path, newer_code):
     code, _, err = run_cli(capsys, "upgrade", store_path)
     assert code == 2 and "runs still writing (live)" in err
     code, out, _ = run_cli(capsys, "upgrade", store_path, "--force", "--no-backup")
-    assert code == 0 and out.startswith(f"upgraded {store_path}: schema {REAL_HEAD} → {head}")
-    assert not Path(f"{store_path}.bak-{REAL_HEAD}").exists()
+    assert code == 0 and out.startswith(f"upgraded {store_path}: schema {HEAD_REVISION} → {head}")
+    assert not Path(f"{store_path}.bak-{HEAD_REVISION}").exists()
 
 
 def test_unknown_and_ambiguous_runs(capsys, sample):
@@ -379,7 +381,9 @@ def test_export_of_an_unknown_run_writes_nothing(capsys, sample, tmp_path):
 def test_check_reports_stale_runs_and_fix_marks_them_crashed(capsys, sample):
     code, out, _ = run_cli(capsys, "check", sample)
     assert code == 1
-    assert "integrity ok" in out and f"schema    {REAL_HEAD} (this reslog: {REAL_HEAD})" in out
+    assert (
+        "integrity ok" in out and f"schema    {HEAD_REVISION} (this reslog: {HEAD_REVISION})" in out
+    )
     assert "PROBLEM  run cccc0003 (wsd_50%#) is stored as running" in out
     assert out.splitlines()[-1] == f"1 problem in {sample}"
     code, out, _ = run_cli(capsys, "check", sample, "--fix")

@@ -93,15 +93,35 @@ def agg(steps, values):
     return fold(list(steps), [0.0] * len(steps), list(values))
 
 
-def test_gpu_hours_count_gpus_seen_in_telemetry_else_world_size():
+def test_gpu_hours_count_only_gpus_seen_in_telemetry():
     keys = {k: agg([0], [1.0]) for k in ["sys/gpu0/util", "sys/gpu3/temp_c", "sys/cpu_pct"]}
     with_gpus = RunSummary(info(world_size=8), keys)
     assert compare.gpu_count(with_gpus.run, keys) == 2
-    assert compare.gpu_count(info(world_size=4), ["train/loss"]) == 4
-    assert compare.gpu_count(info(world_size=1), ["train/loss"]) == 1
-    header, rows = compare.comparison_table([with_gpus], metrics=[])
+    cpu_only = RunSummary(info(world_size=4), {"train/loss": agg([0], [1.0])})
+    assert compare.gpu_count(cpu_only.run, cpu_only.series) == 0
+    assert compare.gpu_hours(cpu_only.run, cpu_only.series) is None
+    header, rows = compare.comparison_table([with_gpus, cpu_only], metrics=[])
     assert header[-2:] == ["hours", "GPU-hours"]
     assert rows[0][-2:] == [1.0, 2.0]
+    assert rows[1][-2:] == [1.0, None]
+
+
+@pytest.mark.parametrize("family", ["valid", "val", "eval", "validation"])
+def test_the_default_table_picks_validation_metrics_whatever_their_family(family):
+    series = {k: agg([0, 10], [3.0, 2.0]) for k in ["train/loss", f"{family}/loss"]}
+    header, rows = compare.comparison_table([RunSummary(info(), series)])
+    assert header[1:7] == [
+        "train/loss last",
+        "train/loss min",
+        "train/loss min step",
+        f"{family}/loss last",
+        f"{family}/loss min",
+        f"{family}/loss min step",
+    ]
+    assert rows[0][4:7] == [2.0, 2.0, 10]
+    # a validation metric asked for by any family's name finds the run's
+    header, _ = compare.comparison_table([RunSummary(info(), series)], metrics=["valid/loss"])
+    assert header[1] == f"{family}/loss last"
 
 
 def test_metric_stats_ignore_nan_for_min_but_report_a_nan_last_value():
@@ -155,7 +175,7 @@ def test_comparison_table_of_the_sample_store(sample):
         2.0,
         4.0,
     ]
-    assert by_name["cos_lr1e-3"][-2:] == [1.0, 4.0]  # world_size 4, no GPU telemetry
+    assert by_name["cos_lr1e-3"][-2:] == [1.0, None]  # world_size 4 but no GPU telemetry
     assert by_name["wsd_50%#"][4:6] == [None, None]  # no summary
     assert by_name["wsd_50%#"][-2] == 0.5  # crashed: until the last heartbeat
 

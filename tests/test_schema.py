@@ -57,26 +57,26 @@ def sqlite_dump(engine: Engine) -> str:
 
 
 def ddl_lines(dump: str) -> dict[str, set[str]]:
-    """Each statement as a set of column and constraint clauses (their order may differ between
-    builders, and ALTER TABLE ADD COLUMN appends clauses to the line before)."""
+    """Each statement as a set of lines (constraint order may differ between builders). SQLite's
+    ALTER TABLE ADD COLUMN appends the column to the last column's line: split such lines on
+    the commas outside parentheses."""
     out = {}
     for stmt in dump.split(";\n"):
         lines = [line.strip() for line in stmt.strip().splitlines()]
         if lines and lines[0]:
-            out[lines[0]] = {c for line in lines[1:] for c in top_level_clauses(line)}
+            out[lines[0]] = {part for line in lines[1:] for part in _top_level_parts(line)}
     return out
 
 
-def top_level_clauses(line: str) -> list[str]:
-    """`a INT, b CHECK (x IN (1, 2))` → ["a INT", "b CHECK (x IN (1, 2))"]."""
+def _top_level_parts(line: str) -> list[str]:
     parts, depth, start = [], 0, 0
     for i, ch in enumerate(line):
-        depth += {"(": 1, ")": -1}.get(ch, 0)
+        depth += (ch == "(") - (ch == ")")
         if ch == "," and depth == 0:
-            parts.append(line[start:i])
+            parts.append(line[start:i].strip())
             start = i + 1
-    parts.append(line[start:])
-    return [p.strip() for p in parts if p.strip()]
+    parts.append(line[start:].strip())
+    return [p for p in parts if p]
 
 
 def metadata_diff(engine: Engine) -> list:

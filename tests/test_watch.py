@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import reslog
-from reslog.watch import Watcher
+from reslog.store_watch import Watcher
 from schema.store import open_store
 from tests.test_run_health import ROOT, Child, wait_until
 from tests.test_writer_faults import wait_for_points

@@ -47,8 +47,12 @@ def _points(offset: float, nan_at: int | None = None):
 @pytest.fixture
 def store(store_path):
     engine = new_store(store_path)
+    # lr-3e-4 chose "trainer/global_step" as its x axis (define_metric, as Lightning does)
+    metric = ("metric", "*", None, "info", '{"step_metric": "trainer/global_step"}')
+    global_step = {"trainer/global_step": [(s, 10.0 * s) for s in range(N)]}
     make_run(engine, name="lr-3e-4", config={"lr": 3e-4, "schedule": "cosine"},
-             points=_points(0.0), events=[("checkpoint", "step 200", 200)])  # fmt: skip
+             points={**_points(0.0), **global_step},
+             events=[("checkpoint", "step 200", 200), metric])  # fmt: skip
     make_run(engine, name="lr-1e-3", config={"lr": 1e-3, "schedule": "cosine"},
              points=_points(0.3, nan_at=300), created_at=BASE_TIME + 10)  # fmt: skip
     engine.dispose()
@@ -163,6 +167,17 @@ def test_x_axis_modes_move_the_points(window, qtbot):
     wait_redraw(qtbot, window)
     x = np.asarray(line(window, "Loss", "lr-3e-4", "train/loss").get_xdata())
     assert x[1] == pytest.approx(1 / 3600)  # the fixture logs one step per second
+
+
+def test_the_metric_x_axis_is_the_step_metric_a_run_defined(window, qtbot):
+    window.x_combo.setCurrentText("metric")
+    wait_redraw(qtbot, window)
+    lines = window.current_page().lines()
+    x = np.asarray(lines[("Loss", refs_by_name(window)["lr-3e-4"], "train/loss")].get_xdata())
+    np.testing.assert_allclose(x[:3], [0.0, 10.0, 20.0])
+    other = lines.get(("Loss", refs_by_name(window)["lr-1e-3"], "train/loss"))
+    assert other is None or len(other.get_xdata()) == 0  # it defined none: not placed
+    assert window.current_page().axes[-1].get_xlabel() == "step metric (define_metric)"
 
 
 def test_nan_loss_raises_an_alert_in_table_and_status_bar(window):

@@ -52,11 +52,14 @@ KEY_BITS = 31
 RUN_COLUMNS = (
     "id", "uid", "project", "name", "status", "created_at", "heartbeat_at", "ended_at", "host",
     "pid", "rank", "world_size", "command", "git_commit", "config", "summary", "tags", "notes",
-    "heartbeat_interval", "proc_host", "proc_start", "stall_after", "stalled_since",
+    "heartbeat_interval", "run_group", "job_type", "proc_host", "proc_start", "stall_after",
+    "stalled_since",
 )  # fmt: skip
 # Indexes into a RUN_COLUMNS row.
-_STATUS, _BEAT, _ENDED, _PID = 4, 6, 7, 9
-_PROC_HOST, _PROC_START, _STALLED = 19, 20, 22
+_STATUS, _BEAT, _ENDED, _PID, _PROC_HOST, _PROC_START, _STALLED = map(
+    RUN_COLUMNS.index,
+    ("status", "heartbeat_at", "ended_at", "pid", "proc_host", "proc_start", "stalled_since"),
+)
 EVENT_COLUMNS = ("id", "run_id", "wall", "step", "kind", "level", "title", "body")
 # Series rows as columns (wire.Sections): "name:d" float64, "name:q" int64.
 SERIES_WIRE = [c + (":d" if c in AGG_FLOATS or c == "tail_wall" else ":q") for c in SERIES_COLUMNS]

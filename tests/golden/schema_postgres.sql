@@ -54,6 +54,8 @@ COLUMN runs.summary text NOT NULL DEFAULT '{}'::text
 COLUMN runs.tags text NOT NULL DEFAULT '[]'::text
 COLUMN runs.notes text NOT NULL DEFAULT ''::text
 COLUMN runs.heartbeat_interval double precision NOT NULL DEFAULT '1'::double precision
+COLUMN runs.run_group character varying(200) NOT NULL DEFAULT ''::character varying
+COLUMN runs.job_type character varying(64) NOT NULL DEFAULT ''::character varying
 COLUMN runs.proc_host character varying(128)
 COLUMN runs.proc_start character varying(32)
 COLUMN runs.stall_after double precision

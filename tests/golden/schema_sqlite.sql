@@ -91,7 +91,7 @@ CREATE TABLE runs (
     summary TEXT DEFAULT '{}' NOT NULL,
     tags TEXT DEFAULT '[]' NOT NULL,
     notes TEXT DEFAULT '' NOT NULL,
-    heartbeat_interval FLOAT DEFAULT '1.0' NOT NULL, proc_host VARCHAR(128), proc_start VARCHAR(32), stall_after FLOAT, stalled_since FLOAT,
+    heartbeat_interval FLOAT DEFAULT '1.0' NOT NULL, run_group VARCHAR(200) DEFAULT '' NOT NULL, job_type VARCHAR(64) DEFAULT '' NOT NULL, proc_host VARCHAR(128), proc_start VARCHAR(32), stall_after FLOAT, stalled_since FLOAT,
     CONSTRAINT pk_runs PRIMARY KEY (id),
     CONSTRAINT uq_runs_uid UNIQUE (uid),
     CONSTRAINT ck_runs_status CHECK (status IN ('running', 'finished', 'failed', 'killed', 'crashed'))

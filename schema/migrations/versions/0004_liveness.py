@@ -1,7 +1,7 @@
 """Run liveness and stalls: the process's host identity and start time, the stall threshold.
 
 Revision ID: 0004
-Revises: 0002
+Revises: 0003
 Create Date: 2026-11-23
 
 Nullable columns only: runs written before this revision have none, and readers keep the
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0004"
-down_revision = "0002"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,115 @@
+"""wandb's `init()` keywords, checked and resolved: mode, id + resume, dir, reinit, and the
+ones that have no meaning without a server (accepted, ignored, said once)."""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from typing import Any
+
+from sqlalchemy import Connection, select
+
+from schema.errors import UnknownRun
+from schema.tables import runs
+
+MODES = ("online", "offline", "disabled", "shared")
+RESUME_WORDS = ("allow", "must", "never", "auto")
+# Meaningful to a wandb server or its sync process only.
+IGNORED = frozenset(
+    {
+        "entity",
+        "settings",
+        "save_code",
+        "anonymous",
+        "magic",
+        "monitor_gym",
+        "sync_tensorboard",
+        "tensorboard",
+        "allow_val_change",
+        "config_exclude_keys",
+        "config_include_keys",
+        "force",
+        "fork_from",
+        "resume_from",
+    }
+)
+RUN_ID = re.compile(r"[A-Za-z0-9_.\-]{1,32}")
+
+
+def check_mode(mode: str | None) -> str | None:
+    if mode is not None and mode not in MODES:
+        raise ValueError(f"reslog: init(mode=...) must be one of {MODES} or None, got {mode!r}")
+    return mode
+
+
+def notice_ignored(kwargs: dict[str, Any]) -> None:
+    unknown = sorted(set(kwargs) - IGNORED)
+    if unknown:
+        raise TypeError(f"reslog: init() got unexpected keyword arguments: {', '.join(unknown)}")
+    given = sorted(k for k, v in kwargs.items() if v is not None)
+    if given:
+        warnings.warn(
+            f"reslog: init() ignores {', '.join(given)} (wandb options without meaning for a "
+            "local store)",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+def check_id(run_id: Any) -> str | None:
+    if run_id is None:
+        return None
+    text = str(run_id)
+    if not RUN_ID.fullmatch(text):
+        raise ValueError(
+            "reslog: init(id=...) must be 1-32 characters of letters, digits, '_', '.' or '-', "
+            f"got {text!r}"
+        )
+    return text
+
+
+def store_in(dir: str | os.PathLike[str] | None) -> str | None:
+    return None if dir is None else os.path.join(os.fspath(dir), "reslog.db")
+
+
+def resume_target(
+    conn: Connection, resume: Any, run_id: str | None, project: str
+) -> tuple[str | None, str | None]:
+    """(uid of the run to continue, or None; uid for a new run, or None for a random one).
+
+    resume: None/False/"never" start a new run (with `run_id`, refused if it exists); "allow"
+    continues `run_id` if it exists; "must" requires it; True/"auto" is "allow" with an id and
+    the latest run of `project` without one; any other string is the uid of a run to continue.
+    """
+    if resume is None or resume is False:
+        resume = "never"
+    if resume is True:
+        resume = "auto"
+    if not isinstance(resume, str):
+        raise TypeError(f"reslog: init(resume=...) must be a str or bool, got {resume!r}")
+    if resume not in RESUME_WORDS:
+        if run_id is not None and run_id != resume:
+            raise ValueError(f"reslog: init(id={run_id!r}) and resume={resume!r} disagree")
+        return resume, None
+    if run_id is None:
+        if resume == "must":
+            raise ValueError("reslog: init(resume='must') needs the id of the run to continue")
+        if resume == "auto":
+            query = (
+                select(runs.c.uid)
+                .where(runs.c.project == project)
+                .order_by(runs.c.created_at.desc(), runs.c.id.desc())
+                .limit(1)
+            )
+            return conn.execute(query).scalar(), None
+        return None, None
+    exists = conn.execute(select(runs.c.id).where(runs.c.uid == run_id)).first() is not None
+    if exists and resume == "never":
+        raise ValueError(
+            f"reslog: a run with id {run_id!r} already exists in this store; pass "
+            "resume='allow' (or 'must') to continue it"
+        )
+    if not exists and resume == "must":
+        raise UnknownRun(f"reslog: cannot resume run {run_id!r}: no such run in this store")
+    return (run_id, None) if exists else (None, run_id)
