@@ -215,7 +215,13 @@ def redact_text(text: str) -> str:
     """`text` with the passwords of any URLs in it replaced."""
     if "://" not in text:
         return text
-    return _URL_PASSWORD.sub(lambda m: f"{m.group('head')}:{REDACTED}@", text)
+
+    def hide(m: re.Match) -> str:
+        if m.group("pw") in ("***", REDACTED):  # already hidden (SQLAlchemy writes ***)
+            return m.group(0)
+        return f"{m.group('head')}:{REDACTED}@"
+
+    return _URL_PASSWORD.sub(hide, text)
 
 
 def _words(key: str) -> list[str]:

@@ -66,16 +66,17 @@ def crash_latency(tmp: Path) -> dict[str, float]:
     proc, _ = start(store, 0)
     engine = open_store(store)
     time.sleep(0.5)
+    watcher = Watcher(engine, str(store))
+    watcher.poll()  # the baseline: running
+    time.sleep(1.0 * (time.time() % 1))  # kill at a random point of the watch's poll period
     killed = time.time()
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     out: dict[str, float] = {}
-    watcher = Watcher(engine, str(store))
-    watcher.poll()
     lines = io.StringIO()
 
     def watch() -> None:  # `reslog watch`: one poll a second
-        while "watch" not in out:
+        while "watch" not in out and time.time() - killed < 120:
             time.sleep(1.0)
             for notice in watcher.poll():
                 lines.write(notice.line() + "\n")
