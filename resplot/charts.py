@@ -215,7 +215,7 @@ class ChartPage:
             self._legend_placed.append((-np.inf, ()))
             self._legend_drawn.append(())
         for ax in self.axes[-cols:]:
-            ax.set_xlabel(xaxis.LABELS[mode], fontsize=8)
+            ax.set_xlabel(xaxis.label(mode), fontsize=8)
         if mode == "wall":
             locator = AutoDateLocator()
             first.xaxis.set_major_locator(locator)
@@ -305,8 +305,9 @@ class ChartPage:
         for ref in refs:
             lo, hi = self._step_range(ref, state.x_axis, xlim)
             guide = None
-            if state.x_axis == "tokens":
-                guide = tokens_guide(cache, ref, lo, hi, pixels)
+            key = xaxis.guide_key(state.x_axis, cache.keys(ref))
+            if key is not None:
+                guide = tokens_guide(cache, ref, lo, hi, pixels, key)
             out[ref] = RunContext(cache.run(ref), lo, hi, guide)
         return out
 
@@ -547,6 +548,7 @@ def render(
 ) -> ChartPage:
     """A page drawn once, headless (for `resplot snapshot` and tests). `fetch` reads the tiles
     the charts asked for (the sources' poll); without it, only what the cache holds is drawn."""
+    state.assign_looks(refs)
     page = ChartPage(state.page, Figure(figsize=size, dpi=dpi))
     page.refresh(cache, state, refs)  # lays the axes out, so the next pass knows their widths
     for _ in range(rounds):

@@ -33,7 +33,7 @@ from reslog.export import format_cell
 from reslog.text import age
 from resplot.alerts import LEVELS, Alert
 from resplot.cache import SeriesCache
-from resplot.colors import run_color
+from resplot.colors import NEUTRAL
 from resplot.model import RunInfo, RunRef
 from resplot.state import ViewState
 from schema.compare import (
@@ -111,7 +111,9 @@ class SourcesTree(QTreeWidget):
     def sources(self) -> list[str]:
         return list(self._hosts)
 
-    def refresh(self, cache: SeriesCache, now: float | None = None) -> None:
+    def refresh(
+        self, cache: SeriesCache, now: float | None = None, state: ViewState | None = None
+    ) -> None:
         now = time.time() if now is None else now
         runs = cache.runs()
         labels = list(dict.fromkeys([*self._hosts, *(r.ref.source for r in runs)]))
@@ -133,10 +135,11 @@ class SourcesTree(QTreeWidget):
                 item = QTreeWidgetItem(stores[key], [run.name, "", ""])
                 item.setData(0, Qt.UserRole, run.ref)
                 item.setToolTip(0, f"{run.name} ({run.ref.uid})")
-                item.setForeground(0, QBrush(QColor(run_color(run.ref))))
                 self._runs[run.ref] = item
         for run in runs:
             item = self._runs[run.ref]
+            color = state.look(run.ref).color if state is not None else NEUTRAL
+            item.setForeground(0, QBrush(QColor(color)))
             item.setText(1, run.status)
             item.setForeground(1, QBrush(QColor(STATUS_COLORS.get(run.status, "#444444"))))
             newest = newest_wall(cache, run.ref)
@@ -241,7 +244,7 @@ class RunTableModel(QAbstractTableModel):
         if role == Qt.CheckStateRole and col == 0:
             return Qt.Checked if self.state.is_ticked(run.ref) else Qt.Unchecked
         if role == Qt.DecorationRole and col == 0:
-            return QColor(run_color(run.ref))
+            return QColor(self.state.look(run.ref).color)
         if role == Qt.ForegroundRole and col == 2:
             return QBrush(QColor(STATUS_COLORS.get(run.status, "#444444")))
         alerts = self.alerts.get(run.ref, [])

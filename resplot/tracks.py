@@ -180,10 +180,11 @@ class RunContext:
     guide: xaxis.Guide | None
 
 
-def tokens_guide(cache: SeriesCache, ref: RunRef, lo: float, hi: float, pixels: int):
-    """(steps, cumulative tokens) of a run's train/tokens over a step range: its points, or
-    each bucket's last value (a cumulative count's value at the bucket's last step)."""
-    view = series_view(cache, ref, xaxis.TOKENS_KEY, lo, hi, pixels)
+def tokens_guide(cache: SeriesCache, ref: RunRef, lo: float, hi: float, pixels: int,
+                 key: str = xaxis.TOKENS_KEY):  # fmt: skip
+    """(steps, count) of a run's cumulative counter `key` (train/tokens, iter, epoch) over a
+    step range: its points, or each bucket's last value (the count at its last step)."""
+    view = series_view(cache, ref, key, lo, hi, pixels)
     if view is None or len(view.last_steps) == 0:
         return None
     return view.last_steps, view.lasts

@@ -40,6 +40,8 @@ from resplot.exports import export_points, export_table
 from resplot.model import RunRef
 from resplot.panels import RunTable, RunTableModel, SourcesTree
 from resplot.poller import Poller
+from resplot.run_menu import run_menu
+from resplot.selection import default_selection, project_size, shown_text
 from resplot.state import PAGES, X_AXES, ViewState
 
 REDRAW_DELAY_MS = 50
@@ -50,7 +52,6 @@ REDRAW_DELAY_MS = 50
 # canvas shows what it had, in the new limits.
 STAND_IN_DELAY_MS = 500
 SIDE_REFRESH_MS = 1000  # ages and "stalled" change with time alone
-AUTO_TICK = 5  # with nothing ticked, the newest runs are plotted
 POINT_FILTERS = {
     "csv": "CSV, long (*.csv)",
     "csv-wide": "CSV, wide (*.csv)",
@@ -185,8 +186,12 @@ class MainWindow(QMainWindow):
             self.tabs.addTab(view, name.capitalize())
         self.tabs.currentChanged.connect(lambda i: self.set_page(PAGES[i]))
         self.model = RunTableModel(self.cache, self.state)
-        self.model.tickedChanged.connect(lambda _ref, _on: self._ticks_changed())
+        self.model.tickedChanged.connect(lambda _ref, _on: self._ticks_changed(by_hand=True))
         self.table = RunTable(self.model, self)
+        for view in (self.table.view, self.tree):
+            view.setContextMenuPolicy(Qt.CustomContextMenu)
+        self.table.view.customContextMenuRequested.connect(self._table_menu)
+        self.tree.customContextMenuRequested.connect(self._tree_menu)
         self.top_split = QSplitter(Qt.Horizontal, self)
         self.top_split.addWidget(self.tree)
         self.top_split.addWidget(self.tabs)
@@ -201,7 +206,9 @@ class MainWindow(QMainWindow):
         self.alert_label = QLabel(self)
         self.sources_label = QLabel(self)
         self.loading_label = QLabel(self)  # "loading N tiles…" while charts wait for detail
+        self.shown_label = QLabel(self)  # "showing 20 of 57 runs": the selection is never silent
         self.statusBar().addWidget(self.alert_label, 1)
+        self.statusBar().addPermanentWidget(self.shown_label)
         self.statusBar().addPermanentWidget(self.loading_label)
         self.statusBar().addPermanentWidget(self.sources_label)
 
@@ -346,10 +353,10 @@ class MainWindow(QMainWindow):
         self.schedule_redraw()
 
     def on_runs_changed(self) -> None:
-        if not self.state.ticked:
-            newest = sorted(self.cache.runs(), key=lambda r: r.created_at)[-AUTO_TICK:]
-            for run in newest:
-                self.state.set_ticked(run.ref, True)
+        if self.state.auto_tick:
+            # Every store alike: the choice is remade over all runs as sources report them.
+            self.state.ticked = default_selection(self.cache.runs())
+            self.model.layoutChanged.emit()
         self.schedule_redraw()
 
     def on_data_arrived(self, _refs=None) -> None:
@@ -415,9 +422,34 @@ class MainWindow(QMainWindow):
 
     def tick(self, ref: RunRef, on: bool = True) -> None:
         self.state.set_ticked(ref, on)
-        self._ticks_changed()
+        self._ticks_changed(by_hand=True)
 
-    def _ticks_changed(self) -> None:
+    def set_run_color(self, ref: RunRef, color: str | None) -> None:
+        """Pin a run's colour ("#rrggbb"), or with None give it a free slot again."""
+        if color is None:
+            self.state.colors.pop(ref.uid, None)
+        else:
+            self.state.set_color(ref, color)
+        self.save_settings()
+        self.model.layoutChanged.emit()
+        self.schedule_redraw()
+
+    def _table_menu(self, pos) -> None:
+        index = self.table.view.indexAt(pos)
+        if index.isValid():
+            row = self.table.proxy.mapToSource(index).row()
+            ref = self.model.runs[row].ref
+            run_menu(self, ref).exec_(self.table.view.viewport().mapToGlobal(pos))
+
+    def _tree_menu(self, pos) -> None:
+        item = self.tree.itemAt(pos)
+        ref = item.data(0, Qt.UserRole) if item is not None else None
+        if isinstance(ref, RunRef):
+            run_menu(self, ref).exec_(self.tree.viewport().mapToGlobal(pos))
+
+    def _ticks_changed(self, by_hand: bool = False) -> None:
+        if by_hand:
+            self.state.auto_tick = False  # the user chooses from now on (kept in the settings)
         self.model.layoutChanged.emit()
         self.schedule_redraw()
 
@@ -443,6 +475,12 @@ class MainWindow(QMainWindow):
         self._refresh_side()
         view = self.pages[self.state.page]
         refs = self.plotted_refs()
+        if self.state.assign_looks(refs):
+            self.model.layoutChanged.emit()  # the table's colour swatches
+        runs = self.cache.runs()
+        self.shown_label.setText(
+            shown_text(len(refs), len(runs), self.state.auto_tick, project_size(runs))
+        )
         view.page.refresh(self.cache, self.state, refs)
         self._say_tiles_over()
         waiting = self.cache.wanted_count()
@@ -474,7 +512,7 @@ class MainWindow(QMainWindow):
         now = time.time()
         self.alerts = alerts_mod.check_all(self.cache, now=now)
         self.model.refresh(self.alerts, now)
-        self.tree.refresh(self.cache, now)
+        self.tree.refresh(self.cache, now, self.state)
         names = {r.ref: r.name for r in self.cache.runs()}
         text = alerts_mod.summary(self.alerts, names)
         self.alert_label.setText(text)
