@@ -9,7 +9,6 @@ headless `resplot snapshot`.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,15 +25,17 @@ from matplotlib.ticker import (
     PercentFormatter,
 )
 
-from resplot import xaxis
+from resplot import layout, xaxis
 from resplot.alerts import THROTTLE_BITS
 from resplot.cache import SeriesCache
 from resplot.decimate import bucket_mean
+from resplot.legends import AxesLegend, Entry, RunStrip
 from resplot.model import RunRef
 from resplot.pages import TIMING_PARTS, Item, PanelSpec, panels_for
 from resplot.state import ViewState
 from resplot.tracks import RunContext, Track, tokens_guide
 from resplot.views import series_view
+from schema.compare import metric_stats
 
 EVENT_KINDS = {"alert": "#d62728", "checkpoint": "#7f7f7f", "resume": "#1f77b4"}
 PART_COLORS = {
@@ -46,11 +47,6 @@ PART_COLORS = {
 }
 # Where non-finite points are marked, in axes height fractions.
 SAVE_FORMATS = ("png", "svg", "pdf")
-LEGEND_CORNERS = ("upper right", "upper left", "lower right", "lower left")
-LEGEND_FONT_PT = 7
-# Placing a legend scans every drawn vertex: on a new legend, then at most this often while
-# data streams in (a 1 s poll would otherwise pay it on every redraw).
-LEGEND_REPLACE_S = 5.0
 
 
 class ReadableLogLocator(LogLocator):
@@ -68,58 +64,6 @@ class ReadableLogLocator(LogLocator):
             )
             self.set_params(subs=subs)
         return super().tick_values(vmin, vmax)
-
-
-def _to_axes(ax, xy: np.ndarray) -> np.ndarray:
-    with np.errstate(all="ignore"):
-        return ax.transLimits.transform(ax.transScale.transform(xy))
-
-
-def _legend_corner(ax, tracks, labels: list[str]) -> str:
-    """The corner where a legend of `labels` covers the fewest data columns.
-
-    Matplotlib's loc="best" only sees line vertices and misses the envelope bands that dense
-    series are drawn as; this counts both (bands as vertical [min, max] spans), and lines
-    sampled between their points too, so that a sparse line crossing a corner counts.
-    """
-    w_px, h_px = max(ax.bbox.width, 1.0), max(ax.bbox.height, 1.0)
-    pt = ax.figure.dpi / 72.0
-    # Legend metrics in font sizes: text and handle, label spacing, border pads, axes pad.
-    width = (max(map(len, labels)) * 0.6 + 2.0 + 0.8 + 0.8 + 1.0) * LEGEND_FONT_PT * pt / w_px
-    height = (len(labels) * 1.5 + 0.8 + 1.0) * LEGEND_FONT_PT * pt / h_px
-    width, height = min(1.0, width), min(1.0, height)
-    cols = []  # (x, y_low, y_high) in axes fractions
-    for track in tracks:
-        if track.line.get_visible():
-            xy = np.column_stack([track.line.get_xdata(), track.line.get_ydata()]).astype(float)
-            if len(xy):
-                a = _to_axes(ax, xy)
-                cols.append((a[:, 0], a[:, 1], a[:, 1]))
-                ok = np.isfinite(a).all(axis=1)
-                a = a[ok][np.argsort(a[ok][:, 0], kind="stable")]
-                if len(a) > 1:
-                    gx = np.linspace(a[0, 0], a[-1, 0], 200)
-                    gy = np.interp(gx, a[:, 0], a[:, 1])
-                    cols.append((gx, gy, gy))
-        for band in track.band_xy:
-            a = _to_axes(ax, band)
-            half = len(a) // 2
-            hi, lo = a[:half], a[half:][::-1]
-            cols.append((hi[:, 0], lo[:, 1], hi[:, 1]))
-    if not cols:
-        return LEGEND_CORNERS[0]
-    x = np.concatenate([c[0] for c in cols])
-    ylo = np.concatenate([c[1] for c in cols])
-    yhi = np.concatenate([c[2] for c in cols])
-    best, best_n = LEGEND_CORNERS[0], None
-    for corner in LEGEND_CORNERS:
-        x0, x1 = (1.0 - width, 1.0) if "right" in corner else (0.0, width)
-        y0, y1 = (1.0 - height, 1.0) if "upper" in corner else (0.0, height)
-        with np.errstate(invalid="ignore"):
-            n = int(np.count_nonzero((x >= x0) & (x <= x1) & (yhi >= y0) & (ylo <= y1)))
-        if best_n is None or n < best_n:
-            best, best_n = corner, n
-    return best
 
 
 class ChartPage:
@@ -141,25 +85,23 @@ class ChartPage:
         self._extra: list[list] = []  # per axes: artists rebuilt every refresh (stacks)
         self._events: list[LineCollection] = []
         self._empty: list = []
-        self._legend_items: list[tuple] = []
-        # Per axes: monotonic time and view limits of the last legend placement, and the kind
-        # of data drawn then (level and completeness of each track's view).
-        self._legend_placed: list[tuple[float, tuple]] = []
-        self._legend_drawn: list[tuple] = []
+        self._legends: list[AxesLegend] = []
+        self.strip = RunStrip(self.figure)  # names every plotted run, above the charts
+        self.grid = layout.Grid(1, 1)
         self.follow = True  # autoscale to all data; False after the user zooms or pans
         # Per run: (x, step) pairs of its widest drawn view, sorted by x: how a zoomed x range
         # on the wall, relative or tokens axis maps back to the steps whose tiles it needs.
         self._x_steps: dict[RunRef, tuple[np.ndarray, np.ndarray]] = {}
         self._updating = False
         self.message = None
+        self.highlighted: RunRef | None = None  # a clicked run: the others are faded
 
     # -- layout -------------------------------------------------------------------------------
-    def _rebuild(self, specs: list[PanelSpec], mode: str) -> None:
+    def _rebuild(self, specs: list[PanelSpec], mode: str, grid: layout.Grid) -> None:
         self.figure.clear()
         self.axes, self.tracks, self._extra, self._events, self._empty = [], [], [], [], []
-        self._legend_items = []
-        self._legend_placed = []
-        self._legend_drawn: list[tuple] = []
+        self._legends = []
+        self.strip = RunStrip(self.figure)
         self._views, self._notes = [], []
         self.message = None
         n = len(specs)
@@ -169,8 +111,8 @@ class ChartPage:
                 ha="center", va="center", color="#666666",
             )  # fmt: skip
             return
-        cols = 1 if n == 1 else 2 if n <= 8 else 3
-        rows = -(-n // cols)
+        rows, cols = grid.rows, grid.cols
+        self.grid = grid
         first = None
         for i, spec in enumerate(specs):
             ax = self.figure.add_subplot(rows, cols, i + 1, sharex=first)
@@ -211,9 +153,7 @@ class ChartPage:
             self._empty.append(empty)
             self._views.append([])
             self._notes.append(note)
-            self._legend_items.append(())
-            self._legend_placed.append((-np.inf, ()))
-            self._legend_drawn.append(())
+            self._legends.append(AxesLegend())
         for ax in self.axes[-cols:]:
             ax.set_xlabel(xaxis.label(mode), fontsize=8)
         if mode == "wall":
@@ -222,9 +162,6 @@ class ChartPage:
             first.xaxis.set_major_formatter(ConciseDateFormatter(locator))
         elif mode == "tokens":
             first.xaxis.set_major_formatter(EngFormatter())
-        self.figure.subplots_adjust(
-            left=0.07, right=0.98, top=0.95, bottom=0.08, hspace=0.42, wspace=0.18
-        )
         first.callbacks.connect("xlim_changed", self._on_xlim_changed)
 
     def _on_xlim_changed(self, _ax) -> None:
@@ -253,14 +190,16 @@ class ChartPage:
         """Bring every artist up to date with the cache and the state (no drawing)."""
         cache.begin_view()
         specs = panels_for(self.page, cache, refs, state)
-        layout = (tuple(s.layout_key() for s in specs), state.x_axis)
-        if layout != self._layout:
-            self._rebuild(specs, state.x_axis)
-            self._layout = layout
+        grid = layout.grid(len(specs), self.figure.bbox.width)
+        key = (tuple(s.layout_key() for s in specs), state.x_axis, grid)
+        if key != self._layout:
+            self._rebuild(specs, state.x_axis, grid)
+            self._layout = key
             self.follow = True
         self.specs = specs
         if not self.axes:
             return
+        self._place(self._strip_entries(cache, state, refs, specs))
         self._updating = True
         try:
             xlim = None if self.follow else tuple(self.axes[0].get_xlim())
@@ -273,6 +212,27 @@ class ChartPage:
                     ax.autoscale_view()
         finally:
             self._updating = False
+
+    def _strip_entries(self, cache, state, refs, specs) -> list[Entry]:
+        names = {}
+        for ref in refs:
+            run = cache.run(ref)
+            names[ref] = run.name if run is not None else ref.uid[:8]
+        entries = [Entry(names[r], *state.look(r)) for r in refs]
+        if any(s.kind == "stacked" for s in specs):
+            entries += [Entry(n, PART_COLORS[n], patch=True) for n in [*TIMING_PARTS, "other"]]
+        return entries
+
+    def _place(self, entries: list[Entry]) -> None:
+        """The run strip, and the axes laid out below it in pixels (resplot.layout)."""
+        self.strip.update(entries)
+        w, h = self.figure.bbox.width, self.figure.bbox.height
+        margins = layout.margins(w, h, self.grid, self.figure.dpi, self.strip.rows)
+        self.figure.subplots_adjust(**margins)
+
+    def min_height(self) -> int:
+        """Pixels the page needs to give each chart a readable height (the window scrolls)."""
+        return layout.min_height_px(self.grid, self.figure.dpi, self.strip.rows)
 
     def _sync_tracks(self, i: int, spec: PanelSpec) -> dict[Item, Track]:
         tracks = self.tracks[i]
@@ -332,6 +292,7 @@ class ChartPage:
                                   pixels)  # fmt: skip
         tracks = self._sync_tracks(i, spec)
         for track in tracks.values():
+            track.fade(self.highlighted is not None and track.item.ref != self.highlighted)
             view = track.update(cache, contexts[track.item.ref], state.x_axis, state.smoothing,
                                 pixels, xlim)  # fmt: skip
             if view is not None:
@@ -355,50 +316,12 @@ class ChartPage:
             for artist in self._extra[i]:
                 if hasattr(artist, "_resplot_limits"):
                     ax.update_datalim(artist._resplot_limits)
-        legend_items = tuple(t.item for t in tracks.values())
-        if legend_items != self._legend_items[i] and spec.kind == "line":
-            self._legend_items[i] = legend_items
-            self._legend_placed[i] = (-np.inf, ())
-            if legend_items and len(legend_items) <= 8:
-                # Proxies: a track's line may be hidden under its envelope band.
-                handles = [
-                    Line2D(
-                        [],
-                        [],
-                        color=it.color,
-                        linestyle=it.style,
-                        linewidth=1.4,
-                        marker=it.marker or "None",
-                        markersize=3.5,
-                    )
-                    for it in legend_items
-                ]
-                labels = [it.label for it in legend_items]
-                ax.legend(handles, labels, loc="upper right", fontsize=LEGEND_FONT_PT,
-                          framealpha=0.6)  # fmt: skip
-            elif ax.get_legend() is not None:
-                ax.get_legend().remove()
-        legend = ax.get_legend()
-        now, view = time.monotonic(), (ax.get_xlim(), ax.get_ylim())
-        placed_at, placed_view = self._legend_placed[i]
-        drawn = tuple(
-            (t.view.level, t.view.complete) if t.view is not None else None for t in tracks.values()
-        )
-        # Following live data the limits move every poll: re-place by time. After a zoom or
-        # pan (follow off) the limits change only by the user's hand: re-place at once; and
-        # when what is drawn changes in kind (first data, another level, detail loaded).
-        due = (
-            now - placed_at >= LEGEND_REPLACE_S
-            or (not self.follow and view != placed_view)
-            or drawn != self._legend_drawn[i]
-        )
-        if spec.kind == "line" and legend is not None and due:
-            if self.follow:
-                ax.autoscale_view()  # the corner is chosen for the limits about to be drawn
-            texts = [t.get_text() for t in legend.get_texts()]
-            legend.set_loc(_legend_corner(ax, tracks.values(), texts))
-            self._legend_placed[i] = (now, (ax.get_xlim(), ax.get_ylim()))
-            self._legend_drawn[i] = drawn
+        if spec.kind == "line":
+            latest = {}
+            for item in tracks:
+                summary = cache.summary(item.ref, item.key)
+                latest[item] = metric_stats(summary.agg if summary is not None else None)[0]
+            self._legends[i].update(ax, tracks, self.follow, latest)
 
     def _draw_stack(self, i: int, ref: RunRef, cache: SeriesCache, ctx: RunContext, mode: str,
                     pixels: int):  # fmt: skip
@@ -433,13 +356,9 @@ class ChartPage:
             polys[0]._resplot_limits = np.column_stack(
                 [np.concatenate((bx, bx)), np.concatenate((np.zeros(len(bx)), top))]
             )
-        # Above the chart, right of the title: a stack fills its axes, any corner would cover it.
-        ax.legend(
-            loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=LEGEND_FONT_PT, ncols=5,
-            frameon=False, borderaxespad=0.2, handlelength=1.2, columnspacing=1.0,
-        )  # fmt: skip
+        # The parts' colours are named once, in the run strip above the charts: a stack fills
+        # its axes (any corner would cover it) and a legend above it ran into its title.
         self._extra[i] = [*polys]
-        self._legend_items[i] = ("stack",)
         self._views[i].append(total)
 
     def _draw_throttle(self, i, spec, cache, contexts, mode, pixels, xlim) -> None:

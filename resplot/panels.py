@@ -322,6 +322,17 @@ class RunTable(QWidget):
         )
         return [self.model.runs[r].ref for r in rows]
 
+    def select(self, ref: RunRef) -> None:
+        """Select and show the run's row (when the filter shows it)."""
+        try:
+            row = self.model.row_of(ref)
+        except StopIteration:
+            return
+        index = self.proxy.mapFromSource(self.model.index(row, 0))
+        if index.isValid():
+            self.view.selectRow(index.row())
+            self.view.scrollTo(index)
+
     def selected_refs(self) -> list[RunRef]:
         rows = {self.proxy.mapToSource(i).row() for i in self.view.selectionModel().selectedRows()}
         return [self.model.runs[r].ref for r in sorted(rows)]

@@ -67,6 +67,8 @@ class Track:
         self.view: SeriesView | None = None  # what the last update drew
         self.x = np.empty(0)  # x of view.steps
         self.x_mid = np.empty(0)  # x of view.mid_steps
+        self.smoothed: np.ndarray | None = None  # at view.mid_steps (what the hover reads)
+        self.faded = False
 
     def _faint(self) -> tuple[Line2D, PolyCollection]:
         if self.raw is None or self.raw_band is None:
@@ -78,6 +80,9 @@ class Track:
                                            zorder=0.9)  # fmt: skip
             self.ax.add_line(self.raw)
             self.ax.add_collection(self.raw_band, autolim=False)
+            if self.faded:
+                self.raw.set_alpha(0.25 * 0.12)
+                self.raw_band.set_alpha(0.25 * 0.12)
         return self.raw, self.raw_band
 
     def _bad(self) -> Line2D:
@@ -87,6 +92,8 @@ class Track:
                 color=self.item.color, transform=self.ax.get_xaxis_transform(), clip_on=False,
             )  # fmt: skip
             self.ax.add_line(self.bad)
+            if self.faded:
+                self.bad.set_alpha(0.12)
         return self.bad
 
     def remove(self) -> None:
@@ -103,6 +110,17 @@ class Track:
                 band.set_visible(False)
         self.band_xy = []
         self.view = None
+        self.smoothed = None
+
+    def fade(self, faded: bool) -> None:
+        """Dim this series while another run is highlighted."""
+        if faded == self.faded:
+            return
+        self.faded = faded
+        for artist, alpha in ((self.line, 1.0), (self.band, 1.0), (self.bad, 1.0),
+                              (self.raw, 0.25), (self.raw_band, 0.25)):  # fmt: skip
+            if artist is not None:
+                artist.set_alpha(alpha * (0.12 if faded else 1.0))
 
     def update(self, cache: SeriesCache, ctx: RunContext, mode: str, weight: float,
                pixels: int, xlim) -> SeriesView | None:  # fmt: skip
@@ -123,6 +141,7 @@ class Track:
         if item.smooth and weight > 0 and len(view.mid_steps):
             # Raw points when the view resolves them, the buckets' means otherwise.
             smoothed = smooth(view.mid_steps, view.means, weight)
+        self.smoothed = smoothed
         if smoothed is not None and view.level == 0:
             raw, main = decimate_many(x, [view.values, smoothed], pixels, xlim)
         else:

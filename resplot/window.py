@@ -35,6 +35,7 @@ from resplot import alerts as alerts_mod
 from resplot import settings as settings_mod
 from resplot.cache import SeriesCache
 from resplot.charts import ChartPage, save_figure
+from resplot.crosshair import Crosshair
 from resplot.dialogs import AddSourceDialog, HostKeyAsker
 from resplot.exports import export_points, export_table
 from resplot.model import RunRef
@@ -123,6 +124,7 @@ class PageView(QWidget):
         layout.addWidget(self.toolbar)
         layout.addWidget(self.canvas)
         self.canvas.mpl_connect("resize_event", lambda _e: on_view_changed())
+        self.crosshair = Crosshair(self.canvas, self.page, self.toolbar)
 
 
 class MainWindow(QMainWindow):
@@ -182,6 +184,7 @@ class MainWindow(QMainWindow):
         self.pages: dict[str, PageView] = {}
         for name in PAGES:
             view = PageView(name, self.schedule_redraw, self)
+            view.crosshair.runClicked.connect(self.highlight)
             self.pages[name] = view
             self.tabs.addTab(view, name.capitalize())
         self.tabs.currentChanged.connect(lambda i: self.set_page(PAGES[i]))
@@ -423,6 +426,15 @@ class MainWindow(QMainWindow):
     def tick(self, ref: RunRef, on: bool = True) -> None:
         self.state.set_ticked(ref, on)
         self._ticks_changed(by_hand=True)
+
+    def highlight(self, ref: RunRef | None) -> None:
+        """Bring one run forward on every page (the others faded) and select its table row;
+        None clears it."""
+        for view in self.pages.values():
+            view.page.highlighted = ref
+        if ref is not None:
+            self.table.select(ref)
+        self.schedule_redraw()
 
     def set_run_color(self, ref: RunRef, color: str | None) -> None:
         """Pin a run's colour ("#rrggbb"), or with None give it a free slot again."""

@@ -394,7 +394,7 @@ def test_after_a_zoom_the_legend_moves_at_once_to_the_new_empty_corner(one_run):
     assert ax.get_legend()._loc in (1, "upper right"), ax.get_legend()._loc
 
 
-def test_timing_stack_legend_sits_above_the_chart_not_on_it(one_run):
+def test_timing_stack_parts_are_named_above_the_charts_not_on_them(one_run):
     from resplot.charts import render
 
     steps = range(300)
@@ -408,6 +408,15 @@ def test_timing_stack_legend_sits_above_the_chart_not_on_it(one_run):
     state.page = "timing"
     page = render(cache, state, [ref], fetch=fetch)
     page.figure.canvas.draw()
-    ax = page.axes[0]
-    box = ax.get_legend().get_window_extent()
-    assert box.y0 >= ax.bbox.y1 - 1, (box, ax.bbox)
+    strip = page.strip.legend
+    names = [t.get_text() for t in strip.get_texts()]
+    assert {"data", "forward", "backward", "optimizer", "other"} <= set(names)
+    box = strip.get_window_extent()
+    for ax in page.axes:
+        assert (
+            ax.get_legend() is None
+            or ax.get_legend().get_visible() is False
+            or (page.specs[page.axes.index(ax)].kind == "line")
+        )
+        title = ax.title.get_window_extent()
+        assert box.y0 >= title.y1 - 1, (box, title)
