@@ -25,7 +25,7 @@ from matplotlib.ticker import (
     PercentFormatter,
 )
 
-from resplot import layout, xaxis
+from resplot import fonts, layout, xaxis
 from resplot.alerts import THROTTLE_BITS
 from resplot.cache import SeriesCache
 from resplot.decimate import bucket_mean
@@ -75,6 +75,7 @@ class ChartPage:
         figure: Figure | None = None,
         on_view_changed: Callable[[], None] | None = None,
     ) -> None:
+        fonts.use_cjk()  # before any text is made: run names and keys in any script
         self.page = page
         self.figure = figure if figure is not None else Figure(figsize=(12, 7.5), dpi=100)
         self.on_view_changed = on_view_changed

@@ -123,6 +123,7 @@ def _size(text: str) -> tuple[float, float]:
 
 
 def cmd_snapshot(args) -> int:
+    from resplot import fonts
     from resplot.charts import SAVE_FORMATS, render
 
     if args.output.suffix.lower().lstrip(".") not in SAVE_FORMATS:
@@ -145,6 +146,10 @@ def cmd_snapshot(args) -> int:
         loaded.cache.set_tile_limit(args.tile_cache_mb << 20)
         refs = select_runs(loaded.cache, args.runs)
         page = render(loaded.cache, state, refs, size=size, dpi=args.dpi, fetch=loaded.fetch)
+        texts = [r.name for r in loaded.cache.runs()] + loaded.cache.all_keys()
+        note = fonts.missing_note(texts)
+        if note:
+            print(f"note: {note}", file=sys.stderr)
         over, missing = loaded.cache.tiles_over, page.incomplete()
     if over:
         print(f"note: this page's tiles take {(loaded.cache.tile_limit + over) >> 20} MB, above "

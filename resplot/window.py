@@ -32,6 +32,7 @@ from PyQt5.QtWidgets import (
 )
 
 from resplot import alerts as alerts_mod
+from resplot import fonts
 from resplot import settings as settings_mod
 from resplot.cache import SeriesCache
 from resplot.charts import ChartPage, save_figure
@@ -356,6 +357,10 @@ class MainWindow(QMainWindow):
         self.schedule_redraw()
 
     def on_runs_changed(self) -> None:
+        runs = self.cache.runs()
+        note = fonts.missing_note([r.name for r in runs] + self.cache.all_keys())
+        if note:
+            self.statusBar().showMessage(note, 60000)
         if self.state.auto_tick:
             # Every store alike: the choice is remade over all runs as sources report them.
             self.state.ticked = default_selection(self.cache.runs())
