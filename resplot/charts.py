@@ -430,6 +430,9 @@ class ChartPage:
                 parts.append("smoothed over bucket means")
         if any(not v.complete for v in views):
             parts.append("loading finer detail…")
+        unplaced = sorted({t.item.label for t in self.tracks[i].values() if t.unplaced})
+        if unplaced:
+            parts.append(f"not on this x axis (not logged): {', '.join(unplaced)}")
         self._notes[i].set_text(" · ".join(parts))
 
     # -- queries used by the window and tests --------------------------------------------------

@@ -20,9 +20,11 @@ from PyQt5.QtCore import (
 from PyQt5.QtGui import QBrush, QColor
 from PyQt5.QtWidgets import (
     QAbstractItemView,
+    QHBoxLayout,
     QHeaderView,
     QLineEdit,
     QTableView,
+    QToolButton,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -296,6 +298,18 @@ class RunTable(QWidget):
         self.filter.setPlaceholderText("filter runs (name, host, status, config values)…")
         self.filter.setClearButtonEnabled(True)
         self.filter.textChanged.connect(self.set_filter)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.filter, 1)
+        for text, how, tip in (
+            ("All", "all", "plot every run the filter shows"),
+            ("None", "none", "hide every run the filter shows"),
+            ("Invert", "invert", "swap plotted and hidden among the runs the filter shows"),
+        ):
+            button = QToolButton(self)
+            button.setText(text)
+            button.setToolTip(tip)
+            button.clicked.connect(lambda _c=False, h=how: self.tick_visible(h))
+            buttons.addWidget(button)
         self.view = QTableView(self)
         self.view.setModel(self.proxy)
         self.view.setSortingEnabled(True)
@@ -306,7 +320,7 @@ class RunTable(QWidget):
         model.modelReset.connect(self.view.resizeColumnsToContents)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.filter)
+        layout.addLayout(buttons)
         layout.addWidget(self.view)
 
     def set_filter(self, text: str) -> None:
@@ -321,6 +335,14 @@ class RunTable(QWidget):
             for i in range(self.proxy.rowCount())
         )
         return [self.model.runs[r].ref for r in rows]
+
+    def tick_visible(self, how: str) -> None:
+        """Tick ("all"), untick ("none") or flip ("invert") every run the filter shows."""
+        for ref in self.visible_refs():
+            on = {"all": True, "none": False}.get(how, not self.model.state.is_ticked(ref))
+            if on != self.model.state.is_ticked(ref):
+                index = self.model.index(self.model.row_of(ref), 0)
+                self.model.setData(index, Qt.Checked if on else Qt.Unchecked, Qt.CheckStateRole)
 
     def select(self, ref: RunRef) -> None:
         """Select and show the run's row (when the filter shows it)."""

@@ -69,6 +69,7 @@ class Track:
         self.x_mid = np.empty(0)  # x of view.mid_steps
         self.smoothed: np.ndarray | None = None  # at view.mid_steps (what the hover reads)
         self.faded = False
+        self.unplaced = False  # has data the x axis cannot place (no tokens / counter logged)
 
     def _faint(self) -> tuple[Line2D, PolyCollection]:
         if self.raw is None or self.raw_band is None:
@@ -131,7 +132,9 @@ class Track:
                                                        ctx.guide)  # fmt: skip
         if view is None or x is None:
             self.clear()
+            self.unplaced = view is not None  # data, but this x axis cannot place it
             return None
+        self.unplaced = False
         self.view = view
         self.x = x
         x_mid = x if view.level == 0 else xaxis.x_values(

@@ -39,6 +39,7 @@ from resplot.charts import ChartPage, save_figure
 from resplot.crosshair import Crosshair
 from resplot.dialogs import AddSourceDialog, HostKeyAsker
 from resplot.exports import export_points, export_table
+from resplot.key_roles import counter_keys
 from resplot.model import RunRef
 from resplot.panels import RunTable, RunTableModel, SourcesTree
 from resplot.poller import Poller
@@ -236,6 +237,7 @@ class MainWindow(QMainWindow):
         bar.addWidget(QLabel(" x: ", self))
         self.x_combo = QComboBox(self)
         self.x_combo.addItems(X_AXES)
+        self.x_combo.setToolTip("x axis: step, time, tokens, or a logged counter (key:iter…)")
         self.x_combo.currentTextChanged.connect(self.set_x_axis)
         bar.addWidget(self.x_combo)
         bar.addWidget(QLabel(" smoothing: ", self))
@@ -290,6 +292,7 @@ class MainWindow(QMainWindow):
             w.blockSignals(True)
         self.poll_spin.setValue(s.poll_interval)
         self.pause_action.setChecked(s.paused)
+        self._offer_x_axes([s.x_axis])
         self.x_combo.setCurrentText(s.x_axis)
         self.smooth_spin.setValue(s.smoothing)
         self.log_check.setChecked(s.log_y)
@@ -356,7 +359,17 @@ class MainWindow(QMainWindow):
         self.save_settings()
         self.schedule_redraw()
 
+    def _offer_x_axes(self, modes: list[str]) -> None:
+        """Add x-axis choices (logged counters) the combo does not list yet."""
+        have = {self.x_combo.itemText(i) for i in range(self.x_combo.count())}
+        new = [m for m in modes if m not in have]
+        if new:
+            blocked = self.x_combo.blockSignals(True)
+            self.x_combo.addItems(new)
+            self.x_combo.blockSignals(blocked)
+
     def on_runs_changed(self) -> None:
+        self._offer_x_axes([f"key:{k}" for k in counter_keys(self.cache.all_keys())])
         runs = self.cache.runs()
         note = fonts.missing_note([r.name for r in runs] + self.cache.all_keys())
         if note:
@@ -396,6 +409,7 @@ class MainWindow(QMainWindow):
     def set_x_axis(self, mode: str) -> None:
         self.state.set_x_axis(mode)
         if self.x_combo.currentText() != mode:
+            self._offer_x_axes([mode])
             self.x_combo.setCurrentText(mode)
         self.schedule_redraw()
 
