@@ -96,6 +96,7 @@ class ChartPage:
         self._updating = False
         self.message = None
         self.highlighted: RunRef | None = None  # a clicked run: the others are faded
+        self.empty_text = "No series to show: tick runs, or widen the custom key globs."
 
     # -- layout -------------------------------------------------------------------------------
     def _rebuild(self, specs: list[PanelSpec], mode: str, grid: layout.Grid) -> None:
@@ -108,8 +109,7 @@ class ChartPage:
         n = len(specs)
         if n == 0:
             self.message = self.figure.text(
-                0.5, 0.5, "No series to show: tick runs, or widen the custom key globs.",
-                ha="center", va="center", color="#666666",
+                0.5, 0.5, self.empty_text, ha="center", va="center", color="#666666", wrap=True,
             )  # fmt: skip
             return
         rows, cols = grid.rows, grid.cols
@@ -199,6 +199,8 @@ class ChartPage:
             self.follow = True
         self.specs = specs
         if not self.axes:
+            if self.message is not None:
+                self.message.set_text(self.empty_text)
             return
         self._place(self._strip_entries(cache, state, refs, specs))
         self._updating = True

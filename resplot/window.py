@@ -11,15 +11,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg, NavigationToolbar2QT
-from matplotlib.figure import Figure
-from PyQt5.QtCore import QByteArray, Qt, QThread, QTimer, pyqtSignal
+from PyQt5.QtCore import QByteArray, Qt, QTimer
 from PyQt5.QtWidgets import (
     QAction,
     QCheckBox,
     QComboBox,
     QDoubleSpinBox,
-    QFileDialog,
     QLabel,
     QLineEdit,
     QMainWindow,
@@ -27,8 +24,6 @@ from PyQt5.QtWidgets import (
     QSplitter,
     QTabWidget,
     QToolBar,
-    QVBoxLayout,
-    QWidget,
 )
 
 from resplot import alerts as alerts_mod
@@ -36,11 +31,12 @@ from resplot import fonts
 from resplot import settings as settings_mod
 from resplot.cache import SeriesCache
 from resplot.charts import ChartPage, save_figure
-from resplot.crosshair import Crosshair
 from resplot.dialogs import AddSourceDialog, HostKeyAsker
+from resplot.export_menu import ExportWorker, add_export_menu
 from resplot.exports import export_points, export_table
 from resplot.key_roles import counter_keys
 from resplot.model import RunRef
+from resplot.page_view import PageView
 from resplot.panels import RunTable, RunTableModel, SourcesTree
 from resplot.poller import Poller
 from resplot.run_menu import run_menu
@@ -55,38 +51,10 @@ REDRAW_DELAY_MS = 50
 # canvas shows what it had, in the new limits.
 STAND_IN_DELAY_MS = 500
 SIDE_REFRESH_MS = 1000  # ages and "stalled" change with time alone
-POINT_FILTERS = {
-    "csv": "CSV, long (*.csv)",
-    "csv-wide": "CSV, wide (*.csv)",
-    "parquet": "Parquet (*.parquet)",
-}
-TABLE_FILTERS = {"csv": "CSV (*.csv)", "md": "Markdown (*.md)", "latex": "LaTeX (*.tex)"}
-CHART_FILTER = "PNG image (*.png);;SVG image (*.svg);;PDF document (*.pdf)"
 
 
 def make_poller(cache: SeriesCache, interval: float, ask_host_key) -> Poller:
     return Poller(cache, interval=interval, ask_host_key=ask_host_key)
-
-
-class ExportWorker(QThread):
-    """Writes a points export off the GUI thread: it reads raw points from the stores."""
-
-    failed = pyqtSignal(str)
-    done = pyqtSignal(str)
-
-    def __init__(self, write, path: str, parent=None) -> None:
-        super().__init__(parent)
-        self.write, self.path = write, path
-        self.error: str | None = None
-
-    def run(self) -> None:
-        try:
-            self.write()
-        except Exception as exc:  # shown to the user: a store, a connection, the disk
-            self.error = f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)
-            self.failed.emit(self.error)
-        else:
-            self.done.emit(self.path)
 
 
 def _is_ssh(spec: str) -> bool:
@@ -111,22 +79,6 @@ def source_state_text(st) -> tuple[str, bool]:
     if error:
         return f"{state}: {error}", True
     return state, False
-
-
-class PageView(QWidget):
-    """A chart page in a tab: matplotlib toolbar + canvas around a ChartPage."""
-
-    def __init__(self, name: str, on_view_changed, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.page = ChartPage(name, Figure(figsize=(10, 6), dpi=100), on_view_changed)
-        self.canvas = FigureCanvasQTAgg(self.page.figure)
-        self.toolbar = NavigationToolbar2QT(self.canvas, self)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.toolbar)
-        layout.addWidget(self.canvas)
-        self.canvas.mpl_connect("resize_event", lambda _e: on_view_changed())
-        self.crosshair = Crosshair(self.canvas, self.page, self.toolbar)
 
 
 class MainWindow(QMainWindow):
@@ -267,20 +219,7 @@ class MainWindow(QMainWindow):
         remove = QAction("Remove selected source", self)
         remove.triggered.connect(self._remove_selected_source)
         file_menu.addAction(remove)
-        export = self.menuBar().addMenu("&Export")
-        for fmt, label in POINT_FILTERS.items():
-            export.addAction(
-                f"Ticked runs' points as {label.split(' (')[0]}…",
-                lambda f=fmt: self._ask_export("points", f),
-            )
-        export.addSeparator()
-        for fmt, label in TABLE_FILTERS.items():
-            export.addAction(
-                f"Comparison table as {label.split(' (')[0]}…",
-                lambda f=fmt: self._ask_export("table", f),
-            )
-        export.addSeparator()
-        export.addAction("Chart as PNG/SVG/PDF…", lambda: self._ask_export("chart", ""))
+        add_export_menu(self, self.menuBar().addMenu("&Export"))
         file_menu.addSeparator()
         file_menu.addAction("Quit", self.close)
 
@@ -512,7 +451,9 @@ class MainWindow(QMainWindow):
         self.shown_label.setText(
             shown_text(len(refs), len(runs), self.state.auto_tick, project_size(runs))
         )
+        view.page.empty_text = self._empty_text(refs, runs)
         view.page.refresh(self.cache, self.state, refs)
+        view.fit()
         self._say_tiles_over()
         waiting = self.cache.wanted_count()
         self.loading_label.setText(f"loading {waiting} tiles…" if waiting else "")
@@ -526,6 +467,22 @@ class MainWindow(QMainWindow):
             return
         self._stand_in_timer.stop()
         view.canvas.draw_idle()
+
+    def _empty_text(self, refs: list[RunRef], runs) -> str:
+        """What an empty page says: what is loading, or what to do."""
+        if not self.state.sources:
+            return "No source yet: File → Add source… (a store path, or user@host:path)"
+        if not runs:
+            texts = getattr(self, "_source_texts", {})
+            states = ", ".join(f"{k} ({v})" for k, v in texts.items()) or ", ".join(
+                self.source_labels.values() or self.state.sources
+            )
+            return f"Loading runs from {states}…"
+        if not refs:
+            return "No run is plotted: tick runs in the table below (or press All)."
+        if self.state.page == "custom":
+            return f"No key of the plotted runs matches {' '.join(self.state.custom_keys)!r}."
+        return f"The {len(refs)} plotted runs logged nothing the {self.state.page} page shows."
 
     def _say_tiles_over(self) -> None:
         """Once each time it happens: the charts in view need more tile memory than
@@ -581,28 +538,6 @@ class MainWindow(QMainWindow):
 
     def export_chart(self, path: str | Path) -> None:
         save_figure(self.current_page().figure, path)
-
-    def _ask_export(self, what: str, fmt: str) -> None:
-        if what == "chart":
-            path, _ = QFileDialog.getSaveFileName(self, "Export chart", "chart.png", CHART_FILTER)
-        else:
-            filt = (POINT_FILTERS if what == "points" else TABLE_FILTERS)[fmt]
-            ext = {"csv-wide": "csv", "latex": "tex"}.get(fmt, fmt)
-            path, _ = QFileDialog.getSaveFileName(self, "Export", f"{what}.{ext}", filt)
-        if not path:
-            return
-        try:
-            if what == "points":
-                self.export_points(path, fmt)  # reports when done
-                return
-            if what == "table":
-                self.export_table(path, fmt)
-            else:
-                self.export_chart(path)
-        except (OSError, ValueError) as exc:
-            QMessageBox.warning(self, "Export failed", str(exc))
-            return
-        self.statusBar().showMessage(f"exported {path}", 5000)
 
     # -- sources UI ---------------------------------------------------------------------------
     def _ask_add_source(self) -> None:

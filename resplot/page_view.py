@@ -1,0 +1,39 @@
+"""A chart page in a tab: the matplotlib toolbar, and the canvas in a scroll area, so a page of
+many charts (a custom page of 60 keys) scrolls instead of squeezing them or dropping some."""
+
+from __future__ import annotations
+
+from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg, NavigationToolbar2QT
+from matplotlib.figure import Figure
+from PyQt5.QtCore import Qt
+from PyQt5.QtWidgets import QScrollArea, QVBoxLayout, QWidget
+
+from resplot.charts import ChartPage
+from resplot.crosshair import Crosshair
+
+
+class PageView(QWidget):
+    def __init__(self, name: str, on_view_changed, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.page = ChartPage(name, Figure(figsize=(10, 6), dpi=100), on_view_changed)
+        self.canvas = FigureCanvasQTAgg(self.page.figure)
+        self.toolbar = NavigationToolbar2QT(self.canvas, self)
+        self.scroll = QScrollArea(self)
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.scroll.setFrameShape(QScrollArea.NoFrame)
+        self.scroll.setWidget(self.canvas)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        layout.addWidget(self.toolbar)
+        layout.addWidget(self.scroll)
+        self.canvas.mpl_connect("resize_event", lambda _e: on_view_changed())
+        self.crosshair = Crosshair(self.canvas, self.page, self.toolbar)
+
+    def fit(self) -> None:
+        """Give the canvas the height its charts need (the scroll area scrolls past the view)."""
+        ratio = self.canvas.device_pixel_ratio or 1.0
+        need = int(self.page.min_height() / ratio)
+        if self.canvas.minimumHeight() != need:
+            self.canvas.setMinimumHeight(need)

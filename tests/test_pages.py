@@ -1,0 +1,59 @@
+"""No silent limits on what a page shows: every matching key gets a chart (the page scrolls),
+and an empty page says what is loading or what to do."""
+
+from __future__ import annotations
+
+from resplot import settings as settings_mod
+from resplot.cache import SeriesCache
+from resplot.window import MainWindow
+from tests.fixtures.stores import make_run, new_store
+from tests.fixtures.windows import open_window, settle
+
+
+def test_sixty_keys_give_sixty_charts_on_a_scrolling_page(qtbot, tmp_path):
+    path = tmp_path / "wide.db"
+    engine = new_store(path)
+    keys = [f"group{g}/metric{m}" for g in range(6) for m in range(10)]
+    points = {k: [(s, float(s + i)) for s in range(0, 50, 5)] for i, k in enumerate(keys)}
+    points["train/loss"] = [(s, 3.0) for s in range(0, 50, 5)]
+    make_run(engine, name="wide", points=points)
+    engine.dispose()
+    win = open_window(qtbot, [path], tmp_path / "settings.json", runs=1, size=(1280, 800))
+    win.set_custom_keys("*")
+    win.set_page("custom")
+    settle(qtbot, win)
+    page = win.current_page()
+    assert len(page.specs) == 61 and len(page.axes) == 61
+    assert {s.title for s in page.specs} == {*keys, "train/loss"}
+    view = win.pages["custom"]
+    # Taller than the window: the scroll area scrolls rather than squeeze 21 rows of charts.
+    assert view.canvas.minimumHeight() > view.scroll.viewport().height()
+    assert view.scroll.verticalScrollBar().maximum() > 0
+    rows = page.grid.rows
+    heights = {round(ax.bbox.height) for ax in page.axes}
+    assert rows == 21 and min(heights) >= 100, heights
+    win.close()
+
+
+def test_an_empty_page_says_what_is_loading_then_what_to_do(qtbot, tmp_path):
+    settings = settings_mod.Settings()
+    settings.state.add_source(str(tmp_path / "not-yet.db"))
+    win = MainWindow(SeriesCache(), settings, tmp_path / "settings.json")  # no poller yet
+    qtbot.addWidget(win)
+    win.redraw_now()
+    text = win.current_page().message.get_text()
+    assert text.startswith("Loading runs from") and "not-yet.db" in text
+    assert "No series" not in text
+    win.close()
+
+
+def test_with_no_run_ticked_the_page_says_how_to_plot_one(qtbot, tmp_path):
+    path = tmp_path / "one.db"
+    engine = new_store(path)
+    make_run(engine, name="r", points={"train/loss": [(0, 3.0), (1, 2.9)]})
+    engine.dispose()
+    win = open_window(qtbot, [path], tmp_path / "settings.json", runs=1)
+    win.table.tick_visible("none")
+    settle(qtbot, win)
+    assert "tick runs" in win.current_page().message.get_text()
+    win.close()
