@@ -47,6 +47,7 @@ PART_COLORS = {
 }
 # Where non-finite points are marked, in axes height fractions.
 SAVE_FORMATS = ("png", "svg", "pdf")
+NOTE_PT = 6.5
 
 
 class ReadableLogLocator(LogLocator):
@@ -96,6 +97,7 @@ class ChartPage:
         self._updating = False
         self.message = None
         self.highlighted: RunRef | None = None  # a clicked run: the others are faded
+        self.view_height_px: float | None = None  # what the window shows of the figure
         self.empty_text = "No series to show: tick runs, or widen the custom key globs."
 
     # -- layout -------------------------------------------------------------------------------
@@ -145,7 +147,7 @@ class ChartPage:
             )  # fmt: skip
             note = ax.text(
                 0.995, 0.01, "", transform=ax.transAxes, ha="right", va="bottom",
-                color="#888888", fontsize=6.5, zorder=5,
+                color="#888888", fontsize=NOTE_PT, zorder=5,
             )  # fmt: skip
             self.axes.append(ax)
             self.tracks.append({})
@@ -191,7 +193,8 @@ class ChartPage:
         """Bring every artist up to date with the cache and the state (no drawing)."""
         cache.begin_view()
         specs = panels_for(self.page, cache, refs, state)
-        grid = layout.grid(len(specs), self.figure.bbox.width)
+        height = self.view_height_px or self.figure.bbox.height
+        grid = layout.grid(len(specs), self.figure.bbox.width, height, self.figure.dpi)
         key = (tuple(s.layout_key() for s in specs), state.x_axis, grid)
         if key != self._layout:
             self._rebuild(specs, state.x_axis, grid)
@@ -426,16 +429,19 @@ class ChartPage:
         parts = []
         if coarse:
             width = max(v.width for v in coarse)
-            parts.append(f"min–max of {width:,}-step buckets")
+            parts.append(f"min–max per {width:,} steps")
             smoothed = [t for t in self.tracks[i].values() if t.item.smooth and t.view is not None]
             if smoothing > 0 and any(t.view.level > 0 for t in smoothed):
-                parts.append("smoothed over bucket means")
+                parts.append("smoothed means")
         if any(not v.complete for v in views):
             parts.append("loading finer detail…")
         unplaced = sorted({t.item.label for t in self.tracks[i].values() if t.unplaced})
         if unplaced:
             parts.append(f"not on this x axis (not logged): {', '.join(unplaced)}")
-        self._notes[i].set_text(" · ".join(parts))
+        text = " · ".join(parts)
+        # One line inside the chart: cut to its width (the hover and docs say the rest).
+        fit = int(self.axes[i].bbox.width / (NOTE_PT * 0.62 * self.figure.dpi / 72.0))
+        self._notes[i].set_text(text if len(text) <= fit else text[: max(0, fit - 1)] + "…")
 
     # -- queries used by the window and tests --------------------------------------------------
     def lines(self) -> dict[tuple[str, RunRef, str], Line2D]:

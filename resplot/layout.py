@@ -13,7 +13,7 @@ TITLE_PT = 9.0
 TICK_PT = 7.0
 LABEL_PT = 8.0
 LEGEND_PT = 7.0
-MIN_ROW_PX = 150  # below this a chart is unreadable: the window scrolls instead
+MIN_ROW_PX = 100  # below this a chart is unreadable: the window scrolls instead
 MIN_COL_PX = 260  # a chart narrower than this gets its own row
 
 
@@ -23,13 +23,19 @@ class Grid:
     cols: int
 
 
-def grid(panels: int, width_px: float) -> Grid:
-    """Rows and columns for `panels` charts in a figure `width_px` wide: up to 3 columns, as
-    many as fit at MIN_COL_PX each."""
+def grid(panels: int, width_px: float, height_px: float | None = None, dpi: float = 100) -> Grid:
+    """Rows and columns for `panels` charts in a figure `width_px` wide: 2 columns (3 for
+    more than 8 charts), more when the charts would otherwise be lower than MIN_ROW_PX in
+    `height_px` (a laptop screen: 6 charts in 2 rows of 3, not 3 squeezed rows of 2), fewer
+    when narrower than MIN_COL_PX each. What still does not fit scrolls."""
     if panels <= 1:
         return Grid(1, 1)
-    fit = max(1, int(width_px // MIN_COL_PX))
-    cols = min(fit, 1 if panels == 1 else 2 if panels <= 8 else 3)
+    fit = max(1, min(4, int(width_px // MIN_COL_PX)))
+    cols = min(fit, 2 if panels <= 8 else 3)
+    while height_px is not None and cols < min(fit, panels):
+        if min_height_px(Grid(-(-panels // cols), cols), dpi, 2) <= height_px:
+            break
+        cols += 1
     return Grid(-(-panels // cols), cols)
 
 
@@ -47,6 +53,15 @@ def legend_height_px(rows: int, dpi: float) -> float:
     return 0.0 if rows == 0 else (rows * 1.5 + 0.6) * LEGEND_PT * dpi / 72.0
 
 
+def _vertical_px(dpi: float, legend_rows: int) -> tuple[float, float, float]:
+    """(top, bottom, gap between rows) in pixels."""
+    px = dpi / 72.0
+    title = TITLE_PT * 1.6 * px  # a title and its pad above each axes
+    xticks = TICK_PT * 1.9 * px  # tick labels below each axes (plus tick length)
+    xlabel = LABEL_PT * 1.6 * px  # the x label under the bottom row
+    return legend_height_px(legend_rows, dpi) + title + 4, xticks + xlabel + 4, title + xticks + 4
+
+
 def margins(
     width_px: float, height_px: float, g: Grid, dpi: float, legend_rows: int = 0
 ) -> dict[str, float]:
@@ -54,13 +69,8 @@ def margins(
     a legend strip of `legend_rows` rows above them."""
     px = dpi / 72.0
     w, h = max(width_px, 1.0), max(height_px, 1.0)
-    title = TITLE_PT * 1.6 * px  # a title and its pad above each axes
-    xticks = TICK_PT * 1.9 * px  # tick labels below each axes (plus tick length)
-    xlabel = LABEL_PT * 1.6 * px  # the x label under the bottom row
+    top_px, bottom_px, gap_y = _vertical_px(dpi, legend_rows)
     ylabels = (LABEL_PT * 1.4 + TICK_PT * 5.5) * px  # y label + five-character tick labels
-    top_px = legend_height_px(legend_rows, dpi) + title + 4
-    bottom_px = xticks + xlabel + 4
-    gap_y = title + xticks + 4  # between rows: the next title and these tick labels
     gap_x = ylabels + 8
     left_px = ylabels + 4
     right_px = 10.0
@@ -80,7 +90,6 @@ def margins(
 
 
 def min_height_px(g: Grid, dpi: float, legend_rows: int) -> int:
-    """The figure height below which charts would be squeezed under MIN_ROW_PX."""
-    px = dpi / 72.0
-    fixed = legend_height_px(legend_rows, dpi) + (TITLE_PT * 1.6 + TICK_PT * 1.9) * px + 20
-    return int(g.rows * (MIN_ROW_PX + (TITLE_PT * 1.6 + TICK_PT * 1.9) * px) + fixed)
+    """The figure height at which each chart is MIN_ROW_PX high (below it, the window scrolls)."""
+    top, bottom, gap = _vertical_px(dpi, legend_rows)
+    return int(g.rows * MIN_ROW_PX + (g.rows - 1) * gap + top + bottom) + 1

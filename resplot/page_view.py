@@ -31,6 +31,11 @@ class PageView(QWidget):
         self.canvas.mpl_connect("resize_event", lambda _e: on_view_changed())
         self.crosshair = Crosshair(self.canvas, self.page, self.toolbar)
 
+    def measure(self) -> None:
+        """Tell the page how tall the visible part is (it lays charts out for that height)."""
+        ratio = self.canvas.device_pixel_ratio or 1.0
+        self.page.view_height_px = self.scroll.viewport().height() * ratio
+
     def fit(self) -> None:
         """Give the canvas the height its charts need (the scroll area scrolls past the view)."""
         ratio = self.canvas.device_pixel_ratio or 1.0

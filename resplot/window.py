@@ -27,12 +27,12 @@ from PyQt5.QtWidgets import (
 )
 
 from resplot import alerts as alerts_mod
-from resplot import fonts
+from resplot import fonts, shortcuts
 from resplot import settings as settings_mod
 from resplot.cache import SeriesCache
 from resplot.charts import ChartPage, save_figure
 from resplot.dialogs import AddSourceDialog, HostKeyAsker
-from resplot.export_menu import ExportWorker, add_export_menu
+from resplot.export_menu import ExportWorker, add_export_menu, ask_export
 from resplot.exports import export_points, export_table
 from resplot.key_roles import counter_keys
 from resplot.model import RunRef
@@ -159,6 +159,9 @@ class MainWindow(QMainWindow):
         self.main_split.addWidget(self.top_split)
         self.main_split.addWidget(self.table)
         self.main_split.setStretchFactor(0, 3)
+        # The charts get the height: at 1280×800 the table still shows 6 runs (it scrolls,
+        # Ctrl+T hides it).
+        self.main_split.setSizes([560, 260])
         self.setCentralWidget(self.main_split)
         self.alert_label = QLabel(self)
         self.sources_label = QLabel(self)
@@ -222,6 +225,7 @@ class MainWindow(QMainWindow):
         add_export_menu(self, self.menuBar().addMenu("&Export"))
         file_menu.addSeparator()
         file_menu.addAction("Quit", self.close)
+        shortcuts.install(self, self.menuBar().addMenu("&Help"))
 
     def _apply_state_to_widgets(self) -> None:
         s = self.state
@@ -423,6 +427,12 @@ class MainWindow(QMainWindow):
         self.model.layoutChanged.emit()
         self.schedule_redraw()
 
+    def toggle_table(self) -> None:
+        self.table.setVisible(not self.table.isVisible())
+
+    def ask_export(self, what: str, fmt: str) -> None:
+        ask_export(self, what, fmt)
+
     def reset_view(self) -> None:
         self.current_page().reset_view()
         self.schedule_redraw()
@@ -452,6 +462,7 @@ class MainWindow(QMainWindow):
             shown_text(len(refs), len(runs), self.state.auto_tick, project_size(runs))
         )
         view.page.empty_text = self._empty_text(refs, runs)
+        view.measure()
         view.page.refresh(self.cache, self.state, refs)
         view.fit()
         self._say_tiles_over()
