@@ -35,6 +35,7 @@ from resplot.pages import TIMING_PARTS, Item, PanelSpec, panels_for
 from resplot.state import ViewState
 from resplot.tracks import RunContext, Track, tokens_guide
 from resplot.views import series_view
+from resplot.yrange import robust_limits
 from schema.compare import metric_stats
 
 EVENT_KINDS = {"alert": "#d62728", "checkpoint": "#7f7f7f", "resume": "#1f77b4"}
@@ -97,6 +98,7 @@ class ChartPage:
         self._updating = False
         self.message = None
         self.highlighted: RunRef | None = None  # a clicked run: the others are faded
+        self._clipped: set[int] = set()  # charts whose y range ignores outliers
         self.view_height_px: float | None = None  # what the window shows of the figure
         self.empty_text = "No series to show: tick runs, or widen the custom key globs."
 
@@ -105,6 +107,7 @@ class ChartPage:
         self.figure.clear()
         self.axes, self.tracks, self._extra, self._events, self._empty = [], [], [], [], []
         self._legends = []
+        self._clipped = set()
         self.strip = RunStrip(self.figure)
         self._views, self._notes = [], []
         self.message = None
@@ -214,8 +217,9 @@ class ChartPage:
             for i, spec in enumerate(specs):
                 self._refresh_panel(i, spec, cache, state, refs, xlim)
             if self.follow:
-                for ax in self.axes:
+                for i, ax in enumerate(self.axes):
                     ax.autoscale_view()
+                    self._clip_outliers(i, state)
         finally:
             self._updating = False
 
@@ -224,6 +228,8 @@ class ChartPage:
         for ref in refs:
             run = cache.run(ref)
             names[ref] = run.name if run is not None else ref.uid[:8]
+            if run is not None and run.status != "finished":
+                names[ref] += f" · {run.status}"  # its line ends in the status's mark
         entries = [Entry(names[r], *state.look(r)) for r in refs]
         if any(s.kind == "stacked" for s in specs):
             entries += [Entry(n, PART_COLORS[n], patch=True) for n in [*TIMING_PARTS, "other"]]
@@ -239,6 +245,23 @@ class ChartPage:
     def min_height(self) -> int:
         """Pixels the page needs to give each chart a readable height (the window scrolls)."""
         return layout.min_height_px(self.grid, self.figure.dpi, self.strip.rows)
+
+    def _clip_outliers(self, i: int, state: ViewState) -> None:
+        """A loss chart's y range without its top 1 % (resplot.yrange), said in its note."""
+        spec, ax = self.specs[i], self.axes[i]
+        limits = None
+        if spec.robust_y and state.ignore_outliers and spec.kind == "line":
+            tracks = self.tracks[i].values()
+            lines = [t.line for t in tracks] + [t.raw for t in tracks if t.raw is not None]
+            ys = [np.asarray(ln.get_ydata(), float) for ln in lines if ln.get_visible()]
+            ys += [xy[:, 1] for t in tracks for xy in t.band_xy]
+            if ys:
+                limits = robust_limits(np.concatenate(ys), log=spec.log_y)
+        if limits is not None:
+            ax.set_ylim(*limits)
+        if (limits is not None) != (i in self._clipped):
+            self._clipped.symmetric_difference_update({i})
+            self._note(i, state.smoothing)
 
     def _sync_tracks(self, i: int, spec: PanelSpec) -> dict[Item, Track]:
         tracks = self.tracks[i]
@@ -435,6 +458,8 @@ class ChartPage:
                 parts.append("smoothed means")
         if any(not v.complete for v in views):
             parts.append("loading finer detail…")
+        if i in self._clipped:
+            parts.append("y: top 1 % ignored")
         unplaced = sorted({t.item.label for t in self.tracks[i].values() if t.unplaced})
         if unplaced:
             parts.append(f"not on this x axis (not logged): {', '.join(unplaced)}")

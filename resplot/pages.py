@@ -43,6 +43,7 @@ class PanelSpec:
     kind: str = "line"  # line | stacked (one run's step-time parts) | throttle (reason bits)
     percent: float | None = None  # value that means 100% (MFU is 0..1), for the tick format
     stack_ref: RunRef | None = None
+    robust_y: bool = False  # a loss: its y range may ignore outliers (state.ignore_outliers)
 
     def layout_key(self) -> tuple:
         return (self.title, self.kind, self.log_y, self.percent)
@@ -78,7 +79,7 @@ def training(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[P
     loss += role("valid_loss", style="--", smooth=False, suffix=" valid", marker="o")
     mfu = role("mfu")
     return [
-        PanelSpec("Loss", "loss", loss, log_y=state.log_y),
+        PanelSpec("Loss", "loss", loss, log_y=state.log_y, robust_y=True),
         PanelSpec("Learning rate", "lr", role("lr", smooth=False)),
         PanelSpec("Gradient norm", "‖g‖", role("grad_norm"), log_y=True),
         PanelSpec("Throughput", "tokens/s", role("tokens_per_s")),
@@ -167,7 +168,9 @@ def custom_keys(cache: SeriesCache, refs: list[RunRef], globs: list[str]) -> lis
 def custom(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[PanelSpec]:
     """A chart per key matching the globs, every one of them: the window scrolls a long page."""
     keys = custom_keys(cache, refs, state.custom_keys)
-    return [PanelSpec(key, "", _items(cache, refs, state, key)) for key in keys]
+    return [
+        PanelSpec(key, "", _items(cache, refs, state, key), robust_y="loss" in key) for key in keys
+    ]
 
 
 BUILDERS = {"training": training, "system": system, "timing": timing, "custom": custom}

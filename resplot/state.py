@@ -32,6 +32,7 @@ class ViewState:
     x_axis: str = "step"
     smoothing: float = 0.6  # TensorBoard's default
     log_y: bool = True
+    ignore_outliers: bool = True  # losses: the y range leaves out the top 1 % (resplot.yrange)
     custom_keys: list[str] = field(default_factory=lambda: ["train/*"])
     table_metrics: list[str] = field(default_factory=lambda: list(DEFAULT_TABLE_METRICS))
     poll_interval: float = 1.0
@@ -155,6 +156,8 @@ class ViewState:
             state.set_poll_interval(plain["poll_interval"])
         if "log_y" in plain:
             state.log_y = bool(plain["log_y"])
+        if "ignore_outliers" in plain:
+            state.ignore_outliers = bool(plain["ignore_outliers"])
         if "paused" in plain:
             state.paused = bool(plain["paused"])
         if "filter_text" in plain:

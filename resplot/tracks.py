@@ -11,7 +11,7 @@ import numpy as np
 from matplotlib.collections import PolyCollection
 from matplotlib.lines import Line2D
 
-from resplot import xaxis
+from resplot import marks, xaxis
 from resplot.cache import SeriesCache
 from resplot.decimate import decimate_many
 from resplot.model import RunInfo, RunRef
@@ -63,6 +63,8 @@ class Track:
         self.raw: Line2D | None = None
         self.raw_band: PolyCollection | None = None
         self.bad: Line2D | None = None
+        self.bad_span: PolyCollection | None = None  # shaded stretches of NaN / inf
+        self.end: Line2D | None = None  # the run's state where the line ends
         self.band_xy: list[np.ndarray] = []  # vertices drawn as bands (for the limits)
         self.view: SeriesView | None = None  # what the last update drew
         self.x = np.empty(0)  # x of view.steps
@@ -86,19 +88,24 @@ class Track:
                 self.raw_band.set_alpha(0.25 * 0.12)
         return self.raw, self.raw_band
 
-    def _bad(self) -> Line2D:
-        if self.bad is None:
+    def _bad(self) -> tuple[Line2D, PolyCollection]:
+        if self.bad is None or self.bad_span is None:
             self.bad = Line2D(
                 [], [], linestyle="none", marker="x", markersize=6, markeredgewidth=1.6,
                 color=self.item.color, transform=self.ax.get_xaxis_transform(), clip_on=False,
             )  # fmt: skip
             self.ax.add_line(self.bad)
+            self.bad_span = PolyCollection([], facecolors=self.item.color, alpha=0.1,
+                                           linewidths=0, zorder=0.4,
+                                           transform=self.ax.get_xaxis_transform())  # fmt: skip
+            self.ax.add_collection(self.bad_span, autolim=False)
             if self.faded:
                 self.bad.set_alpha(0.12)
-        return self.bad
+        return self.bad, self.bad_span
 
     def remove(self) -> None:
-        for artist in (self.raw, self.line, self.bad, self.raw_band, self.band):
+        for artist in (self.raw, self.line, self.bad, self.raw_band, self.band, self.bad_span,
+                       self.end):  # fmt: skip
             if artist is not None:
                 artist.remove()
 
@@ -106,7 +113,7 @@ class Track:
         for artist in (self.raw, self.line, self.bad):
             if artist is not None:
                 artist.set_data([], [])
-        for band in (self.band, self.raw_band):
+        for band in (self.band, self.raw_band, self.bad_span, self.end):
             if band is not None:
                 band.set_visible(False)
         self.band_xy = []
@@ -174,21 +181,54 @@ class Track:
         self.line.set_visible(main_xy is None)
         if main_xy is not None:
             self.band_xy.append(main_xy)
-        marks = [(x_mid[view.nan], "nan"), (x_mid[view.posinf], "+inf"),
-                 (x_mid[view.neginf], "-inf")]  # fmt: skip
-        bx = np.concatenate([m for m, _ in marks])
-        by = np.concatenate([np.full(len(m), NONFINITE_Y[kind]) for m, kind in marks])
-        if xlim is not None and len(bx):
-            inside = (bx >= xlim[0]) & (bx <= xlim[1])
-            bx, by = bx[inside], by[inside]
-        if len(bx):
-            bad = self._bad()
+        self._mark_nonfinite(view, x_mid, pixels, xlim)
+        self._mark_end(main.x, main.y, ctx.run.status if ctx.run is not None else None)
+        return view
+
+    def _mark_nonfinite(self, view: SeriesView, x_mid: np.ndarray, pixels: int, xlim) -> None:
+        """One marker at the start of each stretch of NaN (+inf, -inf), the stretch shaded."""
+        finite_x = x_mid[np.isfinite(x_mid)]
+        lo, hi = xlim if xlim is not None else (
+            (finite_x.min(), finite_x.max()) if len(finite_x) else (0.0, 1.0))  # fmt: skip
+        merge = marks.MERGE_PX * (hi - lo) / max(pixels, 1)
+        bx, by, spans = [], [], []
+        for flags, kind in ((view.nan, "nan"), (view.posinf, "+inf"), (view.neginf, "-inf")):
+            for a, b in marks.stretches(x_mid, flags, merge):
+                if xlim is not None and (b < lo or a > hi):
+                    continue
+                bx.append(a)
+                by.append(NONFINITE_Y[kind])
+                if b > a:
+                    spans.append(np.array([[a, 0.0], [b, 0.0], [b, 1.0], [a, 1.0]]))
+        if bx:
+            bad, shade = self._bad()
             bad.set_data(bx, by)
             bad.set_visible(True)
-        elif self.bad is not None:
+            shade.set_verts(spans)
+            shade.set_visible(bool(spans))
+        elif self.bad is not None and self.bad_span is not None:
             self.bad.set_data([], [])
             self.bad.set_visible(False)
-        return view
+            self.bad_span.set_visible(False)
+
+    def _mark_end(self, x: np.ndarray, y: np.ndarray, status: str | None) -> None:
+        """The run's state where its line ends (a live dot, a cross for a crash…)."""
+        mark = marks.end_mark(status) if self.item.marker == "" else None
+        at = marks.last_finite(np.asarray(x, float), np.asarray(y, float)) if mark else None
+        if mark is None or at is None:
+            if self.end is not None:
+                self.end.set_visible(False)
+            return
+        if self.end is None:
+            self.end = Line2D([], [], linestyle="none", zorder=4)
+            self.ax.add_line(self.end)
+        color = self.item.color
+        self.end.set_marker(mark.marker)
+        self.end.set_markersize(mark.size)
+        self.end.set_markeredgecolor(mark.edge or color)
+        self.end.set_markerfacecolor(mark.face or color)
+        self.end.set_data([at[0]], [at[1]])
+        self.end.set_visible(True)
 
 
 @dataclass

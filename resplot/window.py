@@ -205,6 +205,10 @@ class MainWindow(QMainWindow):
         self.log_check = QCheckBox("log y", self)
         self.log_check.toggled.connect(self.set_log_y)
         bar.addWidget(self.log_check)
+        self.outliers_check = QCheckBox("ignore outliers", self)
+        self.outliers_check.setToolTip("Loss charts: y range without the top 1 % of values")
+        self.outliers_check.toggled.connect(self.set_ignore_outliers)
+        bar.addWidget(self.outliers_check)
         bar.addWidget(QLabel(" custom keys: ", self))
         self.keys_edit = QLineEdit(self)
         self.keys_edit.setPlaceholderText("globs, e.g. train/* valid/*")
@@ -230,7 +234,7 @@ class MainWindow(QMainWindow):
     def _apply_state_to_widgets(self) -> None:
         s = self.state
         widgets = (self.poll_spin, self.pause_action, self.x_combo, self.smooth_spin,
-                   self.log_check, self.keys_edit, self.tabs)  # fmt: skip
+                   self.log_check, self.keys_edit, self.tabs, self.outliers_check)  # fmt: skip
         for w in widgets:
             w.blockSignals(True)
         self.poll_spin.setValue(s.poll_interval)
@@ -239,6 +243,7 @@ class MainWindow(QMainWindow):
         self.x_combo.setCurrentText(s.x_axis)
         self.smooth_spin.setValue(s.smoothing)
         self.log_check.setChecked(s.log_y)
+        self.outliers_check.setChecked(s.ignore_outliers)
         self.keys_edit.setText(" ".join(s.custom_keys))
         self.tabs.setCurrentIndex(PAGES.index(s.page))
         for w in widgets:
@@ -366,6 +371,12 @@ class MainWindow(QMainWindow):
         self.state.log_y = bool(on)
         if self.log_check.isChecked() != bool(on):
             self.log_check.setChecked(bool(on))
+        self.schedule_redraw()
+
+    def set_ignore_outliers(self, on: bool) -> None:
+        self.state.ignore_outliers = bool(on)
+        if self.outliers_check.isChecked() != bool(on):
+            self.outliers_check.setChecked(bool(on))
         self.schedule_redraw()
 
     def set_custom_keys(self, globs: str | list[str]) -> None:
