@@ -148,7 +148,10 @@ def timing(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[Pan
         panels.append(
             PanelSpec(f"Step time: {_name(cache, ref)}", "s", items, kind="stacked", stack_ref=ref)
         )
-    panels.append(PanelSpec("Step time", "s", _items(cache, refs, state, "time/step")))
+    title = "Step time"
+    if len(with_parts) > MAX_STACKED_RUNS:  # said, not silent: the stacks need room each
+        title += f" (breakdowns above: first {MAX_STACKED_RUNS} of {len(with_parts)} runs)"
+    panels.append(PanelSpec(title, "s", _items(cache, refs, state, "time/step")))
     ranks = []
     for ref in refs:
         found = sorted(int(m.group(1)) for k in cache.keys(ref) if (m := _RANK.match(k)))

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from resplot.model import RunInfo, RunRef
+from resplot.state import ViewState
 
 DEFAULT_RUNS = 20
 
@@ -39,3 +40,17 @@ def project_size(runs: Iterable[RunInfo]) -> int:
         return 0
     newest = max(runs, key=lambda r: (r.created_at, r.ref.uid))
     return sum(1 for r in runs if r.project == newest.project)
+
+
+def empty_text(state: ViewState, plotted: int, runs: int, sources: list[str]) -> str:
+    """What an empty chart page says: what is loading (`sources`: how each source is doing),
+    or what to do; never a bare "no data" while data is on its way."""
+    if not state.sources:
+        return "No source yet: File → Add source… (a store path, or user@host:path)"
+    if not runs:
+        return f"Loading runs from {', '.join(sources)}…"
+    if not plotted:
+        return "No run is plotted: tick runs in the table below (or press All)."
+    if state.page == "custom":
+        return f"No key of the plotted runs matches {' '.join(state.custom_keys)!r}."
+    return f"The {plotted} plotted runs logged nothing the {state.page} page shows."

@@ -40,7 +40,7 @@ from resplot.page_view import PageView
 from resplot.panels import RunTable, RunTableModel, SourcesTree
 from resplot.poller import Poller
 from resplot.run_menu import run_menu
-from resplot.selection import default_selection, project_size, shown_text
+from resplot.selection import default_selection, empty_text, project_size, shown_text
 from resplot.state import PAGES, X_AXES, ViewState
 
 REDRAW_DELAY_MS = 50
@@ -472,7 +472,11 @@ class MainWindow(QMainWindow):
         self.shown_label.setText(
             shown_text(len(refs), len(runs), self.state.auto_tick, project_size(runs))
         )
-        view.page.empty_text = self._empty_text(refs, runs)
+        states = getattr(self, "_source_texts", {})
+        loading = [f"{k} ({v})" for k, v in states.items()] or list(
+            self.source_labels.values() or self.state.sources
+        )
+        view.page.empty_text = empty_text(self.state, len(refs), len(runs), loading)
         view.measure()
         view.page.refresh(self.cache, self.state, refs)
         view.fit()
@@ -489,22 +493,6 @@ class MainWindow(QMainWindow):
             return
         self._stand_in_timer.stop()
         view.canvas.draw_idle()
-
-    def _empty_text(self, refs: list[RunRef], runs) -> str:
-        """What an empty page says: what is loading, or what to do."""
-        if not self.state.sources:
-            return "No source yet: File → Add source… (a store path, or user@host:path)"
-        if not runs:
-            texts = getattr(self, "_source_texts", {})
-            states = ", ".join(f"{k} ({v})" for k, v in texts.items()) or ", ".join(
-                self.source_labels.values() or self.state.sources
-            )
-            return f"Loading runs from {states}…"
-        if not refs:
-            return "No run is plotted: tick runs in the table below (or press All)."
-        if self.state.page == "custom":
-            return f"No key of the plotted runs matches {' '.join(self.state.custom_keys)!r}."
-        return f"The {len(refs)} plotted runs logged nothing the {self.state.page} page shows."
 
     def _say_tiles_over(self) -> None:
         """Once each time it happens: the charts in view need more tile memory than
