@@ -76,8 +76,8 @@ class ChartPage:
         page: str,
         figure: Figure | None = None,
         on_view_changed: Callable[[], None] | None = None,
+        strip_in_figure: bool = True,
     ) -> None:
-        fonts.use_cjk()  # before any text is made: run names and keys in any script
         self.page = page
         self.figure = figure if figure is not None else Figure(figsize=(12, 7.5), dpi=100)
         self.on_view_changed = on_view_changed
@@ -89,7 +89,12 @@ class ChartPage:
         self._events: list[LineCollection] = []
         self._empty: list = []
         self._legends: list[AxesLegend] = []
-        self.strip = RunStrip(self.figure)  # names every plotted run, above the charts
+        # Names every plotted run above the charts: drawn in the figure (snapshots), or by the
+        # window in a Qt label above the canvas, where its text costs no draw time (a strip of
+        # 10 runs took ~20 ms of every redraw as matplotlib text).
+        self.strip_in_figure = strip_in_figure
+        self.strip = RunStrip(self.figure)
+        self.entries: list[Entry] = []
         self.grid = layout.Grid(1, 1)
         self.follow = True  # autoscale to all data; False after the user zooms or pans
         # Per run: (x, step) pairs of its widest drawn view, sorted by x: how a zoomed x range
@@ -196,6 +201,9 @@ class ChartPage:
         """Bring every artist up to date with the cache and the state (no drawing)."""
         cache.begin_view()
         specs = panels_for(self.page, cache, refs, state)
+        texts = [s.title for s in specs] + [it.label for s in specs for it in s.items]
+        if fonts.enable_for(texts):  # CJK names or keys: texts made from now on fall back
+            self._layout = None
         height = self.view_height_px or self.figure.bbox.height
         grid = layout.grid(len(specs), self.figure.bbox.width, height, self.figure.dpi)
         key = (tuple(s.layout_key() for s in specs), state.x_axis, grid)
@@ -208,7 +216,8 @@ class ChartPage:
             if self.message is not None:
                 self.message.set_text(self.empty_text)
             return
-        self._place(self._strip_entries(cache, state, refs, specs))
+        self.entries = self._strip_entries(cache, state, refs, specs)
+        self._place(self.entries if self.strip_in_figure else [])
         self._updating = True
         try:
             xlim = None if self.follow else tuple(self.axes[0].get_xlim())

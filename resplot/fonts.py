@@ -4,7 +4,8 @@ matplotlib draws with DejaVu Sans, which has no CJK glyphs: a Chinese run name o
 as boxes in every chart and snapshot, even with a CJK font installed (Qt widgets fall back by
 themselves; matplotlib only falls back along the families named in font.family, since 3.6).
 use_cjk() names the font the family resolves to (DejaVu Sans), then the first installed CJK
-family of FAMILIES, so Latin text keeps its look and CJK glyphs come from the fallback.
+family of FAMILIES, so Latin text keeps its look and CJK glyphs come from the fallback;
+enable_for() does that the first time CJK text is to be drawn.
 
 matplotlib caches the fonts it found on first use; a font installed later is not in that cache,
 so the system font folders are scanned for known CJK font files too and added directly.
@@ -40,6 +41,7 @@ INSTALL_HINT = (
 )
 
 _found: str | None = None
+_active = False
 _checked = False
 _said = False
 
@@ -60,18 +62,26 @@ def _scan_system() -> None:
                 continue
 
 
+def find_cjk() -> str | None:
+    """The first installed CJK family of FAMILIES (looked up once), None when none is."""
+    global _found, _checked
+    if not _checked:
+        _checked = True
+        names = _installed()
+        if not any(f in names for f in FAMILIES):
+            _scan_system()
+            names = _installed()
+        _found = next((f for f in FAMILIES if f in names), None)
+    return _found
+
+
 def use_cjk() -> str | None:
     """Put the first installed CJK family into matplotlib's fallback chain (once); its name,
     or None when none is installed."""
-    global _found, _checked
-    if _checked:
+    global _active
+    if _active or find_cjk() is None:
         return _found
-    _checked = True
-    names = _installed()
-    if not any(f in names for f in FAMILIES):
-        _scan_system()
-        names = _installed()
-    _found = next((f for f in FAMILIES if f in names), None)
+    _active = True
     if _found is not None:
         # Fallback runs along font.family's entries, and a generic entry ("sans-serif")
         # resolves to one font: name the font it resolves to, then the CJK one.
@@ -87,6 +97,15 @@ def use_cjk() -> str | None:
     return _found
 
 
+def enable_for(texts: Iterable[str]) -> bool:
+    """Turn the fallback on the first time CJK text is to be drawn; True when it just came
+    on (texts made before it lack it: the caller makes them again). Pages without CJK text
+    keep the plain font: the fallback chain costs ~4 % of a page's draw time."""
+    if _active or not has_cjk(texts):
+        return False
+    return use_cjk() is not None
+
+
 def has_cjk(texts: Iterable[str]) -> bool:
     return any(_CJK.search(t) for t in texts)
 
@@ -94,7 +113,7 @@ def has_cjk(texts: Iterable[str]) -> bool:
 def missing_note(texts: Iterable[str]) -> str | None:
     """INSTALL_HINT the first time CJK text meets an installation without a CJK font."""
     global _said
-    if _said or use_cjk() is not None or not has_cjk(texts):
+    if _said or find_cjk() is not None or not has_cjk(texts):
         return None
     _said = True
     return INSTALL_HINT

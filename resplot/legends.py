@@ -8,6 +8,7 @@ chart): the strip names its runs by colour, and the hover readout gives every va
 
 from __future__ import annotations
 
+import html
 import math
 import time
 from typing import NamedTuple
@@ -188,3 +189,19 @@ class RunStrip:
             ncols=cols, fontsize=LEGEND_PT, frameon=False, borderaxespad=0.3,
             handlelength=2.0, columnspacing=1.0, labelspacing=0.5, borderpad=0.2,
         )  # fmt: skip
+
+
+# How the Qt strip draws a line style (the figure strip draws the line itself).
+_STYLE_GLYPHS = {"-": "━━", "--": "╍╍", "-.": "━·", ":": "┅┅"}
+
+
+def strip_html(entries: list[Entry]) -> str:
+    """The run strip as Qt rich text: a coloured line (or block) and the name, per entry."""
+    cells = []
+    for e in entries:
+        glyph = "■" if e.patch else _STYLE_GLYPHS.get(e.style, "━━")
+        cells.append(
+            f'<span style="white-space:nowrap"><span style="color:{e.color}">'
+            f"<b>{glyph}</b></span>&nbsp;{html.escape(e.label)}</span>"
+        )
+    return '<span style="font-size:11px">' + " &nbsp; ".join(cells) + "</span>"

@@ -6,16 +6,18 @@ from __future__ import annotations
 from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg, NavigationToolbar2QT
 from matplotlib.figure import Figure
 from PyQt5.QtCore import Qt
-from PyQt5.QtWidgets import QScrollArea, QVBoxLayout, QWidget
+from PyQt5.QtWidgets import QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from resplot.charts import ChartPage
 from resplot.crosshair import Crosshair
+from resplot.legends import strip_html
 
 
 class PageView(QWidget):
     def __init__(self, name: str, on_view_changed, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.page = ChartPage(name, Figure(figsize=(10, 6), dpi=100), on_view_changed)
+        self.page = ChartPage(name, Figure(figsize=(10, 6), dpi=100), on_view_changed,
+                              strip_in_figure=False)  # fmt: skip
         self.canvas = FigureCanvasQTAgg(self.page.figure)
         self.toolbar = NavigationToolbar2QT(self.canvas, self)
         self.scroll = QScrollArea(self)
@@ -26,7 +28,14 @@ class PageView(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
+        # Every plotted run by name, in its colour and line style (ChartPage.entries).
+        self.strip = QLabel(self)
+        self.strip.setTextFormat(Qt.RichText)
+        self.strip.setWordWrap(True)
+        self.strip.setContentsMargins(6, 2, 6, 2)
+        self._strip_entries: list = []
         layout.addWidget(self.toolbar)
+        layout.addWidget(self.strip)
         layout.addWidget(self.scroll)
         self.canvas.mpl_connect("resize_event", lambda _e: on_view_changed())
         self.crosshair = Crosshair(self.canvas, self.page, self.toolbar)
@@ -37,7 +46,12 @@ class PageView(QWidget):
         self.page.view_height_px = self.scroll.viewport().height() * ratio
 
     def fit(self) -> None:
-        """Give the canvas the height its charts need (the scroll area scrolls past the view)."""
+        """Give the canvas the height its charts need (the scroll area scrolls past the view),
+        and show the run strip of the last refresh."""
+        if self.page.entries != self._strip_entries:
+            self._strip_entries = list(self.page.entries)
+            self.strip.setText(strip_html(self._strip_entries))
+            self.strip.setVisible(bool(self._strip_entries))
         ratio = self.canvas.device_pixel_ratio or 1.0
         need = int(self.page.min_height() / ratio)
         if self.canvas.minimumHeight() != need:
