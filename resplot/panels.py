@@ -86,9 +86,11 @@ class SourcesTree(QTreeWidget):
         # Store paths are long and their file name is the informative end.
         self.setTextElideMode(Qt.ElideMiddle)
         self.setIndentation(12)  # three levels deep: every pixel of indent is taken from names
-        self.header().setSectionResizeMode(0, QHeaderView.Stretch)
-        self.header().setSectionResizeMode(1, QHeaderView.ResizeToContents)
-        self.header().setSectionResizeMode(2, QHeaderView.ResizeToContents)
+        # Names whole (a sweep's runs differ in the middle: `lr...an` told none apart); the
+        # status and age columns scroll sideways when the panel is narrow.
+        self.header().setStretchLastSection(True)
+        for col in range(3):
+            self.header().setSectionResizeMode(col, QHeaderView.ResizeToContents)
         self._hosts: dict[str, QTreeWidgetItem] = {}
         self._host_state: dict[str, str] = {}
         self._runs: dict[RunRef, QTreeWidgetItem] = {}

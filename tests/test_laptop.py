@@ -115,6 +115,13 @@ def test_the_run_table_fits_a_laptop(qtbot, sweep, tmp_path):
     assert rows_shown >= 6, rows_shown
     for col in range(len(headers)):
         assert view.columnWidth(col) <= 240
+    from PyQt5.QtGui import QFontMetrics
+
+    metrics = QFontMetrics(win.tree.font())
+    for run in win.cache.runs():  # every run's name is shown whole in the tree
+        item = win.tree.run_item(run.ref)
+        rect = win.tree.visualItemRect(item)
+        assert win.tree.columnWidth(0) - rect.x() >= metrics.horizontalAdvance(run.name)
     store_item = win.tree.run_item(win.cache.runs()[0].ref).parent()
     assert store_item.text(0) == "sweep.db" and store_item.toolTip(0) == str(sweep)
     win.close()
