@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg, NavigationToolbar2QT
 from matplotlib.figure import Figure
-from PyQt5.QtCore import Qt
-from PyQt5.QtWidgets import QLabel, QScrollArea, QVBoxLayout, QWidget
+from PyQt5.QtCore import Qt, pyqtSignal
+from PyQt5.QtGui import QCursor
+from PyQt5.QtWidgets import QLabel, QMenu, QScrollArea, QVBoxLayout, QWidget
 
 from resplot.charts import ChartPage
 from resplot.crosshair import Crosshair
@@ -14,6 +15,8 @@ from resplot.legends import strip_html
 
 
 class PageView(QWidget):
+    pinRequested = pyqtSignal(list)  # the keys of a chart, to add to the Custom page
+
     def __init__(self, name: str, on_view_changed, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.page = ChartPage(name, Figure(figsize=(10, 6), dpi=100), on_view_changed,
@@ -39,6 +42,23 @@ class PageView(QWidget):
         layout.addWidget(self.scroll)
         self.canvas.mpl_connect("resize_event", lambda _e: on_view_changed())
         self.crosshair = Crosshair(self.canvas, self.page, self.toolbar)
+        self.canvas.mpl_connect("button_press_event", self._on_press)
+
+    def _on_press(self, event) -> None:
+        if event.button == 3 and event.inaxes in self.page.axes:
+            menu = self.chart_menu(self.page.axes.index(event.inaxes))
+            if menu is not None:
+                menu.exec_(QCursor.pos())
+
+    def chart_menu(self, index: int) -> QMenu | None:
+        """The right-click menu of chart `index`: pin its keys to the Custom page."""
+        keys = sorted({item.key for item in self.page.specs[index].items})
+        if not keys or self.page.page == "custom":
+            return None
+        menu = QMenu(self)
+        shown = ", ".join(keys[:3]) + (f" +{len(keys) - 3}" if len(keys) > 3 else "")
+        menu.addAction(f"Pin {shown} to the Custom page", lambda: self.pinRequested.emit(keys))
+        return menu
 
     def measure(self) -> None:
         """Tell the page how tall the visible part is (it lays charts out for that height)."""

@@ -139,6 +139,7 @@ class MainWindow(QMainWindow):
         for name in PAGES:
             view = PageView(name, self.schedule_redraw, self)
             view.crosshair.runClicked.connect(self.highlight)
+            view.pinRequested.connect(self.pin_keys)
             self.pages[name] = view
             self.tabs.addTab(view, name.capitalize())
         self.tabs.currentChanged.connect(lambda i: self.set_page(PAGES[i]))
@@ -378,6 +379,14 @@ class MainWindow(QMainWindow):
         if self.outliers_check.isChecked() != bool(on):
             self.outliers_check.setChecked(bool(on))
         self.schedule_redraw()
+
+    def pin_keys(self, keys: list[str]) -> None:
+        """Add a chart's keys to the Custom page's globs (kept in the settings)."""
+        globs = [*self.state.custom_keys, *(k for k in keys if k not in self.state.custom_keys)]
+        self.set_custom_keys(globs)
+        self.keys_edit.setText(" ".join(globs))
+        self.save_settings()
+        self.statusBar().showMessage(f"pinned {', '.join(keys)} to the Custom page", 5000)
 
     def set_custom_keys(self, globs: str | list[str]) -> None:
         self.state.set_custom_keys(globs)

@@ -57,3 +57,28 @@ def test_with_no_run_ticked_the_page_says_how_to_plot_one(qtbot, tmp_path):
     settle(qtbot, win)
     assert "tick runs" in win.current_page().message.get_text()
     win.close()
+
+
+def test_a_chart_is_pinned_to_the_custom_page_and_stays_there(qtbot, tmp_path):
+    path = tmp_path / "pin.db"
+    engine = new_store(path)
+    make_run(engine, name="r", points={
+        "train/loss": [(s, 3.0 - 0.01 * s) for s in range(50)],
+        "train/grad_norm": [(s, 1.0) for s in range(50)],
+    })  # fmt: skip
+    engine.dispose()
+    settings = tmp_path / "settings.json"
+    win = open_window(qtbot, [path], settings, runs=1)
+    win.set_custom_keys("sys/*")
+    page = win.current_page()
+    index = [s.title for s in page.specs].index("Gradient norm")
+    menu = win.pages["training"].chart_menu(index)
+    (action,) = menu.actions()
+    assert "train/grad_norm" in action.text()
+    action.trigger()
+    assert win.state.custom_keys == ["sys/*", "train/grad_norm"]
+    win.set_page("custom")
+    settle(qtbot, win)
+    assert [s.title for s in win.current_page().specs] == ["train/grad_norm"]
+    win.close()
+    assert settings_mod.load(settings).state.custom_keys == ["sys/*", "train/grad_norm"]
