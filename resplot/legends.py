@@ -9,7 +9,6 @@ chart): the strip names its runs by colour, and the hover readout gives every va
 from __future__ import annotations
 
 import html
-import math
 import time
 from typing import NamedTuple
 
@@ -18,6 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from reslog.text import number
 from resplot.layout import LEGEND_PT, legend_columns
 
 LEGEND_CORNERS = ("upper right", "upper left", "lower right", "lower left")
@@ -37,13 +37,8 @@ class Entry(NamedTuple):
 
 
 def value_text(value: float | None) -> str:
-    if value is None:
-        return ""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+inf" if value > 0 else "-inf"
-    return f"{value:.4g}"
+    """A value for a legend or readout: 4 significant digits ("" when unknown)."""
+    return "" if value is None else number(value, 4)
 
 
 def _to_axes(ax, xy: np.ndarray) -> np.ndarray:

@@ -19,6 +19,7 @@ from resplot.window import MainWindow, make_poller
 from schema import read
 from schema.store import open_store
 from tests.fixtures.stores import BASE_TIME, add_points, make_run, new_store
+from tests.fixtures.windows import settle
 
 N = 400
 
@@ -53,21 +54,6 @@ def store(store_path):
              points=_points(0.3, nan_at=300), created_at=BASE_TIME + 10)  # fmt: skip
     engine.dispose()
     return store_path
-
-
-def settle(qtbot, win, before: int | None = None) -> None:
-    """Wait for a redraw after `before` and for every tile the charts asked for to be drawn."""
-    before = win.redraw_count if before is None else before
-
-    def done() -> bool:
-        return (
-            win.redraw_count > before
-            and not win._redraw_timer.isActive()
-            and win.cache.wanted_count() == 0
-            and win.loading_label.text() == ""
-        )
-
-    qtbot.waitUntil(done, timeout=20_000)
 
 
 @pytest.fixture
