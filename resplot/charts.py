@@ -89,6 +89,8 @@ class ChartPage:
         self._events: list[LineCollection] = []
         self._empty: list = []
         self._legends: list[AxesLegend] = []
+        self._views: list[list] = []  # per axes: the series views drawn by the last refresh
+        self._notes: list = []
         # Names every plotted run above the charts: drawn in the figure (snapshots), or by the
         # window in a Qt label above the canvas, where its text costs no draw time (a strip of
         # 10 runs took ~20 ms of every redraw as matplotlib text).

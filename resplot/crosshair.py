@@ -3,8 +3,8 @@ pointer, and beside it every series' value there (resplot/hover.py), in run colo
 a series highlights its run (the window fades the others and selects its row).
 
 The line is blitted (matplotlib's blitting recipe): a pointer move restores the last full
-draw's pixels and draws only the lines. With 20 runs (40 series) a move costs ~7 ms with the
-readout, a full page draw ~220 ms (scripts/bench/bench_hover.py, docs/benchmarks.md). The
+draw's pixels and draws only the lines. With 20 runs (40 series) a move costs ~6 ms with the
+readout, a full page draw 130-220 ms (scripts/bench/bench_hover.py, docs/benchmarks.md). The
 lines are not added to the axes, so they never enter autoscaling.
 """
 

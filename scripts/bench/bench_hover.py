@@ -4,8 +4,9 @@ run's value) against a full draw of the page (what a move would cost without bli
     .venv/bin/python scripts/bench/bench_hover.py [--runs 20] [--steps 3000] [--repeat 50]
 
 The real window (Qt offscreen, 1280×800) on a real store of `--runs` runs with train/valid loss,
-lr, grad norm, tokens/s and MFU, training page. Reported: median wall time of `--repeat` calls
-of each, and the ratio. Target: a move well under a frame (16 ms) at 20 runs.
+lr, grad norm, tokens/s and MFU, training page. Reported: the time from creating the window to
+the first chart drawn with data (issue 10's target: ≤ 1 s), the median wall time of `--repeat`
+calls of each, and the ratio. Target: a move well under a frame (16 ms) at 20 runs.
 """
 
 from __future__ import annotations
@@ -59,13 +60,22 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp) / "hover.db"
         make_store(store, args.runs, args.steps)
+        start = time.perf_counter()
         cache = SeriesCache()
         win = MainWindow(cache, settings_mod.Settings(), Path(tmp) / "settings.json")
         win.resize(1280, 800)
         win.show()
         win.attach_poller(make_poller(cache, 0.2, win.ask_host_key))
         win.add_source(str(store))
+        first_s = None
         deadline = time.monotonic() + 60
+        while first_s is None and time.monotonic() < deadline:
+            app.processEvents()
+            view = win.pages["training"]
+            if view.page.shows_data() and not win._redraw_timer.isActive():
+                view.canvas.draw()  # what draw_idle does at the next paint
+                first_s = time.perf_counter() - start
+            time.sleep(0.001)
         while time.monotonic() < deadline and (
             len(win.state.ticked) < args.runs
             or cache.wanted_count()
@@ -100,6 +110,7 @@ def main() -> None:
     print(f"{args.runs} runs × {args.steps} steps, training page at 1280×800, Qt offscreen")
     print("| what | median |")
     print("|---|---:|")
+    print(f"| window start to first chart drawn (this local store) | {first_s * 1000:.0f} ms |")
     print(f"| full page draw (baseline: a move without blitting) | {draw_ms:.1f} ms |")
     print(f"| hover move: crosshair blit + readout of {readings} series | {hover_ms:.1f} ms |")
     print(f"ratio: {draw_ms / hover_ms:.0f}× cheaper than a full draw")
