@@ -182,7 +182,7 @@ class Track:
         if main_xy is not None:
             self.band_xy.append(main_xy)
         self._mark_nonfinite(view, x_mid, pixels, xlim)
-        self._mark_end(main.x, main.y, ctx.run.status if ctx.run is not None else None)
+        self._mark_end(main.x, main.y, ctx.run, mode)
         return view
 
     def _mark_nonfinite(self, view: SeriesView, x_mid: np.ndarray, pixels: int, xlim) -> None:
@@ -211,8 +211,11 @@ class Track:
             self.bad.set_visible(False)
             self.bad_span.set_visible(False)
 
-    def _mark_end(self, x: np.ndarray, y: np.ndarray, status: str | None) -> None:
-        """The run's state where its line ends (a live dot, a cross for a crash…)."""
+    def _mark_end(self, x: np.ndarray, y: np.ndarray, run: RunInfo | None, mode: str) -> None:
+        """The run's state where its line ends (a live dot, a cross for a crash…). On a time
+        axis a run that stopped without finishing gets a dashed tail from its last point to
+        its last sign of life (heartbeat), the cross at its end."""
+        status = run.status if run is not None else None
         mark = marks.end_mark(status) if self.item.marker == "" else None
         at = marks.last_finite(np.asarray(x, float), np.asarray(y, float)) if mark else None
         if mark is None or at is None:
@@ -220,14 +223,22 @@ class Track:
                 self.end.set_visible(False)
             return
         if self.end is None:
-            self.end = Line2D([], [], linestyle="none", zorder=4)
+            self.end = Line2D([], [], linestyle="--", linewidth=1.0, zorder=4)
             self.ax.add_line(self.end)
+        xs, ys = [at[0]], [at[1]]
+        if run is not None and status != "running" and mode in ("wall", "relative"):
+            gone = run.ended_at or run.heartbeat_at
+            end = xaxis.x_values(mode, run, np.zeros(1, np.int64), np.array([gone]))
+            if end is not None and end[0] > at[0]:
+                xs, ys = [at[0], float(end[0])], [at[1], at[1]]
+        self.end.set_color(self.item.color)
+        self.end.set_markevery([len(xs) - 1])
         color = self.item.color
         self.end.set_marker(mark.marker)
         self.end.set_markersize(mark.size)
         self.end.set_markeredgecolor(mark.edge or color)
         self.end.set_markerfacecolor(mark.face or color)
-        self.end.set_data([at[0]], [at[1]])
+        self.end.set_data(xs, ys)
         self.end.set_visible(True)
 
 

@@ -31,7 +31,7 @@ def loaded(tmp_path):
     make_run(engine, name="done", points={"train/loss": _loss(0.2)}, created_at=BASE_TIME + 1)
     make_run(engine, name="live", status="running", heartbeat_at=time.time() + 3600,
              points={"train/loss": _loss(0.3)}, created_at=BASE_TIME + 2)  # fmt: skip
-    make_run(engine, name="dead", status="running", heartbeat_at=BASE_TIME + 10,
+    make_run(engine, name="dead", status="running", heartbeat_at=BASE_TIME + 3 + 2999 + 600,
              points={"train/loss": _loss(0.4)}, created_at=BASE_TIME + 3)  # fmt: skip
     engine.dispose()
     with Loaded([str(path)]) as out:
@@ -86,3 +86,15 @@ def test_the_run_strip_says_which_runs_are_not_finished(loaded):
     page, _ = _page(loaded)
     labels = [t.get_text() for t in page.strip.legend.get_texts()]
     assert "live · running" in labels and "dead · crashed" in labels and "done" in labels
+
+
+def test_on_a_time_axis_a_crashed_run_has_a_dashed_tail_to_its_last_heartbeat(loaded):
+    tracks = _page(loaded, x_axis="wall")[1]
+    dead = next(r for r in loaded.cache.runs() if r.name == "dead")
+    end = tracks["dead"].end
+    xs = np.asarray(end.get_xdata(), float)
+    assert len(xs) == 2 and end.get_linestyle() == "--"
+    assert xs[1] == pytest.approx(dead.heartbeat_at / 86400.0)  # wall axis: days
+    assert xs[0] == pytest.approx(np.nanmax(np.asarray(tracks["dead"].line.get_xdata(), float)))
+    assert list(end.get_markevery()) == [1]  # the cross where it died
+    assert len(tracks["live"].end.get_xdata()) == 1  # a live run: its dot, no tail
