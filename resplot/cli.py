@@ -57,7 +57,14 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     _add_selection(snap)
     snap.add_argument("-o", "--output", required=True, type=Path, help=".png, .svg or .pdf")
     snap.add_argument("--page", choices=PAGES, default="training")
-    snap.add_argument("--x", dest="x_axis", choices=X_AXES, default="step")
+    snap.add_argument(
+        "--x", dest="x_axis", default="step", metavar="|".join(X_AXES) + "|key:NAME",
+        help="x axis; key:NAME places points by a logged counter (key:iter, key:train/epoch)",
+    )  # fmt: skip
+    snap.add_argument(
+        "--no-ignore-outliers", dest="ignore_outliers", action="store_false",
+        help="loss charts: y range over every value (default: without the top 1 %%)",
+    )  # fmt: skip
     snap.add_argument("--smoothing", type=float, default=0.6, help="EMA weight in [0, 1)")
     snap.add_argument("--linear-y", action="store_true", help="loss on a linear axis")
     snap.add_argument("--size", default="12x7.5", help="inches WxH (default 12x7.5)")
@@ -135,6 +142,7 @@ def cmd_snapshot(args) -> int:
     except StateError as exc:
         raise CliError(str(exc)) from None
     state.log_y = not args.linear_y
+    state.ignore_outliers = args.ignore_outliers
     if args.keys:
         state.set_custom_keys(args.keys)
         if args.page == "training" and "--page" not in sys.argv:

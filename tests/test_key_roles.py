@@ -91,3 +91,17 @@ def test_a_logged_counter_is_an_x_axis(win, qtbot):
     assert len(page.lines()[("Loss", hf, "train/loss")].get_xdata()) == 0
     note = page._notes[[s.title for s in page.specs].index("Loss")].get_text()
     assert "not on this x axis" in note and "hf train" in note
+
+
+def test_a_snapshot_can_use_a_logged_counter_as_its_x_axis(tmp_path, capsys):
+    from resplot.cli import main
+
+    path = tmp_path / "nano.db"
+    engine = new_store(path)
+    make_run(engine, name="nanogpt", points=_nanogpt())
+    engine.dispose()
+    out = tmp_path / "iter.png"
+    assert main(["snapshot", str(path), "-o", str(out), "--x", "key:iter"]) == 0
+    assert out.stat().st_size > 0
+    assert main(["snapshot", str(path), "-o", str(out), "--x", "iterations"]) == 1
+    assert "key:NAME" in capsys.readouterr().err
