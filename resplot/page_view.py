@@ -7,7 +7,15 @@ from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg, NavigationToolb
 from matplotlib.figure import Figure
 from PyQt5.QtCore import Qt, pyqtSignal
 from PyQt5.QtGui import QCursor
-from PyQt5.QtWidgets import QLabel, QMenu, QScrollArea, QVBoxLayout, QWidget
+from PyQt5.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QMenu,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
+)
 
 from resplot.charts import ChartPage
 from resplot.crosshair import Crosshair
@@ -38,6 +46,18 @@ class PageView(QWidget):
         self.strip.setContentsMargins(6, 2, 6, 2)
         self._strip_entries: list = []
         layout.addWidget(self.toolbar)
+        # The "all" page: a search over key names, and how many keys it shows of how many.
+        self.search: QLineEdit | None = None
+        self.count = QLabel(self)
+        if name == "all":
+            row = QHBoxLayout()
+            row.setContentsMargins(6, 0, 6, 0)
+            self.search = QLineEdit(self)
+            self.search.setPlaceholderText("search metrics (words in the key, any case)…")
+            self.search.setClearButtonEnabled(True)
+            row.addWidget(self.search, 1)
+            row.addWidget(self.count)
+            layout.addLayout(row)
         layout.addWidget(self.strip)
         layout.addWidget(self.scroll)
         self.canvas.mpl_connect("resize_event", lambda _e: on_view_changed())

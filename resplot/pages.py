@@ -176,7 +176,31 @@ def custom(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[Pan
     ]
 
 
-BUILDERS = {"training": training, "system": system, "timing": timing, "custom": custom}
+# The "all" page draws this many charts at most: each is a matplotlib axes drawn on every
+# redraw, scrolled out of view or not (~10 ms each). The page says how many match and asks for a
+# narrower search; nothing is cut silently.
+MAX_ALL_PANELS = 60
+
+
+def metric_keys(cache: SeriesCache, refs: list[RunRef], search: str) -> list[str]:
+    """Every key of the plotted runs containing each word of `search` (any case), in key order
+    (so grouped by prefix, like W&B's sections)."""
+    words = search.lower().split()
+    keys = sorted({k for ref in refs for k in cache.keys(ref)})
+    return [k for k in keys if all(w in k.lower() for w in words)]
+
+
+def all_metrics(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[PanelSpec]:
+    keys = metric_keys(cache, refs, state.metric_filter)[:MAX_ALL_PANELS]
+    return [
+        PanelSpec(key, "", _items(cache, refs, state, key), robust_y="loss" in key) for key in keys
+    ]
+
+
+BUILDERS = {
+    "training": training, "system": system, "timing": timing, "custom": custom,
+    "all": all_metrics,
+}  # fmt: skip
 
 
 def panels_for(

@@ -3,6 +3,7 @@ its colour, give it back its assigned one."""
 
 from __future__ import annotations
 
+from PyQt5.QtCore import Qt
 from PyQt5.QtGui import QColor
 from PyQt5.QtWidgets import QColorDialog, QMenu, QWidget
 
@@ -32,3 +33,23 @@ def run_menu(win, ref: RunRef) -> QMenu:
     reset = menu.addAction("Assigned colour", lambda: win.set_run_color(ref, None))
     reset.setEnabled(isinstance(win.state.colors.get(ref.uid), str))
     return menu
+
+
+def attach_run_menus(win) -> None:
+    """Right-click a run in the window's table or sources tree: its menu."""
+
+    def from_table(pos) -> None:
+        index = win.table.view.indexAt(pos)
+        if index.isValid():
+            ref = win.model.runs[win.table.proxy.mapToSource(index).row()].ref
+            run_menu(win, ref).exec_(win.table.view.viewport().mapToGlobal(pos))
+
+    def from_tree(pos) -> None:
+        item = win.tree.itemAt(pos)
+        ref = item.data(0, Qt.UserRole) if item is not None else None
+        if isinstance(ref, RunRef):
+            run_menu(win, ref).exec_(win.tree.viewport().mapToGlobal(pos))
+
+    for view, handler in ((win.table.view, from_table), (win.tree, from_tree)):
+        view.setContextMenuPolicy(Qt.CustomContextMenu)
+        view.customContextMenuRequested.connect(handler)

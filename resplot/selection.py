@@ -51,6 +51,8 @@ def empty_text(state: ViewState, plotted: int, runs: int, sources: list[str]) ->
         return f"Loading runs from {', '.join(sources)}…"
     if not plotted:
         return "No run is plotted: tick runs in the table below (or press All)."
+    if state.page == "all" and state.metric_filter.strip():
+        return f"No key of the plotted runs contains {state.metric_filter!r}."
     if state.page == "custom":
         return f"No key of the plotted runs matches {' '.join(state.custom_keys)!r}."
     return f"The {plotted} plotted runs logged nothing the {state.page} page shows."

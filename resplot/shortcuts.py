@@ -9,10 +9,16 @@ from PyQt5.QtWidgets import QAction, QMenu, QMessageBox
 
 from resplot.state import PAGES
 
+TITLES = {"all": "All metrics"}
+
 
 def _pages() -> list[tuple[str, str, Callable]]:
     return [
-        (f"Ctrl+{n}", f"{page.capitalize()} page", lambda w, p=page: w.set_page(p))
+        (
+            f"Ctrl+{n}",
+            f"{TITLES.get(page, page.capitalize())} page",
+            lambda w, p=page: w.set_page(p),
+        )
         for n, page in enumerate(PAGES, start=1)
     ]
 

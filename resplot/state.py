@@ -13,7 +13,7 @@ from typing import Any
 from resplot import colors as run_colors
 from resplot.model import RunRef
 
-PAGES = ("training", "system", "timing", "custom")
+PAGES = ("training", "system", "timing", "custom", "all")
 X_AXES = ("step", "wall", "relative", "tokens")
 DEFAULT_TABLE_METRICS = ["train/loss", "valid/loss"]
 MIN_POLL_S, MAX_POLL_S = 0.1, 3600.0
@@ -38,6 +38,7 @@ class ViewState:
     poll_interval: float = 1.0
     paused: bool = False
     filter_text: str = ""
+    metric_filter: str = ""  # the "all" page's search: words every shown key contains
     tile_cache_mb: int = 256  # memory bound of the tiles kept (least recently drawn go first)
     # Run uid -> its colour slot or picked colour (resplot.colors), kept across launches.
     colors: dict[str, run_colors.Assignment] = field(default_factory=dict)
@@ -160,6 +161,8 @@ class ViewState:
             state.ignore_outliers = bool(plain["ignore_outliers"])
         if "paused" in plain:
             state.paused = bool(plain["paused"])
+        if "metric_filter" in plain:
+            state.metric_filter = str(plain["metric_filter"])
         if "filter_text" in plain:
             state.filter_text = str(plain["filter_text"])
         if "colors" in plain:

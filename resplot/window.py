@@ -37,9 +37,10 @@ from resplot.exports import export_points, export_table
 from resplot.key_roles import counter_keys
 from resplot.model import RunRef
 from resplot.page_view import PageView
+from resplot.pages import MAX_ALL_PANELS, metric_keys
 from resplot.panels import RunTable, RunTableModel, SourcesTree
 from resplot.poller import Poller
-from resplot.run_menu import run_menu
+from resplot.run_menu import attach_run_menus
 from resplot.selection import default_selection, empty_text, project_size, shown_text
 from resplot.state import PAGES, X_AXES, ViewState
 
@@ -140,16 +141,16 @@ class MainWindow(QMainWindow):
             view = PageView(name, self.schedule_redraw, self)
             view.crosshair.runClicked.connect(self.highlight)
             view.pinRequested.connect(self.pin_keys)
+            if view.search is not None:
+                view.search.setText(self.state.metric_filter)
+                view.search.textChanged.connect(self.set_metric_filter)
             self.pages[name] = view
-            self.tabs.addTab(view, name.capitalize())
+            self.tabs.addTab(view, shortcuts.TITLES.get(name, name.capitalize()))
         self.tabs.currentChanged.connect(lambda i: self.set_page(PAGES[i]))
         self.model = RunTableModel(self.cache, self.state)
         self.model.tickedChanged.connect(lambda _ref, _on: self._ticks_changed(by_hand=True))
         self.table = RunTable(self.model, self)
-        for view in (self.table.view, self.tree):
-            view.setContextMenuPolicy(Qt.CustomContextMenu)
-        self.table.view.customContextMenuRequested.connect(self._table_menu)
-        self.tree.customContextMenuRequested.connect(self._tree_menu)
+        attach_run_menus(self)
         self.top_split = QSplitter(Qt.Horizontal, self)
         self.top_split.addWidget(self.tree)
         self.top_split.addWidget(self.tabs)
@@ -380,6 +381,10 @@ class MainWindow(QMainWindow):
             self.outliers_check.setChecked(bool(on))
         self.schedule_redraw()
 
+    def set_metric_filter(self, text: str) -> None:
+        self.state.metric_filter = text
+        self.schedule_redraw()
+
     def pin_keys(self, keys: list[str]) -> None:
         """Add a chart's keys to the Custom page's globs (kept in the settings)."""
         globs = [*self.state.custom_keys, *(k for k in keys if k not in self.state.custom_keys)]
@@ -427,19 +432,6 @@ class MainWindow(QMainWindow):
         self.save_settings()
         self.model.layoutChanged.emit()
         self.schedule_redraw()
-
-    def _table_menu(self, pos) -> None:
-        index = self.table.view.indexAt(pos)
-        if index.isValid():
-            row = self.table.proxy.mapToSource(index).row()
-            ref = self.model.runs[row].ref
-            run_menu(self, ref).exec_(self.table.view.viewport().mapToGlobal(pos))
-
-    def _tree_menu(self, pos) -> None:
-        item = self.tree.itemAt(pos)
-        ref = item.data(0, Qt.UserRole) if item is not None else None
-        if isinstance(ref, RunRef):
-            run_menu(self, ref).exec_(self.tree.viewport().mapToGlobal(pos))
 
     def _ticks_changed(self, by_hand: bool = False) -> None:
         if by_hand:
@@ -489,6 +481,11 @@ class MainWindow(QMainWindow):
         view.measure()
         view.page.refresh(self.cache, self.state, refs)
         view.fit()
+        if view.search is not None:
+            matching = len(metric_keys(self.cache, refs, self.state.metric_filter))
+            shown = min(matching, MAX_ALL_PANELS)
+            more = "; search to narrow" if matching > shown else ""
+            view.count.setText(f"showing {shown} of {matching} keys{more}")
         self._say_tiles_over()
         waiting = self.cache.wanted_count()
         self.loading_label.setText(f"loading {waiting} tiles…" if waiting else "")

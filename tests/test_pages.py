@@ -82,3 +82,46 @@ def test_a_chart_is_pinned_to_the_custom_page_and_stays_there(qtbot, tmp_path):
     assert [s.title for s in win.current_page().specs] == ["train/grad_norm"]
     win.close()
     assert settings_mod.load(settings).state.custom_keys == ["sys/*", "train/grad_norm"]
+
+
+def test_the_all_metrics_page_shows_every_key_by_prefix_and_searches_them(qtbot, tmp_path):
+    path = tmp_path / "many.db"
+    engine = new_store(path)
+    keys = [f"{g}/metric{m}" for g in ("eval", "sys", "train") for m in range(8)]
+    make_run(
+        engine, name="many", points={k: [(s, float(s)) for s in range(0, 30, 3)] for k in keys}
+    )
+    engine.dispose()
+    win = open_window(qtbot, [path], tmp_path / "settings.json", runs=1)
+    win.set_page("all")
+    settle(qtbot, win)
+    view = win.pages["all"]
+    assert [s.title for s in win.current_page().specs] == sorted(keys)  # grouped by prefix
+    assert view.count.text() == "showing 24 of 24 keys"
+    view.search.setText("TRAIN metric1")
+    settle(qtbot, win)
+    assert [s.title for s in win.current_page().specs] == ["train/metric1"]
+    view.search.setText("nothing-like-this")
+    settle(qtbot, win)
+    assert "No key of the plotted runs contains" in win.current_page().message.get_text()
+    assert win.tabs.tabText(win.tabs.currentIndex()) == "All metrics"
+    win.close()
+
+
+def test_more_keys_than_the_all_page_draws_are_counted_not_hidden(qtbot, tmp_path):
+    from resplot.pages import MAX_ALL_PANELS
+
+    path = tmp_path / "wider.db"
+    engine = new_store(path)
+    keys = [f"k/{i:03d}" for i in range(MAX_ALL_PANELS + 5)]
+    make_run(engine, name="w", points={k: [(0, 1.0), (1, 2.0)] for k in keys})
+    engine.dispose()
+    win = open_window(qtbot, [path], tmp_path / "settings.json", runs=1)
+    win.set_page("all")
+    settle(qtbot, win)
+    assert len(win.current_page().specs) == MAX_ALL_PANELS
+    total = MAX_ALL_PANELS + 5
+    assert win.pages["all"].count.text() == (
+        f"showing {MAX_ALL_PANELS} of {total} keys; search to narrow"
+    )
+    win.close()
