@@ -67,3 +67,15 @@ def test_cjk_text_is_recognised_and_latin_is_not():
     assert fonts.has_cjk(["loss", KEY])
     assert fonts.has_cjk(["ラン"]) and fonts.has_cjk(["실행"])
     assert not fonts.has_cjk(["train/loss", "lr-3e-4", "café"])
+
+
+def test_without_a_cjk_font_the_note_is_said_once(monkeypatch):
+    # Stand-in for a machine without CJK fonts (this one has one, and fonts cannot be
+    # uninstalled from a test): the font lookup's cached answer is set to "none found".
+    monkeypatch.setattr(fonts, "_checked", True)
+    monkeypatch.setattr(fonts, "_found", None)
+    monkeypatch.setattr(fonts, "_said", False)
+    assert fonts.missing_note(["train/loss", "lr-3e-4"]) is None  # nothing to say: no CJK
+    note = fonts.missing_note([NAME])
+    assert note is not None and "fonts-noto-cjk" in note
+    assert fonts.missing_note([KEY]) is None  # once
