@@ -35,15 +35,15 @@ def clock(wall: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(wall))
 
 
-def number(value: float | None) -> str:
-    """A metric value: 6 significant digits, nan/inf spelled out."""
+def number(value: float | None, digits: int = 6) -> str:
+    """A metric value: `digits` significant digits, nan/inf spelled out."""
     if value is None:
         return "-"
     if math.isnan(value):
         return "nan"
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
-    return f"{value:.6g}"
+    return f"{value:.{digits}g}"
 
 
 def table(

@@ -9,7 +9,6 @@ headless `resplot snapshot`.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,15 +25,18 @@ from matplotlib.ticker import (
     PercentFormatter,
 )
 
-from resplot import xaxis
+from resplot import fonts, layout, xaxis
 from resplot.alerts import THROTTLE_BITS
 from resplot.cache import SeriesCache
 from resplot.decimate import bucket_mean
+from resplot.legends import AxesLegend, Entry, RunStrip
 from resplot.model import RunRef
 from resplot.pages import TIMING_PARTS, Item, PanelSpec, panels_for
 from resplot.state import ViewState
-from resplot.tracks import RunContext, Track, key_guide, tokens_guide
+from resplot.tracks import RunContext, Track, tokens_guide
 from resplot.views import series_view
+from resplot.yrange import robust_limits
+from schema.compare import metric_stats
 
 EVENT_KINDS = {"alert": "#d62728", "checkpoint": "#7f7f7f", "resume": "#1f77b4"}
 PART_COLORS = {
@@ -46,11 +48,7 @@ PART_COLORS = {
 }
 # Where non-finite points are marked, in axes height fractions.
 SAVE_FORMATS = ("png", "svg", "pdf")
-LEGEND_CORNERS = ("upper right", "upper left", "lower right", "lower left")
-LEGEND_FONT_PT = 7
-# Placing a legend scans every drawn vertex: on a new legend, then at most this often while
-# data streams in (a 1 s poll would otherwise pay it on every redraw).
-LEGEND_REPLACE_S = 5.0
+NOTE_PT = 6.5
 
 
 class ReadableLogLocator(LogLocator):
@@ -70,58 +68,6 @@ class ReadableLogLocator(LogLocator):
         return super().tick_values(vmin, vmax)
 
 
-def _to_axes(ax, xy: np.ndarray) -> np.ndarray:
-    with np.errstate(all="ignore"):
-        return ax.transLimits.transform(ax.transScale.transform(xy))
-
-
-def _legend_corner(ax, tracks, labels: list[str]) -> str:
-    """The corner where a legend of `labels` covers the fewest data columns.
-
-    Matplotlib's loc="best" only sees line vertices and misses the envelope bands that dense
-    series are drawn as; this counts both (bands as vertical [min, max] spans), and lines
-    sampled between their points too, so that a sparse line crossing a corner counts.
-    """
-    w_px, h_px = max(ax.bbox.width, 1.0), max(ax.bbox.height, 1.0)
-    pt = ax.figure.dpi / 72.0
-    # Legend metrics in font sizes: text and handle, label spacing, border pads, axes pad.
-    width = (max(map(len, labels)) * 0.6 + 2.0 + 0.8 + 0.8 + 1.0) * LEGEND_FONT_PT * pt / w_px
-    height = (len(labels) * 1.5 + 0.8 + 1.0) * LEGEND_FONT_PT * pt / h_px
-    width, height = min(1.0, width), min(1.0, height)
-    cols = []  # (x, y_low, y_high) in axes fractions
-    for track in tracks:
-        if track.line.get_visible():
-            xy = np.column_stack([track.line.get_xdata(), track.line.get_ydata()]).astype(float)
-            if len(xy):
-                a = _to_axes(ax, xy)
-                cols.append((a[:, 0], a[:, 1], a[:, 1]))
-                ok = np.isfinite(a).all(axis=1)
-                a = a[ok][np.argsort(a[ok][:, 0], kind="stable")]
-                if len(a) > 1:
-                    gx = np.linspace(a[0, 0], a[-1, 0], 200)
-                    gy = np.interp(gx, a[:, 0], a[:, 1])
-                    cols.append((gx, gy, gy))
-        for band in track.band_xy:
-            a = _to_axes(ax, band)
-            half = len(a) // 2
-            hi, lo = a[:half], a[half:][::-1]
-            cols.append((hi[:, 0], lo[:, 1], hi[:, 1]))
-    if not cols:
-        return LEGEND_CORNERS[0]
-    x = np.concatenate([c[0] for c in cols])
-    ylo = np.concatenate([c[1] for c in cols])
-    yhi = np.concatenate([c[2] for c in cols])
-    best, best_n = LEGEND_CORNERS[0], None
-    for corner in LEGEND_CORNERS:
-        x0, x1 = (1.0 - width, 1.0) if "right" in corner else (0.0, width)
-        y0, y1 = (1.0 - height, 1.0) if "upper" in corner else (0.0, height)
-        with np.errstate(invalid="ignore"):
-            n = int(np.count_nonzero((x >= x0) & (x <= x1) & (yhi >= y0) & (ylo <= y1)))
-        if best_n is None or n < best_n:
-            best, best_n = corner, n
-    return best
-
-
 class ChartPage:
     """One page (training, system, timing, custom) of charts for the ticked runs."""
 
@@ -130,6 +76,7 @@ class ChartPage:
         page: str,
         figure: Figure | None = None,
         on_view_changed: Callable[[], None] | None = None,
+        strip_in_figure: bool = True,
     ) -> None:
         self.page = page
         self.figure = figure if figure is not None else Figure(figsize=(12, 7.5), dpi=100)
@@ -141,36 +88,44 @@ class ChartPage:
         self._extra: list[list] = []  # per axes: artists rebuilt every refresh (stacks)
         self._events: list[LineCollection] = []
         self._empty: list = []
-        self._legend_items: list[tuple] = []
-        # Per axes: monotonic time and view limits of the last legend placement, and the kind
-        # of data drawn then (level and completeness of each track's view).
-        self._legend_placed: list[tuple[float, tuple]] = []
-        self._legend_drawn: list[tuple] = []
+        self._legends: list[AxesLegend] = []
+        self._views: list[list] = []  # per axes: the series views drawn by the last refresh
+        self._notes: list = []
+        # Names every plotted run above the charts: drawn in the figure (snapshots), or by the
+        # window in a Qt label above the canvas, where its text costs no draw time (a strip of
+        # 10 runs took ~20 ms of every redraw as matplotlib text).
+        self.strip_in_figure = strip_in_figure
+        self.strip = RunStrip(self.figure)
+        self.entries: list[Entry] = []
+        self.grid = layout.Grid(1, 1)
         self.follow = True  # autoscale to all data; False after the user zooms or pans
         # Per run: (x, step) pairs of its widest drawn view, sorted by x: how a zoomed x range
         # on the wall, relative or tokens axis maps back to the steps whose tiles it needs.
         self._x_steps: dict[RunRef, tuple[np.ndarray, np.ndarray]] = {}
         self._updating = False
         self.message = None
+        self.highlighted: RunRef | None = None  # a clicked run: the others are faded
+        self._clipped: set[int] = set()  # charts whose y range ignores outliers
+        self.view_height_px: float | None = None  # what the window shows of the figure
+        self.empty_text = "No series to show: tick runs, or widen the custom key globs."
 
     # -- layout -------------------------------------------------------------------------------
-    def _rebuild(self, specs: list[PanelSpec], mode: str) -> None:
+    def _rebuild(self, specs: list[PanelSpec], mode: str, grid: layout.Grid) -> None:
         self.figure.clear()
         self.axes, self.tracks, self._extra, self._events, self._empty = [], [], [], [], []
-        self._legend_items = []
-        self._legend_placed = []
-        self._legend_drawn: list[tuple] = []
+        self._legends = []
+        self._clipped = set()
+        self.strip = RunStrip(self.figure)
         self._views, self._notes = [], []
         self.message = None
         n = len(specs)
         if n == 0:
             self.message = self.figure.text(
-                0.5, 0.5, "No series to show: tick runs, or widen the custom key globs.",
-                ha="center", va="center", color="#666666",
+                0.5, 0.5, self.empty_text, ha="center", va="center", color="#666666", wrap=True,
             )  # fmt: skip
             return
-        cols = 1 if n == 1 else 2 if n <= 8 else 3
-        rows = -(-n // cols)
+        rows, cols = grid.rows, grid.cols
+        self.grid = grid
         first = None
         for i, spec in enumerate(specs):
             ax = self.figure.add_subplot(rows, cols, i + 1, sharex=first)
@@ -202,7 +157,7 @@ class ChartPage:
             )  # fmt: skip
             note = ax.text(
                 0.995, 0.01, "", transform=ax.transAxes, ha="right", va="bottom",
-                color="#888888", fontsize=6.5, zorder=5,
+                color="#888888", fontsize=NOTE_PT, zorder=5,
             )  # fmt: skip
             self.axes.append(ax)
             self.tracks.append({})
@@ -211,20 +166,15 @@ class ChartPage:
             self._empty.append(empty)
             self._views.append([])
             self._notes.append(note)
-            self._legend_items.append(())
-            self._legend_placed.append((-np.inf, ()))
-            self._legend_drawn.append(())
+            self._legends.append(AxesLegend())
         for ax in self.axes[-cols:]:
-            ax.set_xlabel(xaxis.LABELS[mode], fontsize=8)
+            ax.set_xlabel(xaxis.label(mode), fontsize=8)
         if mode == "wall":
             locator = AutoDateLocator()
             first.xaxis.set_major_locator(locator)
             first.xaxis.set_major_formatter(ConciseDateFormatter(locator))
         elif mode in xaxis.GUIDED:
             first.xaxis.set_major_formatter(EngFormatter())
-        self.figure.subplots_adjust(
-            left=0.07, right=0.98, top=0.95, bottom=0.08, hspace=0.42, wspace=0.18
-        )
         first.callbacks.connect("xlim_changed", self._on_xlim_changed)
 
     def _on_xlim_changed(self, _ax) -> None:
@@ -253,14 +203,23 @@ class ChartPage:
         """Bring every artist up to date with the cache and the state (no drawing)."""
         cache.begin_view()
         specs = panels_for(self.page, cache, refs, state)
-        layout = (tuple(s.layout_key() for s in specs), state.x_axis)
-        if layout != self._layout:
-            self._rebuild(specs, state.x_axis)
-            self._layout = layout
+        texts = [s.title for s in specs] + [it.label for s in specs for it in s.items]
+        if fonts.enable_for(texts):  # CJK names or keys: texts made from now on fall back
+            self._layout = None
+        height = self.view_height_px or self.figure.bbox.height
+        grid = layout.grid(len(specs), self.figure.bbox.width, height, self.figure.dpi)
+        key = (tuple(s.layout_key() for s in specs), state.x_axis, grid)
+        if key != self._layout:
+            self._rebuild(specs, state.x_axis, grid)
+            self._layout = key
             self.follow = True
         self.specs = specs
         if not self.axes:
+            if self.message is not None:
+                self.message.set_text(self.empty_text)
             return
+        self.entries = self._strip_entries(cache, state, refs, specs)
+        self._place(self.entries if self.strip_in_figure else [])
         self._updating = True
         try:
             xlim = None if self.follow else tuple(self.axes[0].get_xlim())
@@ -269,10 +228,51 @@ class ChartPage:
             for i, spec in enumerate(specs):
                 self._refresh_panel(i, spec, cache, state, refs, xlim)
             if self.follow:
-                for ax in self.axes:
+                for i, ax in enumerate(self.axes):
                     ax.autoscale_view()
+                    self._clip_outliers(i, state)
         finally:
             self._updating = False
+
+    def _strip_entries(self, cache, state, refs, specs) -> list[Entry]:
+        names = {}
+        for ref in refs:
+            run = cache.run(ref)
+            names[ref] = run.name if run is not None else ref.uid[:8]
+            if run is not None and run.status != "finished":
+                names[ref] += f" · {run.status}"  # its line ends in the status's mark
+        entries = [Entry(names[r], *state.look(r)) for r in refs]
+        if any(s.kind == "stacked" for s in specs):
+            entries += [Entry(n, PART_COLORS[n], patch=True) for n in [*TIMING_PARTS, "other"]]
+        return entries
+
+    def _place(self, entries: list[Entry]) -> None:
+        """The run strip, and the axes laid out below it in pixels (resplot.layout)."""
+        self.strip.update(entries)
+        w, h = self.figure.bbox.width, self.figure.bbox.height
+        margins = layout.margins(w, h, self.grid, self.figure.dpi, self.strip.rows)
+        self.figure.subplots_adjust(**margins)
+
+    def min_height(self) -> int:
+        """Pixels the page needs to give each chart a readable height (the window scrolls)."""
+        return layout.min_height_px(self.grid, self.figure.dpi, self.strip.rows)
+
+    def _clip_outliers(self, i: int, state: ViewState) -> None:
+        """A loss chart's y range without its top 1 % (resplot.yrange), said in its note."""
+        spec, ax = self.specs[i], self.axes[i]
+        limits = None
+        if spec.robust_y and state.ignore_outliers and spec.kind == "line":
+            tracks = self.tracks[i].values()
+            lines = [t.line for t in tracks] + [t.raw for t in tracks if t.raw is not None]
+            ys = [np.asarray(ln.get_ydata(), float) for ln in lines if ln.get_visible()]
+            ys += [xy[:, 1] for t in tracks for xy in t.band_xy]
+            if ys:
+                limits = robust_limits(np.concatenate(ys), log=spec.log_y)
+        if limits is not None:
+            ax.set_ylim(*limits)
+        if (limits is not None) != (i in self._clipped):
+            self._clipped.symmetric_difference_update({i})
+            self._note(i, state.smoothing)
 
     def _sync_tracks(self, i: int, spec: PanelSpec) -> dict[Item, Track]:
         tracks = self.tracks[i]
@@ -305,11 +305,9 @@ class ChartPage:
         for ref in refs:
             lo, hi = self._step_range(ref, state.x_axis, xlim)
             guide = None
-            if state.x_axis == "tokens":
-                guide = tokens_guide(cache, ref, lo, hi, pixels)
-            elif state.x_axis == "metric":
-                key = xaxis.step_metric(cache.events(ref))
-                guide = key_guide(cache, ref, key, lo, hi, pixels) if key else None
+            key = xaxis.guide_key(state.x_axis, cache.keys(ref), cache.events(ref))
+            if key is not None:
+                guide = tokens_guide(cache, ref, lo, hi, pixels, key)
             out[ref] = RunContext(cache.run(ref), lo, hi, guide)
         return out
 
@@ -334,6 +332,7 @@ class ChartPage:
                                   pixels)  # fmt: skip
         tracks = self._sync_tracks(i, spec)
         for track in tracks.values():
+            track.fade(self.highlighted is not None and track.item.ref != self.highlighted)
             view = track.update(cache, contexts[track.item.ref], state.x_axis, state.smoothing,
                                 pixels, xlim)  # fmt: skip
             if view is not None:
@@ -357,50 +356,12 @@ class ChartPage:
             for artist in self._extra[i]:
                 if hasattr(artist, "_resplot_limits"):
                     ax.update_datalim(artist._resplot_limits)
-        legend_items = tuple(t.item for t in tracks.values())
-        if legend_items != self._legend_items[i] and spec.kind == "line":
-            self._legend_items[i] = legend_items
-            self._legend_placed[i] = (-np.inf, ())
-            if legend_items and len(legend_items) <= 8:
-                # Proxies: a track's line may be hidden under its envelope band.
-                handles = [
-                    Line2D(
-                        [],
-                        [],
-                        color=it.color,
-                        linestyle=it.style,
-                        linewidth=1.4,
-                        marker=it.marker or "None",
-                        markersize=3.5,
-                    )
-                    for it in legend_items
-                ]
-                labels = [it.label for it in legend_items]
-                ax.legend(handles, labels, loc="upper right", fontsize=LEGEND_FONT_PT,
-                          framealpha=0.6)  # fmt: skip
-            elif ax.get_legend() is not None:
-                ax.get_legend().remove()
-        legend = ax.get_legend()
-        now, view = time.monotonic(), (ax.get_xlim(), ax.get_ylim())
-        placed_at, placed_view = self._legend_placed[i]
-        drawn = tuple(
-            (t.view.level, t.view.complete) if t.view is not None else None for t in tracks.values()
-        )
-        # Following live data the limits move every poll: re-place by time. After a zoom or
-        # pan (follow off) the limits change only by the user's hand: re-place at once; and
-        # when what is drawn changes in kind (first data, another level, detail loaded).
-        due = (
-            now - placed_at >= LEGEND_REPLACE_S
-            or (not self.follow and view != placed_view)
-            or drawn != self._legend_drawn[i]
-        )
-        if spec.kind == "line" and legend is not None and due:
-            if self.follow:
-                ax.autoscale_view()  # the corner is chosen for the limits about to be drawn
-            texts = [t.get_text() for t in legend.get_texts()]
-            legend.set_loc(_legend_corner(ax, tracks.values(), texts))
-            self._legend_placed[i] = (now, (ax.get_xlim(), ax.get_ylim()))
-            self._legend_drawn[i] = drawn
+        if spec.kind == "line":
+            latest = {}
+            for item in tracks:
+                summary = cache.summary(item.ref, item.key)
+                latest[item] = metric_stats(summary.agg if summary is not None else None)[0]
+            self._legends[i].update(ax, tracks, self.follow, latest)
 
     def _draw_stack(self, i: int, ref: RunRef, cache: SeriesCache, ctx: RunContext, mode: str,
                     pixels: int):  # fmt: skip
@@ -435,13 +396,9 @@ class ChartPage:
             polys[0]._resplot_limits = np.column_stack(
                 [np.concatenate((bx, bx)), np.concatenate((np.zeros(len(bx)), top))]
             )
-        # Above the chart, right of the title: a stack fills its axes, any corner would cover it.
-        ax.legend(
-            loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=LEGEND_FONT_PT, ncols=5,
-            frameon=False, borderaxespad=0.2, handlelength=1.2, columnspacing=1.0,
-        )  # fmt: skip
+        # The parts' colours are named once, in the run strip above the charts: a stack fills
+        # its axes (any corner would cover it) and a legend above it ran into its title.
         self._extra[i] = [*polys]
-        self._legend_items[i] = ("stack",)
         self._views[i].append(total)
 
     def _draw_throttle(self, i, spec, cache, contexts, mode, pixels, xlim) -> None:
@@ -506,13 +463,21 @@ class ChartPage:
         parts = []
         if coarse:
             width = max(v.width for v in coarse)
-            parts.append(f"min–max of {width:,}-step buckets")
+            parts.append(f"min–max per {width:,} steps")
             smoothed = [t for t in self.tracks[i].values() if t.item.smooth and t.view is not None]
             if smoothing > 0 and any(t.view.level > 0 for t in smoothed):
-                parts.append("smoothed over bucket means")
+                parts.append("smoothed means")
         if any(not v.complete for v in views):
             parts.append("loading finer detail…")
-        self._notes[i].set_text(" · ".join(parts))
+        if i in self._clipped:
+            parts.append("y: top 1 % ignored")
+        unplaced = sorted({t.item.label for t in self.tracks[i].values() if t.unplaced})
+        if unplaced:
+            parts.append(f"not on this x axis (not logged): {', '.join(unplaced)}")
+        text = " · ".join(parts)
+        # One line inside the chart: cut to its width (the hover and docs say the rest).
+        fit = int(self.axes[i].bbox.width / (NOTE_PT * 0.62 * self.figure.dpi / 72.0))
+        self._notes[i].set_text(text if len(text) <= fit else text[: max(0, fit - 1)] + "…")
 
     # -- queries used by the window and tests --------------------------------------------------
     def lines(self) -> dict[tuple[str, RunRef, str], Line2D]:
@@ -550,6 +515,7 @@ def render(
 ) -> ChartPage:
     """A page drawn once, headless (for `resplot snapshot` and tests). `fetch` reads the tiles
     the charts asked for (the sources' poll); without it, only what the cache holds is drawn."""
+    state.assign_looks(refs)
     page = ChartPage(state.page, Figure(figsize=size, dpi=dpi))
     page.refresh(cache, state, refs)  # lays the axes out, so the next pass knows their widths
     for _ in range(rounds):

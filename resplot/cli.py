@@ -79,7 +79,14 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     _add_selection(snap)
     snap.add_argument("-o", "--output", required=True, type=Path, help=".png, .svg or .pdf")
     snap.add_argument("--page", choices=PAGES, default="training")
-    snap.add_argument("--x", dest="x_axis", choices=X_AXES, default="step")
+    snap.add_argument(
+        "--x", dest="x_axis", default="step", metavar="|".join(X_AXES) + "|key:NAME",
+        help="x axis; key:NAME places points by a logged counter (key:iter, key:train/epoch)",
+    )  # fmt: skip
+    snap.add_argument(
+        "--no-ignore-outliers", dest="ignore_outliers", action="store_false",
+        help="loss charts: y range over every value (default: without the top 1 %%)",
+    )  # fmt: skip
     snap.add_argument("--smoothing", type=float, default=0.6, help="EMA weight in [0, 1)")
     snap.add_argument("--linear-y", action="store_true", help="loss on a linear axis")
     snap.add_argument("--size", default="12x7.5", help="inches WxH (default 12x7.5)")
@@ -166,6 +173,7 @@ def _size(text: str) -> tuple[float, float]:
 
 
 def cmd_snapshot(args) -> int:
+    from resplot import fonts
     from resplot.charts import SAVE_FORMATS, render
 
     if args.output.suffix.lower().lstrip(".") not in SAVE_FORMATS:
@@ -177,6 +185,7 @@ def cmd_snapshot(args) -> int:
     except StateError as exc:
         raise CliError(str(exc)) from None
     state.log_y = not args.linear_y
+    state.ignore_outliers = args.ignore_outliers
     if args.keys:
         state.set_custom_keys(args.keys)
         if args.page == "training" and "--page" not in sys.argv:
@@ -188,6 +197,10 @@ def cmd_snapshot(args) -> int:
         loaded.cache.set_tile_limit(args.tile_cache_mb << 20)
         refs = select_runs(loaded.cache, args.runs)
         page = render(loaded.cache, state, refs, size=size, dpi=args.dpi, fetch=loaded.fetch)
+        texts = [r.name for r in loaded.cache.runs()] + loaded.cache.all_keys()
+        note = fonts.missing_note(texts)
+        if note:
+            print(f"note: {note}", file=sys.stderr)
         over, missing = loaded.cache.tiles_over, page.incomplete()
     if over:
         print(f"note: this page's tiles take {(loaded.cache.tile_limit + over) >> 20} MB, above "

@@ -10,12 +10,12 @@ import re
 from dataclasses import dataclass, field
 
 from resplot.cache import SeriesCache
-from resplot.colors import run_color, shade
+from resplot.colors import shade
+from resplot.key_roles import key_for, mfu_scale
 from resplot.model import RunRef
 from resplot.state import ViewState
 from schema.compare import gpu_ids, select_keys
 
-MAX_CUSTOM_PANELS = 12
 MAX_STACKED_RUNS = 4
 TIMING_PARTS = ("data", "forward", "backward", "optimizer")
 _RANK = re.compile(r"^time/rank(\d+)/step$")
@@ -43,6 +43,7 @@ class PanelSpec:
     kind: str = "line"  # line | stacked (one run's step-time parts) | throttle (reason bits)
     percent: float | None = None  # value that means 100% (MFU is 0..1), for the tick format
     stack_ref: RunRef | None = None
+    robust_y: bool = False  # a loss: its y range may ignore outliers (state.ignore_outliers)
 
     def layout_key(self) -> tuple:
         return (self.title, self.kind, self.log_y, self.percent)
@@ -54,29 +55,39 @@ def _name(cache: SeriesCache, ref: RunRef) -> str:
 
 
 def _items(
-    cache: SeriesCache, refs: list[RunRef], key: str, style: str = "-", smooth: bool = True,
-    suffix: str = "", marker: str = "",
+    cache: SeriesCache, refs: list[RunRef], state: ViewState, key: str, style: str | None = None,
+    smooth: bool = True, suffix: str = "", marker: str = "", role: bool = False,
 ) -> list[Item]:  # fmt: skip
+    """One item per run that logged `key` (with role=True: `key` is a key_roles role, and each
+    run contributes the key it logged for it). The run's look gives colour, and the line style
+    unless `style` sets one (a validation series is dashed for every run)."""
     out = []
     for ref in refs:
-        if cache.summary(ref, key) is not None:
+        name = key_for(cache.keys(ref), key) if role else key
+        if name is not None and cache.summary(ref, name) is not None:
             label = _name(cache, ref) + suffix
-            out.append(Item(ref, key, label, run_color(ref), style, smooth, marker))
+            look = state.look(ref)
+            out.append(Item(ref, name, label, look.color, style or look.style, smooth, marker))
     return out
 
 
 def training(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[PanelSpec]:
-    loss = _items(cache, refs, "train/loss", suffix=" train")
-    loss += _items(cache, refs, "valid/loss", "--", smooth=False, suffix=" valid", marker="o")
+    def role(name: str, **kw) -> list[Item]:
+        return _items(cache, refs, state, name, role=True, **kw)
+
+    loss = role("train_loss", suffix=" train")
+    loss += role("valid_loss", style="--", smooth=False, suffix=" valid", marker="o")
+    mfu = role("mfu")
     return [
-        PanelSpec("Loss", "loss", loss, log_y=state.log_y),
-        PanelSpec("Learning rate", "lr", _items(cache, refs, "train/lr", smooth=False)),
-        PanelSpec("Gradient norm", "‖g‖", _items(cache, refs, "train/grad_norm"), log_y=True),
-        PanelSpec("Throughput", "tokens/s", _items(cache, refs, "train/tokens_per_s")),
-        PanelSpec("MFU", "MFU", _items(cache, refs, "train/mfu"), percent=1.0),
+        PanelSpec("Loss", "loss", loss, log_y=state.log_y, robust_y=True),
+        PanelSpec("Learning rate", "lr", role("lr", smooth=False)),
+        PanelSpec("Gradient norm", "‖g‖", role("grad_norm"), log_y=True),
+        PanelSpec("Throughput", "tokens/s", role("tokens_per_s")),
+        # Percent scale by the first run's key: runs logging 0..1 and 0..100 rarely mix.
+        PanelSpec("MFU", "MFU", mfu, percent=mfu_scale(mfu[0].key) if mfu else 1.0),
         PanelSpec(
             "Validation perplexity", "ppl",
-            _items(cache, refs, "valid/ppl", "--", smooth=False, marker="o"), log_y=state.log_y,
+            role("valid_ppl", style="--", smooth=False, marker="o"), log_y=state.log_y,
         ),
     ]  # fmt: skip
 
@@ -86,37 +97,39 @@ def _gpus(cache: SeriesCache, ref: RunRef) -> list[int]:
 
 
 def _per_gpu(
-    cache: SeriesCache, refs: list[RunRef], leaf: str, style: str = "-", suffix: str = ""
-) -> list[Item]:
+    cache: SeriesCache, refs: list[RunRef], state: ViewState, leaf: str, style: str = "-",
+    suffix: str = "",
+) -> list[Item]:  # fmt: skip
     out = []
     for ref in refs:
         gpus = _gpus(cache, ref)
         for n, gpu in enumerate(gpus):
             key = f"sys/gpu{gpu}/{leaf}"
             if cache.summary(ref, key) is not None:
-                color = shade(run_color(ref), n, len(gpus))
+                color = shade(state.look(ref).color, n, len(gpus))
                 label = f"{_name(cache, ref)} GPU{gpu}{suffix}"
                 out.append(Item(ref, key, label, color, style, smooth=False))
     return out
 
 
 def system(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[PanelSpec]:
-    memory = _per_gpu(cache, refs, "mem_used_gib") + _per_gpu(
-        cache, refs, "mem_total_gib", ":", " total"
-    )
-    power = _per_gpu(cache, refs, "power_w") + _per_gpu(cache, refs, "power_limit_w", ":", " cap")
+    def gpu(leaf: str, style: str = "-", suffix: str = "") -> list[Item]:
+        return _per_gpu(cache, refs, state, leaf, style, suffix)
+
+    memory = gpu("mem_used_gib") + gpu("mem_total_gib", ":", " total")
+    power = gpu("power_w") + gpu("power_limit_w", ":", " cap")
     host = [
-        *(_items(cache, refs, "sys/cpu_pct", smooth=False, suffix=" CPU")),
-        *(_items(cache, refs, "sys/ram_pct", "--", smooth=False, suffix=" RAM")),
+        *(_items(cache, refs, state, "sys/cpu_pct", smooth=False, suffix=" CPU")),
+        *(_items(cache, refs, state, "sys/ram_pct", "--", smooth=False, suffix=" RAM")),
     ]
     return [
-        PanelSpec("GPU utilisation", "%", _per_gpu(cache, refs, "util")),
+        PanelSpec("GPU utilisation", "%", gpu("util")),
         PanelSpec("GPU memory", "GiB", memory),
-        PanelSpec("GPU temperature", "°C", _per_gpu(cache, refs, "temp_c")),
+        PanelSpec("GPU temperature", "°C", gpu("temp_c")),
         PanelSpec("GPU power vs limit", "W", power),
-        PanelSpec("Fan", "%", _per_gpu(cache, refs, "fan_pct")),
-        PanelSpec("SM clock", "MHz", _per_gpu(cache, refs, "sm_clock_mhz")),
-        PanelSpec("Throttle reasons", "", _per_gpu(cache, refs, "throttle"), kind="throttle"),
+        PanelSpec("Fan", "%", gpu("fan_pct")),
+        PanelSpec("SM clock", "MHz", gpu("sm_clock_mhz")),
+        PanelSpec("Throttle reasons", "", gpu("throttle"), kind="throttle"),
         PanelSpec("CPU / RAM", "%", host),
     ]
 
@@ -125,21 +138,25 @@ def timing(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[Pan
     panels = []
     with_parts = [r for r in refs if cache.summary(r, "time/step") is not None]
     for ref in with_parts[:MAX_STACKED_RUNS]:
+        color = state.look(ref).color
         items = [
-            Item(ref, f"time/{p}", p, run_color(ref), smooth=False)
+            Item(ref, f"time/{p}", p, color, smooth=False)
             for p in TIMING_PARTS
             if cache.summary(ref, f"time/{p}") is not None
         ]
-        items.append(Item(ref, "time/step", "other", run_color(ref), smooth=False))
+        items.append(Item(ref, "time/step", "other", color, smooth=False))
         panels.append(
             PanelSpec(f"Step time: {_name(cache, ref)}", "s", items, kind="stacked", stack_ref=ref)
         )
-    panels.append(PanelSpec("Step time", "s", _items(cache, refs, "time/step")))
+    title = "Step time"
+    if len(with_parts) > MAX_STACKED_RUNS:  # said, not silent: the stacks need room each
+        title += f" (breakdowns above: first {MAX_STACKED_RUNS} of {len(with_parts)} runs)"
+    panels.append(PanelSpec(title, "s", _items(cache, refs, state, "time/step")))
     ranks = []
     for ref in refs:
         found = sorted(int(m.group(1)) for k in cache.keys(ref) if (m := _RANK.match(k)))
         for n, r in enumerate(found):
-            color = shade(run_color(ref), n, len(found))
+            color = shade(state.look(ref).color, n, len(found))
             ranks.append(Item(ref, f"time/rank{r}/step", f"{_name(cache, ref)} rank {r}", color))
     panels.append(PanelSpec("Step time per rank", "s", ranks))
     return panels
@@ -152,11 +169,38 @@ def custom_keys(cache: SeriesCache, refs: list[RunRef], globs: list[str]) -> lis
 
 
 def custom(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[PanelSpec]:
-    keys = custom_keys(cache, refs, state.custom_keys)[:MAX_CUSTOM_PANELS]
-    return [PanelSpec(key, "", _items(cache, refs, key)) for key in keys]
+    """A chart per key matching the globs, every one of them: the window scrolls a long page."""
+    keys = custom_keys(cache, refs, state.custom_keys)
+    return [
+        PanelSpec(key, "", _items(cache, refs, state, key), robust_y="loss" in key) for key in keys
+    ]
 
 
-BUILDERS = {"training": training, "system": system, "timing": timing, "custom": custom}
+# The "all" page draws this many charts at most: each is a matplotlib axes drawn on every
+# redraw, scrolled out of view or not (~10 ms each). The page says how many match and asks for a
+# narrower search; nothing is cut silently.
+MAX_ALL_PANELS = 60
+
+
+def metric_keys(cache: SeriesCache, refs: list[RunRef], search: str) -> list[str]:
+    """Every key of the plotted runs containing each word of `search` (any case), in key order
+    (so grouped by prefix, like W&B's sections)."""
+    words = search.lower().split()
+    keys = sorted({k for ref in refs for k in cache.keys(ref)})
+    return [k for k in keys if all(w in k.lower() for w in words)]
+
+
+def all_metrics(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[PanelSpec]:
+    keys = metric_keys(cache, refs, state.metric_filter)[:MAX_ALL_PANELS]
+    return [
+        PanelSpec(key, "", _items(cache, refs, state, key), robust_y="loss" in key) for key in keys
+    ]
+
+
+BUILDERS = {
+    "training": training, "system": system, "timing": timing, "custom": custom,
+    "all": all_metrics,
+}  # fmt: skip
 
 
 def panels_for(

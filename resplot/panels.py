@@ -20,9 +20,11 @@ from PyQt5.QtCore import (
 from PyQt5.QtGui import QBrush, QColor
 from PyQt5.QtWidgets import (
     QAbstractItemView,
+    QHBoxLayout,
     QHeaderView,
     QLineEdit,
     QTableView,
+    QToolButton,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -33,7 +35,7 @@ from reslog.export import format_cell
 from reslog.text import age
 from resplot.alerts import LEVELS, Alert
 from resplot.cache import SeriesCache
-from resplot.colors import run_color
+from resplot.colors import NEUTRAL
 from resplot.model import RunInfo, RunRef
 from resplot.state import ViewState
 from schema.compare import (
@@ -55,6 +57,14 @@ STATUS_COLORS = {
     "killed": "#ff7f0e",
     "crashed": "#d62728",
 }
+STATUS_NEUTRAL = "#444444"  # any other status string (a new one shows, in a neutral colour)
+
+
+MAX_COLUMN_PX = 240
+
+
+def status_color(status: str) -> str:
+    return STATUS_COLORS.get(status, STATUS_NEUTRAL)
 
 
 def newest_wall(cache: SeriesCache, ref: RunRef) -> float | None:
@@ -77,9 +87,12 @@ class SourcesTree(QTreeWidget):
         self.setColumnCount(3)
         # Store paths are long and their file name is the informative end.
         self.setTextElideMode(Qt.ElideMiddle)
-        self.header().setSectionResizeMode(0, QHeaderView.Stretch)
-        self.header().setSectionResizeMode(1, QHeaderView.ResizeToContents)
-        self.header().setSectionResizeMode(2, QHeaderView.ResizeToContents)
+        self.setIndentation(12)  # three levels deep: every pixel of indent is taken from names
+        # Names whole (a sweep's runs differ in the middle: `lr...an` told none apart); the
+        # status and age columns scroll sideways when the panel is narrow.
+        self.header().setStretchLastSection(True)
+        for col in range(3):
+            self.header().setSectionResizeMode(col, QHeaderView.ResizeToContents)
         self._hosts: dict[str, QTreeWidgetItem] = {}
         self._host_state: dict[str, str] = {}
         self._runs: dict[RunRef, QTreeWidgetItem] = {}
@@ -113,7 +126,9 @@ class SourcesTree(QTreeWidget):
     def sources(self) -> list[str]:
         return list(self._hosts)
 
-    def refresh(self, cache: SeriesCache, now: float | None = None) -> None:
+    def refresh(
+        self, cache: SeriesCache, now: float | None = None, state: ViewState | None = None
+    ) -> None:
         now = time.time() if now is None else now
         runs = cache.runs()
         labels = list(dict.fromkeys([*self._hosts, *(r.ref.source for r in runs)]))
@@ -129,18 +144,21 @@ class SourcesTree(QTreeWidget):
                 host = self._hosts[run.ref.source]
                 key = (run.ref.source, run.ref.store)
                 if key not in stores:
-                    stores[key] = QTreeWidgetItem(host, [run.ref.store, "", ""])
+                    # The file name is what tells stores apart; the full path is the tooltip.
+                    name = run.ref.store.rstrip("/").rsplit("/", 1)[-1] or run.ref.store
+                    stores[key] = QTreeWidgetItem(host, [name, "", ""])
                     stores[key].setToolTip(0, run.ref.store)
                     stores[key].setExpanded(True)
                 item = QTreeWidgetItem(stores[key], [run.name, "", ""])
                 item.setData(0, Qt.UserRole, run.ref)
                 item.setToolTip(0, f"{run.name} ({run.ref.uid})")
-                item.setForeground(0, QBrush(QColor(run_color(run.ref))))
                 self._runs[run.ref] = item
         for run in runs:
             item = self._runs[run.ref]
+            color = state.look(run.ref).color if state is not None else NEUTRAL
+            item.setForeground(0, QBrush(QColor(color)))
             item.setText(1, run.status)
-            item.setForeground(1, QBrush(QColor(STATUS_COLORS.get(run.status, "#444444"))))
+            item.setForeground(1, QBrush(QColor(status_color(run.status))))
             newest = newest_wall(cache, run.ref)
             item.setText(2, "no points" if newest is None else age(newest, now))
 
@@ -163,14 +181,17 @@ class RunTableModel(QAbstractTableModel):
 
     tickedChanged = pyqtSignal(object, bool)  # RunRef, ticked
 
-    FIXED = ("run", "host", "status", "alerts", "step")
-    TAIL = ("tokens/s", "duration", "GPU-hours")
+    # The config keys that differ come right after the run's name and status: they are what
+    # tells the runs of a sweep apart, and at laptop width the columns after them scroll away.
+    HEAD = ("run", "status")
+    MIDDLE = ("alerts", "step")
+    TAIL = ("tokens/s", "duration", "GPU-hours", "host")
 
     def __init__(self, cache: SeriesCache, state: ViewState) -> None:
         super().__init__()
         self.cache, self.state = cache, state
         self.runs: list[RunInfo] = []
-        self.headers: list[str] = list(self.FIXED)
+        self.headers: list[str] = [*self.HEAD, *self.MIDDLE]
         self.rows: list[list[Any]] = []
         self.alerts: dict[RunRef, list[Alert]] = {}
         self.config_keys: list[str] = []
@@ -181,11 +202,11 @@ class RunTableModel(QAbstractTableModel):
         self.alerts = alerts
         ticked = [r for r in runs if self.state.is_ticked(r.ref)]
         self.config_keys = differing_config(ticked if len(ticked) >= 2 else runs)
-        headers = list(self.FIXED)
+        headers = [*self.HEAD, *self.config_keys, *self.MIDDLE]
         for m in self.state.table_metrics:
             headers += [f"{m} last", f"{m} min"]
-        headers += [*self.TAIL, *self.config_keys]
-        rows = [self._row(run, now) for run in runs]
+        headers += list(self.TAIL)
+        rows = [self._row(run, now, headers) for run in runs]
         if headers != self.headers or [r.ref for r in runs] != [r.ref for r in self.runs]:
             self.beginResetModel()
             self.runs, self.headers, self.rows = runs, headers, rows
@@ -196,24 +217,28 @@ class RunTableModel(QAbstractTableModel):
                 last = self.index(len(rows) - 1, len(headers) - 1)
                 self.dataChanged.emit(self.index(0, 0), last)
 
-    def _row(self, run: RunInfo, now: float) -> list[Any]:
+    def _row(self, run: RunInfo, now: float, headers: list[str]) -> list[Any]:
         ref = run.ref
         alerts = self.alerts.get(ref, [])
-        row: list[Any] = [run.name, run.host or ref.source, run.status]
-        row.append(alerts[0].message if alerts else "")
         summaries = self.cache.summaries(ref)
-        row.append(last_step({k: s.agg for k, s in summaries.items()}))
+        cells: dict[str, Any] = {
+            "run": run.name,
+            "status": run.status,
+            "alerts": alerts[0].message if alerts else "",
+            "step": last_step({k: s.agg for k, s in summaries.items()}),
+            "tokens/s": _stats(self.cache, ref, "train/tokens_per_s")[0],
+            "duration": f"{duration_s(run) / 3600.0:.2f} h",
+            # The export's rule (schema.compare): GPUs seen in telemetry, else no GPU-hours.
+            "GPU-hours": gpu_hours(run, summaries),
+            "host": run.host or ref.source,
+        }
         for m in self.state.table_metrics:
             # "valid/loss" shows the run's val/, eval/ or validation/ loss when that is what it has
             key = next(iter(family_keys(m, summaries)), m)
-            row += list(_stats(self.cache, ref, key))
-        row.append(_stats(self.cache, ref, "train/tokens_per_s")[0])
-        row.append(f"{duration_s(run) / 3600.0:.2f} h")
-        # The export's rule (schema.compare): GPUs seen in telemetry, else no GPU-hours.
-        row.append(gpu_hours(run, summaries))
+            cells[f"{m} last"], cells[f"{m} min"] = _stats(self.cache, ref, key)
         flat = flatten(run.config)
-        row += [flat.get(k) for k in self.config_keys]
-        return row
+        cells.update({k: flat.get(k) for k in self.config_keys})
+        return [cells.get(h) for h in headers]
 
     # -- Qt model API -------------------------------------------------------------------------
     def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008
@@ -245,13 +270,16 @@ class RunTableModel(QAbstractTableModel):
         if role == Qt.CheckStateRole and col == 0:
             return Qt.Checked if self.state.is_ticked(run.ref) else Qt.Unchecked
         if role == Qt.DecorationRole and col == 0:
-            return QColor(run_color(run.ref))
-        if role == Qt.ForegroundRole and col == 2:
-            return QBrush(QColor(STATUS_COLORS.get(run.status, "#444444")))
+            return QColor(self.state.look(run.ref).color)
+        header = self.headers[col]
+        if role == Qt.ForegroundRole and header == "status":
+            return QBrush(QColor(status_color(run.status)))
+        if role == Qt.ToolTipRole and col == 0:
+            return f"{run.name}\n{run.ref.uid}\n{run.ref.source}: {run.ref.store}"
         alerts = self.alerts.get(run.ref, [])
-        if role == Qt.ToolTipRole and col == 3 and alerts:
+        if role == Qt.ToolTipRole and header == "alerts" and alerts:
             return "\n".join(f"[{a.level}] {a.message}" for a in alerts)
-        if role == Qt.BackgroundRole and col == 3 and alerts:
+        if role == Qt.BackgroundRole and header == "alerts" and alerts:
             worst = max(LEVELS.get(a.level, 1) for a in alerts)
             return QBrush(QColor("#f8d0d0" if worst >= 2 else "#fbe9c8"))
         return None
@@ -297,6 +325,18 @@ class RunTable(QWidget):
         self.filter.setPlaceholderText("filter runs (name, host, status, config values)…")
         self.filter.setClearButtonEnabled(True)
         self.filter.textChanged.connect(self.set_filter)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.filter, 1)
+        for text, how, tip in (
+            ("All", "all", "plot every run the filter shows"),
+            ("None", "none", "hide every run the filter shows"),
+            ("Invert", "invert", "swap plotted and hidden among the runs the filter shows"),
+        ):
+            button = QToolButton(self)
+            button.setText(text)
+            button.setToolTip(tip)
+            button.clicked.connect(lambda _c=False, h=how: self.tick_visible(h))
+            buttons.addWidget(button)
         self.view = QTableView(self)
         self.view.setModel(self.proxy)
         self.view.setSortingEnabled(True)
@@ -304,11 +344,26 @@ class RunTable(QWidget):
         self.view.verticalHeader().setVisible(False)
         self.view.horizontalHeader().setStretchLastSection(True)
         self.view.setAlternatingRowColors(True)
-        model.modelReset.connect(self.view.resizeColumnsToContents)
+        self.view.setTextElideMode(Qt.ElideMiddle)  # sweep names differ at both ends
+        # Compact rows: at 1280×800 the default height showed 4 runs of a 9-run sweep.
+        self.view.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
+        model.modelReset.connect(self._fit_columns)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.filter)
+        layout.addLayout(buttons)
         layout.addWidget(self.view)
+
+    def focus_filter(self) -> None:
+        self.filter.setFocus()
+        self.filter.selectAll()
+
+    def _fit_columns(self) -> None:
+        """Columns as wide as their contents, but none wider than MAX_COLUMN_PX (an alert's
+        message or a long name is elided; its tooltip has all of it)."""
+        self.view.resizeColumnsToContents()
+        for col in range(self.model.columnCount()):
+            if self.view.columnWidth(col) > MAX_COLUMN_PX:
+                self.view.setColumnWidth(col, MAX_COLUMN_PX)
 
     def set_filter(self, text: str) -> None:
         self.model.state.filter_text = text
@@ -322,6 +377,25 @@ class RunTable(QWidget):
             for i in range(self.proxy.rowCount())
         )
         return [self.model.runs[r].ref for r in rows]
+
+    def tick_visible(self, how: str) -> None:
+        """Tick ("all"), untick ("none") or flip ("invert") every run the filter shows."""
+        for ref in self.visible_refs():
+            on = {"all": True, "none": False}.get(how, not self.model.state.is_ticked(ref))
+            if on != self.model.state.is_ticked(ref):
+                index = self.model.index(self.model.row_of(ref), 0)
+                self.model.setData(index, Qt.Checked if on else Qt.Unchecked, Qt.CheckStateRole)
+
+    def select(self, ref: RunRef) -> None:
+        """Select and show the run's row (when the filter shows it)."""
+        try:
+            row = self.model.row_of(ref)
+        except StopIteration:
+            return
+        index = self.proxy.mapFromSource(self.model.index(row, 0))
+        if index.isValid():
+            self.view.selectRow(index.row())
+            self.view.scrollTo(index)
 
     def selected_refs(self) -> list[RunRef]:
         rows = {self.proxy.mapToSource(i).row() for i in self.view.selectionModel().selectedRows()}

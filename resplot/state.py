@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from resplot import colors as run_colors
 from resplot.model import RunRef
 
-PAGES = ("training", "system", "timing", "custom")
+PAGES = ("training", "system", "timing", "custom", "all")
 X_AXES = ("step", "wall", "relative", "tokens", "metric")
 DEFAULT_TABLE_METRICS = ["train/loss", "valid/loss"]
 MIN_POLL_S, MAX_POLL_S = 0.1, 3600.0
@@ -31,12 +32,18 @@ class ViewState:
     x_axis: str = "step"
     smoothing: float = 0.6  # TensorBoard's default
     log_y: bool = True
+    ignore_outliers: bool = True  # losses: the y range leaves out the top 1 % (resplot.yrange)
     custom_keys: list[str] = field(default_factory=lambda: ["train/*"])
     table_metrics: list[str] = field(default_factory=lambda: list(DEFAULT_TABLE_METRICS))
     poll_interval: float = 1.0
     paused: bool = False
     filter_text: str = ""
+    metric_filter: str = ""  # the "all" page's search: words every shown key contains
     tile_cache_mb: int = 256  # memory bound of the tiles kept (least recently drawn go first)
+    # Run uid -> its colour slot or picked colour (resplot.colors), kept across launches.
+    colors: dict[str, run_colors.Assignment] = field(default_factory=dict)
+    # While True the newest project's runs are ticked as they appear; a tick by hand ends it.
+    auto_tick: bool = True
 
     # -- changes (validated) ---------------------------------------------------------------
     def set_page(self, page: str) -> None:
@@ -45,8 +52,11 @@ class ViewState:
         self.page = page
 
     def set_x_axis(self, mode: str) -> None:
-        if mode not in X_AXES:
-            raise StateError(f"x-axis must be one of {', '.join(X_AXES)}, got {mode!r}")
+        if mode not in X_AXES and not (mode.startswith("key:") and len(mode) > 4):
+            raise StateError(
+                f"x-axis must be one of {', '.join(X_AXES)} or key:NAME (a logged counter such "
+                f"as key:iter), got {mode!r}"
+            )
         self.x_axis = mode
 
     def set_smoothing(self, weight: float) -> None:
@@ -82,6 +92,19 @@ class ViewState:
     def remove_source(self, spec: str) -> None:
         if spec in self.sources:
             self.sources.remove(spec)
+
+    def look(self, ref: RunRef) -> run_colors.Look:
+        """The run's colour and line style (neutral until it is first plotted)."""
+        return run_colors.look_of(self.colors.get(ref.uid))
+
+    def assign_looks(self, refs: list[RunRef]) -> bool:
+        """Looks for the runs about to be drawn, none shared; True when the book changed."""
+        return run_colors.assign(self.colors, [r.uid for r in refs])
+
+    def set_color(self, ref: RunRef, color: str) -> None:
+        if not run_colors.valid_assignment(color) or not isinstance(color, str):
+            raise StateError(f"a run colour must look like #1f77b4, got {color!r}")
+        self.colors[ref.uid] = color.lower()
 
     def is_ticked(self, ref: RunRef) -> bool:
         return ref in self.ticked
@@ -134,10 +157,23 @@ class ViewState:
             state.set_poll_interval(plain["poll_interval"])
         if "log_y" in plain:
             state.log_y = bool(plain["log_y"])
+        if "ignore_outliers" in plain:
+            state.ignore_outliers = bool(plain["ignore_outliers"])
         if "paused" in plain:
             state.paused = bool(plain["paused"])
+        if "metric_filter" in plain:
+            state.metric_filter = str(plain["metric_filter"])
         if "filter_text" in plain:
             state.filter_text = str(plain["filter_text"])
+        if "colors" in plain:
+            book = plain["colors"]
+            if not isinstance(book, dict) or not all(
+                isinstance(k, str) and run_colors.valid_assignment(v) for k, v in book.items()
+            ):
+                raise StateError("colors must map run uids to a slot (>= 0) or '#rrggbb'")
+            state.colors = dict(book)
+        # A file from before auto_tick existed: runs it ticked were the user's choice.
+        state.auto_tick = bool(plain.get("auto_tick", not state.ticked))
         if "tile_cache_mb" in plain:
             state.set_tile_cache_mb(plain["tile_cache_mb"])
         return state

@@ -11,7 +11,7 @@ import numpy as np
 from matplotlib.collections import PolyCollection
 from matplotlib.lines import Line2D
 
-from resplot import xaxis
+from resplot import marks, xaxis
 from resplot.cache import SeriesCache
 from resplot.decimate import decimate_many
 from resplot.model import RunInfo, RunRef
@@ -63,10 +63,15 @@ class Track:
         self.raw: Line2D | None = None
         self.raw_band: PolyCollection | None = None
         self.bad: Line2D | None = None
+        self.bad_span: PolyCollection | None = None  # shaded stretches of NaN / inf
+        self.end: Line2D | None = None  # the run's state where the line ends
         self.band_xy: list[np.ndarray] = []  # vertices drawn as bands (for the limits)
         self.view: SeriesView | None = None  # what the last update drew
         self.x = np.empty(0)  # x of view.steps
         self.x_mid = np.empty(0)  # x of view.mid_steps
+        self.smoothed: np.ndarray | None = None  # at view.mid_steps (what the hover reads)
+        self.faded = False
+        self.unplaced = False  # has data the x axis cannot place (no tokens / counter logged)
 
     def _faint(self) -> tuple[Line2D, PolyCollection]:
         if self.raw is None or self.raw_band is None:
@@ -78,19 +83,29 @@ class Track:
                                            zorder=0.9)  # fmt: skip
             self.ax.add_line(self.raw)
             self.ax.add_collection(self.raw_band, autolim=False)
+            if self.faded:
+                self.raw.set_alpha(0.25 * 0.12)
+                self.raw_band.set_alpha(0.25 * 0.12)
         return self.raw, self.raw_band
 
-    def _bad(self) -> Line2D:
-        if self.bad is None:
+    def _bad(self) -> tuple[Line2D, PolyCollection]:
+        if self.bad is None or self.bad_span is None:
             self.bad = Line2D(
                 [], [], linestyle="none", marker="x", markersize=6, markeredgewidth=1.6,
                 color=self.item.color, transform=self.ax.get_xaxis_transform(), clip_on=False,
             )  # fmt: skip
             self.ax.add_line(self.bad)
-        return self.bad
+            self.bad_span = PolyCollection([], facecolors=self.item.color, alpha=0.1,
+                                           linewidths=0, zorder=0.4,
+                                           transform=self.ax.get_xaxis_transform())  # fmt: skip
+            self.ax.add_collection(self.bad_span, autolim=False)
+            if self.faded:
+                self.bad.set_alpha(0.12)
+        return self.bad, self.bad_span
 
     def remove(self) -> None:
-        for artist in (self.raw, self.line, self.bad, self.raw_band, self.band):
+        for artist in (self.raw, self.line, self.bad, self.raw_band, self.band, self.bad_span,
+                       self.end):  # fmt: skip
             if artist is not None:
                 artist.remove()
 
@@ -98,11 +113,22 @@ class Track:
         for artist in (self.raw, self.line, self.bad):
             if artist is not None:
                 artist.set_data([], [])
-        for band in (self.band, self.raw_band):
+        for band in (self.band, self.raw_band, self.bad_span, self.end):
             if band is not None:
                 band.set_visible(False)
         self.band_xy = []
         self.view = None
+        self.smoothed = None
+
+    def fade(self, faded: bool) -> None:
+        """Dim this series while another run is highlighted."""
+        if faded == self.faded:
+            return
+        self.faded = faded
+        for artist, alpha in ((self.line, 1.0), (self.band, 1.0), (self.bad, 1.0),
+                              (self.raw, 0.25), (self.raw_band, 0.25)):  # fmt: skip
+            if artist is not None:
+                artist.set_alpha(alpha * (0.12 if faded else 1.0))
 
     def update(self, cache: SeriesCache, ctx: RunContext, mode: str, weight: float,
                pixels: int, xlim) -> SeriesView | None:  # fmt: skip
@@ -113,7 +139,9 @@ class Track:
                                                        ctx.guide)  # fmt: skip
         if view is None or x is None:
             self.clear()
+            self.unplaced = view is not None  # data, but this x axis cannot place it
             return None
+        self.unplaced = False
         self.view = view
         self.x = x
         x_mid = x if view.level == 0 else xaxis.x_values(
@@ -123,6 +151,7 @@ class Track:
         if item.smooth and weight > 0 and len(view.mid_steps):
             # Raw points when the view resolves them, the buckets' means otherwise.
             smoothed = smooth(view.mid_steps, view.means, weight)
+        self.smoothed = smoothed
         if smoothed is not None and view.level == 0:
             raw, main = decimate_many(x, [view.values, smoothed], pixels, xlim)
         else:
@@ -152,21 +181,65 @@ class Track:
         self.line.set_visible(main_xy is None)
         if main_xy is not None:
             self.band_xy.append(main_xy)
-        marks = [(x_mid[view.nan], "nan"), (x_mid[view.posinf], "+inf"),
-                 (x_mid[view.neginf], "-inf")]  # fmt: skip
-        bx = np.concatenate([m for m, _ in marks])
-        by = np.concatenate([np.full(len(m), NONFINITE_Y[kind]) for m, kind in marks])
-        if xlim is not None and len(bx):
-            inside = (bx >= xlim[0]) & (bx <= xlim[1])
-            bx, by = bx[inside], by[inside]
-        if len(bx):
-            bad = self._bad()
+        self._mark_nonfinite(view, x_mid, pixels, xlim)
+        self._mark_end(main.x, main.y, ctx.run, mode)
+        return view
+
+    def _mark_nonfinite(self, view: SeriesView, x_mid: np.ndarray, pixels: int, xlim) -> None:
+        """One marker at the start of each stretch of NaN (+inf, -inf), the stretch shaded."""
+        finite_x = x_mid[np.isfinite(x_mid)]
+        lo, hi = xlim if xlim is not None else (
+            (finite_x.min(), finite_x.max()) if len(finite_x) else (0.0, 1.0))  # fmt: skip
+        merge = marks.MERGE_PX * (hi - lo) / max(pixels, 1)
+        bx, by, spans = [], [], []
+        for flags, kind in ((view.nan, "nan"), (view.posinf, "+inf"), (view.neginf, "-inf")):
+            for a, b in marks.stretches(x_mid, flags, merge):
+                if xlim is not None and (b < lo or a > hi):
+                    continue
+                bx.append(a)
+                by.append(NONFINITE_Y[kind])
+                if b > a:
+                    spans.append(np.array([[a, 0.0], [b, 0.0], [b, 1.0], [a, 1.0]]))
+        if bx:
+            bad, shade = self._bad()
             bad.set_data(bx, by)
             bad.set_visible(True)
-        elif self.bad is not None:
+            shade.set_verts(spans)
+            shade.set_visible(bool(spans))
+        elif self.bad is not None and self.bad_span is not None:
             self.bad.set_data([], [])
             self.bad.set_visible(False)
-        return view
+            self.bad_span.set_visible(False)
+
+    def _mark_end(self, x: np.ndarray, y: np.ndarray, run: RunInfo | None, mode: str) -> None:
+        """The run's state where its line ends (a live dot, a cross for a crash…). On a time
+        axis a run that stopped without finishing gets a dashed tail from its last point to
+        its last sign of life (heartbeat), the cross at its end."""
+        status = run.status if run is not None else None
+        mark = marks.end_mark(status) if self.item.marker == "" else None
+        at = marks.last_finite(np.asarray(x, float), np.asarray(y, float)) if mark else None
+        if mark is None or at is None:
+            if self.end is not None:
+                self.end.set_visible(False)
+            return
+        if self.end is None:
+            self.end = Line2D([], [], linestyle="--", linewidth=1.0, zorder=4)
+            self.ax.add_line(self.end)
+        xs, ys = [at[0]], [at[1]]
+        if run is not None and status != "running" and mode in ("wall", "relative"):
+            gone = run.ended_at or run.heartbeat_at
+            end = xaxis.x_values(mode, run, np.zeros(1, np.int64), np.array([gone]))
+            if end is not None and end[0] > at[0]:
+                xs, ys = [at[0], float(end[0])], [at[1], at[1]]
+        self.end.set_color(self.item.color)
+        self.end.set_markevery([len(xs) - 1])
+        color = self.item.color
+        self.end.set_marker(mark.marker)
+        self.end.set_markersize(mark.size)
+        self.end.set_markeredgecolor(mark.edge or color)
+        self.end.set_markerfacecolor(mark.face or color)
+        self.end.set_data(xs, ys)
+        self.end.set_visible(True)
 
 
 @dataclass
@@ -180,14 +253,10 @@ class RunContext:
     guide: xaxis.Guide | None
 
 
-def tokens_guide(cache: SeriesCache, ref: RunRef, lo: float, hi: float, pixels: int):
-    """(steps, cumulative tokens) of a run's train/tokens over a step range: its points, or
-    each bucket's last value (a cumulative count's value at the bucket's last step)."""
-    return key_guide(cache, ref, xaxis.TOKENS_KEY, lo, hi, pixels)
-
-
-def key_guide(cache: SeriesCache, ref: RunRef, key: str, lo: float, hi: float, pixels: int):
-    """(steps, values) of any monotonic key of a run (tokens, a step metric), as tokens_guide."""
+def tokens_guide(cache: SeriesCache, ref: RunRef, lo: float, hi: float, pixels: int,
+                 key: str = xaxis.TOKENS_KEY):  # fmt: skip
+    """(steps, count) of a run's cumulative counter `key` (train/tokens, iter, epoch) over a
+    step range: its points, or each bucket's last value (the count at its last step)."""
     view = series_view(cache, ref, key, lo, hi, pixels)
     if view is None or len(view.last_steps) == 0:
         return None

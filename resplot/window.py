@@ -11,15 +11,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg, NavigationToolbar2QT
-from matplotlib.figure import Figure
-from PyQt5.QtCore import QByteArray, Qt, QThread, QTimer, pyqtSignal
+from PyQt5.QtCore import QByteArray, Qt, QTimer
 from PyQt5.QtWidgets import (
     QAction,
     QCheckBox,
     QComboBox,
     QDoubleSpinBox,
-    QFileDialog,
     QLabel,
     QLineEdit,
     QMainWindow,
@@ -27,19 +24,24 @@ from PyQt5.QtWidgets import (
     QSplitter,
     QTabWidget,
     QToolBar,
-    QVBoxLayout,
-    QWidget,
 )
 
 from resplot import alerts as alerts_mod
+from resplot import fonts, shortcuts
 from resplot import settings as settings_mod
 from resplot.cache import SeriesCache
 from resplot.charts import ChartPage, save_figure
 from resplot.dialogs import AddSourceDialog, HostKeyAsker
+from resplot.export_menu import ExportWorker, add_export_menu, ask_export
 from resplot.exports import export_points, export_table
+from resplot.key_roles import counter_keys
 from resplot.model import RunRef
+from resplot.page_view import PageView
+from resplot.pages import MAX_ALL_PANELS, metric_keys
 from resplot.panels import RunTable, RunTableModel, SourcesTree
 from resplot.poller import Poller
+from resplot.run_menu import attach_run_menus
+from resplot.selection import default_selection, empty_text, project_size, shown_text
 from resplot.state import PAGES, X_AXES, ViewState
 
 REDRAW_DELAY_MS = 50
@@ -50,39 +52,10 @@ REDRAW_DELAY_MS = 50
 # canvas shows what it had, in the new limits.
 STAND_IN_DELAY_MS = 500
 SIDE_REFRESH_MS = 1000  # ages and "stalled" change with time alone
-AUTO_TICK = 5  # with nothing ticked, the newest runs are plotted
-POINT_FILTERS = {
-    "csv": "CSV, long (*.csv)",
-    "csv-wide": "CSV, wide (*.csv)",
-    "parquet": "Parquet (*.parquet)",
-}
-TABLE_FILTERS = {"csv": "CSV (*.csv)", "md": "Markdown (*.md)", "latex": "LaTeX (*.tex)"}
-CHART_FILTER = "PNG image (*.png);;SVG image (*.svg);;PDF document (*.pdf)"
 
 
 def make_poller(cache: SeriesCache, interval: float, ask_host_key) -> Poller:
     return Poller(cache, interval=interval, ask_host_key=ask_host_key)
-
-
-class ExportWorker(QThread):
-    """Writes a points export off the GUI thread: it reads raw points from the stores."""
-
-    failed = pyqtSignal(str)
-    done = pyqtSignal(str)
-
-    def __init__(self, write, path: str, parent=None) -> None:
-        super().__init__(parent)
-        self.write, self.path = write, path
-        self.error: str | None = None
-
-    def run(self) -> None:
-        try:
-            self.write()
-        except Exception as exc:  # shown to the user: a store, a connection, the disk
-            self.error = f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)
-            self.failed.emit(self.error)
-        else:
-            self.done.emit(self.path)
 
 
 def _is_ssh(spec: str) -> bool:
@@ -107,21 +80,6 @@ def source_state_text(st) -> tuple[str, bool]:
     if error:
         return f"{state}: {error}", True
     return state, False
-
-
-class PageView(QWidget):
-    """A chart page in a tab: matplotlib toolbar + canvas around a ChartPage."""
-
-    def __init__(self, name: str, on_view_changed, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.page = ChartPage(name, Figure(figsize=(10, 6), dpi=100), on_view_changed)
-        self.canvas = FigureCanvasQTAgg(self.page.figure)
-        self.toolbar = NavigationToolbar2QT(self.canvas, self)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.toolbar)
-        layout.addWidget(self.canvas)
-        self.canvas.mpl_connect("resize_event", lambda _e: on_view_changed())
 
 
 class MainWindow(QMainWindow):
@@ -182,12 +140,18 @@ class MainWindow(QMainWindow):
         self.pages: dict[str, PageView] = {}
         for name in PAGES:
             view = PageView(name, self.schedule_redraw, self)
+            view.crosshair.runClicked.connect(self.highlight)
+            view.pinRequested.connect(self.pin_keys)
+            if view.search is not None:
+                view.search.setText(self.state.metric_filter)
+                view.search.textChanged.connect(self.set_metric_filter)
             self.pages[name] = view
-            self.tabs.addTab(view, name.capitalize())
+            self.tabs.addTab(view, shortcuts.TITLES.get(name, name.capitalize()))
         self.tabs.currentChanged.connect(lambda i: self.set_page(PAGES[i]))
         self.model = RunTableModel(self.cache, self.state)
-        self.model.tickedChanged.connect(lambda _ref, _on: self._ticks_changed())
+        self.model.tickedChanged.connect(lambda _ref, _on: self._ticks_changed(by_hand=True))
         self.table = RunTable(self.model, self)
+        attach_run_menus(self)
         self.top_split = QSplitter(Qt.Horizontal, self)
         self.top_split.addWidget(self.tree)
         self.top_split.addWidget(self.tabs)
@@ -198,11 +162,16 @@ class MainWindow(QMainWindow):
         self.main_split.addWidget(self.top_split)
         self.main_split.addWidget(self.table)
         self.main_split.setStretchFactor(0, 3)
+        # The charts get the height: at 1280×800 the table still shows 6 runs (it scrolls,
+        # Ctrl+T hides it).
+        self.main_split.setSizes([560, 260])
         self.setCentralWidget(self.main_split)
         self.alert_label = QLabel(self)
         self.sources_label = QLabel(self)
         self.loading_label = QLabel(self)  # "loading N tiles…" while charts wait for detail
+        self.shown_label = QLabel(self)  # "showing 20 of 57 runs": the selection is never silent
         self.statusBar().addWidget(self.alert_label, 1)
+        self.statusBar().addPermanentWidget(self.shown_label)
         self.statusBar().addPermanentWidget(self.loading_label)
         self.statusBar().addPermanentWidget(self.sources_label)
 
@@ -226,6 +195,7 @@ class MainWindow(QMainWindow):
         bar.addWidget(QLabel(" x: ", self))
         self.x_combo = QComboBox(self)
         self.x_combo.addItems(X_AXES)
+        self.x_combo.setToolTip("x axis: step, time, tokens, or a logged counter (key:iter…)")
         self.x_combo.currentTextChanged.connect(self.set_x_axis)
         bar.addWidget(self.x_combo)
         bar.addWidget(QLabel(" smoothing: ", self))
@@ -238,6 +208,10 @@ class MainWindow(QMainWindow):
         self.log_check = QCheckBox("log y", self)
         self.log_check.toggled.connect(self.set_log_y)
         bar.addWidget(self.log_check)
+        self.outliers_check = QCheckBox("ignore outliers", self)
+        self.outliers_check.setToolTip("Loss charts: y range without the top 1 % of values")
+        self.outliers_check.toggled.connect(self.set_ignore_outliers)
+        bar.addWidget(self.outliers_check)
         bar.addWidget(QLabel(" custom keys: ", self))
         self.keys_edit = QLineEdit(self)
         self.keys_edit.setPlaceholderText("globs, e.g. train/* valid/*")
@@ -255,34 +229,24 @@ class MainWindow(QMainWindow):
         remove = QAction("Remove selected source", self)
         remove.triggered.connect(self._remove_selected_source)
         file_menu.addAction(remove)
-        export = self.menuBar().addMenu("&Export")
-        for fmt, label in POINT_FILTERS.items():
-            export.addAction(
-                f"Ticked runs' points as {label.split(' (')[0]}…",
-                lambda f=fmt: self._ask_export("points", f),
-            )
-        export.addSeparator()
-        for fmt, label in TABLE_FILTERS.items():
-            export.addAction(
-                f"Comparison table as {label.split(' (')[0]}…",
-                lambda f=fmt: self._ask_export("table", f),
-            )
-        export.addSeparator()
-        export.addAction("Chart as PNG/SVG/PDF…", lambda: self._ask_export("chart", ""))
+        add_export_menu(self, self.menuBar().addMenu("&Export"))
         file_menu.addSeparator()
         file_menu.addAction("Quit", self.close)
+        shortcuts.install(self, self.menuBar().addMenu("&Help"))
 
     def _apply_state_to_widgets(self) -> None:
         s = self.state
         widgets = (self.poll_spin, self.pause_action, self.x_combo, self.smooth_spin,
-                   self.log_check, self.keys_edit, self.tabs)  # fmt: skip
+                   self.log_check, self.keys_edit, self.tabs, self.outliers_check)  # fmt: skip
         for w in widgets:
             w.blockSignals(True)
         self.poll_spin.setValue(s.poll_interval)
         self.pause_action.setChecked(s.paused)
+        self._offer_x_axes([s.x_axis])
         self.x_combo.setCurrentText(s.x_axis)
         self.smooth_spin.setValue(s.smoothing)
         self.log_check.setChecked(s.log_y)
+        self.outliers_check.setChecked(s.ignore_outliers)
         self.keys_edit.setText(" ".join(s.custom_keys))
         self.tabs.setCurrentIndex(PAGES.index(s.page))
         for w in widgets:
@@ -346,11 +310,25 @@ class MainWindow(QMainWindow):
         self.save_settings()
         self.schedule_redraw()
 
+    def _offer_x_axes(self, modes: list[str]) -> None:
+        """Add x-axis choices (logged counters) the combo does not list yet."""
+        have = {self.x_combo.itemText(i) for i in range(self.x_combo.count())}
+        new = [m for m in modes if m not in have]
+        if new:
+            blocked = self.x_combo.blockSignals(True)
+            self.x_combo.addItems(new)
+            self.x_combo.blockSignals(blocked)
+
     def on_runs_changed(self) -> None:
-        if not self.state.ticked:
-            newest = sorted(self.cache.runs(), key=lambda r: r.created_at)[-AUTO_TICK:]
-            for run in newest:
-                self.state.set_ticked(run.ref, True)
+        self._offer_x_axes([f"key:{k}" for k in counter_keys(self.cache.all_keys())])
+        runs = self.cache.runs()
+        note = fonts.missing_note([r.name for r in runs] + self.cache.all_keys())
+        if note:
+            self.statusBar().showMessage(note, 60000)
+        if self.state.auto_tick:
+            # Every store alike: the choice is remade over all runs as sources report them.
+            self.state.ticked = default_selection(self.cache.runs())
+            self.model.layoutChanged.emit()
         self.schedule_redraw()
 
     def on_data_arrived(self, _refs=None) -> None:
@@ -382,6 +360,7 @@ class MainWindow(QMainWindow):
     def set_x_axis(self, mode: str) -> None:
         self.state.set_x_axis(mode)
         if self.x_combo.currentText() != mode:
+            self._offer_x_axes([mode])
             self.x_combo.setCurrentText(mode)
         self.schedule_redraw()
 
@@ -396,6 +375,24 @@ class MainWindow(QMainWindow):
         if self.log_check.isChecked() != bool(on):
             self.log_check.setChecked(bool(on))
         self.schedule_redraw()
+
+    def set_ignore_outliers(self, on: bool) -> None:
+        self.state.ignore_outliers = bool(on)
+        if self.outliers_check.isChecked() != bool(on):
+            self.outliers_check.setChecked(bool(on))
+        self.schedule_redraw()
+
+    def set_metric_filter(self, text: str) -> None:
+        self.state.metric_filter = text
+        self.schedule_redraw()
+
+    def pin_keys(self, keys: list[str]) -> None:
+        """Add a chart's keys to the Custom page's globs (kept in the settings)."""
+        globs = [*self.state.custom_keys, *(k for k in keys if k not in self.state.custom_keys)]
+        self.set_custom_keys(globs)
+        self.keys_edit.setText(" ".join(globs))
+        self.save_settings()
+        self.statusBar().showMessage(f"pinned {', '.join(keys)} to the Custom page", 5000)
 
     def set_custom_keys(self, globs: str | list[str]) -> None:
         self.state.set_custom_keys(globs)
@@ -416,11 +413,38 @@ class MainWindow(QMainWindow):
 
     def tick(self, ref: RunRef, on: bool = True) -> None:
         self.state.set_ticked(ref, on)
-        self._ticks_changed()
+        self._ticks_changed(by_hand=True)
 
-    def _ticks_changed(self) -> None:
+    def highlight(self, ref: RunRef | None) -> None:
+        """Bring one run forward on every page (the others faded) and select its table row;
+        None clears it."""
+        for view in self.pages.values():
+            view.page.highlighted = ref
+        if ref is not None:
+            self.table.select(ref)
+        self.schedule_redraw()
+
+    def set_run_color(self, ref: RunRef, color: str | None) -> None:
+        """Pin a run's colour ("#rrggbb"), or with None give it a free slot again."""
+        if color is None:
+            self.state.colors.pop(ref.uid, None)
+        else:
+            self.state.set_color(ref, color)
+        self.save_settings()
         self.model.layoutChanged.emit()
         self.schedule_redraw()
+
+    def _ticks_changed(self, by_hand: bool = False) -> None:
+        if by_hand:
+            self.state.auto_tick = False  # the user chooses from now on (kept in the settings)
+        self.model.layoutChanged.emit()
+        self.schedule_redraw()
+
+    def toggle_table(self) -> None:
+        self.table.setVisible(not self.table.isVisible())
+
+    def ask_export(self, what: str, fmt: str) -> None:
+        ask_export(self, what, fmt)
 
     def reset_view(self) -> None:
         self.current_page().reset_view()
@@ -444,7 +468,25 @@ class MainWindow(QMainWindow):
         self._refresh_side()
         view = self.pages[self.state.page]
         refs = self.plotted_refs()
+        if self.state.assign_looks(refs):
+            self.model.layoutChanged.emit()  # the table's colour swatches
+        runs = self.cache.runs()
+        self.shown_label.setText(
+            shown_text(len(refs), len(runs), self.state.auto_tick, project_size(runs))
+        )
+        states = getattr(self, "_source_texts", {})
+        loading = [f"{k} ({v})" for k, v in states.items()] or list(
+            self.source_labels.values() or self.state.sources
+        )
+        view.page.empty_text = empty_text(self.state, len(refs), len(runs), loading)
+        view.measure()
         view.page.refresh(self.cache, self.state, refs)
+        view.fit()
+        if view.search is not None:
+            matching = len(metric_keys(self.cache, refs, self.state.metric_filter))
+            shown = min(matching, MAX_ALL_PANELS)
+            more = "; search to narrow" if matching > shown else ""
+            view.count.setText(f"showing {shown} of {matching} keys{more}")
         self._say_tiles_over()
         waiting = self.cache.wanted_count()
         self.loading_label.setText(f"loading {waiting} tiles…" if waiting else "")
@@ -475,7 +517,7 @@ class MainWindow(QMainWindow):
         now = time.time()
         self.alerts = alerts_mod.check_all(self.cache, now=now)
         self.model.refresh(self.alerts, now)
-        self.tree.refresh(self.cache, now)
+        self.tree.refresh(self.cache, now, self.state)
         names = {r.ref: r.name for r in self.cache.runs()}
         text = alerts_mod.summary(self.alerts, names)
         self.alert_label.setText(text)
@@ -513,28 +555,6 @@ class MainWindow(QMainWindow):
 
     def export_chart(self, path: str | Path) -> None:
         save_figure(self.current_page().figure, path)
-
-    def _ask_export(self, what: str, fmt: str) -> None:
-        if what == "chart":
-            path, _ = QFileDialog.getSaveFileName(self, "Export chart", "chart.png", CHART_FILTER)
-        else:
-            filt = (POINT_FILTERS if what == "points" else TABLE_FILTERS)[fmt]
-            ext = {"csv-wide": "csv", "latex": "tex"}.get(fmt, fmt)
-            path, _ = QFileDialog.getSaveFileName(self, "Export", f"{what}.{ext}", filt)
-        if not path:
-            return
-        try:
-            if what == "points":
-                self.export_points(path, fmt)  # reports when done
-                return
-            if what == "table":
-                self.export_table(path, fmt)
-            else:
-                self.export_chart(path)
-        except (OSError, ValueError) as exc:
-            QMessageBox.warning(self, "Export failed", str(exc))
-            return
-        self.statusBar().showMessage(f"exported {path}", 5000)
 
     # -- sources UI ---------------------------------------------------------------------------
     def _ask_add_source(self) -> None:

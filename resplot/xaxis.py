@@ -4,9 +4,10 @@ run's step metric.
 Wall time is in matplotlib date units (days since 1970-01-01, matplotlib's default epoch) so
 date tick formatters apply; relative time is in hours; tokens come from the run's cumulative
 `train/tokens` series (its points, or each bucket's last value when zoomed out) interpolated on
-step, so points logged at other steps get a token count too. "metric" does the same with the
-key the run named in `define_metric(..., step_metric=KEY)` (Hugging Face's
-`train/global_step`, nanoGPT's `iter`): see step_metric().
+step, so points logged at other steps get a token count too. Any other logged counter (`iter`,
+`epoch`, `train/global_step`) is an x axis the same way: mode "key:NAME" places points by NAME's
+value interpolated on step (resplot.key_roles.counter_keys lists the candidates), and "metric"
+by the key the run named in `define_metric(..., step_metric=KEY)`: see step_metric().
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from resplot.key_roles import key_for
 from resplot.model import Event, RunInfo
 
 TOKENS_KEY = "train/tokens"
@@ -26,8 +28,29 @@ LABELS = {
     "tokens": "tokens",
     "metric": "step metric (define_metric)",
 }
-GUIDED = ("tokens", "metric")  # modes that place points by another series of the run
+KEY_PREFIX = "key:"
 Guide = tuple[np.ndarray, np.ndarray]  # (steps, cumulative tokens), steps ascending
+
+
+def is_key_mode(mode: str) -> bool:
+    return mode.startswith(KEY_PREFIX) and len(mode) > len(KEY_PREFIX)
+
+
+def label(mode: str) -> str:
+    return mode[len(KEY_PREFIX) :] if is_key_mode(mode) else LABELS[mode]
+
+
+def guide_key(mode: str, keys, events: Iterable[Event] = ()) -> str | None:
+    """The logged key that places points on this axis (tokens, a counter, the run's step
+    metric), None for the step and time axes; `keys` are the run's keys (tokens go by whatever
+    name it logged), `events` its events (where define_metric is recorded)."""
+    if mode == "tokens":
+        return key_for(keys, "tokens") or TOKENS_KEY
+    if mode == "metric":
+        return step_metric(events)
+    if is_key_mode(mode):
+        return mode[len(KEY_PREFIX) :]
+    return None
 
 
 def tokens_at(steps: np.ndarray, tok_steps: np.ndarray, tok_values: np.ndarray) -> np.ndarray:
@@ -65,7 +88,7 @@ def x_values(
     if mode == "relative":
         start = run.created_at if run is not None else (float(walls.min()) if len(walls) else 0)
         return (walls - start) / 3600.0
-    if mode in GUIDED:
+    if mode in ("tokens", "metric") or is_key_mode(mode):
         if guide is None or len(guide[0]) == 0:
             return None
         return tokens_at(steps, guide[0], guide[1])

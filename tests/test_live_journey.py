@@ -114,7 +114,9 @@ def test_watch_crash_resume_and_finish(qtbot, live_window, store_path, tmp_path)
 
         def row_status() -> str:
             row = win.model.row_of(ref)
-            return win.model.data(win.model.index(row, 2), Qt.DisplayRole)
+            return win.model.data(
+                win.model.index(row, win.model.headers.index("status")), Qt.DisplayRole
+            )
 
         def tree_status() -> str:
             return win.tree.run_item(ref).text(1)

@@ -19,6 +19,7 @@ from resplot.window import MainWindow, make_poller
 from schema import read
 from schema.store import open_store
 from tests.fixtures.stores import BASE_TIME, add_points, make_run, new_store
+from tests.fixtures.windows import settle
 
 N = 400
 
@@ -57,21 +58,6 @@ def store(store_path):
              points=_points(0.3, nan_at=300), created_at=BASE_TIME + 10)  # fmt: skip
     engine.dispose()
     return store_path
-
-
-def settle(qtbot, win, before: int | None = None) -> None:
-    """Wait for a redraw after `before` and for every tile the charts asked for to be drawn."""
-    before = win.redraw_count if before is None else before
-
-    def done() -> bool:
-        return (
-            win.redraw_count > before
-            and not win._redraw_timer.isActive()
-            and win.cache.wanted_count() == 0
-            and win.loading_label.text() == ""
-        )
-
-    qtbot.waitUntil(done, timeout=20_000)
 
 
 @pytest.fixture
@@ -409,7 +395,7 @@ def test_after_a_zoom_the_legend_moves_at_once_to_the_new_empty_corner(one_run):
     assert ax.get_legend()._loc in (1, "upper right"), ax.get_legend()._loc
 
 
-def test_timing_stack_legend_sits_above_the_chart_not_on_it(one_run):
+def test_timing_stack_parts_are_named_above_the_charts_not_on_them(one_run):
     from resplot.charts import render
 
     steps = range(300)
@@ -423,6 +409,15 @@ def test_timing_stack_legend_sits_above_the_chart_not_on_it(one_run):
     state.page = "timing"
     page = render(cache, state, [ref], fetch=fetch)
     page.figure.canvas.draw()
-    ax = page.axes[0]
-    box = ax.get_legend().get_window_extent()
-    assert box.y0 >= ax.bbox.y1 - 1, (box, ax.bbox)
+    strip = page.strip.legend
+    names = [t.get_text() for t in strip.get_texts()]
+    assert {"data", "forward", "backward", "optimizer", "other"} <= set(names)
+    box = strip.get_window_extent()
+    for ax in page.axes:
+        assert (
+            ax.get_legend() is None
+            or ax.get_legend().get_visible() is False
+            or (page.specs[page.axes.index(ax)].kind == "line")
+        )
+        title = ax.title.get_window_extent()
+        assert box.y0 >= title.y1 - 1, (box, title)

@@ -1,0 +1,77 @@
+"""The window's Export menu: file dialogs for points, the comparison table and charts, and the
+worker thread that writes a points export (it reads raw points from the stores)."""
+
+from __future__ import annotations
+
+from PyQt5.QtCore import QThread, pyqtSignal
+from PyQt5.QtWidgets import QFileDialog, QMenu, QMessageBox
+
+POINT_FILTERS = {
+    "csv": "CSV, long (*.csv)",
+    "csv-wide": "CSV, wide (*.csv)",
+    "parquet": "Parquet (*.parquet)",
+}
+TABLE_FILTERS = {"csv": "CSV (*.csv)", "md": "Markdown (*.md)", "latex": "LaTeX (*.tex)"}
+CHART_FILTER = "PNG image (*.png);;SVG image (*.svg);;PDF document (*.pdf)"
+
+
+class ExportWorker(QThread):
+    """Writes a points export off the GUI thread: it reads raw points from the stores."""
+
+    failed = pyqtSignal(str)
+    done = pyqtSignal(str)
+
+    def __init__(self, write, path: str, parent=None) -> None:
+        super().__init__(parent)
+        self.write, self.path = write, path
+        self.error: str | None = None
+
+    def run(self) -> None:
+        try:
+            self.write()
+        except Exception as exc:  # shown to the user: a store, a connection, the disk
+            self.error = f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)
+            self.failed.emit(self.error)
+        else:
+            self.done.emit(self.path)
+
+
+def add_export_menu(self, export: QMenu) -> None:
+    """Fill the menu with one action per export (`self`: the MainWindow)."""
+    for fmt, label in POINT_FILTERS.items():
+        export.addAction(
+            f"Ticked runs' points as {label.split(' (')[0]}…",
+            lambda f=fmt: ask_export(self, "points", f),
+        )
+    export.addSeparator()
+    for fmt, label in TABLE_FILTERS.items():
+        export.addAction(
+            f"Comparison table as {label.split(' (')[0]}…",
+            lambda f=fmt: ask_export(self, "table", f),
+        )
+    export.addSeparator()
+    export.addAction("Chart as PNG/SVG/PDF…", lambda: ask_export(self, "chart", ""))
+
+
+def ask_export(self, what: str, fmt: str) -> None:
+    """Ask for a file name and write the export there (points: on a worker thread)."""
+    if what == "chart":
+        path, _ = QFileDialog.getSaveFileName(self, "Export chart", "chart.png", CHART_FILTER)
+    else:
+        filt = (POINT_FILTERS if what == "points" else TABLE_FILTERS)[fmt]
+        ext = {"csv-wide": "csv", "latex": "tex"}.get(fmt, fmt)
+        path, _ = QFileDialog.getSaveFileName(self, "Export", f"{what}.{ext}", filt)
+    if not path:
+        return
+    try:
+        if what == "points":
+            self.export_points(path, fmt)  # reports when done
+            return
+        if what == "table":
+            self.export_table(path, fmt)
+        else:
+            self.export_chart(path)
+    except (OSError, ValueError) as exc:
+        QMessageBox.warning(self, "Export failed", str(exc))
+        return
+    self.statusBar().showMessage(f"exported {path}", 5000)

@@ -1,0 +1,63 @@
+"""Where a series' state shows on its chart (no Qt, no artists here):
+
+- non-finite values: one marker at the first NaN (+inf, -inf) of each stretch, and the stretch
+  shaded, where one `x` per point or bucket drew ~3,000 markers as a thick bar;
+- the run's status at the end of its line: running runs a live dot, crashed / failed / killed
+  runs a cross, any other status (a new one, e.g. "stalled") a neutral diamond; finished runs
+  end plainly (on time axes, resplot/tracks.py adds a dashed tail to the last heartbeat).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+MERGE_PX = 4.0  # non-finite points closer than this on screen are one stretch
+
+
+class EndMark(NamedTuple):
+    marker: str
+    size: float
+    edge: str  # edge colour ("" : the run's colour)
+    face: str  # face colour ("" : the run's colour)
+
+
+END_MARKS = {
+    "running": EndMark("o", 6.0, "#ffffff", ""),
+    "crashed": EndMark("X", 8.0, "#000000", ""),
+    "failed": EndMark("X", 8.0, "#000000", ""),
+    "killed": EndMark("X", 8.0, "#000000", ""),
+}
+NEUTRAL_END = EndMark("D", 5.5, "#444444", "#ffffff")
+PLAIN_END = frozenset({"finished"})
+
+
+def end_mark(status: str | None) -> EndMark | None:
+    """How a line of a run in `status` ends (None: plainly)."""
+    if status is None or status in PLAIN_END:
+        return None
+    return END_MARKS.get(status, NEUTRAL_END)
+
+
+def last_finite(x: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
+    ok = np.flatnonzero(np.isfinite(x) & np.isfinite(y))
+    if len(ok) == 0:
+        return None
+    i = ok[np.argmax(x[ok])]
+    return float(x[i]), float(y[i])
+
+
+def stretches(x: np.ndarray, flags: np.ndarray, merge: float) -> list[tuple[float, float]]:
+    """(first x, last x) of each stretch of flagged entries: entries next to each other in the
+    series, or closer than `merge` in x, are one stretch."""
+    idx = np.flatnonzero(flags & np.isfinite(x))
+    if len(idx) == 0:
+        return []
+    order = np.argsort(x[idx], kind="stable")
+    idx = idx[order]
+    xs = x[idx]
+    split = (np.diff(idx) != 1) & (np.diff(xs) > merge)
+    starts = np.r_[0, np.flatnonzero(split) + 1]
+    ends = np.r_[starts[1:] - 1, len(xs) - 1]
+    return [(float(xs[a]), float(xs[b])) for a, b in zip(starts, ends, strict=True)]

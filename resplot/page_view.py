@@ -1,0 +1,98 @@
+"""A chart page in a tab: the matplotlib toolbar, and the canvas in a scroll area, so a page of
+many charts (a custom page of 60 keys) scrolls instead of squeezing them or dropping some."""
+
+from __future__ import annotations
+
+from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg, NavigationToolbar2QT
+from matplotlib.figure import Figure
+from PyQt5.QtCore import Qt, pyqtSignal
+from PyQt5.QtGui import QCursor
+from PyQt5.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QMenu,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
+)
+
+from resplot.charts import ChartPage
+from resplot.crosshair import Crosshair
+from resplot.legends import strip_html
+
+
+class PageView(QWidget):
+    pinRequested = pyqtSignal(list)  # the keys of a chart, to add to the Custom page
+
+    def __init__(self, name: str, on_view_changed, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.page = ChartPage(name, Figure(figsize=(10, 6), dpi=100), on_view_changed,
+                              strip_in_figure=False)  # fmt: skip
+        self.canvas = FigureCanvasQTAgg(self.page.figure)
+        self.toolbar = NavigationToolbar2QT(self.canvas, self)
+        self.scroll = QScrollArea(self)
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.scroll.setFrameShape(QScrollArea.NoFrame)
+        self.scroll.setWidget(self.canvas)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        # Every plotted run by name, in its colour and line style (ChartPage.entries).
+        self.strip = QLabel(self)
+        self.strip.setTextFormat(Qt.RichText)
+        self.strip.setWordWrap(True)
+        self.strip.setContentsMargins(6, 2, 6, 2)
+        self._strip_entries: list = []
+        layout.addWidget(self.toolbar)
+        # The "all" page: a search over key names, and how many keys it shows of how many.
+        self.search: QLineEdit | None = None
+        self.count = QLabel(self)
+        if name == "all":
+            row = QHBoxLayout()
+            row.setContentsMargins(6, 0, 6, 0)
+            self.search = QLineEdit(self)
+            self.search.setPlaceholderText("search metrics (words in the key, any case)…")
+            self.search.setClearButtonEnabled(True)
+            row.addWidget(self.search, 1)
+            row.addWidget(self.count)
+            layout.addLayout(row)
+        layout.addWidget(self.strip)
+        layout.addWidget(self.scroll)
+        self.canvas.mpl_connect("resize_event", lambda _e: on_view_changed())
+        self.crosshair = Crosshair(self.canvas, self.page, self.toolbar)
+        self.canvas.mpl_connect("button_press_event", self._on_press)
+
+    def _on_press(self, event) -> None:
+        if event.button == 3 and event.inaxes in self.page.axes:
+            menu = self.chart_menu(self.page.axes.index(event.inaxes))
+            if menu is not None:
+                menu.exec_(QCursor.pos())
+
+    def chart_menu(self, index: int) -> QMenu | None:
+        """The right-click menu of chart `index`: pin its keys to the Custom page."""
+        keys = sorted({item.key for item in self.page.specs[index].items})
+        if not keys or self.page.page == "custom":
+            return None
+        menu = QMenu(self)
+        shown = ", ".join(keys[:3]) + (f" +{len(keys) - 3}" if len(keys) > 3 else "")
+        menu.addAction(f"Pin {shown} to the Custom page", lambda: self.pinRequested.emit(keys))
+        return menu
+
+    def measure(self) -> None:
+        """Tell the page how tall the visible part is (it lays charts out for that height)."""
+        ratio = self.canvas.device_pixel_ratio or 1.0
+        self.page.view_height_px = self.scroll.viewport().height() * ratio
+
+    def fit(self) -> None:
+        """Give the canvas the height its charts need (the scroll area scrolls past the view),
+        and show the run strip of the last refresh."""
+        if self.page.entries != self._strip_entries:
+            self._strip_entries = list(self.page.entries)
+            self.strip.setText(strip_html(self._strip_entries))
+            self.strip.setVisible(bool(self._strip_entries))
+        ratio = self.canvas.device_pixel_ratio or 1.0
+        need = int(self.page.min_height() / ratio)
+        if self.canvas.minimumHeight() != need:
+            self.canvas.setMinimumHeight(need)

@@ -1,0 +1,55 @@
+"""The right-click menu of a run (in the run table and the sources tree): plot or hide it, pick
+its colour, give it back its assigned one."""
+
+from __future__ import annotations
+
+from PyQt5.QtCore import Qt
+from PyQt5.QtGui import QColor
+from PyQt5.QtWidgets import QColorDialog, QMenu, QWidget
+
+from resplot.model import RunRef
+
+
+def pick_color(parent: QWidget, initial: str, title: str) -> str | None:
+    """A colour from the user, as "#rrggbb"; None when cancelled."""
+    color = QColorDialog.getColor(QColor(initial), parent, title)
+    return color.name() if color.isValid() else None
+
+
+def run_menu(win, ref: RunRef) -> QMenu:
+    """The menu for one run of `win` (a MainWindow)."""
+    run = win.cache.run(ref)
+    name = run.name if run is not None else ref.uid[:8]
+    menu = QMenu(win)
+    ticked = win.state.is_ticked(ref)
+    menu.addAction("Hide" if ticked else "Plot", lambda: win.tick(ref, not ticked))
+
+    def choose() -> None:
+        chosen = pick_color(win, win.state.look(ref).color, f"Colour of {name}")
+        if chosen is not None:
+            win.set_run_color(ref, chosen)
+
+    menu.addAction("Colour…", choose)
+    reset = menu.addAction("Assigned colour", lambda: win.set_run_color(ref, None))
+    reset.setEnabled(isinstance(win.state.colors.get(ref.uid), str))
+    return menu
+
+
+def attach_run_menus(win) -> None:
+    """Right-click a run in the window's table or sources tree: its menu."""
+
+    def from_table(pos) -> None:
+        index = win.table.view.indexAt(pos)
+        if index.isValid():
+            ref = win.model.runs[win.table.proxy.mapToSource(index).row()].ref
+            run_menu(win, ref).exec_(win.table.view.viewport().mapToGlobal(pos))
+
+    def from_tree(pos) -> None:
+        item = win.tree.itemAt(pos)
+        ref = item.data(0, Qt.UserRole) if item is not None else None
+        if isinstance(ref, RunRef):
+            run_menu(win, ref).exec_(win.tree.viewport().mapToGlobal(pos))
+
+    for view, handler in ((win.table.view, from_table), (win.tree, from_tree)):
+        view.setContextMenuPolicy(Qt.CustomContextMenu)
+        view.customContextMenuRequested.connect(handler)

@@ -1,0 +1,100 @@
+"""Run state on the charts, drawn from real stores by the ChartPage the window uses: a NaN
+stretch is one marker and a shaded span, a line ends in its run's status, and a loss chart's
+y range ignores the step-0 outlier (and says so)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from resplot import marks
+from resplot.charts import render
+from resplot.headless import Loaded
+from resplot.state import ViewState
+from tests.fixtures.stores import BASE_TIME, make_run, new_store
+
+STEPS = range(0, 3000)
+
+
+def _loss(offset: float = 0.0) -> list[tuple[int, float]]:
+    return [(s, 10.0 if s == 0 else 2.5 + offset + 2 * np.exp(-s / 300)) for s in STEPS]
+
+
+@pytest.fixture
+def loaded(tmp_path):
+    path = tmp_path / "state.db"
+    engine = new_store(path)
+    nan = [(s, float("nan") if s >= 2000 else v) for s, v in _loss(0.1)]
+    make_run(engine, name="nan", points={"train/loss": nan}, created_at=BASE_TIME)
+    make_run(engine, name="done", points={"train/loss": _loss(0.2)}, created_at=BASE_TIME + 1)
+    make_run(engine, name="live", status="running", heartbeat_at=time.time() + 3600,
+             points={"train/loss": _loss(0.3)}, created_at=BASE_TIME + 2)  # fmt: skip
+    make_run(engine, name="dead", status="running", heartbeat_at=BASE_TIME + 3 + 2999 + 600,
+             points={"train/loss": _loss(0.4)}, created_at=BASE_TIME + 3)  # fmt: skip
+    engine.dispose()
+    with Loaded([str(path)]) as out:
+        yield out
+
+
+def _page(loaded, **state):
+    st = ViewState(**state)
+    refs = [r.ref for r in loaded.cache.runs()]
+    page = render(loaded.cache, st, refs, fetch=loaded.fetch)
+    page.figure.canvas.draw()
+    names = {r.ref: r.name for r in loaded.cache.runs()}
+    tracks = {names[item.ref]: t for item, t in page.tracks[0].items()}
+    return page, tracks
+
+
+def test_a_nan_stretch_is_one_marker_and_a_shaded_span(loaded):
+    tracks = _page(loaded)[1]
+    bad = tracks["nan"].bad
+    assert bad is not None and len(bad.get_xdata()) == 1  # not one per point or bucket
+    assert bad.get_xdata()[0] == pytest.approx(2000, abs=64)  # the first NaN (its bucket)
+    (span,) = tracks["nan"].bad_span.get_paths()
+    xs = span.vertices[:, 0]
+    assert xs.min() == pytest.approx(2000, abs=64) and xs.max() == pytest.approx(2999, abs=64)
+    assert all(tracks[n].bad is None or not tracks[n].bad.get_visible() for n in ("done", "live"))
+
+
+def test_each_line_ends_in_its_runs_status(loaded):
+    tracks = _page(loaded)[1]
+    assert tracks["live"].end.get_marker() == "o" and tracks["live"].end.get_visible()
+    assert tracks["dead"].end.get_marker() == "X"  # "running" with a stale heartbeat: crashed
+    assert tracks["done"].end is None or not tracks["done"].end.get_visible()
+    x, y = tracks["live"].end.get_xdata()[0], tracks["live"].end.get_ydata()[0]
+    line_x = np.asarray(tracks["live"].line.get_xdata(), float)
+    assert x == line_x.max() and np.isfinite(y)
+    # Any status string has a mark; one this viewer does not know gets the neutral one.
+    assert marks.end_mark("stalled") == marks.NEUTRAL_END
+    assert marks.end_mark("finished") is None
+
+
+def test_the_loss_range_ignores_the_step_zero_outlier_and_says_so(loaded):
+    page, _ = _page(loaded)
+    lo, hi = page.axes[0].get_ylim()
+    assert hi < 6.0 and lo < 2.7  # the curves fill the chart; 10 at step 0 is above it
+    assert "top 1 % ignored" in page._notes[0].get_text()
+    page, _ = _page(loaded, ignore_outliers=False)
+    assert page.axes[0].get_ylim()[1] >= 10.0
+    assert "ignored" not in page._notes[0].get_text()
+
+
+def test_the_run_strip_says_which_runs_are_not_finished(loaded):
+    page, _ = _page(loaded)
+    labels = [t.get_text() for t in page.strip.legend.get_texts()]
+    assert "live · running" in labels and "dead · crashed" in labels and "done" in labels
+
+
+def test_on_a_time_axis_a_crashed_run_has_a_dashed_tail_to_its_last_heartbeat(loaded):
+    tracks = _page(loaded, x_axis="wall")[1]
+    dead = next(r for r in loaded.cache.runs() if r.name == "dead")
+    end = tracks["dead"].end
+    xs = np.asarray(end.get_xdata(), float)
+    assert len(xs) == 2 and end.get_linestyle() == "--"
+    assert xs[1] == pytest.approx(dead.heartbeat_at / 86400.0)  # wall axis: days
+    assert xs[0] == pytest.approx(np.nanmax(np.asarray(tracks["dead"].line.get_xdata(), float)))
+    assert list(end.get_markevery()) == [1]  # the cross where it died
+    assert len(tracks["live"].end.get_xdata()) == 1  # a live run: its dot, no tail

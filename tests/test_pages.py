@@ -1,0 +1,127 @@
+"""No silent limits on what a page shows: every matching key gets a chart (the page scrolls),
+and an empty page says what is loading or what to do."""
+
+from __future__ import annotations
+
+from resplot import settings as settings_mod
+from resplot.cache import SeriesCache
+from resplot.window import MainWindow
+from tests.fixtures.stores import make_run, new_store
+from tests.fixtures.windows import open_window, settle
+
+
+def test_sixty_keys_give_sixty_charts_on_a_scrolling_page(qtbot, tmp_path):
+    path = tmp_path / "wide.db"
+    engine = new_store(path)
+    keys = [f"group{g}/metric{m}" for g in range(6) for m in range(10)]
+    points = {k: [(s, float(s + i)) for s in range(0, 50, 5)] for i, k in enumerate(keys)}
+    points["train/loss"] = [(s, 3.0) for s in range(0, 50, 5)]
+    make_run(engine, name="wide", points=points)
+    engine.dispose()
+    win = open_window(qtbot, [path], tmp_path / "settings.json", runs=1, size=(1280, 800))
+    win.set_custom_keys("*")
+    win.set_page("custom")
+    settle(qtbot, win)
+    page = win.current_page()
+    assert len(page.specs) == 61 and len(page.axes) == 61
+    assert {s.title for s in page.specs} == {*keys, "train/loss"}
+    view = win.pages["custom"]
+    # Taller than the window: the scroll area scrolls rather than squeeze 21 rows of charts.
+    assert view.canvas.minimumHeight() > view.scroll.viewport().height()
+    assert view.scroll.verticalScrollBar().maximum() > 0
+    rows = page.grid.rows
+    heights = {round(ax.bbox.height) for ax in page.axes}
+    assert rows == 21 and min(heights) >= 100, heights
+    win.close()
+
+
+def test_an_empty_page_says_what_is_loading_then_what_to_do(qtbot, tmp_path):
+    settings = settings_mod.Settings()
+    settings.state.add_source(str(tmp_path / "not-yet.db"))
+    win = MainWindow(SeriesCache(), settings, tmp_path / "settings.json")  # no poller yet
+    qtbot.addWidget(win)
+    win.redraw_now()
+    text = win.current_page().message.get_text()
+    assert text.startswith("Loading runs from") and "not-yet.db" in text
+    assert "No series" not in text
+    win.close()
+
+
+def test_with_no_run_ticked_the_page_says_how_to_plot_one(qtbot, tmp_path):
+    path = tmp_path / "one.db"
+    engine = new_store(path)
+    make_run(engine, name="r", points={"train/loss": [(0, 3.0), (1, 2.9)]})
+    engine.dispose()
+    win = open_window(qtbot, [path], tmp_path / "settings.json", runs=1)
+    win.table.tick_visible("none")
+    settle(qtbot, win)
+    assert "tick runs" in win.current_page().message.get_text()
+    win.close()
+
+
+def test_a_chart_is_pinned_to_the_custom_page_and_stays_there(qtbot, tmp_path):
+    path = tmp_path / "pin.db"
+    engine = new_store(path)
+    make_run(engine, name="r", points={
+        "train/loss": [(s, 3.0 - 0.01 * s) for s in range(50)],
+        "train/grad_norm": [(s, 1.0) for s in range(50)],
+    })  # fmt: skip
+    engine.dispose()
+    settings = tmp_path / "settings.json"
+    win = open_window(qtbot, [path], settings, runs=1)
+    win.set_custom_keys("sys/*")
+    page = win.current_page()
+    index = [s.title for s in page.specs].index("Gradient norm")
+    menu = win.pages["training"].chart_menu(index)
+    (action,) = menu.actions()
+    assert "train/grad_norm" in action.text()
+    action.trigger()
+    assert win.state.custom_keys == ["sys/*", "train/grad_norm"]
+    win.set_page("custom")
+    settle(qtbot, win)
+    assert [s.title for s in win.current_page().specs] == ["train/grad_norm"]
+    win.close()
+    assert settings_mod.load(settings).state.custom_keys == ["sys/*", "train/grad_norm"]
+
+
+def test_the_all_metrics_page_shows_every_key_by_prefix_and_searches_them(qtbot, tmp_path):
+    path = tmp_path / "many.db"
+    engine = new_store(path)
+    keys = [f"{g}/metric{m}" for g in ("eval", "sys", "train") for m in range(8)]
+    make_run(
+        engine, name="many", points={k: [(s, float(s)) for s in range(0, 30, 3)] for k in keys}
+    )
+    engine.dispose()
+    win = open_window(qtbot, [path], tmp_path / "settings.json", runs=1)
+    win.set_page("all")
+    settle(qtbot, win)
+    view = win.pages["all"]
+    assert [s.title for s in win.current_page().specs] == sorted(keys)  # grouped by prefix
+    assert view.count.text() == "showing 24 of 24 keys"
+    view.search.setText("TRAIN metric1")
+    settle(qtbot, win)
+    assert [s.title for s in win.current_page().specs] == ["train/metric1"]
+    view.search.setText("nothing-like-this")
+    settle(qtbot, win)
+    assert "No key of the plotted runs contains" in win.current_page().message.get_text()
+    assert win.tabs.tabText(win.tabs.currentIndex()) == "All metrics"
+    win.close()
+
+
+def test_more_keys_than_the_all_page_draws_are_counted_not_hidden(qtbot, tmp_path):
+    from resplot.pages import MAX_ALL_PANELS
+
+    path = tmp_path / "wider.db"
+    engine = new_store(path)
+    keys = [f"k/{i:03d}" for i in range(MAX_ALL_PANELS + 5)]
+    make_run(engine, name="w", points={k: [(0, 1.0), (1, 2.0)] for k in keys})
+    engine.dispose()
+    win = open_window(qtbot, [path], tmp_path / "settings.json", runs=1)
+    win.set_page("all")
+    settle(qtbot, win)
+    assert len(win.current_page().specs) == MAX_ALL_PANELS
+    total = MAX_ALL_PANELS + 5
+    assert win.pages["all"].count.text() == (
+        f"showing {MAX_ALL_PANELS} of {total} keys; search to narrow"
+    )
+    win.close()
