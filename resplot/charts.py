@@ -173,7 +173,7 @@ class ChartPage:
             locator = AutoDateLocator()
             first.xaxis.set_major_locator(locator)
             first.xaxis.set_major_formatter(ConciseDateFormatter(locator))
-        elif mode in xaxis.GUIDED:
+        elif xaxis.is_guided(mode):
             first.xaxis.set_major_formatter(EngFormatter())
         first.callbacks.connect("xlim_changed", self._on_xlim_changed)
 

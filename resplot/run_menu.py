@@ -8,6 +8,7 @@ from PyQt5.QtGui import QColor
 from PyQt5.QtWidgets import QColorDialog, QMenu, QWidget
 
 from resplot.model import RunRef
+from resplot.notify import ALL_KINDS
 
 
 def pick_color(parent: QWidget, initial: str, title: str) -> str | None:
@@ -32,6 +33,17 @@ def run_menu(win, ref: RunRef) -> QMenu:
     menu.addAction("Colour…", choose)
     reset = menu.addAction("Assigned colour", lambda: win.set_run_color(ref, None))
     reset.setEnabled(isinstance(win.state.colors.get(ref.uid), str))
+    menu.addSeparator()
+    notifier = win.notifier
+    every = menu.addAction("Mute notifications")
+    every.setCheckable(True)
+    every.setChecked(notifier.is_muted(ref, ALL_KINDS))
+    every.toggled.connect(lambda on: win.set_notifications_muted(ref, ALL_KINDS, on))
+    for kind in sorted({a.kind for a in win.alerts.get(ref, [])}):
+        one = menu.addAction(f"Mute {kind.replace('_', ' ')} notifications")
+        one.setCheckable(True)
+        one.setChecked(notifier.is_muted(ref, kind))
+        one.toggled.connect(lambda on, k=kind: win.set_notifications_muted(ref, k, on))
     return menu
 
 

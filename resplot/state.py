@@ -44,6 +44,8 @@ class ViewState:
     colors: dict[str, run_colors.Assignment] = field(default_factory=dict)
     # While True the newest project's runs are ticked as they appear; a tick by hand ends it.
     auto_tick: bool = True
+    # Desktop notifications muted, as [run uid, kind] ("*": every kind of that run).
+    muted: list[list[str]] = field(default_factory=list)
 
     # -- changes (validated) ---------------------------------------------------------------
     def set_page(self, page: str) -> None:
@@ -145,7 +147,9 @@ class ViewState:
                 state.set_custom_keys([str(g) for g in plain["custom_keys"]])
             if "table_metrics" in plain:
                 state.table_metrics = [str(m) for m in plain["table_metrics"]]
-        except (TypeError, KeyError) as exc:
+            if "muted" in plain:
+                state.muted = [[str(uid), str(kind)] for uid, kind in plain["muted"]]
+        except (TypeError, KeyError, ValueError) as exc:
             raise StateError(f"malformed view state: {exc!r}") from None
         if "page" in plain:
             state.set_page(plain["page"])

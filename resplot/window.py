@@ -36,6 +36,7 @@ from resplot.export_menu import ExportWorker, add_export_menu, ask_export
 from resplot.exports import export_points, export_table
 from resplot.key_roles import counter_keys
 from resplot.model import RunRef
+from resplot.notify import Notifier
 from resplot.page_view import PageView
 from resplot.pages import MAX_ALL_PANELS, metric_keys
 from resplot.panels import RunTable, RunTableModel, SourcesTree
@@ -120,6 +121,11 @@ class MainWindow(QMainWindow):
         self._side_timer.timeout.connect(self._refresh_side)
 
         self._build_widgets()
+        self.notifier = Notifier(
+            self,
+            muted=[(uid, kind) for uid, kind in self.state.muted],
+            say=lambda text: self.statusBar().showMessage(text, 15000),
+        )
         self._build_toolbar()
         self._build_menu()
         self._apply_state_to_widgets()
@@ -424,6 +430,12 @@ class MainWindow(QMainWindow):
             self.table.select(ref)
         self.schedule_redraw()
 
+    def set_notifications_muted(self, ref: RunRef, kind: str, muted: bool) -> None:
+        """Mute (or not) the desktop notifications of one kind for a run ("*": every kind)."""
+        self.notifier.set_muted(ref, kind, muted)
+        self.state.muted = sorted([uid, k] for uid, k in self.notifier.muted)
+        self.save_settings()
+
     def set_run_color(self, ref: RunRef, color: str | None) -> None:
         """Pin a run's colour ("#rrggbb"), or with None give it a free slot again."""
         if color is None:
@@ -516,6 +528,7 @@ class MainWindow(QMainWindow):
     def _refresh_side(self) -> None:
         now = time.time()
         self.alerts = alerts_mod.check_all(self.cache, now=now)
+        self.notifier.update(self.alerts, self.cache.runs())
         self.model.refresh(self.alerts, now)
         self.tree.refresh(self.cache, now, self.state)
         names = {r.ref: r.name for r in self.cache.runs()}

@@ -36,6 +36,12 @@ def is_key_mode(mode: str) -> bool:
     return mode.startswith(KEY_PREFIX) and len(mode) > len(KEY_PREFIX)
 
 
+def is_guided(mode: str) -> bool:
+    """Whether the mode places points by another series of the run (tokens, a counter, the
+    step metric) rather than by step or time."""
+    return mode in ("tokens", "metric") or is_key_mode(mode)
+
+
 def label(mode: str) -> str:
     return mode[len(KEY_PREFIX) :] if is_key_mode(mode) else LABELS[mode]
 
@@ -88,7 +94,7 @@ def x_values(
     if mode == "relative":
         start = run.created_at if run is not None else (float(walls.min()) if len(walls) else 0)
         return (walls - start) / 3600.0
-    if mode in ("tokens", "metric") or is_key_mode(mode):
+    if is_guided(mode):
         if guide is None or len(guide[0]) == 0:
             return None
         return tokens_at(steps, guide[0], guide[1])
