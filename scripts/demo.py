@@ -153,6 +153,23 @@ def loss_summary(engine, run_id: int) -> str | None:
     )
 
 
+def upgrade_own_store(store: Path) -> None:
+    """A store left by an older demo (an older schema) is the demo's own: bring it up to date
+    (with a backup beside it) rather than failing, and say so."""
+    if not store.exists():
+        return
+    from reslog.maintenance import upgrade_store
+    from schema.errors import StoreError
+
+    try:
+        line = upgrade_store(str(store))
+    except StoreError as exc:
+        say(f"store {store}: {exc} (delete it to start afresh)")
+        raise SystemExit(2) from None
+    if "nothing to do" not in line:
+        say(line)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="scripts/demo.py", description=__doc__.split("\n")[0])
     p.add_argument("--minutes", type=float, default=3.0, help="training time budget (3)")
@@ -223,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"one optimizer step takes {per_step:.2f} s here: training {steps} steps")
         overrides += ["--train.steps", str(steps)]
     store.parent.mkdir(parents=True, exist_ok=True)
+    upgrade_own_store(store)
     cmd = [sys.executable, "-m", "trainer.train", "--config", str(args.config), *overrides]
     say("training: " + " ".join(cmd[1:]))
 

@@ -609,3 +609,14 @@ def test_a_train_split_too_small_for_one_step_is_a_flag_error(tmp_path, capsys):
     # A vocabulary given on the command line does not hide a directory without a manifest.
     rc = main([*args, "128", "--data.dir", str(tmp_path / "nothing"), "--train.steps", "1"])
     assert rc == 2 and "no manifest.json" in capsys.readouterr().err
+
+
+def test_a_store_that_cannot_be_opened_is_one_line_before_step_0(tmp_path, capsys):
+    not_a_store = tmp_path / "notes.db"
+    not_a_store.write_text("my notes, not a database\n" * 100)
+    args = ["--config", str(DEBUG), "--data.source", "synthetic", "--train.steps", "1"]
+    rc = main([*args, "--logging.store", str(not_a_store)])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "not a SQLite database" in err and "Traceback" not in err
+    assert not_a_store.read_text().startswith("my notes")  # left as it was

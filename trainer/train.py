@@ -21,6 +21,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from schema.errors import StoreError
 from trainer import checkpoint, distributed, kernels
 from trainer.config import Config, ConfigError, load_config
 from trainer.metrics import PHASES, Logger, NullLogger, ReslogLogger, StepTimer, device_peak
@@ -554,7 +555,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg, args = parse_args(argv)
     try:
         trainer = Trainer(cfg, resume=args.resume)
-    except ConfigError as e:
+    except (ConfigError, StoreError) as e:  # before step 0: say why in one line, train nothing
         distributed.destroy()
         print(f"error: {e}", file=sys.stderr)
         return 2
