@@ -55,6 +55,7 @@ class Alert:
     message: str
     step: int | None = None
     wall: float | None = None
+    detail: str = ""  # more than a line: a stalled run's thread stacks
 
 
 def _live(cache: SeriesCache, ref: RunRef, key: str):
@@ -101,6 +102,26 @@ def _progress_key(cache: SeriesCache, ref: RunRef) -> str | None:
     return max(counts, key=counts.get) if counts else None
 
 
+STACK_LINES = 40
+
+
+def _stack_excerpt(body: str) -> str:
+    """What a tooltip can hold of a stall event's body (reslog.stall.thread_stacks): the GPU
+    note and the first thread's stack (the one that called init), its innermost frames kept
+    when it is long; `reslog show` has every thread's."""
+    lines = body.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith('Thread "')]
+    if not starts:
+        return "\n".join(lines[-STACK_LINES:])
+    end = starts[1] if len(starts) > 1 else len(lines)
+    head, stack = lines[: starts[0] + 1], lines[starts[0] + 1 : end]
+    if len(stack) > STACK_LINES:
+        stack = [f"  … {len(stack) - STACK_LINES} outer lines", *stack[-STACK_LINES:]]
+    others = len(starts) - 1
+    tail = [f"(+ {others} more threads: reslog show)"] if others else []
+    return "\n".join([*head, *stack, *tail])
+
+
 def stalled(cache: SeriesCache, ref: RunRef, now: float, th: Thresholds) -> list[Alert]:
     run = cache.run(ref)
     if run is None or run.status not in ("running", "stalled", "crashed"):
@@ -122,10 +143,12 @@ def stalled(cache: SeriesCache, ref: RunRef, now: float, th: Thresholds) -> list
     if run.status == "stalled":
         # The writer saw no log() for its stall_after (or the process is alive but silent);
         # the run's "stall" event holds every thread's stack.
+        stalls = [e for e in cache.events(ref) if e.kind == "stall" and e.level == "warning"]
+        where = _stack_excerpt(stalls[-1].body) if stalls else ""
         return [
             Alert(ref, "stalled", "warning",
-                  f"stalled after step {last_step}: no step for {now - last_wall:.0f} s; "
-                  "its stall event shows where it hangs", last_step, last_wall)
+                  f"stalled after step {last_step}: no step for {now - last_wall:.0f} s"
+                  + ("; hover for where it hangs" if where else ""), last_step, last_wall, where)
         ]  # fmt: skip
     live = _live(cache, ref, key)
     if live is not None and len(live[0]) >= 3:

@@ -278,7 +278,9 @@ class RunTableModel(QAbstractTableModel):
             return f"{run.name}\n{run.ref.uid}\n{run.ref.source}: {run.ref.store}"
         alerts = self.alerts.get(run.ref, [])
         if role == Qt.ToolTipRole and header == "alerts" and alerts:
-            return "\n".join(f"[{a.level}] {a.message}" for a in alerts)
+            return "\n".join(
+                f"[{a.level}] {a.message}" + (f"\n{a.detail}" if a.detail else "") for a in alerts
+            )
         if role == Qt.BackgroundRole and header == "alerts" and alerts:
             worst = max(LEVELS.get(a.level, 1) for a in alerts)
             return QBrush(QColor("#f8d0d0" if worst >= 2 else "#fbe9c8"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from resplot.alerts import Thresholds, check_all, check_run, summary
+from resplot.alerts import STACK_LINES, Thresholds, check_all, check_run, summary
 from resplot.cache import SeriesCache, Summary
 from resplot.model import Event, RunInfo, RunRef
 from schema.rollup import fold
@@ -83,6 +83,20 @@ def test_a_run_its_writer_flagged_stalled_is_an_alert_at_once():
     (alert,) = check_run(cache, REF, now=T0 + 990 + 30)
     assert alert.kind == "stalled" and alert.step == 99
     assert "stalled after step 99: no step for 30 s" in alert.message
+
+
+def test_a_stalled_alert_carries_where_the_run_hangs():
+    cache = _cache(status="stalled", step_s=10.0)
+    stack = 'Thread "MainThread" (the thread that called reslog.init):\n' + "".join(
+        f'  File "train.py", line {i}, in wait_for_allreduce\n' for i in range(60)
+    )
+    cache.add_events([Event(REF, 1, T0 + 990, None, "stall", "warning", "stalled: no step", stack)])
+    (alert,) = check_run(cache, REF, now=T0 + 990 + 30)
+    assert alert.message.endswith("; hover for where it hangs")
+    lines = alert.detail.splitlines()
+    assert lines[0].startswith('Thread "MainThread"') and lines[1] == "  … 20 outer lines"
+    assert lines[-1] == '  File "train.py", line 59, in wait_for_allreduce'  # the innermost
+    assert len(lines) == 2 + STACK_LINES
 
 
 def test_a_crashed_run_is_an_alert_naming_its_last_step():
