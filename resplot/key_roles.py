@@ -13,6 +13,8 @@ import fnmatch
 import re
 from collections.abc import Collection, Iterable
 
+from schema.rollup import LAST, MIN_AT, STEP_LO, VMAX, VMIN, N
+
 ROLES: dict[str, tuple[str, ...]] = {
     # reslog, then nanoGPT / Hugging Face (train/…), Lightning (train_loss), torchtitan.
     "train_loss": (
@@ -70,3 +72,22 @@ def mfu_scale(key: str) -> float:
 def counter_keys(keys: Iterable[str]) -> list[str]:
     """Logged keys that count progress (iter, epoch, tokens seen…): x-axis candidates."""
     return sorted(k for k in set(keys) if _COUNTER.match(k.rsplit("/", 1)[-1]))
+
+
+def rising_keys(aggs: Iterable[tuple[str, tuple]]) -> list[str]:
+    """Keys whose every series (key, aggregate) looks non-decreasing: its minimum at its first
+    step and its last value its maximum, over at least 3 points. O(series), from the summary
+    rows alone; a sawtooth that happens to end at its maximum passes too, which the chart
+    then shows as it is. x-axis candidates beside the counters' names."""
+    verdict: dict[str, bool] = {}
+    for key, agg in aggs:
+        rises = (
+            agg[N] >= 3
+            and agg[VMIN] is not None
+            and agg[VMAX] is not None
+            and agg[VMAX] > agg[VMIN]
+            and agg[MIN_AT] == agg[STEP_LO]
+            and agg[LAST] == agg[VMAX]
+        )
+        verdict[key] = verdict.get(key, True) and bool(rises)
+    return sorted(k for k, ok in verdict.items() if ok and not k.startswith("sys/"))

@@ -34,7 +34,7 @@ from resplot.charts import ChartPage, save_figure
 from resplot.dialogs import AddSourceDialog, HostKeyAsker
 from resplot.export_menu import ExportWorker, add_export_menu, ask_export
 from resplot.exports import export_points, export_table
-from resplot.key_roles import counter_keys
+from resplot.key_roles import counter_keys, rising_keys
 from resplot.model import RunRef
 from resplot.notify import Notifier
 from resplot.page_view import PageView
@@ -326,7 +326,11 @@ class MainWindow(QMainWindow):
             self.x_combo.blockSignals(blocked)
 
     def on_runs_changed(self) -> None:
-        self._offer_x_axes([f"key:{k}" for k in counter_keys(self.cache.all_keys())])
+        aggs = [
+            (k, s.agg) for r in self.cache.runs() for k, s in self.cache.summaries(r.ref).items()
+        ]
+        keys = sorted({*counter_keys(self.cache.all_keys()), *rising_keys(aggs)})
+        self._offer_x_axes([f"key:{k}" for k in keys])
         runs = self.cache.runs()
         note = fonts.missing_note([r.name for r in runs] + self.cache.all_keys())
         if note:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from resplot.key_roles import counter_keys, key_for
+from resplot.key_roles import counter_keys, key_for, rising_keys
 from tests.fixtures.stores import BASE_TIME, make_run, new_store
 from tests.fixtures.windows import open_window, settle
 
@@ -105,3 +105,25 @@ def test_a_snapshot_can_use_a_logged_counter_as_its_x_axis(tmp_path, capsys):
     assert out.stat().st_size > 0
     assert main(["snapshot", str(path), "-o", str(out), "--x", "iterations"]) == 1
     assert "key:NAME" in capsys.readouterr().err
+
+
+def test_rising_keys_are_offered_as_x_axes_from_the_summaries_alone():
+    from schema.rollup import fold
+
+    steps = list(range(10))
+    walls = [float(s) for s in steps]
+
+    def agg(values):
+        return fold(steps[: len(values)], walls[: len(values)], [float(v) for v in values])
+
+    aggs = [
+        ("samples_seen", agg([0, 32, 64, 96, 128])),  # rises: an x axis
+        ("train/loss", agg([4, 3, 2.5, 2.4, 2.2])),  # falls
+        ("flat", agg([1, 1, 1, 1])),  # constant: places nothing
+        ("lr", agg([0, 1, 2, 1, 0.5])),  # warmup then decay: max not last
+        ("seen", agg([0, 1, 2])),  # rises in one run ...
+        ("seen", agg([2, 1, 0])),  # ... falls in another: not an axis for all
+        ("sys/disk_read_bytes", agg([0, 1, 2, 3])),  # telemetry counters are not offered
+        ("two", agg([0, 1])),  # too few points to tell
+    ]
+    assert rising_keys(aggs) == ["samples_seen"]
