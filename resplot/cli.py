@@ -52,7 +52,7 @@ def _add_ssh_config(p: argparse.ArgumentParser) -> None:
 def ssh_options(args, asker) -> dict:
     """What every SSH source gets: who answers a login (asked once per host per session), and
     the ssh config file when one was named."""
-    from resplot.ssh_prompts import Secrets
+    from resplot.ssh.prompts import Secrets
 
     opts: dict = {"secrets": Secrets(asker)}
     if args.ssh_config is not None:
@@ -123,13 +123,14 @@ def _load(args):
     """The sources opened and read (runs, keys, summaries); the caller closes them. A login
     that needs a password asks on the terminal, or through SSH_ASKPASS (as ssh does)."""
     from resplot.headless import Loaded
-    from resplot.ssh_prompts import default_asker
+    from resplot.ssh.errors import SSHError
+    from resplot.ssh.prompts import default_asker
 
     check_specs(args.sources)
     opts = ssh_options(args, default_asker())
     try:
         return Loaded(args.sources, timeout=args.timeout, ssh_options=opts)
-    except (OSError, TimeoutError, ValueError) as exc:
+    except (OSError, TimeoutError, ValueError, SSHError) as exc:  # SSHError: refused logins
         raise CliError(str(exc)) from None
 
 
@@ -286,7 +287,7 @@ def cmd_sync(args) -> int:
 
     from resplot.agent_client import AgentConnectionError
     from resplot.sources.base import AuthFailed
-    from resplot.ssh_prompts import default_asker
+    from resplot.ssh.prompts import default_asker
     from resplot.sync import Mirror
     from schema.errors import StoreError
 

@@ -22,7 +22,7 @@ from PyQt5.QtWidgets import (
     QWidget,
 )
 
-from resplot.ssh_prompts import Answer, Prompt
+from resplot.ssh.prompts import Answer, Prompt
 
 
 class LoginDialog(QDialog):

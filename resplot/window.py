@@ -43,6 +43,7 @@ from resplot.panels import RunTable, RunTableModel, SourcesTree
 from resplot.poller import Poller
 from resplot.run_menu import attach_run_menus
 from resplot.selection import default_selection, empty_text, project_size, shown_text
+from resplot.sources.base import SourceState
 from resplot.state import PAGES, X_AXES, ViewState
 
 REDRAW_DELAY_MS = 50
@@ -68,11 +69,9 @@ def _is_ssh(spec: str) -> bool:
         return False
 
 
-def source_state_text(st) -> tuple[str, bool]:
+def source_state_text(st: SourceState) -> tuple[str, bool]:
     """(text, is_error) for a poller SourceState(state, rtt_ms, error, next_retry_s)."""
-    state = getattr(st, "state", str(st))
-    rtt, error = getattr(st, "rtt_ms", None), getattr(st, "error", None)
-    retry = getattr(st, "next_retry_s", None)
+    state, rtt, error, retry = st.state, st.rtt_ms, st.error, st.next_retry_s
     if state == "live":
         return (f"live, {rtt:.0f} ms" if rtt is not None else "live"), False
     if state == "retrying":
@@ -100,6 +99,7 @@ class MainWindow(QMainWindow):
         self.poller = None
         self.alerts: dict[RunRef, list[alerts_mod.Alert]] = {}
         self.source_labels: dict[str, str] = {}  # spec -> poller label
+        self._source_texts: dict[str, str] = {}  # poller label -> its state, as shown
         self.redraw_count = 0
         self.ask_host_key = HostKeyAsker(self)
         self.exports: list[ExportWorker] = []
@@ -290,7 +290,7 @@ class MainWindow(QMainWindow):
         if self.poller is None or spec in self.source_labels:
             return spec in self.source_labels
         opts = {}
-        if getattr(self.poller, "ask_host_key", None) is None and _is_ssh(spec):
+        if self.poller.ask_host_key is None and _is_ssh(spec):
             opts["ask_host_key"] = self.ask_host_key  # unknown host keys are asked in a dialog
         try:
             label = self.poller.add_source(spec, **opts)
@@ -353,7 +353,6 @@ class MainWindow(QMainWindow):
     def on_source_state(self, label: str, st) -> None:
         text, is_error = source_state_text(st)
         self.tree.set_source_state(label, text, is_error)
-        self._source_texts = getattr(self, "_source_texts", {})
         self._source_texts[label] = text
         self.sources_label.setText("  ·  ".join(f"{k}: {v}" for k, v in self._source_texts.items()))
 
@@ -490,7 +489,7 @@ class MainWindow(QMainWindow):
         self.shown_label.setText(
             shown_text(len(refs), len(runs), self.state.auto_tick, project_size(runs))
         )
-        states = getattr(self, "_source_texts", {})
+        states = self._source_texts
         loading = [f"{k} ({v})" for k, v in states.items()] or list(
             self.source_labels.values() or self.state.sources
         )

@@ -141,7 +141,7 @@ def test_stop_does_not_wait_out_a_tcp_connect_to_a_host_that_does_not_answer(qtb
     timeout. A listening socket whose accept queue is full drops SYNs on Linux."""
     import socket
 
-    from resplot.ssh import Timeouts
+    from resplot.ssh.connection import Timeouts
 
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))

@@ -18,7 +18,8 @@ from reslog.agent.store import MAX_TILES
 from resplot.agent_client import AgentConnectionError
 from resplot.cache import SeriesCache
 from resplot.sources import SpecError, open_source, parse_spec
-from resplot.sources.base import PollResult, group_rows, split_tiles, tile_ranges
+from resplot.sources.agent import group_rows, split_tiles, tile_ranges
+from resplot.sources.base import PollResult
 from resplot.sources.local import LocalSource
 from resplot.sources.postgres import PostgresSource, public_url
 from resplot.views import series_view

@@ -16,8 +16,8 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from resplot.hostkeys import KnownHosts
-from resplot.ssh import (
+from resplot.ssh.config import Hop, SSHConfigError, parse_hop, resolve_chain, resolve_host
+from resplot.ssh.connection import (
     AuthFailed,
     ConnectFailed,
     HostKeyChanged,
@@ -26,7 +26,7 @@ from resplot.ssh import (
     SSHConnection,
     Timeouts,
 )
-from resplot.sshconfig import Hop, SSHConfigError, parse_hop, resolve_chain, resolve_host
+from resplot.ssh.hostkeys import KnownHosts
 from tests.fixtures import sshd as sshd_fixtures
 from tests.fixtures.sshd import SSHEnv, generate_key
 from tests.fixtures.tcpproxy import TCPProxy

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from resplot.ssh import AuthFailed, SSHConnection
+from resplot.ssh.connection import AuthFailed, SSHConnection
 from tests.fixtures.postgres import missing_system_dependency
 from tests.fixtures.sshd import SSHServer, generate_key, sshd_available, start_sshd
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from resplot.hostkeys import KnownHosts
-from resplot.sshconfig import SSHConfigError, resolve_host
+from resplot.ssh.config import SSHConfigError, resolve_host
+from resplot.ssh.hostkeys import KnownHosts
 
 
 @pytest.fixture

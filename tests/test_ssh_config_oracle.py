@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from resplot.openssh_config import ConfigError, read_options, ssh_g
+from resplot.ssh.openssh_config import ConfigError, read_options, ssh_g
 from tests.fixtures.postgres import missing_system_dependency
 
 # (name, config text, host as typed, ssh's command-line options). `{dir}` is the case's folder.

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from resplot.ssh import AuthFailed, SSHConnection
-from resplot.ssh_prompts import Answer, Prompt, Secrets, askpass_asker, default_asker
+from resplot.ssh.connection import AuthFailed, SSHConnection
+from resplot.ssh.prompts import Answer, Prompt, Secrets, askpass_asker, default_asker
 from tests.fixtures import logins as login_fixtures
 
 login_server = login_fixtures.login_server
@@ -141,7 +141,7 @@ def test_a_failing_askpass_program_counts_as_cancelled(tmp_path):
     program = tmp_path / "no"
     program.write_text("#!/bin/sh\nexit 1\n")
     program.chmod(0o755)
-    from resplot.ssh_prompts import Question
+    from resplot.ssh.prompts import Question
 
     ask = askpass_asker(str(program))
     assert ask(Prompt("password", "h", (Question("Password: "),))) is None
@@ -164,7 +164,7 @@ def test_a_failing_askpass_program_counts_as_cancelled(tmp_path):
 )  # fmt: skip
 def test_who_answers_follows_openssh_rules(env, tty, expected, monkeypatch):
     monkeypatch.setattr("shutil.which", lambda name: None)  # no ssh-askpass on PATH here
-    from resplot.ssh_prompts import terminal_asker
+    from resplot.ssh.prompts import terminal_asker
 
     asker = default_asker(env, has_tty=tty)
     if expected is None:
@@ -248,7 +248,7 @@ def test_the_login_dialog_shows_each_question_with_its_echo(qtbot):
     from PyQt5.QtWidgets import QLineEdit
 
     from resplot.prompt_dialog import LoginDialog, PromptAsker
-    from resplot.ssh_prompts import Question
+    from resplot.ssh.prompts import Question
 
     prompt = Prompt(
         "keyboard-interactive", "me@gpu", (Question("Password: "), Question("Token: ", True)),
@@ -273,7 +273,7 @@ def test_the_window_s_asker_is_usable_from_a_worker_thread(qtbot):
     import threading
 
     from resplot.prompt_dialog import PromptAsker
-    from resplot.ssh_prompts import Question
+    from resplot.ssh.prompts import Question
 
     asker = PromptAsker(answer=lambda dialog: (dialog.fields[0].setText("pw"), True)[1])
     got: list[Answer | None] = []
@@ -372,7 +372,7 @@ def test_the_terminal_asks_secrets_without_echo_and_the_rest_with_it(tmp_path):
     code = (
         "import json, os, sys\n"
         "os.close(os.open(sys.argv[1], os.O_RDWR))  # the pty becomes our controlling tty\n"
-        "from resplot.ssh_prompts import Prompt, Question, terminal_asker\n"
+        "from resplot.ssh.prompts import Prompt, Question, terminal_asker\n"
         "p = Prompt('keyboard-interactive', 'me@gpu', (Question('Password: '), "
         "Question('Token: ', True)), name='Duo two-factor')\n"
         "a = terminal_asker(p)\n"

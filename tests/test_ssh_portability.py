@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from resplot.local_copies import data_dir
-from resplot.openssh_config import shell_argv, system_ssh_dir
-from resplot.ssh_prompts import _has_tty
+from resplot.ssh.openssh_config import shell_argv, system_ssh_dir
+from resplot.ssh.prompts import _has_tty
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from resplot.ssh import ConnectFailed, SSHConnection
-from resplot.sshconfig import resolve_chain, resolve_host
+from resplot.ssh.config import resolve_chain, resolve_host
+from resplot.ssh.connection import ConnectFailed, SSHConnection
 from tests.fixtures import sshd as sshd_fixtures
 from tests.fixtures.postgres import missing_system_dependency
 

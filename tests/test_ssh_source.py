@@ -22,7 +22,7 @@ from resplot.cache import SeriesCache
 from resplot.sources import open_source
 from resplot.sources.base import AuthFailed
 from resplot.sources.ssh import HostKeyNotTrusted, SSHSource, parse_ssh_spec
-from resplot.ssh import Timeouts
+from resplot.ssh.connection import Timeouts
 from tests.fixtures import sshd as sshd_fixtures
 from tests.fixtures.compare import assert_cache_matches_store, want_every_tile
 from tests.fixtures.sshd import SSHEnv, bulk_store, generate_key

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO
 
 from resplot.agent_client import AgentClient, AgentConnectionError, agent_archive, agent_hash
-from resplot.sources.base import AgentSource
+from resplot.sources.agent import AgentSource
 
 
 def local_agent() -> Path:

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from resplot.agent_client import AgentClient, AgentConnectionError, agent_archive, agent_hash
-from resplot.sources.base import AgentSource
-from resplot.sources.base import AuthFailed as SourceAuthFailed
+from resplot.sources.agent import AgentSource
 from resplot.sources.local import LocalSource
 from resplot.sources.ssh_spec import parse_ssh_spec
+from resplot.ssh.errors import AuthFailed
 
 AGENT_DIR = ".cache/reslog"
 DEFAULT_PYTHON = "python3"
@@ -99,7 +99,7 @@ class OpenSSHSource(LocalSource):
     def _raise_ssh_failure(self, code: int, stderr: str) -> None:
         tail = stderr.strip()[-1500:]
         if "Permission denied" in tail or "Host key verification failed" in tail:
-            raise SourceAuthFailed(f"{self.label}: ssh refused ({tail})")
+            raise AuthFailed(f"{self.label}: ssh refused ({tail})")
         raise AgentConnectionError(f"{self.label}: ssh exited with {code}: {tail}")
 
     def _connect(self) -> AgentClient:

@@ -20,14 +20,8 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from resplot.cache import SeriesCache, Summary
 from resplot.model import Event, RunInfo, RunRef
-from resplot.sources.base import (
-    PollResult,
-    Progress,
-    Source,
-    group_rows,
-    summaries_from,
-    tile_ranges,
-)
+from resplot.sources.agent import group_rows, summaries_from, tile_ranges
+from resplot.sources.base import PollResult, Progress, Source
 from resplot.tiles import FLOATS, RAW_COLUMNS, Tile
 from schema import envelope
 from schema.errors import StoreError

@@ -27,11 +27,10 @@ import paramiko
 
 from resplot.agent_client import AgentClient, AgentConnectionError, agent_archive, agent_hash
 from resplot.cache import SeriesCache
-from resplot.hostkeys import AskHostKey, HostKeyError
-from resplot.sources.base import AgentSource, PollResult, Progress
-from resplot.sources.base import AuthFailed as SourceAuthFailed
+from resplot.sources.agent import AgentSource
+from resplot.sources.base import PollResult, Progress
 from resplot.sources.ssh_spec import SSHSpec, parse_ssh_spec
-from resplot.ssh import (
+from resplot.ssh.connection import (
     AskPassphrase,
     AuthFailed,
     ConnectionLost,
@@ -39,7 +38,8 @@ from resplot.ssh import (
     SSHError,
     Timeouts,
 )
-from resplot.ssh_prompts import Secrets
+from resplot.ssh.hostkeys import AskHostKey, HostKeyError
+from resplot.ssh.prompts import Secrets
 
 __all__ = [
     "AGENT_DIR",
@@ -313,7 +313,7 @@ def _release_link(key: tuple, link: HostLink) -> None:
     link.close()
 
 
-class HostKeyNotTrusted(SourceAuthFailed):
+class HostKeyNotTrusted(AuthFailed):
     """The host's key is unknown and was refused, or has changed: a person must decide, so the
     poller shows it like a refused login (auth_failed) and retries slowly."""
 
@@ -378,10 +378,10 @@ class SSHSource(AgentSource):
     def _connect(self) -> AgentClient:
         try:
             return self.link.connect()
-        except AuthFailed as exc:
-            raise SourceAuthFailed(str(exc)) from exc
         except HostKeyError as exc:
             raise HostKeyNotTrusted(str(exc)) from exc
+        except AuthFailed:  # refused: the poller retries slowly (not an SSHError to retry soon)
+            raise
         except SSHError as exc:  # ConnectFailed, ConnectionLost, SSHConfigError
             raise AgentConnectionError(str(exc)) from exc
         except (OSError, EOFError, paramiko.SSHException) as exc:
@@ -408,7 +408,7 @@ class SSHSource(AgentSource):
             self._polling = True
             try:
                 return super().poll(cache, progress)
-            except (SourceAuthFailed, AgentConnectionError):  # both are OSErrors: pass them on
+            except (AuthFailed, AgentConnectionError):  # both are OSErrors: pass them on
                 raise
             except (OSError, EOFError, paramiko.SSHException) as exc:
                 # Anything the transport throws past the agent client: retry soon.

@@ -1,6 +1,6 @@
 """Resolving one host through the ssh config, the way `ssh` itself would, into typed values.
 
-resplot.openssh_config reads the files by OpenSSH's rules (what `ssh -G` prints); this module
+resplot.ssh.openssh_config reads the files by OpenSSH's rules (what `ssh -G` prints); this module
 turns those values into a HostConfig (tokens expanded, defaults filled in), treats values from a
 source spec (`user@host:port`) like `ssh -l/-p`, and resolves ProxyJump chains hop by hop
 through the same config (each hop like the `ssh -W` that OpenSSH runs for it).
@@ -12,7 +12,8 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from resplot.openssh_config import (
+from resplot.ssh.errors import SSHError
+from resplot.ssh.openssh_config import (
     DEFAULT_GLOBAL_KNOWN_HOSTS,
     DEFAULT_USER_KNOWN_HOSTS,
     SYSTEM_CONFIG,
@@ -24,16 +25,12 @@ from resplot.openssh_config import (
     resolved_hostname,
     server_alive_interval,
 )
-from resplot.openssh_config import DEFAULT_IDENTITY_FILES as _SSH_DEFAULT_IDENTITY_FILES
+from resplot.ssh.openssh_config import DEFAULT_IDENTITY_FILES as _SSH_DEFAULT_IDENTITY_FILES
 
 DEFAULT_PORT = 22
 DEFAULT_IDENTITY_FILES = _SSH_DEFAULT_IDENTITY_FILES
 DEFAULT_KNOWN_HOSTS = DEFAULT_USER_KNOWN_HOSTS
 MAX_JUMP_DEPTH = 8
-
-
-class SSHError(Exception):
-    """Base of every SSH failure resplot reports; the message is meant for a person."""
 
 
 class SSHConfigError(SSHError):
@@ -101,8 +98,8 @@ def default_config_path() -> Path:
 
 
 def proxy_command_argv(command: str) -> list[str]:
-    """How ssh runs a ProxyCommand (resplot.openssh_config.shell_argv)."""
-    from resplot.openssh_config import shell_argv
+    """How ssh runs a ProxyCommand (resplot.ssh.openssh_config.shell_argv)."""
+    from resplot.ssh.openssh_config import shell_argv
 
     return shell_argv(command)
 

@@ -22,16 +22,13 @@ from pathlib import Path
 
 import paramiko
 
-from resplot.ssh_prompts import Prompt, Question, Secrets
-from resplot.sshconfig import HostConfig, SSHError
+from resplot.ssh.config import HostConfig
+from resplot.ssh.errors import AuthFailed, SSHError
+from resplot.ssh.prompts import Prompt, Question, Secrets
 
 log = logging.getLogger(__name__)
 
 DEFAULT_METHODS = ("publickey", "keyboard-interactive", "password")
-
-
-class AuthFailed(SSHError):
-    """The server refused every way we could log in (retrying will not help)."""
 
 
 class LoginDropped(SSHError):

@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import threading
 
-from resplot.sshconfig import proxy_command_argv
+from resplot.ssh.config import proxy_command_argv
 
 
 class ProxyCommandSocket:

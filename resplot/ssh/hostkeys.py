@@ -21,7 +21,7 @@ from pathlib import Path
 
 import paramiko
 
-from resplot.sshconfig import DEFAULT_PORT, HostConfig, SSHError
+from resplot.ssh.config import DEFAULT_PORT, HostConfig, SSHError
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from resplot.openssh_tokens import (  # noqa: F401 - ConfigError, expand_tokens: this API
+from resplot.ssh.openssh_tokens import (  # noqa: F401 - ConfigError, expand_tokens: this API
     ConfigError,
     expand_hostname,
     expand_tokens,

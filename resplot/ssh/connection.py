@@ -2,7 +2,7 @@
 
 Built on paramiko.Transport rather than SSHClient for control over every step: our own socket
 with TCP_NODELAY (paramiko leaves Nagle on, ~40 ms per small request), separate connect / banner
-/ auth timeouts, host keys checked by resplot.hostkeys before any authentication, keys from
+/ auth timeouts, host keys checked by resplot.ssh.hostkeys before any authentication, keys from
 ssh-agent and key files, and a keepalive watchdog that declares the connection lost after N
 unanswered keepalives (asyncssh's rule) by closing it, which wakes every blocked reader.
 """
@@ -24,7 +24,15 @@ from pathlib import Path
 
 import paramiko
 
-from resplot.hostkeys import (
+from resplot.ssh.auth import AuthFailed, LoginDropped, authenticate
+from resplot.ssh.config import (
+    HostConfig,
+    SSHConfigError,
+    SSHError,
+    resolve_chain,
+    resolve_host,
+)
+from resplot.ssh.hostkeys import (
     AskHostKey,
     HostKeyChanged,
     HostKeyError,
@@ -32,16 +40,8 @@ from resplot.hostkeys import (
     HostKeyUnknown,
     KnownHosts,
 )
-from resplot.ssh_auth import AuthFailed, LoginDropped, authenticate
-from resplot.ssh_prompts import Answer, Asker, Prompt, Secrets
-from resplot.ssh_proxy import ProxyCommandSocket
-from resplot.sshconfig import (
-    HostConfig,
-    SSHConfigError,
-    SSHError,
-    resolve_chain,
-    resolve_host,
-)
+from resplot.ssh.prompts import Answer, Asker, Prompt, Secrets
+from resplot.ssh.proxy import ProxyCommandSocket
 
 __all__ = [
     "AuthFailed",
@@ -141,7 +141,7 @@ class SSHConnection:
     `host` is an ssh config alias or host name; `user`/`port` beat the config like `ssh -l/-p`.
     `ask_host_key(host, key_type, "SHA256:...")` decides about unknown host keys (None = refuse).
     `secrets` answers what a login asks (password, keyboard-interactive, key passphrase) and
-    keeps the answers for the session (resplot.ssh_prompts); without it nothing is asked.
+    keeps the answers for the session (resplot.ssh.prompts); without it nothing is asked.
     `ask_passphrase(key_path)` is the older, passphrase-only form of the same.
     """
 
