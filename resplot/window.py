@@ -266,10 +266,10 @@ class MainWindow(QMainWindow):
                 self.restoreGeometry(QByteArray.fromHex(win["geometry"].encode()))
             else:
                 self.resize(1400, 900)
-            for name in ("top_split", "main_split"):
+            for name, split in (("top_split", self.top_split), ("main_split", self.main_split)):
                 if name in win:
-                    getattr(self, name).restoreState(QByteArray.fromHex(win[name].encode()))
-        except (AttributeError, TypeError, ValueError):
+                    split.restoreState(QByteArray.fromHex(win[name].encode()))
+        except (AttributeError, TypeError, ValueError):  # a settings file edited by hand
             self.resize(1400, 900)
 
     # -- poller ---------------------------------------------------------------------------
