@@ -49,6 +49,22 @@ from schema.compare import (
 )
 from schema.rollup import WALL_HI
 
+
+def short_paths(paths: set[str]) -> dict[str, str]:
+    """Each path's shortest ending (its file name at least) that no other path shares:
+    `a/runs/reslog.db` and `b/runs/reslog.db` become `a/runs/reslog.db` and `b/runs/reslog.db`,
+    a lone `/data/x/runs/reslog.db` stays `reslog.db`."""
+    parts = {p: p.rstrip("/").split("/") for p in paths}
+    out = {}
+    for path, mine in parts.items():
+        for n in range(1, len(mine) + 1):
+            tail = mine[-n:]
+            if all(other[-n:] != tail for q, other in parts.items() if q != path):
+                break
+        out[path] = "/".join(tail) or path
+    return out
+
+
 STATUS_COLORS = {
     "running": "#2ca02c",
     "stalled": "#e6a700",
@@ -140,13 +156,13 @@ class SourcesTree(QTreeWidget):
             stores: dict[tuple[str, str], QTreeWidgetItem] = {}
             for label in labels:
                 self._hosts[label] = self._host_item(label)
+            names = short_paths({r.ref.store for r in runs})
             for run in runs:
                 host = self._hosts[run.ref.source]
                 key = (run.ref.source, run.ref.store)
                 if key not in stores:
-                    # The file name is what tells stores apart; the full path is the tooltip.
-                    name = run.ref.store.rstrip("/").rsplit("/", 1)[-1] or run.ref.store
-                    stores[key] = QTreeWidgetItem(host, [name, "", ""])
+                    # The end of the path that tells stores apart; the full path is the tooltip.
+                    stores[key] = QTreeWidgetItem(host, [names[run.ref.store], "", ""])
                     stores[key].setToolTip(0, run.ref.store)
                     stores[key].setExpanded(True)
                 item = QTreeWidgetItem(stores[key], [run.name, "", ""])
