@@ -55,11 +55,19 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--repeat", type=int, default=50)
+    ap.add_argument("--store", type=Path, help="an existing store instead (e.g. runs/reslog.db)")
     args = ap.parse_args()
     app = QApplication([])
     with tempfile.TemporaryDirectory() as tmp:
-        store = Path(tmp) / "hover.db"
-        make_store(store, args.runs, args.steps)
+        if args.store is not None:
+            import sqlite3
+
+            store = args.store.resolve()
+            with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as conn:
+                args.runs = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
+        else:
+            store = Path(tmp) / "hover.db"
+            make_store(store, args.runs, args.steps)
         start = time.perf_counter()
         cache = SeriesCache()
         win = MainWindow(cache, settings_mod.Settings(), Path(tmp) / "settings.json")
