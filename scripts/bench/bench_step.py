@@ -27,11 +27,16 @@ clip_grad_norm_(1.0), AdamW step, zero_grad(set_to_none=True), on the same rando
 The two models alternate in rounds (trainer, nanoGPT, nanoGPT, trainer, ...) so drift on a
 shared machine hits both; each round runs ``--steps`` timed steps after ``--warmup`` untimed
 ones, and the table gives the median and minimum step time over all timed steps.
+
+``--curve N [--save-curve F | --compare-curve F]`` trains the trainer N steps instead (fixed
+seed, synthetic stream) and saves or compares its train/loss curve: the check that a speed
+change left the model's function alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import platform
@@ -217,6 +222,47 @@ def matmul_params_per_layer(model: nn.Module, layer: nn.Module) -> int:
     return sum(p.numel() for p in layer.parameters() if p.dim() == 2)
 
 
+class LossRecorder(NullLogger):
+    def __init__(self) -> None:
+        super().__init__()
+        self.loss: dict[int, float] = {}
+
+    def log(self, metrics, step):
+        if "train/loss" in metrics:
+            self.loss[step] = float(metrics["train/loss"])
+
+
+def loss_curve(steps: int, threads: int) -> list[float]:
+    """The demo-shape trainer's train/loss for ``steps`` steps on the synthetic stream (seed
+    1337, demo.toml's schedule and optimizer), for before/after comparisons of the model."""
+    trainer = trainer_for_bench(threads)
+    rec = LossRecorder()
+    trainer.logger = rec
+    try:
+        for _ in range(steps):
+            trainer.log_step(*trainer.train_step())
+    finally:
+        trainer.close()
+    return [rec.loss[s] for s in range(1, steps + 1)]
+
+
+def curve_command(args: argparse.Namespace) -> int:
+    losses = loss_curve(args.curve, args.threads)
+    print(f"{args.curve} steps: first {losses[0]:.6f}, last {losses[-1]:.6f}")
+    if args.save_curve:
+        Path(args.save_curve).write_text(json.dumps({"torch": torch.__version__, "loss": losses}))
+    if args.compare_curve:
+        ref = json.loads(Path(args.compare_curve).read_text())["loss"]
+        diffs = [abs(a - b) for a, b in zip(losses, ref, strict=True)]
+        worst = max(range(len(diffs)), key=diffs.__getitem__)
+        print(
+            f"vs {args.compare_curve}: max |diff| {diffs[worst]:.2e} at step {worst + 1}, "
+            f"mean of last 20: {statistics.fmean(losses[-20:]):.6f} "
+            f"vs {statistics.fmean(ref[-20:]):.6f}"
+        )
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=8)
@@ -224,7 +270,13 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=5, help="untimed steps per round")
     ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     ap.add_argument("--no-loop", action="store_true", help="skip the trainer's whole-loop row")
+    ap.add_argument("--curve", type=int, default=0, help="instead: train N steps, print loss")
+    ap.add_argument("--save-curve", help="with --curve: write the losses to this JSON file")
+    ap.add_argument("--compare-curve", help="with --curve: compare with a saved JSON file")
     args = ap.parse_args()
+    if args.curve:
+        torch.set_num_threads(args.threads)
+        return curve_command(args)
 
     torch.set_num_threads(args.threads)
     trainer = trainer_for_bench(args.threads)
