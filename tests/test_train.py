@@ -634,7 +634,8 @@ def _unfused(main: dict, trainer: Trainer) -> dict:
         for old, block in zip(olds, tensor.split(m._fused_rows(name)), strict=True):
             model[old] = block.clone()
     state, groups, index = {}, [], 0
-    for group, (names, _) in zip(main["optimizer"]["param_groups"], trainer._param_groups()):
+    pairs = zip(main["optimizer"]["param_groups"], trainer._param_groups(), strict=True)
+    for group, (names, _) in pairs:
         ids = []
         for new_id, name in zip(group["params"], names, strict=True):
             rows = m._fused_rows(name)
@@ -665,9 +666,10 @@ def test_a_checkpoint_of_the_unfused_model_resumes_exactly_like_the_fused_one(tm
         torch.save(_unfused(main, first), old_dir / "model.pt")
     finally:
         first.close()
-    assert "layers.0.attention.wq.weight" in torch.load(old_dir / "model.pt", weights_only=False)[
-        "model"
-    ]
+    assert (
+        "layers.0.attention.wq.weight"
+        in torch.load(old_dir / "model.pt", weights_only=False)["model"]
+    )
 
     losses = []
     for name in ("fused", "unfused"):
