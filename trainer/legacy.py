@@ -38,7 +38,14 @@ def is_unfused(state_dict: dict[str, Any]) -> bool:
     return any(k.endswith(olds[0]) for k in state_dict for olds in FUSED.values())
 
 
-def fuse_state_dict_hook(module, state_dict, prefix, local_metadata, strict, *_rest) -> None:
+def fuse_state_dict_hook(
+    module: torch.nn.Module,
+    state_dict: dict[str, Any],
+    prefix: str,
+    local_metadata: dict[str, Any],
+    strict: bool,
+    *_rest: Any,
+) -> None:
     """A load_state_dict pre-hook: replaces, in place, every complete group of old keys under
     ``prefix`` by their row-stacked fused key. A partial group is left alone, so strict loading
     reports the missing and unexpected keys by name."""
