@@ -86,7 +86,7 @@ class Attention(nn.Module):
     """Causal self-attention with grouped-query heads: n_kv_heads key/value heads are shared by
     n_heads / n_kv_heads query heads each (n_kv_heads == n_heads is plain multi-head attention).
     q, k and v come from one matmul (wqkv = [wq; wk; wv] stacked by rows); checkpoints with
-    separate wq/wk/wv load through :func:`trainer.legacy.fuse_state_dict`."""
+    separate wq/wk/wv load through :func:`trainer.legacy.fuse_state_dict_hook`."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
