@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
 
-from trainer import kernels
+from trainer import kernels, legacy
 from trainer.generate import beam_search, filter_logits, greedy, sample
 from trainer.model import (
     ModelConfig,
@@ -16,6 +17,8 @@ from trainer.model import (
     apply_rotary_emb,
     repeat_kv,
     rope_cos_sin,
+    rope_tables,
+    rotate,
 )
 
 
@@ -123,6 +126,20 @@ def test_rope_scores_depend_only_on_the_relative_position():
     torch.testing.assert_close(score(5, 2), score(13, 10))
     torch.testing.assert_close(score(20, 20), score(0, 0))
     assert not torch.allclose(score(5, 2), score(5, 4))
+
+
+def test_the_models_rope_is_bit_for_bit_the_written_out_rotation():
+    cos, sin = rope_cos_sin(8, 16)
+    x = torch.randn(2, 16, 3, 8)
+    x1, x2 = x[..., :4], x[..., 4:]
+    c, s = cos[None, :, None, :], sin[None, :, None, :]
+    written_out = torch.cat((x1 * c - x2 * s, x1 * s + x2 * c), dim=-1)
+    assert torch.equal(rotate(x, *rope_tables(cos, sin)), written_out)
+    # bf16 (autocast) is rotated in float32 and rounded once at the end
+    xb = x.bfloat16()
+    yb = rotate(xb, *rope_tables(cos, sin))
+    assert yb.dtype == torch.bfloat16
+    assert torch.equal(yb, rotate(xb.float(), *rope_tables(cos, sin)).bfloat16())
 
 
 def test_repeat_kv_equals_repeat_interleave():
@@ -236,14 +253,11 @@ def test_xformers_swiglu_matches_eager():
     _skip_unless_runs("swiglu_xformers")
     dev, dt = "cuda", torch.bfloat16
     x = torch.randn(16, 64, device=dev, dtype=dt)
-    w1, w3 = (
-        torch.randn(128, 64, device=dev, dtype=dt) * 0.1,
-        torch.randn(128, 64, device=dev, dtype=dt) * 0.1,
-    )
+    w13 = torch.randn(256, 64, device=dev, dtype=dt) * 0.1  # [w1; w3]
     w2 = torch.randn(64, 128, device=dev, dtype=dt) * 0.1
     torch.testing.assert_close(
-        kernels.swiglu_xformers(x, w1, w3, w2).float(),
-        kernels.swiglu_eager(x, w1, w3, w2).float(),
+        kernels.swiglu_xformers(x, w13, w2).float(),
+        kernels.swiglu_eager(x, w13, w2).float(),
         atol=3e-2,
         rtol=3e-2,
     )
@@ -369,3 +383,62 @@ def test_flops_of_the_125m_config_match_a_hand_count():
     n = L * per_layer + d + V * d  # + final norm + the tied embedding (it is the output matmul)
     assert model.num_params() == n == 123_587_328
     assert model.flops_per_token(T) == 6 * n + 12 * L * d * T  # H * Q = d
+
+
+# --------------------------------------------------------------------------- old checkpoints
+
+UNFUSED = Path(__file__).resolve().parent / "assets" / "model_unfused_v1.pt"
+
+
+def test_a_checkpoint_from_before_the_fused_projections_loads_and_trains_on_the_same():
+    """tests/assets/model_unfused_v1.pt was written by the model with separate wq/wk/wv and
+    w1/w3 (commit 6a7c600): its seed-0 initial weights, its weights and AdamW state after two
+    steps, the logits they give, and the loss after one more step on a recorded batch."""
+    old = torch.load(UNFUSED, weights_only=False)
+    cfg = ModelConfig(**old["config"])
+
+    torch.manual_seed(0)
+    model = Transformer(cfg)  # same seed, same weights: the fused matrices are drawn blockwise
+    fresh = model.state_dict()
+    model.load_state_dict(old["init_model"])
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, fresh[k]), k
+
+    model.load_state_dict(old["model"])
+    assert "layers.0.attention.wqkv.weight" in model.state_dict()
+    b = old["batch"]
+    with torch.no_grad():
+        torch.testing.assert_close(model(b[:, :-1]), old["logits"], rtol=0, atol=1e-6)
+
+    named = list(model.named_parameters())
+    groups = [[n for n, p in named if p.dim() >= 2], [n for n, p in named if p.dim() < 2]]
+    opt = torch.optim.AdamW(
+        [
+            {"params": [p for n, p in named if p.dim() >= 2], "weight_decay": 0.1},
+            {"params": [p for n, p in named if p.dim() < 2], "weight_decay": 0.0},
+        ],
+        lr=1e-2,
+    )
+    sizes = {k: v.size(0) for k, v in old["model"].items()}
+    opt.load_state_dict(legacy.fuse_optimizer_state(old["optimizer"], groups, sizes))
+    model(b[:, :-1], b[:, 1:]).backward()
+    opt.step()
+    with torch.no_grad():
+        torch.testing.assert_close(
+            model(b[:, :-1], b[:, 1:]), old["loss_after_step"], rtol=0, atol=1e-6
+        )
+
+
+def test_a_partial_old_key_group_is_reported_by_name_not_guessed():
+    old = torch.load(UNFUSED, weights_only=False)
+    state = dict(old["model"])
+    del state["layers.0.attention.wk.weight"]
+    model = Transformer(ModelConfig(**old["config"]))
+    with pytest.raises(RuntimeError, match=r"layers\.0\.attention\.wqkv\.weight"):
+        model.load_state_dict(state)
+
+
+def test_optimizer_state_of_another_model_is_refused():
+    old = torch.load(UNFUSED, weights_only=False)
+    with pytest.raises(ValueError, match="not a checkpoint of this model"):
+        legacy.fuse_optimizer_state(old["optimizer"], [["a.weight"], ["b.weight"]], {})

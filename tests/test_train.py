@@ -620,3 +620,65 @@ def test_a_store_that_cannot_be_opened_is_one_line_before_step_0(tmp_path, capsy
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "not a SQLite database" in err and "Traceback" not in err
     assert not_a_store.read_text().startswith("my notes")  # left as it was
+
+
+def _unfused(main: dict, trainer: Trainer) -> dict:
+    """A checkpoint's main state rewritten in the layout of the model before issue 13 (separate
+    wq/wk/wv and w1/w3, their AdamW moments per matrix): what such a checkpoint holds."""
+    from trainer import legacy
+
+    m = trainer.raw_model
+    model = {}
+    for name, tensor in main["model"].items():
+        olds = legacy.old_names(name)
+        for old, block in zip(olds, tensor.split(m._fused_rows(name)), strict=True):
+            model[old] = block.clone()
+    state, groups, index = {}, [], 0
+    pairs = zip(main["optimizer"]["param_groups"], trainer._param_groups(), strict=True)
+    for group, (names, _) in pairs:
+        ids = []
+        for new_id, name in zip(group["params"], names, strict=True):
+            rows = m._fused_rows(name)
+            for k in range(len(rows)):
+                s = main["optimizer"]["state"][new_id]
+                state[index] = {
+                    key: v.split(rows)[k].clone() if v.dim() > 0 else v.clone()
+                    for key, v in s.items()
+                }
+                ids.append(index)
+                index += 1
+        groups.append({**group, "params": ids})
+    return {**main, "model": model, "optimizer": {"state": state, "param_groups": groups}}
+
+
+def test_a_checkpoint_of_the_unfused_model_resumes_exactly_like_the_fused_one(tmp_path):
+    steps = ["--train.steps", "8", "--train.eval_every", "0", "--logging.enabled", "false"]
+    first = Trainer(debug_cfg(tmp_path / "fused", *steps), logger=RecordingLogger())
+    try:
+        while first.step < 4:
+            first.log_step(*first.train_step())
+        path = first.save_checkpoint()
+        old_dir = tmp_path / "unfused" / "ckpt" / path.name
+        old_dir.mkdir(parents=True)
+        for f in path.iterdir():
+            (old_dir / f.name).write_bytes(f.read_bytes())
+        main = torch.load(path / "model.pt", weights_only=False)
+        torch.save(_unfused(main, first), old_dir / "model.pt")
+    finally:
+        first.close()
+    assert (
+        "layers.0.attention.wq.weight"
+        in torch.load(old_dir / "model.pt", weights_only=False)["model"]
+    )
+
+    losses = []
+    for name in ("fused", "unfused"):
+        log = RecordingLogger()
+        t = Trainer(debug_cfg(tmp_path / name, *steps), resume="auto", logger=log)
+        try:
+            assert t.step == 4
+            t.train()
+        finally:
+            t.close()
+        losses.append([log.points["train/loss"][s] for s in range(5, 9)])
+    assert losses[0] == losses[1]  # the same floats: stacking the matrices is exact

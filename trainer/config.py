@@ -69,7 +69,7 @@ class OptimConfig:
     beta2: float = 0.95
     eps: float = 1e-8
     grad_clip: float = 1.0  # 0 disables clipping (the norm is still logged)
-    fused: str = "auto"  # auto (fused on CUDA) | true | false
+    fused: str = "auto"  # auto (fused on CUDA and CPU) | true | false
 
     def __post_init__(self) -> None:
         _check(self.lr > 0, "optim.lr", self.lr, "must be > 0")

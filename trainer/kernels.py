@@ -80,14 +80,17 @@ def attention_xformers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tor
     return y.reshape(B, T, H, D)
 
 
-def swiglu_eager(x: torch.Tensor, w1: torch.Tensor, w3: torch.Tensor, w2: torch.Tensor):
-    """w2(silu(w1 x) * w3 x), LLaMA's feed-forward with bias-free weights (out, in)."""
-    return F.linear(F.silu(F.linear(x, w1)) * F.linear(x, w3), w2)
+def swiglu_eager(x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
+    """w2(silu(w1 x) * w3 x), LLaMA's feed-forward with bias-free weights (out, in); w13 is
+    [w1; w3] stacked by rows, so the gate and up projections are one matmul."""
+    gate, up = F.linear(x, w13).chunk(2, dim=-1)
+    return F.linear(F.silu(gate) * up, w2)
 
 
-def swiglu_xformers(x: torch.Tensor, w1: torch.Tensor, w3: torch.Tensor, w2: torch.Tensor):
+def swiglu_xformers(x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
     import xformers.ops as xops
 
+    w1, w3 = w13.chunk(2, dim=0)  # row blocks of a contiguous matrix: contiguous views
     # xformers names the gate w1, the up projection w2 and the output w3.
     return xops.swiglu(x, w1, None, w3, None, w2, None)
 
@@ -138,7 +141,7 @@ def _probe(name: str) -> str | None:
                 torch.randn(4, 64, device=dev, dtype=dt),
                 torch.randn(128, 64, device=dev, dtype=dt),
             )
-            swiglu_xformers(x, w, w, w.t().contiguous())
+            swiglu_xformers(x, torch.cat((w, w)), w.t().contiguous())
         elif name == "cross_entropy_liger":
             logits = torch.randn(4, 64, device=dev, dtype=torch.float32)
             cross_entropy_liger(logits, torch.zeros(4, dtype=torch.long, device=dev))

@@ -15,10 +15,18 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn as nn
 
-from trainer import kernels
+from trainer import kernels, legacy
 from trainer.kernels import repeat_kv
 
-__all__ = ["ModelConfig", "Transformer", "apply_rotary_emb", "repeat_kv", "rope_cos_sin"]
+__all__ = [
+    "ModelConfig",
+    "Transformer",
+    "apply_rotary_emb",
+    "repeat_kv",
+    "rope_cos_sin",
+    "rope_tables",
+    "rotate",
+]
 
 
 class ModelConfigError(ValueError):
@@ -47,52 +55,67 @@ def rope_cos_sin(head_dim: int, max_seq_len: int, theta: float = 10000.0):
     return angles.cos(), angles.sin()
 
 
-def apply_rotary_emb(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate each (x[..., i], x[..., i + D/2]) pair of x (B, T, H, D) by its position's angle.
-    The real-valued form of LLaMA's complex multiply; halves instead of interleaved pairs so both
-    halves are contiguous slices."""
+def rope_tables(cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(T, D/2) cos/sin -> full-width (T, D) tables [cos, cos] and [-sin, sin] for
+    :func:`rotate`, computed once per model instead of per call."""
+    return torch.cat((cos, cos), dim=-1), torch.cat((-sin, sin), dim=-1)
+
+
+def rotate(x: torch.Tensor, cos2: torch.Tensor, sin2: torch.Tensor) -> torch.Tensor:
+    """:func:`apply_rotary_emb` with full-width tables from :func:`rope_tables`: four kernels
+    (x * cos2 + [x2, x1] * sin2) instead of eight, the same numbers bit for bit (a - b is
+    a + (-b) in IEEE arithmetic). x (B, T, H, D) in the tables' dtype is rotated as it is;
+    another dtype (bf16 under autocast) is rotated in float32 and cast back."""
     d = x.size(-1) // 2
-    x1, x2 = x[..., :d].float(), x[..., d:].float()
-    cos, sin = cos[None, :, None, :], sin[None, :, None, :]  # (1, T, 1, D/2)
-    out = torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
-    return out.to(x.dtype)
+    xf = x if x.dtype == cos2.dtype else x.float()
+    out = (
+        xf * cos2[None, :, None, :]
+        + torch.cat((xf[..., d:], xf[..., :d]), dim=-1) * sin2[None, :, None, :]
+    )
+    return out if out.dtype == x.dtype else out.to(x.dtype)
+
+
+def apply_rotary_emb(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate each (x[..., i], x[..., i + D/2]) pair of x (B, T, H, D) by its position's angle:
+    (x1 cos - x2 sin, x1 sin + x2 cos). The real-valued form of LLaMA's complex multiply;
+    halves instead of interleaved pairs so both halves are contiguous slices."""
+    return rotate(x, *rope_tables(cos, sin))
 
 
 class Attention(nn.Module):
     """Causal self-attention with grouped-query heads: n_kv_heads key/value heads are shared by
-    n_heads / n_kv_heads query heads each (n_kv_heads == n_heads is plain multi-head attention)."""
+    n_heads / n_kv_heads query heads each (n_kv_heads == n_heads is plain multi-head attention).
+    q, k and v come from one matmul (wqkv = [wq; wk; wv] stacked by rows); checkpoints with
+    separate wq/wk/wv load through :func:`trainer.legacy.fuse_state_dict_hook`."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_heads, cfg.kv_heads, cfg.head_dim
-        self.wq = nn.Linear(cfg.dim, cfg.n_heads * cfg.head_dim, bias=False)
-        self.wk = nn.Linear(cfg.dim, self.n_kv_heads * cfg.head_dim, bias=False)
-        self.wv = nn.Linear(cfg.dim, self.n_kv_heads * cfg.head_dim, bias=False)
+        self.wqkv = nn.Linear(cfg.dim, (cfg.n_heads + 2 * self.n_kv_heads) * cfg.head_dim, False)
         self.wo = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.dim, bias=False)
         self.impl = kernels.attention_naive  # replaced by Transformer.set_kernels
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cos2: torch.Tensor, sin2: torch.Tensor) -> torch.Tensor:
         B, T, _ = x.shape
-        q = self.wq(x).view(B, T, self.n_heads, self.head_dim)  # (B, T, H, D)
-        k = self.wk(x).view(B, T, self.n_kv_heads, self.head_dim)  # (B, T, Hkv, D)
-        v = self.wv(x).view(B, T, self.n_kv_heads, self.head_dim)  # (B, T, Hkv, D)
-        q, k = apply_rotary_emb(q, cos, sin), apply_rotary_emb(k, cos, sin)
+        H, Hkv = self.n_heads, self.n_kv_heads
+        qkv = self.wqkv(x).view(B, T, H + 2 * Hkv, self.head_dim)  # (B, T, H + 2 Hkv, D)
+        q, k = rotate(qkv[:, :, : H + Hkv], cos2, sin2).split((H, Hkv), dim=2)  # q and k at once
+        v = qkv[:, :, H + Hkv :]  # (B, T, Hkv, D)
         y = self.impl(q, k, v)  # (B, T, H, D); the kernel repeats k/v heads as it needs
         return self.wo(y.reshape(B, T, -1))
 
 
 class FeedForward(nn.Module):
-    """SwiGLU: w2(silu(w1 x) * w3 x)."""
+    """SwiGLU: w2(silu(w1 x) * w3 x), with w1 (gate) and w3 (up) as one matmul w13 = [w1; w3]."""
 
     def __init__(self, dim: int, hidden: int):
         super().__init__()
-        self.w1 = nn.Linear(dim, hidden, bias=False)  # gate
-        self.w3 = nn.Linear(dim, hidden, bias=False)  # up
+        self.w13 = nn.Linear(dim, 2 * hidden, bias=False)  # gate rows, then up rows
         self.w2 = nn.Linear(hidden, dim, bias=False)  # down
         self.impl = kernels.swiglu_eager  # replaced by Transformer.set_kernels
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.impl(x, self.w1.weight, self.w3.weight, self.w2.weight)
+        return self.impl(x, self.w13.weight, self.w2.weight)
 
 
 class Block(nn.Module):
@@ -105,8 +128,8 @@ class Block(nn.Module):
         self.ffn_norm = RMSNorm(cfg.dim, cfg.norm_eps)
         self.feed_forward = FeedForward(cfg.dim, cfg.ffn_hidden_dim)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        x = x + self.attention(self.attention_norm(x), cos, sin)
+    def forward(self, x: torch.Tensor, cos2: torch.Tensor, sin2: torch.Tensor) -> torch.Tensor:
+        x = x + self.attention(self.attention_norm(x), cos2, sin2)
         return x + self.feed_forward(self.ffn_norm(x))
 
 
@@ -195,15 +218,18 @@ class Transformer(nn.Module):
         self.output = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.output.weight = self.tok_embeddings.weight
-        cos, sin = rope_cos_sin(cfg.head_dim, cfg.max_seq_len, cfg.rope_theta)
-        self.register_buffer("rope_cos", cos, persistent=False)  # (max_seq_len, head_dim/2)
-        self.register_buffer("rope_sin", sin, persistent=False)
+        cos2, sin2 = rope_tables(*rope_cos_sin(cfg.head_dim, cfg.max_seq_len, cfg.rope_theta))
+        self.register_buffer("rope_cos", cos2, persistent=False)  # (max_seq_len, head_dim)
+        self.register_buffer("rope_sin", sin2, persistent=False)  # [-sin, sin]
+        self.register_load_state_dict_pre_hook(legacy.fuse_state_dict_hook)
         self.kernels: kernels.KernelSet | None = None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         """N(0, init_std) everywhere; the projections that write into the residual stream (wo,
-        w2) are scaled by 1/sqrt(2 * n_layers) so its variance does not grow with depth (GPT-2)."""
+        w2) are scaled by 1/sqrt(2 * n_layers) so its variance does not grow with depth (GPT-2).
+        The fused wqkv and w13 are drawn block by block (wq, wk, wv; w1, w3) in the order the
+        separate matrices were, so a seed gives the same weights as before the fusion."""
         std = self.cfg.init_std
         for name, p in self.named_parameters():
             if name.endswith("norm.weight"):
@@ -211,7 +237,17 @@ class Transformer(nn.Module):
             elif name.endswith(("wo.weight", "w2.weight")):
                 nn.init.normal_(p, mean=0.0, std=std / math.sqrt(2 * self.cfg.n_layers))
             else:
-                nn.init.normal_(p, mean=0.0, std=std)
+                for block in p.data.split(self._fused_rows(name), dim=0):
+                    nn.init.normal_(block, mean=0.0, std=std)
+
+    def _fused_rows(self, name: str) -> list[int]:
+        """Row counts of the matrices a parameter stacks (one entry when it stacks none)."""
+        c = self.cfg
+        if name.endswith("attention.wqkv.weight"):
+            return [c.n_heads * c.head_dim, c.kv_heads * c.head_dim, c.kv_heads * c.head_dim]
+        if name.endswith("feed_forward.w13.weight"):
+            return [c.ffn_hidden_dim, c.ffn_hidden_dim]
+        return [self.get_parameter(name).size(0)]
 
     def set_kernels(self, ks: kernels.KernelSet) -> None:
         """Point every layer at the kernels of one device type (see trainer/kernels.py)."""
@@ -233,9 +269,9 @@ class Transformer(nn.Module):
         if self.cfg.max_seq_len < T:
             raise ValueError(f"sequence length {T} > --model.max_seq_len={self.cfg.max_seq_len}")
         h = self.tok_embeddings(idx)  # (B, T, dim)
-        cos, sin = self.rope_cos[:T], self.rope_sin[:T]
+        cos2, sin2 = self.rope_cos[:T], self.rope_sin[:T]
         for layer in self.layers:
-            h = layer(h, cos, sin)
+            h = layer(h, cos2, sin2)
         logits = self.output(self.norm(h))  # (B, T, V)
         if targets is None:
             return logits
