@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from reslog.importers import ImportError_
+from reslog.importers.protobuf import ProtobufError, skip, varint
 from reslog.importers.runs import ImportedRun
 
 EVENT_FILE = "tfevents"
@@ -94,38 +95,11 @@ def read_event_file(path: Path, run: ImportedRun) -> int:
                 )
             skipped += _event(data, start, stop, add)
             pos = stop + 4
-    except (_Bad, IndexError, struct.error) as exc:
+    except (_Bad, ProtobufError, IndexError, struct.error) as exc:
         raise ImportError_(
             f"{path}: cannot parse the record at byte {pos} ({exc or 'bad protobuf'})"
         ) from None
     return skipped
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise _Bad("varint too long")
-
-
-def _skip(buf: bytes, pos: int, wire: int) -> int:
-    if wire == 0:
-        return _varint(buf, pos)[1]
-    if wire == 1:
-        return pos + 8
-    if wire == 2:
-        n, pos = _varint(buf, pos)
-        return pos + n
-    if wire == 5:
-        return pos + 4
-    raise _Bad(f"unsupported wire type {wire}")
 
 
 def _event(buf: bytes, pos: int, end: int, add) -> int:
@@ -140,17 +114,17 @@ def _event(buf: bytes, pos: int, end: int, add) -> int:
             wall = _D(buf, pos)[0]
             pos += 8
         elif key == 0x10:
-            step, pos = _varint(buf, pos)
+            step, pos = varint(buf, pos)
             if step >= 1 << 63:
                 step -= 1 << 64
         elif key == 0x2A:
-            n, pos = _varint(buf, pos)
+            n, pos = varint(buf, pos)
             summary = (pos, pos + n)
             pos += n
         else:
             if key >= 0x80:
-                key, pos = _varint(buf, pos - 1)
-            pos = _skip(buf, pos, key & 7)
+                key, pos = varint(buf, pos - 1)
+            pos = skip(buf, pos, key & 7)
     if pos != end:
         raise _Bad("field runs past the record")
     if summary is None:
@@ -165,9 +139,9 @@ def _summary(buf: bytes, pos: int, end: int, wall: float, step: int, add) -> int
         key = buf[pos]
         pos += 1
         if key != 0x0A:
-            pos = _skip(buf, pos, key & 7) if key < 0x80 else _skip(buf, *_rekey(buf, pos))
+            pos = skip(buf, pos, key & 7) if key < 0x80 else skip(buf, *_rekey(buf, pos))
             continue
-        n, pos = _varint(buf, pos)
+        n, pos = varint(buf, pos)
         if not _value(buf, pos, pos + n, wall, step, add):
             skipped += 1
         pos += n
@@ -175,7 +149,7 @@ def _summary(buf: bytes, pos: int, end: int, wall: float, step: int, add) -> int
 
 
 def _rekey(buf: bytes, pos: int) -> tuple[int, int]:
-    key, pos = _varint(buf, pos - 1)
+    key, pos = varint(buf, pos - 1)
     return pos, key & 7
 
 
@@ -189,22 +163,22 @@ def _value(buf: bytes, pos: int, end: int, wall: float, step: int, add) -> bool:
         key = buf[pos]
         pos += 1
         if key == 0x0A:
-            n, pos = _varint(buf, pos)
+            n, pos = varint(buf, pos)
             tag = buf[pos : pos + n].decode("utf-8", "backslashreplace")
             pos += n
         elif key == 0x15:
             value = _F(buf, pos)[0]
             pos += 4
         elif key == 0x42:
-            n, pos = _varint(buf, pos)
+            n, pos = varint(buf, pos)
             value = _tensor(buf, pos, pos + n)
             other = value is None
             pos += n
         else:
             if key >= 0x80:
-                key, pos = _varint(buf, pos - 1)
+                key, pos = varint(buf, pos - 1)
             other = other or (key >> 3) in (3, 4, 5, 6)  # histo, image, audio
-            pos = _skip(buf, pos, key & 7)
+            pos = skip(buf, pos, key & 7)
     if tag is None or value is None:
         return not other
     add(tag, step, wall, value)
@@ -224,16 +198,16 @@ def _tensor(buf: bytes, pos: int, end: int) -> float | None:
         pos += 1
         field, wire = key >> 3, key & 7
         if key >= 0x80:
-            key, pos = _varint(buf, pos - 1)
+            key, pos = varint(buf, pos - 1)
             field, wire = key >> 3, key & 7
         if field == 1 and wire == 0:
-            dtype, pos = _varint(buf, pos)
+            dtype, pos = varint(buf, pos)
         elif field == 2 and wire == 2:
-            n, pos = _varint(buf, pos)
+            n, pos = varint(buf, pos)
             shaped = n > 0  # TensorShapeProto with dims: not a scalar
             pos += n
         elif field == 4 and wire == 2:
-            n, pos = _varint(buf, pos)
+            n, pos = varint(buf, pos)
             content = buf[pos : pos + n]
             pos += n
         elif field == 5:
@@ -244,7 +218,7 @@ def _tensor(buf: bytes, pos: int, end: int) -> float | None:
             pos = _repeated(buf, pos, wire, 0, "", vals, signed=field != 13, half=field == 13,
                             dtype=dtype)  # fmt: skip
         else:
-            pos = _skip(buf, pos, wire)
+            pos = skip(buf, pos, wire)
     if shaped:
         return None
     if content is not None:
@@ -260,13 +234,13 @@ def _tensor(buf: bytes, pos: int, end: int) -> float | None:
 
 def _repeated(buf, pos, wire, fixed_wire, fmt, out, signed=True, half=False, dtype=0) -> int:
     if wire == 2:  # packed
-        n, pos = _varint(buf, pos)
+        n, pos = varint(buf, pos)
         stop = pos + n
         if fmt:
             out.extend(float(v) for (v,) in struct.iter_unpack(fmt, buf[pos:stop]))
             return stop
         while pos < stop:
-            v, pos = _varint(buf, pos)
+            v, pos = varint(buf, pos)
             out.append(_int_value(v, signed, half, dtype))
         return stop
     if wire == fixed_wire and fmt:
@@ -274,10 +248,10 @@ def _repeated(buf, pos, wire, fixed_wire, fmt, out, signed=True, half=False, dty
         out.append(float(struct.unpack_from(fmt, buf, pos)[0]))
         return pos + size
     if wire == 0 and not fmt:
-        v, pos = _varint(buf, pos)
+        v, pos = varint(buf, pos)
         out.append(_int_value(v, signed, half, dtype))
         return pos
-    return _skip(buf, pos, wire)
+    return skip(buf, pos, wire)
 
 
 def _int_value(v: int, signed: bool, half: bool, dtype: int) -> float:
