@@ -22,81 +22,9 @@ from reslog.agent.store import Store
 from reslog.stall import DEFAULT_MIN_STALL_S, StallWatch, check_stall_after
 from schema import liveness
 from schema.status import effective_status, row_status
+from tests.fixtures.logging_child import ROOT, Child
 from tests.test_reslog_api import read_run
 from tests.test_writer_faults import count_points, wait_for_points, write_lock
-
-ROOT = Path(__file__).resolve().parents[1]
-
-# A logging process driven line by line over stdin; answers "ok ..." on stdout.
-CHILD = r"""
-import os, resource, signal, sys, time, reslog, reslog.writer
-signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # exceeding RLIMIT_FSIZE: EFBIG, not death
-store, interval, stall_after, chunk = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4]
-reslog.writer.CHUNK_POINTS = int(chunk)
-stall = None if stall_after == "default" else float(stall_after)
-run = reslog.init(project="p", name="child", store=store, system=False,
-                  flush_interval=interval, stall_after=stall)
-print("ok", run.uid, os.getpid(), flush=True)
-
-def wait_for_allreduce(seconds):  # stands for a hung collective
-    time.sleep(seconds)
-
-for line in sys.stdin:
-    cmd, *args = line.split()
-    if cmd == "log":
-        for _ in range(int(args[0])):
-            run.log({"a": 1.0, "b": 2.0})
-    elif cmd == "nan":
-        run.log({"a": float("nan"), "b": 2.0})
-    elif cmd == "alert":
-        run.alert(" ".join(args))
-    elif cmd == "hang":
-        wait_for_allreduce(float(args[0]))
-    elif cmd == "limit":
-        resource.setrlimit(resource.RLIMIT_FSIZE, (int(args[0]), resource.RLIM_INFINITY))
-    elif cmd == "unlimit":
-        resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY,) * 2)
-    elif cmd == "finish":
-        print("ok", run.finish(timeout=60), flush=True)
-        break
-    print("ok", run.step, flush=True)
-"""
-
-
-class Child:
-    def __init__(self, store: Path, interval=0.1, stall_after="default", chunk=100_000) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", CHILD, str(store), str(interval), str(stall_after), str(chunk)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "default"},
-        )
-        _, self.uid, pid = self.read().split()
-        self.pid = int(pid)
-
-    def read(self) -> str:
-        line = self.proc.stdout.readline()
-        assert line.startswith("ok"), f"child said {line!r}; stderr: {self.proc.stderr.read()}"
-        return line
-
-    def send(self, cmd: str, wait: bool = True) -> str:
-        self.proc.stdin.write(cmd + "\n")
-        self.proc.stdin.flush()
-        return self.read() if wait else ""
-
-    def finish(self) -> tuple[str, str]:
-        last = self.send("finish")
-        self.proc.stdin.close()
-        self.proc.wait(timeout=60)
-        return last, self.proc.stderr.read()
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
 
 
 @pytest.fixture

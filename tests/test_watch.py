@@ -14,7 +14,8 @@ from pathlib import Path
 import reslog
 from reslog.store_watch import Watcher
 from schema.store import open_store
-from tests.test_run_health import ROOT, Child, wait_until
+from tests.fixtures.logging_child import ROOT, Child
+from tests.test_run_health import wait_until
 from tests.test_writer_faults import wait_for_points
 
 

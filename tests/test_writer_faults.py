@@ -8,79 +8,15 @@ limit (RLIMIT_FSIZE) that makes writes fail with "database or disk is full".
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 import reslog
-from tests.fixtures.postgres import missing_system_dependency
+from tests.fixtures.logging_child import Child
 from tests.test_reslog_api import read_run
-
-ROOT = Path(__file__).resolve().parents[1]
-
-# A logging process driven line by line over stdin; answers "ok ..." on stdout.
-CHILD = r"""
-import resource, signal, sys, reslog
-signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # exceeding RLIMIT_FSIZE: EFBIG, not death
-run = reslog.init(project="p", name="child", store=sys.argv[1], system=False, flush_interval=0.1)
-print("ok", run.uid, flush=True)
-for line in sys.stdin:
-    cmd, *args = line.split()
-    if cmd == "log":
-        for _ in range(int(args[0])):
-            run.log({"a": 1.0, "b": 2.0})
-    elif cmd == "limit":
-        resource.setrlimit(resource.RLIMIT_FSIZE, (int(args[0]), resource.RLIM_INFINITY))
-    elif cmd == "unlimit":
-        resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY,) * 2)
-    elif cmd == "finish":
-        print("ok", run.finish(timeout=30), flush=True)
-        break
-    print("ok", run.step, flush=True)
-"""
-
-
-class Child:
-    def __init__(self, store: Path) -> None:
-        prefix: list[str] = []
-        if os.geteuid() == 0:
-            # root ignores file modes; without these capabilities it obeys them like any user
-            if shutil.which("setpriv") is None:
-                missing_system_dependency("setpriv (util-linux) to drop root's file override")
-            caps = "-dac_override,-dac_read_search"
-            prefix = ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}", "--"]
-        self.proc = subprocess.Popen(
-            [*prefix, sys.executable, "-c", CHILD, str(store)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "default"},
-        )
-        self.uid = self.read().split()[1]
-
-    def read(self) -> str:
-        line = self.proc.stdout.readline()
-        assert line.startswith("ok"), f"child said {line!r}; stderr: {self.proc.stderr.read()}"
-        return line
-
-    def send(self, cmd: str) -> str:
-        self.proc.stdin.write(cmd + "\n")
-        self.proc.stdin.flush()
-        return self.read()
-
-    def finish(self) -> tuple[str, str]:
-        last = self.send("finish")
-        self.proc.stdin.close()
-        self.proc.wait(timeout=60)
-        return last, self.proc.stderr.read()
 
 
 def count_points(store: Path) -> int:
@@ -161,7 +97,7 @@ def test_read_only_store_warns_once_and_recovers_when_writable_again(tmp_path):
     folder = tmp_path / "ro"
     folder.mkdir()
     store = folder / "reslog.db"
-    child = Child(store)
+    child = Child(store, obey_file_modes=True)
     try:
         child.send("log 100")
         assert wait_for_points(store, 200) == 200
@@ -193,7 +129,7 @@ def test_read_only_store_warns_once_and_recovers_when_writable_again(tmp_path):
 
 def test_full_disk_warns_once_and_recovers_when_space_returns(tmp_path):
     store = tmp_path / "reslog.db"
-    child = Child(store)
+    child = Child(store, obey_file_modes=True)
     try:
         child.send("log 10")
         assert wait_for_points(store, 20) == 20
