@@ -57,23 +57,22 @@ class Watcher:
         self.event_cursor = 0
         self.nonfinite: dict[tuple[int, int], int] = {}
         self.throttled: dict[tuple[int, int], int] = {}
-        self._ended: set[int] = set()
         self.started = False
 
     def poll(self, now: float | None = None) -> list[Notice]:
         now = time.time() if now is None else now
         with self.engine.connect() as conn:
             runs = dict(read.list_runs(conn, store=self.label))
-            notices = self._statuses(runs, now)
+            notices, ended = self._statuses(runs, now)
             notices += self._events(conn, runs)
-            live = [i for i, r in runs.items() if r.status in LIVE_STATUSES or i in self._ended]
+            # Runs that ended in this poll still count: their last NaN or throttle readings.
+            live = [i for i, r in runs.items() if r.status in LIVE_STATUSES or i in ended]
             notices += self._series(conn, runs, live, now)
         self.started = True
         return notices
 
-    def _statuses(self, runs: dict[int, RunInfo], now: float) -> list[Notice]:
-        out = []
-        self._ended: set[int] = set()
+    def _statuses(self, runs: dict[int, RunInfo], now: float) -> tuple[list[Notice], set[int]]:
+        out, ended = [], set()
         for run_id, run in runs.items():
             before = self.status.get(run_id)
             self.status[run_id] = run.status
@@ -86,9 +85,9 @@ class Watcher:
             else:
                 message = _status_message(run, now)
             if run.status not in LIVE_STATUSES:
-                self._ended.add(run_id)  # its last NaN or throttle readings still count
+                ended.add(run_id)
             out.append(Notice(run, run.status, message, now))
-        return out
+        return out, ended
 
     def _events(self, conn, runs: dict[int, RunInfo]) -> list[Notice]:
         query = (

@@ -20,6 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from reslog import hostinfo, init_options, lifecycle
 from reslog.disabled_run import DisabledRun
 from reslog.run_config import Config
+from reslog.run_summary import Summary
 from reslog.run_surface import WandbSurface, alert_level, exit_status
 from reslog.stall import check_stall_after
 from reslog.store_file import StoreFile
@@ -32,7 +33,7 @@ from reslog.values import (
     redact,
     storable_text,
 )
-from reslog.writer import ON_FULL, DeviceRecord, Summary, Writer
+from reslog.writer import ON_FULL, DeviceRecord, Writer
 from schema import EVENT_LEVELS, liveness, open_store
 from schema.errors import StoreError, UnknownRun
 from schema.store import resolve_store, sqlite_path, write_timeout

@@ -15,7 +15,6 @@ store file is still the one opened (reslog/store_file.py) and whether the run st
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import threading
@@ -28,10 +27,11 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, select
 
+from reslog.run_summary import Summary, summary_json
 from reslog.stall import StallWatch, thread_stacks
 from reslog.store_file import StoreFile
 from reslog.text import duration
-from reslog.values import PLAIN, as_json, to_floats
+from reslog.values import PLAIN, to_floats
 from schema.rollup_writer import Pending, RollupWriter
 from schema.sql import positional_insert
 from schema.tables import events, keys, runs
@@ -60,58 +60,6 @@ class SideRecord(tuple):
     """A (step, wall, metrics) record from the system sampler, not from the training thread."""
 
     __slots__ = ()
-
-
-class Summary(dict):
-    """`run.summary`: a dict that counts its changes so the writer persists it when it changed."""
-
-    version = 0
-
-    def _touch(self) -> None:
-        self.version += 1
-
-    def __setitem__(self, key, value) -> None:
-        super().__setitem__(key, value)
-        self._touch()
-
-    def __delitem__(self, key) -> None:
-        super().__delitem__(key)
-        self._touch()
-
-    def update(self, *args, **kw) -> None:
-        super().update(*args, **kw)
-        self._touch()
-
-    def setdefault(self, key, default=None):
-        out = super().setdefault(key, default)
-        self._touch()
-        return out
-
-    def pop(self, key, *default):
-        out = super().pop(key, *default)
-        self._touch()
-        return out
-
-    def clear(self) -> None:
-        super().clear()
-        self._touch()
-
-
-def summary_json(summary: dict) -> str:
-    """The summary as JSON; a key or value JSON cannot hold (a tuple key, a cycle) is stored as
-    its str() rather than failing every flush from then on."""
-    try:
-        return json.dumps(dict(summary), default=as_json)
-    except (TypeError, ValueError):
-        pass
-    out: dict[str, Any] = {}
-    for key, value in list(summary.items()):
-        try:
-            json.dumps(value, default=as_json)
-        except (TypeError, ValueError):
-            value = str(value)
-        out[key if isinstance(key, str) else str(key)] = value
-    return json.dumps(out, default=as_json)
 
 
 def _records_by_keys(held: list) -> list[tuple[list, list]]:

@@ -12,6 +12,7 @@ Standard library only: the agent ships a copy of this file (reslog/agent/bundle.
 
 from __future__ import annotations
 
+import functools
 import os
 
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
@@ -25,6 +26,9 @@ def _read(path: str) -> str | None:
         return None
 
 
+# A process never changes boot or pid namespace: /proc is read once. (No functools.cache: the
+# agent runs this file under Python 3.8.)
+@functools.lru_cache(maxsize=None)  # noqa: UP033
 def host_identity() -> str | None:
     """This boot of this kernel, seen from this pid namespace; None where /proc cannot say."""
     boot = _read(BOOT_ID)
