@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import time
 import warnings
 from pathlib import Path
 from urllib.parse import quote
@@ -252,9 +253,26 @@ def open_store(
                 RuntimeWarning,
                 stacklevel=2,
             )
-    engine = make_engine(url, readonly=readonly and path is not None)
+    creating = create and not readonly and path is not None and not path.exists()
+    # Processes started together (torchrun's ranks) race to create one file: SQLite can answer
+    # "locked" at once, without waiting, while another one switches it to WAL or creates the
+    # tables. That is worth waiting out, as the busy timeout does for every other lock.
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        engine = make_engine(url, readonly=readonly and path is not None)
+        try:
+            return _checked(engine, where, create=create, readonly=readonly, creating=creating)
+        except StoreError as exc:
+            engine.dispose()
+            racing = create and path is not None and "locked" in str(exc)
+            if not racing or time.monotonic() > deadline:
+                raise
+        time.sleep(0.05)
+
+
+def _checked(engine: Engine, where: str, *, create: bool, readonly: bool, creating: bool) -> Engine:
+    """`engine` once its store is at this code's revision (created when empty and `create`)."""
     try:
-        creating = create and not readonly and path is not None and not path.exists()
         revision = stored_revision(engine, "create" if creating else "open")
         if revision is None:
             if not create or readonly:
@@ -264,17 +282,11 @@ def open_store(
             upgrade(engine)
             return engine
         check_revision(engine, revision, where)
-    except StoreError:
-        engine.dispose()
-        raise
     except OperationalError as exc:
-        engine.dispose()
         raise StoreError(f"cannot open {where}: {exc.orig}") from None
     except ProgrammingError as exc:
-        engine.dispose()
-        raise StoreError(
-            f"cannot create the store's tables in {where}: {privilege_hint(exc)}"
-        ) from None
+        hint = privilege_hint(exc)
+        raise StoreError(f"cannot create the store's tables in {where}: {hint}") from None
     return engine
 
 
