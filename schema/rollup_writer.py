@@ -45,7 +45,7 @@ from schema.rollup import (
     merge,
     merge_all,
 )
-from schema.sql import placeholder, positional_insert, positional_upsert
+from schema.sql import BulkRows, placeholder, positional_insert, positional_upsert
 from schema.tables import points, rollups, series, takes
 
 POINT_COLUMNS = ["run_id", "key_id", "step", "wall", "value"]
@@ -93,9 +93,15 @@ class RollupWriter:
     def __init__(self, dialect: Dialect, run_id: int) -> None:
         self.run_id = int(run_id)
         self.p = placeholder(dialect)
-        self._points_sql = positional_insert(dialect, points, POINT_COLUMNS)
-        self._rollup_sql = positional_upsert(dialect, rollups, ROLLUP_COLUMNS)
-        self._series_sql = positional_upsert(dialect, series, list(SERIES_COLUMNS))
+        self._points = BulkRows(
+            dialect, positional_insert(dialect, points, POINT_COLUMNS), len(POINT_COLUMNS)
+        )
+        self._rollups = BulkRows(
+            dialect, positional_upsert(dialect, rollups, ROLLUP_COLUMNS), len(ROLLUP_COLUMNS)
+        )
+        self._series = BulkRows(
+            dialect, positional_upsert(dialect, series, list(SERIES_COLUMNS)), len(SERIES_COLUMNS)
+        )
         self._takes_sql = positional_insert(
             dialect, takes, ["run_id", "key_id", "since_id", "step"]
         )
@@ -114,7 +120,7 @@ class RollupWriter:
         pending = Pending()
         restarts = self._restarts(columns)
         if not restarts:
-            conn.exec_driver_sql(self._points_sql, rows)
+            self._points.run(conn, rows)
             self._keep(conn, pending, columns, groups, {}, {})
         else:
             since = self._insert_split(conn, rows, columns, restarts)
@@ -228,13 +234,13 @@ class RollupWriter:
         start = 0
         for at, key, pos in cuts:
             if at > start:
-                conn.exec_driver_sql(self._points_sql, rows[start:at])
+                self._points.run(conn, rows[start:at])
                 start = at
             high = conn.exec_driver_sql(
                 f"SELECT max(id) FROM points WHERE run_id = {self.p}", (self.run_id,)
             ).scalar()
             since[(key, pos)] = int(high or 0) + 1
-        conn.exec_driver_sql(self._points_sql, rows[start:])
+        self._points.run(conn, rows[start:])
         return since
 
     # -- folding ------------------------------------------------------------------------------
@@ -315,8 +321,8 @@ class RollupWriter:
         if chosen:
             rid = self.run_id
             # (run, key, level, bucket) + aggregate; a NaN sum (rare) stored as NULL.
-            conn.exec_driver_sql(
-                self._rollup_sql,
+            self._rollups.run(
+                conn,
                 [
                     (rid, *k) + (agg if agg[VSUM] == agg[VSUM] else _stored(agg))
                     for k, agg in chosen
@@ -335,7 +341,7 @@ class RollupWriter:
                 continue
             rows.append((self.run_id, k, *_stored(state.agg), state.levels, *state.tail))
         if rows:
-            conn.exec_driver_sql(self._series_sql, rows)
+            self._series.run(conn, rows)
         pending.series -= set(keys_s)
 
     def _restart(self, conn, pending: Pending, key: int, step: int, since_id: int) -> None:
@@ -375,7 +381,7 @@ class RollupWriter:
                     (rid, key, level, b),
                 )
             else:
-                conn.exec_driver_sql(self._rollup_sql, [(rid, key, level, b, *_stored(child))])
+                self._rollups.run(conn, [(rid, key, level, b, *_stored(child))])
         top = bucket_rows(cur, p, rid, key, state.levels, -(2**62), 2**62)
         state.agg = merge_all(agg_of(r, 1) for r in top) if top else None
         state.known = {}
@@ -396,9 +402,8 @@ class RollupWriter:
             rows = bucket_rows(cur, self.p, rid, key, level - 1, -(2**62), 2**62)
             children = {int(r[0]): agg_of(r, 1) for r in rows}
             parents = fold_up(children, buckets.LEVEL_SHIFT)
-            conn.exec_driver_sql(
-                self._rollup_sql,
-                [(rid, key, level, b, *_stored(agg)) for b, agg in sorted(parents.items())],
+            self._rollups.run(
+                conn, [(rid, key, level, b, *_stored(agg)) for b, agg in sorted(parents.items())]
             )
             newest = state.newest(level)
             if newest in parents:

@@ -311,7 +311,7 @@ def child_writer(rollups: str, steps: int) -> dict[str, Any]:
 
         class PointsOnly(rollup_writer.RollupWriter):
             def insert(self, conn, rows, groups=None):
-                conn.exec_driver_sql(self._points_sql, rows)
+                self._points.run(conn, rows)
                 return rollup_writer.Pending()
 
         def rows_only(self, held):  # the writer's rows before rollups: no grouping by key set

@@ -1,0 +1,89 @@
+"""schema.sql.BulkRows: many rows in few statements, in order, within SQLite's variable limit.
+
+The statement count matters beyond speed: the sqlite3 module releases the GIL once per statement
+step, and a writer thread that releases it once per row starves beside a training loop that
+holds it (docs/store.md, "Writing"). The counts come from SQLite's own trace callback.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from sqlalchemy import Column, Float, Integer, MetaData, Table, create_engine
+
+from schema.sql import BulkRows, positional_insert, positional_upsert
+
+meta = MetaData()
+# Shaped as the store's points and rollups tables: an id in arrival order, a composite key.
+pts = Table(
+    "pts", meta, Column("id", Integer, primary_key=True), Column("key_id", Integer),
+    Column("step", Integer), Column("wall", Float), Column("value", Float),
+)  # fmt: skip
+agg = Table(
+    "agg", meta, Column("key_id", Integer, primary_key=True),
+    Column("bucket", Integer, primary_key=True), Column("n", Integer),
+)  # fmt: skip
+
+
+@pytest.fixture
+def engine(tmp_path):
+    eng = create_engine(f"sqlite:///{tmp_path / 's.db'}")
+    meta.create_all(eng)
+    yield eng
+    eng.dispose()
+
+
+def _traced(conn) -> list[str]:
+    seen: list[str] = []
+    conn.connection.dbapi_connection.set_trace_callback(seen.append)
+    return seen
+
+
+@pytest.mark.parametrize("n", [1, 2, 1023, 1024, 1025, 3000])
+def test_rows_go_in_whole_and_in_order_in_few_statements(engine, n):
+    cols = ["key_id", "step", "wall", "value"]
+    bulk = BulkRows(engine.dialect, positional_insert(engine.dialect, pts, cols), len(cols))
+    rows = [(7, i, 1000.0 + i, i * 0.5) for i in range(n)]
+    with engine.connect() as conn, conn.begin():
+        seen = _traced(conn)
+        bulk.run(conn, rows)
+        inserts = [s for s in seen if s.lstrip().upper().startswith("INSERT")]
+        got = conn.exec_driver_sql("SELECT key_id, step, wall, value FROM pts ORDER BY id").all()
+    assert [tuple(r) for r in got] == rows
+    # Powers of two up to 1024 rows a statement: n = 3000 is 1024 + 1024 + 512 + 256 + ... + 8.
+    full, rest = divmod(n, 1024)
+    assert len(inserts) == full + bin(rest).count("1")
+
+
+def test_an_upsert_of_one_key_twice_keeps_the_later_row(engine):
+    cols = ["key_id", "bucket", "n"]
+    bulk = BulkRows(engine.dialect, positional_upsert(engine.dialect, agg, cols), len(cols))
+    with engine.connect() as conn, conn.begin():
+        bulk.run(conn, [(1, 0, 1), (2, 0, 5), (1, 0, 9), (1, 1, 3)])
+        got = conn.exec_driver_sql("SELECT key_id, bucket, n FROM agg ORDER BY 1, 2").all()
+    assert [tuple(r) for r in got] == [(1, 0, 9), (1, 1, 3), (2, 0, 5)]
+
+
+def test_statements_stay_within_the_connections_variable_limit(tmp_path):
+    if not hasattr(sqlite3.Connection, "setlimit"):
+        pytest.skip("sqlite3.Connection.setlimit needs Python 3.11")
+    eng = create_engine(f"sqlite:///{tmp_path / 'limit.db'}")
+    with eng.connect() as conn:
+        conn.exec_driver_sql("CREATE TABLE t (a INTEGER, b INTEGER, c INTEGER)")
+        conn.commit()
+        dbapi = conn.connection.dbapi_connection
+        dbapi.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 50)  # as an old SQLite would
+        bulk = BulkRows(eng.dialect, "INSERT INTO t (a, b, c) VALUES (?, ?, ?)", 3)
+        with conn.begin():
+            seen = _traced(conn)
+            bulk.run(conn, [(i, i, i) for i in range(100)])
+        assert conn.exec_driver_sql("SELECT count(*), sum(a) FROM t").one() == (100, 4950)
+    # 50 variables hold 16 rows of 3: 100 = 6 x 16 + 4.
+    assert len([s for s in seen if s.startswith("INSERT")]) == 7
+    eng.dispose()
+
+
+def test_sql_without_a_single_values_group_is_refused(engine):
+    with pytest.raises(RuntimeError, match="VALUES group"):
+        BulkRows(engine.dialect, "INSERT INTO t (a, b) SELECT 1, 2", 2)
