@@ -26,7 +26,9 @@ Parts (--parts):
   writer    writer-thread CPU per point with rollups and without (the same inserts, no fold),
             the store's shape (20 keys a step, 90 more every 4th), and a slow run's flush
   overhead  a training loop of 1 ms steps logging the store's shape: wall time with reslog
-            against without (median of alternating blocks)
+            against without (median of alternating blocks), for a step of torch ops (outside
+            the GIL, as GPU work is) and a pure-Python one (holds the GIL); the writer's
+            backlog when the blocks end says whether it kept up
   sweep     50 runs on the training page: redraw time with every tile cached
 """
 
@@ -247,10 +249,12 @@ ROWS = [
     ("writer CPU per point, with rollups", "writer_us", " µs", "writer_off_us"),
     ("  ratio with / without rollups", "writer_ratio", "×", None),
     ("  a slow run's flush (110 keys)", "slow_ms_per_flush", " ms", "slow_off_ms_per_flush"),
-    ("logging overhead on a 1 ms step", "overhead_pct", " %", None),
+    ("logging overhead on a 1 ms step of torch ops", "overhead_torch_pct", " %", None),
+    ("  on a 1 ms pure-Python step (holds the GIL)", "overhead_python_pct", " %", None),
 ]
 TARGET_OF = {"latency_p50_s": "latency_s", "latency_max_s": "latency_s",
-             "lost_intervals": "kill_intervals"}  # fmt: skip
+             "lost_intervals": "kill_intervals", "overhead_torch_pct": "overhead_pct",
+             "overhead_python_pct": "overhead_pct"}  # fmt: skip
 
 
 def report(results: dict[str, dict[str, Any]], seconds: float) -> str:
@@ -281,7 +285,8 @@ def report(results: dict[str, dict[str, Any]], seconds: float) -> str:
             f"{k} ×{v:.2f}" for k, v in grow.items()) + " (target: first view ≤ ×1.3)"]  # fmt: skip
     extra = {size: {k: v for k, v in r.items() if k in ("levels", "zoom_levels", "series",
              "tile_mb", "rows", "spike", "check_rollups", "killed_run_problems", "sweep_redraw_s",
-             "sweep_runs", "points", "build_s")} for size, r in results.items()}  # fmt: skip
+             "sweep_runs", "points", "build_s") or k.startswith("overhead_")}
+             for size, r in results.items()}  # fmt: skip
     lines += ["", "Details: " + json.dumps(extra)]
     return "\n".join(lines) + "\n"
 
@@ -346,7 +351,8 @@ def main(argv: list[str] | None = None) -> int:
                             "slow_ms_per_flush": slow_on,
                             "slow_off_ms_per_flush": slow_off})  # fmt: skip
         if "overhead" in parts:
-            largest.update(child("overhead", "16", "500"))
+            for kind in ("torch", "python"):
+                largest.update(child("overhead", "16", "500", kind))
         if "kill" in parts:
             largest.update(child("kill", str(store), "1.0"))
             drop_runs(str(store), ["killed"])
