@@ -111,6 +111,7 @@ class MainWindow(QMainWindow):
         self._redraw_timer.setInterval(REDRAW_DELAY_MS)
         self._redraw_timer.timeout.connect(self.redraw_now)
         self._awaiting_tiles = False  # the last redraw asked for tiles: draw when they come
+        self._last_redraw = 0.0  # time.monotonic() of the last redraw_now
         self._said_over = False  # the status bar has said the tiles in view pass the bound
         self._stand_in_timer = QTimer(self)
         self._stand_in_timer.setSingleShot(True)
@@ -145,7 +146,7 @@ class MainWindow(QMainWindow):
         self.tabs = QTabWidget(self)
         self.pages: dict[str, PageView] = {}
         for name in PAGES:
-            view = PageView(name, self.schedule_redraw, self)
+            view = PageView(name, self.view_changed, self)
             view.crosshair.runClicked.connect(self.highlight)
             view.pinRequested.connect(self.pin_keys)
             if view.search is not None:
@@ -471,6 +472,15 @@ class MainWindow(QMainWindow):
         if not self._redraw_timer.isActive():
             self._redraw_timer.start(REDRAW_DELAY_MS)
 
+    def view_changed(self) -> None:
+        """A zoom, pan or resize: redraw (and ask for the tiles it needs) at once, but no more
+        often than every REDRAW_DELAY_MS while a drag keeps moving the view. A debounce would
+        add its whole delay to every single zoom."""
+        if self._redraw_timer.isActive():
+            return
+        since = (time.monotonic() - self._last_redraw) * 1000
+        self._redraw_timer.start(max(0, int(REDRAW_DELAY_MS - since)))
+
     def current_page(self) -> ChartPage:
         return self.pages[self.state.page].page
 
@@ -479,6 +489,7 @@ class MainWindow(QMainWindow):
 
     def redraw_now(self) -> None:
         self._redraw_timer.stop()
+        self._last_redraw = time.monotonic()
         self.redraw_count += 1
         self._refresh_side()
         view = self.pages[self.state.page]

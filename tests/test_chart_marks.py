@@ -13,6 +13,7 @@ from resplot import marks
 from resplot.charts import render
 from resplot.headless import Loaded
 from resplot.state import ViewState
+from schema.throttle import THROTTLE_BITS
 from tests.fixtures.stores import BASE_TIME, make_run, new_store
 
 STEPS = range(0, 3000)
@@ -98,3 +99,33 @@ def test_on_a_time_axis_a_crashed_run_has_a_dashed_tail_to_its_last_heartbeat(lo
     assert xs[0] == pytest.approx(np.nanmax(np.asarray(tracks["dead"].line.get_xdata(), float)))
     assert list(end.get_markevery()) == [1]  # the cross where it died
     assert len(tracks["live"].end.get_xdata()) == 1  # a live run: its dot, no tail
+
+
+def test_throttle_reasons_are_one_bar_per_stretch(tmp_path):
+    """A power cap held from step 1000 to the end is one bar however many pixel columns it
+    covers; a single hw-thermal sample is a short bar of its own; reasons never set draw
+    nothing (the page's other charts are left alone)."""
+    path = tmp_path / "throttle.db"
+    engine = new_store(path)
+    flags = [(s, float(0x4 if s >= 1000 else 0) + (0x40 if s == 500 else 0)) for s in STEPS]
+    make_run(engine, name="capped", points={"sys/gpu0/throttle": flags}, created_at=BASE_TIME)
+    engine.dispose()
+    with Loaded([str(path)]) as loaded:
+        st = ViewState(page="system")
+        refs = [r.ref for r in loaded.cache.runs()]
+        page = render(loaded.cache, st, refs, fetch=loaded.fetch)
+        page.figure.canvas.draw()
+    i = next(k for k, spec in enumerate(page.specs) if spec.kind == "throttle")
+    (bars,) = page._extra[i]
+    rows = {}
+    for seg in bars.get_segments():
+        (x0, y0), (x1, y1) = seg
+        assert y0 == y1  # horizontal bars, one lane per series in each reason's row
+        rows.setdefault(round(y0), []).append((x0, x1))
+    names = list(THROTTLE_BITS.values())
+    assert sorted(names[r] for r in rows) == ["hw thermal", "power cap"]
+    (cap,) = rows[names.index("power cap")]
+    assert cap[0] == pytest.approx(1000, abs=16) and cap[1] == pytest.approx(3000, abs=16)
+    (hot,) = rows[names.index("hw thermal")]
+    assert hot[0] <= 500 <= hot[1] and hot[1] - hot[0] < 64
+    assert bars.get_label() == "capped GPU0"
