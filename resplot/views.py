@@ -66,14 +66,18 @@ def choose_level(summary, lo: int, hi: int, pixels: int) -> int:
     return buckets.level_for(span, max(1, pixels), summary.levels)
 
 
-def _tiles(cache: SeriesCache, ref: RunRef, key: str, level: int, lo: int, hi: int):
-    """The cached tiles covering [lo, hi] at `level`, or None with the missing ones listed."""
-    indices = list(buckets.tiles_for(level, lo, hi))
+def _tiles(cache: SeriesCache, ref: RunRef, key: str, level: int, lo: int, hi: int,
+           every_missing: bool = True):  # fmt: skip
+    """The cached tiles covering [lo, hi] at `level`, and the missing ones' indices (only the
+    first without `every_missing`: enough to know a stand-in level will not do, where looking
+    up all of them cost 100 lookups a series for raw tiles over a long run)."""
     tiles, missing = [], []
-    for index in indices:
+    for index in buckets.tiles_for(level, lo, hi):
         tile = cache.tile(ref, key, level, index)
         if tile is None:
             missing.append(index)
+            if not every_missing:
+                break
         else:
             tiles.append(tile)
     return tiles, missing
@@ -172,7 +176,7 @@ def series_view(
         cache.want_tiles(ref, key, wanted, missing)
         # Meanwhile: the finest level whose tiles are all cached (coarser ones cost less).
         for level in [*range(wanted + 1, summary.levels + 1), *range(wanted - 1, -1, -1)]:
-            tiles, gap = _tiles(cache, ref, key, level, lo, hi)
+            tiles, gap = _tiles(cache, ref, key, level, lo, hi, every_missing=False)
             if not gap:
                 return _view(tiles, level, lo, hi, wanted)
         return None

@@ -16,7 +16,7 @@ from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-AGENT_FILES = ("__init__.py", "__main__.py", "serve.py", "store.py", "wire.py")
+AGENT_FILES = ("__init__.py", "__main__.py", "serve.py", "store.py", "tile_workers.py", "wire.py")
 # The schema modules the agent imports; each imports only the standard library and these.
 SCHEMA_FILES = ("buckets.py", "envelope.py", "liveness.py", "revision.py", "rollup.py")
 STUB = b'"""Part of the reslog agent archive (see reslog/agent/bundle.py)."""\n'

@@ -14,6 +14,7 @@ import sqlite3
 import struct
 from urllib.parse import quote
 
+from reslog.agent import tile_workers
 from reslog.agent.wire import AgentError, Sections, layout_struct
 from schema import buckets
 from schema.envelope import (
@@ -132,6 +133,17 @@ def _row_layout(cur) -> tuple:
     return layout, row, cols + ", step, wall, coalesce(value, 0.0)"
 
 
+def _read_tile(cur, job) -> bytes:
+    """One tile's rows, packed: raw points (level 0) or stored buckets."""
+    run_id, key_id, level, index, has = job
+    size = buckets.TILE_BUCKETS
+    lo = index * size
+    if level == 0:
+        return packed_raw(cur, "?", run_id, key_id, lo, lo + size, RAW_TILE_ROW, has_takes=has,
+                          ids=False)  # fmt: skip
+    return packed_buckets(cur, "?", run_id, key_id, level, lo, lo + size - 1, BUCKET_ROW)
+
+
 class Store:
     """One store opened read-only (mode=ro: the agent can never create, modify or lock out
     the training run's file)."""
@@ -152,16 +164,21 @@ class Store:
             # turns out not to be a store gets no -wal/-shm files beside it.
             self._probe()
         try:
-            self.conn = sqlite3.connect(
-                f"file:{uri_path(path)}?mode=ro",
-                uri=True,
-                isolation_level=None,
-                check_same_thread=False,
-            )
-            self.conn.execute("PRAGMA busy_timeout=30000")
+            self.conn = self._connect()
             self._check_schema()
         except sqlite3.DatabaseError as exc:
             raise AgentError("NotAStore", f"{path} is not a SQLite database ({exc})") from None
+
+    def _connect(self) -> sqlite3.Connection:
+        """A read-only connection (the agent's own, and each tile worker's)."""
+        conn = sqlite3.connect(
+            f"file:{uri_path(self.path)}?mode=ro",
+            uri=True,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        conn.execute("PRAGMA busy_timeout=30000")
+        return conn
 
     def _probe(self) -> None:
         try:
@@ -299,33 +316,46 @@ class Store:
         as section "buckets", raw points of level 0 as section "raw", packed rows (one query a
         tile, packed straight off the cursor); each section's `tiles` lists [run_id, key_id,
         level, index, rows] in the order of its rows, every tile of a range included (an empty
-        one has 0 rows)."""
+        one has 0 rows). Many settled tiles are read by worker processes as well
+        (reslog/agent/tile_workers.py)."""
         if sum(r[4] for r in ranges) > MAX_TILES:
             raise AgentError("BadRequest", f"at most {MAX_TILES} tiles a request")
         takes = series_with_takes(cur)
-        parts = {"buckets": ([], []), "raw": ([], [])}
+        jobs = []
         for run_id, key_id, level, first, count in ranges:
             if not 0 <= level <= buckets.MAX_LEVEL or count < 1:
                 raise AgentError("BadRequest", f"bad tile range (level {level}, count {count})")
-            data, about = parts["raw" if level == 0 else "buckets"]
-            for index in range(first, first + count):
-                lo = index * buckets.TILE_BUCKETS
-                if level == 0:
-                    hi = lo + buckets.TILE_BUCKETS
-                    has = (run_id, key_id) in takes
-                    packed = packed_raw(cur, "?", run_id, key_id, lo, hi, RAW_TILE_ROW,
-                                        has_takes=has, ids=False)  # fmt: skip
-                    rows = len(packed) // RAW_TILE_ROW.size
-                else:
-                    hi = lo + buckets.TILE_BUCKETS - 1
-                    packed = packed_buckets(cur, "?", run_id, key_id, level, lo, hi, BUCKET_ROW)
-                    rows = len(packed) // BUCKET_ROW.size
-                data.append(packed)
-                about.append([run_id, key_id, level, index, rows])
+            has = level == 0 and (run_id, key_id) in takes
+            jobs += [(run_id, key_id, level, index, has) for index in range(first, first + count)]
+        last = {}  # (run_id, key_id) -> the series' last step in this snapshot
+        for run_id, key_id, _level, _index, _has in jobs:
+            if (run_id, key_id) not in last:
+                row = cur.execute(
+                    "SELECT step_hi FROM series WHERE run_id = ? AND key_id = ?", (run_id, key_id)
+                ).fetchone()
+                last[(run_id, key_id)] = None if row is None else row[0]
+        settled = [
+            last[(j[0], j[1])] is not None
+            and buckets.tile_range(j[2], j[3])[1] <= last[(j[0], j[1])]
+            for j in jobs
+        ]
+
+        def read(worker_cur, job):
+            return _read_tile(cur if worker_cur is None else worker_cur, job)
+
+        workers = tile_workers.worker_count() if len(jobs) >= tile_workers.MIN_JOBS else 0
+        packed = tile_workers.read_all(jobs, read, self._connect, settled, workers)
+        parts = {"buckets": ([], []), "raw": ([], [])}
+        for (run_id, key_id, level, index, _has), data in zip(jobs, packed):  # noqa: B905 (3.8)
+            row = RAW_TILE_ROW if level == 0 else BUCKET_ROW
+            chunks, about = parts["raw" if level == 0 else "buckets"]
+            chunks.append(data)
+            about.append([run_id, key_id, level, index, len(data) // row.size])
         for name, layout in (("buckets", BUCKET_LAYOUT), ("raw", RAW_TILE_LAYOUT)):
-            data, about = parts[name]
+            chunks, about = parts[name]
             if about:
-                out.add(name, sum(a[4] for a in about), b"".join(data), layout=layout, tiles=about)
+                rows = sum(a[4] for a in about)
+                out.add(name, rows, b"".join(chunks), layout=layout, tiles=about)
 
     # -- requests ---------------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from resplot.agent_client import AgentClient, AgentConnectionError, agent_archive, agent_hash
 from resplot.sources.agent import AgentSource
@@ -96,14 +96,24 @@ class _LocalClient(AgentClient):
         try:
             return super().receive(rid)
         except AgentConnectionError as exc:
-            proc = self._source.process
-            code = None
-            if proc is not None:
-                try:  # EOF usually means it is exiting: give it a moment to report its status
-                    code = proc.wait(timeout=1)
-                except subprocess.TimeoutExpired:
-                    code = None
-            detail = self._source.agent_stderr()
-            extra = f" (agent exited with {code})" if code is not None else ""
-            extra += f": {detail}" if detail else ""
-            raise AgentConnectionError(f"{exc}{extra}") from exc
+            raise AgentConnectionError(self._explain(exc)) from exc
+
+    def send(self, op: str, **args: Any) -> int:
+        # A send can be what first meets a dead agent (a broken pipe): say why it died.
+        try:
+            return super().send(op, **args)
+        except AgentConnectionError as exc:
+            raise AgentConnectionError(self._explain(exc)) from exc
+
+    def _explain(self, exc: AgentConnectionError) -> str:
+        proc = self._source.process
+        code = None
+        if proc is not None:
+            try:  # EOF usually means it is exiting: give it a moment to report its status
+                code = proc.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                code = None
+        detail = self._source.agent_stderr()
+        extra = f" (agent exited with {code})" if code is not None else ""
+        extra += f": {detail}" if detail else ""
+        return f"{exc}{extra}"
