@@ -497,30 +497,30 @@ class Writer:
         )
 
     def _rows(self, held: list) -> tuple[list[tuple], list]:
-        """Point rows (run_id, key_id, step, wall, value) in arrival order, and the same points
-        grouped by the records that hold them (RollupWriter.insert's `groups`): keys logged in
-        the same records share one list of steps and walls, so the rollups work out bucket
-        bounds once per group, not once per key."""
+        """Point rows (run_id, key_id, step, wall, value), and the same points grouped by the
+        records that hold them (RollupWriter.insert's `groups`): keys logged in the same
+        records share one list of steps and walls, so the rollups work out bucket bounds once
+        per group, not once per key.
+
+        The rows are built from the groups, series by series (each series' points in arrival
+        order, which is all ids must keep): one C-level zip a series instead of a Python step
+        a point, and the (run, key, step) index then takes each series' points together."""
         rid, ids = self.run_id, self._ids
         types = set(map(type, chain.from_iterable(map(dict.values, [r[2] for r in held]))))
         plain = self.is_sqlite and types <= PLAIN and (int not in types or _ints_fit(held))
-        if plain:
-            # SQLite stores NaN as NULL by itself and ints in a REAL column as reals.
-            rows = [(rid, ids[k], s, w, v) for s, w, m in held for k, v in m.items()]
-        else:
-            values = to_floats([v for _s, _w, m in held for v in m.values()])
-            key_ids = [ids[k] for _s, _w, m in held for k in m]
-            steps = [s for s, _w, m in held for _ in repeat(None, len(m))]
-            walls = [w for _s, w, m in held for _ in repeat(None, len(m))]
-            rows = list(zip(repeat(rid), key_ids, steps, walls, values))
         groups = []
+        rows: list[tuple] = []
         for names, recs in _records_by_keys(held):
             dicts = [r[2] for r in recs]
+            steps, walls = [r[0] for r in recs], [r[1] for r in recs]
             cols = {}
             for k in names:
                 column = list(map(itemgetter(k), dicts))
-                cols[ids[k]] = column if plain else to_floats(column)
-            groups.append(([r[0] for r in recs], [r[1] for r in recs], cols))
+                # SQLite stores NaN as NULL by itself and ints in a REAL column as reals.
+                kid = ids[k]
+                cols[kid] = column if plain else to_floats(column)
+                rows.extend(zip(repeat(rid), repeat(kid), steps, walls, cols[kid]))
+            groups.append((steps, walls, cols))
         return rows, groups
 
     def _drop_event(self, count: int, now: float) -> tuple:

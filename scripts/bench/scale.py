@@ -284,8 +284,8 @@ def report(results: dict[str, dict[str, Any]], seconds: float) -> str:
         lines += ["", f"10× the points ({sizes[0]} → {sizes[-1]}): " + ", ".join(
             f"{k} ×{v:.2f}" for k, v in grow.items()) + " (target: first view ≤ ×1.3)"]  # fmt: skip
     extra = {size: {k: v for k, v in r.items() if k in ("levels", "zoom_levels", "series",
-             "tile_mb", "rows", "spike", "check_rollups", "killed_run_problems", "sweep_redraw_s",
-             "sweep_runs", "points", "build_s") or k.startswith("overhead_")}
+             "tile_mb", "first_draws", "rows", "spike", "check_rollups", "killed_run_problems",
+             "sweep_redraw_s", "sweep_runs", "points", "build_s") or k.startswith("overhead_")}
              for size, r in results.items()}  # fmt: skip
     lines += ["", "Details: " + json.dumps(extra)]
     return "\n".join(lines) + "\n"

@@ -84,7 +84,10 @@ def child_first(store: str, port: int, cfg: str, agent_dir: str) -> dict[str, An
                 win.state.set_ticked(run.ref, True)
             win.schedule_redraw()
 
+    draws = [0]
+
     def on_draw(_event) -> None:  # a draw of the canvas has finished: was it the whole page?
+        draws[0] += 1
         if drawn():
             done_at.append(time.perf_counter())
             app.quit()
@@ -100,6 +103,7 @@ def child_first(store: str, port: int, cfg: str, agent_dir: str) -> dict[str, An
     QTimer.singleShot(300_000, app.quit)
     run_loop("first")
     out["first_s"] = done_at[-1] - t0 if done_at else None
+    out["first_draws"] = draws[0]
     out["series"] = sum(len(s.items) for s in win.current_page().specs)
     out["levels"] = sorted({t.view.level for ts in win.current_page().tracks for t in ts.values()
                             if t.view is not None})  # fmt: skip
@@ -314,12 +318,9 @@ def child_writer(rollups: str, steps: int) -> dict[str, Any]:
                 self._points.run(conn, rows)
                 return rollup_writer.Pending()
 
-        def rows_only(self, held):  # the writer's rows before rollups: no grouping by key set
-            rid, ids = self.run_id, self._ids
-            return [(rid, ids[k], s, w, v) for s, w, m in held for k, v in m.items()], None
-
+        # The same rows, built the same way (from the records grouped by key set, series by
+        # series), inserted the same way: only the rollups' fold and upserts are left out.
         writer_mod.RollupWriter = PointsOnly
-        writer_mod.Writer._rows = rows_only
     spent = [0.0]
     flush = writer_mod.Writer._flush
 
