@@ -60,9 +60,21 @@ class PageView(QWidget):
             layout.addLayout(row)
         layout.addWidget(self.strip)
         layout.addWidget(self.scroll)
-        self.canvas.mpl_connect("resize_event", lambda _e: on_view_changed())
+        self._on_view_changed = on_view_changed
+        self._viewport = (-1, -1)
+        self.canvas.mpl_connect("resize_event", self._on_resize)
         self.crosshair = Crosshair(self.canvas, self.page, self.toolbar)
         self.canvas.mpl_connect("button_press_event", self._on_press)
+
+    def _on_resize(self, _event) -> None:
+        # The charts are laid out for the visible part (measure()): only a change there is a
+        # new view. fit() growing the canvas below it is not, and redrawing for it cost a
+        # whole second draw of every first view.
+        viewport = self.scroll.viewport()
+        size = (viewport.width(), viewport.height())
+        if size != self._viewport:
+            self._viewport = size
+            self._on_view_changed()
 
     def _on_press(self, event) -> None:
         if event.button == 3 and event.inaxes in self.page.axes:
