@@ -87,3 +87,33 @@ def test_statements_stay_within_the_connections_variable_limit(tmp_path):
 def test_sql_without_a_single_values_group_is_refused(engine):
     with pytest.raises(RuntimeError, match="VALUES group"):
         BulkRows(engine.dialect, "INSERT INTO t (a, b) SELECT 1, 2", 2)
+
+
+def test_the_writer_keeps_each_series_in_arrival_order(tmp_path):
+    """The writer inserts series by series (docs/store.md, "How the writer inserts"): across
+    series the ids may interleave differently from the calls, but within one series they
+    follow the calls, repeated steps included (the later point of a step is the newer one)."""
+    import reslog
+
+    run = reslog.init(project="p", store=tmp_path / "o.db", system=False)
+    logged: dict[str, list[tuple[int, float]]] = {"a": [], "b": [], "c": []}
+    for i in range(3000):
+        step = i // 3  # every step three times
+        m = {"a": float(i)}
+        if i % 2:
+            m["b"] = -float(i)
+        if i % 7 == 0:
+            m["c"] = i * 0.5
+        run.log(m, step=step)
+        for k, v in m.items():
+            logged[k].append((step, v))
+    run.finish()
+    conn = sqlite3.connect(tmp_path / "o.db")
+    for key, expected in logged.items():
+        got = conn.execute(
+            "SELECT p.step, p.value FROM points p JOIN keys k ON k.id = p.key_id"
+            " WHERE k.name = ? ORDER BY p.id",
+            (key,),
+        ).fetchall()
+        assert got == expected, key
+    conn.close()
