@@ -68,8 +68,8 @@ class PageView(QWidget):
 
     def _on_resize(self, _event) -> None:
         # The charts are laid out for the visible part (measure()): only a change there is a
-        # new view. fit() growing the canvas below it is not, and redrawing for it cost a
-        # whole second draw of every first view.
+        # new view. fit() growing the canvas below it is not (matplotlib redraws the canvas
+        # for it anyway); a redraw of the page for it would only ask for the same tiles.
         viewport = self.scroll.viewport()
         size = (viewport.width(), viewport.height())
         if size != self._viewport:
