@@ -249,6 +249,12 @@ class ChartPage:
             entries += [Entry(n, PART_COLORS[n], patch=True) for n in [*TIMING_PARTS, "other"]]
         return entries
 
+    def replace_axes(self) -> None:
+        """Lay the axes out again for the figure's current size (a canvas resize): the margins
+        are pixels turned into fractions of the size they were computed for."""
+        if self.axes:
+            self._place(self.entries if self.strip_in_figure else [])
+
     def _place(self, entries: list[Entry]) -> None:
         """The run strip, and the axes laid out below it in pixels (resplot.layout)."""
         self.strip.update(entries)

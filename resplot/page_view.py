@@ -67,9 +67,11 @@ class PageView(QWidget):
         self.canvas.mpl_connect("button_press_event", self._on_press)
 
     def _on_resize(self, _event) -> None:
-        # The charts are laid out for the visible part (measure()): only a change there is a
-        # new view. fit() growing the canvas below it is not (matplotlib redraws the canvas
-        # for it anyway); a redraw of the page for it would only ask for the same tiles.
+        # The margins are pixels as fractions of the figure's height: any new size needs them
+        # again (cheap), before the draw matplotlib makes for it. The charts are laid out for
+        # the visible part (measure()): only a change there is a new view. fit() growing the
+        # canvas below it is not; a refresh of the page for it would only ask for the same tiles.
+        self.page.replace_axes()
         viewport = self.scroll.viewport()
         size = (viewport.width(), viewport.height())
         if size != self._viewport:
