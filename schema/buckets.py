@@ -6,14 +6,18 @@ consecutive steps, aligned at multiples of the width: bucket b of level l holds 
 [b * w, (b + 1) * w). Widths are powers of two, so the bucket of a step is a shift, in Python
 and in SQL alike, and negative steps fall into negative buckets the same way.
 
-Why these numbers (docs/store.md has the measurements): the first level is 64 steps wide and
-each level is 4 times wider than the one below. The writer's rollup cost is mostly per bucket,
-not per point, and the keys that fill a store are GPU telemetry logged every few steps: logged
-every 4th step, a 32-step bucket holds 8 points, and the writer spent 1.33x the CPU of the bare
-inserts; with 64 steps, 1.23x. A factor of 4 keeps the rows a chart reads between 1 and 4 per
-pixel at the level it picks (with 8, the system page of a 34M-point store read 2.25M bucket
-rows and took 15 s); the levels above the first cost a third of the first's rows. Views finer
-than 64 steps a bucket read raw points, or level 1 when that is too many points to read.
+Why these numbers (docs/store.md has the measurements): the first level is 128 steps wide and
+each level is 4 times wider than the one below. The writer's rollup cost is per bucket far more
+than per point, and the keys that fill a store are GPU telemetry logged every few steps: logged
+every 4th step, a 32-step bucket holds 8 points and the writer spent 1.33x the CPU of the bare
+inserts, 64 steps 1.23x; once the bare inserts got faster (multi-row statements), 64 steps cost
+1.31-1.35x and 128 steps 1.12-1.16x. A factor of 4 keeps the rows a chart reads between 1 and 4
+per pixel at the level it picks (with 8, the system page of a 34M-point store read 2.25M bucket
+rows and took 15 s); the levels above the first cost a third of the first's rows. The price of
+128: a view holding more than RAW_PER_PIXEL points per pixel but spanning fewer than 128 steps
+per pixel (3,200 to 102,400 steps at 800 pixels, for a key logged every step) is drawn from
+level-1 buckets, fewer than its pixels (each exact). Changing a width is a schema revision:
+stored rollups cut at other widths are rebuilt (0005).
 
 Levels above 1 are written only once a series spans enough steps to need them (`needed_levels`):
 a level whose buckets hold more than 1/MIN_BUCKETS of the series is never the one a chart picks,
@@ -23,9 +27,9 @@ level kept never holds more than MIN_BUCKETS * 4 buckets of a series.
 
 from __future__ import annotations
 
-FIRST_SHIFT = 6  # level 1: 64 steps a bucket
+FIRST_SHIFT = 7  # level 1: 128 steps a bucket
 LEVEL_SHIFT = 2  # each level 4x wider than the one below
-MAX_LEVEL = 26  # 64 * 4**25 = 2**56 steps a bucket: 256 of them span every 64-bit step
+MAX_LEVEL = 26  # 128 * 4**25 = 2**57 steps a bucket: 128 of them span every 64-bit step
 MIN_BUCKETS = 64  # a level l >= 2 is kept once the series spans MIN_BUCKETS of its buckets
 TILE_BUCKETS = 1024  # buckets (level 0: steps) per tile, the unit the viewer fetches and caches
 RAW_PER_PIXEL = 4  # a view holding at most this many points per pixel is drawn from raw points

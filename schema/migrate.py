@@ -37,8 +37,10 @@ def head_revision() -> str:
     return ScriptDirectory.from_config(alembic_config()).get_current_head() or ""
 
 
-# Revisions from before the rollups: a store coming from one of them gets them filled in.
-BEFORE_ROLLUPS = frozenset({"0001"})
+# Revisions whose stores hold no rollups at today's bucket widths: from before them (0001), or
+# cut at 64-step first-level buckets (0002-0004, deleted by 0005). A store coming from one of
+# them gets its rollups built from its points.
+NO_ROLLUPS_AT_TODAYS_WIDTHS = frozenset({"0001", "0002", "0003", "0004"})
 
 
 def upgrade(
@@ -46,8 +48,9 @@ def upgrade(
     revision: str = "head",
     progress: Callable[[int, int], None] | None = None,
 ) -> None:
-    """Migrate the store to `revision`, and fill in rollups of the points already stored when
-    it comes from before them: one transaction, so a failure leaves the store as it was."""
+    """Migrate the store to `revision`, and build the rollups of the points already stored when
+    it comes from before them or from other bucket widths: one transaction, so a failure leaves
+    the store as it was."""
     cfg = alembic_config(engine)
     with engine.begin() as conn:
         if conn.dialect.name == "postgresql":
@@ -58,7 +61,8 @@ def upgrade(
         before = _current(conn)
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
-        if before in BEFORE_ROLLUPS and _current(conn) not in BEFORE_ROLLUPS:
+        rebuild = NO_ROLLUPS_AT_TODAYS_WIDTHS
+        if before in rebuild and _current(conn) not in rebuild:
             from schema.rollup_repair import backfill
 
             backfill(conn, progress)

@@ -59,7 +59,8 @@ def _stream(conn: Connection, writers: dict[int, RollupWriter], where: str, para
 
 def backfill(conn: Connection, progress: Progress | None = None) -> int:
     """Rollups, series rows and takes of every stored point (a store from before revision
-    0002); one pass over the points by id. Returns the number of points."""
+    0005, whose migrations left these tables empty); one pass over the points by id. Returns
+    the number of points."""
     total = conn.execute(select(func.count()).select_from(points)).scalar() or 0
     if progress is not None:
         progress(0, total)

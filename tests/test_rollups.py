@@ -103,17 +103,17 @@ def test_merge_in_any_grouping_equals_one_fold():
 
 
 def test_levels_appear_as_a_series_gets_longer():
-    assert buckets.width(1) == 64 and buckets.width(2) == 256 and buckets.width(3) == 1024
+    assert buckets.width(1) == 128 and buckets.width(2) == 512 and buckets.width(3) == 2048
     assert buckets.needed_levels(0) == 1
-    assert buckets.needed_levels(64 * 256 - 1) == 1
-    assert buckets.needed_levels(64 * 256) == 2
+    assert buckets.needed_levels(64 * 512 - 1) == 1  # level 2 once the span holds 64 of its buckets
+    assert buckets.needed_levels(64 * 512) == 2
     assert buckets.needed_levels(2**63) == buckets.MAX_LEVEL
-    # 100,000 steps: 1563 buckets of 64 steps, 391 of 256, 98 of 1024, 25 of 4096.
-    assert buckets.level_for(100_000, 1000, 4) == 1
-    assert buckets.level_for(100_000, 300, 4) == 2
-    assert buckets.level_for(100_000, 60, 4) == 3
-    assert buckets.level_for(100_000, 20, 4) == 4
-    assert buckets.level_for(100_000, 20, 2) == 2  # only the levels kept
+    # 100,000 steps: 782 buckets of 128 steps, 196 of 512, 49 of 2048, 13 of 8192.
+    assert buckets.level_for(100_000, 700, 4) == 1
+    assert buckets.level_for(100_000, 150, 4) == 2
+    assert buckets.level_for(100_000, 40, 4) == 3
+    assert buckets.level_for(100_000, 10, 4) == 4
+    assert buckets.level_for(100_000, 10, 2) == 2  # only the levels kept
 
 
 # ---- the writer against the reference --------------------------------------------------------
