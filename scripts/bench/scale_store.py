@@ -100,10 +100,13 @@ def build(path: Path, runs: int = 8, steps: int = 100_000, procs: int = 2) -> di
     """The store at `path` (reused when its marker says it is complete with this shape)."""
     marker = path.with_name(path.name + ".built.json")
     from schema import buckets
+    from schema.revision import HEAD_REVISION
 
-    # A store built with other bucket widths holds other rollups: build it again.
+    # A store built with other bucket widths holds other rollups, and one of another schema
+    # would be refused: build it again.
     widths = f"{buckets.FIRST_SHIFT}/{buckets.LEVEL_SHIFT}"
-    want = {"runs": runs, "steps": steps, "points": points_of(runs, steps), "widths": widths}
+    want = {"runs": runs, "steps": steps, "points": points_of(runs, steps), "widths": widths,
+            "schema": HEAD_REVISION}  # fmt: skip
     if path.exists() and marker.exists():
         done = json.loads(marker.read_text())
         if {k: done.get(k) for k in want} == want:
