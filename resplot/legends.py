@@ -19,6 +19,7 @@ from matplotlib.patches import Patch
 
 from reslog.text import number
 from resplot.layout import LEGEND_PT, legend_columns
+from resplot.legend_bitmap import add_legend
 
 LEGEND_CORNERS = ("upper right", "upper left", "lower right", "lower left")
 AXES_LEGEND_MAX = 8
@@ -114,8 +115,8 @@ class AxesLegend:
                            marker=it.marker or "None", markersize=3.5)
                     for it in items
                 ]  # fmt: skip
-                ax.legend(handles, [it.label for it in items], loc="upper right",
-                          fontsize=LEGEND_PT, framealpha=0.6)  # fmt: skip
+                add_legend(ax, handles, [it.label for it in items], loc="upper right",
+                           fontsize=LEGEND_PT, framealpha=0.6)  # fmt: skip
             elif ax.get_legend() is not None:
                 ax.get_legend().remove()
         legend = ax.get_legend()

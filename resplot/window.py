@@ -476,10 +476,13 @@ class MainWindow(QMainWindow):
         """A zoom, pan or resize: redraw (and ask for the tiles it needs) at once, but no more
         often than every REDRAW_DELAY_MS while a drag keeps moving the view. A debounce would
         add its whole delay to every single zoom."""
-        if self._redraw_timer.isActive():
-            return
         since = (time.monotonic() - self._last_redraw) * 1000
-        self._redraw_timer.start(max(0, int(REDRAW_DELAY_MS - since)))
+        delay = max(0, int(REDRAW_DELAY_MS - since))
+        # A redraw already due sooner covers this one; one scheduled later (new data coalesced
+        # for REDRAW_DELAY_MS) must not hold up the user's zoom.
+        if self._redraw_timer.isActive() and self._redraw_timer.remainingTime() <= delay:
+            return
+        self._redraw_timer.start(delay)
 
     def current_page(self) -> ChartPage:
         return self.pages[self.state.page].page

@@ -70,3 +70,70 @@ def test_the_window_names_twenty_runs_and_small_charts_show_latest_values(sweep,
     last = 3.0 + 0.05 * 3 + np.exp(-495 / 100)
     assert texts[0] == f"sweep-lr03 train  {last:.4g}"
     win.close()
+
+
+# ---- a chart legend drawn from its bitmap ---------------------------------------------------
+
+
+def _legend_figure(bitmap: bool, loc: str = "upper right", first: str = "train/loss  2.5"):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
+    from resplot.legend_bitmap import add_legend
+
+    figure = Figure(figsize=(6, 4), dpi=100)
+    canvas = FigureCanvasAgg(figure)
+    ax = figure.add_subplot()
+    ax.plot(np.arange(100), np.sin(np.arange(100) / 9))
+    handles = [Line2D([], [], color=f"C{i}", marker="o", markersize=3.5) for i in range(8)]
+    labels = [first] + [f"run {i}  {i * 1.5}" for i in range(7)]
+    kw = {"loc": loc, "fontsize": 7, "framealpha": 0.6}
+    legend = add_legend(ax, handles, labels, **kw) if bitmap else ax.legend(handles, labels, **kw)
+    return canvas, ax, legend
+
+
+def _pixels(canvas) -> np.ndarray:
+    canvas.draw()
+    return np.asarray(canvas.buffer_rgba()).astype(int)
+
+
+@pytest.mark.parametrize("loc", ["upper right", "lower left"])
+def test_a_legend_drawn_from_its_bitmap_looks_like_matplotlibs_own(loc):
+    plain, _ax, _legend = _legend_figure(False, loc)
+    canvas, _ax, legend = _legend_figure(True, loc)
+    want = _pixels(plain)
+    for _ in range(3):  # drawn afresh once, then from the bitmap
+        assert np.abs(_pixels(canvas) - want).max() <= 1  # rounding in the blend, no more
+    assert legend.renders == 1
+
+
+def test_a_bitmap_legend_is_drawn_afresh_when_its_text_or_place_changes_not_on_a_zoom():
+    canvas, ax, legend = _legend_figure(True)
+    _pixels(canvas)
+    ax.set_xlim(20, 40)  # a zoom: the legend shows the same
+    _pixels(canvas)
+    assert legend.renders == 1
+    before = _pixels(canvas)
+    legend.get_texts()[0].set_text("train/loss  2.4")  # a new latest value
+    new_value = _pixels(canvas)
+    assert np.abs(new_value - before).max() > 100  # the new digit is drawn
+    plain, plain_ax, _plain_legend = _legend_figure(False, first="train/loss  2.4")
+    plain_ax.set_xlim(20, 40)
+    assert legend.renders == 2 and np.abs(new_value - _pixels(plain)).max() <= 1
+    legend.set_loc("lower left")  # re-placed where the data is not
+    moved = _pixels(canvas)
+    plain_ax.get_legend().set_loc("lower left")
+    assert legend.renders == 3 and np.abs(moved - _pixels(plain)).max() <= 1
+
+
+def test_a_bitmap_legend_exports_to_svg_as_text():
+    import io
+
+    import matplotlib
+
+    canvas, _ax, legend = _legend_figure(True, first="zebra-loss")
+    out = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        canvas.figure.savefig(out, format="svg")
+    assert "zebra-loss" in out.getvalue() and legend.renders == 0
