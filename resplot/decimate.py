@@ -68,9 +68,11 @@ def decimate_many(
     pixels: int,
     xlim: tuple[float, float] | None = None,
     assume_sorted: bool = False,
+    line_max: float = 4,
 ) -> list[Decimated]:
     """decimate() for several series on the same x (a raw series and its smoothed curve):
-    the sort check, the range cut and the column bounds are computed once."""
+    the sort check, the range cut and the column bounds are computed once. At most `line_max`
+    points a pixel column are kept as they are (a line); more are cut into columns."""
     x = np.asarray(x, dtype=np.float64)
     ys = [np.asarray(y, dtype=np.float64) for y in ys]
     for y in ys:
@@ -85,7 +87,7 @@ def decimate_many(
         hi = min(int(np.searchsorted(x, xlim[1], side="right")) + 1, len(x))
         x, ys = x[lo:hi], [y[lo:hi] for y in ys]
     n = len(x)
-    if n <= 4 * pixels:
+    if n <= line_max * pixels:
         out = []
         for y in ys:
             bad, nan_x, pinf_x, ninf_x = _nonfinite(x, y)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from resplot.decimate import bucket_mean, decimate
+from resplot.decimate import bucket_mean, decimate, decimate_many
 
 
 def _series(n=100_000, seed=0):
@@ -40,6 +40,22 @@ def test_single_spike_survives_any_zoom():
     assert np.nanmax(decimate(x, y, 300).y) == 100.0
     assert np.nanmax(decimate(x, y, 300, xlim=(50_000, 60_000)).y) == 100.0
     assert np.nanmax(decimate(x, y, 300, xlim=(0, 50_000)).y) < 100.0
+
+
+def test_bucket_extremes_become_a_band_from_one_bucket_a_pixel():
+    """Two points a bucket (its minimum and maximum, as the charts get them): at one bucket a
+    pixel or more they are cut into columns (drawn as a band), below it kept as a line."""
+    buckets = 782
+    x = np.repeat(np.arange(buckets) * 128.0, 2) + np.tile([10.0, 90.0], buckets)
+    y = np.tile([97.0, 98.0], buckets)
+    y[2 * 400 + 1] = 150.0  # one bucket's spike
+    (dense,) = decimate_many(x, [y], 400, line_max=2)
+    (sparse,) = decimate_many(x, [y], 800, line_max=2)
+    (as_points,) = decimate_many(x, [y], 400)  # up to 4 points a pixel: a line still
+    assert dense.col_x is not None and dense.col_max.max() == 150.0
+    assert dense.col_min.min() == 97.0
+    assert sparse.col_x is None and as_points.col_x is None
+    assert np.nanmax(sparse.y) == 150.0
 
 
 def test_zoom_keeps_one_point_beyond_each_edge():

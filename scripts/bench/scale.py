@@ -140,12 +140,12 @@ def drop_runs(store: str, names: list[str]) -> None:
 
 def build_sweep(path: Path) -> None:
     """50 runs × 4,000 steps × the 20 training keys (4M points)."""
-    from scale_store import TRAIN
+    from scale_store import TRAIN, made_by
 
     import reslog
 
     marker = path.with_name(path.name + ".built.json")
-    if marker.exists():
+    if marker.exists() and json.loads(marker.read_text()) == made_by():
         return
     for p in path.parent.glob(path.name + "*"):
         p.unlink()
@@ -155,7 +155,7 @@ def build_sweep(path: Path) -> None:
         for s in range(4000):
             run.log({k: 2 + r / 50 + 1 / (s + 10) for k in TRAIN}, step=s)
         run.finish(timeout=600)
-    marker.write_text("{}")
+    marker.write_text(json.dumps(made_by()))
 
 
 # -- the parent ----------------------------------------------------------------------------------

@@ -96,17 +96,20 @@ def _worker(store: str, rs: list[int], steps: int, out) -> None:
     out.put(sum(log_run(store, r, steps) for r in rs))
 
 
-def build(path: Path, runs: int = 8, steps: int = 100_000, procs: int = 2) -> dict:
-    """The store at `path` (reused when its marker says it is complete with this shape)."""
-    marker = path.with_name(path.name + ".built.json")
+def made_by() -> dict[str, str]:
+    """What a built store depends on besides its shape: one built with other bucket widths
+    holds other rollups, one of another schema revision would be refused. A marker that
+    differs makes the store be built again."""
     from schema import buckets
     from schema.revision import HEAD_REVISION
 
-    # A store built with other bucket widths holds other rollups, and one of another schema
-    # would be refused: build it again.
-    widths = f"{buckets.FIRST_SHIFT}/{buckets.LEVEL_SHIFT}"
-    want = {"runs": runs, "steps": steps, "points": points_of(runs, steps), "widths": widths,
-            "schema": HEAD_REVISION}  # fmt: skip
+    return {"widths": f"{buckets.FIRST_SHIFT}/{buckets.LEVEL_SHIFT}", "schema": HEAD_REVISION}
+
+
+def build(path: Path, runs: int = 8, steps: int = 100_000, procs: int = 2) -> dict:
+    """The store at `path` (reused when its marker says it is complete with this shape)."""
+    marker = path.with_name(path.name + ".built.json")
+    want = {"runs": runs, "steps": steps, "points": points_of(runs, steps), **made_by()}
     if path.exists() and marker.exists():
         done = json.loads(marker.read_text())
         if {k: done.get(k) for k in want} == want:
