@@ -2,9 +2,11 @@
 
 A legend of eight series costs matplotlib ~15 ms a draw (text layout and glyphs, offsetbox
 packing): four of them were 60 of the 155 ms a zoom spent drawing the training page, for a
-zoom or pan changes nothing in them. On Agg (the window's canvas, PNG snapshots) the legend is
-drawn once into a bitmap the size of its box, and composited from it (~1 ms) until its text,
-place, size or the font chain changes; other renderers (SVG, PDF exports) draw it as usual.
+zoom or pan changes nothing in them but, at times, the corner they sit in. On Agg (the window's
+canvas, PNG snapshots) the legend is drawn once into a bitmap the size of its box, and
+composited from it (~1 ms) until its text, size or the font chain changes; other renderers
+(SVG, PDF exports) draw it as usual. Agg puts text at whole pixels and the frame between them,
+so a bitmap is only reused where the box has the same fraction of a pixel: one a corner.
 """
 
 from __future__ import annotations
@@ -17,12 +19,15 @@ from matplotlib.backends.backend_agg import RendererAgg
 from matplotlib.legend import Legend
 
 MARGIN_PX = 2  # the frame's line and antialiasing reach past the box
+BITMAPS = 4  # kept per legend: one for each corner it was placed in
 
 
 class BitmapLegend(Legend):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._bitmap: tuple | None = None  # (key, x, y, RGBA rows bottom first)
+        # (what it shows, its box's place within a pixel) -> (left and bottom relative to the
+        # box, RGBA rows bottom first); the newest BITMAPS of them
+        self._bitmaps: dict[tuple, tuple[float, float, np.ndarray]] = {}
         self.renders = 0  # bitmaps drawn afresh (tests read it)
 
     def draw(self, renderer) -> None:
@@ -31,19 +36,29 @@ class BitmapLegend(Legend):
             return
         box = self.get_window_extent(renderer)
         key = (
-            tuple(t.get_text() for t in self.texts), box.bounds, renderer.dpi,
-            renderer.width, renderer.height, tuple(rcParams["font.family"]),
+            tuple(t.get_text() for t in self.texts), round(box.width, 3), round(box.height, 3),
+            renderer.dpi, tuple(rcParams["font.family"]), round(box.x0 % 1, 3),
+            round(box.y0 % 1, 3),
         )  # fmt: skip
-        if self._bitmap is None or self._bitmap[0] != key:
-            self._bitmap = (key, *self._render(renderer, box))
+        room = MARGIN_PX + 1
+        inside = room <= min(box.x0, box.y0, renderer.width - box.x1, renderer.height - box.y1)
+        if not inside:  # partly off the canvas (a tiny chart): a cut bitmap would lose a part
+            super().draw(renderer)
+            return
+        found = self._bitmaps.pop(key, None)
+        if found is None:
+            x, y, rgba = self._render(renderer, box)
+            found = (x - box.x0, y - box.y0, rgba)
             self.renders += 1
-        _key, x, y, rgba = self._bitmap
-        if rgba.size:
-            gc = renderer.new_gc()
-            try:
-                renderer.draw_image(gc, x, y, rgba)
-            finally:
-                gc.restore()
+            while len(self._bitmaps) >= BITMAPS:
+                del self._bitmaps[next(iter(self._bitmaps))]
+        self._bitmaps[key] = found  # the newest last
+        dx, dy, rgba = found
+        gc = renderer.new_gc()
+        try:
+            renderer.draw_image(gc, round(box.x0 + dx), round(box.y0 + dy), rgba)
+        finally:
+            gc.restore()
         self.stale = False
 
     def _render(self, renderer, box) -> tuple[int, int, np.ndarray]:
@@ -52,10 +67,8 @@ class BitmapLegend(Legend):
         w, h = int(renderer.width), int(renderer.height)
         scratch = RendererAgg(w, h, renderer.dpi)
         super().draw(scratch)
-        x0 = max(0, math.floor(box.x0) - MARGIN_PX)
-        x1 = min(w, math.ceil(box.x1) + MARGIN_PX)
-        y0 = max(0, math.floor(box.y0) - MARGIN_PX)
-        y1 = min(h, math.ceil(box.y1) + MARGIN_PX)
+        x0, x1 = math.floor(box.x0) - MARGIN_PX, math.ceil(box.x1) + MARGIN_PX
+        y0, y1 = math.floor(box.y0) - MARGIN_PX, math.ceil(box.y1) + MARGIN_PX
         rows = np.asarray(scratch.buffer_rgba())  # the top row first
         return x0, y0, rows[h - y1 : h - y0, x0:x1][::-1].copy()
 

@@ -108,7 +108,7 @@ def test_a_legend_drawn_from_its_bitmap_looks_like_matplotlibs_own(loc):
     assert legend.renders == 1
 
 
-def test_a_bitmap_legend_is_drawn_afresh_when_its_text_or_place_changes_not_on_a_zoom():
+def test_a_bitmap_legend_is_drawn_afresh_for_new_text_or_a_new_corner_not_on_a_zoom():
     canvas, ax, legend = _legend_figure(True)
     _pixels(canvas)
     ax.set_xlim(20, 40)  # a zoom: the legend shows the same
@@ -125,6 +125,10 @@ def test_a_bitmap_legend_is_drawn_afresh_when_its_text_or_place_changes_not_on_a
     moved = _pixels(canvas)
     plain_ax.get_legend().set_loc("lower left")
     assert legend.renders == 3 and np.abs(moved - _pixels(plain)).max() <= 1
+    legend.set_loc("upper right")  # and back: that corner's bitmap again
+    back = _pixels(canvas)
+    plain_ax.get_legend().set_loc("upper right")
+    assert legend.renders == 3 and np.abs(back - _pixels(plain)).max() <= 1
 
 
 def test_a_bitmap_legend_exports_to_svg_as_text():
