@@ -53,6 +53,7 @@ sys.path.insert(0, str(HERE))
 
 BEFORE = "47f46fc"  # the last commit before rollups (issue 8)
 SIZES = {"3.4M": 10_000, "34M": 100_000}  # steps per run, 8 runs
+OVERHEAD_PAIRS = 12  # of 1,000-step blocks, each pair from four blocks (scale_children.py)
 PARTS = ("first", "snapshot", "history", "latency", "kill", "writer", "overhead", "sweep")
 TARGETS = {
     "first_s": 1.5,
@@ -250,7 +251,9 @@ ROWS = [
     ("  ratio with / without rollups", "writer_ratio", "×", None),
     ("  a slow run's flush (110 keys)", "slow_ms_per_flush", " ms", "slow_off_ms_per_flush"),
     ("logging overhead on a 1 ms step of torch ops", "overhead_torch_pct", " %", None),
+    (f"  quartiles of its {OVERHEAD_PAIRS} block pairs", "overhead_torch_iqr", " %", None),
     ("  on a 1 ms pure-Python step (holds the GIL)", "overhead_python_pct", " %", None),
+    (f"  quartiles of its {OVERHEAD_PAIRS} block pairs", "overhead_python_iqr", " %", None),
 ]
 TARGET_OF = {"latency_p50_s": "latency_s", "latency_max_s": "latency_s",
              "lost_intervals": "kill_intervals", "overhead_torch_pct": "overhead_pct",
@@ -352,7 +355,11 @@ def main(argv: list[str] | None = None) -> int:
                             "slow_off_ms_per_flush": slow_off})  # fmt: skip
         if "overhead" in parts:
             for kind in ("torch", "python"):
-                largest.update(child("overhead", "16", "500", kind))
+                o = child("overhead", str(OVERHEAD_PAIRS), "1000", kind)
+                o[f"overhead_{kind}_iqr"] = (
+                    f"{o[f'overhead_{kind}_q1']:.2f} to {o[f'overhead_{kind}_q3']:.2f}"
+                )
+                largest.update(o)
         if "kill" in parts:
             largest.update(child("kill", str(store), "1.0"))
             drop_runs(str(store), ["killed"])

@@ -363,14 +363,18 @@ def child_writer(rollups: str, steps: int) -> dict[str, Any]:
 
 def child_overhead(blocks: int, steps: int, kind: str) -> dict[str, Any]:
     """A training loop of ~1 ms steps logging the store's shape: wall time with reslog against
-    the same loop without, blocks alternating (the median of the paired ratios).
+    the same loop without.
 
     `kind` is what the step is made of. "torch": torch ops on CPU, one intra-op thread, which
     run outside the GIL as a GPU step's kernels and waits do; "python": a pure-Python loop that
     holds the GIL throughout, the worst case for a writer thread, which needs the GIL for its
-    own Python work. The points still waiting for the writer when the timed blocks end are
-    reported with the time finish() took to write them: a writer that fell behind has not paid
-    its cost inside the blocks."""
+    own Python work.
+
+    The writer writes a block's last points during the block after it, so blocks go in fours,
+    with, with, without, without, and each pair compares the second of each kind: a logging
+    block that pays for the one before it, as every block of a long run does, against one
+    with nothing left to write. The result is the median of the pairs' ratios, with the
+    quartiles (this machine's step times drift by tens of percent over seconds)."""
     from scale_store import SYSTEM, TRAIN
 
     import reslog
@@ -406,10 +410,12 @@ def child_overhead(blocks: int, steps: int, kind: str) -> dict[str, Any]:
         k = k + 1 if kind == "torch" else int(k * 1.2) + 1
     work_dir = Path(tempfile.mkdtemp())
     run = reslog.init(project="o", store=work_dir / "o.db", system=False)
+    writer = run._writer
     without, with_ = [], []
+    backlog = 0
     step = 0
-    for b in range(2 * blocks):
-        log = b % 2 == 1
+    for b in range(4 * blocks):
+        log = b % 4 < 2
         t0 = time.perf_counter()
         for _ in range(steps):
             work(k)
@@ -419,18 +425,21 @@ def child_overhead(blocks: int, steps: int, kind: str) -> dict[str, Any]:
                     m.update({key: 70.0 for key in SYSTEM})
                 run.log(m, step=step)
                 step += 1
-        (with_ if log else without).append(time.perf_counter() - t0)
-    backlog = run._writer.pending_points()
-    logged = run._writer.logged
-    t0 = time.perf_counter()
+        spent = time.perf_counter() - t0
+        if b % 4 == 1:
+            with_.append(spent)
+            backlog = max(backlog, writer.pending_points())
+        elif b % 4 == 3:
+            without.append(spent)
+    logged = writer.logged
     run.finish()
-    drain = time.perf_counter() - t0
     shutil.rmtree(work_dir)
-    ratio = [w / o for w, o in zip(with_, without, strict=True)]
-    return {f"overhead_{kind}_pct": (statistics.median(ratio) - 1) * 100,
+    ratios = [(w / o - 1) * 100 for w, o in zip(with_, without, strict=True)]
+    q1, median, q3 = statistics.quantiles(ratios, n=4)
+    return {f"overhead_{kind}_pct": median, f"overhead_{kind}_q1": q1, f"overhead_{kind}_q3": q3,
             f"overhead_{kind}_step_ms": statistics.median(without) / steps * 1e3,
-            f"overhead_{kind}_backlog": backlog / logged,
-            f"overhead_{kind}_drain_s": drain}  # fmt: skip
+            # the most points a logging block left to the writer, against what it logged
+            f"overhead_{kind}_backlog": backlog / (logged / (2 * blocks))}  # fmt: skip
 
 
 def child_sweep(store: str) -> dict[str, Any]:
