@@ -39,18 +39,24 @@ POINT_FORMATS = ("csv", "csv-wide", "parquet")
 TABLE_FORMATS = {"md": "md", "latex": "latex", "table-csv": "csv"}
 
 
-def print_warnings(caught: Sequence[warnings.WarningMessage]) -> None:
+@contextlib.contextmanager
+def printed_warnings() -> Iterator[None]:
+    """Warnings raised inside, printed one line each after it instead of Python's format. A
+    ResourceWarning stays ignored, as Python's default filters have it: some other object
+    the collector frees meanwhile (a test's leaked connection) is not this command's news."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.simplefilter("ignore", ResourceWarning)
+        yield
     for w in caught:
         print(f"reslog: warning: {w.message}", file=sys.stderr)
 
 
 @contextlib.contextmanager
 def opened(store: str | None, *, readonly: bool = True) -> Iterator[Engine]:
-    """open_store with its warnings printed as one line each instead of Python's format."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    """open_store with its warnings printed as one line each."""
+    with printed_warnings():
         engine = open_store(store, readonly=readonly)
-    print_warnings(caught)
     try:
         yield engine
     finally:
@@ -296,10 +302,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with printed_warnings():
         report = check_store(args.store, fix=args.fix)
-    print_warnings(caught)
     for line in report.info:
         print(line)
     for line in report.problems:
@@ -333,10 +337,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         def progress(line: str) -> None:
             print(f"\rimport {args.kind}: {line}", end="", file=sys.stderr, flush=True)
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with printed_warnings():
         engine = open_store(args.store, create=True)
-    print_warnings(caught)
     try:
         written, already, points = import_runs(
             engine, args.kind, Path(args.path), project=args.project, name=args.name,

@@ -466,3 +466,26 @@ def test_console_script_runs_and_ctrl_c_exits_without_traceback(sample):
         proc.kill()
     assert proc.returncode == 130
     assert "Traceback" not in err
+
+
+def test_a_store_warning_is_one_line_and_another_objects_leak_is_not_news(
+    capsys, sample, monkeypatch
+):
+    """The store's own warning (here: a network file system) is printed on one line; a
+    ResourceWarning from some other object the collector frees meanwhile (a leaked database
+    connection elsewhere in the process) stays ignored, as Python's default filters have it."""
+    import warnings
+
+    import reslog.cli as cli
+
+    real = cli.open_store
+
+    def open_store(*args, **kwargs):
+        warnings.warn("connection <x> was deleted while still open", ResourceWarning, stacklevel=1)
+        warnings.warn(f"{sample} is on a network file system (nfs4)", RuntimeWarning, stacklevel=1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cli, "open_store", open_store)
+    code, out, err = run_cli(capsys, "ls", sample)
+    assert code == 0 and "wsd" in out
+    assert err == f"reslog: warning: {sample} is on a network file system (nfs4)\n"

@@ -165,6 +165,16 @@ def child_raw(store: str, cfg: str, agent_dir: str) -> dict[str, Any]:
     return {"raw_s": seconds, "raw_points": n, "raw_rss_mb": peak_rss_mb(), "held_mb": held}
 
 
+def child_connect(store: str, cfg: str, agent_dir: str) -> dict[str, Any]:
+    """Connect once (the agent is uploaded to the host), read nothing."""
+    from resplot.sources.ssh import SSHSource
+
+    src = SSHSource(f"target:{store}", ssh_config=cfg, python=sys.executable, agent_dir=agent_dir)
+    src.connect().discover([store])
+    src.close()
+    return {}
+
+
 def child_history(store: str) -> dict[str, Any]:
     import numpy as np
     import pandas  # noqa: F401 - imported before the clock starts
@@ -467,7 +477,8 @@ def child_sweep(store: str) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     part, rest = argv[0], argv[1:]
     fn = {"first": lambda: child_first(rest[0], int(rest[1]), rest[2], rest[3]),
-          "raw": lambda: child_raw(*rest), "history": lambda: child_history(rest[0]),
+          "raw": lambda: child_raw(*rest), "connect": lambda: child_connect(*rest),
+          "history": lambda: child_history(rest[0]),
           "latency": lambda: child_latency(rest[0], rest[1], rest[2], int(rest[3])),
           "kill": lambda: child_kill(rest[0], float(rest[1])),
           "writer": lambda: child_writer(rest[0], int(rest[1])),
