@@ -26,9 +26,10 @@ Parts (--parts):
   writer    writer-thread CPU per point with rollups and without (the same inserts, no fold),
             the store's shape (20 keys a step, 90 more every 4th), and a slow run's flush
   overhead  a training loop of 1 ms steps logging the store's shape: wall time with reslog
-            against without (median of alternating blocks), for a step of torch ops (outside
+            against without (median of 12 pairs of blocks), for a step of torch ops (outside
             the GIL, as GPU work is) and a pure-Python one (holds the GIL); the writer's
-            backlog when the blocks end says whether it kept up
+            backlog when the blocks end says whether it kept up. Baseline: the same with a
+            writer that inserts the points without rollups
   sweep     50 runs on the training page: redraw time with every tile cached
 """
 
@@ -252,6 +253,14 @@ def fmt(v: Any, unit: str = "") -> str:
     return f"{v:,}{unit}" if isinstance(v, int) else f"{v}{unit}"
 
 
+def overhead_rows(kind: str, label: str) -> list[tuple[str, str, str, str]]:
+    """A step kind's overhead and quartiles; the baseline column: the writer without rollups."""
+    name = f"overhead_{kind}"
+    return [(label, f"{name}_pct", " %", f"{name}_off_pct"),
+            (f"  quartiles of its {OVERHEAD_PAIRS} block pairs", f"{name}_iqr", " %",
+             f"{name}_off_iqr")]  # fmt: skip
+
+
 ROWS = [
     (f"first view, training page, over SSH (median of {FIRST_RUNS})", "first_s", "s", "raw_s"),
     ("  the slowest of them", "first_max_s", "s", None),
@@ -271,10 +280,8 @@ ROWS = [
     ("writer CPU per point, with rollups", "writer_us", " µs", "writer_off_us"),
     ("  ratio with / without rollups", "writer_ratio", "×", None),
     ("  a slow run's flush (110 keys)", "slow_ms_per_flush", " ms", "slow_off_ms_per_flush"),
-    ("logging overhead on a 1 ms step of torch ops", "overhead_torch_pct", " %", None),
-    (f"  quartiles of its {OVERHEAD_PAIRS} block pairs", "overhead_torch_iqr", " %", None),
-    ("  on a 1 ms pure-Python step (holds the GIL)", "overhead_python_pct", " %", None),
-    (f"  quartiles of its {OVERHEAD_PAIRS} block pairs", "overhead_python_iqr", " %", None),
+    *overhead_rows("torch", "logging overhead on a 1 ms step of torch ops"),
+    *overhead_rows("python", "  on a 1 ms pure-Python step (holds the GIL)"),
 ]
 TARGET_OF = {"latency_p50_s": "latency_s", "latency_max_s": "latency_s",
              "lost_intervals": "kill_intervals", "overhead_torch_pct": "overhead_pct",
@@ -384,11 +391,13 @@ def main(argv: list[str] | None = None) -> int:
                             "slow_off_ms_per_flush": slow_off})  # fmt: skip
         if "overhead" in parts:
             for kind in ("torch", "python"):
-                o = child("overhead", str(OVERHEAD_PAIRS), "1000", kind)
-                o[f"overhead_{kind}_iqr"] = (
-                    f"{o[f'overhead_{kind}_q1']:.2f} to {o[f'overhead_{kind}_q3']:.2f}"
-                )
-                largest.update(o)
+                for rollups, suffix in (("on", ""), ("off", "_off")):
+                    o = child("overhead", str(OVERHEAD_PAIRS), "1000", kind, rollups)
+                    o[f"overhead_{kind}_iqr"] = (
+                        f"{o[f'overhead_{kind}_q1']:.2f} to {o[f'overhead_{kind}_q3']:.2f}"
+                    )
+                    name = f"overhead_{kind}"
+                    largest.update({k.replace(name, name + suffix): v for k, v in o.items()})
         if "kill" in parts:
             largest.update(child("kill", str(store), "1.0"))
             drop_runs(str(store), ["killed"])

@@ -321,24 +321,30 @@ def child_kill(store: str, flush: float) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def points_only() -> None:
+    """Make every writer of this process insert points without rollups: the same rows, built
+    the same way (from the records grouped by key set, series by series), inserted the same
+    way; only the rollups' fold and upserts are left out."""
+    import reslog.writer as writer_mod
+    from schema import rollup_writer
+
+    class PointsOnly(rollup_writer.RollupWriter):
+        def insert(self, conn, rows, groups=None):
+            self._points.run(conn, rows)
+            return rollup_writer.Pending()
+
+    writer_mod.RollupWriter = PointsOnly
+
+
 def child_writer(rollups: str, steps: int) -> dict[str, Any]:
     """Writer-thread CPU per point logging the store's shape into a fresh store."""
     from scale_store import SYSTEM, TRAIN
 
     import reslog
     import reslog.writer as writer_mod
-    from schema import rollup_writer
 
     if rollups == "off":
-
-        class PointsOnly(rollup_writer.RollupWriter):
-            def insert(self, conn, rows, groups=None):
-                self._points.run(conn, rows)
-                return rollup_writer.Pending()
-
-        # The same rows, built the same way (from the records grouped by key set, series by
-        # series), inserted the same way: only the rollups' fold and upserts are left out.
-        writer_mod.RollupWriter = PointsOnly
+        points_only()
     spent = [0.0]
     flush = writer_mod.Writer._flush
 
@@ -379,7 +385,7 @@ def child_writer(rollups: str, steps: int) -> dict[str, Any]:
             "slow_ms_per_flush": spent[0] / flushes * 1e3}  # fmt: skip
 
 
-def child_overhead(blocks: int, steps: int, kind: str) -> dict[str, Any]:
+def child_overhead(blocks: int, steps: int, kind: str, rollups: str) -> dict[str, Any]:
     """A training loop of ~1 ms steps logging the store's shape: wall time with reslog against
     the same loop without.
 
@@ -392,16 +398,21 @@ def child_overhead(blocks: int, steps: int, kind: str) -> dict[str, Any]:
     with, with, without, without, and each pair compares the second of each kind: a logging
     block that pays for the one before it, as every block of a long run does, against one
     with nothing left to write. The result is the median of the pairs' ratios, with the
-    quartiles (this machine's step times drift by tens of percent over seconds)."""
+    quartiles (this machine's step times drift by tens of percent over seconds). With
+    `rollups` "off" the writer inserts the points alone: the baseline that shows what the
+    rollups add to the overhead."""
     from scale_store import SYSTEM, TRAIN
 
     import reslog
 
+    if rollups == "off":
+        points_only()
     if kind == "torch":
         import torch
 
         torch.set_num_threads(1)
-        a = torch.randn(256, 256)
+        # ~0.1 ms an op: the calibrated step lands within ~10 % of 1 ms in every process
+        a = torch.randn(128, 128) * 0.1
 
         def work(k: int) -> None:
             x = a
@@ -490,7 +501,7 @@ def main(argv: list[str]) -> int:
           "latency": lambda: child_latency(rest[0], rest[1], rest[2], int(rest[3])),
           "kill": lambda: child_kill(rest[0], float(rest[1])),
           "writer": lambda: child_writer(rest[0], int(rest[1])),
-          "overhead": lambda: child_overhead(int(rest[0]), int(rest[1]), rest[2]),
+          "overhead": lambda: child_overhead(int(rest[0]), int(rest[1]), rest[2], rest[3]),
           "sweep": lambda: child_sweep(rest[0])}[part]  # fmt: skip
     print(json.dumps(fn()), flush=True)
     return 0
