@@ -11,7 +11,7 @@ each level is 4 times wider than the one below. The writer's rollup cost is per 
 than per point, and the keys that fill a store are GPU telemetry logged every few steps: logged
 every 4th step, a 32-step bucket holds 8 points and the writer spent 1.33x the CPU of the bare
 inserts, 64 steps 1.23x; once the bare inserts got faster (multi-row statements), 64 steps cost
-1.31-1.35x and 128 steps 1.12-1.16x. A factor of 4 keeps the rows a chart reads between 1 and 4
+1.31-1.35x and 128 steps 1.12-1.21x. A factor of 4 keeps the rows a chart reads between 1 and 4
 per pixel at the level it picks (with 8, the system page of a 34M-point store read 2.25M bucket
 rows and took 15 s); the levels above the first cost a third of the first's rows. The price of
 128: a view holding more than RAW_PER_PIXEL points per pixel but spanning fewer than 128 steps
