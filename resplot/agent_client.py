@@ -186,7 +186,32 @@ class AgentClient:
         return self.rfile.count
 
     # -- raw frames ---------------------------------------------------------------------------
+    def explain(self, exc: AgentConnectionError) -> str | None:
+        """What a broken connection says beyond `exc` (None: nothing): a subclass that knows the
+        agent's process or channel tells how it ended, on a send too (a send can be what first
+        meets a dead agent: a broken pipe)."""
+        return None
+
     def send(self, op: str, **args: Any) -> int:
+        try:
+            return self._send(op, **args)
+        except AgentConnectionError as exc:
+            why = self.explain(exc)
+            if why is None:
+                raise
+            raise AgentConnectionError(why) from exc
+
+    def receive(self, rid: int) -> tuple[dict[str, Any], dict]:
+        """(reply header, {section name: (description, bytes)}) of request `rid`."""
+        try:
+            return self._receive(rid)
+        except AgentConnectionError as exc:
+            why = self.explain(exc)
+            if why is None:
+                raise
+            raise AgentConnectionError(why) from exc
+
+    def _send(self, op: str, **args: Any) -> int:
         rid = next(self._ids)
         header = {"op": op, "id": rid, **args}
         if self.compress:
@@ -198,8 +223,7 @@ class AgentClient:
         self._sent_at[rid] = time.perf_counter()
         return rid
 
-    def receive(self, rid: int) -> tuple[dict[str, Any], dict]:
-        """(reply header, {section name: (description, bytes)}) of request `rid`."""
+    def _receive(self, rid: int) -> tuple[dict[str, Any], dict]:
         try:
             frame = wire.read_frame(self.rfile)
         except wire.ProtocolError as exc:

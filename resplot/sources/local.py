@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from resplot.agent_client import AgentClient, AgentConnectionError, agent_archive, agent_hash
 from resplot.sources.agent import AgentSource
@@ -92,20 +92,7 @@ class _LocalClient(AgentClient):
         super().__init__(rfile, wfile)
         self._source = source
 
-    def receive(self, rid: int):
-        try:
-            return super().receive(rid)
-        except AgentConnectionError as exc:
-            raise AgentConnectionError(self._explain(exc)) from exc
-
-    def send(self, op: str, **args: Any) -> int:
-        # A send can be what first meets a dead agent (a broken pipe): say why it died.
-        try:
-            return super().send(op, **args)
-        except AgentConnectionError as exc:
-            raise AgentConnectionError(self._explain(exc)) from exc
-
-    def _explain(self, exc: AgentConnectionError) -> str:
+    def explain(self, exc: AgentConnectionError) -> str:
         proc = self._source.process
         code = None
         if proc is not None:

@@ -21,7 +21,6 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import paramiko
 
@@ -214,22 +213,13 @@ class _ChannelClient(AgentClient):
     last_error: BaseException | None = None
 
     def receive(self, rid: int):
-        try:
-            reply = super().receive(rid)
-        except AgentConnectionError as exc:
-            self.last_error = exc.__cause__
-            raise AgentConnectionError(self._explain(exc)) from exc
+        reply = super().receive(rid)
         if self.chan.recv_stderr_ready():
             self.link.drain_stderr()
         return reply
 
-    def send(self, op: str, **args: Any) -> int:
-        try:
-            return super().send(op, **args)
-        except AgentConnectionError as exc:
-            raise AgentConnectionError(self._explain(exc)) from exc
-
-    def _explain(self, exc: AgentConnectionError) -> str:
+    def explain(self, exc: AgentConnectionError) -> str:
+        self.last_error = exc.__cause__  # a TimeoutError costs the whole connection (close())
         label = self.link.conn.config.label
         if isinstance(exc.__cause__, TimeoutError):
             return f"{label}: no answer from the agent in {self.link.timeouts.request:.0f} s"
