@@ -74,8 +74,8 @@ def needed_levels(span: int) -> int:
 
 def level_for(span: int, buckets: int, levels: int) -> int:
     """The coarsest level (of the `levels` kept) giving at least `buckets` buckets over a step
-    range of `span` steps; level 1 when none does (a range narrower than `buckets` * 64 steps
-    that still holds too many points to read raw)."""
+    range of `span` steps; level 1 when none does (a range narrower than `buckets` * width(2)
+    steps that still holds too many points to read raw)."""
     best = 1
     for level in range(2, levels + 1):
         if span // width(level) + 1 >= buckets:

@@ -360,10 +360,10 @@ def test_postgres_store_gives_the_same_table_as_sqlite(pg_store, sample):
         make_sample_runs(pg)
         pg_text = export.table_text(load(pg), "md")
         (cos,) = load(pg, ["cos_lr1e-3"], ["train/loss"])
+        values = [v for chunk in cos.scan("train/loss", None, None) for _s, _w, v in chunk]
     finally:
-        pg.dispose()
+        pg.dispose()  # after the scan: a read after dispose() opens a connection nobody closes
     assert pg_text == export.table_text(load(sqlite_engine), "md")
-    values = [v for chunk in cos.scan("train/loss", None, None) for _s, _w, v in chunk]
     assert math.isnan(values[2]) and values[3] == math.inf
 
 
