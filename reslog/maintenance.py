@@ -10,17 +10,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, exists, func, select, update
+from sqlalchemy import Engine, bindparam, exists, func, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from schema import migrate, store
 from schema.errors import NotAStore, SchemaTooNew, SchemaTooOld, StoreError, StoreNotFound
-from schema.rollup_repair import check_series, rebuild, sample_series
+from schema.rollup_repair import check_series, point_series, rebuild, sample_series
 from schema.status import effective_status, row_status
 from schema.tables import events, keys, points, runs
 
 ROLLUP_SAMPLE = 24  # series `reslog check` compares with their raw points
+ANNOUNCE_BYTES = 256 << 20  # a whole-file pass over a store this large is announced first
 
 
 @dataclass
@@ -43,23 +44,38 @@ def _locate(store_arg: str | None) -> tuple[str, Path | None, str]:
     return url, None, make_url(url).render_as_string(hide_password=True)
 
 
-def _orphans(engine: Engine) -> list[str]:
-    """Rows whose run or key is gone (foreign keys were off, or a hand edit)."""
-    checks = [
-        ("points", points, points.c.run_id, runs.c.id, "run"),
-        ("points", points, points.c.key_id, keys.c.id, "key"),
-        ("events", events, events.c.run_id, runs.c.id, "run"),
-    ]
+def _orphan_line(n: int, table: str, what: str) -> str:
+    rows = "1 row" if n == 1 else f"{n} rows"
+    verb = "points" if n == 1 else "point"
+    return f"{rows} in {table} {verb} to a missing {what}"
+
+
+def _orphans(engine: Engine, present: list[tuple[int, int]]) -> list[str]:
+    """Rows whose run or key is gone (foreign keys were off, or a hand edit). Points are judged
+    by the series that hold them (`present`, found by index seeks) and counted only where a
+    series is orphaned: an anti-join over every point took 23 s on a 100M-point store."""
     found = []
     with engine.connect() as conn:
-        for name, table, ref, target, what in checks:
-            n = conn.execute(
-                select(func.count()).select_from(table).where(~exists().where(target == ref))
-            ).scalar()
+        run_ids = set(conn.execute(select(runs.c.id)).scalars())
+        key_ids = set(conn.execute(select(keys.c.id)).scalars())
+        in_series = (
+            select(func.count())
+            .select_from(points)
+            .where(points.c.run_id == bindparam("r"), points.c.key_id == bindparam("k"))
+        )
+        lost_run = [(r, k) for r, k in present if r not in run_ids]
+        lost_key = [(r, k) for r, k in present if k not in key_ids]
+        for what, lost in (("run", lost_run), ("key", lost_key)):
+            n = sum(conn.execute(in_series, {"r": r, "k": k}).scalar() or 0 for r, k in lost)
             if n:
-                rows = "1 row" if n == 1 else f"{n} rows"
-                verb = "points" if n == 1 else "point"
-                found.append(f"{rows} in {name} {verb} to a missing {what}")
+                found.append(_orphan_line(n, "points", what))
+        n = conn.execute(  # events: a small table
+            select(func.count())
+            .select_from(events)
+            .where(~exists().where(runs.c.id == events.c.run_id))
+        ).scalar()
+        if n:
+            found.append(_orphan_line(n, "events", "run"))
     return found
 
 
@@ -81,11 +97,13 @@ def _running(engine: Engine, now: float, head: bool) -> list[tuple[Any, str]]:
     ]
 
 
-def _rollups(engine: Engine, report: CheckReport, fix: bool, sample: int) -> None:
+def _rollups(
+    engine: Engine, report: CheckReport, fix: bool, sample: int, present: list | None
+) -> None:
     """Compare the rollups of a sample of series with their raw points; with `fix`, rebuild
     every run where they differ."""
     with engine.connect() as conn:
-        chosen = sample_series(conn, sample)
+        chosen = sample_series(conn, sample, present=present)
         bad_runs: dict[int, int] = {}
         for run_id, key_id in chosen:
             found = check_series(conn, run_id, key_id)
@@ -108,12 +126,38 @@ def _rollups(engine: Engine, report: CheckReport, fix: bool, sample: int) -> Non
         report.info.append(f"rollups   agree with the raw points ({len(chosen)} series sampled)")
 
 
+def _integrity(engine: Engine, path: Path, full: bool, say: Callable[[str], None] | None,
+               report: CheckReport) -> None:  # fmt: skip
+    """SQLite's own check of the file: quick_check (every page, record and constraint) unless
+    `full` (integrity_check also matches every index entry with its row: 102 s against 16 s
+    on a 100M-point store). Both read the whole file, so a large one is announced first."""
+    pragma = "integrity_check" if full else "quick_check"
+    size = path.stat().st_size
+    if say is not None and size >= ANNOUNCE_BYTES:
+        say(f"reading all {size / 2**30:.2f} GiB of {path.name} for SQLite's {pragma} ...")
+    with engine.connect() as conn:
+        result = [r[0] for r in conn.exec_driver_sql(f"PRAGMA {pragma}").all()]
+        mode = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
+    if result == ["ok"]:
+        how = "" if full else " (quick_check; --full also matches every index with its table)"
+        report.info.append(f"integrity ok{how}")
+    else:
+        report.problems += [f"integrity: {line}" for line in result]
+    report.info.append(f"journal   {mode}")
+
+
 def check_store(
-    store_arg: str | None, *, fix: bool = False, sample: int = ROLLUP_SAMPLE
+    store_arg: str | None,
+    *,
+    fix: bool = False,
+    sample: int = ROLLUP_SAMPLE,
+    full: bool = False,
+    say: Callable[[str], None] | None = None,
 ) -> CheckReport:
     """Integrity, schema revision, orphan rows, stale runs, and rollups against raw points on a
     sample of series. Raises StoreError only when the store cannot be examined at all
-    (missing, not a store, newer schema)."""
+    (missing, not a store, newer schema). `say` hears, before it starts, of a pass that reads
+    a large file whole."""
     from reslog.text import age
 
     url, path, where = _locate(store_arg)
@@ -129,14 +173,7 @@ def check_store(
         except SchemaTooOld as exc:
             report.problems.append(str(exc))
         if path is not None:
-            with engine.connect() as conn:
-                result = [r[0] for r in conn.exec_driver_sql("PRAGMA integrity_check").all()]
-                mode = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
-            if result == ["ok"]:
-                report.info.append("integrity ok")
-            else:
-                report.problems += [f"integrity: {line}" for line in result]
-            report.info.append(f"journal   {mode}")
+            _integrity(engine, path, full, say, report)
         counts = []
         with engine.connect() as conn:
             for name, table in (("runs", runs), ("keys", keys), ("points", points)):
@@ -144,12 +181,15 @@ def check_store(
                     f"{conn.execute(select(func.count()).select_from(table)).scalar()} {name}"
                 )
         report.info.append("rows      " + ", ".join(counts))
+        present = None  # every (run, key) that has points, shared with the rollup check
         try:
-            report.problems += _orphans(engine)
+            with engine.connect() as conn:
+                present = point_series(conn)
+            report.problems += _orphans(engine, present)
         except SQLAlchemyError as exc:
             report.problems.append(f"orphan check failed: {exc}")
         if revision == store.HEAD_REVISION:
-            _rollups(engine, report, fix, sample)
+            _rollups(engine, report, fix, sample, present)
         now = time.time()
         running = _running(engine, now, revision == store.HEAD_REVISION)
         stale = [(r.id, r.uid, r.name, r.heartbeat_at) for r, s in running if s == "crashed"]

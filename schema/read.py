@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
+from operator import itemgetter
 
 from sqlalchemy import Connection, Engine, select
 
@@ -211,16 +212,24 @@ def newest_take(steps: Sequence[int], walls: Sequence[float]) -> list[bool]:
     return keep
 
 
+def series_points(conn: Connection, run_id: int, key_id: int) -> list[tuple]:
+    """Every point of one series as (step, wall, value), in id (arrival) order. Read through the
+    (run_id, key_id, step) index and sorted here: `ORDER BY id` made SQLite walk the run's
+    (run_id, id) index instead, every point of the run (1.4 s for a 300-point series of a run
+    of 12M points)."""
+    query = select(points.c.id, points.c.step, points.c.wall, points.c.value).where(
+        points.c.run_id == run_id, points.c.key_id == key_id
+    )
+    rows = raw_rows(conn, query)
+    rows.sort(key=itemgetter(0))
+    return [r[1:] for r in rows]
+
+
 def series(engine: Engine, run_id: int, key_id: int) -> tuple[list[int], list[float], list[float]]:
     """(steps, walls, values) of one key of one run by step (full resolution), the newer take
     where a resumed run logged steps again (newest_take)."""
-    query = (
-        select(points.c.step, points.c.wall, points.c.value)
-        .where(points.c.run_id == run_id, points.c.key_id == key_id)
-        .order_by(points.c.id)
-    )
     with engine.connect() as conn:
-        rows = raw_rows(conn, query)
+        rows = series_points(conn, run_id, key_id)
     if not rows:
         return [], [], []
     steps, walls, values = zip(*rows, strict=True)

@@ -16,7 +16,7 @@ from sqlalchemy import Connection, bindparam, delete, func, select
 
 from schema import buckets
 from schema.envelope import SERIES_COLUMNS, agg_of, bucket_rows
-from schema.read import newest_take
+from schema.read import newest_take, series_points
 from schema.rollup import AGG_COLUMNS, VSUM
 from schema.rollup_writer import RollupWriter, _cursor, brute_force
 from schema.sql import placeholder
@@ -24,6 +24,7 @@ from schema.tables import points, rollups, series, takes
 
 Progress = Callable[[int, int], None]  # (points done, points in all)
 BATCH = 200_000
+SAMPLE_POINTS = 2_000_000  # points `reslog check` reads back to compare with the rollups
 
 
 def _stream(conn: Connection, writers: dict[int, RollupWriter], where: str, params: tuple,
@@ -102,11 +103,7 @@ def _agg_problems(where: str, want: tuple, got: tuple) -> list[str]:
 def check_series(conn: Connection, run_id: int, key_id: int) -> list[str]:
     """Differences between one series' stored rollups and a recomputation from its points
     (O(series): the check samples series)."""
-    rows = conn.execute(
-        select(points.c.step, points.c.wall, points.c.value)
-        .where(points.c.run_id == run_id, points.c.key_id == key_id)
-        .order_by(points.c.id)
-    ).all()
+    rows = series_points(conn, run_id, key_id)
     steps = [r[0] for r in rows]
     walls = [r[1] for r in rows]
     keep = newest_take(steps, walls)
@@ -162,11 +159,32 @@ def point_series(conn: Connection) -> list[tuple[int, int]]:
     return found
 
 
-def sample_series(conn: Connection, count: int, seed: int | None = None) -> list[tuple[int, int]]:
+def sample_series(
+    conn: Connection,
+    count: int,
+    seed: int | None = None,
+    present: list | None = None,
+    points_budget: int = SAMPLE_POINTS,
+) -> list[tuple[int, int]]:
     """The series `reslog check` compares with their points: every one whose points have no
     series row (a writer that bypassed rollups: always listed, never left to chance), and up to
-    `count` others picked at random."""
-    known = {tuple(r) for r in conn.execute(select(series.c.run_id, series.c.key_id)).all()}
-    missing = [s for s in point_series(conn) if s not in known]
-    chosen = random.Random(seed).sample(sorted(known), min(len(known), count))
+    `count` others picked at random whose points fit in `points_budget` together (the first
+    one whatever its size): reading points back costs ~2.5 s a million on a large store (a
+    table lookup a point), and the check's time should not grow with the store. `present`:
+    point_series(conn), when the caller has it."""
+    sizes = {(int(r), int(k)): int(n) for r, k, n in
+             conn.execute(select(series.c.run_id, series.c.key_id, series.c.n)).all()}  # fmt: skip
+    if present is None:
+        present = point_series(conn)
+    missing = [s for s in present if s not in sizes]
+    order = sorted(sizes)
+    random.Random(seed).shuffle(order)
+    chosen, total = [], 0
+    for s in order:
+        if len(chosen) == count:
+            break
+        if chosen and total + sizes[s] > points_budget:
+            continue  # a smaller series may still fit
+        chosen.append(s)
+        total += sizes[s]
     return sorted(set(missing) | set(chosen))

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from reslog import maintenance
 from reslog.cli import main, store_label
 from schema import HEAD_REVISION
 from tests.fixtures import stores
@@ -404,10 +405,27 @@ def test_check_finds_orphan_rows(capsys, store_path):
             "INSERT INTO points (run_id, key_id, step, wall, value) VALUES (99, 1, 0, 0, 1)"
         )
         conn.execute("INSERT INTO events (run_id, wall, kind, title) VALUES (98, 0, 'note', 'x')")
+        run_id = conn.execute("SELECT id FROM runs").fetchone()[0]
+        conn.executemany(  # a key that is gone, in a run that is not
+            "INSERT INTO points (run_id, key_id, step, wall, value) VALUES (?, 777, ?, 0, 1)",
+            [(run_id, s) for s in range(3)],
+        )
     code, out, _ = run_cli(capsys, "check", store_path)
     assert code == 1
     assert "PROBLEM  1 row in points points to a missing run" in out
+    assert "PROBLEM  3 rows in points point to a missing key" in out
     assert "PROBLEM  1 row in events points to a missing run" in out
+
+
+def test_check_runs_quick_check_unless_full_and_announces_a_long_pass(capsys, sample, monkeypatch):
+    code, out, err = run_cli(capsys, "check", sample)
+    assert code == 1  # the sample's stale run, and nothing else
+    assert "integrity ok (quick_check; --full also matches every index with its table)" in out
+    assert err == ""  # a small store: nothing to announce
+    monkeypatch.setattr(maintenance, "ANNOUNCE_BYTES", 1)
+    code, out, err = run_cli(capsys, "check", "--full", sample)
+    assert code == 1 and "integrity ok\n" in out
+    assert f"reading all 0.00 GiB of {Path(sample).name} for SQLite's integrity_check ..." in err
 
 
 # ---- PostgreSQL -------------------------------------------------------------------------------

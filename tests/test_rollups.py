@@ -26,7 +26,7 @@ from reslog.maintenance import check_store, upgrade_store
 from schema import buckets, migrate
 from schema.read import series as read_series
 from schema.rollup import AGG_COLUMNS, fold, merge, merge_all
-from schema.rollup_repair import check_series
+from schema.rollup_repair import check_series, sample_series
 from schema.rollup_writer import RollupWriter
 from schema.store import make_engine, open_store, resolve_store
 from schema.tables import series, takes
@@ -348,6 +348,63 @@ def test_check_finds_points_that_have_no_rollups(store_path):
         )
     report = check_store(str(store_path), sample=30)
     assert any("no rollups" in p for p in report.problems), report.problems
+
+
+def test_the_check_samples_series_within_a_points_budget_and_always_those_without_rollups(
+    store_path,
+):
+    engine = new_store(store_path)
+    sizes = {"big": 400, "mid": 120, "small1": 30, "small2": 30, "tiny": 5}
+    run = make_run(engine, name="r", points={k: [(s, 1.0) for s in range(n)]
+                                             for k, n in sizes.items()})  # fmt: skip
+    bypassed = key_id(engine, "bypassed")
+    with engine.begin() as conn:  # a writer that does not keep rollups
+        conn.exec_driver_sql(
+            "INSERT INTO points (run_id, key_id, step, wall, value) VALUES (?, ?, 1, 0, 1)",
+            (run.id, bypassed),
+        )
+    n_of = {key_id(engine, k): n for k, n in sizes.items()}
+    alone = 0  # draws that picked the 400-point series first: it alone is checked
+    with engine.connect() as conn:
+        for seed in range(40):
+            chosen = sample_series(conn, 10, seed=seed, points_budget=200)
+            assert (run.id, bypassed) in chosen  # never left to the draw
+            picked = [n_of[k] for _r, k in chosen if k != bypassed]
+            left = [n for k, n in n_of.items() if (run.id, k) not in chosen]
+            # the first pick whatever its size, then every other that still fits
+            assert len(picked) == 1 or sum(picked) <= 200, picked
+            assert all(sum(picked) + n > 200 for n in left), (picked, left)
+            alone += picked == [400]
+        assert alone > 0
+        everything = sample_series(conn, 10, seed=0, points_budget=10_000)
+        assert len(everything) == len(sizes) + 1
+        assert len(sample_series(conn, 2, seed=0, points_budget=10_000)) == 3
+
+
+def test_the_check_reads_a_series_by_its_own_index_and_in_arrival_order(store_path):
+    """check_series and read.series read one series through (run_id, key_id, step), not the run's
+    (run_id, id) index (which walked every point of the run), and still in id order: a restart
+    is found from arrival order."""
+    engine = new_store(store_path)
+    run = make_run(engine, name="r", points={"other": [(s, 2.0) for s in range(300)]})
+    k = key_id(engine, "loss")
+    with engine.begin() as conn:  # steps 0-9, then a restart at 5 logged later
+        for i, (step, wall) in enumerate([*[(s, float(s)) for s in range(10)],
+                                          *[(s, 20.0 + s) for s in range(5, 8)]]):  # fmt: skip
+            conn.exec_driver_sql(
+                "INSERT INTO points (run_id, key_id, step, wall, value) VALUES (?, ?, ?, ?, ?)",
+                (run.id, k, step, wall, float(i)),
+            )
+    steps, _walls, values = read_series(engine, run.id, k)
+    assert steps == [0, 1, 2, 3, 4, 5, 6, 7]
+    assert values == [0.0, 1.0, 2.0, 3.0, 4.0, 10.0, 11.0, 12.0]
+    with engine.connect() as conn:
+        plan = conn.exec_driver_sql(
+            "EXPLAIN QUERY PLAN SELECT points.id, points.step, points.wall, points.value "
+            "FROM points WHERE points.run_id = ? AND points.key_id = ?",
+            (run.id, k),
+        ).all()
+    assert "run_id=? AND key_id=?" in " ".join(str(r[-1]) for r in plan), plan
 
 
 # ---- PostgreSQL ------------------------------------------------------------------------------
