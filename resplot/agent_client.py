@@ -11,6 +11,7 @@ import contextlib
 import itertools
 import time
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -192,24 +193,24 @@ class AgentClient:
         meets a dead agent: a broken pipe)."""
         return None
 
-    def send(self, op: str, **args: Any) -> int:
+    @contextlib.contextmanager
+    def _explained(self) -> Iterator[None]:
         try:
-            return self._send(op, **args)
+            yield
         except AgentConnectionError as exc:
             why = self.explain(exc)
             if why is None:
                 raise
             raise AgentConnectionError(why) from exc
 
+    def send(self, op: str, **args: Any) -> int:
+        with self._explained():
+            return self._send(op, **args)
+
     def receive(self, rid: int) -> tuple[dict[str, Any], dict]:
         """(reply header, {section name: (description, bytes)}) of request `rid`."""
-        try:
+        with self._explained():
             return self._receive(rid)
-        except AgentConnectionError as exc:
-            why = self.explain(exc)
-            if why is None:
-                raise
-            raise AgentConnectionError(why) from exc
 
     def _send(self, op: str, **args: Any) -> int:
         rid = next(self._ids)
