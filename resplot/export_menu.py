@@ -3,8 +3,12 @@ worker thread that writes a points export (it reads raw points from the stores).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PyQt5.QtCore import QThread, pyqtSignal
 from PyQt5.QtWidgets import QFileDialog, QMenu, QMessageBox
+
+from resplot.exports import export_points
 
 POINT_FILTERS = {
     "csv": "CSV, long (*.csv)",
@@ -34,6 +38,29 @@ class ExportWorker(QThread):
             self.failed.emit(self.error)
         else:
             self.done.emit(self.path)
+
+
+def start_points_export(win, path: str | Path, fmt: str) -> ExportWorker:
+    """Start writing the raw points of the window's export runs (a worker thread reads them
+    from the stores); the status bar says when it is done or why it failed."""
+    if win.poller is None:
+        raise ValueError("no sources to read points from")
+    refs = win.export_refs()
+    poller = win.poller
+
+    def reader_of(ref):
+        return poller.source(ref.source).reader(ref)
+
+    worker = ExportWorker(
+        lambda: export_points(win.cache, reader_of, refs, path, fmt), str(path), win
+    )
+    worker.done.connect(lambda p: win.statusBar().showMessage(f"exported {p}", 5000))
+    worker.failed.connect(lambda m: QMessageBox.warning(win, "Export failed", m))
+    worker.finished.connect(lambda: win.exports.remove(worker))
+    win.exports.append(worker)
+    win.statusBar().showMessage(f"exporting {path}…")
+    worker.start()
+    return worker
 
 
 def add_export_menu(self, export: QMenu) -> None:

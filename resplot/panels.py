@@ -37,6 +37,7 @@ from resplot.alerts import LEVELS, Alert
 from resplot.cache import SeriesCache
 from resplot.colors import NEUTRAL
 from resplot.model import RunInfo, RunRef
+from resplot.sources.base import SourceState
 from resplot.state import ViewState
 from schema.compare import (
     differing_config,
@@ -90,6 +91,19 @@ def newest_wall(cache: SeriesCache, ref: RunRef) -> float | None:
 
 
 # ---- sources tree ----------------------------------------------------------------------------
+
+
+def source_state_text(st: SourceState) -> tuple[str, bool]:
+    """(text, is_error) for a poller SourceState(state, rtt_ms, error, next_retry_s)."""
+    state, rtt, error, retry = st.state, st.rtt_ms, st.error, st.next_retry_s
+    if state == "live":
+        return (f"live, {rtt:.0f} ms" if rtt is not None else "live"), False
+    if state == "retrying":
+        when = f" in {retry:.0f} s" if retry is not None else ""
+        return f"retrying{when}: {error or 'connection lost'}", True
+    if error:
+        return f"{state}: {error}", True
+    return state, False
 
 
 class SourcesTree(QTreeWidget):

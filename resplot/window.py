@@ -20,7 +20,6 @@ from PyQt5.QtWidgets import (
     QLabel,
     QLineEdit,
     QMainWindow,
-    QMessageBox,
     QSplitter,
     QTabWidget,
     QToolBar,
@@ -32,18 +31,17 @@ from resplot import settings as settings_mod
 from resplot.cache import SeriesCache
 from resplot.charts import ChartPage, save_figure
 from resplot.dialogs import AddSourceDialog, HostKeyAsker
-from resplot.export_menu import ExportWorker, add_export_menu, ask_export
-from resplot.exports import export_points, export_table
+from resplot.export_menu import ExportWorker, add_export_menu, ask_export, start_points_export
+from resplot.exports import export_table
 from resplot.key_roles import counter_keys, rising_keys
 from resplot.model import RunRef
 from resplot.notify import Notifier
 from resplot.page_view import PageView
 from resplot.pages import MAX_ALL_PANELS, metric_keys
-from resplot.panels import RunTable, RunTableModel, SourcesTree
+from resplot.panels import RunTable, RunTableModel, SourcesTree, source_state_text
 from resplot.poller import Poller
 from resplot.run_menu import attach_run_menus
 from resplot.selection import default_selection, empty_text, project_size, shown_text
-from resplot.sources.base import SourceState
 from resplot.state import PAGES, X_AXES, ViewState
 
 REDRAW_DELAY_MS = 50
@@ -67,19 +65,6 @@ def _is_ssh(spec: str) -> bool:
         return parse_spec(spec).get("kind") == "ssh"
     except Exception:  # an invalid spec is reported by add_source itself
         return False
-
-
-def source_state_text(st: SourceState) -> tuple[str, bool]:
-    """(text, is_error) for a poller SourceState(state, rtt_ms, error, next_retry_s)."""
-    state, rtt, error, retry = st.state, st.rtt_ms, st.error, st.next_retry_s
-    if state == "live":
-        return (f"live, {rtt:.0f} ms" if rtt is not None else "live"), False
-    if state == "retrying":
-        when = f" in {retry:.0f} s" if retry is not None else ""
-        return f"retrying{when}: {error or 'connection lost'}", True
-    if error:
-        return f"{state}: {error}", True
-    return state, False
 
 
 class MainWindow(QMainWindow):
@@ -559,26 +544,7 @@ class MainWindow(QMainWindow):
         return self.plotted_refs() or self.table.visible_refs()
 
     def export_points(self, path: str | Path, fmt: str) -> ExportWorker:
-        """Start writing the raw points of the export runs (a worker thread reads them from
-        the stores); the status bar says when it is done or why it failed."""
-        if self.poller is None:
-            raise ValueError("no sources to read points from")
-        refs = self.export_refs()
-        poller = self.poller
-
-        def reader_of(ref: RunRef):
-            return poller.source(ref.source).reader(ref)
-
-        worker = ExportWorker(
-            lambda: export_points(self.cache, reader_of, refs, path, fmt), str(path), self
-        )
-        worker.done.connect(lambda p: self.statusBar().showMessage(f"exported {p}", 5000))
-        worker.failed.connect(lambda m: QMessageBox.warning(self, "Export failed", m))
-        worker.finished.connect(lambda: self.exports.remove(worker))
-        self.exports.append(worker)
-        self.statusBar().showMessage(f"exporting {path}…")
-        worker.start()
-        return worker
+        return start_points_export(self, path, fmt)
 
     def export_table(self, path: str | Path, fmt: str) -> None:
         export_table(self.cache, self.export_refs(), path, fmt, self.state.table_metrics)
