@@ -391,12 +391,10 @@ def main(argv: list[str] | None = None) -> int:
                             "slow_off_ms_per_flush": slow_off})  # fmt: skip
         if "overhead" in parts:
             for kind in ("torch", "python"):
+                name = f"overhead_{kind}"
                 for rollups, suffix in (("on", ""), ("off", "_off")):
                     o = child("overhead", str(OVERHEAD_PAIRS), "1000", kind, rollups)
-                    o[f"overhead_{kind}_iqr"] = (
-                        f"{o[f'overhead_{kind}_q1']:.2f} to {o[f'overhead_{kind}_q3']:.2f}"
-                    )
-                    name = f"overhead_{kind}"
+                    o[f"{name}_iqr"] = f"{o[f'{name}_q1']:.2f} to {o[f'{name}_q3']:.2f}"
                     largest.update({k.replace(name, name + suffix): v for k, v in o.items()})
         if "kill" in parts:
             largest.update(child("kill", str(store), "1.0"))
