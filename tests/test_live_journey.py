@@ -104,6 +104,10 @@ def test_watch_crash_resume_and_finish(qtbot, live_window, store_path, tmp_path)
         def loss_line():
             return win.current_page().lines().get(("Loss", ref, "train/loss"))
 
+        def loss_x():  # empty while there is no loss line: a restart drops it until re-read
+            line = loss_line()
+            return [] if line is None else line.get_xdata()
+
         def loss_view():  # what the chart drew: raw points here (a short run)
             page = win.current_page()
             for tracks in page.tracks:
@@ -174,7 +178,7 @@ def test_watch_crash_resume_and_finish(qtbot, live_window, store_path, tmp_path)
     end = restart + 40
     # The restart drops the series' summary and tiles; they are read again, the newer take.
     qtbot.waitUntil(
-        lambda: len(loss_line().get_xdata()) > 0 and int(loss_line().get_xdata()[-1]) == end - 1,
+        lambda: len(loss_x()) > 0 and int(loss_x()[-1]) == end - 1,
         timeout=WAIT_MS,
     )
     assert not win.alerts.get(ref)  # the stalled alert is gone with the finished status
