@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 try:
-    from resplot.state import PAGES, X_AXES, StateError, ViewState
+    from resplot.data.state import PAGES, X_AXES, StateError, ViewState
 except ModuleNotFoundError as exc:  # `pip install reslog` alone (a GPU host) has no viewer
     _MISSING: ModuleNotFoundError | None = exc
 else:
@@ -122,7 +122,7 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
 def _load(args):
     """The sources opened and read (runs, keys, summaries); the caller closes them. A login
     that needs a password asks on the terminal, or through SSH_ASKPASS (as ssh does)."""
-    from resplot.headless import Loaded
+    from resplot.sources.polling import Loaded
     from resplot.ssh.errors import SSHError
     from resplot.ssh.prompts import default_asker
 
@@ -174,8 +174,8 @@ def _size(text: str) -> tuple[float, float]:
 
 
 def cmd_snapshot(args) -> int:
-    from resplot import fonts
-    from resplot.charts import SAVE_FORMATS, render
+    from resplot.draw import fonts
+    from resplot.draw.charts import SAVE_FORMATS, render
 
     if args.output.suffix.lower().lstrip(".") not in SAVE_FORMATS:
         raise CliError(f"-o {args.output}: use a .png, .svg or .pdf file name")
@@ -285,8 +285,8 @@ def _unknown_command(word: str) -> CliError:
 def cmd_sync(args) -> int:
     import time
 
-    from resplot.agent_client import AgentConnectionError
     from resplot.sources.base import AuthFailed
+    from resplot.sources.client import AgentConnectionError
     from resplot.ssh.prompts import default_asker
     from resplot.sync import Mirror
     from schema.errors import StoreError
@@ -344,7 +344,7 @@ def cmd_open(args) -> int:
     from PyQt5.QtWidgets import QApplication
 
     from resplot import settings as settings_mod
-    from resplot.window import MainWindow, make_poller
+    from resplot.ui.window import MainWindow, make_poller
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("resplot")
@@ -352,16 +352,16 @@ def cmd_open(args) -> int:
     settings = settings_mod.load(path)
     for spec in args.sources:
         settings.state.add_source(spec)
-    from resplot.cache import SeriesCache
+    from resplot.data.cache import SeriesCache
 
     cache = SeriesCache()
     window = MainWindow(cache, settings, path)
     poller = make_poller(cache, settings.state.poll_interval, window.ask_host_key)
-    from resplot.prompt_dialog import PromptAsker
+    from resplot.ui.prompt_dialog import PromptAsker
 
     # Logins are asked in a dialog, once per host for the session.
     poller.ssh_options.update(ssh_options(args, PromptAsker(window)))
-    from resplot.local_copies import LocalCopies
+    from resplot.ui.local_copies import LocalCopies
 
     copies = LocalCopies(ssh_options=poller.ssh_options)  # the same logins as the poller
     window.attach_local_copies(copies)

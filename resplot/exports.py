@@ -12,8 +12,8 @@ import os
 from collections.abc import Callable
 
 from reslog.export import ExportRun, write_points, write_table
-from resplot.cache import SeriesCache
-from resplot.model import RunRef
+from resplot.data.cache import SeriesCache
+from resplot.data.model import RunRef
 from schema.compare import RunSummary, select_keys
 
 

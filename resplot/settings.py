@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from resplot.state import StateError, ViewState
+from resplot.data.state import StateError, ViewState
 
 VERSION = 1
 

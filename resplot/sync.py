@@ -20,9 +20,9 @@ from pathlib import Path
 from sqlalchemy import Engine, insert, select, update
 from sqlalchemy.engine import Connection
 
-from resplot.agent_client import AgentClient, decode_points
 from resplot.sources import open_source, parse_spec
 from resplot.sources.agent import AgentSource
+from resplot.sources.client import AgentClient, decode_points
 from schema.errors import StoreError
 from schema.mirror import mirror_cursors, mirror_metadata
 from schema.rollup_writer import Pending, RollupWriter

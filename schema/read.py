@@ -198,7 +198,7 @@ def newest_take(steps: Sequence[int], walls: Sequence[float]) -> list[bool]:
     A step lower than the one before it and logged later (a larger wall time) is a restart: a
     run resumed from an older checkpoint. It supersedes every earlier point at that step or
     later. The store keeps both takes; readers show the newer one (docs/reslog.md, "Resume").
-    Equal consecutive steps (system samples) are no restart. resplot.model.newest_take is the
+    Equal consecutive steps (system samples) are no restart. resplot.data.model.newest_take is the
     numpy twin for the viewer's cache."""
     keep = [True] * len(steps)
     floor = None  # the lowest restart step seen so far, walking backwards

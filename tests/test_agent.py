@@ -24,7 +24,8 @@ from reslog.agent import bundle, wire
 from reslog.agent.serve import discover, serve
 from reslog.agent.store import Store
 from reslog.agent.wire import AgentError
-from resplot.agent_client import (
+from resplot.sources.base import StoreCursor
+from resplot.sources.client import (
     AgentClient,
     AgentConnectionError,
     AgentRemoteError,
@@ -32,7 +33,6 @@ from resplot.agent_client import (
     decode_points,
     decode_rows,
 )
-from resplot.sources.base import StoreCursor
 from resplot.sources.local import local_agent
 from schema import HEAD_REVISION, buckets, envelope
 from schema.errors import NotAStore, SchemaTooNew, StoreNotFound

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from resplot.alerts import STACK_LINES, Thresholds, check_all, check_run, summary
-from resplot.cache import SeriesCache, Summary
-from resplot.model import Event, RunInfo, RunRef
+from resplot.data.alerts import STACK_LINES, Thresholds, check_all, check_run, summary
+from resplot.data.cache import SeriesCache, Summary
+from resplot.data.model import Event, RunInfo, RunRef
 from schema.rollup import fold
 
 T0 = 1_700_000_000.0

@@ -9,10 +9,10 @@ import time
 import numpy as np
 import pytest
 
-from resplot import marks
-from resplot.charts import render
-from resplot.headless import Loaded
-from resplot.state import ViewState
+from resplot.data import marks
+from resplot.data.state import ViewState
+from resplot.draw.charts import render
+from resplot.sources.polling import Loaded
 from schema.throttle import THROTTLE_BITS
 from tests.fixtures.stores import BASE_TIME, make_run, new_store
 

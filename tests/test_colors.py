@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from resplot import colors
-from resplot.state import ViewState
+from resplot.data import colors
+from resplot.data.state import ViewState
 from tests.fixtures.stores import BASE_TIME, make_run, new_store
 from tests.fixtures.windows import open_window
 
@@ -37,7 +37,7 @@ def test_two_runs_holding_one_slot_are_split_when_shown_together():
 
 
 def test_a_picked_colour_survives_settings_and_bad_ones_are_refused():
-    from resplot.model import RunRef
+    from resplot.data.model import RunRef
 
     state = ViewState()
     ref = RunRef("local", "/x.db", "u1")
@@ -101,7 +101,7 @@ def test_right_click_a_run_to_pick_its_colour(qtbot, two_stores, tmp_path):
     from PyQt5.QtGui import QColor
     from PyQt5.QtWidgets import QApplication, QColorDialog
 
-    from resplot.run_menu import run_menu
+    from resplot.ui.run_menu import run_menu
     from tests.fixtures.windows import settle
 
     a, _b = two_stores

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from resplot.decimate import bucket_mean, decimate, decimate_many
+from resplot.data.decimate import bucket_mean, decimate, decimate_many
 
 
 def _series(n=100_000, seed=0):

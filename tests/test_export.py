@@ -380,7 +380,7 @@ def test_postgres_store_gives_the_same_table_as_sqlite(pg_store, sample):
 def test_the_newer_take_wins_after_a_restart_in_both_readers(steps, walls, kept):
     import numpy as np
 
-    from resplot.model import newest_take as newest_take_np
+    from resplot.data.model import newest_take as newest_take_np
     from schema.read import newest_take
 
     keep = newest_take(steps, walls)

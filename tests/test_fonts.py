@@ -8,8 +8,8 @@ import warnings
 import numpy as np
 import pytest
 
-from resplot import fonts
 from resplot.cli import main
+from resplot.draw import fonts
 from tests.fixtures.postgres import missing_system_dependency
 from tests.fixtures.stores import make_run, new_store
 from tests.fixtures.windows import open_window

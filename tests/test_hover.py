@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from PyQt5.QtCore import QPoint, Qt
 
-from resplot.smoothing import smooth
+from resplot.data.smoothing import smooth
 from tests.fixtures.stores import BASE_TIME, make_run, new_store
 from tests.fixtures.windows import open_window, settle
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from resplot.key_roles import counter_keys, key_for, rising_keys
+from resplot.data.key_roles import counter_keys, key_for, rising_keys
 from tests.fixtures.stores import BASE_TIME, make_run, new_store
 from tests.fixtures.windows import open_window, settle
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PyQt5.QtCore import Qt
 
-from resplot import shortcuts
+from resplot.ui import shortcuts
 from tests.fixtures.stores import BASE_TIME, make_run, new_store
 from tests.fixtures.windows import open_window, settle
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from resplot.charts import render
 from resplot.cli import main
-from resplot.headless import Loaded
-from resplot.state import ViewState
+from resplot.data.state import ViewState
+from resplot.draw.charts import render
+from resplot.sources.polling import Loaded
 from tests.fixtures.stores import BASE_TIME, make_run, new_store
 from tests.fixtures.windows import open_window
 
@@ -80,7 +80,7 @@ def _legend_figure(bitmap: bool, loc: str = "upper right", first: str = "train/l
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
-    from resplot.legend_bitmap import add_legend
+    from resplot.draw.legend_bitmap import add_legend
 
     figure = Figure(figsize=(6, 4), dpi=100)
     canvas = FigureCanvasAgg(figure)

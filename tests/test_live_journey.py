@@ -20,8 +20,8 @@ from PyQt5.QtCore import Qt
 
 from reslog.export import load_runs, write_points
 from resplot import settings as settings_mod
-from resplot.cache import SeriesCache
-from resplot.window import MainWindow, make_poller
+from resplot.data.cache import SeriesCache
+from resplot.ui.window import MainWindow, make_poller
 from schema import open_store, status
 from schema.store_reader import StoreReader
 from schema.tables import points

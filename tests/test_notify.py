@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from PyQt5.QtWidgets import QWidget
 
-from resplot.alerts import Alert
-from resplot.model import RunInfo, RunRef
-from resplot.notify import ALL_KINDS, Notifier
+from resplot.data.alerts import Alert
+from resplot.data.model import RunInfo, RunRef
+from resplot.ui.notify import ALL_KINDS, Notifier
 
 A = RunRef("local", "/tmp/reslog.db", "a" * 32)
 B = RunRef("local", "/tmp/reslog.db", "b" * 32)

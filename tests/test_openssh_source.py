@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
-from resplot.cache import SeriesCache
+from resplot.data.cache import SeriesCache
 from resplot.sources import open_source
 from resplot.sources.base import AuthFailed
 from resplot.sources.openssh import OpenSSHSource
-from resplot.sources.ssh_spec import parse_ssh_spec
+from resplot.sources.spec import parse_ssh_spec
 from tests.fixtures import sshd as sshd_fixtures
 from tests.fixtures.postgres import missing_system_dependency
 from tests.fixtures.stores import make_run, new_store

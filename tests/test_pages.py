@@ -4,8 +4,8 @@ and an empty page says what is loading or what to do."""
 from __future__ import annotations
 
 from resplot import settings as settings_mod
-from resplot.cache import SeriesCache
-from resplot.window import MainWindow
+from resplot.data.cache import SeriesCache
+from resplot.ui.window import MainWindow
 from tests.fixtures.stores import make_run, new_store
 from tests.fixtures.windows import open_window, settle
 
@@ -109,7 +109,7 @@ def test_the_all_metrics_page_shows_every_key_by_prefix_and_searches_them(qtbot,
 
 
 def test_more_keys_than_the_all_page_draws_are_counted_not_hidden(qtbot, tmp_path):
-    from resplot.pages import MAX_ALL_PANELS
+    from resplot.data.pages import MAX_ALL_PANELS
 
     path = tmp_path / "wider.db"
     engine = new_store(path)

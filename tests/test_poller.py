@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from resplot.cache import SeriesCache
-from resplot.headless import load_sources
-from resplot.poller import Poller, backoff_s
+from resplot.data.cache import SeriesCache
 from resplot.sources.base import SourceState
+from resplot.sources.polling import load_sources
+from resplot.ui.poller import Poller, backoff_s
 from schema.errors import SchemaTooNew, StoreNotFound
 from tests.fixtures.stores import add_points, make_run, make_sample_runs, new_store
 
@@ -104,9 +104,9 @@ def test_load_sources_fetches_everything_once(tmp_path):
 
 
 def test_failures_map_to_the_states_the_gui_shows():
-    from resplot.agent_client import AgentConnectionError
-    from resplot.poller import classify
     from resplot.sources.base import AuthFailed
+    from resplot.sources.client import AgentConnectionError
+    from resplot.ui.poller import classify
 
     assert classify(AuthFailed("denied")) == "auth_failed"
     assert classify(SchemaTooNew("newer")) == "error"

@@ -17,9 +17,9 @@ import pytest
 
 import reslog
 from reslog.maintenance import check_store
-from resplot.charts import render
-from resplot.headless import Loaded
-from resplot.state import ViewState
+from resplot.data.state import ViewState
+from resplot.draw.charts import render
+from resplot.sources.polling import Loaded
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -180,8 +180,8 @@ def test_a_view_needing_more_than_the_bound_keeps_its_tiles_and_says_so(big_stor
 def open_window(qtbot, store, tmp_path, tile_limit: int | None = None):
     """The real window on `store` through a local source, polling every 0.2 s."""
     from resplot import settings as settings_mod
-    from resplot.cache import SeriesCache
-    from resplot.window import MainWindow, make_poller
+    from resplot.data.cache import SeriesCache
+    from resplot.ui.window import MainWindow, make_poller
 
     cache = SeriesCache()
     win = MainWindow(cache, settings_mod.Settings(), tmp_path / "settings.json")

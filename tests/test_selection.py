@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from resplot.model import RunInfo, RunRef
-from resplot.selection import default_selection
+from resplot.data.model import RunInfo, RunRef
+from resplot.data.selection import default_selection
 from tests.fixtures.stores import BASE_TIME, make_run, new_store
 from tests.fixtures.windows import open_window, settle
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from resplot.smoothing import Smoother, smooth, tensorboard_reference
+from resplot.data.smoothing import Smoother, smooth, tensorboard_reference
 
 
 def test_matches_a_hand_computed_tensorboard_example():

@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 
 from reslog.agent.store import MAX_TILES
-from resplot.agent_client import AgentConnectionError
-from resplot.cache import SeriesCache
+from resplot.data.cache import SeriesCache
+from resplot.data.views import series_view
 from resplot.sources import SpecError, open_source, parse_spec
 from resplot.sources.agent import group_rows, split_tiles, tile_ranges
 from resplot.sources.base import PollResult
+from resplot.sources.client import AgentConnectionError
 from resplot.sources.local import LocalSource
 from resplot.sources.postgres import PostgresSource, public_url
-from resplot.views import series_view
 from schema import buckets
 from schema.errors import NotAStore, StoreNotFound
 from tests.fixtures.compare import assert_cache_matches_store, want_every_tile

@@ -247,8 +247,8 @@ def _ids(user: str) -> tuple[int, int]:
 def test_the_login_dialog_shows_each_question_with_its_echo(qtbot):
     from PyQt5.QtWidgets import QLineEdit
 
-    from resplot.prompt_dialog import LoginDialog, PromptAsker
     from resplot.ssh.prompts import Question
+    from resplot.ui.prompt_dialog import LoginDialog, PromptAsker
 
     prompt = Prompt(
         "keyboard-interactive", "me@gpu", (Question("Password: "), Question("Token: ", True)),
@@ -272,8 +272,8 @@ def test_the_login_dialog_shows_each_question_with_its_echo(qtbot):
 def test_the_window_s_asker_is_usable_from_a_worker_thread(qtbot):
     import threading
 
-    from resplot.prompt_dialog import PromptAsker
     from resplot.ssh.prompts import Question
+    from resplot.ui.prompt_dialog import PromptAsker
 
     asker = PromptAsker(answer=lambda dialog: (dialog.fields[0].setText("pw"), True)[1])
     got: list[Answer | None] = []

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from resplot.local_copies import data_dir
 from resplot.ssh.openssh_config import shell_argv, system_ssh_dir
 from resplot.ssh.prompts import _has_tty
+from resplot.ui.local_copies import data_dir
 
 
 @pytest.mark.parametrize(

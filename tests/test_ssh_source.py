@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from resplot.agent_client import AgentConnectionError, agent_archive, agent_hash
-from resplot.cache import SeriesCache
+from resplot.data.cache import SeriesCache
 from resplot.sources import open_source
 from resplot.sources.base import AuthFailed
+from resplot.sources.client import AgentConnectionError, agent_archive, agent_hash
 from resplot.sources.ssh import HostKeyNotTrusted, SSHSource, parse_ssh_spec
 from resplot.ssh.connection import Timeouts
 from tests.fixtures import sshd as sshd_fixtures
@@ -253,7 +253,7 @@ def test_a_store_behind_a_proxyjump_is_read_through_the_jump_host(ssh_config, ss
 def test_an_unknown_host_key_is_asked_about_and_refusal_reads_as_auth_failed(
     sshd_env: SSHEnv, tmp_path, monkeypatch
 ):
-    from resplot.poller import classify
+    from resplot.ui.poller import classify
 
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     cfg = sshd_env.make_ssh_config(tmp_path / "ssh", known=False)

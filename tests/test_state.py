@@ -7,8 +7,8 @@ import json
 import pytest
 
 from resplot import settings
-from resplot.model import RunRef
-from resplot.state import StateError, ViewState
+from resplot.data.model import RunRef
+from resplot.data.state import StateError, ViewState
 
 A = RunRef("gpu-box", "/data/runs/reslog.db", "a" * 32)
 B = RunRef("local", "/tmp/reslog.db", "b" * 32)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from resplot.panels import short_paths
+from resplot.ui.sources_tree import short_paths
 
 
 def test_two_stores_with_one_file_name_show_the_folders_that_differ():

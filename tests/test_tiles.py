@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from resplot.tiles import Tile, TileCache
+from resplot.data.tiles import Tile, TileCache
 
 
 def raw_tile(index: int, points: int = 100) -> Tile:

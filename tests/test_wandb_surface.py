@@ -473,7 +473,7 @@ def test_config_behaves_as_a_mapping_and_any_public_name_is_a_key(store):
 
 
 def test_define_metric_is_what_resplots_metric_axis_reads(store):
-    from resplot.xaxis import step_metric
+    from resplot.data.xaxis import step_metric
 
     run = wandb.init(project="p", system=False)
     wandb.define_metric("train/global_step")

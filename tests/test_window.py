@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from resplot import settings as settings_mod
-from resplot.cache import SeriesCache
-from resplot.model import RunRef
-from resplot.window import MainWindow, make_poller
+from resplot.data.cache import SeriesCache
+from resplot.data.model import RunRef
+from resplot.ui.window import MainWindow, make_poller
 from schema import read
 from schema.store import open_store
 from tests.fixtures.stores import BASE_TIME, add_points, make_run, new_store
@@ -304,7 +304,7 @@ def test_source_states_show_in_tree_and_status_bar(window):
 def test_host_key_question_from_a_worker_thread_runs_on_the_gui_thread(window, qtbot):
     import threading
 
-    from resplot.dialogs import HostKeyAsker
+    from resplot.ui.dialogs import HostKeyAsker
 
     seen = []
     asker = HostKeyAsker(window, answer=lambda h, t, f: seen.append(threading.current_thread())
@@ -331,8 +331,8 @@ def test_host_key_question_from_a_worker_thread_runs_on_the_gui_thread(window, q
 def one_run(tmp_path):
     """A store with one run of the given points, read into a cache: (cache, ref, state,
     fetch). `fetch` reads the tiles the charts ask for."""
-    from resplot.headless import Loaded
-    from resplot.state import ViewState
+    from resplot.data.state import ViewState
+    from resplot.sources.polling import Loaded
 
     opened = []
 
@@ -351,7 +351,7 @@ def one_run(tmp_path):
 
 
 def test_log_axis_spanning_decades_keeps_its_tick_labels_apart(one_run):
-    from resplot.charts import render
+    from resplot.draw.charts import render
 
     # A gradient norm that dips to 1e-4 once: four decades on a log axis.
     norms = [(s, 1.0 + 0.2 * np.sin(s)) for s in range(500)]
@@ -368,7 +368,7 @@ def test_log_axis_spanning_decades_keeps_its_tick_labels_apart(one_run):
 
 
 def test_legend_goes_where_the_data_is_not(one_run):
-    from resplot.charts import render
+    from resplot.draw.charts import render
 
     # Rising curves: the upper right corner is full of data, the upper left is empty.
     cache, ref, state, fetch = one_run({"train/tokens_per_s": [(s, float(s)) for s in range(1000)]})
@@ -380,7 +380,7 @@ def test_legend_goes_where_the_data_is_not(one_run):
 
 
 def test_after_a_zoom_the_legend_moves_at_once_to_the_new_empty_corner(one_run):
-    from resplot.charts import render
+    from resplot.draw.charts import render
 
     cache, ref, state, fetch = one_run({"train/tokens_per_s": [(s, float(s)) for s in range(1000)]})
     state.smoothing = 0.0
@@ -396,7 +396,7 @@ def test_after_a_zoom_the_legend_moves_at_once_to_the_new_empty_corner(one_run):
 
 
 def test_timing_stack_parts_are_named_above_the_charts_not_on_them(one_run):
-    from resplot.charts import render
+    from resplot.draw.charts import render
 
     steps = range(300)
     cache, ref, state, fetch = one_run(

@@ -1,7 +1,7 @@
 """Sources of runs: local stores (and globs), remote stores over SSH, PostgreSQL URLs.
 
 `open_source(spec)` parses a spec and returns a Source without doing any I/O; the poller
-(resplot/poller.py) then polls it from a worker thread.
+(resplot/ui/poller.py) then polls it from a worker thread.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def open_source(spec: str, **opts: Any) -> Source:
         from resplot.sources.postgres import PostgresSource
 
         return PostgresSource(parsed["url"], **opts)
-    from resplot.sources.ssh_spec import parse_ssh_spec
+    from resplot.sources.spec import parse_ssh_spec
 
     if parse_ssh_spec(spec).via == "openssh":
         from resplot.sources.openssh import OpenSSHSource

@@ -23,7 +23,16 @@ from typing import Any
 import numpy as np
 
 from reslog.agent.store import MAX_TILES
-from resplot.agent_client import (
+from resplot.data.cache import SeriesCache, Summary
+from resplot.data.model import Event, RunInfo, RunRef
+from resplot.data.tiles import Tile, agg_at
+from resplot.sources.base import (
+    PollResult,
+    Progress,
+    Source,
+    StoreCursor,
+)
+from resplot.sources.client import (
     ROW_LAYOUTS,
     AgentClient,
     AgentConnectionError,
@@ -32,15 +41,6 @@ from resplot.agent_client import (
     rows_table,
     table_columns,
 )
-from resplot.cache import SeriesCache, Summary
-from resplot.model import Event, RunInfo, RunRef
-from resplot.sources.base import (
-    PollResult,
-    Progress,
-    Source,
-    StoreCursor,
-)
-from resplot.tiles import Tile, agg_at
 from schema.errors import StoreError, StoreNotFound
 from schema.read import run_from_row
 from schema.status import row_status

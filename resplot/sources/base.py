@@ -9,8 +9,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from resplot.cache import SeriesCache
-from resplot.model import Event, RunRef
+from resplot.data.cache import SeriesCache
+from resplot.data.model import Event, RunRef
 from resplot.ssh.errors import AuthFailed
 
 STATES = ("connecting", "live", "retrying", "auth_failed", "error")

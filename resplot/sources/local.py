@@ -15,8 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import IO
 
-from resplot.agent_client import AgentClient, AgentConnectionError, agent_archive, agent_hash
 from resplot.sources.agent import AgentSource
+from resplot.sources.client import AgentClient, AgentConnectionError, agent_archive, agent_hash
 
 
 def local_agent() -> Path:

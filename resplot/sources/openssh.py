@@ -19,10 +19,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from resplot.agent_client import AgentClient, AgentConnectionError, agent_archive, agent_hash
 from resplot.sources.agent import AgentSource
+from resplot.sources.client import AgentClient, AgentConnectionError, agent_archive, agent_hash
 from resplot.sources.local import LocalSource
-from resplot.sources.ssh_spec import parse_ssh_spec
+from resplot.sources.spec import parse_ssh_spec
 from resplot.ssh.errors import AuthFailed
 
 AGENT_DIR = ".cache/reslog"

@@ -18,11 +18,11 @@ import numpy as np
 from sqlalchemy import Engine, select
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from resplot.cache import SeriesCache, Summary
-from resplot.model import Event, RunInfo, RunRef
+from resplot.data.cache import SeriesCache, Summary
+from resplot.data.model import Event, RunInfo, RunRef
+from resplot.data.tiles import FLOATS, RAW_COLUMNS, Tile
 from resplot.sources.agent import group_rows, summaries_from, tile_ranges
 from resplot.sources.base import PollResult, Progress, Source
-from resplot.tiles import FLOATS, RAW_COLUMNS, Tile
 from schema import envelope
 from schema.errors import StoreError
 from schema.read import fetch_points, key_names, list_runs

@@ -24,11 +24,11 @@ from pathlib import Path
 
 import paramiko
 
-from resplot.agent_client import AgentClient, AgentConnectionError, agent_archive, agent_hash
-from resplot.cache import SeriesCache
+from resplot.data.cache import SeriesCache
 from resplot.sources.agent import AgentSource
 from resplot.sources.base import PollResult, Progress
-from resplot.sources.ssh_spec import SSHSpec, parse_ssh_spec
+from resplot.sources.client import AgentClient, AgentConnectionError, agent_archive, agent_hash
+from resplot.sources.spec import SSHSpec, parse_ssh_spec
 from resplot.ssh.connection import (
     AskPassphrase,
     AuthFailed,

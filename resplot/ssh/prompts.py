@@ -4,7 +4,7 @@ Three kinds, as OpenSSH has them: a password (`alice@gpu's password: `), keyboar
 rounds (each server prompt shown as sent, typed with or without echo as the server asks: the
 usual way of 2FA/OTP), and a key passphrase (`Enter passphrase for key '...': `).
 
-Who answers: the window (a dialog, resplot/prompt_dialog.py), the terminal for CLI commands, or
+Who answers: the window (a dialog, resplot/ui/prompt_dialog.py), the terminal for CLI commands, or
 the `SSH_ASKPASS` program, chosen like OpenSSH chooses (`SSH_ASKPASS_REQUIRE` = never, prefer,
 force). `Secrets` keeps the answers of this process in memory so a reconnect does not ask again:
 a host's password, the password half of a keyboard-interactive round (never a one-time code), and

@@ -35,8 +35,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from resplot.charts import ChartPage  # noqa: E402
-from resplot.state import ViewState  # noqa: E402
+from resplot.data.state import ViewState  # noqa: E402
+from resplot.draw.charts import ChartPage  # noqa: E402
 
 SECTION = "## resplot: redraw with 10 × 1M points"
 SIZE, DPI = (12, 7.5), 100
@@ -112,7 +112,7 @@ def build_store(data, path: Path) -> None:
 def bench_resplot(data, repeat: int) -> dict[str, tuple[float, float]]:
     import tempfile
 
-    from resplot.headless import Loaded
+    from resplot.sources.polling import Loaded
 
     series, points = len(data), len(data[0][0])
     path = Path(tempfile.gettempdir()) / f"reslog-redraw-{series}x{points}.db"

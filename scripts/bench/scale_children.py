@@ -40,9 +40,9 @@ def child_first(store: str, port: int, cfg: str, agent_dir: str) -> dict[str, An
     from PyQt5.QtWidgets import QApplication
 
     from resplot import settings as settings_mod
-    from resplot.cache import SeriesCache
-    from resplot.poller import Poller
-    from resplot.window import MainWindow
+    from resplot.data.cache import SeriesCache
+    from resplot.ui.poller import Poller
+    from resplot.ui.window import MainWindow
 
     def phase(name: str) -> None:
         print(f"phase {name}", flush=True)
@@ -221,8 +221,8 @@ def child_latency(store: str, cfg: str, agent_dir: str, n: int) -> dict[str, Any
     from PyQt5.QtCore import QTimer
     from PyQt5.QtWidgets import QApplication
 
-    from resplot.cache import SeriesCache
-    from resplot.poller import Poller
+    from resplot.data.cache import SeriesCache
+    from resplot.ui.poller import Poller
 
     writer_code = (
         "import random, sys, time\n"
@@ -475,9 +475,9 @@ def child_sweep(store: str) -> dict[str, Any]:
     """Redraw time of the training page showing 50 runs, every tile cached."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from resplot.charts import render
-    from resplot.headless import Loaded
-    from resplot.state import ViewState
+    from resplot.data.state import ViewState
+    from resplot.draw.charts import render
+    from resplot.sources.polling import Loaded
 
     with Loaded([store]) as loaded:
         refs = [r.ref for r in loaded.cache.runs()]

@@ -1,6 +1,6 @@
 """What the hover readout says: every plotted series' value at the hovered x of one chart (the
 nearest drawn point: raw, and smoothed where smoothing applies), sorted by value, as rich text
-in the runs' colours. No Qt here; resplot/crosshair.py draws the line and shows the text.
+in the runs' colours. No Qt here; resplot/ui/crosshair.py draws the line and shows the text.
 
 At full resolution the nearest point is a stored point, its value exactly as stored. Zoomed out
 to an envelope, it is the nearest bucket extreme (also a stored point: the bucket's min or max),
@@ -15,8 +15,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from resplot.legends import value_text
-from resplot.pages import Item
+from reslog.text import number
+from resplot.data.pages import Item
+
+
+def value_text(value: float | None) -> str:
+    """A value for a legend or readout: 4 significant digits ("" when unknown)."""
+    return "" if value is None else number(value, 4)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """One series on one axes (a Track): its line, its min/max band, the faint raw series under a
 smoothed line and NaN/±inf markers, set from the series' view at the chart's resolution.
-ChartPage (resplot/charts.py) keeps one Track per plotted item and calls update() on refresh.
+ChartPage (resplot/draw/charts.py) keeps one Track per plotted item and calls update() on refresh.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from matplotlib.collections import PolyCollection
 from matplotlib.lines import Line2D
 from matplotlib.patches import Polygon
 
-from resplot import marks, xaxis
-from resplot.cache import SeriesCache
-from resplot.decimate import decimate_many
-from resplot.model import RunInfo, RunRef
-from resplot.pages import Item
-from resplot.smoothing import smooth
-from resplot.views import SeriesView, series_view
+from resplot.data import marks, xaxis
+from resplot.data.cache import SeriesCache
+from resplot.data.decimate import decimate_many
+from resplot.data.model import RunInfo, RunRef
+from resplot.data.pages import Item
+from resplot.data.smoothing import smooth
+from resplot.data.views import SeriesView, series_view
 
 NONFINITE_Y = {"nan": 0.96, "+inf": 0.99, "-inf": 0.01}  # axes fraction of NaN/inf markers
 BUCKET_POINTS = 2  # points a bucket view holds per bucket (its extremes)

@@ -17,9 +17,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from reslog.text import number
-from resplot.layout import LEGEND_PT, legend_columns
-from resplot.legend_bitmap import add_legend
+from resplot.data.hover import value_text
+from resplot.data.layout import LEGEND_PT, legend_columns
+from resplot.draw.legend_bitmap import add_legend
 
 LEGEND_CORNERS = ("upper right", "upper left", "lower right", "lower left")
 AXES_LEGEND_MAX = 8
@@ -35,11 +35,6 @@ class Entry(NamedTuple):
     color: str
     style: str = "-"
     patch: bool = False
-
-
-def value_text(value: float | None) -> str:
-    """A value for a legend or readout: 4 significant digits ("" when unknown)."""
-    return "" if value is None else number(value, 4)
 
 
 def _to_axes(ax, xy: np.ndarray) -> np.ndarray:

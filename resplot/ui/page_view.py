@@ -17,9 +17,9 @@ from PyQt5.QtWidgets import (
     QWidget,
 )
 
-from resplot.charts import ChartPage
-from resplot.crosshair import Crosshair
-from resplot.legends import strip_html
+from resplot.draw.charts import ChartPage
+from resplot.draw.legends import strip_html
+from resplot.ui.crosshair import Crosshair
 
 
 class PageView(QWidget):

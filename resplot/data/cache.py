@@ -6,7 +6,7 @@
   alerts and the comparison table read these, O(series);
 - a live tail per series: the raw points that arrived since the source connected, the newest
   LIVE_POINTS of them (alerts that look at the last minute read these);
-- tiles (resplot/tiles.py) that the charts asked for, in an LRU cache bounded by bytes, with
+- tiles (resplot/data/tiles.py) that the charts asked for, in an LRU cache bounded by bytes, with
   live points folded in as they arrive;
 - the tiles charts want and nobody has fetched yet, for each store, which its source's worker
   takes with the next poll.
@@ -25,8 +25,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from resplot.model import Event, RunInfo, RunRef, Series
-from resplot.tiles import DEFAULT_LIMIT_BYTES, Tile, TileCache
+from resplot.data.model import Event, RunInfo, RunRef, Series
+from resplot.data.tiles import DEFAULT_LIMIT_BYTES, Tile, TileCache
 from schema import buckets
 from schema.rollup import STEP_HI, STEP_LO, fold, merge
 

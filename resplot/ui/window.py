@@ -25,24 +25,26 @@ from PyQt5.QtWidgets import (
     QToolBar,
 )
 
-from resplot import alerts as alerts_mod
-from resplot import fonts, shortcuts
 from resplot import settings as settings_mod
-from resplot.cache import SeriesCache
-from resplot.charts import ChartPage, save_figure
-from resplot.dialogs import AddSourceDialog, HostKeyAsker
-from resplot.export_menu import ExportWorker, add_export_menu, ask_export, start_points_export
+from resplot.data import alerts as alerts_mod
+from resplot.data.cache import SeriesCache
+from resplot.data.key_roles import counter_keys, rising_keys
+from resplot.data.model import RunRef
+from resplot.data.pages import MAX_ALL_PANELS, metric_keys
+from resplot.data.selection import default_selection, empty_text, project_size, shown_text
+from resplot.data.state import PAGES, X_AXES, ViewState
+from resplot.draw import fonts
+from resplot.draw.charts import ChartPage, save_figure
 from resplot.exports import export_table
-from resplot.key_roles import counter_keys, rising_keys
-from resplot.model import RunRef
-from resplot.notify import Notifier
-from resplot.page_view import PageView
-from resplot.pages import MAX_ALL_PANELS, metric_keys
-from resplot.panels import RunTable, RunTableModel, SourcesTree, source_state_text
-from resplot.poller import Poller
-from resplot.run_menu import attach_run_menus
-from resplot.selection import default_selection, empty_text, project_size, shown_text
-from resplot.state import PAGES, X_AXES, ViewState
+from resplot.ui import shortcuts
+from resplot.ui.dialogs import AddSourceDialog, HostKeyAsker
+from resplot.ui.export_menu import ExportWorker, add_export_menu, ask_export, start_points_export
+from resplot.ui.notify import Notifier
+from resplot.ui.page_view import PageView
+from resplot.ui.poller import Poller
+from resplot.ui.run_menu import attach_run_menus
+from resplot.ui.run_table import RunTable, RunTableModel
+from resplot.ui.sources_tree import SourcesTree, source_state_text
 
 REDRAW_DELAY_MS = 50
 # While the tiles a view asked for are on their way, the stand-in (a coarser level) is drawn
@@ -88,7 +90,7 @@ class MainWindow(QMainWindow):
         self.redraw_count = 0
         self.ask_host_key = HostKeyAsker(self)
         self.exports: list[ExportWorker] = []
-        self.local_copies = None  # resplot.local_copies.LocalCopies, when attached
+        self.local_copies = None  # resplot.ui.local_copies.LocalCopies, when attached
         self.cache.set_tile_limit(self.state.tile_cache_mb << 20)
 
         self._redraw_timer = QTimer(self)
@@ -570,9 +572,9 @@ class MainWindow(QMainWindow):
 
     # -- local copies -------------------------------------------------------------------------
     def attach_local_copies(self, copies) -> None:
-        """ "Keep a local copy" of a source: resplot.local_copies.ShownCopies adds the menu
+        """ "Keep a local copy" of a source: resplot.ui.local_copies.ShownCopies adds the menu
         entry and shows a copy, marked, while its source does not answer."""
-        from resplot.local_copies import ShownCopies
+        from resplot.ui.local_copies import ShownCopies
 
         self.local_copies = ShownCopies(self, copies)
 

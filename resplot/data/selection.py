@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from resplot.model import RunInfo, RunRef
-from resplot.state import ViewState
+from resplot.data.model import RunInfo, RunRef
+from resplot.data.state import ViewState
 
 DEFAULT_RUNS = 20
 

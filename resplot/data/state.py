@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from resplot import colors as run_colors
-from resplot.model import RunRef
+from resplot.data import colors as run_colors
+from resplot.data.model import RunRef
 
 PAGES = ("training", "system", "timing", "custom", "all")
 X_AXES = ("step", "wall", "relative", "tokens", "metric")
@@ -32,7 +32,7 @@ class ViewState:
     x_axis: str = "step"
     smoothing: float = 0.6  # TensorBoard's default
     log_y: bool = True
-    ignore_outliers: bool = True  # losses: the y range leaves out the top 1 % (resplot.yrange)
+    ignore_outliers: bool = True  # losses: the y range leaves out the top 1 % (resplot.data.yrange)
     custom_keys: list[str] = field(default_factory=lambda: ["train/*"])
     table_metrics: list[str] = field(default_factory=lambda: list(DEFAULT_TABLE_METRICS))
     poll_interval: float = 1.0
@@ -40,7 +40,7 @@ class ViewState:
     filter_text: str = ""
     metric_filter: str = ""  # the "all" page's search: words every shown key contains
     tile_cache_mb: int = 256  # memory bound of the tiles kept (least recently drawn go first)
-    # Run uid -> its colour slot or picked colour (resplot.colors), kept across launches.
+    # Run uid -> its colour slot or picked colour (resplot.data.colors), kept across launches.
     colors: dict[str, run_colors.Assignment] = field(default_factory=dict)
     # While True the newest project's runs are ticked as they appear; a tick by hand ends it.
     auto_tick: bool = True

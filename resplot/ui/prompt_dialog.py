@@ -2,7 +2,7 @@
 
 Asked from the poller's worker threads (that is where connections are made), shown on the GUI
 thread: `PromptAsker` hands each prompt over with a blocking queued signal, as
-resplot.dialogs.HostKeyAsker does for host keys.
+resplot.ui.dialogs.HostKeyAsker does for host keys.
 """
 
 from __future__ import annotations

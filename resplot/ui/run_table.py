@@ -1,7 +1,6 @@
-"""The window's side panels: the sources tree (hosts → stores → runs) and the run table.
-
-Both read the cache and the view state only (never a store), so refreshing them is cheap and
-happens on the GUI thread with the coalesced redraw.
+"""The window's run table: one row per run (tick box and colour, status, step, the page's
+metrics, then the config keys that differ), filtered by text and by status. It reads the cache
+and the view state only (never a store), so a refresh is cheap and runs on the GUI thread.
 """
 
 from __future__ import annotations
@@ -21,24 +20,19 @@ from PyQt5.QtGui import QBrush, QColor
 from PyQt5.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
-    QHeaderView,
     QLineEdit,
     QTableView,
     QToolButton,
-    QTreeWidget,
-    QTreeWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
 from reslog.export import format_cell
-from reslog.text import age
-from resplot.alerts import LEVELS, Alert
-from resplot.cache import SeriesCache
-from resplot.colors import NEUTRAL
-from resplot.model import RunInfo, RunRef
-from resplot.sources.base import SourceState
-from resplot.state import ViewState
+from resplot.data.alerts import LEVELS, Alert
+from resplot.data.cache import SeriesCache
+from resplot.data.colors import status_color
+from resplot.data.model import RunInfo, RunRef
+from resplot.data.state import ViewState
 from schema.compare import (
     differing_config,
     duration_s,
@@ -48,155 +42,8 @@ from schema.compare import (
     last_step,
     metric_stats,
 )
-from schema.rollup import WALL_HI
-
-
-def short_paths(paths: set[str]) -> dict[str, str]:
-    """Each path's shortest ending (its file name at least) that no other path shares:
-    `a/runs/reslog.db` and `b/runs/reslog.db` become `a/runs/reslog.db` and `b/runs/reslog.db`,
-    a lone `/data/x/runs/reslog.db` stays `reslog.db`."""
-    parts = {p: p.rstrip("/").split("/") for p in paths}
-    out = {}
-    for path, mine in parts.items():
-        for n in range(1, len(mine) + 1):
-            tail = mine[-n:]
-            if all(other[-n:] != tail for q, other in parts.items() if q != path):
-                break
-        out[path] = "/".join(tail) or path
-    return out
-
-
-STATUS_COLORS = {
-    "running": "#2ca02c",
-    "stalled": "#e6a700",
-    "finished": "#1f77b4",
-    "failed": "#d62728",
-    "killed": "#ff7f0e",
-    "crashed": "#d62728",
-}
-STATUS_NEUTRAL = "#444444"  # any other status string (a new one shows, in a neutral colour)
-
 
 MAX_COLUMN_PX = 240
-
-
-def status_color(status: str) -> str:
-    return STATUS_COLORS.get(status, STATUS_NEUTRAL)
-
-
-def newest_wall(cache: SeriesCache, ref: RunRef) -> float | None:
-    """When the run's newest point was logged (from its series summaries)."""
-    walls = [s.agg[WALL_HI] for s in cache.summaries(ref).values()]
-    return max(walls) if walls else None
-
-
-# ---- sources tree ----------------------------------------------------------------------------
-
-
-def source_state_text(st: SourceState) -> tuple[str, bool]:
-    """(text, is_error) for a poller SourceState(state, rtt_ms, error, next_retry_s)."""
-    state, rtt, error, retry = st.state, st.rtt_ms, st.error, st.next_retry_s
-    if state == "live":
-        return (f"live, {rtt:.0f} ms" if rtt is not None else "live"), False
-    if state == "retrying":
-        when = f" in {retry:.0f} s" if retry is not None else ""
-        return f"retrying{when}: {error or 'connection lost'}", True
-    if error:
-        return f"{state}: {error}", True
-    return state, False
-
-
-class SourcesTree(QTreeWidget):
-    """source (host) → store → run, with connection state, run status and newest-point age."""
-
-    runActivated = pyqtSignal(object)  # RunRef (double click: toggle plotting)
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setHeaderLabels(["source / run", "status", "newest point"])
-        self.setColumnCount(3)
-        # Store paths are long and their file name is the informative end.
-        self.setTextElideMode(Qt.ElideMiddle)
-        self.setIndentation(12)  # three levels deep: every pixel of indent is taken from names
-        # Names whole (a sweep's runs differ in the middle: `lr...an` told none apart); the
-        # status and age columns scroll sideways when the panel is narrow.
-        self.header().setStretchLastSection(True)
-        for col in range(3):
-            self.header().setSectionResizeMode(col, QHeaderView.ResizeToContents)
-        self._hosts: dict[str, QTreeWidgetItem] = {}
-        self._host_state: dict[str, str] = {}
-        self._runs: dict[RunRef, QTreeWidgetItem] = {}
-        self._layout: tuple = ()
-        self.itemDoubleClicked.connect(self._on_double_click)
-
-    def _on_double_click(self, item: QTreeWidgetItem, _column: int) -> None:
-        ref = item.data(0, Qt.UserRole)
-        if isinstance(ref, RunRef):
-            self.runActivated.emit(ref)
-
-    def set_source_state(self, label: str, text: str, error: bool = False) -> None:
-        self._host_state[label] = text
-        item = self._hosts.get(label)
-        if item is not None:
-            item.setText(1, text)
-            item.setForeground(1, QBrush(QColor("#d62728" if error else "#444444")))
-
-    def add_source_label(self, label: str) -> None:
-        """Show a source before it has any run (e.g. while connecting)."""
-        if label not in self._hosts:
-            self._layout = ()
-            self._hosts[label] = self._host_item(label)
-
-    def _host_item(self, label: str) -> QTreeWidgetItem:
-        item = QTreeWidgetItem(self, [label, self._host_state.get(label, ""), ""])
-        item.setData(0, Qt.UserRole, label)
-        item.setExpanded(True)
-        return item
-
-    def sources(self) -> list[str]:
-        return list(self._hosts)
-
-    def refresh(
-        self, cache: SeriesCache, now: float | None = None, state: ViewState | None = None
-    ) -> None:
-        now = time.time() if now is None else now
-        runs = cache.runs()
-        labels = list(dict.fromkeys([*self._hosts, *(r.ref.source for r in runs)]))
-        layout = (tuple(labels), tuple(r.ref for r in runs))
-        if layout != self._layout:
-            self._layout = layout
-            self.clear()
-            self._hosts, self._runs = {}, {}
-            stores: dict[tuple[str, str], QTreeWidgetItem] = {}
-            for label in labels:
-                self._hosts[label] = self._host_item(label)
-            names = short_paths({r.ref.store for r in runs})
-            for run in runs:
-                host = self._hosts[run.ref.source]
-                key = (run.ref.source, run.ref.store)
-                if key not in stores:
-                    # The end of the path that tells stores apart; the full path is the tooltip.
-                    stores[key] = QTreeWidgetItem(host, [names[run.ref.store], "", ""])
-                    stores[key].setToolTip(0, run.ref.store)
-                    stores[key].setExpanded(True)
-                item = QTreeWidgetItem(stores[key], [run.name, "", ""])
-                item.setData(0, Qt.UserRole, run.ref)
-                item.setToolTip(0, f"{run.name} ({run.ref.uid})")
-                self._runs[run.ref] = item
-        for run in runs:
-            item = self._runs[run.ref]
-            color = state.look(run.ref).color if state is not None else NEUTRAL
-            item.setForeground(0, QBrush(QColor(color)))
-            item.setText(1, run.status)
-            item.setForeground(1, QBrush(QColor(status_color(run.status))))
-            newest = newest_wall(cache, run.ref)
-            item.setText(2, "no points" if newest is None else age(newest, now))
-
-    def run_item(self, ref: RunRef) -> QTreeWidgetItem | None:
-        return self._runs.get(ref)
-
-
-# ---- run table -------------------------------------------------------------------------------
 
 
 def _stats(cache: SeriesCache, ref: RunRef, key: str) -> tuple[float | None, float | None]:

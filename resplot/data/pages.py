@@ -9,11 +9,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from resplot.cache import SeriesCache
-from resplot.colors import shade
-from resplot.key_roles import key_for, mfu_scale
-from resplot.model import RunRef
-from resplot.state import ViewState
+from resplot.data.cache import SeriesCache
+from resplot.data.colors import shade
+from resplot.data.key_roles import key_for, mfu_scale
+from resplot.data.model import RunRef
+from resplot.data.state import ViewState
 from schema.compare import gpu_ids, select_keys
 
 MAX_STACKED_RUNS = 4

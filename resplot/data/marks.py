@@ -4,7 +4,7 @@
   shaded, where one `x` per point or bucket drew ~3,000 markers as a thick bar;
 - the run's status at the end of its line: running runs a live dot, crashed / failed / killed
   runs a cross, any other status (a new one, e.g. "stalled") a neutral diamond; finished runs
-  end plainly (on time axes, resplot/tracks.py adds a dashed tail to the last heartbeat).
+  end plainly (on time axes, resplot/draw/tracks.py adds a dashed tail to the last heartbeat).
 """
 
 from __future__ import annotations

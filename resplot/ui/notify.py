@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from PyQt5.QtWidgets import QApplication, QStyle, QSystemTrayIcon, QWidget
 
-from resplot.alerts import Alert
-from resplot.model import RunInfo, RunRef
+from resplot.data.alerts import Alert
+from resplot.data.model import RunInfo, RunRef
 
 END_STATUSES = ("finished", "failed", "killed")
 ALL_KINDS = "*"

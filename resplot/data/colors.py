@@ -89,3 +89,19 @@ def shade(color: str, index: int, count: int) -> str:
     t = 0.6 * index / (count - 1)
     r, g, b = (round(c + (255 - c) * t) for c in (r, g, b))
     return f"#{r:02x}{g:02x}{b:02x}"
+
+
+# The colour of a run's status text, in the run table and the sources tree.
+STATUS_COLORS = {
+    "running": "#2ca02c",
+    "stalled": "#e6a700",
+    "finished": "#1f77b4",
+    "failed": "#d62728",
+    "killed": "#ff7f0e",
+    "crashed": "#d62728",
+}
+STATUS_NEUTRAL = "#444444"  # any other status string (a new one shows, in a neutral colour)
+
+
+def status_color(status: str) -> str:
+    return STATUS_COLORS.get(status, STATUS_NEUTRAL)

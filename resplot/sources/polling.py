@@ -10,11 +10,11 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from resplot.agent_client import AgentConnectionError
-from resplot.cache import SeriesCache
-from resplot.model import RunRef
+from resplot.data.cache import SeriesCache
+from resplot.data.model import RunRef
 from resplot.sources import open_source, parse_spec
 from resplot.sources.base import AuthFailed, Source
+from resplot.sources.client import AgentConnectionError
 from schema.errors import StoreError
 
 BACKOFF_FIRST_S = 1.0

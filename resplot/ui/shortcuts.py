@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from PyQt5.QtWidgets import QAction, QMenu, QMessageBox
 
-from resplot.state import PAGES
+from resplot.data.state import PAGES
 
 TITLES = {"all": "All metrics"}
 

@@ -1,7 +1,7 @@
 """Chart pages as matplotlib Figures (no pyplot): built once, then updated in place.
 
-A ChartPage owns one Figure with one axes per panel (pages.py says which). Every plotted series
-is a Track (resplot/tracks.py) holding its artists; refresh() sets each from its series' view at
+A ChartPage owns one Figure with one axes per panel (data/pages.py says which). Every plotted
+series is a Track (draw/tracks.py) holding its artists; refresh() sets each from its series' view at
 the panel's width (tiles, smoothing, decimation per pixel column for the visible x-range) and
 calls `set_data` on the existing artists. The same class draws the window's canvases and the
 headless `resplot snapshot`.
@@ -25,17 +25,18 @@ from matplotlib.ticker import (
     PercentFormatter,
 )
 
-from resplot import fonts, layout, xaxis
-from resplot.alerts import THROTTLE_BITS
-from resplot.cache import SeriesCache
-from resplot.decimate import bucket_mean
-from resplot.legends import AxesLegend, Entry, RunStrip
-from resplot.model import RunRef
-from resplot.pages import TIMING_PARTS, Item, PanelSpec, panels_for
-from resplot.state import ViewState
-from resplot.tracks import RunContext, Track, tokens_guide
-from resplot.views import series_view
-from resplot.yrange import robust_limits
+from resplot.data import layout, xaxis
+from resplot.data.alerts import THROTTLE_BITS
+from resplot.data.cache import SeriesCache
+from resplot.data.decimate import bucket_mean
+from resplot.data.model import RunRef
+from resplot.data.pages import TIMING_PARTS, Item, PanelSpec, panels_for
+from resplot.data.state import ViewState
+from resplot.data.views import series_view
+from resplot.data.yrange import robust_limits
+from resplot.draw import fonts
+from resplot.draw.legends import AxesLegend, Entry, RunStrip
+from resplot.draw.tracks import RunContext, Track, tokens_guide
 from schema.compare import metric_stats
 
 EVENT_KINDS = {"alert": "#d62728", "checkpoint": "#7f7f7f", "resume": "#1f77b4"}
@@ -256,7 +257,7 @@ class ChartPage:
             self._place(self.entries if self.strip_in_figure else [])
 
     def _place(self, entries: list[Entry]) -> None:
-        """The run strip, and the axes laid out below it in pixels (resplot.layout)."""
+        """The run strip, and the axes laid out below it in pixels (resplot.data.layout)."""
         self.strip.update(entries)
         w, h = self.figure.bbox.width, self.figure.bbox.height
         margins = layout.margins(w, h, self.grid, self.figure.dpi, self.strip.rows)
@@ -267,7 +268,7 @@ class ChartPage:
         return layout.min_height_px(self.grid, self.figure.dpi, self.strip.rows)
 
     def _clip_outliers(self, i: int, state: ViewState) -> None:
-        """A loss chart's y range without its top 1 % (resplot.yrange), said in its note."""
+        """A loss chart's y range without its top 1 % (resplot.data.yrange), said in its note."""
         spec, ax = self.specs[i], self.axes[i]
         limits = None
         if spec.robust_y and state.ignore_outliers and spec.kind == "line":

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from PyQt5.QtCore import QObject, pyqtSignal
 
-from resplot.agent_client import AgentConnectionError
 from resplot.sources.base import AuthFailed
+from resplot.sources.client import AgentConnectionError
 from resplot.sync import Mirror
 from schema.errors import StoreError
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from resplot.cache import SeriesCache
-from resplot.model import RunRef
+from resplot.data.cache import SeriesCache
+from resplot.data.model import RunRef
 from schema.rollup import (
     BITS,
     MAX_AT,

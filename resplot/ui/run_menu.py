@@ -7,8 +7,8 @@ from PyQt5.QtCore import Qt
 from PyQt5.QtGui import QColor
 from PyQt5.QtWidgets import QColorDialog, QMenu, QWidget
 
-from resplot.model import RunRef
-from resplot.notify import ALL_KINDS
+from resplot.data.model import RunRef
+from resplot.ui.notify import ALL_KINDS
 
 
 def pick_color(parent: QWidget, initial: str, title: str) -> str | None:

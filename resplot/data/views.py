@@ -5,7 +5,7 @@ RAW_PER_PIXEL points per pixel, else the coarsest rollup level that still gives 
 pixel), asks the cache for the tiles it lacks, and returns what is cached: the wanted level, or
 while its tiles load, the finest level whose tiles are all there, so the chart always shows the
 whole shape. Buckets are drawn through their exact extremes: each becomes one or two points,
-(min_at, vmin) and (max_at, vmax), so the per-pixel min/max of resplot.decimate keeps a one-step
+(min_at, vmin) and (max_at, vmax), so the per-pixel min/max of data/decimate.py keeps a one-step
 spike or dip visible at every zoom. Smoothing on an envelope runs over bucket means.
 """
 
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from resplot.cache import SeriesCache
-from resplot.model import RunRef
-from resplot.tiles import empty_columns
+from resplot.data.cache import SeriesCache
+from resplot.data.model import RunRef
+from resplot.data.tiles import empty_columns
 from schema import buckets
 from schema.rollup import STEP_HI, STEP_LO, N
 

@@ -3,7 +3,7 @@
 Each source gets its own worker QThread, so a host that hangs in a connect timeout or keeps
 failing never delays the others; failures retry with capped exponential backoff. Workers write
 into the shared SeriesCache (its own lock) and emit signals; Qt queues them to the GUI thread.
-resplot/headless.py is the equivalent without Qt for `resplot snapshot` and `resplot export`.
+resplot/sources/polling.py is the equivalent without Qt for `resplot snapshot` and `resplot export`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from collections.abc import Callable
 
 from PyQt5.QtCore import QObject, QThread, pyqtSignal
 
-from resplot.cache import SeriesCache
-from resplot.headless import backoff_s
+from resplot.data.cache import SeriesCache
 from resplot.sources import open_source, parse_spec
 from resplot.sources.base import AuthFailed, PollResult, Source, SourceState
+from resplot.sources.polling import backoff_s
 from schema.errors import StoreError
 
 AskHostKey = Callable[[str, str, str], bool]  # (host, key type, "SHA256:...") -> accept?

@@ -6,7 +6,7 @@ date tick formatters apply; relative time is in hours; tokens come from the run'
 `train/tokens` series (its points, or each bucket's last value when zoomed out) interpolated on
 step, so points logged at other steps get a token count too. Any other logged counter (`iter`,
 `epoch`, `train/global_step`) is an x axis the same way: mode "key:NAME" places points by NAME's
-value interpolated on step (resplot.key_roles.counter_keys lists the candidates), and "metric"
+value interpolated on step (resplot.data.key_roles.counter_keys lists the candidates), and "metric"
 by the key the run named in `define_metric(..., step_metric=KEY)`: see step_metric().
 """
 
@@ -17,8 +17,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from resplot.key_roles import key_for
-from resplot.model import Event, RunInfo
+from resplot.data.key_roles import key_for
+from resplot.data.model import Event, RunInfo
 
 TOKENS_KEY = "train/tokens"
 LABELS = {

@@ -1,5 +1,5 @@
 """The hover line and readout of a chart page: a vertical line across every chart at the
-pointer, and beside it every series' value there (resplot/hover.py), in run colours. A click on
+pointer, and beside it every series' value there (resplot/data/hover.py), in run colours. A click on
 a series highlights its run (the window fades the others and selects its row).
 
 The line is blitted (matplotlib's blitting recipe): a pointer move restores the last full
@@ -14,7 +14,7 @@ from matplotlib.lines import Line2D
 from PyQt5.QtCore import QObject, Qt, pyqtSignal
 from PyQt5.QtWidgets import QLabel
 
-from resplot.hover import Reading, readings, readout_html
+from resplot.data.hover import Reading, readings, readout_html
 
 CLICK_PX = 10  # how near a click must be to a series' point to pick its run
 
