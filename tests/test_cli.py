@@ -19,6 +19,7 @@ from reslog import maintenance
 from reslog.cli import main, store_label
 from schema import HEAD_REVISION
 from tests.fixtures import stores
+from tests.fixtures.signals import restore_ctrl_c
 from tests.fixtures.stores import (
     add_events,
     add_points,
@@ -474,6 +475,7 @@ def test_console_script_runs_and_ctrl_c_exits_without_traceback(sample):
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        preexec_fn=restore_ctrl_c,
     )
     try:
         first = proc.stdout.readline()  # the tail is running once its header is out

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from schema.status import effective_status, stale_after
+from tests.fixtures.signals import restore_ctrl_c
 from tests.test_reslog_api import read_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,6 +69,7 @@ def start(store: Path, mode: str, interval: float = 0.2) -> subprocess.Popen:
         text=True,
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
+        preexec_fn=restore_ctrl_c,  # the Ctrl+C test stops it with SIGINT
     )
     return proc
 

@@ -289,7 +289,13 @@ def test_host_metrics_are_real_numbers():
     assert not RATE_KEYS & first.keys(), "the first sample has nothing to take a rate against"
     with open(os.devnull, "wb") as sink:
         sink.write(b"x" * 1000)
-    sum(i * i for i in range(200_000))  # some CPU time between the two samples
+    # CPU time between the two samples: the kernel counts it in clock ticks (10 ms), so a fixed
+    # amount of work can fall inside one tick on a busy machine and leave no rate to report.
+    # Work until the counters have moved (a few ticks at most; bounded so it cannot hang).
+    ticks = sum(psutil.cpu_times())
+    deadline = time.monotonic() + 10
+    while sum(psutil.cpu_times()) <= ticks and time.monotonic() < deadline:
+        sum(i * i for i in range(20_000))
     second = sampler.sample()
     expected_rates = {"sys/cpu_pct", "sys/net_recv_mbps", "sys/net_sent_mbps"}
     if psutil.disk_io_counters() is not None:

@@ -15,6 +15,7 @@ import reslog
 from reslog.store_watch import Watcher
 from schema.store import open_store
 from tests.fixtures.logging_child import ROOT, Child
+from tests.fixtures.signals import restore_ctrl_c
 from tests.test_run_health import wait_until
 from tests.test_writer_faults import wait_for_points
 
@@ -33,6 +34,7 @@ class WatchProcess:
             text=True,
             cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
+            preexec_fn=restore_ctrl_c,
         )  # fmt: skip
         self.lines: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -134,7 +136,7 @@ def test_a_failing_hook_is_reported_and_the_watch_goes_on(store_path, tmp_path):
         [sys.executable, "-m", "reslog.cli", "watch", str(store_path), "--interval", "0.2",
          "--exec", "exit 3"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, preexec_fn=restore_ctrl_c,
     )  # fmt: skip
     try:
         assert proc.stdout.readline().startswith("watching")
