@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from trainer.config import Config, ConfigError
+from trainer.data import ShardLoader, read_manifest
 
 
 class SyntheticLoader:
@@ -66,28 +67,18 @@ class SyntheticLoader:
 
 def make_loader(
     cfg: Config, split: str, rank: int, world_size: int, vocab_size: int, evaluation: bool = False
-):
+) -> SyntheticLoader | ShardLoader:
+    """This rank's loader of ``split``; ``evaluation``: the shards once, in order, unprefetched."""
     d = cfg.data
+    # Both sources cut the same (split, rank, world_size, seed) out of their stream.
+    where = {"split": split, "rank": rank, "world_size": world_size, "seed": cfg.train.seed}
     if d.source == "synthetic":
-        return SyntheticLoader(
-            vocab_size,
-            d.batch_size,
-            d.seq_len,
-            split=split,
-            rank=rank,
-            world_size=world_size,
-            seed=cfg.train.seed,
-        )
-    from trainer.data import ShardLoader
-
+        return SyntheticLoader(vocab_size, d.batch_size, d.seq_len, **where)
     return ShardLoader(
         d.dir,
         d.batch_size,
         d.seq_len,
-        split=split,
-        rank=rank,
-        world_size=world_size,
-        seed=cfg.train.seed,
+        **where,
         prefetch=0 if evaluation else d.prefetch,
         shuffle=not evaluation,
         loop=not evaluation,
@@ -100,8 +91,6 @@ def data_vocab_size(cfg: Config) -> int:
         return cfg.model.vocab_size
     if cfg.data.source == "synthetic":
         raise ConfigError("--model.vocab_size=0: set it when --data.source=synthetic")
-    from trainer.data import read_manifest
-
     try:
         return int(read_manifest(cfg.data.dir)["vocab_size"])
     except FileNotFoundError as e:
