@@ -24,7 +24,7 @@ from schema.errors import StoreError
 from trainer import checkpoint, distributed, kernels, legacy
 from trainer.config import Config, ConfigError, load_config
 from trainer.loaders import data_vocab_size, make_loader
-from trainer.metrics import PHASES, Logger, NullLogger, ReslogLogger, StepTimer, device_peak
+from trainer.metrics import PHASES, Logger, StepTimer, device_peak, make_logger
 from trainer.model import Transformer
 from trainer.schedules import Schedule
 
@@ -90,7 +90,9 @@ class Trainer:
         self._phase = self.schedule.phase(max(self.step - 1, 0))
         self._nan_alerted = False
         self._last_print = (time.perf_counter(), self.tokens)
-        self.logger = logger if logger is not None else self._make_logger(run_uid)
+        if logger is None:
+            logger = make_logger(cfg, self.dist, run_uid, runtime=self.runtime_info())
+        self.logger = logger
         self._announce()
 
     # ----------------------------------------------------------------------- set-up helpers
@@ -132,35 +134,6 @@ class Trainer:
             "kernels": self.raw_model.kernels.names() if self.raw_model.kernels else {},
             "torch": torch.__version__,
         }
-
-    def _make_logger(self, run_uid: str | None) -> Logger:
-        lc = self.cfg.logging
-        if not lc.enabled:
-            return NullLogger()
-        d = self.dist
-        if not d.is_master and d.local_rank != 0:
-            return NullLogger()
-        # Rank 0 logs the run; local rank 0 of any other host opens a run only for its system
-        # telemetry, so every host gets exactly one sampler.
-        name = lc.name or None
-        if not d.is_master:
-            name = f"{lc.name or 'run'}-host-rank{d.rank}"
-            run_uid = None
-        config = {**self.cfg.to_dict(), "runtime": self.runtime_info()}
-        return ReslogLogger(
-            project=lc.project,
-            name=name,
-            config=config,
-            store=lc.store or None,
-            tags=lc.tags,
-            notes=lc.notes,
-            resume=run_uid,
-            system=lc.system,
-            system_interval=lc.system_interval,
-            flush_interval=lc.flush_interval,
-            rank=d.rank,
-            world_size=d.world_size,
-        )
 
     def _announce(self) -> None:
         info = self.runtime_info()
