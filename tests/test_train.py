@@ -17,7 +17,8 @@ from schema.store import open_store
 from schema.tables import points
 from trainer import checkpoint
 from trainer.config import ConfigError, ScheduleConfig, load_config
-from trainer.metrics import Logger, peak_flops
+from trainer.distributed import DistInfo
+from trainer.metrics import Logger, make_logger, peak_flops
 from trainer.schedules import Schedule
 from trainer.train import Trainer, main, parse_args
 
@@ -332,6 +333,22 @@ def test_no_log_writes_no_store(tmp_path):
     )
     assert rc == 0
     assert not (tmp_path / "runs").exists()
+
+
+def test_make_logger_gives_each_host_one_run_and_other_ranks_none(tmp_path):
+    cfg = debug_cfg(tmp_path, "--logging.name", "lm")
+    off = debug_cfg(tmp_path, "--logging.enabled", "false")
+    assert type(make_logger(cfg, DistInfo(rank=1, local_rank=1, world_size=4), None, {})) is Logger
+    assert type(make_logger(off, DistInfo(), None, {})) is Logger
+    assert not (tmp_path / "runs").exists()
+    # Local rank 0 of another host: a telemetry run of its own, never rank 0's resumed one.
+    host = make_logger(cfg, DistInfo(rank=2, local_rank=0, world_size=4), "rank-0-uid", {"n": 1})
+    host.close()
+    _, _, runs = run_series(tmp_path / "runs" / "reslog.db")
+    assert [(r.name, r.rank, r.world_size, r.status) for r in runs] == [
+        ("lm-host-rank2", 2, 4, "finished")
+    ]
+    assert runs[0].config["runtime"] == {"n": 1} and runs[0].config["logging"]["name"] == "lm"
 
 
 # --------------------------------------------------------------------------- config and CLI

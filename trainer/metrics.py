@@ -3,6 +3,7 @@ FLOP/s per GPU for MFU, and a step-time breakdown that never synchronises the GP
 
 The trainer only talks to :class:`Logger`; :class:`ReslogLogger` is the real implementation and
 :class:`NullLogger` the one used with ``--no-log`` (and on ranks that do not log).
+:func:`make_logger` picks between them and opens the reslog run from ``[logging]``.
 """
 
 from __future__ import annotations
@@ -10,9 +11,14 @@ from __future__ import annotations
 import itertools
 import time
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from reslog import DisabledRun, Run
+    from trainer.config import Config
+    from trainer.distributed import DistInfo
 
 PHASES = ("data", "forward", "backward", "optimizer")
 
@@ -41,45 +47,11 @@ NullLogger = Logger
 
 
 class ReslogLogger(Logger):
-    """Logs into a reslog run. ``resume`` continues an earlier run (same uid) so its charts go on.
+    """Logs into a reslog run; :func:`make_logger` opens it."""
 
-    ``scalars=False`` opens a run only for the host's system telemetry (a non-zero rank that is
-    local rank 0 on another host); its ``log`` is still accepted but the trainer does not call it.
-    """
-
-    def __init__(
-        self,
-        *,
-        project: str,
-        name: str | None,
-        config: dict[str, Any],
-        store: str | None,
-        tags: list[str],
-        notes: str,
-        resume: str | None,
-        system: bool,
-        system_interval: float,
-        flush_interval: float,
-        rank: int,
-        world_size: int,
-    ):
-        import reslog
-
-        self._run = reslog.init(
-            project=project,
-            name=name or None,
-            config=config,
-            store=store or None,
-            tags=tags,
-            notes=notes,
-            resume=resume,
-            system=system,
-            system_interval=system_interval,
-            flush_interval=flush_interval,
-            rank=rank,
-            world_size=world_size,
-        )
-        self.uid = self._run.uid
+    def __init__(self, run: Run | DisabledRun):
+        self._run = run
+        self.uid = run.uid
 
     def log(self, metrics: dict[str, Any], step: int) -> None:
         self._run.log(metrics, step=step)
@@ -93,6 +65,41 @@ class ReslogLogger(Logger):
 
     def close(self, status: str | None = None) -> None:
         self._run.finish(status=status)
+
+
+def make_logger(cfg: Config, dist: DistInfo, resume: str | None, runtime: dict[str, Any]) -> Logger:
+    """This process's logger, the one place ``[logging]`` becomes ``reslog.init``'s arguments.
+
+    Rank 0 logs the run; ``resume`` (a run uid) continues that run, same uid, so its charts go on.
+    Local rank 0 of any other host opens a run only for its system telemetry, so every host gets
+    exactly one sampler; the trainer never logs scalars into it. Every other rank, and any rank
+    with ``logging.enabled = false``, gets the no-op logger. ``runtime`` (facts the config does
+    not fix) is stored in the run's config beside the resolved config.
+    """
+    lc = cfg.logging
+    if not lc.enabled or not (dist.is_master or dist.local_rank == 0):
+        return NullLogger()
+    import reslog
+
+    # "" in [logging] leaves the choice to reslog, which init spells None.
+    name, store = lc.name or None, lc.store or None
+    if not dist.is_master:
+        name, resume = f"{lc.name or 'run'}-host-rank{dist.rank}", None
+    run = reslog.init(
+        project=lc.project,
+        name=name,
+        config={**cfg.to_dict(), "runtime": runtime},
+        store=store,
+        tags=lc.tags,
+        notes=lc.notes,
+        resume=resume,
+        system=lc.system,
+        system_interval=lc.system_interval,
+        flush_interval=lc.flush_interval,
+        rank=dist.rank,
+        world_size=dist.world_size,
+    )
+    return ReslogLogger(run)
 
 
 # --------------------------------------------------------------------------- peak FLOP/s and MFU

@@ -108,6 +108,13 @@ def _text_of(obj: object, text_field: str) -> tuple[str | None, str | None]:
     return text, None
 
 
+def _count_file(stats: ReadStats | None) -> ReadStats:
+    """The caller's stats, or fresh ones, with this file counted (every reader starts so)."""
+    stats = stats if stats is not None else ReadStats()
+    stats.files += 1
+    return stats
+
+
 def _accept(text: str | None, reason: str | None, path, line, stats: ReadStats) -> str | None:
     if reason is not None:
         stats.problem(path, line, reason)
@@ -129,8 +136,7 @@ def read_jsonl(
     world_size: int = 1,
 ) -> Iterator[str]:
     """Texts of a JSON-lines file; rank r of w takes non-blank lines r, r+w, r+2w, ..."""
-    stats = stats if stats is not None else ReadStats()
-    stats.files += 1
+    stats = _count_file(stats)
     index = 0
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, start=1):
@@ -284,8 +290,7 @@ def read_json(
     chunk_chars: int = _CHUNK_CHARS,
 ) -> Iterator[str]:
     """Texts of a JSON file holding an array of records; rank r of w takes elements r, r+w, ..."""
-    stats = stats if stats is not None else ReadStats()
-    stats.files += 1
+    stats = _count_file(stats)
     for index, (line, obj) in enumerate(iter_json_array(path, stats, chunk_chars)):
         if index % world_size != rank:
             continue
@@ -305,8 +310,7 @@ def read_parquet(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    stats = stats if stats is not None else ReadStats()
-    stats.files += 1
+    stats = _count_file(stats)
     try:
         pf = pq.ParquetFile(path)
     except (pa.ArrowException, OSError) as e:

@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -24,108 +23,10 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from schema.errors import StoreError
 from trainer import checkpoint, distributed, kernels, legacy
 from trainer.config import Config, ConfigError, load_config
-from trainer.metrics import PHASES, Logger, NullLogger, ReslogLogger, StepTimer, device_peak
+from trainer.loaders import data_vocab_size, make_loader
+from trainer.metrics import PHASES, Logger, StepTimer, device_peak, make_logger
 from trainer.model import Transformer
 from trainer.schedules import Schedule
-
-# --------------------------------------------------------------------------- data
-
-
-class SyntheticLoader:
-    """A learnable token stream without files (``--data.source synthetic``): a random sparse
-    Markov chain where each token has 4 possible successors, so the loss can fall from ln(V)
-    towards ln(4). The chain depends on ``seed``; batch ``s`` of rank ``r`` of a split depends
-    only on (seed, split, s, r): the state is one int, and "valid" walks the same chain."""
-
-    def __init__(
-        self,
-        vocab_size: int,
-        batch_size: int,
-        seq_len: int,
-        *,
-        split: str = "train",
-        rank: int = 0,
-        world_size: int = 1,
-        seed: int = 0,
-    ):
-        self.vocab_size, self.batch_size, self.seq_len = vocab_size, batch_size, seq_len
-        self.rank, self.world_size, self.seed = rank, world_size, seed
-        self._split_id = 0 if split == "train" else 1 + sum(split.encode())
-        self.successors = np.random.default_rng(seed).integers(0, vocab_size, (vocab_size, 4))
-        self._step = 0
-
-    @property
-    def tokens_per_batch(self) -> int:
-        return self.batch_size * self.seq_len
-
-    def __iter__(self) -> SyntheticLoader:
-        return self
-
-    def __next__(self) -> tuple[torch.Tensor, torch.Tensor]:
-        rng = np.random.default_rng((self.seed, self._split_id, self._step, self.rank))
-        self._step += 1
-        B, T = self.batch_size, self.seq_len
-        seq = np.empty((B, T + 1), dtype=np.int64)
-        seq[:, 0] = rng.integers(0, self.vocab_size, B)
-        choice = rng.integers(0, 4, (B, T))
-        for t in range(T):
-            seq[:, t + 1] = self.successors[seq[:, t], choice[:, t]]
-        t = torch.from_numpy(seq)
-        return t[:, :-1], t[:, 1:]
-
-    def state_dict(self) -> dict:
-        return {"step": self._step, "seed": self.seed}
-
-    def load_state_dict(self, state: dict) -> None:
-        self._step = int(state["step"])
-
-    def close(self) -> None:
-        pass
-
-
-def make_loader(
-    cfg: Config, split: str, rank: int, world_size: int, vocab_size: int, evaluation: bool = False
-):
-    d = cfg.data
-    if d.source == "synthetic":
-        return SyntheticLoader(
-            vocab_size,
-            d.batch_size,
-            d.seq_len,
-            split=split,
-            rank=rank,
-            world_size=world_size,
-            seed=cfg.train.seed,
-        )
-    from trainer.data import ShardLoader
-
-    return ShardLoader(
-        d.dir,
-        d.batch_size,
-        d.seq_len,
-        split=split,
-        rank=rank,
-        world_size=world_size,
-        seed=cfg.train.seed,
-        prefetch=0 if evaluation else d.prefetch,
-        shuffle=not evaluation,
-        loop=not evaluation,
-    )
-
-
-def data_vocab_size(cfg: Config) -> int:
-    """model.vocab_size, or the prepared directory's manifest when it is 0."""
-    if cfg.model.vocab_size:
-        return cfg.model.vocab_size
-    if cfg.data.source == "synthetic":
-        raise ConfigError("--model.vocab_size=0: set it when --data.source=synthetic")
-    from trainer.data import read_manifest
-
-    try:
-        return int(read_manifest(cfg.data.dir)["vocab_size"])
-    except FileNotFoundError as e:
-        raise ConfigError(f"--data.dir={cfg.data.dir!r}: {e}") from None
-
 
 # --------------------------------------------------------------------------- the trainer
 
@@ -189,7 +90,9 @@ class Trainer:
         self._phase = self.schedule.phase(max(self.step - 1, 0))
         self._nan_alerted = False
         self._last_print = (time.perf_counter(), self.tokens)
-        self.logger = logger if logger is not None else self._make_logger(run_uid)
+        if logger is None:
+            logger = make_logger(cfg, self.dist, run_uid, runtime=self.runtime_info())
+        self.logger = logger
         self._announce()
 
     # ----------------------------------------------------------------------- set-up helpers
@@ -231,35 +134,6 @@ class Trainer:
             "kernels": self.raw_model.kernels.names() if self.raw_model.kernels else {},
             "torch": torch.__version__,
         }
-
-    def _make_logger(self, run_uid: str | None) -> Logger:
-        lc = self.cfg.logging
-        if not lc.enabled:
-            return NullLogger()
-        d = self.dist
-        if not d.is_master and d.local_rank != 0:
-            return NullLogger()
-        # Rank 0 logs the run; local rank 0 of any other host opens a run only for its system
-        # telemetry, so every host gets exactly one sampler.
-        name = lc.name or None
-        if not d.is_master:
-            name = f"{lc.name or 'run'}-host-rank{d.rank}"
-            run_uid = None
-        config = {**self.cfg.to_dict(), "runtime": self.runtime_info()}
-        return ReslogLogger(
-            project=lc.project,
-            name=name,
-            config=config,
-            store=lc.store or None,
-            tags=lc.tags,
-            notes=lc.notes,
-            resume=run_uid,
-            system=lc.system,
-            system_interval=lc.system_interval,
-            flush_interval=lc.flush_interval,
-            rank=d.rank,
-            world_size=d.world_size,
-        )
 
     def _announce(self) -> None:
         info = self.runtime_info()
