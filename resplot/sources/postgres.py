@@ -23,6 +23,7 @@ from resplot.data.model import Event, RunInfo, RunRef
 from resplot.data.tiles import FLOATS, RAW_COLUMNS, Tile
 from resplot.sources.agent import group_rows, summaries_from, tile_ranges
 from resplot.sources.base import PollResult, Progress, Source
+from resplot.sources.spec import PostgresSpec
 from schema import envelope
 from schema.errors import StoreError
 from schema.read import fetch_points, key_names, list_runs
@@ -30,13 +31,6 @@ from schema.rollup import AGG_COLUMNS
 from schema.store import open_store
 from schema.store_reader import StoreReader
 from schema.tables import events
-
-
-def public_url(url: str) -> str:
-    """The URL without its password: how runs from this server are labelled."""
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)
 
 
 class _Window:
@@ -68,10 +62,12 @@ class _Window:
 class PostgresSource(Source):
     limit = 200_000
 
-    def __init__(self, url: str, label: str | None = None, *, overlap: int = 10_000) -> None:
-        self.url = url
-        super().__init__(url, label or public_url(url))
-        self.store = public_url(url)
+    def __init__(
+        self, spec: PostgresSpec, label: str | None = None, *, overlap: int = 10_000
+    ) -> None:
+        self.url = spec.url
+        super().__init__(spec, label or spec.label)
+        self.store = spec.label
         self.overlap = overlap
         self.limit = max(self.limit, 4 * overlap)  # a batch must reach past the re-read window
         self.engine: Engine | None = None
