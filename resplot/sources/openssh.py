@@ -18,14 +18,18 @@ import shutil
 import subprocess
 
 from resplot.sources.agent import AgentSource
-from resplot.sources.client import AgentClient, AgentConnectionError, agent_archive, agent_hash
+from resplot.sources.client import (
+    AGENT_DIR,
+    AgentClient,
+    AgentConnectionError,
+    agent_archive,
+    agent_hash,
+)
 from resplot.sources.local import LocalSource
 from resplot.sources.spec import SSHSpec
 from resplot.ssh.errors import AuthFailed
 from resplot.ssh.options import SSHOptions
 
-AGENT_DIR = ".cache/reslog"
-DEFAULT_PYTHON = "python3"
 UPLOAD_TIMEOUT_S = 120.0
 
 
@@ -46,7 +50,7 @@ class OpenSSHSource(LocalSource):
     ) -> None:
         AgentSource.__init__(self, spec, label or spec.label, [spec.path])
         self.parsed = spec
-        self.python = python or spec.python or DEFAULT_PYTHON
+        self.python = spec.interpreter(python)
         # Only the config file: ssh asks its own questions (host keys, logins) and keeps its
         # own timeouts.
         self.ssh_config = options.ssh_config if options is not None else None

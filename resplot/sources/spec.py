@@ -22,6 +22,7 @@ _SSH_URL = re.compile(
     r"^ssh://(?:(?P<user>[^@/\s]+)@)?(?P<host>\[[^\]]+\]|[^:/\s]+)(?::(?P<port>\d+))?(?P<path>/.*)$"
 )
 _OPTIONS = ("python", "via")
+DEFAULT_PYTHON = "python3"  # the agent's interpreter on a host that no #python= names
 
 
 class SpecError(ValueError):
@@ -70,6 +71,10 @@ class SSHSpec:
         """The source label runs are filed under: `[user@]host[:port]` as written."""
         text = f"{self.user}@{self.host}" if self.user else self.host
         return f"{text}:{self.port}" if self.port else text
+
+    def interpreter(self, python: str | None = None) -> str:
+        """The agent's interpreter on the host: `python` when given, else `#python=`."""
+        return python or self.python or DEFAULT_PYTHON
 
     def __str__(self) -> str:
         return self.text

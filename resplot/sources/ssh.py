@@ -26,14 +26,19 @@ import paramiko
 from resplot.data.cache import SeriesCache
 from resplot.sources.agent import AgentSource
 from resplot.sources.base import PollResult, Progress
-from resplot.sources.client import AgentClient, AgentConnectionError, agent_archive, agent_hash
+from resplot.sources.client import (
+    AGENT_DIR,
+    AgentClient,
+    AgentConnectionError,
+    agent_archive,
+    agent_hash,
+)
 from resplot.sources.spec import SSHSpec
 from resplot.ssh.connection import AuthFailed, ConnectionLost, SSHConnection, SSHError
 from resplot.ssh.hostkeys import HostKeyError
 from resplot.ssh.options import SSHOptions
 
 __all__ = [
-    "AGENT_DIR",
     "HostKeyNotTrusted",
     "HostLink",
     "SSHSource",
@@ -41,9 +46,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-AGENT_DIR = ".cache/reslog"  # on the host, relative to the login's home directory
-DEFAULT_PYTHON = "python3"
 
 
 def ensure_agent(conn: SSHConnection, agent_dir: str = AGENT_DIR) -> tuple[str, bool]:
@@ -299,7 +301,7 @@ class SSHSource(AgentSource):
     ) -> None:
         super().__init__(spec, label or spec.label, [spec.path])
         options = options or SSHOptions()
-        self.python = python or spec.python or DEFAULT_PYTHON
+        self.python = spec.interpreter(python)
         self._key = (spec.host, spec.user, spec.port, self.python, str(options.ssh_config),
                      agent_dir)  # fmt: skip
         self.link = _acquire_link(
