@@ -49,17 +49,19 @@ def _add_ssh_config(p: argparse.ArgumentParser) -> None:
                         "/etc/ssh/ssh_config (like ssh -F)")  # fmt: skip
 
 
-def ssh_options(args, asker) -> dict:
-    """What every SSH source gets: who answers a login (asked once per host per session), and
-    the ssh config file when one was named."""
+def ssh_options(args, asker, ask_host_key=None):
+    """What every SSH source gets (resplot.ssh.options.SSHOptions): who answers a login (asked
+    once per host per session), who is asked about unknown host keys, and the ssh config file
+    when one was named."""
+    from resplot.ssh.options import SSHOptions
     from resplot.ssh.prompts import Secrets
 
-    opts: dict = {"secrets": Secrets(asker)}
+    config = None
     if args.ssh_config is not None:
         if not args.ssh_config.expanduser().is_file():
             raise CliError(f"--ssh-config {args.ssh_config}: no such file")
-        opts["ssh_config"] = args.ssh_config.expanduser()
-    return opts
+        config = args.ssh_config.expanduser()
+    return SSHOptions(ask_host_key=ask_host_key, secrets=Secrets(asker), ssh_config=config)
 
 
 def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
@@ -126,10 +128,10 @@ def _load(args):
     from resplot.ssh.errors import SSHError
     from resplot.ssh.prompts import default_asker
 
-    check_specs(args.sources)
-    opts = ssh_options(args, default_asker())
+    specs = check_specs(args.sources)
+    ssh = ssh_options(args, default_asker())
     try:
-        return Loaded(args.sources, timeout=args.timeout, ssh_options=opts)
+        return Loaded(specs, timeout=args.timeout, ssh=ssh)
     except (OSError, TimeoutError, ValueError, SSHError) as exc:  # SSHError: refused logins
         raise CliError(str(exc)) from None
 
@@ -243,23 +245,25 @@ def cmd_export(args) -> int:
 COMMANDS = ("snapshot", "export", "sync")
 
 
-def check_specs(specs: list[str]) -> None:
-    """Fail now, not in a window that waits forever, on a spec that can never be read: one that
-    does not parse, or a local path (or glob) that names nothing. Remote ones are checked when
-    they connect, since only the host knows its files."""
+def check_specs(texts: list[str]) -> list:
+    """The specs parsed (resplot.sources.spec). Fail now, not in a window that waits forever, on
+    a spec that can never be read: one that does not parse, or a local path (or glob) that names
+    nothing. Remote ones are checked when they connect, since only the host knows its files."""
     import glob
     import os
 
-    from resplot.sources import SpecError, parse_spec
+    from resplot.sources.spec import LocalSpec, SpecError, parse_spec
 
-    for spec in specs:
+    specs = []
+    for text in texts:
         try:
-            parsed = parse_spec(spec)
+            spec = parse_spec(text)
         except SpecError as exc:
             raise CliError(str(exc)) from None
-        if parsed["kind"] != "local":
+        specs.append(spec)
+        if not isinstance(spec, LocalSpec):
             continue
-        for part in (p for p in parsed["path"].split(",") if p):
+        for part in spec.parts:
             path = os.path.expanduser(part)
             if glob.has_magic(path):
                 if glob.glob(path, recursive=True):
@@ -273,6 +277,7 @@ def check_specs(specs: list[str]) -> None:
                     raise CliError(f"cannot read {part!r}: permission denied")
                 continue
             raise CliError(f"no store matches {part!r}: no such file or directory")
+    return specs
 
 
 def _unknown_command(word: str) -> CliError:
@@ -294,17 +299,17 @@ def cmd_sync(args) -> int:
     if len(args.paths) < 2:
         raise CliError("sync needs at least one SOURCE and the MIRROR store: "
                        "resplot sync gpu-box:runs/reslog.db mirror.db")  # fmt: skip
-    *specs, mirror = args.paths
-    check_specs(specs)
+    *texts, mirror = args.paths
+    specs = check_specs(texts)
     if _looks_remote(mirror):
         raise CliError(f"the mirror {mirror!r} must be a local store path")
-    opts = ssh_options(args, default_asker())
+    ssh = ssh_options(args, default_asker())
     failed = False
     with Mirror(mirror) as m:
         while True:
             for spec in specs:
                 try:
-                    report = m.sync(spec, source_options=opts)
+                    report = m.sync(spec, ssh=ssh)
                 except (AgentConnectionError, AuthFailed, StoreError, TimeoutError, OSError) as exc:
                     if args.watch is None:
                         raise CliError(f"{spec}: {exc}; the mirror keeps what it has") from None
@@ -319,10 +324,10 @@ def cmd_sync(args) -> int:
 
 
 def _looks_remote(path: str) -> bool:
-    from resplot.sources import SpecError, parse_spec
+    from resplot.sources.spec import LocalSpec, SpecError, parse_spec
 
     try:
-        return parse_spec(path)["kind"] != "local"
+        return not isinstance(parse_spec(path), LocalSpec)
     except SpecError:
         return False
 
@@ -360,10 +365,14 @@ def cmd_open(args) -> int:
     from resplot.ui.prompt_dialog import PromptAsker
 
     # Logins are asked in a dialog, once per host for the session.
-    poller.ssh_options.update(ssh_options(args, PromptAsker(window)))
+    poller.ssh = ssh_options(args, PromptAsker(window), window.ask_host_key)
+    from dataclasses import replace
+
     from resplot.ui.local_copies import LocalCopies
 
-    copies = LocalCopies(ssh_options=poller.ssh_options)  # the same logins as the poller
+    # The same logins as the poller; an unknown host key is not asked about from the
+    # background sync (its source is refused until the window has accepted the key).
+    copies = LocalCopies(ssh=replace(poller.ssh, ask_host_key=None))
     window.attach_local_copies(copies)
     copies.start()
     app.aboutToQuit.connect(copies.stop)

@@ -16,13 +16,16 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine, insert, select, update
 from sqlalchemy.engine import Connection
 
-from resplot.sources import open_source, parse_spec
+from resplot.sources import open_source
 from resplot.sources.agent import AgentSource
 from resplot.sources.client import AgentClient, decode_points
+from resplot.sources.spec import LocalSpec, PostgresSpec, Spec, parse_spec
+from resplot.ssh.options import SSHOptions
 from schema.errors import StoreError
 from schema.mirror import mirror_cursors, mirror_metadata
 from schema.rollup_writer import Pending, RollupWriter
@@ -65,7 +68,7 @@ class Mirror:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path).expanduser()
-        if parse_spec(str(self.path))["kind"] != "local":
+        if not isinstance(parse_spec(str(self.path)), LocalSpec):
             raise SyncError(f"the mirror must be a local store path, not {path}")
         self.engine: Engine = open_store(self.path, create=True)
         mirror_metadata.create_all(self.engine, checkfirst=True)
@@ -83,21 +86,22 @@ class Mirror:
     # -- one source -------------------------------------------------------------------------
     def sync(
         self,
-        spec: str,
+        spec: Spec,
         *,
-        source_options: dict | None = None,
+        ssh: SSHOptions | None = None,
         max_batches: int | None = None,
         progress: Callable[[str], None] | None = None,
+        **opts: Any,
     ) -> SyncReport:
         """Copy what is new in every store of `spec`. `max_batches` stops early (a resumable
-        partial sync: the next call goes on from there)."""
-        if parse_spec(spec)["kind"] == "postgres":
+        partial sync: the next call goes on from there). `ssh` is for an SSH source; `opts` go
+        to the source itself (e.g. `python`)."""
+        if isinstance(spec, PostgresSpec):
             raise SyncError(
                 f"{spec}: a PostgreSQL store lives on its server, not on the GPU box; mirroring "
                 "it is not supported (use pg_dump for a copy)"
             )
-        opts = (source_options or {}) if parse_spec(spec)["kind"] == "ssh" else {}
-        source = open_source(spec, **opts)
+        source = open_source(spec, ssh, **opts)
         assert isinstance(source, AgentSource)
         report = SyncReport()
         try:
@@ -107,7 +111,7 @@ class Mirror:
                 raise SyncError(f"no store matches {' '.join(missing) or spec} on {source.label}")
             for store in stores:
                 report.stores += 1
-                self._sync_store(client, spec, store, report, max_batches, progress)
+                self._sync_store(client, spec.text, store, report, max_batches, progress)
                 if max_batches is not None and report.batches >= max_batches:
                     break
         finally:
@@ -253,17 +257,17 @@ class Mirror:
 
 
 def sync_all(
-    specs: Iterable[str],
+    specs: Iterable[Spec],
     mirror: str | Path,
     *,
-    source_options: dict | None = None,
+    ssh: SSHOptions | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> SyncReport:
     """Every source into one mirror, once."""
     total = SyncReport()
     with Mirror(mirror) as m:
         for spec in specs:
-            r = m.sync(spec, source_options=source_options, progress=progress)
+            r = m.sync(spec, ssh=ssh, progress=progress)
             total.stores += r.stores
             total.runs |= r.runs
             total.new_runs += r.new_runs

@@ -13,6 +13,7 @@ from resplot.data import marks
 from resplot.data.state import ViewState
 from resplot.draw.charts import render
 from resplot.sources.polling import Loaded
+from resplot.sources.spec import parse_spec
 from schema.throttle import THROTTLE_BITS
 from tests.fixtures.stores import BASE_TIME, make_run, new_store
 
@@ -35,7 +36,7 @@ def loaded(tmp_path):
     make_run(engine, name="dead", status="running", heartbeat_at=BASE_TIME + 3 + 2999 + 600,
              points={"train/loss": _loss(0.4)}, created_at=BASE_TIME + 3)  # fmt: skip
     engine.dispose()
-    with Loaded([str(path)]) as out:
+    with Loaded([parse_spec(str(path))]) as out:
         yield out
 
 
@@ -110,7 +111,7 @@ def test_throttle_reasons_are_one_bar_per_stretch(tmp_path):
     flags = [(s, float(0x4 if s >= 1000 else 0) + (0x40 if s == 500 else 0)) for s in STEPS]
     make_run(engine, name="capped", points={"sys/gpu0/throttle": flags}, created_at=BASE_TIME)
     engine.dispose()
-    with Loaded([str(path)]) as loaded:
+    with Loaded([parse_spec(str(path))]) as loaded:
         st = ViewState(page="system")
         refs = [r.ref for r in loaded.cache.runs()]
         page = render(loaded.cache, st, refs, fetch=loaded.fetch)

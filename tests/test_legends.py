@@ -11,6 +11,7 @@ from resplot.cli import main
 from resplot.data.state import ViewState
 from resplot.draw.charts import render
 from resplot.sources.polling import Loaded
+from resplot.sources.spec import parse_spec
 from tests.fixtures.stores import BASE_TIME, make_run, new_store
 from tests.fixtures.windows import open_window
 
@@ -43,7 +44,7 @@ def _strip_above_the_charts(page) -> None:
 
 
 def test_a_snapshot_of_twenty_runs_names_every_run(sweep, tmp_path, capsys):
-    with Loaded([str(sweep)]) as loaded:
+    with Loaded([parse_spec(str(sweep))]) as loaded:
         refs = [r.ref for r in loaded.cache.runs()]
         page = render(loaded.cache, ViewState(), refs, fetch=loaded.fetch)
         assert sorted(_strip_labels(page)) == NAMES

@@ -3,6 +3,7 @@ source, and when the source's store is gone its runs come back from the copy, ma
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,9 @@ def test_a_kept_source_is_shown_from_its_copy_once_its_store_is_gone(qtbot, stor
     win = MainWindow(cache, settings_mod.Settings(), tmp_path / "settings.json")
     qtbot.addWidget(win)
     poller = make_poller(cache, 0.2, win.ask_host_key)
-    copies = LocalCopies(tmp_path / "mirrors", ssh_options=poller.ssh_options, interval=0.2)
+    copies = LocalCopies(
+        tmp_path / "mirrors", ssh=replace(poller.ssh, ask_host_key=None), interval=0.2
+    )
     win.attach_local_copies(copies)
     win.attach_poller(poller)
     try:

@@ -13,7 +13,8 @@ from resplot.data.cache import SeriesCache
 from resplot.sources import open_source
 from resplot.sources.base import AuthFailed
 from resplot.sources.openssh import OpenSSHSource
-from resplot.sources.spec import parse_ssh_spec
+from resplot.sources.spec import parse_spec
+from resplot.ssh.options import SSHOptions
 from tests.fixtures import sshd as sshd_fixtures
 from tests.fixtures.postgres import missing_system_dependency
 from tests.fixtures.stores import make_run, new_store
@@ -37,19 +38,20 @@ def store_at(path):
 
 
 def test_spec_options_combine_and_a_hash_in_a_path_stays_in_the_path():
-    s = parse_ssh_spec("gpu:runs/reslog.db#via=openssh&python=/opt/py/bin/python")
+    s = parse_spec("gpu:runs/reslog.db#via=openssh&python=/opt/py/bin/python")
     assert (s.path, s.via, s.python) == ("runs/reslog.db", "openssh", "/opt/py/bin/python")
-    assert parse_ssh_spec("gpu:runs/#3/reslog.db").path == "runs/#3/reslog.db"
+    assert parse_spec("gpu:runs/#3/reslog.db").path == "runs/#3/reslog.db"
     from resplot.sources import SpecError
 
     with pytest.raises(SpecError, match="via=telnet is not known"):
-        parse_ssh_spec("gpu:x.db#via=telnet")
+        parse_spec("gpu:x.db#via=telnet")
 
 
 def test_a_store_is_read_through_the_ssh_binary(ssh_config, tmp_path):
     store = store_at(tmp_path / "reslog.db")
-    src = open_source(f"target:{store}#via=openssh&python={sys.executable}",
-                      ssh_config=ssh_config, agent_dir=str(tmp_path / "agent"))  # fmt: skip
+    ssh = SSHOptions(ssh_config=ssh_config)
+    src = open_source(parse_spec(f"target:{store}#via=openssh&python={sys.executable}"), ssh,
+                      agent_dir=str(tmp_path / "agent"))  # fmt: skip
     assert isinstance(src, OpenSSHSource)
     cache = SeriesCache()
     try:
@@ -58,8 +60,8 @@ def test_a_store_is_read_through_the_ssh_binary(ssh_config, tmp_path):
         assert src.uploads == 1
     finally:
         src.close()
-    again = OpenSSHSource(f"target:{store}#via=openssh", python=sys.executable,
-                          ssh_config=ssh_config, agent_dir=str(tmp_path / "agent"))  # fmt: skip
+    again = OpenSSHSource(parse_spec(f"target:{store}#via=openssh"), ssh, python=sys.executable,
+                          agent_dir=str(tmp_path / "agent"))  # fmt: skip
     try:
         again.poll(SeriesCache())
         assert again.uploads == 0  # the host has this exact agent already
@@ -77,8 +79,8 @@ def test_an_open_controlmaster_is_reused(sshd_env, tmp_path, monkeypatch):
     store = store_at(tmp_path / "reslog.db")
     before = sshd_env.target.log_text().count("Accepted publickey")
     for _ in range(2):
-        src = OpenSSHSource(f"target:{store}#via=openssh", python=sys.executable,
-                            ssh_config=cfg, agent_dir=str(tmp_path / "agent"))  # fmt: skip
+        src = OpenSSHSource(parse_spec(f"target:{store}#via=openssh"), SSHOptions(ssh_config=cfg),
+                            python=sys.executable, agent_dir=str(tmp_path / "agent"))  # fmt: skip
         try:
             src.poll(SeriesCache())
         finally:
@@ -99,7 +101,7 @@ def test_a_refused_login_reads_as_auth_failed(sshd_env, tmp_path, monkeypatch):
     generate_key(tmp_path / "stranger")
     cfg = sshd_env.make_ssh_config(tmp_path / "ssh", identity=tmp_path / "stranger",
                                    extra="Host *\n  BatchMode yes\n")  # fmt: skip
-    src = OpenSSHSource("target:/x.db#via=openssh", ssh_config=cfg,
+    src = OpenSSHSource(parse_spec("target:/x.db#via=openssh"), SSHOptions(ssh_config=cfg),
                         agent_dir=str(tmp_path / "agent"))  # fmt: skip
     try:
         with pytest.raises(AuthFailed, match="Permission denied"):

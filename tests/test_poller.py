@@ -9,6 +9,8 @@ import pytest
 from resplot.data.cache import SeriesCache
 from resplot.sources.base import SourceState
 from resplot.sources.polling import load_sources
+from resplot.sources.spec import parse_spec
+from resplot.ssh.options import SSHOptions
 from resplot.ui.poller import Poller, backoff_s
 from schema.errors import SchemaTooNew, StoreNotFound
 from tests.fixtures.stores import add_points, make_run, make_sample_runs, new_store
@@ -38,8 +40,9 @@ def test_backoff_doubles_and_is_capped():
 
 def test_data_arrives_through_signals_and_live_appends_follow(qtbot, poller, store):
     path, engine, run = store
-    label = poller.add_source(path)
-    assert label == "local" and poller.add_source(path) == label  # same spec, same source
+    label = poller.add_source(parse_spec(path))
+    # The same spec, the same source:
+    assert label == "local" and poller.add_source(parse_spec(path)) == label
     with qtbot.waitSignals([poller.runsChanged, poller.dataArrived], timeout=20_000):
         poller.start()
     ref = poller.cache.runs()[0].ref
@@ -57,8 +60,8 @@ def test_a_failing_source_retries_without_stopping_the_others(qtbot, poller, sto
     path, _engine, _run = store
     states: list[tuple[str, SourceState]] = []
     poller.sourceState.connect(lambda label, state: states.append((label, state)))
-    bad = poller.add_source(str(tmp_path / "missing" / "reslog.db"))
-    good = poller.add_source(path)
+    bad = poller.add_source(parse_spec(str(tmp_path / "missing" / "reslog.db")))
+    good = poller.add_source(parse_spec(path))
     assert bad != good  # both "local": the second gets a distinct label
     with qtbot.waitSignal(poller.errored, timeout=20_000) as err:
         poller.start()
@@ -73,7 +76,7 @@ def test_a_failing_source_retries_without_stopping_the_others(qtbot, poller, sto
 
 def test_pause_remove_and_stop(qtbot, poller, store):
     path, engine, run = store
-    label = poller.add_source(path)
+    label = poller.add_source(parse_spec(path))
     with qtbot.waitSignal(poller.dataArrived, timeout=20_000):
         poller.start()
     poller.set_paused(True)
@@ -91,16 +94,16 @@ def test_load_sources_fetches_everything_once(tmp_path):
     engine = new_store(tmp_path / "a.db")
     make_sample_runs(engine)
     engine.dispose()
-    cache = load_sources([str(tmp_path / "a.db")], SeriesCache(), timeout=30)
+    cache = load_sources([parse_spec(str(tmp_path / "a.db"))], SeriesCache(), timeout=30)
     assert sorted(r.name for r in cache.runs()) == ["cos_lr1e-3", "wsd-0.5", "wsd_50%#"]
     with pytest.raises(StoreNotFound, match=r"nope\.db"):
-        load_sources([str(tmp_path / "nope.db")], timeout=5)
+        load_sources([parse_spec(str(tmp_path / "nope.db"))], timeout=5)
     newer = new_store(tmp_path / "n.db")
     with newer.begin() as conn:
         conn.exec_driver_sql("UPDATE alembic_version SET version_num = '9999'")
     newer.dispose()
     with pytest.raises(SchemaTooNew, match=r"n\.db"):
-        load_sources([str(tmp_path / "n.db")], timeout=5)
+        load_sources([parse_spec(str(tmp_path / "n.db"))], timeout=5)
 
 
 def test_failures_map_to_the_states_the_gui_shows():
@@ -124,14 +127,14 @@ def test_the_constructor_takes_interval_and_a_host_key_question_for_ssh_sources(
         return False
 
     cache = SeriesCache()
-    poller = Poller(cache, interval=0.3, ask_host_key=ask)
-    assert poller.cache is cache and poller.interval == 0.3 and poller.ask_host_key is ask
-    assert Poller(cache, 2.0).interval == 2.0 and Poller().ask_host_key is None
+    poller = Poller(cache, interval=0.3, ssh=SSHOptions(ask_host_key=ask))
+    assert poller.cache is cache and poller.interval == 0.3 and poller.ssh.ask_host_key is ask
+    assert Poller(cache, 2.0).interval == 2.0 and Poller().ssh.ask_host_key is None
     # No I/O on add_source: the SSH source only gets the question to ask later.
-    remote = poller.add_source("poller-test-host.invalid:runs/reslog.db")
+    remote = poller.add_source(parse_spec("poller-test-host.invalid:runs/reslog.db"))
     assert poller.source(remote).link.conn.ask_host_key is ask
-    local = poller.add_source(path)  # a local source takes no such option
-    assert poller.source(local).spec == path
+    local = poller.add_source(parse_spec(path))  # a local source takes no such option
+    assert poller.source(local).spec.text == path
     poller.source(remote).close()
     assert asked == []  # nothing connected, so nothing was asked
 
@@ -141,7 +144,7 @@ def test_stop_does_not_wait_out_a_tcp_connect_to_a_host_that_does_not_answer(qtb
     timeout. A listening socket whose accept queue is full drops SYNs on Linux."""
     import socket
 
-    from resplot.ssh.connection import Timeouts
+    from resplot.ssh.options import Timeouts
 
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
@@ -152,7 +155,8 @@ def test_stop_does_not_wait_out_a_tcp_connect_to_a_host_that_does_not_answer(qtb
     cfg.write_text(f"Host silent\n  HostName 127.0.0.1\n  Port {port}\n  User nobody\n")
     poller = Poller(interval=0.05)
     label = poller.add_source(
-        "silent:runs/reslog.db", ssh_config=cfg, timeouts=Timeouts(connect=300.0)
+        parse_spec("silent:runs/reslog.db"),
+        SSHOptions(ssh_config=cfg, timeouts=Timeouts(connect=300.0)),
     )
     link = poller.source(label).link
 

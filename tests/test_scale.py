@@ -20,6 +20,7 @@ from reslog.maintenance import check_store
 from resplot.data.state import ViewState
 from resplot.draw.charts import render
 from resplot.sources.polling import Loaded
+from resplot.sources.spec import parse_spec
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,7 +105,7 @@ def drawn_extremes(page, panel: str = "Loss") -> tuple[float, float]:
 def test_charts_draw_the_spike_and_the_dip_at_every_zoom(big_store):
     state = ViewState(page="training", smoothing=0.0)
     state.log_y = False  # the dip is below zero
-    with Loaded([str(big_store)]) as loaded:
+    with Loaded([parse_spec(str(big_store))]) as loaded:
         refs = [r.ref for r in loaded.cache.runs() if r.name == "r0"]
         page = render(loaded.cache, state, refs, fetch=loaded.fetch)
         levels = {t.view.level for ts in page.tracks for t in ts.values() if t.view}
@@ -125,7 +126,7 @@ def test_charts_draw_the_spike_and_the_dip_at_every_zoom(big_store):
 
 
 def test_a_first_view_reads_what_it_draws_not_the_store(big_store):
-    with Loaded([str(big_store)]) as loaded:
+    with Loaded([parse_spec(str(big_store))]) as loaded:
         refs = [r.ref for r in loaded.cache.runs()]
         render(loaded.cache, ViewState(page="training"), refs, fetch=loaded.fetch)
         cache = loaded.cache
@@ -138,7 +139,7 @@ def test_a_first_view_reads_what_it_draws_not_the_store(big_store):
 def test_the_tile_cache_keeps_to_its_bound(big_store):
     state = ViewState(page="training", smoothing=0.0)
     limit = 3 << 20  # more than one view at full resolution needs, far less than the pan
-    with Loaded([str(big_store)]) as loaded:
+    with Loaded([parse_spec(str(big_store))]) as loaded:
         loaded.cache.set_tile_limit(limit)
         refs = [r.ref for r in loaded.cache.runs()]
         page = render(loaded.cache, state, refs, fetch=loaded.fetch)
@@ -158,7 +159,7 @@ def test_a_view_needing_more_than_the_bound_keeps_its_tiles_and_says_so(big_stor
     """Below what one page needs, the cache holds the page's tiles past the bound (evicting
     them as they came would draw nothing), reports by how much, and the snapshot says so."""
     state = ViewState(page="training", smoothing=0.0)
-    with Loaded([str(big_store)]) as loaded:
+    with Loaded([parse_spec(str(big_store))]) as loaded:
         loaded.cache.set_tile_limit(100_000)
         refs = [r.ref for r in loaded.cache.runs()]
         page = render(loaded.cache, state, refs, fetch=loaded.fetch)

@@ -22,7 +22,8 @@ from resplot.sources.agent import group_rows, split_tiles, tile_ranges
 from resplot.sources.base import PollResult
 from resplot.sources.client import AgentConnectionError
 from resplot.sources.local import LocalSource
-from resplot.sources.postgres import PostgresSource, public_url
+from resplot.sources.postgres import PostgresSource
+from resplot.sources.spec import public_url
 from schema import buckets
 from schema.errors import NotAStore, StoreNotFound
 from tests.fixtures.compare import assert_cache_matches_store, want_every_tile
@@ -53,15 +54,15 @@ ROOT = Path(__file__).resolve().parents[1]
 )
 def test_specs_are_classified(spec, want):
     got = parse_spec(spec)
-    assert {k: got[k] for k in want} == want
+    assert {k: getattr(got, k) for k in want} == want
 
 
 def test_an_existing_local_file_with_a_colon_stays_local(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     Path("host:name.db").write_bytes(b"")
-    assert parse_spec("host:name.db")["kind"] == "local"
+    assert parse_spec("host:name.db").kind == "local"
     with pytest.raises(SpecError, match="unsupported source scheme 'ftp'"):
-        open_source("ftp://x/y")
+        parse_spec("ftp://x/y")
     with pytest.raises(SpecError, match="empty source"):
         parse_spec("  ")
 
@@ -69,7 +70,7 @@ def test_an_existing_local_file_with_a_colon_stays_local(tmp_path, monkeypatch):
 def test_local_source_reads_runs_summaries_and_events_then_the_tiles_asked_for(sample):
     path, engine, made = sample
     cache = SeriesCache()
-    source = open_source(path)
+    source = open_source(parse_spec(path))
     assert isinstance(source, LocalSource)
     try:
         result = source.poll(cache)
@@ -123,7 +124,7 @@ set_status(engine, run.id, "finished")
 def test_live_points_keep_summaries_and_tiles_equal_to_the_store(tmp_path):
     path = tmp_path / "live.db"
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], cwd=ROOT)
-    source = LocalSource(str(path))
+    source = LocalSource(parse_spec(str(path)))
     source.limit = 37  # many small batches: cursors are exercised hard
     cache = SeriesCache()
     polls_with_data = 0
@@ -155,7 +156,7 @@ def test_killing_the_agent_mid_stream_loses_and_duplicates_nothing(tmp_path):
     path = tmp_path / "big.db"
     engine = new_store(path)
     runs = [make_run(engine, name=f"r{r}").id for r in range(3)]
-    source = LocalSource(str(path))
+    source = LocalSource(parse_spec(str(path)))
     source.limit = 250
     cache = SeriesCache()
     source.poll(cache)  # the live cursor at the (empty) end
@@ -197,7 +198,7 @@ def test_tiles_asked_for_during_a_long_backlog_wait_until_it_has_caught_up(tmp_p
     path = tmp_path / "t.db"
     engine = new_store(path)
     run = make_run(engine, name="r", points={"x": [(s, float(s)) for s in range(3000)]})
-    source = LocalSource(str(path))
+    source = LocalSource(parse_spec(str(path)))
     source.limit = 100
     cache = SeriesCache()
     try:
@@ -222,7 +223,7 @@ def test_more_tiles_than_one_request_holds_come_in_further_polls(tmp_path):
     points = {"valid/loss": [(0, 3.0), (far // 2, 2.0), (far, 1.0)]}
     make_run(engine, name="sparse", points=points)
     cache = SeriesCache()
-    source = open_source(str(path))
+    source = open_source(parse_spec(str(path)))
     try:
         source.poll(cache)
         ref = next(r.ref for r in cache.runs())
@@ -265,7 +266,7 @@ def test_glob_source_reads_good_stores_and_reports_bad_ones(tmp_path):
     newer = new_store(runs_dir / "b.db")
     with newer.begin() as conn:
         conn.exec_driver_sql("UPDATE alembic_version SET version_num = '9999'")
-    source = LocalSource(str(runs_dir / "*.db"))
+    source = LocalSource(parse_spec(str(runs_dir / "*.db")))
     cache = SeriesCache()
     try:
         result = source.poll(cache)
@@ -280,14 +281,14 @@ def test_glob_source_reads_good_stores_and_reports_bad_ones(tmp_path):
         good.dispose()
         newer.dispose()
     with pytest.raises(StoreNotFound, match="no store matches"):
-        LocalSource(str(tmp_path / "nothing" / "*.db")).poll(SeriesCache())
+        LocalSource(parse_spec(str(tmp_path / "nothing" / "*.db"))).poll(SeriesCache())
 
 
 def test_heartbeats_and_status_changes_reach_the_cache(tmp_path):
     path = tmp_path / "r.db"
     engine = new_store(path)
     run = make_run(engine, name="live", status="running", heartbeat_at=time.time())
-    source = LocalSource(str(path))
+    source = LocalSource(parse_spec(str(path)))
     cache = SeriesCache()
     try:
         source.poll(cache)
@@ -309,7 +310,7 @@ def test_heartbeats_and_status_changes_reach_the_cache(tmp_path):
 def test_postgres_source_reads_like_the_store(pg_store):
     engine = new_store(pg_store)
     made = make_sample_runs(engine)
-    source = open_source(pg_store)
+    source = open_source(parse_spec(pg_store))
     assert isinstance(source, PostgresSource)
     cache = SeriesCache()
     try:
@@ -337,7 +338,7 @@ def test_postgres_row_committed_after_a_higher_id_is_not_skipped(pg_store):
     engine = new_store(pg_store)
     run = make_run(engine, name="r", points={"x": [(0, 0.0)]})
     key = _key(engine, 0)
-    source = PostgresSource(pg_store)
+    source = PostgresSource(parse_spec(pg_store))
     cache = SeriesCache()
     try:
         source.poll(cache)
@@ -378,7 +379,7 @@ def test_a_run_that_goes_silent_turns_crashed_without_any_store_change(tmp_path)
     engine = new_store(tmp_path / "r.db")
     beat = time.time() - STALE_AFTER_MIN_S + 3
     make_run(engine, name="quiet", status="running", heartbeat_at=beat, heartbeat_interval=0.1)
-    source = LocalSource(str(tmp_path / "r.db"))
+    source = LocalSource(parse_spec(str(tmp_path / "r.db")))
     cache = SeriesCache()
     try:
         source.poll(cache)
@@ -400,7 +401,7 @@ def test_a_store_deleted_and_written_anew_at_the_same_path_is_read_from_the_star
     old = new_store(path)
     make_run(old, name="old", points={"x": [(i, float(i)) for i in range(50)]})
     old.dispose()
-    source = LocalSource(str(path))
+    source = LocalSource(parse_spec(str(path)))
     cache = SeriesCache()
     try:
         source.poll(cache)

@@ -24,9 +24,10 @@ from resplot.ssh.connection import (
     HostKeyRejected,
     HostKeyUnknown,
     SSHConnection,
-    Timeouts,
 )
 from resplot.ssh.hostkeys import KnownHosts
+from resplot.ssh.options import SSHOptions, Timeouts
+from resplot.ssh.prompts import Answer, Prompt, Secrets
 from tests.fixtures import sshd as sshd_fixtures
 from tests.fixtures.sshd import SSHEnv, generate_key
 from tests.fixtures.tcpproxy import TCPProxy
@@ -115,7 +116,7 @@ def test_server_alive_and_connect_timeout_options_set_the_connection_timeouts(tm
         tmp_path / "c",
         "Host gpu\n  ServerAliveInterval 7\n  ServerAliveCountMax 2\n  ConnectTimeout 4\n",
     )
-    t = SSHConnection("gpu", ssh_config=cfg).timeouts
+    t = SSHConnection("gpu", SSHOptions(ssh_config=cfg)).timeouts
     assert (t.keepalive_interval, t.keepalive_max, t.connect) == (7.0, 2, 4.0)
 
 
@@ -231,7 +232,7 @@ def sha256_of_pub(pub_path: Path) -> str:
 
 
 def test_exec_runs_a_command_over_a_socket_with_tcp_nodelay(ssh_config):
-    with SSHConnection("target", ssh_config=ssh_config) as conn:
+    with SSHConnection("target", SSHOptions(ssh_config=ssh_config)) as conn:
         status, out, _ = conn.exec("echo hello; exit 3")
         assert (status, out) == (3, b"hello\n")
         assert conn.socket.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
@@ -241,7 +242,7 @@ def test_sftp_put_writes_the_file_on_the_host(ssh_config, tmp_path):
     local = write(tmp_path / "payload.txt", "agent bytes\n")
     remote = tmp_path / "remote" / "copy.txt"
     remote.parent.mkdir()
-    with SSHConnection("target", ssh_config=ssh_config) as conn:
+    with SSHConnection("target", SSHOptions(ssh_config=ssh_config)) as conn:
         sftp = conn.sftp()
         sftp.put(str(local), str(remote))
         sftp.close()
@@ -249,7 +250,7 @@ def test_sftp_put_writes_the_file_on_the_host(ssh_config, tmp_path):
 
 
 def test_close_is_idempotent_and_open_reconnects(ssh_config):
-    conn = SSHConnection("target", ssh_config=ssh_config)
+    conn = SSHConnection("target", SSHOptions(ssh_config=ssh_config))
     assert not conn.is_open  # lazy
     assert conn.exec("echo 1")[1] == b"1\n"
     conn.close()
@@ -270,7 +271,7 @@ def test_unknown_host_key_asks_with_its_sha256_fingerprint_and_accepting_pins_it
         asked.append((host, key_type, fp))
         return True
 
-    with SSHConnection("target", ssh_config=cfg, ask_host_key=ask) as conn:
+    with SSHConnection("target", SSHOptions(ssh_config=cfg, ask_host_key=ask)) as conn:
         assert conn.exec("echo ok")[1] == b"ok\n"
     expected = sha256_of_pub(Path(str(sshd_env.target.host_key) + ".pub"))
     assert len(asked) == 1
@@ -279,7 +280,9 @@ def test_unknown_host_key_asks_with_its_sha256_fingerprint_and_accepting_pins_it
     pinned = (tmp_path / "known_hosts").read_text()
     assert pinned == sshd_env.target.known_hosts_line()  # `[127.0.0.1]:port type key`
     # Pinned: the next connection does not ask again.
-    with SSHConnection("target", ssh_config=cfg, ask_host_key=lambda *a: pytest.fail("asked")):
+    with SSHConnection(
+        "target", SSHOptions(ssh_config=cfg, ask_host_key=lambda *a: pytest.fail("asked"))
+    ):
         pass
 
 
@@ -287,7 +290,7 @@ def test_refusing_an_unknown_host_key_raises_and_pins_nothing(sshd_env, tmp_path
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     cfg = sshd_env.make_ssh_config(tmp_path, known=False)
     with pytest.raises(HostKeyRejected, match="refused the host key"):
-        SSHConnection("target", ssh_config=cfg, ask_host_key=lambda *a: False).open()
+        SSHConnection("target", SSHOptions(ssh_config=cfg, ask_host_key=lambda *a: False)).open()
     assert (tmp_path / "known_hosts").read_text() == ""
 
 
@@ -295,7 +298,7 @@ def test_without_a_prompt_an_unknown_host_key_is_rejected(sshd_env, tmp_path, mo
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     cfg = sshd_env.make_ssh_config(tmp_path, known=False)
     with pytest.raises(HostKeyUnknown, match="not known"):
-        SSHConnection("target", ssh_config=cfg).open()
+        SSHConnection("target", SSHOptions(ssh_config=cfg)).open()
 
 
 def test_a_changed_host_key_is_refused_naming_the_file_and_line(sshd_env, tmp_path, monkeypatch):
@@ -308,7 +311,7 @@ def test_a_changed_host_key_is_refused_naming_the_file_and_line(sshd_env, tmp_pa
         f"[127.0.0.1]:{sshd_env.target.port} {other.get_name()} {other.get_base64()}\n"
     )
     with pytest.raises(HostKeyChanged) as info:
-        SSHConnection("target", ssh_config=cfg, ask_host_key=lambda *a: True).open()
+        SSHConnection("target", SSHOptions(ssh_config=cfg, ask_host_key=lambda *a: True)).open()
     assert f"{kh} line 3" in str(info.value)
     assert "ssh-keygen -R" in str(info.value)
     assert "[127.0.0.1]" in kh.read_text()  # nothing was overwritten
@@ -321,7 +324,7 @@ def test_a_key_the_server_does_not_know_fails_with_auth_failed(sshd_env, tmp_pat
     generate_key(stranger)
     cfg = sshd_env.make_ssh_config(tmp_path, identity=stranger)
     with pytest.raises(AuthFailed, match="refused every key") as info:
-        SSHConnection("target", ssh_config=cfg).open()
+        SSHConnection("target", SSHOptions(ssh_config=cfg)).open()
     assert str(stranger) in str(info.value)
 
 
@@ -342,11 +345,16 @@ def test_an_encrypted_key_is_unlocked_through_the_passphrase_callback(
     )
     cfg = sshd_env.make_ssh_config(tmp_path, identity=locked)
     with pytest.raises(AuthFailed, match="no SSH key"):  # no callback: the key is skipped
-        SSHConnection("target", ssh_config=cfg).open()
+        SSHConnection("target", SSHOptions(ssh_config=cfg)).open()
     asked = []
-    conn = SSHConnection(
-        "target", ssh_config=cfg, ask_passphrase=lambda p: asked.append(p) or "s3cret"
-    )
+
+    def passphrase(prompt: Prompt) -> Answer | None:
+        if prompt.kind != "passphrase":
+            return None
+        asked.append(prompt.key_path)
+        return Answer(["s3cret"])
+
+    conn = SSHConnection("target", SSHOptions(ssh_config=cfg, secrets=Secrets(passphrase)))
     with conn:
         assert conn.exec("echo in")[1] == b"in\n"
     assert asked == [str(locked)]
@@ -357,11 +365,11 @@ def test_a_closed_port_raises_connect_failed(tmp_path):
 
     cfg = write(tmp_path / "c", f"Host dead\n  HostName 127.0.0.1\n  Port {free_port()}\n")
     with pytest.raises(ConnectFailed, match="cannot connect to"):
-        SSHConnection("dead", ssh_config=cfg).open()
+        SSHConnection("dead", SSHOptions(ssh_config=cfg)).open()
 
 
 def test_proxyjump_reaches_the_target_through_the_second_sshd(ssh_config, sshd_env):
-    with SSHConnection("behind", ssh_config=ssh_config) as conn:
+    with SSHConnection("behind", SSHOptions(ssh_config=ssh_config)) as conn:
         assert conn.hops == 2
         assert conn.exec("echo behind")[1] == b"behind\n"
         assert conn.socket.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
@@ -376,7 +384,7 @@ def test_a_proxyjump_comma_list_chains_every_hop(sshd_env, tmp_path, monkeypatch
     extra = f"Host twice\n  HostName 127.0.0.1\n  Port {sshd_env.target.port}\n"
     extra += f"  ProxyJump {jump_spec},jump\n"
     cfg = sshd_env.make_ssh_config(tmp_path, extra=extra)
-    with SSHConnection("twice", ssh_config=cfg) as conn:
+    with SSHConnection("twice", SSHOptions(ssh_config=cfg)) as conn:
         assert conn.hops == 3
         assert conn.exec("echo deep")[1] == b"deep\n"
 
@@ -386,7 +394,7 @@ def test_unanswered_keepalives_mark_the_connection_lost(ssh_config, sshd_env, tm
     try:
         cfg = sshd_env.make_ssh_config(tmp_path / "viaproxy", target_port=proxy.port)
         fast = Timeouts(keepalive_interval=0.2, keepalive_max=2)
-        conn = SSHConnection("target", ssh_config=cfg, timeouts=fast).open()
+        conn = SSHConnection("target", SSHOptions(ssh_config=cfg, timeouts=fast)).open()
         assert conn.exec("echo up")[1] == b"up\n"
         proxy.pause()  # a black hole: nothing is closed, nothing answers
         deadline = time.monotonic() + 30
@@ -410,4 +418,4 @@ def test_too_many_refused_keys_explain_max_auth_tries(sshd_env, tmp_path, monkey
     extra = f"Host target\n{''.join(keys)}"  # first: these come before the fixture's key
     cfg = sshd_env.make_ssh_config(tmp_path / "ssh", identity=tmp_path / "k0", extra=extra)
     with pytest.raises(AuthFailed, match="closed the connection after 7 refused keys"):
-        SSHConnection("target", ssh_config=cfg).open()
+        SSHConnection("target", SSHOptions(ssh_config=cfg)).open()

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from resplot.ssh.connection import AuthFailed, SSHConnection
+from resplot.ssh.options import SSHOptions
 from tests.fixtures.postgres import missing_system_dependency
 from tests.fixtures.sshd import SSHServer, generate_key, sshd_available, start_sshd
 
@@ -87,13 +88,13 @@ def _no_agent(monkeypatch):
 def test_the_key_alone_is_refused_so_the_certificate_is_what_logs_in(cert_server, tmp_path):
     cfg = cert_server.config(tmp_path, f"  IdentityFile {cert_server.key}\n")
     with pytest.raises(AuthFailed, match="refused every key"):
-        SSHConnection("ca", ssh_config=cfg).open()
+        SSHConnection("ca", SSHOptions(ssh_config=cfg)).open()
 
 
 def test_certificate_file_logs_in_with_its_key(cert_server, tmp_path):
     body = f"  IdentityFile {cert_server.key}\n  CertificateFile {cert_server.cert}\n"
     cfg = cert_server.config(tmp_path, body)
-    with SSHConnection("ca", ssh_config=cfg) as conn:
+    with SSHConnection("ca", SSHOptions(ssh_config=cfg)) as conn:
         assert conn.exec("echo certified")[1] == b"certified\n"
     assert "resplot-test" in cert_server.server.log_text()  # sshd logs the certificate's ID
 
@@ -105,7 +106,7 @@ def test_a_cert_pub_beside_the_key_is_used_without_configuration(cert_server, tm
     shutil.copy(f"{cert_server.key}.pub", f"{key}.pub")
     shutil.copy(cert_server.cert, f"{key}-cert.pub")
     cfg = cert_server.config(tmp_path, f"  IdentityFile {key}\n")
-    with SSHConnection("ca", ssh_config=cfg) as conn:
+    with SSHConnection("ca", SSHOptions(ssh_config=cfg)) as conn:
         assert conn.exec("echo beside")[1] == b"beside\n"
 
 
@@ -143,7 +144,7 @@ def test_an_agent_held_certificate_logs_in_with_identities_only(
     # even though the private key file is not on this machine.
     body = f"  IdentitiesOnly yes\n  CertificateFile {cert_server.cert}\n"
     cfg = cert_server.config(tmp_path, body)
-    with SSHConnection("ca", ssh_config=cfg) as conn:
+    with SSHConnection("ca", SSHOptions(ssh_config=cfg)) as conn:
         assert conn.exec("echo agent")[1] == b"agent\n"
 
 
@@ -151,7 +152,7 @@ def test_an_agent_certificate_without_identities_only_is_offered_as_it_is(
     cert_server, agent_with_cert, tmp_path
 ):
     cfg = cert_server.config(tmp_path, "  IdentityFile /nonexistent/key\n")
-    with SSHConnection("ca", ssh_config=cfg) as conn:
+    with SSHConnection("ca", SSHOptions(ssh_config=cfg)) as conn:
         assert conn.exec("echo plain-agent")[1] == b"plain-agent\n"
 
 
@@ -160,9 +161,9 @@ def test_identity_agent_names_the_agent_and_none_turns_it_off(
 ):
     monkeypatch.delenv("SSH_AUTH_SOCK")  # only IdentityAgent says where the agent is
     cfg = cert_server.config(tmp_path / "a", f"  IdentityAgent {agent_with_cert}\n")
-    with SSHConnection("ca", ssh_config=cfg) as conn:
+    with SSHConnection("ca", SSHOptions(ssh_config=cfg)) as conn:
         assert conn.exec("echo named")[1] == b"named\n"
     monkeypatch.setenv("SSH_AUTH_SOCK", str(agent_with_cert))
     off = cert_server.config(tmp_path / "b", "  IdentityAgent none\n  IdentityFile /nonexistent\n")
     with pytest.raises(AuthFailed, match="no SSH key"):
-        SSHConnection("ca", ssh_config=off).open()
+        SSHConnection("ca", SSHOptions(ssh_config=off)).open()

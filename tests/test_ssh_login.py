@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from resplot.ssh.connection import AuthFailed, SSHConnection
+from resplot.ssh.options import SSHOptions
 from resplot.ssh.prompts import Answer, Prompt, Secrets, askpass_asker, default_asker
 from tests.fixtures import logins as login_fixtures
 
@@ -46,7 +47,7 @@ def whoami(conn: SSHConnection) -> str:
 def test_a_password_login_asks_like_ssh_and_logs_in(login_server, tmp_path):
     cfg = login_server.ssh_config(tmp_path, extra="Host pw\n  PreferredAuthentications password\n")
     person = Person(login_server.password)
-    with SSHConnection("pw", ssh_config=cfg, secrets=Secrets(person)) as conn:
+    with SSHConnection("pw", SSHOptions(ssh_config=cfg, secrets=Secrets(person))) as conn:
         assert whoami(conn) == login_server.password_user
     (prompt,) = person.prompts
     assert prompt.kind == "password"
@@ -58,12 +59,14 @@ def test_the_password_is_asked_once_per_host_per_session(login_server, tmp_path)
     cfg = login_server.ssh_config(tmp_path, extra="Host pw\n  PreferredAuthentications password\n")
     person = Person(login_server.password)
     secrets = Secrets(person)
-    conn = SSHConnection("pw", ssh_config=cfg, secrets=secrets)
+    conn = SSHConnection("pw", SSHOptions(ssh_config=cfg, secrets=secrets))
     with conn:
         assert whoami(conn) == login_server.password_user
     with conn:  # a reconnect
         assert whoami(conn) == login_server.password_user
-    with SSHConnection("pw", ssh_config=cfg, secrets=secrets) as other:  # a second source
+    with SSHConnection(
+        "pw", SSHOptions(ssh_config=cfg, secrets=secrets)
+    ) as other:  # a second source
         assert whoami(other) == login_server.password_user
     assert len(person.prompts) == 1 and secrets.asked == 1
 
@@ -71,7 +74,7 @@ def test_the_password_is_asked_once_per_host_per_session(login_server, tmp_path)
 def test_a_wrong_password_is_asked_again_and_forgotten(login_server, tmp_path):
     cfg = login_server.ssh_config(tmp_path, extra="Host pw\n  PreferredAuthentications password\n")
     person = Person("wrong", login_server.password)
-    with SSHConnection("pw", ssh_config=cfg, secrets=Secrets(person)) as conn:
+    with SSHConnection("pw", SSHOptions(ssh_config=cfg, secrets=Secrets(person))) as conn:
         assert whoami(conn) == login_server.password_user
     assert len(person.prompts) == 2
 
@@ -79,7 +82,7 @@ def test_a_wrong_password_is_asked_again_and_forgotten(login_server, tmp_path):
 def test_keyboard_interactive_shows_the_server_prompt_as_sent(login_server, tmp_path):
     cfg = login_server.ssh_config(tmp_path)  # default order: keyboard-interactive first
     person = Person(login_server.password)
-    with SSHConnection("pw", ssh_config=cfg, secrets=Secrets(person)) as conn:
+    with SSHConnection("pw", SSHOptions(ssh_config=cfg, secrets=Secrets(person))) as conn:
         assert whoami(conn) == login_server.password_user
     (prompt,) = person.prompts
     assert prompt.kind == "keyboard-interactive"
@@ -89,7 +92,7 @@ def test_keyboard_interactive_shows_the_server_prompt_as_sent(login_server, tmp_
 def test_a_key_then_a_second_factor_logs_in_asking_only_the_second(login_server, tmp_path):
     cfg = login_server.ssh_config(tmp_path)
     person = Person(login_server.password)
-    with SSHConnection("twofa", ssh_config=cfg, secrets=Secrets(person)) as conn:
+    with SSHConnection("twofa", SSHOptions(ssh_config=cfg, secrets=Secrets(person))) as conn:
         assert whoami(conn) == login_server.twofa_user
     assert [p.kind for p in person.prompts] == ["keyboard-interactive"]
     log = login_server.server.log_text()
@@ -100,7 +103,7 @@ def test_a_key_then_a_second_factor_logs_in_asking_only_the_second(login_server,
 def test_with_nobody_to_ask_the_error_says_how_to_answer(login_server, tmp_path):
     cfg = login_server.ssh_config(tmp_path)
     with pytest.raises(AuthFailed) as info:
-        SSHConnection("pw", ssh_config=cfg).open()
+        SSHConnection("pw", SSHOptions(ssh_config=cfg)).open()
     text = str(info.value)
     assert "nobody to ask" in text and "SSH_ASKPASS" in text and "terminal" in text
 
@@ -109,7 +112,7 @@ def test_batch_mode_asks_nothing(login_server, tmp_path):
     cfg = login_server.ssh_config(tmp_path, extra="Host pw\n  BatchMode yes\n")
     person = Person(login_server.password)
     with pytest.raises(AuthFailed, match="BatchMode yes"):
-        SSHConnection("pw", ssh_config=cfg, secrets=Secrets(person)).open()
+        SSHConnection("pw", SSHOptions(ssh_config=cfg, secrets=Secrets(person))).open()
     assert person.prompts == []
 
 
@@ -117,7 +120,7 @@ def test_cancelling_the_prompt_stops_the_login(login_server, tmp_path):
     cfg = login_server.ssh_config(tmp_path)
     person = Person(None)
     with pytest.raises(AuthFailed, match="cancelled"):
-        SSHConnection("pw", ssh_config=cfg, secrets=Secrets(person)).open()
+        SSHConnection("pw", SSHOptions(ssh_config=cfg, secrets=Secrets(person))).open()
     assert len(person.prompts) == 1
 
 
@@ -132,7 +135,7 @@ def test_ssh_askpass_answers_when_required(login_server, tmp_path):
     asker = default_asker(env, has_tty=True)
     assert asker is not None
     cfg = login_server.ssh_config(tmp_path, extra="Host pw\n  PreferredAuthentications password\n")
-    with SSHConnection("pw", ssh_config=cfg, secrets=Secrets(asker)) as conn:
+    with SSHConnection("pw", SSHOptions(ssh_config=cfg, secrets=Secrets(asker))) as conn:
         assert whoami(conn) == login_server.password_user
     assert seen.read_text() == f"{login_server.password_user}@127.0.0.1's password: \n"
 
@@ -193,7 +196,7 @@ def test_an_encrypted_key_is_asked_for_once_and_an_unasked_one_suggests_ssh_add(
     extra = f"Host twofa\n  IdentityFile {locked}\n  IdentitiesOnly yes\n"
     cfg = login_server.ssh_config(tmp_path / "ssh", extra=extra)
     with pytest.raises(AuthFailed) as info:
-        SSHConnection("twofa", ssh_config=cfg).open()
+        SSHConnection("twofa", SSHOptions(ssh_config=cfg)).open()
     assert f"ssh-add {locked}" in str(info.value)
 
     def person(prompt: Prompt) -> Answer | None:
@@ -203,7 +206,7 @@ def test_an_encrypted_key_is_asked_for_once_and_an_unasked_one_suggests_ssh_add(
     asked: list[Prompt] = []
     secrets = Secrets(person)
     for _ in range(2):  # two connections, one passphrase question
-        with SSHConnection("twofa", ssh_config=cfg, secrets=secrets) as conn:
+        with SSHConnection("twofa", SSHOptions(ssh_config=cfg, secrets=secrets)) as conn:
             assert whoami(conn) == login_server.twofa_user
     kinds = [p.kind for p in asked]
     assert kinds.count("passphrase") == 1
@@ -338,12 +341,12 @@ def test_remember_keeps_the_password_in_the_os_keyring_for_the_next_session(
         asked.append(prompt)
         return Answer([login_server.password], remember=True)
 
-    with SSHConnection("pw", ssh_config=cfg, secrets=Secrets(ticks_remember)) as conn:
+    with SSHConnection("pw", SSHOptions(ssh_config=cfg, secrets=Secrets(ticks_remember))) as conn:
         assert whoami(conn) == login_server.password_user
     assert asked[0].may_remember
     assert list(os_keyring.store.values()) == [login_server.password]
     nobody = Secrets(None)  # a new session with nobody to ask: the keyring answers
-    with SSHConnection("pw", ssh_config=cfg, secrets=nobody) as conn:
+    with SSHConnection("pw", SSHOptions(ssh_config=cfg, secrets=nobody)) as conn:
         assert whoami(conn) == login_server.password_user
     assert nobody.asked == 0
 
@@ -355,7 +358,7 @@ def test_a_remembered_password_that_is_refused_is_dropped_from_the_keyring(
     ident = ("password", login_server.password_user, "127.0.0.1", str(login_server.server.port))
     os_keyring.store[("resplot", "|".join((*ident, "")))] = "an old password"
     person = Person(login_server.password)
-    with SSHConnection("pw", ssh_config=cfg, secrets=Secrets(person)) as conn:
+    with SSHConnection("pw", SSHOptions(ssh_config=cfg, secrets=Secrets(person))) as conn:
         assert whoami(conn) == login_server.password_user
     assert len(person.prompts) == 1 and os_keyring.store == {}
 

@@ -13,6 +13,7 @@ import pytest
 
 from resplot.ssh.config import resolve_chain, resolve_host
 from resplot.ssh.connection import ConnectFailed, SSHConnection
+from resplot.ssh.options import SSHOptions
 from tests.fixtures import sshd as sshd_fixtures
 from tests.fixtures.postgres import missing_system_dependency
 
@@ -37,7 +38,7 @@ def test_a_proxycommand_carries_the_session_with_hostname_and_port_expanded(
         f"  ProxyCommand {relay_command()} 2>{log} # via the relay\n"
     )
     cfg = sshd_env.make_ssh_config(tmp_path / "ssh", extra=extra)
-    with SSHConnection("viacmd", ssh_config=cfg) as conn:
+    with SSHConnection("viacmd", SSHOptions(ssh_config=cfg)) as conn:
         assert conn.socket is not None and not hasattr(conn.socket, "getpeername")
         assert conn.exec("echo relayed")[1] == b"relayed\n"
     assert log.read_text() == f"relay: connected to 127.0.0.1:{sshd_env.target.port}\n"
@@ -54,7 +55,7 @@ def test_ssh_dash_w_through_the_jump_sshd_works_as_a_proxycommand(sshd_env, tmp_
         f"  ProxyCommand {ssh} -F {base} -o BatchMode=yes -W %h:%p jump\n"
     )
     cfg = sshd_env.make_ssh_config(tmp_path / "ssh", extra=extra)
-    with SSHConnection("bastioned", ssh_config=cfg) as conn:
+    with SSHConnection("bastioned", SSHOptions(ssh_config=cfg)) as conn:
         assert conn.hops == 1  # one SSH session of ours; the jump is the proxy's
         assert conn.exec("echo via-w")[1] == b"via-w\n"
     assert f"connected to 127.0.0.1 port {sshd_env.target.port}" in sshd_env.jump.log_text()
@@ -102,7 +103,7 @@ def test_a_jump_host_reached_by_its_own_proxycommand_starts_the_chain(
     cfg = sshd_env.make_ssh_config(tmp_path / "ssh", extra=extra)
     chain = resolve_chain(resolve_host("deep", config_path=cfg))
     assert [h.alias for h in chain] == ["jump", "deep"] and chain[0].proxy_command
-    with SSHConnection("deep", ssh_config=cfg) as conn:
+    with SSHConnection("deep", SSHOptions(ssh_config=cfg)) as conn:
         assert conn.hops == 2 and conn.exec("echo deep")[1] == b"deep\n"
 
 
@@ -115,7 +116,7 @@ def test_a_failing_proxycommand_is_reported_with_its_exit_status_and_stderr(
     extra = f'Host broken\n  ProxyCommand sh -c "{says}"\n'
     cfg = sshd_env.make_ssh_config(tmp_path / "ssh", extra=extra)
     with pytest.raises(ConnectFailed) as info:
-        SSHConnection("broken", ssh_config=cfg).open()
+        SSHConnection("broken", SSHOptions(ssh_config=cfg)).open()
     text = str(info.value)
     assert "exited with 3" in text and "session manager plugin not found" in text
 
@@ -127,7 +128,7 @@ def test_the_connection_notices_when_the_proxycommand_dies(sshd_env, tmp_path, m
         f"  ProxyCommand {relay_command()}\n"
     )
     cfg = sshd_env.make_ssh_config(tmp_path / "ssh", extra=extra)
-    conn = SSHConnection("viacmd", ssh_config=cfg).open()
+    conn = SSHConnection("viacmd", SSHOptions(ssh_config=cfg)).open()
     try:
         conn.socket.process.kill()  # the SSM session ended, the laptop slept, ...
         conn.transport.join(timeout=30)  # paramiko's reader thread sees EOF and stops

@@ -21,8 +21,9 @@ from resplot.data.cache import SeriesCache
 from resplot.sources import open_source
 from resplot.sources.base import AuthFailed
 from resplot.sources.client import AgentConnectionError, agent_archive, agent_hash
-from resplot.sources.ssh import HostKeyNotTrusted, SSHSource, parse_ssh_spec
-from resplot.ssh.connection import Timeouts
+from resplot.sources.spec import parse_spec
+from resplot.sources.ssh import HostKeyNotTrusted, SSHSource
+from resplot.ssh.options import SSHOptions, Timeouts
 from tests.fixtures import sshd as sshd_fixtures
 from tests.fixtures.compare import assert_cache_matches_store, want_every_tile
 from tests.fixtures.sshd import SSHEnv, bulk_store, generate_key
@@ -35,9 +36,10 @@ ssh_config = sshd_fixtures.ssh_config
 pytestmark = pytest.mark.sshd
 
 
-def source(spec: str, cfg: Path, tmp_path: Path, **kw) -> SSHSource:
-    kw.setdefault("python", sys.executable)
-    return SSHSource(spec, ssh_config=cfg, agent_dir=str(tmp_path / "agent"), **kw)
+def source(spec: str, cfg: Path, tmp_path: Path, python: str = sys.executable,
+           **options) -> SSHSource:  # fmt: skip
+    return SSHSource(parse_spec(spec), SSHOptions(ssh_config=cfg, **options), python=python,
+                     agent_dir=str(tmp_path / "agent"))  # fmt: skip
 
 
 def live_points(cache: SeriesCache) -> int:
@@ -67,7 +69,7 @@ def poll_until(src: SSHSource, cache: SeriesCache, done, timeout: float = 60.0) 
 
 
 def test_ssh_url_and_scp_forms_name_host_user_port_path_and_interpreter():
-    s = parse_ssh_spec("ssh://alice@gpu1:2222/data/runs/*.db")
+    s = parse_spec("ssh://alice@gpu1:2222/data/runs/*.db")
     assert (s.host, s.user, s.port, s.path, s.python) == (
         "gpu1",
         "alice",
@@ -76,14 +78,15 @@ def test_ssh_url_and_scp_forms_name_host_user_port_path_and_interpreter():
         None,
     )
     assert s.label == "alice@gpu1:2222"
-    s = parse_ssh_spec("gpu1:runs/reslog.db#python=~/miniconda3/envs/lm/bin/python")
+    s = parse_spec("gpu1:runs/reslog.db#python=~/miniconda3/envs/lm/bin/python")
     assert (s.host, s.user, s.port, s.path) == ("gpu1", None, None, "runs/reslog.db")
     assert s.python == "~/miniconda3/envs/lm/bin/python"
-    assert parse_ssh_spec("ssh://gpu1/~/runs.db").path == "~/runs.db"
+    assert parse_spec("ssh://gpu1/~/runs.db").path == "~/runs.db"
 
 
 def test_open_source_gives_an_ssh_source_for_host_path_specs(ssh_config, tmp_path):
-    src = open_source("target:/nonexistent/*.db", ssh_config=ssh_config, python=sys.executable)
+    src = open_source(parse_spec("target:/nonexistent/*.db"), SSHOptions(ssh_config=ssh_config),
+                      python=sys.executable)  # fmt: skip
     try:
         assert isinstance(src, SSHSource)
     finally:

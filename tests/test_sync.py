@@ -16,6 +16,8 @@ import pytest
 import reslog
 import resplot.sync as sync_mod
 from resplot.cli import main
+from resplot.sources.spec import parse_spec
+from resplot.ssh.options import SSHOptions
 from resplot.sync import Mirror, SyncError
 from tests.fixtures import sshd as sshd_fixtures
 
@@ -97,7 +99,7 @@ def test_sync_copies_every_row_and_the_same_rollups(tmp_path):
     log_run(source, "b", range(0, 500))
     mirror = tmp_path / "mirror.db"
     with Mirror(mirror) as m:
-        report = m.sync(str(source))
+        report = m.sync(parse_spec(str(source)))
     got, want = contents(mirror), contents(source)
     assert report.points == len(want["points"]) and report.new_runs == 2
     assert want["takes"], "the restart made a take"
@@ -110,11 +112,11 @@ def test_a_cut_sync_resumes_and_a_second_sync_copies_nothing(tmp_path, monkeypat
     mirror = tmp_path / "mirror.db"
     monkeypatch.setattr(sync_mod, "BATCH_POINTS", 300)
     with Mirror(mirror) as m:
-        first = m.sync(str(source), max_batches=3)  # cut: as if the laptop lid closed
+        first = m.sync(parse_spec(str(source)), max_batches=3)  # cut: as if the laptop lid closed
     assert 0 < first.points < len(contents(source)["points"])
     with Mirror(mirror) as m:  # a new process resumes from the committed cursor
-        m.sync(str(source))
-        again = m.sync(str(source))
+        m.sync(parse_spec(str(source)))
+        again = m.sync(parse_spec(str(source)))
     assert again.points == 0 and again.events == 0
     assert_same(contents(mirror), contents(source))
 
@@ -140,13 +142,13 @@ def test_sync_follows_a_live_run_and_takes_its_final_status(tmp_path):
             seen = 0
             deadline = time.monotonic() + 60
             while seen < 3 and time.monotonic() < deadline:  # three syncs that found new points
-                seen += m.sync(str(source)).points > 0
+                seen += m.sync(parse_spec(str(source))).points > 0
             assert seen == 3
             assert contents(mirror)["runs"][0][3] == "running"
             stop.set()
             trainer.join()
             run.finish()
-            m.sync(str(source))
+            m.sync(parse_spec(str(source)))
     finally:
         stop.set()
         trainer.join()
@@ -176,11 +178,11 @@ def test_sync_over_ssh(ssh_config, tmp_path):
     source = tmp_path / "box" / "reslog.db"
     log_run(source, "remote", range(0, 1000), restart_at=300)
     mirror = tmp_path / "mirror.db"
-    opts = {"ssh_config": ssh_config, "python": sys.executable,
-            "agent_dir": str(tmp_path / "agent")}  # fmt: skip
+    spec, ssh = parse_spec(f"target:{source}"), SSHOptions(ssh_config=ssh_config)
+    opts = {"python": sys.executable, "agent_dir": str(tmp_path / "agent")}
     with Mirror(mirror) as m:
-        report = m.sync(f"target:{source}", source_options=opts)
-        assert m.sync(f"target:{source}", source_options=opts).points == 0
+        report = m.sync(spec, ssh=ssh, **opts)
+        assert m.sync(spec, ssh=ssh, **opts).points == 0
     assert report.points == len(contents(source)["points"])
     assert_same(contents(mirror), contents(source))
 
@@ -214,4 +216,4 @@ def test_sync_usage_errors(argv, message, tmp_path, capsys):
 
 def test_a_postgres_source_is_refused_by_the_api_too(tmp_path):
     with Mirror(tmp_path / "m.db") as m, pytest.raises(SyncError, match="not supported"):
-        m.sync("postgresql+psycopg://u@127.0.0.1:1/db")
+        m.sync(parse_spec("postgresql+psycopg://u@127.0.0.1:1/db"))

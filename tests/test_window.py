@@ -15,6 +15,7 @@ import pytest
 from resplot import settings as settings_mod
 from resplot.data.cache import SeriesCache
 from resplot.data.model import RunRef
+from resplot.sources.spec import parse_spec
 from resplot.ui.window import MainWindow, make_poller
 from schema import read
 from schema.store import open_store
@@ -341,7 +342,7 @@ def one_run(tmp_path):
         engine = new_store(path)
         make_run(engine, name="one", points=points)
         engine.dispose()
-        loaded = Loaded([str(path)])
+        loaded = Loaded([parse_spec(str(path))])
         opened.append(loaded)
         return loaded.cache, loaded.cache.runs()[0].ref, ViewState(), loaded.fetch
 

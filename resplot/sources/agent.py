@@ -26,12 +26,8 @@ from reslog.agent.store import MAX_TILES
 from resplot.data.cache import SeriesCache, Summary
 from resplot.data.model import Event, RunInfo, RunRef
 from resplot.data.tiles import Tile, agg_at
-from resplot.sources.base import (
-    PollResult,
-    Progress,
-    Source,
-    StoreCursor,
-)
+from resplot.sources.apply import Points, Reply, apply_reply
+from resplot.sources.base import PollResult, Progress, Source, StoreCursor
 from resplot.sources.client import (
     ROW_LAYOUTS,
     AgentClient,
@@ -167,52 +163,35 @@ class StoreView:
             result.errors.append(f"{self.path}: reply referenced unknown runs or keys; re-reading")
             return result
 
-        # Runs first, so every point, summary and event below lands on a run the cache knows.
         self.raw, self.keys = raw, keys
         self.epoch += 1
-        result.runs_changed = self._refresh_infos(
-            cache, force="runs" in header or "beats" in header
-        )
-        if header.get("events"):
-            result.events = [self._event(row) for row in header["events"]]
-            cache.add_events(result.events)
-        if series:
-            per_run: dict[int, dict[str, Summary]] = {}
-            for (run_id, key_id), summary in series.items():
-                per_run.setdefault(run_id, {})[keys[key_id]] = summary
-            for run_id, summaries in per_run.items():
-                cache.set_summaries(self.infos[run_id].ref, summaries)
-                result.refs.add(self.infos[run_id].ref)
-            result.runs_changed = True  # key lists and the run table changed
+        runs = self._refresh_infos(force="runs" in header or "beats" in header)
+        reply = Reply(self.epoch, runs, [self._event(row) for row in header.get("events", ())])
+        for (run_id, key_id), summary in series.items():
+            reply.summaries.setdefault(self.infos[run_id].ref, {})[keys[key_id]] = summary
+        for run_id, key_id, idx in groups:
+            ref, key = self.infos[run_id].ref, keys[key_id]
+            steps, walls, values = batch.steps[idx], batch.walls[idx], batch.values[idx]
+            reply.points.append(Points((run_id, key_id), ref, key, steps, walls, values))
+        for run_id, key_id, level, index, cols in tiles:
+            tile = Tile(level, index, cols, self.epoch)
+            reply.tiles.append((self.infos[run_id].ref, keys[key_id], tile))
+        # The live points of this reply stop short of the tiles' snapshot.
+        reply.tiles_again = bool(header.get("more"))
+        result, restarted = apply_reply(cache, reply)
         if "series" in sections:
             self.have_series = True
-        self.refetch -= set(series)
-        for run_id, key_id, idx in groups:
-            ref = self.infos[run_id].ref
-            if cache.add_live(ref, keys[key_id], batch.steps[idx], batch.walls[idx],
-                              batch.values[idx], self.epoch):  # fmt: skip
-                self.refetch.add((run_id, key_id))  # the series restarted: read it again
-            result.refs.add(ref)
-        result.rows = len(batch)
-        if tiles and header.get("more"):
-            # The live points of this reply stop short of the tiles' snapshot: points between
-            # would be counted twice. Ask for the tiles again once the stream has caught up.
-            for run_id, key_id, level, index, _cols in tiles:
-                cache.want_tiles(self.infos[run_id].ref, keys[key_id], level, [index])
-        else:
-            for run_id, key_id, level, index, cols in tiles:
-                ref = self.infos[run_id].ref
-                cache.put_tile(ref, keys[key_id], Tile(level, index, cols, self.epoch))
-                result.refs.add(ref)
-                result.tiles += 1
+        self.refetch = (self.refetch - set(series)) | restarted  # restarted: read it again
         self.cursor = self.cursor_after(header)
         return result
 
     def refresh_status(self, cache: SeriesCache) -> bool:
         """Re-derive effective status (a silent run turns "crashed" with no store change)."""
-        return self._refresh_infos(cache, force=False)
+        runs = self._refresh_infos(force=False)
+        return apply_reply(cache, Reply(self.epoch, runs))[0].runs_changed
 
-    def _refresh_infos(self, cache: SeriesCache, *, force: bool) -> bool:
+    def _refresh_infos(self, *, force: bool) -> list[RunInfo]:
+        """The runs whose info changed; `force` reads them all from the raw rows again."""
         now = time.time()
         changed: list[RunInfo] = []
         if force:
@@ -231,9 +210,7 @@ class StoreView:
                     # A new object: the cache's readers hold the old one.
                     self.infos[run_id] = replace(info, status=status)
                     changed.append(self.infos[run_id])
-        if changed:
-            cache.set_runs(changed)
-        return bool(changed)
+        return changed
 
     def _event(self, row: list[Any]) -> Event:
         event_id, run_id, wall, step, kind, level, title, body = row

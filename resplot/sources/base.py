@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from resplot.data.cache import SeriesCache
 from resplot.data.model import Event, RunRef
+from resplot.sources.spec import Spec
 from resplot.ssh.errors import AuthFailed
 
 STATES = ("connecting", "live", "retrying", "auth_failed", "error")
@@ -64,7 +65,7 @@ Progress = Callable[[PollResult], None]
 class Source(ABC):
     """A place runs are read from. poll() does blocking I/O: call it from a worker thread."""
 
-    def __init__(self, spec: str, label: str) -> None:
+    def __init__(self, spec: Spec, label: str) -> None:
         self.spec = spec
         self.label = label
 

@@ -24,6 +24,7 @@ from schema.envelope import BUCKET_LAYOUT, RAW_LAYOUT, RAW_TILE_LAYOUT
 from schema.errors import NotAStore, SchemaTooNew, SchemaTooOld, StoreError, StoreNotFound
 
 PROTOCOL = wire.PROTOCOL
+AGENT_DIR = ".cache/reslog"  # where a host keeps the agent, relative to the login's home
 
 ERRORS: dict[str, type[StoreError]] = {
     "StoreNotFound": StoreNotFound,

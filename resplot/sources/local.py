@@ -17,6 +17,7 @@ from typing import IO
 
 from resplot.sources.agent import AgentSource
 from resplot.sources.client import AgentClient, AgentConnectionError, agent_archive, agent_hash
+from resplot.sources.spec import LocalSpec
 
 
 def local_agent() -> Path:
@@ -38,9 +39,10 @@ def local_agent() -> Path:
 
 
 class LocalSource(AgentSource):
-    def __init__(self, spec: str, label: str = "local", *, python: str | None = None) -> None:
-        patterns = [str(Path(p).expanduser().absolute()) for p in spec.split(",") if p]
-        super().__init__(spec, label, patterns)
+    def __init__(self, spec: LocalSpec, label: str | None = None, *,
+                 python: str | None = None) -> None:  # fmt: skip
+        patterns = [str(Path(p).expanduser().absolute()) for p in spec.parts]
+        super().__init__(spec, label or spec.label, patterns)
         self.python = python or sys.executable
         self.process: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None

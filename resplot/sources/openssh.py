@@ -16,17 +16,20 @@ from __future__ import annotations
 import shlex
 import shutil
 import subprocess
-from pathlib import Path
-from typing import Any
 
 from resplot.sources.agent import AgentSource
-from resplot.sources.client import AgentClient, AgentConnectionError, agent_archive, agent_hash
+from resplot.sources.client import (
+    AGENT_DIR,
+    AgentClient,
+    AgentConnectionError,
+    agent_archive,
+    agent_hash,
+)
 from resplot.sources.local import LocalSource
-from resplot.sources.spec import parse_ssh_spec
+from resplot.sources.spec import SSHSpec
 from resplot.ssh.errors import AuthFailed
+from resplot.ssh.options import SSHOptions
 
-AGENT_DIR = ".cache/reslog"
-DEFAULT_PYTHON = "python3"
 UPLOAD_TIMEOUT_S = 120.0
 
 
@@ -37,20 +40,20 @@ class OpenSSHSource(LocalSource):
 
     def __init__(
         self,
-        spec: str,
-        label: str | None = None,
+        spec: SSHSpec,
+        options: SSHOptions | None = None,
         *,
+        label: str | None = None,
         python: str | None = None,
-        ssh_config: str | Path | None = None,
         agent_dir: str = AGENT_DIR,
         ssh_binary: str | None = None,
-        **_ignored: Any,  # secrets, ask_host_key...: ssh asks its own questions
     ) -> None:
-        parsed = parse_ssh_spec(spec)
-        AgentSource.__init__(self, spec, label or parsed.label, [parsed.path])
-        self.parsed = parsed
-        self.python = python or parsed.python or DEFAULT_PYTHON
-        self.ssh_config = ssh_config
+        AgentSource.__init__(self, spec, label or spec.label, [spec.path])
+        self.parsed = spec
+        self.python = spec.interpreter(python)
+        # Only the config file: ssh asks its own questions (host keys, logins) and keeps its
+        # own timeouts.
+        self.ssh_config = options.ssh_config if options is not None else None
         self.agent_dir = agent_dir
         self.ssh_binary = ssh_binary or shutil.which("ssh") or "ssh"
         self.process = None

@@ -12,9 +12,11 @@ from collections.abc import Iterable
 
 from resplot.data.cache import SeriesCache
 from resplot.data.model import RunRef
-from resplot.sources import open_source, parse_spec
+from resplot.sources import open_source
 from resplot.sources.base import AuthFailed, Source
 from resplot.sources.client import AgentConnectionError
+from resplot.sources.spec import Spec
+from resplot.ssh.options import SSHOptions
 from schema.errors import StoreError
 
 BACKOFF_FIRST_S = 1.0
@@ -31,10 +33,10 @@ class Loaded:
 
     def __init__(
         self,
-        specs: Iterable[str],
+        specs: Iterable[Spec],
         cache: SeriesCache | None = None,
         timeout: float = 60,
-        ssh_options: dict | None = None,
+        ssh: SSHOptions | None = None,
     ) -> None:
         self.cache = cache if cache is not None else SeriesCache()
         self.timeout = timeout
@@ -42,16 +44,14 @@ class Loaded:
         self.sources: dict[str, Source] = {}
         try:
             for spec in specs:
-                # SSH sources also get e.g. `secrets` (who answers a login), `ssh_config` (-F).
-                opts = (ssh_options or {}) if parse_spec(spec)["kind"] == "ssh" else {}
-                source = open_source(spec, **opts)
+                source = open_source(spec, ssh)
                 self.sources[source.label] = source
                 self._poll(spec, source)
         except BaseException:
             self.close()
             raise
 
-    def _poll(self, spec: str, source: Source) -> None:
+    def _poll(self, spec: Spec, source: Source) -> None:
         failures = 0
         while True:
             try:
@@ -87,7 +87,7 @@ class Loaded:
 
 
 def load_sources(
-    specs: Iterable[str], cache: SeriesCache | None = None, timeout: float = 60
+    specs: Iterable[Spec], cache: SeriesCache | None = None, timeout: float = 60
 ) -> SeriesCache:
     """Every source's runs, keys, events and series summaries, read once into a cache."""
     with Loaded(specs, cache, timeout) as loaded:

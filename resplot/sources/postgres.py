@@ -22,7 +22,9 @@ from resplot.data.cache import SeriesCache, Summary
 from resplot.data.model import Event, RunInfo, RunRef
 from resplot.data.tiles import FLOATS, RAW_COLUMNS, Tile
 from resplot.sources.agent import group_rows, summaries_from, tile_ranges
+from resplot.sources.apply import Points, Reply, apply_reply
 from resplot.sources.base import PollResult, Progress, Source
+from resplot.sources.spec import PostgresSpec
 from schema import envelope
 from schema.errors import StoreError
 from schema.read import fetch_points, key_names, list_runs
@@ -30,13 +32,6 @@ from schema.rollup import AGG_COLUMNS
 from schema.store import open_store
 from schema.store_reader import StoreReader
 from schema.tables import events
-
-
-def public_url(url: str) -> str:
-    """The URL without its password: how runs from this server are labelled."""
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)
 
 
 class _Window:
@@ -68,10 +63,12 @@ class _Window:
 class PostgresSource(Source):
     limit = 200_000
 
-    def __init__(self, url: str, label: str | None = None, *, overlap: int = 10_000) -> None:
-        self.url = url
-        super().__init__(url, label or public_url(url))
-        self.store = public_url(url)
+    def __init__(
+        self, spec: PostgresSpec, label: str | None = None, *, overlap: int = 10_000
+    ) -> None:
+        self.url = spec.url
+        super().__init__(spec, label or spec.label)
+        self.store = spec.label
         self.overlap = overlap
         self.limit = max(self.limit, 4 * overlap)  # a batch must reach past the re-read window
         self.engine: Engine | None = None
@@ -130,26 +127,28 @@ class PostgresSource(Source):
             runs = dict(list_runs(conn, source=self.label, store=self.store))
             changed = [info for rid, info in runs.items() if self.runs.get(rid) != info]
             self.runs = runs
-            if changed:
-                cache.set_runs(changed)
-                emit(PollResult(runs_changed=True))
             if not runs:
                 return total
             self.epoch += 1
             cur = conn.connection.dbapi_connection.cursor()
-            emit(self._events(conn, cache))
+            reply = Reply(self.epoch, changed, self._events(conn))
             if not self.started:
                 self._start_at_the_end(conn, cur)
-                emit(self._series(conn, cur, cache, None))
+                reply.summaries = self._series(conn, cur, None)
                 self.started = True
             elif self.refetch:
-                emit(self._series(conn, cur, cache, sorted(self.refetch)))
-            emit(self._tiles(conn, cur, cache))
+                pairs = sorted(self.refetch)
+                reply.summaries = self._series(conn, cur, pairs)
+                self.refetch -= set(pairs)
+            reply.tiles = self._tiles(conn, cur, cache)
+            emit(self._apply(cache, reply))
             while True:
                 batch = fetch_points(conn, list(runs), after=self.points.low, limit=self.limit)
                 ids = np.asarray(batch.ids, dtype=np.int64)
                 fresh = self.points.fresh(ids)
-                step = self._apply_points(conn, cache, batch, fresh)
+                step = self._apply(
+                    cache, Reply(self.epoch, points=self._points(conn, batch, fresh))
+                )
                 self.points.advance(ids)
                 emit(step)
                 # A full batch of only-seen ids would loop forever: step past it.
@@ -158,6 +157,11 @@ class PostgresSource(Source):
                 if not fresh.any():
                     self.points.high = int(ids.max())
         return total
+
+    def _apply(self, cache: SeriesCache, reply: Reply) -> PollResult:
+        result, restarted = apply_reply(cache, reply)
+        self.refetch |= restarted  # the series restarted: read its row again
+        return result
 
     def _start_at_the_end(self, conn, cur) -> None:
         """The live cursor at the newest id, every id of the overlap window below it counted as
@@ -172,7 +176,7 @@ class PostgresSource(Source):
             self.keys = key_names(conn)
         return self.keys
 
-    def _series(self, conn, cur, cache: SeriesCache, pairs) -> PollResult:
+    def _series(self, conn, cur, pairs) -> dict[RunRef, dict[str, Summary]]:
         if pairs is None:
             rows = envelope.series_rows(cur, "%s")
         else:
@@ -182,62 +186,50 @@ class PostgresSource(Source):
                    enumerate(envelope.SERIES_COLUMNS)}  # fmt: skip
         if not rows:
             columns = {name: np.empty(0) for name in envelope.SERIES_COLUMNS}
-        result = PollResult(runs_changed=True)
         names = self._names(conn, [r[1] for r in rows])
-        per_run: dict[int, dict[str, Summary]] = {}
+        out: dict[RunRef, dict[str, Summary]] = {}
         for (run_id, key_id), summary in summaries_from(columns).items():
             if run_id in self.runs:
-                per_run.setdefault(run_id, {})[names[key_id]] = summary
-        for run_id, summaries in per_run.items():
-            cache.set_summaries(self.runs[run_id].ref, summaries)
-            result.refs.add(self.runs[run_id].ref)
-        self.refetch -= set(pairs or ())
-        return result
+                out.setdefault(self._ref(run_id), {})[names[key_id]] = summary
+        return out
 
-    def _tiles(self, conn, cur, cache: SeriesCache) -> PollResult:
-        result = PollResult()
+    def _tiles(self, conn, cur, cache: SeriesCache) -> list[tuple[RunRef, str, Tile]]:
         wanted = cache.take_wanted(self.label, self.store)
         if not wanted:
-            return result
+            return []
         by_uid = {info.ref.uid: rid for rid, info in self.runs.items()}
         self.keys = key_names(conn)
         by_name = {name: kid for kid, name in self.keys.items()}
         takes = envelope.series_with_takes(cur)
+        out = []
         for uid, key, level, first, count in tile_ranges(wanted):
             run_id, key_id = by_uid.get(uid), by_name.get(key)
             if run_id is None or key_id is None:
                 continue
-            ref = self.runs[run_id].ref
             for index, rows in envelope.tile_rows(
                 cur, "%s", run_id, key_id, level, first, count,
                 has_takes=(run_id, key_id) in takes,
             ):  # fmt: skip
                 cols = tile_columns(rows, RAW_COLUMNS if level == 0 else AGG_COLUMNS)
-                cache.put_tile(ref, key, Tile(level, index, cols, self.epoch))
-                result.tiles += 1
-            result.refs.add(ref)
-        return result
+                out.append((self._ref(run_id), key, Tile(level, index, cols, self.epoch)))
+        return out
 
-    def _apply_points(self, conn, cache: SeriesCache, batch, fresh: np.ndarray) -> PollResult:
-        result = PollResult()
+    def _points(self, conn, batch, fresh: np.ndarray) -> list[Points]:
         if not fresh.any():
-            return result
+            return []
         run_ids = np.asarray(batch.run_ids, dtype=np.int64)[fresh]
         key_ids = np.asarray(batch.key_ids, dtype=np.int64)[fresh]
         names = self._names(conn, np.unique(key_ids).tolist())
         steps = np.asarray(batch.steps, dtype=np.int64)[fresh]
         walls = np.asarray(batch.walls, dtype=np.float64)[fresh]
         values = np.asarray(batch.values, dtype=np.float64)[fresh]
-        for run_id, key_id, idx in group_rows(run_ids, key_ids):
-            ref = self.runs[run_id].ref
-            if cache.add_live(ref, names[key_id], steps[idx], walls[idx], values[idx],
-                              self.epoch):  # fmt: skip
-                self.refetch.add((run_id, key_id))
-            result.refs.add(ref)
-        result.rows = int(fresh.sum())
-        return result
+        return [
+            Points((run_id, key_id), self._ref(run_id), names[key_id], steps[idx], walls[idx],
+                   values[idx])
+            for run_id, key_id, idx in group_rows(run_ids, key_ids)
+        ]  # fmt: skip
 
-    def _events(self, conn, cache: SeriesCache) -> PollResult:
+    def _events(self, conn) -> list[Event]:
         query = (
             select(events)
             .where(events.c.id > self.events.low, events.c.run_id.in_(list(self.runs)))
@@ -252,9 +244,7 @@ class PostgresSource(Source):
             if ok
         ]
         self.events.advance(ids)
-        if new:
-            cache.add_events(new)
-        return PollResult(events=new)
+        return new
 
     def _ref(self, run_id: int) -> RunRef:
         return self.runs[run_id].ref

@@ -20,40 +20,32 @@ import shlex
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import paramiko
 
 from resplot.data.cache import SeriesCache
 from resplot.sources.agent import AgentSource
 from resplot.sources.base import PollResult, Progress
-from resplot.sources.client import AgentClient, AgentConnectionError, agent_archive, agent_hash
-from resplot.sources.spec import SSHSpec, parse_ssh_spec
-from resplot.ssh.connection import (
-    AskPassphrase,
-    AuthFailed,
-    ConnectionLost,
-    SSHConnection,
-    SSHError,
-    Timeouts,
+from resplot.sources.client import (
+    AGENT_DIR,
+    AgentClient,
+    AgentConnectionError,
+    agent_archive,
+    agent_hash,
 )
-from resplot.ssh.hostkeys import AskHostKey, HostKeyError
-from resplot.ssh.prompts import Secrets
+from resplot.sources.spec import SSHSpec
+from resplot.ssh.connection import AuthFailed, ConnectionLost, SSHConnection, SSHError
+from resplot.ssh.hostkeys import HostKeyError
+from resplot.ssh.options import SSHOptions
 
 __all__ = [
-    "AGENT_DIR",
     "HostKeyNotTrusted",
     "HostLink",
     "SSHSource",
-    "SSHSpec",
     "ensure_agent",
-    "parse_ssh_spec",
 ]
 
 log = logging.getLogger(__name__)
-
-AGENT_DIR = ".cache/reslog"  # on the host, relative to the login's home directory
-DEFAULT_PYTHON = "python3"
 
 
 def ensure_agent(conn: SSHConnection, agent_dir: str = AGENT_DIR) -> tuple[str, bool]:
@@ -105,32 +97,12 @@ def _makedirs(sftp: paramiko.SFTPClient, directory: str) -> None:
 class HostLink:
     """One host's connection, agent channel and AgentClient, shared by all its sources."""
 
-    def __init__(
-        self,
-        spec: SSHSpec,
-        *,
-        python: str,
-        ssh_config: str | Path | None,
-        ask_host_key: AskHostKey | None,
-        ask_passphrase: AskPassphrase | None,
-        timeouts: Timeouts,
-        agent_dir: str,
-        secrets: Secrets | None = None,
-    ) -> None:
+    def __init__(self, spec: SSHSpec, options: SSHOptions, *, python: str, agent_dir: str) -> None:
         self.spec = spec
         self.python = python
         self.agent_dir = agent_dir
-        self.timeouts = timeouts
-        self.conn = SSHConnection(
-            spec.host,
-            user=spec.user,
-            port=spec.port,
-            ssh_config=ssh_config,
-            ask_host_key=ask_host_key,
-            ask_passphrase=ask_passphrase,
-            secrets=secrets,
-            timeouts=timeouts,
-        )
+        self.timeouts = options.timeouts
+        self.conn = SSHConnection(spec.host, options, user=spec.user, port=spec.port)
         self.lock = threading.RLock()  # one request (poll) on the channel at a time
         self.client: AgentClient | None = None
         self.channel: paramiko.Channel | None = None
@@ -320,35 +292,21 @@ class SSHSource(AgentSource):
 
     def __init__(
         self,
-        spec: str,
-        label: str | None = None,
+        spec: SSHSpec,
+        options: SSHOptions | None = None,
         *,
+        label: str | None = None,
         python: str | None = None,
-        ssh_config: str | Path | None = None,
-        ask_host_key: AskHostKey | None = None,
-        ask_passphrase: AskPassphrase | None = None,
-        timeouts: Timeouts | None = None,
         agent_dir: str = AGENT_DIR,
-        secrets: Secrets | None = None,
     ) -> None:
-        parsed = parse_ssh_spec(spec)
-        super().__init__(spec, label or parsed.label, [parsed.path])
-        self.parsed = parsed
-        self.python = python or parsed.python or DEFAULT_PYTHON
-        timeouts = timeouts or Timeouts()
-        self._key = (parsed.host, parsed.user, parsed.port, self.python, str(ssh_config), agent_dir)
+        super().__init__(spec, label or spec.label, [spec.path])
+        options = options or SSHOptions()
+        self.python = spec.interpreter(python)
+        self._key = (spec.host, spec.user, spec.port, self.python, str(options.ssh_config),
+                     agent_dir)  # fmt: skip
         self.link = _acquire_link(
             self._key,
-            lambda: HostLink(
-                parsed,
-                python=self.python,
-                ssh_config=ssh_config,
-                ask_host_key=ask_host_key,
-                ask_passphrase=ask_passphrase,
-                timeouts=timeouts,
-                agent_dir=agent_dir,
-                secrets=secrets,
-            ),
+            lambda: HostLink(spec, options, python=self.python, agent_dir=agent_dir),
         )
         self._released = False
         self._polling = False

@@ -18,9 +18,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import replace
 
 import paramiko
 
@@ -33,14 +31,14 @@ from resplot.ssh.config import (
     resolve_host,
 )
 from resplot.ssh.hostkeys import (
-    AskHostKey,
     HostKeyChanged,
     HostKeyError,
     HostKeyRejected,
     HostKeyUnknown,
     KnownHosts,
 )
-from resplot.ssh.prompts import Answer, Asker, Prompt, Secrets
+from resplot.ssh.options import SSHOptions
+from resplot.ssh.prompts import Secrets
 from resplot.ssh.proxy import ProxyCommandSocket
 
 __all__ = [
@@ -55,15 +53,12 @@ __all__ = [
     "SSHConfigError",
     "SSHConnection",
     "SSHError",
-    "Timeouts",
 ]
 
 log = logging.getLogger(__name__)
 
 WINDOW_SIZE = 8 << 20
 MAX_PACKET_SIZE = 256 << 10
-
-AskPassphrase = Callable[[str], "str | None"]
 
 
 class ConnectFailed(SSHError):
@@ -76,16 +71,6 @@ class ConnectionLost(SSHError):
 
 class RequestTimeout(ConnectionLost):
     """One request got no answer in time; the connection is treated as lost."""
-
-
-@dataclass(frozen=True)
-class Timeouts:
-    connect: float = 10.0  # TCP connect (and each direct-tcpip channel open through a jump)
-    banner: float = 15.0  # server banner + key exchange
-    auth: float = 15.0  # the whole authentication
-    request: float = 30.0  # one agent request / one exec
-    keepalive_interval: float = 5.0
-    keepalive_max: int = 3  # unanswered keepalives before the connection counts as lost
 
 
 def tcp_connect(
@@ -139,33 +124,26 @@ class SSHConnection:
     """A lazily opened SSH connection; `close()` is idempotent, `open()` reconnects after it.
 
     `host` is an ssh config alias or host name; `user`/`port` beat the config like `ssh -l/-p`.
-    `ask_host_key(host, key_type, "SHA256:...")` decides about unknown host keys (None = refuse).
-    `secrets` answers what a login asks (password, keyboard-interactive, key passphrase) and
-    keeps the answers for the session (resplot.ssh.prompts); without it nothing is asked.
-    `ask_passphrase(key_path)` is the older, passphrase-only form of the same.
+    `options` (resplot.ssh.options) says who decides about unknown host keys, who answers a
+    login, which ssh config file, and the timeouts; without any nothing is asked.
     """
 
     def __init__(
         self,
         host: str | HostConfig,
+        options: SSHOptions | None = None,
         *,
         user: str | None = None,
         port: int | None = None,
-        ssh_config: str | Path | None = None,
-        ask_host_key: AskHostKey | None = None,
-        ask_passphrase: AskPassphrase | None = None,
-        secrets: Secrets | None = None,
-        timeouts: Timeouts | None = None,
     ) -> None:
+        options = options or SSHOptions()
         if isinstance(host, HostConfig):
             self.config = host
         else:
-            self.config = resolve_host(host, user=user, port=port, config_path=ssh_config)
-        self.ask_host_key = ask_host_key
-        if secrets is None:
-            secrets = Secrets(_passphrase_only(ask_passphrase) if ask_passphrase else None)
-        self.secrets = secrets
-        timeouts = timeouts or Timeouts()
+            self.config = resolve_host(host, user=user, port=port, config_path=options.ssh_config)
+        self.ask_host_key = options.ask_host_key
+        self.secrets = options.secrets or Secrets(None)
+        timeouts = options.timeouts
         if self.config.connect_timeout is not None:
             timeouts = replace(timeouts, connect=self.config.connect_timeout)
         if self.config.server_alive_interval:
@@ -417,16 +395,6 @@ class SSHConnection:
     def lose(self, reason: str) -> None:
         """Give up on the connection from outside (e.g. a request timed out)."""
         self._lose(reason)
-
-
-def _passphrase_only(ask_passphrase: AskPassphrase) -> Asker:
-    def ask(prompt: Prompt) -> Answer | None:
-        if prompt.kind != "passphrase" or prompt.key_path is None:
-            return None
-        value = ask_passphrase(prompt.key_path)
-        return Answer([value]) if value else None
-
-    return ask
 
 
 def _os_reason(exc: OSError) -> str:

@@ -22,6 +22,8 @@ from PyQt5.QtCore import QObject, pyqtSignal
 
 from resplot.sources.base import AuthFailed
 from resplot.sources.client import AgentConnectionError
+from resplot.sources.spec import parse_spec
+from resplot.ssh.options import SSHOptions
 from resplot.sync import Mirror
 from schema.errors import StoreError
 
@@ -59,13 +61,13 @@ class LocalCopies(QObject):
         self,
         directory: str | Path | None = None,
         *,
-        ssh_options: dict | None = None,
+        ssh: SSHOptions | None = None,
         interval: float = 60.0,
     ) -> None:
         super().__init__()
         self.directory = Path(directory) if directory else data_dir() / "mirrors"
         self.index_path = self.directory / "index.json"
-        self.ssh_options = ssh_options if ssh_options is not None else {}
+        self.ssh = ssh
         self.interval = interval
         self.kept: dict[str, str] = self._load()  # spec -> mirror file name
         self.gone: set[str] = set()
@@ -137,7 +139,7 @@ class LocalCopies(QObject):
         path = self.mirror_path(spec)
         try:
             with Mirror(path) as mirror:
-                report = mirror.sync(spec, source_options=self.ssh_options)
+                report = mirror.sync(parse_spec(spec), ssh=self.ssh)
         except (AgentConnectionError, AuthFailed, StoreError, TimeoutError, OSError) as exc:
             log.info("local copy of %s: %s", spec, exc)
             if spec not in self.gone and path.exists():
@@ -187,7 +189,7 @@ class ShownCopies(QObject):
         if poller is None or spec in self.labels:
             return
         name = self.window.source_labels.get(spec, spec)
-        label = poller.add_source(path, label=f"{name} (local copy)")
+        label = poller.add_source(parse_spec(path), label=f"{name} (local copy)")
         self.labels[spec] = label
         self.window.tree.add_source_label(label)
         self.window.on_error(f"{name} does not answer ({why}); showing its local copy")

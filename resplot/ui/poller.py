@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 
 from PyQt5.QtCore import QObject, QThread, pyqtSignal
 
 from resplot.data.cache import SeriesCache
-from resplot.sources import open_source, parse_spec
+from resplot.sources import open_source
 from resplot.sources.base import AuthFailed, PollResult, Source, SourceState
 from resplot.sources.polling import backoff_s
+from resplot.sources.spec import Spec
+from resplot.ssh.options import SSHOptions
 from schema.errors import StoreError
-
-AskHostKey = Callable[[str, str, str], bool]  # (host, key type, "SHA256:...") -> accept?
 
 AUTH_BACKOFF_S = 60.0  # the same keys will not start working by themselves
 
@@ -114,17 +113,15 @@ class Poller(QObject):
         self,
         cache: SeriesCache | None = None,
         interval: float = 1.0,
-        ask_host_key: AskHostKey | None = None,
+        ssh: SSHOptions | None = None,
         parent: QObject | None = None,
-        ssh_options: dict | None = None,
     ) -> None:
         super().__init__(parent)
         self.cache = cache if cache is not None else SeriesCache()
         self.interval = max(0.05, float(interval))
-        # Passed to every SSH source added without its own (unknown host keys are asked).
-        self.ask_host_key = ask_host_key
-        # Also for every SSH source: e.g. `secrets` (who answers logins), `ssh_config` (-F).
-        self.ssh_options: dict = dict(ssh_options or {})
+        # For every SSH source added without its own: who is asked about unknown host keys
+        # and logins, the ssh config file (-F), the timeouts.
+        self.ssh = ssh or SSHOptions()
         self.paused = False
         self._workers: dict[str, _SourceWorker] = {}
         self._retired: list[_SourceWorker] = []
@@ -136,16 +133,13 @@ class Poller(QObject):
     def source(self, label: str) -> Source:
         return self._workers[label].source
 
-    def add_source(self, spec: str, **opts) -> str:
-        """Add a source (no I/O here); returns its label. The same spec twice is one source."""
+    def add_source(self, spec: Spec, ssh: SSHOptions | None = None, **opts) -> str:
+        """Add a source (no I/O here); returns its label. The same spec twice is one source.
+        `ssh` replaces the poller's SSH options for this source; `opts` go to the source."""
         for label, worker in self._workers.items():
             if worker.source.spec == spec:
                 return label
-        if parse_spec(spec)["kind"] == "ssh":
-            if "ask_host_key" not in opts and self.ask_host_key is not None:
-                opts["ask_host_key"] = self.ask_host_key
-            opts = {**self.ssh_options, **opts}
-        source = open_source(spec, **opts)
+        source = open_source(spec, ssh or self.ssh, **opts)
         base, n = source.label, 2
         while source.label in self._workers:
             source.label = f"{base} ({n})"

@@ -9,6 +9,7 @@ burst of arrivals costs one redraw. A redraw refreshes the visible page's existi
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from PyQt5.QtCore import QByteArray, Qt, QTimer
@@ -36,6 +37,8 @@ from resplot.data.state import PAGES, X_AXES, ViewState
 from resplot.draw import fonts
 from resplot.draw.charts import ChartPage, save_figure
 from resplot.exports import export_table
+from resplot.sources.spec import parse_spec
+from resplot.ssh.options import SSHOptions
 from resplot.ui import shortcuts
 from resplot.ui.dialogs import AddSourceDialog, HostKeyAsker
 from resplot.ui.export_menu import ExportWorker, add_export_menu, ask_export, start_points_export
@@ -57,16 +60,7 @@ SIDE_REFRESH_MS = 1000  # ages and "stalled" change with time alone
 
 
 def make_poller(cache: SeriesCache, interval: float, ask_host_key) -> Poller:
-    return Poller(cache, interval=interval, ask_host_key=ask_host_key)
-
-
-def _is_ssh(spec: str) -> bool:
-    try:
-        from resplot.sources import parse_spec
-
-        return parse_spec(spec).get("kind") == "ssh"
-    except Exception:  # an invalid spec is reported by add_source itself
-        return False
+    return Poller(cache, interval=interval, ssh=SSHOptions(ask_host_key=ask_host_key))
 
 
 class MainWindow(QMainWindow):
@@ -277,11 +271,11 @@ class MainWindow(QMainWindow):
     def _start_source(self, spec: str) -> bool:
         if self.poller is None or spec in self.source_labels:
             return spec in self.source_labels
-        opts = {}
-        if self.poller.ask_host_key is None and _is_ssh(spec):
-            opts["ask_host_key"] = self.ask_host_key  # unknown host keys are asked in a dialog
+        ssh = self.poller.ssh
+        if ssh.ask_host_key is None:  # unknown host keys are asked in a dialog
+            ssh = replace(ssh, ask_host_key=self.ask_host_key)
         try:
-            label = self.poller.add_source(spec, **opts)
+            label = self.poller.add_source(parse_spec(spec), ssh)
         except Exception as exc:  # a bad spec must not take the window down: say why
             self.on_error(f"cannot add source {spec!r}: {exc}")
             return False

@@ -37,6 +37,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 
 from resplot.data.state import ViewState  # noqa: E402
 from resplot.draw.charts import ChartPage  # noqa: E402
+from resplot.sources.spec import parse_spec  # noqa: E402
 
 SECTION = "## resplot: redraw with 10 × 1M points"
 SIZE, DPI = (12, 7.5), 100
@@ -117,7 +118,7 @@ def bench_resplot(data, repeat: int) -> dict[str, tuple[float, float]]:
     series, points = len(data), len(data[0][0])
     path = Path(tempfile.gettempdir()) / f"reslog-redraw-{series}x{points}.db"
     build_store(data, path)
-    loaded = Loaded([str(path)])
+    loaded = Loaded([parse_spec(str(path))])
     cache = loaded.cache
     refs = [r.ref for r in cache.runs()]
     state = ViewState(page="training", smoothing=0.6, log_y=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from resplot.sources.spec import parse_spec
 from resplot.sync import Mirror
 from schema.store import open_store
 from tests.fixtures.sshd import bulk_store
@@ -46,12 +47,12 @@ def main() -> int:
 
     t0 = time.perf_counter()
     with Mirror(work / "mirror.db") as m:
-        first = m.sync(str(src))
+        first = m.sync(parse_spec(str(src)))
     rows.append(("resplot sync, first (full) copy", first.points, time.perf_counter() - t0))
 
     t0 = time.perf_counter()
     with Mirror(work / "mirror.db") as m:
-        idle = m.sync(str(src))
+        idle = m.sync(parse_spec(str(src)))
     rows.append(("resplot sync, nothing new", idle.points, time.perf_counter() - t0))
 
     engine = open_store(src)
@@ -60,7 +61,7 @@ def main() -> int:
     engine.dispose()
     t0 = time.perf_counter()
     with Mirror(work / "mirror.db") as m:
-        more = m.sync(str(src))
+        more = m.sync(parse_spec(str(src)))
     rows.append(("resplot sync, 1% new points", more.points, time.perf_counter() - t0))
 
     t0 = time.perf_counter()

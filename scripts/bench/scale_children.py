@@ -18,6 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from resplot.sources.spec import parse_spec
+from resplot.ssh.options import SSHOptions
+
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -102,7 +105,8 @@ def child_first(store: str, port: int, cfg: str, agent_dir: str) -> dict[str, An
     timer.start(5)
     phase("first")
     t0 = time.perf_counter()
-    label = poller.add_source(spec, ssh_config=cfg, python=sys.executable, agent_dir=agent_dir)
+    label = poller.add_source(parse_spec(spec), SSHOptions(ssh_config=cfg), python=sys.executable,
+                              agent_dir=agent_dir)  # fmt: skip
     win.source_labels[spec] = label
     QTimer.singleShot(300_000, app.quit)
     run_loop("first")
@@ -155,7 +159,8 @@ def child_raw(store: str, cfg: str, agent_dir: str) -> dict[str, Any]:
 
     from resplot.sources.ssh import SSHSource
 
-    src = SSHSource(f"target:{store}", ssh_config=cfg, python=sys.executable, agent_dir=agent_dir)
+    spec, ssh = parse_spec(f"target:{store}"), SSHOptions(ssh_config=cfg)
+    src = SSHSource(spec, ssh, python=sys.executable, agent_dir=agent_dir)
     t0 = time.perf_counter()
     client = src.connect()
     path = client.discover([store])[0][0]
@@ -177,7 +182,8 @@ def child_connect(store: str, cfg: str, agent_dir: str) -> dict[str, Any]:
     """Connect once (the agent is uploaded to the host), read nothing."""
     from resplot.sources.ssh import SSHSource
 
-    src = SSHSource(f"target:{store}", ssh_config=cfg, python=sys.executable, agent_dir=agent_dir)
+    spec, ssh = parse_spec(f"target:{store}"), SSHOptions(ssh_config=cfg)
+    src = SSHSource(spec, ssh, python=sys.executable, agent_dir=agent_dir)
     src.connect().discover([store])
     src.close()
     return {}
@@ -237,8 +243,8 @@ def child_latency(store: str, cfg: str, agent_dir: str, n: int) -> dict[str, Any
     app = QApplication.instance() or QApplication([])
     cache = SeriesCache()
     poller = Poller(cache, interval=1.0)
-    poller.add_source(f"target:{store}", ssh_config=cfg, python=sys.executable,
-                      agent_dir=agent_dir)  # fmt: skip
+    poller.add_source(parse_spec(f"target:{store}"), SSHOptions(ssh_config=cfg),
+                      python=sys.executable, agent_dir=agent_dir)  # fmt: skip
     delays: list[float] = []
 
     def arrived(refs) -> None:
@@ -479,7 +485,7 @@ def child_sweep(store: str) -> dict[str, Any]:
     from resplot.draw.charts import render
     from resplot.sources.polling import Loaded
 
-    with Loaded([store]) as loaded:
+    with Loaded([parse_spec(store)]) as loaded:
         refs = [r.ref for r in loaded.cache.runs()]
         state = ViewState(page="training")
         page = render(loaded.cache, state, refs, size=(14, 9), fetch=loaded.fetch)
