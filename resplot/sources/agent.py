@@ -22,14 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from reslog.agent.store import MAX_TILES
+from reslog.agent.wire import MAX_TILES, ROW_LAYOUTS
 from resplot.data.cache import SeriesCache, Summary
 from resplot.data.model import Event, RunInfo, RunRef
 from resplot.data.tiles import Tile, agg_at
 from resplot.sources.apply import Points, Reply, apply_reply
 from resplot.sources.base import PollResult, Progress, Source, StoreCursor
 from resplot.sources.client import (
-    ROW_LAYOUTS,
     AgentClient,
     AgentConnectionError,
     decode_columns,
