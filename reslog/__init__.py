@@ -20,13 +20,13 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from reslog import disabled_run
-from reslog.disabled_run import DisabledRun
-from reslog.lifecycle import current
-from reslog.media import AlertLevel, Audio, Histogram, Html, Image, Settings, Table, Video
 from reslog.reader import Reader, open
-from reslog.run_config import Config
-from reslog.tracked_run import Run, Timer, init
+from reslog.training import disabled
+from reslog.training.config import Config
+from reslog.training.disabled import DisabledRun
+from reslog.training.lifecycle import current
+from reslog.training.media import AlertLevel, Audio, Histogram, Html, Image, Settings, Table, Video
+from reslog.training.run import Run, Timer, init
 from schema.errors import StoreError
 
 __all__ = [
@@ -61,7 +61,7 @@ __all__ = [
 
 def _active() -> Run | DisabledRun | None:
     """The current run: the most recent unfinished init(), a disabled one included."""
-    return current() or disabled_run.current()
+    return current() or disabled.current()
 
 
 def __getattr__(name: str) -> Any:
@@ -117,7 +117,7 @@ def watch(
     log_freq: int = 1000,
     **kw: Any,
 ) -> None:
-    """wandb.watch on the current run (see reslog.model_watch)."""
+    """wandb.watch on the current run (see reslog.training.model_watch)."""
     _current_or_raise().watch(models, criterion, log=log, log_freq=log_freq, **kw)
 
 

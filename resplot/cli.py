@@ -219,7 +219,7 @@ def cmd_snapshot(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from reslog.export import ExportError
+    from reslog.tools.export import ExportError
     from resplot.exports import export_points, export_table
 
     with _load(args) as loaded:

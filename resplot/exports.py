@@ -1,4 +1,4 @@
-"""Exports from the viewer through reslog.export, so the window, `resplot export` and
+"""Exports from the viewer through reslog.tools.export, so the window, `resplot export` and
 `reslog export` write identical files.
 
 Points are read raw from the store as they are written (each source's `reader()`: the agent's
@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from reslog.export import ExportRun, write_points, write_table
+from reslog.tools.export import ExportRun, write_points, write_table
 from resplot.data.cache import SeriesCache
 from resplot.data.model import RunRef
 from schema.compare import RunSummary, select_keys

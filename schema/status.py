@@ -8,7 +8,8 @@ record one, so readers derive the status instead of trusting "running" forever:
   (wedged, or its store unwritable);
 - elsewhere (a shared PostgreSQL store read from another machine, an older run without liveness
   columns): `crashed` once the heartbeat is older than `stale_after(heartbeat_interval)`;
-- a running run whose writer flagged a stall (`stalled_since`, reslog/stall.py) is `stalled`.
+- a running run whose writer flagged a stall (`stalled_since`, reslog/training/stall.py) is
+  `stalled`.
 
 `stalled` is never stored as a status: it is "running, but no step lately".
 """

@@ -105,7 +105,8 @@ PG_DEFAULTS = {
 }
 PG_STATEMENT_TIMEOUT_MS = 60_000
 # Seconds a write may hang before the writer's watchdog breaks the connection (see
-# reslog/writer.py); `write_timeout=S` in the URL's query sets it and is not passed to libpq.
+# reslog/training/writer.py); `write_timeout=S` in the URL's query sets it and is not passed to
+# libpq.
 DEFAULT_WRITE_TIMEOUT_S = 90.0
 
 

@@ -17,7 +17,7 @@ import os
 import sys
 import threading
 
-from reslog.system import SystemSampler, visible_devices
+from reslog.training.system import SystemSampler, visible_devices
 
 
 def describe_gpus(nvml) -> None:

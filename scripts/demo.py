@@ -158,7 +158,7 @@ def upgrade_own_store(store: Path) -> None:
     (with a backup beside it) rather than failing, and say so."""
     if not store.exists():
         return
-    from reslog.maintenance import upgrade_store
+    from reslog.tools.maintenance import upgrade_store
     from schema.errors import StoreError
 
     try:
@@ -278,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     if summary:
         say(summary)
 
-    reslog = module_command("reslog.cli")
+    reslog = module_command("reslog.tools.cli")
     if reslog is None:
         say("reslog CLI not found (pip install -e .): no CSV export")
     else:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from reslog import maintenance
-from reslog.cli import main, store_label
+from reslog.tools import maintenance
+from reslog.tools.cli import main, store_label
 from schema import HEAD_REVISION
 from tests.fixtures import stores
 from tests.fixtures.stores import (
@@ -494,7 +494,7 @@ def test_a_store_warning_is_one_line_and_another_objects_leak_is_not_news(
     connection elsewhere in the process) stays ignored, as Python's default filters have it."""
     import warnings
 
-    import reslog.cli as cli
+    import reslog.tools.cli as cli
 
     real = cli.open_store
 

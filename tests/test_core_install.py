@@ -30,7 +30,7 @@ CHILD = (
     + r"""
 import os
 import reslog
-from reslog.cli import main as reslog_main
+from reslog.tools.cli import main as reslog_main
 from resplot.cli import main as resplot_main
 
 store = sys.argv[1]

@@ -1,4 +1,4 @@
-"""reslog.export and schema.compare: runs from real stores, the comparison table from series
+"""reslog.tools.export and schema.compare: runs from real stores, the comparison table from series
 aggregates, and every output format, streamed."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from reslog import export
+from reslog.tools import export
 from schema import compare
 from schema.compare import RunSummary
 from schema.errors import UnknownRun

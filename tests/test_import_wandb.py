@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from reslog.cli import main
+from reslog.tools.cli import main
 from tests.test_reslog_api import read_run
 
 SCRIPT = """

@@ -15,7 +15,7 @@ from tensorboard.util import tensor_util
 from torch.utils.tensorboard import SummaryWriter
 
 import reslog
-from reslog.cli import main
+from reslog.tools.cli import main
 from tests.test_reslog_api import read_run
 
 

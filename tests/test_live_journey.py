@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from PyQt5.QtCore import Qt
 
-from reslog.export import load_runs, write_points
+from reslog.tools.export import load_runs, write_points
 from resplot import settings as settings_mod
 from resplot.data.cache import SeriesCache
 from resplot.ui.window import MainWindow, make_poller

@@ -137,7 +137,7 @@ def test_a_server_that_never_answers_fails_init_and_ls_with_a_message():
         with pytest.raises(reslog.StoreError, match=r"cannot open .*timeout"):
             reslog.init(store=url, system=False)
         done = subprocess.run(
-            [sys.executable, "-m", "reslog.cli", "ls", url], capture_output=True, text=True,
+            [sys.executable, "-m", "reslog.tools.cli", "ls", url], capture_output=True, text=True,
             timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
         )  # fmt: skip
         assert done.returncode != 0 and "timeout" in done.stderr

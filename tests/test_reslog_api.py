@@ -206,7 +206,7 @@ def test_resume_appends_continues_the_step_and_records_an_event(store_path):
     assert info.config == {"a": 1, "b": 2}
     assert info.summary == {"best": 2.0, "last": 1.0}
     assert [(e.kind, e.step) for e in events] == [("resume", 2)]
-    with pytest.raises(reslog.tracked_run.UnknownRun, match="nope"):
+    with pytest.raises(reslog.training.run.UnknownRun, match="nope"):
         reslog.init(store=store_path, resume="nope", system=False)
 
 

@@ -13,7 +13,7 @@ from alembic import command
 from sqlalchemy import select
 
 import reslog
-from reslog.maintenance import check_store, upgrade_store
+from reslog.tools.maintenance import check_store, upgrade_store
 from schema import buckets, migrate
 from schema.errors import StoreError
 from schema.store import make_engine, open_store, resolve_store

@@ -22,7 +22,7 @@ import pytest
 from sqlalchemy import func, select
 
 import reslog
-from reslog.maintenance import check_store, upgrade_store
+from reslog.tools.maintenance import check_store, upgrade_store
 from schema import buckets, migrate
 from schema.read import series as read_series
 from schema.rollup import AGG_COLUMNS, fold, merge, merge_all

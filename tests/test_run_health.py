@@ -19,7 +19,7 @@ import pytest
 
 import reslog
 from reslog.agent.store import Store
-from reslog.stall import DEFAULT_MIN_STALL_S, StallWatch, check_stall_after
+from reslog.training.stall import DEFAULT_MIN_STALL_S, StallWatch, check_stall_after
 from schema import liveness
 from schema.status import effective_status, row_status
 from tests.fixtures.logging_child import ROOT, Child
@@ -289,7 +289,7 @@ def test_a_bool_is_refused_as_a_step(store_path):
 
 
 def test_steps_logged_backwards_give_one_last_step_in_show_ls_and_export(store_path, capsys):
-    from reslog.cli import main
+    from reslog.tools.cli import main
 
     run = reslog.init(store=store_path, name="back", system=False)
     for step in range(0, 1001, 10):
@@ -335,7 +335,7 @@ def test_store_open_failures_are_store_errors_with_the_right_verb(tmp_path):
 
 
 def test_credentials_in_urls_and_key_names_never_reach_the_store(store_path):
-    from reslog.hostinfo import command_line
+    from reslog.training.hostinfo import command_line
 
     config = {
         "db": "postgresql+psycopg://trainer:hunter2@db.internal:5432/runs",

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import reslog
-from reslog.maintenance import check_store
+from reslog.tools.maintenance import check_store
 from resplot.data.state import ViewState
 from resplot.draw.charts import render
 from resplot.sources.polling import Loaded

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reslog.agent.store import MAX_TILES
+from reslog.agent.wire import MAX_TILES
 from resplot.data.cache import SeriesCache
 from resplot.data.views import series_view
 from resplot.sources import SpecError, open_source, parse_spec

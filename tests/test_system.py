@@ -1,4 +1,4 @@
-"""reslog.system: the telemetry sampler.
+"""reslog.training.system: the telemetry sampler.
 
 NVML cannot run on this machine (no GPU, no driver), so GPU readings are tested against
 `FakeNvml`, a stand-in with pynvml's function names that raises pynvml's own NVMLError
@@ -21,7 +21,7 @@ import psutil
 import pynvml
 import pytest
 
-from reslog.system import SystemSampler, _Rate, visible_devices
+from reslog.training.system import SystemSampler, _Rate, visible_devices
 
 GIB = 1 << 30
 HOST_KEYS = {"sys/ram_used_gib", "sys/ram_pct", "sys/proc_rss_gib"}

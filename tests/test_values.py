@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import reslog
-from reslog.values import checked, convert, to_floats
+from reslog.training.values import checked, convert, to_floats
 from tests.test_reslog_api import read_run
 
 
@@ -165,7 +165,7 @@ def test_checked_converts_without_touching_the_known_keys_on_failure():
 def test_device_records_are_converted_at_flush_time(store_path):
     # No GPU here: CPU tensors stand in for CUDA ones on the writer's flush-time path (the one a
     # CUDA tensor takes: buffered as a DeviceRecord, stacked and copied per device and dtype).
-    from reslog.writer import DeviceRecord
+    from reslog.training.writer import DeviceRecord
 
     run = reslog.init(project="p", store=store_path, system=False)
     record = {"a": torch.tensor(2.5), "b": torch.tensor(float("nan")), "c": 4, "d": math.inf}

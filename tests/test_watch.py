@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import reslog
-from reslog.store_watch import Watcher
+from reslog.tools.watch import Watcher
 from schema.store import open_store
 from tests.fixtures.logging_child import ROOT, Child
 from tests.test_run_health import wait_until
@@ -26,7 +26,7 @@ class WatchProcess:
         fields = "$RESLOG_RUN|$RESLOG_RUN_ID|$RESLOG_STATUS|$RESLOG_STORE|$RESLOG_MESSAGE"
         hook = f'echo "{fields}" >> {hook_log}'
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "reslog.cli", "watch", str(store), "--interval", "0.2",
+            [sys.executable, "-m", "reslog.tools.cli", "watch", str(store), "--interval", "0.2",
              "--exec", hook],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -131,7 +131,7 @@ def test_watch_sees_throttling_onset_once_and_finish(store_path):
 def test_a_failing_hook_is_reported_and_the_watch_goes_on(store_path, tmp_path):
     reslog.init(store=store_path, name="first", system=False).finish()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "reslog.cli", "watch", str(store_path), "--interval", "0.2",
+        [sys.executable, "-m", "reslog.tools.cli", "watch", str(store_path), "--interval", "0.2",
          "--exec", "exit 3"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},

@@ -2,7 +2,8 @@
 as a local subprocess. Standard library only, Python 3.8 syntax: it is shipped to hosts as one
 zipapp (bundle.py) holding this package and the stdlib-only parts of `schema` it reads with.
 
-    wire.py    frames, errors, the binary columns of a reply (also the client's: one codec)
+    wire.py    frames, errors, the binary columns of a reply, every section layout and request
+               bound (also the client's: one codec)
     store.py   one SQLite store opened read-only: runs, keys, events, live points, series rows,
                tiles and raw step windows, each read in one read transaction
     serve.py   the request loop: one reply frame per request, errors as error frames

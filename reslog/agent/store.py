@@ -11,17 +11,32 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
-import struct
 from urllib.parse import quote
 
 from reslog.agent import tile_workers
-from reslog.agent.wire import AgentError, Sections, layout_struct
+from reslog.agent.wire import (
+    BUCKET_LAYOUT,
+    BUCKET_ROW,
+    DEFAULT_LIMIT,
+    EVENT_LIMIT,
+    KEY_BITS,
+    LAYOUT_PACKED,
+    LAYOUT_WIDE,
+    MAX_LIMIT,
+    MAX_TILES,
+    RAW_LAYOUT,
+    RAW_LIMIT,
+    RAW_ROW,
+    RAW_TILE_LAYOUT,
+    RAW_TILE_ROW,
+    ROW_PACKED,
+    ROW_WIDE,
+    SERIES_WIRE,
+    AgentError,
+    Sections,
+)
 from schema import buckets
 from schema.envelope import (
-    BUCKET_LAYOUT,
-    RAW_LAYOUT,
-    RAW_TILE_LAYOUT,
-    SERIES_COLUMNS,
     has_takes,
     packed_buckets,
     packed_raw,
@@ -31,24 +46,8 @@ from schema.envelope import (
 )
 from schema.liveness import is_alive
 from schema.revision import HEAD_REVISION, OLDER_REVISIONS
-from schema.rollup import AGG_FLOATS
 
-DEFAULT_LIMIT = 1_000_000
-MAX_LIMIT = 4_000_000
-EVENT_LIMIT = 10_000
-MAX_TILES = 4096  # per request
-RAW_LIMIT = 1_000_000  # points per `raw` reply
 SQLITE_MAGIC = b"SQLite format 3\x00"
-
-# Live points travel as little-endian rows (run/key/NaN flag packed in one int64, step int64,
-# wall float64, value float64): 32 bytes a point, no id per row (the reply has the cursor).
-# struct packing straight off the cursor is the cheapest way the stdlib has to turn rows into
-# bytes. Stores with ids of 2**31 or more get the wide layout.
-LAYOUT_PACKED = "rkn:q,step:q,wall:d,value:d"
-LAYOUT_WIDE = "run:q,kn:q,step:q,wall:d,value:d"
-ROW_PACKED = struct.Struct("<qqdd")
-ROW_WIDE = struct.Struct("<qqqdd")
-KEY_BITS = 31
 
 RUN_COLUMNS = (
     "id", "uid", "project", "name", "status", "created_at", "heartbeat_at", "ended_at", "host",
@@ -62,11 +61,6 @@ _STATUS, _BEAT, _ENDED, _PID, _PROC_HOST, _PROC_START, _STALLED = map(
     ("status", "heartbeat_at", "ended_at", "pid", "proc_host", "proc_start", "stalled_since"),
 )
 EVENT_COLUMNS = ("id", "run_id", "wall", "step", "kind", "level", "title", "body")
-# Series rows as columns (wire.Sections): "name:d" float64, "name:q" int64.
-SERIES_WIRE = [c + (":d" if c in AGG_FLOATS or c == "tail_wall" else ":q") for c in SERIES_COLUMNS]
-BUCKET_ROW = layout_struct(BUCKET_LAYOUT)
-RAW_ROW = layout_struct(RAW_LAYOUT)
-RAW_TILE_ROW = layout_struct(RAW_TILE_LAYOUT)
 
 
 def _alive(row: tuple) -> bool | None:

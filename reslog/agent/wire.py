@@ -1,4 +1,5 @@
-"""Frames and binary columns: both ends of the agent protocol use this one file.
+"""Frames, binary columns, and every layout and bound of the wire: both ends of the agent
+protocol use this one file.
 
 A frame is `>II` (header length, payload length), a UTF-8 JSON header, then the payload bytes.
 A reply's payload is a concatenation of sections, each described in the header's `sections`
@@ -15,6 +16,9 @@ import struct
 import sys
 from array import array
 
+from schema.envelope import BUCKET_LAYOUT, RAW_LAYOUT, RAW_TILE_LAYOUT, SERIES_COLUMNS
+from schema.rollup import AGG_FLOATS
+
 PROTOCOL = 2
 PREFIX = struct.Struct(">II")
 # A runs list with big configs can pass 16 MiB. Below 512 MiB still, so a frame prefix made of
@@ -24,6 +28,13 @@ MAX_PAYLOAD = (1 << 31) - 1
 COMPRESS_MIN = 64 << 10
 NAN = float("nan")
 _SWAP = sys.byteorder != "little"
+
+# What one request may ask for.
+DEFAULT_LIMIT = 1_000_000
+MAX_LIMIT = 4_000_000
+EVENT_LIMIT = 10_000
+MAX_TILES = 4096  # per request
+RAW_LIMIT = 1_000_000  # points per `raw` reply
 
 
 class ProtocolError(Exception):
@@ -110,6 +121,27 @@ def column_bytes(code: str, values) -> bytes:
 def layout_struct(layout: str) -> struct.Struct:
     """The row of a packed-rows layout ("name:q,name:d,name:B"): little-endian, no padding."""
     return struct.Struct("<" + "".join(f.split(":")[1] for f in layout.split(",")))
+
+
+# -- layouts ----------------------------------------------------------------------------------
+
+# Live points travel as little-endian rows (run/key/NaN flag packed in one int64, step int64,
+# wall float64, value float64): 32 bytes a point, no id per row (the reply has the cursor).
+# struct packing straight off the cursor is the cheapest way the stdlib has to turn rows into
+# bytes. Stores with ids of 2**31 or more get the wide layout.
+LAYOUT_PACKED = "rkn:q,step:q,wall:d,value:d"
+LAYOUT_WIDE = "run:q,kn:q,step:q,wall:d,value:d"
+KEY_BITS = 31
+POINT_LAYOUTS = (LAYOUT_PACKED, LAYOUT_WIDE)  # section "points"
+ROW_PACKED = layout_struct(LAYOUT_PACKED)
+ROW_WIDE = layout_struct(LAYOUT_WIDE)
+# Bucket rows and raw points, packed by schema.envelope: sections "buckets" and "raw".
+ROW_LAYOUTS = (BUCKET_LAYOUT, RAW_LAYOUT, RAW_TILE_LAYOUT)
+BUCKET_ROW = layout_struct(BUCKET_LAYOUT)
+RAW_ROW = layout_struct(RAW_LAYOUT)
+RAW_TILE_ROW = layout_struct(RAW_TILE_LAYOUT)
+# Series rows as columns (Sections.add_columns): "name:d" float64, "name:q" int64.
+SERIES_WIRE = [c + (":d" if c in AGG_FLOATS or c == "tail_wall" else ":q") for c in SERIES_COLUMNS]
 
 
 def shuffle_rows(data: bytes, size: int) -> bytes:

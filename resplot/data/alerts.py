@@ -120,9 +120,9 @@ STACK_LINES = 40
 
 
 def _stack_excerpt(body: str) -> str:
-    """What a tooltip can hold of a stall event's body (reslog.stall.thread_stacks): the GPU
-    note and the first thread's stack (the one that called init), its innermost frames kept
-    when it is long; `reslog show` has every thread's."""
+    """What a tooltip can hold of a stall event's body (reslog.training.stall.thread_stacks):
+    the GPU note and the first thread's stack (the one that called init), its innermost frames
+    kept when it is long; `reslog show` has every thread's."""
     lines = body.splitlines()
     starts = [i for i, line in enumerate(lines) if line.startswith('Thread "')]
     if not starts:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from reslog.agent.store import MAX_TILES
+from reslog.agent.wire import MAX_TILES, ROW_LAYOUTS
 from resplot.data.cache import SeriesCache, Summary
 from resplot.data.model import Event, RunInfo, RunRef
 from resplot.data.tiles import Tile, agg_at
@@ -33,7 +33,6 @@ from resplot.sources.base import (
     StoreCursor,
 )
 from resplot.sources.client import (
-    ROW_LAYOUTS,
     AgentClient,
     AgentConnectionError,
     decode_columns,

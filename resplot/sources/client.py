@@ -19,8 +19,7 @@ import numpy as np
 
 from reslog.agent import wire
 from reslog.agent.bundle import archive, archive_hash
-from reslog.agent.store import KEY_BITS, LAYOUT_PACKED, LAYOUT_WIDE
-from schema.envelope import BUCKET_LAYOUT, RAW_LAYOUT, RAW_TILE_LAYOUT
+from reslog.agent.wire import KEY_BITS, POINT_LAYOUTS, ROW_LAYOUTS
 from schema.errors import NotAStore, SchemaTooNew, SchemaTooOld, StoreError, StoreNotFound
 
 PROTOCOL = wire.PROTOCOL
@@ -77,8 +76,7 @@ def _layout_dtype(layout: str) -> np.dtype:
     )
 
 
-ROW_LAYOUTS = (BUCKET_LAYOUT, RAW_LAYOUT, RAW_TILE_LAYOUT)  # sections "buckets" and "raw"
-LAYOUTS = {layout: _layout_dtype(layout) for layout in (LAYOUT_PACKED, LAYOUT_WIDE, *ROW_LAYOUTS)}
+LAYOUTS = {layout: _layout_dtype(layout) for layout in (*POINT_LAYOUTS, *ROW_LAYOUTS)}
 _EMPTY_I, _EMPTY_F = np.empty(0, np.int64), np.empty(0, np.float64)
 EMPTY_BATCH = PointBatch(_EMPTY_I, _EMPTY_I, _EMPTY_I, _EMPTY_F, _EMPTY_F)
 
@@ -105,7 +103,7 @@ def decode_points(sections: dict) -> PointBatch:
     if "points" not in sections:
         return EMPTY_BATCH
     about, data = sections["points"]
-    table = rows_table(about, data, (LAYOUT_PACKED, LAYOUT_WIDE))
+    table = rows_table(about, data, POINT_LAYOUTS)
     if "rkn" in table.dtype.names:
         run_ids = table["rkn"] >> (KEY_BITS + 1)
         keyflag = table["rkn"] & ((1 << (KEY_BITS + 1)) - 1)

@@ -27,7 +27,7 @@ from PyQt5.QtWidgets import (
     QWidget,
 )
 
-from reslog.export import format_cell
+from reslog.tools.export import format_cell
 from resplot.data.alerts import LEVELS, Alert
 from resplot.data.cache import SeriesCache
 from resplot.data.colors import status_color

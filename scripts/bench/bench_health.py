@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from reslog.store_watch import Watcher  # noqa: E402
+from reslog.tools.watch import Watcher  # noqa: E402
 from schema import read  # noqa: E402
 from schema.status import effective_status  # noqa: E402
 from schema.store import open_store  # noqa: E402

@@ -42,7 +42,7 @@ w.close()
 PARSE = """
 import sys, time
 from pathlib import Path
-from reslog.importers.tensorboard import read_logdir
+from reslog.tools.importers.tensorboard import read_logdir
 t = time.perf_counter()
 n = sum(run.points() for run, _ in read_logdir(Path(sys.argv[1]), "bench"))
 print(n, time.perf_counter() - t)
@@ -89,7 +89,7 @@ def main() -> int:
     t0 = time.perf_counter()
     cmd = ["import", "tensorboard", str(logdir), "--store", str(store)]
     subprocess.run(
-        [sys.executable, "-m", "reslog.cli", *cmd], check=True, env=env(), capture_output=True
+        [sys.executable, "-m", "reslog.tools.cli", *cmd], check=True, env=env(), capture_output=True
     )
     t_import = time.perf_counter() - t0
     n_base, t_base = timed(BASELINE, str(logdir))

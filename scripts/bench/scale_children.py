@@ -286,7 +286,7 @@ while True:
 def child_kill(store: str, flush: float) -> dict[str, Any]:
     import struct
 
-    from reslog.maintenance import check_store
+    from reslog.tools.maintenance import check_store
     from schema.rollup_repair import check_series
     from schema.store import open_store
 
@@ -325,7 +325,7 @@ def points_only() -> None:
     """Make every writer of this process insert points without rollups: the same rows, built
     the same way (from the records grouped by key set, series by series), inserted the same
     way; only the rollups' fold and upserts are left out."""
-    import reslog.writer as writer_mod
+    import reslog.training.writer as writer_mod
     from schema import rollup_writer
 
     class PointsOnly(rollup_writer.RollupWriter):
@@ -341,7 +341,7 @@ def child_writer(rollups: str, steps: int) -> dict[str, Any]:
     from scale_store import SYSTEM, TRAIN
 
     import reslog
-    import reslog.writer as writer_mod
+    import reslog.training.writer as writer_mod
 
     if rollups == "off":
         points_only()

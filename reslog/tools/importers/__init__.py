@@ -1,8 +1,8 @@
 """`reslog import tensorboard|wandb|csv`: bring history written by other tools into a store.
 
 Each importer reads its input completely (a bad or truncated file is an ImportError_ naming the
-file, before anything is written), then writes each run in one transaction (reslog.importers.
-runs.write_run): nothing is ever half-imported. A run's uid is derived from what it came from,
+file, before anything is written), then writes each run in one transaction (runs.write_run):
+nothing is ever half-imported. A run's uid is derived from what it came from,
 so importing the same input again finds it and skips it.
 """
 

@@ -10,8 +10,8 @@ from typing import TextIO
 
 from sqlalchemy import Engine
 
-from reslog.importers import ImportError_
-from reslog.importers.runs import ImportedRun, write_run
+from reslog.tools.importers import ImportError_
+from reslog.tools.importers.runs import ImportedRun, write_run
 
 KINDS = ("tensorboard", "wandb", "csv")
 
@@ -20,15 +20,15 @@ def readers(
     kind: str, path: Path, project: str | None, name: str | None
 ) -> Iterator[tuple[ImportedRun, int]]:
     if kind == "tensorboard":
-        from reslog.importers.tensorboard import read_logdir
+        from reslog.tools.importers.tensorboard import read_logdir
 
         return read_logdir(path, project or "tensorboard")
     if kind == "wandb":
-        from reslog.importers.wandb_offline import read_wandb_dir
+        from reslog.tools.importers.wandb_offline import read_wandb_dir
 
         return read_wandb_dir(path, project)
     if kind == "csv":
-        from reslog.importers.csv_table import read_csv
+        from reslog.tools.importers.csv_table import read_csv
 
         return iter([(r, 0) for r in read_csv(path, project or "csv", name)])
     raise ImportError_(f"unknown import kind {kind!r} (one of {', '.join(KINDS)})")

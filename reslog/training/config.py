@@ -5,6 +5,7 @@ wandb's config. The stored form (runs.config, secrets redacted) is rendered here
 thread, when the config changes (rarely: at start, when a framework adds its hyper-parameters);
 the writer only compares `_version` and copies `_stored` with its next flush. Attribute names
 starting with "_" are this object's own; every other name is a config key (`config.version`).
+`config_dict` turns what init(config=...) accepts into the plain dict a Config holds.
 """
 
 from __future__ import annotations
@@ -13,11 +14,27 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from reslog.values import as_json, config_dict, redact
+from reslog.redact import redact
+from reslog.training.values import as_json
 
 
 def config_json(data: Mapping[str, Any]) -> str:
     return json.dumps(redact(dict(data)), default=as_json)
+
+
+def config_dict(config: Any) -> dict[str, Any]:
+    """A config as a plain dict: dataclasses, argparse namespaces and mappings are accepted."""
+    if config is None:
+        return {}
+    if isinstance(config, Mapping):
+        return dict(config)
+    import dataclasses
+
+    if dataclasses.is_dataclass(config) and not isinstance(config, type):
+        return dataclasses.asdict(config)
+    if hasattr(config, "__dict__"):
+        return {k: v for k, v in vars(config).items() if not k.startswith("_")}
+    raise TypeError(f"reslog: config must be a dict, dataclass or namespace, got {type(config)}")
 
 
 class Config:

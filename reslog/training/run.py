@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import operator
 import os
 import threading
 import time
@@ -17,23 +16,25 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from reslog import hostinfo, init_options, lifecycle
-from reslog.disabled_run import DisabledRun
-from reslog.run_config import Config
-from reslog.run_summary import Summary
-from reslog.run_surface import WandbSurface, alert_level, exit_status
-from reslog.stall import check_stall_after
-from reslog.store_file import StoreFile
-from reslog.values import (
+from reslog.redact import redact
+from reslog.training import hostinfo, lifecycle, options
+from reslog.training.config import Config, config_dict
+from reslog.training.disabled import DisabledRun
+from reslog.training.stall import check_stall_after
+from reslog.training.store_file import StoreFile
+from reslog.training.summary import Summary
+from reslog.training.values import (
+    MAX_STEP,
+    MIN_STEP,
     PLAIN,
     as_json,
     check_key,
+    check_step,
     checked,
-    config_dict,
-    redact,
     storable_text,
 )
-from reslog.writer import ON_FULL, DeviceRecord, Writer
+from reslog.training.wandb_compat import WandbCompat, alert_level, exit_status
+from reslog.training.writer import ON_FULL, DeviceRecord, Writer
 from schema import EVENT_LEVELS, liveness, open_store
 from schema.errors import StoreError, UnknownRun
 from schema.store import resolve_store, sqlite_path, write_timeout
@@ -42,7 +43,6 @@ from schema.tables import events, runs, series
 DEFAULT_FINISH_TIMEOUT_S = 10.0
 DEFAULT_MAX_BUFFER_POINTS = 2_000_000
 DEFAULT_WAKE_POINTS = 100_000
-MIN_STEP, MAX_STEP = -(2**63), 2**63 - 2  # points.step is a BIGINT; run.step = step + 1 too
 
 
 class Timer:
@@ -66,7 +66,7 @@ class Timer:
 
 
 class RunHooks:
-    """The run as the process-exit machinery (reslog/lifecycle.py) sees it."""
+    """The run as the process-exit machinery (reslog/training/lifecycle.py) sees it."""
 
     __slots__ = ("run",)
 
@@ -86,7 +86,7 @@ class RunHooks:
         self.run._detach_after_fork()
 
 
-class Run(WandbSurface):
+class Run:
     """One training run being logged. Made by `reslog.init()`; see docs/reslog.md."""
 
     def __init__(
@@ -109,6 +109,11 @@ class Run(WandbSurface):
         stall_after: float | None = None,
         store_file: StoreFile | None = None,
         write_timeout: float | None = None,
+        config: Config,
+        dir: str,
+        url: str,
+        group: str,
+        job_type: str,
     ) -> None:
         self.uid = uid
         self.project = project
@@ -149,6 +154,13 @@ class Run(WandbSurface):
         )
         self._put = self._writer.put
         self._sampler: Any = None
+        self._compat = WandbCompat(self._known, self._writer.events, self.event)
+        self._held = self._compat.held  # log() takes its fast path only while nothing is held
+        self.config = config
+        object.__setattr__(config, "_on_change", self._config_changed)
+        self._writer.config = config
+        self._dir, self._url = dir, url
+        self.group, self.job_type = group, job_type
 
     # -- the hot path -----------------------------------------------------------------------------
 
@@ -156,28 +168,28 @@ class Run(WandbSurface):
         self, metrics: Mapping[str, Any], step: int | None = None, commit: bool | None = None
     ) -> None:
         """Record metrics at `step` (default: the next step). No I/O; a value never raises
-        (reslog.lenient); commit=False holds them for the next call."""
+        (reslog.training.lenient); commit=False holds them for the next call."""
         if self._closed:
             self._log_after_finish()
             return
         if (
             type(metrics) is dict
             and commit is None
-            and not self._partial
+            and not self._held
             and self._known.issuperset(metrics)
             and PLAIN.issuperset(map(type, metrics.values()))
         ):
             record = dict(metrics)
             device = False
         else:
-            record = self._lenient(metrics, step, commit)
+            record, step = self._compat.record(metrics, step, commit, self._step)
             if record is None:
                 return
             device = not PLAIN.issuperset(map(type, record.values()))
         if step is None:
             step = self._step
         elif type(step) is not int or not MIN_STEP <= step <= MAX_STEP:
-            step = _check_step(step)
+            step = check_step(step)
         if self._timers:  # after every check: a rejected call must not consume the timers
             self._take_timers(record)
         self._step = step + 1
@@ -202,6 +214,24 @@ class Run(WandbSurface):
     def step(self) -> int:
         """The step the next log() without an explicit step will use."""
         return self._step
+
+    # -- wandb's run attributes -------------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        """wandb's run id: this run's uid (init(id=...) chooses it)."""
+        return self.uid
+
+    @property
+    def dir(self) -> str:
+        """A local folder for the run's files: init(dir=...), else the SQLite store's folder,
+        else the working directory."""
+        return self._dir
+
+    @property
+    def url(self) -> str:
+        """Where the run is: "<store>#<uid>" (a local path for a SQLite store)."""
+        return self._url
 
     # -- events and status ------------------------------------------------------------------------
 
@@ -244,6 +274,54 @@ class Run(WandbSurface):
             level=alert_level(level) or "warning",
         )
 
+    def define_metric(
+        self,
+        name: str,
+        step_metric: str | None = None,
+        *,
+        step_sync: bool | None = None,
+        hidden: bool | None = None,
+        summary: str | None = None,
+        goal: str | None = None,
+        overwrite: bool | None = None,
+    ) -> None:
+        """Record how a key (or glob, "train/*") is charted: `step_metric` is its default x
+        axis. Stored as a "metric" event; the other wandb options are kept with it."""
+        options = {
+            k: v
+            for k, v in {
+                "step_metric": step_metric,
+                "hidden": hidden,
+                "summary": summary,
+                "goal": goal,
+            }.items()
+            if v is not None
+        }
+        self._compat.define_metric(name, options)
+
+    def watch(
+        self,
+        models: Any,
+        criterion: Any = None,
+        log: str | None = "gradients",
+        log_freq: int = 1000,
+        idx: int | None = None,
+        log_graph: bool = False,
+    ) -> None:
+        """Log per-parameter gradient and/or parameter L2 norms every `log_freq` forward calls
+        (reslog.training.model_watch)."""
+        self._compat.watch(models, log, log_freq)
+
+    def unwatch(self, models: Any = None) -> None:
+        self._compat.unwatch(models)
+
+    def _label(self, **_: Any) -> None:
+        """wandb-internal telemetry that Hugging Face's WandbCallback calls: nothing to record."""
+
+    def _config_changed(self, changed: dict[str, Any]) -> None:
+        if not self._closed:
+            self._compat.config_changed(changed)
+
     def finish(
         self,
         status: str | None = None,
@@ -266,7 +344,7 @@ class Run(WandbSurface):
         if self._closed or self._finishing:
             return self._status is not None
         self._finishing = True
-        self._end_surface()
+        self._compat.end()
         limit = self.finish_timeout if timeout is None else float(timeout)
         deadline = time.monotonic() + limit
         if self._sampler is not None:
@@ -352,7 +430,7 @@ class Run(WandbSurface):
 
     def _start_system(self, interval: float) -> None:
         try:
-            from reslog.system import SystemSampler
+            from reslog.training.system import SystemSampler
         except ImportError as exc:
             warnings.warn(
                 f"reslog: system metrics unavailable ({exc})", RuntimeWarning, stacklevel=3
@@ -383,20 +461,6 @@ class Run(WandbSurface):
     def __repr__(self) -> str:
         state = self._status or "running"
         return f"<reslog.Run {self.uid[:8]} {self.project}/{self.name} step={self._step} {state}>"
-
-
-def _check_step(step: Any) -> int:
-    if isinstance(step, bool):  # operator.index(True) is 1: a bug in the caller, not step 1
-        raise TypeError(f"reslog: step must be an int, got bool {step!r}")
-    try:
-        value = operator.index(step)
-    except TypeError:
-        raise TypeError(
-            f"reslog: step must be an int, got {type(step).__name__} {step!r}"
-        ) from None
-    if not MIN_STEP <= value <= MAX_STEP:
-        raise ValueError(f"reslog: step {value} does not fit in 64 bits")
-    return value
 
 
 def _json(value: Any) -> str:
@@ -431,9 +495,9 @@ def init(
 ) -> Run | DisabledRun:
     """Start (or with resume=uid, or id= and resume=, continue) a run and make it the current
     one. wandb's keywords are accepted (docs/reslog.md, "Coming from wandb")."""
-    init_options.notice_ignored(wandb_only)
-    run_id_opt = init_options.check_id(id)
-    if init_options.check_mode(mode) == "disabled":
+    options.notice_ignored(wandb_only)
+    run_id_opt = options.check_id(id)
+    if options.check_mode(mode) == "disabled":
         return DisabledRun(project, name, config, run_id_opt)
     previous = lifecycle.current()
     if previous is not None and reinit == "return_previous":
@@ -441,7 +505,7 @@ def init(
     if previous is not None and (reinit is True or reinit == "finish_previous"):
         previous.finish()
     if store is None:
-        store = init_options.store_in(dir)
+        store = options.store_in(dir)
     if not flush_interval > 0:
         raise ValueError(f"reslog: flush_interval must be > 0 seconds, got {flush_interval!r}")
     if max_buffer_points < 1:
@@ -474,7 +538,7 @@ def init(
     }
     try:
         with engine.begin() as conn:
-            target, new_uid = init_options.resume_target(conn, resume, run_id_opt, project)
+            target, new_uid = options.resume_target(conn, resume, run_id_opt, project)
             if target is None:
                 uid = new_uid or uuid.uuid4().hex
                 name = name or f"{project}-{time.strftime('%Y%m%d-%H%M%S')}-{uid[:4]}"
@@ -507,6 +571,10 @@ def init(
     except BaseException:
         engine.dispose()
         raise
+    if target is None:
+        run_config = Config(config_dict(config))
+    else:  # the stored config (secrets redacted) with this init's config over it
+        run_config = Config({**json.loads(stored_config or "{}"), **config_dict(config)})
     run = Run(
         engine,
         int(run_id),
@@ -525,15 +593,7 @@ def init(
         stall_after=stall_after,
         store_file=_store_file(engine),
         write_timeout=write_limit,
-    )
-    if target is None:
-        run_config = Config(config_dict(config))
-    else:  # the stored config (secrets redacted) with this init's config over it
-        run_config = Config({**json.loads(stored_config or "{}"), **config_dict(config)})
-    object.__setattr__(run_config, "_on_change", run._config_changed)
-    run._writer.config = run_config
-    run._init_surface(
-        run_config,
+        config=run_config,
         dir=_run_dir(dir, engine),
         url=f"{label}#{uid}",
         group=stored_group or "",

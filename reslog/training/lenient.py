@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from reslog.values import check_key, convert
+from reslog.training.values import check_key, convert
 
 Skip = Callable[[str, str], None]
 

@@ -14,22 +14,25 @@ wandb logs histograms here; reslog stores numbers, so it logs norms (docs/reslog
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from reslog.values import convert
+from reslog.training.values import convert
 
 MODES = ("gradients", "parameters", "all")
 
 
 class ModelWatch:
-    def __init__(self, run: Any, models: Any, *, log: str, log_freq: int) -> None:
+    def __init__(
+        self, on_values: Callable[[dict[str, Any]], None], models: Any, *, log: str, log_freq: int
+    ) -> None:
         import torch
 
         if log not in MODES:
             raise ValueError(f"reslog: watch(log=...) must be one of {MODES} or None, got {log!r}")
         if int(log_freq) < 1:
             raise ValueError(f"reslog: watch(log_freq=...) must be >= 1, got {log_freq!r}")
-        self._run = run
+        self._on_values = on_values
         self._models = list(models) if isinstance(models, (list, tuple)) else [models]
         self._freq = int(log_freq)
         self._params = log in ("parameters", "all")
@@ -71,12 +74,12 @@ class ModelWatch:
             values = {
                 "param_norm/" + n: convert(n, norm(p.detach(), dtype=f32)) for n, p in self._named
             }
-            self._run._watch_values(values)
+            self._on_values(values)
 
     def _grad_hook(self, key: str):
         def hook(p: Any) -> None:
             if self._armed and p.grad is not None:
                 value = self._norm(p.grad.detach(), dtype=self._float)
-                self._run._watch_values({key: convert(key, value)})
+                self._on_values({key: convert(key, value)})
 
         return hook

@@ -9,7 +9,7 @@ import socket
 import sys
 from pathlib import Path
 
-from reslog.values import REDACTED, is_secret_key, redact_text
+from reslog.redact import REDACTED, is_secret_key, redact_text
 
 
 def host() -> str:

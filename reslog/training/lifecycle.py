@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 
 class Hooks(Protocol):
-    """What this module calls on a registered run (reslog.tracked_run.RunHooks implements it).
+    """What this module calls on a registered run (reslog.training.run.RunHooks implements it).
     `run` is what `current()` hands out."""
 
     run: Any

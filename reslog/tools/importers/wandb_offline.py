@@ -22,9 +22,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from reslog.importers import ImportError_
-from reslog.importers.protobuf import ProtobufError, fields, signed, text
-from reslog.importers.runs import ImportedRun
+from reslog.tools.importers import ImportError_
+from reslog.tools.importers.protobuf import ProtobufError, fields, signed, text
+from reslog.tools.importers.runs import ImportedRun
 
 HEADER = b":W&B"
 BLOCK = 32768

@@ -15,8 +15,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from reslog.importers import ImportError_
-from reslog.importers.runs import ImportedRun
+from reslog.tools.importers import ImportError_
+from reslog.tools.importers.runs import ImportedRun
 
 META = ("run", "uid", "step", "wall", "key", "value")
 

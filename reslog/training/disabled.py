@@ -1,6 +1,6 @@
 """`reslog.init(mode="disabled")`: a run whose every call does nothing and writes nothing.
 
-Same surface as reslog.tracked_run.Run, so training code needs no `if` around its logging.
+Same surface as reslog.training.run.Run, so training code needs no `if` around its logging.
 No store is opened, no file or folder is created, no thread is started.
 """
 
@@ -10,8 +10,7 @@ import contextlib
 import uuid
 from typing import Any
 
-from reslog.run_config import Config
-from reslog.values import config_dict
+from reslog.training.config import Config, config_dict
 
 _current: list[DisabledRun] = []
 

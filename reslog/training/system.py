@@ -19,7 +19,8 @@ from typing import Any
 
 import psutil
 
-log = logging.getLogger(__name__)
+# The name docs/system-metrics.md gives for filtering these messages, whatever the module path.
+log = logging.getLogger("reslog.system")
 
 GIB = float(1 << 30)
 MB = 1e6

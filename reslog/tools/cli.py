@@ -19,9 +19,10 @@ from collections.abc import Iterator, Sequence
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from reslog import export, text
-from reslog.maintenance import check_store, progress_bar, upgrade_store
-from reslog.values import redact_text
+from reslog import text
+from reslog.redact import redact_text
+from reslog.tools import export
+from reslog.tools.maintenance import check_store, progress_bar, upgrade_store
 from schema import read
 from schema.compare import duration_s, flatten, highest, last_step, lowest, select_keys
 from schema.envelope import agg_of
@@ -256,7 +257,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    from reslog.store_watch import watch
+    from reslog.tools.watch import watch
 
     with opened(args.store) as engine:
         return watch(engine, store_label(args.store), interval=args.interval, command=args.exec)
@@ -329,8 +330,8 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from reslog.importers import ImportError_
-    from reslog.importers.command import import_runs
+    from reslog.tools.importers import ImportError_
+    from reslog.tools.importers.command import import_runs
 
     progress = None
     if sys.stderr.isatty() or args.progress:

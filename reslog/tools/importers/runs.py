@@ -12,7 +12,8 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from reslog.values import as_json, redact, storable_text
+from reslog.redact import redact
+from reslog.training.values import as_json, storable_text
 from schema.rollup_writer import RollupWriter
 from schema.sql import positional_insert
 from schema.tables import events, keys, runs

@@ -1,14 +1,11 @@
-"""`run.summary`: a dict that knows when it changed, and how it is stored (JSON that never fails).
-
-(Not `reslog/summary.py`: `reslog.summary` is the current run's summary, wandb's name for it.)
-"""
+"""`run.summary`: a dict that knows when it changed, and its stored form (JSON that never fails)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from reslog.values import as_json
+from reslog.training.values import as_json
 
 
 class Summary(dict):

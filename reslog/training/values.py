@@ -8,11 +8,12 @@ writer thread, with one device-to-host copy per device and dtype.
 from __future__ import annotations
 
 import math
-import re
+import operator
 from collections.abc import Mapping
 from typing import Any
 
 MAX_KEY_LEN = 500  # keys.name is String(500); PostgreSQL enforces it
+MIN_STEP, MAX_STEP = -(2**63), 2**63 - 2  # points.step is a BIGINT; run.step = step + 1 too
 
 # Values whose type is in here are stored as they are; checked with one set lookup per value.
 PLAIN: frozenset[type] = frozenset({float, int})
@@ -89,6 +90,21 @@ def check_key(key: Any) -> str:
     except UnicodeEncodeError:
         raise ValueError(f"reslog: metric key is not valid unicode text: {key!r}") from None
     return str(key)
+
+
+def check_step(step: Any) -> int:
+    """A step as stored; TypeError (not an int, or a bool) or ValueError (beyond 64 bits)."""
+    if isinstance(step, bool):  # operator.index(True) is 1: a bug in the caller, not step 1
+        raise TypeError(f"reslog: step must be an int, got bool {step!r}")
+    try:
+        value = operator.index(step)
+    except TypeError:
+        raise TypeError(
+            f"reslog: step must be an int, got {type(step).__name__} {step!r}"
+        ) from None
+    if not MIN_STEP <= value <= MAX_STEP:
+        raise ValueError(f"reslog: step {value} does not fit in 64 bits")
+    return value
 
 
 def storable_text(value: Any) -> str:
@@ -175,104 +191,3 @@ def as_json(value: Any) -> Any:
     if isinstance(value, (set, frozenset, tuple)):
         return list(value)
     return str(value)
-
-
-# Config keys whose values are never stored: matched on the words of the key (split on _ - . and
-# camelCase) so that LM settings like batch_tokens, tokenizer or max_token_len stay visible.
-SECRET_WORDS = frozenset(
-    {
-        "token",
-        "secret",
-        "secrets",
-        "password",
-        "passwd",
-        "pwd",
-        "passphrase",
-        "apikey",
-        "credential",
-    }
-)
-SECRET_WORDS |= {"credentials", "auth"}
-SECRET_PAIRS = frozenset({("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key")})
-# "pad_token": "<pad>" and friends are tokenizer settings, not credentials.
-# Words that make "<word>_token" a count or a vocabulary entry, not a credential.
-NOT_SECRET_BEFORE_TOKEN = frozenset(
-    {"pad", "bos", "eos", "unk", "sep", "cls", "mask", "special", "per", "max", "min", "num", "n"}
-)
-# "<service>_key" is a credential (wandb_key, openai_key, ssh_key) unless the word before says
-# it is a lookup key of some kind.
-NOT_SECRET_BEFORE_KEY = frozenset(
-    {"sort", "primary", "foreign", "group", "cache", "rng", "prng", "seed", "dict", "hash",
-     "partition", "shard", "index", "lookup", "metric", "monitor", "sample", "data", "input",
-     "label", "target", "text", "query", "value", "attention", "attn", "sequence", "image"}
-)  # fmt: skip
-REDACTED = "<redacted>"
-# The password in a URL's userinfo: postgresql://user:secret@host/db → user:<redacted>@host.
-_URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*):(?P<pw>[^/\s@]+)@")
-
-
-def redact_text(text: str) -> str:
-    """`text` with the passwords of any URLs in it replaced."""
-    if "://" not in text:
-        return text
-
-    def hide(m: re.Match) -> str:
-        if m.group("pw") in ("***", REDACTED):  # already hidden (SQLAlchemy writes ***)
-            return m.group(0)
-        return f"{m.group('head')}:{REDACTED}@"
-
-    return _URL_PASSWORD.sub(hide, text)
-
-
-def _words(key: str) -> list[str]:
-    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", key)
-    return [w for w in re.split(r"[^A-Za-z0-9]+", spaced.lower()) if w]
-
-
-def is_secret_key(key: str) -> bool:
-    words = _words(key)
-    if not words:
-        return False
-    last = words[-1]
-    if last == "token" and len(words) > 1 and words[-2] in NOT_SECRET_BEFORE_TOKEN:
-        return False
-    if last in SECRET_WORDS or "secret" in words or "password" in words:
-        return True
-    if last == "key" and len(words) > 1 and words[-2] not in NOT_SECRET_BEFORE_KEY:
-        return True
-    return len(words) > 1 and (words[-2], last) in SECRET_PAIRS
-
-
-def redact(config: Any, *, inside_secret: bool = False) -> Any:
-    """A copy of `config` with the values under secret-looking keys replaced, at any depth."""
-    if isinstance(config, Mapping):
-        out = {}
-        for key, value in config.items():
-            secret = inside_secret or is_secret_key(str(key))
-            if isinstance(value, (Mapping, list, tuple)):
-                out[str(key)] = redact(value, inside_secret=secret)
-            elif secret and value is not None:
-                out[str(key)] = REDACTED
-            else:
-                out[str(key)] = redact_text(value) if isinstance(value, str) else value
-        return out
-    if isinstance(config, (list, tuple)):
-        return [redact(v, inside_secret=inside_secret) for v in config]
-    if inside_secret and config is not None:
-        return REDACTED
-    return redact_text(config) if isinstance(config, str) else config
-
-
-def config_dict(config: Any) -> dict[str, Any]:
-    """A config as a plain dict: dataclasses, argparse namespaces and mappings are accepted."""
-    if config is None:
-        return {}
-    if isinstance(config, Mapping):
-        return dict(config)
-    import dataclasses
-
-    if dataclasses.is_dataclass(config) and not isinstance(config, type):
-        return dataclasses.asdict(config)
-    if hasattr(config, "__dict__"):
-        return {k: v for k, v in vars(config).items() if not k.startswith("_")}
-    raise TypeError(f"reslog: config must be a dict, dataclass or namespace, got {type(config)}")

@@ -21,9 +21,9 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 
-from reslog.importers import ImportError_
-from reslog.importers.protobuf import ProtobufError, skip, varint
-from reslog.importers.runs import ImportedRun
+from reslog.tools.importers import ImportError_
+from reslog.tools.importers.protobuf import ProtobufError, skip, varint
+from reslog.tools.importers.runs import ImportedRun
 
 EVENT_FILE = "tfevents"
 _D = struct.Struct("<d").unpack_from

@@ -8,8 +8,8 @@ records into row tuples with comprehensions and hands them to the driver's execu
 CHUNK_POINTS points a transaction, so a backlog after an outage lands piece by piece as soon as
 the store takes it. Errors stay here: the data is kept (bounded), a warning is given once, and
 the flush is retried with backoff until the store takes it. Each tick also checks that the
-store file is still the one opened (reslog/store_file.py) and whether the run stalled
-(reslog/stall.py).
+store file is still the one opened (reslog/training/store_file.py) and whether the run stalled
+(reslog/training/stall.py).
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, select
 
-from reslog.run_summary import Summary, summary_json
-from reslog.stall import StallWatch, thread_stacks
-from reslog.store_file import StoreFile
 from reslog.text import duration
-from reslog.values import PLAIN, to_floats
+from reslog.training.stall import StallWatch, thread_stacks
+from reslog.training.store_file import StoreFile
+from reslog.training.summary import Summary, summary_json
+from reslog.training.values import PLAIN, to_floats
 from schema.rollup_writer import Pending, RollupWriter
 from schema.sql import positional_insert
 from schema.tables import events, keys, runs
@@ -188,7 +188,7 @@ class Writer:
         self._held_points = 0
         self._ids: dict[str, int] = {}
         self._summary_written = summary.version - 1  # write it (and the heartbeat) once at start
-        self.config: Any = None  # reslog.run_config.Config, set by init; written when changed
+        self.config: Any = None  # reslog.training.config.Config, set by init; written when changed
         self._config_written = 0
         self._conn: Connection | None = None
         self._final: tuple[str, float] | None = None
@@ -468,7 +468,8 @@ class Writer:
             self.events.append((time.time(), None, "writer", "warning", title, body))
 
     def _check_file(self) -> None:
-        """A store file deleted or replaced under the writer is rescued (reslog/store_file.py)."""
+        """A store file deleted or replaced under the writer is rescued
+        (reslog/training/store_file.py)."""
         assert self.file is not None
         what = self.file.changed()
         if what is None:

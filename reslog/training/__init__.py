@@ -1,0 +1,14 @@
+"""What runs inside training: `reslog.init()`, the Run and its writer thread. Needs SQLAlchemy and
+psutil (torch only for tensors it is given); never the tools, the viewer, pandas or Qt.
+
+    run.py           init() and the Run: log() only appends to memory
+    wandb_compat.py  what `import reslog as wandb` needs beyond log()'s fast path, owned by the Run
+    config.py        run.config          summary.py   run.summary
+    options.py       init()'s options    disabled.py  init(mode="disabled")
+    values.py        what log() accepts  lenient.py   log()'s slow path: nothing raises
+    writer.py        the writer thread: batches, rollups, heartbeat, stall watch (stall.py)
+    store_file.py    a SQLite file deleted or replaced under a running writer
+    lifecycle.py     process exit, signals, fork
+    system.py        GPU and host telemetry    model_watch.py  run.watch(model)
+    hostinfo.py      host, command line, git commit, rank    media.py  wandb's value classes
+"""
