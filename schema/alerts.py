@@ -29,7 +29,8 @@ GPU_THROTTLE = "gpu_throttle"
 GPU_UTIL_DROP = "gpu_util_drop"
 GPU_TEMP = "gpu_temp"
 LOGGED = "logged"
-# Kinds of the run's own events (events.kind) that `reslog watch` passes on as they come.
+# The run's own events (events.kind) a person wants to hear about as they happen: `reslog watch`
+# passes them on under their kind. The rest (checkpoints, notes) are not news.
 WATCHED_EVENTS = ("alert", "stall", "drop", "writer")
 
 KINDS: dict[str, str] = {
