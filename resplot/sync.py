@@ -30,7 +30,8 @@ from schema.errors import StoreError
 from schema.mirror import mirror_cursors, mirror_metadata
 from schema.rollup_writer import Pending, RollupWriter
 from schema.store import open_store
-from schema.tables import events, keys, runs
+from schema.tables import events, runs
+from schema.writes import insert_run, resolve_keys
 
 BATCH_POINTS = 200_000  # points per request and per mirror transaction
 RUN_FIELDS = (
@@ -218,7 +219,7 @@ class Mirror:
             values = {k: row[k] for k in RUN_FIELDS}
             found = conn.execute(select(runs.c.id).where(runs.c.uid == row["uid"])).scalar()
             if found is None:
-                found = conn.execute(insert(runs).values(**values)).inserted_primary_key[0]
+                found = insert_run(conn, values)
                 report.new_runs += 1
             else:
                 conn.execute(update(runs).where(runs.c.id == found).values(**values))
@@ -227,13 +228,8 @@ class Mirror:
         return mapping
 
     def _keys(self, conn: Connection, rows: list) -> dict[int, int]:
-        known = {name: kid for kid, name in conn.execute(select(keys.c.id, keys.c.name))}
-        mapping = {}
-        for key_id, name in rows:
-            if name not in known:
-                known[name] = conn.execute(insert(keys).values(name=name)).inserted_primary_key[0]
-            mapping[int(key_id)] = int(known[name])
-        return mapping
+        known = resolve_keys(conn, [name for _key_id, name in rows])
+        return {int(key_id): known[name] for key_id, name in rows}
 
     def _points(self, conn: Connection, batch, run_map, key_map) -> list:
         """Insert in the source's id order, per run, through the rollup writer."""

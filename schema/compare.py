@@ -10,11 +10,11 @@ from __future__ import annotations
 import fnmatch
 import json
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from schema.alerts import gpu_key
 from schema.records import RunInfo
 from schema.rollup import LAST, MIN_AT, NAN, NEGINF, POSINF, STEP_HI, VMAX, VMIN, N
 
@@ -23,7 +23,6 @@ DEFAULT_METRICS = ("train/loss", "valid/loss", "valid/ppl")
 # Validation metrics go by several family names (reslog's trainer: valid/, nanoGPT: val/,
 # Hugging Face: eval/, others: validation/): a metric named in one family stands for its twins.
 VALID_FAMILIES = ("valid", "val", "eval", "validation")
-GPU_KEY = re.compile(r"^sys/gpu(\d+)/")
 _MISSING = object()
 
 
@@ -109,7 +108,7 @@ def duration_s(run: RunInfo) -> float:
 
 def gpu_ids(keys: Iterable[str]) -> list[int]:
     """GPU ordinals present in `sys/gpu{i}/...` keys."""
-    return sorted({int(m.group(1)) for k in keys if (m := GPU_KEY.match(k))})
+    return sorted({gpu[0] for k in keys if (gpu := gpu_key(k))})
 
 
 def gpu_count(run: RunInfo, keys: Iterable[str]) -> int:

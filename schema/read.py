@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import pairwise
 from operator import itemgetter
@@ -17,6 +17,7 @@ from sqlalchemy import Connection, Engine, select
 
 from schema.errors import UnknownRun
 from schema.records import Event, RunInfo, RunRef
+from schema.rollup import newest_take
 from schema.status import row_status
 from schema.tables import events, keys, points, runs
 
@@ -192,26 +193,6 @@ def fetch_events(conn: Connection, run_id: int, ref: RunRef, *, after: int = 0) 
     ]
 
 
-def newest_take(steps: Sequence[int], walls: Sequence[float]) -> list[bool]:
-    """Which points (in id order) stand after restarts: TensorBoard's purge rule.
-
-    A step lower than the one before it and logged later (a larger wall time) is a restart: a
-    run resumed from an older checkpoint. It supersedes every earlier point at that step or
-    later. The store keeps both takes; readers show the newer one (docs/reslog.md, "Resume").
-    Equal consecutive steps (system samples) are no restart. resplot.data.model.newest_take is the
-    numpy twin for the viewer's cache."""
-    keep = [True] * len(steps)
-    floor = None  # the lowest restart step seen so far, walking backwards
-    for i in range(len(steps) - 1, 0, -1):
-        if floor is not None and steps[i] >= floor:
-            keep[i] = False
-        if steps[i] < steps[i - 1] and walls[i] > walls[i - 1]:
-            floor = steps[i] if floor is None else min(floor, steps[i])
-    if steps and floor is not None and steps[0] >= floor:
-        keep[0] = False
-    return keep
-
-
 def series_points(conn: Connection, run_id: int, key_id: int) -> list[tuple]:
     """Every point of one series as (step, wall, value), in id (arrival) order. Read through the
     (run_id, key_id, step) index and sorted here: `ORDER BY id` made SQLite walk the run's
@@ -227,7 +208,7 @@ def series_points(conn: Connection, run_id: int, key_id: int) -> list[tuple]:
 
 def series(engine: Engine, run_id: int, key_id: int) -> tuple[list[int], list[float], list[float]]:
     """(steps, walls, values) of one key of one run by step (full resolution), the newer take
-    where a resumed run logged steps again (newest_take)."""
+    where a resumed run logged steps again (schema.rollup.newest_take)."""
     with engine.connect() as conn:
         rows = series_points(conn, run_id, key_id)
     if not rows:

@@ -1,4 +1,5 @@
-"""The rollup aggregate of a group of points, and how two of them combine: the one definition.
+"""The rollup aggregate of a group of points, how two of them combine, and when a series starts
+over: the one definition of each.
 
 Standard library only, Python 3.8 syntax: the writer folds every flush with it, the viewer folds
 live points into the tiles it holds with it, and the tests' brute-force reference uses it.
@@ -218,6 +219,30 @@ def fold_up(buckets: dict, shift: int) -> dict:
         prev = parents.get(p)
         parents[p] = agg if prev is None else merge(prev, agg)
     return parents
+
+
+def is_restart(prev_step: int, prev_wall: float, step: int, wall: float) -> bool:
+    """The restart rule: a point with a lower step than the one before it (in arrival order),
+    logged later (a larger wall time), starts the series over: a run resumed from an older
+    checkpoint. It supersedes every earlier point at its step or later; the store keeps both
+    takes and readers show the newer one (docs/reslog.md, "Resume"). Equal steps (system
+    samples) and a lower step at the same wall time (a late row) are no restart."""
+    return step < prev_step and wall > prev_wall
+
+
+def newest_take(steps, walls) -> list:
+    """Which points (given in arrival order) stand after restarts (is_restart): TensorBoard's
+    purge rule. resplot.data.model.newest_take is the numpy twin for the viewer's cache."""
+    keep = [True] * len(steps)
+    floor = None  # the lowest restart step seen so far, walking backwards
+    for i in range(len(steps) - 1, 0, -1):
+        if floor is not None and steps[i] >= floor:
+            keep[i] = False
+        if is_restart(steps[i - 1], walls[i - 1], steps[i], walls[i]):
+            floor = steps[i] if floor is None else min(floor, steps[i])
+    if floor is not None and steps[0] >= floor:
+        keep[0] = False
+    return keep
 
 
 def mean(agg: tuple) -> float:

@@ -16,8 +16,8 @@ from sqlalchemy import Connection, bindparam, delete, func, select
 
 from schema import buckets
 from schema.envelope import SERIES_COLUMNS, agg_of, bucket_rows
-from schema.read import newest_take, series_points
-from schema.rollup import AGG_COLUMNS, VSUM
+from schema.read import series_points
+from schema.rollup import AGG_COLUMNS, VSUM, newest_take
 from schema.rollup_writer import RollupWriter, _cursor, brute_force
 from schema.sql import placeholder
 from schema.tables import points, rollups, series, takes

@@ -13,7 +13,7 @@ newest cannot exist yet, and the newest is in memory. Older buckets (points logg
 and state after a resume in another process are read back by primary key.
 
 A point with a lower step than the one before it, logged later, starts the series over (a run
-resumed from an older checkpoint; the rule of schema.read.newest_take). Its take is recorded in
+resumed from an older checkpoint; schema.rollup.is_restart). Its take is recorded in
 `takes`, every bucket past the restart step is deleted, and the buckets holding it are rebuilt
 from what lies before it: level 1 from raw points (at most 15 steps of them), each level above
 from its children (at most 4 rows). Restarts are rare; this path reads a few dozen rows.
@@ -42,6 +42,7 @@ from schema.rollup import (
     fold_buckets,
     fold_group,
     fold_up,
+    is_restart,
     merge,
     merge_all,
 )
@@ -210,7 +211,7 @@ class RollupWriter:
             prev = tail
             found = []
             for pos, (step, wall) in enumerate(zip(steps, walls, strict=True)):
-                if prev is not None and step < prev[0] and wall > prev[1]:
+                if prev is not None and is_restart(prev[0], prev[1], step, wall):
                     found.append(pos)
                 prev = (step, wall)
             if found:

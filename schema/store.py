@@ -13,7 +13,6 @@ import sqlite3
 import time
 import warnings
 from pathlib import Path
-from urllib.parse import quote
 
 from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import URL, make_url
@@ -21,6 +20,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, Programm
 
 from schema.errors import NotAStore, SchemaTooNew, SchemaTooOld, StoreError, StoreNotFound
 from schema.revision import HEAD_REVISION
+from schema.sqlite_file import readonly_uri
 from schema.tables import metadata
 
 DEFAULT_STORE = "runs/reslog.db"
@@ -52,11 +52,6 @@ def sqlite_path(url: str) -> Path | None:
     if not database or database == ":memory:" or database.startswith("file:"):
         return None
     return Path(database)
-
-
-def readonly_uri(path: Path) -> str:
-    """SQLite URI filename opening `path` read-only; the path is percent-encoded (RFC 3986)."""
-    return "file:" + quote(str(path.absolute()), safe="/") + "?mode=ro"
 
 
 def filesystem_type(path: Path) -> str | None:
@@ -162,21 +157,26 @@ def make_engine(url: str, *, readonly: bool = False) -> Engine:
     return engine
 
 
+def url_label(url: str | URL) -> str:
+    """How messages, the CLI and run tables name a store: the SQLite file path, or the URL
+    without its password."""
+    url = make_url(url)
+    database = url.database if url.get_backend_name() == "sqlite" else None
+    if not database or database == ":memory:":
+        return url.render_as_string(hide_password=True)
+    if database.startswith("file:"):  # a URI filename: the path ends where its query starts
+        return database.removeprefix("file:").split("?", 1)[0]
+    return str(Path(database))
+
+
 def store_label(store: str | os.PathLike[str] | None) -> str:
-    """How messages name a store argument: the SQLite file path, or the URL without its
-    password."""
-    url = resolve_store(store)
-    path = sqlite_path(url)
-    return str(path) if path is not None else make_url(url).render_as_string(hide_password=True)
+    """url_label of a store argument (a path, a URL, or None for $RESLOG_STORE / the default)."""
+    return url_label(resolve_store(store))
 
 
 def engine_label(engine: Engine) -> str:
-    """How messages name a store: the SQLite file path, or the URL without its password."""
-    url = engine.url
-    if url.get_backend_name() == "sqlite" and url.database:
-        database = url.database.removeprefix("file:")  # read-only engines use a URI filename
-        return database.split("?", 1)[0]
-    return url.render_as_string(hide_password=True)
+    """url_label of an open store."""
+    return url_label(engine.url)
 
 
 def stored_revision(engine: Engine, verb: str = "read") -> str | None:

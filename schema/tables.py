@@ -128,6 +128,14 @@ events = Table(
 )
 
 
+def _series_columns() -> list[Column]:
+    """(run_id, key_id): the series a row of series, rollups or takes belongs to."""
+    return [
+        Column("run_id", BigId, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+        Column("key_id", BigId, ForeignKey("keys.id"), nullable=False),
+    ]
+
+
 def _agg_columns() -> list[Column]:
     """The aggregate columns of schema.rollup.AGG_COLUMNS (NULL where rollup.py says None)."""
     return [
@@ -153,8 +161,7 @@ def _agg_columns() -> list[Column]:
 series = Table(
     "series",
     metadata,
-    Column("run_id", BigId, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
-    Column("key_id", BigId, ForeignKey("keys.id"), nullable=False),
+    *_series_columns(),
     *_agg_columns(),
     # Rollup levels kept for this series (1..levels; schema.buckets.needed_levels).
     Column("levels", SmallInteger, nullable=False),
@@ -169,8 +176,7 @@ series = Table(
 rollups = Table(
     "rollups",
     metadata,
-    Column("run_id", BigId, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
-    Column("key_id", BigId, ForeignKey("keys.id"), nullable=False),
+    *_series_columns(),
     Column("level", SmallInteger, nullable=False),
     Column("bucket", BigInteger, nullable=False),
     *_agg_columns(),
@@ -182,8 +188,7 @@ rollups = Table(
 takes = Table(
     "takes",
     metadata,
-    Column("run_id", BigId, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
-    Column("key_id", BigId, ForeignKey("keys.id"), nullable=False),
+    *_series_columns(),
     # From point id `since_id` on, the series restarted at `step`: its points with a smaller id
     # and a step >= `step` are superseded (TensorBoard's purge rule; the store keeps them).
     Column("since_id", BigInteger, nullable=False),

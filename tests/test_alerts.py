@@ -70,12 +70,12 @@ def test_inf_loss_is_named_as_inf():
     assert "-inf at step 10" in alert.message
 
 
-def test_stalled_run_after_k_times_its_median_step_time():
+def test_quiet_run_after_k_times_its_median_step_time():
     cache = _cache(step_s=10.0)  # last point at T0 + 990, median gap 10 s
-    th = Thresholds(stall_factor=5.0, stall_min_s=1.0)
+    th = Thresholds(quiet_factor=5.0, quiet_min_s=1.0)
     assert check_run(cache, REF, now=T0 + 990 + 45, th=th) == []
     alerts = check_run(cache, REF, now=T0 + 990 + 60, th=th)
-    assert kinds(alerts) == ["stalled"] and "no new step for 60 s" in alerts[0].message
+    assert kinds(alerts) == ["quiet"] and "no new step for 60 s" in alerts[0].message
 
 
 def test_a_run_its_writer_flagged_stalled_is_an_alert_at_once():
@@ -101,7 +101,7 @@ def test_a_stalled_alert_carries_where_the_run_hangs():
 
 def test_a_crashed_run_is_an_alert_naming_its_last_step():
     (alert,) = check_run(_cache(status="crashed", step_s=10.0), REF, now=T0 + 995)
-    assert alert.kind == "stalled" and alert.message.startswith("crashed after step 99")
+    assert alert.kind == "crashed" and alert.message.startswith("crashed after step 99")
 
 
 def test_finished_run_is_never_stalled():
@@ -163,11 +163,11 @@ def test_alerts_from_history_alone_use_the_summary_rows():
     throttle[3] = 0x4
     cache = _history(train__loss=loss, sys__gpu2__temp_c=temp, sys__gpu2__throttle=throttle,
                      step_s=10.0)  # fmt: skip
-    alerts = check_run(cache, REF, now=T0 + 990 + 200, th=Thresholds(stall_min_s=1.0))
+    alerts = check_run(cache, REF, now=T0 + 990 + 200, th=Thresholds(quiet_min_s=1.0))
     by_kind = {a.kind: a for a in alerts}
-    assert sorted(by_kind) == ["gpu_temp", "gpu_throttle", "nan_loss", "stalled"]
+    assert sorted(by_kind) == ["gpu_temp", "gpu_throttle", "nan_loss", "quiet"]
     assert by_kind["nan_loss"].message == "train/loss is NaN at step 7 (2 non-finite points)"
     assert by_kind["nan_loss"].step == 7
     assert by_kind["gpu_temp"].step == 90 and "GPU2 reached 91 °C" in by_kind["gpu_temp"].message
     assert by_kind["gpu_throttle"].message == "GPU2 throttled (power cap)"
-    assert "no new step for 200 s (median step gap 10.00 s)" in by_kind["stalled"].message
+    assert "no new step for 200 s (median step gap 10.00 s)" in by_kind["quiet"].message

@@ -365,24 +365,3 @@ def test_postgres_store_gives_the_same_table_as_sqlite(pg_store, sample):
         pg.dispose()  # after the scan: a read after dispose() opens a connection nobody closes
     assert pg_text == export.table_text(load(sqlite_engine), "md")
     assert math.isnan(values[2]) and values[3] == math.inf
-
-
-@pytest.mark.parametrize(
-    ("steps", "walls", "kept"),
-    [
-        ([0, 1, 2, 3], [0, 1, 2, 3], [0, 1, 2, 3]),  # no restart
-        ([0, 1, 2, 3, 2, 3, 4], [0, 1, 2, 3, 4, 5, 6], [0, 1, 2, 3, 4]),  # resumed at 2
-        ([5, 5, 5, 6], [0, 1, 2, 3], [5, 5, 5, 6]),  # equal steps (system samples) stay
-        ([0, 1, 2, 3, 1, 2, 0, 1], [0, 1, 2, 3, 4, 5, 6, 7], [0, 1]),  # two restarts
-        ([0, 2, 1, 3], [0, 1, 1, 2], [0, 2, 1, 3]),  # lower step, same wall: late row, kept
-    ],
-)
-def test_the_newer_take_wins_after_a_restart_in_both_readers(steps, walls, kept):
-    import numpy as np
-
-    from resplot.data.model import newest_take as newest_take_np
-    from schema.read import newest_take
-
-    keep = newest_take(steps, walls)
-    assert [s for s, k in zip(steps, keep, strict=True) if k] == kept
-    assert newest_take_np(np.array(steps), np.array(walls, dtype=float)).tolist() == keep

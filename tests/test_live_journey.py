@@ -140,7 +140,7 @@ def test_watch_crash_resume_and_finish(qtbot, live_window, store_path, tmp_path)
     qtbot.waitUntil(lambda: row_status() == "crashed", timeout=WAIT_MS)
     qtbot.waitUntil(lambda: tree_status() == "crashed", timeout=WAIT_MS)
     qtbot.waitUntil(
-        lambda: any(a.kind == "stalled" for a in win.alerts.get(ref, [])), timeout=WAIT_MS
+        lambda: any(a.kind == "crashed" for a in win.alerts.get(ref, [])), timeout=WAIT_MS
     )
     assert "live" in win.alert_label.text()  # the status bar names the run
     # Nothing flushed before the kill is lost: the window holds exactly what the store holds.
@@ -181,7 +181,7 @@ def test_watch_crash_resume_and_finish(qtbot, live_window, store_path, tmp_path)
         lambda: len(loss_x()) > 0 and int(loss_x()[-1]) == end - 1,
         timeout=WAIT_MS,
     )
-    assert not win.alerts.get(ref)  # the stalled alert is gone with the finished status
+    assert not win.alerts.get(ref)  # the crashed alert is gone with the finished status
 
     # The store keeps both takes of the overlapping steps (nothing is ever deleted) ...
     all_steps, _ = stored_loss(store_path)

@@ -18,9 +18,10 @@ from alembic.migration import MigrationContext
 from sqlalchemy import Engine, insert, inspect, select, text
 
 from schema import migrate, read, store
+from schema.columns import EVENT_COLUMNS, RUN_COLUMNS
 from schema.errors import NotAStore, SchemaTooNew, SchemaTooOld, StoreNotFound
 from schema.store import HEAD_REVISION, create_all_for_test, make_engine, open_store
-from schema.tables import keys, metadata, points, runs
+from schema.tables import events, keys, metadata, points, runs
 from tests.fixtures import stores
 from tests.fixtures.stores import make_run, new_store
 
@@ -102,6 +103,12 @@ def test_migrations_build_what_the_metadata_declares(store_path, tmp_path):
     from_alembic = ddl_lines(sqlite_dump(migrated))
     from_alembic.pop("CREATE TABLE alembic_version (")
     assert from_alembic == ddl_lines(sqlite_dump(direct))
+
+
+def test_the_plain_column_lists_are_the_tables_columns():
+    # The agent reads runs and events by these names (it cannot import SQLAlchemy).
+    assert tuple(runs.c.keys()) == RUN_COLUMNS
+    assert tuple(events.c.keys()) == EVENT_COLUMNS
 
 
 def test_head_revision_constant_matches_alembic():

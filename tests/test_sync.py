@@ -19,6 +19,7 @@ from resplot.cli import main
 from resplot.sources.spec import parse_spec
 from resplot.ssh.options import SSHOptions
 from resplot.sync import Mirror, SyncError
+from schema.sqlite_file import readonly_uri
 from tests.fixtures import sshd as sshd_fixtures
 
 sshd_env = sshd_fixtures.sshd_env
@@ -28,7 +29,7 @@ ssh_config = sshd_fixtures.ssh_config
 def contents(path: Path) -> dict[str, list]:
     """A store's rows with ids replaced by what they name (uid, key name): ids differ between a
     source and its mirror, the data must not."""
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    con = sqlite3.connect(readonly_uri(path), uri=True)
     try:
         run = "(SELECT uid FROM runs WHERE runs.id = t.run_id)"
         key = "(SELECT name FROM keys WHERE keys.id = t.key_id)"

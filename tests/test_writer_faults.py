@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 
 import reslog
+from schema.sqlite_file import readonly_uri
 from tests.fixtures.logging_child import Child
 from tests.test_reslog_api import read_run
 
 
 def count_points(store: Path) -> int:
-    with contextlib.closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True)) as conn:
+    with contextlib.closing(sqlite3.connect(readonly_uri(store), uri=True)) as conn:
         return conn.execute("SELECT count(*) FROM points").fetchone()[0]
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
-from urllib.parse import quote
 
 from reslog.agent import tile_workers
 from reslog.agent.wire import (
@@ -36,6 +35,7 @@ from reslog.agent.wire import (
     Sections,
 )
 from schema import buckets
+from schema.columns import EVENT_COLUMNS, RUN_COLUMNS
 from schema.envelope import (
     has_takes,
     packed_buckets,
@@ -46,21 +46,15 @@ from schema.envelope import (
 )
 from schema.liveness import is_alive
 from schema.revision import HEAD_REVISION, OLDER_REVISIONS
+from schema.sqlite_file import readonly_uri
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
-RUN_COLUMNS = (
-    "id", "uid", "project", "name", "status", "created_at", "heartbeat_at", "ended_at", "host",
-    "pid", "rank", "world_size", "command", "git_commit", "config", "summary", "tags", "notes",
-    "heartbeat_interval", "run_group", "job_type", "proc_host", "proc_start", "stall_after",
-    "stalled_since",
-)  # fmt: skip
 # Indexes into a RUN_COLUMNS row.
 _STATUS, _BEAT, _ENDED, _PID, _PROC_HOST, _PROC_START, _STALLED = map(
     RUN_COLUMNS.index,
     ("status", "heartbeat_at", "ended_at", "pid", "proc_host", "proc_start", "stalled_since"),
 )
-EVENT_COLUMNS = ("id", "run_id", "wall", "step", "kind", "level", "title", "body")
 
 
 def _alive(row: tuple) -> bool | None:
@@ -79,10 +73,6 @@ def is_sqlite(path: str) -> bool:
             return fh.read(16) == SQLITE_MAGIC
     except OSError:
         return False
-
-
-def uri_path(path: str) -> str:
-    return quote(os.path.abspath(path), safe="/")
 
 
 def req_int(req: dict, name: str, default: int) -> int:
@@ -166,7 +156,7 @@ class Store:
     def _connect(self) -> sqlite3.Connection:
         """A read-only connection (the agent's own, and each tile worker's)."""
         conn = sqlite3.connect(
-            f"file:{uri_path(self.path)}?mode=ro",
+            readonly_uri(self.path),
             uri=True,
             isolation_level=None,
             check_same_thread=False,
@@ -176,7 +166,7 @@ class Store:
 
     def _probe(self) -> None:
         try:
-            probe = sqlite3.connect(f"file:{uri_path(self.path)}?mode=ro&immutable=1", uri=True)
+            probe = sqlite3.connect(readonly_uri(self.path, immutable=True), uri=True)
         except sqlite3.Error as exc:
             raise AgentError("NotAStore", f"{self.path} is not a SQLite database ({exc})") from None
         try:

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, bindparam, exists, func, select, update
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from schema import migrate, store
 from schema.errors import NotAStore, SchemaTooNew, SchemaTooOld, StoreError, StoreNotFound
 from schema.rollup_repair import check_series, point_series, rebuild, sample_series
+from schema.sqlite_file import backup_into, readonly_uri
 from schema.status import effective_status, row_status
 from schema.tables import events, keys, points, runs
 
@@ -40,8 +40,7 @@ def _locate(store_arg: str | None) -> tuple[str, Path | None, str]:
             raise NotAStore(f"{path} is a directory, not a store file")
         if not path.exists():
             raise StoreNotFound(f"no store at {path}")
-        return url, path, str(path)
-    return url, None, make_url(url).render_as_string(hide_password=True)
+    return url, path, store.url_label(url)
 
 
 def _orphan_line(n: int, table: str, what: str) -> str:
@@ -227,12 +226,10 @@ def backup_sqlite(path: Path, revision: str) -> Path:
     while target.exists():
         target = path.with_name(f"{path.name}.bak-{revision}.{n}")
         n += 1
-    src = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    dst = sqlite3.connect(target)
+    src = sqlite3.connect(readonly_uri(path), uri=True)
     try:
-        src.backup(dst)
+        backup_into(src, target)
     finally:
-        dst.close()
         src.close()
     return target
 

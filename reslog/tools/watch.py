@@ -7,14 +7,14 @@ so when the watch started is its baseline, not news.
 
 A notice is one line on stdout; with `--exec CMD` it also runs CMD through the shell with
 RESLOG_RUN (name), RESLOG_RUN_ID (uid), RESLOG_PROJECT, RESLOG_STATUS (the new status, or the
-alert's kind: nan, throttled, alert, stall, drop, writer), RESLOG_MESSAGE and RESLOG_STORE in its
-environment. Hooks run in the background: a slow webhook never delays the next poll.
+alert's kind: nan, throttled, alert, stall, drop, writer; schema/alerts.py says what each means),
+RESLOG_MESSAGE and RESLOG_STORE in its environment. Hooks run in the background: a slow webhook
+never delays the next poll.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import time
@@ -25,14 +25,20 @@ from sqlalchemy import Engine, func, select
 
 from reslog import text
 from schema import read
+from schema.alerts import (
+    CRASHED,
+    FINISHED,
+    NAN,
+    RUNNING,
+    STALLED,
+    THROTTLED,
+    WATCHED_EVENTS,
+    gpu_key,
+)
 from schema.records import RunInfo
 from schema.status import LIVE_STATUSES
 from schema.tables import events, keys, series
 from schema.throttle import slowdown_reasons
-
-# Events a person wants to hear about as they happen; the rest (checkpoints, notes) are not news.
-EVENT_KINDS = ("alert", "stall", "drop", "writer")
-_THROTTLE_KEY = re.compile(r"^sys/gpu(\d+)/throttle$")
 
 
 @dataclass(frozen=True)
@@ -80,7 +86,7 @@ class Watcher:
                 continue
             if before is None:
                 message = f"started on {run.host} (pid {run.pid})"
-            elif run.status == "running" and before == "stalled":
+            elif run.status == RUNNING and before == STALLED:
                 message = "logging steps again"
             else:
                 message = _status_message(run, now)
@@ -102,7 +108,7 @@ class Watcher:
         for event_id, run_id, wall, kind, title in conn.execute(query):
             self.event_cursor = event_id
             run = runs.get(run_id)
-            if run is not None and kind in EVENT_KINDS:
+            if run is not None and kind in WATCHED_EVENTS:
                 out.append(Notice(run, kind, title, wall))
         return out
 
@@ -124,29 +130,29 @@ class Watcher:
                 counts = {"NaN": nan, "+inf": posinf, "-inf": neginf}
                 what = ", ".join(f"{n} {label}" for label, n in counts.items() if n)
                 message = f"{name} is not finite ({what}; first at step {first_at})"
-                out.append(Notice(run, "nan", message, now))
+                out.append(Notice(run, NAN, message, now))
             self.nonfinite[at] = bad
-            gpu = _THROTTLE_KEY.match(name)
-            if gpu is None:
+            gpu = gpu_key(name)
+            if gpu is None or gpu[1] != "throttle":
                 continue
             reasons = slowdown_reasons(last)
             held = self.throttled.get(at, 0)
             if reasons and not held and self.started:
-                message = f"GPU {gpu.group(1)} throttled: {', '.join(reasons)}"
-                out.append(Notice(run, "throttled", message, now))
+                message = f"GPU {gpu[0]} throttled: {', '.join(reasons)}"
+                out.append(Notice(run, THROTTLED, message, now))
             self.throttled[at] = 1 if reasons else 0
         return out
 
 
 def _status_message(run: RunInfo, now: float) -> str:
-    if run.status == "crashed":
+    if run.status == CRASHED:
         return (
             f"process {run.pid} on {run.host} is gone, or no heartbeat for "
             f"{text.duration(now - run.heartbeat_at)} (kill -9, OOM, host lost)"
         )
-    if run.status == "stalled":
+    if run.status == STALLED:
         return "alive but no step logged lately; `reslog show` has every thread's stack"
-    if run.status == "finished":
+    if run.status == FINISHED:
         return f"finished after {text.duration((run.ended_at or now) - run.created_at)}"
     return f"ended {run.status}"
 

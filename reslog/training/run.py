@@ -39,6 +39,7 @@ from schema import EVENT_LEVELS, liveness, open_store
 from schema.errors import StoreError, UnknownRun
 from schema.store import resolve_store, sqlite_path, write_timeout
 from schema.tables import events, runs, series
+from schema.writes import insert_run
 
 DEFAULT_FINISH_TIMEOUT_S = 10.0
 DEFAULT_MAX_BUFFER_POINTS = 2_000_000
@@ -555,7 +556,7 @@ def init(
                     "notes": notes or "",
                     **where,
                 }
-                run_id = conn.execute(runs.insert().values(**row)).inserted_primary_key[0]
+                run_id = insert_run(conn, row)
                 summary, step = Summary(), 0
             else:
                 run_id, uid, project, name, summary, step = _resume(

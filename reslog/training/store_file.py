@@ -20,7 +20,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from schema.store import readonly_uri
+from schema.sqlite_file import backup_into, readonly_uri
 
 SIDECARS = ("-wal", "-shm")
 
@@ -102,11 +102,7 @@ class StoreFile:
         tmp = self.path.with_name(f".{self.path.name}.rescue-{os.getpid()}")
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
-        target = sqlite3.connect(tmp)
-        try:
-            source.backup(target)
-        finally:
-            target.close()
+        backup_into(source, tmp)
         # The -wal and -shm files at the path are the lost database's until its last connection
         # closes (which removes them): a file put there meanwhile would be read through them.
         self.close()

@@ -25,7 +25,7 @@ from itertools import accumulate, chain, repeat
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, Engine
 
 from reslog.text import duration
 from reslog.training.stall import StallWatch, thread_stacks
@@ -34,7 +34,8 @@ from reslog.training.summary import Summary, summary_json
 from reslog.training.values import PLAIN, to_floats
 from schema.rollup_writer import Pending, RollupWriter
 from schema.sql import positional_insert
-from schema.tables import events, keys, runs
+from schema.tables import events, runs
+from schema.writes import resolve_keys
 
 log = logging.getLogger("reslog")
 
@@ -42,7 +43,6 @@ MAX_BACKOFF_S = 30.0
 # "database is locked" is normal contention between processes sharing a file; only a lock that
 # outlasts this many seconds of retries is worth a warning.
 LOCK_WARN_AFTER_S = 30.0
-IN_CHUNK = 400  # names per "IN (...)" when resolving key ids (SQLite's variable limit is 999+)
 CHUNK_POINTS = 100_000  # points per transaction: a backlog lands in pieces the store can take
 FIRST_FLUSH_S = 0.1
 ON_FULL = ("drop", "block")
@@ -543,19 +543,10 @@ class Writer:
         return conn
 
     def _resolve_keys(self, conn: Connection, names: list[str]) -> None:
-        """Ids of key names, inserting the new ones; other processes may insert the same names."""
-        if self.is_sqlite:
-            from sqlalchemy.dialects.sqlite import insert
-        else:
-            from sqlalchemy.dialects.postgresql import insert
-        stmt = insert(keys).on_conflict_do_nothing(index_elements=["name"])
+        """Ids of key names into the writer's cache, inserting the new ones (other processes
+        may insert the same names)."""
         with conn.begin():
-            conn.execute(stmt, [{"name": n} for n in names])
-        with conn.begin():
-            for i in range(0, len(names), IN_CHUNK):
-                chunk = names[i : i + IN_CHUNK]
-                query = select(keys.c.name, keys.c.id).where(keys.c.name.in_(chunk))
-                self._ids.update(conn.execute(query).all())
+            self._ids.update(resolve_keys(conn, names))
 
     def _failed(self, exc: Exception) -> None:
         self.last_error = f"{type(exc).__name__}: {getattr(exc, 'orig', None) or exc}"

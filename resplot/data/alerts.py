@@ -1,5 +1,6 @@
-"""Alerts derived from the cache: NaN/inf loss, stalled run, GPU utilisation drop, hot or
-throttled GPU, plus the alerts a run logged itself (`run.alert`). Pure functions, no Qt.
+"""Alerts derived from the cache: NaN/inf loss, a stalled or crashed run, a quiet one (no new
+step for a while), GPU utilisation drop, hot or throttled GPU, plus the alerts a run logged
+itself (`run.alert`). Pure functions, no Qt; the kinds and what they mean are schema.alerts'.
 
 They read the series summaries (counts, extremes, flags and last points of whole series,
 O(series)) and, for what happened in the last minute, the points seen arriving live.
@@ -7,14 +8,24 @@ O(series)) and, for what happened in the last minute, the points seen arriving l
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from resplot.data.cache import SeriesCache
+from resplot.data.cache import SeriesCache, Summary
 from resplot.data.model import RunRef
+from schema.alerts import (
+    CRASHED,
+    GPU_TEMP,
+    GPU_THROTTLE,
+    GPU_UTIL_DROP,
+    LOGGED,
+    NAN_LOSS,
+    QUIET,
+    STALLED,
+    gpu_key,
+)
 from schema.rollup import (
     BITS,
     MAX_AT,
@@ -33,14 +44,13 @@ from schema.rollup import (
 from schema.throttle import THROTTLE_BITS
 
 LOSS_KEYS = ("train/loss", "valid/loss")
-_GPU_KEY = re.compile(r"^sys/gpu(\d+)/(util|temp_c|throttle)$")
 LEVELS = {"info": 0, "warning": 1, "error": 2}
 
 
 @dataclass(frozen=True)
 class Thresholds:
-    stall_factor: float = 5.0  # stalled after k × median time between logged steps
-    stall_min_s: float = 30.0  # ... and never before this (flush + poll delays)
+    quiet_factor: float = 5.0  # quiet after k × median time between logged steps
+    quiet_min_s: float = 30.0  # ... and never before this (flush + poll delays)
     util_window_s: float = 60.0  # recent window compared to the run's typical utilisation
     util_drop_ratio: float = 0.5  # recent mean below half of the run's median
     util_busy_pct: float = 50.0  # only for GPUs that were busy (median above this)
@@ -50,7 +60,7 @@ class Thresholds:
 @dataclass(frozen=True)
 class Alert:
     run: RunRef
-    kind: str  # nan_loss, stalled, gpu_util_drop, gpu_temp, gpu_throttle, logged
+    kind: str  # schema.alerts: nan_loss, stalled, crashed, quiet, gpu_util_drop, gpu_temp, ...
     level: str  # info, warning, error
     message: str
     step: int | None = None
@@ -87,19 +97,23 @@ def nan_loss(cache: SeriesCache, ref: RunRef) -> list[Alert]:
                 wall = float(walls[i])
         where = f" at step {step}" if step is not None else ""
         out.append(
-            Alert(ref, "nan_loss", "error",
+            Alert(ref, NAN_LOSS, "error",
                   f"{key} is {what}{where} ({count} non-finite points)", step, wall)
         )  # fmt: skip
     return out
 
 
-def _progress_key(cache: SeriesCache, ref: RunRef) -> str | None:
-    """The key that best shows training progress."""
+def _progress(cache: SeriesCache, ref: RunRef) -> tuple[str | None, Summary | None]:
+    """(key, its summary) of the series that best shows training progress (None, None: none)."""
     for key in ("train/loss", "time/step"):
-        if cache.summary(ref, key) is not None:
-            return key
+        summary = cache.summary(ref, key)
+        if summary is not None:
+            return key, summary
     counts = {k: s.agg[N] for k, s in cache.summaries(ref).items() if not k.startswith("sys/")}
-    return max(counts, key=counts.get) if counts else None
+    if not counts:
+        return None, None
+    key = max(counts, key=counts.get)
+    return key, cache.summary(ref, key)
 
 
 STACK_LINES = 40
@@ -122,34 +136,45 @@ def _stack_excerpt(body: str) -> str:
     return "\n".join([*head, *stack, *tail])
 
 
-def stalled(cache: SeriesCache, ref: RunRef, now: float, th: Thresholds) -> list[Alert]:
+def run_status(cache: SeriesCache, ref: RunRef, now: float) -> list[Alert]:
+    """A run whose status is stalled or crashed (schema/status.py), at its last step."""
     run = cache.run(ref)
-    if run is None or run.status not in ("running", "stalled", "crashed"):
+    if run is None or run.status not in (STALLED, CRASHED):
         return []
-    key = _progress_key(cache, ref)
-    summary = cache.summary(ref, key) if key is not None else None
+    _key, summary = _progress(cache, ref)
+    if summary is None:
+        return []
+    last_step, last_wall = int(summary.agg[STEP_HI]), float(summary.agg[WALL_HI])
+    if run.status == CRASHED:
+        # The process is gone (SIGKILL, OOM, a lost host): the run stopped for good, however
+        # short its silence is next to its step time. Resuming or finishing it clears this.
+        return [
+            Alert(ref, CRASHED, "warning",
+                  f"crashed after step {last_step}: its process is gone or sent no heartbeat "
+                  f"for {now - run.heartbeat_at:.0f} s", last_step, last_wall)
+        ]  # fmt: skip
+    # The writer saw no log() for its stall_after (or the process is alive but silent); the
+    # run's "stall" event holds every thread's stack.
+    stalls = [e for e in cache.events(ref) if e.kind == "stall" and e.level == "warning"]
+    where = _stack_excerpt(stalls[-1].body) if stalls else ""
+    return [
+        Alert(ref, STALLED, "warning",
+              f"stalled after step {last_step}: no step for {now - last_wall:.0f} s"
+              + ("; hover for where it hangs" if where else ""), last_step, last_wall, where)
+    ]  # fmt: skip
+
+
+def quiet(cache: SeriesCache, ref: RunRef, now: float, th: Thresholds) -> list[Alert]:
+    """A running run that has logged no new step for `quiet_factor` × its usual time between
+    steps: a guess from the chart, said before the writer's stall_after (or a heartbeat) can."""
+    run = cache.run(ref)
+    if run is None or run.status != "running":
+        return []
+    key, summary = _progress(cache, ref)
     if summary is None:
         return []
     agg = summary.agg
     last_step, last_wall = int(agg[STEP_HI]), float(agg[WALL_HI])
-    if run.status == "crashed":
-        # The process is gone (SIGKILL, OOM, a lost host): the run stalled for good, however
-        # short its silence is next to its step time. Resuming or finishing it clears this.
-        return [
-            Alert(ref, "stalled", "warning",
-                  f"crashed after step {last_step}: its process is gone or sent no heartbeat "
-                  f"for {now - run.heartbeat_at:.0f} s", last_step, last_wall)
-        ]  # fmt: skip
-    if run.status == "stalled":
-        # The writer saw no log() for its stall_after (or the process is alive but silent);
-        # the run's "stall" event holds every thread's stack.
-        stalls = [e for e in cache.events(ref) if e.kind == "stall" and e.level == "warning"]
-        where = _stack_excerpt(stalls[-1].body) if stalls else ""
-        return [
-            Alert(ref, "stalled", "warning",
-                  f"stalled after step {last_step}: no step for {now - last_wall:.0f} s"
-                  + ("; hover for where it hangs" if where else ""), last_step, last_wall, where)
-        ]  # fmt: skip
     live = _live(cache, ref, key)
     if live is not None and len(live[0]) >= 3:
         steps, walls = live[0], live[1]
@@ -164,12 +189,12 @@ def stalled(cache: SeriesCache, ref: RunRef, now: float, th: Thresholds) -> list
         gap = None
     if not gap or gap <= 0:
         return []
-    limit = max(th.stall_factor * gap, th.stall_min_s)
+    limit = max(th.quiet_factor * gap, th.quiet_min_s)
     idle = now - last_wall
     if idle <= limit:
         return []
     return [
-        Alert(ref, "stalled", "warning",
+        Alert(ref, QUIET, "warning",
               f"no new step for {idle:.0f} s (median step gap {gap:.2f} s)", last_step,
               last_wall)
     ]  # fmt: skip
@@ -178,10 +203,10 @@ def stalled(cache: SeriesCache, ref: RunRef, now: float, th: Thresholds) -> list
 def gpu_alerts(cache: SeriesCache, ref: RunRef, th: Thresholds) -> list[Alert]:
     out = []
     for key, summary in cache.summaries(ref).items():
-        m = _GPU_KEY.match(key)
-        if not m:
+        parsed = gpu_key(key)
+        if parsed is None:
             continue
-        gpu, what = m.group(1), m.group(2)
+        gpu, what = parsed
         agg = summary.agg
         if agg[VMAX] is None:
             continue
@@ -203,13 +228,13 @@ def gpu_alerts(cache: SeriesCache, ref: RunRef, th: Thresholds) -> list[Alert]:
             now_mean = float(values[recent].mean())
             if typical >= th.util_busy_pct and now_mean < th.util_drop_ratio * typical:
                 out.append(
-                    Alert(ref, "gpu_util_drop", "warning",
+                    Alert(ref, GPU_UTIL_DROP, "warning",
                           f"GPU{gpu} utilisation {now_mean:.0f}% (typically {typical:.0f}%)",
                           int(agg[STEP_HI]), float(agg[WALL_HI]))
                 )  # fmt: skip
         elif what == "temp_c" and agg[VMAX] >= th.temp_c:
             out.append(
-                Alert(ref, "gpu_temp", "warning",
+                Alert(ref, GPU_TEMP, "warning",
                       f"GPU{gpu} reached {agg[VMAX]:.0f} °C (≥ {th.temp_c:.0f} °C)",
                       int(agg[MAX_AT]), None)
             )  # fmt: skip
@@ -224,7 +249,7 @@ def gpu_alerts(cache: SeriesCache, ref: RunRef, th: Thresholds) -> list[Alert]:
                 whole = len(bits) == agg[N]
                 share = f" in {pct:.0f}% of " + ("samples" if whole else f"the last {len(bits)}")
             out.append(
-                Alert(ref, "gpu_throttle", "warning", f"GPU{gpu} throttled ({reasons}){share}",
+                Alert(ref, GPU_THROTTLE, "warning", f"GPU{gpu} throttled ({reasons}){share}",
                       None, None)
             )  # fmt: skip
     return out
@@ -232,7 +257,7 @@ def gpu_alerts(cache: SeriesCache, ref: RunRef, th: Thresholds) -> list[Alert]:
 
 def logged(cache: SeriesCache, ref: RunRef) -> list[Alert]:
     return [
-        Alert(ref, "logged", ev.level if ev.level in LEVELS else "warning", ev.title, ev.step,
+        Alert(ref, LOGGED, ev.level if ev.level in LEVELS else "warning", ev.title, ev.step,
               ev.wall)
         for ev in cache.events(ref)
         if ev.kind == "alert"
@@ -245,7 +270,8 @@ def check_run(
     """Every alert for one run, most severe first."""
     th = th or Thresholds()
     now = time.time() if now is None else now
-    found = nan_loss(cache, ref) + stalled(cache, ref, now, th) + gpu_alerts(cache, ref, th)
+    found = nan_loss(cache, ref) + run_status(cache, ref, now) + quiet(cache, ref, now, th)
+    found += gpu_alerts(cache, ref, th)
     found += logged(cache, ref)
     return sorted(found, key=lambda a: -LEVELS.get(a.level, 1))
 

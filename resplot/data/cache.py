@@ -28,7 +28,7 @@ import numpy as np
 from resplot.data.model import Event, RunInfo, RunRef, Series
 from resplot.data.tiles import DEFAULT_LIMIT_BYTES, Tile, TileCache
 from schema import buckets
-from schema.rollup import STEP_HI, STEP_LO, fold, merge
+from schema.rollup import STEP_HI, STEP_LO, fold, is_restart, merge
 
 LIVE_POINTS = 20_000  # raw points kept per series (the newest)
 
@@ -93,7 +93,7 @@ class SeriesCache:
             if tail is None:
                 tail = self._live[ref][key] = Series()
             restart = tail.extend(steps, walls, values)
-            if old is not None and steps[0] < old.tail[0] and walls[0] > old.tail[1]:
+            if old is not None and is_restart(old.tail[0], old.tail[1], steps[0], walls[0]):
                 restart = True  # against the stored history, before any live point
             if len(tail) > 2 * LIVE_POINTS:
                 self._live[ref][key] = tail.newest(LIVE_POINTS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from schema.records import Event, RunInfo, RunRef
+from schema.rollup import is_restart
 
 __all__ = ["Event", "RunInfo", "RunRef", "Series"]
 
@@ -27,14 +28,13 @@ class Series:
         """Append points in arrival order; True when a restart dropped superseded points.
 
         A step lower than the one before it, logged later, is a restart (a resume from an older
-        checkpoint):
-        every earlier point at that step or later is dropped, as TensorBoard purges orphaned
-        data, so the chart shows the newer take (schema.read.newest_take, the same rule)."""
+        checkpoint; schema.rollup.is_restart): every earlier point at that step or later is
+        dropped, as TensorBoard purges orphaned data, so the chart shows the newer take."""
         n, m = self._n, len(steps)
         if m == 0:
             return False
-        restart = bool(np.any((steps[1:] < steps[:-1]) & (walls[1:] > walls[:-1]))) or (
-            n > 0 and steps[0] < self.steps[n - 1] and walls[0] > self.walls[n - 1]
+        restart = len(restarts(steps, walls)) > 0 or (
+            n > 0 and bool(is_restart(self.steps[n - 1], self.walls[n - 1], steps[0], walls[0]))
         )
         if n + m > len(self.steps):
             cap = max(1024, 2 * (n + m))
@@ -69,15 +69,22 @@ class Series:
         return self.steps[:n], self.walls[:n], self.values[:n]
 
 
+def restarts(steps: np.ndarray, walls: np.ndarray) -> np.ndarray:
+    """Positions (>= 1, arrival order) of the points that start the series over after the point
+    before them: schema.rollup.is_restart over whole arrays."""
+    return np.flatnonzero((steps[1:] < steps[:-1]) & (walls[1:] > walls[:-1])) + 1
+
+
 def newest_take(steps: np.ndarray, walls: np.ndarray) -> np.ndarray:
     """Boolean mask of the points (in arrival order) that stand after restarts; the numpy twin
-    of schema.read.newest_take (a restart step supersedes earlier points at or after it)."""
+    of schema.rollup.newest_take (a restart step supersedes earlier points at or after it),
+    held to it on random sequences by tests/test_restart_rule.py."""
     n = len(steps)
     big = np.iinfo(np.int64).max
-    restarts = np.full(n, big, dtype=np.int64)
-    down = np.flatnonzero((steps[1:] < steps[:-1]) & (walls[1:] > walls[:-1])) + 1
-    restarts[down] = steps[down]
+    floors = np.full(n, big, dtype=np.int64)
+    down = restarts(steps, walls)
+    floors[down] = steps[down]
     # floor[i] = the lowest restart step after point i
     floor = np.full(n, big, dtype=np.int64)
-    floor[:-1] = np.minimum.accumulate(restarts[::-1])[::-1][1:]
+    floor[:-1] = np.minimum.accumulate(floors[::-1])[::-1][1:]
     return steps < floor

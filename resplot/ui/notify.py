@@ -1,10 +1,11 @@
 """Desktop notifications for what `reslog watch` would print: a run's alerts (NaN loss, stalled,
-crashed, throttling...) and its end (finished, failed, killed), each said once when it starts.
+crashed, quiet, throttling...: schema.alerts says what each kind means) and its end (finished,
+failed, killed), each said once when it starts.
 
 Shown through the system tray (QSystemTrayIcon). Where there is no tray (some Linux desktops, a
 remote X session, offscreen), the window's status bar says so once and carries the messages.
-Muting is per run and kind ("stalled", "nan_loss", "finished", or "*" for all of a run's), kept
-in the view settings so it survives a restart.
+Muting is per run and kind ("stalled", "quiet", "nan_loss", "finished", or "*" for all of a
+run's), kept in the view settings so it survives a restart.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from PyQt5.QtWidgets import QApplication, QStyle, QSystemTrayIcon, QWidget
 
 from resplot.data.alerts import Alert
 from resplot.data.model import RunInfo, RunRef
+from schema.alerts import END_STATUSES
 
-END_STATUSES = ("finished", "failed", "killed")
 ALL_KINDS = "*"
 
 

@@ -62,8 +62,10 @@ def main() -> None:
         if args.store is not None:
             import sqlite3
 
+            from schema.sqlite_file import readonly_uri
+
             store = args.store.resolve()
-            with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as conn:
+            with sqlite3.connect(readonly_uri(store), uri=True) as conn:
                 args.runs = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
         else:
             store = Path(tmp) / "hover.db"

@@ -54,6 +54,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from scale_children import ZOOMS  # noqa: E402 (the bench folder is on the path from here)
 
+from schema.sqlite_file import backup_into, readonly_uri  # noqa: E402
+
 BEFORE = "47f46fc"  # the last commit before rollups (issue 8)
 SIZES = {"3.4M": 10_000, "34M": 100_000, "100M": 300_000}  # steps per run, 8 runs
 FIRST_RUNS = 3  # windows opened afresh for the first view: the median (and every zoom's)
@@ -120,9 +122,9 @@ def before_store(store: Path) -> Path:
     code ignores the rollup tables)."""
     copy = store.with_name(store.stem + ".before.db")
     if not copy.exists() or copy.stat().st_mtime < store.stat().st_mtime:
-        src = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+        src = sqlite3.connect(readonly_uri(store), uri=True)
+        backup_into(src, copy)
         dst = sqlite3.connect(copy)
-        src.backup(dst)
         dst.execute("UPDATE alembic_version SET version_num = '0001'")
         dst.commit()
         dst.close()

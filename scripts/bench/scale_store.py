@@ -137,7 +137,9 @@ def build(path: Path, runs: int = 8, steps: int = 100_000, procs: int = 2) -> di
     seconds = time.perf_counter() - t0
     import sqlite3
 
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    from schema.sqlite_file import readonly_uri
+
+    con = sqlite3.connect(readonly_uri(path), uri=True)
     stored = con.execute("SELECT count(*) FROM points").fetchone()[0]
     con.close()
     if stored != logged or logged != want["points"]:

@@ -16,9 +16,8 @@ from reslog.redact import redact
 from reslog.training.values import as_json, storable_text
 from schema.rollup_writer import RollupWriter
 from schema.sql import positional_insert
-from schema.tables import events, keys, runs
-
-IN_CHUNK = 400
+from schema.tables import events, runs
+from schema.writes import insert_run, resolve_keys
 
 
 @dataclass
@@ -90,8 +89,8 @@ def write_run(engine: Engine, run: ImportedRun, command: str) -> bool:
             "run_group": run.group[:200],
             "job_type": run.job_type[:64],
         }
-        run_id = int(conn.execute(runs.insert().values(**row)).inserted_primary_key[0])
-        ids = _key_ids(conn, sorted(run.series))
+        run_id = insert_run(conn, row)
+        ids = resolve_keys(conn, run.series)
         rows: list[tuple] = []
         groups = []
         for key, (steps, walls_, values) in run.series.items():
@@ -115,23 +114,6 @@ def write_run(engine: Engine, run: ImportedRun, command: str) -> bool:
                 ],
             )
     return True
-
-
-def _key_ids(conn, names: list[str]) -> dict[str, int]:
-    if conn.dialect.name == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert
-    else:
-        from sqlalchemy.dialects.postgresql import insert
-    ids: dict[str, int] = {}
-    if not names:
-        return ids
-    conn.execute(
-        insert(keys).on_conflict_do_nothing(index_elements=["name"]), [{"name": n} for n in names]
-    )
-    for i in range(0, len(names), IN_CHUNK):
-        chunk = names[i : i + IN_CHUNK]
-        ids.update(conn.execute(select(keys.c.name, keys.c.id).where(keys.c.name.in_(chunk))).all())
-    return ids
 
 
 Progress = Callable[[int, int], None]

@@ -1,0 +1,68 @@
+"""What the trackers alert on: every alert kind with what it means, and the GPU key parse.
+
+`reslog watch` prints a run's new status or an alert kind (its hooks get it as RESLOG_STATUS);
+the viewer shows alerts in its run table and status bar (resplot/data/alerts.py) and says each
+one, and a run's end, once as a desktop notification (resplot/ui/notify.py, where the kind is
+also what a user mutes). A kind means one thing wherever it is said: "stalled" is the run status
+of schema/status.py and nothing else; a chart that merely went quiet is QUIET.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Run statuses (schema.status), said when a run enters them.
+RUNNING = "running"
+STALLED = "stalled"
+CRASHED = "crashed"
+FINISHED = "finished"
+FAILED = "failed"
+KILLED = "killed"
+END_STATUSES = (FINISHED, FAILED, KILLED)  # a run's end: news once, never an alert that stays
+
+# Alerts read from a run's series and events.
+NAN = "nan"
+NAN_LOSS = "nan_loss"
+QUIET = "quiet"
+THROTTLED = "throttled"
+GPU_THROTTLE = "gpu_throttle"
+GPU_UTIL_DROP = "gpu_util_drop"
+GPU_TEMP = "gpu_temp"
+LOGGED = "logged"
+# The run's own events (events.kind) a person wants to hear about as they happen: `reslog watch`
+# passes them on under their kind. The rest (checkpoints, notes) are not news.
+WATCHED_EVENTS = ("alert", "stall", "drop", "writer")
+
+KINDS: dict[str, str] = {
+    RUNNING: "run status: a new run (reslog watch), or one logging steps again after a stall",
+    STALLED: "run status: running, but its writer saw no log() for stall_after, or its process "
+    "is alive on its host and its heartbeat stopped (schema/status.py)",
+    CRASHED: "run status: its process is gone, or (seen from another host) no heartbeat for "
+    "stale_after",
+    FINISHED: "run status: finish(), or the program ended normally",
+    FAILED: "run status: an uncaught exception, or sys.exit with a non-zero code",
+    KILLED: "run status: SIGTERM, SIGHUP or Ctrl+C",
+    NAN: "reslog watch: a key outside sys/ gained NaN or ±inf points",
+    NAN_LOSS: "viewer: train/loss or valid/loss holds a NaN or ±inf point (an error)",
+    QUIET: "viewer: a running run has logged no new step for 5× its median time between steps "
+    "(and at least 30 s); a guess from the chart, not a status",
+    THROTTLED: "reslog watch: a GPU's newest sys/gpuN/throttle reading gained a slowdown reason",
+    GPU_THROTTLE: "viewer: a GPU reported a slowdown reason at some point of the run",
+    GPU_UTIL_DROP: "viewer: a busy GPU's utilisation over the last minute fell under half its "
+    "mean over the run",
+    GPU_TEMP: "viewer: a GPU reached 85 °C",
+    LOGGED: "viewer: the run called run.alert() (an event of kind alert)",
+    "alert": "reslog watch: the run called run.alert()",
+    "stall": "reslog watch: the writer's stall event, with every thread's stack",
+    "drop": "reslog watch: the run's buffer was full and points were dropped",
+    "writer": "reslog watch: the store was unwritable for a while, or its file was deleted and "
+    "restored",
+}
+
+_GPU_KEY = re.compile(r"sys/gpu(\d+)/(.*)", re.DOTALL)
+
+
+def gpu_key(name: str) -> tuple[int, str] | None:
+    """(GPU ordinal, what) of a per-GPU system key `sys/gpu{i}/{what}`; None for another key."""
+    m = _GPU_KEY.match(name)
+    return None if m is None else (int(m.group(1)), m.group(2))
