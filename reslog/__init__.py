@@ -26,7 +26,8 @@ from reslog.training.config import Config
 from reslog.training.disabled import DisabledRun
 from reslog.training.lifecycle import current
 from reslog.training.media import AlertLevel, Audio, Histogram, Html, Image, Settings, Table, Video
-from reslog.training.run import Run, Timer, init
+from reslog.training.run import Run, Timer
+from reslog.training.start import init
 from schema.errors import StoreError
 
 __all__ = [

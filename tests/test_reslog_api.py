@@ -14,6 +14,7 @@ import pytest
 
 import reslog
 from schema import open_store
+from schema.errors import UnknownRun
 from schema.read import fetch_events, fetch_points, key_names, list_runs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -206,7 +207,7 @@ def test_resume_appends_continues_the_step_and_records_an_event(store_path):
     assert info.config == {"a": 1, "b": 2}
     assert info.summary == {"best": 2.0, "last": 1.0}
     assert [(e.kind, e.step) for e in events] == [("resume", 2)]
-    with pytest.raises(reslog.training.run.UnknownRun, match="nope"):
+    with pytest.raises(UnknownRun, match="nope"):
         reslog.init(store=store_path, resume="nope", system=False)
 
 

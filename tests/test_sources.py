@@ -23,7 +23,6 @@ from resplot.sources.base import PollResult
 from resplot.sources.client import AgentConnectionError
 from resplot.sources.local import LocalSource
 from resplot.sources.postgres import PostgresSource
-from resplot.sources.spec import public_url
 from schema import buckets
 from schema.errors import NotAStore, StoreNotFound
 from tests.fixtures.compare import assert_cache_matches_store, want_every_tile
@@ -316,7 +315,7 @@ def test_postgres_source_reads_like_the_store(pg_store):
     try:
         result = source.poll(cache)
         assert result.rows == 0 and len(result.events) == 3
-        label = public_url(pg_store)
+        label = parse_spec(pg_store).label
         want_every_tile(cache)
         assert source.poll(cache).tiles > 0
         assert assert_cache_matches_store(cache, engine, label, label) == 10

@@ -17,6 +17,7 @@ import torch
 import reslog
 import reslog as wandb
 from reslog.tools.cli import main
+from schema.errors import UnknownRun
 from tests.test_reslog_api import read_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -207,7 +208,7 @@ def test_id_and_resume_continue_a_run_by_a_chosen_id(store):
         wandb.init(project="p", id="my-run-1", system=False)
     with pytest.raises(ValueError, match="already exists"):
         wandb.init(project="p", id="my-run-1", resume="never", system=False)
-    with pytest.raises(reslog.training.run.UnknownRun, match="nope"):
+    with pytest.raises(UnknownRun, match="nope"):
         wandb.init(project="p", id="nope", resume="must", system=False)
     for resume in ("allow", "must", True):
         again = wandb.init(project="p", id="my-run-1", resume=resume, system=False)

@@ -1,7 +1,8 @@
 """What runs inside training: `reslog.init()`, the Run and its writer thread. Needs SQLAlchemy and
 psutil (torch only for tensors it is given); never the tools, the viewer, pandas or Qt.
 
-    run.py           init() and the Run: log() only appends to memory
+    start.py         init(): the store opened, the run row written or resumed, the Run started
+    run.py           the Run: log() only appends to memory
     wandb_compat.py  what `import reslog as wandb` needs beyond log()'s fast path, owned by the Run
     config.py        run.config          summary.py   run.summary
     options.py       init()'s options    disabled.py  init(mode="disabled")

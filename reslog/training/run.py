@@ -1,48 +1,33 @@
-"""A run: `init()` opens the store and writes the run row; `Run.log()` only appends to memory."""
+"""A run being logged: `Run.log()` only appends to memory; the writer thread does the rest.
+
+`reslog.init()` (reslog.training.start) makes one."""
 
 from __future__ import annotations
 
-import json
-import os
 import threading
 import time
 import traceback
-import uuid
 import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import func, select
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import SQLAlchemyError
-
-from reslog.redact import redact
-from reslog.training import hostinfo, lifecycle, options
-from reslog.training.config import Config, config_dict
-from reslog.training.disabled import DisabledRun
-from reslog.training.stall import check_stall_after
+from reslog.training import lifecycle
+from reslog.training.config import Config
 from reslog.training.store_file import StoreFile
 from reslog.training.summary import Summary
 from reslog.training.values import (
     MAX_STEP,
     MIN_STEP,
     PLAIN,
-    as_json,
     check_key,
     check_step,
     checked,
     storable_text,
 )
 from reslog.training.wandb_compat import WandbCompat, alert_level, exit_status
-from reslog.training.writer import ON_FULL, DeviceRecord, Writer
-from schema import EVENT_LEVELS, liveness, open_store
-from schema.errors import StoreError, UnknownRun
-from schema.store import resolve_store, sqlite_path, write_timeout
-from schema.tables import events, runs, series
-from schema.writes import insert_run
+from reslog.training.writer import DeviceRecord, Writer
+from schema import EVENT_LEVELS
 
-DEFAULT_FINISH_TIMEOUT_S = 10.0
-DEFAULT_MAX_BUFFER_POINTS = 2_000_000
 DEFAULT_WAKE_POINTS = 100_000
 
 
@@ -462,196 +447,3 @@ class Run:
     def __repr__(self) -> str:
         state = self._status or "running"
         return f"<reslog.Run {self.uid[:8]} {self.project}/{self.name} step={self._step} {state}>"
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, default=as_json)
-
-
-def init(
-    project: str = "default",
-    name: str | None = None,
-    config: Any = None,
-    store: str | os.PathLike[str] | None = None,
-    tags: list[str] | tuple[str, ...] | None = None,
-    notes: str = "",
-    resume: str | None = None,
-    system: bool = True,
-    system_interval: float = 1.0,
-    flush_interval: float = 1.0,
-    rank: int | None = None,
-    world_size: int | None = None,
-    *,
-    max_buffer_points: int = DEFAULT_MAX_BUFFER_POINTS,
-    finish_timeout: float = DEFAULT_FINISH_TIMEOUT_S,
-    on_full: str = "drop",
-    stall_after: float | None = None,
-    group: str | None = None,
-    job_type: str | None = None,
-    id: str | None = None,
-    dir: str | os.PathLike[str] | None = None,
-    mode: str | None = None,
-    reinit: Any = None,
-    **wandb_only: Any,
-) -> Run | DisabledRun:
-    """Start (or with resume=uid, or id= and resume=, continue) a run and make it the current
-    one. wandb's keywords are accepted (docs/reslog.md, "Coming from wandb")."""
-    options.notice_ignored(wandb_only)
-    run_id_opt = options.check_id(id)
-    if options.check_mode(mode) == "disabled":
-        return DisabledRun(project, name, config, run_id_opt)
-    previous = lifecycle.current()
-    if previous is not None and reinit == "return_previous":
-        return previous
-    if previous is not None and (reinit is True or reinit == "finish_previous"):
-        previous.finish()
-    if store is None:
-        store = options.store_in(dir)
-    if not flush_interval > 0:
-        raise ValueError(f"reslog: flush_interval must be > 0 seconds, got {flush_interval!r}")
-    if max_buffer_points < 1:
-        raise ValueError(f"reslog: max_buffer_points must be >= 1, got {max_buffer_points!r}")
-    if on_full not in ON_FULL:
-        raise ValueError(f"reslog: on_full must be one of {ON_FULL}, got {on_full!r}")
-    stall_after = check_stall_after(stall_after)
-    write_limit = write_timeout(make_url(resolve_store(store)))
-    rank = hostinfo.rank() if rank is None else int(rank)
-    world_size = hostinfo.world_size() if world_size is None else int(world_size)
-    config_json = _json(redact(config_dict(config))) if config is not None else None
-    group, job_type = str(group or ""), str(job_type or "")
-    tag_list = [str(t) for t in (tags or [])]
-    engine = open_store(store, create=True)
-    label = engine.url.render_as_string(hide_password=True)
-    now = time.time()
-    where = {
-        "host": hostinfo.host(),
-        "pid": os.getpid(),
-        "command": hostinfo.command_line(),
-        "heartbeat_interval": float(flush_interval),
-        "rank": rank,
-        "world_size": world_size,
-        "proc_host": liveness.host_identity(),
-        "proc_start": liveness.process_identity(os.getpid()),
-        "stall_after": stall_after,
-        "stalled_since": None,
-        **({"run_group": group} if group else {}),
-        **({"job_type": job_type} if job_type else {}),
-    }
-    try:
-        with engine.begin() as conn:
-            target, new_uid = options.resume_target(conn, resume, run_id_opt, project)
-            if target is None:
-                uid = new_uid or uuid.uuid4().hex
-                name = name or f"{project}-{time.strftime('%Y%m%d-%H%M%S')}-{uid[:4]}"
-                row = {
-                    "uid": uid,
-                    "project": project,
-                    "name": name,
-                    "status": "running",
-                    "created_at": now,
-                    "heartbeat_at": now,
-                    "git_commit": hostinfo.git_commit(),
-                    "config": config_json or "{}",
-                    "tags": _json(tag_list),
-                    "notes": notes or "",
-                    **where,
-                }
-                run_id = insert_run(conn, row)
-                summary, step = Summary(), 0
-            else:
-                run_id, uid, project, name, summary, step = _resume(
-                    conn, target, now, where, config_json, tag_list if tags else None, notes
-                )
-            stored_config, stored_group, stored_job = conn.execute(
-                select(runs.c.config, runs.c.run_group, runs.c.job_type).where(runs.c.id == run_id)
-            ).one()
-    except SQLAlchemyError as exc:
-        engine.dispose()
-        detail = getattr(exc, "orig", None) or exc
-        raise StoreError(f"reslog: cannot write a run into {label}: {detail}") from None
-    except BaseException:
-        engine.dispose()
-        raise
-    if target is None:
-        run_config = Config(config_dict(config))
-    else:  # the stored config (secrets redacted) with this init's config over it
-        run_config = Config({**json.loads(stored_config or "{}"), **config_dict(config)})
-    run = Run(
-        engine,
-        int(run_id),
-        uid,
-        project=project,
-        name=name,
-        step=step,
-        summary=summary,
-        flush_interval=flush_interval,
-        max_buffer_points=max_buffer_points,
-        finish_timeout=finish_timeout,
-        rank=rank,
-        world_size=world_size,
-        label=label,
-        on_full=on_full,
-        stall_after=stall_after,
-        store_file=_store_file(engine),
-        write_timeout=write_limit,
-        config=run_config,
-        dir=_run_dir(dir, engine),
-        url=f"{label}#{uid}",
-        group=stored_group or "",
-        job_type=stored_job or "",
-    )
-    run._writer.start()
-    lifecycle.register(RunHooks(run))
-    if system:
-        run._start_system(system_interval)
-    return run
-
-
-def _store_file(engine) -> StoreFile | None:
-    path = sqlite_path(engine.url.render_as_string(hide_password=False))
-    return None if path is None else StoreFile(path)
-
-
-def _run_dir(dir: str | os.PathLike[str] | None, engine) -> str:
-    if dir is not None:
-        return os.path.abspath(os.fspath(dir))
-    database = engine.url.database if engine.dialect.name == "sqlite" else None
-    return os.path.dirname(os.path.abspath(database)) if database else os.getcwd()
-
-
-def _resume(conn, uid: str, now: float, where: dict, config_json, tags, notes):
-    row = conn.execute(select(runs).where(runs.c.uid == uid)).first()
-    if row is None:
-        raise UnknownRun(f"reslog: cannot resume run {uid!r}: no such run in this store")
-    # The series rows hold each key's last step: O(keys), not a walk of every point.
-    last = conn.execute(
-        select(func.max(series.c.step_hi)).where(series.c.run_id == row.id)
-    ).scalar()
-    step = 0 if last is None else int(last) + 1
-    values: dict[str, Any] = {"status": "running", "ended_at": None, "heartbeat_at": now, **where}
-    if config_json is not None:
-        merged = json.loads(row.config or "{}")
-        merged.update(json.loads(config_json))
-        values["config"] = _json(merged)
-    if tags is not None:
-        values["tags"] = _json(tags)
-    if notes:
-        values["notes"] = notes
-    conn.execute(runs.update().where(runs.c.id == row.id).values(**values))
-    body = f"host {where['host']}, pid {where['pid']}; the run was {row.status}"
-    conn.execute(
-        events.insert().values(
-            run_id=row.id,
-            wall=now,
-            step=step,
-            kind="resume",
-            level="info",
-            title=f"resumed at step {step}",
-            body=body,
-        )
-    )
-    try:
-        summary = Summary(json.loads(row.summary or "{}"))
-    except ValueError:
-        summary = Summary()
-    return row.id, row.uid, row.project, row.name, summary, step

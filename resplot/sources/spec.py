@@ -91,21 +91,18 @@ class PostgresSpec:
 
     @property
     def label(self) -> str:
-        """The URL without its password: how runs from this server are labelled."""
-        return public_url(self.url)
+        """The URL without its password: how runs from this server are labelled (the store's
+        one label, schema.store.url_label; imported here, not at the top, so that parsing a
+        spec needs no database library)."""
+        from schema.store import url_label
+
+        return url_label(self.url)
 
     def __str__(self) -> str:
         return self.text
 
 
 Spec = LocalSpec | SSHSpec | PostgresSpec
-
-
-def public_url(url: str) -> str:
-    """The URL without its password."""
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)
 
 
 def parse_spec(text: str) -> Spec:
@@ -170,4 +167,4 @@ def _ssh(text: str, user: str | None, host: str, port: int | None, path: str) ->
                    options.get("via"))  # fmt: skip
 
 
-__all__ = ["LocalSpec", "PostgresSpec", "SSHSpec", "Spec", "SpecError", "parse_spec", "public_url"]
+__all__ = ["LocalSpec", "PostgresSpec", "SSHSpec", "Spec", "SpecError", "parse_spec"]
