@@ -84,15 +84,52 @@ class RunTableModel(QAbstractTableModel):
             headers += [f"{m} last", f"{m} min"]
         headers += list(self.TAIL)
         rows = [self._row(run, now, headers) for run in runs]
-        if headers != self.headers or [r.ref for r in runs] != [r.ref for r in self.runs]:
+        if headers != self.headers:
             self.beginResetModel()
             self.runs, self.headers, self.rows = runs, headers, rows
             self.endResetModel()
-        else:
+            return
+        if not self._move_rows(runs, rows):
+            self.beginResetModel()
             self.runs, self.rows = runs, rows
-            if rows:
-                last = self.index(len(rows) - 1, len(headers) - 1)
-                self.dataChanged.emit(self.index(0, 0), last)
+            self.endResetModel()
+            return
+        self.runs, self.rows = runs, rows
+        if rows:
+            last = self.index(len(rows) - 1, len(headers) - 1)
+            self.dataChanged.emit(self.index(0, 0), last)
+
+    def _move_rows(self, runs: list[RunInfo], rows: list[list[Any]]) -> bool:
+        """Go from the rows shown to `runs` by removing and inserting rows, each announced as
+        Qt's model rules say (begin/endRemoveRows, begin/endInsertRows), so that a selection
+        and the filter's sorted order survive a run arriving; False when the runs that stay
+        changed their order (the caller resets instead)."""
+        new = [r.ref for r in runs]
+        wanted = set(new)
+        for i in reversed(range(len(self.runs))):
+            if self.runs[i].ref not in wanted:
+                self.beginRemoveRows(QModelIndex(), i, i)
+                del self.runs[i], self.rows[i]
+                self.endRemoveRows()
+        kept = {r.ref for r in self.runs}
+        if [r.ref for r in self.runs] != [ref for ref in new if ref in kept]:
+            return False
+        for i, ref in enumerate(new):
+            if ref not in kept:
+                self.beginInsertRows(QModelIndex(), i, i)
+                self.runs.insert(i, runs[i])
+                self.rows.insert(i, rows[i])
+                self.endInsertRows()
+        return True
+
+    def looks_changed(self) -> None:
+        """Tick boxes or colours changed (the view state's, not the model's rows): repaint
+        column 0. A bare layoutChanged here (what this replaced) told the filter proxy that
+        rows had moved without layoutAboutToBeChanged first, leaving it stale persistent
+        indexes: a click on a row then crashed the window (SIGSEGV)."""
+        if self.rows:
+            roles = [Qt.CheckStateRole, Qt.DecorationRole]
+            self.dataChanged.emit(self.index(0, 0), self.index(len(self.rows) - 1, 0), roles)
 
     def _row(self, run: RunInfo, now: float, headers: list[str]) -> list[Any]:
         ref = run.ref
@@ -130,6 +167,8 @@ class RunTableModel(QAbstractTableModel):
         return None
 
     def flags(self, index: QModelIndex):
+        if not index.isValid():
+            return Qt.NoItemFlags  # the root (Qt's model tester holds us to it)
         base = Qt.ItemIsEnabled | Qt.ItemIsSelectable
         return base | Qt.ItemIsUserCheckable if index.column() == 0 else base
 

@@ -320,7 +320,7 @@ class MainWindow(QMainWindow):
         if self.state.auto_tick:
             # Every store alike: the choice is remade over all runs as sources report them.
             self.state.ticked = default_selection(self.cache.runs())
-            self.model.layoutChanged.emit()
+            self.model.looks_changed()
         self.schedule_redraw()
 
     def on_data_arrived(self, _refs=None) -> None:
@@ -428,13 +428,13 @@ class MainWindow(QMainWindow):
         else:
             self.state.set_color(ref, color)
         self.save_settings()
-        self.model.layoutChanged.emit()
+        self.model.looks_changed()
         self.schedule_redraw()
 
     def _ticks_changed(self, by_hand: bool = False) -> None:
         if by_hand:
             self.state.auto_tick = False  # the user chooses from now on (kept in the settings)
-        self.model.layoutChanged.emit()
+        self.model.looks_changed()
         self.schedule_redraw()
 
     def toggle_table(self) -> None:
@@ -479,7 +479,7 @@ class MainWindow(QMainWindow):
         view = self.pages[self.state.page]
         refs = self.plotted_refs()
         if self.state.assign_looks(refs):
-            self.model.layoutChanged.emit()  # the table's colour swatches
+            self.model.looks_changed()  # the table's colour swatches
         runs = self.cache.runs()
         self.shown_label.setText(
             shown_text(len(refs), len(runs), self.state.auto_tick, project_size(runs))
