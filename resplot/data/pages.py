@@ -32,6 +32,9 @@ class Item:
     style: str = "-"
     smooth: bool = True
     marker: str = ""  # sparse series (validation) show their points
+    # Which of its run's series on the chart this is ("train", "valid", "GPU0"; "" for a
+    # run's only one): the hover readout's column, the label less the run's name.
+    part: str = ""
 
 
 @dataclass
@@ -67,7 +70,8 @@ def _items(
         if name is not None and cache.summary(ref, name) is not None:
             label = _name(cache, ref) + suffix
             look = state.look(ref)
-            out.append(Item(ref, name, label, look.color, style or look.style, smooth, marker))
+            out.append(Item(ref, name, label, look.color, style or look.style, smooth, marker,
+                            suffix.strip()))  # fmt: skip
     return out
 
 
@@ -107,8 +111,9 @@ def _per_gpu(
             key = f"sys/gpu{gpu}/{leaf}"
             if cache.summary(ref, key) is not None:
                 color = shade(state.look(ref).color, n, len(gpus))
-                label = f"{_name(cache, ref)} GPU{gpu}{suffix}"
-                out.append(Item(ref, key, label, color, style, smooth=False))
+                part = f"GPU{gpu}{suffix}"
+                out.append(Item(ref, key, f"{_name(cache, ref)} {part}", color, style,
+                                smooth=False, part=part))  # fmt: skip
     return out
 
 
@@ -140,11 +145,11 @@ def timing(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[Pan
     for ref in with_parts[:MAX_STACKED_RUNS]:
         color = state.look(ref).color
         items = [
-            Item(ref, f"time/{p}", p, color, smooth=False)
+            Item(ref, f"time/{p}", p, color, smooth=False, part=p)
             for p in TIMING_PARTS
             if cache.summary(ref, f"time/{p}") is not None
         ]
-        items.append(Item(ref, "time/step", "other", color, smooth=False))
+        items.append(Item(ref, "time/step", "other", color, smooth=False, part="other"))
         panels.append(
             PanelSpec(f"Step time: {_name(cache, ref)}", "s", items, kind="stacked", stack_ref=ref)
         )
@@ -157,7 +162,8 @@ def timing(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[Pan
         found = sorted(int(m.group(1)) for k in cache.keys(ref) if (m := _RANK.match(k)))
         for n, r in enumerate(found):
             color = shade(state.look(ref).color, n, len(found))
-            ranks.append(Item(ref, f"time/rank{r}/step", f"{_name(cache, ref)} rank {r}", color))
+            label = f"{_name(cache, ref)} rank {r}"
+            ranks.append(Item(ref, f"time/rank{r}/step", label, color, part=f"rank {r}"))
     panels.append(PanelSpec("Step time per rank", "s", ranks))
     return panels
 

@@ -15,6 +15,7 @@ from resplot.data.model import RunRef
 
 PAGES = ("training", "system", "timing", "custom", "all")
 X_AXES = ("step", "wall", "relative", "tokens", "metric")
+HOVER_ORDERS = ("value", "name")
 DEFAULT_TABLE_METRICS = ["train/loss", "valid/loss"]
 MIN_POLL_S, MAX_POLL_S = 0.1, 3600.0
 MIN_TILE_MB, MAX_TILE_MB = 16, 1 << 16
@@ -46,6 +47,8 @@ class ViewState:
     auto_tick: bool = True
     # Desktop notifications muted, as [run uid, kind] ("*": every kind of that run).
     muted: list[list[str]] = field(default_factory=list)
+    # The hover readout's order after the hovered run: "value" (as the lines cross) or "name".
+    hover_order: str = "value"
 
     # -- changes (validated) ---------------------------------------------------------------
     def set_page(self, page: str) -> None:
@@ -66,6 +69,11 @@ class ViewState:
         if not 0.0 <= weight < 1.0:
             raise StateError(f"smoothing must be in [0, 1), got {weight}")
         self.smoothing = weight
+
+    def set_hover_order(self, order: str) -> None:
+        if order not in HOVER_ORDERS:
+            raise StateError(f"hover order must be one of {', '.join(HOVER_ORDERS)}, got {order!r}")
+        self.hover_order = order
 
     def set_poll_interval(self, seconds: float) -> None:
         seconds = float(seconds)
@@ -155,6 +163,8 @@ class ViewState:
             state.set_page(plain["page"])
         if "x_axis" in plain:
             state.set_x_axis(plain["x_axis"])
+        if "hover_order" in plain:
+            state.set_hover_order(plain["hover_order"])
         if "smoothing" in plain:
             state.set_smoothing(plain["smoothing"])
         if "poll_interval" in plain:

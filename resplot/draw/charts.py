@@ -109,6 +109,8 @@ class ChartPage:
         self.highlighted: RunRef | None = None  # a clicked run: the others are faded
         self._clipped: set[int] = set()  # charts whose y range ignores outliers
         self.view_height_px: float | None = None  # what the window shows of the figure
+        self.run_names: dict[RunRef, str] = {}  # of the plotted runs (the hover readout's rows)
+        self.x_mode = "step"  # the x axis of the last refresh
         self.empty_text = "No series to show: tick runs, or widen the custom key globs."
 
     # -- layout -------------------------------------------------------------------------------
@@ -218,6 +220,11 @@ class ChartPage:
             self._layout = key
             self.follow = True
         self.specs = specs
+        self.x_mode = state.x_axis
+        self.run_names = {}
+        for ref in refs:
+            run = cache.run(ref)
+            self.run_names[ref] = run.name if run is not None else ref.uid[:8]
         if not self.axes:
             if self.message is not None:
                 self.message.set_text(self.empty_text)
@@ -237,6 +244,10 @@ class ChartPage:
                     self._clip_outliers(i, state)
         finally:
             self._updating = False
+
+    @property
+    def x_label(self) -> str:
+        return xaxis.label(self.x_mode)
 
     def _strip_entries(self, cache, state, refs, specs) -> list[Entry]:
         names = {}

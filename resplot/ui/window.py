@@ -14,16 +14,10 @@ from pathlib import Path
 
 from PyQt5.QtCore import QByteArray, Qt, QTimer
 from PyQt5.QtWidgets import (
-    QAction,
-    QCheckBox,
-    QComboBox,
-    QDoubleSpinBox,
     QLabel,
-    QLineEdit,
     QMainWindow,
     QSplitter,
     QTabWidget,
-    QToolBar,
 )
 
 from resplot import settings as settings_mod
@@ -33,15 +27,15 @@ from resplot.data.key_roles import counter_keys, rising_keys
 from resplot.data.model import RunRef
 from resplot.data.pages import MAX_ALL_PANELS, metric_keys
 from resplot.data.selection import default_selection, empty_text, project_size, shown_text
-from resplot.data.state import PAGES, X_AXES, ViewState
+from resplot.data.state import PAGES, ViewState
 from resplot.draw import fonts
 from resplot.draw.charts import ChartPage, save_figure
 from resplot.exports import export_table
 from resplot.sources.spec import parse_spec
 from resplot.ssh.options import SSHOptions
-from resplot.ui import shortcuts
+from resplot.ui import controls, shortcuts
 from resplot.ui.dialogs import AddSourceDialog, HostKeyAsker
-from resplot.ui.export_menu import ExportWorker, add_export_menu, ask_export, start_points_export
+from resplot.ui.export_menu import ExportWorker, ask_export, start_points_export
 from resplot.ui.notify import Notifier
 from resplot.ui.page_view import PageView
 from resplot.ui.poller import Poller
@@ -108,8 +102,8 @@ class MainWindow(QMainWindow):
             muted=[(uid, kind) for uid, kind in self.state.muted],
             say=lambda text: self.statusBar().showMessage(text, 15000),
         )
-        self._build_toolbar()
-        self._build_menu()
+        controls.build_toolbar(self)
+        controls.build_menus(self)
         self._apply_state_to_widgets()
         self._restore_window()
         if self.settings.problem:
@@ -163,65 +157,6 @@ class MainWindow(QMainWindow):
         self.statusBar().addPermanentWidget(self.loading_label)
         self.statusBar().addPermanentWidget(self.sources_label)
 
-    def _build_toolbar(self) -> None:
-        bar = QToolBar("View", self)
-        bar.setObjectName("view-toolbar")
-        self.addToolBar(bar)
-        self.add_source_action = bar.addAction("Add source…", self._ask_add_source)
-        bar.addSeparator()
-        bar.addWidget(QLabel(" Poll every ", self))
-        self.poll_spin = QDoubleSpinBox(self)
-        self.poll_spin.setRange(0.2, 3600.0)
-        self.poll_spin.setDecimals(1)
-        self.poll_spin.setSuffix(" s")
-        self.poll_spin.valueChanged.connect(self.set_poll_interval)
-        bar.addWidget(self.poll_spin)
-        self.pause_action = bar.addAction("Pause")
-        self.pause_action.setCheckable(True)
-        self.pause_action.toggled.connect(self.set_paused)
-        bar.addSeparator()
-        bar.addWidget(QLabel(" x: ", self))
-        self.x_combo = QComboBox(self)
-        self.x_combo.addItems(X_AXES)
-        self.x_combo.setToolTip("x axis: step, time, tokens, or a logged counter (key:iter…)")
-        self.x_combo.currentTextChanged.connect(self.set_x_axis)
-        bar.addWidget(self.x_combo)
-        bar.addWidget(QLabel(" smoothing: ", self))
-        self.smooth_spin = QDoubleSpinBox(self)
-        self.smooth_spin.setRange(0.0, 0.999)
-        self.smooth_spin.setDecimals(3)
-        self.smooth_spin.setSingleStep(0.05)
-        self.smooth_spin.valueChanged.connect(self.set_smoothing)
-        bar.addWidget(self.smooth_spin)
-        self.log_check = QCheckBox("log y", self)
-        self.log_check.toggled.connect(self.set_log_y)
-        bar.addWidget(self.log_check)
-        self.outliers_check = QCheckBox("ignore outliers", self)
-        self.outliers_check.setToolTip("Loss charts: y range without the top 1 % of values")
-        self.outliers_check.toggled.connect(self.set_ignore_outliers)
-        bar.addWidget(self.outliers_check)
-        bar.addWidget(QLabel(" custom keys: ", self))
-        self.keys_edit = QLineEdit(self)
-        self.keys_edit.setPlaceholderText("globs, e.g. train/* valid/*")
-        self.keys_edit.setMaximumWidth(220)
-        self.keys_edit.editingFinished.connect(lambda: self.set_custom_keys(self.keys_edit.text()))
-        bar.addWidget(self.keys_edit)
-        bar.addSeparator()
-        bar.addAction("Follow data", self.reset_view).setToolTip(
-            "Autoscale to all data again after zooming or panning"
-        )
-
-    def _build_menu(self) -> None:
-        file_menu = self.file_menu = self.menuBar().addMenu("&File")
-        file_menu.addAction(self.add_source_action)
-        remove = QAction("Remove selected source", self)
-        remove.triggered.connect(self._remove_selected_source)
-        file_menu.addAction(remove)
-        add_export_menu(self, self.menuBar().addMenu("&Export"))
-        file_menu.addSeparator()
-        file_menu.addAction("Quit", self.close)
-        shortcuts.install(self, self.menuBar().addMenu("&Help"))
-
     def _apply_state_to_widgets(self) -> None:
         s = self.state
         widgets = (self.poll_spin, self.pause_action, self.x_combo, self.smooth_spin,
@@ -240,6 +175,7 @@ class MainWindow(QMainWindow):
         for w in widgets:
             w.blockSignals(False)
         self.table.set_filter(s.filter_text)
+        self.set_hover_order(s.hover_order)
 
     def _restore_window(self) -> None:
         win = self.settings.window
@@ -436,6 +372,17 @@ class MainWindow(QMainWindow):
             self.state.auto_tick = False  # the user chooses from now on (kept in the settings)
         self.model.looks_changed()
         self.schedule_redraw()
+
+    def set_hover_order(self, order: str) -> None:
+        """The hover readout's order after the hovered run: "value" or "name"."""
+        self.state.set_hover_order(order)
+        for view in self.pages.values():
+            view.crosshair.order = order
+        if self.by_name_action.isChecked() != (order == "name"):
+            self.by_name_action.setChecked(order == "name")
+
+    def toggle_hover_order(self) -> None:
+        self.set_hover_order("name" if self.state.hover_order == "value" else "value")
 
     def toggle_table(self) -> None:
         self.table.setVisible(not self.table.isVisible())
