@@ -88,8 +88,8 @@ def main() -> None:
                 ratio = view.canvas.device_pixel_ratio or 1.0
                 fx = box.x0 + args.hover_at * box.width
                 fy = box.y0 + 0.5 * box.height
-                QTest.mouseMove(view.canvas, QPoint(int(fx / ratio),
-                                                    int((chart.figure.bbox.height - fy) / ratio)))  # fmt: skip
+                qy = (chart.figure.bbox.height - fy) / ratio
+                QTest.mouseMove(view.canvas, QPoint(int(fx / ratio), int(qy)))
                 for _ in range(10):
                     app.processEvents()
                     time.sleep(0.01)

@@ -152,7 +152,7 @@ def test_with_a_sweep_the_readout_has_a_row_per_run_and_stays_inside_its_chart(s
 
 def test_a_short_window_says_how_many_runs_the_readout_leaves_out(sweep_win, qtbot):
     win = sweep_win
-    win.resize(1280, 680)
+    win.resize(1280, 520)
     settle(qtbot, win)
     view = win.pages["training"]
     loss = [s.title for s in view.page.specs].index("Loss")

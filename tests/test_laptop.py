@@ -108,12 +108,17 @@ def test_no_chart_text_overlaps_or_is_clipped(qtbot, sweep, tmp_path, size, page
 def test_the_run_table_fits_a_laptop(qtbot, sweep, tmp_path):
     win = open_window(qtbot, [sweep], tmp_path / "settings.json", runs=9, size=(1280, 800))
     headers = win.model.headers
-    # What tells the sweep apart comes right after the name and status.
-    assert headers[:2] == ["run", "status"] and set(headers[2:5]) == {"lr", "seed", "wd"}
+    # How each run is doing first (status, step, the losses, alerts), then what tells the
+    # sweep apart.
+    assert headers[:3] == ["run", "status", "step"]
+    assert headers[3:8] == ["train/loss last", "train/loss min", "valid/loss last",
+                            "valid/loss min", "alerts"]  # fmt: skip
+    assert set(headers[8:11]) == {"lr", "seed", "wd"}
     view = win.table.view
     rows_shown = view.viewport().height() // view.verticalHeader().defaultSectionSize()
     assert rows_shown >= 6, rows_shown
-    for col in range(len(headers)):
+    assert view.columnWidth(0) <= 320  # the run's name
+    for col in range(1, len(headers)):
         assert view.columnWidth(col) <= 240
     from PyQt5.QtGui import QFontMetrics
 
@@ -145,4 +150,95 @@ def test_keyboard_shortcuts_switch_pages_hide_the_table_and_are_listed(qtbot, sw
     text = shortcuts.help_text()
     for keys, what, _ in shortcuts.table():
         assert keys in text and what in text
+    win.close()
+
+
+def test_at_1280_by_800_a_training_chart_is_300_by_180_and_six_runs_show(qtbot, tmp_path):
+    from tests.fixtures.sweep import make_sweep
+
+    make_sweep(tmp_path / "sweep.db", steps=1000)
+    win = open_window(qtbot, [tmp_path / "sweep.db"], tmp_path / "settings.json", runs=12,
+                      size=(1280, 800))  # fmt: skip
+    page = win.current_page()
+    for ax, spec in zip(page.axes, page.specs, strict=True):
+        assert ax.bbox.width >= 300 and ax.bbox.height >= 180, (spec.title, ax.bbox.bounds)
+    view = win.table.view
+    assert view.viewport().height() // view.verticalHeader().defaultSectionSize() >= 6
+    assert win.top_split.sizes()[0] == 0  # the sources tree folded away at laptop width
+    win.resize(1920, 1080)
+    settle(qtbot, win)
+    assert win.top_split.sizes()[0] > 0  # and back at full HD (no split dragged by hand)
+    for ax in page.axes:
+        assert ax.bbox.width >= 400 and ax.bbox.height >= 250
+    win.close()
+
+
+def test_a_first_window_fits_the_screen_and_dragged_splits_are_kept(qtbot, tmp_path):
+    from PyQt5.QtWidgets import QApplication
+
+    from resplot import settings as settings_mod
+    from resplot.data import layout
+    from resplot.data.cache import SeriesCache
+    from resplot.ui.window import MainWindow
+
+    assert layout.window_size(1280, 770) == (1256, 746)  # a laptop's free area
+    assert layout.window_size(2560, 1400) == layout.PREFERRED_WINDOW
+    area = QApplication.primaryScreen().availableGeometry()
+    win = MainWindow(SeriesCache(), settings_mod.Settings(), tmp_path / "settings.json")
+    qtbot.addWidget(win)
+    assert area.contains(win.frameGeometry()) or (
+        win.width() <= area.width() and win.height() <= area.height()
+    )
+    win.resize(1280, 800)
+    win.show()
+    win.top_split.setSizes([200, 1080])
+    win.top_split.splitterMoved.emit(200, 1)  # what a drag emits
+    win.resize(1300, 800)
+    assert win.top_split.sizes()[0] > 0  # a drag by hand is kept over the default
+    win.toggle_tree()
+    assert win.top_split.sizes()[0] == 0
+    win.save_settings()
+    again = MainWindow(SeriesCache(), settings_mod.load(tmp_path / "settings.json"),
+                       tmp_path / "settings.json")  # fmt: skip
+    qtbot.addWidget(again)
+    again.show()
+    assert again.splits_by_hand and again.top_split.sizes()[0] == 0
+    win.close()
+    again.close()
+
+
+def test_run_names_keep_what_tells_a_sweep_apart_and_columns_can_be_hidden(qtbot, tmp_path):
+    from tests.fixtures.sweep import make_sweep, sweep_name
+
+    make_sweep(tmp_path / "sweep.db", steps=500)
+    win = open_window(qtbot, [tmp_path / "sweep.db"], tmp_path / "settings.json", runs=12,
+                      size=(1280, 800))  # fmt: skip
+    view, proxy = win.table.view, win.table.proxy
+    view.setColumnWidth(0, 220)
+    delegate = view.itemDelegateForColumn(0)
+    shown = set()
+    for row in range(proxy.rowCount()):
+        index = proxy.index(row, 0)
+        option = view.viewOptions()
+        option.rect = view.visualRect(index)
+        delegate.initStyleOption(option, index)
+        shown.add(option.text)
+        assert "seed" in option.text  # the differing words stay; the shared ones went
+        assert not option.text.startswith("llama")
+    assert len(shown) == 12
+    view.setColumnWidth(0, 600)  # room enough: whole names
+    option = view.viewOptions()
+    option.rect = view.visualRect(proxy.index(0, 0))
+    delegate.initStyleOption(option, proxy.index(0, 0))
+    assert option.text in {sweep_name(i) for i in range(12)}
+    # The column chooser: hide "host", kept in the settings, shown again.
+    menu = win.table.column_menu()
+    host = next(a for a in menu.actions() if a.text() == "host")
+    host.setChecked(False)
+    col = win.model.headers.index("host")
+    assert view.isColumnHidden(col) and win.state.hidden_columns == ["host"]
+    saved = (tmp_path / "settings.json").read_text()
+    assert '"hidden_columns": [\n      "host"' in saved or '"host"' in saved
+    win.table.show_column(None, True)
+    assert not view.isColumnHidden(col) and win.state.hidden_columns == []
     win.close()

@@ -154,11 +154,7 @@ def _cell(r: Reading, readout: Readout, raw: bool, steps: bool) -> list[Span]:
     out = [Span("NaN" if value == "nan" else value, bold=True)]
     if raw and r.smoothed is not None:
         out.append(Span(value_text(r.raw), grey=True))
-    if (
-        steps
-        and readout.at_step is not None
-        and abs(r.step - readout.at_step) > readout.step_slack
-    ):
+    if steps and readout.at_step is not None and abs(r.step - readout.at_step) > readout.step_slack:
         out.append(Span(f"@{r.step:,}", grey=True))
     return out
 
@@ -197,7 +193,7 @@ def render(
     if readout.more:
         notes.append(f"+{readout.more} more")
     if len(columns) < len(readout.columns):
-        notes.append(f"{', '.join(readout.columns[len(columns):])}: chart too narrow")
+        notes.append(f"{', '.join(readout.columns[len(columns) :])}: chart too narrow")
     if any(r.ended for r in readout.rows):
         notes.append("grey: ended before here")
     if readout.envelope:

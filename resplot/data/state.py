@@ -49,6 +49,8 @@ class ViewState:
     muted: list[list[str]] = field(default_factory=list)
     # The hover readout's order after the hovered run: "value" (as the lines cross) or "name".
     hover_order: str = "value"
+    # Run table columns hidden with the column chooser, by their heads ("seed", "host").
+    hidden_columns: list[str] = field(default_factory=list)
 
     # -- changes (validated) ---------------------------------------------------------------
     def set_page(self, page: str) -> None:
@@ -155,6 +157,8 @@ class ViewState:
                 state.set_custom_keys([str(g) for g in plain["custom_keys"]])
             if "table_metrics" in plain:
                 state.table_metrics = [str(m) for m in plain["table_metrics"]]
+            if "hidden_columns" in plain:
+                state.hidden_columns = [str(h) for h in plain["hidden_columns"]]
             if "muted" in plain:
                 state.muted = [[str(uid), str(kind)] for uid, kind in plain["muted"]]
         except (TypeError, KeyError, ValueError) as exc:

@@ -30,6 +30,7 @@ from resplot.data.alerts import THROTTLE_BITS
 from resplot.data.cache import SeriesCache
 from resplot.data.decimate import bucket_mean
 from resplot.data.model import RunRef
+from resplot.data.names import distinct_part
 from resplot.data.pages import TIMING_PARTS, Item, PanelSpec, panels_for
 from resplot.data.state import ViewState
 from resplot.data.views import series_view
@@ -49,6 +50,7 @@ PART_COLORS = {
 }
 # Where non-finite points are marked, in axes height fractions.
 SAVE_FORMATS = ("png", "svg", "pdf")
+STRIP_ROWS = 2  # more rows of whole run names: the strip names the part that differs
 NOTE_PT = 6.5
 BAR_PT = 6.0  # height of a throttle bar (a '|' marker of 8 pt before)
 
@@ -97,6 +99,9 @@ class ChartPage:
         # window in a Qt label above the canvas, where its text costs no draw time (a strip of
         # 10 runs took ~20 ms of every redraw as matplotlib text).
         self.strip_in_figure = strip_in_figure
+        # The x axis's name under the bottom charts: in snapshots; the window's toolbar names
+        # it (and the 18 px go to the charts at laptop height).
+        self.x_labels = strip_in_figure
         self.strip = RunStrip(self.figure)
         self.entries: list[Entry] = []
         self.grid = layout.Grid(1, 1)
@@ -173,7 +178,7 @@ class ChartPage:
             self._views.append([])
             self._notes.append(note)
             self._legends.append(AxesLegend())
-        for ax in self.axes[-cols:]:
+        for ax in self.axes[-cols:] if self.x_labels else ():
             ax.set_xlabel(xaxis.label(mode), fontsize=8)
         if mode == "wall":
             locator = AutoDateLocator()
@@ -213,7 +218,9 @@ class ChartPage:
         if fonts.enable_for(texts):  # CJK names or keys: texts made from now on fall back
             self._layout = None
         height = self.view_height_px or self.figure.bbox.height
-        grid = layout.grid(len(specs), self.figure.bbox.width, height, self.figure.dpi)
+        grid = layout.grid(len(specs), self.figure.bbox.width, height, self.figure.dpi,
+                           self.strip.rows if self.strip_in_figure else 0,
+                           self.x_labels)  # fmt: skip
         key = (tuple(s.layout_key() for s in specs), state.x_axis, grid)
         if key != self._layout:
             self._rebuild(specs, state.x_axis, grid)
@@ -250,10 +257,14 @@ class ChartPage:
         return xaxis.label(self.x_mode)
 
     def _strip_entries(self, cache, state, refs, specs) -> list[Entry]:
-        names = {}
+        names = dict(self.run_names)
+        if self.strip.rows_for([Entry(n, "") for n in names.values()],
+                               self.figure.bbox.width) > STRIP_ROWS:  # fmt: skip
+            # A sweep's long names, whole, took 4 rows at 1280 px: the part that tells them
+            # apart (the hover readout and the table's tooltips have the whole names).
+            names = {r: distinct_part(n, list(self.run_names.values())) for r, n in names.items()}
         for ref in refs:
             run = cache.run(ref)
-            names[ref] = run.name if run is not None else ref.uid[:8]
             if run is not None and run.status != "finished":
                 names[ref] += f" · {run.status}"  # its line ends in the status's mark
         entries = [Entry(names[r], *state.look(r)) for r in refs]
@@ -271,12 +282,13 @@ class ChartPage:
         """The run strip, and the axes laid out below it in pixels (resplot.data.layout)."""
         self.strip.update(entries)
         w, h = self.figure.bbox.width, self.figure.bbox.height
-        margins = layout.margins(w, h, self.grid, self.figure.dpi, self.strip.rows)
+        margins = layout.margins(w, h, self.grid, self.figure.dpi, self.strip.rows,
+                                 self.x_labels)  # fmt: skip
         self.figure.subplots_adjust(**margins)
 
     def min_height(self) -> int:
         """Pixels the page needs to give each chart a readable height (the window scrolls)."""
-        return layout.min_height_px(self.grid, self.figure.dpi, self.strip.rows)
+        return layout.min_height_px(self.grid, self.figure.dpi, self.strip.rows, self.x_labels)
 
     def _clip_outliers(self, i: int, state: ViewState) -> None:
         """A loss chart's y range without its top 1 % (resplot.data.yrange), said in its note."""

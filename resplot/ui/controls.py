@@ -3,13 +3,13 @@ methods they call; kept apart from the window's own logic (resplot/ui/window.py)
 
 from __future__ import annotations
 
+from PyQt5.QtCore import Qt
 from PyQt5.QtWidgets import (
     QAction,
     QCheckBox,
     QComboBox,
     QDoubleSpinBox,
     QLabel,
-    QLineEdit,
     QToolBar,
 )
 
@@ -19,13 +19,15 @@ from resplot.ui.export_menu import add_export_menu
 
 
 def build_toolbar(win) -> None:
-    """The View toolbar of `win` (a MainWindow): sources, polling, x axis, smoothing, y axis,
-    custom keys, follow data."""
+    """The view controls of `win` (a MainWindow): polling, x axis, smoothing, y axis, follow
+    data. They sit in the menu bar's row, right of the menus: a toolbar row of its own took
+    30 px of a laptop's height from the charts. (Adding a source is in the File menu; the
+    Custom page's key globs are on that page.)"""
     bar = QToolBar("View", win)
     bar.setObjectName("view-toolbar")
-    win.addToolBar(bar)
-    win.add_source_action = bar.addAction("Add source…", win._ask_add_source)
-    bar.addSeparator()
+    bar.setStyleSheet("QToolBar { padding: 0px; spacing: 2px; border: 0px; }")
+    win.menuBar().setCornerWidget(bar, Qt.TopRightCorner)
+    win.view_toolbar = bar
     bar.addWidget(QLabel(" Poll every ", win))
     win.poll_spin = QDoubleSpinBox(win)
     win.poll_spin.setRange(0.2, 3600.0)
@@ -57,12 +59,6 @@ def build_toolbar(win) -> None:
     win.outliers_check.setToolTip("Loss charts: y range without the top 1 % of values")
     win.outliers_check.toggled.connect(win.set_ignore_outliers)
     bar.addWidget(win.outliers_check)
-    bar.addWidget(QLabel(" custom keys: ", win))
-    win.keys_edit = QLineEdit(win)
-    win.keys_edit.setPlaceholderText("globs, e.g. train/* valid/*")
-    win.keys_edit.setMaximumWidth(220)
-    win.keys_edit.editingFinished.connect(lambda: win.set_custom_keys(win.keys_edit.text()))
-    bar.addWidget(win.keys_edit)
     bar.addSeparator()
     bar.addAction("Follow data", win.reset_view).setToolTip(
         "Autoscale to all data again after zooming or panning"
@@ -72,7 +68,8 @@ def build_toolbar(win) -> None:
 def build_menus(win) -> None:
     """File, Export, View and Help."""
     file_menu = win.file_menu = win.menuBar().addMenu("&File")
-    file_menu.addAction(win.add_source_action)
+    win.add_source_action = file_menu.addAction("Add source…", win._ask_add_source)
+    win.add_source_action.setShortcut("Ctrl+O")
     remove = QAction("Remove selected source", win)
     remove.triggered.connect(win._remove_selected_source)
     file_menu.addAction(remove)
@@ -80,6 +77,9 @@ def build_menus(win) -> None:
     file_menu.addSeparator()
     file_menu.addAction("Quit", win.close)
     view = win.view_menu = win.menuBar().addMenu("&View")
+    view.addAction("Sources tree (Ctrl+B)", win.toggle_tree)
+    view.addAction("Run table (Ctrl+T)", win.toggle_table)
+    view.addSeparator()
     win.by_name_action = view.addAction("Hover readout sorted by name (Ctrl+R)")
     win.by_name_action.setCheckable(True)
     win.by_name_action.setToolTip("otherwise by value, as the lines cross the pointer")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg, NavigationToolbar2QT
 from matplotlib.figure import Figure
-from PyQt5.QtCore import Qt, pyqtSignal
+from PyQt5.QtCore import QSize, Qt, pyqtSignal
 from PyQt5.QtGui import QCursor
 from PyQt5.QtWidgets import (
     QHBoxLayout,
@@ -30,7 +30,11 @@ class PageView(QWidget):
         self.page = ChartPage(name, Figure(figsize=(10, 6), dpi=100), on_view_changed,
                               strip_in_figure=False)  # fmt: skip
         self.canvas = FigureCanvasQTAgg(self.page.figure)
-        self.toolbar = NavigationToolbar2QT(self.canvas, self)
+        # Zoom, pan, home and save: shown by the window in the tab bar's corner (a row of its
+        # own took 40 px of a laptop's height); the readout gives values, not coordinates.
+        self.toolbar = NavigationToolbar2QT(self.canvas, self, coordinates=False)
+        self.toolbar.setIconSize(QSize(16, 16))
+        self.toolbar.setStyleSheet("QToolBar { border: 0px; padding: 0px; spacing: 0px; }")
         self.scroll = QScrollArea(self)
         self.scroll.setWidgetResizable(True)
         self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
@@ -45,10 +49,21 @@ class PageView(QWidget):
         self.strip.setWordWrap(True)
         self.strip.setContentsMargins(6, 2, 6, 2)
         self._strip_entries: list = []
-        layout.addWidget(self.toolbar)
+        self.strip.hide()  # until it has entries
         # The "all" page: a search over key names, and how many keys it shows of how many.
         self.search: QLineEdit | None = None
         self.count = QLabel(self)
+        # The "custom" page: the globs of its keys.
+        self.keys_edit: QLineEdit | None = None
+        if name == "custom":
+            row = QHBoxLayout()
+            row.setContentsMargins(6, 0, 6, 0)
+            row.addWidget(QLabel("keys:", self))
+            self.keys_edit = QLineEdit(self)
+            self.keys_edit.setPlaceholderText("globs, e.g. train/* valid/* (Enter to apply)")
+            self.keys_edit.setClearButtonEnabled(True)
+            row.addWidget(self.keys_edit, 1)
+            layout.addLayout(row)
         if name == "all":
             row = QHBoxLayout()
             row.setContentsMargins(6, 0, 6, 0)
@@ -102,10 +117,11 @@ class PageView(QWidget):
     def fit(self) -> None:
         """Give the canvas the height its charts need (the scroll area scrolls past the view),
         and show the run strip of the last refresh."""
-        if self.page.entries != self._strip_entries:
-            self._strip_entries = list(self.page.entries)
-            self.strip.setText(strip_html(self._strip_entries))
-            self.strip.setVisible(bool(self._strip_entries))
+        entries = self.page.entries
+        if entries != self._strip_entries:
+            self._strip_entries = list(entries)
+            self.strip.setText(strip_html(entries))
+            self.strip.setVisible(bool(entries))
         ratio = self.canvas.device_pixel_ratio or 1.0
         need = int(self.page.min_height() / ratio)
         if self.canvas.minimumHeight() != need:

@@ -12,7 +12,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from PyQt5.QtCore import QByteArray, Qt, QTimer
+from PyQt5.QtCore import Qt, QTimer
 from PyQt5.QtWidgets import (
     QLabel,
     QMainWindow,
@@ -33,7 +33,7 @@ from resplot.draw.charts import ChartPage, save_figure
 from resplot.exports import export_table
 from resplot.sources.spec import parse_spec
 from resplot.ssh.options import SSHOptions
-from resplot.ui import controls, shortcuts
+from resplot.ui import controls, shortcuts, window_layout
 from resplot.ui.dialogs import AddSourceDialog, HostKeyAsker
 from resplot.ui.export_menu import ExportWorker, ask_export, start_points_export
 from resplot.ui.notify import Notifier
@@ -119,6 +119,8 @@ class MainWindow(QMainWindow):
         self.tree = SourcesTree(self)
         self.tree.runActivated.connect(lambda ref: self.tick(ref, not self.state.is_ticked(ref)))
         self.tabs = QTabWidget(self)
+        self.tabs.setDocumentMode(True)  # no frame around the pages: their pixels go to charts
+        self.tabs.setStyleSheet("QTabBar::tab { padding: 3px 10px; }")
         self.pages: dict[str, PageView] = {}
         for name in PAGES:
             view = PageView(name, self.view_changed, self)
@@ -127,26 +129,29 @@ class MainWindow(QMainWindow):
             if view.search is not None:
                 view.search.setText(self.state.metric_filter)
                 view.search.textChanged.connect(self.set_metric_filter)
+            if view.keys_edit is not None:
+                self.keys_edit = edit = view.keys_edit
+                edit.editingFinished.connect(lambda e=edit: self.set_custom_keys(e.text()))
             self.pages[name] = view
             self.tabs.addTab(view, shortcuts.TITLES.get(name, name.capitalize()))
         self.tabs.currentChanged.connect(lambda i: self.set_page(PAGES[i]))
         self.model = RunTableModel(self.cache, self.state)
         self.model.tickedChanged.connect(lambda _ref, _on: self._ticks_changed(by_hand=True))
         self.table = RunTable(self.model, self)
+        self.table.columnsChanged.connect(self.save_settings)
         attach_run_menus(self)
+        # Sizes follow the window (window_layout.follow_size) until the user drags a split.
+        self.splits_by_hand = False
         self.top_split = QSplitter(Qt.Horizontal, self)
         self.top_split.addWidget(self.tree)
         self.top_split.addWidget(self.tabs)
         self.top_split.setStretchFactor(1, 4)
-        # Wide enough for run names next to the status and age columns (restored layouts win).
-        self.top_split.setSizes([360, 1040])
         self.main_split = QSplitter(Qt.Vertical, self)
         self.main_split.addWidget(self.top_split)
         self.main_split.addWidget(self.table)
         self.main_split.setStretchFactor(0, 3)
-        # The charts get the height: at 1280×800 the table still shows 6 runs (it scrolls,
-        # Ctrl+T hides it).
-        self.main_split.setSizes([560, 260])
+        for split in (self.top_split, self.main_split):
+            split.splitterMoved.connect(lambda *_a: setattr(self, "splits_by_hand", True))
         self.setCentralWidget(self.main_split)
         self.alert_label = QLabel(self)
         self.sources_label = QLabel(self)
@@ -176,19 +181,14 @@ class MainWindow(QMainWindow):
             w.blockSignals(False)
         self.table.set_filter(s.filter_text)
         self.set_hover_order(s.hover_order)
+        self.set_page(s.page)  # its toolbar in the tab bar's corner
 
     def _restore_window(self) -> None:
-        win = self.settings.window
-        try:
-            if "geometry" in win:
-                self.restoreGeometry(QByteArray.fromHex(win["geometry"].encode()))
-            else:
-                self.resize(1400, 900)
-            for name, split in (("top_split", self.top_split), ("main_split", self.main_split)):
-                if name in win:
-                    split.restoreState(QByteArray.fromHex(win[name].encode()))
-        except (AttributeError, TypeError, ValueError):  # a settings file edited by hand
-            self.resize(1400, 900)
+        window_layout.restore(self, self.settings.window)
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        window_layout.follow_size(self)
 
     # -- poller ---------------------------------------------------------------------------
     def attach_poller(self, poller) -> None:
@@ -282,6 +282,10 @@ class MainWindow(QMainWindow):
         self.state.set_page(page)
         if self.tabs.currentIndex() != PAGES.index(page):
             self.tabs.setCurrentIndex(PAGES.index(page))
+        toolbar = self.pages[page].toolbar
+        if self.tabs.cornerWidget(Qt.TopRightCorner) is not toolbar:
+            self.tabs.setCornerWidget(toolbar, Qt.TopRightCorner)
+            toolbar.show()
         self.schedule_redraw()
 
     def set_x_axis(self, mode: str) -> None:
@@ -386,6 +390,9 @@ class MainWindow(QMainWindow):
 
     def toggle_table(self) -> None:
         self.table.setVisible(not self.table.isVisible())
+
+    def toggle_tree(self) -> None:
+        window_layout.toggle_tree(self)
 
     def ask_export(self, what: str, fmt: str) -> None:
         ask_export(self, what, fmt)
@@ -521,11 +528,7 @@ class MainWindow(QMainWindow):
 
     # -- settings -----------------------------------------------------------------------------
     def save_settings(self) -> None:
-        self.settings.window = {
-            "geometry": bytes(self.saveGeometry().toHex()).decode(),
-            "top_split": bytes(self.top_split.saveState().toHex()).decode(),
-            "main_split": bytes(self.main_split.saveState().toHex()).decode(),
-        }
+        self.settings.window = window_layout.saved(self)
         try:
             settings_mod.save(self.settings, self.settings_path)
         except OSError as exc:
