@@ -69,6 +69,11 @@ def _texts(page):
                     out.append(
                         (f"axes{n} tick {tick.get_text()!r}", tick.get_window_extent(renderer))
                     )
+        for axis in (ax.xaxis, ax.yaxis):
+            offset = axis.get_offset_text()
+            if offset.get_visible() and offset.get_text():
+                out.append((f"axes{n} offset {offset.get_text()!r}",
+                            offset.get_window_extent(renderer)))  # fmt: skip
         note = page._notes[n]
         if note.get_text():
             out.append((f"axes{n} note", note.get_window_extent(renderer)))
@@ -102,6 +107,25 @@ def test_no_chart_text_overlaps_or_is_clipped(qtbot, sweep, tmp_path, size, page
     settle(qtbot, win)
     assert win.current_page().axes
     _assert_no_overlap(win.current_page())
+    win.close()
+
+
+@pytest.mark.parametrize("page", ["training", "system", "timing"])
+def test_a_sweeps_long_names_never_run_into_other_text(qtbot, tmp_path, page):
+    from tests.fixtures.sweep import make_sweep
+
+    make_sweep(tmp_path / "sweep.db", steps=500)
+    win = open_window(qtbot, [tmp_path / "sweep.db"], tmp_path / "settings.json", runs=12,
+                      size=(1280, 800))  # fmt: skip
+    win.set_page(page)
+    settle(qtbot, win)
+    _assert_no_overlap(win.current_page())
+    titles = [ax.get_title(loc="left") for ax in win.current_page().axes]
+    if page == "timing":  # each stack's title still names its run by what sets it apart
+        assert {t for t in titles if t.startswith("Step time: ")} == {
+            f"Step time: …lr{lr}-wd0.2-seed{i}…" for i, lr in ((11, "0.0006"), (10, "0.0003"),
+                                                             (9, "0.0002"), (8, "0.0001"))
+        }  # fmt: skip
     win.close()
 
 
@@ -241,4 +265,94 @@ def test_run_names_keep_what_tells_a_sweep_apart_and_columns_can_be_hidden(qtbot
     assert '"hidden_columns": [\n      "host"' in saved or '"host"' in saved
     win.table.show_column(None, True)
     assert not view.isColumnHidden(col) and win.state.hidden_columns == []
+    win.close()
+
+
+@pytest.fixture
+def scales(tmp_path):
+    """Series whose ranges gave matplotlib's offset texts (`1e9`, `1e-5`, `1e-15+3.6e-1`) and a
+    loss inside one decade (a log axis with one tick label)."""
+    path = tmp_path / "scales.db"
+    engine = new_store(path)
+    steps = range(0, 2000, 10)
+    for i in range(3):
+        make_run(
+            engine, name=f"scale-{i}", created_at=BASE_TIME + i,
+            points={
+                "train/loss": [(s, 2.45 + 0.4 * np.exp(-s / 500) + 0.01 * i) for s in steps],
+                "train/lr": [(s, 3.0e-5 + 1e-7 * (s % 7)) for s in steps],
+                "train/tokens": [(s, 1.0e9 + 524_288.0 * s) for s in steps],
+                "train/tokens_per_s": [(s, 1_500_000.0 + 1000.0 * i) for s in steps],
+                "time/step": [(s, 0.36) for s in steps],
+                "time/forward": [(s, 0.1) for s in steps],
+            },
+        )  # fmt: skip
+    engine.dispose()
+    return path
+
+
+def _labelled(ax, axis) -> list[str]:
+    lo, hi = sorted(axis.get_view_interval())
+    return [
+        t.get_text() for t, loc in zip(axis.get_ticklabels(), axis.get_ticklocs(), strict=False)
+        if t.get_text() and lo <= loc <= hi
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("page_name", ["training", "timing", "custom"])
+def test_scales_live_in_the_tick_labels_in_the_window_and_in_snapshots(
+    qtbot, scales, tmp_path, page_name
+):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from resplot.data.state import ViewState
+    from resplot.draw.charts import render
+
+    win = open_window(qtbot, [scales], tmp_path / "settings.json", runs=3, size=(1280, 800))
+    win.set_custom_keys("train/tokens train/lr")
+    win.set_page(page_name)
+    settle(qtbot, win)
+    state = ViewState(page=page_name, custom_keys=["train/tokens", "train/lr"])
+    snapshot = render(win.cache, state, list(win.state.ticked), size=(12.8, 8.0), dpi=100)
+    FigureCanvasAgg(snapshot.figure)  # what savefig draws with
+    for page in (win.current_page(), snapshot):
+        assert page.axes
+        page.figure.canvas.draw()
+        _assert_no_overlap(page)
+        labels = []
+        for ax in page.axes:
+            assert ax.yaxis.get_offset_text().get_text() == ""  # no `1e9` above the axis
+            assert ax.xaxis.get_offset_text().get_text() == ""
+            ticks = _labelled(ax, ax.yaxis)
+            assert len(ticks) >= 2, (ax.get_title(), ticks)  # log loss axes too
+            labels += ticks
+        if page_name == "custom":  # the scale is in the labels
+            assert any(t.endswith("G") for t in labels) and any("e-5" in t for t in labels)
+    win.close()
+
+
+def test_status_bar_fields_never_run_into_each_other(qtbot, tmp_path):
+    from tests.fixtures.sweep import make_sweep
+
+    make_sweep(tmp_path / "sweep.db", steps=300)
+    win = open_window(qtbot, [tmp_path / "sweep.db"], tmp_path / "settings.json", runs=12,
+                      size=(1280, 800))  # fmt: skip
+    win.statusBar().clearMessage()  # a passing message hides the alert field while it shows
+    win._side_timer.stop()  # they would put the sweep's own alert back meanwhile
+    win._refresh_side = lambda: None
+    win.alert_label.setText("x" * 400 + " a very long alert")
+    qtbot.wait(50)
+    fields = [w for w in (win.alert_label, win.shown_label, win.loading_label, win.sources_label)
+              if w.isVisible()]  # fmt: skip
+    assert len(fields) >= 3
+    for a, b in itertools.combinations(fields, 2):
+        assert not a.geometry().intersects(b.geometry()), (a.text()[:20], b.text()[:20])
+    # The alert is cut to its room (its tooltip has all of it); the others are whole.
+    shown = win.alert_label.shown_text()
+    assert shown.endswith("…") and win.alert_label.fontMetrics().horizontalAdvance(shown) <= (
+        win.alert_label.contentsRect().width()
+    )
+    assert win.alert_label.toolTip().endswith("a very long alert")
+    for label in fields[1:]:
+        assert label.fontMetrics().horizontalAdvance(label.text()) <= label.contentsRect().width()
     win.close()

@@ -92,7 +92,7 @@ def _vertical_px(dpi: float, legend_rows: int, xlabel: bool = True) -> tuple[flo
 
 def _horizontal_px(dpi: float) -> tuple[float, float, float]:
     """(left, right, gap between columns) in pixels."""
-    ylabels = (LABEL_PT * 1.4 + TICK_PT * 5.5) * dpi / 72.0  # y label + 5-character ticks
+    ylabels = (LABEL_PT * 1.4 + TICK_PT * 6.2) * dpi / 72.0  # y label + 6-character ticks (1.502M)
     return ylabels + 4, 10.0, ylabels + 8
 
 

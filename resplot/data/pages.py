@@ -47,6 +47,7 @@ class PanelSpec:
     percent: float | None = None  # value that means 100% (MFU is 0..1), for the tick format
     stack_ref: RunRef | None = None
     robust_y: bool = False  # a loss: its y range may ignore outliers (state.ignore_outliers)
+    subject: str = ""  # a run's name in the title: what gives way when the title is too long
 
     def layout_key(self) -> tuple:
         return (self.title, self.kind, self.log_y, self.percent)
@@ -150,9 +151,9 @@ def timing(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[Pan
             if cache.summary(ref, f"time/{p}") is not None
         ]
         items.append(Item(ref, "time/step", "other", color, smooth=False, part="other"))
-        panels.append(
-            PanelSpec(f"Step time: {_name(cache, ref)}", "s", items, kind="stacked", stack_ref=ref)
-        )
+        name = _name(cache, ref)
+        panels.append(PanelSpec(f"Step time: {name}", "s", items, kind="stacked", stack_ref=ref,
+                                subject=name))  # fmt: skip
     title = "Step time"
     if len(with_parts) > MAX_STACKED_RUNS:  # said, not silent: the stacks need room each
         title += f" (breakdowns above: first {MAX_STACKED_RUNS} of {len(with_parts)} runs)"

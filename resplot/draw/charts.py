@@ -17,26 +17,21 @@ from matplotlib.collections import LineCollection
 from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import (
-    EngFormatter,
-    FuncFormatter,
-    LogLocator,
-    NullFormatter,
-    PercentFormatter,
-)
+from matplotlib.ticker import NullFormatter, PercentFormatter
 
 from resplot.data import layout, xaxis
 from resplot.data.alerts import THROTTLE_BITS
 from resplot.data.cache import SeriesCache
 from resplot.data.decimate import bucket_mean
 from resplot.data.model import RunRef
-from resplot.data.names import distinct_part
+from resplot.data.names import distinct_part, elide_middle, fit_name
 from resplot.data.pages import TIMING_PARTS, Item, PanelSpec, panels_for
 from resplot.data.state import ViewState
 from resplot.data.views import series_view
 from resplot.data.yrange import robust_limits
 from resplot.draw import fonts
 from resplot.draw.legends import AxesLegend, Entry, RunStrip
+from resplot.draw.ticks import CompactFormatter, ReadableLogLocator
 from resplot.draw.tracks import RunContext, Track, tokens_guide
 from schema.compare import metric_stats
 
@@ -50,26 +45,10 @@ PART_COLORS = {
 }
 # Where non-finite points are marked, in axes height fractions.
 SAVE_FORMATS = ("png", "svg", "pdf")
+TITLE_EM = 0.62  # a title character's mean width, in font sizes (DejaVu Sans)
 STRIP_ROWS = 2  # more rows of whole run names: the strip names the part that differs
 NOTE_PT = 6.5
 BAR_PT = 6.0  # height of a throttle bar (a '|' marker of 8 pt before)
-
-
-class ReadableLogLocator(LogLocator):
-    """Major ticks at 1, 2, 3, 5 × 10^k when the axis spans about a decade (losses), fewer
-    per decade as it spans more, so that labels never run into each other."""
-
-    def __init__(self) -> None:
-        super().__init__(base=10, subs=(1.0, 2.0, 3.0, 5.0))
-
-    def tick_values(self, vmin, vmax):
-        if vmin > 0 and vmax > 0:
-            decades = abs(np.log10(vmax) - np.log10(vmin))
-            subs = (
-                (1.0, 2.0, 3.0, 5.0) if decades <= 1.5 else (1.0, 3.0) if decades <= 2.5 else (1.0,)
-            )
-            self.set_params(subs=subs)
-        return super().tick_values(vmin, vmax)
 
 
 class ChartPage:
@@ -145,11 +124,15 @@ class ChartPage:
             ax.set_ylabel(spec.ylabel, fontsize=8)
             ax.tick_params(labelsize=7)
             ax.grid(True, alpha=0.25, linewidth=0.6)
+            # Every label says its own scale (1.5M, 3e-4): an offset text above the axis sat
+            # on the chart's title (resplot/draw/ticks.py).
+            ax.yaxis.set_major_formatter(CompactFormatter())
+            ax.xaxis.set_major_formatter(CompactFormatter())
             if spec.log_y:
                 ax.set_yscale("log")
                 # Losses span less than a decade: label 2, 3, 5 as plain numbers, not 10^x.
                 ax.yaxis.set_major_locator(ReadableLogLocator())
-                ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+                ax.yaxis.set_major_formatter(CompactFormatter())
                 ax.yaxis.set_minor_formatter(NullFormatter())
             if spec.percent:
                 ax.yaxis.set_major_formatter(PercentFormatter(spec.percent))
@@ -184,8 +167,6 @@ class ChartPage:
             locator = AutoDateLocator()
             first.xaxis.set_major_locator(locator)
             first.xaxis.set_major_formatter(ConciseDateFormatter(locator))
-        elif xaxis.is_guided(mode):
-            first.xaxis.set_major_formatter(EngFormatter())
         first.callbacks.connect("xlim_changed", self._on_xlim_changed)
 
     def _on_xlim_changed(self, _ax) -> None:
@@ -249,6 +230,7 @@ class ChartPage:
                 for i, ax in enumerate(self.axes):
                     ax.autoscale_view()
                     self._clip_outliers(i, state)
+                    _widen_flat(ax)
         finally:
             self._updating = False
 
@@ -285,6 +267,31 @@ class ChartPage:
         margins = layout.margins(w, h, self.grid, self.figure.dpi, self.strip.rows,
                                  self.x_labels)  # fmt: skip
         self.figure.subplots_adjust(**margins)
+        self._fit_titles()
+
+    def _fit_titles(self) -> None:
+        """Each chart's title within its chart's width: a run's name in it (the timing page's
+        `Step time: <run>`) loses the words every such name shares first, anything else its
+        middle. Whole, a sweep's names ran into the next chart's title."""
+        if not self.axes:
+            return
+        pt = layout.TITLE_PT * self.figure.dpi / 72.0
+        width = self.figure.bbox.width * (self.figure.subplotpars.right
+                                          - self.figure.subplotpars.left)  # fmt: skip
+        axes_w = (width - (self.grid.cols - 1) * self.figure.subplotpars.wspace * width
+                  / (self.grid.cols + (self.grid.cols - 1) * self.figure.subplotpars.wspace)
+                  ) / self.grid.cols  # fmt: skip
+        chars = max(8, int(axes_w / (pt * TITLE_EM)))
+        subjects = [s.subject for s in self.specs if s.subject]
+        for ax, spec in zip(self.axes, self.specs, strict=False):
+            title = spec.title
+            if len(title) > chars and spec.subject:
+                room = chars - (len(title) - len(spec.subject))
+                title = title.replace(spec.subject, fit_name(spec.subject, subjects, room))
+            if len(title) > chars:
+                title = elide_middle(title, chars)
+            if ax.get_title(loc="left") != title:
+                ax.set_title(title, fontsize=9, loc="left", y=1.0)
 
     def min_height(self) -> int:
         """Pixels the page needs to give each chart a readable height (the window scrolls)."""
@@ -533,6 +540,15 @@ class ChartPage:
 
     def save(self, path: str | Path, dpi: int = 120) -> None:
         save_figure(self.figure, path, dpi)
+
+
+def _widen_flat(ax) -> None:
+    """A y range narrower than float noise around its value (a constant series whose means
+    differ in the 15th digit: matplotlib labelled it `1e-15+3.6e-1`) becomes ±5 % of it."""
+    lo, hi = ax.get_ylim()
+    mid = (lo + hi) / 2
+    if ax.get_yscale() == "linear" and mid and 0 < abs(hi - lo) < 1e-9 * abs(mid):
+        ax.set_ylim(mid - 0.05 * abs(mid), mid + 0.05 * abs(mid))
 
 
 def save_figure(figure: Figure, path: str | Path, dpi: int = 120) -> None:

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from PyQt5.QtCore import Qt, QTimer
 from PyQt5.QtWidgets import (
-    QLabel,
     QMainWindow,
     QSplitter,
     QTabWidget,
@@ -33,7 +32,7 @@ from resplot.draw.charts import ChartPage, save_figure
 from resplot.exports import export_table
 from resplot.sources.spec import parse_spec
 from resplot.ssh.options import SSHOptions
-from resplot.ui import controls, shortcuts, window_layout
+from resplot.ui import controls, shortcuts, status_bar, window_layout
 from resplot.ui.dialogs import AddSourceDialog, HostKeyAsker
 from resplot.ui.export_menu import ExportWorker, ask_export, start_points_export
 from resplot.ui.notify import Notifier
@@ -153,14 +152,7 @@ class MainWindow(QMainWindow):
         for split in (self.top_split, self.main_split):
             split.splitterMoved.connect(lambda *_a: setattr(self, "splits_by_hand", True))
         self.setCentralWidget(self.main_split)
-        self.alert_label = QLabel(self)
-        self.sources_label = QLabel(self)
-        self.loading_label = QLabel(self)  # "loading N tiles…" while charts wait for detail
-        self.shown_label = QLabel(self)  # "showing 20 of 57 runs": the selection is never silent
-        self.statusBar().addWidget(self.alert_label, 1)
-        self.statusBar().addPermanentWidget(self.shown_label)
-        self.statusBar().addPermanentWidget(self.loading_label)
-        self.statusBar().addPermanentWidget(self.sources_label)
+        status_bar.build(self, self.statusBar())
 
     def _apply_state_to_widgets(self) -> None:
         s = self.state
@@ -273,6 +265,7 @@ class MainWindow(QMainWindow):
         self.tree.set_source_state(label, text, is_error)
         self._source_texts[label] = text
         self.sources_label.setText("  ·  ".join(f"{k}: {v}" for k, v in self._source_texts.items()))
+        status_bar.tidy(self)
 
     def on_error(self, message: str) -> None:
         self.statusBar().showMessage(message, 15000)
@@ -454,6 +447,7 @@ class MainWindow(QMainWindow):
         self._say_tiles_over()
         waiting = self.cache.wanted_count()
         self.loading_label.setText(f"loading {waiting} tiles…" if waiting else "")
+        status_bar.tidy(self)
         self._awaiting_tiles = bool(waiting) and self.poller is not None
         if self._awaiting_tiles:
             self.poller.poll_now()  # the charts want detail: fetch it now, not at the next tick
