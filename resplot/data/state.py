@@ -51,6 +51,8 @@ class ViewState:
     hover_order: str = "value"
     # Run table columns hidden with the column chooser, by their heads ("seed", "host").
     hidden_columns: list[str] = field(default_factory=list)
+    # Event kinds not drawn on the charts ("checkpoint", "resume", "alert").
+    hidden_events: list[str] = field(default_factory=list)
 
     # -- changes (validated) ---------------------------------------------------------------
     def set_page(self, page: str) -> None:
@@ -157,6 +159,8 @@ class ViewState:
                 state.set_custom_keys([str(g) for g in plain["custom_keys"]])
             if "table_metrics" in plain:
                 state.table_metrics = [str(m) for m in plain["table_metrics"]]
+            if "hidden_events" in plain:
+                state.hidden_events = [str(k) for k in plain["hidden_events"]]
             if "hidden_columns" in plain:
                 state.hidden_columns = [str(h) for h in plain["hidden_columns"]]
             if "muted" in plain:

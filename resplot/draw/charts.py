@@ -19,23 +19,24 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import NullFormatter, PercentFormatter
 
-from resplot.data import layout, xaxis
+from resplot.data import layout, marks, xaxis
 from resplot.data.alerts import THROTTLE_BITS
 from resplot.data.cache import SeriesCache
 from resplot.data.decimate import bucket_mean
 from resplot.data.model import RunRef
-from resplot.data.names import distinct_part, elide_middle, fit_name
+from resplot.data.names import distinct_part
 from resplot.data.pages import TIMING_PARTS, Item, PanelSpec, panels_for
 from resplot.data.state import ViewState
 from resplot.data.views import series_view
 from resplot.data.yrange import robust_limits
 from resplot.draw import fonts
+from resplot.draw.events import draw_events
 from resplot.draw.legends import AxesLegend, Entry, RunStrip
 from resplot.draw.ticks import CompactFormatter, ReadableLogLocator
+from resplot.draw.titles import fit_titles
 from resplot.draw.tracks import RunContext, Track, tokens_guide
 from schema.compare import metric_stats
 
-EVENT_KINDS = {"alert": "#d62728", "checkpoint": "#7f7f7f", "resume": "#1f77b4"}
 PART_COLORS = {
     "data": "#e15759",
     "forward": "#4e79a7",
@@ -45,7 +46,6 @@ PART_COLORS = {
 }
 # Where non-finite points are marked, in axes height fractions.
 SAVE_FORMATS = ("png", "svg", "pdf")
-TITLE_EM = 0.62  # a title character's mean width, in font sizes (DejaVu Sans)
 STRIP_ROWS = 2  # more rows of whole run names: the strip names the part that differs
 NOTE_PT = 6.5
 BAR_PT = 6.0  # height of a throttle bar (a '|' marker of 8 pt before)
@@ -91,6 +91,8 @@ class ChartPage:
         self._updating = False
         self.message = None
         self.highlighted: RunRef | None = None  # a clicked run: the others are faded
+        self.selected: set[RunRef] = set()  # runs selected in the table (their events show)
+        self._events_left_out: set[int] = set()  # charts that left some runs' events out
         self._clipped: set[int] = set()  # charts whose y range ignores outliers
         self.view_height_px: float | None = None  # what the window shows of the figure
         self.run_names: dict[RunRef, str] = {}  # of the plotted runs (the hover readout's rows)
@@ -267,31 +269,7 @@ class ChartPage:
         margins = layout.margins(w, h, self.grid, self.figure.dpi, self.strip.rows,
                                  self.x_labels)  # fmt: skip
         self.figure.subplots_adjust(**margins)
-        self._fit_titles()
-
-    def _fit_titles(self) -> None:
-        """Each chart's title within its chart's width: a run's name in it (the timing page's
-        `Step time: <run>`) loses the words every such name shares first, anything else its
-        middle. Whole, a sweep's names ran into the next chart's title."""
-        if not self.axes:
-            return
-        pt = layout.TITLE_PT * self.figure.dpi / 72.0
-        width = self.figure.bbox.width * (self.figure.subplotpars.right
-                                          - self.figure.subplotpars.left)  # fmt: skip
-        axes_w = (width - (self.grid.cols - 1) * self.figure.subplotpars.wspace * width
-                  / (self.grid.cols + (self.grid.cols - 1) * self.figure.subplotpars.wspace)
-                  ) / self.grid.cols  # fmt: skip
-        chars = max(8, int(axes_w / (pt * TITLE_EM)))
-        subjects = [s.subject for s in self.specs if s.subject]
-        for ax, spec in zip(self.axes, self.specs, strict=False):
-            title = spec.title
-            if len(title) > chars and spec.subject:
-                room = chars - (len(title) - len(spec.subject))
-                title = title.replace(spec.subject, fit_name(spec.subject, subjects, room))
-            if len(title) > chars:
-                title = elide_middle(title, chars)
-            if ax.get_title(loc="left") != title:
-                ax.set_title(title, fontsize=9, loc="left", y=1.0)
+        fit_titles(self.axes, self.specs, self.figure, self.grid.cols)
 
     def min_height(self) -> int:
         """Pixels the page needs to give each chart a readable height (the window scrolls)."""
@@ -384,7 +362,13 @@ class ChartPage:
             self._draw_stack(i, ref, cache, contexts[ref], state.x_axis, pixels)
         elif spec.kind == "throttle":
             self._draw_throttle(i, spec, cache, contexts, state.x_axis, pixels, xlim)
-        self._draw_events(i, cache, refs, contexts, state.x_axis)
+        hidden = set(state.hidden_events)
+        left_out = draw_events(self._events[i], cache, refs, contexts, state.x_axis, hidden,
+                               self.highlighted, self.selected)  # fmt: skip
+        self._events_left_out.discard(i)
+        if left_out:
+            self._events_left_out.add(i)
+        self._declutter_markers(tracks, xlim)
         self._note(i, state.smoothing)
         has_data = any(len(t.line.get_xdata()) for t in tracks.values()) or bool(self._extra[i])
         self._empty[i].set_visible(not has_data)
@@ -488,22 +472,21 @@ class ChartPage:
                 bars._resplot_limits = [flat.min(axis=0), flat.max(axis=0)]
                 self._extra[i].append(bars)
 
-    def _draw_events(self, i: int, cache: SeriesCache, refs: list[RunRef], contexts,
-                     mode: str) -> None:  # fmt: skip
-        segments, colors = [], []
-        for ref in refs:
-            ctx = contexts.get(ref)
-            run = cache.run(ref)
-            for ev in cache.events(ref):
-                color = EVENT_KINDS.get(ev.kind)
-                if color is None:
-                    continue
-                x = xaxis.event_x(mode, run, ev.step, ev.wall, ctx.guide if ctx else None)
-                if x is not None and np.isfinite(x):
-                    segments.append([(x, 0.0), (x, 1.0)])
-                    colors.append(color)
-        self._events[i].set_segments(segments)
-        self._events[i].set_color(colors or ["#7f7f7f"])
+    def _declutter_markers(self, tracks: dict[Item, Track], xlim) -> None:
+        """Point markers (validation) only while few points are in view (data/marks.py)."""
+        marked = [t for t in tracks.values() if t.item.marker]
+        if not marked:
+            return
+        counts = []
+        for t in marked:
+            x = np.asarray(t.line.get_xdata(), float)
+            if xlim is not None:
+                lo, hi = sorted(xlim)
+                x = x[(x >= lo) & (x <= hi)]
+            counts.append(len(x))
+        on = marks.markers_shown(counts)
+        for t in marked:
+            t.line.set_marker(t.item.marker if on else "None")
 
     def _note(self, i: int, smoothing: float) -> None:
         """Say on the chart what it draws when that is not every raw point: the bucket width of
@@ -521,6 +504,8 @@ class ChartPage:
             parts.append("loading finer detail…")
         if i in self._clipped:
             parts.append("y: top 1 % ignored")
+        if i in self._events_left_out:
+            parts.append(f"events: >{marks.EVENT_RUNS_MAX} runs, click or select one")
         unplaced = sorted({t.item.label for t in self.tracks[i].values() if t.unplaced})
         if unplaced:
             parts.append(f"not on this x axis (not logged): {', '.join(unplaced)}")

@@ -13,6 +13,7 @@ from PyQt5.QtWidgets import (
     QToolBar,
 )
 
+from resplot.data.marks import EVENT_KINDS, EVENT_RUNS_MAX
 from resplot.data.state import X_AXES
 from resplot.ui import shortcuts
 from resplot.ui.export_menu import add_export_menu
@@ -80,6 +81,16 @@ def build_menus(win) -> None:
     view.addAction("Sources tree (Ctrl+B)", win.toggle_tree)
     view.addAction("Run table (Ctrl+T)", win.toggle_table)
     view.addSeparator()
+    events = view.addMenu("Event markers")
+    events.setToolTipsVisible(True)
+    win.event_actions = {}
+    for kind in EVENT_KINDS:
+        action = events.addAction(f"{kind.capitalize()}s")
+        action.setCheckable(True)
+        action.setToolTip(f"vertical lines at {kind}s; with more than {EVENT_RUNS_MAX} runs on a "
+                          "chart, of the highlighted or selected runs only")  # fmt: skip
+        action.toggled.connect(lambda on, k=kind: win.show_events(k, on))
+        win.event_actions[kind] = action
     win.by_name_action = view.addAction("Hover readout sorted by name (Ctrl+R)")
     win.by_name_action.setCheckable(True)
     win.by_name_action.setToolTip("otherwise by value, as the lines cross the pointer")

@@ -138,6 +138,7 @@ class MainWindow(QMainWindow):
         self.model.tickedChanged.connect(lambda _ref, _on: self._ticks_changed(by_hand=True))
         self.table = RunTable(self.model, self)
         self.table.columnsChanged.connect(self.save_settings)
+        self.table.view.selectionModel().selectionChanged.connect(self._selection_changed)
         attach_run_menus(self)
         # Sizes follow the window (window_layout.follow_size) until the user drags a split.
         self.splits_by_hand = False
@@ -173,6 +174,8 @@ class MainWindow(QMainWindow):
             w.blockSignals(False)
         self.table.set_filter(s.filter_text)
         self.set_hover_order(s.hover_order)
+        for kind, action in self.event_actions.items():
+            action.setChecked(kind not in s.hidden_events)
         self.set_page(s.page)  # its toolbar in the tab bar's corner
 
     def _restore_window(self) -> None:
@@ -377,6 +380,22 @@ class MainWindow(QMainWindow):
             view.crosshair.order = order
         if self.by_name_action.isChecked() != (order == "name"):
             self.by_name_action.setChecked(order == "name")
+
+    def show_events(self, kind: str, on: bool) -> None:
+        """Draw the vertical lines of one event kind (checkpoint, resume, alert) or not."""
+        hidden = [k for k in self.state.hidden_events if k != kind]
+        self.state.hidden_events = hidden if on else [*hidden, kind]
+        action = self.event_actions.get(kind)
+        if action is not None and action.isChecked() != on:
+            action.setChecked(on)
+        self.schedule_redraw()
+
+    def _selection_changed(self) -> None:
+        """The table's selected runs: their events show on crowded charts."""
+        selected = set(self.table.selected_refs())
+        for view in self.pages.values():
+            view.page.selected = selected
+        self.schedule_redraw()
 
     def toggle_hover_order(self) -> None:
         self.set_hover_order("name" if self.state.hover_order == "value" else "value")
