@@ -82,8 +82,10 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     snap.add_argument("-o", "--output", required=True, type=Path, help=".png, .svg or .pdf")
     snap.add_argument("--page", choices=PAGES, default="training")
     snap.add_argument(
-        "--x", dest="x_axis", default="step", metavar="|".join(X_AXES) + "|key:NAME",
-        help="x axis; key:NAME places points by a logged counter (key:iter, key:train/epoch)",
+        "--x", dest="x_axis", default="auto", metavar="|".join(X_AXES) + "|key:NAME",
+        help="x axis (default auto: each run's define_metric step metric or step counter such "
+        "as train/global_step or iter, else its step); key:NAME places points by a logged "
+        "counter (key:iter, key:train/epoch)",
     )  # fmt: skip
     snap.add_argument(
         "--no-ignore-outliers", dest="ignore_outliers", action="store_false",

@@ -191,6 +191,8 @@ def test_arrivals_coalesce_into_one_redraw(window, qtbot):
 
 
 def test_zoom_redecimates_for_the_visible_range(window, qtbot):
+    window.set_x_axis("step")  # lr-3e-4 defined a step metric: "auto" would place it by that
+    wait_redraw(qtbot, window)
     page = window.current_page()
     ax = line(window, "Loss", "lr-3e-4", "train/loss").axes
     ax.set_xlim(100, 150)  # what the zoom tool does

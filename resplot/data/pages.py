@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 from resplot.data.cache import SeriesCache
 from resplot.data.colors import shade
-from resplot.data.key_roles import key_for, mfu_scale
+from resplot.data.key_roles import TIMING_ROLES, gpu_series, host_series, key_for, mfu_scale
 from resplot.data.model import RunRef
 from resplot.data.state import ViewState
-from schema.compare import gpu_ids, select_keys
+from schema.compare import select_keys
 
 MAX_STACKED_RUNS = 4
 TIMING_PARTS = ("data", "forward", "backward", "optimizer")
@@ -97,67 +97,90 @@ def training(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[P
     ]  # fmt: skip
 
 
-def _gpus(cache: SeriesCache, ref: RunRef) -> list[int]:
-    return gpu_ids(cache.keys(ref))
-
-
 def _per_gpu(
-    cache: SeriesCache, refs: list[RunRef], state: ViewState, leaf: str, style: str = "-",
+    cache: SeriesCache, refs: list[RunRef], state: ViewState, role: str, style: str = "-",
     suffix: str = "",
-) -> list[Item]:  # fmt: skip
-    out = []
+) -> tuple[list[Item], list[str]]:  # fmt: skip
+    """One item per GPU of each run that logged `role` under any tool's name (key_roles
+    .gpu_series), in the run's colour, lighter per GPU; and the units they were logged in."""
+    out, units = [], []
     for ref in refs:
-        gpus = _gpus(cache, ref)
+        series = gpu_series(cache.keys(ref))
+        gpus = sorted({gpu for _role, gpu in series})
         for n, gpu in enumerate(gpus):
-            key = f"sys/gpu{gpu}/{leaf}"
-            if cache.summary(ref, key) is not None:
-                color = shade(state.look(ref).color, n, len(gpus))
-                part = f"GPU{gpu}{suffix}"
-                out.append(Item(ref, key, f"{_name(cache, ref)} {part}", color, style,
-                                smooth=False, part=part))  # fmt: skip
-    return out
+            found = series.get((role, gpu))
+            if found is None or cache.summary(ref, found[0]) is None:
+                continue
+            key, unit = found
+            color = shade(state.look(ref).color, n, len(gpus))
+            part = f"GPU{gpu}{suffix}"
+            out.append(Item(ref, key, f"{_name(cache, ref)} {part}", color, style,
+                            smooth=False, part=part))  # fmt: skip
+            units.append(unit)
+    return out, units
+
+
+def _unit(units: list[str], default: str) -> str:
+    """A chart's y label from its series' units ("GiB, MB" when tools logged different ones:
+    said, not converted)."""
+    found = list(dict.fromkeys(u for u in units if u))
+    return ", ".join(found) if found else default
 
 
 def system(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[PanelSpec]:
-    def gpu(leaf: str, style: str = "-", suffix: str = "") -> list[Item]:
-        return _per_gpu(cache, refs, state, leaf, style, suffix)
+    def gpu(role: str, style: str = "-", suffix: str = "") -> tuple[list[Item], list[str]]:
+        return _per_gpu(cache, refs, state, role, style, suffix)
 
-    memory = gpu("mem_used_gib") + gpu("mem_total_gib", ":", " total")
-    power = gpu("power_w") + gpu("power_limit_w", ":", " cap")
-    host = [
-        *(_items(cache, refs, state, "sys/cpu_pct", smooth=False, suffix=" CPU")),
-        *(_items(cache, refs, state, "sys/ram_pct", "--", smooth=False, suffix=" RAM")),
-    ]
+    used, used_units = gpu("mem_used")
+    total, total_units = gpu("mem_total", ":", " total")
+    power, power_units = gpu("power")
+    limit, _ = gpu("power_limit", ":", " cap")
+    host = []
+    for role, style, suffix in (("cpu", "-", " CPU"), ("ram", "--", " RAM")):
+        for ref in refs:
+            found = host_series(cache.keys(ref), role)
+            if found is not None and cache.summary(ref, found[0]) is not None:
+                look = state.look(ref)
+                host.append(Item(ref, found[0], _name(cache, ref) + suffix, look.color, style,
+                                 smooth=False, part=suffix.strip()))  # fmt: skip
     return [
-        PanelSpec("GPU utilisation", "%", gpu("util")),
-        PanelSpec("GPU memory", "GiB", memory),
-        PanelSpec("GPU temperature", "°C", gpu("temp_c")),
-        PanelSpec("GPU power vs limit", "W", power),
-        PanelSpec("Fan", "%", gpu("fan_pct")),
-        PanelSpec("SM clock", "MHz", gpu("sm_clock_mhz")),
-        PanelSpec("Throttle reasons", "", gpu("throttle"), kind="throttle"),
+        PanelSpec("GPU utilisation", "%", gpu("util")[0]),
+        PanelSpec("GPU memory", _unit(used_units + total_units, "GiB"), used + total),
+        PanelSpec("GPU temperature", "°C", gpu("temp")[0]),
+        PanelSpec("GPU power vs limit", _unit(power_units, "W"), power + limit),
+        PanelSpec("Fan", "%", gpu("fan")[0]),
+        PanelSpec("SM clock", "MHz", gpu("sm_clock")[0]),
+        PanelSpec("Throttle reasons", "", gpu("throttle")[0], kind="throttle"),
         PanelSpec("CPU / RAM", "%", host),
     ]
 
 
 def timing(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[PanelSpec]:
+    """Each run's step time split into its timed parts (stacked: the first MAX_STACKED_RUNS
+    runs), step time, and step time per rank; parts found by key_roles.TIMING_ROLES."""
     panels = []
-    with_parts = [r for r in refs if cache.summary(r, "time/step") is not None]
+    steps = {r: key_for(cache.keys(r), "step", TIMING_ROLES) for r in refs}
+    with_parts = [r for r in refs if steps[r] is not None and cache.summary(r, steps[r])]
     for ref in with_parts[:MAX_STACKED_RUNS]:
         color = state.look(ref).color
-        items = [
-            Item(ref, f"time/{p}", p, color, smooth=False, part=p)
-            for p in TIMING_PARTS
-            if cache.summary(ref, f"time/{p}") is not None
-        ]
-        items.append(Item(ref, "time/step", "other", color, smooth=False, part="other"))
+        keys = cache.keys(ref)
+        items = []
+        for p in TIMING_PARTS:
+            key = key_for(keys, p, TIMING_ROLES)
+            if key is not None and cache.summary(ref, key) is not None:
+                items.append(Item(ref, key, p, color, smooth=False, part=p))
+        items.append(Item(ref, steps[ref], "other", color, smooth=False, part="other"))
         name = _name(cache, ref)
         panels.append(PanelSpec(f"Step time: {name}", "s", items, kind="stacked", stack_ref=ref,
                                 subject=name))  # fmt: skip
     title = "Step time"
     if len(with_parts) > MAX_STACKED_RUNS:  # said, not silent: the stacks need room each
         title += f" (breakdowns above: first {MAX_STACKED_RUNS} of {len(with_parts)} runs)"
-    panels.append(PanelSpec(title, "s", _items(cache, refs, state, "time/step")))
+    step_items = []
+    for ref in with_parts:
+        look = state.look(ref)
+        step_items.append(Item(ref, steps[ref], _name(cache, ref), look.color, look.style))
+    panels.append(PanelSpec(title, "s", step_items))
     ranks = []
     for ref in refs:
         found = sorted(int(m.group(1)) for k in cache.keys(ref) if (m := _RANK.match(k)))

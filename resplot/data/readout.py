@@ -154,8 +154,11 @@ def _cell(r: Reading, readout: Readout, raw: bool, steps: bool) -> list[Span]:
     out = [Span("NaN" if value == "nan" else value, bold=True)]
     if raw and r.smoothed is not None:
         out.append(Span(value_text(r.raw), grey=True))
-    if steps and readout.at_step is not None and abs(r.step - readout.at_step) > readout.step_slack:
-        out.append(Span(f"@{r.step:,}", grey=True))
+    # On a steps axis the point's x is its step (a run placed by its step counter: the
+    # counter's value, not the logging call it was logged at).
+    at = round(r.x) if math.isfinite(r.x) else r.step
+    if steps and readout.at_step is not None and abs(at - readout.at_step) > readout.step_slack:
+        out.append(Span(f"@{at:,}", grey=True))
     return out
 
 

@@ -14,7 +14,7 @@ from resplot.data import colors as run_colors
 from resplot.data.model import RunRef
 
 PAGES = ("training", "system", "timing", "custom", "all")
-X_AXES = ("step", "wall", "relative", "tokens", "metric")
+X_AXES = ("auto", "step", "wall", "relative", "tokens", "metric")
 HOVER_ORDERS = ("value", "name")
 DEFAULT_TABLE_METRICS = ["train/loss", "valid/loss"]
 MIN_POLL_S, MAX_POLL_S = 0.1, 3600.0
@@ -30,7 +30,9 @@ class ViewState:
     sources: list[str] = field(default_factory=list)
     ticked: list[RunRef] = field(default_factory=list)
     page: str = "training"
-    x_axis: str = "step"
+    # "auto": each run by its define_metric step metric or step counter (HF, nanoGPT,
+    # Lightning), else by its step (resplot/data/xaxis.py)
+    x_axis: str = "auto"
     smoothing: float = 0.6  # TensorBoard's default
     log_y: bool = True
     ignore_outliers: bool = True  # losses: the y range leaves out the top 1 % (resplot.data.yrange)

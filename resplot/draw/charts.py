@@ -390,14 +390,18 @@ class ChartPage:
     def _draw_stack(self, i: int, ref: RunRef, cache: SeriesCache, ctx: RunContext, mode: str,
                     pixels: int):  # fmt: skip
         """One run's step time split into data/forward/backward/optimizer/other: the mean of
-        each part per bucket (or per step at full resolution), stacked."""
-        total = series_view(cache, ref, "time/step", ctx.lo, ctx.hi, pixels)
+        each part per bucket (or per step at full resolution), stacked. The keys are the
+        panel's items' (whatever the run named them: key_roles.TIMING_ROLES)."""
+        keys = {item.part: item.key for item in self.specs[i].items}
+        total = series_view(cache, ref, keys.get("other", "time/step"), ctx.lo, ctx.hi, pixels)
         if total is None or len(total.mid_steps) == 0:
             return
         grid = total.mid_steps
         parts = []
         for name in TIMING_PARTS:
-            part = series_view(cache, ref, f"time/{name}", ctx.lo, ctx.hi, pixels, total.level)
+            key = keys.get(name)
+            part = None if key is None else series_view(cache, ref, key, ctx.lo, ctx.hi, pixels,
+                                                         total.level)  # fmt: skip
             col = np.zeros(len(grid))
             if part is not None and part.level == total.level and len(part.mid_steps):
                 idx = np.clip(np.searchsorted(part.mid_steps, grid), 0, len(part.mid_steps) - 1)

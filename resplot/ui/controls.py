@@ -43,7 +43,10 @@ def build_toolbar(win) -> None:
     bar.addWidget(QLabel(" x: ", win))
     win.x_combo = QComboBox(win)
     win.x_combo.addItems(X_AXES)
-    win.x_combo.setToolTip("x axis: step, time, tokens, or a logged counter (key:iter…)")
+    win.x_combo.setToolTip(
+        "x axis: auto (each run's define_metric step metric or step counter — train/global_step,"
+        " iter — else its step), step, time, tokens, or a logged counter (key:iter…)"
+    )
     win.x_combo.currentTextChanged.connect(win.set_x_axis)
     bar.addWidget(win.x_combo)
     bar.addWidget(QLabel(" smoothing: ", win))

@@ -20,6 +20,7 @@ from matplotlib.lines import Line2D
 from PyQt5.QtCore import QObject, QRect, pyqtSignal
 
 from resplot.data import readout as readout_mod
+from resplot.data import xaxis
 from resplot.data.hover import Reading, readings
 from resplot.data.model import RunRef
 from resplot.ui.readout_view import ReadoutView
@@ -149,7 +150,7 @@ class Crosshair(QObject):
             finite = track.x[np.isfinite(track.x)] if len(track.x) else track.x
             if len(finite):
                 ends[item] = float(finite.max())
-        step_axis = self.page.x_mode == "step"
+        step_axis = xaxis.steps_like(self.page.x_mode)
         where = f"step {round(x):,}" if step_axis else f"{self.page.x_label} {ax.format_xdata(x)}"
         # As many rows as the visible part of the page holds (header, column heads and notes
         # take the rest), and as wide as its chart at most (what gives way: ReadoutView.fit).
