@@ -20,3 +20,16 @@ from tests.fixtures.tcpproxy import tcp_proxy  # noqa: F401
 def store_path(tmp_path):
     """Path of a not-yet-existing SQLite store in a fresh temp dir."""
     return tmp_path / "runs" / "reslog.db"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_resplot_settings(tmp_path_factory):
+    """resplot's default settings file is the test session's own, never the user's (a
+    snapshot reads the window's run colours from it)."""
+    if "RESPLOT_CONFIG" not in os.environ:
+        path = tmp_path_factory.mktemp("resplot") / "settings.json"
+        os.environ["RESPLOT_CONFIG"] = str(path)
+        yield
+        os.environ.pop("RESPLOT_CONFIG", None)
+    else:
+        yield
