@@ -54,6 +54,18 @@ def grid(
     return Grid(-(-panels // cols), cols)
 
 
+def slots(starts: list[bool], cols: int) -> tuple[list[int], int]:
+    """Grid cells (row * cols + col) for panels in order, a panel with starts[i] beginning a
+    new row (an All-page section), and the rows they take."""
+    cells, cell = [], 0
+    for begins in starts:
+        if begins and cell % cols:
+            cell += cols - cell % cols
+        cells.append(cell)
+        cell += 1
+    return cells, max(1, -(-cell // cols))
+
+
 def axes_px(
     width_px: float, height_px: float, g: Grid, dpi: float, legend_rows: int = 0,
     xlabel: bool = True,

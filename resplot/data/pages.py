@@ -43,11 +43,19 @@ class PanelSpec:
     ylabel: str = ""
     items: list[Item] = field(default_factory=list)
     log_y: bool = False
-    kind: str = "line"  # line | stacked (one run's step-time parts) | throttle (reason bits)
+    # line | stacked (one run's step-time parts) | throttle (reason bits) | section (a card
+    # naming an All-page section; no data)
+    kind: str = "line"
     percent: float | None = None  # value that means 100% (MFU is 0..1), for the tick format
     stack_ref: RunRef | None = None
     robust_y: bool = False  # a loss: its y range may ignore outliers (state.ignore_outliers)
     subject: str = ""  # a run's name in the title: what gives way when the title is too long
+    section: str = ""  # the All page's key prefix this chart (or section card) belongs to
+
+    @property
+    def starts_row(self) -> bool:
+        """A section's card begins a new row of the grid (its charts follow it)."""
+        return self.kind == "section"
 
     def layout_key(self) -> tuple:
         return (self.title, self.kind, self.log_y, self.percent)
@@ -212,19 +220,62 @@ def custom(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[Pan
 MAX_ALL_PANELS = 60
 
 
+def search_terms(search: str) -> tuple[list[re.Pattern], list[str]]:
+    """The All page's search as regular expressions, one per word (a key must match each,
+    any case: plain words still work as they did); a term that is not a valid regex is taken
+    literally, and said (the second list)."""
+    patterns, bad = [], []
+    for term in search.split():
+        try:
+            patterns.append(re.compile(term, re.IGNORECASE))
+        except re.error as exc:
+            bad.append(f"{term!r}: {exc}")
+            patterns.append(re.compile(re.escape(term), re.IGNORECASE))
+    return patterns, bad
+
+
 def metric_keys(cache: SeriesCache, refs: list[RunRef], search: str) -> list[str]:
-    """Every key of the plotted runs containing each word of `search` (any case), in key order
-    (so grouped by prefix, like W&B's sections)."""
-    words = search.lower().split()
+    """Every key of the plotted runs that each term of `search` finds (search_terms), in key
+    order (so grouped by prefix, like W&B's sections)."""
+    patterns, _bad = search_terms(search)
     keys = sorted({k for ref in refs for k in cache.keys(ref)})
-    return [k for k in keys if all(w in k.lower() for w in words)]
+    return [k for k in keys if all(p.search(k) for p in patterns)]
+
+
+NO_PREFIX = "(no prefix)"
+
+
+def section_of(key: str) -> str:
+    """The All page's section of a key: what comes before its first "/" (`train/loss` is in
+    `train`, `sys/gpu0/util` in `sys`), NO_PREFIX for a key without one."""
+    return key.split("/", 1)[0] if "/" in key else NO_PREFIX
 
 
 def all_metrics(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[PanelSpec]:
-    keys = metric_keys(cache, refs, state.metric_filter)[:MAX_ALL_PANELS]
-    return [
-        PanelSpec(key, "", _items(cache, refs, state, key), robust_y="loss" in key) for key in keys
-    ]
+    """A section per key prefix, each a card (click: fold or unfold it, kept in the settings)
+    followed by a chart per key; at most MAX_ALL_PANELS charts (the page says so)."""
+    out: list[PanelSpec] = []
+    charts = 0
+    sections: dict[str, list[str]] = {}
+    for key in metric_keys(cache, refs, state.metric_filter):
+        sections.setdefault(section_of(key), []).append(key)
+    for name in sorted(sections, key=lambda n: (n == NO_PREFIX, n)):  # keys with no prefix last
+        keys = sections[name]
+        folded = name in state.collapsed_sections
+        panels = []
+        for key in [] if folded else keys:
+            if charts >= MAX_ALL_PANELS:
+                break
+            items = _items(cache, refs, state, key)
+            if items:
+                panels.append(PanelSpec(key, "", items, robust_y="loss" in key, section=name))
+                charts += 1
+        if folded or panels:
+            count = f"{len(keys)} chart{'s' if len(keys) != 1 else ''}"
+            title = f"{'▸' if folded else '▾'} {name} · {count}"
+            out.append(PanelSpec(title, kind="section", section=name))
+            out += panels
+    return out
 
 
 BUILDERS = {
@@ -236,5 +287,6 @@ BUILDERS = {
 def panels_for(
     page: str, cache: SeriesCache, refs: list[RunRef], state: ViewState
 ) -> list[PanelSpec]:
-    """The page's panels that have something to draw (an empty page returns [])."""
-    return [p for p in BUILDERS[page](cache, refs, state) if p.items]
+    """The page's panels that have something to draw (an empty page returns []), and the All
+    page's section cards."""
+    return [p for p in BUILDERS[page](cache, refs, state) if p.items or p.kind == "section"]

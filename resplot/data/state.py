@@ -41,7 +41,10 @@ class ViewState:
     poll_interval: float = 1.0
     paused: bool = False
     filter_text: str = ""
-    metric_filter: str = ""  # the "all" page's search: words every shown key contains
+    # The "all" page's search: a regex per word, each of which a shown key matches.
+    metric_filter: str = ""
+    # The "all" page's sections folded away (by key prefix: "sys", "train").
+    collapsed_sections: list[str] = field(default_factory=list)
     tile_cache_mb: int = 256  # memory bound of the tiles kept (least recently drawn go first)
     # Run uid -> its colour slot or picked colour (resplot.data.colors), kept across launches.
     colors: dict[str, run_colors.Assignment] = field(default_factory=dict)
@@ -161,6 +164,8 @@ class ViewState:
                 state.set_custom_keys([str(g) for g in plain["custom_keys"]])
             if "table_metrics" in plain:
                 state.table_metrics = [str(m) for m in plain["table_metrics"]]
+            if "collapsed_sections" in plain:
+                state.collapsed_sections = [str(k) for k in plain["collapsed_sections"]]
             if "hidden_events" in plain:
                 state.hidden_events = [str(k) for k in plain["hidden_events"]]
             if "hidden_columns" in plain:

@@ -17,7 +17,6 @@ from matplotlib.collections import LineCollection
 from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import NullFormatter, PercentFormatter
 
 from resplot.data import layout, marks, xaxis
 from resplot.data.alerts import THROTTLE_BITS
@@ -30,9 +29,9 @@ from resplot.data.state import ViewState
 from resplot.data.views import series_view
 from resplot.data.yrange import robust_limits
 from resplot.draw import fonts
+from resplot.draw.axes_setup import NOTE_PT, dress, section_card
 from resplot.draw.events import draw_events
 from resplot.draw.legends import AxesLegend, Entry, RunStrip
-from resplot.draw.ticks import CompactFormatter, ReadableLogLocator
 from resplot.draw.titles import fit_titles
 from resplot.draw.tracks import RunContext, Track, tokens_guide
 from schema.compare import metric_stats
@@ -47,7 +46,6 @@ PART_COLORS = {
 # Where non-finite points are marked, in axes height fractions.
 SAVE_FORMATS = ("png", "svg", "pdf")
 STRIP_ROWS = 2  # more rows of whole run names: the strip names the part that differs
-NOTE_PT = 6.5
 BAR_PT = 6.0  # height of a throttle bar (a '|' marker of 8 pt before)
 
 
@@ -116,60 +114,36 @@ class ChartPage:
             return
         rows, cols = grid.rows, grid.cols
         self.grid = grid
+        cells, _rows = layout.slots([s.starts_row for s in specs], cols)
         first = None
         for i, spec in enumerate(specs):
-            ax = self.figure.add_subplot(rows, cols, i + 1, sharex=first)
+            if spec.kind == "section":
+                ax = self.figure.add_subplot(rows, cols, cells[i] + 1)
+                self._add_axes(ax, *section_card(ax, spec))
+                continue
+            ax = self.figure.add_subplot(rows, cols, cells[i] + 1, sharex=first)
             first = first or ax
-            # y fixed: matplotlib would otherwise measure every top tick label at each draw to
-            # lift the title over them (~20 ms a page), and layout.py leaves it the room.
-            ax.set_title(spec.title, fontsize=9, loc="left", y=1.0)
-            ax.set_ylabel(spec.ylabel, fontsize=8)
-            ax.tick_params(labelsize=7)
-            ax.grid(True, alpha=0.25, linewidth=0.6)
-            # Every label says its own scale (1.5M, 3e-4): an offset text above the axis sat
-            # on the chart's title (resplot/draw/ticks.py).
-            ax.yaxis.set_major_formatter(CompactFormatter())
-            ax.xaxis.set_major_formatter(CompactFormatter())
-            if spec.log_y:
-                ax.set_yscale("log")
-                # Losses span less than a decade: label 2, 3, 5 as plain numbers, not 10^x.
-                ax.yaxis.set_major_locator(ReadableLogLocator())
-                ax.yaxis.set_major_formatter(CompactFormatter())
-                ax.yaxis.set_minor_formatter(NullFormatter())
-            if spec.percent:
-                ax.yaxis.set_major_formatter(PercentFormatter(spec.percent))
-            if spec.kind == "throttle":
-                names = list(THROTTLE_BITS.values())
-                ax.set_yticks(range(len(names)), names, fontsize=7)
-                ax.set_ylim(-0.6, len(names) - 0.4)
-            events = LineCollection(
-                [], linewidths=0.8, linestyles="dotted", transform=ax.get_xaxis_transform(),
-                zorder=0.5,
-            )  # fmt: skip
-            ax.add_collection(events, autolim=False)
-            empty = ax.text(
-                0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center",
-                color="#999999", fontsize=8,
-            )  # fmt: skip
-            note = ax.text(
-                0.995, 0.01, "", transform=ax.transAxes, ha="right", va="bottom",
-                color="#888888", fontsize=NOTE_PT, zorder=5,
-            )  # fmt: skip
-            self.axes.append(ax)
-            self.tracks.append({})
-            self._extra.append([])
-            self._events.append(events)
-            self._empty.append(empty)
-            self._views.append([])
-            self._notes.append(note)
-            self._legends.append(AxesLegend())
-        for ax in self.axes[-cols:] if self.x_labels else ():
+            self._add_axes(ax, *dress(ax, spec))
+        charts = [ax for ax, spec in zip(self.axes, specs, strict=True) if spec.kind != "section"]
+        for ax in charts[-cols:] if self.x_labels else ():
             ax.set_xlabel(xaxis.label(mode), fontsize=8)
+        if first is None:
+            return  # only folded sections
         if mode == "wall":
             locator = AutoDateLocator()
             first.xaxis.set_major_locator(locator)
             first.xaxis.set_major_formatter(ConciseDateFormatter(locator))
         first.callbacks.connect("xlim_changed", self._on_xlim_changed)
+
+    def _add_axes(self, ax, events, empty, note) -> None:
+        self.axes.append(ax)
+        self.tracks.append({})
+        self._extra.append([])
+        self._events.append(events)
+        self._empty.append(empty)
+        self._views.append([])
+        self._notes.append(note)
+        self._legends.append(AxesLegend())
 
     def _on_xlim_changed(self, _ax) -> None:
         if self._updating:
@@ -204,6 +178,8 @@ class ChartPage:
         grid = layout.grid(len(specs), self.figure.bbox.width, height, self.figure.dpi,
                            self.strip.rows if self.strip_in_figure else 0,
                            self.x_labels)  # fmt: skip
+        # The All page's sections each begin a row: the rows they take.
+        grid = layout.Grid(layout.slots([s.starts_row for s in specs], grid.cols)[1], grid.cols)
         key = (tuple(s.layout_key() for s in specs), state.x_axis, grid)
         if key != self._layout:
             self._rebuild(specs, state.x_axis, grid)
@@ -340,6 +316,8 @@ class ChartPage:
             self._x_steps[track.item.ref] = (x, steps)
 
     def _refresh_panel(self, i, spec, cache, state, refs, xlim) -> None:
+        if spec.kind == "section":
+            return
         ax = self.axes[i]
         pixels = max(int(ax.bbox.width), 50)
         for artist in self._extra[i]:
@@ -508,7 +486,7 @@ class ChartPage:
             parts.append("loading finer detail…")
         if i in self._clipped:
             parts.append("y: top 1 % ignored")
-        if i in self._events_left_out:
+        if i in self._events_left_out and i == min(self._events_left_out):  # said once a page
             parts.append(f"events: >{marks.EVENT_RUNS_MAX} runs, click or select one")
         unplaced = sorted({t.item.label for t in self.tracks[i].values() if t.unplaced})
         if unplaced:

@@ -24,6 +24,8 @@ def fit_titles(axes: list, specs: list[PanelSpec], figure: Figure, cols: int) ->
     chars = max(8, int(axes_w / (pt * TITLE_EM)))
     subjects = [s.subject for s in specs if s.subject]
     for ax, spec in zip(axes, specs, strict=False):
+        if spec.kind == "section":
+            continue  # its card names it
         title = spec.title
         if len(title) > chars and spec.subject:
             room = chars - (len(title) - len(spec.subject))

@@ -70,10 +70,11 @@ class Crosshair(QObject):
         axes = self.page.axes
         if self._line_axes != axes:
             self.lines, self._line_axes = [], list(axes)
-            for ax in axes:
+            for ax, spec in zip(axes, self.page.specs, strict=False):
                 line = Line2D([0, 0], [0, 1], color="#555555", linewidth=0.8,
                               transform=ax.get_xaxis_transform())  # fmt: skip
                 line.set_figure(self.page.figure)
+                line.set_visible(spec.kind != "section")  # an All-page section's card
                 self.lines.append(line)
         return self.lines
 

@@ -24,6 +24,7 @@ from resplot.ui.crosshair import Crosshair
 
 class PageView(QWidget):
     pinRequested = pyqtSignal(list)  # the keys of a chart, to add to the Custom page
+    sectionToggled = pyqtSignal(str)  # an All-page section's card was clicked: fold/unfold it
 
     def __init__(self, name: str, on_view_changed, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -68,7 +69,9 @@ class PageView(QWidget):
             row = QHBoxLayout()
             row.setContentsMargins(6, 0, 6, 0)
             self.search = QLineEdit(self)
-            self.search.setPlaceholderText("search metrics (words in the key, any case)…")
+            self.search.setPlaceholderText(
+                "search metrics: words or regular expressions, each must match (^sys/gpu[01]/)…"
+            )
             self.search.setClearButtonEnabled(True)
             row.addWidget(self.search, 1)
             row.addWidget(self.count)
@@ -94,6 +97,11 @@ class PageView(QWidget):
             self._on_view_changed()
 
     def _on_press(self, event) -> None:
+        if event.button == 1 and event.inaxes in self.page.axes:
+            spec = self.page.specs[self.page.axes.index(event.inaxes)]
+            if spec.kind == "section":
+                self.sectionToggled.emit(spec.section)
+                return
         if event.button == 3 and event.inaxes in self.page.axes:
             menu = self.chart_menu(self.page.axes.index(event.inaxes))
             if menu is not None:

@@ -24,7 +24,7 @@ from resplot.data import alerts as alerts_mod
 from resplot.data.cache import SeriesCache
 from resplot.data.key_roles import counter_keys, rising_keys
 from resplot.data.model import RunRef
-from resplot.data.pages import MAX_ALL_PANELS, metric_keys
+from resplot.data.pages import metric_keys, search_terms
 from resplot.data.selection import default_selection, empty_text, project_size, shown_text
 from resplot.data.state import PAGES, ViewState
 from resplot.draw import fonts
@@ -125,6 +125,7 @@ class MainWindow(QMainWindow):
             view = PageView(name, self.view_changed, self)
             view.crosshair.runClicked.connect(self.highlight)
             view.pinRequested.connect(self.pin_keys)
+            view.sectionToggled.connect(self.toggle_section)
             if view.search is not None:
                 view.search.setText(self.state.metric_filter)
                 view.search.textChanged.connect(self.set_metric_filter)
@@ -313,6 +314,14 @@ class MainWindow(QMainWindow):
         self.state.metric_filter = text
         self.schedule_redraw()
 
+    def toggle_section(self, name: str) -> None:
+        """Fold or unfold one section (key prefix) of the All page (kept in the settings)."""
+        folded = self.state.collapsed_sections
+        self.state.collapsed_sections = (
+            [s for s in folded if s != name] if name in folded else [*folded, name]
+        )
+        self.schedule_redraw()
+
     def pin_keys(self, keys: list[str]) -> None:
         """Add a chart's keys to the Custom page's globs (kept in the settings)."""
         globs = [*self.state.custom_keys, *(k for k in keys if k not in self.state.custom_keys)]
@@ -460,9 +469,14 @@ class MainWindow(QMainWindow):
         view.fit()
         if view.search is not None:
             matching = len(metric_keys(self.cache, refs, self.state.metric_filter))
-            shown = min(matching, MAX_ALL_PANELS)
-            more = "; search to narrow" if matching > shown else ""
-            view.count.setText(f"showing {shown} of {matching} keys{more}")
+            shown = sum(1 for s in view.page.specs if s.kind != "section")
+            folded = len(self.state.collapsed_sections)
+            more = "; search to narrow" if matching > shown and not folded else ""
+            text = f"showing {shown} of {matching} keys{more}"
+            bad = search_terms(self.state.metric_filter)[1]
+            if bad:  # taken literally: said, with why
+                text += f" · not a regex, matched as text: {'; '.join(bad)}"
+            view.count.setText(text)
         self._say_tiles_over()
         waiting = self.cache.wanted_count()
         self.loading_label.setText(f"loading {waiting} tiles…" if waiting else "")
