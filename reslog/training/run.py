@@ -113,6 +113,10 @@ class Run:
         self._run_id = run_id
         self._step = step
         self._last_step: int | None = step - 1 if step > 0 else None
+        # The highest step this process logged: a lower one is behind and not stored (as
+        # wandb). A new process may start below the stored steps: a resume from a checkpoint,
+        # which the writer's restart rule makes a new take (schema.rollup.is_restart).
+        self._top = MIN_STEP
         self._known: set[str] = set()
         self._timers: dict[str, float] = {}
         self._timer_keys: dict[str, str] = {}
@@ -168,7 +172,7 @@ class Run:
             record = dict(metrics)
             device = False
         else:
-            record, step = self._compat.record(metrics, step, commit, self._step)
+            record, step = self._compat.record(metrics, step, commit, self._step, self._top)
             if record is None:
                 return
             device = not PLAIN.issuperset(map(type, record.values()))
@@ -176,10 +180,13 @@ class Run:
             step = self._step
         elif type(step) is not int or not MIN_STEP <= step <= MAX_STEP:
             step = check_step(step)
+        if step < self._top:
+            self._compat.behind(record, step, self._top)
+            return
         if self._timers:  # after every check: a rejected call must not consume the timers
             self._take_timers(record)
         self._step = step + 1
-        self._last_step = step
+        self._last_step = self._top = step
         entry = (step, time.time(), record)
         self._put(DeviceRecord(entry) if device else entry, len(record))
 
