@@ -28,7 +28,7 @@ from reslog.training.lifecycle import current
 from reslog.training.media import AlertLevel, Audio, Histogram, Html, Image, Settings, Table, Video
 from reslog.training.run import Run, Timer
 from reslog.training.start import init
-from schema.errors import StoreError
+from schema.errors import RunInUse, StoreError
 
 __all__ = [
     "AlertLevel",
@@ -40,6 +40,7 @@ __all__ = [
     "Image",
     "Reader",
     "Run",
+    "RunInUse",
     "Settings",
     "StoreError",
     "Table",

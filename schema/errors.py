@@ -29,3 +29,7 @@ class UnknownRun(StoreError):
 
 class UnknownKey(StoreError):
     """A run has no series of that key name."""
+
+
+class RunInUse(StoreError):
+    """A run is being logged by a live process: a second writer would break its rollups."""

@@ -40,6 +40,15 @@ RUN_ID = re.compile(r"[A-Za-z0-9_.\-]{1,32}")
 def check_mode(mode: str | None) -> str | None:
     if mode is not None and mode not in MODES:
         raise ValueError(f"reslog: init(mode=...) must be one of {MODES} or None, got {mode!r}")
+    if mode == "shared":
+        warnings.warn(
+            "reslog: init(mode='shared') logs this process's own run: several processes "
+            "cannot write one run here (its rollups are kept in one writer's memory), and "
+            "resuming a run another process still logs raises RunInUse. Give each process "
+            "its own run and tie them with init(group=...)",
+            UserWarning,
+            stacklevel=3,
+        )
     return mode
 
 
