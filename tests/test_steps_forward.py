@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import csv
 import io
-import os
-import subprocess
-import sys
-import textwrap
 import warnings
 from pathlib import Path
 
@@ -19,45 +15,24 @@ import pytest
 
 import reslog
 from reslog.tools.cli import main
+from tests.fixtures.wandb_twin import run_as
 from tests.test_reslog_api import read_run
 
-# The same script under the real wandb (offline) and under `import reslog as wandb`: the
-# issue's case, 100 automatic steps, then log(step=50), then 10 more automatic steps.
+# The issue's case, the same script under the real wandb (offline) and `import reslog as
+# wandb`: 100 automatic steps, then log(step=50), then 10 more automatic steps.
 SCRIPT = """
-import json, sys
 {import_line}
+import json, sys
 run = wandb.init(project="p", name="steps", mode="offline", dir=sys.argv[1])
 for i in range(100):
-    wandb.log({{"train/loss": 1.0 / (i + 1)}})
-wandb.log({{"train/loss": 5.0, "other": 1.0}}, step=50)
+    wandb.log({"train/loss": 1.0 / (i + 1)})
+wandb.log({"train/loss": 5.0, "other": 1.0}, step=50)
 after = run.step
 for i in range(10):
-    wandb.log({{"train/loss": 2.0 + i}})
-print("RESULT " + json.dumps({{"step_after_behind": after, "step_at_end": run.step}}))
+    wandb.log({"train/loss": 2.0 + i})
+print("RESULT " + json.dumps({"step_after_behind": after, "step_at_end": run.step}))
 wandb.finish()
 """
-
-
-def run_script(tmp_path: Path, import_line: str) -> tuple[dict, str]:
-    import json
-
-    folder = tmp_path / import_line.split()[1]
-    folder.mkdir()
-    script = folder / "train.py"
-    script.write_text(textwrap.dedent(SCRIPT.format(import_line=import_line)))
-    env = {**os.environ, "WANDB_SILENT": "true", "WANDB_MODE": "offline"}
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1])])
-    proc = subprocess.run(
-        [sys.executable, str(script), str(folder)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd=folder,
-    )
-    assert proc.returncode == 0, proc.stderr
-    line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
-    return json.loads(line[len("RESULT ") :]), proc.stderr
 
 
 def current_points(store: Path, key: str) -> list[tuple[int, float]]:
@@ -68,19 +43,16 @@ def current_points(store: Path, key: str) -> list[tuple[int, float]]:
 
 
 def test_a_lower_step_is_dropped_with_a_warning_as_wandb_does_cell_by_cell(tmp_path):
-    theirs, _ = run_script(tmp_path, "import wandb")
-    ours, stderr = run_script(tmp_path, "import reslog as wandb")
+    theirs, _, wandb_dir = run_as(tmp_path, SCRIPT, "wandb")
+    ours, stderr, reslog_dir = run_as(tmp_path, SCRIPT, "reslog")
     assert ours == theirs == {"step_after_behind": 100, "step_at_end": 110}
     # wandb's own record of the run, read back through `reslog import wandb`
     wandb_store = tmp_path / "from-wandb.db"
-    assert (
-        main(["import", "wandb", str(tmp_path / "wandb" / "wandb"), "--store", str(wandb_store)])
-        == 0
-    )
+    assert main(["import", "wandb", str(wandb_dir / "wandb"), "--store", str(wandb_store)]) == 0
     expected = read_run(wandb_store)[1]["train/loss"]
-    stored = current_points(tmp_path / "reslog" / "reslog.db", "train/loss")
+    stored = current_points(reslog_dir / "reslog.db", "train/loss")
     assert len(stored) == 110 and stored == expected  # every value, each at wandb's step
-    assert "other" not in read_run(tmp_path / "reslog" / "reslog.db")[1]
+    assert "other" not in read_run(reslog_dir / "reslog.db")[1]
     assert stderr.count("RuntimeWarning") == 1
     assert "not stored: train/loss, other at step 50, behind step 99 logged before" in stderr
 

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import traceback
@@ -14,7 +15,7 @@ from typing import Any
 from reslog.training import lifecycle
 from reslog.training.config import Config
 from reslog.training.store_file import StoreFile
-from reslog.training.summary import Summary
+from reslog.training.summary import Summary, summary_ops
 from reslog.training.values import (
     MAX_STEP,
     MIN_STEP,
@@ -24,7 +25,12 @@ from reslog.training.values import (
     checked,
     storable_text,
 )
-from reslog.training.wandb_compat import WandbCompat, alert_level, exit_status
+from reslog.training.wandb_compat import (
+    WandbCompat,
+    alert_level,
+    exit_status,
+    user_stacklevel,
+)
 from reslog.training.writer import DeviceRecord, Writer
 from schema import EVENT_LEVELS
 
@@ -108,6 +114,7 @@ class Run:
         self.world_size = world_size
         self.store = label
         self.summary = summary
+        self._summarise = dict.update.__get__(summary)  # the C update: no version change
         self.finish_timeout = float(finish_timeout)
         self._engine = engine
         self._run_id = run_id
@@ -126,6 +133,8 @@ class Run:
         self._warned_closed = False
         self._status: str | None = None
         self._owner = threading.current_thread()
+        self._pid = os.getpid()
+        self._forked_from: int | None = None  # in a forked child: the parent's pid
         self._writer = Writer(
             engine,
             run_id,
@@ -189,6 +198,9 @@ class Run:
         self._last_step = self._top = step
         entry = (step, time.time(), record)
         self._put(DeviceRecord(entry) if device else entry, len(record))
+        self._summarise(record)  # wandb's summary: each key's last value
+        if self.summary.watching:
+            self.summary.logged(record)
 
     def timer(self, name: str) -> Timer:
         key = self._timer_keys.get(name)
@@ -279,7 +291,10 @@ class Run:
         overwrite: bool | None = None,
     ) -> None:
         """Record how a key (or glob, "train/*") is charted: `step_metric` is its default x
-        axis. Stored as a "metric" event; the other wandb options are kept with it."""
+        axis. Stored as a "metric" event; the other wandb options are kept with it.
+        `summary` ("min", "max", "mean", "first", "last", "best" with `goal`, "none", or
+        several: "min,last") makes the key's summary entry those aggregates, as wandb."""
+        ops = None if summary is None else summary_ops(summary, goal)
         options = {
             k: v
             for k, v in {
@@ -291,6 +306,8 @@ class Run:
             if v is not None
         }
         self._compat.define_metric(name, options)
+        if summary is not None:
+            self.summary.define(str(name), ops)
 
     def watch(
         self,
@@ -335,7 +352,7 @@ class Run:
                 f"reslog: finish status must be finished, failed or killed: {status!r}"
             )
         if self._closed or self._finishing:
-            return self._status is not None
+            return self._status is not None or self._forked_from is not None
         self._finishing = True
         self._compat.end()
         limit = self.finish_timeout if timeout is None else float(timeout)
@@ -399,17 +416,24 @@ class Run:
 
     def _detach_after_fork(self) -> None:
         self._closed = True
-        self._warned_closed = True  # a forked worker logging is the parent's business, not ours
+        self._forked_from = self._pid
+        self._pid = os.getpid()
+        self._warned_closed = False
         self._writer.abandon()
 
     def _log_after_finish(self) -> None:
-        if not self._warned_closed:
-            self._warned_closed = True
-            warnings.warn(
-                f"reslog: run {self.uid} is finished; further log() calls are ignored",
-                RuntimeWarning,
-                stacklevel=3,
+        if self._warned_closed:
+            return
+        self._warned_closed = True
+        if self._forked_from is not None:
+            why = (
+                f"this process (pid {self._pid}) is a fork of pid {self._forked_from}, which "
+                f"logs run {self.uid}; log() and event() calls here are ignored (call "
+                "reslog.init() in the child to log a run from it)"
             )
+        else:
+            why = f"run {self.uid} is finished; further log() calls are ignored"
+        warnings.warn(f"reslog: {why}", RuntimeWarning, stacklevel=user_stacklevel())
 
     # -- system metrics ---------------------------------------------------------------------------
 

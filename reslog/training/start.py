@@ -5,6 +5,7 @@ its writer and system sampler. Everything after that is the Run's (reslog.traini
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 import uuid
@@ -31,7 +32,7 @@ from schema import liveness, open_store
 from schema.errors import RunInUse, StoreError, UnknownRun
 from schema.status import stale_after
 from schema.store import resolve_store, sqlite_path, write_timeout
-from schema.tables import events, runs, series
+from schema.tables import events, keys, runs, series
 from schema.writes import insert_run
 
 DEFAULT_FINISH_TIMEOUT_S = 10.0
@@ -266,4 +267,12 @@ def _resume(conn, uid: str, now: float, where: dict, config_json, tags, notes):
         summary = Summary(json.loads(row.summary or "{}"))
     except ValueError:
         summary = Summary()
+    # wandb's summary holds each logged key's last value; the series rows have them (the
+    # system sampler's sys/* keys are not logged values, as in wandb).
+    lasts = conn.execute(
+        select(keys.c.name, series.c.last)
+        .join(keys, keys.c.id == series.c.key_id)
+        .where(series.c.run_id == row.id, ~keys.c.name.startswith("sys/", autoescape=True))
+    ).all()
+    summary._resume_last((k, math.nan if v is None else v) for k, v in lasts)
     return row.id, row.uid, row.project, row.name, summary, step

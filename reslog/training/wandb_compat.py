@@ -27,7 +27,7 @@ _LEVELS = {
 }
 
 
-def _user_stacklevel() -> int:
+def user_stacklevel() -> int:
     """warnings.warn's stacklevel of the first frame outside reslog (the user's log() call)."""
     frame, level = sys._getframe(1), 1
     while frame is not None and _ours(frame.f_globals.get("__name__", "")):
@@ -131,7 +131,7 @@ class WandbCompat:
             "resumed with init(resume=...) may log from a lower step again). Later calls "
             "behind the current step are counted, not warned about, and reported at finish()",
             RuntimeWarning,
-            stacklevel=_user_stacklevel(),
+            stacklevel=user_stacklevel(),
         )
         self._event("skipped", title[:2000], level="warning")
 
@@ -150,7 +150,7 @@ class WandbCompat:
             f"reslog: {title}; training goes on (further values of this key are counted, "
             "not warned about)",
             RuntimeWarning,
-            stacklevel=_user_stacklevel(),
+            stacklevel=user_stacklevel(),
         )
         self._event("skipped", title[:2000], level="warning")
 
