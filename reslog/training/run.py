@@ -10,9 +10,11 @@ import time
 import traceback
 import warnings
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from reslog.training import lifecycle
+from reslog.training.artifacts import Artifact, RunFiles, artifact_from
 from reslog.training.config import Config
 from reslog.training.store_file import StoreFile
 from reslog.training.summary import Summary, summary_ops
@@ -159,6 +161,7 @@ class Run:
         object.__setattr__(config, "_on_change", self._config_changed)
         self._writer.config = config
         self._dir, self._url = dir, url
+        self._run_files: RunFiles | None = None  # run.save / log_artifact, on first use
         self.group, self.job_type = group, job_type
 
     # -- the hot path -----------------------------------------------------------------------------
@@ -325,6 +328,52 @@ class Run:
     def unwatch(self, models: Any = None) -> None:
         self._compat.unwatch(models)
 
+    def save(
+        self,
+        glob_str: str | os.PathLike[str],
+        base_path: str | os.PathLike[str] | None = None,
+        policy: str = "live",
+    ) -> list[str]:
+        """wandb.save: copy the files matching `glob_str` into `<run.dir>/files/<uid>/`
+        (paths relative to `base_path`), each recorded as a `file` event with its SHA-256.
+        policy "now", "end" (at finish) or "live" (now, and at finish if changed). Returns
+        the copies' paths (reslog.training.artifacts)."""
+        if self._closed:
+            self._log_after_finish()
+            return []
+        return self._files().save(os.fspath(glob_str), base_path, policy)
+
+    def log_artifact(
+        self,
+        artifact_or_path: Any,
+        name: str | None = None,
+        type: str | None = None,
+        aliases: list[str] | None = None,
+        tags: list[str] | None = None,
+    ) -> Artifact:
+        """wandb.log_artifact: an `artifact` event listing the artifact's files with their
+        paths, sizes and SHA-256 (nothing is uploaded; reslog.training.artifacts)."""
+        artifact = artifact_from(artifact_or_path, name, type)
+        if self._closed:
+            self._log_after_finish()
+            return artifact
+        self._files().log_artifact(artifact, list(aliases or []), list(tags or []))
+        return artifact
+
+    def mark_preempting(self) -> None:
+        """wandb.mark_preempting: a `preempting` event; the run is expected to stop soon and
+        to be resumed (init(id=..., resume="allow"))."""
+        self.event(
+            "preempting",
+            "marked as preempting: a stop is expected, and a resume of this run",
+            level="warning",
+        )
+
+    def _files(self) -> RunFiles:
+        if self._run_files is None:
+            self._run_files = RunFiles(Path(self._dir) / "files" / self.uid, self.event)
+        return self._run_files
+
     def _label(self, **_: Any) -> None:
         """wandb-internal telemetry that Hugging Face's WandbCallback calls: nothing to record."""
 
@@ -354,9 +403,16 @@ class Run:
         if self._closed or self._finishing:
             return self._status is not None or self._forked_from is not None
         self._finishing = True
-        self._compat.end()
         limit = self.finish_timeout if timeout is None else float(timeout)
         deadline = time.monotonic() + limit
+        if self._run_files is not None and not self._run_files.finish(limit / 2):
+            warnings.warn(
+                f"reslog: run {self.uid}: saving files did not end within {limit / 2:.0f} s; "
+                "the copies still running are not recorded",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        self._compat.end()
         if self._sampler is not None:
             self._sampler.stop(timeout=min(2.0, limit / 4))
         if self._timers:

@@ -67,12 +67,15 @@ def init(
     dir: str | os.PathLike[str] | None = None,
     mode: str | None = None,
     reinit: Any = None,
+    config_exclude_keys: list[str] | None = None,
+    config_include_keys: list[str] | None = None,
     **wandb_only: Any,
 ) -> Run | DisabledRun:
     """Start (or with resume=uid, or id= and resume=, continue) a run and make it the current
     one. wandb's keywords are accepted (docs/reslog.md, "Coming from wandb")."""
     options.notice_ignored(wandb_only)
     run_id_opt = options.check_id(id)
+    config = options.config_data(config, config_include_keys, config_exclude_keys)
     if options.check_mode(mode) == "disabled":
         return DisabledRun(project, name, config, run_id_opt)
     previous = lifecycle.current()
