@@ -16,20 +16,20 @@ Importing this package is light: no torch, numpy, pandas or NVML.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Mapping
 from typing import Any
 
 from reslog import plot, util
 from reslog.reader import Reader, open
-from reslog.training import disabled
+from reslog.training import disabled, start
 from reslog.training.artifacts import Artifact, say_once
 from reslog.training.config import Config
 from reslog.training.disabled import DisabledRun
 from reslog.training.lifecycle import current
 from reslog.training.media import AlertLevel, Audio, Histogram, Html, Image, Settings, Table, Video
 from reslog.training.run import Run, Timer
-from reslog.training.start import init
 from schema.errors import RunInUse, StoreError
 
 __all__ = [
@@ -68,6 +68,22 @@ __all__ = [
     "util",
     "watch",
 ]
+
+
+@functools.wraps(start.init)
+def init(
+    *args: Any, sync_tensorboard: bool | None = None, tensorboard: Any = None, **kwargs: Any
+) -> Run | DisabledRun:
+    """Start (or with resume=uid, or id= and resume=, continue) a run and make it the current
+    one (reslog.training.start.init). wandb's keywords are accepted (docs/reslog.md, "Coming
+    from wandb"); `sync_tensorboard=True` (wandb's older `tensorboard=True`) also logs what
+    this process's TensorBoard writers write (reslog.integrations.tensorboard)."""
+    run = start.init(*args, **kwargs)
+    if (sync_tensorboard or tensorboard) and isinstance(run, Run):
+        from reslog.integrations.tensorboard import sync
+
+        sync(run)
+    return run
 
 
 def _active() -> Run | DisabledRun | None:

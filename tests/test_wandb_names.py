@@ -15,6 +15,7 @@ import time
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import reslog as wandb
@@ -217,3 +218,43 @@ def test_a_config_file_and_config_key_filters(store, tmp_path):
     wandb.finish()
     with pytest.raises(ValueError, match="cannot read it"):
         wandb.init(project="p", config=str(tmp_path / "missing.yaml"), system=False)
+
+
+def test_sync_tensorboard_logs_what_summarywriter_writes_as_it_writes_it(store, tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    from tests.test_importers import tensorboard_scalars
+
+    run = wandb.init(project="p", sync_tensorboard=True, system=False)
+    writer = SummaryWriter(str(tmp_path / "tb"))
+    for step in range(0, 60, 3):
+        writer.add_scalar("Loss/train", 1.0 / (step + 1), step)
+        writer.add_scalar("lr", 0.1 * 0.9**step, step, new_style=True)
+    writer.add_histogram("weights", np.arange(10.0), 0)
+    writer.add_hparams({"lr": 0.1, "depth": 3}, {"hparam/acc": 0.9}, run_name="hp")
+    wandb.log({"own/metric": 1.0})  # the run's own logging goes on beside it
+    assert run.summary["Loss/train"] == pytest.approx(1.0 / 58)  # live: read as written
+    writer.close()
+    run.finish()
+    info, series, events = read_run(store)
+    expected = tensorboard_scalars(tmp_path / "tb")
+    for tag, points in expected.items():
+        assert series[tag] == [(s, v) for s, _w, v in points], tag
+    assert series["own/metric"] == [(0, 1.0)] and series["hparam/acc"] == [(0, pytest.approx(0.9))]
+    assert info.config == {"lr": 0.1, "depth": 3}
+    [skipped] = [e for e in events if e.kind == "skipped"]
+    assert skipped.body == "weights (histograms): 1"
+    # after finish, a writer no longer feeds the run
+    w2 = SummaryWriter(str(tmp_path / "tb2"))
+    w2.add_scalar("late", 1.0, 0)
+    w2.close()
+    assert "late" not in read_run(store)[1]
+
+
+def test_sync_tensorboard_without_a_tensorboard_package_says_so_once(store, monkeypatch):
+    import reslog.integrations.tensorboard as tb_sync
+
+    monkeypatch.setattr(tb_sync, "WRITERS", (("no_such_tb_package.writer", "EventFileWriter"),))
+    with pytest.warns(UserWarning, match="neither tensorboard nor tensorboardX is installed"):
+        run = wandb.init(project="p", sync_tensorboard=True, system=False)
+    run.finish()

@@ -25,7 +25,6 @@ IGNORED = frozenset(
         "anonymous",
         "magic",
         "monitor_gym",
-        "tensorboard",
         "allow_val_change",
         "force",
         "fork_from",

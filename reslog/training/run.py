@@ -9,7 +9,7 @@ import threading
 import time
 import traceback
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +162,8 @@ class Run:
         self._writer.config = config
         self._dir, self._url = dir, url
         self._run_files: RunFiles | None = None  # run.save / log_artifact, on first use
+        # Called first thing in finish() (integrations that feed the run, e.g. TensorBoard sync).
+        self._finish_hooks: list[Callable[[], None]] = []
         self.group, self.job_type = group, job_type
 
     # -- the hot path -----------------------------------------------------------------------------
@@ -403,6 +405,11 @@ class Run:
         if self._closed or self._finishing:
             return self._status is not None or self._forked_from is not None
         self._finishing = True
+        for hook in self._finish_hooks:
+            try:
+                hook()
+            except Exception as exc:  # finish() must end the run whatever a hook does
+                warnings.warn(f"reslog: at finish: {exc!r}", RuntimeWarning, stacklevel=2)
         limit = self.finish_timeout if timeout is None else float(timeout)
         deadline = time.monotonic() + limit
         if self._run_files is not None and not self._run_files.finish(limit / 2):
@@ -500,6 +507,16 @@ class Run:
         record = checked(metrics, self._known)
         step = self._last_step if self._last_step is not None else self._step
         self._writer.put_side((step, wall, record), len(record))
+
+    def _emit_at(self, step: int, wall: float, metrics: dict[str, Any]) -> None:
+        """Values from another writer in this process (TensorBoard sync) at their own step:
+        the writer's side path, so the run's step and forward-only rule are not touched.
+        Raises TypeError/ValueError for a bad key or value (the caller skips it)."""
+        if self._closed:
+            return
+        record = checked(metrics, self._known)
+        self._writer.put_side((step, wall, record), len(record))
+        self._summarise(record)
 
     def _start_system(self, interval: float) -> None:
         try:
