@@ -26,7 +26,7 @@ from reslog.tools.maintenance import check_store, progress_bar, upgrade_store
 from schema import read
 from schema.compare import duration_s, flatten, highest, last_step, lowest, select_keys
 from schema.envelope import agg_of
-from schema.errors import StoreError
+from schema.errors import AmbiguousRun, StoreError
 from schema.records import RunInfo
 from schema.rollup import LAST, NAN, STEP_HI, WALL_HI, N
 from schema.status import LIVE_STATUSES
@@ -175,7 +175,15 @@ def describe_run(run: RunInfo) -> list[str]:
 def cmd_show(args: argparse.Namespace) -> int:
     with opened(args.store) as engine:
         reader = StoreReader(engine, store=store_label(args.store))
-        row_id, run = reader.find(args.run)
+        try:
+            row_id, run = reader.find(args.run)
+        except AmbiguousRun as exc:  # list them, pick none; the one-line error follows
+            rows = [
+                [r.ref.uid, text.clock(r.created_at), r.status, r.project, r.name]
+                for r in exc.matches
+            ]
+            print(text.table(["uid", "started", "status", "project", "name"], rows))
+            raise
         stats = key_stats(reader.summaries(row_id))
         evs = reader.events(row_id, run.ref)
     print("\n".join(describe_run(run)))
