@@ -116,7 +116,10 @@ class Run:
         self.world_size = world_size
         self.store = label
         self.summary = summary
-        self._summarise = dict.update.__get__(summary)  # the C update: no version change
+        # The bare C dict.update (no version change) until the summary has hand-set keys or
+        # aggregates to keep (Summary.fold); it says when.
+        self._summarise = summary.fold if summary.watching else dict.update.__get__(summary)
+        summary.on_watch = self._summary_watched
         self.finish_timeout = float(finish_timeout)
         self._engine = engine
         self._run_id = run_id
@@ -204,8 +207,6 @@ class Run:
         entry = (step, time.time(), record)
         self._put(DeviceRecord(entry) if device else entry, len(record))
         self._summarise(record)  # wandb's summary: each key's last value
-        if self.summary.watching:
-            self.summary.logged(record)
 
     def timer(self, name: str) -> Timer:
         key = self._timer_keys.get(name)
@@ -507,6 +508,9 @@ class Run:
         record = checked(metrics, self._known)
         step = self._last_step if self._last_step is not None else self._step
         self._writer.put_side((step, wall, record), len(record))
+
+    def _summary_watched(self) -> None:
+        self._summarise = self.summary.fold
 
     def _emit_at(self, step: int, wall: float, metrics: dict[str, Any]) -> None:
         """Values from another writer in this process (TensorBoard sync) at their own step:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from reslog.training.values import PLAIN, _kind_of, as_json, to_floats
@@ -121,17 +121,30 @@ class Summary(dict):
         self._explicit: set[str] = set(self)  # set by hand (or stored so): kept in the JSON
         self._patterns: list[tuple[str, tuple[str, ...]]] = []  # define_metric(summary=...)
         self._metrics: dict[str, MetricSummary | None] = {}  # key -> its aggregates (cache)
-        # Whether logged() has anything to do beyond dict.update: the Run tests this on its
-        # fast path, so a run without hand-set keys or aggregates pays one attribute check.
+        # Whether logged() has anything to do beyond dict.update. Until it has, the Run's
+        # fast path folds a record in with the bare C dict.update; `on_watch` (the Run's) is
+        # called once when that changes, so the fast path tests nothing.
         self.watching = bool(self._explicit)
+        self.on_watch: Callable[[], None] | None = None
 
     def _touch(self) -> None:
         self.version += 1
 
     def _set(self, key: Any) -> None:
         self._explicit.add(key)
-        self.watching = True
+        self._watch()
         self._touch()
+
+    def _watch(self) -> None:
+        if not self.watching:
+            self.watching = True
+            if self.on_watch is not None:
+                self.on_watch()
+
+    def fold(self, record: dict[str, Any]) -> None:
+        """The fast path's fold once `watching`: the values in, then logged()."""
+        dict.update(self, record)
+        self.logged(record)
 
     # -- the run's side ---------------------------------------------------------------------------
 
@@ -169,7 +182,7 @@ class Summary(dict):
             for key in [k for k in self if k == name or fnmatch.fnmatchcase(str(k), name)]:
                 if key not in self._explicit:
                     dict.pop(self, key)
-        self.watching = True
+        self._watch()
 
     def _match(self, key: str) -> MetricSummary | None:
         ops = None
