@@ -81,20 +81,25 @@ print("RESULT " + json.dumps({
 """  # the run is finished by reslog's exit hooks, as wandb finishes WandbCallback's
 
 
-def test_huggingface_trainer_logs_train_eval_and_predict_into_one_run_cell_by_cell(tmp_path):
-    import json
-
-    store = tmp_path / "runs.db"
+def run_hf_script(tmp_path: Path, store: Path, body: str) -> subprocess.CompletedProcess:
+    """HF_SETUP and `body` as a script in a fresh process logging into `store`."""
     script = tmp_path / "train.py"
-    script.write_text(textwrap.dedent(HF_SETUP) + textwrap.dedent(HF_SCRIPT))
+    script.write_text(textwrap.dedent(HF_SETUP) + textwrap.dedent(body))
     env = {**os.environ, "RESLOG_STORE": str(store), "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
+    return subprocess.run(
         [sys.executable, str(script), str(tmp_path / "out")],
         env=env,
         capture_output=True,
         text=True,
         timeout=300,
     )
+
+
+def test_huggingface_trainer_logs_train_eval_and_predict_into_one_run_cell_by_cell(tmp_path):
+    import json
+
+    store = tmp_path / "runs.db"
+    proc = run_hf_script(tmp_path, store, HF_SCRIPT)
     assert proc.returncode == 0, proc.stderr
     line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
     result = json.loads(line[len("RESULT ") :])
@@ -160,25 +165,12 @@ def test_huggingface_hyper_parameter_search_makes_a_run_per_trial(store, tmp_pat
 
 def test_huggingface_training_that_raises_ends_the_run_failed(tmp_path):
     store = tmp_path / "runs.db"
-    script = tmp_path / "train.py"
-    script.write_text(
-        textwrap.dedent(HF_SETUP)
-        + textwrap.dedent(
-            """
-            import sys
-            from reslog.integrations.huggingface import ReslogCallback
-            tiny_trainer(sys.argv[1], [ReslogCallback(system=False)], fail_at=3).train()
-            """
-        )
-    )
-    env = {**os.environ, "RESLOG_STORE": str(store), "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [sys.executable, str(script), str(tmp_path / "out")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    failing = """
+    import sys
+    from reslog.integrations.huggingface import ReslogCallback
+    tiny_trainer(sys.argv[1], [ReslogCallback(system=False)], fail_at=3).train()
+    """
+    proc = run_hf_script(tmp_path, store, failing)
     assert proc.returncode == 1 and "input/output error" in proc.stderr
     info, series, events = read_run(store)
     assert info.status == "failed" and [s for s, _ in series["train/loss"]] == [2]

@@ -20,6 +20,7 @@ import pytest
 
 import reslog as wandb
 from tests.test_reslog_api import read_run
+from tests.test_wandb_surface import default_store
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,10 +76,7 @@ def test_wandb_log_in_forked_dataloader_workers_is_ignored_with_one_warning_each
 
 @pytest.fixture
 def store(store_path, monkeypatch):
-    monkeypatch.setenv("RESLOG_STORE", str(store_path))
-    yield store_path
-    while wandb.run is not None:
-        wandb.finish()
+    yield from default_store(store_path, monkeypatch)
 
 
 def test_login_says_once_that_there_is_nothing_to_log_in_to(store):

@@ -23,12 +23,17 @@ from tests.test_reslog_api import read_run
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture
-def store(store_path, monkeypatch):
+def default_store(store_path, monkeypatch):
+    """`store_path` as the default store; runs left open are finished afterwards."""
     monkeypatch.setenv("RESLOG_STORE", str(store_path))
     yield store_path
     while reslog.run is not None:
         reslog.finish()
+
+
+@pytest.fixture
+def store(store_path, monkeypatch):
+    yield from default_store(store_path, monkeypatch)
 
 
 def tiny_model() -> torch.nn.Module:
