@@ -338,3 +338,20 @@ def test_hparams_become_the_config_and_rich_values_are_listed_by_tag_and_kind(tm
     # the same values, named, are what the import said; a second import adds nothing
     assert main(["import", "tensorboard", str(logdir), "--store", str(store)]) == 0
     assert capsys.readouterr().out.count("already imported") == 4
+
+
+def test_a_run_imported_by_an_older_reslog_is_not_read_twice(tmp_path, capsys):
+    """An older reslog recorded no `import` event: where its import stopped is unknown, so the
+    folder is not appended to (that would store every point twice); --replace reads it."""
+    logdir = tmp_path / "tb"
+    write_tensorboard(logdir)
+    store = tmp_path / "runs.db"
+    assert main(["import", "tensorboard", str(logdir), "--store", str(store)]) == 0
+    with sqlite3.connect(store) as conn:
+        conn.execute("DELETE FROM events WHERE kind = 'import'")
+    capsys.readouterr()
+    assert main(["import", "tensorboard", str(logdir), "--store", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("by an older reslog, which did not record where it stopped: skipped") == 2
+    with sqlite3.connect(store) as conn:
+        assert conn.execute("SELECT count(*) FROM points").fetchone() == (406,)

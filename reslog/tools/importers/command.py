@@ -80,7 +80,7 @@ def import_runs(
             for file, left in run.torn:
                 print(f"  {file}: its last {left:,} bytes are a record still being written; "
                       "the next import reads them", file=out)  # fmt: skip
-            if outcome == "already":
+            if outcome in ("already", "unknown"):
                 counts.already += 1
             elif outcome == "appended":
                 counts.updated += 1
@@ -105,6 +105,11 @@ def _line(run: ImportedRun, outcome: str, n: int, incremental: bool) -> str:
     if outcome == "already":
         why = "nothing new" if incremental else "skipped (--replace imports it again)"
         return f"already imported {run.name!r} (uid {uid}): {why}"
+    if outcome == "unknown":
+        return (
+            f"already imported {run.name!r} (uid {uid}) by an older reslog, which did not "
+            "record where it stopped: skipped (--replace imports it again, with what is new)"
+        )
     if outcome == "appended":
         return (
             f"updated {run.name!r}: {n:,} new points in {len(run.series):,} keys{note} (uid {uid})"

@@ -127,7 +127,8 @@ def write_run(
     """Store `run` in one transaction: "new"; "replaced" (`replace`: a run of that uid is
     deleted first); "appended" (`append`: its points, events and config added to the run of
     that uid); "already" (nothing written: the uid is there and neither was asked, or there
-    was nothing new to append)."""
+    was nothing new to append); "unknown" (nothing written: `append`, but the run there has
+    no `import` event saying where its import stopped)."""
     walls = [w for s in run.series.values() for w in (min(s[1]), max(s[1])) if s[1]]
     walls += [e[0] for e in run.events]
     now = time.time()
@@ -139,6 +140,8 @@ def write_run(
             conn.execute(runs.delete().where(runs.c.id == found.id))  # points &c. cascade
             outcome = "replaced"
         elif found is not None and append:
+            if not _has_import_record(conn, found.id):
+                return "unknown"  # imported by an older reslog: where it stopped is not known
             stored = json.loads(found.config or "{}")
             new_config = bool(run.config) and {**stored, **redact(run.config)} != stored
             if not (run.series or run.events or run.skipped or new_config):
@@ -173,6 +176,11 @@ def write_run(
         _insert_points(conn, engine, run_id, run)
         _insert_events(conn, engine, run_id, run.events + run._extra_events(ended))
     return outcome
+
+
+def _has_import_record(conn, run_id: int) -> bool:
+    query = select(events.c.id).where(events.c.run_id == run_id, events.c.kind == "import")
+    return conn.execute(query.limit(1)).first() is not None
 
 
 def _append(conn, engine: Engine, run: ImportedRun, found, walls: list[float], now: float) -> None:
