@@ -139,10 +139,10 @@ def test_a_torn_record_in_an_older_file_is_one_line_naming_it(tmp_path, capsys):
     logdir = tmp_path / "tb"
     write_tensorboard(logdir)
     folder = logdir / "lr-0.1"
-    older = next(folder.iterdir())
-    w = SummaryWriter(str(folder))  # a newer file beside it: the first one is complete
+    w = SummaryWriter(str(folder))  # another file beside it: the first one is complete
     w.add_scalar("train/loss", 0.5, 400)
     w.close()
+    older = sorted(folder.iterdir())[0]  # not the newest by name, as the import orders them
     older.write_bytes(older.read_bytes()[:-7])
     store = tmp_path / "runs.db"
     assert main(["import", "tensorboard", str(logdir), "--store", str(store)]) == 2
