@@ -176,10 +176,10 @@ class Summary(dict):
         self._patterns = [(p, o) for p, o in self._patterns if p != name]
         if ops is not None:
             self._patterns.append((name, ops))
-        for key in [k for k in self._metrics if k == name or fnmatch.fnmatchcase(k, name)]:
+        for key in [k for k in self._metrics if _matches(k, name)]:
             del self._metrics[key]
         if ops == ():
-            for key in [k for k in self if k == name or fnmatch.fnmatchcase(str(k), name)]:
+            for key in [k for k in self if isinstance(k, str) and _matches(k, name)]:
                 if key not in self._explicit:
                     dict.pop(self, key)
         self._watch()
@@ -187,7 +187,7 @@ class Summary(dict):
     def _match(self, key: str) -> MetricSummary | None:
         ops = None
         for pattern, found in reversed(self._patterns):  # the newest definition wins
-            if pattern == key or ("*" in pattern and fnmatch.fnmatchcase(key, pattern)):
+            if _matches(key, pattern):
                 ops = found
                 break
         metric = None if ops is None else MetricSummary(ops)
@@ -199,9 +199,9 @@ class Summary(dict):
         out = {k: dict.get(self, k) for k in list(self._explicit) if dict.__contains__(self, k)}
         for key, metric in list(self._metrics.items()):
             if metric is not None and metric.ops and key not in out:
-                view = metric.settle()
-                dict.__setitem__(self, key, view)
-                out[key] = view
+                # Not written back here (the writer's thread): the training thread's next
+                # add() or a read does, in order.
+                out[key] = metric.settle()
         return out
 
     # -- reads: device values as numbers ---------------------------------------------------------
@@ -258,6 +258,11 @@ class Summary(dict):
         for key, value in values:
             if not dict.__contains__(self, key):
                 dict.__setitem__(self, key, value)
+
+
+def _matches(key: str, pattern: str) -> bool:
+    """define_metric's names: a key, or a glob with "*" ("val/*", "*")."""
+    return key == pattern or ("*" in pattern and fnmatch.fnmatchcase(key, pattern))
 
 
 def _number(value: Any) -> Any:
