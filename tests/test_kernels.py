@@ -77,11 +77,22 @@ def test_without_cuda_a_forced_cuda_kernel_says_cuda_is_missing(monkeypatch):
 
 def test_config_refuses_flash_with_fp32_and_cuda_kernels_on_cpu():
     with pytest.raises(ConfigError, match=r"--model.attention='flash': flash-attn has no fp32"):
-        load_config(None, ["--data.source", "synthetic", "--train.dtype", "fp32",
-                           "--model.attention", "flash"])  # fmt: skip
+        load_config(
+            None,
+            ["--data.source", "synthetic", "--train.dtype", "fp32", "--model.attention", "flash"],
+        )
     with pytest.raises(ConfigError, match=r"--model.attention='xformers': runs on CUDA only"):
-        load_config(None, ["--data.source", "synthetic", "--train.device", "cpu",
-                           "--model.attention", "xformers"])  # fmt: skip
+        load_config(
+            None,
+            [
+                "--data.source",
+                "synthetic",
+                "--train.device",
+                "cpu",
+                "--model.attention",
+                "xformers",
+            ],
+        )
 
 
 def test_the_trainer_stops_before_step_0_when_a_forced_kernel_cannot_run(
