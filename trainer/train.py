@@ -140,6 +140,7 @@ class Trainer:
             "peak_flops": self.peak_flops,
             "peak_flops_source": self.peak_name,
             "world_size": self.dist.world_size,
+            "ddp": isinstance(self.model, DDP),
             "n_params": self.raw_model.num_params(),
             "flops_per_token": self.flops_per_token,
             "tokens_per_step": self.tokens_per_step,
