@@ -22,7 +22,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from schema.ranks import STEP, own_work, rank_label
 
@@ -44,7 +44,7 @@ class StragglerRule:
             raise ValueError(f"StragglerRule: window >= 2 and 0.5 <= sustained <= 1, got {self}")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Straggler:
     rank: int
     host: str
@@ -91,11 +91,12 @@ def _median_without(ordered: list[float], i: int) -> float:
 class _Track:
     """One (rank, phase): its last `window` judgements and, while named, the finding."""
 
-    __slots__ = ("active", "marks", "slow_excess", "waits")
+    __slots__ = ("active", "index", "marks", "slow_excess", "waits")
 
     def __init__(self, window: int) -> None:
         self.marks: deque[tuple[int, bool, float, float | None]] = deque(maxlen=window)
         self.active: Straggler | None = None
+        self.index = -1  # of the active finding in StragglerDetector.found
         self.slow_excess: list[float] = []
         self.waits: list[float] = []
 
@@ -113,7 +114,7 @@ class StragglerDetector:
 
     def add(self, rank: int, step: int, phases: dict[str, float]) -> list[Straggler]:
         """One rank's phase seconds at one step (`step` among them if known). Returns the
-        stragglers named, or recovered, by the steps this completes."""
+        stragglers named (`until` None), or recovered (`until` set), by the steps this completes."""
         if self.judged_to is not None and step <= self.judged_to:
             return []  # late for a step already judged without it
         self.hosts.setdefault(rank, "")
@@ -222,7 +223,7 @@ class StragglerDetector:
                 excess_s=_median(track.slow_excess),
                 others_wait_s=_median(track.waits) if track.waits else None,
             )
-            track.active = found
+            track.active, track.index = found, len(self.found)
             self.found.append(found)
             return found
         last = marks[-1]
@@ -232,9 +233,12 @@ class StragglerDetector:
                 track.waits.append(-last[3])
         if slow > (1.0 - rule.sustained) * len(marks):
             return None
-        done = track.active
+        done = replace(
+            track.active,
+            until=max((m[0] for m in marks if m[1]), default=track.active.since),
+            excess_s=_median(track.slow_excess),
+            others_wait_s=_median(track.waits) if track.waits else None,
+        )
         track.active = None
-        done.until = max((m[0] for m in marks if m[1]), default=done.since)
-        done.excess_s = _median(track.slow_excess)
-        done.others_wait_s = _median(track.waits) if track.waits else None
+        self.found[track.index] = done  # the finding as it ended
         return done
