@@ -83,7 +83,14 @@ class Trainer:
         self.timer = StepTimer(self.device)
         self.comm: distributed.CommTimer | None = None
         if self.dist.is_distributed:
-            model = DDP(model, device_ids=[self.dist.local_rank] if want_cuda else None)
+            # The only buffers are the RoPE tables, the same on every rank: broadcasting them
+            # would be a collective inside rank 0's forward each step, where it waits for the
+            # slowest rank and looks like a slow forward itself (docs/ranks.md).
+            model = DDP(
+                model,
+                device_ids=[self.dist.local_rank] if want_cuda else None,
+                broadcast_buffers=False,
+            )
             self.comm = distributed.CommTimer(self.timer.stamp)
             self.comm.register(model)
         self.model = model
