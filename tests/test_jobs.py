@@ -143,6 +143,10 @@ def stall(engine_path: Path, run_uid: str, body: str, wall: float = 1000.0) -> N
 def test_a_hang_is_joined_across_two_stores_and_said_once_by_reslog_watch(tmp_path, monkeypatch):
     job = open_job(tmp_path, monkeypatch, group="job-2")
     log_steps(job, 1, 41)
+    # Host b's telemetry as NVML reports a GPU spinning in NCCL (a stand-in: no GPU here).
+    job[2].log({"sys/gpu0/util": 100.0, "sys/gpu0/power_w": 82.0, "sys/gpu0/power_limit_w": 700.0})
+    with stores(tmp_path) as engines:
+        assert wait_until(lambda: stored_to(engines) == {41, 42}, timeout=60)
     watcher = StoresWatcher(
         [
             Watcher(open_store(str(tmp_path / f"{h}.db"), readonly=True), h)
@@ -161,6 +165,7 @@ def test_a_hang_is_joined_across_two_stores_and_said_once_by_reslog_watch(tmp_pa
         line = hang[0].line()
         assert "HANG" in line and "ranks 0, 2, 3 wait in backward" in line
         assert "rank 1 on gpu-a never entered it: stuck at" in line and "blocked_here" in line
+        assert "gpu-b GPU 0: 100 % busy at 82 W of 700 W, the signature of a GPU spinning" in line
         assert [n for n in watcher.poll() if n.status == "hang"] == []  # said once
     finally:
         for w in watcher.watchers:

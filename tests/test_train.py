@@ -399,6 +399,13 @@ def test_make_logger_rank0_only_gives_each_host_one_run_and_other_ranks_none(tmp
 # --------------------------------------------------------------------------- config and CLI
 
 
+def test_the_logging_flags_of_a_job_parse():
+    cfg, _ = parse_args(["--config", str(DEBUG), "--logging.stall_after", "120"])
+    assert cfg.logging.stall_after == 120.0 and cfg.logging.every_rank and cfg.logging.group == ""
+    cfg, _ = parse_args(["--config", str(DEBUG), "--stall_after", "none", "--group", "j7"])
+    assert cfg.logging.stall_after is None and cfg.logging.group == "j7"
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
@@ -414,6 +421,8 @@ def test_make_logger_rank0_only_gives_each_host_one_run_and_other_ranks_none(tmp
         (["--bogus", "1"], "--bogus: unknown flag"),
         (["--train.bogus", "1"], "--train.bogus: unknown flag"),
         (["--seed"], "--seed: missing value"),
+        (["--logging.stall_after", "-1"], "--logging.stall_after=-1.0: must be none"),
+        (["--logging.every_rank", "maybe"], "--logging.every_rank='maybe': expected true or"),
     ],
 )
 def test_config_errors_name_the_flag(args, needle, capsys):
