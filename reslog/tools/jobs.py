@@ -20,6 +20,7 @@ from schema import hangs
 from schema.alerts import HANG, STRAGGLER, STRAGGLER_END, gpu_key
 from schema.ranks import jobs, phase_of
 from schema.records import RunInfo, RunRef
+from schema.status import LIVE_STATUSES
 from schema.stragglers import Straggler, StragglerDetector, StragglerRule
 from schema.tables import events, keys, points, series
 
@@ -147,6 +148,7 @@ class _Job:
         self.cursors: dict[RunRef, int] = {}
         self.retired: set[int] = set()
         self.hang_said: tuple | None = None
+        self.done = False  # every rank ended and read: nothing to read until one goes on
 
 
 class JobWatch:
@@ -175,10 +177,24 @@ class JobWatch:
 
     def _poll_job(self, group, job: _Job, runs: list[RunInfo], where) -> list[JobNotice]:
         by_rank = {r.rank: r for r in runs}
+        live = [r for r in runs if r.status in LIVE_STATUSES]
+        if not live and (job.done or not self.started):
+            # A job that had ended (or had, when the watch started) costs nothing per poll:
+            # its cursors wait at each run's end, for a rank that is resumed.
+            for run in runs:
+                if run.ref not in job.cursors:
+                    store, run_id = where[run.ref]
+                    job.cursors[run.ref] = last_step(store.conn, run_id) or -1
+            job.done = True
+            return []
+        job.done = not live  # ended in this poll: its last points are read now, then no more
         if job.detector is None:
             job.detector = StragglerDetector({r.rank: r.host for r in runs}, job.rule)
         det = job.detector
         for run in runs:
+            if run.status in LIVE_STATUSES and run.rank in job.retired:  # resumed: judged again
+                job.retired.discard(run.rank)
+                det.hosts[run.rank] = run.host
             det.hosts.setdefault(run.rank, run.host)
         rows: list[tuple[int, int, dict[str, float]]] = []
         for run in runs:
@@ -194,7 +210,7 @@ class JobWatch:
         rows.sort(key=lambda row: row[1])
         changed = det.add_many(rows)
         for run in runs:  # an ended rank is judged without from here on
-            if run.status not in ("running", "stalled") and run.rank not in job.retired:
+            if run.status not in LIVE_STATUSES and run.rank not in job.retired:
                 job.retired.add(run.rank)
                 changed += det.retire(run.rank)
         out = [self._straggler_notice(group, s, by_rank) for s in changed]
