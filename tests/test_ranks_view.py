@@ -9,14 +9,15 @@ import math
 import numpy as np
 import pytest
 
+from resplot.data import alerts
 from resplot.data.cache import SeriesCache
 from resplot.data.ranks import job_view, jobs_in
 from resplot.sources.local import LocalSource
 from resplot.sources.spec import parse_spec
 from schema import read
 from schema.store import open_store
-from tests.test_jobs import HOSTS, log_steps, open_job
-from tests.test_rank_rules import WAITING_IN_BACKWARD
+from tests.test_jobs import HOSTS, log_steps, open_job, stall
+from tests.test_rank_rules import WAITING_IN_BACKWARD, blocked_here, stack_of_a_thread_blocked_in
 from tests.test_run_health import wait_until
 
 
@@ -124,14 +125,14 @@ def test_the_straggler_is_marked_and_a_cell_hovers_its_breakdown(job_cache):
 
 def test_a_hung_job_marks_the_rank_that_never_came(tmp_path, monkeypatch):
     job = open_job(tmp_path, monkeypatch, group="job-h")
-    log_steps(job, 1, 30)
-    from tests.test_jobs import stall
-    from tests.test_rank_rules import blocked_here, stack_of_a_thread_blocked_in
-
-    blocked = stack_of_a_thread_blocked_in(blocked_here)
+    log_steps(job, 1, 2)
     cache = SeriesCache()
     sources = [LocalSource(parse_spec(str(tmp_path / f"{h}.db"))) for h in ("gpu-a", "gpu-b")]
     try:
+        # The viewer is watching (its live cursors at the stores' ends) as the job goes on.
+        assert wait_until(lambda: [s.poll(cache) for s in sources] and len(cache.runs()) == 4)
+        log_steps(job, 3, 60, slow=(3, 0.2, 25, 60))  # rank 3 slow in data up to the hang
+        blocked = stack_of_a_thread_blocked_in(blocked_here)
         for rank in (0, 2, 3):
             stall(tmp_path / f"{HOSTS[rank]}.db", job[rank].uid, WAITING_IN_BACKWARD)
         stall(tmp_path / "gpu-a.db", job[1].uid, blocked)
@@ -146,6 +147,26 @@ def test_a_hung_job_marks_the_rank_that_never_came(tmp_path, monkeypatch):
         assert view is not None and view.hang.culprits == [1]
         hang = [m for m in view.marks if m.kind == "hang"]
         assert len(hang) == 1 and hang[0].rows == (1,) and "blocked_here" in hang[0].message
+
+        # The run table's and the notifications' alerts: on the run of the rank each names,
+        # from the points seen live (once every rank's step 60 has arrived).
+        def live_to_60():
+            for source in sources:
+                source.poll(cache)
+            return all(
+                (live := cache.live(r.ref, "time/step")) is not None and live[0][-1] == 60
+                for r in cache.runs()
+            )
+
+        assert wait_until(live_to_60, timeout=60)
+        found = alerts.check_all(cache)
+        rank_of = {r.ref: r.rank for r in cache.runs()}
+        named = [(rank_of[ref], a) for ref, got in found.items() for a in got]
+        job_alerts = sorted((r, a.kind) for r, a in named if a.kind in ("hang", "straggler"))
+        assert job_alerts == [(1, "hang"), (3, "straggler")]
+        straggler = next(a for _, a in named if a.kind == "straggler")
+        assert straggler.message.startswith("rank 3 on gpu-b: data +")
+        assert "from step 25" in straggler.message
     finally:
         for source in sources:
             source.close()

@@ -238,6 +238,38 @@ def _collect(per_step, rank: int, name: str, sv, lo: int, hi: int) -> None:
             per_step.setdefault(s, {}).setdefault(rank, {})[name] = v
 
 
+LIVE_STEPS = 60  # newest live steps per rank judged for an alert: the rule's window and more
+SINCE_STEPS = 2000  # ... and, when one is named, how far back its start is looked for
+
+
+def live_stragglers(cache: SeriesCache, members: list[RunInfo]) -> list[Straggler]:
+    """The stragglers of a job still slow in the newest points seen live (for alerts and
+    notifications; cheap while the job is healthy: LIVE_STEPS steps per rank are judged, and
+    SINCE_STEPS only once one is named, to find where its stretch began)."""
+    found = _judge_live(cache, members, LIVE_STEPS)
+    if found:
+        found = _judge_live(cache, members, SINCE_STEPS)
+    return found
+
+
+def _judge_live(cache: SeriesCache, members: list[RunInfo], steps: int) -> list[Straggler]:
+    per_step: dict[int, dict[int, dict[str, float]]] = {}
+    for run in members:
+        for name in cache.keys(run.ref):
+            phase = phase_of(name)
+            live = cache.live(run.ref, name) if phase is not None else None
+            if live is None or not len(live[0]):
+                continue
+            for s, v in zip(live[0][-steps:].tolist(), live[2][-steps:].tolist(), strict=True):
+                per_step.setdefault(s, {}).setdefault(run.rank, {})[phase] = v
+    detector = StragglerDetector({r.rank: r.host for r in members})
+    for step in sorted(per_step):
+        for rank, values in per_step[step].items():
+            detector.add(rank, step, values)
+    detector.finish()
+    return detector.active
+
+
 def job_hang(cache: SeriesCache, members: list[RunInfo]) -> hangs.Hang | None:
     """The job's hang from what the cache holds: statuses, each stalled rank's newest stall event,
     each rank's newest step, the hosts' last GPU readings."""
