@@ -16,7 +16,6 @@ Stdlib only: `reslog watch`, `reslog show` and resplot all read it.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 PREFIX = "time/"
@@ -45,15 +44,6 @@ def own_work(phases: Iterable[str]) -> list[str]:
     names = {p for p in phases if p != STEP and p not in WAIT_PHASES}
     known = [p for p in PHASES if p in names]
     return known + sorted(names - set(known))
-
-
-@dataclass(frozen=True)
-class RankRun:
-    """One rank of a job as the readers join them: which run holds it, on which host."""
-
-    rank: int
-    host: str
-    run: Any  # the reader's handle on the run (a RunInfo, a RunRef, a row id)
 
 
 def rank_label(rank: int, host: str) -> str:

@@ -203,3 +203,22 @@ def _no_current_run():
     yield
     with contextlib.suppress(Exception):
         reslog.finish()
+
+
+def test_under_torchrun_a_new_run_joins_its_job_and_a_resume_keeps_its_group(tmp_path, monkeypatch):
+    store = tmp_path / "r.db"
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "none")  # torchrun without --rdzv-id: no job id
+    first = reslog.init(store=store, name="a", system=False)
+    first.finish()
+    assert first.group == ""
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "5f1c2e")
+    run = reslog.init(store=store, name="b", rank=1, world_size=2, system=False)
+    assert run.group == "5f1c2e"
+    run.finish()
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "a-later-launch")
+    again = reslog.init(store=store, resume=run.uid, system=False)
+    assert again.group == "5f1c2e"  # the job it was part of
+    again.finish()
+    own = reslog.init(store=store, name="c", group="mine", system=False)
+    own.finish()
+    assert own.group == "mine"
