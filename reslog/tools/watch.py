@@ -208,7 +208,7 @@ class Hooks:
             "RESLOG_PROJECT": notice.run.project,
             "RESLOG_STATUS": notice.status,
             "RESLOG_MESSAGE": notice.message,
-            "RESLOG_STORE": self.store,
+            "RESLOG_STORE": notice.run.ref.store or self.store,  # several: the run's own
         }
         try:
             proc = subprocess.Popen(self.command, shell=True, env=env, stdin=subprocess.DEVNULL)
