@@ -22,11 +22,13 @@ from sqlalchemy.exc import SQLAlchemyError
 from reslog import text
 from reslog.redact import redact_text
 from reslog.tools import export
+from reslog.tools.jobs import JobReport, Store, hang_text, job_report
 from reslog.tools.maintenance import check_store, progress_bar, upgrade_store
 from schema import read
 from schema.compare import duration_s, flatten, highest, last_step, lowest, select_keys
 from schema.envelope import agg_of
 from schema.errors import StoreError
+from schema.ranks import own_work, ranks_text
 from schema.records import RunInfo
 from schema.rollup import LAST, NAN, STEP_HI, WALL_HI, N
 from schema.status import LIVE_STATUSES
@@ -172,13 +174,50 @@ def describe_run(run: RunInfo) -> list[str]:
     return lines
 
 
+def describe_job(report: JobReport) -> list[str]:
+    """The job a run is one rank of: its ranks here with their mean phases, its stragglers over
+    the newest logged steps, and its hang if it is hung now (reslog/tools/jobs.py)."""
+    held = len(report.ranks)
+    where = f"{held} of {report.world_size} ranks in this store"
+    if report.missing:
+        where += f" ({ranks_text(report.missing)} elsewhere)"
+    lines = [f"\njob       {report.group}: {where}"]
+    phases = own_work({p for r in report.ranks for p in r.means})
+    phases += [p for p in ("comm", "step") if any(p in r.means for r in report.ranks)]
+    rows = [
+        [r.run.rank, r.run.host, r.run.status, "-" if r.last_step is None else r.last_step]
+        + [f"{r.means[p] * 1000:.1f}" if p in r.means else "-" for p in phases]
+        for r in report.ranks
+    ]
+    header = ["rank", "host", "status", "last step", *(f"{p} ms" for p in phases)]
+    lines.append(f"  mean per step over each rank's newest {report.steps:,} logged steps at most")
+    right = frozenset({0, *range(3, len(header))})
+    lines += ["  " + ln for ln in text.table(header, rows, right=right).split("\n")]
+    if report.stragglers:
+        lines.append("  stragglers:")
+        lines += [f"    {s.message()}" for s in report.stragglers]
+    else:
+        lines.append("  stragglers: none")
+    if report.hang is not None:
+        lines.append(f"  hang: {hang_text(report.hang)}")
+    return lines
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     with opened(args.store) as engine:
-        reader = StoreReader(engine, store=store_label(args.store))
+        label = store_label(args.store)
+        reader = StoreReader(engine, store=label)
         row_id, run = reader.find(args.run)
         stats = key_stats(reader.summaries(row_id))
         evs = reader.events(row_id, run.ref)
+        report = None
+        if run.group and run.world_size > 1:
+            with engine.connect() as conn:
+                store = Store(conn, label, dict(read.list_runs(conn, store=label)))
+                report = job_report(store, run.group)
     print("\n".join(describe_run(run)))
+    if report is not None:
+        print("\n".join(describe_job(report)))
     print("\nkeys" + ("" if stats else "     (no points)"))
     if stats:
         header = ["key", "points", "nan", "last step", "last", "min", "max"]
@@ -259,8 +298,13 @@ def cmd_tail(args: argparse.Namespace) -> int:
 def cmd_watch(args: argparse.Namespace) -> int:
     from reslog.tools.watch import watch
 
-    with opened(args.store) as engine:
-        return watch(engine, store_label(args.store), interval=args.interval, command=args.exec)
+    first, *others = args.stores or [None]
+    with contextlib.ExitStack() as stack:
+        engine = stack.enter_context(opened(first))
+        more = [(stack.enter_context(opened(o)), store_label(o)) for o in others]
+        return watch(
+            engine, store_label(first), interval=args.interval, command=args.exec, more=more
+        )
 
 
 # ---- export ------------------------------------------------------------------------------------
@@ -415,10 +459,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(
         "watch",
         "follow every run of a store: one line per state change or alert (crashed, stalled, "
-        "failed, finished, NaN/inf, throttling, drops, writer errors)",
+        "failed, finished, NaN/inf, throttling, drops, writer errors; a job's stragglers and "
+        "hung collectives, naming rank and host)",
         cmd_watch,
     )
-    p.add_argument("store", nargs="?", metavar="STORE", help=store_help)
+    p.add_argument(
+        "stores",
+        nargs="*",
+        metavar="STORE",
+        help=store_help + "; several: a job's ranks are joined across them (one per host)",
+    )
     p.add_argument(
         "--exec",
         metavar="CMD",

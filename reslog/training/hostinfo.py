@@ -61,6 +61,17 @@ def local_rank() -> int:
     return _env_int(("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"), 0)
 
 
+def job_id() -> str:
+    """The id of the job this process is one rank of: torchrun's run id (--rdzv-id, a fresh uuid
+    with --standalone), else Slurm's job id; "" when neither is known. `init` makes it the default
+    group, so the ranks of a job are joined without a `group=` (schema/ranks.py)."""
+    run_id = os.environ.get("TORCHELASTIC_RUN_ID", "").strip()
+    if run_id and run_id.lower() != "none":
+        return run_id
+    slurm = os.environ.get("SLURM_JOB_ID", "").strip()
+    return f"slurm-{slurm}" if slurm and world_size() > 1 else ""
+
+
 def _git_dir(start: Path) -> Path | None:
     for folder in (start, *start.parents):
         dot_git = folder / ".git"

@@ -126,6 +126,9 @@ def init(
                     "config": config_json or "{}",
                     "tags": _json(tag_list),
                     "notes": notes or "",
+                    # A new run under torchrun (or Slurm) is in its job's group unless told
+                    # otherwise, so the job's ranks join up (a resume keeps the stored group).
+                    "run_group": hostinfo.job_id(),
                     **where,
                 }
                 run_id = insert_run(conn, row)
