@@ -1,8 +1,8 @@
-"""SSHSource against a real sshd: agent upload, live incremental fetch, host keys, auth,
-ProxyJump, a connection cut mid-fetch and healed, timeouts, one channel per host.
+"""SSHSource against a real sshd: the agent run from memory, live incremental fetch, host keys,
+auth, ProxyJump, a connection cut mid-fetch and healed, timeouts, one channel per host.
 
 The agent runs under this venv's interpreter (`sys.executable`, an absolute path, so root's
-shell rc on the test host cannot swap it), uploaded into a per-test directory.
+shell rc on the test host cannot swap it) unless a test is about the interpreter search.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 from resplot.data.cache import SeriesCache
 from resplot.sources import open_source
 from resplot.sources.base import AuthFailed
-from resplot.sources.client import AgentConnectionError, agent_archive, agent_hash
+from resplot.sources.client import AgentConnectionError
 from resplot.sources.spec import parse_spec
 from resplot.sources.ssh import HostKeyNotTrusted, SSHSource
 from resplot.ssh.options import SSHOptions, Timeouts
@@ -36,10 +36,9 @@ ssh_config = sshd_fixtures.ssh_config
 pytestmark = pytest.mark.sshd
 
 
-def source(spec: str, cfg: Path, tmp_path: Path, python: str = sys.executable,
+def source(spec: str, cfg: Path, tmp_path: Path, python: str | None = sys.executable,
            **options) -> SSHSource:  # fmt: skip
-    return SSHSource(parse_spec(spec), SSHOptions(ssh_config=cfg, **options), python=python,
-                     agent_dir=str(tmp_path / "agent"))  # fmt: skip
+    return SSHSource(parse_spec(spec), SSHOptions(ssh_config=cfg, **options), python=python)
 
 
 def live_points(cache: SeriesCache) -> int:
@@ -93,42 +92,82 @@ def test_open_source_gives_an_ssh_source_for_host_path_specs(ssh_config, tmp_pat
         src.close()
 
 
-# -- agent upload ----------------------------------------------------------------------------
+# -- starting the agent ----------------------------------------------------------------------
 
 
-def test_first_connect_uploads_the_agent_and_the_second_does_not(ssh_config, tmp_path):
+def agent_command_line(pid: int) -> list[str]:
+    """The agent's argv on the host (the fixture's host is this machine)."""
+    return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+
+
+def test_the_agent_runs_from_memory_and_nothing_is_written_on_the_host(ssh_config, tmp_path,
+                                                                       monkeypatch):  # fmt: skip
     engine = new_store(tmp_path / "s" / "reslog.db")
     make_run(engine, name="a", points={"train/loss": [(0, 2.0), (1, 1.5)]})
-    spec = f"target:{tmp_path}/s/reslog.db"
-    first = source(spec, ssh_config, tmp_path)
-    try:
-        first.poll(SeriesCache())
-        assert first.uploads == 1
-    finally:
-        first.close()
-    remote = tmp_path / "agent" / f"agent-{agent_hash()}.pyz"
-    assert remote.read_bytes() == agent_archive()
-    second = source(spec, ssh_config, tmp_path)
+    src = source(f"target:{tmp_path}/s/reslog.db", ssh_config, tmp_path)
     try:
         cache = SeriesCache()
-        second.poll(cache)
-        assert second.uploads == 0
+        src.poll(cache)
         assert [r.name for r in cache.runs()] == ["a"]
+        argv = agent_command_line(src.link.client.info["pid"])
+        assert argv[:3] == [sys.executable, "-I", "-c"]  # the archive came over stdin
+        maps = Path(f"/proc/{src.link.client.info['pid']}/maps").read_text()
+        assert ".pyz" not in maps and not any(".pyz" in a for a in argv)
     finally:
-        second.close()
-    assert [p.name for p in (tmp_path / "agent").iterdir()] == [remote.name]  # no leftovers
+        src.close()
 
 
-def test_a_truncated_agent_file_is_uploaded_again(ssh_config, tmp_path):
+def test_a_host_without_sftp_serves_its_stores(tmp_path, monkeypatch):
+    """dropbear and hardened servers have no SFTP subsystem: the agent needs none."""
+    from tests.fixtures.sshd import start_sshd
+
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    root = tmp_path / "nosftp"
+    key = root / "client"
+    root.mkdir(mode=0o700)
+    (root / "authorized_keys").write_text(generate_key(key))
+    server = start_sshd(root, root / "authorized_keys", "nosftp", sftp=False)
+    try:
+        assert "Subsystem" not in (root / "nosftp_config").read_text()
+        (tmp_path / "known").write_text(server.known_hosts_line())
+        cfg = tmp_path / "cfg"
+        cfg.write_text(f"Host nosftp\n  HostName 127.0.0.1\n  Port {server.port}\n"
+                       f"  IdentityFile {key}\n  IdentitiesOnly yes\n"
+                       f"  UserKnownHostsFile {tmp_path / 'known'}\n")  # fmt: skip
+        engine = new_store(tmp_path / "reslog.db")
+        make_run(engine, name="a", points={"train/loss": [(0, 2.0), (1, 1.5)]})
+        src = source(f"nosftp:{tmp_path}/reslog.db", cfg, tmp_path)
+        try:
+            cache = SeriesCache()
+            src.poll(cache)
+            assert [r.name for r in cache.runs()] == ["a"]
+        finally:
+            src.close()
+    finally:
+        server.stop()
+
+
+def test_with_no_python_named_the_launcher_finds_one_on_the_host(ssh_config, tmp_path):
     new_store(tmp_path / "reslog.db")
-    remote = tmp_path / "agent" / f"agent-{agent_hash()}.pyz"
-    remote.parent.mkdir()
-    remote.write_bytes(agent_archive()[:100])  # an upload cut halfway by an older client
-    src = source(f"target:{tmp_path}/reslog.db", ssh_config, tmp_path)
+    src = source(f"target:{tmp_path}/reslog.db", ssh_config, tmp_path, python=None)
     try:
         src.poll(SeriesCache())
-        assert src.uploads == 1
-        assert remote.read_bytes() == agent_archive()
+        assert tuple(map(int, src.link.client.info["python"].split(".")[:2])) >= (3, 8)
+    finally:
+        src.close()
+
+
+def test_a_python_too_old_for_the_agent_is_named_with_its_version(ssh_config, tmp_path):
+    from tests.test_agent_launcher import old_python
+
+    python = old_python("3.6")
+    new_store(tmp_path / "reslog.db")
+    src = source(f"target:{tmp_path}/reslog.db", ssh_config, tmp_path, python=python)
+    try:
+        with pytest.raises(
+            AgentConnectionError, match=r"needs Python >= 3\.8.*3\.6\.\d+.*#python="
+        ):
+            src.poll(SeriesCache())
     finally:
         src.close()
 
@@ -137,7 +176,7 @@ def test_a_missing_interpreter_is_reported_by_name(ssh_config, tmp_path):
     new_store(tmp_path / "reslog.db")
     src = source(f"target:{tmp_path}/reslog.db", ssh_config, tmp_path, python="/no/such/python3")
     try:
-        with pytest.raises(AgentConnectionError, match=r"/no/such/python3.*not found"):
+        with pytest.raises(AgentConnectionError, match=r"/no/such/python3.*not found.*#python="):
             src.poll(SeriesCache())
     finally:
         src.close()
