@@ -3,6 +3,8 @@
 Every command takes the store as an optional positional argument (a SQLite path or a
 SQLAlchemy URL; default $RESLOG_STORE, else runs/reslog.db). Read commands open the store
 read-only and never create it. Errors are one line on stderr with exit code 2, no traceback.
+Text from a store (names, keys, config, events) is printed through reslog.text.safe/cell:
+controls and bidi marks as visible escapes, table cells cut unless `--full`.
 """
 
 from __future__ import annotations
@@ -110,8 +112,12 @@ def cmd_ls(args: argparse.Namespace) -> int:
         print(f"no runs in {store_label(args.store)}")
         return 0
     header = ["uid", "project", "name", "status", "step", "last point", "duration", "host"]
-    print(text.table(header, rows, right=frozenset({4})))
+    print(text.table(header, rows, right=frozenset({4}), limit=cell_limit(args)))
     return 0
+
+
+def cell_limit(args: argparse.Namespace, limit: int = text.CELL_LIMIT) -> int | None:
+    return None if getattr(args, "full", False) else limit
 
 
 # ---- show --------------------------------------------------------------------------------------
@@ -142,12 +148,17 @@ def key_stats(series: dict[str, tuple]) -> list[list[object]]:
     return out
 
 
-def describe_run(run: RunInfo) -> list[str]:
+def describe_run(run: RunInfo, limit: int | None = text.VALUE_LIMIT) -> list[str]:
+    """What `reslog show` says about a run; each value escaped and cut at `limit` characters."""
+
+    def v(value: object) -> str:
+        return text.cell(value, limit)
+
     lines = [
-        f"run       {run.name}  ({run.ref.uid})",
-        f"project   {run.project}",
-        f"status    {run.status}",
-        f"host      {run.host}  pid {run.pid if run.pid is not None else '-'}  "
+        f"run       {v(run.name)}  ({v(run.ref.uid)})",
+        f"project   {v(run.project)}",
+        f"status    {v(run.status)}",
+        f"host      {v(run.host)}  pid {run.pid if run.pid is not None else '-'}  "
         f"rank {run.rank}/{run.world_size}",
         f"created   {text.clock(run.created_at)}",
         f"heartbeat {text.clock(run.heartbeat_at)} ({text.age(run.heartbeat_at)})",
@@ -155,20 +166,20 @@ def describe_run(run: RunInfo) -> list[str]:
         f"duration  {text.duration(duration_s(run))}",
     ]
     if run.command:
-        lines.append(f"command   {run.command}")
+        lines.append(f"command   {v(run.command)}")
     if run.git_commit:
-        lines.append(f"git       {run.git_commit}")
+        lines.append(f"git       {v(run.git_commit)}")
     if run.group or run.job_type:
-        lines.append(f"group     {run.group or '-'}  job type {run.job_type or '-'}")
+        lines.append(f"group     {v(run.group or '-')}  job type {v(run.job_type or '-')}")
     if run.tags:
-        lines.append(f"tags      {', '.join(map(str, run.tags))}")
+        lines.append(f"tags      {v(', '.join(map(str, run.tags)))}")
     if run.notes:
-        lines.append(f"notes     {run.notes}")
+        lines.append(f"notes     {v(run.notes)}")
     for title, mapping in (("config", run.config), ("summary", run.summary)):
-        flat = flatten(mapping)
+        flat = {v(k): v(export.format_cell(x)) for k, x in flatten(mapping).items()}
         lines.append(f"\n{title}" + ("" if flat else "   (empty)"))
         width = max((len(k) for k in flat), default=0)
-        lines += [f"  {k.ljust(width)}  {export.format_cell(v)}" for k, v in flat.items()]
+        lines += [f"  {k.ljust(width)}  {x}" for k, x in flat.items()]
     return lines
 
 
@@ -178,24 +189,26 @@ def cmd_show(args: argparse.Namespace) -> int:
         row_id, run = reader.find(args.run)
         stats = key_stats(reader.summaries(row_id))
         evs = reader.events(row_id, run.ref)
-    print("\n".join(describe_run(run)))
+    print("\n".join(describe_run(run, cell_limit(args, text.VALUE_LIMIT))))
     print("\nkeys" + ("" if stats else "     (no points)"))
     if stats:
         header = ["key", "points", "nan", "last step", "last", "min", "max"]
-        print(text.table(header, stats, right=frozenset(range(1, 7))))
+        print(text.table(header, stats, right=frozenset(range(1, 7)), limit=cell_limit(args)))
     print(f"\nevents ({len(evs)})" if evs else "\nevents   (none)")
     shown = evs if args.events <= 0 else evs[-args.events :]
     if len(shown) < len(evs):
         print(f"  ... {len(evs) - len(shown)} earlier (--events 0 shows all)")
     for ev in shown:
-        print("  " + format_event(ev))
+        print("  " + format_event(ev, cell_limit(args, text.VALUE_LIMIT)))
     return 0
 
 
-def format_event(ev) -> str:
+def format_event(ev, limit: int | None = text.VALUE_LIMIT) -> str:
+    """One event; a body keeps its lines (a traceback), every control else escaped."""
     step = "-" if ev.step is None else ev.step
-    line = f"{text.clock(ev.wall)}  step {step}  {ev.kind}/{ev.level}  {ev.title}"
-    return line + (f" — {ev.body}" if ev.body else "")
+    kind = text.cell(f"{ev.kind}/{ev.level}", limit)
+    line = f"{text.clock(ev.wall)}  step {step}  {kind}  {text.cell(ev.title, limit)}"
+    return line + (f" — {text.safe(ev.body, lines=True)}" if ev.body else "")
 
 
 # ---- tail --------------------------------------------------------------------------------------
@@ -212,7 +225,7 @@ def print_points(batch: read.PointRows, names: dict[int, str], globs: list[str] 
             print(f"step {line_step}  " + "  ".join(parts), flush=True)
             parts = []
         line_step = step
-        parts.append(f"{name}={text.number(value)}")
+        parts.append(f"{text.cell(name)}={text.number(value)}")
     if parts:
         print(f"step {line_step}  " + "  ".join(parts), flush=True)
 
@@ -226,7 +239,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
             # Start a few points back so the latest values show at once, then follow by cursor.
             cursor = read.tail_cursor(conn, row_id, args.lines)
             ev_cursor = max((e.id for e in read.fetch_events(conn, row_id, run.ref)), default=0)
-        print(f"{run.name} ({run.ref.uid[:8]}) {run.status}", flush=True)
+        print(f"{text.cell(run.name)} ({run.ref.uid[:8]}) {run.status}", flush=True)
         while True:
             with engine.connect() as conn:
                 now = read.run_by_id(conn, row_id, "local", "")
@@ -248,7 +261,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
             # The status was read before the final fetch, so nothing written before the end
             # is missed.
             if status not in LIVE_STATUSES:
-                print(f"run {status}", flush=True)
+                print(f"run {text.cell(status)}", flush=True)
                 return 0
             time.sleep(args.interval)
 
@@ -307,9 +320,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         report = check_store(args.store, fix=args.fix, full=args.full,
                              say=lambda line: print(line, file=sys.stderr, flush=True))  # fmt: skip
     for line in report.info:
-        print(line)
+        print(text.safe(line))
     for line in report.problems:
-        print(f"PROBLEM  {line}")
+        print(f"PROBLEM  {text.safe(line)}")
     if report.problems:
         n = len(report.problems)
         print(f"{n} problem{'s' * (n != 1)} in {report.where}")
@@ -386,10 +399,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--project", help="only runs of this project")
     p.add_argument("--group", help="only runs of this group (init(group=...))")
     p.add_argument("--job-type", help="only runs of this job type (init(job_type=...))")
+    p.add_argument("--full", action="store_true",
+                   help=f"whole cells (default: cut at {text.CELL_LIMIT} characters)")  # fmt: skip
 
     p = command("show", "one run: config, summary, tags, notes, keys, events", cmd_show)
     p.add_argument("store", nargs="?", metavar="STORE", help=store_help)
     p.add_argument("run", metavar="RUN", help="uid, uid prefix or name")
+    p.add_argument("--full", action="store_true",
+                   help=f"whole values (default: cut at {text.VALUE_LIMIT} chars)")  # fmt: skip
     p.add_argument(
         "--events",
         type=int,
@@ -517,10 +534,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.func(args)
     except (StoreError, export.ExportError) as exc:
-        print("reslog: " + redact_text(" ".join(str(exc).split())), file=sys.stderr)
+        print("reslog: " + text.safe(redact_text(" ".join(str(exc).split()))), file=sys.stderr)
     except SQLAlchemyError as exc:
         detail = redact_text(str(getattr(exc, "orig", None) or exc).strip().splitlines()[0])
-        print(f"reslog: {store_label(args.store)}: {detail}", file=sys.stderr)
+        print(f"reslog: {store_label(args.store)}: {text.safe(detail)}", file=sys.stderr)
     except OSError as exc:
         if isinstance(exc, BrokenPipeError):  # `reslog ls | head`
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the exit quiet

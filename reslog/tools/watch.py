@@ -49,8 +49,10 @@ class Notice:
     wall: float
 
     def line(self) -> str:
-        who = f"{self.run.name} ({self.run.ref.uid[:8]})"
-        return f"{text.clock(self.wall)}  {who}  {self.status.upper()}  {self.message}"
+        """One line a terminal shows as it reads (controls escaped, long names cut)."""
+        who = f"{text.cell(self.run.name)} ({text.cell(self.run.ref.uid[:8])})"
+        what, message = text.cell(self.status.upper()), text.cell(self.message, text.VALUE_LIMIT)
+        return f"{text.clock(self.wall)}  {who}  {what}  {message}"
 
 
 class Watcher:
