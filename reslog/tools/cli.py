@@ -312,6 +312,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_notify(args: argparse.Namespace) -> int:
+    from reslog.tools.notify import notify
+
+    notify(args.kind, args.url)
+    return 0
+
+
 # ---- check and upgrade -------------------------------------------------------------------------
 
 
@@ -443,6 +450,16 @@ def build_parser() -> argparse.ArgumentParser:
         "RESLOG_PROJECT, RESLOG_STATUS, RESLOG_MESSAGE and RESLOG_STORE set",
     )
     p.add_argument("--interval", type=positive_float, default=1.0, help="poll seconds (1)")
+
+    p = command(
+        "notify",
+        "post a watch hook's notice (RESLOG_* variables) to a webhook, its JSON built safely: "
+        "reslog watch --exec 'reslog notify slack \"$SLACK_WEBHOOK_URL\"'",
+        cmd_notify,
+    )
+    p.add_argument("kind", choices=("slack", "feishu", "dingtalk", "json"),
+                   help="the body's shape (json: every RESLOG_* field)")  # fmt: skip
+    p.add_argument("url", metavar="URL", help="the webhook's URL")
 
     p = command(
         "export", "runs to CSV/Parquet, or a comparison table to Markdown/LaTeX/CSV", cmd_export
