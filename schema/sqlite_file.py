@@ -1,4 +1,10 @@
-"""A SQLite store file reached through the sqlite3 module itself: read-only, or copied whole.
+"""A SQLite store file reached through the sqlite3 module itself: read-only, or copied whole;
+and the modes a new store file and its folders get.
+
+A store holds a live run's command line, config and tracebacks: it is created 0600 in folders
+created 0700 (SQLite gives its -wal and -shm the database file's mode), unless RESLOG_STORE_MODE
+says otherwise (e.g. 0640 or 0660 for a group that shares the stores; folders then get x where
+the file mode has r). An existing file or folder is never changed.
 
 Standard library only, Python 3.8 syntax: the agent's archive ships it (reslog/agent/bundle.py).
 """
@@ -9,6 +15,62 @@ import os
 import sqlite3
 from pathlib import Path
 from urllib.parse import quote
+
+MODE_ENV = "RESLOG_STORE_MODE"
+DEFAULT_FILE_MODE = 0o600
+
+
+def file_mode() -> int:
+    """The mode of a new store file (or copy of one): RESLOG_STORE_MODE (octal), else 0600."""
+    value = os.environ.get(MODE_ENV, "").strip()
+    if not value:
+        return DEFAULT_FILE_MODE
+    try:
+        mode = int(value, 8)
+    except ValueError:
+        raise ValueError(f"{MODE_ENV}={value!r} is not an octal file mode such as 0640") from None
+    if not 0 <= mode <= 0o777 or not mode & 0o600 == 0o600:
+        raise ValueError(f"{MODE_ENV}={value!r}: the owner must keep read and write (0600-0777)")
+    return mode
+
+
+def folder_mode(mode: int) -> int:
+    """A folder's mode for files of `mode`: x wherever r is (0600 → 0700, 0640 → 0750)."""
+    return mode | (mode & 0o444) >> 2
+
+
+def make_folders(folder: str | os.PathLike[str]) -> None:
+    """Create `folder` and its missing parents with folder_mode(file_mode()), exactly (umask
+    aside); folders that exist are left as they are."""
+    folder = Path(folder)
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    mode = folder_mode(file_mode())
+    for path in reversed(missing):
+        try:
+            path.mkdir(mode)
+        except FileExistsError:  # made meanwhile (another rank): keep it as it is
+            if not path.is_dir():
+                raise
+            continue
+        os.chmod(path, mode)
+
+
+def create_file(path: str | os.PathLike[str]) -> bool:
+    """Create `path` empty with file_mode(), exactly; False when it exists already."""
+    try:
+        fd = os.open(os.fspath(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, DEFAULT_FILE_MODE)
+    except FileExistsError:
+        return False
+    try:
+        os.fchmod(fd, file_mode())
+    finally:
+        os.close(fd)
+    return True
 
 
 def readonly_uri(path: str | os.PathLike[str], immutable: bool = False) -> str:
@@ -23,7 +85,9 @@ def readonly_uri(path: str | os.PathLike[str], immutable: bool = False) -> str:
 
 def backup_into(source: sqlite3.Connection, target: str | os.PathLike[str]) -> None:
     """Copy the database open as `source` into the file `target` through SQLite's backup API:
-    a consistent snapshot, WAL included, safe beside concurrent readers and writers."""
+    a consistent snapshot, WAL included, safe beside concurrent readers and writers. A new
+    `target` is created with file_mode() (a copy holds what the store holds)."""
+    create_file(target)
     dst = sqlite3.connect(os.fspath(target))
     try:
         source.backup(dst)

@@ -28,6 +28,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
+from reslog.redact import redact_text
 from reslog.text import duration
 from reslog.training.rows import chunk_end, point_rows
 from reslog.training.stall import StallWatch, thread_stacks
@@ -426,7 +427,12 @@ class Writer:
             if rows:
                 pending = self.rollups.insert(conn, rows, groups)
             if last:
-                event_rows = [(self.run_id, *e) for e in self._held_events]
+                # Every event passes here (alerts, tracebacks, logged strings, config changes):
+                # the one place its text is redacted before it is stored.
+                event_rows = [
+                    (self.run_id, wall, step, kind, level, redact_text(title), redact_text(body))
+                    for wall, step, kind, level, title, body in self._held_events
+                ]
                 dropped = self.dropped + self.side_dropped
                 if dropped > self.drops_recorded:
                     event_rows.append(self._drop_event(dropped - self.drops_recorded, now))
