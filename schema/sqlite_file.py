@@ -83,6 +83,36 @@ def readonly_uri(path: str | os.PathLike[str], immutable: bool = False) -> str:
     return uri + "&immutable=1" if immutable else uri
 
 
+# What SQLite says when it cannot set up reading a WAL database read-only (no -shm it may create).
+_CANNOT_READ_WAL = ("readonly database", "unable to open database file")
+
+
+def connect_readonly(path: str | os.PathLike[str], **kw) -> sqlite3.Connection:
+    """A read-only connection to the SQLite file at `path` (mode=ro), checked with one read.
+
+    A WAL database in a folder this user cannot write (a shared archive, a read-only mount),
+    with no -shm file to use, cannot be read so: "attempt to write a readonly database". When
+    no writer is live there (its -wal file missing or empty: nothing waits in it), the file is
+    opened immutable instead, and read as it is. Otherwise sqlite3.OperationalError says what
+    is wrong and what to do."""
+    conn = sqlite3.connect(readonly_uri(path), uri=True, **kw)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError as exc:
+        conn.close()
+        if not any(text in str(exc) for text in _CANNOT_READ_WAL):
+            raise
+        wal = f"{os.fspath(path)}-wal"
+        if os.path.exists(wal) and os.path.getsize(wal) > 0:
+            raise sqlite3.OperationalError(
+                f"its folder is not writable by this user and its write-ahead log ({wal}) holds "
+                "data that can only be read with a -shm file SQLite must create there: make the "
+                "folder writable, or copy the store together with its -wal file"
+            ) from None
+    return sqlite3.connect(readonly_uri(path, immutable=True), uri=True, **kw)
+
+
 def backup_into(source: sqlite3.Connection, target: str | os.PathLike[str]) -> None:
     """Copy the database open as `source` into the file `target` through SQLite's backup API:
     a consistent snapshot, WAL included, safe beside concurrent readers and writers. A new

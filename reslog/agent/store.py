@@ -46,7 +46,7 @@ from schema.envelope import (
 )
 from schema.liveness import is_alive
 from schema.revision import HEAD_REVISION, OLDER_REVISIONS
-from schema.sqlite_file import readonly_uri
+from schema.sqlite_file import connect_readonly, readonly_uri
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -150,17 +150,14 @@ class Store:
         try:
             self.conn = self._connect()
             self._check_schema()
+        except sqlite3.OperationalError as exc:  # a store that cannot be read here, and why
+            raise AgentError("StoreError", f"cannot read {path}: {exc}") from None
         except sqlite3.DatabaseError as exc:
             raise AgentError("NotAStore", f"{path} is not a SQLite database ({exc})") from None
 
     def _connect(self) -> sqlite3.Connection:
         """A read-only connection (the agent's own, and each tile worker's)."""
-        conn = sqlite3.connect(
-            readonly_uri(self.path),
-            uri=True,
-            isolation_level=None,
-            check_same_thread=False,
-        )
+        conn = connect_readonly(self.path, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout=30000")
         return conn
 
