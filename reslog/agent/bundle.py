@@ -67,6 +67,7 @@ def archive_hash() -> str:
 # -- running it from memory ---------------------------------------------------------------------
 
 MIN_PYTHON = (3, 8)
+NO_PYTHON = 127  # the launcher's exit status when no interpreter fits (the shell's "not found")
 BOOT_PREFIX = struct.Struct("<Q")  # the archive's length, before its bytes on stdin
 MAX_ARCHIVE = 16 << 20
 # Python 3.8 syntax, stdlib only; {hash} and {max} are filled in by boot_code(). The importer
@@ -109,7 +110,14 @@ def boot_code() -> str:
     """The `python -I -c` program that reads the archive from stdin, checks it and runs it:
     _BOOT, on one line (base64) so that any login shell (csh, fish) passes it on unharmed."""
     program = _BOOT.format(hash=archive_hash(), max=MAX_ARCHIVE).encode()
-    return f"import base64; exec(base64.b64decode('{base64.b64encode(program).decode()}'))"
+    # First, in syntax any Python (2 too) reads: too old says so, as the launcher would.
+    need = ".".join(map(str, MIN_PYTHON))
+    check = (
+        f"import sys; sys.version_info >= {MIN_PYTHON} or (sys.stderr.write('reslog agent: "
+        f"needs Python >= {need} on this host; found: %s (%s)\\n' % (sys.executable, "
+        f"sys.version.split()[0])), sys.exit({NO_PYTHON}))"
+    )
+    return f"{check}; import base64; exec(base64.b64decode('{base64.b64encode(program).decode()}'))"
 
 
 def boot_bytes() -> bytes:
@@ -142,17 +150,18 @@ CANDIDATES = (
     "/usr/local/bin/python3",
     "/usr/bin/python3",
 )
-NO_PYTHON = 127  # the launcher's exit status when no interpreter fits (the shell's "not found")
 # POSIX sh, without `!` (a csh login shell would see history there): $1 is BOOT, the rest the
-# interpreters to try. A candidate runs the agent when it exists and reports a version >=
-# MIN_PYTHON (a Python 2 prints its version and fails the test); otherwise what was found (or,
-# for a single candidate, that it was not) is said on stderr, with the exit status NO_PYTHON.
+# interpreters to try. A single (named) one runs BOOT at once, which checks its own version; of
+# several, the first that exists and reports a version >= MIN_PYTHON (a Python 2 prints its
+# version and fails the test) runs it. Otherwise what was found (or, for a single candidate,
+# that it was not) is said on stderr, with the exit status NO_PYTHON.
 _LAUNCH = (
     'b=$1; shift; n=$#; tried=""; '
     'for p in "$@"; do '
     'case $p in "~/"*) p=$HOME/${{p#"~/"}};; esac; '
     'if command -v "$p" >/dev/null 2>&1; then :; else '
     '[ "$n" = 1 ] && tried=" $p (not found)"; continue; fi; '
+    '[ "$n" = 1 ] && exec "$p" -I -c "$b"; '  # a named one: BOOT itself checks its version
     'v=$("$p" -c "import sys; sys.stdout.write(\'%d.%d.%d\' % tuple(sys.version_info[:3])); '
     'sys.exit(sys.version_info[:2] < ({major}, {minor}))" 2>/dev/null) '
     '&& exec "$p" -I -c "$b"; '
