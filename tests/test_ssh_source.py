@@ -351,6 +351,14 @@ def test_a_wrong_key_fails_as_auth_failed_naming_the_key(sshd_env, tmp_path, mon
 # -- broken links ----------------------------------------------------------------------------
 
 
+def wait_for_bytes(proxy: TCPProxy, n: int, timeout: float = 60.0) -> None:
+    """Until `n` more bytes came down through the proxy (a reply well under way)."""
+    start = proxy.bytes_down
+    deadline = time.monotonic() + timeout
+    while proxy.bytes_down < start + n and time.monotonic() < deadline:
+        time.sleep(0.002)
+
+
 def test_a_cut_mid_fetch_then_healed_loses_and_duplicates_no_point(sshd_env, tmp_path, monkeypatch):
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     db = tmp_path / "big" / "reslog.db"
@@ -365,10 +373,7 @@ def test_a_cut_mid_fetch_then_healed_loses_and_duplicates_no_point(sshd_env, tmp
 
     def cut_when_streaming() -> None:
         # Once a good part of the reply (live points and raw tiles) has flowed.
-        start = proxy.bytes_down
-        deadline = time.monotonic() + 60
-        while proxy.bytes_down < start + 600_000 and time.monotonic() < deadline:
-            time.sleep(0.002)
+        wait_for_bytes(proxy, 600_000)
         proxy.down()
         cut_at.append(proxy.cut())
         time.sleep(0.5)
@@ -502,10 +507,7 @@ def test_an_export_resumes_from_the_page_a_cut_or_a_stall_broke(sshd_env, tmp_pa
     faults = []
 
     def break_link() -> None:
-        start = proxy.bytes_down
-        deadline = time.monotonic() + 60
-        while proxy.bytes_down < start + 300_000 and time.monotonic() < deadline:
-            time.sleep(0.002)
+        wait_for_bytes(proxy, 300_000)
         if fault == "cut":
             proxy.down()
             faults.append(proxy.cut())
