@@ -11,6 +11,7 @@ Standard library only, Python 3.8 syntax: the agent's archive ships it (reslog/a
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 from pathlib import Path
@@ -49,6 +50,8 @@ def make_folders(folder: str | os.PathLike[str]) -> None:
         if folder.parent == folder:
             break
         folder = folder.parent
+    if not folder.is_dir():  # the nearest existing one is a file: say so, as mkdir -p would
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(folder))
     mode = folder_mode(file_mode())
     for path in reversed(missing):
         try:

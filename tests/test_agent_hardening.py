@@ -101,15 +101,15 @@ def test_the_agent_ends_when_its_client_is_gone_even_if_its_stdin_stays_open():
     proc = subprocess.Popen(bundle.local_argv(sys.executable), stdin=stdin_r,
                             stdout=subprocess.PIPE)  # fmt: skip
     os.close(stdin_r)
+    writer = os.fdopen(stdin_w, "wb", buffering=0)  # kept open until the end
     try:
-        writer = os.fdopen(stdin_w, "wb", buffering=0)
         client = AgentClient(proc.stdout, writer)
         client.boot()
         assert client.hello()["pid"] == proc.pid
-        proc.stdout.close()  # the client is gone; stdin_w stays open
+        proc.stdout.close()  # the client is gone; its stdin stays open
         assert wait_until(lambda: proc.poll() is not None), "the agent outlived its client"
     finally:
         if proc.poll() is None:
             proc.kill()
         proc.wait(timeout=10)
-        os.close(stdin_w) if not writer.closed else writer.close()
+        writer.close()
