@@ -8,8 +8,10 @@ so when the watch started is its baseline, not news.
 A notice is one line on stdout; with `--exec CMD` it also runs CMD through the shell with
 RESLOG_RUN (name), RESLOG_RUN_ID (uid), RESLOG_PROJECT, RESLOG_STATUS (the new status, or the
 alert's kind: nan, throttled, alert, stall, drop, writer; schema/alerts.py says what each means),
-RESLOG_MESSAGE and RESLOG_STORE in its environment. Hooks run in the background: a slow webhook
-never delays the next poll.
+RESLOG_MESSAGE and RESLOG_STORE in its environment (controls escaped, each at most ENV_LIMIT
+characters). Hooks run in the background: a slow webhook never delays the next poll;
+`reslog notify` (reslog/tools/notify.py) posts a notice to a chat webhook with its JSON built
+safely.
 
 The runs of a multi-rank job (one group, reslog/tools/jobs.py) are also watched as one job, across
 every store given (`reslog watch hostA.db hostB.db`): a straggler (kind straggler, then
@@ -55,8 +57,10 @@ class Notice:
     wall: float
 
     def line(self) -> str:
-        who = f"{self.run.name} ({self.run.ref.uid[:8]})"
-        return f"{text.clock(self.wall)}  {who}  {self.status.upper()}  {self.message}"
+        """One line a terminal shows as it reads (controls escaped, long names cut)."""
+        who = f"{text.cell(self.run.name)} ({text.cell(self.run.ref.uid[:8])})"
+        what, message = text.cell(self.status.upper()), text.cell(self.message, text.VALUE_LIMIT)
+        return f"{text.clock(self.wall)}  {who}  {what}  {message}"
 
 
 class Watcher:
@@ -191,6 +195,15 @@ def _status_message(run: RunInfo, now: float) -> str:
     return f"ended {run.status}"
 
 
+ENV_LIMIT = 4096  # characters of one RESLOG_* value (Linux refuses one over 128 KiB)
+
+
+def env_value(value: object) -> str:
+    """A hook's environment value: controls escaped (a NUL cannot be in the environment at
+    all; an escape sequence would reach whatever terminal or chat shows it), cut to ENV_LIMIT."""
+    return text.cell(value, ENV_LIMIT)
+
+
 class Hooks:
     """`--exec CMD` for each notice, in the background; failures are said on stderr."""
 
@@ -201,8 +214,7 @@ class Hooks:
         self.running: list[tuple[subprocess.Popen, Notice]] = []
 
     def run(self, notice: Notice) -> None:
-        env = {
-            **os.environ,
+        fields = {
             "RESLOG_RUN": notice.run.name,
             "RESLOG_RUN_ID": notice.run.ref.uid,
             "RESLOG_PROJECT": notice.run.project,
@@ -210,9 +222,10 @@ class Hooks:
             "RESLOG_MESSAGE": notice.message,
             "RESLOG_STORE": notice.run.ref.store or self.store,  # several: the run's own
         }
+        env = {**os.environ, **{k: env_value(v) for k, v in fields.items()}}
         try:
             proc = subprocess.Popen(self.command, shell=True, env=env, stdin=subprocess.DEVNULL)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # never the end of the watch
             print(f"reslog watch: cannot run --exec command: {exc}", file=self.err, flush=True)
             return
         self.running.append((proc, notice))

@@ -9,7 +9,7 @@ import socket
 import sys
 from pathlib import Path
 
-from reslog.redact import REDACTED, is_secret_key, redact_text
+from reslog.redact import REDACTED, is_secret_flag, redact_text
 
 
 def host() -> str:
@@ -27,9 +27,9 @@ def command_line(argv: list[str] | None = None) -> str:
             hide_next = False
             continue
         match = re.match(r"^(-{1,2}[^=\s]+)(=)(.*)$", arg)
-        if match and is_secret_key(match.group(1).lstrip("-")):
+        if match and is_secret_flag(match.group(1)):
             out.append(f"{match.group(1)}={REDACTED}")
-        elif arg.startswith("-") and "=" not in arg and is_secret_key(arg.lstrip("-")):
+        elif arg.startswith("-") and "=" not in arg and is_secret_flag(arg):
             out.append(arg)
             hide_next = True
         else:

@@ -22,9 +22,7 @@ from reslog.training.run import Run, RunHooks
 from reslog.training.stall import check_stall_after
 from reslog.training.store_file import StoreFile
 from reslog.training.summary import Summary
-from reslog.training.values import (
-    as_json,
-)
+from reslog.training.values import as_json, check_run_text
 from reslog.training.writer import ON_FULL
 from schema import liveness, open_store
 from schema.errors import StoreError, UnknownRun
@@ -86,6 +84,8 @@ def init(
     if on_full not in ON_FULL:
         raise ValueError(f"reslog: on_full must be one of {ON_FULL}, got {on_full!r}")
     stall_after = check_stall_after(stall_after)
+    check_run_text(project=project, name=name, group=group, job_type=job_type, tags=tags or [],
+                   notes=notes)  # fmt: skip
     write_limit = write_timeout(make_url(resolve_store(store)))
     rank = hostinfo.rank() if rank is None else int(rank)
     world_size = hostinfo.world_size() if world_size is None else int(world_size)

@@ -93,6 +93,36 @@ def check_key(key: Any) -> str:
     return str(key)
 
 
+# How long each text of a run row may be (characters): the columns' own sizes (schema/tables.py;
+# PostgreSQL enforces them), so SQLite takes no more. A 1 MiB name made `reslog ls` print 10 MB
+# and every `reslog watch --exec` hook of the run fail (an environment value over 128 KiB).
+TEXT_LIMITS = {"project": 200, "name": 200, "group": 200, "job_type": 64, "tag": 128,
+               "notes": 65_536}  # fmt: skip
+
+
+def check_run_text(**texts: Any) -> None:
+    """ValueError naming the argument when a run's project, name, group, job type, tag or notes
+    is too long, holds a NUL (no C string, file name or environment variable can) or is not
+    valid unicode. `tags` is a list."""
+    for arg, value in texts.items():
+        values = value if arg == "tags" else [value]
+        kind = "tag" if arg == "tags" else arg
+        for v in values:
+            if v is None:
+                continue
+            v = str(v)
+            if len(v) > TEXT_LIMITS[kind]:
+                raise ValueError(f"reslog: init({arg}=...) is {len(v)} characters; at most "
+                                 f"{TEXT_LIMITS[kind]}: {v[:60]!r}…")  # fmt: skip
+            if "\x00" in v:
+                raise ValueError(f"reslog: init({arg}=...) contains a NUL character: {v[:80]!r}")
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                why = f"reslog: init({arg}=...) is not valid unicode: {v[:80]!r}"
+                raise ValueError(why) from None
+
+
 def check_step(step: Any) -> int:
     """A step as stored; TypeError (not an int, or a bool) or ValueError (beyond 64 bits)."""
     if isinstance(step, bool):  # operator.index(True) is 1: a bug in the caller, not step 1
