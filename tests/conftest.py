@@ -20,3 +20,22 @@ from tests.fixtures.tcpproxy import tcp_proxy  # noqa: F401
 def store_path(tmp_path):
     """Path of a not-yet-existing SQLite store in a fresh temp dir."""
     return tmp_path / "runs" / "reslog.db"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``cuda`` are skipped, and counted as skipped, where there is no CUDA GPU
+    (every machine but a GPU host; scripts/gpu_check.sh runs them there: docs/gpu.md). torch is
+    imported only when such a test was collected."""
+    marked = [item for item in items if item.get_closest_marker("cuda")]
+    if not marked:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    why = pytest.mark.skip(
+        reason=f"needs a CUDA GPU: torch {torch.__version__} sees none "
+        "(run on a GPU host: bash scripts/gpu_check.sh OUTDIR)"
+    )
+    for item in marked:
+        item.add_marker(why)

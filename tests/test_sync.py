@@ -182,7 +182,7 @@ def test_sync_over_ssh(ssh_config, tmp_path):
     log_run(source, "remote", range(0, 1000), restart_at=300)
     mirror = tmp_path / "mirror.db"
     spec, ssh = parse_spec(f"target:{source}"), SSHOptions(ssh_config=ssh_config)
-    opts = {"python": sys.executable, "agent_dir": str(tmp_path / "agent")}
+    opts = {"python": sys.executable}
     with Mirror(mirror) as m:
         report = m.sync(spec, ssh=ssh, **opts)
         assert m.sync(spec, ssh=ssh, **opts).points == 0

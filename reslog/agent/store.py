@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
+import stat
 
 from reslog.agent import tile_workers
 from reslog.agent.wire import (
@@ -46,7 +47,7 @@ from schema.envelope import (
 )
 from schema.liveness import is_alive
 from schema.revision import HEAD_REVISION, OLDER_REVISIONS
-from schema.sqlite_file import readonly_uri
+from schema.sqlite_file import connect_readonly, readonly_uri
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -67,12 +68,31 @@ def _fingerprint(rows) -> str:
     return hashlib.blake2b(repr(rows).encode("utf-8"), digest_size=8).hexdigest()
 
 
-def is_sqlite(path: str) -> bool:
+def is_regular(path: str) -> bool:
+    """Whether `path` is a regular file (following links): the only kind the agent opens. A
+    FIFO named *.db hung the agent in open() for good, and /dev/zero would be read forever."""
     try:
-        with open(path, "rb") as fh:
-            return fh.read(16) == SQLITE_MAGIC
+        return stat.S_ISREG(os.stat(path).st_mode)
     except OSError:
         return False
+
+
+def is_sqlite(path: str) -> bool:
+    """Whether `path` is a regular file that starts like a SQLite database. Opened without
+    blocking (O_NONBLOCK), and checked again on the open descriptor: what the path names can
+    change between a stat and an open."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        return os.read(fd, 16) == SQLITE_MAGIC
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def req_int(req: dict, name: str, default: int) -> int:
@@ -138,6 +158,8 @@ class Store:
             raise AgentError("StoreNotFound", f"no store at {path}")
         if os.path.isdir(path):
             raise AgentError("NotAStore", f"{path} is a directory, not a store file")
+        if not is_regular(path):
+            raise AgentError("NotAStore", f"{path} is not a regular file (a FIFO, a device...)")
         if not is_sqlite(path):
             # Opening it would leave -wal/-shm files beside a file that is not ours.
             raise AgentError("NotAStore", f"{path} is not a SQLite database")
@@ -150,17 +172,14 @@ class Store:
         try:
             self.conn = self._connect()
             self._check_schema()
+        except sqlite3.OperationalError as exc:  # a store that cannot be read here, and why
+            raise AgentError("StoreError", f"cannot read {path}: {exc}") from None
         except sqlite3.DatabaseError as exc:
             raise AgentError("NotAStore", f"{path} is not a SQLite database ({exc})") from None
 
     def _connect(self) -> sqlite3.Connection:
         """A read-only connection (the agent's own, and each tile worker's)."""
-        conn = sqlite3.connect(
-            readonly_uri(self.path),
-            uri=True,
-            isolation_level=None,
-            check_same_thread=False,
-        )
+        conn = connect_readonly(self.path, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout=30000")
         return conn
 

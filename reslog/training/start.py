@@ -24,9 +24,7 @@ from reslog.training.run import Run, RunHooks
 from reslog.training.stall import check_stall_after
 from reslog.training.store_file import StoreFile
 from reslog.training.summary import Summary
-from reslog.training.values import (
-    as_json,
-)
+from reslog.training.values import as_json, check_run_text
 from reslog.training.writer import ON_FULL
 from schema import liveness, open_store
 from schema.errors import RunInUse, StoreError, UnknownRun
@@ -92,6 +90,8 @@ def init(
     if on_full not in ON_FULL:
         raise ValueError(f"reslog: on_full must be one of {ON_FULL}, got {on_full!r}")
     stall_after = check_stall_after(stall_after)
+    check_run_text(project=project, name=name, group=group, job_type=job_type, tags=tags or [],
+                   notes=notes)  # fmt: skip
     write_limit = write_timeout(make_url(resolve_store(store)))
     rank = hostinfo.rank() if rank is None else int(rank)
     world_size = hostinfo.world_size() if world_size is None else int(world_size)
@@ -132,6 +132,9 @@ def init(
                     "config": config_json or "{}",
                     "tags": _json(tag_list),
                     "notes": notes or "",
+                    # A new run under torchrun (or Slurm) is in its job's group unless told
+                    # otherwise, so the job's ranks join up (a resume keeps the stored group).
+                    "run_group": hostinfo.job_id(),
                     **where,
                 }
                 run_id = insert_run(conn, row)

@@ -168,11 +168,11 @@ def build_sweep(path: Path) -> None:
 # -- the parent ----------------------------------------------------------------------------------
 
 
-def _first_view(store: Path, proxy, cfg: Path, agent_dir: str) -> dict[str, Any]:
+def _first_view(store: Path, proxy, cfg: Path) -> dict[str, Any]:
     """One window's first view, zooms and idle polls (scale_children.child_first)."""
     proc = subprocess.Popen(
         [sys.executable, str(HERE / "scale_children.py"), "first", str(store), str(proxy.port),
-         str(cfg), agent_dir], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+         str(cfg)], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         env={**os.environ, "QT_QPA_PLATFORM": "offscreen"},
     )  # fmt: skip
     marks: dict[str, int] = {}
@@ -197,15 +197,14 @@ def measure_first(store: Path, env, work: Path, with_raw: bool) -> dict[str, Any
 
     proxy = TCPProxy(env.target.port)
     cfg = env.make_ssh_config(work / f"ssh-{store.stem}", target_port=proxy.port)
-    agent_dir = str(work / "agent")
-    # The agent is on the host already (a second look at a host), uploaded by a first connect.
-    child("connect", str(store), str(cfg), agent_dir)
+    # A first connect (a second look at a host: its page cache holds the store).
+    child("connect", str(store), str(cfg))
     raw: dict[str, Any] = {}
     if with_raw:
         proxy.reset_counters()
-        raw = child("raw", str(store), str(cfg), agent_dir, timeout=1800)
+        raw = child("raw", str(store), str(cfg), timeout=1800)
         raw["raw_mb"] = (proxy.bytes_up + proxy.bytes_down) / 2**20
-    runs = [_first_view(store, proxy, cfg, agent_dir) for _ in range(FIRST_RUNS)]
+    runs = [_first_view(store, proxy, cfg) for _ in range(FIRST_RUNS)]
     proxy.close()
     result = dict(runs[-1])
     result["first_s"] = statistics.median(r["first_s"] for r in runs)
@@ -373,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
 
                 proxy = TCPProxy(env.target.port)
                 cfg = env.make_ssh_config(work / f"ssh-lat-{size}", target_port=proxy.port)
-                r.update(child("latency", str(store), str(cfg), str(work / "agent"), "20"))
+                r.update(child("latency", str(store), str(cfg), "20"))
                 proxy.close()
                 drop_runs(str(store), ["latency"])
             results[size] = r
