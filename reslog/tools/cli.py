@@ -29,7 +29,7 @@ from reslog.tools.maintenance import check_store, progress_bar, upgrade_store
 from schema import read
 from schema.compare import duration_s, flatten, highest, last_step, lowest, select_keys
 from schema.envelope import agg_of
-from schema.errors import StoreError
+from schema.errors import AmbiguousRun, StoreError
 from schema.ranks import own_work, ranks_text
 from schema.records import RunInfo
 from schema.rollup import LAST, NAN, STEP_HI, WALL_HI, N
@@ -218,7 +218,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     with opened(args.store) as engine:
         label = store_label(args.store)
         reader = StoreReader(engine, store=label)
-        row_id, run = reader.find(args.run)
+        try:
+            row_id, run = reader.find(args.run)
+        except AmbiguousRun as exc:  # list them, pick none; the one-line error follows
+            rows = [
+                [r.ref.uid, text.clock(r.created_at), r.status, r.project, r.name]
+                for r in exc.matches
+            ]
+            print(text.table(["uid", "started", "status", "project", "name"], rows))
+            raise
         stats = key_stats(reader.summaries(row_id))
         evs = reader.events(row_id, run.ref)
         report = None
@@ -406,9 +414,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     with printed_warnings():
         engine = open_store(args.store, create=True)
     try:
-        written, already, points = import_runs(
-            engine, args.kind, Path(args.path), project=args.project, name=args.name,
-            progress=progress,
+        counts = import_runs(
+            engine, args.kind, [Path(p) for p in args.path], project=args.project,
+            name=args.name, replace=args.replace, progress=progress,
         )  # fmt: skip
     except ImportError_ as exc:
         if progress is not None:
@@ -420,8 +428,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     if progress is not None:
         print(file=sys.stderr)
     print(
-        f"{written} run(s), {points:,} points imported into {store_label(args.store)}"
-        + (f"; {already} already there" if already else "")
+        f"{counts.new} run(s), {counts.points:,} points imported into {store_label(args.store)}"
+        + (f"; {counts.updated} updated" if counts.updated else "")
+        + (f"; {counts.already} already there" if counts.already else "")
     )
     return 0
 
@@ -563,16 +572,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p = command(
         "import",
-        "bring TensorBoard event files, wandb offline runs or a CSV table into a store",
+        "bring TensorBoard event files, wandb offline runs, a CSV table or Parquet files (reslog's "
+        "own export, the neptune-exporter's) into a store",
         cmd_import,
     )
-    p.add_argument("kind", choices=("tensorboard", "wandb", "csv"), help="what PATH holds")
+    p.add_argument(
+        "kind", choices=("tensorboard", "wandb", "csv", "parquet"), help="what PATH holds"
+    )
     p.add_argument(
         "path",
         metavar="PATH",
-        help="tensorboard: a log folder (one run per folder of event files); wandb: a wandb/ "
-        "folder or one offline-run-* folder; csv: a file (long: key,value,step; wide: step and "
-        "a column per key)",
+        nargs="+",
+        help="tensorboard: a log folder (one run per folder of event files; imported again, "
+        "what was appended since); wandb: a wandb/ folder or one offline-run-* folder; csv: a "
+        "file (long: key,value,step; wide: step and a column per key); parquet: files or "
+        "folders of them (long: run,key,step,wall,value; or the neptune-exporter's layout)",
+    )
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="a run imported before is deleted and imported again whole",
     )
     p.add_argument("--store", help=store_help + "; created if missing")
     p.add_argument("--project", help="project of the imported runs (default: the kind, or "
