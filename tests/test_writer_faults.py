@@ -189,3 +189,8 @@ def test_a_full_disk_is_retried_on_its_backoff_and_the_backlog_lands_in_what_is_
     if not ok:
         [lost] = [e for e in events if "not yet written when the run ended" in e.title]
         assert int(lost.title.split()[0]) == writer.pending_points()
+    # The writer goes on trying while the process lives: let it end here, before the disk is
+    # unmounted, instead of restoring the store into the bare folder during a later test.
+    small_disk.release(len(small_disk.fillers))
+    writer._thread.join(60)
+    assert not writer._thread.is_alive()
