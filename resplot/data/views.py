@@ -63,7 +63,7 @@ def choose_level(summary, lo: int, hi: int, pixels: int) -> int:
     estimate = agg[N] * min(1.0, (span + 1) / total)
     if estimate <= buckets.RAW_PER_PIXEL * max(1, pixels):
         return 0
-    return buckets.level_for(span, max(1, pixels), summary.levels)
+    return max(1, buckets.level_for(span, max(1, pixels), summary.levels))
 
 
 def _tiles(cache: SeriesCache, ref: RunRef, key: str, level: int, lo: int, hi: int,
