@@ -39,6 +39,7 @@ from schema.columns import EVENT_COLUMNS, RUN_COLUMNS
 from schema.envelope import (
     has_takes,
     packed_buckets,
+    packed_fine,
     packed_raw,
     series_row,
     series_rows,
@@ -118,13 +119,17 @@ def _row_layout(cur) -> tuple:
 
 
 def _read_tile(cur, job) -> bytes:
-    """One tile's rows, packed: raw points (level 0) or stored buckets."""
+    """One tile's rows, packed: raw points (level 0), buckets of a fine level folded from them
+    (levels < 0), or stored buckets."""
     run_id, key_id, level, index, has = job
     size = buckets.TILE_BUCKETS
     lo = index * size
     if level == 0:
         return packed_raw(cur, "?", run_id, key_id, lo, lo + size, RAW_TILE_ROW, has_takes=has,
                           ids=False)  # fmt: skip
+    if buckets.is_fine(level):
+        return packed_fine(cur, "?", run_id, key_id, level, lo, lo + size - 1, BUCKET_ROW,
+                           has_takes=has)  # fmt: skip
     return packed_buckets(cur, "?", run_id, key_id, level, lo, lo + size - 1, BUCKET_ROW)
 
 
@@ -297,7 +302,8 @@ class Store:
 
     def _tiles(self, cur, ranges: list, out: Sections) -> None:
         """Tile ranges [run_id, key_id, level, first index, count]: rollup rows of levels >= 1
-        as section "buckets", raw points of level 0 as section "raw", packed rows (one query a
+        and fine buckets (levels < 0, folded here from the raw points) as section "buckets",
+        raw points of level 0 as section "raw", packed rows (one query a
         tile, packed straight off the cursor); each section's `tiles` lists [run_id, key_id,
         level, index, rows] in the order of its rows, every tile of a range included (an empty
         one has 0 rows). Many settled tiles are read by worker processes as well
@@ -307,9 +313,9 @@ class Store:
         takes = series_with_takes(cur)
         jobs = []
         for run_id, key_id, level, first, count in ranges:
-            if not 0 <= level <= buckets.MAX_LEVEL or count < 1:
+            if not buckets.is_level(level) or count < 1:
                 raise AgentError("BadRequest", f"bad tile range (level {level}, count {count})")
-            has = level == 0 and (run_id, key_id) in takes
+            has = level <= 0 and (run_id, key_id) in takes  # read from raw points
             jobs += [(run_id, key_id, level, index, has) for index in range(first, first + count)]
         last = {}  # (run_id, key_id) -> the series' last step in this snapshot
         for run_id, key_id, _level, _index, _has in jobs:

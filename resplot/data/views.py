@@ -1,11 +1,13 @@
 """What a chart draws of one series over a step range, gathered from cached tiles. No Qt here.
 
 `series_view()` picks the level for the view (raw points once the range holds at most
-RAW_PER_PIXEL points per pixel, else the coarsest rollup level that still gives a bucket per
-pixel), asks the cache for the tiles it lacks, and returns what is cached: the wanted level, or
-while its tiles load, the finest level whose tiles are all there, so the chart always shows the
-whole shape. Buckets are drawn through their exact extremes: each becomes one or two points,
-(min_at, vmin) and (max_at, vmax), so the per-pixel min/max of data/decimate.py keeps a one-step
+RAW_PER_PIXEL points per pixel, else the coarsest level that still gives a bucket per pixel: a
+stored rollup level, or where none is that fine, a fine level of 2 to 64 steps that the host
+folds from the raw points), asks the cache for the tiles it lacks, and returns what is cached:
+the wanted level, or while its tiles load, the nearest level whose tiles are all there
+(coarser ones first: they cost less), so the chart always shows the whole shape. Buckets are
+drawn through their exact extremes: each becomes one or two points, (min_at, vmin) and
+(max_at, vmax), so the per-pixel min/max of data/decimate.py keeps a one-step
 spike or dip visible at every zoom. Smoothing on an envelope runs over bucket means.
 """
 
@@ -63,7 +65,7 @@ def choose_level(summary, lo: int, hi: int, pixels: int) -> int:
     estimate = agg[N] * min(1.0, (span + 1) / total)
     if estimate <= buckets.RAW_PER_PIXEL * max(1, pixels):
         return 0
-    return max(1, buckets.level_for(span, max(1, pixels), summary.levels))
+    return buckets.level_for(span, max(1, pixels), summary.levels)
 
 
 def _tiles(cache: SeriesCache, ref: RunRef, key: str, level: int, lo: int, hi: int,
@@ -175,7 +177,9 @@ def series_view(
     if missing:
         cache.want_tiles(ref, key, wanted, missing)
         # Meanwhile: the finest level whose tiles are all cached (coarser ones cost less).
-        for level in [*range(wanted + 1, summary.levels + 1), *range(wanted - 1, -1, -1)]:
+        ladder = buckets.by_width(summary.levels)
+        at = ladder.index(wanted)
+        for level in [*ladder[at + 1 :], *ladder[at - 1 :: -1]]:
             tiles, gap = _tiles(cache, ref, key, level, lo, hi, every_missing=False)
             if not gap:
                 return _view(tiles, level, lo, hi, wanted)
