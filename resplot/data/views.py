@@ -6,9 +6,10 @@ stored rollup level, or where none is that fine, a fine level of 2 to 64 steps t
 folds from the raw points), asks the cache for the tiles it lacks, and returns what is cached:
 the wanted level, or while its tiles load, the nearest level whose tiles are all there
 (coarser ones first: they cost less), so the chart always shows the whole shape. Buckets are
-drawn through their exact extremes: each becomes one or two points, (min_at, vmin) and
-(max_at, vmax), so the per-pixel min/max of data/decimate.py keeps a one-step
-spike or dip visible at every zoom. Smoothing on an envelope runs over bucket means.
+drawn through their exact extremes and last point: each becomes up to three points, (min_at,
+vmin), (max_at, vmax) and (step_hi, last), so the per-pixel M4 of data/decimate.py keeps a
+one-step spike or dip visible at every zoom and the line runs from bucket to bucket as the raw
+line does. Smoothing on an envelope runs over bucket means.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from schema.rollup import STEP_HI, STEP_LO, N
 @dataclass
 class SeriesView:
     """One series over a step range. Level 0: `steps`, `walls`, `values` are its points.
-    Level >= 1: they are the buckets' extremes (one or two points a bucket, by step), and the
-    per-bucket arrays below hold what smoothing and markers need."""
+    Other levels: they are the buckets' extremes and last points (up to three a bucket, by
+    step), and the per-bucket arrays below hold what smoothing and markers need."""
 
     level: int
     steps: np.ndarray
@@ -121,7 +122,9 @@ def _bucket_view(cols, level: int, lo: int, hi: int, wanted: int) -> SeriesView:
         """Wall time at steps inside buckets i, by the bucket's first and last point."""
         return w_lo[i] + (step - s_lo[i]) / span[i] * (w_hi[i] - w_lo[i])
 
-    # The extremes in step order: min first where it came first, one point where they coincide.
+    # The extremes in step order (min first where it came first, one point where they
+    # coincide), then the bucket's last point where it is another one: the line runs through
+    # each bucket's min, max and last, as through the raw points.
     min_first = c["min_at"] <= c["max_at"]
     one = c["min_at"] == c["max_at"]
     s1 = np.where(min_first, c["min_at"], c["max_at"])
@@ -129,14 +132,12 @@ def _bucket_view(cols, level: int, lo: int, hi: int, wanted: int) -> SeriesView:
     s2 = np.where(min_first, c["max_at"], c["min_at"])
     v2 = np.where(min_first, c["vmax"], c["vmin"])
     keep2 = has & ~one
-    steps = np.empty(2 * n, np.int64)
-    values = np.empty(2 * n)
-    steps[0::2], steps[1::2] = s1, s2
-    values[0::2], values[1::2] = v1, v2
-    mask = np.empty(2 * n, bool)
-    mask[0::2], mask[1::2] = has, keep2
+    keep3 = np.isfinite(c["last"]) & (~has | (s_hi > s2))
+    steps = np.stack([s1, s2, s_hi], axis=1).ravel()
+    values = np.stack([v1, v2, c["last"]], axis=1).ravel()
+    mask = np.stack([has, keep2, keep3], axis=1).ravel()
     steps, values = steps[mask], values[mask]
-    owner = np.repeat(np.arange(n), 2)[mask]  # the bucket of each extreme
+    owner = np.repeat(np.arange(n), 3)[mask]  # the bucket of each point
     mid = (s_lo + s_hi) // 2
     every = np.arange(n)
     return SeriesView(

@@ -28,7 +28,7 @@ from matplotlib.ticker import (
 from resplot.data import layout, xaxis
 from resplot.data.alerts import THROTTLE_BITS
 from resplot.data.cache import SeriesCache
-from resplot.data.decimate import bucket_mean
+from resplot.data.decimate import Grid, bucket_mean
 from resplot.data.model import RunRef
 from resplot.data.pages import TIMING_PARTS, Item, PanelSpec, panels_for
 from resplot.data.state import ViewState
@@ -36,7 +36,7 @@ from resplot.data.views import series_view
 from resplot.data.yrange import robust_limits
 from resplot.draw import fonts
 from resplot.draw.legends import AxesLegend, Entry, RunStrip
-from resplot.draw.tracks import RunContext, Track, tokens_guide
+from resplot.draw.tracks import BAND_FROM_SERIES, RunContext, Track, tokens_guide
 from schema.compare import metric_stats
 
 EVENT_KINDS = {"alert": "#d62728", "checkpoint": "#7f7f7f", "resume": "#1f77b4"}
@@ -229,11 +229,18 @@ class ChartPage:
             xlim = None if self.follow else tuple(self.axes[0].get_xlim())
             if xlim is None:
                 self._x_steps = {}
+            contexts = [self._prepare_panel(i, spec, cache, state, refs, xlim)
+                        for i, spec in enumerate(specs)]  # fmt: skip
+            # Every series of the page is cut into the same pixel columns: the x range shown
+            # (when following the data, the one autoscaling would give), set before drawing.
+            shown = xlim if xlim is not None else self._follow_xlim()
+            if shown is not None and xlim is None:
+                self.axes[0].set_xlim(shown)  # the axes share x
             for i, spec in enumerate(specs):
-                self._refresh_panel(i, spec, cache, state, refs, xlim)
+                self._refresh_panel(i, spec, cache, state, refs, xlim, shown, contexts[i])
             if self.follow:
                 for i, ax in enumerate(self.axes):
-                    ax.autoscale_view()
+                    ax.autoscale_view(scalex=shown is None)
                     self._clip_outliers(i, state)
         finally:
             self._updating = False
@@ -331,20 +338,42 @@ class ChartPage:
         if known is None or len(x) > len(known[0]) or x[-1] - x[0] > known[0][-1] - known[0][0]:
             self._x_steps[track.item.ref] = (x, steps)
 
-    def _refresh_panel(self, i, spec, cache, state, refs, xlim) -> None:
+    def _prepare_panel(self, i, spec, cache, state, refs, xlim) -> dict[RunRef, RunContext]:
+        """The views of a panel's series at its width (before the page's x range is known)."""
+        ax = self.axes[i]
+        pixels = max(int(ax.bbox.width), 50)
+        contexts = self._contexts(cache, state, [*refs, *(it.ref for it in spec.items)], xlim,
+                                  pixels)  # fmt: skip
+        for track in self._sync_tracks(i, spec).values():
+            track.prepare(cache, contexts[track.item.ref], state.x_axis, state.smoothing, pixels)
+        return contexts
+
+    def _follow_xlim(self) -> tuple[float, float] | None:
+        """The x range autoscaling would give every series of the page (None: no series, or
+        one x: matplotlib's own rules then)."""
+        found = [r for ts in self.tracks for t in ts.values() if (r := t.x_range()) is not None]
+        if not found:
+            return None
+        lo, hi = min(r[0] for r in found), max(r[1] for r in found)
+        if not hi > lo:
+            return None
+        margin = self.axes[0].margins()[0] * (hi - lo)
+        return lo - margin, hi + margin
+
+    def _refresh_panel(self, i, spec, cache, state, refs, xlim, shown, contexts) -> None:
         ax = self.axes[i]
         pixels = max(int(ax.bbox.width), 50)
         for artist in self._extra[i]:
             artist.remove()
         self._extra[i] = []
         self._views[i] = []
-        contexts = self._contexts(cache, state, [*refs, *(it.ref for it in spec.items)], xlim,
-                                  pixels)  # fmt: skip
-        tracks = self._sync_tracks(i, spec)
+        tracks = self.tracks[i]
+        grid = None if shown is None else Grid.of(shown, ax.bbox.x0, ax.bbox.width)
+        band = sum(len(ts) for ts in self.tracks) > BAND_FROM_SERIES
         for track in tracks.values():
             track.fade(self.highlighted is not None and track.item.ref != self.highlighted)
-            view = track.update(cache, contexts[track.item.ref], state.x_axis, state.smoothing,
-                                pixels, xlim)  # fmt: skip
+            track.place(pixels, shown, grid, band)
+            view = track.view
             if view is not None:
                 self._views[i].append(view)
                 if xlim is None:
