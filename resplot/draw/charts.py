@@ -513,9 +513,10 @@ class ChartPage:
         if coarse:
             width = max(v.width for v in coarse)
             parts.append(f"min–max per {width:,} steps")
-            smoothed = [t for t in self.tracks[i].values() if t.item.smooth and t.view is not None]
-            if smoothing > 0 and any(t.view.level > 0 for t in smoothed):
-                parts.append("smoothed means")
+        smoothed = [t.view for t in self.tracks[i].values() if t.smoothed is not None and t.view]
+        if smoothing > 0 and smoothed:  # what the EMA ran on (resplot/data/smoothing.py)
+            on = [v.width for v in smoothed if v.level != 0]
+            parts.append(f"smoothed {max(on):,}-step means" if on else "smoothed raw points")
         if any(not v.complete for v in views):
             parts.append("loading finer detail…")
         if i in self._clipped:

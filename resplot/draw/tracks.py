@@ -17,8 +17,9 @@ from resplot.data.cache import SeriesCache
 from resplot.data.decimate import Grid, decimate_many
 from resplot.data.model import RunInfo, RunRef
 from resplot.data.pages import Item
-from resplot.data.smoothing import smooth
+from resplot.data.smoothing import smooth, smoothable, unit_of, warmup_steps
 from resplot.data.views import SeriesView, series_view
+from schema.rollup import STEP_LO
 
 NONFINITE_Y = {"nan": 0.96, "+inf": 0.99, "-inf": 0.01}  # axes fraction of NaN/inf markers
 BUCKET_POINTS = 3  # points a bucket view holds per bucket (its extremes and last point)
@@ -176,11 +177,9 @@ class Track:
         x_mid = x if view.level == 0 else xaxis.x_values(
             mode, ctx.run, view.mid_steps, view.mid_walls, ctx.guide)  # fmt: skip
         self.x_mid = x_mid
-        smoothed = None
-        if item.smooth and weight > 0 and len(view.mid_steps):
-            # Raw points when the view resolves them, the buckets' means otherwise.
-            smoothed = smooth(view.mid_steps, view.means, weight)
-        self.smoothed = smoothed
+        self.smoothed = None
+        if item.smooth and weight > 0 and len(view.mid_steps) and smoothable(item.key):
+            self.smoothed = _smoothed(cache, item, view, weight, ctx.lo)
         return view
 
     def x_range(self) -> tuple[float, float] | None:
@@ -291,6 +290,26 @@ class Track:
         self.end.set_markerfacecolor(mark.face or color)
         self.end.set_data(xs, ys)
         self.end.set_visible(True)
+
+
+def _smoothed(cache: SeriesCache, item: Item, view: SeriesView, weight: float,
+              lo: float) -> np.ndarray:  # fmt: skip
+    """The EMA of a view, in steps (resplot/data/smoothing.py): of its raw points, or of its
+    buckets' exact means. A view that starts after its series does starts the EMA earlier, by
+    as many steps as it takes the points left out to weigh nothing (at the view's level), so
+    the curve is the same at every zoom."""
+    summary = cache.summary(item.ref, item.key)
+    unit = unit_of(summary.agg) if summary is not None else 1.0
+    steps, means = view.mid_steps, view.means
+    first = summary.agg[STEP_LO] if summary is not None else steps[0]
+    if np.isfinite(lo) and steps[0] > first:
+        start = max(first, int(steps[0]) - warmup_steps(weight, unit))
+        before = series_view(cache, item.ref, item.key, start, int(steps[0]) - 1, 1, view.level)
+        if before is not None and before.complete and before.level == view.level:
+            take = before.mid_steps < steps[0]
+            steps = np.concatenate([before.mid_steps[take], steps])
+            means = np.concatenate([before.means[take], means])
+    return smooth(steps, means, weight, unit)[len(steps) - len(view.mid_steps) :]
 
 
 @dataclass
