@@ -46,6 +46,7 @@ class SeriesView:
     posinf: np.ndarray
     neginf: np.ndarray
     wanted_level: int  # the level the view asked for (differs while its tiles load)
+    first_steps: np.ndarray | None = None  # per bucket: its first step (level 0: None)
 
     @property
     def complete(self) -> bool:
@@ -155,6 +156,7 @@ def _bucket_view(cols, level: int, lo: int, hi: int, wanted: int) -> SeriesView:
         c["posinf"] > 0,
         c["neginf"] > 0,
         wanted,
+        s_lo,
     )
 
 
@@ -193,3 +195,64 @@ def _view(tiles, level: int, lo: int, hi: int, wanted: int) -> SeriesView:
     if level == 0:
         return _raw_view(cols, lo, hi, wanted)
     return _bucket_view(cols, level, lo, hi, wanted)
+
+
+@dataclass(frozen=True)
+class Logged:
+    """What `value_at` found at a step: the logged point nearest to it (`exact`), or only that
+    every point of the bucket holding it is NaN (a NaN stretch, `exact` too: nothing else was
+    logged there), or nothing yet (`pending`: its raw tile is asked for)."""
+
+    step: int
+    value: float
+    wall: float
+    exact: bool
+    pending: bool = False
+
+
+def value_at(cache: SeriesCache, ref: RunRef, key: str, step: int,
+             view: SeriesView | None = None) -> Logged | None:  # fmt: skip
+    """The logged value nearest to `step` (the hover's number): from the raw tiles when they
+    are cached; otherwise those tiles are asked for (the next poll brings them) and, when
+    `view` is a bucket view whose bucket at `step` holds only NaN, NaN. None when the series
+    is unknown or has no point near `step` yet."""
+    summary = cache.summary(ref, key)
+    if summary is None:
+        return None
+    agg = summary.agg
+    step = int(min(max(step, agg[STEP_LO]), agg[STEP_HI]))
+    index = buckets.tile_of(step)
+    here = cache.tile(ref, key, 0, index)
+    if here is not None:
+        near = [here]
+        steps = here.cols["step"]
+        # The nearest point may lie in a neighbouring tile (a sparse key, a gap): look there
+        # when this tile has none on that side, and it is cached.
+        if len(steps) == 0 or steps[0] > step:
+            before = cache.tile(ref, key, 0, index - 1)
+            near = [before, *near] if before is not None else near
+        if len(steps) == 0 or steps[-1] < step:
+            after = cache.tile(ref, key, 0, index + 1)
+            near = [*near, after] if after is not None else near
+        cols = {name: np.concatenate([t.cols[name] for t in near]) for name in near[0].cols}
+        s = cols["step"]
+        if len(s):
+            i = int(np.clip(np.searchsorted(s, step), 0, len(s) - 1))
+            if i > 0 and step - s[i - 1] <= s[i] - step:
+                i -= 1
+            # Several points at one step: the newest, as the line ends there.
+            i = int(np.searchsorted(s, s[i], side="right")) - 1
+            return Logged(int(s[i]), float(cols["value"][i]), float(cols["wall"][i]), True)
+    cache.want_tiles(ref, key, 0, [index])
+    if view is not None and view.first_steps is not None and len(view.first_steps):
+        # The bucket holding `step` (or the nearest one): all NaN means nothing else was
+        # logged there, whatever its raw points say.
+        b = int(np.clip(np.searchsorted(view.first_steps, step, side="right") - 1, 0,
+                        len(view.first_steps) - 1))  # fmt: skip
+        if step > view.last_steps[b] and b + 1 < len(view.first_steps):
+            gap = (step - view.last_steps[b], view.first_steps[b + 1] - step)
+            b += int(gap[1] < gap[0])
+        only_nan = view.nan[b] and not (view.posinf[b] or view.neginf[b])
+        if only_nan and not np.isfinite(view.means[b]):
+            return Logged(step, float("nan"), float(view.mid_walls[b]), True, True)
+    return Logged(step, float("nan"), float("nan"), False, True)

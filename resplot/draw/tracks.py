@@ -94,6 +94,7 @@ class Track:
         self.unplaced = False  # has data the x axis cannot place (no tokens / counter logged)
         self.ctx: RunContext | None = None  # what the last prepare() drew from
         self.mode = "step"
+        self.cache: SeriesCache | None = None  # where the hover looks up logged values
 
     def _faint(self) -> tuple[Line2D, Polygon]:
         if self.raw is None or self.raw_band is None:
@@ -163,7 +164,7 @@ class Track:
         """The series' view at this resolution, its x and its smoothed curve (no artist yet:
         place() cuts them into the chart's pixel columns)."""
         item = self.item
-        self.ctx, self.mode = ctx, mode
+        self.ctx, self.mode, self.cache = ctx, mode, cache
         view = series_view(cache, item.ref, item.key, ctx.lo, ctx.hi, pixels)
         x = None if view is None else xaxis.x_values(mode, ctx.run, view.steps, view.walls,
                                                        ctx.guide)  # fmt: skip
