@@ -8,10 +8,10 @@ below exist once:
   on it restarted at `step`), its older points at that step or later are not part of it.
   Raw reads leave them out with one NOT EXISTS probe per point, and only for series that have
   takes at all (`has_takes`), so an ordinary series pays nothing.
-- Fine levels (schema/buckets.py: 2 to 64 steps a bucket) are never stored: they are folded
+- Fine levels (schema/buckets.py: 2 to 16 steps a bucket) are never stored: they are folded
   here from the raw points of the buckets asked for, with the writer's own fold, so a fine
   bucket is the aggregate a stored one of that width would be. Their reads are bounded by the
-  buckets asked for (a fine tile: 1,024 buckets, at most 65,536 steps).
+  buckets asked for (a fine tile: 1,024 buckets, at most 16,384 steps).
 - A sample of [start, stop) in at most `samples` rows (`SeriesReader.sample`): the raw points
   when the range holds at most `samples`; otherwise the coarsest level (fine or stored) that
   has a bucket in at least `samples` slots of the range, each row a run of consecutive buckets,

@@ -1,4 +1,4 @@
-"""Fine levels: buckets of 2 to 64 steps that the host folds from raw points, for views holding
+"""Fine levels: buckets of 2 to 16 steps that the host folds from raw points, for views holding
 more than 4 points a pixel but fewer than 128 steps a pixel (level 1 would give fewer buckets
 than pixels). Every fine bucket equals the fold of its raw points, through the agent and
 PostgreSQL alike, and stays equal while a live run grows through that range on screen."""
@@ -103,6 +103,8 @@ def _view_checks(cache, ref, key, pixels, raw_steps, raw_values) -> None:
     per_px = len(raw_steps) / pixels
     if per_px > buckets.RAW_PER_PIXEL:
         assert view.level != 0 and len(view.mid_steps) >= pixels  # a bucket per pixel at least
+        if view.level < 0:  # fine: four a pixel, or the finest
+            assert len(view.mid_steps) >= min(4 * pixels, len(raw_steps) // 2)
         assert (raw_steps[-1] - raw_steps[0]) / pixels / view.width >= 1 or view.level == -1
     finite = raw_values[np.isfinite(raw_values)]
     drawn = view.values[np.isfinite(view.values)]
@@ -128,7 +130,9 @@ def test_a_run_in_the_gap_draws_a_bucket_per_pixel_or_more(tmp_path, steps):
             source.poll(cache)
             _view_checks(cache, ref, "loss", pixels, np.arange(steps), values)
         before = series_view(cache, ref, "loss", -np.inf, np.inf, 600)
-        assert before.level == buckets.level_for(steps - 1, 600, 1) < 0
+        # Fine levels at four buckets a pixel (the finest, 2 steps, where that is too few).
+        assert before.level == buckets.level_for(steps - 1, 4 * 600, 1) < 0
+        assert len(before.mid_steps) >= min(4 * 600, steps // 2)
         assert assert_cache_matches_store(cache, engine, "local", str(path)) == 1
     finally:
         source.close()
@@ -165,8 +169,7 @@ def test_a_live_run_growing_through_the_gap_stays_exact_on_screen(tmp_path):
             _view_checks(cache, ref, "loss", 600, steps, values)
             levels.add(series_view(cache, ref, "loss", -np.inf, np.inf, 600).level)
             assert assert_cache_matches_store(cache, engine, "local", str(path)) == 1
-        assert {0, -2, -3, -4, -5, -6, 1} <= levels | {0}
-        assert len(levels & {-2, -3, -4, -5, -6}) >= 3  # it went through the fine levels
+        assert levels == {0, -1, -2, -3, -4, 1}  # raw, through every fine level, level 1
     finally:
         source.close()
         engine.dispose()
