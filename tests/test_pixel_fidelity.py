@@ -53,7 +53,7 @@ def loaded(tmp_path_factory):
     source = open_source(parse_spec(str(path)))
     source.poll(cache)
     refs = {int(r.name[1:]): r.ref for r in cache.runs()}
-    yield cache, source, refs, values
+    yield cache, source, refs, values, path
     source.close()
 
 
@@ -120,7 +120,7 @@ CASES = [(n, z) for n in (1_000, 10_000, 100_000) for z in ZOOMS if n * 0.01 >= 
 @pytest.mark.parametrize(("n", "zoom"), [(n, ZOOMS[z]) for n, z in CASES],
                          ids=[f"{n}-{z}" for n, z in CASES])  # fmt: skip
 def test_columns_draw_what_every_raw_point_draws(loaded, n, zoom):
-    cache, source, refs, values = loaded
+    cache, source, refs, values, _path = loaded
     y = values[n]
     x = np.arange(n, dtype=float)
     lo = zoom[0] * n
@@ -151,7 +151,7 @@ def test_every_run_of_a_chart_is_cut_into_the_same_pixel_columns(loaded):
     """Runs of 1,000, 10,000 and 100,000 steps on one chart: each is cut at the chart's own
     pixel edges, so column k of one run and column k of another cover the same x (a run cut
     at edges of its own would put up to eight points in a column of the chart)."""
-    cache, source, refs, _values = loaded
+    cache, source, refs, _values, _path = loaded
     state = ViewState(page="custom", smoothing=0.0, custom_keys=["loss"])
     page = render(cache, state, list(refs.values()), fetch=lambda: source.poll(cache))
     ax = page.axes[0]
@@ -170,3 +170,31 @@ def test_every_run_of_a_chart_is_cut_into_the_same_pixel_columns(loaded):
         counts = np.bincount(column - column.min())
         assert counts.max() <= 4 and (counts > 0).all()
     assert cut == 2
+
+
+def test_a_finished_store_draws_the_same_bytes_twice(loaded, tmp_path):
+    """Two viewers reading the same finished store from scratch (their own agents and caches)
+    draw identical paths and save identical PNGs, at a raw, a fine and a stored level."""
+    *_rest, path = loaded
+    drawn = []
+    for attempt in range(2):
+        cache = SeriesCache()
+        fresh = open_source(parse_spec(str(path)))
+        try:
+            fresh.poll(cache)
+            state = ViewState(page="custom", smoothing=0.6, custom_keys=["loss"])
+            refs = sorted((r.ref for r in cache.runs()), key=lambda r: r.uid)
+            page = render(cache, state, refs, fetch=lambda s=fresh, c=cache: s.poll(c))
+            levels = {t.view.level for ts in page.tracks for t in ts.values()}
+            paths = [
+                (t.item.ref.uid, np.asarray(t.line.get_xydata()).tobytes(),
+                 None if t.raw is None else np.asarray(t.raw.get_xydata()).tobytes())
+                for ts in page.tracks for t in ts.values()
+            ]  # fmt: skip
+            png = tmp_path / f"snap{attempt}.png"
+            page.save(png)
+            drawn.append((levels, paths, png.read_bytes()))
+        finally:
+            fresh.close()
+    assert drawn[0][1] == drawn[1][1] and drawn[0][2] == drawn[1][2]
+    assert len(drawn[0][0]) >= 2  # the runs are drawn at different levels
