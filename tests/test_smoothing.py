@@ -174,6 +174,7 @@ def test_lr_system_and_validation_keys_are_never_smoothed(smoothing_store):
     notes = {s.title: note.get_text() for s, note in zip(page.specs, page._notes, strict=True)}
     width = tracks[("long", "train/loss")].view.width
     assert width > 1 and f"smoothed {width:,}-step means" in notes["train/loss"]
+    assert f"min–max per {width:,} steps" in notes["train/loss"]  # fine or stored buckets
     assert "smoothed" not in notes["train/lr"] and "smoothed" not in notes["sys/gpu0/util"]
     near, _tracks = _chart_tracks(cache, source, refs, ["train/loss"], 0.9, xlim=(100, 600))
     assert "smoothed raw points" in near._notes[0].get_text()

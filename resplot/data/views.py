@@ -43,7 +43,7 @@ class SeriesView:
     steps: np.ndarray
     walls: np.ndarray
     values: np.ndarray
-    mid_steps: np.ndarray  # per bucket (level >= 1): the middle of its steps
+    mid_steps: np.ndarray  # per bucket (level != 0): the middle of its steps
     mid_walls: np.ndarray
     means: np.ndarray  # mean of the finite values (NaN: none)
     lasts: np.ndarray  # value at the bucket's last step

@@ -508,7 +508,7 @@ class ChartPage:
         """Say on the chart what it draws when that is not every raw point: the bucket width of
         an envelope, what smoothing ran on, and tiles still loading."""
         views = self._views[i]
-        coarse = [v for v in views if v.level > 0]
+        coarse = [v for v in views if v.level != 0]  # stored or fine buckets
         parts = []
         if coarse:
             width = max(v.width for v in coarse)

@@ -24,7 +24,9 @@ Parts (--parts):
   kill      a run logging into the store is killed with SIGKILL: points lost in flush
             intervals, then `reslog check` on a sample and every series of the killed run
   writer    writer-thread CPU per point with rollups and without (the same inserts, no fold),
-            the store's shape (20 keys a step, 90 more every 4th), and a slow run's flush
+            the store's shape (20 keys a step, 90 more every 4th), and a slow run's flush;
+            with --first-shifts, also rollups whose first level is 2**shift steps wide (what
+            storing finer levels would cost: docs/store.md, "Fine levels")
   overhead  a training loop of 1 ms steps logging the store's shape: wall time with reslog
             against without (median of 12 pairs of blocks), for a step of torch ops (outside
             the GIL, as GPU work is) and a pure-Python one (holds the GIL); the writer's
@@ -338,6 +340,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="skip the first view's baseline (every point over SSH: minutes at 100M)",
     )
+    p.add_argument(
+        "--first-shifts",
+        default="",
+        help="writer part: also measure first levels of 2**shift steps (e.g. 4,5)",
+    )
     p.add_argument("--markdown", type=Path)
     args = p.parse_args(argv)
     from scale_store import build
@@ -391,6 +398,15 @@ def main(argv: list[str] | None = None) -> int:
             largest.update({"writer_us": won, "writer_off_us": woff, "writer_ratio": won / woff,
                             "slow_ms_per_flush": slow_on,
                             "slow_off_ms_per_flush": slow_off})  # fmt: skip
+            for shift in filter(None, args.first_shifts.split(",")):
+                # Interleaved with the bare inserts again: its own baseline, the same drift.
+                runs = [child("writer", mode, "20000", *([shift] if mode == "on" else []))
+                        for _ in range(4) for mode in ("on", "off")]  # fmt: skip
+                w_on = min(x["us_per_point"] for x in runs[0::2])
+                w_off = min(x["us_per_point"] for x in runs[1::2])
+                print(f"writer, first level 2**{shift} steps: {w_on:.3f} µs a point against "
+                      f"{w_off:.3f} bare: {w_on / w_off:.3f}x", file=sys.stderr)  # fmt: skip
+                largest[f"writer_ratio_shift{shift}"] = w_on / w_off
         if "overhead" in parts:
             for kind in ("torch", "python"):
                 name = f"overhead_{kind}"
