@@ -59,7 +59,7 @@ from scale_children import ZOOMS  # noqa: E402 (the bench folder is on the path 
 from schema.sqlite_file import backup_into, readonly_uri  # noqa: E402
 
 BEFORE = "47f46fc"  # the last commit before rollups (issue 8)
-SIZES = {"3.4M": 10_000, "34M": 100_000, "100M": 300_000}  # steps per run, 8 runs
+SIZES = {"3.4M": 10_000, "6.8M": 20_000, "34M": 100_000, "100M": 300_000}  # steps a run, 8 runs
 FIRST_RUNS = 3  # windows opened afresh for the first view: the median (and every zoom's)
 OVERHEAD_PAIRS = 12  # of 1,000-step blocks, each pair from four blocks (scale_children.py)
 PARTS = ("first", "snapshot", "history", "latency", "kill", "writer", "overhead", "sweep")
@@ -331,7 +331,7 @@ def report(results: dict[str, dict[str, Any]], seconds: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", default="3.4M,34M", help="comma list of 3.4M, 34M, 100M")
+    p.add_argument("--sizes", default="3.4M,34M", help="comma list of 3.4M, 6.8M, 34M, 100M")
     p.add_argument("--parts", default=",".join(PARTS))
     p.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "reslog-scale")
     p.add_argument("--no-before", action="store_true", help="skip the old code's baselines")
