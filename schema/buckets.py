@@ -41,7 +41,7 @@ MAX_LEVEL = 26  # 128 * 4**25 = 2**57 steps a bucket: 128 of them span every 64-
 MIN_BUCKETS = 64  # a level l >= 2 is kept once the series spans MIN_BUCKETS of its buckets
 TILE_BUCKETS = 1024  # buckets (level 0: steps) per tile, the unit the viewer fetches and caches
 RAW_PER_PIXEL = 4  # a view holding at most this many points per pixel is drawn from raw points
-FINE_SHIFT = 4  # fine levels -1 .. -4: 2 .. 16 steps a bucket, folded from raw points on the host
+FINE_SHIFT = 6  # fine levels -1 .. -6: 2 .. 64 steps a bucket, folded from raw points on the host
 
 
 def shift(level: int) -> int:

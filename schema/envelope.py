@@ -8,10 +8,10 @@ below exist once:
   on it restarted at `step`), its older points at that step or later are not part of it.
   Raw reads leave them out with one NOT EXISTS probe per point, and only for series that have
   takes at all (`has_takes`), so an ordinary series pays nothing.
-- Fine levels (schema/buckets.py: 2 to 16 steps a bucket) are never stored: they are folded
+- Fine levels (schema/buckets.py: 2 to 64 steps a bucket) are never stored: they are folded
   here from the raw points of the buckets asked for, with the writer's own fold, so a fine
   bucket is the aggregate a stored one of that width would be. Their reads are bounded by the
-  buckets asked for (a fine tile: 1,024 buckets, at most 16,384 steps).
+  buckets asked for (a fine tile: 1,024 buckets, at most 65,536 steps).
 - A sample of [start, stop) in at most `samples` rows (`SeriesReader.sample`): the raw points
   when the range holds at most `samples`; otherwise the coarsest level (fine or stored) that
   has a bucket in at least `samples` slots of the range, each row a run of consecutive buckets,
@@ -153,17 +153,6 @@ def bucket_rows(cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: 
     return cur.fetchall()
 
 
-def fold_rows(raw: list, shift: int) -> list:
-    """Rows (bucket, *AGG_COLUMNS) of raw points (id, step, wall, value; by step then id) cut
-    into buckets of 2**shift steps: the writer's fold, so they equal stored buckets."""
-    if not raw:
-        return []
-    steps = [r[1] for r in raw]
-    walls = [r[2] for r in raw]
-    values = [r[3] for r in raw]
-    return [(b, *agg) for b, agg in fold_group(steps, walls, {0: values}, shift)[0].items()]
-
-
 def fold_width(rows: list, start: int, width: int) -> list:
     """Aggregates of raw rows (step, wall, value; by step then id) cut into rows of `width`
     steps from `start` (any width, not only a power of two), by step."""
@@ -182,12 +171,21 @@ def fold_width(rows: list, start: int, width: int) -> list:
 
 
 def fine_rows(
-    cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: int, *, has_takes: bool
-) -> list:
-    """bucket_rows() of a fine level (lo <= bucket <= hi), folded from the raw points."""
+    cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: int, *, has_takes: bool,
+    before_id: int | None = None,
+) -> list:  # fmt: skip
+    """bucket_rows() of a fine level (lo <= bucket <= hi), folded from the raw points (those
+    with an id below `before_id` when given: a snapshot's points, read in a later one)."""
     sh = buckets.shift(level)
-    found = raw_points(cur, p, run_id, key_id, lo << sh, (hi + 1) << sh, has_takes=has_takes)
-    return fold_rows(found, sh)
+    cur.execute(*_raw_query(p, "p.step, p.wall, p.value", run_id, key_id, lo << sh,
+                            (hi + 1) << sh, has_takes, before_id, None, None))  # fmt: skip
+    rows = cur.fetchall()
+    if not rows:
+        return []
+    steps = [r[0] for r in rows]
+    walls = [r[1] for r in rows]
+    values = [r[2] for r in rows]
+    return [(b, *agg) for b, agg in fold_group(steps, walls, {0: values}, sh)[0].items()]
 
 
 def tile_rows(
@@ -256,20 +254,23 @@ def _packable(agg: tuple) -> tuple:
 
 
 def packed_fine(cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: int,
-                row: struct.Struct, *, has_takes: bool) -> bytes:  # fmt: skip
+                row: struct.Struct, *, has_takes: bool,
+                before_id: int | None = None) -> bytes:  # fmt: skip
     """fine_rows() packed in BUCKET_LAYOUT, as packed_buckets() packs stored ones."""
-    rows = fine_rows(cur, p, run_id, key_id, level, lo, hi, has_takes=has_takes)
+    rows = fine_rows(cur, p, run_id, key_id, level, lo, hi, has_takes=has_takes,
+                     before_id=before_id)  # fmt: skip
     return b"".join([row.pack(*_packable(r[1:])) for r in rows])
 
 
 def packed_raw(
     cur, p: str, run_id: int, key_id: int, start: int, stop: int, row: struct.Struct, *,
     has_takes: bool, ids: bool = True, after_id: int | None = None, limit: int | None = None,
+    before_id: int | None = None,
 ) -> bytes:  # fmt: skip
     """raw_points() packed in RAW_LAYOUT, or RAW_TILE_LAYOUT without `ids`."""
     columns = "p.step, p.wall, coalesce(p.value, 0.0), p.value IS NULL" + (", p.id" if ids else "")
-    cur.execute(*_raw_query(p, columns, run_id, key_id, start, stop, has_takes, None, after_id,
-                            limit))  # fmt: skip
+    cur.execute(*_raw_query(p, columns, run_id, key_id, start, stop, has_takes, before_id,
+                            after_id, limit))  # fmt: skip
     return b"".join(starmap(row.pack, cur))
 
 
@@ -332,23 +333,16 @@ class SeriesReader:
                          has_takes=self.has_takes)  # fmt: skip
 
     def buckets(self, level: int, lo: int, hi: int) -> list:
-        if buckets.is_fine(level):
-            return fine_rows(self.cur, self.p, self.run_id, self.key_id, level, lo, hi,
-                             has_takes=self.has_takes)  # fmt: skip
         return bucket_rows(self.cur, self.p, self.run_id, self.key_id, level, lo, hi)
 
     def part(self, level: int, start: int, stop: int) -> list:
         """Aggregates exactly covering [start, stop), by step: whole buckets of a stored
-        `level` in the middle, the ends refined one level down (level 1: raw points); a fine
-        level's buckets folded from the range's raw points, the end ones cut at the range;
-        raw points at level 0."""
+        `level` in the middle, the ends refined one level down, raw points at level 0."""
         if stop <= start:
             return []
         if level == 0:
             return [point_agg(s, w, v) for _id, s, w, v in self.raw(start, stop)]
         sh = buckets.shift(level)
-        if buckets.is_fine(level):
-            return [row[1:] for row in fold_rows(self.raw(start, stop), sh)]
         lo = -((-start) >> sh)  # first bucket starting at or after `start`
         hi = stop >> sh  # one past the last bucket ending at or before `stop`
         if lo >= hi:

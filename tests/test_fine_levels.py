@@ -1,4 +1,4 @@
-"""Fine levels: buckets of 2 to 16 steps that the host folds from raw points, for views holding
+"""Fine levels: buckets of 2 to 64 steps that the host folds from raw points, for views holding
 more than 4 points a pixel but fewer than 128 steps a pixel (level 1 would give fewer buckets
 than pixels). Every fine bucket equals the fold of its raw points, through the agent and
 PostgreSQL alike, and stays equal while a live run grows through that range on screen."""
@@ -12,7 +12,7 @@ import pytest
 
 import reslog
 from resplot.data.cache import SeriesCache
-from resplot.data.views import series_view
+from resplot.data.views import FINE_PER_PIXEL, series_view
 from resplot.sources import open_source, parse_spec
 from resplot.sources.local import LocalSource
 from schema import buckets
@@ -97,15 +97,27 @@ def test_fine_tiles_are_the_folds_of_their_raw_points(resumed, level):
     assert spike == 60.0  # the one-step spike, in its fine bucket
 
 
+def drawn(cache, source, ref, key, pixels):
+    """The view a chart `pixels` wide ends with: asked for, its tiles polled, at most three
+    rounds (a fine view asks for level 1 first, then its own tiles)."""
+    for _ in range(3):
+        view = series_view(cache, ref, key, -np.inf, np.inf, pixels)
+        if view is not None and view.complete:
+            return view
+        source.poll(cache)
+    return series_view(cache, ref, key, -np.inf, np.inf, pixels)
+
+
 def _view_checks(cache, ref, key, pixels, raw_steps, raw_values) -> None:
     view = series_view(cache, ref, key, -np.inf, np.inf, pixels)
     assert view is not None and view.complete
     per_px = len(raw_steps) / pixels
-    if per_px > buckets.RAW_PER_PIXEL:
-        assert view.level != 0 and len(view.mid_steps) >= pixels  # a bucket per pixel at least
-        if view.level < 0:  # fine: four a pixel, or the finest
-            assert len(view.mid_steps) >= min(4 * pixels, len(raw_steps) // 2)
-        assert (raw_steps[-1] - raw_steps[0]) / pixels / view.width >= 1 or view.level == -1
+    if view.level == 0:  # every point: few enough a pixel to be no more bytes than buckets
+        assert per_px <= buckets.RAW_PER_PIXEL * FINE_PER_PIXEL
+    elif view.level < 0:  # fine: four buckets a pixel, or the finest there is
+        assert len(view.mid_steps) >= min(FINE_PER_PIXEL * pixels, len(raw_steps) // 2)
+    else:
+        assert len(view.mid_steps) >= pixels  # stored: a bucket a pixel at least
     finite = raw_values[np.isfinite(raw_values)]
     drawn = view.values[np.isfinite(view.values)]
     assert drawn.max() == finite.max() and drawn.min() == finite.min()  # exact extremes
@@ -125,14 +137,18 @@ def test_a_run_in_the_gap_draws_a_bucket_per_pixel_or_more(tmp_path, steps):
     try:
         source.poll(cache)
         ref = cache.runs()[0].ref
+        first = series_view(cache, ref, "loss", -np.inf, np.inf, 600)
+        assert first is None and cache.wanted_count() >= 1
+        source.poll(cache)
+        meanwhile = series_view(cache, ref, "loss", -np.inf, np.inf, 600)
+        if steps / 600 > buckets.RAW_PER_PIXEL * FINE_PER_PIXEL:
+            # Fine: level 1 first (drawn at once), its own tiles after.
+            assert meanwhile.level == 1 and not meanwhile.complete
+        else:
+            assert meanwhile.level == 0 and meanwhile.complete  # raw points, exact
         for pixels in (300, 600, 1_100):
-            series_view(cache, ref, "loss", -np.inf, np.inf, pixels)  # asks for its tiles
-            source.poll(cache)
+            drawn(cache, source, ref, "loss", pixels)
             _view_checks(cache, ref, "loss", pixels, np.arange(steps), values)
-        before = series_view(cache, ref, "loss", -np.inf, np.inf, 600)
-        # Fine levels at four buckets a pixel (the finest, 2 steps, where that is too few).
-        assert before.level == buckets.level_for(steps - 1, 4 * 600, 1) < 0
-        assert len(before.mid_steps) >= min(4 * 600, steps // 2)
         assert assert_cache_matches_store(cache, engine, "local", str(path)) == 1
     finally:
         source.close()
@@ -141,7 +157,7 @@ def test_a_run_in_the_gap_draws_a_bucket_per_pixel_or_more(tmp_path, steps):
 
 def test_a_live_run_growing_through_the_gap_stays_exact_on_screen(tmp_path):
     """A run logging while a 600-pixel chart shows it: from 2,000 steps (3 a pixel, raw) to
-    80,000 (133 a pixel, level 1) through every fine level, each poll's live points folded into
+    80,000 (133 a pixel, level 1) through the fine levels, each poll's live points folded into
     the fine tiles already cached, which stay equal to what the store holds."""
     path = tmp_path / "live.db"
     engine = new_store(path)
@@ -162,14 +178,14 @@ def test_a_live_run_growing_through_the_gap_stays_exact_on_screen(tmp_path):
             add_points(engine, run.id, {"loss": chunk})
             source.poll(cache)  # the live points, folded into what is cached
             ref = cache.runs()[0].ref
-            series_view(cache, ref, "loss", -np.inf, np.inf, 600)
-            source.poll(cache)  # the tiles the chart asked for
+            drawn(cache, source, ref, "loss", 600)  # the tiles the chart asks for
             steps = np.array([s for s, _ in logged])
             values = np.array([v for _, v in logged])
             _view_checks(cache, ref, "loss", 600, steps, values)
             levels.add(series_view(cache, ref, "loss", -np.inf, np.inf, 600).level)
             assert assert_cache_matches_store(cache, engine, "local", str(path)) == 1
-        assert levels == {0, -1, -2, -3, -4, 1}  # raw, through every fine level, level 1
+        # raw, fine levels from 16 points a pixel, level 1 from 128 steps a pixel
+        assert {0, 1} <= levels and len({lv for lv in levels if lv < 0}) >= 3
     finally:
         source.close()
         engine.dispose()
@@ -203,3 +219,36 @@ def test_postgres_serves_the_same_fine_tiles(pg_store, resumed):
             source.close()
     finally:
         engine.dispose()
+
+
+def test_a_page_past_its_fine_budget_draws_level_1_and_says_so(tmp_path, monkeypatch):
+    """Fine views make the host read every raw point in view: a page whose fine views would
+    read more than FINE_POINTS_PER_PAGE draws them from level 1 (its note names the width),
+    and one within it from fine buckets."""
+    from resplot.data.state import ViewState
+    from resplot.draw import charts
+
+    path = tmp_path / "budget.db"
+    engine = new_store(path)
+    rng = np.random.default_rng(2)
+    for r in range(2):
+        loss = rng.standard_normal(30_000)
+        make_run(engine, name=f"r{r}", points={"loss": list(enumerate(loss.tolist()))})
+    engine.dispose()
+    cache = SeriesCache()
+    source = open_source(parse_spec(str(path)))
+    try:
+        source.poll(cache)
+        refs = [r.ref for r in cache.runs()]
+        state = ViewState(page="custom", smoothing=0.0, custom_keys=["loss"])
+        got = {}
+        for budget in (50_000, 70_000):  # the page's fine views hold 60,000 points
+            monkeypatch.setattr(charts, "FINE_POINTS_PER_PAGE", budget)
+            page = charts.render(cache, state, refs, size=(6, 3),
+                                 fetch=lambda: source.poll(cache))  # fmt: skip
+            got[budget] = ({t.view.level for t in page.tracks[0].values()},
+                           page._notes[0].get_text())  # fmt: skip
+        assert got[50_000][0] == {1} and "min–max per 128 steps" in got[50_000][1]
+        assert all(level < 0 for level in got[70_000][0])
+    finally:
+        source.close()

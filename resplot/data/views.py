@@ -2,7 +2,7 @@
 
 `series_view()` picks the level for the view (raw points once the range holds at most
 RAW_PER_PIXEL points per pixel, else the coarsest level that still gives a bucket per pixel: a
-stored rollup level, or where none is that fine, a fine level of 2 to 16 steps that the host
+stored rollup level, or where none is that fine, a fine level of 2 to 64 steps that the host
 folds from the raw points), asks the cache for the tiles it lacks, and returns what is cached:
 the wanted level, or while its tiles load, the nearest level whose tiles are all there
 (coarser ones first: they cost less), so the chart always shows the whole shape. Buckets are
@@ -24,12 +24,16 @@ from resplot.data.tiles import empty_columns
 from schema import buckets
 from schema.rollup import STEP_HI, STEP_LO, N
 
-# Fine levels are read from raw points on the host anyway: four buckets a pixel cost it the same
-# reads as one, and keep a bucket's slant from its extreme to its last point (what buckets
-# cannot say of the points between) under a quarter pixel. At one a pixel the line beside a
-# one-step spike lit a whole extra pixel column (201 pixels off the raw line on a 600-pixel
-# chart of 10,000 steps, against 24 at four a pixel and 27 for exact M4 of every point:
-# scripts/bench/fidelity.py).
+# Where no stored level gives a bucket per pixel, the host reads every raw point of the view
+# whatever it sends. It sends them as they are while that is no more bytes than the fine
+# buckets would be (a bucket row is the size of ~5 raw points, so up to RAW_PER_PIXEL * k points
+# a pixel against k buckets a pixel), at a third of the host's CPU (packing rows against
+# folding them), and exact. Past that, fine buckets, FINE_PER_PIXEL a pixel: four a pixel keep
+# a bucket's line from its extreme to its last point (what a bucket cannot say of the points
+# between) under a quarter pixel; at one a pixel the line beside a one-step spike lit a whole
+# extra pixel column (201 pixels off the raw line on a 600-pixel chart of 10,000 steps, against
+# 24 at four a pixel and 27 for exact M4 of every point: scripts/bench/fidelity.py). Pages of
+# many series ask for one a pixel (they fill them as bands).
 FINE_PER_PIXEL = 4
 
 
@@ -66,10 +70,13 @@ class SeriesView:
         return buckets.width(self.level)
 
 
-def choose_level(summary, lo: int, hi: int, pixels: int) -> int:
+def choose_level(summary, lo: int, hi: int, pixels: int,
+                 fine_per_pixel: int = FINE_PER_PIXEL) -> int:  # fmt: skip
     """0 (raw) when [lo, hi] should hold at most RAW_PER_PIXEL points per pixel (assuming the
     series' points are spread evenly), else the coarsest stored level with a bucket per pixel,
-    or where none is that fine, the coarsest fine level with FINE_PER_PIXEL buckets a pixel."""
+    or where none is that fine, the raw points again while they are at most RAW_PER_PIXEL *
+    `fine_per_pixel` a pixel, else the coarsest fine level with `fine_per_pixel` buckets a
+    pixel (`fine_per_pixel` 0: level 1 instead)."""
     agg = summary.agg
     total = max(1, agg[STEP_HI] - agg[STEP_LO] + 1)
     span = max(0, hi - lo)
@@ -78,9 +85,32 @@ def choose_level(summary, lo: int, hi: int, pixels: int) -> int:
     if estimate <= buckets.RAW_PER_PIXEL * pixels:
         return 0
     level = buckets.level_for(span, pixels, summary.levels)
-    if buckets.is_fine(level):
-        level = buckets.level_for(span, FINE_PER_PIXEL * pixels, summary.levels)
-    return level
+    if not buckets.is_fine(level):
+        return level
+    if fine_per_pixel <= 0:
+        return 1  # no fine levels (a page past its budget): level 1, fewer buckets than pixels
+    if estimate <= buckets.RAW_PER_PIXEL * fine_per_pixel * pixels:
+        return 0  # no more bytes than the fine buckets, less work for the host, exact
+    return buckets.level_for(span, fine_per_pixel * pixels, summary.levels)
+
+
+def _clamp(summary, lo: float, hi: float) -> tuple[int, int]:
+    """[lo, hi] in steps within the series (infinite: its ends)."""
+    agg = summary.agg
+    lo = agg[STEP_LO] if lo == -np.inf else max(int(lo), agg[STEP_LO])
+    hi = agg[STEP_HI] if hi == np.inf else min(int(hi), agg[STEP_HI])
+    return (lo, hi) if hi >= lo else (agg[STEP_HI], agg[STEP_HI])
+
+
+def fine_points(summary, lo: float, hi: float, pixels: int,
+                fine_per_pixel: int = FINE_PER_PIXEL) -> float:  # fmt: skip
+    """The raw points the host reads for this view if it is drawn from a fine level (all of
+    them, about), else 0: what a page adds up against its budget."""
+    lo, hi = _clamp(summary, lo, hi)
+    if not buckets.is_fine(choose_level(summary, lo, hi, pixels, fine_per_pixel)):
+        return 0.0
+    agg = summary.agg
+    return agg[N] * min(1.0, (hi - lo + 1) / max(1, agg[STEP_HI] - agg[STEP_LO] + 1))
 
 
 def _tiles(cache: SeriesCache, ref: RunRef, key: str, level: int, lo: int, hi: int,
@@ -175,30 +205,40 @@ def _bucket_view(cols, level: int, lo: int, hi: int, wanted: int) -> SeriesView:
 
 def series_view(
     cache: SeriesCache, ref: RunRef, key: str, lo: float, hi: float, pixels: int,
-    level: int | None = None,
+    level: int | None = None, fine_per_pixel: int = FINE_PER_PIXEL,
 ) -> SeriesView | None:  # fmt: skip
     """The view of [lo, hi] (steps, both included; infinite: the series' ends) for a chart
     `pixels` wide, at `level` if given; None when the series is unknown or nothing covering
-    the range is cached yet (its tiles are asked for)."""
+    the range is cached yet (its tiles are asked for). A page of many series asks for fewer
+    fine buckets a pixel (`fine_per_pixel`): it fills them as bands anyway."""
     summary = cache.summary(ref, key)
     if summary is None:
         return None
-    agg = summary.agg
-    lo = agg[STEP_LO] if lo == -np.inf else max(int(lo), agg[STEP_LO])
-    hi = agg[STEP_HI] if hi == np.inf else min(int(hi), agg[STEP_HI])
-    if hi < lo:
-        lo = hi = agg[STEP_HI]
-    wanted = choose_level(summary, lo, hi, pixels) if level is None else min(level, summary.levels)
+    lo, hi = _clamp(summary, lo, hi)
+    wanted = (
+        choose_level(summary, lo, hi, pixels, fine_per_pixel)
+        if level is None
+        else min(level, summary.levels)
+    )
     tiles, missing = _tiles(cache, ref, key, wanted, lo, hi)
     if missing:
-        cache.want_tiles(ref, key, wanted, missing)
-        # Meanwhile: the finest level whose tiles are all cached (coarser ones cost less).
+        # Meanwhile: the nearest level whose tiles are all cached (coarser ones first).
         ladder = buckets.by_width(summary.levels)
         at = ladder.index(wanted)
         for level in [*ladder[at + 1 :], *ladder[at - 1 :: -1]]:
-            tiles, gap = _tiles(cache, ref, key, level, lo, hi, every_missing=False)
+            stand_in, gap = _tiles(cache, ref, key, level, lo, hi, every_missing=False)
             if not gap:
-                return _view(tiles, level, lo, hi, wanted)
+                cache.want_tiles(ref, key, wanted, missing)
+                return _view(stand_in, level, lo, hi, wanted)
+        if buckets.is_fine(wanted):
+            # Nothing to show yet: level 1 first (a few stored rows), the fine tiles once it is
+            # here (the host reads every raw point of the view for them), so a chart appears
+            # as soon as it did before fine levels and sharpens after.
+            _tiles(cache, ref, key, 1, lo, hi)  # marks them part of the view
+            first = list(buckets.tiles_for(1, lo, hi))
+            cache.want_tiles(ref, key, 1, first)
+            return None
+        cache.want_tiles(ref, key, wanted, missing)
         return None
     return _view(tiles, wanted, lo, hi, wanted)
 

@@ -1,6 +1,7 @@
 """One series on one axes (a Track): its line, its min/max band, the faint raw series under a
 smoothed line and NaN/±inf markers, set from the series' view at the chart's resolution.
-ChartPage (resplot/draw/charts.py) keeps one Track per plotted item and calls update() on refresh.
+ChartPage (resplot/draw/charts.py) keeps one Track per plotted item; on refresh it prepares
+every track (its view), then places each in the chart's pixel columns.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from resplot.data.decimate import Grid, decimate_many
 from resplot.data.model import RunInfo, RunRef
 from resplot.data.pages import Item
 from resplot.data.smoothing import smooth, smoothable, unit_of, warmup_steps
-from resplot.data.views import SeriesView, series_view
+from resplot.data.views import FINE_PER_PIXEL, SeriesView, series_view
 from schema.rollup import STEP_LO
 
 NONFINITE_Y = {"nan": 0.96, "+inf": 0.99, "-inf": 0.01}  # axes fraction of NaN/inf markers
@@ -42,6 +43,9 @@ def _band(ax, color: str, **kw) -> Polygon:
 # test_pixel_fidelity.py). Fewer series are drawn as the line through each column's first,
 # min, max and last point: within ~0.5 % of the pixels of the line through every point.
 BAND_FROM_SERIES = 96
+# Such pages also ask for one fine bucket a pixel, not four (views.FINE_PER_PIXEL): the system
+# page of 8 runs x 66 keys at four a pixel brought 1.3M bucket rows to fill as bands.
+DENSE_PAGE_FINE_PER_PIXEL = 1
 
 
 def _set_band(band: Polygon, d, use: bool = True) -> np.ndarray | None:
@@ -151,21 +155,14 @@ class Track:
             if artist is not None:
                 artist.set_alpha(alpha * (0.12 if faded else 1.0))
 
-    def update(self, cache: SeriesCache, ctx: RunContext, mode: str, weight: float,
-               pixels: int, xlim, grid: Grid | None = None,
-               band: bool = False) -> SeriesView | None:  # fmt: skip
-        """Set the artists' data for this view; returns the series view drawn (None: none)."""
-        view = self.prepare(cache, ctx, mode, weight, pixels)
-        self.place(pixels, xlim, grid, band)
-        return view
-
-    def prepare(self, cache: SeriesCache, ctx: RunContext, mode: str, weight: float,
-                pixels: int) -> SeriesView | None:  # fmt: skip
+    def prepare(self, cache: SeriesCache, ctx: RunContext, mode: str, weight: float, pixels: int,
+                fine_per_pixel: int = FINE_PER_PIXEL) -> SeriesView | None:  # fmt: skip
         """The series' view at this resolution, its x and its smoothed curve (no artist yet:
         place() cuts them into the chart's pixel columns)."""
         item = self.item
         self.ctx, self.mode, self.cache = ctx, mode, cache
-        view = series_view(cache, item.ref, item.key, ctx.lo, ctx.hi, pixels)
+        view = series_view(cache, item.ref, item.key, ctx.lo, ctx.hi, pixels,
+                           fine_per_pixel=fine_per_pixel)  # fmt: skip
         x = None if view is None else xaxis.x_values(mode, ctx.run, view.steps, view.walls,
                                                        ctx.guide)  # fmt: skip
         if view is None or x is None:
