@@ -24,6 +24,7 @@ from resplot.data.state import ViewState
 from resplot.draw.charts import render
 from resplot.draw.tracks import RunContext, Track
 from resplot.sources import open_source, parse_spec
+from tests.fixtures.pixels import far
 from tests.fixtures.stores import make_run, new_store
 
 W, H = 600, 300
@@ -98,19 +99,6 @@ def draw_track(cache, source, ref, xlim, ylim, band: bool) -> tuple[np.ndarray, 
     for artist in (track.line, track.band):
         artist.set_antialiased(False)
     return _pixels(fig), track
-
-
-def far(a: np.ndarray, b: np.ndarray) -> int:
-    """Pixels lit in one drawing with no lit pixel of the other within one pixel."""
-
-    def grow(m):
-        out = m.copy()
-        for dy in (-1, 0, 1):
-            for dx in (-1, 0, 1):
-                out |= np.roll(np.roll(m, dy, 0), dx, 1)
-        return out
-
-    return int((a & ~grow(b)).sum() + (b & ~grow(a)).sum())
 
 
 ZOOMS = {"whole": (0.0, 1.0), "10%": (0.3, 0.4), "1%": (0.31, 0.32), "100 steps": (0.333, None)}

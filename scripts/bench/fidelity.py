@@ -45,6 +45,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 HERE = Path(__file__).resolve().parent
 
+from tests.fixtures.pixels import far  # noqa: E402 (ROOT is on the path from here)
+
 LENGTHS = (1_000, 10_000, 100_000, 1_000_000, 10_000_000)
 WIDTHS = (300, 600, 1_100)
 CHUNK = 1_000_000  # points a transaction while building
@@ -79,16 +81,6 @@ def build(path: Path, n: int) -> None:
                                                        strict=True)})  # fmt: skip
     engine.dispose()
     marker.write_text(str(n))
-
-
-def base_tree(work: Path, commit: str) -> Path:
-    tree = work / f"base-{commit}"
-    if not (tree / "resplot").is_dir():
-        tree.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit], check=True,
-                                 capture_output=True).stdout  # fmt: skip
-        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
-    return tree
 
 
 def run_child(tree: Path, store: Path, proxy, cfg: Path, agent_dir: Path, width: int,
@@ -144,17 +136,6 @@ def exact_m4(saved, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return x[keep], y[keep]
 
 
-def far(a: np.ndarray, b: np.ndarray) -> int:
-    def grow(m):
-        out = m.copy()
-        for dy in (-1, 0, 1):
-            for dx in (-1, 0, 1):
-                out |= np.roll(np.roll(m, dy, 0), dx, 1)
-        return out
-
-    return int((a & ~grow(b)).sum() + (b & ~grow(a)).sum())
-
-
 def compare(npz: Path, x: np.ndarray, y: np.ndarray, reference: np.ndarray) -> dict[str, int]:
     saved = np.load(npz)
     ink = saved["ink"]
@@ -197,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     widths = [int(v) for v in args.widths.split(",")]
     work = args.dir
     work.mkdir(parents=True, exist_ok=True)
+    from scale import code_tree
+
     from tests.fixtures.sshd import start_env
     from tests.fixtures.tcpproxy import TCPProxy
 
@@ -208,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             base = subprocess.run(fork, check=True, capture_output=True, text=True).stdout.strip()
         rev = ["git", "-C", str(ROOT), "rev-parse", "--short", base]
         commit = subprocess.run(rev, check=True, capture_output=True, text=True).stdout.strip()
-        trees["old"] = base_tree(work, commit)
+        trees["old"] = code_tree(work, commit)
     os.environ.pop("SSH_AUTH_SOCK", None)
     env = start_env(Path(tempfile.mkdtemp(prefix="fidelity-sshd-")))
     proxy = TCPProxy(env.target.port)

@@ -108,15 +108,20 @@ def timed(cmd: list[str], env=None, cwd=ROOT) -> tuple[float, float, int]:
     return wall, usage.ru_maxrss / 1024, proc.returncode
 
 
-def before_tree(work: Path) -> Path:
-    """The code before rollups, unpacked once (git archive)."""
-    tree = work / f"before-{BEFORE}"
+def code_tree(work: Path, commit: str) -> Path:
+    """The tree of `commit`, unpacked once under `work` (git archive)."""
+    tree = work / f"base-{commit}"
     if not (tree / "resplot").is_dir():
         tree.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", BEFORE], check=True,
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit], check=True,
                                  capture_output=True).stdout  # fmt: skip
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     return tree
+
+
+def before_tree(work: Path) -> Path:
+    """The code before rollups."""
+    return code_tree(work, BEFORE)
 
 
 def before_store(store: Path) -> Path:
