@@ -6,10 +6,11 @@ stored rollup level, or where none is that fine, a fine level of 2 to 64 steps t
 folds from the raw points), asks the cache for the tiles it lacks, and returns what is cached:
 the wanted level, or while its tiles load, the nearest level whose tiles are all there
 (coarser ones first: they cost less), so the chart always shows the whole shape. Buckets are
-drawn through their exact extremes and last point: each becomes up to three points, (min_at,
-vmin), (max_at, vmax) and (step_hi, last), so the per-pixel M4 of data/decimate.py keeps a
-one-step spike or dip visible at every zoom and the line runs from bucket to bucket as the raw
-line does. Smoothing on an envelope runs over bucket means.
+drawn through their exact extremes and last point: (min_at, vmin), (max_at, vmax), then
+straight down (or up) at the later extreme to the last value and on to (step_hi, last), so the
+per-pixel M4 of data/decimate.py keeps a one-step spike or dip visible at every zoom and the
+line runs from bucket to bucket as the raw line does. Smoothing on an envelope runs over bucket
+means.
 """
 
 from __future__ import annotations
@@ -168,7 +169,10 @@ def _bucket_view(cols, level: int, lo: int, hi: int, wanted: int) -> SeriesView:
 
     # The extremes in step order (min first where it came first, one point where they
     # coincide), then the bucket's last point where it is another one: the line runs through
-    # each bucket's min, max and last, as through the raw points.
+    # each bucket's min, max and last, as through the raw points. From the later extreme it
+    # drops straight to the last value, then runs to the last step: the raw line leaves an
+    # extreme at the next step, and a slant across the bucket to its last point lit pixels
+    # the raw line does not (a one-step spike's whole neighbouring column).
     min_first = c["min_at"] <= c["max_at"]
     one = c["min_at"] == c["max_at"]
     s1 = np.where(min_first, c["min_at"], c["max_at"])
@@ -177,11 +181,12 @@ def _bucket_view(cols, level: int, lo: int, hi: int, wanted: int) -> SeriesView:
     v2 = np.where(min_first, c["vmax"], c["vmin"])
     keep2 = has & ~one
     keep3 = np.isfinite(c["last"]) & (~has | (s_hi > s2))
-    steps = np.stack([s1, s2, s_hi], axis=1).ravel()
-    values = np.stack([v1, v2, c["last"]], axis=1).ravel()
-    mask = np.stack([has, keep2, keep3], axis=1).ravel()
+    drop = keep3 & has
+    steps = np.stack([s1, s2, s2, s_hi], axis=1).ravel()
+    values = np.stack([v1, v2, c["last"], c["last"]], axis=1).ravel()
+    mask = np.stack([has, keep2, drop, keep3], axis=1).ravel()
     steps, values = steps[mask], values[mask]
-    owner = np.repeat(np.arange(n), 3)[mask]  # the bucket of each point
+    owner = np.repeat(np.arange(n), 4)[mask]  # the bucket of each point
     mid = (s_lo + s_hi) // 2
     every = np.arange(n)
     return SeriesView(

@@ -23,7 +23,7 @@ from resplot.data.views import FINE_PER_PIXEL, SeriesView, series_view
 from schema.rollup import STEP_LO
 
 NONFINITE_Y = {"nan": 0.96, "+inf": 0.99, "-inf": 0.01}  # axes fraction of NaN/inf markers
-BUCKET_POINTS = 3  # points a bucket view holds per bucket (its extremes and last point)
+BUCKET_POINTS = 4  # points a bucket view holds per bucket (its extremes, last value, last point)
 
 
 def _band(ax, color: str, **kw) -> Polygon:
