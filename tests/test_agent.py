@@ -137,7 +137,7 @@ def test_the_archive_is_stdlib_only_python38_and_reproducible():
 def test_hello_reports_versions():
     with agent_process() as (client, proc):
         info = client.hello()
-    assert info["protocol"] == wire.PROTOCOL == 2
+    assert info["protocol"] == wire.PROTOCOL == 3
     assert info["schema"] == HEAD_REVISION
     assert info["pid"] == proc.pid
     assert info["python"].count(".") == 2

@@ -19,7 +19,7 @@ from array import array
 from schema.envelope import BUCKET_LAYOUT, RAW_LAYOUT, RAW_TILE_LAYOUT, SERIES_COLUMNS
 from schema.rollup import AGG_FLOATS
 
-PROTOCOL = 2
+PROTOCOL = 3  # 3: fine levels (tiles of levels -1 .. -6)
 PREFIX = struct.Struct(">II")
 # A runs list with big configs can pass 16 MiB. Below 512 MiB still, so a frame prefix made of
 # text (a shell rc printing on the channel: bytes >= 0x20) is refused at once, not waited on.

@@ -28,15 +28,21 @@ from matplotlib.ticker import (
 from resplot.data import layout, xaxis
 from resplot.data.alerts import THROTTLE_BITS
 from resplot.data.cache import SeriesCache
-from resplot.data.decimate import bucket_mean
+from resplot.data.decimate import Grid, bucket_mean
 from resplot.data.model import RunRef
 from resplot.data.pages import TIMING_PARTS, Item, PanelSpec, panels_for
 from resplot.data.state import ViewState
-from resplot.data.views import series_view
+from resplot.data.views import FINE_PER_PIXEL, fine_points, series_view
 from resplot.data.yrange import robust_limits
 from resplot.draw import fonts
 from resplot.draw.legends import AxesLegend, Entry, RunStrip
-from resplot.draw.tracks import RunContext, Track, tokens_guide
+from resplot.draw.tracks import (
+    BAND_FROM_SERIES,
+    DENSE_PAGE_FINE_PER_PIXEL,
+    RunContext,
+    Track,
+    tokens_guide,
+)
 from schema.compare import metric_stats
 
 EVENT_KINDS = {"alert": "#d62728", "checkpoint": "#7f7f7f", "resume": "#1f77b4"}
@@ -51,6 +57,11 @@ PART_COLORS = {
 SAVE_FORMATS = ("png", "svg", "pdf")
 NOTE_PT = 6.5
 BAR_PT = 6.0  # height of a throttle bar (a '|' marker of 8 pt before)
+# Fine levels make the host read every raw point of a view (~1-2 µs each): a page asks for them
+# while its fine views hold at most this many points (the training page of 8 runs x 20,000 steps:
+# 0.96M), else it draws those views from level 1, fewer buckets than pixels, as its notes say
+# (the system page of the same runs: 2.6M; zoomed in, it has fine levels again).
+FINE_POINTS_PER_PAGE = 1_000_000
 
 
 class ReadableLogLocator(LogLocator):
@@ -105,6 +116,8 @@ class ChartPage:
         # on the wall, relative or tokens axis maps back to the steps whose tiles it needs.
         self._x_steps: dict[RunRef, tuple[np.ndarray, np.ndarray]] = {}
         self._updating = False
+        self._dense = False  # more series than BAND_FROM_SERIES: bands, one fine bucket a pixel
+        self._fine = FINE_PER_PIXEL
         self.message = None
         self.highlighted: RunRef | None = None  # a clicked run: the others are faded
         self._clipped: set[int] = set()  # charts whose y range ignores outliers
@@ -229,11 +242,28 @@ class ChartPage:
             xlim = None if self.follow else tuple(self.axes[0].get_xlim())
             if xlim is None:
                 self._x_steps = {}
+            lines = sum(len(s.items) for s in specs if s.kind == "line")
+            self._dense = lines > BAND_FROM_SERIES
+            self._fine = DENSE_PAGE_FINE_PER_PIXEL if self._dense else FINE_PER_PIXEL
+            contexts = [
+                self._contexts(cache, state, [*refs, *(it.ref for it in s.items)], xlim,
+                               self._pixels(i))
+                for i, s in enumerate(specs)
+            ]  # fmt: skip
+            if self._fine_points(cache, specs, contexts) > FINE_POINTS_PER_PAGE:
+                self._fine = 0  # past the budget: level 1 where it gives fewer buckets than pixels
             for i, spec in enumerate(specs):
-                self._refresh_panel(i, spec, cache, state, refs, xlim)
+                self._prepare_panel(i, spec, cache, state, contexts[i])
+            # Every series of the page is cut into the same pixel columns: the x range shown
+            # (when following the data, the one autoscaling would give), set before drawing.
+            shown = xlim if xlim is not None else self._follow_xlim()
+            if shown is not None and xlim is None:
+                self.axes[0].set_xlim(shown)  # the axes share x
+            for i, spec in enumerate(specs):
+                self._refresh_panel(i, spec, cache, state, refs, xlim, shown, contexts[i])
             if self.follow:
                 for i, ax in enumerate(self.axes):
-                    ax.autoscale_view()
+                    ax.autoscale_view(scalex=shown is None)
                     self._clip_outliers(i, state)
         finally:
             self._updating = False
@@ -331,20 +361,50 @@ class ChartPage:
         if known is None or len(x) > len(known[0]) or x[-1] - x[0] > known[0][-1] - known[0][0]:
             self._x_steps[track.item.ref] = (x, steps)
 
-    def _refresh_panel(self, i, spec, cache, state, refs, xlim) -> None:
+    def _pixels(self, i: int) -> int:
+        return max(int(self.axes[i].bbox.width), 50)
+
+    def _fine_points(self, cache, specs, contexts) -> float:
+        """The raw points the host would read for the page's fine views."""
+        total = 0.0
+        for i, spec in enumerate(specs):
+            for item in spec.items:
+                summary, ctx = cache.summary(item.ref, item.key), contexts[i][item.ref]
+                if summary is not None:
+                    total += fine_points(summary, ctx.lo, ctx.hi, self._pixels(i), self._fine)
+        return total
+
+    def _prepare_panel(self, i, spec, cache, state, contexts) -> None:
+        """The views of a panel's series at its width (before the page's x range is known)."""
+        for track in self._sync_tracks(i, spec).values():
+            track.prepare(cache, contexts[track.item.ref], state.x_axis, state.smoothing,
+                          self._pixels(i), self._fine)  # fmt: skip
+
+    def _follow_xlim(self) -> tuple[float, float] | None:
+        """The x range autoscaling would give every series of the page (None: no series, or
+        one x: matplotlib's own rules then)."""
+        found = [r for ts in self.tracks for t in ts.values() if (r := t.x_range()) is not None]
+        if not found:
+            return None
+        lo, hi = min(r[0] for r in found), max(r[1] for r in found)
+        if not hi > lo:
+            return None
+        margin = self.axes[0].margins()[0] * (hi - lo)
+        return lo - margin, hi + margin
+
+    def _refresh_panel(self, i, spec, cache, state, refs, xlim, shown, contexts) -> None:
         ax = self.axes[i]
         pixels = max(int(ax.bbox.width), 50)
         for artist in self._extra[i]:
             artist.remove()
         self._extra[i] = []
         self._views[i] = []
-        contexts = self._contexts(cache, state, [*refs, *(it.ref for it in spec.items)], xlim,
-                                  pixels)  # fmt: skip
-        tracks = self._sync_tracks(i, spec)
+        tracks = self.tracks[i]
+        grid = None if shown is None else Grid.of(shown, ax.bbox.x0, ax.bbox.width)
         for track in tracks.values():
             track.fade(self.highlighted is not None and track.item.ref != self.highlighted)
-            view = track.update(cache, contexts[track.item.ref], state.x_axis, state.smoothing,
-                                pixels, xlim)  # fmt: skip
+            track.place(pixels, shown, grid, self._dense)
+            view = track.view
             if view is not None:
                 self._views[i].append(view)
                 if xlim is None:
@@ -377,7 +437,8 @@ class ChartPage:
                     pixels: int):  # fmt: skip
         """One run's step time split into data/forward/backward/optimizer/other: the mean of
         each part per bucket (or per step at full resolution), stacked."""
-        total = series_view(cache, ref, "time/step", ctx.lo, ctx.hi, pixels)
+        total = series_view(cache, ref, "time/step", ctx.lo, ctx.hi, pixels,
+                            fine_per_pixel=self._fine)  # fmt: skip
         if total is None or len(total.mid_steps) == 0:
             return
         grid = total.mid_steps
@@ -422,7 +483,8 @@ class ChartPage:
         n = max(len(spec.items), 1)
         for j, item in enumerate(spec.items):
             ctx = contexts[item.ref]
-            view = series_view(cache, item.ref, item.key, ctx.lo, ctx.hi, pixels)
+            view = series_view(cache, item.ref, item.key, ctx.lo, ctx.hi, pixels,
+                               fine_per_pixel=self._fine)  # fmt: skip
             if view is None:
                 continue
             self._views[i].append(view)
@@ -479,14 +541,15 @@ class ChartPage:
         """Say on the chart what it draws when that is not every raw point: the bucket width of
         an envelope, what smoothing ran on, and tiles still loading."""
         views = self._views[i]
-        coarse = [v for v in views if v.level > 0]
+        coarse = [v for v in views if v.level != 0]  # stored or fine buckets
         parts = []
         if coarse:
             width = max(v.width for v in coarse)
             parts.append(f"min–max per {width:,} steps")
-            smoothed = [t for t in self.tracks[i].values() if t.item.smooth and t.view is not None]
-            if smoothing > 0 and any(t.view.level > 0 for t in smoothed):
-                parts.append("smoothed means")
+        smoothed = [t.view for t in self.tracks[i].values() if t.smoothed is not None and t.view]
+        if smoothing > 0 and smoothed:  # what the EMA ran on (resplot/data/smoothing.py)
+            on = [v.width for v in smoothed if v.level != 0]
+            parts.append(f"smoothed {max(on):,}-step means" if on else "smoothed raw points")
         if any(not v.complete for v in views):
             parts.append("loading finer detail…")
         if i in self._clipped:

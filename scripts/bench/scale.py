@@ -24,7 +24,9 @@ Parts (--parts):
   kill      a run logging into the store is killed with SIGKILL: points lost in flush
             intervals, then `reslog check` on a sample and every series of the killed run
   writer    writer-thread CPU per point with rollups and without (the same inserts, no fold),
-            the store's shape (20 keys a step, 90 more every 4th), and a slow run's flush
+            the store's shape (20 keys a step, 90 more every 4th), and a slow run's flush;
+            with --first-shifts, also rollups whose first level is 2**shift steps wide (what
+            storing finer levels would cost: docs/store.md, "Fine levels")
   overhead  a training loop of 1 ms steps logging the store's shape: wall time with reslog
             against without (median of 12 pairs of blocks), for a step of torch ops (outside
             the GIL, as GPU work is) and a pure-Python one (holds the GIL); the writer's
@@ -57,7 +59,7 @@ from scale_children import ZOOMS  # noqa: E402 (the bench folder is on the path 
 from schema.sqlite_file import backup_into, readonly_uri  # noqa: E402
 
 BEFORE = "47f46fc"  # the last commit before rollups (issue 8)
-SIZES = {"3.4M": 10_000, "34M": 100_000, "100M": 300_000}  # steps per run, 8 runs
+SIZES = {"3.4M": 10_000, "6.8M": 20_000, "34M": 100_000, "100M": 300_000}  # steps a run, 8 runs
 FIRST_RUNS = 3  # windows opened afresh for the first view: the median (and every zoom's)
 OVERHEAD_PAIRS = 12  # of 1,000-step blocks, each pair from four blocks (scale_children.py)
 PARTS = ("first", "snapshot", "history", "latency", "kill", "writer", "overhead", "sweep")
@@ -106,15 +108,20 @@ def timed(cmd: list[str], env=None, cwd=ROOT) -> tuple[float, float, int]:
     return wall, usage.ru_maxrss / 1024, proc.returncode
 
 
-def before_tree(work: Path) -> Path:
-    """The code before rollups, unpacked once (git archive)."""
-    tree = work / f"before-{BEFORE}"
+def code_tree(work: Path, commit: str) -> Path:
+    """The tree of `commit`, unpacked once under `work` (git archive)."""
+    tree = work / f"base-{commit}"
     if not (tree / "resplot").is_dir():
         tree.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", BEFORE], check=True,
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit], check=True,
                                  capture_output=True).stdout  # fmt: skip
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     return tree
+
+
+def before_tree(work: Path) -> Path:
+    """The code before rollups."""
+    return code_tree(work, BEFORE)
 
 
 def before_store(store: Path) -> Path:
@@ -328,7 +335,7 @@ def report(results: dict[str, dict[str, Any]], seconds: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", default="3.4M,34M", help="comma list of 3.4M, 34M, 100M")
+    p.add_argument("--sizes", default="3.4M,34M", help="comma list of 3.4M, 6.8M, 34M, 100M")
     p.add_argument("--parts", default=",".join(PARTS))
     p.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "reslog-scale")
     p.add_argument("--no-before", action="store_true", help="skip the old code's baselines")
@@ -336,6 +343,11 @@ def main(argv: list[str] | None = None) -> int:
         "--no-raw",
         action="store_true",
         help="skip the first view's baseline (every point over SSH: minutes at 100M)",
+    )
+    p.add_argument(
+        "--first-shifts",
+        default="",
+        help="writer part: also measure first levels of 2**shift steps (e.g. 4,5)",
     )
     p.add_argument("--markdown", type=Path)
     args = p.parse_args(argv)
@@ -390,6 +402,15 @@ def main(argv: list[str] | None = None) -> int:
             largest.update({"writer_us": won, "writer_off_us": woff, "writer_ratio": won / woff,
                             "slow_ms_per_flush": slow_on,
                             "slow_off_ms_per_flush": slow_off})  # fmt: skip
+            for shift in filter(None, args.first_shifts.split(",")):
+                # Interleaved with the bare inserts again: its own baseline, the same drift.
+                runs = [child("writer", mode, "20000", *([shift] if mode == "on" else []))
+                        for _ in range(4) for mode in ("on", "off")]  # fmt: skip
+                w_on = min(x["us_per_point"] for x in runs[0::2])
+                w_off = min(x["us_per_point"] for x in runs[1::2])
+                print(f"writer, first level 2**{shift} steps: {w_on:.3f} µs a point against "
+                      f"{w_off:.3f} bare: {w_on / w_off:.3f}x", file=sys.stderr)  # fmt: skip
+                largest[f"writer_ratio_shift{shift}"] = w_on / w_off
         if "overhead" in parts:
             for kind in ("torch", "python"):
                 name = f"overhead_{kind}"

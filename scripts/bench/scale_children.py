@@ -342,12 +342,18 @@ def points_only() -> None:
     writer_mod.RollupWriter = PointsOnly
 
 
-def child_writer(rollups: str, steps: int) -> dict[str, Any]:
-    """Writer-thread CPU per point logging the store's shape into a fresh store."""
+def child_writer(rollups: str, steps: int, first_shift: int | None = None) -> dict[str, Any]:
+    """Writer-thread CPU per point logging the store's shape into a fresh store; with
+    `first_shift`, rollups whose first level is 2**first_shift steps wide instead of
+    schema.buckets' (what storing finer levels would cost the writer: docs/store.md)."""
     from scale_store import SYSTEM, TRAIN
 
     import reslog
     import reslog.training.writer as writer_mod
+    from schema import buckets
+
+    if first_shift is not None:
+        buckets.FIRST_SHIFT = first_shift
 
     if rollups == "off":
         points_only()
@@ -506,7 +512,8 @@ def main(argv: list[str]) -> int:
           "history": lambda: child_history(rest[0]),
           "latency": lambda: child_latency(rest[0], rest[1], int(rest[2])),
           "kill": lambda: child_kill(rest[0], float(rest[1])),
-          "writer": lambda: child_writer(rest[0], int(rest[1])),
+          "writer": lambda: child_writer(rest[0], int(rest[1]),
+                                         int(rest[2]) if len(rest) > 2 else None),
           "overhead": lambda: child_overhead(int(rest[0]), int(rest[1]), rest[2], rest[3]),
           "sweep": lambda: child_sweep(rest[0])}[part]  # fmt: skip
     print(json.dumps(fn()), flush=True)
