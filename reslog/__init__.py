@@ -16,22 +16,25 @@ Importing this package is light: no torch, numpy, pandas or NVML.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Mapping
 from typing import Any
 
+from reslog import plot, util
 from reslog.reader import Reader, open
-from reslog.training import disabled
+from reslog.training import disabled, start
+from reslog.training.artifacts import Artifact, say_once
 from reslog.training.config import Config
 from reslog.training.disabled import DisabledRun
 from reslog.training.lifecycle import current
 from reslog.training.media import AlertLevel, Audio, Histogram, Html, Image, Settings, Table, Video
 from reslog.training.run import Run, Timer
-from reslog.training.start import init
-from schema.errors import StoreError
+from schema.errors import RunInUse, StoreError
 
 __all__ = [
     "AlertLevel",
+    "Artifact",
     "Audio",
     "Config",
     "DisabledRun",
@@ -40,6 +43,7 @@ __all__ = [
     "Image",
     "Reader",
     "Run",
+    "RunInUse",
     "Settings",
     "StoreError",
     "Table",
@@ -51,13 +55,35 @@ __all__ = [
     "finish",
     "init",
     "log",
+    "log_artifact",
+    "login",
+    "mark_preempting",
     "open",
+    "plot",
+    "save",
     "termerror",
     "termlog",
     "termwarn",
     "unwatch",
+    "util",
     "watch",
 ]
+
+
+@functools.wraps(start.init)
+def init(
+    *args: Any, sync_tensorboard: bool | None = None, tensorboard: Any = None, **kwargs: Any
+) -> Run | DisabledRun:
+    """Start (or with resume=uid, or id= and resume=, continue) a run and make it the current
+    one (reslog.training.start.init). wandb's keywords are accepted (docs/reslog.md, "Coming
+    from wandb"); `sync_tensorboard=True` (wandb's older `tensorboard=True`) also logs what
+    this process's TensorBoard writers write (reslog.integrations.tensorboard)."""
+    run = start.init(*args, **kwargs)
+    if (sync_tensorboard or tensorboard) and isinstance(run, Run):
+        from reslog.integrations.tensorboard import sync
+
+        sync(run)
+    return run
 
 
 def _active() -> Run | DisabledRun | None:
@@ -72,7 +98,18 @@ def __getattr__(name: str) -> Any:
     if name in ("config", "summary"):
         run = _active()
         return None if run is None else getattr(run, name)
+    if name == "__version__":
+        return _version()
     raise AttributeError(f"module 'reslog' has no attribute {name!r}")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("reslog")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "0+unknown"
 
 
 def _current_or_raise() -> Run | DisabledRun:
@@ -137,3 +174,34 @@ def termwarn(string: str, repeat: bool = True) -> None:
 
 def termerror(string: str, repeat: bool = True) -> None:
     print(f"reslog: error: {string}", file=sys.stderr)
+
+
+def login(key: str | None = None, relogin: bool | None = None, **kw: Any) -> bool:
+    """wandb.login: there is no server to log in to; says so once and returns True."""
+    say_once(
+        "login",
+        "login() does nothing: runs are written to a local store (init(store=...)), with no "
+        "account or server",
+    )
+    return True
+
+
+def save(glob_str: Any, base_path: Any = None, policy: str = "live") -> list[str]:
+    """wandb.save on the current run (see Run.save)."""
+    return _current_or_raise().save(glob_str, base_path, policy)
+
+
+def log_artifact(
+    artifact_or_path: Any,
+    name: str | None = None,
+    type: str | None = None,
+    aliases: list[str] | None = None,
+    tags: list[str] | None = None,
+) -> Artifact:
+    """wandb.log_artifact on the current run (see Run.log_artifact)."""
+    return _current_or_raise().log_artifact(artifact_or_path, name, type, aliases, tags)
+
+
+def mark_preempting() -> None:
+    """wandb.mark_preempting on the current run."""
+    _current_or_raise().mark_preempting()

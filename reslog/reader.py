@@ -9,10 +9,12 @@
             ...
 
 `history` is what wandb's `Api().run().history(samples=...)` gives, without losing extremes:
-one row per bucket with its exact min, max and last value, from the store's rollups, so it
-costs O(samples) however long the run is; a range holding at most `samples` points comes back
-point by point (count 1, min = max = last). `scan` streams the raw points for full-fidelity
-analysis. Both leave out points superseded by a restart (docs/reslog.md, "Resume").
+between samples/2 and `samples` rows, each the exact first, min, max and last value of
+consecutive points with their steps, from the store's rollups (or, for a range narrower than
+128 steps a row, from its raw points), so it costs O(samples) however long the run is; a
+range holding at most `samples` points comes back point by point (count 1, min = max = last).
+`scan` streams the raw points for full-fidelity analysis. Both leave out points superseded by
+a restart (docs/reslog.md, "Resume").
 The DataFrames need pandas (`pip install 'reslog[analysis]'`); nothing else here does.
 """
 
@@ -23,14 +25,27 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from schema.compare import duration_s, highest, last_step, lowest
-from schema.envelope import agg_of, merge_to
+from schema.envelope import agg_of
 from schema.errors import UnknownKey
 from schema.records import RunInfo
-from schema.rollup import LAST, NAN, STEP_HI, STEP_LO, WALL_HI, N, mean
+from schema.rollup import (
+    LAST,
+    MAX_AT,
+    MIN_AT,
+    NAN,
+    NEGINF,
+    POSINF,
+    STEP_HI,
+    STEP_LO,
+    WALL_HI,
+    N,
+    mean,
+)
 from schema.store import open_store, store_label
 from schema.store_reader import StoreReader
 
-HISTORY_COLUMNS = ["key", "step", "min", "max", "last", "count", "wall"]
+HISTORY_COLUMNS = ["key", "step", "first", "min", "max", "last", "count", "min_step", "max_step",
+                   "last_step", "wall"]  # fmt: skip
 RUN_COLUMNS = [
     "uid", "name", "project", "group", "job_type", "status", "host", "created_at", "ended_at",
     "duration_s", "world_size", "last_step", "tags", "config", "summary",
@@ -47,6 +62,11 @@ def _pandas():
             "reslog.open() returns pandas DataFrames: pip install 'reslog[analysis]' (or pandas)"
         ) from None
     return pandas
+
+
+def _value(v) -> float:
+    """A stored value as a float (None, the store's NaN, as NaN)."""
+    return _NAN if v is None else float(v)
 
 
 def open(store: str | os.PathLike[str] | None = None) -> Reader:
@@ -157,17 +177,25 @@ class Reader:
         start: int | None = None,
         stop: int | None = None,
     ):
-        """A long DataFrame (key, step, min, max, last, count, wall), sorted by key then step.
+        """A long DataFrame, sorted by key then step, one row per run of consecutive points:
 
-        Per key, at most `samples` rows, each summing up consecutive points (read from the
-        coarsest rollup level that still gives `samples` buckets, adjacent buckets combined
-        down to `samples`): `step` is the first step holding a point in the row, `wall` the
-        time its last point was logged, `count` its points, min and max are exact (±inf
-        included, NaN left out; NaN when every value was), `last` the value at its last step.
-        A range holding at most `samples` points comes back at full resolution (count 1,
-        min = max = last). `start` and `stop` bound the steps (stop exclusive); the rows' ends
-        are exact, never rounded out to bucket edges. `df.attrs["levels"]` says which rollup
-        level each key was read from (0: raw points)."""
+            key, step, first, min, max, last, count, min_step, max_step, last_step, wall
+
+        When the range holds more than `samples` points of a key, between samples/2 and
+        `samples` rows of it (fewer only where it holds fewer distinct steps: a row never
+        splits a step), each exact: `step` and `first` are its first step and the value of its
+        first point there, `min` and `max` its extremes (±inf included, NaN left out; NaN when
+        every value was) at `min_step` and `max_step` (the first step holding a finite
+        extreme; <NA> when the extreme is not finite), `last` the value at its last step
+        `last_step`, `count` its points, `wall` the time its last point was logged. A range
+        holding at most `samples` points comes back point by point (count 1, first = min = max
+        = last). `start` and `stop` bound the steps (stop exclusive); the rows' ends are exact,
+        never rounded out to bucket edges.
+
+        `df.attrs["levels"]` says which level each key was read from (0: raw points; a negative
+        level: buckets of 2**-level steps folded from the raw points; 1 and up: the stored
+        rollups), `df.attrs["widths"]` the steps each row spans where the key has no gap (1 at
+        full resolution)."""
         if not isinstance(samples, int) or isinstance(samples, bool) or samples < 1:
             raise ValueError(f"samples must be a positive int, got {samples!r}")
         for name, bound in (("start", start), ("stop", stop)):
@@ -175,31 +203,29 @@ class Reader:
                 raise ValueError(f"{name} must be an int step or None, got {bound!r}")
         row_id, key_ids = self._series(run, keys)
         columns: dict[str, list] = {c: [] for c in HISTORY_COLUMNS}
-        levels = {}
+        levels, widths = {}, {}
         for key, key_id in key_ids.items():
-            level, aggs = self._store.envelope(row_id, key_id, start, stop, samples)
-            aggs = merge_to(aggs, samples)
-            levels[key] = level
+            level, width, aggs, firsts = self._store.sample(row_id, key_id, start, stop, samples)
+            levels[key], widths[key] = level, width
             columns["key"] += [key] * len(aggs)
             columns["step"] += [a[STEP_LO] for a in aggs]
+            columns["first"] += [_value(firsts.get(a[STEP_LO])) for a in aggs]
             columns["min"] += [lowest(a) for a in aggs]
             columns["max"] += [highest(a) for a in aggs]
-            columns["last"] += [_NAN if a[LAST] is None else float(a[LAST]) for a in aggs]
+            columns["last"] += [_value(a[LAST]) for a in aggs]
             columns["count"] += [a[N] for a in aggs]
+            columns["min_step"] += [None if a[NEGINF] else a[MIN_AT] for a in aggs]
+            columns["max_step"] += [None if a[POSINF] else a[MAX_AT] for a in aggs]
+            columns["last_step"] += [a[STEP_HI] for a in aggs]
             columns["wall"] += [a[WALL_HI] for a in aggs]
         pd = _pandas()
+        types = {"key": object, "step": "int64", "count": "int64", "last_step": "int64",
+                 "min_step": "Int64", "max_step": "Int64"}  # fmt: skip
         frame = pd.DataFrame(
-            {
-                "key": pd.Series(columns["key"], dtype=object),
-                "step": pd.Series(columns["step"], dtype="int64"),
-                "min": pd.Series(columns["min"], dtype="float64"),
-                "max": pd.Series(columns["max"], dtype="float64"),
-                "last": pd.Series(columns["last"], dtype="float64"),
-                "count": pd.Series(columns["count"], dtype="int64"),
-                "wall": pd.Series(columns["wall"], dtype="float64"),
-            }
+            {c: pd.Series(columns[c], dtype=types.get(c, "float64")) for c in HISTORY_COLUMNS}
         )
         frame.attrs["levels"] = levels
+        frame.attrs["widths"] = widths
         return frame
 
     def scan(

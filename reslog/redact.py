@@ -1,5 +1,7 @@
-"""Secrets kept out of the store: config values under secret-looking keys, and the passwords of
-URLs in any text (a store URL in a config, a command line, an error message).
+"""Secrets kept out of the store: config values under secret-looking keys, and credentials in
+any text (a config value, a command line, a logged string, an event, a traceback): URL
+passwords, `Authorization: Bearer/Basic …`, `token=`/`key=`-like parameters, and tokens of
+well-known shapes (GitHub, Hugging Face, OpenAI, Slack, AWS access key ids).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ SECRET_WORDS = frozenset(
         "passphrase",
         "apikey",
         "credential",
+        "pat",  # a personal access token: github_pat, hf_pat
+        "signature",  # X-Amz-Signature, a presigned URL's
     }
 )
 SECRET_WORDS |= {"credentials", "auth"}
@@ -40,19 +44,52 @@ NOT_SECRET_BEFORE_KEY = frozenset(
 REDACTED = "<redacted>"
 # The password in a URL's userinfo: postgresql://user:secret@host/db → user:<redacted>@host.
 _URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*):(?P<pw>[^/\s@]+)@")
+_SECRETS = re.compile(
+    # Authorization: Bearer <token> / Basic <base64>
+    r"(?P<scheme>\b(?i:bearer|basic)\s+)(?P<cred>[A-Za-z0-9._~+/=-]{8,})"
+    # name=value in a query string or a line of text; the name decides (is_secret_key)
+    r"|(?P<name>(?:(?<=[?&;\s,(\[{\"'])|^)[A-Za-z][A-Za-z0-9_.-]*)=(?P<value>[^&\s#\"',;)\]}]+)"
+    # tokens whose shape says what they are
+    r"|(?P<shaped>\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,}|hf_[A-Za-z0-9]{30,}"
+    r"|sk-[A-Za-z0-9_-]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})\b)"
+)
+_HINTS = ("://", "=", "earer", "asic", "gh", "hf_", "sk-", "xox", "AKIA")
 
 
 def redact_text(text: str) -> str:
-    """`text` with the passwords of any URLs in it replaced."""
-    if "://" not in text:
+    """`text` with the credentials in it replaced (see the module's docstring)."""
+    if not any(h in text for h in _HINTS):  # the usual text: no regex at all
         return text
+    if "://" in text:
+        text = _URL_PASSWORD.sub(_hide_password, text)
+    return _SECRETS.sub(_hide_secret, text)
 
-    def hide(m: re.Match) -> str:
-        if m.group("pw") in ("***", REDACTED):  # already hidden (SQLAlchemy writes ***)
+
+def _hide_password(m: re.Match) -> str:
+    if m.group("pw") in ("***", REDACTED):  # already hidden (SQLAlchemy writes ***)
+        return m.group(0)
+    return f"{m.group('head')}:{REDACTED}@"
+
+
+def _hide_secret(m: re.Match) -> str:
+    if m.group("cred") is not None:
+        return m.group("scheme") + REDACTED
+    if m.group("name") is not None:
+        name = m.group("name")
+        # In a query string a bare key= or sig= is an API key or a signature (?key=AIza…).
+        in_query = m.start() > 0 and m.string[m.start() - 1] in "?&"
+        secret = is_secret_key(name) or (in_query and _words(name)[-1:] in (["key"], ["sig"]))
+        if not secret or m.group("value") == REDACTED:
             return m.group(0)
-        return f"{m.group('head')}:{REDACTED}@"
+        return f"{name}={REDACTED}"
+    return REDACTED
 
-    return _URL_PASSWORD.sub(hide, text)
+
+def is_secret_flag(flag: str) -> bool:
+    """A command-line option whose value is a secret: any secret-looking name, and `-p`,
+    `--key`, `--pat` (mysql -p, tools' --key), which alone say nothing as config keys."""
+    name = flag.lstrip("-")
+    return name in ("p", "key", "pat") or is_secret_key(name)
 
 
 def _words(key: str) -> list[str]:

@@ -275,6 +275,8 @@ def cmd_export(args) -> int:
                 export_table(loaded.cache, refs, args.output, fmt, args.metrics)
         except ExportError as exc:
             raise CliError(str(exc)) from None
+        except ConnectionError as exc:  # the source, after its retries (AgentConnectionError)
+            raise CliError(f"cannot read the source: {exc}; {args.output} not written") from None
         except OSError as exc:
             raise CliError(f"cannot write {args.output}: {exc.strerror or exc}") from None
     if args.output != "-":

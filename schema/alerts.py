@@ -29,6 +29,10 @@ GPU_THROTTLE = "gpu_throttle"
 GPU_UTIL_DROP = "gpu_util_drop"
 GPU_TEMP = "gpu_temp"
 LOGGED = "logged"
+# A job's ranks (schema/ranks.py), judged across its runs by schema/stragglers.py and hangs.py.
+STRAGGLER = "straggler"
+STRAGGLER_END = "straggler_end"
+HANG = "hang"
 # The run's own events (events.kind) a person wants to hear about as they happen: `reslog watch`
 # passes them on under their kind. The rest (checkpoints, notes) are not news.
 WATCHED_EVENTS = ("alert", "stall", "drop", "writer")
@@ -52,6 +56,12 @@ KINDS: dict[str, str] = {
     "mean over the run",
     GPU_TEMP: "viewer: a GPU reached 85 °C",
     LOGGED: "viewer: the run called run.alert() (an event of kind alert)",
+    STRAGGLER: "a job's rank whose own work (data, forward, backward, optimizer; not its wait in "
+    "collectives) was slower than the other ranks' for a sustained stretch: names rank, host, "
+    "phase, how much and from which step (schema/stragglers.py)",
+    STRAGGLER_END: "a straggler's phase is back in line with the other ranks'",
+    HANG: "a job's ranks stalled with some inside a collective: names the rank(s) that never "
+    "entered it, with their innermost frames (schema/hangs.py)",
     "alert": "reslog watch: the run called run.alert()",
     "stall": "reslog watch: the writer's stall event, with every thread's stack",
     "drop": "reslog watch: the run's buffer was full and points were dropped",

@@ -19,6 +19,14 @@ per pixel (3,200 to 102,400 steps at 800 pixels, for a key logged every step) is
 level-1 buckets, fewer than its pixels (each exact). Changing a width is a schema revision:
 stored rollups cut at other widths are rebuilt (0005).
 
+Fine levels (negative: level -s holds buckets of 2**s steps, s = 1..FINE_SHIFT) are never
+stored: the host folds them from raw points when asked (schema/envelope.py), for views holding
+more than RAW_PER_PIXEL points a pixel that level 1 would cut into fewer buckets than pixels.
+They close that gap at the price of reading the view's raw points on the host, bounded by
+the view (a fine tile covers 1,024 buckets); docs/store.md has the measurements that chose this
+over storing finer levels. Widths in order: raw (0), -1 .. -FINE_SHIFT, 1 .. MAX_LEVEL
+(`by_width`).
+
 Levels above 1 are written only once a series spans enough steps to need them (`needed_levels`):
 a level whose buckets hold more than 1/MIN_BUCKETS of the series is never the one a chart picks,
 and skipping it spares a slow run the update of its newest bucket on every flush; the coarsest
@@ -33,15 +41,34 @@ MAX_LEVEL = 26  # 128 * 4**25 = 2**57 steps a bucket: 128 of them span every 64-
 MIN_BUCKETS = 64  # a level l >= 2 is kept once the series spans MIN_BUCKETS of its buckets
 TILE_BUCKETS = 1024  # buckets (level 0: steps) per tile, the unit the viewer fetches and caches
 RAW_PER_PIXEL = 4  # a view holding at most this many points per pixel is drawn from raw points
+FINE_SHIFT = 6  # fine levels -1 .. -6: 2 .. 64 steps a bucket, folded from raw points on the host
 
 
 def shift(level: int) -> int:
-    """log2 of the bucket width of `level` (0 for the raw level)."""
+    """log2 of the bucket width of `level` (0 for the raw level, -level for a fine level)."""
     if level == 0:
         return 0
+    if -FINE_SHIFT <= level < 0:
+        return -level
     if not 1 <= level <= MAX_LEVEL:
-        raise ValueError(f"level must be in 0..{MAX_LEVEL}, got {level!r}")
+        raise ValueError(f"level must be in {-FINE_SHIFT}..{MAX_LEVEL}, got {level!r}")
     return FIRST_SHIFT + LEVEL_SHIFT * (level - 1)
+
+
+def is_level(level) -> bool:
+    """Whether `level` names a level (raw, fine or stored)."""
+    return isinstance(level, int) and -FINE_SHIFT <= level <= MAX_LEVEL
+
+
+def is_fine(level: int) -> bool:
+    """A fine level: folded from raw points on the host, never stored."""
+    return level < 0
+
+
+def by_width(levels: int) -> list:
+    """Every level a series with `levels` stored levels can be read at, finest first: raw,
+    the fine levels, then the stored ones."""
+    return [0, *range(-1, -FINE_SHIFT - 1, -1), *range(1, levels + 1)]
 
 
 def width(level: int) -> int:
@@ -73,11 +100,12 @@ def needed_levels(span: int) -> int:
 
 
 def level_for(span: int, buckets: int, levels: int) -> int:
-    """The coarsest level (of the `levels` kept) giving at least `buckets` buckets over a step
-    range of `span` steps; level 1 when none does (a range narrower than `buckets` * width(2)
-    steps that still holds too many points to read raw)."""
-    best = 1
-    for level in range(2, levels + 1):
+    """The coarsest level (of the fine levels and the `levels` stored) giving at least
+    `buckets` buckets over a step range of `span` steps; the finest fine level (-1) when none
+    does (a range narrower than 2 * `buckets` steps that still holds too many points to read
+    raw)."""
+    best = -1
+    for level in by_width(levels)[2:]:
         if span // width(level) + 1 >= buckets:
             best = level
         else:

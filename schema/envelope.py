@@ -8,10 +8,17 @@ below exist once:
   on it restarted at `step`), its older points at that step or later are not part of it.
   Raw reads leave them out with one NOT EXISTS probe per point, and only for series that have
   takes at all (`has_takes`), so an ordinary series pays nothing.
-- The envelope of [start, stop): raw points when the range holds at most `samples` points;
-  otherwise the coarsest level that still gives `samples` buckets, with the two ends refined
-  level by level down to raw points, so that every row lies inside [start, stop) and the
-  extremes are exact. It reads O(samples + levels) rows, never O(points).
+- Fine levels (schema/buckets.py: 2 to 64 steps a bucket) are never stored: they are folded
+  here from the raw points of the buckets asked for, with the writer's own fold, so a fine
+  bucket is the aggregate a stored one of that width would be. Their reads are bounded by the
+  buckets asked for (a fine tile: 1,024 buckets, at most 65,536 steps).
+- A sample of [start, stop) in at most `samples` rows (`SeriesReader.sample`): the raw points
+  when the range holds at most `samples`; otherwise the coarsest level (fine or stored) that
+  has a bucket in at least `samples` slots of the range, each row a run of consecutive buckets,
+  the two ends refined down to raw points, so that every row lies inside [start, stop) and
+  every row is exact: between samples/2 and `samples` rows. It reads O(samples + levels)
+  stored rows, or the range's raw points where only a fine level is fine enough (a range
+  narrower than 128 * `samples` steps).
 
 Standard library only, Python 3.8 syntax: this file ships inside the agent's archive.
 """
@@ -23,7 +30,19 @@ from bisect import bisect_left
 from itertools import starmap
 
 from schema import buckets
-from schema.rollup import AGG_COLUMNS, AGG_FLOATS, VSUM, fold, merge_all
+from schema.rollup import (
+    AGG_COLUMNS,
+    AGG_FLOATS,
+    LAST,
+    STEP_LO,
+    VMIN,
+    VSUM,
+    N,
+    fold,
+    fold_group,
+    merge,
+    merge_all,
+)
 
 SERIES_COLUMNS = ("run_id", "key_id", *AGG_COLUMNS, "levels", "tail_step", "tail_wall")
 # The Agg fields of a series row, and of a bucket row after its first column (bucket).
@@ -134,22 +153,61 @@ def bucket_rows(cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: 
     return cur.fetchall()
 
 
+def fold_width(rows: list, start: int, width: int) -> list:
+    """Aggregates of raw rows (step, wall, value; by step then id) cut into rows of `width`
+    steps from `start` (any width, not only a power of two), by step."""
+    if not rows:
+        return []
+    steps = [r[0] for r in rows]
+    walls = [r[1] for r in rows]
+    values = [r[2] for r in rows]
+    out, i, n = [], 0, len(steps)
+    while i < n:
+        row_end = start + ((steps[i] - start) // width + 1) * width
+        j = bisect_left(steps, row_end, i)
+        out.append(fold(steps[i:j], walls[i:j], values[i:j], ordered=True))
+        i = j
+    return out
+
+
+def fine_rows(
+    cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: int, *, has_takes: bool,
+    before_id: int | None = None,
+) -> list:  # fmt: skip
+    """bucket_rows() of a fine level (lo <= bucket <= hi), folded from the raw points (those
+    with an id below `before_id` when given: a snapshot's points, read in a later one)."""
+    sh = buckets.shift(level)
+    cur.execute(*_raw_query(p, "p.step, p.wall, p.value", run_id, key_id, lo << sh,
+                            (hi + 1) << sh, has_takes, before_id, None, None))  # fmt: skip
+    rows = cur.fetchall()
+    if not rows:
+        return []
+    steps = [r[0] for r in rows]
+    walls = [r[1] for r in rows]
+    values = [r[2] for r in rows]
+    return [(b, *agg) for b, agg in fold_group(steps, walls, {0: values}, sh)[0].items()]
+
+
 def tile_rows(
     cur, p: str, run_id: int, key_id: int, level: int, first: int, count: int, *,
     has_takes: bool,
 ) -> list:  # fmt: skip
     """[(tile index, rows)] of `count` tiles from `first` (schema.buckets.TILE_BUCKETS buckets
     each; level 0: steps), read with one query: level 0 rows are raw (step, wall, value),
-    others stored buckets (AGG_COLUMNS). Every tile of the range is listed, empty ones too."""
+    others buckets (AGG_COLUMNS), stored or (fine levels) folded from raw points. Every tile of
+    the range is listed, empty ones too."""
     lo = first * buckets.TILE_BUCKETS
     hi = (first + count) * buckets.TILE_BUCKETS  # exclusive, in buckets (level 0: steps)
     if level == 0:
         found = [r[1:] for r in raw_points(cur, p, run_id, key_id, lo, hi, has_takes=has_takes)]
         where = [r[0] for r in found]  # steps
     else:
-        found = [r[1:] for r in bucket_rows(cur, p, run_id, key_id, level, lo, hi - 1)]
-        shift, at = buckets.shift(level), AGG_COLUMNS.index("step_lo")
-        where = [r[at] >> shift for r in found]  # buckets
+        if buckets.is_fine(level):
+            rows = fine_rows(cur, p, run_id, key_id, level, lo, hi - 1, has_takes=has_takes)
+        else:
+            rows = bucket_rows(cur, p, run_id, key_id, level, lo, hi - 1)
+        found = [r[1:] for r in rows]
+        where = [r[0] for r in rows]  # buckets
     out, start = [], 0
     for index in range(first, first + count):
         end = bisect_left(where, (index + 1) * buckets.TILE_BUCKETS, start)
@@ -181,14 +239,38 @@ def packed_buckets(cur, p: str, run_id: int, key_id: int, level: int, lo: int, h
     return b"".join(starmap(row.pack, cur))
 
 
+def _packable(agg: tuple) -> tuple:
+    """An aggregate as a BUCKET_LAYOUT row: what _PACKED_BUCKET_COLUMNS does in SQL."""
+    vsum, last = agg[VSUM], agg[LAST]
+    nulls = (vsum != vsum) + 2 * (last is None)
+    out = [0 if v is None else v for v in agg]
+    if vsum != vsum:
+        out[VSUM] = 0.0
+    if last is None:
+        out[LAST] = 0.0
+    if agg[VMIN] is None:
+        out[VMIN] = out[VMIN + 1] = 0.0
+    return (*out, nulls)
+
+
+def packed_fine(cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: int,
+                row: struct.Struct, *, has_takes: bool,
+                before_id: int | None = None) -> bytes:  # fmt: skip
+    """fine_rows() packed in BUCKET_LAYOUT, as packed_buckets() packs stored ones."""
+    rows = fine_rows(cur, p, run_id, key_id, level, lo, hi, has_takes=has_takes,
+                     before_id=before_id)  # fmt: skip
+    return b"".join([row.pack(*_packable(r[1:])) for r in rows])
+
+
 def packed_raw(
     cur, p: str, run_id: int, key_id: int, start: int, stop: int, row: struct.Struct, *,
     has_takes: bool, ids: bool = True, after_id: int | None = None, limit: int | None = None,
+    before_id: int | None = None,
 ) -> bytes:  # fmt: skip
     """raw_points() packed in RAW_LAYOUT, or RAW_TILE_LAYOUT without `ids`."""
     columns = "p.step, p.wall, coalesce(p.value, 0.0), p.value IS NULL" + (", p.id" if ids else "")
-    cur.execute(*_raw_query(p, columns, run_id, key_id, start, stop, has_takes, None, after_id,
-                            limit))  # fmt: skip
+    cur.execute(*_raw_query(p, columns, run_id, key_id, start, stop, has_takes, before_id,
+                            after_id, limit))  # fmt: skip
     return b"".join(starmap(row.pack, cur))
 
 
@@ -254,8 +336,8 @@ class SeriesReader:
         return bucket_rows(self.cur, self.p, self.run_id, self.key_id, level, lo, hi)
 
     def part(self, level: int, start: int, stop: int) -> list:
-        """Aggregates exactly covering [start, stop): whole buckets of `level` in the middle,
-        the ends refined one level down, raw points at level 0."""
+        """Aggregates exactly covering [start, stop), by step: whole buckets of a stored
+        `level` in the middle, the ends refined one level down, raw points at level 0."""
         if stop <= start:
             return []
         if level == 0:
@@ -268,20 +350,89 @@ class SeriesReader:
         middle = [agg_of(row, 1) for row in self.buckets(level, lo, hi - 1)]
         return self.part(level - 1, start, lo << sh) + middle + self.part(level - 1, hi << sh, stop)
 
-    def envelope(self, series, start, stop, samples: int):
-        """(level, aggregates) of the current points with start <= step < stop (None: no
-        bound), by step. Level 0: one aggregate per point, at full resolution."""
+    def slots(self, level: int, start: int, stop: int) -> list:
+        """One aggregate per bucket of a stored `level` holding points in [start, stop) (those
+        at the ends cut at the range), by step."""
+        sh = buckets.shift(level)
+        out, at = [], None
+        for agg in self.part(level, start, stop):
+            b = agg[STEP_LO] >> sh
+            if b == at:
+                out[-1] = merge(out[-1], agg)
+            else:
+                out.append(agg)
+                at = b
+        return out
+
+    def sample(self, series, start, stop, samples: int) -> tuple:
+        """(level, width, rows, firsts): the current points with start <= step < stop (None:
+        no bound) in at most `samples` exact aggregates, by step; `firsts` maps each row's
+        first step to the value of its first point there (None: NaN).
+
+        At most `samples` points: one row a point (level 0, width 1). More: between
+        samples/2 and `samples` rows (fewer only where the range holds fewer distinct steps:
+        a row never splits a step), each `width` steps of a gapless series. From the coarsest
+        stored level with a bucket in at least samples/2 slots of the range, each row a run
+        of consecutive buckets (a sparse range goes finer); where no stored level is fine
+        enough (a range of fewer than 64 * `samples` steps), level 0: the range's raw points
+        folded into rows of `width` steps."""
         if series is None:
-            return 0, []
+            return 0, 1, [], {}
         first, last = series[STEP_LO_AT], series[STEP_HI_AT]
         lo = first if start is None else max(int(start), first)
         hi = last + 1 if stop is None else min(int(stop), last + 1)
         if hi <= lo:
-            return 0, []
+            return 0, 1, [], {}
         if self.count(lo, hi, samples + 1) <= samples:
-            return 0, self.part(0, lo, hi)
-        level = buckets.level_for(hi - 1 - lo, samples, series[LEVELS_AT])
-        return level, self.part(level, lo, hi)
+            rows = self.part(0, lo, hi)
+            return 0, 1, rows, {r[STEP_LO]: r[LAST] for r in rows}
+        need = -(-samples // 2)
+        top = max(1, buckets.level_for(hi - 1 - lo, samples, series[LEVELS_AT]))
+        for level in range(top, 0, -1):
+            if (hi - 1 - lo) // buckets.width(level) + 1 < need:
+                continue
+            rows = self.slots(level, lo, hi)
+            if len(rows) >= need:
+                k = -(-len(rows) // samples)
+                rows = merge_to(rows, samples)
+                return level, k * buckets.width(level), rows, self.firsts(rows)
+        self.cur.execute(*_raw_query(self.p, "p.step, p.wall, p.value", self.run_id, self.key_id,
+                                     lo, hi, self.has_takes, None, None, None))  # fmt: skip
+        raw = self.cur.fetchall()
+        width = -(-(hi - lo) // samples)
+        rows = fold_width(raw, lo, width)
+        if len(rows) < need and width > 1:  # clustered points: rows of whole steps, merged
+            rows = merge_to(fold_width(raw, lo, 1), samples)
+            width = 1
+        firsts, at = {}, 0
+        for row in rows:  # the raw rows are in step order: each row's first point is there
+            at = bisect_left(raw, (row[STEP_LO],), at)
+            firsts[row[STEP_LO]] = raw[at][2]
+        return 0, width, rows, firsts
+
+    def firsts(self, rows: list) -> dict:
+        """{first step: value of the first current point there} of aggregates (value None =
+        NaN): a row of one point is its own; the others cost one index probe each, a few
+        hundred to a query."""
+        out = {r[STEP_LO]: r[LAST] for r in rows if r[N] == 1}
+        steps = [r[STEP_LO] for r in rows if r[N] != 1]
+        takes = (
+            " AND NOT EXISTS (SELECT 1 FROM takes t WHERE t.run_id = p.run_id"
+            " AND t.key_id = p.key_id AND t.step <= p.step AND t.since_id > p.id)"
+            if self.has_takes
+            else ""
+        )
+        for i in range(0, len(steps), 500):
+            chunk = steps[i : i + 500]
+            marks = ", ".join([self.p] * len(chunk))
+            self.cur.execute(
+                f"SELECT p.step, p.value FROM points p WHERE p.run_id = {self.p}"
+                f" AND p.key_id = {self.p} AND p.step IN ({marks}){takes} ORDER BY p.step, p.id",
+                [self.run_id, self.key_id, *chunk],
+            )
+            for step, value in self.cur.fetchall():
+                out.setdefault(step, value)
+        return out
 
 
 def merge_to(aggs: list, rows: int) -> list:

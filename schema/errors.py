@@ -27,5 +27,18 @@ class UnknownRun(StoreError):
     """No run matches the given uid, uid prefix or name."""
 
 
+class AmbiguousRun(UnknownRun):
+    """Several runs match a name or uid prefix (a script run twice under one name): none is
+    picked. `matches` holds them (RunInfo), oldest first."""
+
+    def __init__(self, message: str, matches: list) -> None:
+        super().__init__(message)
+        self.matches = matches
+
+
 class UnknownKey(StoreError):
     """A run has no series of that key name."""
+
+
+class RunInUse(StoreError):
+    """A run is being logged by a live process: a second writer would break its rollups."""

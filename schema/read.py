@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import pairwise
@@ -15,7 +16,7 @@ from operator import itemgetter
 
 from sqlalchemy import Connection, Engine, select
 
-from schema.errors import UnknownRun
+from schema.errors import AmbiguousRun, UnknownRun
 from schema.records import Event, RunInfo, RunRef
 from schema.rollup import newest_take
 from schema.status import row_status
@@ -101,19 +102,30 @@ def list_runs(
 
 
 def find_run(conn: Connection, ident: str, **kw) -> tuple[int, RunInfo]:
-    """A run by uid, unique uid prefix, or unique name; UnknownRun otherwise."""
+    """A run by uid, unique uid prefix, or unique name; UnknownRun otherwise, AmbiguousRun
+    (listing each match's uid, start and status) when several runs match: none is picked."""
     all_runs = list_runs(conn, **kw)
-    for exact in (
-        [r for r in all_runs if r[1].ref.uid == ident],
-        [r for r in all_runs if r[1].name == ident],
-        [r for r in all_runs if r[1].ref.uid.startswith(ident)],
+    for exact, what in (
+        ([r for r in all_runs if r[1].ref.uid == ident], "uid"),
+        ([r for r in all_runs if r[1].name == ident], "name"),
+        ([r for r in all_runs if r[1].ref.uid.startswith(ident)], "uid prefix"),
     ):
         if len(exact) == 1:
             return exact[0]
         if len(exact) > 1:
-            names = ", ".join(f"{r.ref.uid[:8]} ({r.name})" for _, r in exact)
-            raise UnknownRun(f"'{ident}' matches several runs: {names}; give more of the uid")
+            listed = ", ".join(
+                f"{r.ref.uid[:8]} (started {_clock(r.created_at)}, {r.status})" for _, r in exact
+            )
+            raise AmbiguousRun(
+                f"'{ident}' is the {what} of {len(exact)} runs: {listed}; give a uid or a "
+                "unique uid prefix",
+                [r for _, r in exact],
+            )
     raise UnknownRun(f"no run '{ident}' in this store (see `reslog ls`)")
+
+
+def _clock(wall: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(wall))
 
 
 def run_by_id(conn: Connection, run_id: int, source: str, store: str) -> RunInfo | None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import sqlite3
 import time
 import warnings
 from pathlib import Path
@@ -20,7 +19,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, Programm
 
 from schema.errors import NotAStore, SchemaTooNew, SchemaTooOld, StoreError, StoreNotFound
 from schema.revision import HEAD_REVISION
-from schema.sqlite_file import readonly_uri
+from schema.sqlite_file import connect_readonly, create_file, make_folders
 from schema.tables import metadata
 
 DEFAULT_STORE = "runs/reslog.db"
@@ -146,10 +145,9 @@ def make_engine(url: str, *, readonly: bool = False) -> Engine:
             raise StoreError(f"cannot open {shown}: driver not installed ({exc})") from None
     if readonly:
         # mode=ro: a reader can never create, lock out or modify the training run's file.
-        uri = readonly_uri(path)
         engine = create_engine(
             URL.create("sqlite", database=str(path)),
-            creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False),
+            creator=lambda: connect_readonly(path, check_same_thread=False),
         )
     else:
         engine = create_engine(url, connect_args={"check_same_thread": False})
@@ -239,7 +237,7 @@ def open_store(
             if not create:
                 raise StoreNotFound(f"no store at {path}")
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
+                make_folders(path.parent)  # private unless RESLOG_STORE_MODE says otherwise
             except OSError as exc:
                 failed = exc.filename or path.parent
                 why = (
@@ -255,6 +253,12 @@ def open_store(
                 stacklevel=2,
             )
     creating = create and not readonly and path is not None and not path.exists()
+    if creating:
+        assert path is not None
+        try:
+            create_file(path)  # before SQLite does, with its mode (0600 by default)
+        except OSError as exc:
+            raise StoreError(f"cannot create {path}: {exc.strerror}") from None
     # Processes started together (torchrun's ranks) race to create one file: SQLite can answer
     # "locked" at once, without waiting, while another one switches it to WAL or creates the
     # tables. That is worth waiting out, as the busy timeout does for every other lock.

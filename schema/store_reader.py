@@ -69,10 +69,12 @@ class StoreReader:
 
     # -- one series ---------------------------------------------------------------------------
 
-    def envelope(
+    def sample(
         self, run_id: int, key_id: int, start: int | None, stop: int | None, samples: int
-    ) -> tuple[int, list[tuple]]:
-        """(level, aggregates) of one series over [start, stop) (envelope.SeriesReader)."""
+    ) -> tuple[int, int, list[tuple], dict[int, float | None]]:
+        """(level, width, rows, firsts) of one series over [start, stop) in at most `samples`
+        exact rows (envelope.SeriesReader.sample); `firsts` maps each row's first step to the
+        value of its first point there (None: NaN)."""
         with self.engine.connect() as conn:
             cur = self._cursor(conn)
             row = envelope.series_row(cur, self.p, run_id, key_id)
@@ -80,7 +82,7 @@ class StoreReader:
                 cur, self.engine.dialect.paramstyle, run_id, key_id,
                 has_takes=envelope.has_takes(cur, self.p, run_id, key_id),
             )  # fmt: skip
-            return reader.envelope(row, start, stop, samples)
+            return reader.sample(row, start, stop, samples)
 
     def scan(
         self, run_id: int, key_id: int, start: int | None = None, stop: int | None = None,

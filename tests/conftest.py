@@ -33,3 +33,22 @@ def _own_resplot_settings(tmp_path_factory):
         os.environ.pop("RESPLOT_CONFIG", None)
     else:
         yield
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``cuda`` are skipped, and counted as skipped, where there is no CUDA GPU
+    (every machine but a GPU host; scripts/gpu_check.sh runs them there: docs/gpu.md). torch is
+    imported only when such a test was collected."""
+    marked = [item for item in items if item.get_closest_marker("cuda")]
+    if not marked:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    why = pytest.mark.skip(
+        reason=f"needs a CUDA GPU: torch {torch.__version__} sees none "
+        "(run on a GPU host: bash scripts/gpu_check.sh OUTDIR)"
+    )
+    for item in marked:
+        item.add_marker(why)

@@ -33,7 +33,6 @@ from resplot.sources.client import (
     decode_points,
     decode_rows,
 )
-from resplot.sources.local import local_agent
 from schema import HEAD_REVISION, buckets, envelope
 from schema.errors import NotAStore, SchemaTooNew, StoreNotFound
 from schema.read import fetch_points
@@ -46,7 +45,7 @@ from tests.fixtures.stores import add_events, add_points, make_run, new_store
 def agent_process(*extra: str, python: str | None = None, env=None) -> Iterator:
     # -I -S: no site-packages at all, so a non-stdlib import in the archive fails here.
     proc = subprocess.Popen(
-        [python or sys.executable, "-I", "-S", str(local_agent()), *extra],
+        [python or sys.executable, "-I", "-S", "-c", bundle.boot_code(), *extra],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -54,6 +53,7 @@ def agent_process(*extra: str, python: str | None = None, env=None) -> Iterator:
     )
     assert proc.stdin is not None and proc.stdout is not None
     client = AgentClient(proc.stdout, proc.stdin)
+    client.boot()
     try:
         yield client, proc
     finally:
@@ -137,7 +137,7 @@ def test_the_archive_is_stdlib_only_python38_and_reproducible():
 def test_hello_reports_versions():
     with agent_process() as (client, proc):
         info = client.hello()
-    assert info["protocol"] == wire.PROTOCOL == 2
+    assert info["protocol"] == wire.PROTOCOL == 3
     assert info["schema"] == HEAD_REVISION
     assert info["pid"] == proc.pid
     assert info["python"].count(".") == 2

@@ -115,9 +115,10 @@ def test_small_requests_are_not_forked(monkeypatch):
 
 
 def test_the_tile_holding_a_series_last_step_is_left_to_the_reply(store_path, monkeypatch):
-    """What the agent counts as settled: every tile ending at or before its series' last step in
-    the reply's snapshot, and no other (a level-1 tile of 65,536 steps holds the whole series,
-    and the newest raw tile the last step)."""
+    """What the agent counts as settled: every stored-bucket tile ending at or before its
+    series' last step in the reply's snapshot (a level-1 tile of 65,536 steps holds the whole
+    series: not settled), and every tile read from raw points, which reads only the points up
+    to the reply's `high` (the newest raw tile too)."""
     calls = []
     real = tile_workers.read_all
 
@@ -136,8 +137,27 @@ def test_the_tile_holding_a_series_last_step_is_left_to_the_reply(store_path, mo
     jobs, settled = calls[-1]
     unsettled = {(j[0], j[1], j[2], j[3]) for j, ok in zip(jobs, settled, strict=True) if not ok}
     ids = {(j[0], j[1]) for j in jobs}
-    # Each series' level-1 tile 0, and run 1 key 1's raw tile 40, where its new steps went;
-    # the other series end at step STEPS - 1, inside their raw tile 39.
-    expected = {(r, k, 1, 0) for r, k in ids} | {(1, 1, 0, 40)}
-    expected |= {(r, k, 0, 39) for r, k in ids if (r, k) != (1, 1)}
-    assert unsettled == expected
+    assert unsettled == {(r, k, 1, 0) for r, k in ids}
+
+
+def test_raw_and_fine_tiles_read_only_the_points_up_to_the_replys_high(store_path):
+    """A worker's later snapshot may hold points committed after the reply's: the id bound
+    leaves them out, so its raw and fine tiles are the reply's own."""
+    import sqlite3
+
+    from reslog.agent.store import _read_tile
+    from reslog.agent.wire import BUCKET_ROW, RAW_TILE_ROW
+
+    conn = sqlite3.connect(store_path)
+    high = conn.execute("SELECT max(id) FROM points").fetchone()[0]
+    before = [_read_tile(conn.cursor(), (1, 1, lv, 39 >> sh, False, high))
+              for lv, sh in ((0, 0), (-2, 2))]  # fmt: skip
+    engine = new_store(store_path)
+    add_points(engine, 1, {"a": [(39 * 1024 + i, 99.0) for i in range(5)]})  # inside tile 39
+    engine.dispose()
+    after = [_read_tile(conn.cursor(), (1, 1, lv, 39 >> sh, False, high))
+             for lv, sh in ((0, 0), (-2, 2))]  # fmt: skip
+    newest = _read_tile(conn.cursor(), (1, 1, 0, 39, False, high + 5))
+    conn.close()
+    assert after == before and len(before[0]) % RAW_TILE_ROW.size == 0
+    assert len(before[1]) % BUCKET_ROW.size == 0 and len(newest) > len(before[0])

@@ -213,8 +213,13 @@ def test_unknown_and_ambiguous_runs(capsys, sample):
     make_run(engine, name="twin", uid="dddd0001" + "0" * 24)
     make_run(engine, name="twin", uid="dddd0002" + "0" * 24)
     engine.dispose()
-    code, _, err = run_cli(capsys, "show", sample, "twin")
-    assert code == 2 and "matches several runs: dddd0001 (twin), dddd0002 (twin)" in err
+    code, out, err = run_cli(capsys, "show", sample, "twin")
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith("reslog: 'twin' is the name of 2 runs: dddd0001 (started ")
+    assert "; give a uid or a unique uid prefix" in err
+    lines = out.splitlines()  # the two runs listed, none picked
+    assert lines[0].split() == ["uid", "started", "status", "project", "name"]
+    assert [line.split()[0] for line in lines[1:]] == ["dddd0001" + "0" * 24, "dddd0002" + "0" * 24]
     code, out, _ = run_cli(capsys, "show", sample, "dddd0002")
     assert code == 0 and "dddd0002" in out
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from schema.read import find_run, key_names, list_runs
+from schema.read import key_names, list_runs
 from schema.store import open_store
 from schema.tables import points
 from trainer import checkpoint
@@ -52,7 +52,7 @@ def torchrun(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_two_cpu_ranks_log_one_run_with_both_step_times(tmp_path):
+def test_two_cpu_ranks_log_a_run_each_joined_as_one_job(tmp_path):
     torchrun(
         tmp_path,
         "--train.steps",
@@ -69,16 +69,35 @@ def test_two_cpu_ranks_log_one_run_with_both_step_times(tmp_path):
     engine = open_store(str(tmp_path / "runs" / "reslog.db"), readonly=True)
     try:
         with engine.connect() as conn:
-            runs = list_runs(conn)
-            assert len(runs) == 1, "only rank 0 opens a run on a single host"
-            run_id, info = find_run(conn, "ddp")
-            assert info.status == "finished" and info.world_size == 2 and info.rank == 0
+            runs = dict(list_runs(conn))
             names = key_names(conn)
-            series: dict[str, dict[int, float | None]] = {}
-            for p in conn.execute(select(points).where(points.c.run_id == run_id)):
-                series.setdefault(names[p.key_id], {})[p.step] = p.value
+            series_of: dict[str, dict[str, dict[int, float | None]]] = {}
+            for run_id, run in runs.items():
+                held = series_of.setdefault(run.name, {})
+                for p in conn.execute(select(points).where(points.c.run_id == run_id)):
+                    held.setdefault(names[p.key_id], {})[p.step] = p.value
     finally:
         engine.dispose()
+    # One run per rank, joined by one job id (the group), each with its own step phases.
+    assert sorted(r.name for r in runs.values()) == ["ddp", "ddp-rank1"]
+    info = next(r for r in runs.values() if r.name == "ddp")
+    other = next(r for r in runs.values() if r.name == "ddp-rank1")
+    assert info.status == other.status == "finished"
+    assert (info.rank, other.rank) == (0, 1) and info.world_size == other.world_size == 2
+    assert info.group and info.group == other.group
+    assert info.config["runtime"]["job"] == info.group
+    series, rank1 = series_of["ddp"], series_of["ddp-rank1"]
+    for held in (series, rank1):
+        for phase in ("data", "h2d", "forward", "backward", "comm", "optimizer", "step"):
+            assert sorted(held[f"time/{phase}"]) == [2, 4, 6, 8], phase
+        for step in (2, 4, 6, 8):
+            parts = sum(held[f"time/{p}"][step] for p in ("data", "h2d", "forward", "backward"))
+            parts += held["time/comm"][step] + held["time/optimizer"][step]
+            assert 0 < parts <= held["time/step"][step] + 1e-9
+    # Rank 1's run holds its phases only: the job's scalars and events are rank 0's.
+    assert set(rank1) == {k for k in rank1 if k.startswith("time/")}
+    # One telemetry sampler per host: rank 0's.
+    assert not any(k.startswith("sys/") for k in rank1)
 
     # Every rank's step time, gathered to rank 0 once per log interval.
     for r in (0, 1):

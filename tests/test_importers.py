@@ -16,6 +16,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 import reslog
 from reslog.tools.cli import main
+from reslog.tools.maintenance import check_store
 from tests.test_reslog_api import read_run
 
 
@@ -111,19 +112,45 @@ def test_a_second_import_is_a_no_op(tmp_path, capsys):
         assert conn.execute("SELECT count(*) FROM points").fetchone() == (406,)
 
 
-def test_a_truncated_event_file_is_one_line_naming_it_and_its_run_is_not_written(tmp_path, capsys):
+def test_a_record_still_being_written_is_left_for_the_next_import(tmp_path, capsys):
+    """The newest file of a folder may end in a record being written (a live run, or one
+    killed mid-write): everything before it comes in, the rest with the next import."""
     logdir = tmp_path / "tb"
     write_tensorboard(logdir)
     bad = next((logdir / "lr-0.1").iterdir())
-    bad.write_bytes(bad.read_bytes()[:-7])
+    whole = bad.read_bytes()
+    bad.write_bytes(whole[:-7])
+    store = tmp_path / "runs.db"
+    assert main(["import", "tensorboard", str(logdir), "--store", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert f"  {bad}: its last " in out and "the next import reads them" in out
+    bad.write_bytes(whole)  # the writer finished the record
+    assert main(["import", "tensorboard", str(logdir), "--store", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert "already imported 'lr-0.01/train'" in out and "updated 'lr-0.1'" in out
+    uid = next(r for r in reslog.open(store).runs().itertuples() if r.name == "lr-0.1").uid
+    expected, got = tensorboard_scalars(logdir / "lr-0.1"), stored_points(store, uid)
+    assert sorted(got) == sorted(expected)
+    for tag in expected:
+        assert same(got[tag], expected[tag]), tag
+
+
+def test_a_torn_record_in_an_older_file_is_one_line_naming_it(tmp_path, capsys):
+    logdir = tmp_path / "tb"
+    write_tensorboard(logdir)
+    folder = logdir / "lr-0.1"
+    w = SummaryWriter(str(folder))  # another file beside it: the first one is complete
+    w.add_scalar("train/loss", 0.5, 400)
+    w.close()
+    older = sorted(folder.iterdir())[0]  # not the newest by name, as the import orders them
+    older.write_bytes(older.read_bytes()[:-7])
     store = tmp_path / "runs.db"
     assert main(["import", "tensorboard", str(logdir), "--store", str(store)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert err.startswith(f"reslog: import tensorboard: {bad}: truncated at byte ")
+    assert err.startswith(f"reslog: import tensorboard: {older}: truncated at byte ")
     with sqlite3.connect(store) as conn:
         names = [r[0] for r in conn.execute("SELECT name FROM runs")]
-    assert "lr-0.1" not in names  # the run of the bad file: nothing of it
     assert names == ["lr-0.01/train"]  # read (and written whole) before the bad one
 
 
@@ -184,3 +211,147 @@ def test_a_missing_path_is_one_line(tmp_path, capsys, kind):
     assert main(["import", kind, str(missing), "--store", str(tmp_path / "s.db")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(missing) in err
+
+
+# -- imports that keep up -----------------------------------------------------------------------
+
+
+def test_a_folder_that_grew_imports_what_was_appended_and_matches_tensorboard(tmp_path, capsys):
+    logdir = tmp_path / "tb"
+    w = SummaryWriter(str(logdir / "live"))
+    for step in range(100):
+        w.add_scalar("train/loss", 1.0 / (step + 1), step)
+    w.flush()
+    store = tmp_path / "runs.db"
+    assert main(["import", "tensorboard", str(logdir), "--store", str(store)]) == 0
+    assert "imported 'live': 1 keys, 100 points" in capsys.readouterr().out
+    for step in range(100, 250):  # the run goes on, the same file grows; then a second file
+        w.add_scalar("train/loss", 1.0 / (step + 1), step)
+        w.add_scalar("train/lr", 0.1, step)
+    w.close()
+    w = SummaryWriter(str(logdir / "live"))
+    w.add_scalar("train/loss", 0.001, 250)
+    w.close()
+    assert main(["import", "tensorboard", str(logdir), "--store", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert "updated 'live': 301 new points in 2 keys" in out
+    assert out.strip().endswith("0 run(s), 301 points imported into " + str(store) + "; 1 updated")
+    assert main(["import", "tensorboard", str(logdir), "--store", str(store)]) == 0
+    assert "already imported 'live'" in capsys.readouterr().out  # idempotent
+    [uid] = reslog.open(store).runs()["uid"].tolist()
+    expected, got = tensorboard_scalars(logdir / "live"), stored_points(store, uid)
+    assert sorted(got) == sorted(expected) == ["train/loss", "train/lr"]
+    for tag in expected:  # as sets: both files were made in one second, and TensorBoard reads
+        # "...20287.10" before "...20287.9", the order of their names
+        assert same(sorted(got[tag]), sorted(expected[tag])), tag
+    with reslog.open(store) as r:
+        assert r.keys(uid).set_index("key").loc["train/loss", "points"] == 251
+    info = read_run(store, uid)[0]
+    assert info.ended_at == max(w for pts in expected.values() for _, w, _ in pts)
+
+
+def test_replace_rebuilds_a_run_from_its_files(tmp_path, capsys):
+    logdir = tmp_path / "tb"
+    write_tensorboard(logdir)
+    store = tmp_path / "runs.db"
+    assert main(["import", "tensorboard", str(logdir), "--store", str(store)]) == 0
+    with sqlite3.connect(store) as conn:  # someone damages a run's points
+        conn.execute("DELETE FROM points WHERE id % 2 = 0")
+    capsys.readouterr()
+    assert main(["import", "tensorboard", str(logdir), "--store", str(store), "--replace"]) == 0
+    out = capsys.readouterr().out
+    assert "replaced 'lr-0.1': 3 keys, 203 points" in out
+    assert out.strip().endswith(f"2 run(s), 406 points imported into {store}")
+    df = reslog.open(store).runs()
+    assert len(df) == 2
+    for folder in (logdir / "lr-0.1", logdir / "lr-0.01" / "train"):
+        uid = df[df["name"] == folder.relative_to(logdir).as_posix()]["uid"].iloc[0]
+        expected, got = tensorboard_scalars(folder), stored_points(store, uid)
+        for tag in expected:
+            assert same(got[tag], expected[tag]), tag
+    assert check_store(str(store)).problems == []
+
+
+def tensorboard_hparams(folder: Path) -> dict:
+    """TensorBoard's own decoding of a folder's session start info."""
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    ea = EventAccumulator(str(folder))
+    ea.Reload()
+    content = ea.PluginTagToContent("hparams")["_hparams_/session_start_info"]
+    hparams = plugin_data_pb2.HParamsPluginData.FromString(content).session_start_info.hparams
+    out = {}
+    for key, value in hparams.items():
+        kind = value.WhichOneof("kind")
+        out[key] = getattr(value, kind)
+    return out
+
+
+def test_hparams_become_the_config_and_rich_values_are_listed_by_tag_and_kind(tmp_path, capsys):
+    logdir = tmp_path / "tb"
+    hp = {"lr": 0.01, "layers": 4, "optimizer": "adam", "warmup": 0.1}
+    with SummaryWriter(str(logdir / "sweep")) as w:  # add_hparams: a session subfolder
+        w.add_hparams(hp, {"hparam/accuracy": 0.91}, run_name="trial-0")
+        w.add_scalar("train/loss", 0.5, 0)
+        w.add_histogram("weights", np.arange(10.0), 0)
+        w.add_histogram("weights", np.arange(10.0), 1)
+        w.add_image("sample", np.zeros((3, 4, 4)), 0)
+        w.add_text("note", "hello", 0)
+    # Keras' layout: the HParams callback writes the session into the run folder, the
+    # TensorBoard callback its scalars into train/ and validation/ below it.
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+    from torch.utils.tensorboard.summary import hparams as hparams_summaries
+
+    keras = logdir / "keras-run-0"
+    _exp, ssi, _sei = hparams_summaries({"units": 64, "dropout": 0.2}, {"val_accuracy": 0.0})
+    top = EventFileWriter(str(keras))
+    top.add_event(event_pb2.Event(wall_time=1.7e9, step=0, summary=ssi))
+    top.close()
+    for sub in ("train", "validation"):
+        with SummaryWriter(str(keras / sub)) as w:
+            for epoch in range(3):
+                w.add_scalar("epoch_loss", 1.0 / (epoch + 1), epoch)
+    store = tmp_path / "runs.db"
+    assert main(["import", "tensorboard", str(logdir), "--store", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "4 non-scalar values not imported (histograms: weights; images: sample; text: note/"
+        "text_summary)" in out
+    )
+    runs = {r.name: r for r in reslog.open(store).runs().itertuples()}
+    assert sorted(runs) == [
+        "keras-run-0/train", "keras-run-0/validation", "sweep", "sweep/trial-0",
+    ]  # fmt: skip
+    trial = read_run(store, runs["sweep/trial-0"].uid)
+    assert trial[0].config == tensorboard_hparams(logdir / "sweep" / "trial-0")
+    assert trial[0].config == {"lr": 0.01, "layers": 4, "optimizer": "adam", "warmup": 0.1}
+    assert trial[1]["hparam/accuracy"] == [(0, pytest.approx(0.91))]
+    keras_config = tensorboard_hparams(keras)
+    for sub in ("train", "validation"):
+        info = read_run(store, runs[f"keras-run-0/{sub}"].uid)[0]
+        assert info.config == keras_config == {"units": 64, "dropout": pytest.approx(0.2)}
+    [skipped] = [e for e in read_run(store, runs["sweep"].uid)[2] if e.kind == "skipped"]
+    assert (
+        skipped.body == "note/text_summary (text): 1\nsample (images): 1\nweights (histograms): 2"
+    )
+    # the same values, named, are what the import said; a second import adds nothing
+    assert main(["import", "tensorboard", str(logdir), "--store", str(store)]) == 0
+    assert capsys.readouterr().out.count("already imported") == 4
+
+
+def test_a_run_imported_by_an_older_reslog_is_not_read_twice(tmp_path, capsys):
+    """An older reslog recorded no `import` event: where its import stopped is unknown, so the
+    folder is not appended to (that would store every point twice); --replace reads it."""
+    logdir = tmp_path / "tb"
+    write_tensorboard(logdir)
+    store = tmp_path / "runs.db"
+    assert main(["import", "tensorboard", str(logdir), "--store", str(store)]) == 0
+    with sqlite3.connect(store) as conn:
+        conn.execute("DELETE FROM events WHERE kind = 'import'")
+    capsys.readouterr()
+    assert main(["import", "tensorboard", str(logdir), "--store", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("by an older reslog, which did not record where it stopped: skipped") == 2
+    with sqlite3.connect(store) as conn:
+        assert conn.execute("SELECT count(*) FROM points").fetchone() == (406,)

@@ -68,18 +68,61 @@ def hf_namespace() -> dict:
     return ns
 
 
-def test_huggingface_trainer_logs_train_and_eval_metrics_config_and_summary(store, tmp_path):
-    from reslog.integrations.huggingface import ReslogCallback
+HF_SCRIPT = """
+import json, sys
+from reslog.integrations.huggingface import ReslogCallback
+trainer = tiny_trainer(sys.argv[1], [ReslogCallback(system=False)])
+trainer.train()
+evaluated = trainer.evaluate()  # after train(): the same run, as WandbCallback
+predicted = trainer.predict(Tokens()).metrics
+print("RESULT " + json.dumps({
+    "history": trainer.state.log_history, "evaluated": evaluated, "predicted": predicted,
+}))
+"""  # the run is finished by reslog's exit hooks, as wandb finishes WandbCallback's
 
-    callback = ReslogCallback(system=False)
-    trainer = hf_namespace()["tiny_trainer"](str(tmp_path / "out"), [callback])
-    trainer.train()
+
+def run_hf_script(tmp_path: Path, store: Path, body: str) -> subprocess.CompletedProcess:
+    """HF_SETUP and `body` as a script in a fresh process logging into `store`."""
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(HF_SETUP) + textwrap.dedent(body))
+    env = {**os.environ, "RESLOG_STORE": str(store), "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "out")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_huggingface_trainer_logs_train_eval_and_predict_into_one_run_cell_by_cell(tmp_path):
+    import json
+
+    store = tmp_path / "runs.db"
+    proc = run_hf_script(tmp_path, store, HF_SCRIPT)
+    assert proc.returncode == 0, proc.stderr
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
+    result = json.loads(line[len("RESULT ") :])
     info, series, _ = read_run(store)
     assert (info.project, info.name, info.status) == ("huggingface", "tiny-gpt2", "finished")
+    assert len(reslog.open(store).runs()) == 1  # train, evaluate and predict: one run
+    # Every value HF logged (trainer.state.log_history), at its step, cell by cell.
+    expected: dict[str, list] = {}
+    for entry in result["history"]:
+        step = entry["step"]
+        for key, value in entry.items():
+            if key in ("step", "train_runtime", "train_samples_per_second",
+                       "train_steps_per_second", "train_loss", "total_flos"):  # fmt: skip
+                continue
+            name = "eval/" + key[5:] if key.startswith("eval_") else "train/" + key
+            expected.setdefault(name, []).append((step, float(value)))
+    for key, points in expected.items():
+        assert series[key] == points, key
     assert [s for s, _ in series["train/loss"]] == [2, 4, 6]
-    assert [s for s, _ in series["eval/loss"]] == [3, 6]
-    assert dict(series["train/tokens"]) == {2: 32.0, 3: 48.0, 4: 64.0, 6: 96.0}
-    assert "train/learning_rate" in series and "train/epoch" in series
+    assert [s for s, _ in series["eval/loss"]] == [3, 6, 6]  # the last from evaluate()
+    assert series["eval/loss"][-1][1] == result["evaluated"]["eval_loss"]
+    assert series["test/loss"] == [(6, result["predicted"]["test_loss"])]
+    assert dict(series["train/tokens"])[6] == 96.0
     assert info.config["learning_rate"] == 1e-3 and info.config["hub_token"] == "<redacted>"
     assert info.config["model"]["n_layer"] == 1 and info.config["model/num_parameters"] > 0
     assert info.summary["train_runtime"] > 0 and info.summary["global_step"] == 6
@@ -100,27 +143,34 @@ def test_huggingface_callback_is_silent_off_rank_zero(store, tmp_path):
     assert cb.run is None and not store.exists()
 
 
+def test_huggingface_hyper_parameter_search_makes_a_run_per_trial(store, tmp_path):
+    """The callbacks as Trainer.hyperparameter_search calls them (no search backend here): a
+    trial's on_train_begin finishes the previous trial's run and starts its own."""
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
+    from reslog.integrations.huggingface import ReslogCallback
+
+    cb = ReslogCallback(system=False)
+    args = TrainingArguments(output_dir=str(tmp_path), report_to=[], use_cpu=True)
+    runs = []
+    for trial in range(2):
+        state = TrainerState(is_world_process_zero=True, global_step=2, is_hyper_param_search=True)
+        cb.on_train_begin(args, state, TrainerControl())
+        cb.on_log(args, state, TrainerControl(), logs={"loss": 1.0 + trial})
+        runs.append(cb.run)
+    assert runs[0] is not runs[1] and runs[0]._status == "finished" and runs[1]._status is None
+    runs[1].finish()
+    assert [read_run(store, r.uid)[1]["train/loss"] for r in runs] == [[(2, 1.0)], [(2, 2.0)]]
+
+
 def test_huggingface_training_that_raises_ends_the_run_failed(tmp_path):
     store = tmp_path / "runs.db"
-    script = tmp_path / "train.py"
-    script.write_text(
-        textwrap.dedent(HF_SETUP)
-        + textwrap.dedent(
-            """
-            import sys
-            from reslog.integrations.huggingface import ReslogCallback
-            tiny_trainer(sys.argv[1], [ReslogCallback(system=False)], fail_at=3).train()
-            """
-        )
-    )
-    env = {**os.environ, "RESLOG_STORE": str(store), "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [sys.executable, str(script), str(tmp_path / "out")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    failing = """
+    import sys
+    from reslog.integrations.huggingface import ReslogCallback
+    tiny_trainer(sys.argv[1], [ReslogCallback(system=False)], fail_at=3).train()
+    """
+    proc = run_hf_script(tmp_path, store, failing)
     assert proc.returncode == 1 and "input/output error" in proc.stderr
     info, series, events = read_run(store)
     assert info.status == "failed" and [s for s, _ in series["train/loss"]] == [2]
@@ -222,8 +272,10 @@ def test_accelerate_tracker_logs_config_and_values(store):
 
     from reslog.integrations.accelerate import ReslogTracker
 
-    accelerator = Accelerator(log_with=ReslogTracker("acc", system=False), cpu=True)
-    accelerator.init_trackers("acc", config={"lr": 0.1, "batch": 4})
+    accelerator = Accelerator(log_with=ReslogTracker(system=False), cpu=True)
+    accelerator.init_trackers(
+        "acc", config={"lr": 0.1, "batch": 4}, init_kwargs={"reslog": {"name": "first"}}
+    )
     model = torch.nn.Linear(4, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     model, opt = accelerator.prepare(model, opt)
@@ -236,7 +288,62 @@ def test_accelerate_tracker_logs_config_and_values(store):
     assert accelerator.get_tracker("reslog", unwrap=True) is reslog.run
     accelerator.end_training()
     info, series, events = read_run(store)
-    assert (info.project, info.status) == ("acc", "finished")
+    assert (info.project, info.name, info.status) == ("acc", "first", "finished")
     assert info.config == {"lr": 0.1, "batch": 4}
     assert [s for s, _ in series["train/loss"]] == [0, 1, 2, 3, 4]
     assert sum(e.kind == "text" for e in events) == 5
+
+
+def test_accelerate_init_trackers_names_the_run_over_the_trackers_own(store):
+    from accelerate import Accelerator
+
+    from reslog.integrations.accelerate import ReslogTracker
+
+    tracker = ReslogTracker("fallback", system=False)
+    accelerator = Accelerator(log_with=tracker, cpu=True)
+    accelerator.init_trackers("my-project")
+    accelerator.log({"a": 1.0}, step=0)
+    accelerator.end_training()
+    assert read_run(store)[0].project == "my-project" and tracker.run_name == "my-project"
+    alone = ReslogTracker("fallback", system=False)  # started without init_trackers
+    alone.log({"a": 1.0}, step=0)
+    alone.finish()
+    assert read_run(store)[0].project == "fallback"
+
+
+ACCELERATE_WITHOUT_WANDB = """
+import importlib.metadata, sys
+real = importlib.metadata.metadata
+def metadata(name):  # as on a machine where the wandb package is not installed
+    if name == "wandb":
+        raise importlib.metadata.PackageNotFoundError(name)
+    return real(name)
+importlib.metadata.metadata = metadata
+import reslog
+sys.modules["wandb"] = reslog
+from accelerate import Accelerator
+accelerator = Accelerator(log_with="wandb", cpu=True)
+accelerator.init_trackers("acc", config={"lr": 0.1})
+accelerator.log({"train/loss": 1.0}, step=0)
+accelerator.end_training()
+print("RESULT", len(accelerator.trackers))
+"""
+
+
+def test_accelerates_own_wandb_tracker_needs_the_wandb_package_installed(tmp_path):
+    """What docs/integrations.md says: Accelerate enables log_with="wandb" only when a wandb
+    distribution is installed (it reads its metadata), so `sys.modules["wandb"] = reslog`
+    alone logs nothing. wandb is installed here: the script hides its metadata, as a machine
+    without it would be."""
+    store = tmp_path / "runs.db"
+    env = {**os.environ, "RESLOG_STORE": str(store), "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", ACCELERATE_WITHOUT_WANDB],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "RESULT 0" in proc.stdout  # no tracker: Accelerate dropped "wandb"
+    assert not store.exists()

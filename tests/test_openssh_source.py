@@ -6,12 +6,14 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from resplot.data.cache import SeriesCache
 from resplot.sources import open_source
 from resplot.sources.base import AuthFailed
+from resplot.sources.client import AgentConnectionError
 from resplot.sources.openssh import OpenSSHSource
 from resplot.sources.spec import parse_spec
 from resplot.ssh.options import SSHOptions
@@ -50,23 +52,29 @@ def test_spec_options_combine_and_a_hash_in_a_path_stays_in_the_path():
 def test_a_store_is_read_through_the_ssh_binary(ssh_config, tmp_path):
     store = store_at(tmp_path / "reslog.db")
     ssh = SSHOptions(ssh_config=ssh_config)
-    src = open_source(parse_spec(f"target:{store}#via=openssh&python={sys.executable}"), ssh,
-                      agent_dir=str(tmp_path / "agent"))  # fmt: skip
+    src = open_source(parse_spec(f"target:{store}#via=openssh&python={sys.executable}"), ssh)
     assert isinstance(src, OpenSSHSource)
     cache = SeriesCache()
     try:
         src.poll(cache)
         assert [r.name for r in cache.runs()] == ["via-openssh"]
-        assert src.uploads == 1
+        argv = Path(f"/proc/{src.client.info['pid']}/cmdline").read_bytes().split(b"\0")
+        assert argv[:3] == [sys.executable.encode(), b"-I", b"-c"]  # from memory, no file
     finally:
         src.close()
-    again = OpenSSHSource(parse_spec(f"target:{store}#via=openssh"), ssh, python=sys.executable,
-                          agent_dir=str(tmp_path / "agent"))  # fmt: skip
+
+
+def test_a_python_too_old_for_the_agent_is_named_through_the_ssh_binary(ssh_config, tmp_path):
+    from tests.test_agent_launcher import old_python
+
+    store = store_at(tmp_path / "reslog.db")
+    src = OpenSSHSource(parse_spec(f"target:{store}#via=openssh"),
+                        SSHOptions(ssh_config=ssh_config), python=old_python("3.6"))  # fmt: skip
     try:
-        again.poll(SeriesCache())
-        assert again.uploads == 0  # the host has this exact agent already
+        with pytest.raises(AgentConnectionError, match=r"needs Python >= 3\.8.*\(3\.6\."):
+            src.poll(SeriesCache())
     finally:
-        again.close()
+        src.close()
 
 
 def test_an_open_controlmaster_is_reused(sshd_env, tmp_path, monkeypatch):
@@ -80,7 +88,7 @@ def test_an_open_controlmaster_is_reused(sshd_env, tmp_path, monkeypatch):
     before = sshd_env.target.log_text().count("Accepted publickey")
     for _ in range(2):
         src = OpenSSHSource(parse_spec(f"target:{store}#via=openssh"), SSHOptions(ssh_config=cfg),
-                            python=sys.executable, agent_dir=str(tmp_path / "agent"))  # fmt: skip
+                            python=sys.executable)  # fmt: skip
         try:
             src.poll(SeriesCache())
         finally:
@@ -101,8 +109,7 @@ def test_a_refused_login_reads_as_auth_failed(sshd_env, tmp_path, monkeypatch):
     generate_key(tmp_path / "stranger")
     cfg = sshd_env.make_ssh_config(tmp_path / "ssh", identity=tmp_path / "stranger",
                                    extra="Host *\n  BatchMode yes\n")  # fmt: skip
-    src = OpenSSHSource(parse_spec("target:/x.db#via=openssh"), SSHOptions(ssh_config=cfg),
-                        agent_dir=str(tmp_path / "agent"))  # fmt: skip
+    src = OpenSSHSource(parse_spec("target:/x.db#via=openssh"), SSHOptions(ssh_config=cfg))
     try:
         with pytest.raises(AuthFailed, match="Permission denied"):
             src.poll(SeriesCache())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -15,6 +16,8 @@ import pytest
 from sqlalchemy import create_engine, make_url, text
 
 import reslog
+from reslog.training import writer as writer_module
+from tests.fixtures.postgres import own_postgres  # noqa: F401 - a fixture
 from tests.fixtures.tcpproxy import TCPProxy
 from tests.test_reslog_api import read_run
 
@@ -173,3 +176,73 @@ def test_credentials_in_the_store_url_never_reach_the_run_row(pg_store):
     info, _, _ = read_run(pg_store, run.uid)
     assert info.config == {"db": url.replace("hunter2", "<redacted>")}
     assert "hunter2" not in json.dumps(info.config) and "hunter2" not in run.store
+
+
+def wait_until(done, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert done()
+
+
+def outage_seconds(events) -> int:
+    [event] = [e for e in events if e.kind == "writer" and "could not be written" in e.title]
+    found = re.search(r"for (?:(\d+)m)?(\d+)s", event.title)
+    assert found, event.title
+    return int(found.group(1) or 0) * 60 + int(found.group(2))
+
+
+def test_a_stopped_server_is_retried_on_its_backoff_and_an_outage_ending_in_finish_is_recorded(
+    own_postgres,  # noqa: F811 - the fixture
+    monkeypatch,
+):
+    """PostgreSQL stopped mid-run with more than wake_points waiting: every log() used to wake
+    the writer (~900 connection attempts a second); the server back only while finish() runs
+    left no `writer` event."""
+    monkeypatch.setattr(writer_module, "OUTAGE_EVENT_S", 1.0)
+    run = reslog.init(project="p", store=own_postgres.url, system=False, flush_interval=0.1)
+    writer = run._writer
+    run.log({"a": 0.0, "b": 0.0})
+    wait_until(lambda: writer.committed >= 2)
+    own_postgres.stop()
+    stopped = time.monotonic()
+    for i in range(60_000):  # 120,000 points waiting: more than wake_points
+        run.log({"a": float(i), "b": 1.0})
+    wait_until(lambda: writer.failures > 0)
+    before, t0 = writer.failures, time.monotonic()
+    while time.monotonic() - t0 < 3.0:
+        run.log({"a": 1.0, "b": 2.0})
+        time.sleep(0.001)
+    tries, spent = writer.failures - before, time.monotonic() - t0
+    assert tries <= math.log2(spent / 0.1) + 2, (tries, spent)
+    own_postgres.start()
+    back = time.monotonic()
+    assert run.finish(timeout=60) is True  # the outage ends inside finish()
+    meta, series, events = read_run(own_postgres.url, run.uid)
+    assert meta.status == "finished" and len(series["a"]) == writer.logged // 2
+    assert outage_seconds(events) >= int(back - stopped) - 1
+
+
+def test_a_silent_server_outage_is_recorded_from_the_write_that_hung(pg_store, monkeypatch):
+    """The outage began when the write that hung began, not when the watchdog broke it."""
+    monkeypatch.setattr(writer_module, "OUTAGE_EVENT_S", 1.0)
+    port = make_url(pg_store).port
+    with TCPProxy(port) as proxy:
+        url = make_url(pg_store).set(port=proxy.port)
+        url = url.update_query_dict({"write_timeout": "3", "connect_timeout": "2"})
+        with pytest.warns(RuntimeWarning, match="hung for 3 s"):
+            run = reslog.init(store=url.render_as_string(False), system=False,
+                              flush_interval=0.1)  # fmt: skip
+            run.log({"x": 0.0})
+            wait_until(lambda: run._writer.committed >= 1)
+            proxy.pause()
+            silent = time.monotonic()
+            run.log({"x": 1.0})
+            wait_until(lambda: "hung" in run._writer._warned)
+            time.sleep(2.0)
+            proxy.heal()
+            healed = time.monotonic()
+            wait_until(lambda: run._writer._failing_since is None and run._writer.committed >= 2)
+        assert run.finish(timeout=60) is True
+    _meta, _series, events = read_run(pg_store, run.uid)
+    assert outage_seconds(events) >= int(healed - silent) - 1

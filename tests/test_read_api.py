@@ -46,7 +46,8 @@ def raw(store, key, start=None, stop=None):
 def test_history_is_long_sorted_and_at_most_samples_rows_per_key(store):
     with reslog.open(store) as st:
         df = st.history("long", ["train/loss", "train/lr", "valid/loss"], samples=500)
-    assert list(df.columns) == ["key", "step", "min", "max", "last", "count", "wall"]
+    assert list(df.columns) == ["key", "step", "first", "min", "max", "last", "count", "min_step",
+                                "max_step", "last_step", "wall"]  # fmt: skip
     assert list(df.sort_values(["key", "step"]).index) == list(df.index)
     per_key = df.groupby("key")["count"].agg(["size", "sum"])
     assert (per_key["size"] <= 500).all() and per_key["size"]["train/loss"] > 250
@@ -78,9 +79,11 @@ def test_a_zoomed_range_has_exact_ends_and_keeps_the_spike(store, start, stop):
 def test_a_range_within_samples_is_the_raw_points(store):
     with reslog.open(store) as st:
         df = st.history("long", "train/loss", samples=1000, start=11_500, stop=13_500)
-        assert df.attrs["levels"] == {"train/loss": 1}  # 2000 points > 1000 samples
+        # 2000 points > 1000 samples: rows of two steps, folded from the raw points
+        assert df.attrs["levels"] == {"train/loss": 0} and df.attrs["widths"] == {"train/loss": 2}
+        assert len(df) == 1000
         df = st.history("long", "train/loss", samples=2000, start=11_500, stop=13_500)
-    assert df.attrs["levels"] == {"train/loss": 0}
+    assert df.attrs["levels"] == {"train/loss": 0} and df.attrs["widths"] == {"train/loss": 1}
     points = raw(store, "train/loss", 11_500, 13_500)
     assert (df["count"] == 1).all() and df.step.tolist() == points.step.tolist()
     for col in ("min", "max", "last"):

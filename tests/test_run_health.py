@@ -294,8 +294,10 @@ def test_steps_logged_backwards_give_one_last_step_in_show_ls_and_export(store_p
     run = reslog.init(store=store_path, name="back", system=False)
     for step in range(0, 1001, 10):
         run.log({"train/loss": 1.0}, step=step)
-    run.log({"train/loss": 0.5}, step=900)  # a restart from an earlier checkpoint
     run.finish()
+    again = reslog.init(store=store_path, resume=run.uid, system=False)
+    again.log({"train/loss": 0.5}, step=900)  # a restart from an earlier checkpoint
+    again.finish()
     assert main(["show", str(store_path), "back"]) == 0
     show = capsys.readouterr().out
     [row] = [line.split() for line in show.splitlines() if line.startswith("train/loss")]

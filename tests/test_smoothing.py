@@ -78,3 +78,118 @@ def test_incremental_updates_equal_one_pass():
 def test_bad_weight_is_refused():
     with pytest.raises(ValueError, match=r"\[0, 1\)"):
         smooth(np.arange(3), np.ones(3), 1.0)
+
+
+# -- smoothing defined in steps, on charts ------------------------------------------------------
+
+
+def _chart_tracks(cache, source, refs, custom_keys, weight, xlim=None, size=(10, 4)):
+    """A custom page of `custom_keys` for `refs`, drawn headless: {(run name, key): Track}."""
+    from resplot.data.state import ViewState
+    from resplot.draw.charts import render
+
+    state = ViewState(page="custom", smoothing=weight, custom_keys=custom_keys)
+    page = render(cache, state, refs, size=size, fetch=lambda: source.poll(cache))
+    if xlim is not None:
+        page.follow = False
+        page.axes[0].set_xlim(*xlim)
+        for _ in range(4):
+            page.refresh(cache, state, refs)
+            source.poll(cache)
+        page.refresh(cache, state, refs)
+    names = {r.ref: r.name for r in cache.runs()}
+    out = {}
+    for tracks in page.tracks:
+        for item, track in tracks.items():
+            out[(names[item.ref], item.key)] = track
+    return page, out
+
+
+@pytest.fixture(scope="module")
+def smoothing_store(tmp_path_factory):
+    from resplot.data.cache import SeriesCache
+    from resplot.sources import open_source, parse_spec
+    from tests.fixtures.stores import make_run, new_store
+
+    path = tmp_path_factory.mktemp("smooth") / "reslog.db"
+    engine = new_store(path)
+    rng = np.random.default_rng(3)
+    loss = 3.0 + np.cumsum(rng.standard_normal(100_000)) * 0.01 + rng.standard_normal(100_000)
+    points = {
+        "train/loss": list(enumerate(loss.tolist())),
+        "train/lr": [(s, 1e-3 * (s % 500)) for s in range(0, 20_000)],
+        "sys/gpu0/util": [(s, float(s % 7)) for s in range(0, 20_000, 4)],
+        "valid/loss": [(s, float(loss[s])) for s in range(0, 20_000, 1000)],
+    }
+    make_run(engine, name="long", points=points)
+    make_run(engine, name="short", points={"train/loss": points["train/loss"][:2_000]})
+    engine.dispose()
+    cache = SeriesCache()
+    source = open_source(parse_spec(str(path)))
+    source.poll(cache)
+    yield cache, source, loss
+    source.close()
+
+
+def test_the_same_weight_smooths_the_same_curve_at_every_zoom(smoothing_store):
+    """Raw points at two zooms: the zoomed EMA starts before its view, so it is the whole
+    run's EMA; buckets of 16 steps (the whole 100,000-step run) against the raw points of a
+    1 % zoom: with a weight that spans ~1,000 steps, the same curve within 1 %."""
+    cache, source, _loss = smoothing_store
+    refs = [r.ref for r in cache.runs() if r.name == "long"]
+    for weight in (0.6, 0.99):
+        _p, near = _chart_tracks(cache, source, refs, ["train/loss"], weight, xlim=(20_000, 21_000))
+        _p, nearer = _chart_tracks(cache, source, refs, ["train/loss"], weight,
+                                   xlim=(20_400, 20_600))  # fmt: skip
+        a, b = near[("long", "train/loss")], nearer[("long", "train/loss")]
+        assert a.view.level == b.view.level == 0
+        common = np.intersect1d(a.view.mid_steps, b.view.mid_steps)
+        sa = a.smoothed[np.searchsorted(a.view.mid_steps, common)]
+        sb = b.smoothed[np.searchsorted(b.view.mid_steps, common)]
+        np.testing.assert_allclose(sa, sb, rtol=2e-4)
+    _p, whole = _chart_tracks(cache, source, refs, ["train/loss"], 0.999)
+    _p, zoom = _chart_tracks(cache, source, refs, ["train/loss"], 0.999, xlim=(50_000, 51_000))
+    w, z = whole[("long", "train/loss")], zoom[("long", "train/loss")]
+    assert w.view.level != 0 and w.view.width >= 16 and z.view.level == 0
+    at = np.searchsorted(w.view.mid_steps, z.view.mid_steps[100:-100])
+    np.testing.assert_allclose(z.smoothed[100:-100], w.smoothed[at], rtol=0.01)
+
+
+def test_runs_of_different_lengths_smooth_alike(smoothing_store):
+    cache, source, _loss = smoothing_store
+    refs = [r.ref for r in cache.runs()]
+    _p, tracks = _chart_tracks(cache, source, refs, ["train/loss"], 0.9, xlim=(0, 1_999))
+    long, short = tracks[("long", "train/loss")], tracks[("short", "train/loss")]
+    assert long.view.level == short.view.level == 0
+    n = len(short.smoothed)
+    np.testing.assert_allclose(long.smoothed[:n], short.smoothed, rtol=1e-12)
+
+
+def test_lr_system_and_validation_keys_are_never_smoothed(smoothing_store):
+    cache, source, _loss = smoothing_store
+    refs = [r.ref for r in cache.runs() if r.name == "long"]
+    page, tracks = _chart_tracks(cache, source, refs, ["*"], 0.9)
+    smoothed = {key for (_run, key), t in tracks.items() if t.smoothed is not None}
+    assert smoothed == {"train/loss"}
+    notes = {s.title: note.get_text() for s, note in zip(page.specs, page._notes, strict=True)}
+    width = tracks[("long", "train/loss")].view.width
+    assert width > 1 and f"smoothed {width:,}-step means" in notes["train/loss"]
+    assert f"min–max per {width:,} steps" in notes["train/loss"]  # fine or stored buckets
+    assert "smoothed" not in notes["train/lr"] and "smoothed" not in notes["sys/gpu0/util"]
+    near, _tracks = _chart_tracks(cache, source, refs, ["train/loss"], 0.9, xlim=(100, 600))
+    assert "smoothed raw points" in near._notes[0].get_text()
+
+
+def test_warmup_covers_what_still_weighs():
+    from resplot.data.smoothing import WARMUP_LEFT, smoothable, unit_of, warmup_steps
+
+    assert warmup_steps(0.0, 1.0) == 0
+    for weight, unit in ((0.6, 1.0), (0.99, 4.0), (0.999, 1.0)):
+        steps = warmup_steps(weight, unit)
+        assert weight ** (steps / unit) <= WARMUP_LEFT < weight ** ((steps - unit) / unit)
+    agg = [0] * 16
+    agg[0], agg[9], agg[10] = 2_500, 0, 9_996  # n, step_lo, step_hi: every 4th step
+    assert unit_of(tuple(agg)) == 4.0
+    assert not any(map(smoothable, ["lr", "train/lr", "lr-AdamW", "sys/gpu0/temp_c",
+                                    "valid/loss", "val_loss", "eval/ppl", "test/acc"]))  # fmt: skip
+    assert all(map(smoothable, ["train/loss", "loss", "train/grad_norm", "interval"]))

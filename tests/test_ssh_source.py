@@ -1,8 +1,8 @@
-"""SSHSource against a real sshd: agent upload, live incremental fetch, host keys, auth,
-ProxyJump, a connection cut mid-fetch and healed, timeouts, one channel per host.
+"""SSHSource against a real sshd: the agent run from memory, live incremental fetch, host keys,
+auth, ProxyJump, a connection cut mid-fetch and healed, timeouts, one channel per host.
 
 The agent runs under this venv's interpreter (`sys.executable`, an absolute path, so root's
-shell rc on the test host cannot swap it), uploaded into a per-test directory.
+shell rc on the test host cannot swap it) unless a test is about the interpreter search.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 from resplot.data.cache import SeriesCache
 from resplot.sources import open_source
 from resplot.sources.base import AuthFailed
-from resplot.sources.client import AgentConnectionError, agent_archive, agent_hash
+from resplot.sources.client import AgentConnectionError
 from resplot.sources.spec import parse_spec
 from resplot.sources.ssh import HostKeyNotTrusted, SSHSource
 from resplot.ssh.options import SSHOptions, Timeouts
@@ -36,10 +36,9 @@ ssh_config = sshd_fixtures.ssh_config
 pytestmark = pytest.mark.sshd
 
 
-def source(spec: str, cfg: Path, tmp_path: Path, python: str = sys.executable,
+def source(spec: str, cfg: Path, tmp_path: Path, python: str | None = sys.executable,
            **options) -> SSHSource:  # fmt: skip
-    return SSHSource(parse_spec(spec), SSHOptions(ssh_config=cfg, **options), python=python,
-                     agent_dir=str(tmp_path / "agent"))  # fmt: skip
+    return SSHSource(parse_spec(spec), SSHOptions(ssh_config=cfg, **options), python=python)
 
 
 def live_points(cache: SeriesCache) -> int:
@@ -93,42 +92,82 @@ def test_open_source_gives_an_ssh_source_for_host_path_specs(ssh_config, tmp_pat
         src.close()
 
 
-# -- agent upload ----------------------------------------------------------------------------
+# -- starting the agent ----------------------------------------------------------------------
 
 
-def test_first_connect_uploads_the_agent_and_the_second_does_not(ssh_config, tmp_path):
+def agent_command_line(pid: int) -> list[str]:
+    """The agent's argv on the host (the fixture's host is this machine)."""
+    return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+
+
+def test_the_agent_runs_from_memory_and_nothing_is_written_on_the_host(ssh_config, tmp_path,
+                                                                       monkeypatch):  # fmt: skip
     engine = new_store(tmp_path / "s" / "reslog.db")
     make_run(engine, name="a", points={"train/loss": [(0, 2.0), (1, 1.5)]})
-    spec = f"target:{tmp_path}/s/reslog.db"
-    first = source(spec, ssh_config, tmp_path)
-    try:
-        first.poll(SeriesCache())
-        assert first.uploads == 1
-    finally:
-        first.close()
-    remote = tmp_path / "agent" / f"agent-{agent_hash()}.pyz"
-    assert remote.read_bytes() == agent_archive()
-    second = source(spec, ssh_config, tmp_path)
+    src = source(f"target:{tmp_path}/s/reslog.db", ssh_config, tmp_path)
     try:
         cache = SeriesCache()
-        second.poll(cache)
-        assert second.uploads == 0
+        src.poll(cache)
         assert [r.name for r in cache.runs()] == ["a"]
+        argv = agent_command_line(src.link.client.info["pid"])
+        assert argv[:3] == [sys.executable, "-I", "-c"]  # the archive came over stdin
+        maps = Path(f"/proc/{src.link.client.info['pid']}/maps").read_text()
+        assert ".pyz" not in maps and not any(".pyz" in a for a in argv)
     finally:
-        second.close()
-    assert [p.name for p in (tmp_path / "agent").iterdir()] == [remote.name]  # no leftovers
+        src.close()
 
 
-def test_a_truncated_agent_file_is_uploaded_again(ssh_config, tmp_path):
+def test_a_host_without_sftp_serves_its_stores(tmp_path, monkeypatch):
+    """dropbear and hardened servers have no SFTP subsystem: the agent needs none."""
+    from tests.fixtures.sshd import start_sshd
+
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    root = tmp_path / "nosftp"
+    key = root / "client"
+    root.mkdir(mode=0o700)
+    (root / "authorized_keys").write_text(generate_key(key))
+    server = start_sshd(root, root / "authorized_keys", "nosftp", sftp=False)
+    try:
+        assert "Subsystem" not in (root / "nosftp_config").read_text()
+        (tmp_path / "known").write_text(server.known_hosts_line())
+        cfg = tmp_path / "cfg"
+        cfg.write_text(f"Host nosftp\n  HostName 127.0.0.1\n  Port {server.port}\n"
+                       f"  IdentityFile {key}\n  IdentitiesOnly yes\n"
+                       f"  UserKnownHostsFile {tmp_path / 'known'}\n")  # fmt: skip
+        engine = new_store(tmp_path / "reslog.db")
+        make_run(engine, name="a", points={"train/loss": [(0, 2.0), (1, 1.5)]})
+        src = source(f"nosftp:{tmp_path}/reslog.db", cfg, tmp_path)
+        try:
+            cache = SeriesCache()
+            src.poll(cache)
+            assert [r.name for r in cache.runs()] == ["a"]
+        finally:
+            src.close()
+    finally:
+        server.stop()
+
+
+def test_with_no_python_named_the_launcher_finds_one_on_the_host(ssh_config, tmp_path):
     new_store(tmp_path / "reslog.db")
-    remote = tmp_path / "agent" / f"agent-{agent_hash()}.pyz"
-    remote.parent.mkdir()
-    remote.write_bytes(agent_archive()[:100])  # an upload cut halfway by an older client
-    src = source(f"target:{tmp_path}/reslog.db", ssh_config, tmp_path)
+    src = source(f"target:{tmp_path}/reslog.db", ssh_config, tmp_path, python=None)
     try:
         src.poll(SeriesCache())
-        assert src.uploads == 1
-        assert remote.read_bytes() == agent_archive()
+        assert tuple(map(int, src.link.client.info["python"].split(".")[:2])) >= (3, 8)
+    finally:
+        src.close()
+
+
+def test_a_python_too_old_for_the_agent_is_named_with_its_version(ssh_config, tmp_path):
+    from tests.test_agent_launcher import old_python
+
+    python = old_python("3.6")
+    new_store(tmp_path / "reslog.db")
+    src = source(f"target:{tmp_path}/reslog.db", ssh_config, tmp_path, python=python)
+    try:
+        with pytest.raises(
+            AgentConnectionError, match=r"needs Python >= 3\.8.*3\.6\.\d+.*#python="
+        ):
+            src.poll(SeriesCache())
     finally:
         src.close()
 
@@ -137,7 +176,7 @@ def test_a_missing_interpreter_is_reported_by_name(ssh_config, tmp_path):
     new_store(tmp_path / "reslog.db")
     src = source(f"target:{tmp_path}/reslog.db", ssh_config, tmp_path, python="/no/such/python3")
     try:
-        with pytest.raises(AgentConnectionError, match=r"/no/such/python3.*not found"):
+        with pytest.raises(AgentConnectionError, match=r"/no/such/python3.*not found.*#python="):
             src.poll(SeriesCache())
     finally:
         src.close()
@@ -312,6 +351,14 @@ def test_a_wrong_key_fails_as_auth_failed_naming_the_key(sshd_env, tmp_path, mon
 # -- broken links ----------------------------------------------------------------------------
 
 
+def wait_for_bytes(proxy: TCPProxy, n: int, timeout: float = 60.0) -> None:
+    """Until `n` more bytes came down through the proxy (a reply well under way)."""
+    start = proxy.bytes_down
+    deadline = time.monotonic() + timeout
+    while proxy.bytes_down < start + n and time.monotonic() < deadline:
+        time.sleep(0.002)
+
+
 def test_a_cut_mid_fetch_then_healed_loses_and_duplicates_no_point(sshd_env, tmp_path, monkeypatch):
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     db = tmp_path / "big" / "reslog.db"
@@ -326,10 +373,7 @@ def test_a_cut_mid_fetch_then_healed_loses_and_duplicates_no_point(sshd_env, tmp
 
     def cut_when_streaming() -> None:
         # Once a good part of the reply (live points and raw tiles) has flowed.
-        start = proxy.bytes_down
-        deadline = time.monotonic() + 60
-        while proxy.bytes_down < start + 600_000 and time.monotonic() < deadline:
-            time.sleep(0.002)
+        wait_for_bytes(proxy, 600_000)
         proxy.down()
         cut_at.append(proxy.cut())
         time.sleep(0.5)
@@ -435,3 +479,55 @@ def test_a_killed_agent_is_restarted_on_the_same_connection(ssh_config, tmp_path
         assert src.link.client.info["pid"] != pid
     finally:
         src.close()
+
+
+def exported_points(path: Path) -> list[tuple]:
+    import csv
+
+    with open(path, newline="") as f:
+        return [(r["key"], int(r["step"]), r["value"]) for r in csv.DictReader(f)]
+
+
+@pytest.mark.parametrize("fault", ["cut", "stall"])
+def test_an_export_resumes_from_the_page_a_cut_or_a_stall_broke(sshd_env, tmp_path, monkeypatch,
+                                                                fault):  # fmt: skip
+    """`resplot export` failed on any connection cut or a stall longer than the request
+    timeout ("cannot write out.csv"), where `resplot sync` recovers exactly."""
+    from resplot.exports import export_points
+
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    db = tmp_path / "big" / "reslog.db"
+    db.parent.mkdir()
+    bulk_store(db, runs=1, keys=2, points=30_000)
+    proxy = TCPProxy(sshd_env.target.port)
+    cfg = sshd_env.make_ssh_config(tmp_path / "ssh", target_port=proxy.port)
+    src = source(f"target:{db}", cfg, tmp_path, timeouts=Timeouts(request=2.0))
+    src.raw_page = 2_000  # 30 pages: the fault lands between and inside them
+    cache = SeriesCache()
+    faults = []
+
+    def break_link() -> None:
+        wait_for_bytes(proxy, 300_000)
+        if fault == "cut":
+            proxy.down()
+            faults.append(proxy.cut())
+            time.sleep(0.5)
+        else:
+            proxy.pause()  # packets vanish, nothing closes: the request times out
+            faults.append(1)
+            time.sleep(3.0)
+        proxy.heal()
+
+    out = tmp_path / "out.csv"
+    try:
+        src.poll(cache)
+        breaker = threading.Thread(target=break_link)
+        breaker.start()
+        export_points(cache, src.reader, [r.ref for r in cache.runs()], out, "csv")
+        breaker.join()
+    finally:
+        src.close()
+        proxy.close()
+    assert faults == [1] and proxy.connections >= 2  # it broke, and the export reconnected
+    got = exported_points(out)
+    assert len(got) == len(set(got)) == 2 * 30_000  # nothing lost, nothing twice

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -244,7 +245,7 @@ def test_checkpoints_are_pruned_to_keep_last(tmp_path):
     assert names == ["step_00000006", "step_00000008"]
     assert not list((tmp_path / "ckpt").glob("*.tmp*"))
     _, rank_state = checkpoint.load(tmp_path / "ckpt" / "step_00000008")
-    assert set(rank_state) == {"loader", "rng"} and "python" in rank_state["rng"]
+    assert set(rank_state) == {"loader", "rng", "run_uid"} and "python" in rank_state["rng"]
 
 
 # --------------------------------------------------------------------------- what reslog receives
@@ -335,11 +336,56 @@ def test_no_log_writes_no_store(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
-def test_make_logger_gives_each_host_one_run_and_other_ranks_none(tmp_path):
-    cfg = debug_cfg(tmp_path, "--logging.name", "lm")
+def test_make_logger_gives_every_rank_a_run_of_the_job_and_each_host_one_sampler(tmp_path):
+    cfg = debug_cfg(
+        tmp_path,
+        "--logging.name",
+        "lm",
+        "--logging.system",
+        "true",
+        "--logging.system_interval",
+        "0.05",
+    )
     off = debug_cfg(tmp_path, "--logging.enabled", "false")
-    assert type(make_logger(cfg, DistInfo(rank=1, local_rank=1, world_size=4), None, {})) is Logger
     assert type(make_logger(off, DistInfo(), None, {})) is Logger
+    assert not (tmp_path / "runs").exists()
+    # Rank 1 (local rank 1): its own run of job "j1", resumed by its own uid, no sampler.
+    rank1 = make_logger(cfg, DistInfo(rank=1, local_rank=1, world_size=4), None, {}, job="j1")
+    uid = rank1.uid
+    rank1.close()
+    again = make_logger(cfg, DistInfo(rank=1, local_rank=1, world_size=4), uid, {}, job="j1")
+    assert again.uid == uid
+    # Local rank 0 of another host: its rank's run, and the host's telemetry.
+    host = make_logger(cfg, DistInfo(rank=2, local_rank=0, world_size=4), None, {"n": 1}, job="j1")
+    time.sleep(0.3)
+    again.close()
+    host.close()
+    engine = open_store(str(tmp_path / "runs" / "reslog.db"), readonly=True)
+    try:
+        with engine.connect() as conn:
+            runs = sorted(list_runs(conn), key=lambda item: item[1].rank)
+            names = key_names(conn)
+            keys = {
+                info.rank: {names[k] for (k,) in conn.execute(
+                    select(points.c.key_id).where(points.c.run_id == run_id).distinct()
+                )}
+                for run_id, info in runs
+            }  # fmt: skip
+    finally:
+        engine.dispose()
+    assert [(r.name, r.rank, r.world_size, r.status, r.group) for _, r in runs] == [
+        ("lm-rank1", 1, 4, "finished", "j1"),
+        ("lm-rank2", 2, 4, "finished", "j1"),
+    ]
+    assert runs[1][1].config["runtime"] == {"n": 1}
+    assert runs[1][1].config["logging"]["name"] == "lm"
+    assert not any(k.startswith("sys/") for k in keys[1])
+    assert any(k.startswith("sys/") for k in keys[2])
+
+
+def test_make_logger_rank0_only_gives_each_host_one_run_and_other_ranks_none(tmp_path):
+    cfg = debug_cfg(tmp_path, "--logging.name", "lm", "--logging.every_rank", "false")
+    assert type(make_logger(cfg, DistInfo(rank=1, local_rank=1, world_size=4), None, {})) is Logger
     assert not (tmp_path / "runs").exists()
     # Local rank 0 of another host: a telemetry run of its own, never rank 0's resumed one.
     host = make_logger(cfg, DistInfo(rank=2, local_rank=0, world_size=4), "rank-0-uid", {"n": 1})
@@ -348,10 +394,16 @@ def test_make_logger_gives_each_host_one_run_and_other_ranks_none(tmp_path):
     assert [(r.name, r.rank, r.world_size, r.status) for r in runs] == [
         ("lm-host-rank2", 2, 4, "finished")
     ]
-    assert runs[0].config["runtime"] == {"n": 1} and runs[0].config["logging"]["name"] == "lm"
 
 
 # --------------------------------------------------------------------------- config and CLI
+
+
+def test_the_logging_flags_of_a_job_parse():
+    cfg, _ = parse_args(["--config", str(DEBUG), "--logging.stall_after", "120"])
+    assert cfg.logging.stall_after == 120.0 and cfg.logging.every_rank and cfg.logging.group == ""
+    cfg, _ = parse_args(["--config", str(DEBUG), "--stall_after", "none", "--group", "j7"])
+    assert cfg.logging.stall_after is None and cfg.logging.group == "j7"
 
 
 @pytest.mark.parametrize(
@@ -369,6 +421,8 @@ def test_make_logger_gives_each_host_one_run_and_other_ranks_none(tmp_path):
         (["--bogus", "1"], "--bogus: unknown flag"),
         (["--train.bogus", "1"], "--train.bogus: unknown flag"),
         (["--seed"], "--seed: missing value"),
+        (["--logging.stall_after", "-1"], "--logging.stall_after=-1.0: must be none"),
+        (["--logging.every_rank", "maybe"], "--logging.every_rank='maybe': expected true or"),
     ],
 )
 def test_config_errors_name_the_flag(args, needle, capsys):

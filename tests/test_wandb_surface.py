@@ -23,12 +23,17 @@ from tests.test_reslog_api import read_run
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture
-def store(store_path, monkeypatch):
+def default_store(store_path, monkeypatch):
+    """`store_path` as the default store; runs left open are finished afterwards."""
     monkeypatch.setenv("RESLOG_STORE", str(store_path))
     yield store_path
     while reslog.run is not None:
         reslog.finish()
+
+
+@pytest.fixture
+def store(store_path, monkeypatch):
+    yield from default_store(store_path, monkeypatch)
 
 
 def tiny_model() -> torch.nn.Module:
@@ -409,7 +414,18 @@ def test_the_calls_of_hugging_faces_wandb_callback(store):
     assert wandb.config.get("model/num_parameters") == 57 and wandb.run.url and wandb.run.id
     wandb.finish()
     info, series, _ = read_run(store)
-    assert info.summary == summary == {"train_runtime": 3.1, "total_flos": 1e12}
+    # wandb's summary: each logged key's last value and the keys set by hand; the store keeps
+    # the hand-set ones (the series rows hold the last values).
+    assert summary == {
+        "train/loss": 0.05,
+        "train/epoch": 1.0,
+        "train/global_step": 20,
+        "eval/loss": 0.5,
+        "eval/runtime": 0.1,
+        "train_runtime": 3.1,
+        "total_flos": 1e12,
+    }
+    assert info.summary == {"train_runtime": 3.1, "total_flos": 1e12}
     assert info.config["model/num_parameters"] == 57
     assert dict(series["train/global_step"]) == {0: 10.0, 1: 20.0, 2: 20.0}
 

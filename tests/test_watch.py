@@ -150,3 +150,68 @@ def test_a_failing_hook_is_reported_and_the_watch_goes_on(store_path, tmp_path):
         proc.wait(timeout=30)
     err = proc.stderr.read()
     assert "--exec exited with status 3 for second running" in err
+
+
+def test_hook_values_are_escaped_and_capped_and_a_nul_never_ends_the_watch(store_path, tmp_path):
+    """A NUL in a run name killed the watch (traceback, every later alert lost), and a name over
+    128 KiB made every hook of its run fail (the kernel refuses such an environment value)."""
+    from tests.fixtures.stores import make_run
+
+    reslog.init(store=store_path, name="first", system=False).finish()
+    hook_log = tmp_path / "hook.log"
+    watch = WatchProcess(store_path, hook_log)
+    try:
+        wait_until(lambda: watch.saw("watching"))
+        engine = open_store(store_path)
+        make_run(engine, name="nul\x00name\x1b]2;t\x07", status="finished")
+        make_run(engine, name="L" * 200_000, status="finished")
+        engine.dispose()
+        run = reslog.init(store=store_path, name="after", system=False)
+        run.finish()
+        lines = wait_until(lambda: (hook_log.exists() and len(hook_log.read_text().splitlines())
+                                    >= 3 and hook_log.read_text()) or None)  # fmt: skip
+        assert watch.proc.poll() is None  # still watching
+    finally:
+        err = watch.stop()
+    names = [line.split("|", 1)[0] for line in lines.splitlines()]
+    assert "nul\\x00name\\x1b]2;t\\x07" in names
+    assert "L" * 4095 + "…" in names
+    assert "after" in names
+    assert "Traceback" not in err and "cannot run --exec" not in err, err
+
+
+def test_reslog_notify_builds_its_json_so_a_title_cannot_add_fields():
+    import json
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    bodies: list[dict] = []
+
+    class Hook(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/hook?token=secret"
+    message = 'x", "channel": "#general", "text": "pwned'
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RESLOG_RUN": 'r"un', "RESLOG_STATUS": "alert",
+           "RESLOG_MESSAGE": message}  # fmt: skip
+    try:
+        for kind in ("slack", "feishu", "dingtalk"):
+            done = subprocess.run([sys.executable, "-m", "reslog.tools.cli", "notify", kind, url],
+                                  env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+            assert done.returncode == 0, done.stderr
+    finally:
+        server.shutdown()
+        server.server_close()
+    line = f'r"un ALERT: {message}'
+    assert bodies == [
+        {"text": line},
+        {"msg_type": "text", "content": {"text": line}},
+        {"msgtype": "text", "text": {"content": line}},
+    ]

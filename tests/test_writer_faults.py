@@ -8,6 +8,7 @@ limit (RLIMIT_FSIZE) that makes writes fail with "database or disk is full".
 from __future__ import annotations
 
 import contextlib
+import math
 import sqlite3
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 
 import reslog
 from schema.sqlite_file import readonly_uri
+from tests.fixtures.disks import small_disk  # noqa: F401 - a fixture
 from tests.fixtures.logging_child import Child
 from tests.test_reslog_api import read_run
 
@@ -149,3 +151,46 @@ def test_full_disk_warns_once_and_recovers_when_space_returns(tmp_path):
     warnings = [line for line in stderr.splitlines() if "reslog: cannot write" in line]
     assert len(warnings) == 1, stderr
     assert "full" in warnings[0] or "I/O" in warnings[0]
+
+
+def test_a_full_disk_is_retried_on_its_backoff_and_the_backlog_lands_in_what_is_freed(
+    small_disk,  # noqa: F811 - the fixture
+):
+    """A full tmpfs: with more than wake_points waiting, every log() used to wake the writer
+    (18 tries a second, a core); and 100,000-point transactions never fitted into the few MiB
+    freed later, so nothing landed and the run read `crashed`."""
+    store = small_disk.root / "reslog.db"
+    run = reslog.init(project="p", store=store, system=False, flush_interval=0.1)
+    writer = run._writer
+    run.log({"a": 0.0, "b": 0.0})
+    assert wait_for_points(store, 2) == 2
+    small_disk.fill()
+    for i in range(60_000):  # 120,000 points waiting: more than wake_points
+        run.log({"a": float(i), "b": 1.0})
+    deadline = time.monotonic() + 30
+    while writer.failures == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    before, t0 = writer.failures, time.monotonic()
+    while time.monotonic() - t0 < 3.0:  # a training loop going on: each log() asks for a flush
+        run.log({"a": 1.0, "b": 2.0})
+        time.sleep(0.001)
+    tries, spent = writer.failures - before, time.monotonic() - t0
+    # Backoff from 0.2 s doubling: 4 tries in 3 s; never more than log2(spent / 0.1) + 2.
+    assert tries <= math.log2(spent / 0.1) + 2, (tries, spent)
+    landed = writer.committed
+    small_disk.release(4)
+    deadline = time.monotonic() + 120
+    while writer.committed < landed + 20_000 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert writer.committed >= landed + 20_000  # in pieces the freed space could take
+    ok = run.finish(timeout=5)
+    meta, _series, events = read_run(store)
+    assert meta.status == "finished"  # not left "running", to be read as crashed
+    if not ok:
+        [lost] = [e for e in events if "not yet written when the run ended" in e.title]
+        assert int(lost.title.split()[0]) == writer.pending_points()
+    # The writer goes on trying while the process lives: let it end here, before the disk is
+    # unmounted, instead of restoring the store into the bare folder during a later test.
+    small_disk.release(len(small_disk.fillers))
+    writer._thread.join(60)
+    assert not writer._thread.is_alive()

@@ -164,6 +164,12 @@ class LoggingConfig:
     tags: list[str] = field(default_factory=list)
     notes: str = ""
     print_every: int = 10  # steps between console lines (rank 0); 0 disables
+    # Under torchrun: every rank logs its own run of the job (its step phases, time/*); false
+    # logs rank 0 only (plus one telemetry run per host).
+    every_rank: bool = True
+    group: str = ""  # the job id joining the ranks' runs; "" = torchrun's run id, else a new one
+    stall_after: float | None = None  # seconds without a step before a stall event; None =
+    # reslog's rule (max(5 min, 20 x the median step interval)), 0 = off
 
     def __post_init__(self) -> None:
         _check(self.log_every > 0, "logging.log_every", self.log_every, "must be > 0")
@@ -174,6 +180,12 @@ class LoggingConfig:
             self.flush_interval > 0, "logging.flush_interval", self.flush_interval, "must be > 0"
         )
         _check(self.print_every >= 0, "logging.print_every", self.print_every, "must be >= 0")
+        _check(
+            self.stall_after is None or self.stall_after >= 0,
+            "logging.stall_after",
+            self.stall_after,
+            "must be none (reslog's rule), 0 (off) or seconds > 0",
+        )
 
 
 @dataclass
@@ -190,6 +202,15 @@ class Config:
             raise ConfigError(
                 f"--data.seq_len={self.data.seq_len}: longer than "
                 f"--model.max_seq_len={self.model.max_seq_len}"
+            )
+        # Kernels that cannot run under the asked device or dtype: said now, not at step 0.
+        attn, t = self.model.attention, self.train
+        if attn in ("flash", "xformers") and t.device == "cpu":
+            raise ConfigError(f"--model.attention={attn!r}: runs on CUDA only (--train.device=cpu)")
+        if attn == "flash" and t.dtype == "fp32":
+            raise ConfigError(
+                "--model.attention='flash': flash-attn has no fp32 kernel; "
+                "use --train.dtype bf16 or another backend (sdpa, xformers)"
             )
 
     def to_dict(self) -> dict[str, dict[str, Any]]:

@@ -1,15 +1,17 @@
-"""Optional fast kernels behind one module, each chosen once per device type with a fallback.
+"""Optional fast kernels behind one module, chosen once per device type and compute dtype.
 
     attention      flash-attn -> xformers -> F.scaled_dot_product_attention -> naive
     swiglu         xformers -> eager
     rms_norm       F.rms_norm (fused) -> eager
-    cross_entropy  liger-kernel -> F.cross_entropy
+    cross_entropy  liger-kernel -> F.cross_entropy   (both in float32, whatever the logits' dtype)
 
 A fast path is "available" only if CUDA is present and one tiny call on the GPU succeeds:
 xformers imports fine on CPU but its ops raise, so import success proves nothing. The answer is
-cached for the process. Overrides: the environment variable ``TRAINER_ATTN`` (flash, xformers,
-sdpa, naive) or the ``attention=`` argument of :func:`select` (tests). An override that cannot
-run raises instead of silently falling back, so a benchmark never measures the wrong kernel.
+cached for the process. `auto` takes the first kernel of each kind that runs and says once what it
+chose and what it passed over, with the reason. Overrides: ``TRAINER_ATTN`` (flash, xformers,
+sdpa, naive) or ``--model.attention``, and ``TRAINER_KERNELS="kind=name,..."`` for any kind. A
+forced kernel that cannot run here (flash in fp32, xformers without CUDA) raises instead of
+silently falling back, so a benchmark never measures the wrong kernel.
 
 Tensor layout everywhere here: q is (B, T, H, D), k and v are (B, T, Hkv, D) with H % Hkv == 0
 (grouped-query attention); the output is (B, T, H, D).
@@ -18,6 +20,7 @@ Tensor layout everywhere here: q is (B, T, H, D), k and v are (B, T, Hkv, D) wit
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import os
 from collections.abc import Callable
@@ -28,6 +31,9 @@ import torch.nn.functional as F
 
 ATTENTION_BACKENDS = ("flash", "xformers", "sdpa", "naive")
 ENV_ATTN = "TRAINER_ATTN"
+ENV_KERNELS = "TRAINER_KERNELS"
+
+log = logging.getLogger("trainer.kernels")
 
 # --------------------------------------------------------------------------- reference (eager) ops
 
@@ -60,10 +66,11 @@ def attention_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.T
 
 
 def attention_flash(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    if q.dtype not in (torch.float16, torch.bfloat16):
+        # flash-attn has no fp32 kernel; select() never picks it for fp32, so this is a misuse.
+        raise RuntimeError(f"flash attention needs bf16 or fp16 inputs, got {q.dtype}")
     from flash_attn import flash_attn_func
 
-    if q.dtype not in (torch.float16, torch.bfloat16):  # flash-attn has no fp32 kernel
-        return attention_sdpa(q, k, v)
     return flash_attn_func(q, k, v, causal=True)  # native GQA, same (B, T, H, D) layout
 
 
@@ -107,13 +114,17 @@ def rms_norm_fused(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.T
 
 
 def cross_entropy_eager(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int = -100):
+    """Mean cross-entropy in float32 whatever the logits' dtype: in bf16 the log-sum-exp over a
+    large vocabulary and the loss itself would carry 3 significant digits."""
     return F.cross_entropy(logits.float(), targets, ignore_index=ignore_index)
 
 
 def cross_entropy_liger(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int = -100):
+    """liger's fused forward + backward. It softmaxes in float32 but stores each row's loss in
+    the input's dtype, so bf16 logits would give a loss rounded to bf16: it gets float32."""
     from liger_kernel.transformers.functional import liger_cross_entropy
 
-    return liger_cross_entropy(logits, targets, ignore_index=ignore_index)
+    return liger_cross_entropy(logits.float(), targets, ignore_index=ignore_index)
 
 
 # --------------------------------------------------------------------------- availability probes
@@ -168,13 +179,89 @@ _ATTENTION: dict[str, Callable] = {
     "sdpa": attention_sdpa,
     "naive": attention_naive,
 }
+_SWIGLU: dict[str, Callable] = {"xformers": swiglu_xformers, "eager": swiglu_eager}
+_RMS_NORM: dict[str, Callable] = {"fused": rms_norm_fused, "eager": rms_norm_eager}
+_CROSS_ENTROPY: dict[str, Callable] = {"liger": cross_entropy_liger, "eager": cross_entropy_eager}
+
+# kind -> {name: implementation}; each kind's names in the order `auto` tries them.
+KINDS: dict[str, dict[str, Callable]] = {
+    "attention": _ATTENTION,
+    "swiglu": _SWIGLU,
+    "rms_norm": _RMS_NORM,
+    "cross_entropy": _CROSS_ENTROPY,
+}
+# (kind, name) -> the probe that says whether it runs here.
+_PROBE_NAME = {
+    ("attention", "flash"): "flash",
+    ("attention", "xformers"): "xformers",
+    ("swiglu", "xformers"): "swiglu_xformers",
+    ("rms_norm", "fused"): "rms_norm_fused",
+    ("cross_entropy", "liger"): "cross_entropy_liger",
+}
+CUDA_ONLY = frozenset(
+    {
+        ("attention", "flash"),
+        ("attention", "xformers"),
+        ("swiglu", "xformers"),
+        ("cross_entropy", "liger"),
+    }
+)
+HALF_ONLY = frozenset({("attention", "flash")})  # no fp32 kernel
+HALF = (torch.float16, torch.bfloat16)
+
+# What `auto` tries, per device type (the last of each is the reference and always runs).
+_AUTO: dict[str, dict[str, tuple[str, ...]]] = {
+    "cuda": {
+        "attention": ("flash", "xformers", "sdpa"),
+        "swiglu": ("xformers", "eager"),
+        "rms_norm": ("fused", "eager"),
+        "cross_entropy": ("liger", "eager"),
+    },
+    "other": {
+        "attention": ("sdpa",),
+        "swiglu": ("eager",),
+        "rms_norm": ("fused", "eager"),
+        "cross_entropy": ("eager",),
+    },
+}
+
+
+def cannot_run(kind: str, name: str, device_type: str, dtype: torch.dtype) -> str | None:
+    """None when kernel ``name`` of ``kind`` runs for this device type and compute dtype, else
+    the reason it cannot (a sentence a user can act on)."""
+    if name not in KINDS[kind]:
+        return f"unknown {kind} kernel {name!r} (one of {', '.join(KINDS[kind])})"
+    if (kind, name) in CUDA_ONLY and device_type != "cuda":
+        return f"the model is on {device_type}, {name} {kind} runs on CUDA only"
+    if (kind, name) in HALF_ONLY and dtype not in HALF:
+        return (
+            f"{name} {kind} has no {str(dtype).removeprefix('torch.')} kernel (bf16/fp16 only): "
+            "train with --train.dtype bf16 or choose another backend"
+        )
+    probe = _PROBE_NAME.get((kind, name))
+    return _probe(probe) if probe else None
+
+
+def parse_overrides(text: str) -> dict[str, str]:
+    """``"attention=sdpa,cross_entropy=eager"`` ($TRAINER_KERNELS) -> {kind: name}; ValueError
+    naming the variable for anything else."""
+    out: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        kind, eq, name = (s.strip() for s in item.partition("="))
+        if not eq or kind not in KINDS or name not in KINDS[kind]:
+            choices = "; ".join(f"{k}={'|'.join(v)}" for k, v in KINDS.items())
+            raise ValueError(f"${ENV_KERNELS}: {item!r} is not kind=name ({choices})")
+        out[kind] = name
+    return out
 
 
 @dataclass(frozen=True)
 class KernelSet:
-    """The kernels one model uses on one device type; names go into the run config."""
+    """The kernels one model uses on one device type and compute dtype; names go into the run
+    config. ``skipped`` holds, per kind, the faster kernels `auto` passed over and why."""
 
     device_type: str
+    dtype: torch.dtype
     attention_name: str
     attention: Callable
     swiglu_name: str
@@ -183,6 +270,7 @@ class KernelSet:
     rms_norm: Callable
     cross_entropy_name: str
     cross_entropy: Callable
+    skipped: tuple[tuple[str, str, str], ...] = ()  # (kind, name, reason)
 
     def names(self) -> dict[str, str]:
         return {
@@ -192,47 +280,90 @@ class KernelSet:
             "cross_entropy": self.cross_entropy_name,
         }
 
+    def describe(self) -> str:
+        """One line: each kind's kernel, with the faster ones passed over and why."""
+        why: dict[str, list[str]] = {}
+        for kind, name, reason in self.skipped:
+            why.setdefault(kind, []).append(f"not {name}: {reason}")
+        return "; ".join(
+            f"{kind} {name}" + (f" ({'; '.join(why[kind])})" if kind in why else "")
+            for kind, name in self.names().items()
+        )
 
-def select(device_type: str, attention: str | None = None) -> KernelSet:
-    """The kernel set for a device type ("cpu", "cuda"). ``attention`` (or $TRAINER_ATTN) forces
-    one attention backend; forcing one that cannot run raises RuntimeError with the reason."""
-    forced = attention or os.environ.get(ENV_ATTN) or None
-    return _select(device_type, forced)
+
+def select(
+    device_type: str,
+    attention: str | None = None,
+    dtype: torch.dtype | None = None,
+    overrides: dict[str, str] | None = None,
+) -> KernelSet:
+    """The kernel set for a device type ("cpu", "cuda") and the dtype the model computes in
+    (bf16 under autocast; None means float32).
+
+    ``attention`` (or $TRAINER_ATTN) forces one attention backend; ``overrides`` (or
+    $TRAINER_KERNELS, ``kind=name,...``) force any kind. A forced kernel that cannot run raises
+    RuntimeError with the reason: never a silent fallback, so a benchmark never measures the
+    wrong kernel. What `auto` chose, and what it passed over and why, is said once per process
+    (logger ``trainer.kernels``; a warning when a faster CUDA kernel could not be used).
+    """
+    forced = dict(parse_overrides(os.environ.get(ENV_KERNELS, "")))
+    forced.update(overrides or {})
+    attn = attention or os.environ.get(ENV_ATTN) or None
+    if attn is not None:
+        if attn not in ATTENTION_BACKENDS:
+            raise ValueError(
+                f"attention backend {attn!r} (from ${ENV_ATTN} or --model.attention) is not one "
+                f"of {', '.join(ATTENTION_BACKENDS)}"
+            )
+        forced["attention"] = attn
+    return _select(device_type, dtype or torch.float32, tuple(sorted(forced.items())))
 
 
 @functools.cache
-def _select(device_type: str, forced: str | None) -> KernelSet:
-    on_cuda = device_type == "cuda"
-    if forced is not None:
-        if forced not in ATTENTION_BACKENDS:
-            raise ValueError(
-                f"attention backend {forced!r} (from ${ENV_ATTN} or --model.attention) is not one "
-                f"of {', '.join(ATTENTION_BACKENDS)}"
-            )
-        ok, why = available(forced)
-        if forced in ("flash", "xformers") and not on_cuda:
-            ok, why = False, f"the model is on {device_type}, {forced} runs on CUDA only"
-        if not ok:
-            raise RuntimeError(f"attention backend {forced!r} was requested but cannot run: {why}")
-        attn_name = forced
-    else:
-        candidates = ("flash", "xformers", "sdpa") if on_cuda else ("sdpa",)
-        attn_name = next(n for n in candidates if available(n)[0])
-
-    swiglu_name = "xformers" if on_cuda and available("swiglu_xformers")[0] else "eager"
-    rms_name = "fused" if available("rms_norm_fused")[0] else "eager"
-    ce_name = "liger" if on_cuda and available("cross_entropy_liger")[0] else "eager"
-    return KernelSet(
+def _select(device_type: str, dtype: torch.dtype, forced: tuple[tuple[str, str], ...]) -> KernelSet:
+    wanted = dict(forced)
+    auto = _AUTO["cuda" if device_type == "cuda" else "other"]
+    chosen: dict[str, str] = {}
+    skipped: list[tuple[str, str, str]] = []
+    for kind in KINDS:
+        if kind in wanted:
+            why = cannot_run(kind, wanted[kind], device_type, dtype)
+            if why:
+                raise RuntimeError(
+                    f"{kind} kernel {wanted[kind]!r} was requested but cannot run: {why}"
+                )
+            chosen[kind] = wanted[kind]
+            continue
+        for name in auto[kind]:
+            why = cannot_run(kind, name, device_type, dtype)
+            if why is None:
+                chosen[kind] = name
+                break
+            skipped.append((kind, name, why))
+        else:  # pragma: no cover - the last candidate of each kind is the reference
+            raise RuntimeError(f"no {kind} kernel runs on {device_type}")
+    ks = KernelSet(
         device_type=device_type,
-        attention_name=attn_name,
-        attention=_ATTENTION[attn_name],
-        swiglu_name=swiglu_name,
-        swiglu=swiglu_xformers if swiglu_name == "xformers" else swiglu_eager,
-        rms_norm_name=rms_name,
-        rms_norm=rms_norm_fused if rms_name == "fused" else rms_norm_eager,
-        cross_entropy_name=ce_name,
-        cross_entropy=cross_entropy_liger if ce_name == "liger" else cross_entropy_eager,
+        dtype=dtype,
+        attention_name=chosen["attention"],
+        attention=_ATTENTION[chosen["attention"]],
+        swiglu_name=chosen["swiglu"],
+        swiglu=_SWIGLU[chosen["swiglu"]],
+        rms_norm_name=chosen["rms_norm"],
+        rms_norm=_RMS_NORM[chosen["rms_norm"]],
+        cross_entropy_name=chosen["cross_entropy"],
+        cross_entropy=_CROSS_ENTROPY[chosen["cross_entropy"]],
+        skipped=tuple(skipped),
     )
+    level = logging.WARNING if skipped and device_type == "cuda" else logging.INFO
+    log.log(
+        level,
+        "kernels for %s/%s: %s",
+        device_type,
+        str(dtype).removeprefix("torch."),
+        ks.describe(),
+    )
+    return ks
 
 
 def clear_cache() -> None:

@@ -20,8 +20,6 @@ if TYPE_CHECKING:
     from trainer.config import Config
     from trainer.distributed import DistInfo
 
-PHASES = ("data", "forward", "backward", "optimizer")
-
 # --------------------------------------------------------------------------- loggers
 
 
@@ -67,24 +65,31 @@ class ReslogLogger(Logger):
         self._run.finish(status=status)
 
 
-def make_logger(cfg: Config, dist: DistInfo, resume: str | None, runtime: dict[str, Any]) -> Logger:
+def make_logger(
+    cfg: Config, dist: DistInfo, resume: str | None, runtime: dict[str, Any], job: str = ""
+) -> Logger:
     """This process's logger, the one place ``[logging]`` becomes ``reslog.init``'s arguments.
 
-    Rank 0 logs the run; ``resume`` (a run uid) continues that run, same uid, so its charts go on.
-    Local rank 0 of any other host opens a run only for its system telemetry, so every host gets
-    exactly one sampler; the trainer never logs scalars into it. Every other rank, and any rank
-    with ``logging.enabled = false``, gets the no-op logger. ``runtime`` (facts the config does
-    not fix) is stored in the run's config beside the resolved config.
+    Rank 0 logs the run; ``resume`` (this rank's run uid) continues its run, same uid, so its
+    charts go on. With ``logging.every_rank`` (the default) every other rank logs its own run of
+    the job too, holding that rank's step phases (``time/*``), all of them in group ``job`` so
+    readers join them (schema/ranks.py). Only local rank 0 samples system telemetry: one sampler
+    per host. Without ``every_rank``, local rank 0 of any other host opens a run only for its
+    telemetry, and the other ranks get the no-op logger, as does any rank with
+    ``logging.enabled = false``. ``runtime`` (facts the config does not fix) is stored in the
+    run's config beside the resolved config.
     """
     lc = cfg.logging
-    if not lc.enabled or not (dist.is_master or dist.local_rank == 0):
+    if not lc.enabled or not (dist.is_master or lc.every_rank or dist.local_rank == 0):
         return NullLogger()
     import reslog
 
     # "" in [logging] leaves the choice to reslog, which init spells None.
     name, store = lc.name or None, lc.store or None
     if not dist.is_master:
-        name, resume = f"{lc.name or 'run'}-host-rank{dist.rank}", None
+        base = lc.name or lc.project
+        name = f"{base}-rank{dist.rank}" if lc.every_rank else f"{base}-host-rank{dist.rank}"
+        resume = resume if lc.every_rank else None
     run = reslog.init(
         project=lc.project,
         name=name,
@@ -93,11 +98,13 @@ def make_logger(cfg: Config, dist: DistInfo, resume: str | None, runtime: dict[s
         tags=lc.tags,
         notes=lc.notes,
         resume=resume,
-        system=lc.system,
+        system=lc.system and dist.local_rank == 0,
         system_interval=lc.system_interval,
         flush_interval=lc.flush_interval,
         rank=dist.rank,
         world_size=dist.world_size,
+        stall_after=lc.stall_after,
+        group=job or lc.group or None,
     )
     return ReslogLogger(run)
 
@@ -146,13 +153,16 @@ def device_peak(device: torch.device) -> tuple[str, float] | None:
 
 
 class StepTimer:
-    """Per-step durations of data / forward / backward / optimizer and the whole step.
+    """Per-step durations of each phase (schema/ranks.py's PHASES: data, h2d, forward, backward,
+    comm, optimizer) and the whole step.
 
     ``start(step)``, then ``mark(phase)`` at the end of each phase (repeated phases, as with
-    gradient accumulation, add up), then ``end()``. ``poll()`` returns the steps whose timings are
-    known. On CUDA each mark records an event on the current stream and a step is resolved only
-    when its last event reports done (``event.query()``), so timing never waits for the GPU: it
-    reports a step or two late. On CPU marks read ``time.perf_counter`` and resolve at once.
+    gradient accumulation, add up), or ``mark_at(phase, stamp)`` with a ``stamp()`` taken
+    earlier (the end of backward compute, stamped in DDP's comm hook), then ``end()``.
+    ``poll()`` returns the steps whose timings are known. On CUDA each mark records an event on
+    the current stream and a step is resolved only when its last event reports done
+    (``event.query()``), so timing never waits for the GPU: it reports a step or two late.
+    On CPU marks read ``time.perf_counter`` and resolve at once.
     """
 
     def __init__(self, device: torch.device):
@@ -161,7 +171,8 @@ class StepTimer:
         self._step = 0
         self._pending: deque[tuple[int, list[tuple[str, Any]]]] = deque()
 
-    def _now(self) -> Any:
+    def stamp(self) -> Any:
+        """A point in time on this timer's clock (a recorded CUDA event on GPU)."""
         if self.cuda:
             ev = torch.cuda.Event(enable_timing=True)
             ev.record()
@@ -170,10 +181,13 @@ class StepTimer:
 
     def start(self, step: int) -> None:
         self._step = step
-        self._marks = [("start", self._now())]
+        self._marks = [("start", self.stamp())]
 
     def mark(self, phase: str) -> None:
-        self._marks.append((phase, self._now()))
+        self._marks.append((phase, self.stamp()))
+
+    def mark_at(self, phase: str, stamp: Any) -> None:
+        self._marks.append((phase, stamp))
 
     def end(self) -> None:
         self._pending.append((self._step, self._marks))
@@ -189,7 +203,7 @@ class StepTimer:
             def elapsed(a: Any, b: Any) -> float:
                 return b - a
 
-        out = dict.fromkeys(PHASES, 0.0)
+        out: dict[str, float] = {}  # the phases this step marked (comm: only under DDP)
         for (_, t0), (phase, t1) in itertools.pairwise(marks):
             out[phase] = out.get(phase, 0.0) + elapsed(t0, t1)
         out["step"] = elapsed(marks[0][1], marks[-1][1])

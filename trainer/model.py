@@ -250,7 +250,8 @@ class Transformer(nn.Module):
         return [self.get_parameter(name).size(0)]
 
     def set_kernels(self, ks: kernels.KernelSet) -> None:
-        """Point every layer at the kernels of one device type (see trainer/kernels.py)."""
+        """Point every layer at the kernels of one device type and dtype (trainer/kernels.py).
+        Set them before ``torch.compile``: the compiled forward does not choose them."""
         self.kernels = ks
         for m in self.modules():
             if isinstance(m, RMSNorm):
@@ -260,11 +261,25 @@ class Transformer(nn.Module):
             elif isinstance(m, FeedForward):
                 m.impl = ks.swiglu
 
+    def compute_dtype(self, device_type: str) -> torch.dtype:
+        """The dtype the matmuls run in: autocast's when it is on, else the weights'."""
+        if torch.is_autocast_enabled(device_type):
+            return torch.get_autocast_dtype(device_type)
+        return self.tok_embeddings.weight.dtype
+
+    def _match_kernels(self, device_type: str) -> None:
+        """Choose the kernels again when the device type or compute dtype changed."""
+        dtype = self.compute_dtype(device_type)
+        ks = self.kernels
+        if ks is None or ks.device_type != device_type or ks.dtype != dtype:
+            self.set_kernels(kernels.select(device_type, self.cfg.attention or None, dtype))
+
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
         """idx (B, T) token ids -> logits (B, T, V), or the mean cross-entropy when targets
         (B, T) are given (target -100 is ignored)."""
-        if self.kernels is None or self.kernels.device_type != idx.device.type:
-            self.set_kernels(kernels.select(idx.device.type, self.cfg.attention or None))
+        # A compiled forward keeps the kernels set before compiling (the trainer sets them).
+        if self.kernels is None or not torch.compiler.is_compiling():
+            self._match_kernels(idx.device.type)
         B, T = idx.shape
         if self.cfg.max_seq_len < T:
             raise ValueError(f"sequence length {T} > --model.max_seq_len={self.cfg.max_seq_len}")

@@ -1,9 +1,11 @@
 """Pretraining loop: ``python -m trainer.train --config trainer/configs/demo.toml [--key value]``.
 
 Under torchrun (``torchrun --nproc_per_node N -m trainer.train ...``) it trains with DDP: rank 0
-logs the scalars, every rank's step time is gathered to rank 0 once per log interval, and one
-system sampler runs per host. ``--resume auto|PATH`` continues a checkpoint exactly, in the same
-reslog run. ``--no-log`` trains without logging. See docs/trainer.md.
+logs the scalars, every rank logs its own step phases (data, h2d, forward, backward, the wait in
+the all-reduce, optimizer) into its own run of the job, rank 0 also gathers every rank's step
+time once per log interval, and one system sampler runs per host. ``--resume auto|PATH``
+continues a checkpoint exactly, in the same reslog runs. ``--no-log`` trains without logging.
+See docs/trainer.md.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from schema.errors import StoreError
 from trainer import checkpoint, distributed, kernels, legacy
 from trainer.config import Config, ConfigError, load_config
 from trainer.loaders import data_vocab_size, make_loader
-from trainer.metrics import PHASES, Logger, StepTimer, device_peak, make_logger
+from trainer.metrics import Logger, NullLogger, StepTimer, device_peak, make_logger
 from trainer.model import Transformer
 from trainer.schedules import Schedule
 
@@ -56,7 +58,19 @@ class Trainer:
         torch.manual_seed(t.seed)  # same initial weights on every rank
         cfg.model.vocab_size = data_vocab_size(cfg)
         self.raw_model = Transformer(cfg.model).to(self.device)
-        self.raw_model.set_kernels(kernels.select(self.device.type, cfg.model.attention or None))
+        try:  # a kernel asked for that cannot run here stops before step 0, naming the flag
+            ks = kernels.select(
+                self.device.type,
+                cfg.model.attention or None,
+                torch.bfloat16 if use_bf16 else torch.float32,
+            )
+        except (RuntimeError, ValueError) as e:
+            a = cfg.model.attention
+            flag = (
+                f"--model.attention={a!r}" if a else f"${kernels.ENV_ATTN}/${kernels.ENV_KERNELS}"
+            )
+            raise ConfigError(f"{flag}: {e}") from None
+        self.raw_model.set_kernels(ks)
         self.optimizer = self._make_optimizer()
         self.schedule = Schedule.from_config(cfg.schedule, cfg.optim.lr, t.steps)
         try:
@@ -65,34 +79,51 @@ class Trainer:
             )
         except (ValueError, FileNotFoundError) as e:  # too little data, no manifest
             raise ConfigError(f"--data.dir={cfg.data.dir!r}: {e}") from None
-        self.step, self.tokens, run_uid = 0, 0, None
+        self.step, self.tokens, run_uid, stored_job = 0, 0, None, ""
         self.resumed_from: Path | None = None
         self.best_valid = math.inf  # restored by a resume: the summary keeps the run's best
         if resume:
-            run_uid = self._load(resume)
+            run_uid, stored_job = self._load(resume)
+        # Every rank's run carries the job id; a resumed job keeps its own.
+        self.job = distributed.agree_job(stored_job or cfg.logging.group)
         if self.resumed_from is None:  # a resume restored the RNG streams instead
             torch.manual_seed(t.seed + self.dist.rank)
 
         model: torch.nn.Module = self.raw_model
         if t.compile:
             model = torch.compile(model)  # type: ignore[assignment]
+        self.timer = StepTimer(self.device)
+        self.comm: distributed.CommTimer | None = None
         if self.dist.is_distributed:
-            model = DDP(model, device_ids=[self.dist.local_rank] if want_cuda else None)
+            # The only buffers are the RoPE tables, the same on every rank: broadcasting them
+            # would be a collective inside rank 0's forward each step, where it waits for the
+            # slowest rank and looks like a slow forward itself (docs/ranks.md).
+            model = DDP(
+                model,
+                device_ids=[self.dist.local_rank] if want_cuda else None,
+                broadcast_buffers=False,
+            )
+            self.comm = distributed.CommTimer(self.timer.stamp)
+            self.comm.register(model)
         self.model = model
 
         self.tokens_per_step = cfg.tokens_per_step * self.dist.world_size
         self.flops_per_token = self.raw_model.flops_per_token(cfg.data.seq_len)
         peak = device_peak(self.device)
         self.peak_name, self.peak_flops = peak if peak else (None, None)
-        self.timer = StepTimer(self.device)
         self._pending_loss: dict[int, torch.Tensor] = {}
         self._rank_times: list[float] = []
+        self._phase_sums: dict[str, float] = {}  # since the last log step, for the means
+        self._phase_steps = 0
         self._phase = self.schedule.phase(max(self.step - 1, 0))
         self._nan_alerted = False
         self._last_print = (time.perf_counter(), self.tokens)
         if logger is None:
-            logger = make_logger(cfg, self.dist, run_uid, runtime=self.runtime_info())
-        self.logger = logger
+            logger = make_logger(cfg, self.dist, run_uid, self.runtime_info(), job=self.job)
+        # This rank's own run: its step phases (time/*), its stall events, its runtime facts.
+        self.rank_logger = logger
+        # The job's scalars and events (loss, lr, validation, checkpoints): rank 0's run only.
+        self.logger = logger if self.dist.is_master else NullLogger()
         self._announce()
 
     # ----------------------------------------------------------------------- set-up helpers
@@ -128,6 +159,9 @@ class Trainer:
             "peak_flops": self.peak_flops,
             "peak_flops_source": self.peak_name,
             "world_size": self.dist.world_size,
+            "ddp": isinstance(self.model, DDP),
+            "local_rank": self.dist.local_rank,
+            "job": self.job,
             "n_params": self.raw_model.num_params(),
             "flops_per_token": self.flops_per_token,
             "tokens_per_step": self.tokens_per_step,
@@ -137,7 +171,7 @@ class Trainer:
 
     def _announce(self) -> None:
         info = self.runtime_info()
-        self.logger.summary({f"runtime/{k}": v for k, v in info.items() if k != "kernels"})
+        self.rank_logger.summary({f"runtime/{k}": v for k, v in info.items() if k != "kernels"})
         if self.resumed_from is not None:
             # reslog itself records the "resume" event; this says which checkpoint it came from.
             self.logger.event(
@@ -151,13 +185,14 @@ class Trainer:
 
     # ----------------------------------------------------------------------- checkpoints
 
-    def _load(self, resume: str) -> str | None:
+    def _load(self, resume: str) -> tuple[str | None, str]:
+        """Restore a checkpoint; returns (this rank's run uid, the job id) stored with it."""
         path = checkpoint.resolve(resume, self.cfg.train.ckpt_dir)
         if path is None:
             distributed.print0(
                 f"--resume {resume}: no checkpoint in {self.cfg.train.ckpt_dir}, starting fresh"
             )
-            return None
+            return None, ""
         main, rank_state = checkpoint.load(path, self.dist.rank, map_location=self.device)
         if main["config"]["model"] != self.cfg.to_dict()["model"]:
             raise ConfigError(f"--resume {path}: the checkpoint's [model] differs from this config")
@@ -180,7 +215,8 @@ class Trainer:
         self.loader.load_state_dict(rank_state["loader"])
         checkpoint.set_rng_state(rank_state["rng"])
         self.resumed_from = path
-        return main.get("run_uid")
+        uid = main.get("run_uid") if self.dist.is_master else rank_state.get("run_uid")
+        return uid, str(main.get("job") or "")
 
     def save_checkpoint(self) -> Path:
         main = None
@@ -193,9 +229,14 @@ class Trainer:
                 "tokens": self.tokens,
                 "best_valid": self.best_valid,
                 "run_uid": self.logger.uid,
+                "job": self.job,
                 "config": self.cfg.to_dict(),
             }
-        rank_state = {"loader": self.loader.state_dict(), "rng": checkpoint.rng_state()}
+        rank_state = {
+            "loader": self.loader.state_dict(),
+            "rng": checkpoint.rng_state(),
+            "run_uid": self.rank_logger.uid,  # this rank's own run, continued by a resume
+        }
         t = self.cfg.train
         path = checkpoint.save(
             t.ckpt_dir,
@@ -222,9 +263,10 @@ class Trainer:
         loss_sum = torch.zeros((), device=self.device)
         for micro in range(accum):
             x, y = next(self.loader)
+            self.timer.mark("data")
             x = x.to(self.device, non_blocking=True)
             y = y.to(self.device, non_blocking=True)
-            self.timer.mark("data")
+            self.timer.mark("h2d")
             last = micro == accum - 1
             sync = (
                 self.model.no_sync()
@@ -236,7 +278,12 @@ class Trainer:
                     loss = self.model(x, y)
                 self.timer.mark("forward")
                 (loss / accum).backward()
-            self.timer.mark("backward")
+            ready = self.comm.take() if self.comm is not None and last else None
+            if ready is not None:  # own backward until the last bucket, then the all-reduce wait
+                self.timer.mark_at("backward", ready)
+                self.timer.mark("comm")
+            else:
+                self.timer.mark("backward")
             loss_sum += loss.detach()
         clip = self.cfg.optim.grad_clip or math.inf
         grad_norm = torch.nn.utils.clip_grad_norm_(self.raw_model.parameters(), clip)
@@ -271,11 +318,21 @@ class Trainer:
             pe = self.cfg.logging.print_every
             if pe and (step % pe == 0 or step == self.cfg.train.steps):
                 self._print(step, value)
+        for phase, seconds in times.items():
+            self._phase_sums[phase] = self._phase_sums.get(phase, 0.0) + seconds
+        self._phase_steps += 1
         if not self._is_log_step(step):
             return
-        metrics: dict[str, Any] = {f"time/{k}": times[k] for k in (*PHASES, "step")}
-        if times["step"] > 0:
-            tps = self.tokens_per_step / times["step"]
+        # Each phase's mean over the steps since the last log step, on every rank that logs.
+        n, sums = self._phase_steps, self._phase_sums
+        self._phase_sums, self._phase_steps = {}, 0
+        metrics: dict[str, Any] = {f"time/{k}": v / n for k, v in sums.items()}
+        if not self.dist.is_master:
+            if self.cfg.logging.every_rank:
+                self.rank_logger.log(metrics, step=step)
+            return
+        if metrics["time/step"] > 0:
+            tps = self.tokens_per_step / metrics["time/step"]
             metrics["train/tokens_per_s"] = tps
             if self.peak_flops:
                 per_gpu = tps / self.dist.world_size
@@ -412,7 +469,7 @@ class Trainer:
         with contextlib.suppress(Exception):
             self.loader.close()
         try:
-            self.logger.close(status)
+            self.rank_logger.close(status)
         finally:
             distributed.destroy()
 

@@ -7,7 +7,7 @@ zipapp (bundle.py) holding this package and the stdlib-only parts of `schema` it
     store.py   one SQLite store opened read-only: runs, keys, events, live points, series rows,
                tiles and raw step windows, each read in one read transaction
     serve.py   the request loop: one reply frame per request, errors as error frames
-    bundle.py  the zipapp, built from these files (resplot uploads it by content hash)
+    bundle.py  the zipapp, built from these files, and the launcher that runs it from memory
 
 docs/protocol.md is the protocol.
 """

@@ -1,16 +1,25 @@
-"""The agent as one zipapp: this package and the stdlib-only parts of `schema` it reads with.
+"""The agent as one zipapp: this package and the stdlib-only parts of `schema` it reads with,
+and the launcher that runs it from memory.
 
-resplot uploads the archive to a host as `agent-<hash>.pyz` and runs it with the host's
-`python3 -I` (a local store gets the same archive in a subprocess). The archive is built from
-the installed files in a fixed order with fixed timestamps, so its bytes, and the hash in its
-name, change exactly when the agent's code does. The two package `__init__` files in it are
-stubs: the real ones import SQLAlchemy and the logging library, which a GPU host need not have.
+The archive never lands in a file. resplot starts `python -I -c BOOT` (on a host, through
+`launcher()`, which finds an interpreter new enough) and sends the archive as the first bytes
+on the agent's stdin; BOOT checks its sha256 against the hash written into BOOT itself and
+imports the agent from those bytes. So no file another user could plant or swap (a shared
+/tmp, a home folder on NFS) is ever executed, and a host needs no SFTP and no writable home.
+
+The archive is built from the installed files in a fixed order with fixed timestamps, so its
+bytes and hash change exactly when the agent's code does. The two package `__init__` files in
+it are stubs: the real ones import SQLAlchemy and the logging library, which a GPU host need
+not have.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
+import shlex
+import struct
 import zipfile
 from functools import cache
 from pathlib import Path
@@ -51,5 +60,124 @@ def archive() -> bytes:
 
 @cache
 def archive_hash() -> str:
-    """sha256 prefix of the archive: an uploaded agent-<hash>.pyz is never stale."""
+    """sha256 prefix of the archive: BOOT refuses any other bytes."""
     return hashlib.sha256(archive()).hexdigest()[:16]
+
+
+# -- running it from memory ---------------------------------------------------------------------
+
+MIN_PYTHON = (3, 8)
+NO_PYTHON = 127  # the launcher's exit status when no interpreter fits (the shell's "not found")
+BOOT_PREFIX = struct.Struct("<Q")  # the archive's length, before its bytes on stdin
+MAX_ARCHIVE = 16 << 20
+# Python 3.8 syntax, stdlib only; {hash} and {max} are filled in by boot_code(). The importer
+# serves the archive's modules from a dict; tracebacks get their source through get_source.
+_BOOT = """\
+import hashlib, importlib.abc, importlib.util, io, sys, zipfile
+r = sys.stdin.buffer
+n = int.from_bytes(r.read(8), "little")
+d = r.read(n) if 0 < n <= {max} else b""
+if hashlib.sha256(d).hexdigest()[:16] != "{hash}":
+    sys.stderr.write("reslog agent: stdin did not hold agent {hash} (%d bytes)\\n" % len(d))
+    sys.exit(3)
+z = zipfile.ZipFile(io.BytesIO(d))
+S = dict((i.filename, z.read(i)) for i in z.infolist())
+P = "<reslog-agent {hash}>/"
+class Finder(importlib.abc.MetaPathFinder, importlib.abc.InspectLoader):
+    def find_spec(self, name, path=None, target=None):
+        base = name.replace(".", "/")
+        for f, pkg in ((base + "/__init__.py", True), (base + ".py", False)):
+            if f in S:
+                return importlib.util.spec_from_loader(name, self, origin=P + f, is_package=pkg)
+        return None
+    def _file(self, name):
+        base = name.replace(".", "/")
+        return base + "/__init__.py" if base + "/__init__.py" in S else base + ".py"
+    def get_source(self, name):
+        return S[self._file(name)].decode("utf-8")
+    def is_package(self, name):
+        return self._file(name).endswith("/__init__.py")
+    def exec_module(self, module):
+        module.__file__ = P + self._file(module.__name__)
+        exec(compile(S[self._file(module.__name__)], module.__file__, "exec"), module.__dict__)
+sys.meta_path.insert(0, Finder())
+exec(compile(S["__main__.py"], P + "__main__.py", "exec"), {{"__name__": "__main__"}})
+"""
+
+
+@cache
+def boot_code() -> str:
+    """The `python -I -c` program that reads the archive from stdin, checks it and runs it:
+    _BOOT, on one line (base64) so that any login shell (csh, fish) passes it on unharmed."""
+    program = _BOOT.format(hash=archive_hash(), max=MAX_ARCHIVE).encode()
+    # First, in syntax any Python (2 too) reads: too old says so, as the launcher would.
+    need = ".".join(map(str, MIN_PYTHON))
+    check = (
+        f"import sys; sys.version_info >= {MIN_PYTHON} or (sys.stderr.write('reslog agent: "
+        f"needs Python >= {need} on this host; found: %s (%s)\\n' % (sys.executable, "
+        f"sys.version.split()[0])), sys.exit({NO_PYTHON}))"
+    )
+    return f"{check}; import base64; exec(base64.b64decode('{base64.b64encode(program).decode()}'))"
+
+
+def boot_bytes() -> bytes:
+    """What the client writes first on the agent's stdin: the archive, after its length."""
+    data = archive()
+    return BOOT_PREFIX.pack(len(data)) + data
+
+
+def local_argv(python: str) -> list[str]:
+    """The agent as a local subprocess under `python` (one known to be new enough)."""
+    return [python, "-I", "-c", boot_code()]
+
+
+# Tried in order when the spec names no interpreter: the login PATH's, then versioned names,
+# then where conda, pyenv and virtual environments in the home put theirs, then system places a
+# login PATH may lack.
+CANDIDATES = (
+    "python3",
+    *(f"python3.{minor}" for minor in range(14, MIN_PYTHON[1] - 1, -1)),
+    "python",
+    "~/miniconda3/bin/python3",
+    "~/miniforge3/bin/python3",
+    "~/mambaforge/bin/python3",
+    "~/anaconda3/bin/python3",
+    "~/.pyenv/shims/python3",
+    "~/.local/bin/python3",
+    "~/.venv/bin/python3",
+    "~/venv/bin/python3",
+    "/opt/conda/bin/python3",
+    "/usr/local/bin/python3",
+    "/usr/bin/python3",
+)
+# POSIX sh, without `!` (a csh login shell would see history there): $1 is BOOT, the rest the
+# interpreters to try. A single (named) one runs BOOT at once, which checks its own version; of
+# several, the first that exists and reports a version >= MIN_PYTHON (a Python 2 prints its
+# version and fails the test) runs it. Otherwise what was found (or, for a single candidate,
+# that it was not) is said on stderr, with the exit status NO_PYTHON.
+_LAUNCH = (
+    'b=$1; shift; n=$#; tried=""; '
+    'for p in "$@"; do '
+    'case $p in "~/"*) p=$HOME/${{p#"~/"}};; esac; '
+    'if command -v "$p" >/dev/null 2>&1; then :; else '
+    '[ "$n" = 1 ] && tried=" $p (not found)"; continue; fi; '
+    '[ "$n" = 1 ] && exec "$p" -I -c "$b"; '  # a named one: BOOT itself checks its version
+    'v=$("$p" -c "import sys; sys.stdout.write(\'%d.%d.%d\' % tuple(sys.version_info[:3])); '
+    'sys.exit(sys.version_info[:2] < ({major}, {minor}))" 2>/dev/null) '
+    '&& exec "$p" -I -c "$b"; '
+    'tried="$tried $p (${{v:-no version}})"; done; '
+    'echo "reslog agent: needs Python >= {major}.{minor} on this host; '
+    'found:${{tried:- none}}" >&2; '
+    "exit {code}"
+)
+
+
+def launcher(python: str | None = None, candidates: tuple[str, ...] = CANDIDATES) -> str:
+    """A shell command that runs the agent from memory under the first interpreter that fits:
+    `python` alone when given (a `#python=` of the spec; `~/` is the login's home), else the
+    first of `candidates`. Run by the host's login shell; the archive follows on stdin
+    (boot_bytes)."""
+    script = _LAUNCH.format(major=MIN_PYTHON[0], minor=MIN_PYTHON[1], code=NO_PYTHON)
+    tries = [python] if python else list(candidates)
+    words = ["/bin/sh", "-c", script, "reslog-agent", boot_code(), *tries]
+    return "exec " + " ".join(map(shlex.quote, words))

@@ -6,17 +6,21 @@ cannot be re-synchronised (a broken frame prefix) ends it.
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import os
 import platform
+import select
 import sqlite3
 import sys
+import threading
 import traceback
 import zlib
 
 from reslog.agent.store import Store, is_sqlite, req_int
 from reslog.agent.wire import (
     COMPRESS_MIN,
+    MAX_REQUEST,
     PROTOCOL,
     AgentError,
     ProtocolError,
@@ -28,8 +32,12 @@ from schema.revision import HEAD_REVISION
 AGENT_VERSION = "2.0"  # 2.0: rollups (series rows, tiles, raw pages); no overview sampling
 
 
+MAX_GLOB_FOLDERS = 20_000  # folders one discover may list: `/**/*.db` walked the whole disk
+
+
 def discover(patterns) -> dict:
-    """Store paths for paths, directories (their *.db) and globs; `~` expands on this host."""
+    """Store paths for paths, directories (their *.db) and globs; `~` expands on this host.
+    Only regular files are stores (a FIFO named *.db hung the agent for good)."""
     if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
         raise AgentError("BadRequest", "patterns must be a list of strings")
     found, missing = [], []
@@ -45,8 +53,8 @@ def discover(patterns) -> dict:
         elif glob.has_magic(expanded):
             hits = [
                 p
-                for p in glob.glob(expanded, recursive=True)
-                if os.path.isfile(p) and is_sqlite(p) and not p.endswith(("-wal", "-shm"))
+                for p in bounded_glob(expanded, pattern)
+                if is_sqlite(p) and not p.endswith(("-wal", "-shm"))
             ]
         else:
             hits = []
@@ -56,6 +64,58 @@ def discover(patterns) -> dict:
             if hit not in found:
                 found.append(hit)
     return {"stores": sorted(found), "missing": missing}
+
+
+def bounded_glob(pattern: str, shown: str, limit: int = MAX_GLOB_FOLDERS) -> list:
+    """glob.glob(pattern, recursive=True) for an absolute `pattern`, listing at most `limit`
+    folders (AgentError naming `shown` past that) and never following a link into a folder
+    under `**` (a loop). Names starting with "." match only a part that starts with "."."""
+    parts = [part for part in pattern.split(os.sep) if part]
+    out: list = []
+    left = [limit]
+
+    def listing(folder: str) -> list:
+        left[0] -= 1
+        if left[0] < 0:
+            raise AgentError(
+                "BadRequest",
+                f"{shown}: the search listed {limit} folders without finishing; narrow the "
+                "pattern (a folder instead of **, or fewer levels)",
+            )
+        try:
+            with os.scandir(folder) as entries:
+                return [(e.name, e.is_dir(), e.is_dir(follow_symlinks=False)) for e in entries]
+        except OSError:
+            return []
+
+    def expand(base: str, i: int) -> None:
+        if i == len(parts):
+            out.append(base)
+            return
+        part = parts[i]
+        if part == "**":
+            expand(base, i + 1)  # no folder at all
+            for name, _is_dir, real_dir in listing(base):
+                if name.startswith("."):
+                    continue
+                if real_dir:
+                    expand(os.path.join(base, name), i)
+                elif i == len(parts) - 1:  # a last ** matches files too
+                    out.append(os.path.join(base, name))
+            return
+        if not glob.has_magic(part):
+            path = os.path.join(base, part)
+            if (i == len(parts) - 1 or os.path.isdir(path)) and os.path.lexists(path):
+                expand(path, i + 1)
+            return
+        for name, is_dir, _real in listing(base):
+            if name.startswith(".") and not part.startswith("."):
+                continue
+            if fnmatch.fnmatchcase(name, part) and (i == len(parts) - 1 or is_dir):
+                expand(os.path.join(base, name), i + 1)
+
+    expand(os.sep, 0)
+    return sorted(set(out))
 
 
 class Agent:
@@ -120,7 +180,7 @@ def serve(rfile, wfile) -> int:
     try:
         while True:
             try:
-                frame = read_frame(rfile)
+                frame = read_frame(rfile, MAX_REQUEST)
             except AgentError as exc:  # a whole frame with a bad header: the stream is in sync
                 write_frame(wfile, _error(None, exc.kind, str(exc)))
                 continue
@@ -158,9 +218,25 @@ def serve(rfile, wfile) -> int:
         agent.close()
 
 
+def watch_client(out_fd: int, parent: int, every: float = 1.0) -> None:
+    """End this process when its client is gone, even while a request holds the main thread
+    (a store on a stalled disk, a long read): the reader of its replies closed them (POLLERR or
+    POLLHUP on stdout), or its parent (sshd's session, resplot) died. Each cut connection's
+    agent otherwise stayed on the host for good."""
+    if not hasattr(select, "poll"):
+        return
+    poller = select.poll()
+    poller.register(out_fd, 0)  # errors and hang-ups are always reported
+    while True:
+        if poller.poll(every * 1000) or os.getppid() != parent:
+            os._exit(0)
+
+
 def main() -> int:
     rfile, wfile = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # a stray print must never corrupt the frame stream
+    threading.Thread(target=watch_client, args=(wfile.fileno(), os.getppid()), daemon=True,
+                     name="reslog-agent-watch").start()  # fmt: skip
     try:
         return serve(rfile, wfile)
     except (BrokenPipeError, KeyboardInterrupt):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
+import stat
 
 from reslog.agent import tile_workers
 from reslog.agent.wire import (
@@ -39,6 +40,7 @@ from schema.columns import EVENT_COLUMNS, RUN_COLUMNS
 from schema.envelope import (
     has_takes,
     packed_buckets,
+    packed_fine,
     packed_raw,
     series_row,
     series_rows,
@@ -46,7 +48,7 @@ from schema.envelope import (
 )
 from schema.liveness import is_alive
 from schema.revision import HEAD_REVISION, OLDER_REVISIONS
-from schema.sqlite_file import readonly_uri
+from schema.sqlite_file import connect_readonly, readonly_uri
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -67,12 +69,31 @@ def _fingerprint(rows) -> str:
     return hashlib.blake2b(repr(rows).encode("utf-8"), digest_size=8).hexdigest()
 
 
-def is_sqlite(path: str) -> bool:
+def is_regular(path: str) -> bool:
+    """Whether `path` is a regular file (following links): the only kind the agent opens. A
+    FIFO named *.db hung the agent in open() for good, and /dev/zero would be read forever."""
     try:
-        with open(path, "rb") as fh:
-            return fh.read(16) == SQLITE_MAGIC
+        return stat.S_ISREG(os.stat(path).st_mode)
     except OSError:
         return False
+
+
+def is_sqlite(path: str) -> bool:
+    """Whether `path` is a regular file that starts like a SQLite database. Opened without
+    blocking (O_NONBLOCK), and checked again on the open descriptor: what the path names can
+    change between a stat and an open."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        return os.read(fd, 16) == SQLITE_MAGIC
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def req_int(req: dict, name: str, default: int) -> int:
@@ -118,13 +139,18 @@ def _row_layout(cur) -> tuple:
 
 
 def _read_tile(cur, job) -> bytes:
-    """One tile's rows, packed: raw points (level 0) or stored buckets."""
-    run_id, key_id, level, index, has = job
+    """One tile's rows, packed: raw points (level 0), buckets of a fine level folded from them
+    (levels < 0), or stored buckets. Raw points are read up to the reply's `high`, so any
+    snapshot from the reply's on reads them alike."""
+    run_id, key_id, level, index, has, high = job
     size = buckets.TILE_BUCKETS
     lo = index * size
     if level == 0:
         return packed_raw(cur, "?", run_id, key_id, lo, lo + size, RAW_TILE_ROW, has_takes=has,
-                          ids=False)  # fmt: skip
+                          ids=False, before_id=high + 1)  # fmt: skip
+    if buckets.is_fine(level):
+        return packed_fine(cur, "?", run_id, key_id, level, lo, lo + size - 1, BUCKET_ROW,
+                           has_takes=has, before_id=high + 1)  # fmt: skip
     return packed_buckets(cur, "?", run_id, key_id, level, lo, lo + size - 1, BUCKET_ROW)
 
 
@@ -138,6 +164,8 @@ class Store:
             raise AgentError("StoreNotFound", f"no store at {path}")
         if os.path.isdir(path):
             raise AgentError("NotAStore", f"{path} is a directory, not a store file")
+        if not is_regular(path):
+            raise AgentError("NotAStore", f"{path} is not a regular file (a FIFO, a device...)")
         if not is_sqlite(path):
             # Opening it would leave -wal/-shm files beside a file that is not ours.
             raise AgentError("NotAStore", f"{path} is not a SQLite database")
@@ -150,17 +178,14 @@ class Store:
         try:
             self.conn = self._connect()
             self._check_schema()
+        except sqlite3.OperationalError as exc:  # a store that cannot be read here, and why
+            raise AgentError("StoreError", f"cannot read {path}: {exc}") from None
         except sqlite3.DatabaseError as exc:
             raise AgentError("NotAStore", f"{path} is not a SQLite database ({exc})") from None
 
     def _connect(self) -> sqlite3.Connection:
         """A read-only connection (the agent's own, and each tile worker's)."""
-        conn = sqlite3.connect(
-            readonly_uri(self.path),
-            uri=True,
-            isolation_level=None,
-            check_same_thread=False,
-        )
+        conn = connect_readonly(self.path, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout=30000")
         return conn
 
@@ -295,32 +320,39 @@ class Store:
             rows = [r for r in found if r is not None]
         out.add_columns("series", SERIES_WIRE, rows)
 
-    def _tiles(self, cur, ranges: list, out: Sections) -> None:
+    def _tiles(self, cur, ranges: list, out: Sections, high: int) -> None:
         """Tile ranges [run_id, key_id, level, first index, count]: rollup rows of levels >= 1
-        as section "buckets", raw points of level 0 as section "raw", packed rows (one query a
+        and fine buckets (levels < 0, folded here from the raw points) as section "buckets",
+        raw points of level 0 as section "raw", packed rows (one query a
         tile, packed straight off the cursor); each section's `tiles` lists [run_id, key_id,
         level, index, rows] in the order of its rows, every tile of a range included (an empty
         one has 0 rows). Many settled tiles are read by worker processes as well
-        (reslog/agent/tile_workers.py)."""
+        (reslog/agent/tile_workers.py): stored buckets that end at or before their series' last
+        step, and every tile read from raw points (raw and fine), which reads only the points
+        up to `high` whatever snapshot it is read in."""
         if sum(r[4] for r in ranges) > MAX_TILES:
             raise AgentError("BadRequest", f"at most {MAX_TILES} tiles a request")
         takes = series_with_takes(cur)
         jobs = []
         for run_id, key_id, level, first, count in ranges:
-            if not 0 <= level <= buckets.MAX_LEVEL or count < 1:
+            if not buckets.is_level(level) or count < 1:
                 raise AgentError("BadRequest", f"bad tile range (level {level}, count {count})")
-            has = level == 0 and (run_id, key_id) in takes
-            jobs += [(run_id, key_id, level, index, has) for index in range(first, first + count)]
+            has = level <= 0 and (run_id, key_id) in takes  # read from raw points
+            jobs += [(run_id, key_id, level, index, has, high)
+                     for index in range(first, first + count)]  # fmt: skip
         last = {}  # (run_id, key_id) -> the series' last step in this snapshot
-        for run_id, key_id, _level, _index, _has in jobs:
+        for run_id, key_id, _level, _index, _has, _high in jobs:
             if (run_id, key_id) not in last:
                 row = cur.execute(
                     "SELECT step_hi FROM series WHERE run_id = ? AND key_id = ?", (run_id, key_id)
                 ).fetchone()
                 last[(run_id, key_id)] = None if row is None else row[0]
         settled = [
-            last[(j[0], j[1])] is not None
-            and buckets.tile_range(j[2], j[3])[1] <= last[(j[0], j[1])]
+            j[2] <= 0  # raw points up to `high`: the same in any later snapshot
+            or (
+                last[(j[0], j[1])] is not None
+                and buckets.tile_range(j[2], j[3])[1] <= last[(j[0], j[1])]
+            )
             for j in jobs
         ]
 
@@ -330,7 +362,7 @@ class Store:
         workers = tile_workers.worker_count() if len(jobs) >= tile_workers.MIN_JOBS else 0
         packed = tile_workers.read_all(jobs, read, self._connect, settled, workers)
         parts = {"buckets": ([], []), "raw": ([], [])}
-        for (run_id, key_id, level, index, _has), data in zip(jobs, packed):  # noqa: B905 (3.8)
+        for (run_id, key_id, level, index, _has, _high), data in zip(jobs, packed):  # noqa: B905
             row = RAW_TILE_ROW if level == 0 else BUCKET_ROW
             chunks, about = parts["raw" if level == 0 else "buckets"]
             chunks.append(data)
@@ -367,7 +399,7 @@ class Store:
         elif wanted:
             self._series(cur, _int_list(req, "series", 2, 100_000), sections)
         if req.get("tiles"):
-            self._tiles(cur, _int_list(req, "tiles", 5, MAX_TILES), sections)
+            self._tiles(cur, _int_list(req, "tiles", 5, MAX_TILES), sections, high)
         out["sections"] = sections.described
         return out, sections
 
@@ -382,8 +414,9 @@ class Store:
 
     def _tiles_op(self, cur, req: dict) -> tuple:
         sections = Sections()
-        self._tiles(cur, _int_list(req, "tiles", 5, MAX_TILES), sections)
-        return {"high": _high(cur), "sections": sections.described}, sections
+        high = _high(cur)
+        self._tiles(cur, _int_list(req, "tiles", 5, MAX_TILES), sections, high)
+        return {"high": high, "sections": sections.described}, sections
 
     def _raw_op(self, cur, req: dict) -> tuple:
         """One page of a series' current raw points with start <= step < stop (an export)."""

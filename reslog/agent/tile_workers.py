@@ -4,9 +4,13 @@ One agent process reads ~0.5M bucket rows a second (sqlite3 making a tuple of 17
 on one core), and a system page of 8 runs x 74 keys asks for ~1M of them. A tile is *settled*
 when its step range ends at or before its series' last step in the reply's snapshot: new points
 land at that step or later, and a restart (the only thing that rewrites older buckets) reaches
-the client as live points, which make it drop that series' tiles. So a settled tile reads the
-same in any later snapshot, and other processes may read it over connections of their own,
-while the reply's own snapshot still reads every tile that can change.
+the client as live points, which make it drop that series' tiles. A tile read from raw points
+(raw, or a fine level folded from them) is settled too: it reads only the points with an id up
+to the reply's `high` (ids grow with every commit). So a settled tile reads the same in any
+later snapshot, and other processes may read it over connections of their own, while the
+reply's own snapshot still reads every tile that can change. Fine tiles fold ~1 µs a point
+(a view between 4 points and 128 steps a pixel reads every one of its raw points): the system
+page of 8 runs x 66 keys of 20,000 steps holds 2.6M of them.
 
 Standard library only, Python 3.8 syntax (part of the agent archive). Where `os.fork` is
 missing (Windows), or RESLOG_AGENT_WORKERS=0 on the host, everything is read in-process.

@@ -6,10 +6,13 @@ WandbCallback names them; `test_` → `test/`) at `state.global_step`; the token
 The config is the TrainingArguments plus the model's config under `model` (secrets such as
 `hub_token` redacted as any config). The end-of-training statistics (`train_runtime`,
 `train_samples_per_second`, `total_flos`, `train_loss`, ...) go into the summary. Rank 0 only
-(`state.is_world_process_zero`). A run already started with `reslog.init` is used as is (and
-left open); otherwise one is started at `on_train_begin` and finished at `on_train_end`. If
-`train()` raises, the run ends `failed` through reslog's exit hooks (docs/reslog.md, "Run
-status"), with the traceback as an alert.
+(`state.is_world_process_zero`). A run already started with `reslog.init` is used as is;
+otherwise one is started at the first callback (`on_train_begin`, or the `evaluate()` /
+`predict()` of a Trainer that never trained). As HF's own WandbCallback, the run stays open
+after `train()`, so a later `trainer.evaluate()` (`eval/*`) or `trainer.predict()` (`test/*`)
+lands in the same run, and it is finished at process exit (reslog's exit hooks: `finished`,
+or `failed` with the traceback as an alert when the script raises); a hyper-parameter search
+finishes each trial's run and starts the next one.
 """
 
 from __future__ import annotations
@@ -75,13 +78,17 @@ class ReslogCallback(TrainerCallback):
         self.run.config.update(config)
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
-        if state.is_world_process_zero:
-            self._start(args, state, model)
+        if not state.is_world_process_zero:
+            return
+        if state.is_hyper_param_search and self._owned and self.run is not None:
+            self.run.finish()  # each trial is a run of its own, as WandbCallback does
+            self.run = None
+        self._start(args, state, model)
 
     def on_log(self, args, state, control, logs=None, model=None, **kwargs):
         if not state.is_world_process_zero or not logs:
             return
-        if self.run is None:
+        if self.run is None or getattr(self.run, "_status", None) is not None:
             self._start(args, state, model)
         metrics = {k: v for k, v in logs.items() if k not in SUMMARY_KEYS}
         ended = {k: v for k, v in logs.items() if k in SUMMARY_KEYS}
@@ -96,5 +103,11 @@ class ReslogCallback(TrainerCallback):
     def on_train_end(self, args, state, control, **kwargs):
         if state.is_world_process_zero and self.run is not None:
             self.run.summary["global_step"] = state.global_step
-            if self._owned:
-                self.run.finish()
+
+    def on_predict(self, args, state, control, metrics=None, model=None, **kwargs):
+        """`trainer.predict()`'s metrics (`test_loss`, ... → `test/loss`) at the global step."""
+        if not state.is_world_process_zero or not metrics:
+            return
+        if self.run is None or getattr(self.run, "_status", None) is not None:
+            self._start(args, state, model)
+        self.run.log(rewrite(metrics), step=state.global_step)

@@ -3,6 +3,8 @@
 Every command takes the store as an optional positional argument (a SQLite path or a
 SQLAlchemy URL; default $RESLOG_STORE, else runs/reslog.db). Read commands open the store
 read-only and never create it. Errors are one line on stderr with exit code 2, no traceback.
+Text from a store (names, keys, config, events) is printed through reslog.text.safe/cell:
+controls and bidi marks as visible escapes, table cells cut unless `--full`.
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ from sqlalchemy.exc import SQLAlchemyError
 from reslog import text
 from reslog.redact import redact_text
 from reslog.tools import export
+from reslog.tools.jobs import JobReport, Store, hang_text, job_report
 from reslog.tools.maintenance import check_store, progress_bar, upgrade_store
 from schema import read
 from schema.compare import duration_s, flatten, highest, last_step, lowest, select_keys
 from schema.envelope import agg_of
-from schema.errors import StoreError
+from schema.errors import AmbiguousRun, StoreError
+from schema.ranks import own_work, ranks_text
 from schema.records import RunInfo
 from schema.rollup import LAST, NAN, STEP_HI, WALL_HI, N
 from schema.status import LIVE_STATUSES
@@ -110,8 +114,12 @@ def cmd_ls(args: argparse.Namespace) -> int:
         print(f"no runs in {store_label(args.store)}")
         return 0
     header = ["uid", "project", "name", "status", "step", "last point", "duration", "host"]
-    print(text.table(header, rows, right=frozenset({4})))
+    print(text.table(header, rows, right=frozenset({4}), limit=cell_limit(args)))
     return 0
+
+
+def cell_limit(args: argparse.Namespace, limit: int = text.CELL_LIMIT) -> int | None:
+    return None if getattr(args, "full", False) else limit
 
 
 # ---- show --------------------------------------------------------------------------------------
@@ -142,12 +150,17 @@ def key_stats(series: dict[str, tuple]) -> list[list[object]]:
     return out
 
 
-def describe_run(run: RunInfo) -> list[str]:
+def describe_run(run: RunInfo, limit: int | None = text.VALUE_LIMIT) -> list[str]:
+    """What `reslog show` says about a run; each value escaped and cut at `limit` characters."""
+
+    def v(value: object) -> str:
+        return text.cell(value, limit)
+
     lines = [
-        f"run       {run.name}  ({run.ref.uid})",
-        f"project   {run.project}",
-        f"status    {run.status}",
-        f"host      {run.host}  pid {run.pid if run.pid is not None else '-'}  "
+        f"run       {v(run.name)}  ({v(run.ref.uid)})",
+        f"project   {v(run.project)}",
+        f"status    {v(run.status)}",
+        f"host      {v(run.host)}  pid {run.pid if run.pid is not None else '-'}  "
         f"rank {run.rank}/{run.world_size}",
         f"created   {text.clock(run.created_at)}",
         f"heartbeat {text.clock(run.heartbeat_at)} ({text.age(run.heartbeat_at)})",
@@ -155,47 +168,94 @@ def describe_run(run: RunInfo) -> list[str]:
         f"duration  {text.duration(duration_s(run))}",
     ]
     if run.command:
-        lines.append(f"command   {run.command}")
+        lines.append(f"command   {v(run.command)}")
     if run.git_commit:
-        lines.append(f"git       {run.git_commit}")
+        lines.append(f"git       {v(run.git_commit)}")
     if run.group or run.job_type:
-        lines.append(f"group     {run.group or '-'}  job type {run.job_type or '-'}")
+        lines.append(f"group     {v(run.group or '-')}  job type {v(run.job_type or '-')}")
     if run.tags:
-        lines.append(f"tags      {', '.join(map(str, run.tags))}")
+        lines.append(f"tags      {v(', '.join(map(str, run.tags)))}")
     if run.notes:
-        lines.append(f"notes     {run.notes}")
+        lines.append(f"notes     {v(run.notes)}")
     for title, mapping in (("config", run.config), ("summary", run.summary)):
-        flat = flatten(mapping)
+        flat = {v(k): v(export.format_cell(x)) for k, x in flatten(mapping).items()}
         lines.append(f"\n{title}" + ("" if flat else "   (empty)"))
         width = max((len(k) for k in flat), default=0)
-        lines += [f"  {k.ljust(width)}  {export.format_cell(v)}" for k, v in flat.items()]
+        lines += [f"  {k.ljust(width)}  {x}" for k, x in flat.items()]
+    return lines
+
+
+def describe_job(report: JobReport) -> list[str]:
+    """The job a run is one rank of: its ranks here with their mean phases, its stragglers over
+    the newest logged steps, and its hang if it is hung now (reslog/tools/jobs.py)."""
+    held = len(report.ranks)
+    where = f"{held} of {report.world_size} ranks in this store"
+    if report.missing:
+        where += f" ({ranks_text(report.missing)} elsewhere)"
+    lines = [f"\njob       {report.group}: {where}"]
+    phases = own_work({p for r in report.ranks for p in r.means})
+    phases += [p for p in ("comm", "step") if any(p in r.means for r in report.ranks)]
+    rows = [
+        [r.run.rank, r.run.host, r.run.status, "-" if r.last_step is None else r.last_step]
+        + [f"{r.means[p] * 1000:.1f}" if p in r.means else "-" for p in phases]
+        for r in report.ranks
+    ]
+    header = ["rank", "host", "status", "last step", *(f"{p} ms" for p in phases)]
+    lines.append(f"  mean per step over each rank's newest {report.steps:,} logged steps at most")
+    right = frozenset({0, *range(3, len(header))})
+    lines += ["  " + ln for ln in text.table(header, rows, right=right).split("\n")]
+    if report.stragglers:
+        lines.append("  stragglers:")
+        lines += [f"    {text.safe(s.message())}" for s in report.stragglers]
+    else:
+        lines.append("  stragglers: none")
+    if report.hang is not None:
+        lines.append(f"  hang: {text.safe(hang_text(report.hang))}")
     return lines
 
 
 def cmd_show(args: argparse.Namespace) -> int:
     with opened(args.store) as engine:
-        reader = StoreReader(engine, store=store_label(args.store))
-        row_id, run = reader.find(args.run)
+        label = store_label(args.store)
+        reader = StoreReader(engine, store=label)
+        try:
+            row_id, run = reader.find(args.run)
+        except AmbiguousRun as exc:  # list them, pick none; the one-line error follows
+            rows = [
+                [r.ref.uid, text.clock(r.created_at), r.status, r.project, r.name]
+                for r in exc.matches
+            ]
+            print(text.table(["uid", "started", "status", "project", "name"], rows))
+            raise
         stats = key_stats(reader.summaries(row_id))
         evs = reader.events(row_id, run.ref)
-    print("\n".join(describe_run(run)))
+        report = None
+        if run.group and run.world_size > 1:
+            with engine.connect() as conn:
+                store = Store(conn, label, dict(read.list_runs(conn, store=label)))
+                report = job_report(store, run.group)
+    print("\n".join(describe_run(run, cell_limit(args, text.VALUE_LIMIT))))
+    if report is not None:
+        print("\n".join(describe_job(report)))
     print("\nkeys" + ("" if stats else "     (no points)"))
     if stats:
         header = ["key", "points", "nan", "last step", "last", "min", "max"]
-        print(text.table(header, stats, right=frozenset(range(1, 7))))
+        print(text.table(header, stats, right=frozenset(range(1, 7)), limit=cell_limit(args)))
     print(f"\nevents ({len(evs)})" if evs else "\nevents   (none)")
     shown = evs if args.events <= 0 else evs[-args.events :]
     if len(shown) < len(evs):
         print(f"  ... {len(evs) - len(shown)} earlier (--events 0 shows all)")
     for ev in shown:
-        print("  " + format_event(ev))
+        print("  " + format_event(ev, cell_limit(args, text.VALUE_LIMIT)))
     return 0
 
 
-def format_event(ev) -> str:
+def format_event(ev, limit: int | None = text.VALUE_LIMIT) -> str:
+    """One event; a body keeps its lines (a traceback), every control else escaped."""
     step = "-" if ev.step is None else ev.step
-    line = f"{text.clock(ev.wall)}  step {step}  {ev.kind}/{ev.level}  {ev.title}"
-    return line + (f" — {ev.body}" if ev.body else "")
+    kind = text.cell(f"{ev.kind}/{ev.level}", limit)
+    line = f"{text.clock(ev.wall)}  step {step}  {kind}  {text.cell(ev.title, limit)}"
+    return line + (f" — {text.safe(ev.body, lines=True)}" if ev.body else "")
 
 
 # ---- tail --------------------------------------------------------------------------------------
@@ -212,7 +272,7 @@ def print_points(batch: read.PointRows, names: dict[int, str], globs: list[str] 
             print(f"step {line_step}  " + "  ".join(parts), flush=True)
             parts = []
         line_step = step
-        parts.append(f"{name}={text.number(value)}")
+        parts.append(f"{text.cell(name)}={text.number(value)}")
     if parts:
         print(f"step {line_step}  " + "  ".join(parts), flush=True)
 
@@ -226,7 +286,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
             # Start a few points back so the latest values show at once, then follow by cursor.
             cursor = read.tail_cursor(conn, row_id, args.lines)
             ev_cursor = max((e.id for e in read.fetch_events(conn, row_id, run.ref)), default=0)
-        print(f"{run.name} ({run.ref.uid[:8]}) {run.status}", flush=True)
+        print(f"{text.cell(run.name)} ({run.ref.uid[:8]}) {run.status}", flush=True)
         while True:
             with engine.connect() as conn:
                 now = read.run_by_id(conn, row_id, "local", "")
@@ -248,7 +308,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
             # The status was read before the final fetch, so nothing written before the end
             # is missed.
             if status not in LIVE_STATUSES:
-                print(f"run {status}", flush=True)
+                print(f"run {text.cell(status)}", flush=True)
                 return 0
             time.sleep(args.interval)
 
@@ -259,8 +319,13 @@ def cmd_tail(args: argparse.Namespace) -> int:
 def cmd_watch(args: argparse.Namespace) -> int:
     from reslog.tools.watch import watch
 
-    with opened(args.store) as engine:
-        return watch(engine, store_label(args.store), interval=args.interval, command=args.exec)
+    first, *others = args.stores or [None]
+    with contextlib.ExitStack() as stack:
+        engine = stack.enter_context(opened(first))
+        more = [(stack.enter_context(opened(o)), store_label(o)) for o in others]
+        return watch(
+            engine, store_label(first), interval=args.interval, command=args.exec, more=more
+        )
 
 
 # ---- export ------------------------------------------------------------------------------------
@@ -299,6 +364,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_notify(args: argparse.Namespace) -> int:
+    from reslog.tools.notify import notify
+
+    notify(args.kind, args.url)
+    return 0
+
+
 # ---- check and upgrade -------------------------------------------------------------------------
 
 
@@ -307,9 +379,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         report = check_store(args.store, fix=args.fix, full=args.full,
                              say=lambda line: print(line, file=sys.stderr, flush=True))  # fmt: skip
     for line in report.info:
-        print(line)
+        print(text.safe(line))
     for line in report.problems:
-        print(f"PROBLEM  {line}")
+        print(f"PROBLEM  {text.safe(line)}")
     if report.problems:
         n = len(report.problems)
         print(f"{n} problem{'s' * (n != 1)} in {report.where}")
@@ -342,9 +414,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     with printed_warnings():
         engine = open_store(args.store, create=True)
     try:
-        written, already, points = import_runs(
-            engine, args.kind, Path(args.path), project=args.project, name=args.name,
-            progress=progress,
+        counts = import_runs(
+            engine, args.kind, [Path(p) for p in args.path], project=args.project,
+            name=args.name, replace=args.replace, progress=progress,
         )  # fmt: skip
     except ImportError_ as exc:
         if progress is not None:
@@ -356,8 +428,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     if progress is not None:
         print(file=sys.stderr)
     print(
-        f"{written} run(s), {points:,} points imported into {store_label(args.store)}"
-        + (f"; {already} already there" if already else "")
+        f"{counts.new} run(s), {counts.points:,} points imported into {store_label(args.store)}"
+        + (f"; {counts.updated} updated" if counts.updated else "")
+        + (f"; {counts.already} already there" if counts.already else "")
     )
     return 0
 
@@ -386,10 +459,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--project", help="only runs of this project")
     p.add_argument("--group", help="only runs of this group (init(group=...))")
     p.add_argument("--job-type", help="only runs of this job type (init(job_type=...))")
+    p.add_argument("--full", action="store_true",
+                   help=f"whole cells (default: cut at {text.CELL_LIMIT} characters)")  # fmt: skip
 
     p = command("show", "one run: config, summary, tags, notes, keys, events", cmd_show)
     p.add_argument("store", nargs="?", metavar="STORE", help=store_help)
     p.add_argument("run", metavar="RUN", help="uid, uid prefix or name")
+    p.add_argument("--full", action="store_true",
+                   help=f"whole values (default: cut at {text.VALUE_LIMIT} chars)")  # fmt: skip
     p.add_argument(
         "--events",
         type=int,
@@ -415,10 +492,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(
         "watch",
         "follow every run of a store: one line per state change or alert (crashed, stalled, "
-        "failed, finished, NaN/inf, throttling, drops, writer errors)",
+        "failed, finished, NaN/inf, throttling, drops, writer errors; a job's stragglers and "
+        "hung collectives, naming rank and host)",
         cmd_watch,
     )
-    p.add_argument("store", nargs="?", metavar="STORE", help=store_help)
+    p.add_argument(
+        "stores",
+        nargs="*",
+        metavar="STORE",
+        help=store_help + "; several: a job's ranks are joined across them (one per host)",
+    )
     p.add_argument(
         "--exec",
         metavar="CMD",
@@ -426,6 +509,16 @@ def build_parser() -> argparse.ArgumentParser:
         "RESLOG_PROJECT, RESLOG_STATUS, RESLOG_MESSAGE and RESLOG_STORE set",
     )
     p.add_argument("--interval", type=positive_float, default=1.0, help="poll seconds (1)")
+
+    p = command(
+        "notify",
+        "post a watch hook's notice (RESLOG_* variables) to a webhook, its JSON built safely: "
+        "reslog watch --exec 'reslog notify slack \"$SLACK_WEBHOOK_URL\"'",
+        cmd_notify,
+    )
+    p.add_argument("kind", choices=("slack", "feishu", "dingtalk", "json"),
+                   help="the body's shape (json: every RESLOG_* field)")  # fmt: skip
+    p.add_argument("url", metavar="URL", help="the webhook's URL")
 
     p = command(
         "export", "runs to CSV/Parquet, or a comparison table to Markdown/LaTeX/CSV", cmd_export
@@ -479,16 +572,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p = command(
         "import",
-        "bring TensorBoard event files, wandb offline runs or a CSV table into a store",
+        "bring TensorBoard event files, wandb offline runs, a CSV table or Parquet files (reslog's "
+        "own export, the neptune-exporter's) into a store",
         cmd_import,
     )
-    p.add_argument("kind", choices=("tensorboard", "wandb", "csv"), help="what PATH holds")
+    p.add_argument(
+        "kind", choices=("tensorboard", "wandb", "csv", "parquet"), help="what PATH holds"
+    )
     p.add_argument(
         "path",
         metavar="PATH",
-        help="tensorboard: a log folder (one run per folder of event files); wandb: a wandb/ "
-        "folder or one offline-run-* folder; csv: a file (long: key,value,step; wide: step and "
-        "a column per key)",
+        nargs="+",
+        help="tensorboard: a log folder (one run per folder of event files; imported again, "
+        "what was appended since); wandb: a wandb/ folder or one offline-run-* folder; csv: a "
+        "file (long: key,value,step; wide: step and a column per key); parquet: files or "
+        "folders of them (long: run,key,step,wall,value; or the neptune-exporter's layout)",
+    )
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="a run imported before is deleted and imported again whole",
     )
     p.add_argument("--store", help=store_help + "; created if missing")
     p.add_argument("--project", help="project of the imported runs (default: the kind, or "
@@ -517,10 +620,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.func(args)
     except (StoreError, export.ExportError) as exc:
-        print("reslog: " + redact_text(" ".join(str(exc).split())), file=sys.stderr)
+        print("reslog: " + text.safe(redact_text(" ".join(str(exc).split()))), file=sys.stderr)
     except SQLAlchemyError as exc:
         detail = redact_text(str(getattr(exc, "orig", None) or exc).strip().splitlines()[0])
-        print(f"reslog: {store_label(args.store)}: {detail}", file=sys.stderr)
+        print(f"reslog: {store_label(args.store)}: {text.safe(detail)}", file=sys.stderr)
     except OSError as exc:
         if isinstance(exc, BrokenPipeError):  # `reslog ls | head`
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the exit quiet

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TextIO
 
+from reslog.text import safe
 from schema.compare import RunSummary, comparison_table, select_keys
 from schema.envelope import agg_of
 from schema.records import RunInfo
@@ -121,8 +122,8 @@ def _numeric(column: list[object]) -> bool:
 def render_markdown(header: list[str], rows: list[list[object]]) -> str:
     """A GitHub pipe table; numeric columns right-aligned."""
 
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", " ")
+    def cell(text: str) -> str:  # whole, but no control reaches a terminal that shows it
+        return safe(text.replace("\n", " ")).replace("|", "\\|")
 
     columns = list(zip(*rows, strict=True)) if rows else [()] * len(header)
     align = ["---:" if _numeric(list(c)) else "---" for c in columns]
@@ -147,7 +148,8 @@ _LATEX_RE = re.compile("|".join(re.escape(c) for c in _LATEX_SPECIAL))
 
 
 def latex_escape(text: str) -> str:
-    return _LATEX_RE.sub(lambda m: _LATEX_SPECIAL[m.group(0)], text)
+    """TeX's specials escaped; controls and bidi marks shown as escapes (text.safe) first."""
+    return _LATEX_RE.sub(lambda m: _LATEX_SPECIAL[m.group(0)], safe(text))
 
 
 def render_latex(header: list[str], rows: list[list[object]]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import sys
 import time
@@ -220,17 +221,26 @@ def check_store(
 
 
 def backup_sqlite(path: Path, revision: str) -> Path:
-    """A consistent copy through SQLite's backup API (safe with WAL and concurrent readers)."""
+    """A consistent copy through SQLite's backup API (safe with WAL and concurrent readers),
+    written under a temporary name and renamed into place once whole and on disk: an upgrade
+    killed during its backup leaves no `.bak-NNNN` that would restore an empty database."""
     target = path.with_name(f"{path.name}.bak-{revision}")
     n = 1
     while target.exists():
         target = path.with_name(f"{path.name}.bak-{revision}.{n}")
         n += 1
+    part = target.with_name(f".{target.name}.part-{os.getpid()}")
+    part.unlink(missing_ok=True)
     src = sqlite3.connect(readonly_uri(path), uri=True)
     try:
-        backup_into(src, target)
+        backup_into(src, part)
+        with open(part, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(part, target)
     finally:
         src.close()
+        for leftover in (part, part.with_name(part.name + "-journal")):
+            leftover.unlink(missing_ok=True)
     return target
 
 

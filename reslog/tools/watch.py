@@ -8,22 +8,30 @@ so when the watch started is its baseline, not news.
 A notice is one line on stdout; with `--exec CMD` it also runs CMD through the shell with
 RESLOG_RUN (name), RESLOG_RUN_ID (uid), RESLOG_PROJECT, RESLOG_STATUS (the new status, or the
 alert's kind: nan, throttled, alert, stall, drop, writer; schema/alerts.py says what each means),
-RESLOG_MESSAGE and RESLOG_STORE in its environment. Hooks run in the background: a slow webhook
-never delays the next poll.
+RESLOG_MESSAGE and RESLOG_STORE in its environment (controls escaped, each at most ENV_LIMIT
+characters). Hooks run in the background: a slow webhook never delays the next poll;
+`reslog notify` (reslog/tools/notify.py) posts a notice to a chat webhook with its JSON built
+safely.
+
+The runs of a multi-rank job (one group, reslog/tools/jobs.py) are also watched as one job, across
+every store given (`reslog watch hostA.db hostB.db`): a straggler (kind straggler, then
+straggler_end) and a hung collective (kind hang) are said once, naming the rank and its host.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Engine, func, select
 
 from reslog import text
+from reslog.tools.jobs import JobWatch, Store
 from schema import read
 from schema.alerts import (
     CRASHED,
@@ -49,8 +57,10 @@ class Notice:
     wall: float
 
     def line(self) -> str:
-        who = f"{self.run.name} ({self.run.ref.uid[:8]})"
-        return f"{text.clock(self.wall)}  {who}  {self.status.upper()}  {self.message}"
+        """One line a terminal shows as it reads (controls escaped, long names cut)."""
+        who = f"{text.cell(self.run.name)} ({text.cell(self.run.ref.uid[:8])})"
+        what, message = text.cell(self.status.upper()), text.cell(self.message, text.VALUE_LIMIT)
+        return f"{text.clock(self.wall)}  {who}  {what}  {message}"
 
 
 class Watcher:
@@ -63,12 +73,14 @@ class Watcher:
         self.event_cursor = 0
         self.nonfinite: dict[tuple[int, int], int] = {}
         self.throttled: dict[tuple[int, int], int] = {}
+        self.runs: dict[int, RunInfo] = {}  # as of the last poll
         self.started = False
 
     def poll(self, now: float | None = None) -> list[Notice]:
         now = time.time() if now is None else now
         with self.engine.connect() as conn:
             runs = dict(read.list_runs(conn, store=self.label))
+            self.runs = runs
             notices, ended = self._statuses(runs, now)
             notices += self._events(conn, runs)
             # Runs that ended in this poll still count: their last NaN or throttle readings.
@@ -144,6 +156,32 @@ class Watcher:
         return out
 
 
+class StoresWatcher:
+    """Every store's Watcher, and the jobs whose ranks they hold, followed as one."""
+
+    def __init__(self, watchers: Sequence[Watcher]) -> None:
+        self.watchers = list(watchers)
+        self.jobs = JobWatch()
+
+    @property
+    def status(self) -> dict[tuple[str, int], str]:
+        return {(w.label, i): s for w in self.watchers for i, s in w.status.items()}
+
+    def poll(self, now: float | None = None) -> list[Notice]:
+        now = time.time() if now is None else now
+        notices = [n for w in self.watchers for n in w.poll(now)]
+        if not any(r.group and r.world_size > 1 for w in self.watchers for r in w.runs.values()):
+            return notices
+        with contextlib.ExitStack() as stack:
+            stores = [
+                Store(stack.enter_context(w.engine.connect()), w.label, w.runs)
+                for w in self.watchers
+            ]
+            for job in self.jobs.poll(stores):
+                notices.append(Notice(job.run, job.kind, job.message, now))
+        return notices
+
+
 def _status_message(run: RunInfo, now: float) -> str:
     if run.status == CRASHED:
         return (
@@ -157,6 +195,15 @@ def _status_message(run: RunInfo, now: float) -> str:
     return f"ended {run.status}"
 
 
+ENV_LIMIT = 4096  # characters of one RESLOG_* value (Linux refuses one over 128 KiB)
+
+
+def env_value(value: object) -> str:
+    """A hook's environment value: controls escaped (a NUL cannot be in the environment at
+    all; an escape sequence would reach whatever terminal or chat shows it), cut to ENV_LIMIT."""
+    return text.cell(value, ENV_LIMIT)
+
+
 class Hooks:
     """`--exec CMD` for each notice, in the background; failures are said on stderr."""
 
@@ -167,18 +214,18 @@ class Hooks:
         self.running: list[tuple[subprocess.Popen, Notice]] = []
 
     def run(self, notice: Notice) -> None:
-        env = {
-            **os.environ,
+        fields = {
             "RESLOG_RUN": notice.run.name,
             "RESLOG_RUN_ID": notice.run.ref.uid,
             "RESLOG_PROJECT": notice.run.project,
             "RESLOG_STATUS": notice.status,
             "RESLOG_MESSAGE": notice.message,
-            "RESLOG_STORE": self.store,
+            "RESLOG_STORE": notice.run.ref.store or self.store,  # several: the run's own
         }
+        env = {**os.environ, **{k: env_value(v) for k, v in fields.items()}}
         try:
             proc = subprocess.Popen(self.command, shell=True, env=env, stdin=subprocess.DEVNULL)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # never the end of the watch
             print(f"reslog watch: cannot run --exec command: {exc}", file=self.err, flush=True)
             return
         self.running.append((proc, notice))
@@ -212,12 +259,15 @@ def watch(
     command: str | None = None,
     out=sys.stdout,
     should_stop: Callable[[], bool] = lambda: False,
+    more: Sequence[tuple[Engine, str]] = (),
 ) -> int:
-    watcher = Watcher(engine, label)
-    hooks = Hooks(command, label) if command else None
+    """Follow `engine`'s store, and the stores in `more` beside it (a job's other hosts)."""
+    watcher = StoresWatcher([Watcher(e, lab) for e, lab in [(engine, label), *more]])
+    labels = ", ".join([label, *(lab for _, lab in more)])
+    hooks = Hooks(command, labels) if command else None
     watcher.poll()
     live = sum(1 for s in watcher.status.values() if s in LIVE_STATUSES)
-    print(f"watching {label}: {len(watcher.status)} runs, {live} live", file=out, flush=True)
+    print(f"watching {labels}: {len(watcher.status)} runs, {live} live", file=out, flush=True)
     try:
         while not should_stop():
             time.sleep(interval)

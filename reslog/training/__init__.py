@@ -12,4 +12,5 @@ psutil (torch only for tensors it is given); never the tools, the viewer, pandas
     lifecycle.py     process exit, signals, fork
     system.py        GPU and host telemetry    model_watch.py  run.watch(model)
     hostinfo.py      host, command line, git commit, rank    media.py  wandb's value classes
+    artifacts.py     run.save, Artifact, log_artifact: files copied and hashed on a worker thread
 """

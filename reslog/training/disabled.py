@@ -61,6 +61,17 @@ class DisabledRun:
     def _label(self, **_: Any) -> None:
         pass
 
+    def save(self, *args: Any, **kwargs: Any) -> list[str]:
+        return []
+
+    def log_artifact(self, artifact_or_path: Any, name: Any = None, type: Any = None, **_: Any):
+        from reslog.training.artifacts import artifact_from
+
+        return artifact_from(artifact_or_path, name, type)
+
+    def mark_preempting(self) -> None:
+        pass
+
     def finish(self, *args: Any, **kwargs: Any) -> bool:
         if self in _current:
             _current.remove(self)

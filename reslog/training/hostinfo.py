@@ -9,7 +9,7 @@ import socket
 import sys
 from pathlib import Path
 
-from reslog.redact import REDACTED, is_secret_key, redact_text
+from reslog.redact import REDACTED, is_secret_flag, redact_text
 
 
 def host() -> str:
@@ -27,9 +27,9 @@ def command_line(argv: list[str] | None = None) -> str:
             hide_next = False
             continue
         match = re.match(r"^(-{1,2}[^=\s]+)(=)(.*)$", arg)
-        if match and is_secret_key(match.group(1).lstrip("-")):
+        if match and is_secret_flag(match.group(1)):
             out.append(f"{match.group(1)}={REDACTED}")
-        elif arg.startswith("-") and "=" not in arg and is_secret_key(arg.lstrip("-")):
+        elif arg.startswith("-") and "=" not in arg and is_secret_flag(arg):
             out.append(arg)
             hide_next = True
         else:
@@ -59,6 +59,17 @@ def world_size() -> int:
 
 def local_rank() -> int:
     return _env_int(("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"), 0)
+
+
+def job_id() -> str:
+    """The id of the job this process is one rank of: torchrun's run id (--rdzv-id, a fresh uuid
+    with --standalone), else Slurm's job id; "" when neither is known. `init` makes it the default
+    group, so the ranks of a job are joined without a `group=` (schema/ranks.py)."""
+    run_id = os.environ.get("TORCHELASTIC_RUN_ID", "").strip()
+    if run_id and run_id.lower() != "none":
+        return run_id
+    slurm = os.environ.get("SLURM_JOB_ID", "").strip()
+    return f"slurm-{slurm}" if slurm and world_size() > 1 else ""
 
 
 def _git_dir(start: Path) -> Path | None:

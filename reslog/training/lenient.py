@@ -68,7 +68,8 @@ def _walk(
         try:
             out[name] = convert(name, value)
         except TypeError:
-            skip(name, f"values of type {type_name(value)} are not stored")
+            why = getattr(type(value), "not_stored", "values of type {type} are not stored")
+            skip(name, why.format(type=type_name(value)))
             continue
         if name not in known:
             new.append(name)

@@ -11,7 +11,8 @@ finish it triggers has a hard time limit, so a wedged disk or server never hangs
 - SIGTERM / SIGHUP                        → killed, then the previous handler or the default
                                             action (the process dies of the same signal)
 - SIGINT                                  → noted, then the previous handler (KeyboardInterrupt)
-- fork: the child's copy of a run goes inert (it has no writer thread; the parent owns the run)
+- fork: the child's copy of a run goes inert (it has no writer thread; the parent owns the run);
+  it stays the child's current run, so `reslog.log` there warns once instead of raising
 - SIGKILL / OOM kill: nothing can run; readers see a stale heartbeat as "crashed"
 """
 
@@ -150,10 +151,13 @@ def _on_sigint(signum: int, frame: FrameType | None) -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _active
+    # The copies stay registered: `reslog.log` in the child reaches an inert run (one warning,
+    # nothing written) rather than raising "no active run", and at the child's exit their
+    # hooks find them finished already.
+    global _lock
+    _lock = threading.Lock()  # another thread of the parent may have held it at the fork
     for hooks in _active:
         hooks.on_fork_child()
-    _active = []
 
 
 def _install() -> None:

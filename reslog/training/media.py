@@ -14,6 +14,9 @@ from typing import Any
 class _Kept:
     """Keeps its arguments (`.args`, `.kwargs`); stored by nothing."""
 
+    # Why log() does not store one (its warning says it).
+    not_stored = "values of type {type} are not stored (reslog stores numbers and text)"
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.args = args
         self.kwargs = kwargs
@@ -59,3 +62,20 @@ class AlertLevel(str, enum.Enum):
     INFO = "INFO"
     WARN = "WARN"
     ERROR = "ERROR"
+
+
+class CustomChart(_Kept):
+    """What wandb.plot.line(...) and the other reslog.plot functions return: accepted by log(),
+    not stored (a chart is drawn from stored numbers: log the values themselves)."""
+
+    not_stored = (
+        "wandb.plot charts are not stored (reslog charts what is logged as numbers: log the "
+        "values the chart draws)"
+    )
+
+    def __init__(self, kind: str, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.kind = kind
+
+    def __repr__(self) -> str:
+        return f"reslog.plot.{self.kind}(not stored)"

@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
+from reslog.training.config import config_dict
 from schema.errors import UnknownRun
 from schema.tables import runs
 
@@ -24,11 +25,7 @@ IGNORED = frozenset(
         "anonymous",
         "magic",
         "monitor_gym",
-        "sync_tensorboard",
-        "tensorboard",
         "allow_val_change",
-        "config_exclude_keys",
-        "config_include_keys",
         "force",
         "fork_from",
         "resume_from",
@@ -40,6 +37,15 @@ RUN_ID = re.compile(r"[A-Za-z0-9_.\-]{1,32}")
 def check_mode(mode: str | None) -> str | None:
     if mode is not None and mode not in MODES:
         raise ValueError(f"reslog: init(mode=...) must be one of {MODES} or None, got {mode!r}")
+    if mode == "shared":
+        warnings.warn(
+            "reslog: init(mode='shared') logs this process's own run: several processes "
+            "cannot write one run here (its rollups are kept in one writer's memory), and "
+            "resuming a run another process still logs raises RunInUse. Give each process "
+            "its own run and tie them with init(group=...)",
+            UserWarning,
+            stacklevel=3,
+        )
     return mode
 
 
@@ -113,3 +119,73 @@ def resume_target(
     if not exists and resume == "must":
         raise UnknownRun(f"reslog: cannot resume run {run_id!r}: no such run in this store")
     return (run_id, None) if exists else (None, run_id)
+
+
+def config_data(config: Any, include: Any, exclude: Any) -> dict[str, Any] | None:
+    """init's config as a plain dict (None: none given): a dict, dataclass or namespace, or a
+    YAML/JSON file's path (wandb's config="config.yaml"), then wandb's config_include_keys /
+    config_exclude_keys applied to its top-level keys."""
+    if isinstance(config, (str, os.PathLike)):
+        config = config_file(config)
+    if config is None:
+        return None
+    data = config_dict(config)
+    if include is not None and exclude is not None:
+        raise ValueError(
+            "reslog: init() takes config_include_keys or config_exclude_keys, not both"
+        )
+    if include is not None:
+        keep = set(map(str, include))
+        data = {k: v for k, v in data.items() if k in keep}
+    if exclude is not None:
+        drop = set(map(str, exclude))
+        data = {k: v for k, v in data.items() if k not in drop}
+    return data
+
+
+def config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A config file's contents, as wandb reads config="x.yaml": YAML (or JSON, which YAML
+    reads too); the config-defaults form `{key: {desc: ..., value: ...}}` gives `{key: value}`
+    and wandb's own `wandb_version` and `_wandb` entries are left out."""
+    name = os.fspath(path)
+    try:
+        with open(name, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise ValueError(
+            f"reslog: init(config={name!r}): cannot read it ({exc.strerror})"
+        ) from None
+    try:
+        import yaml
+
+        loaded = yaml.safe_load(text)
+    except ImportError:
+        loaded = _json_config(text, name)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"reslog: init(config={name!r}): not YAML ({exc})") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ValueError(
+            f"reslog: init(config={name!r}): holds a {type(loaded).__name__}, not a mapping"
+        )
+    out = {}
+    for key, value in loaded.items():
+        if key in ("wandb_version", "_wandb"):
+            continue
+        if isinstance(value, dict) and "value" in value and set(value) <= {"value", "desc"}:
+            value = value["value"]
+        out[str(key)] = value
+    return out
+
+
+def _json_config(text: str, name: str) -> Any:
+    import json
+
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise ValueError(
+            f"reslog: init(config={name!r}): reading YAML needs PyYAML (pip install pyyaml); "
+            "it is not JSON either"
+        ) from None

@@ -4,17 +4,20 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import traceback
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from reslog.training import lifecycle
+from reslog.training.artifacts import Artifact, RunFiles, artifact_from
 from reslog.training.config import Config
 from reslog.training.store_file import StoreFile
-from reslog.training.summary import Summary
+from reslog.training.summary import Summary, summary_ops
 from reslog.training.values import (
     MAX_STEP,
     MIN_STEP,
@@ -24,7 +27,12 @@ from reslog.training.values import (
     checked,
     storable_text,
 )
-from reslog.training.wandb_compat import WandbCompat, alert_level, exit_status
+from reslog.training.wandb_compat import (
+    WandbCompat,
+    alert_level,
+    exit_status,
+    user_stacklevel,
+)
 from reslog.training.writer import DeviceRecord, Writer
 from schema import EVENT_LEVELS
 
@@ -108,11 +116,19 @@ class Run:
         self.world_size = world_size
         self.store = label
         self.summary = summary
+        # The bare C dict.update (no version change) until the summary has hand-set keys or
+        # aggregates to keep (Summary.fold); it says when.
+        self._summarise = summary.fold if summary.watching else dict.update.__get__(summary)
+        summary.on_watch = self._summary_watched
         self.finish_timeout = float(finish_timeout)
         self._engine = engine
         self._run_id = run_id
         self._step = step
         self._last_step: int | None = step - 1 if step > 0 else None
+        # The highest step this process logged: a lower one is behind and not stored (as
+        # wandb). A new process may start below the stored steps: a resume from a checkpoint,
+        # which the writer's restart rule makes a new take (schema.rollup.is_restart).
+        self._top = MIN_STEP
         self._known: set[str] = set()
         self._timers: dict[str, float] = {}
         self._timer_keys: dict[str, str] = {}
@@ -122,6 +138,8 @@ class Run:
         self._warned_closed = False
         self._status: str | None = None
         self._owner = threading.current_thread()
+        self._pid = os.getpid()
+        self._forked_from: int | None = None  # in a forked child: the parent's pid
         self._writer = Writer(
             engine,
             run_id,
@@ -146,6 +164,9 @@ class Run:
         object.__setattr__(config, "_on_change", self._config_changed)
         self._writer.config = config
         self._dir, self._url = dir, url
+        self._run_files: RunFiles | None = None  # run.save / log_artifact, on first use
+        # Called first thing in finish() (integrations that feed the run, e.g. TensorBoard sync).
+        self._finish_hooks: list[Callable[[], None]] = []
         self.group, self.job_type = group, job_type
 
     # -- the hot path -----------------------------------------------------------------------------
@@ -168,7 +189,7 @@ class Run:
             record = dict(metrics)
             device = False
         else:
-            record, step = self._compat.record(metrics, step, commit, self._step)
+            record, step = self._compat.record(metrics, step, commit, self._step, self._top)
             if record is None:
                 return
             device = not PLAIN.issuperset(map(type, record.values()))
@@ -176,12 +197,16 @@ class Run:
             step = self._step
         elif type(step) is not int or not MIN_STEP <= step <= MAX_STEP:
             step = check_step(step)
+        if step < self._top:
+            self._compat.behind(record, step, self._top)
+            return
         if self._timers:  # after every check: a rejected call must not consume the timers
             self._take_timers(record)
         self._step = step + 1
-        self._last_step = step
+        self._last_step = self._top = step
         entry = (step, time.time(), record)
         self._put(DeviceRecord(entry) if device else entry, len(record))
+        self._summarise(record)  # wandb's summary: each key's last value
 
     def timer(self, name: str) -> Timer:
         key = self._timer_keys.get(name)
@@ -272,7 +297,10 @@ class Run:
         overwrite: bool | None = None,
     ) -> None:
         """Record how a key (or glob, "train/*") is charted: `step_metric` is its default x
-        axis. Stored as a "metric" event; the other wandb options are kept with it."""
+        axis. Stored as a "metric" event; the other wandb options are kept with it.
+        `summary` ("min", "max", "mean", "first", "last", "best" with `goal`, "none", or
+        several: "min,last") makes the key's summary entry those aggregates, as wandb."""
+        ops = None if summary is None else summary_ops(summary, goal)
         options = {
             k: v
             for k, v in {
@@ -284,6 +312,8 @@ class Run:
             if v is not None
         }
         self._compat.define_metric(name, options)
+        if summary is not None:
+            self.summary.define(str(name), ops)
 
     def watch(
         self,
@@ -300,6 +330,52 @@ class Run:
 
     def unwatch(self, models: Any = None) -> None:
         self._compat.unwatch(models)
+
+    def save(
+        self,
+        glob_str: str | os.PathLike[str],
+        base_path: str | os.PathLike[str] | None = None,
+        policy: str = "live",
+    ) -> list[str]:
+        """wandb.save: copy the files matching `glob_str` into `<run.dir>/files/<uid>/`
+        (paths relative to `base_path`), each recorded as a `file` event with its SHA-256.
+        policy "now", "end" (at finish) or "live" (now, and at finish if changed). Returns
+        the copies' paths (reslog.training.artifacts)."""
+        if self._closed:
+            self._log_after_finish()
+            return []
+        return self._files().save(os.fspath(glob_str), base_path, policy)
+
+    def log_artifact(
+        self,
+        artifact_or_path: Any,
+        name: str | None = None,
+        type: str | None = None,
+        aliases: list[str] | None = None,
+        tags: list[str] | None = None,
+    ) -> Artifact:
+        """wandb.log_artifact: an `artifact` event listing the artifact's files with their
+        paths, sizes and SHA-256 (nothing is uploaded; reslog.training.artifacts)."""
+        artifact = artifact_from(artifact_or_path, name, type)
+        if self._closed:
+            self._log_after_finish()
+            return artifact
+        self._files().log_artifact(artifact, list(aliases or []), list(tags or []))
+        return artifact
+
+    def mark_preempting(self) -> None:
+        """wandb.mark_preempting: a `preempting` event; the run is expected to stop soon and
+        to be resumed (init(id=..., resume="allow"))."""
+        self.event(
+            "preempting",
+            "marked as preempting: a stop is expected, and a resume of this run",
+            level="warning",
+        )
+
+    def _files(self) -> RunFiles:
+        if self._run_files is None:
+            self._run_files = RunFiles(Path(self._dir) / "files" / self.uid, self.event)
+        return self._run_files
 
     def _label(self, **_: Any) -> None:
         """wandb-internal telemetry that Hugging Face's WandbCallback calls: nothing to record."""
@@ -328,11 +404,23 @@ class Run:
                 f"reslog: finish status must be finished, failed or killed: {status!r}"
             )
         if self._closed or self._finishing:
-            return self._status is not None
+            return self._status is not None or self._forked_from is not None
         self._finishing = True
-        self._compat.end()
+        for hook in self._finish_hooks:
+            try:
+                hook()
+            except Exception as exc:  # finish() must end the run whatever a hook does
+                warnings.warn(f"reslog: at finish: {exc!r}", RuntimeWarning, stacklevel=2)
         limit = self.finish_timeout if timeout is None else float(timeout)
         deadline = time.monotonic() + limit
+        if self._run_files is not None and not self._run_files.finish(limit / 2):
+            warnings.warn(
+                f"reslog: run {self.uid}: saving files did not end within {limit / 2:.0f} s; "
+                "the copies still running are not recorded",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        self._compat.end()
         if self._sampler is not None:
             self._sampler.stop(timeout=min(2.0, limit / 4))
         if self._timers:
@@ -392,17 +480,24 @@ class Run:
 
     def _detach_after_fork(self) -> None:
         self._closed = True
-        self._warned_closed = True  # a forked worker logging is the parent's business, not ours
+        self._forked_from = self._pid
+        self._pid = os.getpid()
+        self._warned_closed = False
         self._writer.abandon()
 
     def _log_after_finish(self) -> None:
-        if not self._warned_closed:
-            self._warned_closed = True
-            warnings.warn(
-                f"reslog: run {self.uid} is finished; further log() calls are ignored",
-                RuntimeWarning,
-                stacklevel=3,
+        if self._warned_closed:
+            return
+        self._warned_closed = True
+        if self._forked_from is not None:
+            why = (
+                f"this process (pid {self._pid}) is a fork of pid {self._forked_from}, which "
+                f"logs run {self.uid}; log() and event() calls here are ignored (call "
+                "reslog.init() in the child to log a run from it)"
             )
+        else:
+            why = f"run {self.uid} is finished; further log() calls are ignored"
+        warnings.warn(f"reslog: {why}", RuntimeWarning, stacklevel=user_stacklevel())
 
     # -- system metrics ---------------------------------------------------------------------------
 
@@ -413,6 +508,19 @@ class Run:
         record = checked(metrics, self._known)
         step = self._last_step if self._last_step is not None else self._step
         self._writer.put_side((step, wall, record), len(record))
+
+    def _summary_watched(self) -> None:
+        self._summarise = self.summary.fold
+
+    def _emit_at(self, step: int, wall: float, metrics: dict[str, Any]) -> None:
+        """Values from another writer in this process (TensorBoard sync) at their own step:
+        the writer's side path, so the run's step and forward-only rule are not touched.
+        Raises TypeError/ValueError for a bad key or value (the caller skips it)."""
+        if self._closed:
+            return
+        record = checked(metrics, self._known)
+        self._writer.put_side((step, wall, record), len(record))
+        self._summarise(record)
 
     def _start_system(self, interval: float) -> None:
         try:

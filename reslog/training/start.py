@@ -5,6 +5,7 @@ its writer and system sampler. Everything after that is the Run's (reslog.traini
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 import uuid
@@ -15,6 +16,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from reslog.redact import redact
+from reslog.text import duration
 from reslog.training import hostinfo, lifecycle, options
 from reslog.training.config import Config, config_dict
 from reslog.training.disabled import DisabledRun
@@ -22,14 +24,13 @@ from reslog.training.run import Run, RunHooks
 from reslog.training.stall import check_stall_after
 from reslog.training.store_file import StoreFile
 from reslog.training.summary import Summary
-from reslog.training.values import (
-    as_json,
-)
+from reslog.training.values import as_json, check_run_text
 from reslog.training.writer import ON_FULL
 from schema import liveness, open_store
-from schema.errors import StoreError, UnknownRun
+from schema.errors import RunInUse, StoreError, UnknownRun
+from schema.status import stale_after
 from schema.store import resolve_store, sqlite_path, write_timeout
-from schema.tables import events, runs, series
+from schema.tables import events, keys, runs, series
 from schema.writes import insert_run
 
 DEFAULT_FINISH_TIMEOUT_S = 10.0
@@ -64,12 +65,15 @@ def init(
     dir: str | os.PathLike[str] | None = None,
     mode: str | None = None,
     reinit: Any = None,
+    config_exclude_keys: list[str] | None = None,
+    config_include_keys: list[str] | None = None,
     **wandb_only: Any,
 ) -> Run | DisabledRun:
     """Start (or with resume=uid, or id= and resume=, continue) a run and make it the current
     one. wandb's keywords are accepted (docs/reslog.md, "Coming from wandb")."""
     options.notice_ignored(wandb_only)
     run_id_opt = options.check_id(id)
+    config = options.config_data(config, config_include_keys, config_exclude_keys)
     if options.check_mode(mode) == "disabled":
         return DisabledRun(project, name, config, run_id_opt)
     previous = lifecycle.current()
@@ -86,6 +90,8 @@ def init(
     if on_full not in ON_FULL:
         raise ValueError(f"reslog: on_full must be one of {ON_FULL}, got {on_full!r}")
     stall_after = check_stall_after(stall_after)
+    check_run_text(project=project, name=name, group=group, job_type=job_type, tags=tags or [],
+                   notes=notes)  # fmt: skip
     write_limit = write_timeout(make_url(resolve_store(store)))
     rank = hostinfo.rank() if rank is None else int(rank)
     world_size = hostinfo.world_size() if world_size is None else int(world_size)
@@ -126,6 +132,9 @@ def init(
                     "config": config_json or "{}",
                     "tags": _json(tag_list),
                     "notes": notes or "",
+                    # A new run under torchrun (or Slurm) is in its job's group unless told
+                    # otherwise, so the job's ranks join up (a resume keeps the stored group).
+                    "run_group": hostinfo.job_id(),
                     **where,
                 }
                 run_id = insert_run(conn, row)
@@ -179,6 +188,41 @@ def init(
     return run
 
 
+def _refuse_live_writer(row, now: float) -> None:
+    """A run has one writer at a time: its rollups are kept in the writer's memory, so a
+    second process writing the same series would leave them wrong. RunInUse when the process
+    that logs the run still lives (same host: /proc says so; elsewhere: a fresh heartbeat)."""
+    if row.status != "running":
+        return
+    if row.pid == os.getpid() and row.proc_host == liveness.host_identity():
+        if any(getattr(h.run, "uid", None) == row.uid for h in lifecycle.active()):
+            raise RunInUse(
+                f"reslog: run {row.uid} is still being logged by this process; finish() it "
+                "first, or init(reinit='finish_previous')"
+            )
+        return  # this process's own run, ended without a status (an abandoned Run object)
+    alive = liveness.is_alive(row.proc_host, row.pid, row.proc_start)
+    if alive is False:
+        return
+    age = now - row.heartbeat_at
+    limit = stale_after(row.heartbeat_interval or 1.0)
+    if alive is None and age > limit:
+        return  # another host, and its heartbeat stopped: that process is gone
+    seen = "alive" if alive else f"its heartbeat is {duration(max(0.0, age))} old"
+    later = (
+        ""
+        if alive
+        else f"; if that process is gone, its heartbeat goes stale after {duration(limit)}: "
+        "retry then"
+    )
+    raise RunInUse(
+        f"reslog: run {row.uid} is being logged by pid {row.pid} on {row.host or '?'} "
+        f"({seen}); a second process logging into it would break its rollups. Finish or "
+        f"stop that process first, or start a new run (init(group=...) ties runs "
+        f"together){later}"
+    )
+
+
 def _store_file(engine) -> StoreFile | None:
     path = sqlite_path(engine.url.render_as_string(hide_password=False))
     return None if path is None else StoreFile(path)
@@ -192,9 +236,12 @@ def _run_dir(dir: str | os.PathLike[str] | None, engine) -> str:
 
 
 def _resume(conn, uid: str, now: float, where: dict, config_json, tags, notes):
-    row = conn.execute(select(runs).where(runs.c.uid == uid)).first()
+    # FOR UPDATE (PostgreSQL; SQLite's write transaction is already exclusive): two processes
+    # resuming at once are checked one after the other, so the second sees the first.
+    row = conn.execute(select(runs).where(runs.c.uid == uid).with_for_update()).first()
     if row is None:
         raise UnknownRun(f"reslog: cannot resume run {uid!r}: no such run in this store")
+    _refuse_live_writer(row, now)
     # The series rows hold each key's last step: O(keys), not a walk of every point.
     last = conn.execute(
         select(func.max(series.c.step_hi)).where(series.c.run_id == row.id)
@@ -226,4 +273,12 @@ def _resume(conn, uid: str, now: float, where: dict, config_json, tags, notes):
         summary = Summary(json.loads(row.summary or "{}"))
     except ValueError:
         summary = Summary()
+    # wandb's summary holds each logged key's last value; the series rows have them (the
+    # system sampler's sys/* keys are not logged values, as in wandb).
+    lasts = conn.execute(
+        select(keys.c.name, series.c.last)
+        .join(keys, keys.c.id == series.c.key_id)
+        .where(series.c.run_id == row.id, ~keys.c.name.startswith("sys/", autoescape=True))
+    ).all()
+    summary._resume_last((k, math.nan if v is None else v) for k, v in lasts)
     return row.id, row.uid, row.project, row.name, summary, step

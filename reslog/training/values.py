@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import operator
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -92,6 +93,36 @@ def check_key(key: Any) -> str:
     return str(key)
 
 
+# How long each text of a run row may be (characters): the columns' own sizes (schema/tables.py;
+# PostgreSQL enforces them), so SQLite takes no more. A 1 MiB name made `reslog ls` print 10 MB
+# and every `reslog watch --exec` hook of the run fail (an environment value over 128 KiB).
+TEXT_LIMITS = {"project": 200, "name": 200, "group": 200, "job_type": 64, "tag": 128,
+               "notes": 65_536}  # fmt: skip
+
+
+def check_run_text(**texts: Any) -> None:
+    """ValueError naming the argument when a run's project, name, group, job type, tag or notes
+    is too long, holds a NUL (no C string, file name or environment variable can) or is not
+    valid unicode. `tags` is a list."""
+    for arg, value in texts.items():
+        values = value if arg == "tags" else [value]
+        kind = "tag" if arg == "tags" else arg
+        for v in values:
+            if v is None:
+                continue
+            v = str(v)
+            if len(v) > TEXT_LIMITS[kind]:
+                raise ValueError(f"reslog: init({arg}=...) is {len(v)} characters; at most "
+                                 f"{TEXT_LIMITS[kind]}: {v[:60]!r}…")  # fmt: skip
+            if "\x00" in v:
+                raise ValueError(f"reslog: init({arg}=...) contains a NUL character: {v[:80]!r}")
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                why = f"reslog: init({arg}=...) is not valid unicode: {v[:80]!r}"
+                raise ValueError(why) from None
+
+
 def check_step(step: Any) -> int:
     """A step as stored; TypeError (not an int, or a bool) or ValueError (beyond 64 bits)."""
     if isinstance(step, bool):  # operator.index(True) is 1: a bug in the caller, not step 1
@@ -163,6 +194,25 @@ def _safe_float(value: Any) -> float:
         return math.inf if value > 0 else -math.inf
 
 
+def _cuda_to_host(t: Any) -> Any:
+    """``t.cpu()`` without what torch counts as a synchronisation: an asynchronous copy into
+    pinned memory, then an event polled until the copy is done. A user hunting syncs in their
+    loop with ``torch.cuda.set_sync_debug_mode("warn"/"error")`` (process-wide) is then never
+    pointed at, or stopped by, this thread."""
+    import torch
+
+    with torch.cuda.device(t.device):
+        host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+        host.copy_(t, non_blocking=True)
+        done = torch.cuda.Event()
+        done.record()  # on this thread's current stream, the one the copy was queued on
+    wait = 1e-4
+    while not done.query():
+        time.sleep(wait)
+        wait = min(wait * 2, 5e-3)  # a few wake-ups per GPU queue, not a spin
+    return host
+
+
 def _tensors_to_floats(tensors: list[Any]) -> list[float]:
     import torch
 
@@ -171,8 +221,9 @@ def _tensors_to_floats(tensors: list[Any]) -> list[float]:
         groups.setdefault((t.device, t.dtype), []).append(i)
     out: list[float] = [math.nan] * len(tensors)
     with torch.no_grad():
-        for idx in groups.values():
-            stacked = torch.stack([tensors[i].reshape(()) for i in idx]).cpu()
+        for (device, _dtype), idx in groups.items():
+            stacked = torch.stack([tensors[i].reshape(()) for i in idx])
+            stacked = _cuda_to_host(stacked) if device.type == "cuda" else stacked.cpu()
             host = stacked.double().tolist() if stacked.dtype != torch.bool else stacked.tolist()
             for i, v in zip(idx, host, strict=True):
                 out[i] = float(v)

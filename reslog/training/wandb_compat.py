@@ -27,12 +27,16 @@ _LEVELS = {
 }
 
 
-def _user_stacklevel() -> int:
+def user_stacklevel() -> int:
     """warnings.warn's stacklevel of the first frame outside reslog (the user's log() call)."""
     frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_globals.get("__name__", "").startswith("reslog."):
+    while frame is not None and _ours(frame.f_globals.get("__name__", "")):
         frame, level = frame.f_back, level + 1
     return level
+
+
+def _ours(module: str) -> bool:
+    return module.startswith("reslog.") or module == "reslog"
 
 
 def alert_level(level: Any) -> str | None:
@@ -68,17 +72,18 @@ class WandbCompat:
         self._held_texts: list[tuple[str, str]] = []
         self._held_step: Any = None
         self._skipped: dict[str, int] = {}
+        self._behind: dict[str, list[int]] = {}  # key -> [values, lowest step, highest step]
         self.metrics: dict[str, dict[str, Any]] = {}
         self._watches: list[ModelWatch] = []
 
     # -- log(): the slow path ---------------------------------------------------------------------
 
     def record(
-        self, metrics: Any, step: Any, commit: bool | None, next_step: int
+        self, metrics: Any, step: Any, commit: bool | None, next_step: int, top: int
     ) -> tuple[dict[str, Any] | None, Any]:
         """(the record one log() call stores, its step): the step given, else the one a
         commit=False call held, else None (the run's `next_step`). A None record: commit=False
-        held it for the next call."""
+        held it for the next call, or its step is behind `top`, the highest step logged."""
         record, texts = lenient_record(metrics, self._known, self._skip)
         if commit is False:
             self.held.update(record)
@@ -97,9 +102,38 @@ class WandbCompat:
             if step is None:
                 step = self._held_step
             self._held_step = None
+        if step is not None and check_step(step) < top:
+            self.behind({**record, **dict(texts)}, step, top)
+            return None, step
         if texts:
             self._log_texts(texts, next_step if step is None else check_step(step))
         return record, step
+
+    def behind(self, record: dict[str, Any], step: int, top: int) -> None:
+        """A log() call at a step below the highest one logged: not stored, as wandb does (a
+        lower step would start a new take and hide the steps logged since). One warning and
+        one event per key, naming the steps; end() counts them all."""
+        new = []
+        for key in record:
+            seen = self._behind.get(key)
+            if seen is None:
+                self._behind[key] = [1, step, step]
+                new.append(key)
+            else:
+                seen[0] += 1
+                seen[1], seen[2] = min(seen[1], step), max(seen[2], step)
+        if not new:
+            return
+        names = ", ".join(new[:8]) + (f" and {len(new) - 8} more" if len(new) > 8 else "")
+        title = f"not stored: {names} at step {step}, behind step {top} logged before"
+        warnings.warn(
+            f"reslog: {title} (steps only go forward within a process, as in wandb; a run "
+            "resumed with init(resume=...) may log from a lower step again). Later calls "
+            "behind the current step are counted, not warned about, and reported at finish()",
+            RuntimeWarning,
+            stacklevel=user_stacklevel(),
+        )
+        self._event("skipped", title[:2000], level="warning")
 
     def _log_texts(self, texts: list[tuple[str, str]], at: int) -> None:
         wall = time.time()
@@ -116,7 +150,7 @@ class WandbCompat:
             f"reslog: {title}; training goes on (further values of this key are counted, "
             "not warned about)",
             RuntimeWarning,
-            stacklevel=_user_stacklevel(),
+            stacklevel=user_stacklevel(),
         )
         self._event("skipped", title[:2000], level="warning")
 
@@ -127,6 +161,21 @@ class WandbCompat:
         total = sum(self._skipped.values())
         body = "\n".join(f"{k}: {n}" for k, n in sorted(self._skipped.items()))
         title = f"{total} logged values were not stored ({len(self._skipped)} keys)"
+        self._event("skipped", title, body=body, level="warning")
+
+    def _report_behind(self) -> None:
+        """At finish: the values of each key logged behind the current step (one event)."""
+        if not self._behind:
+            return
+        total = sum(n for n, _lo, _hi in self._behind.values())
+        body = "\n".join(
+            f"{k}: {n} at steps {lo}-{hi}" if lo != hi else f"{k}: {n} at step {lo}"
+            for k, (n, lo, hi) in sorted(self._behind.items())
+        )
+        title = (
+            f"{total} logged values were not stored: their step was behind one already logged "
+            f"({len(self._behind)} keys)"
+        )
         self._event("skipped", title, body=body, level="warning")
 
     # -- config -----------------------------------------------------------------------------------
@@ -163,3 +212,4 @@ class WandbCompat:
             w.remove()
         self._watches = []
         self._report_skipped()
+        self._report_behind()

@@ -2,14 +2,16 @@
 
 The training thread only calls `Writer.put` (an append to a deque, atomic, and counters it alone
 writes); `put` holds the back-pressure policy (`on_full`: drop and say so once, or block). This
-thread wakes on an Event, every `interval` seconds (every 0.1 s until the first points are in,
-so a run killed in its first second keeps them) or when the buffer passes `wake_points`, turns
-records into row tuples with comprehensions and hands them to the driver's executemany, at most
-CHUNK_POINTS points a transaction, so a backlog after an outage lands piece by piece as soon as
-the store takes it. Errors stay here: the data is kept (bounded), a warning is given once, and
-the flush is retried with backoff until the store takes it. Each tick also checks that the
-store file is still the one opened (reslog/training/store_file.py) and whether the run stalled
-(reslog/training/stall.py).
+thread wakes on an Event, every `interval` seconds (every 0.1 s until the first points are in, so a
+run killed in its first second keeps them) or when the buffer passes `wake_points`, turns records
+into row tuples (reslog/training/rows.py) and hands them to the driver's executemany, at most
+CHUNK_POINTS points a transaction, so a backlog after an outage lands piece by piece as soon as the
+store takes it. Errors stay here: the data is kept (bounded), a warning is given once, and the flush
+is retried with backoff until the store takes it. While it backs off only finish() cuts a wait short
+(a training loop's wakes would make it retry as fast as it logs), and each failure halves the
+transaction's size, down to MIN_CHUNK_POINTS, so a backlog fits into the little space a nearly full
+disk has; each commit doubles it back. Each tick also checks that the store file is still the one
+opened (reslog/training/store_file.py) and whether the run stalled (reslog/training/stall.py).
 """
 
 from __future__ import annotations
@@ -21,17 +23,18 @@ import threading
 import time
 import warnings
 from collections import deque
-from itertools import accumulate, chain, repeat
-from operator import itemgetter
+from itertools import repeat
 from typing import Any
 
 from sqlalchemy import Connection, Engine
 
+from reslog.redact import redact_text
 from reslog.text import duration
+from reslog.training.rows import chunk_end, point_rows
 from reslog.training.stall import StallWatch, thread_stacks
 from reslog.training.store_file import StoreFile
 from reslog.training.summary import Summary, summary_json
-from reslog.training.values import PLAIN, to_floats
+from reslog.training.values import to_floats
 from schema.rollup_writer import Pending, RollupWriter
 from schema.sql import positional_insert
 from schema.tables import events, runs
@@ -44,6 +47,8 @@ MAX_BACKOFF_S = 30.0
 # outlasts this many seconds of retries is worth a warning.
 LOCK_WARN_AFTER_S = 30.0
 CHUNK_POINTS = 100_000  # points per transaction: a backlog lands in pieces the store can take
+# The smallest piece a failing store is offered: ~100 KB of rows and rollups on SQLite.
+MIN_CHUNK_POINTS = 2_000
 FIRST_FLUSH_S = 0.1
 ON_FULL = ("drop", "block")
 # An outage at least this long is recorded as an event once writing works again (`reslog watch`).
@@ -60,49 +65,6 @@ class SideRecord(tuple):
     """A (step, wall, metrics) record from the system sampler, not from the training thread."""
 
     __slots__ = ()
-
-
-def _records_by_keys(held: list) -> list[tuple[list, list]]:
-    """(key names, the records holding them, in arrival order) with each key in one group: the
-    keys that appear in exactly the same records. Records of one key set are one group; when
-    a key is logged in several key sets (GPU keys in the same dict as the loss on some steps
-    only), its group is the records of all those sets, merged back into arrival order."""
-    by_set: dict[tuple, list[int]] = {}
-    for i, rec in enumerate(held):
-        by_set.setdefault(tuple(rec[2]), []).append(i)
-    sets = list(by_set)
-    where: dict[str, list[int]] = {}
-    for g, names in enumerate(sets):
-        for k in names:
-            where.setdefault(k, []).append(g)
-    by_where: dict[tuple, list[str]] = {}
-    for k, gs in where.items():
-        by_where.setdefault(tuple(gs), []).append(k)
-    out = []
-    for gs, names in by_where.items():
-        at = (
-            by_set[sets[gs[0]]]
-            if len(gs) == 1
-            else sorted(chain.from_iterable(by_set[sets[g]] for g in gs))
-        )
-        out.append((names, [held[i] for i in at]))
-    return out
-
-
-def _chunk_end(held: list) -> int:
-    """How many of the held records make the next transaction (at least one)."""
-    sizes = list(map(len, map(itemgetter(2), held)))
-    if sum(sizes) <= CHUNK_POINTS:  # the usual flush: one transaction
-        return len(held)
-    for i, total in enumerate(accumulate(sizes)):
-        if total >= CHUNK_POINTS:
-            return i + 1
-    return len(held)
-
-
-def _ints_fit(held: list) -> bool:
-    """Whether every int fits SQLite's 64-bit INTEGER (a bigger one makes executemany raise)."""
-    return all(-(2**63) <= v < 2**63 for _s, _w, m in held for v in m.values() if type(v) is int)
 
 
 def _break_connection(conn: Connection) -> bool:
@@ -166,8 +128,12 @@ class Writer:
         self.committed = 0
         self.drops_recorded = 0
         self.flushes = 0
+        self.failures = 0  # flushes that failed (each one a connection or write attempt)
+        self.chunk_points = CHUNK_POINTS  # halved by each failure, doubled by each commit
         self.on_full = on_full
         self.wake = threading.Event()
+        self.closing = threading.Event()  # close(): the one thing that cuts a backoff short
+        self.status_only = threading.Event()  # close()'s deadline is near: write the end alone
         self.room = threading.Event()  # set after each commit: a blocked put() looks again
         self._warned_drop = False
         self.file = store_file
@@ -193,6 +159,7 @@ class Writer:
         self._conn: Connection | None = None
         self._final: tuple[str, float] | None = None
         self._final_written = threading.Event()
+        self._status_written = False
         self._failing_since: float | None = None
         self._warned: set[str] = set()
         self.last_error: str | None = None
@@ -225,7 +192,7 @@ class Writer:
             self._wait_for_room(n)
         self.buffer.append(record)
         self.logged += n
-        if self.logged - self.committed > self.wake_points:
+        if self.logged - self.committed > self.wake_points and not self.wake.is_set():
             self.wake.set()
 
     def put_side(self, record: tuple, n: int) -> None:
@@ -262,19 +229,33 @@ class Writer:
             self.room.wait(0.5)
 
     def close(self, status: str, ended_at: float, timeout: float) -> bool:
-        """Final flush with the run's end status; True when it reached the store in time."""
+        """Final flush with the run's end status; True when it reached the store in time.
+
+        When the store has not taken everything near the deadline (a full disk, a server
+        down), the end status goes in alone, with an event counting what was still waiting,
+        so that a run whose process ends is not read as crashed; the full flush goes on being
+        tried while the process lives."""
         self._final = (status, ended_at)
+        self.closing.set()
         self.wake.set()
+        deadline = time.monotonic() + timeout
+        margin = min(2.0, timeout / 4)  # for the end status alone
         if self._thread.is_alive():
-            self._thread.join(timeout)
+            self._thread.join(max(0.0, timeout - margin))
+            if not self._final_written.is_set() and self._thread.is_alive():
+                self.status_only.set()
+                self._thread.join(max(0.0, deadline - time.monotonic()))
         elif not self._final_written.is_set():
-            self._run_final(time.monotonic() + timeout)
+            self._run_final(deadline - margin)
+            if not self._final_written.is_set():
+                self._write_status_only()
         return self._final_written.is_set()
 
     def abandon(self) -> None:
         """After fork: the child owns a copy of this object but no writer thread."""
         self._final = ("finished", 0.0)
         self._final_written.set()
+        self.closing.set()
 
     # -- the writer thread ----------------------------------------------------------------------
 
@@ -282,7 +263,10 @@ class Writer:
         first = min(FIRST_FLUSH_S, self.interval)
         delay, last = first, time.monotonic()
         while self._final is None:
-            self.wake.wait(delay)
+            if self._failing_since is None:
+                self.wake.wait(delay)
+            else:  # backing off: a put() past wake_points must not start the next try early
+                self.closing.wait(delay)
             self.wake.clear()
             if self._final is not None:
                 break
@@ -326,14 +310,46 @@ class Writer:
     def _run_final(self, deadline: float | None) -> None:
         delay = min(0.05, self.interval)
         while not self._flush():
+            if self.status_only.is_set() and not self._status_written:
+                self._write_status_only()
             if deadline is not None and time.monotonic() > deadline:
                 return
-            time.sleep(delay)
+            self.status_only.wait(delay)
             delay = min(delay * 2, 1.0)
+        if self.events:  # the outage event of a recovery inside this very flush
+            self._flush()
         self._final_written.set()
         self._close_conn()
         if self.file is not None:
             self.file.close()
+
+    def _write_status_only(self) -> None:
+        """The run's end status, heartbeat and one event saying what has not reached the store,
+        in a transaction of their own (a few hundred bytes)."""
+        assert self._final is not None
+        status, ended_at = self._final
+        now = time.time()
+        waiting = self.pending_points()
+        title = f"{waiting} points not yet written when the run ended"
+        body = (
+            f"finish() reached its time limit while the store could not take the points "
+            f"logged last (last error: {self.last_error or 'none'}). They were still being "
+            "retried; unless a later event or the points themselves say otherwise, they were "
+            "lost when the process ended."
+        )
+        try:
+            if self._conn is None:
+                self._conn = self._connect()
+            with self._conn.begin():
+                self._conn.exec_driver_sql(
+                    self._events_sql, [(self.run_id, now, None, "writer", "warning", title, body)]
+                )
+                values = {"status": status, "ended_at": ended_at, "heartbeat_at": now}
+                self._conn.execute(runs.update().where(runs.c.id == self.run_id).values(**values))
+        except Exception as exc:
+            self._failed(exc, time.monotonic())
+            return
+        self._status_written = True
 
     def _backoff(self, delay: float) -> float:
         return min(max(delay, self.interval) * 2, MAX_BACKOFF_S)
@@ -369,7 +385,7 @@ class Writer:
         """Everything held, in transactions of at most CHUNK_POINTS points; events, summary and
         run row with the last. False (the rest kept) when one failed."""
         final = self._final  # before draining: everything logged before close() is in this flush
-        self._busy_since = time.monotonic()
+        started = self._busy_since = time.monotonic()
         try:
             self._drain()
             if self.file is not None:
@@ -383,14 +399,15 @@ class Writer:
             if missing:
                 self._resolve_keys(conn, sorted(missing))
             while True:
-                cut = _chunk_end(self._held)
+                cut = chunk_end(self._held, self.chunk_points)
                 self._commit(conn, self._held[:cut], final, last=cut == len(self._held))
+                self.chunk_points = min(CHUNK_POINTS, self.chunk_points * 2)
                 if cut == len(self._held):
                     break
                 del self._held[:cut]
         except Exception as exc:  # never into training: keep the data, say so once, retry
             self._busy_since = None
-            self._failed(exc)
+            self._failed(exc, started)
             return False
         self._busy_since = None
         self._held = []
@@ -400,7 +417,9 @@ class Writer:
         return True
 
     def _commit(self, conn: Connection, held: list, final, *, last: bool) -> None:
-        rows, groups = self._rows(held) if held else ([], None)
+        rows, groups = (
+            point_rows(held, self.run_id, self._ids, self.is_sqlite) if held else ([], None)
+        )
         now = time.time()
         pending: Pending | None = None
         values: dict[str, Any] = {"heartbeat_at": now}
@@ -408,7 +427,12 @@ class Writer:
             if rows:
                 pending = self.rollups.insert(conn, rows, groups)
             if last:
-                event_rows = [(self.run_id, *e) for e in self._held_events]
+                # Every event passes here (alerts, tracebacks, logged strings, config changes):
+                # the one place its text is redacted before it is stored.
+                event_rows = [
+                    (self.run_id, wall, step, kind, level, redact_text(title), redact_text(body))
+                    for wall, step, kind, level, title, body in self._held_events
+                ]
                 dropped = self.dropped + self.side_dropped
                 if dropped > self.drops_recorded:
                     event_rows.append(self._drop_event(dropped - self.drops_recorded, now))
@@ -497,33 +521,6 @@ class Writer:
             (time.time(), None, "writer", "warning", f"store file {what} during the run", detail)
         )
 
-    def _rows(self, held: list) -> tuple[list[tuple], list]:
-        """Point rows (run_id, key_id, step, wall, value), and the same points grouped by the
-        records that hold them (RollupWriter.insert's `groups`): keys logged in the same
-        records share one list of steps and walls, so the rollups work out bucket bounds once
-        per group, not once per key.
-
-        The rows are built from the groups, series by series (each series' points in arrival
-        order, which is all ids must keep): one C-level zip a series instead of a Python step
-        a point, and the (run, key, step) index then takes each series' points together."""
-        rid, ids = self.run_id, self._ids
-        types = set(map(type, chain.from_iterable(map(dict.values, [r[2] for r in held]))))
-        plain = self.is_sqlite and types <= PLAIN and (int not in types or _ints_fit(held))
-        groups = []
-        rows: list[tuple] = []
-        for names, recs in _records_by_keys(held):
-            dicts = [r[2] for r in recs]
-            steps, walls = [r[0] for r in recs], [r[1] for r in recs]
-            cols = {}
-            for k in names:
-                column = list(map(itemgetter(k), dicts))
-                # SQLite stores NaN as NULL by itself and ints in a REAL column as reals.
-                kid = ids[k]
-                cols[kid] = column if plain else to_floats(column)
-                rows.extend(zip(repeat(rid), repeat(kid), steps, walls, cols[kid]))
-            groups.append((steps, walls, cols))
-        return rows, groups
-
     def _drop_event(self, count: int, now: float) -> tuple:
         title = f"{count} points dropped: the in-memory buffer was full ({self.max_points} points)"
         body = (
@@ -548,11 +545,16 @@ class Writer:
         with conn.begin():
             self._ids.update(resolve_keys(conn, names))
 
-    def _failed(self, exc: Exception) -> None:
+    def _failed(self, exc: Exception, started: float) -> None:
+        """A flush that began at `started` (monotonic) failed: the outage began then, not when a
+        hung write was broken or a connect timed out."""
         self.last_error = f"{type(exc).__name__}: {getattr(exc, 'orig', None) or exc}"
+        self.failures += 1
+        # A smaller transaction may fit where this one did not (a nearly full disk).
+        self.chunk_points = max(MIN_CHUNK_POINTS, self.chunk_points // 2)
         now = time.monotonic()
         if self._failing_since is None:
-            self._failing_since = now
+            self._failing_since = started
         # A fresh driver connection per retry (invalidate: not back into the pool): cheap next to
         # the backoff, and it sees the store as it is now (permissions, a restarted server).
         self._close_conn(invalidate=True)

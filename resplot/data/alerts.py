@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from resplot.data import ranks
 from resplot.data.cache import SeriesCache, Summary
 from resplot.data.model import RunRef
 from schema.alerts import (
@@ -20,10 +21,12 @@ from schema.alerts import (
     GPU_TEMP,
     GPU_THROTTLE,
     GPU_UTIL_DROP,
+    HANG,
     LOGGED,
     NAN_LOSS,
     QUIET,
     STALLED,
+    STRAGGLER,
     gpu_key,
 )
 from schema.rollup import (
@@ -281,7 +284,28 @@ def check_all(
     th: Thresholds | None = None,
 ) -> dict[RunRef, list[Alert]]:  # fmt: skip
     refs = [r.ref for r in cache.runs()] if refs is None else refs
-    return {ref: alerts for ref in refs if (alerts := check_run(cache, ref, now, th))}
+    found = {ref: alerts for ref in refs if (alerts := check_run(cache, ref, now, th))}
+    for ref, alerts in job_alerts(cache).items():
+        if ref in refs:
+            found[ref] = sorted(found.get(ref, []) + alerts, key=lambda a: -LEVELS.get(a.level, 1))
+    return found
+
+
+def job_alerts(cache: SeriesCache) -> dict[RunRef, list[Alert]]:
+    """A multi-rank job's alerts, on the run of the rank they name (resplot/data/ranks.py): a
+    straggler still slow in the points seen live, and a hung collective."""
+    out: dict[RunRef, list[Alert]] = {}
+    for members in ranks.jobs_in(cache).values():
+        by_rank = {r.rank: r.ref for r in members}
+        for s in ranks.live_stragglers(cache, members):
+            ref = by_rank[s.rank]
+            out.setdefault(ref, []).append(Alert(ref, STRAGGLER, "warning", s.message(), s.since))
+        hang = ranks.job_hang(cache, members)
+        if hang is not None:
+            ref = by_rank.get(hang.culprits[0]) if hang.culprits else members[0].ref
+            text = "; ".join([hang.message(), *hang.evidence])
+            out.setdefault(ref, []).append(Alert(ref, HANG, "error", text, hang.step))
+    return out
 
 
 def summary(alerts: dict[RunRef, list[Alert]], names: dict[RunRef, str]) -> str:

@@ -114,7 +114,7 @@ class SeriesCache:
             # Only the tiles these steps fall in (a level or two of the newest, mostly): this
             # runs for every series of every poll, so never a walk over the whole cache.
             first, last = int(steps.min()), int(steps.max())
-            for level in range(levels + 1):
+            for level in buckets.by_width(levels):  # raw, fine and stored tiles alike
                 for index in buckets.tiles_for(level, first, last):
                     tile = self._tiles.peek((ref, key, level, index))
                     if tile is None or tile.epoch >= epoch:

@@ -1,9 +1,15 @@
-"""Per-pixel min/max decimation (M4: first, min, max, last of each pixel column).
+"""Per-pixel M4 decimation: the first, min, max and last point of each pixel column (Jugel et
+al., "M4: A Visualization-Oriented Time Series Data Aggregation", VLDB 2014), each at its own
+x, in the order they came.
 
-A line drawn from the result is visually identical to the raw one at that width: every pixel
-column keeps its extremes, so a single-step loss spike survives any zoom level. NaN and ±inf
-are not drawable; their positions are returned separately (so the chart marks them) and the line
-is broken in the pixel column that held them, instead of silently bridging the gap.
+A line drawn through them lights the pixels the line through every point lights: within a
+column it runs first → min → max → last (or max before min), between columns from one column's
+last point to the next one's first, as the raw line does. So a single-step loss spike survives
+any zoom level. The columns are the chart's own pixel columns when a `Grid` is given (one for
+every series of a chart, so runs compare column by column), else `pixels` equal slices of the
+x range. NaN and ±inf are not drawable; their positions are returned separately (so the chart
+marks them) and the line is broken in the pixel column that held them, instead of silently
+bridging the gap.
 """
 
 from __future__ import annotations
@@ -11,6 +17,29 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A chart's pixel columns in x: column k holds x0 + k * dx <= x < x0 + (k + 1) * dx."""
+
+    x0: float
+    dx: float
+    n: int
+
+    @classmethod
+    def of(cls, xlim: tuple[float, float], left_px: float, width_px: float) -> Grid:
+        """The canvas pixel columns an axes spans: `xlim` drawn from display x `left_px` over
+        `width_px` pixels (fractional: a figure's axes rarely start on a pixel edge)."""
+        lo, hi = float(xlim[0]), float(xlim[1])
+        width_px = max(float(width_px), 1e-9)
+        dx = (hi - lo) / width_px if hi != lo else 1.0
+        first = np.floor(left_px)
+        n = int(np.ceil(left_px + width_px) - first)
+        return cls(lo + (first - left_px) * dx, dx, max(n, 1))
+
+    def edges(self) -> np.ndarray:
+        return self.x0 + np.arange(self.n + 1) * self.dx
 
 
 @dataclass
@@ -53,13 +82,14 @@ def decimate(
     y: np.ndarray,
     pixels: int,
     xlim: tuple[float, float] | None = None,
+    grid: Grid | None = None,
 ) -> Decimated:
-    """Reduce (x, y) to at most ~4 points per pixel column over `xlim` (default: all data).
+    """Reduce (x, y) to at most 4 points per pixel column over `xlim` (default: all data).
 
     `x` should be non-decreasing (steps, wall times, tokens); otherwise it is sorted first.
     One point on each side of `xlim` is kept so the line runs to the axes' edges.
     """
-    return decimate_many(x, [y], pixels, xlim)[0]
+    return decimate_many(x, [y], pixels, xlim, grid=grid)[0]
 
 
 def decimate_many(
@@ -69,10 +99,12 @@ def decimate_many(
     xlim: tuple[float, float] | None = None,
     assume_sorted: bool = False,
     line_max: float = 4,
+    grid: Grid | None = None,
 ) -> list[Decimated]:
     """decimate() for several series on the same x (a raw series and its smoothed curve):
     the sort check, the range cut and the column bounds are computed once. At most `line_max`
-    points a pixel column are kept as they are (a line); more are cut into columns."""
+    points a pixel column are kept as they are (a line); more are cut into columns, those of
+    `grid` when given."""
     x = np.asarray(x, dtype=np.float64)
     ys = [np.asarray(y, dtype=np.float64) for y in ys]
     for y in ys:
@@ -95,50 +127,55 @@ def decimate_many(
             out.append(Decimated(x.copy(), out_y, nan_x, pinf_x, ninf_x))
         return out
 
-    x0, x1 = float(x[0]), float(x[-1])
-    if xlim is not None:
-        x0, x1 = max(x0, xlim[0]), min(x1, xlim[1])
-    if not x1 > x0:
-        x1 = x0 + 1.0
-    edges = np.linspace(x0, x1, pixels + 1)
+    if grid is not None:
+        edges = grid.edges()
+    else:
+        x0, x1 = float(x[0]), float(x[-1])
+        if xlim is not None:
+            x0, x1 = max(x0, xlim[0]), min(x1, xlim[1])
+        if not x1 > x0:
+            x1 = x0 + 1.0
+        edges = np.linspace(x0, x1, pixels + 1)
     edges[-1] = np.inf
     edges[0] = -np.inf  # the point kept left of xlim joins the first column
     bounds = np.searchsorted(x, edges, side="left")
     starts, ends = bounds[:-1], bounds[1:]
     keep = ends > starts
     starts, ends = starts[keep], ends[keep]
-    last = ends - 1
-    mid_x = 0.5 * (x[starts] + x[last])
-    return [_columns(x, y, starts, last, mid_x) for y in ys]
+    return [_columns(x, y, starts, ends) for y in ys]
 
 
-def _columns(
-    x: np.ndarray, y: np.ndarray, starts: np.ndarray, last: np.ndarray, mid_x: np.ndarray
-) -> Decimated:
+def _columns(x: np.ndarray, y: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Decimated:
+    """M4 of the columns [starts[k], ends[k]) (contiguous, covering x): each column's first,
+    min, max and last point at their own x, in x order, a point once."""
     bad, nan_x, pinf_x, ninf_x = _nonfinite(x, y)
     has_bad = len(nan_x) + len(pinf_x) + len(ninf_x) > 0
     yv = np.where(bad, np.nan, y) if has_bad else y
+    n, last = len(x), ends - 1
     # fmin/fmax skip NaN; a column of NaN only gives NaN, which breaks the line as it should.
     mins = np.fmin.reduceat(yv, starts)
     maxs = np.fmax.reduceat(yv, starts)
-    first_y, last_y = yv[starts], yv[last]
-    cols = np.stack(
-        [
-            np.stack([x[starts], mid_x, mid_x, x[last]], axis=1),
-            np.stack([first_y, mins, maxs, last_y], axis=1),
-        ]
-    )
+    column = np.repeat(np.arange(len(starts)), ends - starts)
+    at = np.arange(n)
+    # The first point holding each column's extreme (its own x: a spike stays where it was).
+    min_at = np.minimum.reduceat(np.where(yv == mins[column], at, n), starts)
+    max_at = np.minimum.reduceat(np.where(yv == maxs[column], at, n), starts)
+    min_at = np.where(min_at < n, min_at, starts)
+    max_at = np.where(max_at < n, max_at, starts)
+    pos = np.stack([starts, np.minimum(min_at, max_at), np.maximum(min_at, max_at), last], axis=1)
+    mid_x = 0.5 * (x[starts] + x[last])
     if has_bad:
         # Break the line after each column that held a non-finite value.
         bad_cols = np.add.reduceat(bad.astype(np.int64), starts) > 0
-        extra = np.full((2, len(starts), 1), np.nan)
-        extra[0, :, 0] = x[last]
-        cols = np.concatenate([cols, extra], axis=2)
-        flat_keep = np.ones(cols.shape[1:], dtype=bool)
-        flat_keep[~bad_cols, 4] = False
-        out_x, out_y = cols[0][flat_keep], cols[1][flat_keep]
-    else:
-        out_x, out_y = cols[0].ravel(), cols[1].ravel()
+        pos = np.concatenate([pos, np.full((len(starts), 1), -1)], axis=1)
+        pos[~bad_cols, 4] = last[~bad_cols]  # a repeat, dropped below
+    flat = pos.ravel()
+    keep = np.ones(len(flat), dtype=bool)
+    keep[1:] = flat[1:] != flat[:-1]  # a point once (first = min, max = last, ...)
+    flat = flat[keep]
+    breaks = flat < 0
+    out_x = x[np.where(breaks, np.maximum(np.roll(flat, 1), 0), flat)]
+    out_y = np.where(breaks, np.nan, yv[np.maximum(flat, 0)])
     return Decimated(out_x, out_y, nan_x, pinf_x, ninf_x, mid_x, mins, maxs)
 
 

@@ -1,10 +1,13 @@
 """What the hover readout says: every plotted series' value at the hovered x of one chart (the
-nearest drawn point: raw, and smoothed where smoothing applies), sorted by value. No Qt here;
-resplot/data/readout.py lays the readings out, resplot/ui/crosshair.py shows them.
+logged point nearest to the hovered step: raw, and smoothed where smoothing applies), sorted by
+value. No Qt here; resplot/data/readout.py lays the readings out, resplot/ui/crosshair.py shows
+them.
 
-At full resolution the nearest point is a stored point, its value exactly as stored. Zoomed out
-to an envelope, it is the nearest bucket extreme (also a stored point: the bucket's min or max),
-and the readout says so.
+At full resolution the nearest point is a drawn stored point, its value exactly as stored.
+Zoomed out to an envelope, the value is still the logged one (resplot.data.views.value_at):
+from the raw tile of that step when it is cached, which the hover asks for when it is not
+(until it arrives, the nearest bucket extreme, and the readout says so); inside a stretch of
+NaN it is NaN.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import numpy as np
 
 from reslog.text import number
 from resplot.data.pages import Item
+from resplot.data.views import value_at
 
 
 def value_text(value: float | None) -> str:
@@ -40,6 +44,15 @@ def _nearest(xs: np.ndarray, x: float) -> int | None:
     return int(ok[np.argmin(np.abs(xs[ok] - x))])
 
 
+def _hovered_step(track, x: float) -> int:
+    """The step under x on this track's axis (its drawn x against its drawn steps)."""
+    xs, steps = track.x, track.view.steps
+    ok = np.isfinite(xs)
+    xs, steps = xs[ok], steps[ok]
+    order = np.argsort(xs, kind="stable")
+    return round(float(np.interp(x, xs[order], steps[order].astype(np.float64))))
+
+
 def readings(tracks: dict, x: float) -> list[Reading]:
     """One reading per track (Item -> Track of one chart) with data, sorted by value, highest
     first (the smoothed value where there is one); NaN readings last."""
@@ -51,15 +64,29 @@ def readings(tracks: dict, x: float) -> list[Reading]:
         i = _nearest(track.x, x)
         if i is None:
             continue
-        step = int(view.steps[i])
+        step, at_x, raw, envelope = (
+            int(view.steps[i]),
+            float(track.x[i]),
+            float(view.values[i]),
+            False,
+        )
+        if view.level != 0:
+            envelope = True
+            cache = getattr(track, "cache", None)
+            logged = None
+            if cache is not None:
+                logged = value_at(cache, item.ref, item.key, _hovered_step(track, x), view)
+            if logged is not None and logged.exact:
+                step, raw, envelope = logged.step, logged.value, False
+                order = np.argsort(view.steps, kind="stable")
+                at_x = float(np.interp(step, view.steps[order], track.x[order]))
         smoothed = None
         if track.smoothed is not None and len(view.mid_steps):
             j = int(np.clip(np.searchsorted(view.mid_steps, step), 0, len(view.mid_steps) - 1))
             if j > 0 and abs(view.mid_steps[j - 1] - step) <= abs(view.mid_steps[j] - step):
                 j -= 1
             smoothed = float(track.smoothed[j])
-        out.append(Reading(item, step, float(track.x[i]), float(view.values[i]), smoothed,
-                           view.level > 0))  # fmt: skip
+        out.append(Reading(item, step, at_x, raw, smoothed, envelope))
 
     def key(r: Reading) -> tuple[int, float]:
         v = r.smoothed if r.smoothed is not None else r.raw

@@ -200,5 +200,5 @@ def render(
     if any(r.ended for r in readout.rows):
         notes.append("grey: ended before here")
     if readout.envelope:
-        notes.append("zoomed out: bucket min/max")
+        notes.append("zoomed out: bucket min/max until the logged values load")
     return Text(head, heads, lines, notes)

@@ -1,15 +1,23 @@
-"""TensorBoard's debiased EMA, weighted by step distance, on full-resolution series.
+"""TensorBoard's debiased EMA, defined in steps: the same weight gives the same curve at every
+zoom and every run length.
 
 TensorBoard (vz_line_chart2) smooths point by point:
 
     last = last * w + (1 - w) * y;  n += 1;  smoothed = last / (1 - w ** n)
 
 The debias divides by the total weight the EMA has accumulated, so the first points are not
-pulled toward zero. Here the decay between two points is `w ** (Δstep / base)`, where `base` is
-the series' median step spacing: on evenly logged data that is exactly TensorBoard's result, and a
-series with gaps (a resume, a sparse validation key) is not smoothed across them as if they were
-one point apart. NaN and ±inf are passed through at their positions and never enter the EMA, so
-one bad value does not poison everything after it.
+pulled toward zero. Here the decay between two points is `w ** (Δstep / unit)`, where `unit` is
+the series' logged step spacing (unit_of: from its summary, so it is the same whatever part of
+it a chart shows): on evenly logged raw points that is exactly TensorBoard's result, a series
+with gaps (a resume, a sparse validation key) is not smoothed across them as if they were one
+point apart, and a zoomed-out chart smoothing bucket means (each the exact mean of its points,
+from the rollups' sums) decays by the steps between them, not by one sample: weight 0.6 smooths
+over ~2.5 logged steps whether the chart shows 2,000 raw points or 782 buckets of 128 steps
+(where it then leaves each bucket's mean as it is). NaN and ±inf are passed through at their
+positions and never enter the EMA, so one bad value does not poison everything after it.
+
+Not every series is smoothed: learning rates, system telemetry and validation metrics are
+drawn as logged on every page (`smoothable`).
 
 Computed without a Python loop: within a block where the accumulated log-decay stays inside the
 float64 exponent range, the recurrence `y_i = a_i y_(i-1) + (1 - a_i) x_i` is a scaled cumsum.
@@ -17,9 +25,14 @@ float64 exponent range, the recurrence `y_i = a_i y_(i-1) + (1 - a_i) x_i` is a 
 
 from __future__ import annotations
 
+import fnmatch
+import math
 from itertools import pairwise
 
 import numpy as np
+
+from resplot.data.key_roles import ROLES
+from schema.rollup import STEP_HI, STEP_LO, N
 
 # exp(±600) stays far from float64 overflow (~exp(709)); blocks are cut so exponents stay inside.
 _BLOCK_LOG = 600.0
@@ -48,9 +61,44 @@ def _check(weight: float) -> None:
         raise ValueError(f"smoothing weight must be in [0, 1), got {weight}")
 
 
-def smooth(steps: np.ndarray, values: np.ndarray, weight: float) -> np.ndarray:
-    """Debiased EMA of `values` (a new array, same length); `weight` in [0, 1)."""
-    return Smoother(weight).update(steps, values)
+# Validation and evaluation series (their own names: a validation loss every 1,000 steps is a
+# handful of points that smoothing would drag toward each other).
+_HELD_OUT = ("valid", "val", "validation", "eval", "evaluation", "test")
+_NEVER = tuple(ROLES["lr"]) + tuple(ROLES["valid_loss"]) + tuple(ROLES["valid_ppl"])
+WARMUP_LEFT = 1e-4  # the weight the points before a zoomed view's warm-up may still have had
+
+
+def smoothable(key: str) -> bool:
+    """Whether a chart smooths `key`: never a learning rate, system telemetry (sys/...) or a
+    validation / evaluation metric, on any page."""
+    if key.startswith("sys/") or any(fnmatch.fnmatchcase(key, name) for name in _NEVER):
+        return False
+    parts = key.lower().replace("-", "_").split("/")
+    return not any(p in _HELD_OUT or p.split("_")[0] in _HELD_OUT for p in parts)
+
+
+def unit_of(agg: tuple) -> float:
+    """The logged step spacing of a series (its summary aggregate): the steps one weight of
+    decay spans (1 for a key logged every step, 4 for telemetry every 4th)."""
+    if agg[N] < 2 or agg[STEP_HI] <= agg[STEP_LO]:
+        return 1.0
+    return max(1.0, (agg[STEP_HI] - agg[STEP_LO]) / (agg[N] - 1))
+
+
+def warmup_steps(weight: float, unit: float) -> int:
+    """How far before a zoomed view the EMA must start for the points left out to weigh less
+    than WARMUP_LEFT (0 without smoothing)."""
+    _check(weight)
+    if weight == 0.0:
+        return 0
+    return math.ceil(math.log(WARMUP_LEFT) / math.log(weight) * unit)
+
+
+def smooth(steps: np.ndarray, values: np.ndarray, weight: float,
+           unit: float | None = None) -> np.ndarray:  # fmt: skip
+    """Debiased EMA of `values` (a new array, same length); `weight` in [0, 1), decaying by
+    weight ** (Δstep / unit) (unit None: the median spacing of `steps`)."""
+    return Smoother(weight, unit).update(steps, values)
 
 
 class Smoother:
@@ -62,9 +110,10 @@ class Smoother:
 
     MIN_BASE_POINTS = 16  # below this the step spacing is re-estimated from scratch
 
-    def __init__(self, weight: float) -> None:
+    def __init__(self, weight: float, unit: float | None = None) -> None:
         _check(weight)
         self.weight = weight
+        self.unit = unit  # steps a weight of decay spans (None: the median spacing seen)
         self._reset()
 
     def _reset(self) -> None:
@@ -74,8 +123,8 @@ class Smoother:
         self._y = 0.0  # EMA without debias
         self._log_decay = 0.0  # sum of log a over finite points so far
         self._last_step: float | None = None
-        self._base: float | None = None
-        self._base_points = 0
+        self._base: float | None = self.unit
+        self._base_points = 0 if self.unit is None else self.MIN_BASE_POINTS
 
     def update(self, steps: np.ndarray, values: np.ndarray) -> np.ndarray:
         """The smoothed series (a view, valid until the next update)."""

@@ -1,12 +1,16 @@
 """What a chart draws of one series over a step range, gathered from cached tiles. No Qt here.
 
 `series_view()` picks the level for the view (raw points once the range holds at most
-RAW_PER_PIXEL points per pixel, else the coarsest rollup level that still gives a bucket per
-pixel), asks the cache for the tiles it lacks, and returns what is cached: the wanted level, or
-while its tiles load, the finest level whose tiles are all there, so the chart always shows the
-whole shape. Buckets are drawn through their exact extremes: each becomes one or two points,
-(min_at, vmin) and (max_at, vmax), so the per-pixel min/max of data/decimate.py keeps a one-step
-spike or dip visible at every zoom. Smoothing on an envelope runs over bucket means.
+RAW_PER_PIXEL points per pixel, else the coarsest level that still gives a bucket per pixel: a
+stored rollup level, or where none is that fine, a fine level of 2 to 64 steps that the host
+folds from the raw points), asks the cache for the tiles it lacks, and returns what is cached:
+the wanted level, or while its tiles load, the nearest level whose tiles are all there
+(coarser ones first: they cost less), so the chart always shows the whole shape. Buckets are
+drawn through their exact extremes and last point: (min_at, vmin), (max_at, vmax), then
+straight down (or up) at the later extreme to the last value and on to (step_hi, last), so the
+per-pixel M4 of data/decimate.py keeps a one-step spike or dip visible at every zoom and the
+line runs from bucket to bucket as the raw line does. Smoothing on an envelope runs over bucket
+means.
 """
 
 from __future__ import annotations
@@ -21,18 +25,30 @@ from resplot.data.tiles import empty_columns
 from schema import buckets
 from schema.rollup import STEP_HI, STEP_LO, N
 
+# Where no stored level gives a bucket per pixel, the host reads every raw point of the view
+# whatever it sends. It sends them as they are while that is no more bytes than the fine
+# buckets would be (a bucket row is the size of ~5 raw points, so up to RAW_PER_PIXEL * k points
+# a pixel against k buckets a pixel), at a third of the host's CPU (packing rows against
+# folding them), and exact. Past that, fine buckets, FINE_PER_PIXEL a pixel: four a pixel keep
+# a bucket's line from its extreme to its last point (what a bucket cannot say of the points
+# between) under a quarter pixel; at one a pixel the line beside a one-step spike lit a whole
+# extra pixel column (201 pixels off the raw line on a 600-pixel chart of 10,000 steps, against
+# 24 at four a pixel and 27 for exact M4 of every point: scripts/bench/fidelity.py). Pages of
+# many series ask for one a pixel (they fill them as bands).
+FINE_PER_PIXEL = 4
+
 
 @dataclass
 class SeriesView:
     """One series over a step range. Level 0: `steps`, `walls`, `values` are its points.
-    Level >= 1: they are the buckets' extremes (one or two points a bucket, by step), and the
-    per-bucket arrays below hold what smoothing and markers need."""
+    Other levels: they are the buckets' extremes and last points (up to three a bucket, by
+    step), and the per-bucket arrays below hold what smoothing and markers need."""
 
     level: int
     steps: np.ndarray
     walls: np.ndarray
     values: np.ndarray
-    mid_steps: np.ndarray  # per bucket (level >= 1): the middle of its steps
+    mid_steps: np.ndarray  # per bucket (level != 0): the middle of its steps
     mid_walls: np.ndarray
     means: np.ndarray  # mean of the finite values (NaN: none)
     lasts: np.ndarray  # value at the bucket's last step
@@ -43,6 +59,7 @@ class SeriesView:
     posinf: np.ndarray
     neginf: np.ndarray
     wanted_level: int  # the level the view asked for (differs while its tiles load)
+    first_steps: np.ndarray | None = None  # per bucket: its first step (level 0: None)
 
     @property
     def complete(self) -> bool:
@@ -54,16 +71,47 @@ class SeriesView:
         return buckets.width(self.level)
 
 
-def choose_level(summary, lo: int, hi: int, pixels: int) -> int:
+def choose_level(summary, lo: int, hi: int, pixels: int,
+                 fine_per_pixel: int = FINE_PER_PIXEL) -> int:  # fmt: skip
     """0 (raw) when [lo, hi] should hold at most RAW_PER_PIXEL points per pixel (assuming the
-    series' points are spread evenly), else the coarsest level with a bucket per pixel."""
+    series' points are spread evenly), else the coarsest stored level with a bucket per pixel,
+    or where none is that fine, the raw points again while they are at most RAW_PER_PIXEL *
+    `fine_per_pixel` a pixel, else the coarsest fine level with `fine_per_pixel` buckets a
+    pixel (`fine_per_pixel` 0: level 1 instead)."""
     agg = summary.agg
     total = max(1, agg[STEP_HI] - agg[STEP_LO] + 1)
     span = max(0, hi - lo)
     estimate = agg[N] * min(1.0, (span + 1) / total)
-    if estimate <= buckets.RAW_PER_PIXEL * max(1, pixels):
+    pixels = max(1, pixels)
+    if estimate <= buckets.RAW_PER_PIXEL * pixels:
         return 0
-    return buckets.level_for(span, max(1, pixels), summary.levels)
+    level = buckets.level_for(span, pixels, summary.levels)
+    if not buckets.is_fine(level):
+        return level
+    if fine_per_pixel <= 0:
+        return 1  # no fine levels (a page past its budget): level 1, fewer buckets than pixels
+    if estimate <= buckets.RAW_PER_PIXEL * fine_per_pixel * pixels:
+        return 0  # no more bytes than the fine buckets, less work for the host, exact
+    return buckets.level_for(span, fine_per_pixel * pixels, summary.levels)
+
+
+def _clamp(summary, lo: float, hi: float) -> tuple[int, int]:
+    """[lo, hi] in steps within the series (infinite: its ends)."""
+    agg = summary.agg
+    lo = agg[STEP_LO] if lo == -np.inf else max(int(lo), agg[STEP_LO])
+    hi = agg[STEP_HI] if hi == np.inf else min(int(hi), agg[STEP_HI])
+    return (lo, hi) if hi >= lo else (agg[STEP_HI], agg[STEP_HI])
+
+
+def fine_points(summary, lo: float, hi: float, pixels: int,
+                fine_per_pixel: int = FINE_PER_PIXEL) -> float:  # fmt: skip
+    """The raw points the host reads for this view if it is drawn from a fine level (all of
+    them, about), else 0: what a page adds up against its budget."""
+    lo, hi = _clamp(summary, lo, hi)
+    if not buckets.is_fine(choose_level(summary, lo, hi, pixels, fine_per_pixel)):
+        return 0.0
+    agg = summary.agg
+    return agg[N] * min(1.0, (hi - lo + 1) / max(1, agg[STEP_HI] - agg[STEP_LO] + 1))
 
 
 def _tiles(cache: SeriesCache, ref: RunRef, key: str, level: int, lo: int, hi: int,
@@ -119,7 +167,12 @@ def _bucket_view(cols, level: int, lo: int, hi: int, wanted: int) -> SeriesView:
         """Wall time at steps inside buckets i, by the bucket's first and last point."""
         return w_lo[i] + (step - s_lo[i]) / span[i] * (w_hi[i] - w_lo[i])
 
-    # The extremes in step order: min first where it came first, one point where they coincide.
+    # The extremes in step order (min first where it came first, one point where they
+    # coincide), then the bucket's last point where it is another one: the line runs through
+    # each bucket's min, max and last, as through the raw points. From the later extreme it
+    # drops straight to the last value, then runs to the last step: the raw line leaves an
+    # extreme at the next step, and a slant across the bucket to its last point lit pixels
+    # the raw line does not (a one-step spike's whole neighbouring column).
     min_first = c["min_at"] <= c["max_at"]
     one = c["min_at"] == c["max_at"]
     s1 = np.where(min_first, c["min_at"], c["max_at"])
@@ -127,14 +180,13 @@ def _bucket_view(cols, level: int, lo: int, hi: int, wanted: int) -> SeriesView:
     s2 = np.where(min_first, c["max_at"], c["min_at"])
     v2 = np.where(min_first, c["vmax"], c["vmin"])
     keep2 = has & ~one
-    steps = np.empty(2 * n, np.int64)
-    values = np.empty(2 * n)
-    steps[0::2], steps[1::2] = s1, s2
-    values[0::2], values[1::2] = v1, v2
-    mask = np.empty(2 * n, bool)
-    mask[0::2], mask[1::2] = has, keep2
+    keep3 = np.isfinite(c["last"]) & (~has | (s_hi > s2))
+    drop = keep3 & has
+    steps = np.stack([s1, s2, s2, s_hi], axis=1).ravel()
+    values = np.stack([v1, v2, c["last"], c["last"]], axis=1).ravel()
+    mask = np.stack([has, keep2, drop, keep3], axis=1).ravel()
     steps, values = steps[mask], values[mask]
-    owner = np.repeat(np.arange(n), 2)[mask]  # the bucket of each extreme
+    owner = np.repeat(np.arange(n), 4)[mask]  # the bucket of each point
     mid = (s_lo + s_hi) // 2
     every = np.arange(n)
     return SeriesView(
@@ -152,33 +204,46 @@ def _bucket_view(cols, level: int, lo: int, hi: int, wanted: int) -> SeriesView:
         c["posinf"] > 0,
         c["neginf"] > 0,
         wanted,
+        s_lo,
     )
 
 
 def series_view(
     cache: SeriesCache, ref: RunRef, key: str, lo: float, hi: float, pixels: int,
-    level: int | None = None,
+    level: int | None = None, fine_per_pixel: int = FINE_PER_PIXEL,
 ) -> SeriesView | None:  # fmt: skip
     """The view of [lo, hi] (steps, both included; infinite: the series' ends) for a chart
     `pixels` wide, at `level` if given; None when the series is unknown or nothing covering
-    the range is cached yet (its tiles are asked for)."""
+    the range is cached yet (its tiles are asked for). A page of many series asks for fewer
+    fine buckets a pixel (`fine_per_pixel`): it fills them as bands anyway."""
     summary = cache.summary(ref, key)
     if summary is None:
         return None
-    agg = summary.agg
-    lo = agg[STEP_LO] if lo == -np.inf else max(int(lo), agg[STEP_LO])
-    hi = agg[STEP_HI] if hi == np.inf else min(int(hi), agg[STEP_HI])
-    if hi < lo:
-        lo = hi = agg[STEP_HI]
-    wanted = choose_level(summary, lo, hi, pixels) if level is None else min(level, summary.levels)
+    lo, hi = _clamp(summary, lo, hi)
+    wanted = (
+        choose_level(summary, lo, hi, pixels, fine_per_pixel)
+        if level is None
+        else min(level, summary.levels)
+    )
     tiles, missing = _tiles(cache, ref, key, wanted, lo, hi)
     if missing:
-        cache.want_tiles(ref, key, wanted, missing)
-        # Meanwhile: the finest level whose tiles are all cached (coarser ones cost less).
-        for level in [*range(wanted + 1, summary.levels + 1), *range(wanted - 1, -1, -1)]:
-            tiles, gap = _tiles(cache, ref, key, level, lo, hi, every_missing=False)
+        # Meanwhile: the nearest level whose tiles are all cached (coarser ones first).
+        ladder = buckets.by_width(summary.levels)
+        at = ladder.index(wanted)
+        for level in [*ladder[at + 1 :], *ladder[at - 1 :: -1]]:
+            stand_in, gap = _tiles(cache, ref, key, level, lo, hi, every_missing=False)
             if not gap:
-                return _view(tiles, level, lo, hi, wanted)
+                cache.want_tiles(ref, key, wanted, missing)
+                return _view(stand_in, level, lo, hi, wanted)
+        if buckets.is_fine(wanted):
+            # Nothing to show yet: level 1 first (a few stored rows), the fine tiles once it is
+            # here (the host reads every raw point of the view for them), so a chart appears
+            # as soon as it did before fine levels and sharpens after.
+            _tiles(cache, ref, key, 1, lo, hi)  # marks them part of the view
+            first = list(buckets.tiles_for(1, lo, hi))
+            cache.want_tiles(ref, key, 1, first)
+            return None
+        cache.want_tiles(ref, key, wanted, missing)
         return None
     return _view(tiles, wanted, lo, hi, wanted)
 
@@ -188,3 +253,64 @@ def _view(tiles, level: int, lo: int, hi: int, wanted: int) -> SeriesView:
     if level == 0:
         return _raw_view(cols, lo, hi, wanted)
     return _bucket_view(cols, level, lo, hi, wanted)
+
+
+@dataclass(frozen=True)
+class Logged:
+    """What `value_at` found at a step: the logged point nearest to it (`exact`), or only that
+    every point of the bucket holding it is NaN (a NaN stretch, `exact` too: nothing else was
+    logged there), or nothing yet (`pending`: its raw tile is asked for)."""
+
+    step: int
+    value: float
+    wall: float
+    exact: bool
+    pending: bool = False
+
+
+def value_at(cache: SeriesCache, ref: RunRef, key: str, step: int,
+             view: SeriesView | None = None) -> Logged | None:  # fmt: skip
+    """The logged value nearest to `step` (the hover's number): from the raw tiles when they
+    are cached; otherwise those tiles are asked for (the next poll brings them) and, when
+    `view` is a bucket view whose bucket at `step` holds only NaN, NaN. None when the series
+    is unknown or has no point near `step` yet."""
+    summary = cache.summary(ref, key)
+    if summary is None:
+        return None
+    agg = summary.agg
+    step = int(min(max(step, agg[STEP_LO]), agg[STEP_HI]))
+    index = buckets.tile_of(step)
+    here = cache.tile(ref, key, 0, index)
+    if here is not None:
+        near = [here]
+        steps = here.cols["step"]
+        # The nearest point may lie in a neighbouring tile (a sparse key, a gap): look there
+        # when this tile has none on that side, and it is cached.
+        if len(steps) == 0 or steps[0] > step:
+            before = cache.tile(ref, key, 0, index - 1)
+            near = [before, *near] if before is not None else near
+        if len(steps) == 0 or steps[-1] < step:
+            after = cache.tile(ref, key, 0, index + 1)
+            near = [*near, after] if after is not None else near
+        cols = {name: np.concatenate([t.cols[name] for t in near]) for name in near[0].cols}
+        s = cols["step"]
+        if len(s):
+            i = int(np.clip(np.searchsorted(s, step), 0, len(s) - 1))
+            if i > 0 and step - s[i - 1] <= s[i] - step:
+                i -= 1
+            # Several points at one step: the newest, as the line ends there.
+            i = int(np.searchsorted(s, s[i], side="right")) - 1
+            return Logged(int(s[i]), float(cols["value"][i]), float(cols["wall"][i]), True)
+    cache.want_tiles(ref, key, 0, [index])
+    if view is not None and view.first_steps is not None and len(view.first_steps):
+        # The bucket holding `step` (or the nearest one): all NaN means nothing else was
+        # logged there, whatever its raw points say.
+        b = int(np.clip(np.searchsorted(view.first_steps, step, side="right") - 1, 0,
+                        len(view.first_steps) - 1))  # fmt: skip
+        if step > view.last_steps[b] and b + 1 < len(view.first_steps):
+            gap = (step - view.last_steps[b], view.first_steps[b + 1] - step)
+            b += int(gap[1] < gap[0])
+        only_nan = view.nan[b] and not (view.posinf[b] or view.neginf[b])
+        if only_nan and not np.isfinite(view.means[b]):
+            return Logged(step, float("nan"), float(view.mid_walls[b]), True, True)
+    return Logged(step, float("nan"), float("nan"), False, True)

@@ -19,34 +19,37 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from resplot.data import layout, marks, xaxis
-from resplot.data.alerts import THROTTLE_BITS
 from resplot.data.cache import SeriesCache
-from resplot.data.decimate import bucket_mean
+from resplot.data.decimate import Grid
 from resplot.data.model import RunRef
 from resplot.data.names import distinct_part
 from resplot.data.pages import TIMING_PARTS, Item, PanelSpec, panels_for
 from resplot.data.state import ViewState
-from resplot.data.views import series_view
+from resplot.data.views import FINE_PER_PIXEL, fine_points
 from resplot.data.yrange import robust_limits
 from resplot.draw import fonts
 from resplot.draw.axes_setup import NOTE_PT, dress, section_card
+from resplot.draw.composites import PART_COLORS, draw_stack, draw_throttle
 from resplot.draw.events import draw_events
 from resplot.draw.legends import AxesLegend, Entry, RunStrip
 from resplot.draw.titles import fit_titles
-from resplot.draw.tracks import RunContext, Track, tokens_guide
+from resplot.draw.tracks import (
+    BAND_FROM_SERIES,
+    DENSE_PAGE_FINE_PER_PIXEL,
+    RunContext,
+    Track,
+    tokens_guide,
+)
 from schema.compare import metric_stats
 
-PART_COLORS = {
-    "data": "#e15759",
-    "forward": "#4e79a7",
-    "backward": "#f28e2b",
-    "optimizer": "#59a14f",
-    "other": "#bab0ac",
-}
 # Where non-finite points are marked, in axes height fractions.
 SAVE_FORMATS = ("png", "svg", "pdf")
 STRIP_ROWS = 2  # more rows of whole run names: the strip names the part that differs
-BAR_PT = 6.0  # height of a throttle bar (a '|' marker of 8 pt before)
+# Fine levels make the host read every raw point of a view (~1-2 µs each): a page asks for them
+# while its fine views hold at most this many points (the training page of 8 runs x 20,000 steps:
+# 0.96M), else it draws those views from level 1, fewer buckets than pixels, as its notes say
+# (the system page of the same runs: 2.6M; zoomed in, it has fine levels again).
+FINE_POINTS_PER_PAGE = 1_000_000
 
 
 class ChartPage:
@@ -87,6 +90,8 @@ class ChartPage:
         # on the wall, relative or tokens axis maps back to the steps whose tiles it needs.
         self._x_steps: dict[RunRef, tuple[np.ndarray, np.ndarray]] = {}
         self._updating = False
+        self._dense = False  # more series than BAND_FROM_SERIES: bands, one fine bucket a pixel
+        self._fine = FINE_PER_PIXEL
         self.message = None
         self.highlighted: RunRef | None = None  # a clicked run: the others are faded
         self.selected: set[RunRef] = set()  # runs selected in the table (their events show)
@@ -145,6 +150,11 @@ class ChartPage:
         self._notes.append(note)
         self._legends.append(AxesLegend())
 
+    def chart_axes(self) -> list:
+        """The axes that draw data (not the All page's section cards); they share x."""
+        charts = [ax for ax, s in zip(self.axes, self.specs, strict=False) if s.kind != "section"]
+        return charts or self.axes
+
     def _on_xlim_changed(self, _ax) -> None:
         if self._updating:
             return
@@ -199,14 +209,31 @@ class ChartPage:
         self._place(self.entries if self.strip_in_figure else [])
         self._updating = True
         try:
-            xlim = None if self.follow else tuple(self.axes[0].get_xlim())
+            xlim = None if self.follow else tuple(self.chart_axes()[0].get_xlim())
             if xlim is None:
                 self._x_steps = {}
+            lines = sum(len(s.items) for s in specs if s.kind == "line")
+            self._dense = lines > BAND_FROM_SERIES
+            self._fine = DENSE_PAGE_FINE_PER_PIXEL if self._dense else FINE_PER_PIXEL
+            contexts = [
+                self._contexts(cache, state, [*refs, *(it.ref for it in s.items)], xlim,
+                               self._pixels(i))
+                for i, s in enumerate(specs)
+            ]  # fmt: skip
+            if self._fine_points(cache, specs, contexts) > FINE_POINTS_PER_PAGE:
+                self._fine = 0  # past the budget: level 1 where it gives fewer buckets than pixels
             for i, spec in enumerate(specs):
-                self._refresh_panel(i, spec, cache, state, refs, xlim)
+                self._prepare_panel(i, spec, cache, state, contexts[i])
+            # Every series of the page is cut into the same pixel columns: the x range shown
+            # (when following the data, the one autoscaling would give), set before drawing.
+            shown = xlim if xlim is not None else self._follow_xlim()
+            if shown is not None and xlim is None:
+                self.chart_axes()[0].set_xlim(shown)  # the charts share x
+            for i, spec in enumerate(specs):
+                self._refresh_panel(i, spec, cache, state, refs, xlim, shown, contexts[i])
             if self.follow:
                 for i, ax in enumerate(self.axes):
-                    ax.autoscale_view()
+                    ax.autoscale_view(scalex=shown is None)
                     self._clip_outliers(i, state)
                     _widen_flat(ax)
         finally:
@@ -315,7 +342,38 @@ class ChartPage:
         if known is None or len(x) > len(known[0]) or x[-1] - x[0] > known[0][-1] - known[0][0]:
             self._x_steps[track.item.ref] = (x, steps)
 
-    def _refresh_panel(self, i, spec, cache, state, refs, xlim) -> None:
+    def _pixels(self, i: int) -> int:
+        return max(int(self.axes[i].bbox.width), 50)
+
+    def _fine_points(self, cache, specs, contexts) -> float:
+        """The raw points the host would read for the page's fine views."""
+        total = 0.0
+        for i, spec in enumerate(specs):
+            for item in spec.items:
+                summary, ctx = cache.summary(item.ref, item.key), contexts[i][item.ref]
+                if summary is not None:
+                    total += fine_points(summary, ctx.lo, ctx.hi, self._pixels(i), self._fine)
+        return total
+
+    def _prepare_panel(self, i, spec, cache, state, contexts) -> None:
+        """The views of a panel's series at its width (before the page's x range is known)."""
+        for track in self._sync_tracks(i, spec).values():
+            track.prepare(cache, contexts[track.item.ref], state.x_axis, state.smoothing,
+                          self._pixels(i), self._fine)  # fmt: skip
+
+    def _follow_xlim(self) -> tuple[float, float] | None:
+        """The x range autoscaling would give every series of the page (None: no series, or
+        one x: matplotlib's own rules then)."""
+        found = [r for ts in self.tracks for t in ts.values() if (r := t.x_range()) is not None]
+        if not found:
+            return None
+        lo, hi = min(r[0] for r in found), max(r[1] for r in found)
+        if not hi > lo:
+            return None
+        margin = self.chart_axes()[0].margins()[0] * (hi - lo)
+        return lo - margin, hi + margin
+
+    def _refresh_panel(self, i, spec, cache, state, refs, xlim, shown, contexts) -> None:
         if spec.kind == "section":
             return
         ax = self.axes[i]
@@ -324,22 +382,27 @@ class ChartPage:
             artist.remove()
         self._extra[i] = []
         self._views[i] = []
-        contexts = self._contexts(cache, state, [*refs, *(it.ref for it in spec.items)], xlim,
-                                  pixels)  # fmt: skip
-        tracks = self._sync_tracks(i, spec)
+        tracks = self.tracks[i]
+        grid = None if shown is None else Grid.of(shown, ax.bbox.x0, ax.bbox.width)
         for track in tracks.values():
             track.fade(self.highlighted is not None and track.item.ref != self.highlighted)
-            view = track.update(cache, contexts[track.item.ref], state.x_axis, state.smoothing,
-                                pixels, xlim)  # fmt: skip
+            track.place(pixels, shown, grid, self._dense)
+            view = track.view
             if view is not None:
                 self._views[i].append(view)
                 if xlim is None:
                     self._remember_x(track)
         if spec.kind == "stacked" and spec.stack_ref is not None:
             ref = spec.stack_ref
-            self._draw_stack(i, ref, cache, contexts[ref], state.x_axis, pixels)
+            artists, views = draw_stack(ax, spec, cache, contexts[ref], state.x_axis, pixels,
+                                        self._fine)  # fmt: skip
         elif spec.kind == "throttle":
-            self._draw_throttle(i, spec, cache, contexts, state.x_axis, pixels, xlim)
+            artists, views = draw_throttle(ax, spec, cache, contexts, state.x_axis, pixels,
+                                           xlim, self._fine)  # fmt: skip
+        else:
+            artists, views = [], []
+        self._extra[i] += artists
+        self._views[i] += views
         hidden = set(state.hidden_events)
         left_out = draw_events(self._events[i], cache, refs, contexts, state.x_axis, hidden,
                                self.highlighted, self.selected)  # fmt: skip
@@ -365,95 +428,6 @@ class ChartPage:
                 latest[item] = metric_stats(summary.agg if summary is not None else None)[0]
             self._legends[i].update(ax, tracks, self.follow, latest)
 
-    def _draw_stack(self, i: int, ref: RunRef, cache: SeriesCache, ctx: RunContext, mode: str,
-                    pixels: int):  # fmt: skip
-        """One run's step time split into data/forward/backward/optimizer/other: the mean of
-        each part per bucket (or per step at full resolution), stacked. The keys are the
-        panel's items' (whatever the run named them: key_roles.TIMING_ROLES)."""
-        keys = {item.part: item.key for item in self.specs[i].items}
-        total = series_view(cache, ref, keys.get("other", "time/step"), ctx.lo, ctx.hi, pixels)
-        if total is None or len(total.mid_steps) == 0:
-            return
-        grid = total.mid_steps
-        parts = []
-        for name in TIMING_PARTS:
-            key = keys.get(name)
-            part = None if key is None else series_view(cache, ref, key, ctx.lo, ctx.hi, pixels,
-                                                         total.level)  # fmt: skip
-            col = np.zeros(len(grid))
-            if part is not None and part.level == total.level and len(part.mid_steps):
-                idx = np.clip(np.searchsorted(part.mid_steps, grid), 0, len(part.mid_steps) - 1)
-                col = np.where(part.mid_steps[idx] == grid, part.means[idx], 0.0)
-            parts.append(np.nan_to_num(col, nan=0.0, posinf=0.0, neginf=0.0))
-        whole = np.nan_to_num(total.means, nan=0.0, posinf=0.0, neginf=0.0)
-        other = np.clip(whole - np.sum(parts, axis=0), 0.0, None)
-        x = xaxis.x_values(mode, ctx.run, grid, total.mid_walls, ctx.guide)
-        if x is None:
-            return
-        order = np.argsort(x, kind="stable")
-        bx, bys = bucket_mean(x[order], [p[order] for p in [*parts, other]], pixels)
-        ax = self.axes[i]
-        names = [*TIMING_PARTS, "other"]
-        polys = ax.stackplot(
-            bx, *bys, colors=[PART_COLORS[n] for n in names], labels=names, alpha=0.85
-        )
-        if len(bx):
-            top = np.sum(bys, axis=0)
-            polys[0]._resplot_limits = np.column_stack(
-                [np.concatenate((bx, bx)), np.concatenate((np.zeros(len(bx)), top))]
-            )
-        # The parts' colours are named once, in the run strip above the charts: a stack fills
-        # its axes (any corner would cover it) and a legend above it ran into its title.
-        self._extra[i] = [*polys]
-        self._views[i].append(total)
-
-    def _draw_throttle(self, i, spec, cache, contexts, mode, pixels, xlim) -> None:
-        """Throttle reasons as bars, a row per reason and a lane per series: from raw samples,
-        or from each bucket's OR of the flags when zoomed out (exact: any throttling in a bucket
-        shows). A throttled pixel column is marked, and a stretch of them is one bar: a card
-        under a power cap all week is one bar, where a marker per column drew ~700 of them per
-        reason and series (0.6 s for the system page of 8 runs × 8 GPUs)."""
-        ax = self.axes[i]
-        bits = list(THROTTLE_BITS)
-        n = max(len(spec.items), 1)
-        for j, item in enumerate(spec.items):
-            ctx = contexts[item.ref]
-            view = series_view(cache, item.ref, item.key, ctx.lo, ctx.hi, pixels)
-            if view is None:
-                continue
-            self._views[i].append(view)
-            x = xaxis.x_values(mode, ctx.run, view.mid_steps, view.mid_walls, ctx.guide)
-            if x is None or len(x) == 0:
-                continue
-            if view.level == 0:
-                mask = np.nan_to_num(view.values, nan=0.0).astype(np.int64)
-            else:
-                mask = np.where(view.bits >= 0, view.bits, 0)
-            segments = []
-            lo, hi = (x.min(), x.max()) if xlim is None else xlim
-            width = (hi - lo) / pixels if hi > lo else 1.0
-            for row, bit in enumerate(bits):
-                on = x[(mask & bit) != 0]
-                if len(on) == 0:
-                    continue
-                columns = np.unique(np.floor((on - lo) / width))
-                # Runs of adjacent columns: where the next column is not this one plus one.
-                breaks = np.flatnonzero(np.diff(columns) > 1)
-                starts = columns[np.concatenate(([0], breaks + 1))]
-                ends = columns[np.concatenate((breaks, [len(columns) - 1]))] + 1
-                y = row + 0.8 * ((j + 0.5) / n - 0.5)
-                pairs = zip(starts * width + lo, ends * width + lo, strict=True)
-                segments.extend([(a, y), (b, y)] for a, b in pairs)
-            if segments:
-                bars = LineCollection(
-                    segments, linewidths=BAR_PT, colors=item.color, capstyle="butt",
-                    label=item.label,
-                )  # fmt: skip
-                ax.add_collection(bars, autolim=False)
-                flat = np.asarray(segments).reshape(-1, 2)
-                bars._resplot_limits = [flat.min(axis=0), flat.max(axis=0)]
-                self._extra[i].append(bars)
-
     def _declutter_markers(self, tracks: dict[Item, Track], xlim) -> None:
         """Point markers (validation) only while few points are in view (data/marks.py)."""
         marked = [t for t in tracks.values() if t.item.marker]
@@ -474,14 +448,15 @@ class ChartPage:
         """Say on the chart what it draws when that is not every raw point: the bucket width of
         an envelope, what smoothing ran on, and tiles still loading."""
         views = self._views[i]
-        coarse = [v for v in views if v.level > 0]
+        coarse = [v for v in views if v.level != 0]  # stored or fine buckets
         parts = []
         if coarse:
             width = max(v.width for v in coarse)
             parts.append(f"min–max per {width:,} steps")
-            smoothed = [t for t in self.tracks[i].values() if t.item.smooth and t.view is not None]
-            if smoothing > 0 and any(t.view.level > 0 for t in smoothed):
-                parts.append("smoothed means")
+        smoothed = [t.view for t in self.tracks[i].values() if t.smoothed is not None and t.view]
+        if smoothing > 0 and smoothed:  # what the EMA ran on (resplot/data/smoothing.py)
+            on = [v.width for v in smoothed if v.level != 0]
+            parts.append(f"smoothed {max(on):,}-step means" if on else "smoothed raw points")
         if any(not v.complete for v in views):
             parts.append("loading finer detail…")
         if i in self._clipped:

@@ -1,6 +1,7 @@
 """One series on one axes (a Track): its line, its min/max band, the faint raw series under a
 smoothed line and NaN/±inf markers, set from the series' view at the chart's resolution.
-ChartPage (resplot/draw/charts.py) keeps one Track per plotted item and calls update() on refresh.
+ChartPage (resplot/draw/charts.py) keeps one Track per plotted item; on refresh it prepares
+every track (its view), then places each in the chart's pixel columns.
 """
 
 from __future__ import annotations
@@ -14,14 +15,15 @@ from matplotlib.patches import Polygon
 
 from resplot.data import marks, xaxis
 from resplot.data.cache import SeriesCache
-from resplot.data.decimate import decimate_many
+from resplot.data.decimate import Grid, decimate_many
 from resplot.data.model import RunInfo, RunRef
 from resplot.data.pages import Item
-from resplot.data.smoothing import smooth
-from resplot.data.views import SeriesView, series_view
+from resplot.data.smoothing import smooth, smoothable, unit_of, warmup_steps
+from resplot.data.views import FINE_PER_PIXEL, SeriesView, series_view
+from schema.rollup import STEP_LO
 
 NONFINITE_Y = {"nan": 0.96, "+inf": 0.99, "-inf": 0.01}  # axes fraction of NaN/inf markers
-BUCKET_POINTS = 2  # points a bucket view holds per bucket (its extremes)
+BUCKET_POINTS = 4  # points a bucket view holds per bucket (its extremes, last value, last point)
 
 
 def _band(ax, color: str, **kw) -> Polygon:
@@ -35,8 +37,23 @@ def _band(ax, color: str, **kw) -> Polygon:
     return band
 
 
-def _set_band(band: Polygon, d) -> np.ndarray | None:
-    """Fill `band` with a decimation's per-column envelope; its vertices, None when none."""
+# Pages with more series than this fill dense stretches as their min/max band: Agg strokes the
+# M4 line ~3x slower than it fills the band (the system page of 8 runs x 66 keys: 3.2 s a draw
+# against 1.0 s), and the band covers the line's pixels within one pixel (tests/
+# test_pixel_fidelity.py). Fewer series are drawn as the line through each column's first,
+# min, max and last point: within ~0.5 % of the pixels of the line through every point.
+BAND_FROM_SERIES = 96
+# Such pages also ask for one fine bucket a pixel, not four (views.FINE_PER_PIXEL): the system
+# page of 8 runs x 66 keys at four a pixel brought 1.3M bucket rows to fill as bands.
+DENSE_PAGE_FINE_PER_PIXEL = 1
+
+
+def _set_band(band: Polygon, d, use: bool = True) -> np.ndarray | None:
+    """Fill `band` with a decimation's per-column envelope; its vertices, None when none (or
+    not `use`d: the line is drawn)."""
+    if not use:
+        band.set_visible(False)
+        return None
     if d.col_x is None:
         band.set_visible(False)
         return None
@@ -79,6 +96,9 @@ class Track:
         self.smoothed: np.ndarray | None = None  # at view.mid_steps (what the hover reads)
         self.faded = False
         self.unplaced = False  # has data the x axis cannot place (no tokens / counter logged)
+        self.ctx: RunContext | None = None  # what the last prepare() drew from
+        self.mode = "step"
+        self.cache: SeriesCache | None = None  # where the hover looks up logged values
 
     def _faint(self) -> tuple[Line2D, Polygon]:
         if self.raw is None or self.raw_band is None:
@@ -135,11 +155,14 @@ class Track:
             if artist is not None:
                 artist.set_alpha(alpha * (0.12 if faded else 1.0))
 
-    def update(self, cache: SeriesCache, ctx: RunContext, mode: str, weight: float,
-               pixels: int, xlim) -> SeriesView | None:  # fmt: skip
-        """Set the artists' data for this view; returns the series view drawn (None: none)."""
+    def prepare(self, cache: SeriesCache, ctx: RunContext, mode: str, weight: float, pixels: int,
+                fine_per_pixel: int = FINE_PER_PIXEL) -> SeriesView | None:  # fmt: skip
+        """The series' view at this resolution, its x and its smoothed curve (no artist yet:
+        place() cuts them into the chart's pixel columns)."""
         item = self.item
-        view = series_view(cache, item.ref, item.key, ctx.lo, ctx.hi, pixels)
+        self.ctx, self.mode, self.cache = ctx, mode, cache
+        view = series_view(cache, item.ref, item.key, ctx.lo, ctx.hi, pixels,
+                           fine_per_pixel=fine_per_pixel)  # fmt: skip
         x = None if view is None else xaxis.x_values(mode, ctx.run, view.steps, view.walls,
                                                        ctx.guide)  # fmt: skip
         if view is None or x is None:
@@ -152,21 +175,38 @@ class Track:
         x_mid = x if view.level == 0 else xaxis.x_values(
             mode, ctx.run, view.mid_steps, view.mid_walls, ctx.guide)  # fmt: skip
         self.x_mid = x_mid
-        smoothed = None
-        if item.smooth and weight > 0 and len(view.mid_steps):
-            # Raw points when the view resolves them, the buckets' means otherwise.
-            smoothed = smooth(view.mid_steps, view.means, weight)
-        self.smoothed = smoothed
+        self.smoothed = None
+        if item.smooth and weight > 0 and len(view.mid_steps) and smoothable(item.key):
+            self.smoothed = _smoothed(cache, item, view, weight, ctx.lo)
+        return view
+
+    def x_range(self) -> tuple[float, float] | None:
+        """The smallest and largest x this track draws (None: nothing to draw)."""
+        if self.view is None:
+            return None
+        x = self.x[np.isfinite(self.x)]
+        return (float(x.min()), float(x.max())) if len(x) else None
+
+    def place(self, pixels: int, xlim, grid: Grid | None = None, band: bool = False) -> None:
+        """Cut the prepared view into the chart's pixel columns (`grid`, shared by every series
+        of the chart; else `pixels` slices of `xlim`) and set the artists' data: a line through
+        each column's first, min, max and last point, or with `band`, dense stretches filled
+        as their min/max envelope (BAND_FROM_SERIES)."""
+        view = self.view
+        if view is None:
+            return
+        x, x_mid, smoothed = self.x, self.x_mid, self.smoothed
         if smoothed is not None and view.level == 0:
-            raw, main = decimate_many(x, [view.values, smoothed], pixels, xlim)
+            raw, main = decimate_many(x, [view.values, smoothed], pixels, xlim, grid=grid)
         else:
-            # A bucket gives two points, its minimum and maximum: from a bucket a pixel on,
-            # the envelope is a band (Agg strokes the zig-zag line through them ~5x slower:
-            # 4 ms a series of 782 buckets, 1.5 s of the 592-series system page).
+            # Up to three points a bucket (its min, max and last): more than that a pixel are
+            # cut into the pixel columns, like raw points past four a pixel.
             dense = BUCKET_POINTS if view.level else 4
-            raw = decimate_many(x, [view.values], pixels, xlim, line_max=dense)[0]
+            raw = decimate_many(x, [view.values], pixels, xlim, line_max=dense, grid=grid)[0]
             main = (
-                decimate_many(x_mid, [smoothed], pixels, xlim)[0] if smoothed is not None else raw
+                decimate_many(x_mid, [smoothed], pixels, xlim, grid=grid)[0]
+                if smoothed is not None
+                else raw
             )
         self.band_xy = []
         if smoothed is None:
@@ -176,23 +216,22 @@ class Track:
                 self.raw_band.set_visible(False)
         else:
             faint, faint_band = self._faint()
-            faint_xy = _set_band(faint_band, raw)
+            faint_xy = _set_band(faint_band, raw, band)
             if faint_xy is None:
                 faint.set_data(raw.x, raw.y)
             else:
                 faint.set_data([], [])
                 self.band_xy.append(faint_xy)
             faint.set_visible(faint_xy is None)
-        main_xy = _set_band(self.band, main)
+        main_xy = _set_band(self.band, main, band)
         # The line keeps the M4 points either way (queries, export of the view); it is hidden
-        # under the band when the band draws the same pixels faster.
+        # under the band where the band is drawn.
         self.line.set_data(main.x, main.y)
         self.line.set_visible(main_xy is None)
         if main_xy is not None:
             self.band_xy.append(main_xy)
         self._mark_nonfinite(view, x_mid, pixels, xlim)
-        self._mark_end(main.x, main.y, ctx.run, mode)
-        return view
+        self._mark_end(main.x, main.y, self.ctx.run, self.mode)
 
     def _mark_nonfinite(self, view: SeriesView, x_mid: np.ndarray, pixels: int, xlim) -> None:
         """One marker at the start of each stretch of NaN (+inf, -inf), the stretch shaded."""
@@ -249,6 +288,26 @@ class Track:
         self.end.set_markerfacecolor(mark.face or color)
         self.end.set_data(xs, ys)
         self.end.set_visible(True)
+
+
+def _smoothed(cache: SeriesCache, item: Item, view: SeriesView, weight: float,
+              lo: float) -> np.ndarray:  # fmt: skip
+    """The EMA of a view, in steps (resplot/data/smoothing.py): of its raw points, or of its
+    buckets' exact means. A view that starts after its series does starts the EMA earlier, by
+    as many steps as it takes the points left out to weigh nothing (at the view's level), so
+    the curve is the same at every zoom."""
+    summary = cache.summary(item.ref, item.key)
+    unit = unit_of(summary.agg) if summary is not None else 1.0
+    steps, means = view.mid_steps, view.means
+    first = summary.agg[STEP_LO] if summary is not None else steps[0]
+    if np.isfinite(lo) and steps[0] > first:
+        start = max(first, int(steps[0]) - warmup_steps(weight, unit))
+        before = series_view(cache, item.ref, item.key, start, int(steps[0]) - 1, 1, view.level)
+        if before is not None and before.complete and before.level == view.level:
+            take = before.mid_steps < steps[0]
+            steps = np.concatenate([before.mid_steps[take], steps])
+            means = np.concatenate([before.means[take], means])
+    return smooth(steps, means, weight, unit)[len(steps) - len(view.mid_steps) :]
 
 
 @dataclass

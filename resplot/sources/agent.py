@@ -310,10 +310,23 @@ class AgentReader:
         lo = -(2**63) if start is None else int(start)
         hi = 2**63 - 1 if stop is None else int(stop)
         after = None
+        failing_since, delay = None, 0.5
         while lo < hi:
-            cols, last, more = self.source.request_raw(
-                self.view.path, self.run_id, key_id, lo, hi, after
-            )
+            try:
+                cols, last, more = self.source.request_raw(
+                    self.view.path, self.run_id, key_id, lo, hi, after
+                )
+            except AgentConnectionError:
+                # A cut or stalled connection: reconnect and ask for this very page again (the
+                # cursor is the last point already yielded), as `resplot sync` resumes.
+                now = time.monotonic()
+                failing_since = failing_since or now
+                if now - failing_since > self.source.export_retry_s:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 10.0)
+                continue
+            failing_since, delay = None, 0.5
             if len(cols["step"]):
                 yield list(zip(cols["step"].tolist(), cols["wall"].tolist(),
                                cols["value"].tolist(), strict=True))  # fmt: skip
@@ -328,6 +341,7 @@ class AgentSource(Source):
     compress = False  # zlib big replies: worth it on a network, not on a local pipe
     limit = 1_000_000  # live points per reply
     raw_page = 200_000  # raw points per export page
+    export_retry_s = 120.0  # how long an export page is retried over a broken connection
     rediscover_s = 10.0
 
     def __init__(self, spec: str, label: str, patterns: list[str]) -> None:

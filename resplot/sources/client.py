@@ -18,12 +18,11 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from reslog.agent import wire
-from reslog.agent.bundle import archive, archive_hash
+from reslog.agent.bundle import archive, archive_hash, boot_bytes
 from reslog.agent.wire import KEY_BITS, POINT_LAYOUTS, ROW_LAYOUTS
 from schema.errors import NotAStore, SchemaTooNew, SchemaTooOld, StoreError, StoreNotFound
 
 PROTOCOL = wire.PROTOCOL
-AGENT_DIR = ".cache/reslog"  # where a host keeps the agent, relative to the login's home
 
 ERRORS: dict[str, type[StoreError]] = {
     "StoreNotFound": StoreNotFound,
@@ -35,7 +34,7 @@ ERRORS: dict[str, type[StoreError]] = {
 
 
 def agent_archive() -> bytes:
-    """The agent's zipapp: what runs next to a store (uploaded to remote hosts)."""
+    """The agent's zipapp: what runs next to a store (sent on the agent's stdin, never a file)."""
     return archive()
 
 
@@ -186,6 +185,16 @@ class AgentClient:
         return self.rfile.count
 
     # -- raw frames ---------------------------------------------------------------------------
+    def boot(self) -> None:
+        """Send the agent's archive, which the launcher (reslog.agent.bundle) reads from stdin
+        before the first frame."""
+        with self._explained():
+            try:
+                self.bytes_sent += self.wfile.write(boot_bytes()) or 0
+                self.wfile.flush()
+            except (OSError, ValueError) as exc:
+                raise AgentConnectionError(f"cannot send the agent: {exc}") from exc
+
     def explain(self, exc: AgentConnectionError) -> str | None:
         """What a broken connection says beyond `exc` (None: nothing): a subclass that knows the
         agent's process or channel tells how it ended, on a send too (a send can be what first

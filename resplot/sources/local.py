@@ -1,9 +1,10 @@
 """Local stores, read through the agent running as a subprocess of resplot.
 
-The agent runs as `sys.executable -I agent-<hash>.pyz` (the same archive remote hosts get) on a
-pipe pair rather than in-process: it is then byte for byte the remote path (framing, process
-boundary, agent death and reconnect), and its reads cost the agent's own CPU and GIL, never
-the GUI's.
+The agent runs as `sys.executable -I -c BOOT` with its archive sent on stdin (the same archive
+and launcher remote hosts get, reslog/agent/bundle.py: nothing is written to or run from a
+file), on a pipe pair rather than in-process: it is then byte for byte the remote path
+(framing, process boundary, agent death and reconnect), and its reads cost the agent's own CPU
+and GIL, never the GUI's.
 """
 
 from __future__ import annotations
@@ -15,27 +16,10 @@ import tempfile
 from pathlib import Path
 from typing import IO
 
+from reslog.agent.bundle import local_argv
 from resplot.sources.agent import AgentSource
-from resplot.sources.client import AgentClient, AgentConnectionError, agent_archive, agent_hash
+from resplot.sources.client import AgentClient, AgentConnectionError
 from resplot.sources.spec import LocalSpec
-
-
-def local_agent() -> Path:
-    """The agent's archive in this user's temporary directory, written once (atomically) per
-    version: its name carries its content hash."""
-    # Per user: Windows has no getuid, and its temp directory is per user anyway.
-    who = os.getuid() if hasattr(os, "getuid") else "win"
-    path = Path(tempfile.gettempdir()) / f"reslog-agent-{who}-{agent_hash()}.pyz"
-    data = agent_archive()
-    try:
-        if path.stat().st_size == len(data):
-            return path
-    except OSError:
-        pass
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.part")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-    return path
 
 
 class LocalSource(AgentSource):
@@ -56,7 +40,7 @@ class LocalSource(AgentSource):
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in _disconnect()
         try:
             self.process = subprocess.Popen(
-                [self.python, "-I", str(local_agent())],
+                local_argv(self.python),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self._stderr,
@@ -65,7 +49,14 @@ class LocalSource(AgentSource):
         except OSError as exc:
             raise AgentConnectionError(f"cannot start the agent ({self.python}): {exc}") from exc
         assert self.process.stdout is not None and self.process.stdin is not None
-        return _LocalClient(self.process.stdout, self.process.stdin, self)
+        client = _LocalClient(self.process.stdout, self.process.stdin, self)
+        try:
+            client.boot()
+        except AgentConnectionError:
+            client.close()
+            self._disconnect()
+            raise
+        return client
 
     def agent_stderr(self) -> str:
         if self._stderr is None:

@@ -22,7 +22,6 @@ _SSH_URL = re.compile(
     r"^ssh://(?:(?P<user>[^@/\s]+)@)?(?P<host>\[[^\]]+\]|[^:/\s]+)(?::(?P<port>\d+))?(?P<path>/.*)$"
 )
 _OPTIONS = ("python", "via")
-DEFAULT_PYTHON = "python3"  # the agent's interpreter on a host that no #python= names
 
 
 class SpecError(ValueError):
@@ -72,9 +71,10 @@ class SSHSpec:
         text = f"{self.user}@{self.host}" if self.user else self.host
         return f"{text}:{self.port}" if self.port else text
 
-    def interpreter(self, python: str | None = None) -> str:
-        """The agent's interpreter on the host: `python` when given, else `#python=`."""
-        return python or self.python or DEFAULT_PYTHON
+    def interpreter(self, python: str | None = None) -> str | None:
+        """The agent's interpreter on the host: `python` when given, else `#python=`; None: the
+        agent's launcher tries the usual places (reslog.agent.bundle.CANDIDATES)."""
+        return python or self.python
 
     def __str__(self) -> str:
         return self.text

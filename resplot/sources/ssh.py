@@ -1,10 +1,12 @@
 """Remote stores over SSH: the agent on one long-lived exec channel per host.
 
 Only the transport differs from LocalSource: `_connect()` opens (or reuses) the host's SSH
-connection, uploads the agent over SFTP when the host lacks this exact version (content hash in
-the file name), and starts it under the host's interpreter on an exec channel whose stdin/stdout
-carry the frames. Discovery, polling and cursors are AgentSource's, so a reconnect resumes from
-the cursors and neither loses nor repeats a point.
+connection and starts the agent's launcher (reslog/agent/bundle.py: the first interpreter that
+fits, or the spec's `#python=`) on an exec channel whose stdin/stdout carry the frames; the
+agent's archive goes first on that stdin and runs from memory. Nothing is written on the host,
+so no file there can be swapped for another, and a host without SFTP works the same.
+Discovery, polling and cursors are AgentSource's, so a reconnect resumes from the cursors and
+neither loses nor repeats a point.
 
 Every SSHSource for the same host (same user, port, interpreter, ssh config) shares one
 HostLink: one connection, one channel, one agent, requests taken in turn under its lock.
@@ -14,27 +16,19 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import posixpath
-import shlex
 import threading
 import time
 from collections.abc import Callable
 
 import paramiko
 
+from reslog.agent.bundle import MIN_PYTHON, NO_PYTHON, launcher
 from resplot.data.cache import SeriesCache
 from resplot.sources.agent import AgentSource
 from resplot.sources.base import PollResult, Progress
-from resplot.sources.client import (
-    AGENT_DIR,
-    AgentClient,
-    AgentConnectionError,
-    agent_archive,
-    agent_hash,
-)
+from resplot.sources.client import AgentClient, AgentConnectionError
 from resplot.sources.spec import SSHSpec
-from resplot.ssh.connection import AuthFailed, ConnectionLost, SSHConnection, SSHError
+from resplot.ssh.connection import AuthFailed, SSHConnection, SSHError
 from resplot.ssh.hostkeys import HostKeyError
 from resplot.ssh.options import SSHOptions
 
@@ -42,72 +36,22 @@ __all__ = [
     "HostKeyNotTrusted",
     "HostLink",
     "SSHSource",
-    "ensure_agent",
 ]
 
 log = logging.getLogger(__name__)
 
 
-def ensure_agent(conn: SSHConnection, agent_dir: str = AGENT_DIR) -> tuple[str, bool]:
-    """(absolute path of the agent on the host, whether it was uploaded now).
-
-    The file name carries the agent's content hash, so a file of that name with the right size
-    is this exact agent; otherwise it is written to a temporary name and renamed into place,
-    so a half-written upload (cut connection) is never run.
-    """
-    source, name = agent_archive(), f"agent-{agent_hash()}.pyz"
-    sftp = conn.sftp()
-    try:
-        home = sftp.normalize(".")
-        directory = posixpath.join(home, agent_dir)  # an absolute agent_dir stays as it is
-        path = posixpath.join(directory, name)
-        try:
-            if sftp.stat(path).st_size == len(source):
-                return path, False
-        except OSError:
-            pass
-        _makedirs(sftp, directory)
-        tmp = f"{path}.part-{os.getpid()}-{threading.get_ident()}"
-        with sftp.open(tmp, "wb") as f:
-            f.write(source)
-        try:
-            sftp.posix_rename(tmp, path)
-        except OSError:
-            sftp.rename(tmp, path)
-        return path, True
-    except OSError as exc:
-        raise ConnectionLost(
-            f"{conn.config.label}: cannot upload the agent to ~/{agent_dir}: {exc}"
-        ) from exc
-    finally:
-        sftp.close()
-
-
-def _makedirs(sftp: paramiko.SFTPClient, directory: str) -> None:
-    parts = directory.strip("/").split("/")
-    current = "/" if directory.startswith("/") else ""
-    for part in parts:
-        current = posixpath.join(current, part)
-        try:
-            sftp.stat(current)
-        except OSError:
-            sftp.mkdir(current, mode=0o700)
-
-
 class HostLink:
     """One host's connection, agent channel and AgentClient, shared by all its sources."""
 
-    def __init__(self, spec: SSHSpec, options: SSHOptions, *, python: str, agent_dir: str) -> None:
+    def __init__(self, spec: SSHSpec, options: SSHOptions, *, python: str | None) -> None:
         self.spec = spec
-        self.python = python
-        self.agent_dir = agent_dir
+        self.python = python  # None: the launcher's search
         self.timeouts = options.timeouts
         self.conn = SSHConnection(spec.host, options, user=spec.user, port=spec.port)
         self.lock = threading.RLock()  # one request (poll) on the channel at a time
         self.client: AgentClient | None = None
         self.channel: paramiko.Channel | None = None
-        self.agent_path: str | None = None
-        self.uploads = 0  # how many times this link uploaded the agent
         self._stderr = b""
         self.users = 0
 
@@ -118,15 +62,17 @@ class HostLink:
                 return self.client
             self.drop()
             self.conn.open()
-            path, uploaded = ensure_agent(self.conn, self.agent_dir)
-            self.agent_path = path
-            self.uploads += uploaded
-            command = f"exec {self.python} -I {shlex.quote(path)}"
-            chan = self.conn.open_channel(command)
+            chan = self.conn.open_channel(launcher(self.python))
             chan.settimeout(self.timeouts.request)
             self.channel, self._stderr = chan, b""
-            self.client = _ChannelClient(chan, self)
-            return self.client
+            client = _ChannelClient(chan, self)
+            try:
+                client.boot()
+            except AgentConnectionError:
+                self.drop()
+                raise
+            self.client = client
+            return client
 
     def _channel_ok(self) -> bool:
         chan = self.channel
@@ -202,16 +148,23 @@ class _ChannelClient(AgentClient):
         self.chan.status_event.wait(0.5)  # the exit status follows EOF closely
         detail = self.link.stderr_tail()
         status = self.chan.recv_exit_status() if self.chan.exit_status_ready() else None
-        if status == 127:
-            return (
-                f"{label}: the interpreter `{self.link.python}` was not found on the host; set "
-                f"the host's Python (e.g. #python=/path/to/env/bin/python): {detail}"
-            )
+        if status == NO_PYTHON:
+            return no_python_message(label, self.link.python, detail)
         if status == -1:  # an exit signal rather than a status
             extra = " (the agent was killed by a signal)"
         else:
             extra = f" (agent exited with {status})" if status is not None else ""
         return f"{label}: {exc}{extra}" + (f": {detail}" if detail else "")
+
+
+def no_python_message(label: str, python: str | None, detail: str) -> str:
+    """What a host without a usable interpreter is told (the launcher's NO_PYTHON exit)."""
+    need = ".".join(map(str, MIN_PYTHON))
+    what = f"`{python}`" if python else "no interpreter"
+    return (
+        f"{label}: {what} cannot run the reslog agent, which needs Python >= {need} "
+        f"({detail or 'no reason given'}); name one with #python=/path/to/python"
+    )
 
 
 class _ChannelReader:
@@ -297,25 +250,15 @@ class SSHSource(AgentSource):
         *,
         label: str | None = None,
         python: str | None = None,
-        agent_dir: str = AGENT_DIR,
     ) -> None:
         super().__init__(spec, label or spec.label, [spec.path])
         options = options or SSHOptions()
         self.python = spec.interpreter(python)
-        self._key = (spec.host, spec.user, spec.port, self.python, str(options.ssh_config),
-                     agent_dir)  # fmt: skip
-        self.link = _acquire_link(
-            self._key,
-            lambda: HostLink(spec, options, python=self.python, agent_dir=agent_dir),
-        )
+        self._key = (spec.host, spec.user, spec.port, self.python, str(options.ssh_config))
+        self.link = _acquire_link(self._key, lambda: HostLink(spec, options, python=self.python))
         self._released = False
         self._polling = False
         self._lock = self.link.lock  # one request at a time on the host's shared channel
-
-    @property
-    def uploads(self) -> int:
-        """How many times the agent was uploaded over this source's host link."""
-        return self.link.uploads
 
     @property
     def rtt_ms(self) -> float | None:

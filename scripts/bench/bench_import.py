@@ -44,7 +44,7 @@ import sys, time
 from pathlib import Path
 from reslog.tools.importers.tensorboard import read_logdir
 t = time.perf_counter()
-n = sum(run.points() for run, _ in read_logdir(Path(sys.argv[1]), "bench"))
+n = sum(run.points() for run in read_logdir(Path(sys.argv[1]), "bench"))
 print(n, time.perf_counter() - t)
 """
 

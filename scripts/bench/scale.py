@@ -24,7 +24,9 @@ Parts (--parts):
   kill      a run logging into the store is killed with SIGKILL: points lost in flush
             intervals, then `reslog check` on a sample and every series of the killed run
   writer    writer-thread CPU per point with rollups and without (the same inserts, no fold),
-            the store's shape (20 keys a step, 90 more every 4th), and a slow run's flush
+            the store's shape (20 keys a step, 90 more every 4th), and a slow run's flush;
+            with --first-shifts, also rollups whose first level is 2**shift steps wide (what
+            storing finer levels would cost: docs/store.md, "Fine levels")
   overhead  a training loop of 1 ms steps logging the store's shape: wall time with reslog
             against without (median of 12 pairs of blocks), for a step of torch ops (outside
             the GIL, as GPU work is) and a pure-Python one (holds the GIL); the writer's
@@ -57,7 +59,7 @@ from scale_children import ZOOMS  # noqa: E402 (the bench folder is on the path 
 from schema.sqlite_file import backup_into, readonly_uri  # noqa: E402
 
 BEFORE = "47f46fc"  # the last commit before rollups (issue 8)
-SIZES = {"3.4M": 10_000, "34M": 100_000, "100M": 300_000}  # steps per run, 8 runs
+SIZES = {"3.4M": 10_000, "6.8M": 20_000, "34M": 100_000, "100M": 300_000}  # steps a run, 8 runs
 FIRST_RUNS = 3  # windows opened afresh for the first view: the median (and every zoom's)
 OVERHEAD_PAIRS = 12  # of 1,000-step blocks, each pair from four blocks (scale_children.py)
 PARTS = ("first", "snapshot", "history", "latency", "kill", "writer", "overhead", "sweep")
@@ -106,15 +108,20 @@ def timed(cmd: list[str], env=None, cwd=ROOT) -> tuple[float, float, int]:
     return wall, usage.ru_maxrss / 1024, proc.returncode
 
 
-def before_tree(work: Path) -> Path:
-    """The code before rollups, unpacked once (git archive)."""
-    tree = work / f"before-{BEFORE}"
+def code_tree(work: Path, commit: str) -> Path:
+    """The tree of `commit`, unpacked once under `work` (git archive)."""
+    tree = work / f"base-{commit}"
     if not (tree / "resplot").is_dir():
         tree.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", BEFORE], check=True,
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit], check=True,
                                  capture_output=True).stdout  # fmt: skip
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     return tree
+
+
+def before_tree(work: Path) -> Path:
+    """The code before rollups."""
+    return code_tree(work, BEFORE)
 
 
 def before_store(store: Path) -> Path:
@@ -168,11 +175,11 @@ def build_sweep(path: Path) -> None:
 # -- the parent ----------------------------------------------------------------------------------
 
 
-def _first_view(store: Path, proxy, cfg: Path, agent_dir: str) -> dict[str, Any]:
+def _first_view(store: Path, proxy, cfg: Path) -> dict[str, Any]:
     """One window's first view, zooms and idle polls (scale_children.child_first)."""
     proc = subprocess.Popen(
         [sys.executable, str(HERE / "scale_children.py"), "first", str(store), str(proxy.port),
-         str(cfg), agent_dir], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+         str(cfg)], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         env={**os.environ, "QT_QPA_PLATFORM": "offscreen"},
     )  # fmt: skip
     marks: dict[str, int] = {}
@@ -197,15 +204,14 @@ def measure_first(store: Path, env, work: Path, with_raw: bool) -> dict[str, Any
 
     proxy = TCPProxy(env.target.port)
     cfg = env.make_ssh_config(work / f"ssh-{store.stem}", target_port=proxy.port)
-    agent_dir = str(work / "agent")
-    # The agent is on the host already (a second look at a host), uploaded by a first connect.
-    child("connect", str(store), str(cfg), agent_dir)
+    # A first connect (a second look at a host: its page cache holds the store).
+    child("connect", str(store), str(cfg))
     raw: dict[str, Any] = {}
     if with_raw:
         proxy.reset_counters()
-        raw = child("raw", str(store), str(cfg), agent_dir, timeout=1800)
+        raw = child("raw", str(store), str(cfg), timeout=1800)
         raw["raw_mb"] = (proxy.bytes_up + proxy.bytes_down) / 2**20
-    runs = [_first_view(store, proxy, cfg, agent_dir) for _ in range(FIRST_RUNS)]
+    runs = [_first_view(store, proxy, cfg) for _ in range(FIRST_RUNS)]
     proxy.close()
     result = dict(runs[-1])
     result["first_s"] = statistics.median(r["first_s"] for r in runs)
@@ -329,7 +335,7 @@ def report(results: dict[str, dict[str, Any]], seconds: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", default="3.4M,34M", help="comma list of 3.4M, 34M, 100M")
+    p.add_argument("--sizes", default="3.4M,34M", help="comma list of 3.4M, 6.8M, 34M, 100M")
     p.add_argument("--parts", default=",".join(PARTS))
     p.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "reslog-scale")
     p.add_argument("--no-before", action="store_true", help="skip the old code's baselines")
@@ -337,6 +343,11 @@ def main(argv: list[str] | None = None) -> int:
         "--no-raw",
         action="store_true",
         help="skip the first view's baseline (every point over SSH: minutes at 100M)",
+    )
+    p.add_argument(
+        "--first-shifts",
+        default="",
+        help="writer part: also measure first levels of 2**shift steps (e.g. 4,5)",
     )
     p.add_argument("--markdown", type=Path)
     args = p.parse_args(argv)
@@ -373,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
 
                 proxy = TCPProxy(env.target.port)
                 cfg = env.make_ssh_config(work / f"ssh-lat-{size}", target_port=proxy.port)
-                r.update(child("latency", str(store), str(cfg), str(work / "agent"), "20"))
+                r.update(child("latency", str(store), str(cfg), "20"))
                 proxy.close()
                 drop_runs(str(store), ["latency"])
             results[size] = r
@@ -391,6 +402,15 @@ def main(argv: list[str] | None = None) -> int:
             largest.update({"writer_us": won, "writer_off_us": woff, "writer_ratio": won / woff,
                             "slow_ms_per_flush": slow_on,
                             "slow_off_ms_per_flush": slow_off})  # fmt: skip
+            for shift in filter(None, args.first_shifts.split(",")):
+                # Interleaved with the bare inserts again: its own baseline, the same drift.
+                runs = [child("writer", mode, "20000", *([shift] if mode == "on" else []))
+                        for _ in range(4) for mode in ("on", "off")]  # fmt: skip
+                w_on = min(x["us_per_point"] for x in runs[0::2])
+                w_off = min(x["us_per_point"] for x in runs[1::2])
+                print(f"writer, first level 2**{shift} steps: {w_on:.3f} µs a point against "
+                      f"{w_off:.3f} bare: {w_on / w_off:.3f}x", file=sys.stderr)  # fmt: skip
+                largest[f"writer_ratio_shift{shift}"] = w_on / w_off
         if "overhead" in parts:
             for kind in ("torch", "python"):
                 name = f"overhead_{kind}"

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from reslog.agent.bundle import boot_code
 from resplot.sources.spec import parse_spec
 from resplot.ssh.options import SSHOptions
 
@@ -34,7 +35,7 @@ def peak_rss_mb() -> float:
 ZOOMS = (0.5, 0.3, 0.7)  # where the zooms to 1 % of the steps go (fractions of the range)
 
 
-def child_first(store: str, port: int, cfg: str, agent_dir: str) -> dict[str, Any]:
+def child_first(store: str, port: int, cfg: str) -> dict[str, Any]:
     """First view and zooms (their median) in the real window over SSH; the byte counts come
     from a proxy in the parent process (phases are announced on stdout and acknowledged on
     stdin)."""
@@ -105,8 +106,7 @@ def child_first(store: str, port: int, cfg: str, agent_dir: str) -> dict[str, An
     timer.start(5)
     phase("first")
     t0 = time.perf_counter()
-    label = poller.add_source(parse_spec(spec), SSHOptions(ssh_config=cfg), python=sys.executable,
-                              agent_dir=agent_dir)  # fmt: skip
+    label = poller.add_source(parse_spec(spec), SSHOptions(ssh_config=cfg), python=sys.executable)
     win.source_labels[spec] = label
     QTimer.singleShot(300_000, app.quit)
     run_loop("first")
@@ -141,7 +141,7 @@ def child_first(store: str, port: int, cfg: str, agent_dir: str) -> dict[str, An
     phase("idle-end")
     out["window_rss_mb"] = peak_rss_mb()
     agents = [p for p in psutil.process_iter(["cmdline"])
-              if any(".pyz" in a for a in (p.info["cmdline"] or []))]  # fmt: skip
+              if boot_code() in (p.info["cmdline"] or [])]  # fmt: skip
     hwm = []
     for p in agents:
         for line in Path(f"/proc/{p.pid}/status").read_text().splitlines():
@@ -153,14 +153,14 @@ def child_first(store: str, port: int, cfg: str, agent_dir: str) -> dict[str, An
     return out
 
 
-def child_raw(store: str, cfg: str, agent_dir: str) -> dict[str, Any]:
+def child_raw(store: str, cfg: str) -> dict[str, Any]:
     """Every point of the store through the agent by id (the viewer's path before rollups)."""
     import numpy as np
 
     from resplot.sources.ssh import SSHSource
 
     spec, ssh = parse_spec(f"target:{store}"), SSHOptions(ssh_config=cfg)
-    src = SSHSource(spec, ssh, python=sys.executable, agent_dir=agent_dir)
+    src = SSHSource(spec, ssh, python=sys.executable)
     t0 = time.perf_counter()
     client = src.connect()
     path = client.discover([store])[0][0]
@@ -178,12 +178,12 @@ def child_raw(store: str, cfg: str, agent_dir: str) -> dict[str, Any]:
     return {"raw_s": seconds, "raw_points": n, "raw_rss_mb": peak_rss_mb(), "held_mb": held}
 
 
-def child_connect(store: str, cfg: str, agent_dir: str) -> dict[str, Any]:
+def child_connect(store: str, cfg: str) -> dict[str, Any]:
     """Connect once (the agent is uploaded to the host), read nothing."""
     from resplot.sources.ssh import SSHSource
 
     spec, ssh = parse_spec(f"target:{store}"), SSHOptions(ssh_config=cfg)
-    src = SSHSource(spec, ssh, python=sys.executable, agent_dir=agent_dir)
+    src = SSHSource(spec, ssh, python=sys.executable)
     src.connect().discover([store])
     src.close()
     return {}
@@ -222,7 +222,7 @@ def child_history(store: str) -> dict[str, Any]:
     return {"history_s": min(times), "rows": len(df), "spike": spike, "raw_s": min(raw)}
 
 
-def child_latency(store: str, cfg: str, agent_dir: str, n: int) -> dict[str, Any]:
+def child_latency(store: str, cfg: str, n: int) -> dict[str, Any]:
     """Delay from a point's commit to its arrival in the window's cache over SSH."""
     from PyQt5.QtCore import QTimer
     from PyQt5.QtWidgets import QApplication
@@ -244,7 +244,7 @@ def child_latency(store: str, cfg: str, agent_dir: str, n: int) -> dict[str, Any
     cache = SeriesCache()
     poller = Poller(cache, interval=1.0)
     poller.add_source(parse_spec(f"target:{store}"), SSHOptions(ssh_config=cfg),
-                      python=sys.executable, agent_dir=agent_dir)  # fmt: skip
+                      python=sys.executable)  # fmt: skip
     delays: list[float] = []
 
     def arrived(refs) -> None:
@@ -342,12 +342,18 @@ def points_only() -> None:
     writer_mod.RollupWriter = PointsOnly
 
 
-def child_writer(rollups: str, steps: int) -> dict[str, Any]:
-    """Writer-thread CPU per point logging the store's shape into a fresh store."""
+def child_writer(rollups: str, steps: int, first_shift: int | None = None) -> dict[str, Any]:
+    """Writer-thread CPU per point logging the store's shape into a fresh store; with
+    `first_shift`, rollups whose first level is 2**first_shift steps wide instead of
+    schema.buckets' (what storing finer levels would cost the writer: docs/store.md)."""
     from scale_store import SYSTEM, TRAIN
 
     import reslog
     import reslog.training.writer as writer_mod
+    from schema import buckets
+
+    if first_shift is not None:
+        buckets.FIRST_SHIFT = first_shift
 
     if rollups == "off":
         points_only()
@@ -501,12 +507,13 @@ def child_sweep(store: str) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     part, rest = argv[0], argv[1:]
-    fn = {"first": lambda: child_first(rest[0], int(rest[1]), rest[2], rest[3]),
+    fn = {"first": lambda: child_first(rest[0], int(rest[1]), rest[2]),
           "raw": lambda: child_raw(*rest), "connect": lambda: child_connect(*rest),
           "history": lambda: child_history(rest[0]),
-          "latency": lambda: child_latency(rest[0], rest[1], rest[2], int(rest[3])),
+          "latency": lambda: child_latency(rest[0], rest[1], int(rest[2])),
           "kill": lambda: child_kill(rest[0], float(rest[1])),
-          "writer": lambda: child_writer(rest[0], int(rest[1])),
+          "writer": lambda: child_writer(rest[0], int(rest[1]),
+                                         int(rest[2]) if len(rest) > 2 else None),
           "overhead": lambda: child_overhead(int(rest[0]), int(rest[1]), rest[2], rest[3]),
           "sweep": lambda: child_sweep(rest[0])}[part]  # fmt: skip
     print(json.dumps(fn()), flush=True)

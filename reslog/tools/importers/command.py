@@ -1,28 +1,42 @@
-"""`reslog import KIND PATH`: read, then write run by run, printing one line per run."""
+"""`reslog import KIND PATH...`: read, then write run by run, printing one line per run."""
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
 from sqlalchemy import Engine
 
 from reslog.tools.importers import ImportError_
-from reslog.tools.importers.runs import ImportedRun, write_run
+from reslog.tools.importers.runs import ImportedRun, import_offsets, write_run
 
-KINDS = ("tensorboard", "wandb", "csv")
+KINDS = ("tensorboard", "wandb", "csv", "parquet")
+# Sources that grow while a run writes them: a second import appends what is new.
+INCREMENTAL = ("tensorboard",)
+
+
+@dataclass
+class ImportCounts:
+    new: int = 0  # runs written (new or replaced)
+    updated: int = 0  # runs that got new points
+    already: int = 0  # runs already there, nothing new
+    points: int = 0
 
 
 def readers(
-    kind: str, path: Path, project: str | None, name: str | None
-) -> Iterator[tuple[ImportedRun, int]]:
+    engine: Engine, kind: str, path: Path, project: str | None, name: str | None, replace: bool
+) -> Iterable[ImportedRun]:
     if kind == "tensorboard":
         from reslog.tools.importers.tensorboard import read_logdir
 
-        return read_logdir(path, project or "tensorboard")
+        def offsets(uid: str) -> dict[str, int]:
+            return {} if replace else import_offsets(engine, uid)
+
+        return read_logdir(path, project or "tensorboard", offsets)
     if kind == "wandb":
         from reslog.tools.importers.wandb_offline import read_wandb_dir
 
@@ -30,40 +44,75 @@ def readers(
     if kind == "csv":
         from reslog.tools.importers.csv_table import read_csv
 
-        return iter([(r, 0) for r in read_csv(path, project or "csv", name)])
+        return read_csv(path, project or "csv", name)
+    if kind == "parquet":
+        from reslog.tools.importers.parquet import read_parquet
+
+        return read_parquet(path, project)
     raise ImportError_(f"unknown import kind {kind!r} (one of {', '.join(KINDS)})")
 
 
 def import_runs(
     engine: Engine,
     kind: str,
-    path: Path,
+    paths: Path | Sequence[Path],
     *,
     project: str | None = None,
     name: str | None = None,
+    replace: bool = False,
     out: TextIO | None = None,
     progress: Callable[[str], None] | None = None,
-) -> tuple[int, int, int]:
-    """(runs written, runs already there, points written). ImportError_ on bad input: runs
-    read before the bad file are written already (each whole), none of the bad file's run."""
+) -> ImportCounts:
+    """Import every run found under `paths`. ImportError_ on bad input: runs read before the
+    bad file are written already (each whole), none of the bad file's run."""
     out = sys.stdout if out is None else out
-    command = f"reslog import {kind} {path}"
-    written = already = points = 0
+    paths = [paths] if isinstance(paths, Path) else list(paths)
+    counts = ImportCounts()
     t0 = time.monotonic()
-    found: Iterable[tuple[ImportedRun, int]] = readers(kind, path, project, name)
-    for run, skipped in found:
-        n = run.points()
-        if write_run(engine, run, command):
-            written += 1
-            points += n
-            note = f", {skipped:,} non-scalar values not imported" if skipped else ""
-            print(f"imported {run.name!r}: {len(run.series):,} keys, {n:,} points{note} "
-                  f"(uid {run.uid[:8]})", file=out)  # fmt: skip
-        else:
-            already += 1
-            print(f"already imported {run.name!r} (uid {run.uid[:8]}): skipped", file=out)
-        if progress is not None:
-            progress(f"{written + already} runs, {points:,} points, {time.monotonic() - t0:.1f} s")
-    if written + already == 0:
-        raise ImportError_(f"{path}: nothing to import (no {kind} runs found)")
-    return written, already, points
+    seen = 0
+    for path in paths:
+        command = f"reslog import {kind} {path}"
+        for run in readers(engine, kind, path, project, name, replace):
+            seen += 1
+            n = run.points()
+            outcome = write_run(engine, run, command, replace=replace, append=kind in INCREMENTAL)
+            print(_line(run, outcome, n, kind in INCREMENTAL), file=out)
+            for file, left in run.torn:
+                print(f"  {file}: its last {left:,} bytes are a record still being written; "
+                      "the next import reads them", file=out)  # fmt: skip
+            if outcome in ("already", "unknown"):
+                counts.already += 1
+            elif outcome == "appended":
+                counts.updated += 1
+                counts.points += n
+            else:
+                counts.new += 1
+                counts.points += n
+            if progress is not None:
+                done = counts.new + counts.updated + counts.already
+                progress(f"{done} runs, {counts.points:,} points, {time.monotonic() - t0:.1f} s")
+    if seen == 0:
+        where = ", ".join(map(str, paths))
+        raise ImportError_(f"{where}: nothing to import (no {kind} runs found)")
+    return counts
+
+
+def _line(run: ImportedRun, outcome: str, n: int, incremental: bool) -> str:
+    uid = run.uid[:8]
+    note = ""
+    if run.skipped:
+        note = f", {run.skipped_count():,} non-scalar values not imported ({run.skipped_text()})"
+    if outcome == "already":
+        why = "nothing new" if incremental else "skipped (--replace imports it again)"
+        return f"already imported {run.name!r} (uid {uid}): {why}"
+    if outcome == "unknown":
+        return (
+            f"already imported {run.name!r} (uid {uid}) by an older reslog, which did not "
+            "record where it stopped: skipped (--replace imports it again, with what is new)"
+        )
+    if outcome == "appended":
+        return (
+            f"updated {run.name!r}: {n:,} new points in {len(run.series):,} keys{note} (uid {uid})"
+        )
+    verb = "replaced" if outcome == "replaced" else "imported"
+    return f"{verb} {run.name!r}: {len(run.series):,} keys, {n:,} points{note} (uid {uid})"

@@ -1,5 +1,7 @@
 """Writing one imported run: the run row, its keys, points (with rollups) and events, in one
-transaction."""
+transaction. A run imported again is skipped, rebuilt (`replace`: the old one deleted in the
+same transaction), or, for sources that grow (TensorBoard folders), appended to: the points
+read past where the last import stopped, which an `import` event records."""
 
 from __future__ import annotations
 
@@ -39,6 +41,11 @@ class ImportedRun:
     created_at: float | None = None
     ended_at: float | None = None
     status: str = "finished"
+    # Values not imported (images, histograms, text, tables): (tag, kind) -> how many.
+    skipped: dict[tuple[str, str], int] = field(default_factory=dict)
+    # For a source read incrementally: where this read stopped, per file (`import` event).
+    offsets: dict[str, int] = field(default_factory=dict)
+    torn: list[tuple[Any, int]] = field(default_factory=list)  # (file, bytes left unread)
 
     @property
     def uid(self) -> str:
@@ -55,22 +62,98 @@ class ImportedRun:
         s[1].append(wall)
         s[2].append(value)
 
+    def skip(self, tag: str, kind: str) -> None:
+        self.skipped[(tag, kind)] = self.skipped.get((tag, kind), 0) + 1
+
+    def skipped_count(self) -> int:
+        return sum(self.skipped.values())
+
+    def skipped_text(self, limit: int = 6) -> str:
+        """ "histogram: weights, grads; text: note" (at most `limit` tags a kind)."""
+        by_kind: dict[str, list[str]] = {}
+        for tag, kind in self.skipped:
+            by_kind.setdefault(kind, []).append(tag)
+        parts = []
+        for kind, tags in sorted(by_kind.items()):
+            more = f" and {len(tags) - limit} more" if len(tags) > limit else ""
+            parts.append(f"{kind}: {', '.join(sorted(tags)[:limit])}{more}")
+        return "; ".join(parts)
+
+    def _extra_events(self, wall: float) -> list[tuple]:
+        """The skipped values (one event, each tag and kind with its count) and, for an
+        incremental source, where this import stopped (an `import` event)."""
+        out = []
+        if self.skipped:
+            body = "\n".join(
+                f"{tag} ({kind}): {n}" for (tag, kind), n in sorted(self.skipped.items())
+            )
+            title = (
+                f"{self.skipped_count()} non-scalar values not imported "
+                f"({len(self.skipped)} tags): {self.skipped_text()}"
+            )
+            out.append((wall, None, "skipped", "warning", title[:2000], body))
+        if self.offsets:
+            title = f"imported {self.points()} points from {len(self.offsets)} files"
+            out.append((wall, None, "import", "info", title, json.dumps({"offsets": self.offsets})))
+        return out
+
 
 def exists(engine: Engine, uid: str) -> bool:
     with engine.connect() as conn:
         return conn.execute(select(runs.c.id).where(runs.c.uid == uid)).first() is not None
 
 
-def write_run(engine: Engine, run: ImportedRun, command: str) -> bool:
-    """Store `run` in one transaction; False (nothing written) when its uid is already there."""
-    walls = [w for s in run.series.values() for w in (s[1][0], s[1][-1]) if s[1]]
+def import_offsets(engine: Engine, uid: str) -> dict[str, int]:
+    """Where the last import of run `uid` stopped, per file ({} when there is none)."""
+    with engine.connect() as conn:
+        body = conn.execute(
+            select(events.c.body)
+            .join(runs, runs.c.id == events.c.run_id)
+            .where(runs.c.uid == uid, events.c.kind == "import")
+            .order_by(events.c.id.desc())
+            .limit(1)
+        ).scalar()
+    if not body:
+        return {}
+    try:
+        return {str(k): int(v) for k, v in json.loads(body).get("offsets", {}).items()}
+    except (ValueError, AttributeError, TypeError):
+        return {}
+
+
+def write_run(
+    engine: Engine, run: ImportedRun, command: str, *, replace: bool = False, append: bool = False
+) -> str:
+    """Store `run` in one transaction: "new"; "replaced" (`replace`: a run of that uid is
+    deleted first); "appended" (`append`: its points, events and config added to the run of
+    that uid); "already" (nothing written: the uid is there and neither was asked, or there
+    was nothing new to append); "unknown" (nothing written: `append`, but the run there has
+    no `import` event saying where its import stopped)."""
+    walls = [w for s in run.series.values() for w in (min(s[1]), max(s[1])) if s[1]]
     walls += [e[0] for e in run.events]
     now = time.time()
-    created = run.created_at if run.created_at is not None else min(walls, default=now)
-    ended = run.ended_at if run.ended_at is not None else max(walls, default=created)
     with engine.begin() as conn:
-        if conn.execute(select(runs.c.id).where(runs.c.uid == run.uid)).first() is not None:
-            return False
+        found = conn.execute(
+            select(runs.c.id, runs.c.config, runs.c.heartbeat_at).where(runs.c.uid == run.uid)
+        ).first()
+        if found is not None and replace:
+            conn.execute(runs.delete().where(runs.c.id == found.id))  # points &c. cascade
+            outcome = "replaced"
+        elif found is not None and append:
+            if not _has_import_record(conn, found.id):
+                return "unknown"  # imported by an older reslog: where it stopped is not known
+            stored = json.loads(found.config or "{}")
+            new_config = bool(run.config) and {**stored, **redact(run.config)} != stored
+            if not (run.series or run.events or run.skipped or new_config):
+                return "already"  # nothing new (bytes without values are read again: no harm)
+            _append(conn, engine, run, found, walls, now)
+            return "appended"
+        elif found is not None:
+            return "already"
+        else:
+            outcome = "new"
+        created = run.created_at if run.created_at is not None else min(walls, default=now)
+        ended = run.ended_at if run.ended_at is not None else max(walls, default=created)
         row = {
             "uid": run.uid,
             "project": run.project[:200],
@@ -90,30 +173,58 @@ def write_run(engine: Engine, run: ImportedRun, command: str) -> bool:
             "job_type": run.job_type[:64],
         }
         run_id = insert_run(conn, row)
-        ids = resolve_keys(conn, run.series)
-        rows: list[tuple] = []
-        groups = []
-        for key, (steps, walls_, values) in run.series.items():
-            kid = ids[key]
-            stored = [None if v != v else v for v in values]  # NaN is NULL (schema.tables)
-            rows += zip(
-                [run_id] * len(steps), [kid] * len(steps), steps, walls_, stored, strict=True
-            )
-            groups.append((steps, walls_, {kid: stored}))
-        if rows:
-            RollupWriter(engine.dialect, run_id).insert(conn, rows, groups)
-        if run.events:
-            sql = positional_insert(
-                engine.dialect, events, ["run_id", "wall", "step", "kind", "level", "title", "body"]
-            )
-            conn.exec_driver_sql(
-                sql,
-                [
-                    (run_id, w, s, k, lv, storable_text(t)[:20000], storable_text(b))
-                    for w, s, k, lv, t, b in run.events
-                ],
-            )
-    return True
+        _insert_points(conn, engine, run_id, run)
+        _insert_events(conn, engine, run_id, run.events + run._extra_events(ended))
+    return outcome
+
+
+def _has_import_record(conn, run_id: int) -> bool:
+    query = select(events.c.id).where(events.c.run_id == run_id, events.c.kind == "import")
+    return conn.execute(query.limit(1)).first() is not None
+
+
+def _append(conn, engine: Engine, run: ImportedRun, found, walls: list[float], now: float) -> None:
+    _insert_points(conn, engine, found.id, run)
+    last = max(walls, default=found.heartbeat_at)
+    _insert_events(conn, engine, found.id, run.events + run._extra_events(last))
+    values: dict[str, Any] = {}
+    if walls and max(walls) > (found.heartbeat_at or 0.0):
+        values["heartbeat_at"] = values["ended_at"] = max(walls)
+    if run.config:
+        stored = json.loads(found.config or "{}")
+        merged = {**stored, **redact(run.config)}
+        if merged != stored:
+            values["config"] = json.dumps(merged, default=as_json)
+    if values:
+        conn.execute(runs.update().where(runs.c.id == found.id).values(**values))
+
+
+def _insert_points(conn, engine: Engine, run_id: int, run: ImportedRun) -> None:
+    ids = resolve_keys(conn, run.series)
+    rows: list[tuple] = []
+    groups = []
+    for key, (steps, walls_, values) in run.series.items():
+        kid = ids[key]
+        stored = [None if v != v else v for v in values]  # NaN is NULL (schema.tables)
+        rows += zip([run_id] * len(steps), [kid] * len(steps), steps, walls_, stored, strict=True)
+        groups.append((steps, walls_, {kid: stored}))
+    if rows:  # an existing run's series states are read back by the rollup writer
+        RollupWriter(engine.dialect, run_id).insert(conn, rows, groups)
+
+
+def _insert_events(conn, engine: Engine, run_id: int, rows: list[tuple]) -> None:
+    if not rows:
+        return
+    sql = positional_insert(
+        engine.dialect, events, ["run_id", "wall", "step", "kind", "level", "title", "body"]
+    )
+    conn.exec_driver_sql(
+        sql,
+        [
+            (run_id, w, s, k, lv, storable_text(t)[:20000], storable_text(b))
+            for w, s, k, lv, t, b in rows
+        ],
+    )
 
 
 Progress = Callable[[int, int], None]

@@ -3,10 +3,19 @@ time; one run per folder holding `events.out.tfevents.*` files, named by the fol
 under LOGDIR.
 
 The TFRecord framing and the few protobuf messages involved (Event, Summary, Summary.Value,
-TensorProto) are parsed here with the stdlib: no TensorFlow, no protobuf, and fast enough for
-millions of points (docs/benchmarks.md, "Importers"). Scalars are `simple_value`s (what
-`SummaryWriter.add_scalar` writes) and 0-d numeric tensors (`new_style=True`, tf.summary);
-images, histograms, text and other non-scalar values are counted and reported, not stored.
+TensorProto, SummaryMetadata, the hparams plugin's data) are parsed here with the stdlib: no
+TensorFlow, no protobuf, and fast enough for millions of points (docs/benchmarks.md,
+"Importers"). Scalars are `simple_value`s (what `SummaryWriter.add_scalar` writes) and 0-d
+numeric tensors (`new_style=True`, tf.summary). Hyper-parameters (`add_hparams`, Keras'
+HParams callback: the hparams plugin's session start info) become the run's config; a folder
+holding only hparams gives them to the runs in its subfolders (Keras writes them beside its
+`train/` and `validation/` folders). Images, histograms, audio, text and other non-scalar
+values are not stored: counted by tag and kind (`RunState.skip`).
+
+Incremental: `read_event_file` starts at a byte offset (where the last import stopped, checked
+to be a record boundary) and returns where it stopped. The newest file of a folder may end in
+a record still being written: it is left for the next import, not an error; a torn record
+anywhere else is one.
 
 Checks: a file must start with a valid TFRecord header (length CRC32C verified on the first
 record: "not a TensorBoard event file" otherwise); a record that runs past the end of the file
@@ -18,11 +27,11 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from reslog.tools.importers import ImportError_
-from reslog.tools.importers.protobuf import ProtobufError, skip, varint
+from reslog.tools.importers.protobuf import ProtobufError, fields, skip, text, varint
 from reslog.tools.importers.runs import ImportedRun
 
 EVENT_FILE = "tfevents"
@@ -35,6 +44,14 @@ _I = struct.Struct("<I").unpack_from
 DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_BOOL, DT_HALF, DT_BF16 = 1, 2, 3, 9, 10, 19, 14
 _CONTENT = {DT_FLOAT: "<f", DT_DOUBLE: "<d", DT_INT32: "<i", DT_INT64: "<q", DT_BOOL: "<?",
             DT_HALF: "<e"}  # fmt: skip
+# Summary.Value's legacy non-scalar fields, by number, as TensorBoard's plugins name them.
+_LEGACY = {3: "histograms", 4: "images", 5: "histograms", 6: "audio"}
+HPARAMS_PLUGIN = "hparams"
+
+# What a parse reports besides scalars: skip(tag, kind) for a value not stored, hparams(dict)
+# for a session's hyper-parameters.
+Skip = Callable[[str, str], None]
+HParams = Callable[[dict], None]
 
 
 class _Bad(Exception):
@@ -56,53 +73,112 @@ def event_dirs(logdir: Path) -> list[tuple[Path, list[Path]]]:
     return found
 
 
-def read_logdir(logdir: Path, project: str) -> Iterator[tuple[ImportedRun, int]]:
-    """(run, values skipped as non-scalar) per event folder; ImportError_ on bad input."""
+def folder_run(logdir: Path, folder: Path, project: str) -> ImportedRun:
+    rel = folder.relative_to(logdir).as_posix() if folder != logdir else ""
+    run = ImportedRun(source=f"tensorboard:{folder}", project=project, name=rel or logdir.name)
+    run.notes = f"imported from TensorBoard event files in {folder}"
+    return run
+
+
+def read_logdir(
+    logdir: Path, project: str, offsets: Callable[[str], dict[str, int]] | None = None
+) -> Iterator[ImportedRun]:
+    """One run per event folder, read one at a time, each holding what its files hold past
+    `offsets(uid)` (the byte offset per file name where the last import stopped; None: from
+    the start), with `run.offsets` where this read stopped. A folder holding hyper-parameters
+    and no scalars gives them to the runs in the folders below it (their own win) and is no run
+    itself; without such folders it is a run of its own. ImportError_ on bad input."""
     logdir = logdir.resolve()
-    for folder, files in event_dirs(logdir):
-        rel = folder.relative_to(logdir).as_posix() if folder != logdir else ""
-        name = rel or logdir.name
-        run = ImportedRun(source=f"tensorboard:{folder}", project=project, name=name)
-        run.notes = f"imported from TensorBoard event files in {folder}"
-        skipped = 0
-        for path in files:
-            skipped += read_event_file(path, run)
-        yield run, skipped
+    found = event_dirs(logdir)
+    inherited: dict[Path, dict] = {}  # hparams of folders without scalars, for those below
+    for folder, files in found:
+        run = folder_run(logdir, folder, project)
+        done = offsets(run.uid) if offsets is not None else {}
+        run.offsets = dict(done)
+        for i, path in enumerate(files):
+            end, torn = read_event_file(path, run, done.get(path.name, 0), i == len(files) - 1)
+            run.offsets[path.name] = end
+            if torn:
+                run.torn.append((path, torn))
+        above = [c for f, c in inherited.items() if folder.is_relative_to(f)]
+        below = any(f != folder and f.is_relative_to(folder) for f, _ in found)
+        if run.config and not run.series and not done and below:
+            inherited[folder] = run.config
+            continue
+        for config in reversed(above):  # the nearest folder's first
+            run.config = {**config, **run.config}
+        if run.series or run.config or run.skipped or done:
+            yield run
 
 
-def read_event_file(path: Path, run: ImportedRun) -> int:
-    """Add the file's scalars to `run`; the number of non-scalar values skipped."""
+def read_event_file(
+    path: Path, run: ImportedRun, start: int = 0, last: bool = True
+) -> tuple[int, int]:
+    """Add the file's scalars from byte `start` on to `run` (skipped values and hparams too);
+    (the offset after the last whole record, the bytes of a record still being written after
+    it). Only the newest file of a folder (`last`) may end in such a record."""
     data = path.read_bytes()
-    if not data:
-        return 0
     end = len(data)
-    if end < 12 or _masked_crc32c(data[:8]) != _I(data, 8)[0]:
-        raise ImportError_(f"{path}: not a TensorBoard event file (bad TFRecord header)")
-    pos = 0
-    skipped = 0
+    if start > end:
+        raise ImportError_(
+            f"{path}: {end} bytes, shorter than the {start} already imported: the file was "
+            "replaced (import with --replace to read the folder again)"
+        )
+    if end == start:
+        return start, 0
+    if end < start + 12 or _masked_crc32c(data[start : start + 8]) != _I(data, start + 8)[0]:
+        if start == 0:
+            raise ImportError_(f"{path}: not a TensorBoard event file (bad TFRecord header)")
+        if last and end < start + 12:
+            return start, end - start
+        raise ImportError_(
+            f"{path}: no record starts at byte {start}, where the last import stopped: the "
+            "file was rewritten (import with --replace to read the folder again)"
+        )
+    pos = start
     add = run.add
+
+    def other(tag: str, kind: str, step: int, payload: bytes | None) -> None:
+        if kind != HPARAMS_PLUGIN:
+            run.skip(tag, kind)
+            return
+        hparams = hparams_of(payload or b"")
+        if hparams is not None:  # the session's values; not the experiment's definition
+            run.config.update(hparams)
+
     try:
         while pos < end:
             if pos + 12 > end:
+                if last:
+                    return pos, end - pos
                 raise ImportError_(f"{path}: truncated at byte {pos} (incomplete record header)")
             (length,) = _Q(data, pos)
-            start = pos + 12
-            stop = start + length
+            begin = pos + 12
+            stop = begin + length
             if stop + 4 > end:
+                if last:
+                    return pos, end - pos
                 raise ImportError_(
                     f"{path}: truncated at byte {pos} (a {length}-byte record runs past the "
                     f"end of the {end}-byte file)"
                 )
-            skipped += _event(data, start, stop, add)
+            _event(data, begin, stop, add, other)
             pos = stop + 4
     except (_Bad, ProtobufError, IndexError, struct.error) as exc:
         raise ImportError_(
             f"{path}: cannot parse the record at byte {pos} ({exc or 'bad protobuf'})"
         ) from None
-    return skipped
+    return pos, 0
 
 
-def _event(buf: bytes, pos: int, end: int, add) -> int:
+def read_event(record: bytes, add, other) -> None:
+    """One serialized Event (a TFRecord's payload): its scalars to `add(tag, step, wall,
+    value)`, the rest to `other(tag, kind, step, payload)` (reslog.integrations.tensorboard
+    feeds a live run this way)."""
+    _event(record, 0, len(record), add, other)
+
+
+def _event(buf: bytes, pos: int, end: int, add, other) -> None:
     """Event: wall_time = 1 (double), step = 2 (int64), summary = 5 (Summary)."""
     wall = 0.0
     step = 0
@@ -127,14 +203,12 @@ def _event(buf: bytes, pos: int, end: int, add) -> int:
             pos = skip(buf, pos, key & 7)
     if pos != end:
         raise _Bad("field runs past the record")
-    if summary is None:
-        return 0
-    return _summary(buf, summary[0], summary[1], wall, step, add)
+    if summary is not None:
+        _summary(buf, summary[0], summary[1], wall, step, add, other)
 
 
-def _summary(buf: bytes, pos: int, end: int, wall: float, step: int, add) -> int:
+def _summary(buf: bytes, pos: int, end: int, wall: float, step: int, add, other) -> None:
     """Summary: repeated value = 1 (Summary.Value)."""
-    skipped = 0
     while pos < end:
         key = buf[pos]
         pos += 1
@@ -142,10 +216,8 @@ def _summary(buf: bytes, pos: int, end: int, wall: float, step: int, add) -> int
             pos = skip(buf, pos, key & 7) if key < 0x80 else skip(buf, *_rekey(buf, pos))
             continue
         n, pos = varint(buf, pos)
-        if not _value(buf, pos, pos + n, wall, step, add):
-            skipped += 1
+        _value(buf, pos, pos + n, wall, step, add, other)
         pos += n
-    return skipped
 
 
 def _rekey(buf: bytes, pos: int) -> tuple[int, int]:
@@ -153,12 +225,13 @@ def _rekey(buf: bytes, pos: int) -> tuple[int, int]:
     return pos, key & 7
 
 
-def _value(buf: bytes, pos: int, end: int, wall: float, step: int, add) -> bool:
-    """Summary.Value: tag = 1, simple_value = 2 (float), tensor = 8; others are not scalars.
-    True when a scalar was added (or the value carried metadata only)."""
+def _value(buf: bytes, pos: int, end: int, wall: float, step: int, add, other) -> None:
+    """Summary.Value: tag = 1, simple_value = 2 (float), tensor = 8, metadata = 9; the legacy
+    image, histogram and audio fields are not scalars."""
     tag = None
     value = None
-    other = False
+    kind = None  # what the value holds when it is not a scalar
+    meta = None
     while pos < end:
         key = buf[pos]
         pos += 1
@@ -172,17 +245,86 @@ def _value(buf: bytes, pos: int, end: int, wall: float, step: int, add) -> bool:
         elif key == 0x42:
             n, pos = varint(buf, pos)
             value = _tensor(buf, pos, pos + n)
-            other = value is None
+            if value is None:
+                kind = "tensor"
+            pos += n
+        elif key == 0x4A:
+            n, pos = varint(buf, pos)
+            meta = (pos, pos + n)
             pos += n
         else:
             if key >= 0x80:
                 key, pos = varint(buf, pos - 1)
-            other = other or (key >> 3) in (3, 4, 5, 6)  # histo, image, audio
+            kind = _LEGACY.get(key >> 3, kind)
             pos = skip(buf, pos, key & 7)
-    if tag is None or value is None:
-        return not other
-    add(tag, step, wall, value)
-    return True
+    if tag is None:
+        return
+    if value is not None:
+        add(tag, step, wall, value)
+        return
+    plugin, content = _plugin(buf, meta) if meta is not None else ("", None)
+    if plugin == HPARAMS_PLUGIN and content is not None:
+        other(tag, HPARAMS_PLUGIN, step, buf[content[0] : content[1]])
+    elif kind is not None:
+        other(tag, plugin or kind, step, None)
+
+
+def _plugin(buf: bytes, meta: tuple[int, int]) -> tuple[str, tuple[int, int] | None]:
+    """SummaryMetadata: plugin_data = 1 (PluginData: plugin_name = 1, content = 2)."""
+    name, content = "", None
+    for f, w, v in fields(buf, *meta):
+        if f == 1 and w == 2:
+            for pf, pw, pv in fields(buf, *v):  # type: ignore[misc]
+                if pf == 1 and pw == 2:
+                    name = text(buf, pv)
+                elif pf == 2 and pw == 2:
+                    content = pv  # type: ignore[assignment]
+    return name, content
+
+
+def hparams_of(content: bytes) -> dict | None:
+    """The hyper-parameters of an hparams plugin payload (HParamsPluginData: version = 1,
+    session_start_info = 3: SessionStartInfo: hparams = 1, a map of string to
+    google.protobuf.Value); None when it holds something else (the experiment's definition,
+    a session's end)."""
+    out: dict = {}
+    found = False
+    for f, w, v in fields(content):
+        if f != 3 or w != 2:
+            continue
+        found = True
+        for sf, sw, sv in fields(content, *v):  # type: ignore[misc]
+            if sf == 1 and sw == 2:
+                key, value = _map_entry(content, sv)  # type: ignore[arg-type]
+                if key is not None:
+                    out[key] = value
+    return out if found else None
+
+
+def _map_entry(buf: bytes, span: tuple[int, int]) -> tuple[str | None, object]:
+    key, value = None, None
+    for f, w, v in fields(buf, *span):
+        if f == 1 and w == 2:
+            key = text(buf, v)
+        elif f == 2 and w == 2:
+            value = _pb_value(buf, v)  # type: ignore[arg-type]
+    return key, value
+
+
+def _pb_value(buf: bytes, span: tuple[int, int]) -> object:
+    """google.protobuf.Value: null = 1, number = 2 (double), string = 3, bool = 4, struct = 5,
+    list = 6."""
+    for f, w, v in fields(buf, *span):
+        if f == 2 and w == 1:
+            number = _D(v, 0)[0]  # type: ignore[arg-type]
+            return int(number) if number.is_integer() and abs(number) < 2**53 else number
+        if f == 3 and w == 2:
+            return text(buf, v)
+        if f == 4 and w == 0:
+            return bool(v)
+        if f == 6 and w == 2:
+            return [_pb_value(buf, lv) for lf, lw, lv in fields(buf, *v) if lf == 1 and lw == 2]  # type: ignore[misc,arg-type]
+    return None
 
 
 def _tensor(buf: bytes, pos: int, end: int) -> float | None:

@@ -44,7 +44,7 @@ def run_dirs(path: Path) -> list[Path]:
     return sorted(path.glob("**/run-*.wandb"))
 
 
-def read_wandb_dir(path: Path, project: str | None) -> Iterator[tuple[ImportedRun, int]]:
+def read_wandb_dir(path: Path, project: str | None) -> Iterator[ImportedRun]:
     for file in run_dirs(path.resolve()):
         yield read_wandb_file(file, project)
 
@@ -124,20 +124,19 @@ def _json(raw: str) -> Any:
         return raw
 
 
-def read_wandb_file(path: Path, project: str | None) -> tuple[ImportedRun, int]:
+def read_wandb_file(path: Path, project: str | None) -> ImportedRun:
     run_id = path.stem.removeprefix("run-")
     run = ImportedRun(source=f"wandb:{path}", project=project or "wandb", name=run_id)
     run.notes = f"imported from wandb offline run {path.parent}"
     config: dict[str, Any] = {}
     summary: dict[str, Any] = {}
-    skipped = 0
     exit_code = None
     start_time = None
     try:
         for rec in records(path):
             for f, _w, v in fields(rec):
                 if f == R_HISTORY:
-                    skipped += _history(rec, v, run)  # type: ignore[arg-type]
+                    _history(rec, v, run)  # type: ignore[arg-type]
                 elif f == R_RUN:
                     start_time = _run_record(rec, v, run, config, summary, project)  # type: ignore[arg-type]
                 elif f == R_CONFIG:
@@ -170,7 +169,7 @@ def read_wandb_file(path: Path, project: str | None) -> tuple[ImportedRun, int]:
         )  # fmt: skip
     elif exit_code != 0:
         run.status = "failed"
-    return run, skipped
+    return run
 
 
 def _run_record(buf, span, run: ImportedRun, config, summary, project) -> float | None:
@@ -220,7 +219,7 @@ def _alert(buf, span) -> tuple:
     return (0.0, None, "alert", level, title, body)
 
 
-def _history(buf: bytes, span: tuple[int, int], run: ImportedRun) -> int:
+def _history(buf: bytes, span: tuple[int, int], run: ImportedRun) -> None:
     row = dict(_items(buf, span))
     step = row.pop("_step", None)
     wall = row.pop("_timestamp", None)
@@ -232,7 +231,8 @@ def _history(buf: bytes, span: tuple[int, int], run: ImportedRun) -> int:
         step = step if isinstance(step, int) else 0
     wall = float(wall) if isinstance(wall, (int, float)) else run.created_at or 0.0
     rich = _rich(row)
-    skipped = len(rich)
+    for key in rich:
+        run.skip(key, str(row.get(f"{key}/_type") or "rich value"))
     for key, value in row.items():
         if key.startswith("_wandb") or key.rpartition("/")[0] in rich:
             continue
@@ -243,8 +243,7 @@ def _history(buf: bytes, span: tuple[int, int], run: ImportedRun) -> int:
         elif isinstance(value, str):
             run.events.append((wall, step, "text", "info", key, value))
         elif value is not None:
-            skipped += 1
-    return skipped
+            run.skip(key, type(value).__name__)
 
 
 def _rich(row: dict[str, Any]) -> set[str]:

@@ -1,0 +1,313 @@
+"""What the Ranks page draws of one job: rank x step matrices of step time and of each phase,
+grouped by host, with the job's stragglers and hang marked. No Qt, no matplotlib.
+
+A job is the runs of one group across every source in the cache (schema/ranks.py): each host's
+store comes through its own source, and the group (torchrun's run id, or `init(group=)`) joins
+them. Rows are ranks, ordered by host then rank; columns are step ranges a whole number of
+rollup buckets wide, aligned on bucket edges, so each cell holds whole buckets and its extremes
+are exact: the largest and smallest value the phase took in those steps (raw points when the
+range is narrow enough, else the buckets' own extremes), as every chart draws them
+(resplot/data/views.py). A cell's mean is the mean of its buckets' means (of its points, raw).
+
+Stragglers are judged by schema/stragglers.py on the data the matrices were made from: per step
+on raw points, per bucket mean when zoomed out (`judged_per` says which; the rule's window then
+counts buckets, about as many steps as on raw points); the hang by schema/hangs.py
+from the ranks' statuses, stall events and GPU readings in the cache.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from resplot.data.cache import SeriesCache
+from resplot.data.model import RunInfo, RunRef
+from resplot.data.views import choose_level, series_view
+from schema import buckets, hangs
+from schema.alerts import gpu_key
+from schema.ranks import STEP, jobs, key, own_work, phase_of
+from schema.rollup import LAST, STEP_HI, STEP_LO
+from schema.stragglers import Straggler, StragglerDetector, StragglerRule
+
+
+@dataclass(frozen=True)
+class RankRow:
+    ref: RunRef
+    rank: int
+    host: str
+
+
+@dataclass
+class Matrix:
+    """One phase over the job's ranks: rows as JobView.rows, columns as JobView.edges."""
+
+    phase: str
+    vmax: np.ndarray  # (rows, columns); NaN where the rank logged nothing in those steps
+    vmin: np.ndarray
+    mean: np.ndarray
+    max_at: np.ndarray  # the step of each cell's largest value (-1: none)
+
+
+@dataclass(frozen=True)
+class Mark:
+    """Something to mark on the heatmap: rows and a step range, what it is, what it says."""
+
+    kind: str  # schema.alerts: straggler, hang
+    rows: tuple[int, ...]
+    first: int
+    last: int | None  # None: still going
+    message: str
+
+
+@dataclass
+class JobView:
+    group: str
+    world_size: int
+    rows: list[RankRow]
+    hosts: list[tuple[str, range]]  # each host and its rows, in order
+    edges: np.ndarray  # column c holds steps edges[c] <= step < edges[c + 1]
+    level: int  # 0: raw points, else the rollup level the cells were made from
+    complete: bool  # every cell from its wanted level (False while tiles load)
+    matrices: dict[str, Matrix]  # "step" and each phase, in step order
+    stragglers: list[Straggler] = field(default_factory=list)
+    judged_per: int = 1  # steps per judgement of the straggler rule (1: every logged step)
+    hang: hangs.Hang | None = None
+
+    @property
+    def missing(self) -> list[int]:
+        """Ranks of the job that no source in the cache holds."""
+        held = {r.rank for r in self.rows}
+        return [r for r in range(self.world_size) if r not in held]
+
+    @property
+    def marks(self) -> list[Mark]:
+        index = {r.rank: i for i, r in enumerate(self.rows)}
+        out = [
+            Mark("straggler", (index[s.rank],), s.since, s.until, s.message())
+            for s in self.stragglers
+            if s.rank in index
+        ]
+        if self.hang is not None:
+            rows = tuple(index[r] for r in self.hang.culprits if r in index)
+            at = (self.hang.step or 0) + 1
+            out.append(
+                Mark("hang", rows, at, None, "; ".join([self.hang.message(), *self.hang.evidence]))
+            )
+        return out
+
+    def column_of(self, step: int) -> int | None:
+        c = int(np.searchsorted(self.edges, step, side="right")) - 1
+        return c if 0 <= c < len(self.edges) - 1 else None
+
+    def cell(self, row: int, column: int) -> list[tuple[str, float, float, float]]:
+        """The hover of a cell: (phase, smallest, largest, mean) seconds of each phase there."""
+        out = []
+        for name, m in self.matrices.items():
+            if not math.isnan(m.vmax[row, column]):
+                out.append((name, m.vmin[row, column], m.vmax[row, column], m.mean[row, column]))
+        return out
+
+    def cell_text(self, row: int, column: int) -> str:
+        r = self.rows[row]
+        lo, hi = int(self.edges[column]), int(self.edges[column + 1]) - 1
+        head = f"rank {r.rank} on {r.host}, step {lo:,}" + (f"-{hi:,}" if hi > lo else "")
+        lines = [head]
+        for name, vmin, vmax, mean in self.cell(row, column):
+            span = "" if vmin == vmax else f" ({_ms(vmin)}-{_ms(vmax)})"
+            lines.append(f"  {name}: {_ms(mean)}{span}")
+        return "\n".join(lines)
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
+
+
+def jobs_in(cache: SeriesCache) -> dict[str, list[RunInfo]]:
+    """group -> the runs of each multi-rank job in the cache, across sources, one per rank."""
+    return jobs(cache.runs())
+
+
+def job_view(cache: SeriesCache, group: str, lo: float, hi: float, columns: int) -> JobView | None:
+    """The job's matrices over steps [lo, hi] (infinite: the series' ends) for a heatmap
+    `columns` cells wide. Asks the cache for the tiles it lacks (like a chart); None when the
+    job is not in the cache or has no phase logged yet."""
+    members = jobs_in(cache).get(group)
+    if not members:
+        return None
+    host_first: dict[str, int] = {}  # hosts in the order of their lowest rank
+    for r in members:
+        host_first[r.host] = min(host_first.get(r.host, r.rank), r.rank)
+    members = sorted(members, key=lambda r: (host_first[r.host], r.rank))
+    rows = [RankRow(r.ref, r.rank, r.host) for r in members]
+    phases = own_work({p for r in rows for k in cache.keys(r.ref) if (p := phase_of(k))})
+    names = [STEP, *phases, *(["comm"] if _any_key(cache, rows, "comm") else [])]
+    summaries = [s for r in rows if (s := cache.summary(r.ref, key(STEP))) is not None]
+    if not summaries:
+        return None
+    first = min(s.agg[STEP_LO] for s in summaries)
+    last = max(s.agg[STEP_HI] for s in summaries)
+    lo = first if lo == -math.inf else max(int(lo), first)
+    hi = last if hi == math.inf else min(int(hi), last)
+    hi = max(hi, lo)
+    level = min(choose_level(s, lo, hi, columns) for s in summaries)
+    level = min([level, *(s.levels for s in summaries)])
+    bw = buckets.width(level)
+    width = bw * max(1, math.ceil((hi - lo + 1) / max(1, columns) / bw))
+    start = (lo // bw) * bw
+    ncols = max(1, math.ceil((hi + 1 - start) / width))
+    edges = start + width * np.arange(ncols + 1, dtype=np.int64)
+    view = JobView(group, max(r.world_size for r in members), rows, _hosts(rows), edges, level,
+                   True, {})  # fmt: skip
+    per_step: dict[int, dict[int, dict[str, float]]] = {}  # for the straggler rule
+    for name in names:
+        m = Matrix(name, *(np.full((len(rows), ncols), np.nan) for _ in range(3)),
+                   np.full((len(rows), ncols), -1, np.int64))  # fmt: skip
+        for i, row in enumerate(rows):
+            sv = series_view(cache, row.ref, key(name), lo, hi, columns, level=level)
+            if sv is None:
+                if cache.summary(row.ref, key(name)) is not None:
+                    view.complete = False
+                continue
+            view.complete &= sv.complete and sv.level == level
+            _fill(m, i, sv, start, width, lo, hi, ncols)
+            _collect(per_step, row.rank, name, sv, lo, hi)
+        view.matrices[name] = m
+    view.judged_per = bw
+    # Zoomed out, each judgement is a bucket of bw steps: the rule's window shrinks to match, so
+    # it spans about as many steps as on raw points.
+    rule = StragglerRule(window=max(2, math.ceil(StragglerRule().window / bw)))
+    detector = StragglerDetector({r.rank: r.host for r in rows}, rule)
+    for step in sorted(per_step):
+        for rank, values in per_step[step].items():
+            detector.add(rank, step, values)
+    detector.finish()
+    view.stragglers = list(detector.found)
+    view.hang = job_hang(cache, members)
+    return view
+
+
+def _hosts(rows: list[RankRow]) -> list[tuple[str, range]]:
+    out: list[tuple[str, range]] = []
+    for i, row in enumerate(rows):
+        if out and out[-1][0] == row.host:
+            out[-1] = (row.host, range(out[-1][1].start, i + 1))
+        else:
+            out.append((row.host, range(i, i + 1)))
+    return out
+
+
+def _any_key(cache: SeriesCache, rows: list[RankRow], phase: str) -> bool:
+    return any(cache.summary(r.ref, key(phase)) is not None for r in rows)
+
+
+def _fill(m: Matrix, i: int, sv, start: int, width: int, lo: int, hi: int, ncols: int) -> None:
+    """Row i of m from a series view: extremes per column, and the mean of what each holds."""
+    steps, values = sv.steps, sv.values
+    keep = (steps >= lo) & (steps <= hi)
+    steps, values = steps[keep], values[keep]
+    cols = (steps - start) // width
+    ok = (cols >= 0) & (cols < ncols)
+    cols, values, steps = cols[ok], values[ok], steps[ok]
+    np.fmax.at(m.vmax[i], cols, values)
+    np.fmin.at(m.vmin[i], cols, values)
+    if len(cols):
+        order = np.lexsort((np.nan_to_num(values, nan=-np.inf), cols))
+        last = np.r_[np.nonzero(np.diff(cols[order]))[0], len(order) - 1]
+        m.max_at[i, cols[order][last]] = steps[order][last]
+    # Means: of the points (raw), or of the buckets' means.
+    mids, means = (steps, values) if sv.level == 0 else (sv.mid_steps, sv.means)
+    inside = (mids >= lo) & (mids <= hi) & np.isfinite(means)
+    mcols = (mids[inside] - start) // width
+    ok = (mcols >= 0) & (mcols < ncols)
+    sums = np.zeros(ncols)
+    counts = np.zeros(ncols)
+    np.add.at(sums, mcols[ok], means[inside][ok])
+    np.add.at(counts, mcols[ok], 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        m.mean[i] = np.where(counts > 0, sums / counts, np.nan)
+
+
+def _collect(per_step, rank: int, name: str, sv, lo: int, hi: int) -> None:
+    """The values the straggler rule judges: each logged step raw, else each bucket's mean at
+    its middle step."""
+    steps, values = (sv.steps, sv.values) if sv.level == 0 else (sv.mid_steps, sv.means)
+    for s, v in zip(steps.tolist(), values.tolist(), strict=True):
+        if lo <= s <= hi:
+            per_step.setdefault(s, {}).setdefault(rank, {})[name] = v
+
+
+LIVE_STEPS = 60  # newest live steps per rank judged for an alert: the rule's window and more
+SINCE_STEPS = 2000  # ... and, when one is named, how far back its start is looked for
+
+
+def live_stragglers(cache: SeriesCache, members: list[RunInfo]) -> list[Straggler]:
+    """The stragglers of a job still slow in the newest points seen live (for alerts and
+    notifications; cheap while the job is healthy: LIVE_STEPS steps per rank are judged, and
+    SINCE_STEPS only once one is named, to find where its stretch began)."""
+    found = _judge_live(cache, members, LIVE_STEPS)
+    if found:
+        found = _judge_live(cache, members, SINCE_STEPS)
+    return found
+
+
+def _judge_live(cache: SeriesCache, members: list[RunInfo], steps: int) -> list[Straggler]:
+    per_step: dict[int, dict[int, dict[str, float]]] = {}
+    for run in members:
+        for name in cache.keys(run.ref):
+            phase = phase_of(name)
+            live = cache.live(run.ref, name) if phase is not None else None
+            if live is None or not len(live[0]):
+                continue
+            for s, v in zip(live[0][-steps:].tolist(), live[2][-steps:].tolist(), strict=True):
+                per_step.setdefault(s, {}).setdefault(run.rank, {})[phase] = v
+    detector = StragglerDetector({r.rank: r.host for r in members})
+    for step in sorted(per_step):
+        for rank, values in per_step[step].items():
+            detector.add(rank, step, values)
+    detector.finish()
+    return detector.active
+
+
+def job_hang(cache: SeriesCache, members: list[RunInfo]) -> hangs.Hang | None:
+    """The job's hang from what the cache holds: statuses, each stalled rank's newest stall event,
+    each rank's newest step, the hosts' last GPU readings."""
+    if not any(r.status == "stalled" for r in members):
+        return None
+    states, gpus = [], []
+    for run in members:
+        summaries = cache.summaries(run.ref)
+        stall = None
+        if run.status == "stalled":
+            stall = next((e for e in reversed(cache.events(run.ref)) if e.kind == "stall"), None)
+            if stall is not None and stall.level == "info":
+                stall = None  # the newest says it resumed
+        newest = max((s.agg[STEP_HI] for s in summaries.values()), default=None)
+        states.append(
+            hangs.RankStall(
+                run.rank,
+                run.host,
+                run.status,
+                stall.body if stall else None,
+                stall.wall if stall else None,
+                newest,
+            )
+        )
+        readings: dict[int, dict[str, float]] = {}
+        for name, s in summaries.items():
+            parsed = gpu_key(name)
+            if (
+                parsed
+                and parsed[1] in ("util", "power_w", "power_limit_w")
+                and s.agg[LAST] is not None
+            ):
+                readings.setdefault(parsed[0], {})[parsed[1]] = float(s.agg[LAST])
+        for gpu, got in sorted(readings.items()):
+            if "util" in got and "power_w" in got:
+                gpus.append(
+                    hangs.GpuReading(
+                        run.host, gpu, got["util"], got["power_w"], got.get("power_limit_w")
+                    )
+                )
+    return hangs.join(states, max(r.world_size for r in members), gpus)

@@ -1,0 +1,85 @@
+"""The hover reads the truth: zoomed out to bucket envelopes, the value at the hovered step is
+the logged one (its raw tile fetched when not resident), and inside a stretch of NaN it is NaN,
+never a finite value from thousands of steps away."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from resplot.data.cache import SeriesCache
+from resplot.data.hover import readings
+from resplot.data.state import ViewState
+from resplot.data.views import value_at
+from resplot.draw.charts import render
+from resplot.sources import open_source, parse_spec
+from tests.fixtures.stores import make_run, new_store
+
+N = 100_000
+NAN_FROM, NAN_TO = 40_000, 46_000
+
+
+@pytest.fixture
+def zoomed_out(tmp_path):
+    path = tmp_path / "r.db"
+    engine = new_store(path)
+    rng = np.random.default_rng(5)
+    loss = 3.0 + rng.standard_normal(N)
+    loss[NAN_FROM:NAN_TO] = np.nan
+    make_run(engine, name="r", points={"train/loss": list(enumerate(loss.tolist()))})
+    engine.dispose()
+    cache = SeriesCache()
+    source = open_source(parse_spec(str(path)))
+    source.poll(cache)
+    refs = [r.ref for r in cache.runs()]
+    state = ViewState(page="custom", smoothing=0.0, custom_keys=["train/loss"])
+    page = render(cache, state, refs, size=(8, 4), fetch=lambda: source.poll(cache))
+    tracks = page.tracks[0]
+    track = next(iter(tracks.values()))
+    assert track.view.level >= 1  # buckets: 100,000 steps on ~700 pixels
+    yield cache, source, tracks, track, loss
+    source.close()
+
+
+def test_inside_a_nan_stretch_the_hover_says_nan_at_once(zoomed_out):
+    _cache, _source, tracks, _track, _loss = zoomed_out
+    for step in (NAN_FROM + 500, (NAN_FROM + NAN_TO) // 2, NAN_TO - 600):
+        (reading,) = readings(tracks, float(step))
+        assert math.isnan(reading.raw) and not reading.envelope
+        assert abs(reading.step - step) < 2
+
+
+def test_the_hovered_value_is_the_logged_one_once_its_tile_arrives(zoomed_out):
+    cache, source, tracks, _track, loss = zoomed_out
+    step = 71_234
+    (first,) = readings(tracks, float(step))
+    assert first.envelope  # not resident yet: the nearest bucket extreme, said as such
+    assert cache.wanted_count() == 1  # its raw tile is asked for
+    source.poll(cache)
+    (reading,) = readings(tracks, float(step))
+    assert not reading.envelope and reading.step == step and reading.raw == loss[step]
+
+
+def test_value_at_takes_the_nearest_logged_point_across_tiles(tmp_path):
+    path = tmp_path / "sparse.db"
+    engine = new_store(path)
+    make_run(engine, name="v", points={"valid/loss": [(0, 3.0), (3_000, 2.0), (6_100, np.nan)]})
+    engine.dispose()
+    cache = SeriesCache()
+    source = open_source(parse_spec(str(path)))
+    try:
+        source.poll(cache)
+        ref = cache.runs()[0].ref
+        assert value_at(cache, ref, "valid/loss", 2_900).pending
+        source.poll(cache)
+        got = value_at(cache, ref, "valid/loss", 2_900)
+        assert (got.step, got.value, got.exact) == (3_000, 2.0, True)
+        for step in (4_700, 6_000):
+            value_at(cache, ref, "valid/loss", step)
+            source.poll(cache)
+        got = value_at(cache, ref, "valid/loss", 6_000)
+        assert got.step == 6_100 and math.isnan(got.value) and got.exact
+    finally:
+        source.close()
