@@ -167,3 +167,18 @@ def test_a_snapshot_uses_the_same_default_axis(tmp_path):
     out = tmp_path / "hf.png"
     assert main(["snapshot", str(path), "-o", str(out)]) == 0
     assert out.stat().st_size > 0
+
+
+def test_zooming_past_the_end_of_one_runs_counter_draws_the_others(win, qtbot):
+    # On the auto axis nanoGPT's iter ends at 4,975 and the HF run's global step at 5,970: a
+    # zoom into 5,200..5,900 is wholly past the nanoGPT run (its steps there: none).
+    page = win.current_page()
+    loss = [s.title for s in page.specs].index("Loss")
+    page.axes[loss].set_xlim(5200, 5900)
+    settle(qtbot, win)
+    refs = {r.name: r.ref for r in win.cache.runs()}
+    lines = page.lines()
+    hf = np.asarray(lines[("Loss", refs["hf"], "train/loss")].get_xdata())
+    nano = np.asarray(lines[("Loss", refs["nanogpt"], "train/loss")].get_xdata())
+    assert len(hf) and hf.min() >= 5100 and hf.max() <= 6000
+    assert not np.any((nano >= 5200) & (nano <= 5900))

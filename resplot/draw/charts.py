@@ -319,6 +319,12 @@ class ChartPage:
         pad = (steps[-1] - steps[0]) / max(1, len(steps))  # one drawn point's worth of steps
         a = np.interp(lo, x, steps, left=-np.inf, right=np.inf)
         b = np.interp(hi, x, steps, left=-np.inf, right=np.inf)
+        if a == np.inf or b == -np.inf:
+            # The range lies wholly past the run's data (or before it): a step range just
+            # outside it, which holds nothing (±inf there meant "from the start / to the end",
+            # and an infinite start crashed the views: the GUI soak found it).
+            edge = float(steps[-1] + 1) if a == np.inf else float(steps[0] - 1)
+            return edge, edge
         return a - pad, b + pad
 
     def _contexts(self, cache, state, refs, xlim, pixels) -> dict[RunRef, RunContext]:
