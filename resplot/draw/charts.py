@@ -32,7 +32,7 @@ from resplot.data.decimate import Grid, bucket_mean
 from resplot.data.model import RunRef
 from resplot.data.pages import TIMING_PARTS, Item, PanelSpec, panels_for
 from resplot.data.state import ViewState
-from resplot.data.views import FINE_PER_PIXEL, fine_points, series_view
+from resplot.data.views import FINE_PER_PIXEL, FINE_POINTS_PER_PAGE, fine_points, series_view
 from resplot.data.yrange import robust_limits
 from resplot.draw import fonts
 from resplot.draw.legends import AxesLegend, Entry, RunStrip
@@ -57,11 +57,6 @@ PART_COLORS = {
 SAVE_FORMATS = ("png", "svg", "pdf")
 NOTE_PT = 6.5
 BAR_PT = 6.0  # height of a throttle bar (a '|' marker of 8 pt before)
-# Fine levels make the host read every raw point of a view (~1-2 µs each): a page asks for them
-# while its fine views hold at most this many points (the training page of 8 runs x 20,000 steps:
-# 0.96M), else it draws those views from level 1, fewer buckets than pixels, as its notes say
-# (the system page of the same runs: 2.6M; zoomed in, it has fine levels again).
-FINE_POINTS_PER_PAGE = 1_000_000
 
 
 class ReadableLogLocator(LogLocator):
