@@ -24,7 +24,7 @@ import numpy as np
 
 from resplot.data.cache import SeriesCache
 from resplot.data.model import RunInfo, RunRef
-from resplot.data.views import choose_level, series_view
+from resplot.data.views import FINE_POINTS_PER_PAGE, choose_level, fine_points, series_view
 from schema import buckets, hangs
 from schema.alerts import gpu_key
 from schema.ranks import STEP, jobs, key, own_work, phase_of
@@ -151,7 +151,18 @@ def job_view(cache: SeriesCache, group: str, lo: float, hi: float, columns: int)
     lo = first if lo == -math.inf else max(int(lo), first)
     hi = last if hi == math.inf else min(int(hi), last)
     hi = max(hi, lo)
-    level = min(choose_level(s, lo, hi, columns) for s in summaries)
+    # A cell is whole buckets, so one bucket a cell is all a column needs; fine levels (read
+    # raw on the host) while the job's views stay inside a page's budget, as on a chart page.
+    per_cell = 1
+    fine = sum(
+        fine_points(s, lo, hi, columns, per_cell)
+        for r in rows
+        for name in names
+        if (s := cache.summary(r.ref, key(name))) is not None
+    )
+    if fine > FINE_POINTS_PER_PAGE:
+        per_cell = 0  # level 1: fewer buckets than cells, each still exact
+    level = min(choose_level(s, lo, hi, columns, per_cell) for s in summaries)
     level = min([level, *(s.levels for s in summaries)])
     bw = buckets.width(level)
     width = bw * max(1, math.ceil((hi - lo + 1) / max(1, columns) / bw))
@@ -213,7 +224,9 @@ def _fill(m: Matrix, i: int, sv, start: int, width: int, lo: int, hi: int, ncols
     np.fmax.at(m.vmax[i], cols, values)
     np.fmin.at(m.vmin[i], cols, values)
     if len(cols):
-        order = np.lexsort((np.nan_to_num(values, nan=-np.inf), cols))
+        # By column, then value, then step downwards: each column's last is its largest value
+        # at its smallest step (the rollup fold's rule for ties).
+        order = np.lexsort((-steps, np.nan_to_num(values, nan=-np.inf), cols))
         last = np.r_[np.nonzero(np.diff(cols[order]))[0], len(order) - 1]
         m.max_at[i, cols[order][last]] = steps[order][last]
     # Means: of the points (raw), or of the buckets' means.

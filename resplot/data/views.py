@@ -36,6 +36,11 @@ from schema.rollup import STEP_HI, STEP_LO, N
 # 24 at four a pixel and 27 for exact M4 of every point: scripts/bench/fidelity.py). Pages of
 # many series ask for one a pixel (they fill them as bands).
 FINE_PER_PIXEL = 4
+# Fine levels make the host read every raw point of a view (~1-2 µs each): a page asks for them
+# while its fine views hold at most this many points (the training page of 8 runs x 20,000 steps:
+# 0.96M), else it draws those views from level 1, fewer buckets than pixels, as its notes say
+# (the system page of the same runs: 2.6M; zoomed in, it has fine levels again).
+FINE_POINTS_PER_PAGE = 1_000_000
 
 
 @dataclass

@@ -25,7 +25,7 @@ from resplot.data.model import RunRef
 from resplot.data.names import distinct_part
 from resplot.data.pages import TIMING_PARTS, Item, PanelSpec, panels_for
 from resplot.data.state import ViewState
-from resplot.data.views import FINE_PER_PIXEL, fine_points
+from resplot.data.views import FINE_PER_PIXEL, FINE_POINTS_PER_PAGE, fine_points
 from resplot.data.yrange import robust_limits
 from resplot.draw import fonts
 from resplot.draw.axes_setup import NOTE_PT, dress, section_card
@@ -45,11 +45,6 @@ from schema.compare import metric_stats
 # Where non-finite points are marked, in axes height fractions.
 SAVE_FORMATS = ("png", "svg", "pdf")
 STRIP_ROWS = 2  # more rows of whole run names: the strip names the part that differs
-# Fine levels make the host read every raw point of a view (~1-2 µs each): a page asks for them
-# while its fine views hold at most this many points (the training page of 8 runs x 20,000 steps:
-# 0.96M), else it draws those views from level 1, fewer buckets than pixels, as its notes say
-# (the system page of the same runs: 2.6M; zoomed in, it has fine levels again).
-FINE_POINTS_PER_PAGE = 1_000_000
 
 
 class ChartPage:
