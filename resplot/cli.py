@@ -82,8 +82,10 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     snap.add_argument("-o", "--output", required=True, type=Path, help=".png, .svg or .pdf")
     snap.add_argument("--page", choices=PAGES, default="training")
     snap.add_argument(
-        "--x", dest="x_axis", default="step", metavar="|".join(X_AXES) + "|key:NAME",
-        help="x axis; key:NAME places points by a logged counter (key:iter, key:train/epoch)",
+        "--x", dest="x_axis", default="auto", metavar="|".join(X_AXES) + "|key:NAME",
+        help="x axis (default auto: each run's define_metric step metric or step counter such "
+        "as train/global_step or iter, else its step); key:NAME places points by a logged "
+        "counter (key:iter, key:train/epoch)",
     )  # fmt: skip
     snap.add_argument(
         "--no-ignore-outliers", dest="ignore_outliers", action="store_false",
@@ -93,6 +95,11 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     snap.add_argument("--linear-y", action="store_true", help="loss on a linear axis")
     snap.add_argument("--size", default="12x7.5", help="inches WxH (default 12x7.5)")
     snap.add_argument("--dpi", type=int, default=120)
+    snap.add_argument(
+        "--config", type=Path,
+        help="the window's settings file, for its run colours (default $RESPLOT_CONFIG or "
+        "~/.config/resplot/settings.json)",
+    )  # fmt: skip
     snap.add_argument(
         "--tile-cache-mb",
         type=int,
@@ -196,10 +203,13 @@ def cmd_snapshot(args) -> int:
     size = _size(args.size)
     if args.tile_cache_mb < 1:
         raise CliError(f"--tile-cache-mb must be at least 1, got {args.tile_cache_mb}")
+    state.colors = window_colors(args.config)
     with _load(args) as loaded:
         loaded.cache.set_tile_limit(args.tile_cache_mb << 20)
         refs = select_runs(loaded.cache, args.runs)
         page = render(loaded.cache, state, refs, size=size, dpi=args.dpi, fetch=loaded.fetch)
+        if not page.axes:
+            raise CliError(nothing_to_draw(loaded.cache, state, refs))
         texts = [r.name for r in loaded.cache.runs()] + loaded.cache.all_keys()
         note = fonts.missing_note(texts)
         if note:
@@ -218,6 +228,36 @@ def cmd_snapshot(args) -> int:
         raise CliError(f"cannot write {args.output}: {exc.strerror or exc}") from None
     print(f"wrote {args.output} ({state.page} page, {len(refs)} runs)", file=sys.stderr)
     return 0
+
+
+def window_colors(config: Path | None) -> dict:
+    """The window's colour for each run (its settings' book, read only), so that a snapshot
+    draws a run as the window does; runs the window never drew get free colours."""
+    from resplot import settings as settings_mod
+
+    path = config or settings_mod.config_path()
+    if not path.exists():
+        return {}
+    settings = settings_mod.load(path)
+    if settings.problem:
+        print(f"note: {settings.problem}; colours assigned afresh", file=sys.stderr)
+    return dict(settings.state.colors)
+
+
+def nothing_to_draw(cache, state, refs: list) -> str:
+    """Why a snapshot has no chart: the page, or the key globs, matched none of the runs' keys
+    (and which keys they have, to choose from)."""
+    keys = sorted({k for ref in refs for k in cache.keys(ref)})
+    shown = ", ".join(keys[:12]) + (f" (+{len(keys) - 12} more)" if len(keys) > 12 else "")
+    runs = f"{len(refs)} run{'s' if len(refs) != 1 else ''}"
+    if not keys:
+        return f"nothing to draw: the {runs} logged no metric"
+    if state.page == "custom":
+        globs = " ".join(state.custom_keys)
+        return (f"nothing to draw: --keys {globs} matched no key of the {runs}; their keys: "
+                f"{shown}")  # fmt: skip
+    return (f"nothing to draw: the {state.page} page found none of its series in the {runs}; "
+            f"their keys: {shown} (try --page all, or --keys GLOB)")  # fmt: skip
 
 
 def cmd_export(args) -> int:

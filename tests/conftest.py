@@ -22,6 +22,19 @@ def store_path(tmp_path):
     return tmp_path / "runs" / "reslog.db"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _own_resplot_settings(tmp_path_factory):
+    """resplot's default settings file is the test session's own, never the user's (a
+    snapshot reads the window's run colours from it)."""
+    if "RESPLOT_CONFIG" not in os.environ:
+        path = tmp_path_factory.mktemp("resplot") / "settings.json"
+        os.environ["RESPLOT_CONFIG"] = str(path)
+        yield
+        os.environ.pop("RESPLOT_CONFIG", None)
+    else:
+        yield
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests marked ``cuda`` are skipped, and counted as skipped, where there is no CUDA GPU
     (every machine but a GPU host; scripts/gpu_check.sh runs them there: docs/gpu.md). torch is

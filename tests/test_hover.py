@@ -64,9 +64,10 @@ def test_hovering_lists_every_runs_stored_value_at_that_step(win, qtbot):
         assert reading.smoothed is None
     # Sorted by value, highest first, and shown in the runs' colours.
     assert [r.raw for r in found] == sorted((r.raw for r in found), reverse=True)
-    text = view.crosshair.label.text()
+    text = view.crosshair.label.plain()
+    colors = {row.color for row in view.crosshair.readout.rows}
     for r in found:
-        assert r.item.color in text and f"{r.raw:.4g}" in text
+        assert r.item.color in colors and f"{r.raw:.4g}" in text
 
 
 def test_with_smoothing_the_readout_gives_smoothed_and_raw(win, qtbot):
@@ -80,7 +81,14 @@ def test_with_smoothing_the_readout_gives_smoothed_and_raw(win, qtbot):
         k = int(np.flatnonzero(np.equal(STEPS, r.step))[0])
         assert r.raw == _loss(i)[k]
         assert r.smoothed == pytest.approx(smooth(STEPS, _loss(i), 0.6)[k], rel=1e-12)
-    assert "raw" in view.crosshair.label.text()
+    # The readout says its values are smoothed, and gives the hovered run's raw value too.
+    hovered = view.crosshair.found[1]
+    _x, py = ax.transData.transform((hovered.x, hovered.smoothed))
+    view.crosshair.show_at(page.axes.index(ax), float(STEPS[50]), None, py)
+    readout = view.crosshair.readout
+    assert readout.rows[0].ref == hovered.item.ref and readout.rows[0].hovered
+    text = view.crosshair.label.plain()
+    assert "smoothed" in text and f"{hovered.raw:.4g}" in text
 
 
 def test_clicking_a_line_highlights_its_run_and_selects_its_row(win, qtbot):
@@ -103,3 +111,53 @@ def test_clicking_a_line_highlights_its_run_and_selects_its_row(win, qtbot):
     qtbot.mouseClick(view.canvas, Qt.LeftButton, pos=away)
     settle(qtbot, win)
     assert page.highlighted is None
+
+
+@pytest.fixture
+def sweep_win(qtbot, tmp_path):
+    from tests.fixtures.sweep import make_sweep
+
+    path = tmp_path / "sweep.db"
+    make_sweep(path, steps=2000)
+    w = open_window(qtbot, [path], tmp_path / "settings.json", runs=12, size=(1280, 800))
+    yield w
+    w.close()
+
+
+def test_with_a_sweep_the_readout_has_a_row_per_run_and_stays_inside_its_chart(sweep_win, qtbot):
+    win = sweep_win
+    view = win.pages["training"]
+    page, crosshair = view.page, view.crosshair
+    visible = crosshair.visible_rect()
+    ratio = view.canvas.device_pixel_ratio or 1.0
+    for n, ax in enumerate(page.axes):
+        for frac in (0.02, 0.98):  # near either edge: the readout flips to the other side
+            x0, x1 = ax.get_xlim()
+            px = ax.bbox.x0 + frac * ax.bbox.width
+            crosshair.show_at(n, x0 + frac * (x1 - x0), px, ax.bbox.y0 + 2)
+            label = crosshair.label
+            assert label.isVisible()
+            geo = label.geometry()
+            assert visible.contains(geo), (page.specs[n].title, geo, visible)
+            assert geo.width() <= max(120, ax.bbox.width / ratio) + 1, page.specs[n].title
+            readout = crosshair.readout
+            runs = {r.item.ref for r in crosshair.found}
+            assert len(readout.rows) + readout.more == len(runs)  # one row per run
+    # Train and valid of a run share its row on the loss chart.
+    loss = [s.title for s in page.specs].index("Loss")
+    crosshair.show_at(loss, 1000.0)
+    assert crosshair.readout.columns == ["train", "valid"]
+    assert len(crosshair.readout.rows) == 12
+
+
+def test_a_short_window_says_how_many_runs_the_readout_leaves_out(sweep_win, qtbot):
+    win = sweep_win
+    win.resize(1280, 520)
+    settle(qtbot, win)
+    view = win.pages["training"]
+    loss = [s.title for s in view.page.specs].index("Loss")
+    view.crosshair.show_at(loss, 1000.0)
+    readout = view.crosshair.readout
+    assert readout.more > 0 and len(readout.rows) + readout.more == 12
+    assert f"+{readout.more} more" in view.crosshair.label.plain()
+    assert view.crosshair.visible_rect().contains(view.crosshair.label.geometry())

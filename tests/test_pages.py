@@ -84,10 +84,22 @@ def test_a_chart_is_pinned_to_the_custom_page_and_stays_there(qtbot, tmp_path):
     assert settings_mod.load(settings).state.custom_keys == ["sys/*", "train/grad_norm"]
 
 
-def test_the_all_metrics_page_shows_every_key_by_prefix_and_searches_them(qtbot, tmp_path):
+def _charts(win) -> list[str]:
+    return [s.title for s in win.current_page().specs if s.kind != "section"]
+
+
+def _cards(win) -> list[str]:
+    return [s.title for s in win.current_page().specs if s.kind == "section"]
+
+
+def test_the_all_metrics_page_shows_every_key_in_sections_and_searches_them(qtbot, tmp_path):
+    from PyQt5.QtCore import QPoint, Qt
+
+    from resplot import settings as settings_mod
+
     path = tmp_path / "many.db"
     engine = new_store(path)
-    keys = [f"{g}/metric{m}" for g in ("eval", "sys", "train") for m in range(8)]
+    keys = [f"{g}/metric{m}" for g in ("eval", "sys", "train") for m in range(8)] + ["epoch"]
     make_run(
         engine, name="many", points={k: [(s, float(s)) for s in range(0, 30, 3)] for k in keys}
     )
@@ -95,12 +107,38 @@ def test_the_all_metrics_page_shows_every_key_by_prefix_and_searches_them(qtbot,
     win = open_window(qtbot, [path], tmp_path / "settings.json", runs=1)
     win.set_page("all")
     settle(qtbot, win)
-    view = win.pages["all"]
-    assert [s.title for s in win.current_page().specs] == sorted(keys)  # grouped by prefix
-    assert view.count.text() == "showing 24 of 24 keys"
+    view, page = win.pages["all"], win.current_page()
+    assert _charts(win) == sorted(keys, key=lambda k: ("/" not in k, k))
+    assert _cards(win) == ["▾ eval · 8 charts", "▾ sys · 8 charts", "▾ train · 8 charts",
+                           "▾ (no prefix) · 1 chart"]  # fmt: skip
+    # Each section's card begins a row of the grid, its charts follow it.
+    for ax, spec in zip(page.axes, page.specs, strict=True):
+        if spec.kind == "section":
+            assert ax.get_subplotspec().colspan.start == 0, spec.title
+    assert view.count.text() == "showing 25 of 25 keys"
+    # A click on a card folds its section (kept in the settings), another unfolds it.
+    card = page.axes[[s.title for s in page.specs].index("▾ sys · 8 charts")]
+    ratio = view.canvas.device_pixel_ratio or 1.0
+    x, y = card.bbox.x0 + card.bbox.width / 2, card.bbox.y0 + card.bbox.height / 2
+    at = QPoint(int(x / ratio), int((page.figure.bbox.height - y) / ratio))
+    view.scroll.ensureVisible(at.x(), at.y())
+    qtbot.mouseClick(view.canvas, Qt.LeftButton, pos=at)
+    settle(qtbot, win)
+    assert "▸ sys · 8 charts" in _cards(win) and not any(c.startswith("sys/") for c in _charts(win))
+    win.save_settings()
+    assert settings_mod.load(tmp_path / "settings.json").state.collapsed_sections == ["sys"]
+    win.toggle_section("sys")
+    settle(qtbot, win)
+    # The search: a regular expression per word, every one of which a key must match.
     view.search.setText("TRAIN metric1")
     settle(qtbot, win)
-    assert [s.title for s in win.current_page().specs] == ["train/metric1"]
+    assert _charts(win) == ["train/metric1"]
+    view.search.setText("^(eval|sys)/metric[0-2]$")
+    settle(qtbot, win)
+    assert _charts(win) == [f"{g}/metric{m}" for g in ("eval", "sys") for m in range(3)]
+    view.search.setText("metric[")  # not a regex: matched as text, and said
+    settle(qtbot, win)
+    assert "not a regex" in view.count.text() and "showing 0 of 0 keys" in view.count.text()
     view.search.setText("nothing-like-this")
     settle(qtbot, win)
     assert "No key of the plotted runs contains" in win.current_page().message.get_text()
@@ -119,7 +157,7 @@ def test_more_keys_than_the_all_page_draws_are_counted_not_hidden(qtbot, tmp_pat
     win = open_window(qtbot, [path], tmp_path / "settings.json", runs=1)
     win.set_page("all")
     settle(qtbot, win)
-    assert len(win.current_page().specs) == MAX_ALL_PANELS
+    assert len(_charts(win)) == MAX_ALL_PANELS
     total = MAX_ALL_PANELS + 5
     assert win.pages["all"].count.text() == (
         f"showing {MAX_ALL_PANELS} of {total} keys; search to narrow"

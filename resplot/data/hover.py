@@ -1,7 +1,7 @@
 """What the hover readout says: every plotted series' value at the hovered x of one chart (the
 logged point nearest to the hovered step: raw, and smoothed where smoothing applies), sorted by
-value, as rich text in the runs' colours. No Qt here; resplot/ui/crosshair.py draws the line
-and shows the text.
+value. No Qt here; resplot/data/readout.py lays the readings out, resplot/ui/crosshair.py shows
+them.
 
 At full resolution the nearest point is a drawn stored point, its value exactly as stored.
 Zoomed out to an envelope, the value is still the logged one (resplot.data.views.value_at):
@@ -12,7 +12,6 @@ NaN it is NaN.
 
 from __future__ import annotations
 
-import html
 import math
 from dataclasses import dataclass
 
@@ -94,20 +93,3 @@ def readings(tracks: dict, x: float) -> list[Reading]:
         return (1, 0.0) if math.isnan(v) else (0, -v)
 
     return sorted(out, key=key)
-
-
-def readout_html(title: str, found: list[Reading]) -> str:
-    """The readout as Qt rich text: a header, then one line per series in its colour."""
-    if not found:
-        return ""
-    steps = sorted({r.step for r in found})
-    where = f"step {steps[0]:,}" if len(steps) == 1 else f"steps {steps[0]:,}–{steps[-1]:,}"
-    rows = [f"<b>{html.escape(title)}</b> · {html.escape(where)}"]
-    for r in found:
-        value = value_text(r.smoothed if r.smoothed is not None else r.raw)
-        extra = f" (raw {value_text(r.raw)})" if r.smoothed is not None else ""
-        label = html.escape(r.item.label)
-        rows.append(f'<span style="color:{r.item.color}">■</span> {label}: <b>{value}</b>{extra}')
-    if any(r.envelope for r in found):
-        rows.append("<i>zoomed out: nearest bucket min/max while the logged values load</i>")
-    return "<br>".join(rows)

@@ -3,8 +3,12 @@ find their series by role, so runs logged by nanoGPT, Hugging Face, Lightning or
 fill the same charts as reslog's own trainer. No Qt here.
 
 Each role lists the names seen in those projects, most specific first; a run's series for a
-role is the first name it logged. Names are matched exactly, or as a glob where they hold `*`
-(Lightning's LearningRateMonitor logs `lr-AdamW`, `lr-SGD`, ...).
+role is the first name it logged. Names are matched exactly (and in Lightning's `_step` and
+`_epoch` forms: `train_loss_step`), or as a glob where they hold `*` (Lightning's
+LearningRateMonitor logs `lr-AdamW`, `lr-SGD`, ...). The System page finds per-GPU series by
+pattern (GPU_NAMES: reslog's `sys/gpu0/temp_c`, the short `sys/gpu0/temp`, wandb's
+`system/gpu.0.temp`, Lightning's `gpu_id: 0/temperature.gpu (°C)`), the Timing page its parts
+by TIMING_ROLES (torchtitan's `time_metrics/end_to_end(s)`).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Collection, Iterable
+from dataclasses import dataclass
 
 from schema.rollup import LAST, MIN_AT, STEP_LO, VMAX, VMIN, N
 
@@ -33,6 +38,8 @@ ROLES: dict[str, tuple[str, ...]] = {
     "tokens_per_s": (
         "train/tokens_per_s", "tokens_per_s", "throughput(tps)", "tps", "tokens_per_second",
         "train/tokens_per_second", "perf/tokens_per_s",
+        # Hugging Face's speed metrics (include_tokens_per_second), under its callbacks' prefix
+        "train/train_tokens_per_second", "train_tokens_per_second",
     ),
     "mfu": ("train/mfu", "mfu", "mfu(%)", "perf/mfu"),
     "valid_ppl": ("valid/ppl", "val/ppl", "eval/perplexity", "val/perplexity", "eval/ppl"),
@@ -52,21 +59,141 @@ _COUNTER = re.compile(
 )
 
 
-def key_for(keys: Collection[str], role: str) -> str | None:
-    """The run's key for `role` (the first of the role's names it logged), None if none."""
-    for name in ROLES[role]:
+# Lightning's self.log(name, on_step=True, on_epoch=True) logs `name_step` and `name_epoch`
+# instead of `name`: a role's name matches them too, per step first.
+FAMILY_SUFFIXES = ("", "_step", "_epoch")
+
+
+def key_for(keys: Collection[str], role: str, table: dict | None = None) -> str | None:
+    """The run's key for `role` (the first of the role's names it logged, or of their
+    Lightning `_step`/`_epoch` forms), None if none. `table`: ROLES, or TIMING_ROLES."""
+    for name in (table or ROLES)[role]:
         if "*" in name:
             hits = sorted(k for k in keys if fnmatch.fnmatchcase(k, name))
             if hits:
                 return hits[0]
-        elif name in keys:
-            return name
+            continue
+        for suffix in FAMILY_SUFFIXES:
+            if name + suffix in keys:
+                return name + suffix
     return None
+
+
+# The Timing page's parts, whoever timed them: reslog's run.timer, torchtitan's time_metrics,
+# the usual hand-made names.
+TIMING_ROLES: dict[str, tuple[str, ...]] = {
+    "step": (
+        "time/step", "time_metrics/end_to_end(s)", "train/step_time", "step_time", "perf/step_time",
+        "time/iteration", "iter_time", "train/iter_time", "batch_time", "train/batch_time",
+    ),
+    "data": (
+        "time/data", "time_metrics/data_loading(s)", "train/data_time", "data_time",
+        "perf/data_time", "time/data_loading", "dataloader_time",
+    ),
+    "forward": ("time/forward", "time/fwd", "forward_time"),
+    "backward": ("time/backward", "time/bwd", "backward_time"),
+    "optimizer": ("time/optimizer", "time/optim", "optimizer_time", "optim_time"),
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class GpuName:
+    """One tool's name for a per-GPU series: a pattern with the GPU's ordinal as its first
+    group, the role it fills on the System page, and its unit."""
+
+    pattern: re.Pattern
+    role: str
+    unit: str
+
+
+def _gpu(pattern: str, role: str, unit: str) -> GpuName:
+    return GpuName(re.compile(pattern), role, unit)
+
+
+# Most specific first: reslog's own names, short forms of them, wandb's system metrics (kept
+# by `reslog import wandb` and `import reslog as wandb` users), Lightning's GPU stats monitor.
+GPU_NAMES: tuple[GpuName, ...] = (
+    _gpu(r"sys/gpu(\d+)/util$", "util", "%"),
+    _gpu(r"sys/gpu(\d+)/mem_used_gib$", "mem_used", "GiB"),
+    _gpu(r"sys/gpu(\d+)/mem_total_gib$", "mem_total", "GiB"),
+    _gpu(r"sys/gpu(\d+)/temp_c$", "temp", "°C"),
+    _gpu(r"sys/gpu(\d+)/power_w$", "power", "W"),
+    _gpu(r"sys/gpu(\d+)/power_limit_w$", "power_limit", "W"),
+    _gpu(r"sys/gpu(\d+)/fan_pct$", "fan", "%"),
+    _gpu(r"sys/gpu(\d+)/sm_clock_mhz$", "sm_clock", "MHz"),
+    _gpu(r"sys/gpu(\d+)/throttle$", "throttle", ""),
+    _gpu(r"sys/gpu(\d+)/(?:utilization|util_pct|gpu_util)$", "util", "%"),
+    _gpu(r"sys/gpu(\d+)/(?:mem_used|memory_used)_gb$", "mem_used", "GB"),
+    _gpu(r"sys/gpu(\d+)/(?:mem_used|memory_used)_mb$", "mem_used", "MB"),
+    _gpu(r"sys/gpu(\d+)/(?:temp|temperature)$", "temp", "°C"),
+    _gpu(r"sys/gpu(\d+)/(?:power|power_draw)$", "power", "W"),
+    _gpu(r"sys/gpu(\d+)/(?:power_limit|power_cap)$", "power_limit", "W"),
+    _gpu(r"sys/gpu(\d+)/fan$", "fan", "%"),
+    _gpu(r"sys/gpu(\d+)/(?:sm_clock|clock_sm)$", "sm_clock", "MHz"),
+    _gpu(r"(?:system/)?gpu\.(?:process\.)?(\d+)\.gpu$", "util", "%"),
+    _gpu(r"(?:system/)?gpu\.(?:process\.)?(\d+)\.memoryAllocatedBytes$", "mem_used", "bytes"),
+    _gpu(r"(?:system/)?gpu\.(?:process\.)?(\d+)\.temp$", "temp", "°C"),
+    _gpu(r"(?:system/)?gpu\.(?:process\.)?(\d+)\.powerWatts$", "power", "W"),
+    _gpu(r"(?:system/)?gpu\.(?:process\.)?(\d+)\.enforcedPowerLimitWatts$", "power_limit", "W"),
+    _gpu(r"(?:system/)?gpu\.(?:process\.)?(\d+)\.smClock$", "sm_clock", "MHz"),
+    _gpu(r"(?:system/)?gpu\.(?:process\.)?(\d+)\.fanSpeed$", "fan", "%"),
+    _gpu(r"gpu_id: (\d+)/utilization\.gpu \(%\)$", "util", "%"),
+    _gpu(r"gpu_id: (\d+)/memory\.used \(MB\)$", "mem_used", "MB"),
+    _gpu(r"gpu_id: (\d+)/memory\.total \(MB\)$", "mem_total", "MB"),
+    _gpu(r"gpu_id: (\d+)/temperature\.gpu \(°C\)$", "temp", "°C"),
+    _gpu(r"gpu_id: (\d+)/fan\.speed \(%\)$", "fan", "%"),
+    _gpu(r"gpu_id: (\d+)/power\.draw \(W\)$", "power", "W"),
+    _gpu(r"gpu_id: (\d+)/clocks\.current\.sm \(MHz\)$", "sm_clock", "MHz"),
+)
+# Host series (no GPU ordinal): role -> (name, unit), most specific first. torchtitan's peak
+# memory is its rank's GPU (GPU 0 of the run on the System page).
+HOST_NAMES: dict[str, tuple[tuple[str, str], ...]] = {
+    "cpu": (("sys/cpu_pct", "%"), ("system/cpu", "%"), ("cpu_pct", "%")),
+    "ram": (("sys/ram_pct", "%"), ("system/memory", "%"), ("ram_pct", "%")),
+    "gpu0_mem_used": (("memory/max_reserved(GiB)", "GiB"), ("memory/max_active(GiB)", "GiB")),
+}
+
+
+def gpu_series(keys: Collection[str]) -> dict[tuple[str, int], tuple[str, str]]:
+    """(role, GPU ordinal) -> (the run's key, unit), by the first GPU_NAMES entry each GPU's
+    role matches, over every tool's naming; torchtitan's peak memory as GPU 0's memory."""
+    found: dict[tuple[str, int], tuple[int, str, str]] = {}
+    for key in keys:
+        for rank, name in enumerate(GPU_NAMES):
+            m = name.pattern.match(key)
+            if m is not None:
+                slot = (name.role, int(m.group(1)))
+                if slot not in found or rank < found[slot][0]:
+                    found[slot] = (rank, key, name.unit)
+                break
+    out = {slot: (key, unit) for slot, (_r, key, unit) in found.items()}
+    if ("mem_used", 0) not in out:
+        for key, unit in HOST_NAMES["gpu0_mem_used"]:
+            if key in keys:
+                out[("mem_used", 0)] = (key, unit)
+                break
+    return out
+
+
+def host_series(keys: Collection[str], role: str) -> tuple[str, str] | None:
+    """(key, unit) of a run's host series for `role` ("cpu", "ram"), None if none."""
+    return next(((k, u) for k, u in HOST_NAMES[role] if k in keys), None)
 
 
 def mfu_scale(key: str) -> float:
     """The value of `key` that means 100 % MFU."""
     return 100.0 if key in PERCENT_KEYS else 1.0
+
+
+# What a run logs as its optimizer step when its logged step is something else (the logging
+# call counter of wandb.log without step=: Hugging Face logs train/global_step, Lightning's
+# WandbLogger trainer/global_step, nanoGPT iter). The "auto" x axis places such a run by it.
+STEP_COUNTERS = ("train/global_step", "trainer/global_step", "global_step", "iter", "train/iter")
+
+
+def step_counter(keys: Collection[str]) -> str | None:
+    """The run's step counter key (STEP_COUNTERS, first found), None if it logs none."""
+    return next((k for k in STEP_COUNTERS if k in keys), None)
 
 
 def counter_keys(keys: Iterable[str]) -> list[str]:

@@ -7,6 +7,7 @@ No Qt here.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 TITLE_PT = 9.0
@@ -14,7 +15,9 @@ TICK_PT = 7.0
 LABEL_PT = 8.0
 LEGEND_PT = 7.0
 MIN_ROW_PX = 100  # below this a chart is unreadable: the window scrolls instead
-MIN_COL_PX = 260  # a chart narrower than this gets its own row
+MIN_AXES_W_PX = 300  # no narrower: fewer columns
+MAX_COLS = 4
+ASPECT = 2.0  # width / height of a chart's plotting area that reads best
 
 
 @dataclass(frozen=True)
@@ -23,20 +26,56 @@ class Grid:
     cols: int
 
 
-def grid(panels: int, width_px: float, height_px: float | None = None, dpi: float = 100) -> Grid:
-    """Rows and columns for `panels` charts in a figure `width_px` wide: 2 columns (3 for
-    more than 8 charts), more when the charts would otherwise be lower than MIN_ROW_PX in
-    `height_px` (a laptop screen: 6 charts in 2 rows of 3, not 3 squeezed rows of 2), fewer
-    when narrower than MIN_COL_PX each. What still does not fit scrolls."""
+def grid(
+    panels: int, width_px: float, height_px: float | None = None, dpi: float = 100,
+    legend_rows: int = 0, xlabel: bool = True,
+) -> Grid:  # fmt: skip
+    """Rows and columns for `panels` charts in a figure `width_px` wide and, when known,
+    `height_px` high: of the grids whose charts are at least MIN_AXES_W_PX wide and MIN_ROW_PX
+    high, the one whose charts come nearest ASPECT (6 charts at 1280×800: 2 rows of 3 at about
+    380×180 px, not 3 rows of 2 at 590×100). When none fits the height the page scrolls: then
+    as many columns as keep charts MIN_AXES_W_PX wide (3 at 1280 px)."""
     if panels <= 1:
         return Grid(1, 1)
-    fit = max(1, min(4, int(width_px // MIN_COL_PX)))
-    cols = min(fit, 2 if panels <= 8 else 3)
-    while height_px is not None and cols < min(fit, panels):
-        if min_height_px(Grid(-(-panels // cols), cols), dpi, 2) <= height_px:
-            break
-        cols += 1
+    wide = [
+        c for c in range(1, min(MAX_COLS, panels) + 1)
+        if axes_px(width_px, 1e9, Grid(1, c), dpi)[0] >= MIN_AXES_W_PX
+    ] or [1]  # fmt: skip
+    if height_px is not None:
+        fits = []
+        for cols in wide:
+            g = Grid(-(-panels // cols), cols)
+            w, h = axes_px(width_px, height_px, g, dpi, legend_rows, xlabel)
+            if h >= MIN_ROW_PX:
+                fits.append((abs(math.log(w / h / ASPECT)), cols, g))
+        if fits:
+            return min(fits)[2]
+    cols = max(wide)
     return Grid(-(-panels // cols), cols)
+
+
+def slots(starts: list[bool], cols: int) -> tuple[list[int], int]:
+    """Grid cells (row * cols + col) for panels in order, a panel with starts[i] beginning a
+    new row (an All-page section), and the rows they take."""
+    cells, cell = [], 0
+    for begins in starts:
+        if begins and cell % cols:
+            cell += cols - cell % cols
+        cells.append(cell)
+        cell += 1
+    return cells, max(1, -(-cell // cols))
+
+
+def axes_px(
+    width_px: float, height_px: float, g: Grid, dpi: float, legend_rows: int = 0,
+    xlabel: bool = True,
+) -> tuple[float, float]:  # fmt: skip
+    """The plotting area of each chart of grid `g` in a figure of that size, in pixels."""
+    top_px, bottom_px, gap_y = _vertical_px(dpi, legend_rows, xlabel)
+    left_px, right_px, gap_x = _horizontal_px(dpi)
+    axes_h = (height_px - top_px - bottom_px - gap_y * (g.rows - 1)) / g.rows
+    axes_w = (width_px - left_px - right_px - gap_x * (g.cols - 1)) / g.cols
+    return axes_w, axes_h
 
 
 def legend_columns(labels: list[str], width_px: float, dpi: float) -> int:
@@ -53,31 +92,32 @@ def legend_height_px(rows: int, dpi: float) -> float:
     return 0.0 if rows == 0 else (rows * 1.5 + 0.6) * LEGEND_PT * dpi / 72.0
 
 
-def _vertical_px(dpi: float, legend_rows: int) -> tuple[float, float, float]:
-    """(top, bottom, gap between rows) in pixels."""
+def _vertical_px(dpi: float, legend_rows: int, xlabel: bool = True) -> tuple[float, float, float]:
+    """(top, bottom, gap between rows) in pixels; `xlabel`: the bottom row has an x label (the
+    window leaves it out: its toolbar names the x axis)."""
     px = dpi / 72.0
     title = TITLE_PT * 1.6 * px  # a title and its pad above each axes
     xticks = TICK_PT * 1.9 * px  # tick labels below each axes (plus tick length)
-    xlabel = LABEL_PT * 1.6 * px  # the x label under the bottom row
+    xlabel = LABEL_PT * 1.6 * px if xlabel else 0.0  # the x label under the bottom row
     return legend_height_px(legend_rows, dpi) + title + 4, xticks + xlabel + 4, title + xticks + 4
 
 
+def _horizontal_px(dpi: float) -> tuple[float, float, float]:
+    """(left, right, gap between columns) in pixels."""
+    ylabels = (LABEL_PT * 1.4 + TICK_PT * 6.2) * dpi / 72.0  # y label + 6-character ticks (1.502M)
+    return ylabels + 4, 10.0, ylabels + 8
+
+
 def margins(
-    width_px: float, height_px: float, g: Grid, dpi: float, legend_rows: int = 0
-) -> dict[str, float]:
+    width_px: float, height_px: float, g: Grid, dpi: float, legend_rows: int = 0,
+    xlabel: bool = True,
+) -> dict[str, float]:  # fmt: skip
     """subplots_adjust() arguments for a grid of charts with titles, y labels, tick labels and
     a legend strip of `legend_rows` rows above them."""
-    px = dpi / 72.0
     w, h = max(width_px, 1.0), max(height_px, 1.0)
-    top_px, bottom_px, gap_y = _vertical_px(dpi, legend_rows)
-    ylabels = (LABEL_PT * 1.4 + TICK_PT * 5.5) * px  # y label + five-character tick labels
-    gap_x = ylabels + 8
-    left_px = ylabels + 4
-    right_px = 10.0
-    inner_h = h - top_px - bottom_px
-    inner_w = w - left_px - right_px
-    axes_h = (inner_h - gap_y * (g.rows - 1)) / g.rows
-    axes_w = (inner_w - gap_x * (g.cols - 1)) / g.cols
+    top_px, bottom_px, gap_y = _vertical_px(dpi, legend_rows, xlabel)
+    left_px, right_px, gap_x = _horizontal_px(dpi)
+    axes_w, axes_h = axes_px(w, h, g, dpi, legend_rows, xlabel)
     axes_h, axes_w = max(axes_h, 10.0), max(axes_w, 10.0)
     return {
         "left": min(0.45, left_px / w),
@@ -89,7 +129,38 @@ def margins(
     }
 
 
-def min_height_px(g: Grid, dpi: float, legend_rows: int) -> int:
+def min_height_px(g: Grid, dpi: float, legend_rows: int, xlabel: bool = True) -> int:
     """The figure height at which each chart is MIN_ROW_PX high (below it, the window scrolls)."""
-    top, bottom, gap = _vertical_px(dpi, legend_rows)
+    top, bottom, gap = _vertical_px(dpi, legend_rows, xlabel)
     return int(g.rows * MIN_ROW_PX + (g.rows - 1) * gap + top + bottom) + 1
+
+
+# -- the window's own layout (resplot/ui/window_layout.py applies these) ---------------------
+PREFERRED_WINDOW = (1400, 900)
+SCREEN_MARGIN_PX = 24  # left free around a first window on a small screen
+TREE_BELOW_PX = 1500  # narrower windows start with the sources tree folded away
+TREE_PX = 300
+TABLE_SHARE, MIN_TABLE_PX, MAX_TABLE_PX = 0.24, 150, 340
+
+
+def window_size(avail_w: int, avail_h: int) -> tuple[int, int]:
+    """A first window's size on a screen whose free area is avail_w × avail_h: the preferred
+    size where it fits (a 1280×800 laptop got 1400×900 and lost its edges), else the screen."""
+    w, h = PREFERRED_WINDOW
+    return (
+        max(640, min(w, avail_w - SCREEN_MARGIN_PX)),
+        max(480, min(h, avail_h - SCREEN_MARGIN_PX)),
+    )
+
+
+def split_sizes(
+    width: int, height: int, table_min: int = MIN_TABLE_PX
+) -> tuple[list[int], list[int]]:
+    """Default splitter sizes for a window: [tree, charts] and [charts, run table]. The charts
+    get what the tree and the table can spare: the tree folds away below TREE_BELOW_PX (the
+    status bar still names each source's state; Ctrl+B unfolds it), the table takes about a
+    quarter of the height, growing with the window rather than staying 184 px, and at least
+    `table_min` (what shows six runs)."""
+    tree = 0 if width < TREE_BELOW_PX else TREE_PX
+    table = int(min(MAX_TABLE_PX, max(table_min, TABLE_SHARE * height)))
+    return [tree, max(1, width - tree)], [max(1, height - table), table]

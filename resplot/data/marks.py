@@ -61,3 +61,28 @@ def stretches(x: np.ndarray, flags: np.ndarray, merge: float) -> list[tuple[floa
     starts = np.r_[0, np.flatnonzero(split) + 1]
     ends = np.r_[starts[1:] - 1, len(xs) - 1]
     return [(float(xs[a]), float(xs[b])) for a, b in zip(starts, ends, strict=True)]
+
+
+# -- what a chart leaves out when many runs share it (a sweep) ------------------------------
+EVENT_KINDS = ("checkpoint", "resume", "alert")  # drawn as vertical lines, each switchable
+EVENT_RUNS_MAX = 5  # more runs on a chart: events of the highlighted or selected runs only
+MARKER_POINTS_MAX = 40  # a series shows its points (validation) when no more are in view
+MARKERS_MAX = 160  # and the chart holds no more of them than this in all
+
+
+def event_runs(refs: list, highlighted, selected) -> tuple[list, bool]:
+    """The runs whose events a chart of `refs` draws, and whether some were left out: all of
+    them up to EVENT_RUNS_MAX runs, else the highlighted and selected ones (a 12-run sweep's
+    checkpoints were 60 dotted lines)."""
+    if len(refs) <= EVENT_RUNS_MAX:
+        return list(refs), False
+    chosen = [r for r in refs if r == highlighted or r in selected]
+    return chosen, len(chosen) < len(refs)
+
+
+def markers_shown(points_in_view: list[int]) -> bool:
+    """Whether a chart's marked series (validation: a dot per point) show their points: when
+    each has few in view and all together are not a cloud (12 runs × 40 = 480 dots)."""
+    return bool(points_in_view) and (
+        max(points_in_view) <= MARKER_POINTS_MAX and sum(points_in_view) <= MARKERS_MAX
+    )

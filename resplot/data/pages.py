@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 from resplot.data.cache import SeriesCache
 from resplot.data.colors import shade
-from resplot.data.key_roles import key_for, mfu_scale
+from resplot.data.key_roles import TIMING_ROLES, gpu_series, host_series, key_for, mfu_scale
 from resplot.data.model import RunRef
 from resplot.data.state import ViewState
-from schema.compare import gpu_ids, select_keys
+from schema.compare import select_keys
 
 MAX_STACKED_RUNS = 4
 TIMING_PARTS = ("data", "forward", "backward", "optimizer")
@@ -32,6 +32,9 @@ class Item:
     style: str = "-"
     smooth: bool = True
     marker: str = ""  # sparse series (validation) show their points
+    # Which of its run's series on the chart this is ("train", "valid", "GPU0"; "" for a
+    # run's only one): the hover readout's column, the label less the run's name.
+    part: str = ""
 
 
 @dataclass
@@ -40,10 +43,19 @@ class PanelSpec:
     ylabel: str = ""
     items: list[Item] = field(default_factory=list)
     log_y: bool = False
-    kind: str = "line"  # line | stacked (one run's step-time parts) | throttle (reason bits)
+    # line | stacked (one run's step-time parts) | throttle (reason bits) | section (a card
+    # naming an All-page section; no data)
+    kind: str = "line"
     percent: float | None = None  # value that means 100% (MFU is 0..1), for the tick format
     stack_ref: RunRef | None = None
     robust_y: bool = False  # a loss: its y range may ignore outliers (state.ignore_outliers)
+    subject: str = ""  # a run's name in the title: what gives way when the title is too long
+    section: str = ""  # the All page's key prefix this chart (or section card) belongs to
+
+    @property
+    def starts_row(self) -> bool:
+        """A section's card begins a new row of the grid (its charts follow it)."""
+        return self.kind == "section"
 
     def layout_key(self) -> tuple:
         return (self.title, self.kind, self.log_y, self.percent)
@@ -67,7 +79,8 @@ def _items(
         if name is not None and cache.summary(ref, name) is not None:
             label = _name(cache, ref) + suffix
             look = state.look(ref)
-            out.append(Item(ref, name, label, look.color, style or look.style, smooth, marker))
+            out.append(Item(ref, name, label, look.color, style or look.style, smooth, marker,
+                            suffix.strip()))  # fmt: skip
     return out
 
 
@@ -92,72 +105,97 @@ def training(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[P
     ]  # fmt: skip
 
 
-def _gpus(cache: SeriesCache, ref: RunRef) -> list[int]:
-    return gpu_ids(cache.keys(ref))
-
-
 def _per_gpu(
-    cache: SeriesCache, refs: list[RunRef], state: ViewState, leaf: str, style: str = "-",
+    cache: SeriesCache, refs: list[RunRef], state: ViewState, role: str, style: str = "-",
     suffix: str = "",
-) -> list[Item]:  # fmt: skip
-    out = []
+) -> tuple[list[Item], list[str]]:  # fmt: skip
+    """One item per GPU of each run that logged `role` under any tool's name (key_roles
+    .gpu_series), in the run's colour, lighter per GPU; and the units they were logged in."""
+    out, units = [], []
     for ref in refs:
-        gpus = _gpus(cache, ref)
+        series = gpu_series(cache.keys(ref))
+        gpus = sorted({gpu for _role, gpu in series})
         for n, gpu in enumerate(gpus):
-            key = f"sys/gpu{gpu}/{leaf}"
-            if cache.summary(ref, key) is not None:
-                color = shade(state.look(ref).color, n, len(gpus))
-                label = f"{_name(cache, ref)} GPU{gpu}{suffix}"
-                out.append(Item(ref, key, label, color, style, smooth=False))
-    return out
+            found = series.get((role, gpu))
+            if found is None or cache.summary(ref, found[0]) is None:
+                continue
+            key, unit = found
+            color = shade(state.look(ref).color, n, len(gpus))
+            part = f"GPU{gpu}{suffix}"
+            out.append(Item(ref, key, f"{_name(cache, ref)} {part}", color, style,
+                            smooth=False, part=part))  # fmt: skip
+            units.append(unit)
+    return out, units
+
+
+def _unit(units: list[str], default: str) -> str:
+    """A chart's y label from its series' units ("GiB, MB" when tools logged different ones:
+    said, not converted)."""
+    found = list(dict.fromkeys(u for u in units if u))
+    return ", ".join(found) if found else default
 
 
 def system(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[PanelSpec]:
-    def gpu(leaf: str, style: str = "-", suffix: str = "") -> list[Item]:
-        return _per_gpu(cache, refs, state, leaf, style, suffix)
+    def gpu(role: str, style: str = "-", suffix: str = "") -> tuple[list[Item], list[str]]:
+        return _per_gpu(cache, refs, state, role, style, suffix)
 
-    memory = gpu("mem_used_gib") + gpu("mem_total_gib", ":", " total")
-    power = gpu("power_w") + gpu("power_limit_w", ":", " cap")
-    host = [
-        *(_items(cache, refs, state, "sys/cpu_pct", smooth=False, suffix=" CPU")),
-        *(_items(cache, refs, state, "sys/ram_pct", "--", smooth=False, suffix=" RAM")),
-    ]
+    used, used_units = gpu("mem_used")
+    total, total_units = gpu("mem_total", ":", " total")
+    power, power_units = gpu("power")
+    limit, _ = gpu("power_limit", ":", " cap")
+    host = []
+    for role, style, suffix in (("cpu", "-", " CPU"), ("ram", "--", " RAM")):
+        for ref in refs:
+            found = host_series(cache.keys(ref), role)
+            if found is not None and cache.summary(ref, found[0]) is not None:
+                look = state.look(ref)
+                host.append(Item(ref, found[0], _name(cache, ref) + suffix, look.color, style,
+                                 smooth=False, part=suffix.strip()))  # fmt: skip
     return [
-        PanelSpec("GPU utilisation", "%", gpu("util")),
-        PanelSpec("GPU memory", "GiB", memory),
-        PanelSpec("GPU temperature", "°C", gpu("temp_c")),
-        PanelSpec("GPU power vs limit", "W", power),
-        PanelSpec("Fan", "%", gpu("fan_pct")),
-        PanelSpec("SM clock", "MHz", gpu("sm_clock_mhz")),
-        PanelSpec("Throttle reasons", "", gpu("throttle"), kind="throttle"),
+        PanelSpec("GPU utilisation", "%", gpu("util")[0]),
+        PanelSpec("GPU memory", _unit(used_units + total_units, "GiB"), used + total),
+        PanelSpec("GPU temperature", "°C", gpu("temp")[0]),
+        PanelSpec("GPU power vs limit", _unit(power_units, "W"), power + limit),
+        PanelSpec("Fan", "%", gpu("fan")[0]),
+        PanelSpec("SM clock", "MHz", gpu("sm_clock")[0]),
+        PanelSpec("Throttle reasons", "", gpu("throttle")[0], kind="throttle"),
         PanelSpec("CPU / RAM", "%", host),
     ]
 
 
 def timing(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[PanelSpec]:
+    """Each run's step time split into its timed parts (stacked: the first MAX_STACKED_RUNS
+    runs), step time, and step time per rank; parts found by key_roles.TIMING_ROLES."""
     panels = []
-    with_parts = [r for r in refs if cache.summary(r, "time/step") is not None]
+    steps = {r: key_for(cache.keys(r), "step", TIMING_ROLES) for r in refs}
+    with_parts = [r for r in refs if steps[r] is not None and cache.summary(r, steps[r])]
     for ref in with_parts[:MAX_STACKED_RUNS]:
         color = state.look(ref).color
-        items = [
-            Item(ref, f"time/{p}", p, color, smooth=False)
-            for p in TIMING_PARTS
-            if cache.summary(ref, f"time/{p}") is not None
-        ]
-        items.append(Item(ref, "time/step", "other", color, smooth=False))
-        panels.append(
-            PanelSpec(f"Step time: {_name(cache, ref)}", "s", items, kind="stacked", stack_ref=ref)
-        )
+        keys = cache.keys(ref)
+        items = []
+        for p in TIMING_PARTS:
+            key = key_for(keys, p, TIMING_ROLES)
+            if key is not None and cache.summary(ref, key) is not None:
+                items.append(Item(ref, key, p, color, smooth=False, part=p))
+        items.append(Item(ref, steps[ref], "other", color, smooth=False, part="other"))
+        name = _name(cache, ref)
+        panels.append(PanelSpec(f"Step time: {name}", "s", items, kind="stacked", stack_ref=ref,
+                                subject=name))  # fmt: skip
     title = "Step time"
     if len(with_parts) > MAX_STACKED_RUNS:  # said, not silent: the stacks need room each
         title += f" (breakdowns above: first {MAX_STACKED_RUNS} of {len(with_parts)} runs)"
-    panels.append(PanelSpec(title, "s", _items(cache, refs, state, "time/step")))
+    step_items = []
+    for ref in with_parts:
+        look = state.look(ref)
+        step_items.append(Item(ref, steps[ref], _name(cache, ref), look.color, look.style))
+    panels.append(PanelSpec(title, "s", step_items))
     ranks = []
     for ref in refs:
         found = sorted(int(m.group(1)) for k in cache.keys(ref) if (m := _RANK.match(k)))
         for n, r in enumerate(found):
             color = shade(state.look(ref).color, n, len(found))
-            ranks.append(Item(ref, f"time/rank{r}/step", f"{_name(cache, ref)} rank {r}", color))
+            label = f"{_name(cache, ref)} rank {r}"
+            ranks.append(Item(ref, f"time/rank{r}/step", label, color, part=f"rank {r}"))
     panels.append(PanelSpec("Step time per rank", "s", ranks))
     return panels
 
@@ -182,19 +220,62 @@ def custom(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[Pan
 MAX_ALL_PANELS = 60
 
 
+def search_terms(search: str) -> tuple[list[re.Pattern], list[str]]:
+    """The All page's search as regular expressions, one per word (a key must match each,
+    any case: plain words still work as they did); a term that is not a valid regex is taken
+    literally, and said (the second list)."""
+    patterns, bad = [], []
+    for term in search.split():
+        try:
+            patterns.append(re.compile(term, re.IGNORECASE))
+        except re.error as exc:
+            bad.append(f"{term!r}: {exc}")
+            patterns.append(re.compile(re.escape(term), re.IGNORECASE))
+    return patterns, bad
+
+
 def metric_keys(cache: SeriesCache, refs: list[RunRef], search: str) -> list[str]:
-    """Every key of the plotted runs containing each word of `search` (any case), in key order
-    (so grouped by prefix, like W&B's sections)."""
-    words = search.lower().split()
+    """Every key of the plotted runs that each term of `search` finds (search_terms), in key
+    order (so grouped by prefix, like W&B's sections)."""
+    patterns, _bad = search_terms(search)
     keys = sorted({k for ref in refs for k in cache.keys(ref)})
-    return [k for k in keys if all(w in k.lower() for w in words)]
+    return [k for k in keys if all(p.search(k) for p in patterns)]
+
+
+NO_PREFIX = "(no prefix)"
+
+
+def section_of(key: str) -> str:
+    """The All page's section of a key: what comes before its first "/" (`train/loss` is in
+    `train`, `sys/gpu0/util` in `sys`), NO_PREFIX for a key without one."""
+    return key.split("/", 1)[0] if "/" in key else NO_PREFIX
 
 
 def all_metrics(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[PanelSpec]:
-    keys = metric_keys(cache, refs, state.metric_filter)[:MAX_ALL_PANELS]
-    return [
-        PanelSpec(key, "", _items(cache, refs, state, key), robust_y="loss" in key) for key in keys
-    ]
+    """A section per key prefix, each a card (click: fold or unfold it, kept in the settings)
+    followed by a chart per key; at most MAX_ALL_PANELS charts (the page says so)."""
+    out: list[PanelSpec] = []
+    charts = 0
+    sections: dict[str, list[str]] = {}
+    for key in metric_keys(cache, refs, state.metric_filter):
+        sections.setdefault(section_of(key), []).append(key)
+    for name in sorted(sections, key=lambda n: (n == NO_PREFIX, n)):  # keys with no prefix last
+        keys = sections[name]
+        folded = name in state.collapsed_sections
+        panels = []
+        for key in [] if folded else keys:
+            if charts >= MAX_ALL_PANELS:
+                break
+            items = _items(cache, refs, state, key)
+            if items:
+                panels.append(PanelSpec(key, "", items, robust_y="loss" in key, section=name))
+                charts += 1
+        if folded or panels:
+            count = f"{len(keys)} chart{'s' if len(keys) != 1 else ''}"
+            title = f"{'▸' if folded else '▾'} {name} · {count}"
+            out.append(PanelSpec(title, kind="section", section=name))
+            out += panels
+    return out
 
 
 BUILDERS = {
@@ -206,5 +287,6 @@ BUILDERS = {
 def panels_for(
     page: str, cache: SeriesCache, refs: list[RunRef], state: ViewState
 ) -> list[PanelSpec]:
-    """The page's panels that have something to draw (an empty page returns [])."""
-    return [p for p in BUILDERS[page](cache, refs, state) if p.items]
+    """The page's panels that have something to draw (an empty page returns []), and the All
+    page's section cards."""
+    return [p for p in BUILDERS[page](cache, refs, state) if p.items or p.kind == "section"]

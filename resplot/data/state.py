@@ -14,7 +14,8 @@ from resplot.data import colors as run_colors
 from resplot.data.model import RunRef
 
 PAGES = ("training", "system", "timing", "custom", "all")
-X_AXES = ("step", "wall", "relative", "tokens", "metric")
+X_AXES = ("auto", "step", "wall", "relative", "tokens", "metric")
+HOVER_ORDERS = ("value", "name")
 DEFAULT_TABLE_METRICS = ["train/loss", "valid/loss"]
 MIN_POLL_S, MAX_POLL_S = 0.1, 3600.0
 MIN_TILE_MB, MAX_TILE_MB = 16, 1 << 16
@@ -29,7 +30,9 @@ class ViewState:
     sources: list[str] = field(default_factory=list)
     ticked: list[RunRef] = field(default_factory=list)
     page: str = "training"
-    x_axis: str = "step"
+    # "auto": each run by its define_metric step metric or step counter (HF, nanoGPT,
+    # Lightning), else by its step (resplot/data/xaxis.py)
+    x_axis: str = "auto"
     smoothing: float = 0.6  # TensorBoard's default
     log_y: bool = True
     ignore_outliers: bool = True  # losses: the y range leaves out the top 1 % (resplot.data.yrange)
@@ -38,7 +41,10 @@ class ViewState:
     poll_interval: float = 1.0
     paused: bool = False
     filter_text: str = ""
-    metric_filter: str = ""  # the "all" page's search: words every shown key contains
+    # The "all" page's search: a regex per word, each of which a shown key matches.
+    metric_filter: str = ""
+    # The "all" page's sections folded away (by key prefix: "sys", "train").
+    collapsed_sections: list[str] = field(default_factory=list)
     tile_cache_mb: int = 256  # memory bound of the tiles kept (least recently drawn go first)
     # Run uid -> its colour slot or picked colour (resplot.data.colors), kept across launches.
     colors: dict[str, run_colors.Assignment] = field(default_factory=dict)
@@ -46,6 +52,12 @@ class ViewState:
     auto_tick: bool = True
     # Desktop notifications muted, as [run uid, kind] ("*": every kind of that run).
     muted: list[list[str]] = field(default_factory=list)
+    # The hover readout's order after the hovered run: "value" (as the lines cross) or "name".
+    hover_order: str = "value"
+    # Run table columns hidden with the column chooser, by their heads ("seed", "host").
+    hidden_columns: list[str] = field(default_factory=list)
+    # Event kinds not drawn on the charts ("checkpoint", "resume", "alert").
+    hidden_events: list[str] = field(default_factory=list)
 
     # -- changes (validated) ---------------------------------------------------------------
     def set_page(self, page: str) -> None:
@@ -66,6 +78,11 @@ class ViewState:
         if not 0.0 <= weight < 1.0:
             raise StateError(f"smoothing must be in [0, 1), got {weight}")
         self.smoothing = weight
+
+    def set_hover_order(self, order: str) -> None:
+        if order not in HOVER_ORDERS:
+            raise StateError(f"hover order must be one of {', '.join(HOVER_ORDERS)}, got {order!r}")
+        self.hover_order = order
 
     def set_poll_interval(self, seconds: float) -> None:
         seconds = float(seconds)
@@ -147,6 +164,12 @@ class ViewState:
                 state.set_custom_keys([str(g) for g in plain["custom_keys"]])
             if "table_metrics" in plain:
                 state.table_metrics = [str(m) for m in plain["table_metrics"]]
+            if "collapsed_sections" in plain:
+                state.collapsed_sections = [str(k) for k in plain["collapsed_sections"]]
+            if "hidden_events" in plain:
+                state.hidden_events = [str(k) for k in plain["hidden_events"]]
+            if "hidden_columns" in plain:
+                state.hidden_columns = [str(h) for h in plain["hidden_columns"]]
             if "muted" in plain:
                 state.muted = [[str(uid), str(kind)] for uid, kind in plain["muted"]]
         except (TypeError, KeyError, ValueError) as exc:
@@ -155,6 +178,8 @@ class ViewState:
             state.set_page(plain["page"])
         if "x_axis" in plain:
             state.set_x_axis(plain["x_axis"])
+        if "hover_order" in plain:
+            state.set_hover_order(plain["hover_order"])
         if "smoothing" in plain:
             state.set_smoothing(plain["smoothing"])
         if "poll_interval" in plain:

@@ -1,4 +1,5 @@
-"""X coordinates for each x-axis mode: step, wall time, time since the run started, tokens, the
+"""X coordinates for each x-axis mode: auto (the default: the run's step metric or step counter
+where it logs one, else its step), step, wall time, time since the run started, tokens, the
 run's step metric.
 
 Wall time is in matplotlib date units (days since 1970-01-01, matplotlib's default epoch) so
@@ -17,11 +18,12 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from resplot.data.key_roles import key_for
+from resplot.data.key_roles import key_for, step_counter
 from resplot.data.model import Event, RunInfo
 
 TOKENS_KEY = "train/tokens"
 LABELS = {
+    "auto": "step",
     "step": "step",
     "wall": "wall time",
     "relative": "hours since start",
@@ -38,8 +40,13 @@ def is_key_mode(mode: str) -> bool:
 
 def is_guided(mode: str) -> bool:
     """Whether the mode places points by another series of the run (tokens, a counter, the
-    step metric) rather than by step or time."""
-    return mode in ("tokens", "metric") or is_key_mode(mode)
+    step metric) rather than by step or time ("auto": where the run has one)."""
+    return mode in ("tokens", "metric", "auto") or is_key_mode(mode)
+
+
+def steps_like(mode: str) -> bool:
+    """Whether x on this axis counts optimizer steps (the hover readout reads it as a step)."""
+    return mode in ("step", "auto")
 
 
 def label(mode: str) -> str:
@@ -54,6 +61,11 @@ def guide_key(mode: str, keys, events: Iterable[Event] = ()) -> str | None:
         return key_for(keys, "tokens") or TOKENS_KEY
     if mode == "metric":
         return step_metric(events)
+    if mode == "auto":
+        # The run's own choice (define_metric), else a step counter it logs: Hugging Face's
+        # train/global_step (its logged step is the logging call counter: 0..612 for 6,000
+        # steps), nanoGPT's iter, Lightning's trainer/global_step. Else its steps.
+        return step_metric(events) or step_counter(keys)
     if is_key_mode(mode):
         return mode[len(KEY_PREFIX) :]
     return None
@@ -96,7 +108,7 @@ def x_values(
         return (walls - start) / 3600.0
     if is_guided(mode):
         if guide is None or len(guide[0]) == 0:
-            return None
+            return steps.astype(np.float64) if mode == "auto" else None
         return tokens_at(steps, guide[0], guide[1])
     raise ValueError(f"unknown x-axis mode {mode!r}")
 

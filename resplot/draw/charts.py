@@ -17,25 +17,22 @@ from matplotlib.collections import LineCollection
 from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import (
-    EngFormatter,
-    FuncFormatter,
-    LogLocator,
-    NullFormatter,
-    PercentFormatter,
-)
 
-from resplot.data import layout, xaxis
-from resplot.data.alerts import THROTTLE_BITS
+from resplot.data import layout, marks, xaxis
 from resplot.data.cache import SeriesCache
-from resplot.data.decimate import Grid, bucket_mean
+from resplot.data.decimate import Grid
 from resplot.data.model import RunRef
+from resplot.data.names import distinct_part
 from resplot.data.pages import TIMING_PARTS, Item, PanelSpec, panels_for
 from resplot.data.state import ViewState
-from resplot.data.views import FINE_PER_PIXEL, FINE_POINTS_PER_PAGE, fine_points, series_view
+from resplot.data.views import FINE_PER_PIXEL, FINE_POINTS_PER_PAGE, fine_points
 from resplot.data.yrange import robust_limits
 from resplot.draw import fonts
+from resplot.draw.axes_setup import NOTE_PT, dress, section_card
+from resplot.draw.composites import PART_COLORS, draw_stack, draw_throttle
+from resplot.draw.events import draw_events
 from resplot.draw.legends import AxesLegend, Entry, RunStrip
+from resplot.draw.titles import fit_titles
 from resplot.draw.tracks import (
     BAND_FROM_SERIES,
     DENSE_PAGE_FINE_PER_PIXEL,
@@ -45,35 +42,9 @@ from resplot.draw.tracks import (
 )
 from schema.compare import metric_stats
 
-EVENT_KINDS = {"alert": "#d62728", "checkpoint": "#7f7f7f", "resume": "#1f77b4"}
-PART_COLORS = {
-    "data": "#e15759",
-    "forward": "#4e79a7",
-    "backward": "#f28e2b",
-    "optimizer": "#59a14f",
-    "other": "#bab0ac",
-}
 # Where non-finite points are marked, in axes height fractions.
 SAVE_FORMATS = ("png", "svg", "pdf")
-NOTE_PT = 6.5
-BAR_PT = 6.0  # height of a throttle bar (a '|' marker of 8 pt before)
-
-
-class ReadableLogLocator(LogLocator):
-    """Major ticks at 1, 2, 3, 5 × 10^k when the axis spans about a decade (losses), fewer
-    per decade as it spans more, so that labels never run into each other."""
-
-    def __init__(self) -> None:
-        super().__init__(base=10, subs=(1.0, 2.0, 3.0, 5.0))
-
-    def tick_values(self, vmin, vmax):
-        if vmin > 0 and vmax > 0:
-            decades = abs(np.log10(vmax) - np.log10(vmin))
-            subs = (
-                (1.0, 2.0, 3.0, 5.0) if decades <= 1.5 else (1.0, 3.0) if decades <= 2.5 else (1.0,)
-            )
-            self.set_params(subs=subs)
-        return super().tick_values(vmin, vmax)
+STRIP_ROWS = 2  # more rows of whole run names: the strip names the part that differs
 
 
 class ChartPage:
@@ -103,6 +74,9 @@ class ChartPage:
         # window in a Qt label above the canvas, where its text costs no draw time (a strip of
         # 10 runs took ~20 ms of every redraw as matplotlib text).
         self.strip_in_figure = strip_in_figure
+        # The x axis's name under the bottom charts: in snapshots; the window's toolbar names
+        # it (and the 18 px go to the charts at laptop height).
+        self.x_labels = strip_in_figure
         self.strip = RunStrip(self.figure)
         self.entries: list[Entry] = []
         self.grid = layout.Grid(1, 1)
@@ -115,8 +89,12 @@ class ChartPage:
         self._fine = FINE_PER_PIXEL
         self.message = None
         self.highlighted: RunRef | None = None  # a clicked run: the others are faded
+        self.selected: set[RunRef] = set()  # runs selected in the table (their events show)
+        self._events_left_out: set[int] = set()  # charts that left some runs' events out
         self._clipped: set[int] = set()  # charts whose y range ignores outliers
         self.view_height_px: float | None = None  # what the window shows of the figure
+        self.run_names: dict[RunRef, str] = {}  # of the plotted runs (the hover readout's rows)
+        self.x_mode = "step"  # the x axis of the last refresh
         self.empty_text = "No series to show: tick runs, or widen the custom key globs."
 
     # -- layout -------------------------------------------------------------------------------
@@ -136,58 +114,41 @@ class ChartPage:
             return
         rows, cols = grid.rows, grid.cols
         self.grid = grid
+        cells, _rows = layout.slots([s.starts_row for s in specs], cols)
         first = None
         for i, spec in enumerate(specs):
-            ax = self.figure.add_subplot(rows, cols, i + 1, sharex=first)
+            if spec.kind == "section":
+                ax = self.figure.add_subplot(rows, cols, cells[i] + 1)
+                self._add_axes(ax, *section_card(ax, spec))
+                continue
+            ax = self.figure.add_subplot(rows, cols, cells[i] + 1, sharex=first)
             first = first or ax
-            # y fixed: matplotlib would otherwise measure every top tick label at each draw to
-            # lift the title over them (~20 ms a page), and layout.py leaves it the room.
-            ax.set_title(spec.title, fontsize=9, loc="left", y=1.0)
-            ax.set_ylabel(spec.ylabel, fontsize=8)
-            ax.tick_params(labelsize=7)
-            ax.grid(True, alpha=0.25, linewidth=0.6)
-            if spec.log_y:
-                ax.set_yscale("log")
-                # Losses span less than a decade: label 2, 3, 5 as plain numbers, not 10^x.
-                ax.yaxis.set_major_locator(ReadableLogLocator())
-                ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
-                ax.yaxis.set_minor_formatter(NullFormatter())
-            if spec.percent:
-                ax.yaxis.set_major_formatter(PercentFormatter(spec.percent))
-            if spec.kind == "throttle":
-                names = list(THROTTLE_BITS.values())
-                ax.set_yticks(range(len(names)), names, fontsize=7)
-                ax.set_ylim(-0.6, len(names) - 0.4)
-            events = LineCollection(
-                [], linewidths=0.8, linestyles="dotted", transform=ax.get_xaxis_transform(),
-                zorder=0.5,
-            )  # fmt: skip
-            ax.add_collection(events, autolim=False)
-            empty = ax.text(
-                0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center",
-                color="#999999", fontsize=8,
-            )  # fmt: skip
-            note = ax.text(
-                0.995, 0.01, "", transform=ax.transAxes, ha="right", va="bottom",
-                color="#888888", fontsize=NOTE_PT, zorder=5,
-            )  # fmt: skip
-            self.axes.append(ax)
-            self.tracks.append({})
-            self._extra.append([])
-            self._events.append(events)
-            self._empty.append(empty)
-            self._views.append([])
-            self._notes.append(note)
-            self._legends.append(AxesLegend())
-        for ax in self.axes[-cols:]:
+            self._add_axes(ax, *dress(ax, spec))
+        charts = [ax for ax, spec in zip(self.axes, specs, strict=True) if spec.kind != "section"]
+        for ax in charts[-cols:] if self.x_labels else ():
             ax.set_xlabel(xaxis.label(mode), fontsize=8)
+        if first is None:
+            return  # only folded sections
         if mode == "wall":
             locator = AutoDateLocator()
             first.xaxis.set_major_locator(locator)
             first.xaxis.set_major_formatter(ConciseDateFormatter(locator))
-        elif xaxis.is_guided(mode):
-            first.xaxis.set_major_formatter(EngFormatter())
         first.callbacks.connect("xlim_changed", self._on_xlim_changed)
+
+    def _add_axes(self, ax, events, empty, note) -> None:
+        self.axes.append(ax)
+        self.tracks.append({})
+        self._extra.append([])
+        self._events.append(events)
+        self._empty.append(empty)
+        self._views.append([])
+        self._notes.append(note)
+        self._legends.append(AxesLegend())
+
+    def chart_axes(self) -> list:
+        """The axes that draw data (not the All page's section cards); they share x."""
+        charts = [ax for ax, s in zip(self.axes, self.specs, strict=False) if s.kind != "section"]
+        return charts or self.axes
 
     def _on_xlim_changed(self, _ax) -> None:
         if self._updating:
@@ -219,13 +180,22 @@ class ChartPage:
         if fonts.enable_for(texts):  # CJK names or keys: texts made from now on fall back
             self._layout = None
         height = self.view_height_px or self.figure.bbox.height
-        grid = layout.grid(len(specs), self.figure.bbox.width, height, self.figure.dpi)
+        grid = layout.grid(len(specs), self.figure.bbox.width, height, self.figure.dpi,
+                           self.strip.rows if self.strip_in_figure else 0,
+                           self.x_labels)  # fmt: skip
+        # The All page's sections each begin a row: the rows they take.
+        grid = layout.Grid(layout.slots([s.starts_row for s in specs], grid.cols)[1], grid.cols)
         key = (tuple(s.layout_key() for s in specs), state.x_axis, grid)
         if key != self._layout:
             self._rebuild(specs, state.x_axis, grid)
             self._layout = key
             self.follow = True
         self.specs = specs
+        self.x_mode = state.x_axis
+        self.run_names = {}
+        for ref in refs:
+            run = cache.run(ref)
+            self.run_names[ref] = run.name if run is not None else ref.uid[:8]
         if not self.axes:
             if self.message is not None:
                 self.message.set_text(self.empty_text)
@@ -234,7 +204,7 @@ class ChartPage:
         self._place(self.entries if self.strip_in_figure else [])
         self._updating = True
         try:
-            xlim = None if self.follow else tuple(self.axes[0].get_xlim())
+            xlim = None if self.follow else tuple(self.chart_axes()[0].get_xlim())
             if xlim is None:
                 self._x_steps = {}
             lines = sum(len(s.items) for s in specs if s.kind == "line")
@@ -253,21 +223,30 @@ class ChartPage:
             # (when following the data, the one autoscaling would give), set before drawing.
             shown = xlim if xlim is not None else self._follow_xlim()
             if shown is not None and xlim is None:
-                self.axes[0].set_xlim(shown)  # the axes share x
+                self.chart_axes()[0].set_xlim(shown)  # the charts share x
             for i, spec in enumerate(specs):
                 self._refresh_panel(i, spec, cache, state, refs, xlim, shown, contexts[i])
             if self.follow:
                 for i, ax in enumerate(self.axes):
                     ax.autoscale_view(scalex=shown is None)
                     self._clip_outliers(i, state)
+                    _widen_flat(ax)
         finally:
             self._updating = False
 
+    @property
+    def x_label(self) -> str:
+        return xaxis.label(self.x_mode)
+
     def _strip_entries(self, cache, state, refs, specs) -> list[Entry]:
-        names = {}
+        names = dict(self.run_names)
+        if self.strip.rows_for([Entry(n, "") for n in names.values()],
+                               self.figure.bbox.width) > STRIP_ROWS:  # fmt: skip
+            # A sweep's long names, whole, took 4 rows at 1280 px: the part that tells them
+            # apart (the hover readout and the table's tooltips have the whole names).
+            names = {r: distinct_part(n, list(self.run_names.values())) for r, n in names.items()}
         for ref in refs:
             run = cache.run(ref)
-            names[ref] = run.name if run is not None else ref.uid[:8]
             if run is not None and run.status != "finished":
                 names[ref] += f" · {run.status}"  # its line ends in the status's mark
         entries = [Entry(names[r], *state.look(r)) for r in refs]
@@ -285,12 +264,14 @@ class ChartPage:
         """The run strip, and the axes laid out below it in pixels (resplot.data.layout)."""
         self.strip.update(entries)
         w, h = self.figure.bbox.width, self.figure.bbox.height
-        margins = layout.margins(w, h, self.grid, self.figure.dpi, self.strip.rows)
+        margins = layout.margins(w, h, self.grid, self.figure.dpi, self.strip.rows,
+                                 self.x_labels)  # fmt: skip
         self.figure.subplots_adjust(**margins)
+        fit_titles(self.axes, self.specs, self.figure, self.grid.cols)
 
     def min_height(self) -> int:
         """Pixels the page needs to give each chart a readable height (the window scrolls)."""
-        return layout.min_height_px(self.grid, self.figure.dpi, self.strip.rows)
+        return layout.min_height_px(self.grid, self.figure.dpi, self.strip.rows, self.x_labels)
 
     def _clip_outliers(self, i: int, state: ViewState) -> None:
         """A loss chart's y range without its top 1 % (resplot.data.yrange), said in its note."""
@@ -333,6 +314,12 @@ class ChartPage:
         pad = (steps[-1] - steps[0]) / max(1, len(steps))  # one drawn point's worth of steps
         a = np.interp(lo, x, steps, left=-np.inf, right=np.inf)
         b = np.interp(hi, x, steps, left=-np.inf, right=np.inf)
+        if a == np.inf or b == -np.inf:
+            # The range lies wholly past the run's data (or before it): a step range just
+            # outside it, which holds nothing (±inf there meant "from the start / to the end",
+            # and an infinite start crashed the views: the GUI soak found it).
+            edge = float(steps[-1] + 1) if a == np.inf else float(steps[0] - 1)
+            return edge, edge
         return a - pad, b + pad
 
     def _contexts(self, cache, state, refs, xlim, pixels) -> dict[RunRef, RunContext]:
@@ -384,10 +371,12 @@ class ChartPage:
         lo, hi = min(r[0] for r in found), max(r[1] for r in found)
         if not hi > lo:
             return None
-        margin = self.axes[0].margins()[0] * (hi - lo)
+        margin = self.chart_axes()[0].margins()[0] * (hi - lo)
         return lo - margin, hi + margin
 
     def _refresh_panel(self, i, spec, cache, state, refs, xlim, shown, contexts) -> None:
+        if spec.kind == "section":
+            return
         ax = self.axes[i]
         pixels = max(int(ax.bbox.width), 50)
         for artist in self._extra[i]:
@@ -406,10 +395,22 @@ class ChartPage:
                     self._remember_x(track)
         if spec.kind == "stacked" and spec.stack_ref is not None:
             ref = spec.stack_ref
-            self._draw_stack(i, ref, cache, contexts[ref], state.x_axis, pixels)
+            artists, views = draw_stack(ax, spec, cache, contexts[ref], state.x_axis, pixels,
+                                        self._fine)  # fmt: skip
         elif spec.kind == "throttle":
-            self._draw_throttle(i, spec, cache, contexts, state.x_axis, pixels, xlim)
-        self._draw_events(i, cache, refs, contexts, state.x_axis)
+            artists, views = draw_throttle(ax, spec, cache, contexts, state.x_axis, pixels,
+                                           xlim, self._fine)  # fmt: skip
+        else:
+            artists, views = [], []
+        self._extra[i] += artists
+        self._views[i] += views
+        hidden = set(state.hidden_events)
+        left_out = draw_events(self._events[i], cache, refs, contexts, state.x_axis, hidden,
+                               self.highlighted, self.selected)  # fmt: skip
+        self._events_left_out.discard(i)
+        if left_out:
+            self._events_left_out.add(i)
+        self._declutter_markers(tracks, xlim)
         self._note(i, state.smoothing)
         has_data = any(len(t.line.get_xdata()) for t in tracks.values()) or bool(self._extra[i])
         self._empty[i].set_visible(not has_data)
@@ -428,109 +429,21 @@ class ChartPage:
                 latest[item] = metric_stats(summary.agg if summary is not None else None)[0]
             self._legends[i].update(ax, tracks, self.follow, latest)
 
-    def _draw_stack(self, i: int, ref: RunRef, cache: SeriesCache, ctx: RunContext, mode: str,
-                    pixels: int):  # fmt: skip
-        """One run's step time split into data/forward/backward/optimizer/other: the mean of
-        each part per bucket (or per step at full resolution), stacked."""
-        total = series_view(cache, ref, "time/step", ctx.lo, ctx.hi, pixels,
-                            fine_per_pixel=self._fine)  # fmt: skip
-        if total is None or len(total.mid_steps) == 0:
+    def _declutter_markers(self, tracks: dict[Item, Track], xlim) -> None:
+        """Point markers (validation) only while few points are in view (data/marks.py)."""
+        marked = [t for t in tracks.values() if t.item.marker]
+        if not marked:
             return
-        grid = total.mid_steps
-        parts = []
-        for name in TIMING_PARTS:
-            part = series_view(cache, ref, f"time/{name}", ctx.lo, ctx.hi, pixels, total.level)
-            col = np.zeros(len(grid))
-            if part is not None and part.level == total.level and len(part.mid_steps):
-                idx = np.clip(np.searchsorted(part.mid_steps, grid), 0, len(part.mid_steps) - 1)
-                col = np.where(part.mid_steps[idx] == grid, part.means[idx], 0.0)
-            parts.append(np.nan_to_num(col, nan=0.0, posinf=0.0, neginf=0.0))
-        whole = np.nan_to_num(total.means, nan=0.0, posinf=0.0, neginf=0.0)
-        other = np.clip(whole - np.sum(parts, axis=0), 0.0, None)
-        x = xaxis.x_values(mode, ctx.run, grid, total.mid_walls, ctx.guide)
-        if x is None:
-            return
-        order = np.argsort(x, kind="stable")
-        bx, bys = bucket_mean(x[order], [p[order] for p in [*parts, other]], pixels)
-        ax = self.axes[i]
-        names = [*TIMING_PARTS, "other"]
-        polys = ax.stackplot(
-            bx, *bys, colors=[PART_COLORS[n] for n in names], labels=names, alpha=0.85
-        )
-        if len(bx):
-            top = np.sum(bys, axis=0)
-            polys[0]._resplot_limits = np.column_stack(
-                [np.concatenate((bx, bx)), np.concatenate((np.zeros(len(bx)), top))]
-            )
-        # The parts' colours are named once, in the run strip above the charts: a stack fills
-        # its axes (any corner would cover it) and a legend above it ran into its title.
-        self._extra[i] = [*polys]
-        self._views[i].append(total)
-
-    def _draw_throttle(self, i, spec, cache, contexts, mode, pixels, xlim) -> None:
-        """Throttle reasons as bars, a row per reason and a lane per series: from raw samples,
-        or from each bucket's OR of the flags when zoomed out (exact: any throttling in a bucket
-        shows). A throttled pixel column is marked, and a stretch of them is one bar: a card
-        under a power cap all week is one bar, where a marker per column drew ~700 of them per
-        reason and series (0.6 s for the system page of 8 runs × 8 GPUs)."""
-        ax = self.axes[i]
-        bits = list(THROTTLE_BITS)
-        n = max(len(spec.items), 1)
-        for j, item in enumerate(spec.items):
-            ctx = contexts[item.ref]
-            view = series_view(cache, item.ref, item.key, ctx.lo, ctx.hi, pixels,
-                               fine_per_pixel=self._fine)  # fmt: skip
-            if view is None:
-                continue
-            self._views[i].append(view)
-            x = xaxis.x_values(mode, ctx.run, view.mid_steps, view.mid_walls, ctx.guide)
-            if x is None or len(x) == 0:
-                continue
-            if view.level == 0:
-                mask = np.nan_to_num(view.values, nan=0.0).astype(np.int64)
-            else:
-                mask = np.where(view.bits >= 0, view.bits, 0)
-            segments = []
-            lo, hi = (x.min(), x.max()) if xlim is None else xlim
-            width = (hi - lo) / pixels if hi > lo else 1.0
-            for row, bit in enumerate(bits):
-                on = x[(mask & bit) != 0]
-                if len(on) == 0:
-                    continue
-                columns = np.unique(np.floor((on - lo) / width))
-                # Runs of adjacent columns: where the next column is not this one plus one.
-                breaks = np.flatnonzero(np.diff(columns) > 1)
-                starts = columns[np.concatenate(([0], breaks + 1))]
-                ends = columns[np.concatenate((breaks, [len(columns) - 1]))] + 1
-                y = row + 0.8 * ((j + 0.5) / n - 0.5)
-                pairs = zip(starts * width + lo, ends * width + lo, strict=True)
-                segments.extend([(a, y), (b, y)] for a, b in pairs)
-            if segments:
-                bars = LineCollection(
-                    segments, linewidths=BAR_PT, colors=item.color, capstyle="butt",
-                    label=item.label,
-                )  # fmt: skip
-                ax.add_collection(bars, autolim=False)
-                flat = np.asarray(segments).reshape(-1, 2)
-                bars._resplot_limits = [flat.min(axis=0), flat.max(axis=0)]
-                self._extra[i].append(bars)
-
-    def _draw_events(self, i: int, cache: SeriesCache, refs: list[RunRef], contexts,
-                     mode: str) -> None:  # fmt: skip
-        segments, colors = [], []
-        for ref in refs:
-            ctx = contexts.get(ref)
-            run = cache.run(ref)
-            for ev in cache.events(ref):
-                color = EVENT_KINDS.get(ev.kind)
-                if color is None:
-                    continue
-                x = xaxis.event_x(mode, run, ev.step, ev.wall, ctx.guide if ctx else None)
-                if x is not None and np.isfinite(x):
-                    segments.append([(x, 0.0), (x, 1.0)])
-                    colors.append(color)
-        self._events[i].set_segments(segments)
-        self._events[i].set_color(colors or ["#7f7f7f"])
+        counts = []
+        for t in marked:
+            x = np.asarray(t.line.get_xdata(), float)
+            if xlim is not None:
+                lo, hi = sorted(xlim)
+                x = x[(x >= lo) & (x <= hi)]
+            counts.append(len(x))
+        on = marks.markers_shown(counts)
+        for t in marked:
+            t.line.set_marker(t.item.marker if on else "None")
 
     def _note(self, i: int, smoothing: float) -> None:
         """Say on the chart what it draws when that is not every raw point: the bucket width of
@@ -549,6 +462,8 @@ class ChartPage:
             parts.append("loading finer detail…")
         if i in self._clipped:
             parts.append("y: top 1 % ignored")
+        if i in self._events_left_out and i == min(self._events_left_out):  # said once a page
+            parts.append(f"events: >{marks.EVENT_RUNS_MAX} runs, click or select one")
         unplaced = sorted({t.item.label for t in self.tracks[i].values() if t.unplaced})
         if unplaced:
             parts.append(f"not on this x axis (not logged): {', '.join(unplaced)}")
@@ -568,6 +483,15 @@ class ChartPage:
 
     def save(self, path: str | Path, dpi: int = 120) -> None:
         save_figure(self.figure, path, dpi)
+
+
+def _widen_flat(ax) -> None:
+    """A y range narrower than float noise around its value (a constant series whose means
+    differ in the 15th digit: matplotlib labelled it `1e-15+3.6e-1`) becomes ±5 % of it."""
+    lo, hi = ax.get_ylim()
+    mid = (lo + hi) / 2
+    if ax.get_yscale() == "linear" and mid and 0 < abs(hi - lo) < 1e-9 * abs(mid):
+        ax.set_ylim(mid - 0.05 * abs(mid), mid + 0.05 * abs(mid))
 
 
 def save_figure(figure: Figure, path: str | Path, dpi: int = 120) -> None:

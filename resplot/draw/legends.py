@@ -182,6 +182,8 @@ class RunStrip:
         )  # fmt: skip
 
 
+NB_HYPHEN = "\u2011"  # looks like "-", never ends a line
+WORD_JOINER = "\u2060"
 # How the Qt strip draws a line style (the figure strip draws the line itself).
 _STYLE_GLYPHS = {"-": "━━", "--": "╍╍", "-.": "━·", ":": "┅┅"}
 
@@ -191,8 +193,12 @@ def strip_html(entries: list[Entry]) -> str:
     cells = []
     for e in entries:
         glyph = "■" if e.patch else _STYLE_GLYPHS.get(e.style, "━━")
+        # Qt's rich text breaks a line at a hyphen or space even inside white-space:nowrap:
+        # a name is kept whole with non-breaking hyphens and spaces.
+        name = html.escape(e.label).replace("-", NB_HYPHEN).replace(" ", "&nbsp;")
+        name = name.replace("…", "…" + WORD_JOINER)  # nor after a "…" that cut a name
         cells.append(
             f'<span style="white-space:nowrap"><span style="color:{e.color}">'
-            f"<b>{glyph}</b></span>&nbsp;{html.escape(e.label)}</span>"
+            f"<b>{glyph}</b></span>&nbsp;{name}</span>"
         )
     return '<span style="font-size:11px">' + " &nbsp; ".join(cells) + "</span>"

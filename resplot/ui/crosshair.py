@@ -1,22 +1,38 @@
 """The hover line and readout of a chart page: a vertical line across every chart at the
-pointer, and beside it every series' value there (resplot/data/hover.py), in run colours. A click on
-a series highlights its run (the window fades the others and selects its row).
+pointer, a dot on each series of the hovered chart where the readout reads it, and beside the
+pointer the readout (resplot/data/readout.py: one row per run, the hovered run first), in run
+colours. A click on a series highlights its run (the window fades the others and selects its
+row).
 
-The line is blitted (matplotlib's blitting recipe): a pointer move restores the last full
-draw's pixels and draws only the lines. With 20 runs (40 series) a move costs ~6 ms with the
-readout, a full page draw 130-220 ms (scripts/bench/bench_hover.py, docs/benchmarks.md). The
-lines are not added to the axes, so they never enter autoscaling.
+The line and dots are blitted (matplotlib's blitting recipe): a pointer move restores the last
+full draw's pixels and draws only them. With 20 runs (40 series) a move costs ~6 ms with the
+readout, a full page draw 130-220 ms (scripts/bench/bench_hover.py, docs/benchmarks.md). They
+are not added to the axes, so they never enter autoscaling.
 """
 
 from __future__ import annotations
 
-from matplotlib.lines import Line2D
-from PyQt5.QtCore import QObject, Qt, pyqtSignal
-from PyQt5.QtWidgets import QLabel
+import math
 
-from resplot.data.hover import Reading, readings, readout_html
+import numpy as np
+from matplotlib.collections import CircleCollection
+from matplotlib.lines import Line2D
+from PyQt5.QtCore import QObject, QRect, pyqtSignal
+
+from resplot.data import readout as readout_mod
+from resplot.data import xaxis
+from resplot.data.hover import Reading, readings
+from resplot.data.model import RunRef
+from resplot.ui.readout_view import ReadoutView
 
 CLICK_PX = 10  # how near a click must be to a series' point to pick its run
+HOVER_PX = 24  # how near the pointer a series' point must be for its run to count as hovered
+GAP_PX = 14  # between the pointer and the readout
+# A run whose data ends this far left of the pointer has ended there; a value read this far
+# from the hovered step says its own step.
+END_PX = 3
+MIN_WIDTH_PX = 120  # the readout of a chart narrower than this may be wider than it
+DOT_PT2, FOCUS_PT2 = 16.0, 64.0  # marker areas of the dots: every series, the hovered run's
 
 
 class Crosshair(QObject):
@@ -25,18 +41,15 @@ class Crosshair(QObject):
     def __init__(self, canvas, page, toolbar=None) -> None:
         super().__init__(canvas)
         self.canvas, self.page, self.toolbar = canvas, page, toolbar
-        self.label = QLabel(canvas)
-        self.label.setTextFormat(Qt.RichText)
-        self.label.setAttribute(Qt.WA_TransparentForMouseEvents)
-        self.label.setStyleSheet(
-            "QLabel { background: rgba(255, 255, 255, 235); border: 1px solid #bbbbbb;"
-            " padding: 3px; font-size: 11px; }"
-        )
-        self.label.hide()
+        self.label = ReadoutView(canvas)
         self.background = None
         self.lines: list[Line2D] = []
         self._line_axes: list = []  # the axes each line was made for (a rebuild replaces them)
+        self.dots = CircleCollection([DOT_PT2], edgecolors="white", linewidths=0.8, zorder=6)
+        self.dots.set_figure(page.figure)
         self.found: list[Reading] = []
+        self.readout: readout_mod.Readout | None = None
+        self.order = "value"  # the readout's order after the hovered run: "value" or "name"
         self.axes_index: int | None = None
         canvas.mpl_connect("draw_event", self._on_draw)
         canvas.mpl_connect("motion_notify_event", self._on_move)
@@ -48,7 +61,7 @@ class Crosshair(QObject):
 
     def hide(self) -> None:
         self.label.hide()
-        self.found, self.axes_index = [], None
+        self.found, self.readout, self.axes_index = [], None, None
         if self.background is not None:
             self.canvas.restore_region(self.background)
             self.canvas.blit(self.page.figure.bbox)
@@ -57,10 +70,11 @@ class Crosshair(QObject):
         axes = self.page.axes
         if self._line_axes != axes:
             self.lines, self._line_axes = [], list(axes)
-            for ax in axes:
+            for ax, spec in zip(axes, self.page.specs, strict=False):
                 line = Line2D([0, 0], [0, 1], color="#555555", linewidth=0.8,
                               transform=ax.get_xaxis_transform())  # fmt: skip
                 line.set_figure(self.page.figure)
+                line.set_visible(spec.kind != "section")  # an All-page section's card
                 self.lines.append(line)
         return self.lines
 
@@ -71,33 +85,98 @@ class Crosshair(QObject):
         index = self.page.axes.index(event.inaxes)
         self.show_at(index, float(event.xdata), event.x, event.y)
 
+    def _hovered(self, ax, found: list[Reading], py: float | None) -> RunRef | None:
+        """The run whose point at the pointer's x is nearest the pointer (within HOVER_PX), else
+        the highlighted run."""
+        best, best_d = None, float(HOVER_PX)
+        if py is not None:
+            for r in found:
+                value = r.smoothed if r.smoothed is not None else r.raw
+                if not math.isfinite(value):
+                    continue
+                d = abs(ax.transData.transform((r.x, value))[1] - py)
+                if d <= best_d:
+                    best, best_d = r.item.ref, d
+        return best or self.page.highlighted
+
+    def _set_dots(self, ax, found: list[Reading], hovered: RunRef | None) -> bool:
+        points = [
+            (r.x, r.smoothed if r.smoothed is not None else r.raw, r.item.color,
+             r.item.ref == hovered)
+            for r in found
+        ]  # fmt: skip
+        points = [p for p in points if math.isfinite(p[1])]
+        if not points:
+            return False
+        self.dots.set_offsets(np.array([(x, y) for x, y, _c, _h in points]))
+        self.dots.set_offset_transform(ax.transData)
+        self.dots.set_facecolors([c for _x, _y, c, _h in points])
+        self.dots.set_sizes([FOCUS_PT2 if h else DOT_PT2 for *_p, h in points])
+        self.dots.set_clip_box(ax.bbox)
+        return True
+
+    def visible_rect(self) -> QRect:
+        """The part of the canvas the window shows (it scrolls when the page is tall)."""
+        rect = self.canvas.visibleRegion().boundingRect()
+        return rect if not rect.isEmpty() else self.canvas.rect()
+
     def show_at(self, index: int, x: float, px: float | None = None, py: float | None = None):
-        """The line at data x on every chart and the readout of chart `index` (what a pointer
-        move does; px, py: the pointer in figure pixels, for where the readout goes)."""
+        """The line at data x on every chart, a dot on each series of chart `index` and its
+        readout (what a pointer move does; px, py: the pointer in figure pixels, for which run
+        is hovered and where the readout goes)."""
         self.axes_index = index
+        ax = self.page.axes[index]
         spec = self.page.specs[index] if index < len(self.page.specs) else None
-        self.found = readings(self.page.tracks[index], x)
-        text = readout_html(spec.title if spec is not None else "", self.found)
+        tracks = self.page.tracks[index]
+        self.found = found = readings(tracks, x)
+        hovered = self._hovered(ax, found, py)
         if self.background is not None:
             self.canvas.restore_region(self.background)
             for line in self._lines():
                 line.set_xdata([x, x])
                 self.page.figure.draw_artist(line)
+            if self._set_dots(ax, found, hovered):
+                self.page.figure.draw_artist(self.dots)
             self.canvas.blit(self.page.figure.bbox)
-        if not text:
+        if not found:
+            self.readout = None
             self.label.hide()
             return
-        self.label.setText(text)
-        self.label.adjustSize()
-        if px is None or py is None:
-            ax = self.page.axes[index]
-            px, py = ax.transData.transform((x, 0))[0], ax.bbox.y1
         ratio = self.canvas.device_pixel_ratio or 1.0
+        visible = self.visible_rect()
+        x0, x1 = sorted(ax.get_xlim())
+        tolerance = END_PX * (x1 - x0) / max(ax.bbox.width, 1.0)
+        ends = {}
+        for item, track in tracks.items():
+            finite = track.x[np.isfinite(track.x)] if len(track.x) else track.x
+            if len(finite):
+                ends[item] = float(finite.max())
+        step_axis = xaxis.steps_like(self.page.x_mode)
+        where = f"step {round(x):,}" if step_axis else f"{self.page.x_label} {ax.format_xdata(x)}"
+        # As many rows as the visible part of the page holds (header, column heads and notes
+        # take the rest), and as wide as its chart at most (what gives way: ReadoutView.fit).
+        max_rows = max(3, int(visible.height() / self.label.row_px()) - 4)
+        for _ in range(3):
+            self.readout = readout_mod.layout(
+                spec.title if spec is not None else "", found, x=x, where=where,
+                names=self.page.run_names, ends=ends, tolerance=tolerance, hovered=hovered,
+                by=self.order, max_rows=max_rows, at_step=round(x) if step_axis else None,
+                step_slack=int(tolerance) if step_axis else 0,
+                columns=[item.part for item in tracks],
+            )  # fmt: skip
+            self.label.show_readout(self.readout, max(MIN_WIDTH_PX, int(ax.bbox.width / ratio)))
+            over = self.label.height() - visible.height()
+            if over <= 0 or max_rows <= 3:
+                break
+            max_rows = max(3, max_rows - math.ceil(over / self.label.row_px()))
+        if px is None or py is None:
+            px, py = ax.transData.transform((x, 0))[0], ax.bbox.y1
         qx, qy = px / ratio, (self.page.figure.bbox.height - py) / ratio
         w, h = self.label.width(), self.label.height()
-        left = qx + 14 if qx + 14 + w <= self.canvas.width() else qx - 14 - w
-        top = min(max(0.0, qy - h / 2), max(0.0, self.canvas.height() - h))
-        self.label.move(int(max(0.0, left)), int(top))
+        left = qx + GAP_PX if qx + GAP_PX + w <= visible.right() else qx - GAP_PX - w
+        left = min(max(float(visible.left()), left), float(visible.right() - w))
+        top = min(max(float(visible.top()), qy - h / 2), float(visible.bottom() - h))
+        self.label.move(int(max(float(visible.left()), left)), int(max(visible.top(), top)))
         self.label.show()
         self.label.raise_()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg, NavigationToolbar2QT
 from matplotlib.figure import Figure
-from PyQt5.QtCore import Qt, pyqtSignal
+from PyQt5.QtCore import QSize, Qt, pyqtSignal
 from PyQt5.QtGui import QCursor
 from PyQt5.QtWidgets import (
     QHBoxLayout,
@@ -24,13 +24,18 @@ from resplot.ui.crosshair import Crosshair
 
 class PageView(QWidget):
     pinRequested = pyqtSignal(list)  # the keys of a chart, to add to the Custom page
+    sectionToggled = pyqtSignal(str)  # an All-page section's card was clicked: fold/unfold it
 
     def __init__(self, name: str, on_view_changed, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.page = ChartPage(name, Figure(figsize=(10, 6), dpi=100), on_view_changed,
                               strip_in_figure=False)  # fmt: skip
         self.canvas = FigureCanvasQTAgg(self.page.figure)
-        self.toolbar = NavigationToolbar2QT(self.canvas, self)
+        # Zoom, pan, home and save: shown by the window in the tab bar's corner (a row of its
+        # own took 40 px of a laptop's height); the readout gives values, not coordinates.
+        self.toolbar = NavigationToolbar2QT(self.canvas, self, coordinates=False)
+        self.toolbar.setIconSize(QSize(16, 16))
+        self.toolbar.setStyleSheet("QToolBar { border: 0px; padding: 0px; spacing: 0px; }")
         self.scroll = QScrollArea(self)
         self.scroll.setWidgetResizable(True)
         self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
@@ -45,15 +50,28 @@ class PageView(QWidget):
         self.strip.setWordWrap(True)
         self.strip.setContentsMargins(6, 2, 6, 2)
         self._strip_entries: list = []
-        layout.addWidget(self.toolbar)
+        self.strip.hide()  # until it has entries
         # The "all" page: a search over key names, and how many keys it shows of how many.
         self.search: QLineEdit | None = None
         self.count = QLabel(self)
+        # The "custom" page: the globs of its keys.
+        self.keys_edit: QLineEdit | None = None
+        if name == "custom":
+            row = QHBoxLayout()
+            row.setContentsMargins(6, 0, 6, 0)
+            row.addWidget(QLabel("keys:", self))
+            self.keys_edit = QLineEdit(self)
+            self.keys_edit.setPlaceholderText("globs, e.g. train/* valid/* (Enter to apply)")
+            self.keys_edit.setClearButtonEnabled(True)
+            row.addWidget(self.keys_edit, 1)
+            layout.addLayout(row)
         if name == "all":
             row = QHBoxLayout()
             row.setContentsMargins(6, 0, 6, 0)
             self.search = QLineEdit(self)
-            self.search.setPlaceholderText("search metrics (words in the key, any case)…")
+            self.search.setPlaceholderText(
+                "search metrics: words or regular expressions, each must match (^sys/gpu[01]/)…"
+            )
             self.search.setClearButtonEnabled(True)
             row.addWidget(self.search, 1)
             row.addWidget(self.count)
@@ -79,6 +97,11 @@ class PageView(QWidget):
             self._on_view_changed()
 
     def _on_press(self, event) -> None:
+        if event.button == 1 and event.inaxes in self.page.axes:
+            spec = self.page.specs[self.page.axes.index(event.inaxes)]
+            if spec.kind == "section":
+                self.sectionToggled.emit(spec.section)
+                return
         if event.button == 3 and event.inaxes in self.page.axes:
             menu = self.chart_menu(self.page.axes.index(event.inaxes))
             if menu is not None:
@@ -102,10 +125,11 @@ class PageView(QWidget):
     def fit(self) -> None:
         """Give the canvas the height its charts need (the scroll area scrolls past the view),
         and show the run strip of the last refresh."""
-        if self.page.entries != self._strip_entries:
-            self._strip_entries = list(self.page.entries)
-            self.strip.setText(strip_html(self._strip_entries))
-            self.strip.setVisible(bool(self._strip_entries))
+        entries = self.page.entries
+        if entries != self._strip_entries:
+            self._strip_entries = list(entries)
+            self.strip.setText(strip_html(entries))
+            self.strip.setVisible(bool(entries))
         ratio = self.canvas.device_pixel_ratio or 1.0
         need = int(self.page.min_height() / ratio)
         if self.canvas.minimumHeight() != need:

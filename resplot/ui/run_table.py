@@ -21,6 +21,9 @@ from PyQt5.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
     QLineEdit,
+    QMenu,
+    QStyle,
+    QStyledItemDelegate,
     QTableView,
     QToolButton,
     QVBoxLayout,
@@ -32,6 +35,7 @@ from resplot.data.alerts import LEVELS, Alert
 from resplot.data.cache import SeriesCache
 from resplot.data.colors import status_color
 from resplot.data.model import RunInfo, RunRef
+from resplot.data.names import distinct_part
 from resplot.data.state import ViewState
 from schema.compare import (
     differing_config,
@@ -44,6 +48,7 @@ from schema.compare import (
 )
 
 MAX_COLUMN_PX = 240
+MAX_NAME_PX = 320  # the run's name: the column that tells runs apart gets the most room
 
 
 def _stats(cache: SeriesCache, ref: RunRef, key: str) -> tuple[float | None, float | None]:
@@ -58,10 +63,11 @@ class RunTableModel(QAbstractTableModel):
 
     tickedChanged = pyqtSignal(object, bool)  # RunRef, ticked
 
-    # The config keys that differ come right after the run's name and status: they are what
-    # tells the runs of a sweep apart, and at laptop width the columns after them scroll away.
-    HEAD = ("run", "status")
-    MIDDLE = ("alerts", "step")
+    # How each run is doing comes first (status, step, the page's metrics, alerts), then the
+    # config keys that differ: runs of mixed projects differ in 29 of them, which pushed every
+    # metric out of sight. The column chooser (right-click a column head) hides any column.
+    HEAD = ("run", "status", "step")
+    MIDDLE = ("alerts",)
     TAIL = ("tokens/s", "duration", "GPU-hours", "host")
 
     def __init__(self, cache: SeriesCache, state: ViewState) -> None:
@@ -72,6 +78,8 @@ class RunTableModel(QAbstractTableModel):
         self.rows: list[list[Any]] = []
         self.alerts: dict[RunRef, list[Alert]] = {}
         self.config_keys: list[str] = []
+        # Each name without the words every run's name shares (RunNameDelegate's second try).
+        self.short_names: dict[str, str] = {}
 
     def refresh(self, alerts: dict[RunRef, list[Alert]], now: float | None = None) -> None:
         now = time.time() if now is None else now
@@ -79,20 +87,59 @@ class RunTableModel(QAbstractTableModel):
         self.alerts = alerts
         ticked = [r for r in runs if self.state.is_ticked(r.ref)]
         self.config_keys = differing_config(ticked if len(ticked) >= 2 else runs)
-        headers = [*self.HEAD, *self.config_keys, *self.MIDDLE]
+        headers = list(self.HEAD)
         for m in self.state.table_metrics:
             headers += [f"{m} last", f"{m} min"]
-        headers += list(self.TAIL)
+        headers += [*self.MIDDLE, *self.config_keys, *self.TAIL]
         rows = [self._row(run, now, headers) for run in runs]
-        if headers != self.headers or [r.ref for r in runs] != [r.ref for r in self.runs]:
+        names = [run.name for run in runs]
+        self.short_names = {n: distinct_part(n, names) for n in names}
+        if headers != self.headers:
             self.beginResetModel()
             self.runs, self.headers, self.rows = runs, headers, rows
             self.endResetModel()
-        else:
+            return
+        if not self._move_rows(runs, rows):
+            self.beginResetModel()
             self.runs, self.rows = runs, rows
-            if rows:
-                last = self.index(len(rows) - 1, len(headers) - 1)
-                self.dataChanged.emit(self.index(0, 0), last)
+            self.endResetModel()
+            return
+        self.runs, self.rows = runs, rows
+        if rows:
+            last = self.index(len(rows) - 1, len(headers) - 1)
+            self.dataChanged.emit(self.index(0, 0), last)
+
+    def _move_rows(self, runs: list[RunInfo], rows: list[list[Any]]) -> bool:
+        """Go from the rows shown to `runs` by removing and inserting rows, each announced as
+        Qt's model rules say (begin/endRemoveRows, begin/endInsertRows), so that a selection
+        and the filter's sorted order survive a run arriving; False when the runs that stay
+        changed their order (the caller resets instead)."""
+        new = [r.ref for r in runs]
+        wanted = set(new)
+        for i in reversed(range(len(self.runs))):
+            if self.runs[i].ref not in wanted:
+                self.beginRemoveRows(QModelIndex(), i, i)
+                del self.runs[i], self.rows[i]
+                self.endRemoveRows()
+        kept = {r.ref for r in self.runs}
+        if [r.ref for r in self.runs] != [ref for ref in new if ref in kept]:
+            return False
+        for i, ref in enumerate(new):
+            if ref not in kept:
+                self.beginInsertRows(QModelIndex(), i, i)
+                self.runs.insert(i, runs[i])
+                self.rows.insert(i, rows[i])
+                self.endInsertRows()
+        return True
+
+    def looks_changed(self) -> None:
+        """Tick boxes or colours changed (the view state's, not the model's rows): repaint
+        column 0. A bare layoutChanged here (what this replaced) told the filter proxy that
+        rows had moved without layoutAboutToBeChanged first, leaving it stale persistent
+        indexes: a click on a row then crashed the window (SIGSEGV)."""
+        if self.rows:
+            roles = [Qt.CheckStateRole, Qt.DecorationRole]
+            self.dataChanged.emit(self.index(0, 0), self.index(len(self.rows) - 1, 0), roles)
 
     def _row(self, run: RunInfo, now: float, headers: list[str]) -> list[Any]:
         ref = run.ref
@@ -130,6 +177,8 @@ class RunTableModel(QAbstractTableModel):
         return None
 
     def flags(self, index: QModelIndex):
+        if not index.isValid():
+            return Qt.NoItemFlags  # the root (Qt's model tester holds us to it)
         base = Qt.ItemIsEnabled | Qt.ItemIsSelectable
         return base | Qt.ItemIsUserCheckable if index.column() == 0 else base
 
@@ -177,6 +226,34 @@ class RunTableModel(QAbstractTableModel):
         return next(i for i, r in enumerate(self.runs) if r.ref == ref)
 
 
+class RunNameDelegate(QStyledItemDelegate):
+    """The run column: a name that does not fit loses the words every run's name shares before
+    anything else, and only then its middle. Eliding the end (or the middle) of
+    `llama-125m-wsd-lr3e-4-wd0.1-seed3-bs512-ctx2048` cut the part that tells sweep runs apart,
+    even at 1920 px."""
+
+    def __init__(self, model: RunTableModel, parent: QWidget) -> None:
+        super().__init__(parent)
+        self.model = model
+
+    def initStyleOption(self, option, index) -> None:
+        super().initStyleOption(option, index)
+        name = option.text
+        if not name or option.rect.width() <= 0:
+            return  # measured for its size hint (the column fits the whole name), not painted
+        style = option.widget.style() if option.widget is not None else None
+        text_rect = (
+            style.subElementRect(QStyle.SE_ItemViewItemText, option, option.widget)
+            if style is not None else option.rect
+        )  # fmt: skip
+        room = text_rect.width() - 2
+        metrics = option.fontMetrics
+        if metrics.horizontalAdvance(name) <= room:
+            return
+        short = self.model.short_names.get(name, name)
+        option.text = metrics.elidedText(short, Qt.ElideMiddle, room)
+
+
 class _Filter(QSortFilterProxyModel):
     """Rows whose name, host, status, alerts or config values contain every word typed."""
 
@@ -193,6 +270,8 @@ class _Filter(QSortFilterProxyModel):
 
 class RunTable(QWidget):
     """Filter box + table of runs."""
+
+    columnsChanged = pyqtSignal()  # the column chooser hid or showed a column
 
     def __init__(self, model: RunTableModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -224,13 +303,28 @@ class RunTable(QWidget):
         self.view.horizontalHeader().setStretchLastSection(True)
         self.view.setAlternatingRowColors(True)
         self.view.setTextElideMode(Qt.ElideMiddle)  # sweep names differ at both ends
+        self.view.setItemDelegateForColumn(0, RunNameDelegate(model, self.view))
+        header = self.view.horizontalHeader()
+        header.setContextMenuPolicy(Qt.CustomContextMenu)
+        header.customContextMenuRequested.connect(lambda pos: self.column_menu().exec_(
+            header.mapToGlobal(pos)))  # fmt: skip
         # Compact rows: at 1280×800 the default height showed 4 runs of a 9-run sweep.
-        self.view.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
+        self.view.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 4)
         model.modelReset.connect(self._fit_columns)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(buttons)
         layout.addWidget(self.view)
+
+    def height_for(self, rows: int) -> int:
+        """The pane's height that shows `rows` runs (filter box, column heads, rows)."""
+        header = self.view.horizontalHeader().sizeHint().height()
+        row = self.view.verticalHeader().defaultSectionSize()
+        # The columns of a sweep overflow a laptop's width: room for the scroll bar too.
+        scrollbar = self.view.horizontalScrollBar().sizeHint().height()
+        frame = 2 * self.view.frameWidth()
+        spacing = max(0, self.layout().spacing())
+        return self.filter.sizeHint().height() + spacing + header + rows * row + scrollbar + frame
 
     def focus_filter(self) -> None:
         self.filter.setFocus()
@@ -238,11 +332,39 @@ class RunTable(QWidget):
 
     def _fit_columns(self) -> None:
         """Columns as wide as their contents, but none wider than MAX_COLUMN_PX (an alert's
-        message or a long name is elided; its tooltip has all of it)."""
+        message or a long name is elided; its tooltip has all of it); the hidden ones hidden."""
         self.view.resizeColumnsToContents()
-        for col in range(self.model.columnCount()):
-            if self.view.columnWidth(col) > MAX_COLUMN_PX:
-                self.view.setColumnWidth(col, MAX_COLUMN_PX)
+        hidden = set(self.model.state.hidden_columns)
+        for col, name in enumerate(self.model.headers):
+            self.view.setColumnHidden(col, name in hidden and col > 0)
+            widest = MAX_NAME_PX if col == 0 else MAX_COLUMN_PX
+            if self.view.columnWidth(col) > widest:
+                self.view.setColumnWidth(col, widest)
+
+    def column_menu(self) -> QMenu:
+        """The column chooser: every column but the run's name, ticked when shown."""
+        menu = QMenu(self)
+        hidden = set(self.model.state.hidden_columns)
+        for name in self.model.headers[1:]:
+            action = menu.addAction(name)
+            action.setCheckable(True)
+            action.setChecked(name not in hidden)
+            action.toggled.connect(lambda on, n=name: self.show_column(n, on))
+        menu.addSeparator()
+        menu.addAction("Show every column", lambda: self.show_column(None, True))
+        return menu
+
+    def show_column(self, name: str | None, on: bool) -> None:
+        """Show or hide a column by its head (None: every column), kept in the view state."""
+        state = self.model.state
+        if name is None:
+            state.hidden_columns = []
+        elif on:
+            state.hidden_columns = [h for h in state.hidden_columns if h != name]
+        elif name not in state.hidden_columns:
+            state.hidden_columns = [*state.hidden_columns, name]
+        self._fit_columns()
+        self.columnsChanged.emit()
 
     def set_filter(self, text: str) -> None:
         self.model.state.filter_text = text

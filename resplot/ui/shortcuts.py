@@ -32,6 +32,8 @@ def table() -> list[tuple[str, str, Callable]]:
         ("Ctrl+P", "Pause / resume polling", lambda w: w.set_paused(not w.state.paused)),
         ("Ctrl+L", "Log / linear loss axis", lambda w: w.set_log_y(not w.state.log_y)),
         ("Ctrl+T", "Show / hide the run table", lambda w: w.toggle_table()),
+        ("Ctrl+B", "Show / hide the sources tree", lambda w: w.toggle_tree()),
+        ("Ctrl+R", "Hover readout: by value / by name", lambda w: w.toggle_hover_order()),
         ("Ctrl+E", "Export the page as PNG/SVG/PDF", lambda w: w.ask_export("chart", "")),
         ("Esc", "Clear the highlighted run", lambda w: w.highlight(None)),
         ("Ctrl+Q", "Quit", lambda w: w.close()),

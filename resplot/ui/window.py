@@ -12,18 +12,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from PyQt5.QtCore import QByteArray, Qt, QTimer
+from PyQt5.QtCore import Qt, QTimer
 from PyQt5.QtWidgets import (
-    QAction,
-    QCheckBox,
-    QComboBox,
-    QDoubleSpinBox,
-    QLabel,
-    QLineEdit,
     QMainWindow,
     QSplitter,
     QTabWidget,
-    QToolBar,
 )
 
 from resplot import settings as settings_mod
@@ -31,17 +24,17 @@ from resplot.data import alerts as alerts_mod
 from resplot.data.cache import SeriesCache
 from resplot.data.key_roles import counter_keys, rising_keys
 from resplot.data.model import RunRef
-from resplot.data.pages import MAX_ALL_PANELS, metric_keys
+from resplot.data.pages import metric_keys, search_terms
 from resplot.data.selection import default_selection, empty_text, project_size, shown_text
-from resplot.data.state import PAGES, X_AXES, ViewState
+from resplot.data.state import PAGES, ViewState
 from resplot.draw import fonts
 from resplot.draw.charts import ChartPage, save_figure
 from resplot.exports import export_table
 from resplot.sources.spec import parse_spec
 from resplot.ssh.options import SSHOptions
-from resplot.ui import shortcuts
+from resplot.ui import controls, shortcuts, status_bar, window_layout
 from resplot.ui.dialogs import AddSourceDialog, HostKeyAsker
-from resplot.ui.export_menu import ExportWorker, add_export_menu, ask_export, start_points_export
+from resplot.ui.export_menu import ExportWorker, ask_export, start_points_export
 from resplot.ui.notify import Notifier
 from resplot.ui.page_view import PageView
 from resplot.ui.poller import Poller
@@ -108,8 +101,8 @@ class MainWindow(QMainWindow):
             muted=[(uid, kind) for uid, kind in self.state.muted],
             say=lambda text: self.statusBar().showMessage(text, 15000),
         )
-        self._build_toolbar()
-        self._build_menu()
+        controls.build_toolbar(self)
+        controls.build_menus(self)
         self._apply_state_to_widgets()
         self._restore_window()
         if self.settings.problem:
@@ -125,102 +118,43 @@ class MainWindow(QMainWindow):
         self.tree = SourcesTree(self)
         self.tree.runActivated.connect(lambda ref: self.tick(ref, not self.state.is_ticked(ref)))
         self.tabs = QTabWidget(self)
+        self.tabs.setDocumentMode(True)  # no frame around the pages: their pixels go to charts
+        self.tabs.setStyleSheet("QTabBar::tab { padding: 3px 10px; }")
         self.pages: dict[str, PageView] = {}
         for name in PAGES:
             view = PageView(name, self.view_changed, self)
             view.crosshair.runClicked.connect(self.highlight)
             view.pinRequested.connect(self.pin_keys)
+            view.sectionToggled.connect(self.toggle_section)
             if view.search is not None:
                 view.search.setText(self.state.metric_filter)
                 view.search.textChanged.connect(self.set_metric_filter)
+            if view.keys_edit is not None:
+                self.keys_edit = edit = view.keys_edit
+                edit.editingFinished.connect(lambda e=edit: self.set_custom_keys(e.text()))
             self.pages[name] = view
             self.tabs.addTab(view, shortcuts.TITLES.get(name, name.capitalize()))
         self.tabs.currentChanged.connect(lambda i: self.set_page(PAGES[i]))
         self.model = RunTableModel(self.cache, self.state)
         self.model.tickedChanged.connect(lambda _ref, _on: self._ticks_changed(by_hand=True))
         self.table = RunTable(self.model, self)
+        self.table.columnsChanged.connect(self.save_settings)
+        self.table.view.selectionModel().selectionChanged.connect(self._selection_changed)
         attach_run_menus(self)
+        # Sizes follow the window (window_layout.follow_size) until the user drags a split.
+        self.splits_by_hand = False
         self.top_split = QSplitter(Qt.Horizontal, self)
         self.top_split.addWidget(self.tree)
         self.top_split.addWidget(self.tabs)
         self.top_split.setStretchFactor(1, 4)
-        # Wide enough for run names next to the status and age columns (restored layouts win).
-        self.top_split.setSizes([360, 1040])
         self.main_split = QSplitter(Qt.Vertical, self)
         self.main_split.addWidget(self.top_split)
         self.main_split.addWidget(self.table)
         self.main_split.setStretchFactor(0, 3)
-        # The charts get the height: at 1280×800 the table still shows 6 runs (it scrolls,
-        # Ctrl+T hides it).
-        self.main_split.setSizes([560, 260])
+        for split in (self.top_split, self.main_split):
+            split.splitterMoved.connect(lambda *_a: setattr(self, "splits_by_hand", True))
         self.setCentralWidget(self.main_split)
-        self.alert_label = QLabel(self)
-        self.sources_label = QLabel(self)
-        self.loading_label = QLabel(self)  # "loading N tiles…" while charts wait for detail
-        self.shown_label = QLabel(self)  # "showing 20 of 57 runs": the selection is never silent
-        self.statusBar().addWidget(self.alert_label, 1)
-        self.statusBar().addPermanentWidget(self.shown_label)
-        self.statusBar().addPermanentWidget(self.loading_label)
-        self.statusBar().addPermanentWidget(self.sources_label)
-
-    def _build_toolbar(self) -> None:
-        bar = QToolBar("View", self)
-        bar.setObjectName("view-toolbar")
-        self.addToolBar(bar)
-        self.add_source_action = bar.addAction("Add source…", self._ask_add_source)
-        bar.addSeparator()
-        bar.addWidget(QLabel(" Poll every ", self))
-        self.poll_spin = QDoubleSpinBox(self)
-        self.poll_spin.setRange(0.2, 3600.0)
-        self.poll_spin.setDecimals(1)
-        self.poll_spin.setSuffix(" s")
-        self.poll_spin.valueChanged.connect(self.set_poll_interval)
-        bar.addWidget(self.poll_spin)
-        self.pause_action = bar.addAction("Pause")
-        self.pause_action.setCheckable(True)
-        self.pause_action.toggled.connect(self.set_paused)
-        bar.addSeparator()
-        bar.addWidget(QLabel(" x: ", self))
-        self.x_combo = QComboBox(self)
-        self.x_combo.addItems(X_AXES)
-        self.x_combo.setToolTip("x axis: step, time, tokens, or a logged counter (key:iter…)")
-        self.x_combo.currentTextChanged.connect(self.set_x_axis)
-        bar.addWidget(self.x_combo)
-        bar.addWidget(QLabel(" smoothing: ", self))
-        self.smooth_spin = QDoubleSpinBox(self)
-        self.smooth_spin.setRange(0.0, 0.999)
-        self.smooth_spin.setDecimals(3)
-        self.smooth_spin.setSingleStep(0.05)
-        self.smooth_spin.valueChanged.connect(self.set_smoothing)
-        bar.addWidget(self.smooth_spin)
-        self.log_check = QCheckBox("log y", self)
-        self.log_check.toggled.connect(self.set_log_y)
-        bar.addWidget(self.log_check)
-        self.outliers_check = QCheckBox("ignore outliers", self)
-        self.outliers_check.setToolTip("Loss charts: y range without the top 1 % of values")
-        self.outliers_check.toggled.connect(self.set_ignore_outliers)
-        bar.addWidget(self.outliers_check)
-        bar.addWidget(QLabel(" custom keys: ", self))
-        self.keys_edit = QLineEdit(self)
-        self.keys_edit.setPlaceholderText("globs, e.g. train/* valid/*")
-        self.keys_edit.setMaximumWidth(220)
-        self.keys_edit.editingFinished.connect(lambda: self.set_custom_keys(self.keys_edit.text()))
-        bar.addWidget(self.keys_edit)
-        bar.addSeparator()
-        bar.addAction("Follow data", self.reset_view).setToolTip(
-            "Autoscale to all data again after zooming or panning"
-        )
-
-    def _build_menu(self) -> None:
-        file_menu = self.file_menu = self.menuBar().addMenu("&File")
-        file_menu.addAction(self.add_source_action)
-        remove = QAction("Remove selected source", self)
-        remove.triggered.connect(self._remove_selected_source)
-        file_menu.addAction(remove)
-        add_export_menu(self, self.menuBar().addMenu("&Export"))
-        file_menu.addSeparator()
-        file_menu.addAction("Quit", self.close)
-        shortcuts.install(self, self.menuBar().addMenu("&Help"))
+        status_bar.build(self, self.statusBar())
 
     def _apply_state_to_widgets(self) -> None:
         s = self.state
@@ -240,19 +174,17 @@ class MainWindow(QMainWindow):
         for w in widgets:
             w.blockSignals(False)
         self.table.set_filter(s.filter_text)
+        self.set_hover_order(s.hover_order)
+        for kind, action in self.event_actions.items():
+            action.setChecked(kind not in s.hidden_events)
+        self.set_page(s.page)  # its toolbar in the tab bar's corner
 
     def _restore_window(self) -> None:
-        win = self.settings.window
-        try:
-            if "geometry" in win:
-                self.restoreGeometry(QByteArray.fromHex(win["geometry"].encode()))
-            else:
-                self.resize(1400, 900)
-            for name, split in (("top_split", self.top_split), ("main_split", self.main_split)):
-                if name in win:
-                    split.restoreState(QByteArray.fromHex(win[name].encode()))
-        except (AttributeError, TypeError, ValueError):  # a settings file edited by hand
-            self.resize(1400, 900)
+        window_layout.restore(self, self.settings.window)
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        window_layout.follow_size(self)
 
     # -- poller ---------------------------------------------------------------------------
     def attach_poller(self, poller) -> None:
@@ -320,7 +252,7 @@ class MainWindow(QMainWindow):
         if self.state.auto_tick:
             # Every store alike: the choice is remade over all runs as sources report them.
             self.state.ticked = default_selection(self.cache.runs())
-            self.model.layoutChanged.emit()
+            self.model.looks_changed()
         self.schedule_redraw()
 
     def on_data_arrived(self, _refs=None) -> None:
@@ -337,6 +269,7 @@ class MainWindow(QMainWindow):
         self.tree.set_source_state(label, text, is_error)
         self._source_texts[label] = text
         self.sources_label.setText("  ·  ".join(f"{k}: {v}" for k, v in self._source_texts.items()))
+        status_bar.tidy(self)
 
     def on_error(self, message: str) -> None:
         self.statusBar().showMessage(message, 15000)
@@ -346,6 +279,10 @@ class MainWindow(QMainWindow):
         self.state.set_page(page)
         if self.tabs.currentIndex() != PAGES.index(page):
             self.tabs.setCurrentIndex(PAGES.index(page))
+        toolbar = self.pages[page].toolbar
+        if self.tabs.cornerWidget(Qt.TopRightCorner) is not toolbar:
+            self.tabs.setCornerWidget(toolbar, Qt.TopRightCorner)
+            toolbar.show()
         self.schedule_redraw()
 
     def set_x_axis(self, mode: str) -> None:
@@ -375,6 +312,14 @@ class MainWindow(QMainWindow):
 
     def set_metric_filter(self, text: str) -> None:
         self.state.metric_filter = text
+        self.schedule_redraw()
+
+    def toggle_section(self, name: str) -> None:
+        """Fold or unfold one section (key prefix) of the All page (kept in the settings)."""
+        folded = self.state.collapsed_sections
+        self.state.collapsed_sections = (
+            [s for s in folded if s != name] if name in folded else [*folded, name]
+        )
         self.schedule_redraw()
 
     def pin_keys(self, keys: list[str]) -> None:
@@ -428,17 +373,47 @@ class MainWindow(QMainWindow):
         else:
             self.state.set_color(ref, color)
         self.save_settings()
-        self.model.layoutChanged.emit()
+        self.model.looks_changed()
         self.schedule_redraw()
 
     def _ticks_changed(self, by_hand: bool = False) -> None:
         if by_hand:
             self.state.auto_tick = False  # the user chooses from now on (kept in the settings)
-        self.model.layoutChanged.emit()
+        self.model.looks_changed()
         self.schedule_redraw()
+
+    def set_hover_order(self, order: str) -> None:
+        """The hover readout's order after the hovered run: "value" or "name"."""
+        self.state.set_hover_order(order)
+        for view in self.pages.values():
+            view.crosshair.order = order
+        if self.by_name_action.isChecked() != (order == "name"):
+            self.by_name_action.setChecked(order == "name")
+
+    def show_events(self, kind: str, on: bool) -> None:
+        """Draw the vertical lines of one event kind (checkpoint, resume, alert) or not."""
+        hidden = [k for k in self.state.hidden_events if k != kind]
+        self.state.hidden_events = hidden if on else [*hidden, kind]
+        action = self.event_actions.get(kind)
+        if action is not None and action.isChecked() != on:
+            action.setChecked(on)
+        self.schedule_redraw()
+
+    def _selection_changed(self) -> None:
+        """The table's selected runs: their events show on crowded charts."""
+        selected = set(self.table.selected_refs())
+        for view in self.pages.values():
+            view.page.selected = selected
+        self.schedule_redraw()
+
+    def toggle_hover_order(self) -> None:
+        self.set_hover_order("name" if self.state.hover_order == "value" else "value")
 
     def toggle_table(self) -> None:
         self.table.setVisible(not self.table.isVisible())
+
+    def toggle_tree(self) -> None:
+        window_layout.toggle_tree(self)
 
     def ask_export(self, what: str, fmt: str) -> None:
         ask_export(self, what, fmt)
@@ -479,7 +454,7 @@ class MainWindow(QMainWindow):
         view = self.pages[self.state.page]
         refs = self.plotted_refs()
         if self.state.assign_looks(refs):
-            self.model.layoutChanged.emit()  # the table's colour swatches
+            self.model.looks_changed()  # the table's colour swatches
         runs = self.cache.runs()
         self.shown_label.setText(
             shown_text(len(refs), len(runs), self.state.auto_tick, project_size(runs))
@@ -494,12 +469,18 @@ class MainWindow(QMainWindow):
         view.fit()
         if view.search is not None:
             matching = len(metric_keys(self.cache, refs, self.state.metric_filter))
-            shown = min(matching, MAX_ALL_PANELS)
-            more = "; search to narrow" if matching > shown else ""
-            view.count.setText(f"showing {shown} of {matching} keys{more}")
+            shown = sum(1 for s in view.page.specs if s.kind != "section")
+            folded = len(self.state.collapsed_sections)
+            more = "; search to narrow" if matching > shown and not folded else ""
+            text = f"showing {shown} of {matching} keys{more}"
+            bad = search_terms(self.state.metric_filter)[1]
+            if bad:  # taken literally: said, with why
+                text += f" · not a regex, matched as text: {'; '.join(bad)}"
+            view.count.setText(text)
         self._say_tiles_over()
         waiting = self.cache.wanted_count()
         self.loading_label.setText(f"loading {waiting} tiles…" if waiting else "")
+        status_bar.tidy(self)
         self._awaiting_tiles = bool(waiting) and self.poller is not None
         if self._awaiting_tiles:
             self.poller.poll_now()  # the charts want detail: fetch it now, not at the next tick
@@ -574,11 +555,7 @@ class MainWindow(QMainWindow):
 
     # -- settings -----------------------------------------------------------------------------
     def save_settings(self) -> None:
-        self.settings.window = {
-            "geometry": bytes(self.saveGeometry().toHex()).decode(),
-            "top_split": bytes(self.top_split.saveState().toHex()).decode(),
-            "main_split": bytes(self.main_split.saveState().toHex()).decode(),
-        }
+        self.settings.window = window_layout.saved(self)
         try:
             settings_mod.save(self.settings, self.settings_path)
         except OSError as exc:

@@ -1,0 +1,77 @@
+"""Run names cut to fit without losing what tells them apart. No Qt here.
+
+The runs of a sweep share a long prefix and suffix and differ in the middle
+(`llama-125m-wsd-lr3e-4-wd0.1-seed3-bs512-ctx2048`): an elision at the end or in the middle cuts
+exactly the part that matters. Here the parts every name shares go first (whole words between
+separators, replaced by "…"), and only then, if still too long, the middle of what is left.
+The run table's name column, the run strip and the hover readout cut names this way; the full
+name is in their tooltips.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+ELLIPSIS = "…"
+# Words are cut at these (not at "." or "=": `lr0.0003` and `lr=3e-4` stay whole).
+_WORD = re.compile(r"[^-_/:, ]+|[-_/:, ]+")
+
+
+def _words(name: str) -> list[str]:
+    """Words and the separators between them, in order: `a-b_c` -> [a, -, b, _, c]."""
+    return _WORD.findall(name)
+
+
+def shared_ends(names: Sequence[str]) -> tuple[int, int]:
+    """How many leading and trailing words (separators included) every name shares; never the
+    whole of any name. (0, 0) for fewer than two distinct names."""
+    distinct = list(dict.fromkeys(names))
+    if len(distinct) < 2:
+        return 0, 0
+    words = [_words(n) for n in distinct]
+    shortest = min(len(w) for w in words)
+    head = 0
+    while head < shortest - 1 and all(w[head] == words[0][head] for w in words):
+        head += 1
+    tail = 0
+    while tail < shortest - 1 - head and all(w[-1 - tail] == words[0][-1 - tail] for w in words):
+        tail += 1
+    return head, tail
+
+
+def elide_middle(text: str, chars: int) -> str:
+    """`text` in at most `chars` characters, its middle replaced by "…"."""
+    if len(text) <= chars:
+        return text
+    if chars <= 1:
+        return ELLIPSIS[:chars]
+    keep = chars - 1
+    front = (keep + 1) // 2
+    return text[:front] + ELLIPSIS + text[len(text) - (keep - front) :]
+
+
+def distinct_part(name: str, names: Sequence[str]) -> str:
+    """`name` without the leading and trailing words every one of `names` shares ("…" marks
+    what went): what tells it apart from the others."""
+    head, tail = shared_ends(names)
+    if head == 0 and tail == 0:
+        return name
+    words = _words(name)
+    # Keep the separator next to the cut (`…lr3e-4-wd0.1-seed3…` reads as a fragment).
+    middle = "".join(words[head : len(words) - tail])
+    return (ELLIPSIS if head else "") + middle + (ELLIPSIS if tail else "")
+
+
+def fit_name(name: str, names: Sequence[str], chars: int) -> str:
+    """`name` in at most `chars` characters: whole when it fits, else without the words all
+    `names` share, else that part elided in the middle."""
+    if len(name) <= chars:
+        return name
+    short = distinct_part(name, names)
+    return short if len(short) <= chars else elide_middle(short, chars)
+
+
+def fit_names(names: Sequence[str], chars: int) -> dict[str, str]:
+    """fit_name for every name of a set (the run table's names, the runs in a readout)."""
+    return {n: fit_name(n, names, chars) for n in names}

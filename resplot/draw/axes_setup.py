@@ -1,0 +1,71 @@
+"""How one chart's axes is dressed before any data: its title and labels, formatters that
+carry their scale, log and percent axes, the throttle chart's reason rows, and the texts and
+collections every chart keeps (event lines, "no data", its note); and an All-page section's
+card, which takes a chart's cell."""
+
+from __future__ import annotations
+
+from matplotlib.collections import LineCollection
+from matplotlib.patches import Rectangle
+from matplotlib.ticker import NullFormatter, PercentFormatter
+
+from resplot.data.alerts import THROTTLE_BITS
+from resplot.data.layout import TITLE_PT
+from resplot.data.pages import PanelSpec
+from resplot.draw.ticks import CompactFormatter, ReadableLogLocator
+
+NOTE_PT = 6.5
+
+
+def dress(ax, spec: PanelSpec) -> tuple[LineCollection, object, object]:
+    """Set up a chart's axes for `spec`; (its event lines, its "no data" text, its note)."""
+    # y fixed: matplotlib would otherwise measure every top tick label at each draw to
+    # lift the title over them (~20 ms a page), and layout.py leaves it the room.
+    ax.set_title(spec.title, fontsize=TITLE_PT, loc="left", y=1.0)
+    ax.set_ylabel(spec.ylabel, fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.grid(True, alpha=0.25, linewidth=0.6)
+    # Every label says its own scale (1.5M, 3e-4): an offset text above the axis sat
+    # on the chart's title (resplot/draw/ticks.py).
+    ax.yaxis.set_major_formatter(CompactFormatter())
+    ax.xaxis.set_major_formatter(CompactFormatter())
+    if spec.log_y:
+        ax.set_yscale("log")
+        # Losses span less than a decade: label 2, 3, 5 as plain numbers, not 10^x.
+        ax.yaxis.set_major_locator(ReadableLogLocator())
+        ax.yaxis.set_major_formatter(CompactFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    if spec.percent:
+        ax.yaxis.set_major_formatter(PercentFormatter(spec.percent))
+    if spec.kind == "throttle":
+        names = list(THROTTLE_BITS.values())
+        ax.set_yticks(range(len(names)), names, fontsize=7)
+        ax.set_ylim(-0.6, len(names) - 0.4)
+    events = LineCollection(
+        [], linewidths=0.8, linestyles="dotted", transform=ax.get_xaxis_transform(),
+        zorder=0.5,
+    )  # fmt: skip
+    ax.add_collection(events, autolim=False)
+    empty = ax.text(
+        0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center",
+        color="#999999", fontsize=8,
+    )  # fmt: skip
+    note = ax.text(
+        0.995, 0.01, "", transform=ax.transAxes, ha="right", va="bottom",
+        color="#888888", fontsize=NOTE_PT, zorder=5,
+    )  # fmt: skip
+    return events, empty, note
+
+
+def section_card(ax, spec: PanelSpec) -> tuple[LineCollection, object, object]:
+    """An All-page section's card: its prefix and chart count, in the grid cell before its
+    charts (a click on it folds or unfolds the section: resplot/ui/page_view.py)."""
+    ax.set_axis_off()
+    ax.text(0.02, 0.62, spec.title, transform=ax.transAxes, ha="left", va="center",
+            fontsize=11, fontweight="bold", color="#333333")  # fmt: skip
+    what = "click to unfold" if spec.title.startswith("▸") else "click to fold"
+    hint = ax.text(0.02, 0.38, what, transform=ax.transAxes, ha="left", va="center",
+                   fontsize=NOTE_PT, color="#888888")  # fmt: skip
+    ax.add_patch(Rectangle((0, 0.15), 1, 0.7, transform=ax.transAxes, facecolor="#f3f5f9",
+                           edgecolor="#d0d5de", zorder=-1))  # fmt: skip
+    return LineCollection([]), hint, hint

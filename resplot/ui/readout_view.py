@@ -1,0 +1,174 @@
+"""The hover readout, painted: a small table (resplot/data/readout.py lays it out) drawn with
+QPainter and measured with QFontMetrics, so that fitting it to its chart and drawing it cost
+well under a millisecond. (A QLabel laid the same table out as rich text in ~12 ms a move.)"""
+
+from __future__ import annotations
+
+from PyQt5.QtCore import QRect, QSize, Qt
+from PyQt5.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen
+from PyQt5.QtWidgets import QWidget
+
+from resplot.data.names import fit_names
+from resplot.data.readout import ENDED, Readout, Span, Text, render
+
+FONT_PX = 11
+PAD, GAP = 4, 8  # inside the border; between columns
+NAME_CHARS = 48  # a run's name at most; cut shorter (down to 8) before details are dropped
+NAME_CHARS_TRIED = (40, 32, 26, 22, 18, 15, 12, 10, 8)
+BACK = QColor(255, 255, 255, 240)
+HOVERED_BACK = QColor("#e8eefb")
+DETAIL = QColor("#888888")
+NOTE = QColor("#666666")
+
+
+class ReadoutView(QWidget):
+    """Paints a readout: header, column heads, a line per run with a colour swatch, notes."""
+
+    def __init__(self, parent: QWidget) -> None:
+        super().__init__(parent)
+        self.setAttribute(Qt.WA_TransparentForMouseEvents)
+        self.font_ = QFont(self.font())
+        self.font_.setPixelSize(FONT_PX)
+        self.bold = QFont(self.font_)
+        self.bold.setBold(True)
+        self.italic = QFont(self.font_)
+        self.italic.setItalic(True)
+        self.fm, self.fm_bold = QFontMetrics(self.font_), QFontMetrics(self.bold)
+        self.fm_italic = QFontMetrics(self.italic)
+        self.text_: Text | None = None
+        self._widths: list[int] = []
+        self._widths_of: dict[tuple[str, bool], int] = {}
+        self.hide()
+
+    # -- measuring ----------------------------------------------------------------------------
+    def row_px(self) -> int:
+        return self.fm_bold.height() + 2
+
+    def _span_w(self, span: Span) -> int:
+        return self._w(span.text, span.bold)
+
+    def _w(self, text: str, bold: bool = False) -> int:
+        """Text width, remembered: fitting measures the same names and values many times."""
+        key = (text, bold)
+        w = self._widths_of.get(key)
+        if w is None:
+            if len(self._widths_of) > 4096:
+                self._widths_of.clear()
+            w = self._widths_of[key] = (self.fm_bold if bold else self.fm).horizontalAdvance(text)
+        return w
+
+    def _spans_w(self, spans: list[Span]) -> int:
+        space = self._w(" ")
+        return sum(self._span_w(s) for s in spans) + space * max(0, len(spans) - 1)
+
+    def _measure(self, text: Text) -> tuple[QSize, list[int]]:
+        swatch = self.fm.height()
+        name_w = max((self._name_w(line) for line in text.lines), default=0) + swatch + 4
+        widths = [name_w]
+        for c, head in enumerate(text.columns):
+            cells = [self._spans_w(line.cells[c]) for line in text.lines if c < len(line.cells)]
+            widths.append(max([self._w(head, True), *cells]))
+        table = sum(widths) + GAP * (len(widths) - 1)
+        head = self._spans_w(text.head)
+        notes = max((self.fm_italic.horizontalAdvance(n) for n in text.notes), default=0)
+        rows = len(text.lines) + 1 + (1 if any(text.columns) else 0) + len(text.notes)
+        size = QSize(max(table, head, notes) + 2 * PAD, rows * self.row_px() + 2 * PAD)
+        return size, widths
+
+    def _name_w(self, line) -> int:
+        return self._w(line.name, line.row.hovered)
+
+    def fit(self, readout: Readout, max_width: int) -> Text:
+        """The readout's text at most `max_width` pixels wide: names cut first (their shared
+        words, then their middle), then the raw value, the far steps, the later columns."""
+        tries = [
+            {"raw": True, "steps": True},
+            {"raw": False, "steps": True},
+            {"raw": False, "steps": False},
+        ]
+        tries += [{"raw": False, "steps": False, "max_columns": n}
+                  for n in range(len(readout.columns) - 1, 0, -1)]  # fmt: skip
+        names = [r.name for r in readout.rows]
+        text = None
+        for options in tries:
+            text = render(readout, NAME_CHARS, **options)
+            size, widths = self._measure(text)
+            if size.width() <= max_width:
+                return text
+            # The room the names have beside the value columns, and the longest cut that fits.
+            room = max_width - (size.width() - widths[0]) - self.fm.height() - 4
+            for chars in NAME_CHARS_TRIED:
+                fitted = fit_names(names, chars).values()
+                hovered = max((self._w(n, True) for n in fitted), default=0)
+                if hovered <= room:
+                    text = render(readout, chars, **options)
+                    if self._measure(text)[0].width() <= max_width:
+                        return text
+                    break
+        assert text is not None
+        return text
+
+    def show_readout(self, readout: Readout, max_width: int) -> None:
+        self.text_ = self.fit(readout, max_width)
+        size, self._widths = self._measure(self.text_)
+        self.resize(min(size.width(), max_width), size.height())
+        self.update()
+        self.show()
+
+    def plain(self) -> str:
+        return "" if self.text_ is None else self.text_.plain()
+
+    # -- painting ----------------------------------------------------------------------------
+    def _draw_spans(self, p: QPainter, x: int, y: int, spans: list[Span], color: QColor) -> None:
+        space = self.fm.horizontalAdvance(" ")
+        for span in spans:
+            p.setFont(self.bold if span.bold else self.font_)
+            p.setPen(DETAIL if span.grey else color)
+            p.drawText(x, y, span.text)
+            x += self._span_w(span) + space
+
+    def paintEvent(self, _event) -> None:
+        text = self.text_
+        if text is None:
+            return
+        p = QPainter(self)
+        p.fillRect(self.rect(), BACK)
+        p.setPen(QPen(QColor("#bbbbbb")))
+        p.drawRect(self.rect().adjusted(0, 0, -1, -1))
+        row = self.row_px()
+        ascent = self.fm_bold.ascent() + 1
+        y = PAD
+        black = QColor("#000000")
+        self._draw_spans(p, PAD, y + ascent, text.head, black)
+        y += row
+        xs = [PAD]
+        for w in self._widths[:-1]:
+            xs.append(xs[-1] + w + GAP)
+        if any(text.columns):
+            p.setFont(self.bold)
+            p.setPen(black)
+            for c, head in enumerate(text.columns):
+                right = xs[c + 1] + self._widths[c + 1]
+                p.drawText(right - self.fm_bold.horizontalAdvance(head), y + ascent, head)
+            y += row
+        swatch = self.fm.height() - 4
+        for line in text.lines:
+            color = QColor(ENDED) if line.row.ended else black
+            if line.row.hovered:
+                p.fillRect(QRect(1, y, self.width() - 2, row), HOVERED_BACK)
+            p.fillRect(QRect(PAD, y + (row - swatch) // 2, swatch, swatch),
+                       QColor(line.row.color))  # fmt: skip
+            p.setFont(self.bold if line.row.hovered else self.font_)
+            p.setPen(color)
+            p.drawText(PAD + swatch + 4, y + ascent, line.name)
+            for c, spans in enumerate(line.cells):
+                right = xs[c + 1] + self._widths[c + 1]
+                grey = [Span(s.text, s.bold, True) for s in spans] if line.row.ended else spans
+                self._draw_spans(p, right - self._spans_w(spans), y + ascent, grey, color)
+            y += row
+        p.setFont(self.italic)
+        p.setPen(NOTE)
+        for note in text.notes:
+            p.drawText(PAD, y + ascent, note)
+            y += row
+        p.end()

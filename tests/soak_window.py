@@ -1,0 +1,231 @@
+"""The window used as a person uses it while a run logs: run by tests/test_gui_soak.py in a
+child pytest process, so that a crash (SIGSEGV) fails that test instead of killing the runner.
+Not collected by itself (its name does not start with test_).
+
+For RESPLOT_SOAK_S seconds (default 60), with a real process logging through reslog into a real
+store (tests/fixtures/live_logger.py: a new run every few seconds) next to a 12-run sweep, it
+clicks every row of the run table and of the sources tree, hovers and clicks every chart (and a
+line on it), switches every page, zooms with the toolbar and follows the data again, and resizes
+the window to 1280×800 and back; real mouse and key events (QTest), under whatever platform the
+parent chose (offscreen, or xcb under Xvfb). The first part leaves every tick box to the default
+selection (a user who has not ticked anything: how the crash of issue 21 was met); the second half
+also ticks and unticks by hand.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from PyQt5.QtCore import QPoint, Qt
+from PyQt5.QtTest import QTest
+
+from resplot import settings as settings_mod
+from resplot.data.cache import SeriesCache
+from resplot.data.state import PAGES
+from resplot.ui.window import MainWindow, make_poller
+from tests.fixtures.sweep import PROJECT, make_sweep
+
+SOAK_S = float(os.environ.get("RESPLOT_SOAK_S", "60"))
+ROOT = Path(__file__).resolve().parents[1]
+POLL_S = 0.5  # twice the default poll rate
+PAUSE_MS = 15  # between actions: events (arrivals, redraws) run in between, as for a person
+SIZES = ((1280, 800), (1920, 1080))
+
+
+class Soak:
+    """Actions in turns: each turn takes the next page, the next rows of the table and tree,
+    and every chart of the page, so that a minute on a loaded machine (a redraw with live data
+    costs 0.2-0.5 s of the GUI thread here) still reaches every row, chart and page."""
+
+    def __init__(self, qtbot, win: MainWindow, deadline: float) -> None:
+        self.qtbot, self.win, self.deadline = qtbot, win, deadline
+        self.done: dict[str, int] = {}
+        self.rows_clicked: set = set()  # RunRefs whose table row was clicked
+        self.pages_seen: set[str] = set()
+        self.table_at = self.tree_at = 0
+
+    def over(self) -> bool:
+        return time.monotonic() >= self.deadline
+
+    def count(self, what: str) -> None:
+        self.done[what] = self.done.get(what, 0) + 1
+        self.qtbot.wait(PAUSE_MS)
+
+    # -- the run table and the sources tree ---------------------------------------------------
+    def click_table_rows(self, n: int, tick: bool) -> None:
+        """Click `n` rows, those not clicked yet first."""
+        view, proxy, model = self.win.table.view, self.win.table.proxy, self.win.model
+        for _ in range(n):
+            if proxy.rowCount() == 0 or self.over():
+                return
+            rows = range(proxy.rowCount())
+            refs = [model.runs[proxy.mapToSource(proxy.index(r, 1)).row()].ref for r in rows]
+            fresh = [r for r, ref in enumerate(refs) if ref not in self.rows_clicked]
+            row = fresh[0] if fresh else self.table_at % len(refs)
+            self.table_at += 1
+            index = proxy.index(row, 1)
+            view.scrollTo(index)
+            QTest.mouseClick(view.viewport(), Qt.LeftButton, Qt.NoModifier,
+                             view.visualRect(index).center())  # fmt: skip
+            self.rows_clicked.add(refs[row])
+            self.count("table row clicks")
+            if tick:
+                view.setCurrentIndex(proxy.index(row, 0))
+                QTest.keyClick(view, Qt.Key_Space)  # the tick box of the current row
+                self.count("ticks by hand")
+
+    def click_tree_items(self, n: int) -> None:
+        tree = self.win.tree
+        items = []
+        for i in range(tree.topLevelItemCount()):
+            stack = [tree.topLevelItem(i)]
+            while stack:
+                item = stack.pop()
+                items.append(item)
+                stack.extend(item.child(c) for c in range(item.childCount()))
+        for item in items[self.tree_at % len(items) :][:n] if items else []:
+            self.tree_at += 1
+            if self.over():
+                return
+            try:
+                tree.scrollToItem(item)
+                rect = tree.visualItemRect(item)
+            except RuntimeError:  # the tree was rebuilt (a run arrived): its items are gone
+                return
+            QTest.mouseClick(tree.viewport(), Qt.LeftButton, Qt.NoModifier, rect.center())
+            self.count("tree clicks")
+
+    # -- charts --------------------------------------------------------------------------------
+    def _to_widget(self, canvas, fx: float, fy: float) -> QPoint:
+        """Figure pixels (origin bottom left, device pixels) to the canvas widget's points."""
+        ratio = canvas.device_pixel_ratio or 1.0
+        return QPoint(int(fx / ratio), int((canvas.figure.bbox.height - fy) / ratio))
+
+    def hover_and_click_charts(self) -> None:
+        """Every chart of the page: hover at two places, click away from the lines, click on
+        one line (which highlights its run and selects its table row)."""
+        view = self.win.pages[self.win.state.page]
+        canvas, page = view.canvas, view.page
+        for n in range(len(page.axes)):
+            if n >= len(page.axes) or self.over():
+                return  # the page was laid out again meanwhile, or time is up
+            ax = page.axes[n]
+            box = ax.bbox
+            view.scroll.ensureVisible(int(box.x0), int(canvas.figure.bbox.height - box.y1))
+            for frac in (0.3, 0.8):
+                at = self._to_widget(canvas, box.x0 + frac * box.width, box.y0 + 0.5 * box.height)
+                QTest.mouseMove(canvas, at)
+                self.count("hovers")
+            QTest.mouseClick(canvas, Qt.LeftButton, Qt.NoModifier, at)
+            self.count("chart clicks")
+            tracks = page.tracks[n] if n < len(page.tracks) else {}
+            for track in list(tracks.values())[:1]:
+                x, y = track.line.get_xdata(), track.line.get_ydata()
+                if len(x) == 0:
+                    continue
+                fx, fy = ax.transData.transform((float(x[len(x) // 2]), float(y[len(y) // 2])))
+                if box.x0 < fx < box.x1 and box.y0 < fy < box.y1:
+                    QTest.mouseClick(canvas, Qt.LeftButton, Qt.NoModifier,
+                                     self._to_widget(canvas, fx, fy))  # fmt: skip
+                    self.count("line clicks")
+
+    def zoom(self) -> None:
+        """A rubber-band zoom with the toolbar's zoom tool on the first chart, a hover in the
+        zoomed view, then "Follow data" (the window's reset)."""
+        view = self.win.pages[self.win.state.page]
+        page, canvas = view.page, view.canvas
+        if not page.axes or self.over():
+            return
+        box = page.axes[0].bbox
+        view.scroll.ensureVisible(0, 0)
+        a = self._to_widget(canvas, box.x0 + 0.3 * box.width, box.y0 + 0.7 * box.height)
+        b = self._to_widget(canvas, box.x0 + 0.6 * box.width, box.y0 + 0.3 * box.height)
+        view.toolbar.zoom()
+        QTest.mousePress(canvas, Qt.LeftButton, Qt.NoModifier, a)
+        QTest.mouseMove(canvas, b)
+        QTest.mouseRelease(canvas, Qt.LeftButton, Qt.NoModifier, b)
+        view.toolbar.zoom()  # the tool off again
+        self.count("zooms")
+        QTest.mouseMove(canvas, a)
+        self.count("hovers")
+        self.win.reset_view()
+        self.count("follow data")
+
+    def switch_page(self, page: str) -> None:
+        bar = self.win.tabs.tabBar()
+        QTest.mouseClick(bar, Qt.LeftButton, Qt.NoModifier,
+                         bar.tabRect(PAGES.index(page)).center())  # fmt: skip
+        assert self.win.state.page == page
+        self.pages_seen.add(page)
+        self.count("page switches")
+
+    def resize(self, size: tuple[int, int]) -> None:
+        self.win.resize(*size)
+        self.count("resizes")
+
+
+def test_the_window_survives_a_person_clicking_while_runs_log(qtbot, tmp_path):
+    store = tmp_path / "runs.db"
+    make_sweep(store, steps=2000)
+    logger = subprocess.Popen(
+        [sys.executable, "-m", "tests.fixtures.live_logger", str(store), "--project", PROJECT,
+         "--every", "6"],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert logger.stdout.readline().startswith("ok"), "the logging process did not start"
+        cache = SeriesCache()
+        win = MainWindow(cache, settings_mod.Settings(), tmp_path / "settings.json")
+        qtbot.addWidget(win)
+        win.resize(*SIZES[1])
+        win.show()
+        win.state.set_poll_interval(POLL_S)
+        win.attach_poller(make_poller(cache, POLL_S, win.ask_host_key))
+        win.add_source(str(store))
+        qtbot.waitUntil(lambda: len(cache.runs()) >= 13, timeout=60_000)
+        assert win.state.auto_tick  # nothing ticked by hand: the default selection plots
+        runs_at_start = [r.ref for r in cache.runs()]
+        redraws_at_start = win.redraw_count
+        start = time.monotonic()
+        soak = Soak(qtbot, win, start + SOAK_S)
+        turn = 0
+        # For the soak's time, then until every page and table row had its turn (on a loaded
+        # machine a minute may not reach them all: the rest is done, and only the rest).
+        while time.monotonic() < start + SOAK_S:
+            by_hand = time.monotonic() - start > 0.5 * SOAK_S
+            soak.click_table_rows(4, tick=by_hand)
+            soak.switch_page(PAGES[turn % len(PAGES)])
+            soak.hover_and_click_charts()
+            if turn % 2 == 0:
+                soak.zoom()
+            soak.click_tree_items(4)
+            if turn % 3 == 2:
+                soak.resize(SIZES[(turn // 3) % 2])
+            turn += 1
+        soak.deadline = float("inf")
+        for page in PAGES:
+            if page not in soak.pages_seen:
+                soak.switch_page(page)
+                soak.hover_and_click_charts()
+        soak.click_table_rows(len(runs_at_start), tick=False)
+        soak.resize(SIZES[1])
+        qtbot.wait(500)
+        done = soak.done
+        print(f"soak: {turn} turns in {time.monotonic() - start:.0f} s: {done}")
+        # It did what it says, while runs came and data arrived.
+        assert soak.pages_seen == set(PAGES)
+        assert set(runs_at_start) <= soak.rows_clicked
+        for what in ("tree clicks", "hovers", "chart clicks", "line clicks", "zooms"):
+            assert done.get(what, 0) > 0, what
+        assert win.redraw_count > redraws_at_start
+        assert win.isVisible()
+        assert logger.poll() is None, "the logging process died"
+        qtbot.waitUntil(lambda: len(cache.runs()) > len(runs_at_start), timeout=30_000)
+        win.close()
+    finally:
+        logger.kill()
+        logger.wait()
