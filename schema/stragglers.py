@@ -91,7 +91,7 @@ def _median_without(ordered: list[float], i: int) -> float:
 class _Track:
     """One (rank, phase): its last `window` judgements and, while named, the finding."""
 
-    __slots__ = ("active", "index", "marks", "slow_excess", "waits")
+    __slots__ = ("active", "index", "last_slow", "marks", "slow_excess", "waits")
 
     def __init__(self, window: int) -> None:
         self.marks: deque[tuple[int, bool, float, float | None]] = deque(maxlen=window)
@@ -99,6 +99,9 @@ class _Track:
         self.index = -1  # of the active finding in StragglerDetector.found
         self.slow_excess: list[float] = []
         self.waits: list[float] = []
+        # The newest slow step while named: with a short window (bucket means, zoomed out)
+        # the rule recovers only once every mark is fast, when the last slow one has left it.
+        self.last_slow = -1
 
 
 class StragglerDetector:
@@ -213,6 +216,7 @@ class StragglerDetector:
                 if m[1] and sum(e[1] for e in entries[i:]) >= rule.sustained * (len(entries) - i)
             )
             track.slow_excess = [m[2] for m in entries if m[1] and m[0] >= since]
+            track.last_slow = max(m[0] for m in entries if m[1])
             track.waits = [-m[3] for m in entries if m[1] and m[0] >= since and m[3] is not None]
             found = Straggler(
                 rank,
@@ -228,6 +232,7 @@ class StragglerDetector:
             return found
         last = marks[-1]
         if last[1]:
+            track.last_slow = last[0]
             track.slow_excess.append(last[2])
             if last[3] is not None:
                 track.waits.append(-last[3])
@@ -235,7 +240,7 @@ class StragglerDetector:
             return None
         done = replace(
             track.active,
-            until=max((m[0] for m in marks if m[1]), default=track.active.since),
+            until=max(track.last_slow, track.active.since),
             excess_s=_median(track.slow_excess),
             others_wait_s=_median(track.waits) if track.waits else None,
         )

@@ -82,6 +82,20 @@ def test_the_ranks_that_wait_for_a_slow_forward_are_not_named():
     assert [(s.rank, s.phase) for s in det.found] == [(1, "forward")]
 
 
+def test_a_short_window_says_the_last_slow_step_when_it_recovers():
+    """Zoomed out, the Ranks page judges bucket means with a window of a few buckets: the rule
+    recovers only once every mark is fast again, after the last slow one left the window; the
+    finding still ends at that last slow step, not at its first."""
+    det = StragglerDetector(HOSTS, StragglerRule(window=3))
+    for step in range(4, 400, 8):  # bucket middles, 8 steps a bucket
+        slow = 0.2 if 100 <= step <= 200 else 0.0
+        for rank in HOSTS:
+            extra = slow if rank == 2 else 0.0
+            det.add(rank, step, {"data": 0.002 + extra, "forward": 0.1, "step": 0.3 + extra})
+    det.finish()
+    assert [(s.rank, s.phase, s.since, s.until) for s in det.found] == [(2, "data", 100, 196)]
+
+
 def test_two_ranks_a_rank_that_stopped_logging_and_late_points():
     det = StragglerDetector({0: "a", 1: "b", 2: "c"}, StragglerRule(window=10, lag=4))
     for step in range(1, 80):
