@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 try:
-    from resplot.data.state import PAGES, X_AXES, StateError, ViewState
+    from resplot.data.state import PAGES, RANK_STATS, X_AXES, StateError, ViewState
 except ModuleNotFoundError as exc:  # `pip install reslog` alone (a GPU host) has no viewer
     _MISSING: ModuleNotFoundError | None = exc
 else:
@@ -81,6 +81,22 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     _add_selection(snap)
     snap.add_argument("-o", "--output", required=True, type=Path, help=".png, .svg or .pdf")
     snap.add_argument("--page", choices=PAGES, default="training")
+    snap.add_argument(
+        "--job",
+        metavar="GROUP",
+        help="--page ranks: the job by its group (default: the newest job)",
+    )
+    snap.add_argument(
+        "--phase",
+        default="step",
+        help="--page ranks: the phase drawn (step, data, forward, comm, ...)",
+    )
+    snap.add_argument(
+        "--cell",
+        choices=RANK_STATS,
+        default="max",
+        help="--page ranks: each cell's largest (default), mean or smallest value",
+    )
     snap.add_argument(
         "--x", dest="x_axis", default="auto", metavar="|".join(X_AXES) + "|key:NAME",
         help="x axis (default auto: each run's define_metric step metric or step counter such "
@@ -204,6 +220,8 @@ def cmd_snapshot(args) -> int:
     if args.tile_cache_mb < 1:
         raise CliError(f"--tile-cache-mb must be at least 1, got {args.tile_cache_mb}")
     state.colors = window_colors(args.config)
+    if args.page == "ranks":
+        return _snapshot_ranks(args, state, size)
     with _load(args) as loaded:
         loaded.cache.set_tile_limit(args.tile_cache_mb << 20)
         refs = select_runs(loaded.cache, args.runs)
@@ -227,6 +245,39 @@ def cmd_snapshot(args) -> int:
     except OSError as exc:
         raise CliError(f"cannot write {args.output}: {exc.strerror or exc}") from None
     print(f"wrote {args.output} ({state.page} page, {len(refs)} runs)", file=sys.stderr)
+    return 0
+
+
+def _snapshot_ranks(args, state, size) -> int:
+    """`snapshot --page ranks`: one job's rank x step heatmap (resplot/draw/ranks.py)."""
+    from resplot.data.ranks import job_label, jobs_in, newest_first
+    from resplot.draw.ranks import NO_JOB, render_ranks
+
+    state.ranks_phase, state.ranks_stat = args.phase, args.cell
+    with _load(args) as loaded:
+        found = jobs_in(loaded.cache)
+        if not found:
+            raise CliError(NO_JOB.replace("\n", " "))
+        if args.job is not None and args.job not in found:
+            jobs = "; ".join(f"{g}: {job_label(g, found[g])}" for g in newest_first(found))
+            raise CliError(f"--job {args.job}: no such job in the given sources; jobs: {jobs}")
+        state.ranks_job = args.job or ""
+        page = render_ranks(loaded.cache, state, size=size, dpi=args.dpi, fetch=loaded.fetch)
+        view = page.view
+        if view is None:
+            raise CliError(page.message.get_text())
+        if page.phase != args.phase:
+            raise CliError(f"--phase {args.phase}: the job logged no such phase; its phases: "
+                           f"{', '.join(view.matrices)}")  # fmt: skip
+    if not view.complete:
+        print("warning: some cells drawn coarser than asked for: their tiles did not arrive",
+              file=sys.stderr)  # fmt: skip
+    try:
+        page.save(args.output, dpi=args.dpi)
+    except OSError as exc:
+        raise CliError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    print(f"wrote {args.output} (ranks page: job {view.group}, {len(view.rows)} ranks, "
+          f"{args.phase})", file=sys.stderr)  # fmt: skip
     return 0
 
 

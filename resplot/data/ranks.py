@@ -18,18 +18,24 @@ from the ranks' statuses, stall events and GPU readings in the cache.
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from reslog.text import safe
 from resplot.data.cache import SeriesCache
 from resplot.data.model import RunInfo, RunRef
 from resplot.data.views import FINE_POINTS_PER_PAGE, choose_level, fine_points, series_view
 from schema import buckets, hangs
 from schema.alerts import gpu_key
-from schema.ranks import STEP, jobs, key, own_work, phase_of
+from schema.ranks import STEP, jobs, key, own_work, phase_of, ranks_text
 from schema.rollup import LAST, STEP_HI, STEP_LO
 from schema.stragglers import Straggler, StragglerDetector, StragglerRule
+
+# What a heatmap cell shows of the steps it holds: Matrix fields, and how the page says each.
+STATS = {"max": "largest", "mean": "mean", "min": "smallest"}
+HOVER_CHARS = 60  # an alert's message in a cell's hover is wrapped at this width
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,10 @@ class Matrix:
     vmin: np.ndarray
     mean: np.ndarray
     max_at: np.ndarray  # the step of each cell's largest value (-1: none)
+
+    def values(self, stat: str) -> np.ndarray:
+        """The cells' largest ("max"), smallest ("min") or mean ("mean") values."""
+        return {"max": self.vmax, "min": self.vmin, "mean": self.mean}[stat]
 
 
 @dataclass(frozen=True)
@@ -112,12 +122,52 @@ class JobView:
     def cell_text(self, row: int, column: int) -> str:
         r = self.rows[row]
         lo, hi = int(self.edges[column]), int(self.edges[column + 1]) - 1
-        head = f"rank {r.rank} on {r.host}, step {lo:,}" + (f"-{hi:,}" if hi > lo else "")
+        head = f"rank {r.rank} on {safe(r.host)}, step {lo:,}" + (f"-{hi:,}" if hi > lo else "")
         lines = [head]
         for name, vmin, vmax, mean in self.cell(row, column):
             span = "" if vmin == vmax else f" ({_ms(vmin)}-{_ms(vmax)})"
-            lines.append(f"  {name}: {_ms(mean)}{span}")
+            lines.append(f"  {safe(name)}: {_ms(mean)}{span}")
         return "\n".join(lines)
+
+    def marks_at(self, row: int, column: int) -> list[Mark]:
+        """The marks that cover a cell (a straggler's stretch, a hang from its step on)."""
+        lo, hi = int(self.edges[column]), int(self.edges[column + 1]) - 1
+        return [
+            m
+            for m in self.marks
+            if row in m.rows and m.first <= hi and (m.last is None or m.last >= lo)
+        ]
+
+    def hover_text(self, row: int, column: int) -> str:
+        """What hovering a cell shows: the rank's breakdown there (mean, and the range when the
+        cell holds several steps), then every alert marked on it."""
+        text = self.cell_text(row, column)
+        for m in self.marks_at(row, column):
+            said = textwrap.wrap(f"{m.kind}: {safe(m.message)}", HOVER_CHARS)
+            text += "\n" + "\n  ".join(said)
+        return text
+
+    @property
+    def cell_steps(self) -> int:
+        return int(self.edges[1] - self.edges[0]) if len(self.edges) > 1 else 1
+
+    def note(self) -> str:
+        """What the page does not show as it is, said once: how many steps a cell holds (and
+        from which rollup level), the straggler rule's resolution, the ranks no source holds,
+        and tiles still on their way."""
+        width = self.cell_steps
+        parts = [f"a cell is {width:,} step{'s' if width != 1 else ''}"]
+        if self.level > 0:
+            parts[0] += f" (rollup level {self.level}: zoom in for single steps)"
+        elif width > 1:
+            parts[0] += " (its largest, mean and smallest of them; zoom in for single steps)"
+        if self.judged_per > 1:
+            parts.append(f"stragglers judged on means of {self.judged_per:,} steps")
+        if self.missing:
+            parts.append(f"{ranks_text(self.missing)} of {self.world_size} in no source")
+        if not self.complete:
+            parts.append("finer cells loading…")
+        return " · ".join(parts)
 
 
 def _ms(seconds: float) -> str:
@@ -127,6 +177,21 @@ def _ms(seconds: float) -> str:
 def jobs_in(cache: SeriesCache) -> dict[str, list[RunInfo]]:
     """group -> the runs of each multi-rank job in the cache, across sources, one per rank."""
     return jobs(cache.runs())
+
+
+def newest_first(found: dict[str, list[RunInfo]]) -> list[str]:
+    """The jobs' groups, the one started last first (what the Ranks page shows by default)."""
+    return sorted(found, key=lambda g: (-max(r.created_at for r in found[g]), g))
+
+
+def job_label(group: str, members: list[RunInfo]) -> str:
+    """How the page names a job: its runs' common name, else its group."""
+    names = {r.name.rsplit("-rank", 1)[0] for r in members}
+    name = names.pop() if len(names) == 1 else group
+    hosts = len({r.host for r in members})
+    world = max(r.world_size for r in members)
+    ranks = f"{world} ranks" if len(members) >= world else f"{len(members)} of {world} ranks"
+    return f"{safe(name)} ({ranks}, {hosts} host{'s' if hosts != 1 else ''})"
 
 
 def job_view(cache: SeriesCache, group: str, lo: float, hi: float, columns: int) -> JobView | None:

@@ -13,7 +13,8 @@ from typing import Any
 from resplot.data import colors as run_colors
 from resplot.data.model import RunRef
 
-PAGES = ("training", "system", "timing", "custom", "all")
+PAGES = ("training", "system", "timing", "custom", "all", "ranks")
+RANK_STATS = ("max", "mean", "min")  # what a Ranks page cell shows (resplot/data/ranks.py)
 X_AXES = ("auto", "step", "wall", "relative", "tokens", "metric")
 HOVER_ORDERS = ("value", "name")
 DEFAULT_TABLE_METRICS = ["train/loss", "valid/loss"]
@@ -58,6 +59,10 @@ class ViewState:
     hidden_columns: list[str] = field(default_factory=list)
     # Event kinds not drawn on the charts ("checkpoint", "resume", "alert").
     hidden_events: list[str] = field(default_factory=list)
+    # The Ranks page: the job shown (its group; "": the newest), the phase and what a cell shows.
+    ranks_job: str = ""
+    ranks_phase: str = "step"
+    ranks_stat: str = "max"
 
     # -- changes (validated) ---------------------------------------------------------------
     def set_page(self, page: str) -> None:
@@ -83,6 +88,11 @@ class ViewState:
         if order not in HOVER_ORDERS:
             raise StateError(f"hover order must be one of {', '.join(HOVER_ORDERS)}, got {order!r}")
         self.hover_order = order
+
+    def set_ranks_stat(self, stat: str) -> None:
+        if stat not in RANK_STATS:
+            raise StateError(f"ranks cell must be one of {', '.join(RANK_STATS)}, got {stat!r}")
+        self.ranks_stat = stat
 
     def set_poll_interval(self, seconds: float) -> None:
         seconds = float(seconds)
@@ -192,6 +202,12 @@ class ViewState:
             state.paused = bool(plain["paused"])
         if "metric_filter" in plain:
             state.metric_filter = str(plain["metric_filter"])
+        if "ranks_job" in plain:
+            state.ranks_job = str(plain["ranks_job"])
+        if "ranks_phase" in plain:
+            state.ranks_phase = str(plain["ranks_phase"])
+        if "ranks_stat" in plain:
+            state.set_ranks_stat(plain["ranks_stat"])
         if "filter_text" in plain:
             state.filter_text = str(plain["filter_text"])
         if "colors" in plain:

@@ -45,6 +45,12 @@ class Loaded:
         try:
             for spec in specs:
                 source = open_source(spec, ssh)
+                # Two local stores (a job's hosts, copied here) are two sources: a label each,
+                # as the window's poller gives them, or the first was never read again.
+                base, n = source.label, 2
+                while source.label in self.sources:
+                    source.label = f"{base} ({n})"
+                    n += 1
                 self.sources[source.label] = source
                 self._poll(spec, source)
         except BaseException:

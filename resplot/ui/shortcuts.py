@@ -9,7 +9,7 @@ from PyQt5.QtWidgets import QAction, QMenu, QMessageBox
 
 from resplot.data.state import PAGES
 
-TITLES = {"all": "All metrics"}
+TITLES = {"all": "All metrics", "ranks": "Ranks"}
 
 
 def _pages() -> list[tuple[str, str, Callable]]:

@@ -29,15 +29,17 @@ from resplot.data.selection import default_selection, empty_text, project_size, 
 from resplot.data.state import PAGES, ViewState
 from resplot.draw import fonts
 from resplot.draw.charts import ChartPage, save_figure
+from resplot.draw.ranks import RanksPage
 from resplot.exports import export_table
 from resplot.sources.spec import parse_spec
 from resplot.ssh.options import SSHOptions
-from resplot.ui import controls, shortcuts, status_bar, window_layout
+from resplot.ui import controls, ranks_view, shortcuts, status_bar, window_layout
 from resplot.ui.dialogs import AddSourceDialog, HostKeyAsker
 from resplot.ui.export_menu import ExportWorker, ask_export, start_points_export
 from resplot.ui.notify import Notifier
 from resplot.ui.page_view import PageView
 from resplot.ui.poller import Poller
+from resplot.ui.ranks_view import RanksView
 from resplot.ui.run_menu import attach_run_menus
 from resplot.ui.run_table import RunTable, RunTableModel
 from resplot.ui.sources_tree import SourcesTree, source_state_text
@@ -90,7 +92,7 @@ class MainWindow(QMainWindow):
         self._stand_in_timer = QTimer(self)
         self._stand_in_timer.setSingleShot(True)
         self._stand_in_timer.setInterval(STAND_IN_DELAY_MS)
-        self._stand_in_timer.timeout.connect(lambda: self.pages[self.state.page].canvas.draw_idle())
+        self._stand_in_timer.timeout.connect(lambda: self.page_view().canvas.draw_idle())
         self._side_timer = QTimer(self)
         self._side_timer.setInterval(SIDE_REFRESH_MS)
         self._side_timer.timeout.connect(self._refresh_side)
@@ -120,8 +122,12 @@ class MainWindow(QMainWindow):
         self.tabs = QTabWidget(self)
         self.tabs.setDocumentMode(True)  # no frame around the pages: their pixels go to charts
         self.tabs.setStyleSheet("QTabBar::tab { padding: 3px 10px; }")
-        self.pages: dict[str, PageView] = {}
+        self.pages: dict[str, PageView] = {}  # the chart pages
         for name in PAGES:
+            if name == "ranks":
+                self.ranks = ranks_view.attach(self)
+                self.tabs.addTab(self.ranks, shortcuts.TITLES[name])
+                continue
             view = PageView(name, self.view_changed, self)
             view.crosshair.runClicked.connect(self.highlight)
             view.pinRequested.connect(self.pin_keys)
@@ -245,6 +251,7 @@ class MainWindow(QMainWindow):
         ]
         keys = sorted({*counter_keys(self.cache.all_keys()), *rising_keys(aggs)})
         self._offer_x_axes([f"key:{k}" for k in keys])
+        ranks_view.show_tab(self)
         runs = self.cache.runs()
         note = fonts.missing_note([r.name for r in runs] + self.cache.all_keys())
         if note:
@@ -279,7 +286,8 @@ class MainWindow(QMainWindow):
         self.state.set_page(page)
         if self.tabs.currentIndex() != PAGES.index(page):
             self.tabs.setCurrentIndex(PAGES.index(page))
-        toolbar = self.pages[page].toolbar
+        ranks_view.show_tab(self)
+        toolbar = self.page_view(page).toolbar
         if self.tabs.cornerWidget(Qt.TopRightCorner) is not toolbar:
             self.tabs.setCornerWidget(toolbar, Qt.TopRightCorner)
             toolbar.show()
@@ -440,8 +448,13 @@ class MainWindow(QMainWindow):
             return
         self._redraw_timer.start(delay)
 
-    def current_page(self) -> ChartPage:
-        return self.pages[self.state.page].page
+    def page_view(self, page: str | None = None) -> PageView | RanksView:
+        """The widget of a page (the current one by default)."""
+        page = page or self.state.page
+        return self.ranks if page == "ranks" else self.pages[page]
+
+    def current_page(self) -> ChartPage | RanksPage:
+        return self.page_view().page
 
     def plotted_refs(self) -> list[RunRef]:
         return [r for r in self.state.ticked if self.cache.run(r) is not None]
@@ -451,7 +464,6 @@ class MainWindow(QMainWindow):
         self._last_redraw = time.monotonic()
         self.redraw_count += 1
         self._refresh_side()
-        view = self.pages[self.state.page]
         refs = self.plotted_refs()
         if self.state.assign_looks(refs):
             self.model.looks_changed()  # the table's colour swatches
@@ -459,6 +471,11 @@ class MainWindow(QMainWindow):
         self.shown_label.setText(
             shown_text(len(refs), len(runs), self.state.auto_tick, project_size(runs))
         )
+        if self.state.page == "ranks":
+            self.ranks.refresh(self.cache, self.state)
+            self._after_refresh(self.ranks)
+            return
+        view = self.pages[self.state.page]
         states = self._source_texts
         loading = [f"{k} ({v})" for k, v in states.items()] or list(
             self.source_labels.values() or self.state.sources
@@ -477,6 +494,10 @@ class MainWindow(QMainWindow):
             if bad:  # taken literally: said, with why
                 text += f" · not a regex, matched as text: {'; '.join(bad)}"
             view.count.setText(text)
+        self._after_refresh(view)
+
+    def _after_refresh(self, view: PageView | RanksView) -> None:
+        """Draw what the page's refresh set, or fetch the tiles it asked for first."""
         self._say_tiles_over()
         waiting = self.cache.wanted_count()
         self.loading_label.setText(f"loading {waiting} tiles…" if waiting else "")

@@ -1,0 +1,327 @@
+"""The Ranks page as a matplotlib Figure (no Qt): one job's rank x step heatmap of a phase.
+
+Rows are the job's ranks grouped by host (a host's name beside its rows, a line between hosts),
+columns are step ranges of whole rollup buckets (resplot/data/ranks.py: each cell's largest,
+mean or smallest value of the phase is exact), the straggler and hang alerts are outlined on the
+cells they cover and said above the map, and what the map does not show as it is (a cell's
+width in steps, the straggler rule's resolution, ranks no source holds) is said under the
+title. The x axis is steps: zoom and pan ask the cache for the steps in view, as a chart does.
+The same class draws the window's page and `resplot snapshot --page ranks`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.colors import Normalize
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
+from matplotlib.ticker import FuncFormatter
+from matplotlib.transforms import blended_transform_factory, offset_copy
+
+from reslog.text import safe
+from resplot.data.cache import SeriesCache
+from resplot.data.layout import TITLE_PT
+from resplot.data.ranks import STATS, JobView, job_label, job_view, jobs_in, newest_first
+from resplot.data.state import ViewState
+from resplot.draw.axes_setup import NOTE_PT
+from resplot.draw.charts import save_figure
+from resplot.draw.ticks import CompactFormatter
+
+CELL_PX = 4  # the narrowest cell the page asks for: a 1,000 px map is 250 columns
+ROW_LABEL_PX = 11  # rank numbers are labelled when rows are at least this tall, else every n-th
+HOST_CHARS = 18  # a longer host name is cut (its whole name is in the hover)
+MARK_COLORS = {"straggler": "#ff4fa3", "hang": "#ff2a1a"}
+MISSING_COLOR = "#e6e6e6"  # a rank that logged nothing in a cell's steps
+MARK_LINES = 3  # alerts said above the map; more are counted (each is in its cells' hover)
+# Above this many times the 99th percentile, the largest cells are drawn at the top colour
+# (and the colour bar says so), so that one stalled step does not turn every other cell dark.
+CLIP_OVER_P99 = 2.0
+
+NO_JOB = (
+    "No multi-rank job in these sources.\n"
+    "A job is the runs of one group logged by two or more ranks: the trainer under torchrun, or "
+    "reslog.init(group=..., rank=..., world_size=...) on every rank (docs/ranks.md)."
+)
+
+
+def _ms(seconds: float, _pos=None) -> str:
+    ms = seconds * 1000.0
+    return f"{ms:,.0f} ms" if abs(ms) >= 10 else f"{ms:.1f} ms"
+
+
+class RanksPage:
+    """One job's heatmap, refreshed from the cache; the job, phase and statistic come from the
+    view state (ranks_job, ranks_phase, ranks_stat)."""
+
+    page = "ranks"
+
+    def __init__(
+        self, figure: Figure | None = None, on_view_changed: Callable[[], None] | None = None
+    ) -> None:
+        self.figure = figure if figure is not None else Figure(figsize=(12, 7.5), dpi=100)
+        self.on_view_changed = on_view_changed
+        self.view: JobView | None = None
+        self.jobs: list[tuple[str, str]] = []  # (group, label) of the jobs in the cache
+        self.group: str | None = None  # the job shown
+        self.phase = "step"
+        self.stat = "max"
+        self.follow = True  # all steps; False after the user zooms or pans
+        self._updating = False
+        self._shape: tuple[int, int] | None = None
+        self.ax = self.figure.add_axes((0.1, 0.1, 0.8, 0.8))
+        self.cax = self.figure.add_axes((0.92, 0.1, 0.012, 0.8))
+        self.ax.tick_params(labelsize=7)
+        self.cax.tick_params(labelsize=7)
+        self.ax.xaxis.set_major_formatter(CompactFormatter())
+        self.cax.yaxis.set_major_formatter(FuncFormatter(_ms))
+        cmap = colormaps["viridis"].with_extremes(bad=MISSING_COLOR)
+        self.image = self.ax.imshow(
+            np.full((1, 1), np.nan), cmap=cmap, aspect="auto", interpolation="nearest",
+            origin="upper", extent=(0, 1, 1, 0),
+        )  # fmt: skip
+        self.colorbar = self.figure.colorbar(self.image, cax=self.cax)
+        self.title = self.figure.text(0.01, 0.99, "", fontsize=TITLE_PT + 1, va="top")
+        self.note = self.figure.text(0.01, 0.95, "", fontsize=NOTE_PT + 1, va="top",
+                                     color="#555555")  # fmt: skip
+        self.mark_texts = [
+            self.figure.text(0.01, 0.9, "", fontsize=NOTE_PT + 1, va="top")
+            for _ in range(MARK_LINES + 1)
+        ]
+        self.message = self.figure.text(0.5, 0.5, "", ha="center", va="center", wrap=True,
+                                        color="#666666", fontsize=9)  # fmt: skip
+        self._artists: list = []  # host labels, separators, mark outlines: rebuilt each refresh
+        self.ax.set_autoscale_on(False)
+        self.ax.callbacks.connect("xlim_changed", self._on_xlim_changed)
+
+    # -- what the window and snapshot ask ------------------------------------------------------
+    @property
+    def axes(self) -> list:
+        return [self.ax] if self.view is not None else []
+
+    def reset_view(self) -> None:
+        self.follow = True
+
+    def shows_data(self) -> bool:
+        return self.view is not None
+
+    def incomplete(self) -> int:
+        return int(self.view is not None and not self.view.complete)
+
+    def save(self, path: str | Path, dpi: int = 120) -> None:
+        save_figure(self.figure, path, dpi)
+
+    def cell_at(self, x: float | None, y: float | None) -> tuple[int, int] | None:
+        """(row, column) of the cell at data x (step), y (row), or None."""
+        view = self.view
+        if view is None or x is None or y is None or not (0 <= y < len(view.rows)):
+            return None
+        column = view.column_of(math.floor(x))
+        return None if column is None else (int(y), column)
+
+    def hover_text(self, x: float | None, y: float | None) -> str | None:
+        at = self.cell_at(x, y)
+        return None if at is None or self.view is None else self.view.hover_text(*at)
+
+    def _on_xlim_changed(self, _ax) -> None:
+        if self._updating:
+            return
+        self.follow = False
+        if self.on_view_changed is not None:
+            self.on_view_changed()
+
+    # -- refresh ---------------------------------------------------------------------------------
+    def refresh(self, cache: SeriesCache, state: ViewState) -> None:
+        """Bring the map up to date with the cache and the state (no drawing)."""
+        cache.begin_view()
+        found = jobs_in(cache)
+        self.jobs = [(g, job_label(g, found[g])) for g in newest_first(found)]
+        self.group = state.ranks_job if state.ranks_job in found else None
+        if self.group is None and self.jobs:
+            self.group = self.jobs[0][0]
+        self.stat = state.ranks_stat
+        if self.group is None:
+            return self._show_message(NO_JOB)
+        self._place()
+        lo, hi = -math.inf, math.inf
+        if not self.follow:
+            x0, x1 = sorted(self.ax.get_xlim())
+            lo, hi = math.floor(x0), math.ceil(x1)
+        columns = max(8, int(self.ax.bbox.width / CELL_PX))
+        view = job_view(cache, self.group, lo, hi, columns)
+        if view is None:
+            label = dict(self.jobs)[self.group]
+            return self._show_message(
+                f"Job {label}: no rank has logged its step phases (time/step, time/data, ...) yet."
+            )
+        self.view = view
+        self.phase = state.ranks_phase if state.ranks_phase in view.matrices else "step"
+        self._draw(view, dict(self.jobs)[self.group])
+
+    def _show_message(self, text: str) -> None:
+        self.view = None
+        for artist in (self.ax, self.cax):
+            artist.set_visible(False)
+        for t in (self.title, self.note, *self.mark_texts):
+            t.set_text("")
+        self._clear_artists()
+        self.message.set_text(text)
+
+    def _clear_artists(self) -> None:
+        for artist in self._artists:
+            artist.remove()
+        self._artists = []
+
+    def _place(self) -> None:
+        """Margins in pixels, as fractions of the figure: host names and rank numbers on the
+        left, the colour bar on the right, the title, note and alerts on top."""
+        w, h = self.figure.bbox.width, self.figure.bbox.height
+        px = self.figure.dpi / 72.0  # pixels a point
+        hosts = [safe(r.host)[:HOST_CHARS] for r in self.view.rows] if self.view else []
+        host_px = max((len(name) for name in hosts), default=6) * 0.62 * 8 * px
+        left = 14 + host_px + 30 * px
+        marks = min(len(self.view.marks), MARK_LINES + 1) if self.view is not None else 0
+        top = (12 + 2 + 1.6 * (2 + marks) * (NOTE_PT + 1)) * px
+        bottom, right = 26 * px, 70 * px
+        width, height = max(0.05, (w - left - right) / w), max(0.05, (h - top - bottom) / h)
+        self.ax.set_position((left / w, bottom / h, width, height))
+        self.cax.set_position((1 - (right - 10 * px) / w, bottom / h, 10 * px / w, height))
+        y = 1 - 6 * px / h
+        self.title.set_position((6 * px / w, y))
+        line = 1.6 * (NOTE_PT + 1) * px / h
+        self.note.set_position((6 * px / w, y - 1.15 * line - 2 * px / h))
+        for i, text in enumerate(self.mark_texts):
+            text.set_position((6 * px / w, y - (2.15 + i) * line - 2 * px / h))
+
+    def _draw(self, view: JobView, label: str) -> None:
+        self._place()  # again: the rows and marks of this view decide the margins
+        self.message.set_text("")
+        self.ax.set_visible(True)
+        self.cax.set_visible(True)
+        self._clear_artists()
+        m = view.matrices[self.phase]
+        values = m.values(self.stat)
+        rows, cols = values.shape
+        x0, x1 = float(view.edges[0]), float(view.edges[-1])
+        self.image.set_data(np.ma.masked_invalid(values))
+        self._updating = True  # set_extent would autoscale: the limits are ours (below)
+        try:
+            self.image.set_extent((x0, x1, rows, 0))
+        finally:
+            self._updating = False
+        finite = values[np.isfinite(values)]
+        clipped = False
+        if len(finite):
+            low, high = float(finite.min()), float(finite.max())
+            p99 = float(np.percentile(finite, 99))
+            if high > CLIP_OVER_P99 * p99 > low:
+                high, clipped = p99, True
+            self.image.set_norm(Normalize(low, high if high > low else low + 1e-6))
+        self.colorbar.extend = "max" if clipped else "neither"
+        self.colorbar.update_normal(self.image)
+        self.cax.yaxis.set_major_formatter(FuncFormatter(_ms))  # update_normal resets it
+        self.cax.set_ylabel(
+            f"{self.phase}, {STATS[self.stat]} of a cell"
+            + (f" (over {_ms(high)}: the top colour)" if clipped else ""),
+            fontsize=7,
+        )
+        self._updating = True
+        try:
+            if self.follow:
+                self.ax.set_xlim(x0, x1)
+            if self.follow or self._shape is None or self._shape[0] != rows:
+                self.ax.set_ylim(rows, 0)
+        finally:
+            self._updating = False
+        self._shape = (rows, cols)
+        self._rank_ticks(view)
+        self._hosts(view)
+        self._marks(view)
+        stat = STATS[self.stat]
+        self.title.set_text(
+            f"{label} · job {safe(view.group)} · {self.phase} time, {stat} of each cell"
+        )
+        self.note.set_text(view.note())
+
+    def _rank_ticks(self, view: JobView) -> None:
+        rows = len(view.rows)
+        every = max(1, math.ceil(ROW_LABEL_PX / max(1e-9, self.ax.bbox.height / max(1, rows))))
+        shown = [i for i in range(rows) if i % every == 0]
+        self.ax.set_yticks([i + 0.5 for i in shown], [str(view.rows[i].rank) for i in shown])
+        self.ax.tick_params(axis="y", length=0, pad=3)
+        self.ax.set_xlabel("step", fontsize=7, labelpad=1)
+
+    def _hosts(self, view: JobView) -> None:
+        """Each host's name beside its rows, and a line between hosts across the map and the
+        rank numbers."""
+        mixed = blended_transform_factory(self.ax.transAxes, self.ax.transData)
+        names = offset_copy(mixed, fig=self.figure, x=-24, units="points")
+        margin = -self.ax.get_position().x0 * self.figure.bbox.width / max(1.0, self.ax.bbox.width)
+        for host, rows in view.hosts:
+            text = safe(host)
+            text = text if len(text) <= HOST_CHARS else text[: HOST_CHARS - 1] + "…"
+            self._artists.append(
+                self.ax.text(0, (rows.start + rows.stop) / 2, text, transform=names, ha="right",
+                             va="center", fontsize=8, color="#333333", clip_on=False)
+            )  # fmt: skip
+            if rows.start > 0:
+                across = Line2D([0, 1], [rows.start, rows.start], transform=mixed,
+                                color="white", linewidth=2.0, zorder=3)  # fmt: skip
+                self._artists.append(self.ax.add_line(across))
+                beside = Line2D([0.9 * margin, 0], [rows.start, rows.start], transform=mixed,
+                                color="#999999", linewidth=0.8, clip_on=False)  # fmt: skip
+                self._artists.append(self.ax.add_line(beside))
+
+    def _marks(self, view: JobView) -> None:
+        """Outline each alert's cells, and say it above the map (MARK_LINES of them)."""
+        marks = view.marks
+        for mark in marks:
+            color = MARK_COLORS.get(mark.kind, "#ff4fa3")
+            first = view.column_of(mark.first)
+            x0 = float(view.edges[first]) if first is not None else float(view.edges[0])
+            if mark.first > view.edges[-1]:
+                continue
+            last = view.column_of(mark.last) if mark.last is not None else None
+            x1 = float(view.edges[last + 1]) if last is not None else float(view.edges[-1])
+            if mark.last is not None and mark.last < view.edges[0]:
+                continue
+            for row in mark.rows:
+                rect = Rectangle((x0, row + 0.06), x1 - x0, 0.88, fill=False, edgecolor=color,
+                                 linewidth=1.8, zorder=4)  # fmt: skip
+                self._artists.append(self.ax.add_patch(rect))
+        for i, text in enumerate(self.mark_texts):
+            if i < min(len(marks), MARK_LINES):
+                mark = marks[i]
+                text.set_text(f"▭ {mark.kind}: {safe(mark.message)}")
+                text.set_color(MARK_COLORS.get(mark.kind, "#ff4fa3"))
+            elif i == MARK_LINES and len(marks) > MARK_LINES:
+                text.set_text(f"+{len(marks) - MARK_LINES} more (hover a marked cell)")
+                text.set_color("#555555")
+            else:
+                text.set_text("")
+
+
+def render_ranks(
+    cache: SeriesCache,
+    state: ViewState,
+    size=(12, 7.5),
+    dpi: int = 100,
+    fetch: Callable[[], object] | None = None,
+    rounds: int = 6,
+) -> RanksPage:
+    """The Ranks page drawn once, headless (`resplot snapshot --page ranks`, tests): refreshed
+    until every cell comes from the level it asked for, `fetch` reading the tiles it lacks."""
+    page = RanksPage(Figure(figsize=size, dpi=dpi))
+    for _ in range(rounds):
+        page.refresh(cache, state)
+        if fetch is None or page.view is None or page.view.complete:
+            break
+        fetch()
+    else:
+        page.refresh(cache, state)
+    return page

@@ -1,0 +1,208 @@
+"""The Ranks page (resplot/draw/ranks.py, resplot/ui/ranks_view.py): a job's rank x step heatmap
+of step time and each phase, rows grouped by host, the straggler outlined and said, the hover
+with a rank's breakdown, zoom in steps, and what is not shown said; in `resplot snapshot --page
+ranks` and in the window. The job is tests/fixtures/job.py: 4 ranks on two "hosts", each host's
+store read through its own source, joined by the job's group."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from matplotlib.patches import Rectangle
+from PyQt5.QtCore import QPoint
+
+from resplot.cli import main
+from resplot.data.cache import SeriesCache
+from resplot.data.state import PAGES, ViewState
+from resplot.draw.ranks import NO_JOB, render_ranks
+from resplot.sources.local import LocalSource
+from resplot.sources.spec import parse_spec
+from schema import read
+from schema.store import open_store
+from tests.fixtures.job import GROUP, default_slow, make_job
+from tests.fixtures.stores import make_run, new_store
+from tests.fixtures.windows import open_window, settle
+
+STEPS = 2000
+SLOW_RANK, SLOW_PHASE, _, SLOW_FIRST, SLOW_LAST = default_slow(STEPS)
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory):
+    """The job's two stores, one a host (made once: the tests only read them)."""
+    root = tmp_path_factory.mktemp("job")
+    stores = {h: root / f"{h}.db" for h in ("gpu-a", "gpu-b")}
+    make_job(stores, steps=STEPS)
+    return stores
+
+
+def loaded(paths):
+    cache = SeriesCache()
+    sources = [LocalSource(parse_spec(str(p))) for p in paths]
+    for source in sources:
+        source.poll(cache)
+    return cache, sources
+
+
+def draw(paths, **state):
+    cache, sources = loaded(paths)
+    view_state = ViewState(page="ranks")
+    for name, value in state.items():
+        setattr(view_state, name, value)
+    try:
+        page = render_ranks(cache, view_state, size=(12.8, 6), dpi=100,
+                            fetch=lambda: [s.poll(cache) for s in sources])  # fmt: skip
+    finally:
+        for source in sources:
+            source.close()
+    return page, cache, sources
+
+
+def stored(path, rank: int, key: str) -> dict[int, float]:
+    engine = open_store(str(path), readonly=True)
+    try:
+        with engine.connect() as conn:
+            kid = {v: k for k, v in read.key_names(conn).items()}[key]
+            for run_id, run in read.list_runs(conn):
+                if run.rank == rank:
+                    steps, _, values = read.series(engine, run_id, kid)
+                    return dict(zip(steps, values, strict=True))
+    finally:
+        engine.dispose()
+    raise AssertionError(f"no rank {rank} in {path}")
+
+
+def test_the_map_is_the_job_grouped_by_host_with_the_straggler_outlined(hosts):
+    page, _, _ = draw(hosts.values(), ranks_phase="data")
+    view = page.view
+    assert view is not None and view.complete and page.phase == "data"
+    assert page.follow  # drawing set the limits, not the user: still following every step
+    # The image is the phase's exact per-cell largest values, rows by host then rank.
+    assert [(r.rank, r.host) for r in view.rows] == [(0, "gpu-a"), (1, "gpu-a"), (2, "gpu-b"),
+                                                     (3, "gpu-b")]  # fmt: skip
+    shown = np.ma.filled(page.image.get_array(), np.nan)
+    assert np.array_equal(shown, view.matrices["data"].vmax, equal_nan=True)
+    assert page.image.get_extent() == [view.edges[0], view.edges[-1], 4, 0]
+    texts = [a.get_text() for a in page._artists if hasattr(a, "get_text")]
+    assert texts == ["gpu-a", "gpu-b"]
+    assert [t.get_text() for t in page.ax.get_yticklabels()] == ["0", "1", "2", "3"]
+    # The straggler: rank 2's row outlined over its stretch, and said above the map.
+    (outline,) = [a for a in page._artists if isinstance(a, Rectangle)]
+    assert int(outline.get_y()) == SLOW_RANK
+    assert outline.get_x() <= SLOW_FIRST + 8 and outline.get_x() + outline.get_width() >= SLOW_LAST
+    said = page.mark_texts[0].get_text()
+    assert said.startswith(f"▭ straggler: rank {SLOW_RANK} on gpu-b: {SLOW_PHASE} +")
+    assert "the other ranks wait" in said
+    assert "llama-350m-ddp (4 ranks, 2 hosts)" in page.title.get_text()
+    assert f"job {GROUP}" in page.title.get_text() and "data time" in page.title.get_text()
+    # Not shown as it is: a cell is several steps, and the rule judged bucket means.
+    assert page.note.get_text().startswith(f"a cell is {view.cell_steps} steps")
+    assert view.cell_steps > 1 and "stragglers judged on means of" in page.note.get_text()
+    # Hovering a cell: that rank's breakdown, and the alert marked on it.
+    middle = (SLOW_FIRST + SLOW_LAST) / 2
+    hover = page.hover_text(middle, SLOW_RANK + 0.5)
+    assert hover.startswith(f"rank {SLOW_RANK} on gpu-b, step ")
+    for phase in ("step", "data", "forward", "backward", "comm"):
+        assert f"\n  {phase}: " in hover
+    assert f"\nstraggler: rank {SLOW_RANK} on gpu-b" in hover
+    assert "straggler" not in page.hover_text(middle, 0.5)
+    assert page.hover_text(middle, 7.5) is None and page.hover_text(None, None) is None
+
+
+def test_zoomed_in_a_cell_is_one_step_and_holds_its_value(hosts):
+    cache, sources = loaded(hosts.values())
+    state = ViewState(page="ranks")
+    state.ranks_phase = "data"
+    try:
+        page = render_ranks(cache, state, fetch=lambda: [s.poll(cache) for s in sources])
+        page.ax.set_xlim(980, 1020)  # what the toolbar's zoom does
+        assert not page.follow
+        for _ in range(10):
+            page.refresh(cache, state)
+            if page.view.complete:
+                break
+            for source in sources:
+                source.poll(cache)
+    finally:
+        for source in sources:
+            source.close()
+    view = page.view
+    assert view.complete and view.level == 0 and view.cell_steps == 1
+    assert view.edges[0] <= 980 and view.edges[-1] >= 1020
+    assert tuple(page.ax.get_xlim()) == (980, 1020)  # the user's zoom is kept
+    truth = stored(hosts["gpu-b"], SLOW_RANK, "time/data")
+    column = view.column_of(1000)
+    assert view.matrices["data"].vmax[SLOW_RANK, column] == truth[1000]
+    assert page.note.get_text().startswith("a cell is 1 step")
+    assert view.judged_per == 1 and "judged on means" not in page.note.get_text()
+
+
+def test_ranks_no_source_holds_are_said_and_no_job_is_said_plainly(hosts, tmp_path):
+    page, _, _ = draw([hosts["gpu-a"]])
+    assert page.view.missing == [2, 3]
+    assert "ranks 2, 3 of 4 in no source" in page.note.get_text()
+    assert "(2 of 4 ranks, 1 host)" in page.title.get_text()
+    engine = new_store(tmp_path / "single.db")
+    make_run(engine, name="one-gpu", points={"time/step": [(1, 0.3)]})
+    engine.dispose()
+    page, _, _ = draw([tmp_path / "single.db"])
+    assert page.view is None and page.axes == []
+    assert page.message.get_text() == NO_JOB
+
+
+def test_snapshot_draws_the_ranks_page_and_says_what_is_wrong(hosts, tmp_path, capsys):
+    a, b = (str(p) for p in hosts.values())
+    out = tmp_path / "ranks.png"
+    assert main(["snapshot", a, b, "--page", "ranks", "--phase", "comm", "-o", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"ranks page: job {GROUP}, 4 ranks, comm" in capsys.readouterr().err
+    engine = new_store(tmp_path / "single.db")
+    make_run(engine, name="one-gpu", points={"time/step": [(1, 0.3)]})
+    engine.dispose()
+    for argv, message in (
+        ([str(tmp_path / "single.db")], "No multi-rank job in these sources"),
+        ([a, "--phase", "bogus"], "--phase bogus: the job logged no such phase; its phases: step"),
+        ([a, b, "--job", "nope"], f"--job nope: no such job in the given sources; jobs: {GROUP}"),
+    ):
+        assert main(["snapshot", *argv, "--page", "ranks", "-o", str(tmp_path / "x.png")]) != 0
+        err = capsys.readouterr().err
+        assert err.startswith("resplot: error:") and message in err, err
+
+
+def test_the_window_shows_the_page_once_a_job_arrives_and_hovers_a_cell(qtbot, hosts, tmp_path):
+    engine = new_store(tmp_path / "single.db")
+    make_run(engine, name="one-gpu", points={"train/loss": [(1, 3.0), (2, 2.9)]})
+    engine.dispose()
+    win = open_window(qtbot, [tmp_path / "single.db"], tmp_path / "settings.json", runs=1)
+    ranks_tab = PAGES.index("ranks")
+    assert not win.tabs.isTabVisible(ranks_tab)  # no job: no Ranks tab
+    for path in hosts.values():
+        win.add_source(str(path))
+    qtbot.waitUntil(lambda: len(win.cache.runs()) == 5, timeout=30_000)
+    qtbot.waitUntil(lambda: win.tabs.isTabVisible(ranks_tab), timeout=10_000)
+    win.set_page("ranks")
+    settle(qtbot, win)
+    page = win.ranks.page
+    qtbot.waitUntil(lambda: page.view is not None and page.view.complete, timeout=30_000)
+    assert win.current_page() is page and win.tabs.currentIndex() == ranks_tab
+    assert win.ranks.phase_combo.count() == 7 and not win.ranks.job_combo.isVisible()
+    # Hover rank 2's cell in the middle of its slow stretch.
+    fx, fy = page.ax.transData.transform(((SLOW_FIRST + SLOW_LAST) / 2, SLOW_RANK + 0.5))
+    ratio = win.ranks.canvas.device_pixel_ratio or 1.0
+    at = QPoint(int(fx / ratio), int((page.figure.bbox.height - fy) / ratio))
+    qtbot.mouseMove(win.ranks.canvas, at)
+    qtbot.waitUntil(win.ranks.hover.isVisible, timeout=5000)
+    text = win.ranks.hover.text()
+    assert text.startswith(f"rank {SLOW_RANK} on gpu-b, step ") and "straggler: rank 2" in text
+    hover = win.ranks.hover.geometry()
+    assert not hover.contains(at)  # beside the pointer, not over the hovered cell
+    # Another phase from the chooser: kept in the view state, drawn.
+    win.ranks.phase_combo.setCurrentText("comm")
+    win.ranks.phase_combo.activated.emit(win.ranks.phase_combo.currentIndex())
+    assert win.state.ranks_phase == "comm"
+    settle(qtbot, win)
+    assert page.phase == "comm" and "comm time" in page.title.get_text()
+    win.ranks.stat_combo.activated.emit(win.ranks.stat_combo.findData("mean"))
+    settle(qtbot, win)
+    assert win.state.ranks_stat == "mean" and "mean of each cell" in page.title.get_text()
+    win.close()
