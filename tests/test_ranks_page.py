@@ -155,7 +155,10 @@ def test_snapshot_draws_the_ranks_page_and_says_what_is_wrong(hosts, tmp_path, c
     out = tmp_path / "ranks.png"
     assert main(["snapshot", a, b, "--page", "ranks", "--phase", "comm", "-o", str(out)]) == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert f"ranks page: job {GROUP}, 4 ranks, comm" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"ranks page: job {GROUP}, 4 ranks, comm" in err
+    # Both local stores were read for the cells' tiles (each its own source), not only the last.
+    assert "warning" not in err, err
     engine = new_store(tmp_path / "single.db")
     make_run(engine, name="one-gpu", points={"time/step": [(1, 0.3)]})
     engine.dispose()
