@@ -115,6 +115,12 @@ def main() -> None:
             settle(app, win)
             win.schedule_redraw()
             settle(app, win)
+            if args.expand_job:  # the job's row unfolded, scrolled into view
+                win.table.unfold_jobs()
+                jobs = [i for i in win.table._all_rows() if win.table.ref_at(i) is None]
+                if jobs:
+                    win.table.view.scrollTo(jobs[0], win.table.view.PositionAtTop)
+                settle(app, win, 0.5)
             win.grab().save(str(args.out / f"{page}-{size}.png"))
             if page == "ranks":
                 grab_ranks_hover(app, win, args.out / f"{page}-{size}-hover.png")

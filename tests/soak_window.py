@@ -3,13 +3,15 @@ child pytest process, so that a crash (SIGSEGV) fails that test instead of killi
 Not collected by itself (its name does not start with test_).
 
 For RESPLOT_SOAK_S seconds (default 60), with a real process logging through reslog into a real
-store (tests/fixtures/live_logger.py: a new run every few seconds) next to a 12-run sweep, it
-clicks every row of the run table and of the sources tree, hovers and clicks every chart (and a
-line on it), switches every page, zooms with the toolbar and follows the data again, and resizes
-the window to 1280×800 and back; real mouse and key events (QTest), under whatever platform the
-parent chose (offscreen, or xcb under Xvfb). The first part leaves every tick box to the default
-selection (a user who has not ticked anything: how the crash of issue 21 was met); the second half
-also ticks and unticks by hand.
+store (tests/fixtures/live_logger.py: a new run every few seconds) next to a 12-run sweep and a
+4-rank job over two hosts (tests/fixtures/job.py: a store and a source per host), it clicks every
+row of the run table (the job's row unfolded: its hosts and ranks too) and of the sources tree,
+hovers and clicks every chart (and a line on it) and the Ranks page's map, switches every page,
+zooms with the toolbar and follows the data again, and resizes the window to 1280×800 and back;
+real mouse and key events (QTest), under whatever platform the parent chose (offscreen, or xcb
+under Xvfb). The first part leaves every tick box to the default selection (a user who has not
+ticked anything: how the crash of issue 21 was met); the second half also ticks and unticks by
+hand.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from resplot import settings as settings_mod
 from resplot.data.cache import SeriesCache
 from resplot.data.state import PAGES
 from resplot.ui.window import MainWindow, make_poller
+from tests.fixtures.job import make_job
 from tests.fixtures.sweep import PROJECT, make_sweep
 
 SOAK_S = float(os.environ.get("RESPLOT_SOAK_S", "60"))
@@ -44,7 +47,7 @@ class Soak:
     def __init__(self, qtbot, win: MainWindow, deadline: float) -> None:
         self.qtbot, self.win, self.deadline = qtbot, win, deadline
         self.done: dict[str, int] = {}
-        self.rows_clicked: set = set()  # RunRefs whose table row was clicked
+        self.rows_clicked: set = set()  # RunRefs (and job or host keys) whose row was clicked
         self.pages_seen: set[str] = set()
         self.table_at = self.tree_at = 0
 
@@ -58,25 +61,37 @@ class Soak:
     # -- the run table and the sources tree ---------------------------------------------------
     def click_table_rows(self, n: int, tick: bool) -> None:
         """Click `n` rows, those not clicked yet first."""
-        view, proxy, model = self.win.table.view, self.win.table.proxy, self.win.model
+        table, model = self.win.table, self.win.model
+        view, proxy = table.view, table.proxy
         for _ in range(n):
-            if proxy.rowCount() == 0 or self.over():
+            table.unfold_jobs()  # a job's hosts and ranks are rows to click too
+            rows = table._all_rows()
+            if not rows or self.over():
                 return
-            rows = range(proxy.rowCount())
-            refs = [model.runs[proxy.mapToSource(proxy.index(r, 1)).row()].ref for r in rows]
-            fresh = [r for r, ref in enumerate(refs) if ref not in self.rows_clicked]
-            row = fresh[0] if fresh else self.table_at % len(refs)
+            keys = [self._key(model, proxy, index) for index in rows]
+            fresh = [i for i, key in enumerate(keys) if key not in self.rows_clicked]
+            at = fresh[0] if fresh else self.table_at % len(keys)
             self.table_at += 1
-            index = proxy.index(row, 1)
+            index = rows[at].siblingAtColumn(1)
             view.scrollTo(index)
             QTest.mouseClick(view.viewport(), Qt.LeftButton, Qt.NoModifier,
                              view.visualRect(index).center())  # fmt: skip
-            self.rows_clicked.add(refs[row])
+            self.rows_clicked.add(keys[at])
             self.count("table row clicks")
+            if isinstance(keys[at], tuple) and keys[at][0] in ("job", "host"):
+                self.count("job row clicks")
             if tick:
-                view.setCurrentIndex(proxy.index(row, 0))
+                view.setCurrentIndex(rows[at])
                 QTest.keyClick(view, Qt.Key_Space)  # the tick box of the current row
                 self.count("ticks by hand")
+
+    @staticmethod
+    def _key(model, proxy, index):
+        """A run's row by its RunRef, a job's or host's by its entry key."""
+        entry = model.entry_at(proxy.mapToSource(index))
+        if entry is None:
+            return ("gone",)
+        return entry.run.ref if entry.run is not None else entry.key
 
     def click_tree_items(self, n: int) -> None:
         tree = self.win.tree
@@ -105,9 +120,31 @@ class Soak:
         ratio = canvas.device_pixel_ratio or 1.0
         return QPoint(int(fx / ratio), int((canvas.figure.bbox.height - fy) / ratio))
 
+    def hover_and_click_ranks(self) -> None:
+        """The Ranks page's map: hover cells across it (each shows its rank's breakdown) and
+        click one."""
+        view = self.win.ranks
+        page, canvas = view.page, view.canvas
+        # The job is in the sources: its map comes with the first redraw after the switch.
+        self.qtbot.waitUntil(lambda: bool(page.axes), timeout=30_000)
+        if self.over():
+            return
+        box = page.ax.bbox
+        for fx, fy in ((0.2, 0.2), (0.5, 0.5), (0.8, 0.7), (0.95, 0.95)):
+            at = self._to_widget(canvas, box.x0 + fx * box.width, box.y0 + fy * box.height)
+            QTest.mouseMove(canvas, at)
+            self.count("ranks hovers")
+            if view.hover.isVisible():
+                self.count("ranks hovers shown")
+        QTest.mouseClick(canvas, Qt.LeftButton, Qt.NoModifier, at)
+        self.count("chart clicks")
+
     def hover_and_click_charts(self) -> None:
         """Every chart of the page: hover at two places, click away from the lines, click on
         one line (which highlights its run and selects its table row)."""
+        if self.win.state.page == "ranks":
+            self.hover_and_click_ranks()
+            return
         view = self.win.pages[self.win.state.page]
         canvas, page = view.canvas, view.page
         for n in range(len(page.axes)):
@@ -136,12 +173,13 @@ class Soak:
     def zoom(self) -> None:
         """A rubber-band zoom with the toolbar's zoom tool on the first chart, a hover in the
         zoomed view, then "Follow data" (the window's reset)."""
-        view = self.win.pages[self.win.state.page]
+        view = self.win.page_view()
         page, canvas = view.page, view.canvas
         if not page.axes or self.over():
             return
         box = page.axes[0].bbox
-        view.scroll.ensureVisible(0, 0)
+        if hasattr(view, "scroll"):  # a chart page scrolls; the Ranks page fills its tab
+            view.scroll.ensureVisible(0, 0)
         a = self._to_widget(canvas, box.x0 + 0.3 * box.width, box.y0 + 0.7 * box.height)
         b = self._to_widget(canvas, box.x0 + 0.6 * box.width, box.y0 + 0.3 * box.height)
         view.toolbar.zoom()
@@ -171,6 +209,8 @@ class Soak:
 def test_the_window_survives_a_person_clicking_while_runs_log(qtbot, tmp_path):
     store = tmp_path / "runs.db"
     make_sweep(store, steps=2000)
+    hosts = {h: tmp_path / f"job-{h}.db" for h in ("gpu-a", "gpu-b")}
+    make_job(hosts, steps=2000)
     logger = subprocess.Popen(
         [sys.executable, "-m", "tests.fixtures.live_logger", str(store), "--project", PROJECT,
          "--every", "6"],
@@ -186,7 +226,9 @@ def test_the_window_survives_a_person_clicking_while_runs_log(qtbot, tmp_path):
         win.state.set_poll_interval(POLL_S)
         win.attach_poller(make_poller(cache, POLL_S, win.ask_host_key))
         win.add_source(str(store))
-        qtbot.waitUntil(lambda: len(cache.runs()) >= 13, timeout=60_000)
+        for path in hosts.values():
+            win.add_source(str(path))
+        qtbot.waitUntil(lambda: len(cache.runs()) >= 17, timeout=60_000)
         assert win.state.auto_tick  # nothing ticked by hand: the default selection plots
         runs_at_start = [r.ref for r in cache.runs()]
         redraws_at_start = win.redraw_count
@@ -200,7 +242,7 @@ def test_the_window_survives_a_person_clicking_while_runs_log(qtbot, tmp_path):
             soak.click_table_rows(4, tick=by_hand)
             soak.switch_page(PAGES[turn % len(PAGES)])
             soak.hover_and_click_charts()
-            if turn % 2 == 0:
+            if turn % 2 == 0 or win.state.page == "ranks":  # (its turn is odd)
                 soak.zoom()
             soak.click_tree_items(4)
             if turn % 3 == 2:
@@ -219,7 +261,8 @@ def test_the_window_survives_a_person_clicking_while_runs_log(qtbot, tmp_path):
         # It did what it says, while runs came and data arrived.
         assert soak.pages_seen == set(PAGES)
         assert set(runs_at_start) <= soak.rows_clicked
-        for what in ("tree clicks", "hovers", "chart clicks", "line clicks", "zooms"):
+        for what in ("tree clicks", "hovers", "chart clicks", "line clicks", "zooms",
+                     "job row clicks", "ranks hovers shown"):  # fmt: skip
             assert done.get(what, 0) > 0, what
         assert win.redraw_count > redraws_at_start
         assert win.isVisible()

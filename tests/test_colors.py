@@ -86,8 +86,8 @@ def test_twenty_runs_in_the_window_have_twenty_colours_kept_across_source_order(
     assert len({c for c, _ in first.values()}) == 20
     # The table shows the same colour as the chart.
     model = win.model
-    for row, run in enumerate(model.runs):
-        swatch = model.data(model.index(row, 0), role=1)  # Qt.DecorationRole
+    for run in model.runs:
+        swatch = model.data(model.index_of(run.ref), role=1)  # Qt.DecorationRole
         assert swatch.name() == first[run.name][0]
     win.close()
     # Reopened with the sources the other way round: the labels differ, the colours do not.

@@ -139,7 +139,7 @@ def test_the_run_table_fits_a_laptop(qtbot, sweep, tmp_path):
                             "valid/loss min", "alerts"]  # fmt: skip
     assert set(headers[8:11]) == {"lr", "seed", "wd"}
     view = win.table.view
-    rows_shown = view.viewport().height() // view.verticalHeader().defaultSectionSize()
+    rows_shown = view.viewport().height() // win.table.row_height()
     assert rows_shown >= 6, rows_shown
     assert view.columnWidth(0) <= 320  # the run's name
     for col in range(1, len(headers)):
@@ -187,7 +187,7 @@ def test_at_1280_by_800_a_training_chart_is_300_by_180_and_six_runs_show(qtbot, 
     for ax, spec in zip(page.axes, page.specs, strict=True):
         assert ax.bbox.width >= 300 and ax.bbox.height >= 180, (spec.title, ax.bbox.bounds)
     view = win.table.view
-    assert view.viewport().height() // view.verticalHeader().defaultSectionSize() >= 6
+    assert view.viewport().height() // win.table.row_height() >= 6
     assert win.top_split.sizes()[0] == 0  # the sources tree folded away at laptop width
     win.resize(1920, 1080)
     settle(qtbot, win)

@@ -117,9 +117,8 @@ def test_watch_crash_resume_and_finish(qtbot, live_window, store_path, tmp_path)
             return None
 
         def row_status() -> str:
-            row = win.model.row_of(ref)
             return win.model.data(
-                win.model.index(row, win.model.headers.index("status")), Qt.DisplayRole
+                win.model.index_of(ref, win.model.headers.index("status")), Qt.DisplayRole
             )
 
         def tree_status() -> str:

@@ -15,7 +15,8 @@ from PyQt5.QtTest import QAbstractItemModelTester
 from resplot.data.cache import SeriesCache
 from resplot.data.model import RunInfo, RunRef
 from resplot.data.state import ViewState
-from resplot.ui.run_table import RunTable, RunTableModel
+from resplot.ui.run_table import RunTable
+from resplot.ui.run_table_model import RunTableModel
 
 T0 = 1_700_000_000.0
 # The model tester reports through Qt warnings: any warning fails a test (but the platform's
@@ -101,7 +102,7 @@ def test_ticks_and_colours_are_data_changes_not_layout_changes(table, qtbot):
     view = widget.view
     index = widget.proxy.index(2, 1)
     qtbot.mouseClick(view.viewport(), Qt.LeftButton, pos=view.visualRect(index).center())
-    assert widget.selected_refs() == [model.runs[widget.proxy.mapToSource(index).row()].ref]
+    assert widget.selected_refs() == [widget.ref_at(index)]
 
 
 def test_a_sorted_and_filtered_view_follows_removals_and_resets(table):
@@ -157,3 +158,140 @@ def test_the_window_pairs_its_signals_while_runs_arrive_and_ticks_change(qtbot, 
     qtbot.mouseClick(view.viewport(), Qt.LeftButton, pos=view.visualRect(index).center())
     assert len(win.table.selected_refs()) == 1
     win.close()
+
+
+def _rank(rank: int, status: str = "running", group: str = "job-1") -> RunInfo:
+    ref = RunRef("gpu-a" if rank < 2 else "gpu-b", f"/{rank // 2}.db", f"rank{rank:03d}")
+    return RunInfo(ref, "p", f"ddp-rank{rank}", status, T0 + 10 + rank, T0 + 10 + rank,
+                   host="gpu-a" if rank < 2 else "gpu-b", rank=rank, world_size=4,
+                   group=group, config={"lr": 1})  # fmt: skip
+
+
+def _tree(model, parent=None, depth=0) -> list[tuple[int, str]]:
+    """(depth, the run column's text) of every row, depth first."""
+    from PyQt5.QtCore import QModelIndex
+
+    parent = parent if parent is not None else QModelIndex()
+    out = []
+    for row in range(model.rowCount(parent)):
+        index = model.index(row, 0, parent)
+        out.append((depth, model.data(index)))
+        out += _tree(model, index, depth + 1)
+    return out
+
+
+def test_a_jobs_runs_are_one_row_that_unfolds_into_hosts_and_ranks(table, qtbot):
+    cache, state, model, widget, log = table
+    cache.set_runs([_run(0, lr=1), _rank(0), _rank(1), _run(1, lr=2), _rank(2), _rank(3)])
+    model.refresh({})
+    assert _tree(model) == [
+        (0, "run-0"),
+        (0, "run-1"),
+        (0, "ddp (4 ranks, 2 hosts)"),  # where the job's first run comes in the cache's order
+        (1, "gpu-a · ranks 0, 1"),
+        (2, "ddp-rank0"),
+        (2, "ddp-rank1"),
+        (1, "gpu-b · ranks 2, 3"),
+        (2, "ddp-rank2"),
+        (2, "ddp-rank3"),
+    ]
+    job = model.index(2, 0)
+    status = model.headers.index("status")
+    assert model.data(model.index(2, status)) == "running"
+    # The job's tick box ticks every rank's run; one untick leaves it partly ticked.
+    ticked = []
+    model.tickedChanged.connect(lambda ref, on: ticked.append((ref, on)))
+    assert model.setData(job, Qt.Checked, Qt.CheckStateRole)
+    assert sorted(r for r, on in ticked if on) == [_rank(r).ref for r in range(4)]
+    assert model.data(job, Qt.CheckStateRole) == Qt.Checked
+    model.set_ticked(_rank(3).ref, False)
+    assert model.data(job, Qt.CheckStateRole) == Qt.PartiallyChecked
+    host_b = model.index(1, 0, job)
+    assert model.data(host_b, Qt.CheckStateRole) == Qt.PartiallyChecked
+    assert model.data(model.index(0, 0, job), Qt.CheckStateRole) == Qt.Checked
+    # Colours per run: a rank has its swatch, a job's or host's row none.
+    state.assign_looks(state.ticked)
+    assert model.data(model.index_of(_rank(2).ref), Qt.DecorationRole) is not None
+    assert model.data(job, Qt.DecorationRole) is None
+    # A rank's row is selected (its job unfolded) and a selected job stands for its runs.
+    widget.select(_rank(2).ref)
+    assert widget.selected_refs() == [_rank(2).ref]
+    assert widget.view.isExpanded(widget.proxy.mapFromSource(job))
+    rows = QItemSelectionModel.ClearAndSelect | QItemSelectionModel.Rows
+    widget.view.selectionModel().select(widget.proxy.mapFromSource(job), rows)
+    assert widget.selected_refs() == [_rank(r).ref for r in range(4)]
+    log.assert_paired()
+
+
+def test_ranks_arriving_and_leaving_are_rows_inserted_and_removed_under_their_job(table):
+    cache, _state, model, widget, log = table
+    cache.set_runs([_run(0, lr=1), _rank(0), _rank(1)])
+    model.refresh({})
+    widget.select(_rank(1).ref)
+    log.seen.clear()
+    cache.set_runs([_rank(2, status="stalled"), _rank(3)])  # host b's store answers later
+    model.refresh({})
+    assert log.seen == ["rowsAboutToBeInserted", "rowsInserted"]  # the host row, with its ranks
+    job = model.index(1, 0)
+    assert model.rowCount(job) == 2 and model.rowCount(model.index(1, 0, job)) == 2
+    assert model.data(model.index(1, model.headers.index("status"))) == "1 stalled, 3 running"
+    assert widget.selected_refs() == [_rank(1).ref]  # the selection stayed on its run
+    cache.drop_store("gpu-a", "/0.db")  # host a's source removed: its ranks and host row go
+    model.refresh({})
+    assert [text for _d, text in _tree(model)] == [
+        "run-0",
+        "ddp (2 of 4 ranks, 1 host)",
+        "gpu-b · ranks 2, 3",
+        "ddp-rank2",
+        "ddp-rank3",
+    ]
+    assert "rowsRemoved" in log.seen and "modelReset" not in log.seen
+    log.assert_paired()
+
+
+def test_the_filter_finds_ranks_and_hosts_inside_a_job(table):
+    cache, _state, model, widget, _log = table
+    cache.set_runs([_run(0, lr=1), _rank(0), _rank(1), _rank(2), _rank(3)])
+    model.refresh({})
+    widget.set_filter("gpu-b")  # a host: its job shows, with that host's ranks only
+    assert widget.visible_refs() == [_rank(2).ref, _rank(3).ref]
+    widget.set_filter("rank1")  # one rank: its job and host show, around it
+    assert widget.visible_refs() == [_rank(1).ref]
+    widget.set_filter("ddp gpu-a")  # the job's words and its host's
+    assert widget.visible_refs() == [_rank(0).ref, _rank(1).ref]
+    widget.set_filter("run-0")
+    assert widget.visible_refs() == [_run(0).ref]
+    widget.tick_visible("all")
+    assert _state.ticked == [_run(0).ref]
+
+
+def test_each_host_row_carries_its_gpus_telemetry(table, tmp_path):
+    from resplot.sources.local import LocalSource
+    from resplot.sources.spec import parse_spec
+    from tests.fixtures.job import make_job
+
+    cache, _state, model, _widget, _log = table
+    cache.set_runs([_run(0, lr=1)])
+    model.refresh({})
+    assert model.GPUS not in model.headers  # no job: no telemetry column
+    make_job({h: tmp_path / f"{h}.db" for h in ("gpu-a", "gpu-b")}, steps=200)
+    for host in ("gpu-a", "gpu-b"):
+        LocalSource(parse_spec(str(tmp_path / f"{host}.db"))).poll(cache)
+    model.refresh({})
+    col = model.headers.index(model.GPUS)
+    job = next(
+        model.index(r, 0) for r in range(model.rowCount()) if model.rowCount(model.index(r, 0))
+    )
+    texts = [model.data(model.index(h, col, job)) for h in range(model.rowCount(job))]
+    # tests/fixtures/job.py: 2 GPUs a host at ~96 % and ~94 %, 600 W, up to ~70 °C.
+    assert [t.split(" · ")[0] for t in texts] == ["2× 96 %", "2× 94 %"], texts
+    assert all(t.endswith("°C") and " W · " in t for t in texts)
+    assert model.data(job.siblingAtColumn(col)).startswith("4× ")  # ... and the job's: all four
+    detail = model.data(model.index(0, col, job), Qt.ToolTipRole)
+    assert detail.splitlines()[0] == "mean over the run:" and "gpu-a gpu1: " in detail
+    hours = model.data(job.siblingAtColumn(model.headers.index("GPU-hours")), Qt.UserRole)
+    per_host = [
+        model.data(model.index(h, model.headers.index("GPU-hours"), job), Qt.UserRole)
+        for h in range(2)
+    ]
+    assert hours == pytest.approx(sum(per_host)) and hours > 0

@@ -106,7 +106,7 @@ def test_runs_are_listed_ticked_and_plotted(window):
 
 def test_unticking_in_the_table_removes_the_lines(window, qtbot):
     ref = refs_by_name(window)["lr-1e-3"]
-    index = window.model.index(window.model.row_of(ref), 0)
+    index = window.model.index_of(ref)
     from PyQt5.QtCore import Qt
 
     assert window.model.data(index, Qt.CheckStateRole) == Qt.Checked
@@ -171,11 +171,10 @@ def test_the_metric_x_axis_is_the_step_metric_a_run_defined(window, qtbot):
 def test_nan_loss_raises_an_alert_in_table_and_status_bar(window):
     assert "lr-1e-3" in window.alert_label.text() and "NaN" in window.alert_label.text()
     ref = refs_by_name(window)["lr-1e-3"]
-    row = window.model.row_of(ref)
     alert_col = window.model.headers.index("alerts")
-    assert "NaN at step 300" in window.model.data(window.model.index(row, alert_col))
-    other = window.model.row_of(refs_by_name(window)["lr-3e-4"])
-    assert window.model.data(window.model.index(other, alert_col)) == ""
+    assert "NaN at step 300" in window.model.data(window.model.index_of(ref, alert_col))
+    other = refs_by_name(window)["lr-3e-4"]
+    assert window.model.data(window.model.index_of(other, alert_col)) == ""
     # The NaN is marked on the chart, not dropped.
     bad = line(window, "Loss", "lr-1e-3", "train/loss").axes.lines
     markers = [ln for ln in bad if ln.get_marker() == "x" and len(ln.get_xdata())]

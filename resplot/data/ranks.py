@@ -185,12 +185,14 @@ def newest_first(found: dict[str, list[RunInfo]]) -> list[str]:
 
 
 def job_label(group: str, members: list[RunInfo]) -> str:
-    """How the page names a job: its runs' common name, else its group."""
+    """How the Ranks page and the run table name a job: its runs' common name (the trainer
+    names ranks `NAME-rankR`), else its group; the ranks held of its world, and its hosts."""
     names = {r.name.rsplit("-rank", 1)[0] for r in members}
     name = names.pop() if len(names) == 1 else group
-    hosts = len({r.host for r in members})
     world = max(r.world_size for r in members)
-    ranks = f"{world} ranks" if len(members) >= world else f"{len(members)} of {world} ranks"
+    held = len({r.rank for r in members})
+    ranks = f"{world} ranks" if held >= world else f"{held} of {world} ranks"
+    hosts = len({r.host for r in members})
     return f"{safe(name)} ({ranks}, {hosts} host{'s' if hosts != 1 else ''})"
 
 

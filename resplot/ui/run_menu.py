@@ -1,5 +1,6 @@
 """The right-click menu of a run (in the run table and the sources tree): plot or hide it, pick
-its colour, give it back its assigned one."""
+its colour, give it back its assigned one; and of a job's or host's row in the run table: plot or
+hide its runs, show the job on the Ranks page."""
 
 from __future__ import annotations
 
@@ -47,14 +48,39 @@ def run_menu(win, ref: RunRef) -> QMenu:
     return menu
 
 
+def job_menu(win, index) -> QMenu:
+    """The menu of a job's (or a host's) row: plot or hide all its runs, see it on the Ranks
+    page."""
+    refs = win.model.refs_at(win.table.proxy.mapToSource(index))
+    entry = win.model.entry_at(win.table.proxy.mapToSource(index))
+    menu = QMenu(win)
+    shown = all(win.state.is_ticked(r) for r in refs)
+    menu.addAction(
+        f"{'Hide' if shown else 'Plot'} its {len(refs)} runs",
+        lambda: [win.model.set_ticked(r, not shown) for r in refs],
+    )
+    group = entry.members[0].group if entry is not None and entry.members else ""
+    menu.addAction("Show on the Ranks page", lambda: show_job(win, group))
+    return menu
+
+
+def show_job(win, group: str) -> None:
+    """The Ranks page of one job."""
+    win.ranks.page.reset_view()
+    win.state.ranks_job = group
+    win.set_page("ranks")
+
+
 def attach_run_menus(win) -> None:
     """Right-click a run in the window's table or sources tree: its menu."""
 
     def from_table(pos) -> None:
         index = win.table.view.indexAt(pos)
-        if index.isValid():
-            ref = win.model.runs[win.table.proxy.mapToSource(index).row()].ref
+        ref = win.table.ref_at(index) if index.isValid() else None
+        if ref is not None:
             run_menu(win, ref).exec_(win.table.view.viewport().mapToGlobal(pos))
+        elif index.isValid():  # a job's or a host's row
+            job_menu(win, index).exec_(win.table.view.viewport().mapToGlobal(pos))
 
     def from_tree(pos) -> None:
         item = win.tree.itemAt(pos)

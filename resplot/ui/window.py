@@ -41,7 +41,8 @@ from resplot.ui.page_view import PageView
 from resplot.ui.poller import Poller
 from resplot.ui.ranks_view import RanksView
 from resplot.ui.run_menu import attach_run_menus
-from resplot.ui.run_table import RunTable, RunTableModel
+from resplot.ui.run_table import RunTable
+from resplot.ui.run_table_model import RunTableModel
 from resplot.ui.sources_tree import SourcesTree, source_state_text
 
 REDRAW_DELAY_MS = 50
