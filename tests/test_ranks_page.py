@@ -209,3 +209,26 @@ def test_the_window_shows_the_page_once_a_job_arrives_and_hovers_a_cell(qtbot, h
     settle(qtbot, win)
     assert win.state.ranks_stat == "mean" and "mean of each cell" in page.title.get_text()
     win.close()
+
+
+def test_a_job_row_unfolds_in_the_window_and_opens_the_ranks_page(qtbot, hosts, tmp_path):
+    from resplot.ui.run_menu import job_menu
+
+    win = open_window(qtbot, list(hosts.values()), tmp_path / "settings.json", runs=4)
+    table = win.table
+    (job,) = [i for i in table._all_rows() if not i.parent().isValid()]
+    assert table.ref_at(job) is None and win.model.data(table.proxy.mapToSource(job)).startswith(
+        "llama-350m-ddp (4 ranks, 2 hosts)"
+    )
+    assert not table.view.isExpanded(job)  # one row until unfolded
+    rank3 = next(r.ref for r in win.cache.runs() if r.rank == 3)
+    win.highlight(rank3)  # a click on its line: its row selected, its job unfolded
+    assert table.view.isExpanded(job) and table.selected_refs() == [rank3]
+    menu = job_menu(win, job)
+    texts = [a.text() for a in menu.actions()]
+    assert texts == ["Hide its 4 runs", "Show on the Ranks page"]  # the default selection
+    menu.actions()[1].trigger()
+    assert win.state.page == "ranks" and win.state.ranks_job == GROUP
+    menu.actions()[0].trigger()
+    assert win.state.ticked == [] and not win.state.auto_tick
+    win.close()
