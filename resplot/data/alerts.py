@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from reslog.text import safe
 from resplot.data import ranks
 from resplot.data.cache import SeriesCache, Summary
 from resplot.data.model import RunRef
@@ -316,4 +317,4 @@ def summary(alerts: dict[RunRef, list[Alert]], names: dict[RunRef, str]) -> str:
     worst = max((a for lst in alerts.values() for a in lst), key=lambda a: LEVELS.get(a.level, 1))
     name = names.get(worst.run, worst.run.uid[:8])
     more = f" (+{count - 1} more)" if count > 1 else ""
-    return f"⚠ {name}: {worst.message}{more}"
+    return safe(f"⚠ {name}: {worst.message}{more}")

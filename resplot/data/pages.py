@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from reslog.text import safe
 from resplot.data.cache import SeriesCache
 from resplot.data.colors import shade
 from resplot.data.key_roles import TIMING_ROLES, gpu_series, host_series, key_for, mfu_scale
@@ -62,8 +63,10 @@ class PanelSpec:
 
 
 def _name(cache: SeriesCache, ref: RunRef) -> str:
+    """A run's name as titles, legends and the readout show it: controls and bidi marks as
+    visible escapes (reslog/text.py), never obeyed (a U+202E in a name showed it reversed)."""
     run = cache.run(ref)
-    return run.name if run is not None else ref.uid[:8]
+    return safe(run.name) if run is not None else ref.uid[:8]
 
 
 def _items(
@@ -210,7 +213,8 @@ def custom(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[Pan
     """A chart per key matching the globs, every one of them: the window scrolls a long page."""
     keys = custom_keys(cache, refs, state.custom_keys)
     return [
-        PanelSpec(key, "", _items(cache, refs, state, key), robust_y="loss" in key) for key in keys
+        PanelSpec(safe(key), "", _items(cache, refs, state, key), robust_y="loss" in key)
+        for key in keys
     ]
 
 
@@ -268,11 +272,11 @@ def all_metrics(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> lis
                 break
             items = _items(cache, refs, state, key)
             if items:
-                panels.append(PanelSpec(key, "", items, robust_y="loss" in key, section=name))
+                panels.append(PanelSpec(safe(key), "", items, robust_y="loss" in key, section=name))
                 charts += 1
         if folded or panels:
             count = f"{len(keys)} chart{'s' if len(keys) != 1 else ''}"
-            title = f"{'▸' if folded else '▾'} {name} · {count}"
+            title = f"{'▸' if folded else '▾'} {safe(name)} · {count}"
             out.append(PanelSpec(title, kind="section", section=name))
             out += panels
     return out

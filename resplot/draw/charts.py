@@ -18,6 +18,7 @@ from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from reslog.text import safe
 from resplot.data import layout, marks, xaxis
 from resplot.data.cache import SeriesCache
 from resplot.data.decimate import Grid
@@ -195,7 +196,7 @@ class ChartPage:
         self.run_names = {}
         for ref in refs:
             run = cache.run(ref)
-            self.run_names[ref] = run.name if run is not None else ref.uid[:8]
+            self.run_names[ref] = safe(run.name) if run is not None else ref.uid[:8]
         if not self.axes:
             if self.message is not None:
                 self.message.set_text(self.empty_text)

@@ -226,7 +226,7 @@ class RanksPage:
         self.colorbar.update_normal(self.image)
         self.cax.yaxis.set_major_formatter(FuncFormatter(_ms))  # update_normal resets it
         self.cax.set_ylabel(
-            f"{self.phase}, {STATS[self.stat]} of a cell"
+            f"{safe(self.phase)}, {STATS[self.stat]} of a cell"
             + (f" (over {_ms(high)}: the top colour)" if clipped else ""),
             fontsize=7,
         )
@@ -244,7 +244,7 @@ class RanksPage:
         self._marks(view)
         stat = STATS[self.stat]
         self.title.set_text(
-            f"{label} · job {safe(view.group)} · {self.phase} time, {stat} of each cell"
+            f"{label} · job {safe(view.group)} · {safe(self.phase)} time, {stat} of each cell"
         )
         self.note.set_text(view.note())
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from PyQt5.QtWidgets import QApplication, QStyle, QSystemTrayIcon, QWidget
 
+from reslog.text import safe
 from resplot.data.alerts import Alert
 from resplot.data.model import RunInfo, RunRef
 from schema.alerts import END_STATUSES
@@ -84,6 +85,8 @@ class Notifier:
         return notes
 
     def _show(self, note: Note) -> None:
+        # A run's name and an alert's text come from the store: shown, never obeyed.
+        note = Note(note.run, note.kind, safe(note.title), safe(note.message))
         self.shown.append(note)
         if self.tray is not None:
             self.tray.showMessage(note.title, note.message or note.title)

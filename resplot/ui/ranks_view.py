@@ -15,6 +15,7 @@ from PyQt5.QtCore import QPoint, QSize, Qt, pyqtSignal
 from PyQt5.QtGui import QFontDatabase
 from PyQt5.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
+from reslog.text import safe
 from resplot.data.ranks import STATS, jobs_in
 from resplot.data.state import PAGES, ViewState
 from resplot.draw.ranks import RanksPage
@@ -47,7 +48,7 @@ class RanksView(QWidget):
             lambda i: self.jobChosen.emit(self.job_combo.itemData(i) or "")
         )
         self.phase_combo.activated.connect(
-            lambda i: self.phaseChosen.emit(self.phase_combo.itemText(i))
+            lambda i: self.phaseChosen.emit(self.phase_combo.itemData(i))
         )
         self.stat_combo.activated.connect(
             lambda i: self.statChosen.emit(self.stat_combo.itemData(i))
@@ -102,11 +103,12 @@ class RanksView(QWidget):
         if page.group is not None:
             self.job_combo.setCurrentIndex(max(0, self.job_combo.findData(page.group)))
         phases = list(page.view.matrices) if page.view is not None else []
-        if [self.phase_combo.itemText(i) for i in range(self.phase_combo.count())] != phases:
+        if [self.phase_combo.itemData(i) for i in range(self.phase_combo.count())] != phases:
             self.phase_combo.clear()
-            self.phase_combo.addItems(phases)
+            for phase in phases:  # a phase is a key's name: shown safe, chosen by its own
+                self.phase_combo.addItem(safe(phase), phase)
         if phases:
-            self.phase_combo.setCurrentIndex(max(0, self.phase_combo.findText(page.phase)))
+            self.phase_combo.setCurrentIndex(max(0, self.phase_combo.findData(page.phase)))
         self.stat_combo.setCurrentIndex(max(0, self.stat_combo.findData(page.stat)))
         for combo in (self.phase_combo, self.stat_combo):
             combo.setEnabled(page.view is not None)

@@ -8,6 +8,7 @@ from PyQt5.QtCore import Qt
 from PyQt5.QtGui import QColor
 from PyQt5.QtWidgets import QColorDialog, QMenu, QWidget
 
+from reslog.text import safe
 from resplot.data.model import RunRef
 from resplot.ui.notify import ALL_KINDS
 
@@ -21,7 +22,7 @@ def pick_color(parent: QWidget, initial: str, title: str) -> str | None:
 def run_menu(win, ref: RunRef) -> QMenu:
     """The menu for one run of `win` (a MainWindow)."""
     run = win.cache.run(ref)
-    name = run.name if run is not None else ref.uid[:8]
+    name = safe(run.name) if run is not None else ref.uid[:8]
     menu = QMenu(win)
     ticked = win.state.is_ticked(ref)
     menu.addAction("Hide" if ticked else "Plot", lambda: win.tick(ref, not ticked))

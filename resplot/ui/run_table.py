@@ -27,6 +27,7 @@ from PyQt5.QtWidgets import (
     QWidget,
 )
 
+from reslog.text import safe
 from resplot.data.model import RunRef
 from resplot.ui.run_table_model import RunTableModel
 
@@ -207,7 +208,7 @@ class RunTable(QWidget):
         menu = QMenu(self)
         hidden = set(self.model.state.hidden_columns)
         for name in self.model.headers[1:]:
-            action = menu.addAction(name)
+            action = menu.addAction(safe(name))
             action.setCheckable(True)
             action.setChecked(name not in hidden)
             action.toggled.connect(lambda on, n=name: self.show_column(n, on))

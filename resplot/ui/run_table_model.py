@@ -359,7 +359,7 @@ class RunTableModel(QAbstractItemModel):
 
     def headerData(self, section, orientation, role=Qt.DisplayRole):
         if orientation == Qt.Horizontal and role == Qt.DisplayRole:
-            return self.headers[section]
+            return safe(self.headers[section])  # a config key's name, from the store
         return None
 
     def flags(self, index: QModelIndex):

@@ -19,7 +19,7 @@ from PyQt5.QtWidgets import (
     QWidget,
 )
 
-from reslog.text import age
+from reslog.text import age, safe
 from resplot.data.cache import SeriesCache
 from resplot.data.colors import NEUTRAL, status_color
 from resplot.data.model import RunRef
@@ -104,7 +104,7 @@ class SourcesTree(QTreeWidget):
             self._hosts[label] = self._host_item(label)
 
     def _host_item(self, label: str) -> QTreeWidgetItem:
-        item = QTreeWidgetItem(self, [label, self._host_state.get(label, ""), ""])
+        item = QTreeWidgetItem(self, [safe(label), self._host_state.get(label, ""), ""])
         item.setData(0, Qt.UserRole, label)
         item.setExpanded(True)
         return item
@@ -132,18 +132,18 @@ class SourcesTree(QTreeWidget):
                 key = (run.ref.source, run.ref.store)
                 if key not in stores:
                     # The end of the path that tells stores apart; the full path is the tooltip.
-                    stores[key] = QTreeWidgetItem(host, [names[run.ref.store], "", ""])
-                    stores[key].setToolTip(0, run.ref.store)
+                    stores[key] = QTreeWidgetItem(host, [safe(names[run.ref.store]), "", ""])
+                    stores[key].setToolTip(0, safe(run.ref.store))
                     stores[key].setExpanded(True)
-                item = QTreeWidgetItem(stores[key], [run.name, "", ""])
+                item = QTreeWidgetItem(stores[key], [safe(run.name), "", ""])
                 item.setData(0, Qt.UserRole, run.ref)
-                item.setToolTip(0, f"{run.name} ({run.ref.uid})")
+                item.setToolTip(0, f"{safe(run.name)} ({run.ref.uid})")
                 self._runs[run.ref] = item
         for run in runs:
             item = self._runs[run.ref]
             color = state.look(run.ref).color if state is not None else NEUTRAL
             item.setForeground(0, QBrush(QColor(color)))
-            item.setText(1, run.status)
+            item.setText(1, safe(run.status))
             item.setForeground(1, QBrush(QColor(status_color(run.status))))
             newest = newest_wall(cache, run.ref)
             item.setText(2, "no points" if newest is None else age(newest, now))
