@@ -232,3 +232,29 @@ def test_a_job_row_unfolds_in_the_window_and_opens_the_ranks_page(qtbot, hosts, 
     menu.actions()[0].trigger()
     assert win.state.ticked == [] and not win.state.auto_tick
     win.close()
+
+
+def test_a_hang_is_outlined_from_its_step_on_the_rank_that_never_came(tmp_path):
+    import time
+
+    from tests.test_jobs import stall
+    from tests.test_rank_rules import WAITING_IN_BACKWARD, blocked_here
+    from tests.test_rank_rules import stack_of_a_thread_blocked_in as stack_in
+
+    stores = {h: tmp_path / f"{h}.db" for h in ("gpu-a", "gpu-b")}
+    made = make_job(stores, steps=300, healthy=True, status="running", heartbeat_at=time.time())
+    for rank, run in made.items():
+        body = stack_in(blocked_here) if rank == 1 else WAITING_IN_BACKWARD
+        stall(stores["gpu-a" if rank < 2 else "gpu-b"], run.uid, body)
+    page, _, _ = draw(stores.values())
+    view = page.view
+    assert view.hang is not None and view.hang.culprits == [1]
+    (mark,) = view.marks
+    assert mark.kind == "hang" and mark.rows == (1,) and mark.last is None
+    (outline,) = [a for a in page._artists if isinstance(a, Rectangle)]
+    assert int(outline.get_y()) == 1  # rank 1's row: its last cell, where it stopped
+    assert outline.get_x() == view.edges[view.column_of(300)]
+    assert outline.get_x() + outline.get_width() == view.edges[-1]
+    said = page.mark_texts[0].get_text()
+    assert said.startswith("▭ hang: hung collective after step 300") and "rank 1 on gpu-a" in said
+    assert "blocked_here" in page.hover_text(view.edges[-1] - 1, 1.5)

@@ -100,8 +100,9 @@ class JobView:
             if s.rank in index
         ]
         if self.hang is not None:
+            # From the step the job hung after: the culprits' last cells, where they stopped.
             rows = tuple(index[r] for r in self.hang.culprits if r in index)
-            at = (self.hang.step or 0) + 1
+            at = self.hang.step or 0
             out.append(
                 Mark("hang", rows, at, None, "; ".join([self.hang.message(), *self.hang.evidence]))
             )

@@ -280,16 +280,15 @@ class RanksPage:
     def _marks(self, view: JobView) -> None:
         """Outline each alert's cells, and say it above the map (MARK_LINES of them)."""
         marks = view.marks
+        edges = view.edges
         for mark in marks:
             color = MARK_COLORS.get(mark.kind, "#ff4fa3")
-            first = view.column_of(mark.first)
-            x0 = float(view.edges[first]) if first is not None else float(view.edges[0])
-            if mark.first > view.edges[-1]:
-                continue
-            last = view.column_of(mark.last) if mark.last is not None else None
-            x1 = float(view.edges[last + 1]) if last is not None else float(view.edges[-1])
-            if mark.last is not None and mark.last < view.edges[0]:
-                continue
+            lo = max(mark.first, int(edges[0]))
+            hi = int(edges[-1]) - 1 if mark.last is None else min(mark.last, int(edges[-1]) - 1)
+            first, last = view.column_of(lo), view.column_of(hi)
+            if lo > hi or first is None or last is None:
+                continue  # outside the steps in view
+            x0, x1 = float(edges[first]), float(edges[last + 1])
             for row in mark.rows:
                 rect = Rectangle((x0, row + 0.06), x1 - x0, 0.88, fill=False, edgecolor=color,
                                  linewidth=1.8, zorder=4)  # fmt: skip
