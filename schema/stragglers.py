@@ -22,6 +22,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from schema.ranks import STEP, own_work, rank_label
@@ -128,6 +129,25 @@ class StragglerDetector:
         changed: list[Straggler] = []
         for rank, step, phases in rows:
             changed += self.add(rank, step, phases)
+        return changed
+
+    def add_marks(
+        self, rank: int, phase: str, marks: Iterable[tuple[int, bool, float, float | None]]
+    ) -> list[Straggler]:
+        """Judge one rank's phase from its marks, (step, slow, excess, the rank's comm excess
+        or None) in step order, as `_judge` makes them: for a reader that works out a job's
+        excesses over its whole history at once (resplot's Ranks page, with numpy) and leaves
+        the verdicts to this rule. Returns the findings named or recovered."""
+        track = self._tracks.get((rank, phase))
+        if track is None:
+            track = self._tracks[(rank, phase)] = _Track(self.rule.window)
+        self.hosts.setdefault(rank, "")
+        changed: list[Straggler] = []
+        for mark in marks:
+            track.marks.append(mark)
+            found = self._verdict(track, rank, phase, mark[0])
+            if found is not None:
+                changed.append(found)
         return changed
 
     def finish(self) -> list[Straggler]:

@@ -11,8 +11,9 @@ range is narrow enough, else the buckets' own extremes), as every chart draws th
 
 Stragglers are judged by schema/stragglers.py on the data the matrices were made from: per step
 on raw points, per bucket mean when zoomed out (`judged_per` says which; the rule's window then
-counts buckets, about as many steps as on raw points); the hang by schema/hangs.py
-from the ranks' statuses, stall events and GPU readings in the cache.
+counts buckets, about as many steps as on raw points), the excesses over the other ranks worked
+out with numpy over the whole history at once (resplot/data/straggler_matrix.py); the hang by
+schema/hangs.py from the ranks' statuses, stall events and GPU readings in the cache.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from reslog.text import safe
+from resplot.data import straggler_matrix
 from resplot.data.cache import SeriesCache
 from resplot.data.model import RunInfo, RunRef
 from resplot.data.views import FINE_POINTS_PER_PAGE, choose_level, fine_points, series_view
@@ -239,7 +241,7 @@ def job_view(cache: SeriesCache, group: str, lo: float, hi: float, columns: int)
     edges = start + width * np.arange(ncols + 1, dtype=np.int64)
     view = JobView(group, max(r.world_size for r in members), rows, _hosts(rows), edges, level,
                    True, {})  # fmt: skip
-    per_step: dict[int, dict[int, dict[str, float]]] = {}  # for the straggler rule
+    judged: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}  # for the rule
     for name in names:
         m = Matrix(name, *(np.full((len(rows), ncols), np.nan) for _ in range(3)),
                    np.full((len(rows), ncols), -1, np.int64))  # fmt: skip
@@ -251,18 +253,13 @@ def job_view(cache: SeriesCache, group: str, lo: float, hi: float, columns: int)
                 continue
             view.complete &= sv.complete and sv.level == level
             _fill(m, i, sv, start, width, lo, hi, ncols)
-            _collect(per_step, row.rank, name, sv, lo, hi)
+            judged[(row.rank, name)] = _judged(sv, lo, hi)
         view.matrices[name] = m
     view.judged_per = bw
     # Zoomed out, each judgement is a bucket of bw steps: the rule's window shrinks to match, so
     # it spans about as many steps as on raw points.
     rule = StragglerRule(window=max(2, math.ceil(StragglerRule().window / bw)))
-    detector = StragglerDetector({r.rank: r.host for r in rows}, rule)
-    for step in sorted(per_step):
-        for rank, values in per_step[step].items():
-            detector.add(rank, step, values)
-    detector.finish()
-    view.stragglers = list(detector.found)
+    view.stragglers = straggler_matrix.judge(judged, {r.rank: r.host for r in rows}, rule)
     view.hang = job_hang(cache, members)
     return view
 
@@ -282,41 +279,47 @@ def _any_key(cache: SeriesCache, rows: list[RankRow], phase: str) -> bool:
 
 
 def _fill(m: Matrix, i: int, sv, start: int, width: int, lo: int, hi: int, ncols: int) -> None:
-    """Row i of m from a series view: extremes per column, and the mean of what each holds."""
+    """Row i of m from a series view: extremes per column, and the mean of what each holds.
+    A view's steps go up, so each column is one run of them: reduceat, not ufunc.at (which
+    took two thirds of a 64-rank refresh)."""
     steps, values = sv.steps, sv.values
     keep = (steps >= lo) & (steps <= hi)
     steps, values = steps[keep], values[keep]
+    if len(steps) > 1 and np.any(steps[1:] < steps[:-1]):
+        order = np.argsort(steps, kind="stable")
+        steps, values = steps[order], values[order]
     cols = (steps - start) // width
     ok = (cols >= 0) & (cols < ncols)
     cols, values, steps = cols[ok], values[ok], steps[ok]
-    np.fmax.at(m.vmax[i], cols, values)
-    np.fmin.at(m.vmin[i], cols, values)
     if len(cols):
-        # By column, then value, then step downwards: each column's last is its largest value
-        # at its smallest step (the rollup fold's rule for ties).
-        order = np.lexsort((-steps, np.nan_to_num(values, nan=-np.inf), cols))
-        last = np.r_[np.nonzero(np.diff(cols[order]))[0], len(order) - 1]
-        m.max_at[i, cols[order][last]] = steps[order][last]
+        starts = np.flatnonzero(np.r_[True, cols[1:] != cols[:-1]])
+        at = cols[starts]
+        vmax = np.fmax.reduceat(values, starts)
+        m.vmax[i, at] = vmax
+        m.vmin[i, at] = np.fmin.reduceat(values, starts)
+        # Each column's largest value at its smallest step (the rollup fold's rule for ties).
+        segment = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(cols)]))
+        index = np.where(values == vmax[segment], np.arange(len(values)), len(values))
+        first = np.minimum.reduceat(index, starts)
+        found = first < len(values)
+        m.max_at[i, at[found]] = steps[first[found]]
     # Means: of the points (raw), or of the buckets' means.
     mids, means = (steps, values) if sv.level == 0 else (sv.mid_steps, sv.means)
     inside = (mids >= lo) & (mids <= hi) & np.isfinite(means)
-    mcols = (mids[inside] - start) // width
+    mcols = ((mids[inside] - start) // width).astype(np.int64)
     ok = (mcols >= 0) & (mcols < ncols)
-    sums = np.zeros(ncols)
-    counts = np.zeros(ncols)
-    np.add.at(sums, mcols[ok], means[inside][ok])
-    np.add.at(counts, mcols[ok], 1)
+    sums = np.bincount(mcols[ok], weights=means[inside][ok], minlength=ncols)[:ncols]
+    counts = np.bincount(mcols[ok], minlength=ncols)[:ncols]
     with np.errstate(invalid="ignore", divide="ignore"):
         m.mean[i] = np.where(counts > 0, sums / counts, np.nan)
 
 
-def _collect(per_step, rank: int, name: str, sv, lo: int, hi: int) -> None:
+def _judged(sv, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     """The values the straggler rule judges: each logged step raw, else each bucket's mean at
     its middle step."""
     steps, values = (sv.steps, sv.values) if sv.level == 0 else (sv.mid_steps, sv.means)
-    for s, v in zip(steps.tolist(), values.tolist(), strict=True):
-        if lo <= s <= hi:
-            per_step.setdefault(s, {}).setdefault(rank, {})[name] = v
+    inside = (steps >= lo) & (steps <= hi)
+    return steps[inside], values[inside]
 
 
 LIVE_STEPS = 60  # newest live steps per rank judged for an alert: the rule's window and more

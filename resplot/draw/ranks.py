@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 from matplotlib import colormaps
-from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
@@ -79,13 +78,13 @@ class RanksPage:
         self.ax.tick_params(labelsize=7)
         self.cax.tick_params(labelsize=7)
         self.ax.xaxis.set_major_formatter(CompactFormatter())
-        self.cax.yaxis.set_major_formatter(FuncFormatter(_ms))
         cmap = colormaps["viridis"].with_extremes(bad=MISSING_COLOR)
         self.image = self.ax.imshow(
             np.full((1, 1), np.nan), cmap=cmap, aspect="auto", interpolation="nearest",
             origin="upper", extent=(0, 1, 1, 0),
         )  # fmt: skip
         self.colorbar = self.figure.colorbar(self.image, cax=self.cax)
+        self.colorbar.formatter = FuncFormatter(_ms)
         self.title = self.figure.text(0.01, 0.99, "", fontsize=TITLE_PT + 1, va="top")
         self.note = self.figure.text(0.01, 0.95, "", fontsize=NOTE_PT + 1, va="top",
                                      color="#555555")  # fmt: skip
@@ -216,15 +215,18 @@ class RanksPage:
             self._updating = False
         finite = values[np.isfinite(values)]
         clipped = False
+        low, high = (0.0, 1.0)
         if len(finite):
             low, high = float(finite.min()), float(finite.max())
             p99 = float(np.percentile(finite, 99))
             if high > CLIP_OVER_P99 * p99 > low:
                 high, clipped = p99, True
-            self.image.set_norm(Normalize(low, high if high > low else low + 1e-6))
-        self.colorbar.extend = "max" if clipped else "neither"
-        self.colorbar.update_normal(self.image)
-        self.cax.yaxis.set_major_formatter(FuncFormatter(_ms))  # update_normal resets it
+        extend = "max" if clipped else "neither"
+        if extend != self.colorbar.extend:
+            self.colorbar.extend = extend
+            self.colorbar.update_normal(self.image)
+        # The same norm, new limits: the colour bar follows (one update, its formatter kept).
+        self.image.set_clim(low, high if high > low else low + 1e-6)
         self.cax.set_ylabel(
             f"{safe(self.phase)}, {STATS[self.stat]} of a cell"
             + (f" (over {_ms(high)}: the top colour)" if clipped else ""),
