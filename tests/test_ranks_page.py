@@ -258,3 +258,19 @@ def test_a_hang_is_outlined_from_its_step_on_the_rank_that_never_came(tmp_path):
     said = page.mark_texts[0].get_text()
     assert said.startswith("▭ hang: hung collective after step 300") and "rank 1 on gpu-a" in said
     assert "blocked_here" in page.hover_text(view.edges[-1] - 1, 1.5)
+
+
+def test_a_few_huge_cells_take_the_top_colour_and_the_colour_bar_says_so(tmp_path):
+    stores = {h: tmp_path / f"{h}.db" for h in ("gpu-a", "gpu-b")}
+    make_job(stores, steps=2000, slow=(1, "data", 5.0, 1000, 1001))  # one 5 s hiccup
+    page, cache, _ = draw(stores.values(), ranks_phase="data")
+    vmax = page.view.matrices["data"].vmax
+    high = page.image.norm.vmax
+    assert page.colorbar.extend == "max" and high < 0.1 < np.nanmax(vmax)
+    assert f"(over {high * 1000:.1f} ms: the top colour)" in page.cax.get_ylabel()
+    state = ViewState(page="ranks")
+    state.ranks_phase = "forward"  # nothing to clip: the colour bar made again without
+    page.refresh(cache, state)
+    assert page.colorbar.extend == "neither" and "top colour" not in page.cax.get_ylabel()
+    assert page.image.norm.vmax == np.nanmax(page.view.matrices["forward"].vmax)
+    page.save(tmp_path / "x.png")  # and it draws

@@ -222,9 +222,12 @@ class RanksPage:
             if high > CLIP_OVER_P99 * p99 > low:
                 high, clipped = p99, True
         extend = "max" if clipped else "neither"
-        if extend != self.colorbar.extend:
-            self.colorbar.extend = extend
-            self.colorbar.update_normal(self.image)
+        if extend != self.colorbar.extend:  # a colour bar's extend is fixed when it is made
+            self.colorbar.remove()
+            self.cax = self.figure.add_axes(self.cax.get_position())
+            self.cax.tick_params(labelsize=7)
+            self.colorbar = self.figure.colorbar(self.image, cax=self.cax, extend=extend)
+            self.colorbar.formatter = FuncFormatter(_ms)
         # The same norm, new limits: the colour bar follows (one update, its formatter kept).
         self.image.set_clim(low, high if high > low else low + 1e-6)
         self.cax.set_ylabel(
