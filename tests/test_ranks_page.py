@@ -83,7 +83,7 @@ def test_the_map_is_the_job_grouped_by_host_with_the_straggler_outlined(hosts):
     shown = np.ma.filled(page.image.get_array(), np.nan)
     assert np.array_equal(shown, view.matrices["data"].vmax, equal_nan=True)
     assert page.image.get_extent() == [view.edges[0], view.edges[-1], 4, 0]
-    texts = [a.get_text() for a in page._artists if hasattr(a, "get_text")]
+    texts = [a.get_text() for a in page._host_artists if hasattr(a, "get_text")]
     assert texts == ["gpu-a", "gpu-b"]
     assert [t.get_text() for t in page.ax.get_yticklabels()] == ["0", "1", "2", "3"]
     # The straggler: rank 2's row outlined over its stretch, and said above the map.

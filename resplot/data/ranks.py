@@ -245,6 +245,7 @@ def job_view(cache: SeriesCache, group: str, lo: float, hi: float, columns: int)
     for name in names:
         m = Matrix(name, *(np.full((len(rows), ncols), np.nan) for _ in range(3)),
                    np.full((len(rows), ncols), -1, np.int64))  # fmt: skip
+        views = []
         for i, row in enumerate(rows):
             sv = series_view(cache, row.ref, key(name), lo, hi, columns, level=level)
             if sv is None:
@@ -252,8 +253,9 @@ def job_view(cache: SeriesCache, group: str, lo: float, hi: float, columns: int)
                     view.complete = False
                 continue
             view.complete &= sv.complete and sv.level == level
-            _fill(m, i, sv, start, width, lo, hi, ncols)
+            views.append((i, sv))
             judged[(row.rank, name)] = _judged(sv, lo, hi)
+        _fill(m, views, start, width, lo, hi)
         view.matrices[name] = m
     view.judged_per = bw
     # Zoomed out, each judgement is a bucket of bw steps: the rule's window shrinks to match, so
@@ -278,40 +280,50 @@ def _any_key(cache: SeriesCache, rows: list[RankRow], phase: str) -> bool:
     return any(cache.summary(r.ref, key(phase)) is not None for r in rows)
 
 
-def _fill(m: Matrix, i: int, sv, start: int, width: int, lo: int, hi: int, ncols: int) -> None:
-    """Row i of m from a series view: extremes per column, and the mean of what each holds.
-    A view's steps go up, so each column is one run of them: reduceat, not ufunc.at (which
-    took two thirds of a 64-rank refresh)."""
-    steps, values = sv.steps, sv.values
-    keep = (steps >= lo) & (steps <= hi)
-    steps, values = steps[keep], values[keep]
-    if len(steps) > 1 and np.any(steps[1:] < steps[:-1]):
-        order = np.argsort(steps, kind="stable")
-        steps, values = steps[order], values[order]
+def _fill(m: Matrix, views: list, start: int, width: int, lo: int, hi: int) -> None:
+    """The matrix's rows from their series views ((row, view) pairs): extremes per column, and
+    the mean of what each holds. All rows at once: a view's steps go up, so with the rows one
+    after another each (row, column) is one run of the points, reduced with reduceat (ufunc.at,
+    a call a row, took two thirds of a 64-rank refresh)."""
+    rows, ncols = m.vmax.shape
+    parts, mean_parts = [], []
+    for i, sv in views:
+        keep = (sv.steps >= lo) & (sv.steps <= hi)
+        steps, values = sv.steps[keep], sv.values[keep]
+        if len(steps) > 1 and np.any(steps[1:] < steps[:-1]):
+            order = np.argsort(steps, kind="stable")
+            steps, values = steps[order], values[order]
+        parts.append((np.full(len(steps), i), steps, values))
+        # Means: of the points (raw), or of the buckets' means.
+        mids, means = (steps, values) if sv.level == 0 else (sv.mid_steps, sv.means)
+        inside = (mids >= lo) & (mids <= hi) & np.isfinite(means)
+        mean_parts.append((np.full(int(inside.sum()), i), mids[inside], means[inside]))
+    if not parts:
+        return
+    row, steps, values = (np.concatenate(p) for p in zip(*parts, strict=True))
     cols = (steps - start) // width
     ok = (cols >= 0) & (cols < ncols)
-    cols, values, steps = cols[ok], values[ok], steps[ok]
-    if len(cols):
-        starts = np.flatnonzero(np.r_[True, cols[1:] != cols[:-1]])
-        at = cols[starts]
+    cell, values, steps = (row * ncols + cols)[ok].astype(np.int64), values[ok], steps[ok]
+    if len(cell):
+        starts = np.flatnonzero(np.r_[True, cell[1:] != cell[:-1]])
+        at = cell[starts]
         vmax = np.fmax.reduceat(values, starts)
-        m.vmax[i, at] = vmax
-        m.vmin[i, at] = np.fmin.reduceat(values, starts)
-        # Each column's largest value at its smallest step (the rollup fold's rule for ties).
-        segment = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(cols)]))
+        m.vmax.reshape(-1)[at] = vmax
+        m.vmin.reshape(-1)[at] = np.fmin.reduceat(values, starts)
+        # Each cell's largest value at its smallest step (the rollup fold's rule for ties).
+        segment = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(cell)]))
         index = np.where(values == vmax[segment], np.arange(len(values)), len(values))
         first = np.minimum.reduceat(index, starts)
         found = first < len(values)
-        m.max_at[i, at[found]] = steps[first[found]]
-    # Means: of the points (raw), or of the buckets' means.
-    mids, means = (steps, values) if sv.level == 0 else (sv.mid_steps, sv.means)
-    inside = (mids >= lo) & (mids <= hi) & np.isfinite(means)
-    mcols = ((mids[inside] - start) // width).astype(np.int64)
+        m.max_at.reshape(-1)[at[found]] = steps[first[found]]
+    row, mids, means = (np.concatenate(p) for p in zip(*mean_parts, strict=True))
+    mcols = ((mids - start) // width).astype(np.int64)
     ok = (mcols >= 0) & (mcols < ncols)
-    sums = np.bincount(mcols[ok], weights=means[inside][ok], minlength=ncols)[:ncols]
-    counts = np.bincount(mcols[ok], minlength=ncols)[:ncols]
+    mcell = (row.astype(np.int64) * ncols + mcols)[ok]
+    sums = np.bincount(mcell, weights=means[ok], minlength=rows * ncols)
+    counts = np.bincount(mcell, minlength=rows * ncols)
     with np.errstate(invalid="ignore", divide="ignore"):
-        m.mean[i] = np.where(counts > 0, sums / counts, np.nan)
+        m.mean[:] = np.where(counts > 0, sums / counts, np.nan).reshape(rows, ncols)
 
 
 def _judged(sv, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:

@@ -94,7 +94,9 @@ class RanksPage:
         ]
         self.message = self.figure.text(0.5, 0.5, "", ha="center", va="center", wrap=True,
                                         color="#666666", fontsize=9)  # fmt: skip
-        self._artists: list = []  # host labels, separators, mark outlines: rebuilt each refresh
+        self._artists: list = []  # mark outlines: made again each refresh
+        self._host_artists: list = []  # host names and separators, made again when they move
+        self._host_key: tuple = ()
         self.ax.set_autoscale_on(False)
         self.ax.callbacks.connect("xlim_changed", self._on_xlim_changed)
 
@@ -171,10 +173,12 @@ class RanksPage:
         self._clear_artists()
         self.message.set_text(text)
 
-    def _clear_artists(self) -> None:
-        for artist in self._artists:
+    def _clear_artists(self, hosts: bool = True) -> None:
+        for artist in self._artists + (self._host_artists if hosts else []):
             artist.remove()
         self._artists = []
+        if hosts:
+            self._host_artists, self._host_key = [], ()
 
     def _place(self) -> None:
         """Margins in pixels, as fractions of the figure: host names and rank numbers on the
@@ -202,7 +206,7 @@ class RanksPage:
         self.message.set_text("")
         self.ax.set_visible(True)
         self.cax.set_visible(True)
-        self._clear_artists()
+        self._clear_artists(hosts=False)
         m = view.matrices[self.phase]
         values = m.values(self.stat)
         rows, cols = values.shape
@@ -244,8 +248,17 @@ class RanksPage:
         finally:
             self._updating = False
         self._shape = (rows, cols)
-        self._rank_ticks(view)
-        self._hosts(view)
+        placed = (
+            tuple((h, r.start, r.stop) for h, r in view.hosts),
+            tuple(r.rank for r in view.rows),
+            tuple(self.ax.get_position().bounds),
+            tuple(self.figure.bbox.size),
+        )
+        if placed != self._host_key:  # ~25 ms of a 64-rank refresh: only when they move
+            self._clear_artists()
+            self._rank_ticks(view)
+            self._hosts(view)
+            self._host_key = placed  # fmt: skip
         self._marks(view)
         stat = STATS[self.stat]
         self.title.set_text(
@@ -270,17 +283,17 @@ class RanksPage:
         for host, rows in view.hosts:
             text = safe(host)
             text = text if len(text) <= HOST_CHARS else text[: HOST_CHARS - 1] + "…"
-            self._artists.append(
+            self._host_artists.append(
                 self.ax.text(0, (rows.start + rows.stop) / 2, text, transform=names, ha="right",
                              va="center", fontsize=8, color="#333333", clip_on=False)
             )  # fmt: skip
             if rows.start > 0:
                 across = Line2D([0, 1], [rows.start, rows.start], transform=mixed,
                                 color="white", linewidth=2.0, zorder=3)  # fmt: skip
-                self._artists.append(self.ax.add_line(across))
+                self._host_artists.append(self.ax.add_line(across))
                 beside = Line2D([0.9 * margin, 0], [rows.start, rows.start], transform=mixed,
                                 color="#999999", linewidth=0.8, clip_on=False)  # fmt: skip
-                self._artists.append(self.ax.add_line(beside))
+                self._host_artists.append(self.ax.add_line(beside))
 
     def _marks(self, view: JobView) -> None:
         """Outline each alert's cells, and say it above the map (MARK_LINES of them)."""
