@@ -67,8 +67,16 @@ class RunNameDelegate(CompactDelegate):
         metrics = option.fontMetrics
         if metrics.horizontalAdvance(name) <= room:
             return
-        short = self.model.short_names.get(name, name)
-        option.text = metrics.elidedText(short, Qt.ElideMiddle, room)
+        short = self.model.short_names.get(name)
+        if short is None and name.endswith(")") and " (" in name:
+            # A job's row, `NAME (4 ranks, 2 hosts)`: its name gives way, not its size.
+            head, tail = name.rsplit(" (", 1)
+            tail = f" ({tail}"
+            left = room - metrics.horizontalAdvance(tail)
+            if left > metrics.horizontalAdvance("…") * 4:
+                option.text = metrics.elidedText(head, Qt.ElideMiddle, left) + tail
+                return
+        option.text = metrics.elidedText(short or name, Qt.ElideMiddle, room)
 
 
 class _Filter(QSortFilterProxyModel):
@@ -160,6 +168,9 @@ class RunTable(QWidget):
         entry = self.model.entry_at(self.proxy.mapToSource(index))
         if entry is not None:
             (self.expanded.add if unfolded else self.expanded.discard)(entry.key)
+        if unfolded:  # the names under it are indented: the name column may need more room
+            self.view.resizeColumnToContents(0)
+            self.view.setColumnWidth(0, min(self.view.columnWidth(0), MAX_NAME_PX))
 
     def _after_reset(self) -> None:
         keep = set(self.expanded)

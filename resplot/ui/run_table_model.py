@@ -120,8 +120,8 @@ class RunTableModel(QAbstractItemModel):
         by_project: dict[str, list[str]] = {}
         for run in runs:
             by_project.setdefault(run.project, []).append(run.name)
-        self.short_names = {
-            n: distinct_part(n, names) for names in by_project.values() for n in names
+        self.short_names = {  # by the name as shown (escaped)
+            safe(n): safe(distinct_part(n, names)) for names in by_project.values() for n in names
         }
         self._details = {}
         fresh = [self._node(e, now, headers) for e in top]
