@@ -178,7 +178,7 @@ class Soak:
         if not page.axes or self.over():
             return
         box = page.axes[0].bbox
-        if hasattr(view, "scroll"):  # a chart page scrolls; the Ranks page fills its tab
+        if view is not self.win.ranks:  # a chart page scrolls; the Ranks page fills its tab
             view.scroll.ensureVisible(0, 0)
         a = self._to_widget(canvas, box.x0 + 0.3 * box.width, box.y0 + 0.7 * box.height)
         b = self._to_widget(canvas, box.x0 + 0.6 * box.width, box.y0 + 0.3 * box.height)
