@@ -32,6 +32,7 @@ from resplot.draw import fonts
 from resplot.draw.axes_setup import NOTE_PT, dress, section_card
 from resplot.draw.composites import PART_COLORS, draw_stack, draw_throttle
 from resplot.draw.events import draw_events
+from resplot.draw.follow import FollowsData
 from resplot.draw.legends import AxesLegend, Entry, RunStrip
 from resplot.draw.titles import fit_titles
 from resplot.draw.tracks import (
@@ -48,7 +49,7 @@ SAVE_FORMATS = ("png", "svg", "pdf")
 STRIP_ROWS = 2  # more rows of whole run names: the strip names the part that differs
 
 
-class ChartPage:
+class ChartPage(FollowsData):
     """One page (training, system, timing, custom) of charts for the ticked runs."""
 
     def __init__(
@@ -150,17 +151,6 @@ class ChartPage:
         """The axes that draw data (not the All page's section cards); they share x."""
         charts = [ax for ax, s in zip(self.axes, self.specs, strict=False) if s.kind != "section"]
         return charts or self.axes
-
-    def _on_xlim_changed(self, _ax) -> None:
-        if self._updating:
-            return
-        self.follow = False
-        if self.on_view_changed is not None:
-            self.on_view_changed()
-
-    def reset_view(self) -> None:
-        """Follow all data again (autoscale on every refresh) after a zoom or pan."""
-        self.follow = True
 
     def incomplete(self) -> int:
         """Series of the last refresh drawn coarser than their charts asked for, or not at all

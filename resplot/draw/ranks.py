@@ -30,6 +30,7 @@ from resplot.data.ranks import STATS, JobView, job_label, job_view, jobs_in, new
 from resplot.data.state import ViewState
 from resplot.draw.axes_setup import NOTE_PT
 from resplot.draw.charts import save_figure
+from resplot.draw.follow import FollowsData
 from resplot.draw.ticks import CompactFormatter
 
 CELL_PX = 4  # the narrowest cell the page asks for: a 1,000 px map is 250 columns
@@ -54,7 +55,7 @@ def _ms(seconds: float, _pos=None) -> str:
     return f"{ms:,.0f} ms" if abs(ms) >= 10 else f"{ms:.1f} ms"
 
 
-class RanksPage:
+class RanksPage(FollowsData):
     """One job's heatmap, refreshed from the cache; the job, phase and statistic come from the
     view state (ranks_job, ranks_phase, ranks_stat)."""
 
@@ -105,9 +106,6 @@ class RanksPage:
     def axes(self) -> list:
         return [self.ax] if self.view is not None else []
 
-    def reset_view(self) -> None:
-        self.follow = True
-
     def shows_data(self) -> bool:
         return self.view is not None
 
@@ -128,13 +126,6 @@ class RanksPage:
     def hover_text(self, x: float | None, y: float | None) -> str | None:
         at = self.cell_at(x, y)
         return None if at is None or self.view is None else self.view.hover_text(*at)
-
-    def _on_xlim_changed(self, _ax) -> None:
-        if self._updating:
-            return
-        self.follow = False
-        if self.on_view_changed is not None:
-            self.on_view_changed()
 
     # -- refresh ---------------------------------------------------------------------------------
     def refresh(self, cache: SeriesCache, state: ViewState) -> None:
