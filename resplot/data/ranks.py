@@ -33,7 +33,7 @@ from schema import buckets, hangs
 from schema.alerts import gpu_key
 from schema.ranks import STEP, jobs, key, own_work, phase_of, ranks_text
 from schema.rollup import LAST, STEP_HI, STEP_LO
-from schema.stragglers import Straggler, StragglerDetector, StragglerRule
+from schema.stragglers import Straggler, StragglerRule
 
 # What a heatmap cell shows of the steps it holds: Matrix fields, and how the page says each.
 STATS = {"max": "largest", "mean": "mean", "min": "smallest"}
@@ -349,21 +349,16 @@ def live_stragglers(cache: SeriesCache, members: list[RunInfo]) -> list[Straggle
 
 
 def _judge_live(cache: SeriesCache, members: list[RunInfo], steps: int) -> list[Straggler]:
-    per_step: dict[int, dict[int, dict[str, float]]] = {}
+    series: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
     for run in members:
         for name in cache.keys(run.ref):
             phase = phase_of(name)
             live = cache.live(run.ref, name) if phase is not None else None
             if live is None or not len(live[0]):
                 continue
-            for s, v in zip(live[0][-steps:].tolist(), live[2][-steps:].tolist(), strict=True):
-                per_step.setdefault(s, {}).setdefault(run.rank, {})[phase] = v
-    detector = StragglerDetector({r.rank: r.host for r in members})
-    for step in sorted(per_step):
-        for rank, values in per_step[step].items():
-            detector.add(rank, step, values)
-    detector.finish()
-    return detector.active
+            series[(run.rank, phase)] = (live[0][-steps:], live[2][-steps:])
+    found = straggler_matrix.judge(series, {r.rank: r.host for r in members})
+    return [s for s in found if s.until is None]  # still slow
 
 
 def job_hang(cache: SeriesCache, members: list[RunInfo]) -> hangs.Hang | None:
