@@ -46,4 +46,4 @@ def test_clicks_in_a_real_x_window_while_runs_log_do_not_crash_it(tmp_path):
     if shutil.which("xvfb-run") is None or shutil.which("Xvfb") is None:
         missing_system_dependency("Xvfb (apt-get install xvfb xauth)")
     xvfb = ["xvfb-run", "-a", "-s", "-screen 0 1920x1080x24"]
-    _run_soak(xvfb, "xcb", 20, tmp_path)
+    _run_soak(xvfb, "xcb", 10, tmp_path)  # two turns of every page and row in a real window

@@ -216,7 +216,11 @@ class Track:
                 self.raw_band.set_visible(False)
         else:
             faint, faint_band = self._faint()
-            faint_xy = _set_band(faint_band, raw, band)
+            # The faint series under a smoothed curve is context: where it is cut into columns
+            # it is filled as its min/max band on every page. Agg strokes that zig-zag ~6x
+            # slower than it fills the band (150 of the 200 ms a draw of 12 runs took,
+            # scripts/bench/bench_redraw.py), and at a quarter alpha the two look alike.
+            faint_xy = _set_band(faint_band, raw)
             if faint_xy is None:
                 faint.set_data(raw.x, raw.y)
             else:

@@ -110,7 +110,7 @@ def build_store(data, path: Path) -> None:
     marker.write_text("done")
 
 
-def bench_resplot(data, repeat: int) -> dict[str, tuple[float, float]]:
+def bench_resplot(data, repeat: int, smoothing: float = 0.6) -> dict[str, tuple[float, float]]:
     import tempfile
 
     from resplot.sources.polling import Loaded
@@ -121,7 +121,7 @@ def bench_resplot(data, repeat: int) -> dict[str, tuple[float, float]]:
     loaded = Loaded([parse_spec(str(path))])
     cache = loaded.cache
     refs = [r.ref for r in cache.runs()]
-    state = ViewState(page="training", smoothing=0.6, log_y=True)
+    state = ViewState(page="training", smoothing=smoothing, log_y=True)
     results: dict[str, tuple[float, float]] = {}
 
     # First view: a fresh page, its tiles fetched through the agent, smoothing, decimation, draw.
@@ -215,11 +215,13 @@ def main() -> None:
     ap.add_argument("--points", type=int, default=1_000_000)
     ap.add_argument("--series", type=int, default=10)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--smoothing", type=float, default=0.6,
+                    help="0: each series drawn as its exact line, no faint band")  # fmt: skip
     ap.add_argument("--markdown", type=Path, help="update this file's redraw section")
     args = ap.parse_args()
     data = make_data(args.series, args.points)
     raw = bench_raw(data, max(2, args.repeat // 2))
-    res = bench_resplot(data, args.repeat)
+    res = bench_resplot(data, args.repeat, args.smoothing)
     width = max(len(k) for k in res) + 12
     print(f"{'':<{width}} {'wall':>10} {'CPU':>10}")
     print(
