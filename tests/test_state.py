@@ -26,6 +26,9 @@ def test_round_trip_through_json():
     s.set_poll_interval(2.5)
     s.paused = True
     s.log_y = False
+    s.set_page("ranks")
+    s.ranks_job, s.ranks_phase = "torchrun-7f3a9c", "data"
+    s.set_ranks_stat("mean")
     back = ViewState.from_dict(json.loads(json.dumps(s.to_dict())))
     assert back == s
     assert back.ticked == [A, B] and back.custom_keys == ["train/*", "valid/*"]
@@ -48,6 +51,7 @@ def test_ticking_is_idempotent_and_ordered():
         ("set_smoothing", 1.0, "smoothing must be in"),
         ("set_smoothing", -0.1, "smoothing must be in"),
         ("set_poll_interval", 0.0, "poll interval must be between"),
+        ("set_ranks_stat", "p99", "ranks cell must be one of max, mean, min"),
     ],
 )
 def test_bad_values_are_refused_with_the_allowed_range(setter, value, message):
