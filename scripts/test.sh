@@ -11,4 +11,7 @@ fi
 export QT_QPA_PLATFORM=offscreen
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-exec .venv/bin/python -m pytest -q -rs "$@"
+# Two worker processes (pytest-xdist): the suite is about 10 minutes of one core, much of it
+# spent waiting on the processes it starts (torchrun ranks, sshd, the GUI soak); with two it
+# takes about 7 here. RESLOG_TEST_WORKERS=0 runs it in one process.
+exec .venv/bin/python -m pytest -q -rs -n "${RESLOG_TEST_WORKERS:-2}" "$@"
