@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import os
 import sys
 import time
@@ -24,15 +23,14 @@ from sqlalchemy.exc import SQLAlchemyError
 from reslog import text
 from reslog.redact import redact_text
 from reslog.tools import export
-from reslog.tools.jobs import JobReport, Store, hang_text, job_report
+from reslog.tools.describe import describe_job, describe_run, format_event, key_stats
+from reslog.tools.jobs import Store, job_report
 from reslog.tools.maintenance import check_store, progress_bar, upgrade_store
 from schema import read
-from schema.compare import duration_s, flatten, highest, last_step, lowest, select_keys
+from schema.compare import duration_s, last_step, select_keys
 from schema.envelope import agg_of
 from schema.errors import AmbiguousRun, StoreError
-from schema.ranks import own_work, ranks_text
-from schema.records import RunInfo
-from schema.rollup import LAST, NAN, STEP_HI, WALL_HI, N
+from schema.rollup import WALL_HI
 from schema.status import LIVE_STATUSES
 from schema.store import open_store, store_label
 from schema.store_reader import StoreReader
@@ -125,95 +123,6 @@ def cell_limit(args: argparse.Namespace, limit: int = text.CELL_LIMIT) -> int | 
 # ---- show --------------------------------------------------------------------------------------
 
 
-def _extreme(value: float) -> str:
-    return text.number(None if math.isnan(value) else value)
-
-
-def key_stats(series: dict[str, tuple]) -> list[list[object]]:
-    """Per key of one run, from its aggregates: name, points, NaNs, last step, last value, min,
-    max (NaN left out of min and max, ±inf kept)."""
-    out = []
-    for name in sorted(series):
-        agg = series[name]
-        last = math.nan if agg[LAST] is None else agg[LAST]
-        out.append(
-            [
-                name,
-                agg[N],
-                agg[NAN],
-                agg[STEP_HI],
-                text.number(last),
-                _extreme(lowest(agg)),
-                _extreme(highest(agg)),
-            ]
-        )
-    return out
-
-
-def describe_run(run: RunInfo, limit: int | None = text.VALUE_LIMIT) -> list[str]:
-    """What `reslog show` says about a run; each value escaped and cut at `limit` characters."""
-
-    def v(value: object) -> str:
-        return text.cell(value, limit)
-
-    lines = [
-        f"run       {v(run.name)}  ({v(run.ref.uid)})",
-        f"project   {v(run.project)}",
-        f"status    {v(run.status)}",
-        f"host      {v(run.host)}  pid {run.pid if run.pid is not None else '-'}  "
-        f"rank {run.rank}/{run.world_size}",
-        f"created   {text.clock(run.created_at)}",
-        f"heartbeat {text.clock(run.heartbeat_at)} ({text.age(run.heartbeat_at)})",
-        f"ended     {text.clock(run.ended_at)}",
-        f"duration  {text.duration(duration_s(run))}",
-    ]
-    if run.command:
-        lines.append(f"command   {v(run.command)}")
-    if run.git_commit:
-        lines.append(f"git       {v(run.git_commit)}")
-    if run.group or run.job_type:
-        lines.append(f"group     {v(run.group or '-')}  job type {v(run.job_type or '-')}")
-    if run.tags:
-        lines.append(f"tags      {v(', '.join(map(str, run.tags)))}")
-    if run.notes:
-        lines.append(f"notes     {v(run.notes)}")
-    for title, mapping in (("config", run.config), ("summary", run.summary)):
-        flat = {v(k): v(export.format_cell(x)) for k, x in flatten(mapping).items()}
-        lines.append(f"\n{title}" + ("" if flat else "   (empty)"))
-        width = max((len(k) for k in flat), default=0)
-        lines += [f"  {k.ljust(width)}  {x}" for k, x in flat.items()]
-    return lines
-
-
-def describe_job(report: JobReport) -> list[str]:
-    """The job a run is one rank of: its ranks here with their mean phases, its stragglers over
-    the newest logged steps, and its hang if it is hung now (reslog/tools/jobs.py)."""
-    held = len(report.ranks)
-    where = f"{held} of {report.world_size} ranks in this store"
-    if report.missing:
-        where += f" ({ranks_text(report.missing)} elsewhere)"
-    lines = [f"\njob       {report.group}: {where}"]
-    phases = own_work({p for r in report.ranks for p in r.means})
-    phases += [p for p in ("comm", "step") if any(p in r.means for r in report.ranks)]
-    rows = [
-        [r.run.rank, r.run.host, r.run.status, "-" if r.last_step is None else r.last_step]
-        + [f"{r.means[p] * 1000:.1f}" if p in r.means else "-" for p in phases]
-        for r in report.ranks
-    ]
-    header = ["rank", "host", "status", "last step", *(f"{p} ms" for p in phases)]
-    lines.append(f"  mean per step over each rank's newest {report.steps:,} logged steps at most")
-    right = frozenset({0, *range(3, len(header))})
-    lines += ["  " + ln for ln in text.table(header, rows, right=right).split("\n")]
-    if report.stragglers:
-        lines.append("  stragglers:")
-        lines += [f"    {text.safe(s.message())}" for s in report.stragglers]
-    else:
-        lines.append("  stragglers: none")
-    if report.hang is not None:
-        lines.append(f"  hang: {text.safe(hang_text(report.hang))}")
-    return lines
-
-
 def cmd_show(args: argparse.Namespace) -> int:
     with opened(args.store) as engine:
         label = store_label(args.store)
@@ -248,14 +157,6 @@ def cmd_show(args: argparse.Namespace) -> int:
     for ev in shown:
         print("  " + format_event(ev, cell_limit(args, text.VALUE_LIMIT)))
     return 0
-
-
-def format_event(ev, limit: int | None = text.VALUE_LIMIT) -> str:
-    """One event; a body keeps its lines (a traceback), every control else escaped."""
-    step = "-" if ev.step is None else ev.step
-    kind = text.cell(f"{ev.kind}/{ev.level}", limit)
-    line = f"{text.clock(ev.wall)}  step {step}  {kind}  {text.cell(ev.title, limit)}"
-    return line + (f" — {text.safe(ev.body, lines=True)}" if ev.body else "")
 
 
 # ---- tail --------------------------------------------------------------------------------------
