@@ -7,6 +7,7 @@ A spec's text is parsed once where it comes in (`parse_spec`, resplot.sources.sp
 
 from __future__ import annotations
 
+from collections.abc import Container
 from typing import Any
 
 from resplot.sources.base import AuthFailed, PollResult, Source, SourceState, StoreCursor
@@ -26,6 +27,7 @@ __all__ = [
     "StoreCursor",
     "open_source",
     "parse_spec",
+    "unique_label",
 ]
 
 
@@ -51,3 +53,12 @@ def open_source(spec: Spec, ssh: SSHOptions | None = None, **opts: Any) -> Sourc
             f"{spec.text!r} is a remote (SSH) source, but SSH support is unavailable: {exc}"
         ) from exc
     return SSHSource(spec, ssh, **opts)
+
+
+def unique_label(label: str, taken: Container[str]) -> str:
+    """`label`, or `label (2)`, `label (3)`... the first not in `taken`: two sources with the
+    same name (two local stores of a job's hosts copied here) are two sources, each read."""
+    base, n = label, 2
+    while label in taken:
+        label, n = f"{base} ({n})", n + 1
+    return label

@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from reslog.agent import wire
-from reslog.agent.bundle import archive, archive_hash, boot_bytes
+from reslog.agent.bundle import boot_bytes
 from reslog.agent.wire import KEY_BITS, POINT_LAYOUTS, ROW_LAYOUTS
 from schema.errors import NotAStore, SchemaTooNew, SchemaTooOld, StoreError, StoreNotFound
 
@@ -31,15 +31,6 @@ ERRORS: dict[str, type[StoreError]] = {
     "SchemaTooOld": SchemaTooOld,
     "StoreError": StoreError,
 }
-
-
-def agent_archive() -> bytes:
-    """The agent's zipapp: what runs next to a store (sent on the agent's stdin, never a file)."""
-    return archive()
-
-
-def agent_hash() -> str:
-    return archive_hash()
 
 
 class AgentConnectionError(ConnectionError):

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from resplot.data.cache import SeriesCache
 from resplot.data.model import RunRef
-from resplot.sources import open_source
+from resplot.sources import open_source, unique_label
 from resplot.sources.base import AuthFailed, Source
 from resplot.sources.client import AgentConnectionError
 from resplot.sources.spec import Spec
@@ -45,12 +45,7 @@ class Loaded:
         try:
             for spec in specs:
                 source = open_source(spec, ssh)
-                # Two local stores (a job's hosts, copied here) are two sources: a label each,
-                # as the window's poller gives them, or the first was never read again.
-                base, n = source.label, 2
-                while source.label in self.sources:
-                    source.label = f"{base} ({n})"
-                    n += 1
+                source.label = unique_label(source.label, self.sources)
                 self.sources[source.label] = source
                 self._poll(spec, source)
         except BaseException:

@@ -14,7 +14,7 @@ import time
 from PyQt5.QtCore import QObject, QThread, pyqtSignal
 
 from resplot.data.cache import SeriesCache
-from resplot.sources import open_source
+from resplot.sources import open_source, unique_label
 from resplot.sources.base import AuthFailed, PollResult, Source, SourceState
 from resplot.sources.polling import backoff_s
 from resplot.sources.spec import Spec
@@ -140,10 +140,7 @@ class Poller(QObject):
             if worker.source.spec == spec:
                 return label
         source = open_source(spec, ssh or self.ssh, **opts)
-        base, n = source.label, 2
-        while source.label in self._workers:
-            source.label = f"{base} ({n})"
-            n += 1
+        source.label = unique_label(source.label, self._workers)
         worker = _SourceWorker(self, source)
         self._workers[source.label] = worker
         if self._started:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from inspect import signature
 
 import matplotlib
 import numpy as np
@@ -55,8 +56,11 @@ def main(store: str, port: str, cfg: str, agent_dir: str, width: str, out: str) 
     fig_w = figure_width(int(width))
     state = ViewState(page="custom", smoothing=0.0, custom_keys=["train/loss"])
     t0 = time.perf_counter()
+    # The code before issue 22 uploads the agent into `agent_dir`; from it on, the agent runs
+    # from memory and the source takes no folder.
+    upload = {"agent_dir": agent_dir} if "agent_dir" in signature(SSHSource).parameters else {}
     source = SSHSource(parse_spec(f"target:{store}"), SSHOptions(ssh_config=cfg),
-                       python=sys.executable, agent_dir=agent_dir)  # fmt: skip
+                       python=sys.executable, **upload)  # fmt: skip
     cache = SeriesCache()
     source.poll(cache)
     refs = [r.ref for r in cache.runs()]
