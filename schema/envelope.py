@@ -39,7 +39,6 @@ from schema.rollup import (
     VSUM,
     N,
     fold,
-    fold_group,
     merge,
     merge_all,
 )
@@ -70,6 +69,13 @@ def agg_of(row, offset: int = 0) -> tuple:
 # -- raw points ---------------------------------------------------------------------------------
 
 
+# Only the points a restart did not supersede (schema.rollup.is_restart; the `takes` table).
+_CURRENT = (
+    " AND NOT EXISTS (SELECT 1 FROM takes t WHERE t.run_id = p.run_id"
+    " AND t.key_id = p.key_id AND t.step <= p.step AND t.since_id > p.id)"
+)
+
+
 def _raw_where(p: str, has_takes: bool, before_id: bool, after: bool = False) -> str:
     sql = f"p.run_id = {p} AND p.key_id = {p} AND p.step >= {p} AND p.step < {p}"
     if before_id:
@@ -77,10 +83,7 @@ def _raw_where(p: str, has_takes: bool, before_id: bool, after: bool = False) ->
     if after:
         sql += f" AND (p.step > {p} OR p.id > {p})"
     if has_takes:
-        sql += (
-            " AND NOT EXISTS (SELECT 1 FROM takes t WHERE t.run_id = p.run_id"
-            " AND t.key_id = p.key_id AND t.step <= p.step AND t.since_id > p.id)"
-        )
+        sql += _CURRENT
     return sql
 
 
@@ -117,6 +120,17 @@ def raw_points(
     on after it (the index range starts at that step, so each page costs its own rows)."""
     cur.execute(*_raw_query(p, "p.id, p.step, p.wall, p.value", run_id, key_id, start, stop,
                             has_takes, before_id, after_id, limit))  # fmt: skip
+    return cur.fetchall()
+
+
+def _raw_rows(
+    cur, p: str, run_id: int, key_id: int, start: int, stop: int, has_takes: bool,
+    before_id: int | None = None,
+) -> list:  # fmt: skip
+    """(step, wall, value) of the series' current points with start <= step < stop, by step
+    then id."""
+    cur.execute(*_raw_query(p, "p.step, p.wall, p.value", run_id, key_id, start, stop,
+                            has_takes, before_id, None, None))  # fmt: skip
     return cur.fetchall()
 
 
@@ -177,15 +191,8 @@ def fine_rows(
     """bucket_rows() of a fine level (lo <= bucket <= hi), folded from the raw points (those
     with an id below `before_id` when given: a snapshot's points, read in a later one)."""
     sh = buckets.shift(level)
-    cur.execute(*_raw_query(p, "p.step, p.wall, p.value", run_id, key_id, lo << sh,
-                            (hi + 1) << sh, has_takes, before_id, None, None))  # fmt: skip
-    rows = cur.fetchall()
-    if not rows:
-        return []
-    steps = [r[0] for r in rows]
-    walls = [r[1] for r in rows]
-    values = [r[2] for r in rows]
-    return [(b, *agg) for b, agg in fold_group(steps, walls, {0: values}, sh)[0].items()]
+    rows = _raw_rows(cur, p, run_id, key_id, lo << sh, (hi + 1) << sh, has_takes, before_id)
+    return [(agg[STEP_LO] >> sh, *agg) for agg in fold_width(rows, lo << sh, 1 << sh)]
 
 
 def tile_rows(
@@ -396,9 +403,7 @@ class SeriesReader:
                 k = -(-len(rows) // samples)
                 rows = merge_to(rows, samples)
                 return level, k * buckets.width(level), rows, self.firsts(rows)
-        self.cur.execute(*_raw_query(self.p, "p.step, p.wall, p.value", self.run_id, self.key_id,
-                                     lo, hi, self.has_takes, None, None, None))  # fmt: skip
-        raw = self.cur.fetchall()
+        raw = _raw_rows(self.cur, self.p, self.run_id, self.key_id, lo, hi, self.has_takes)
         width = -(-(hi - lo) // samples)
         rows = fold_width(raw, lo, width)
         if len(rows) < need and width > 1:  # clustered points: rows of whole steps, merged
@@ -416,12 +421,7 @@ class SeriesReader:
         hundred to a query."""
         out = {r[STEP_LO]: r[LAST] for r in rows if r[N] == 1}
         steps = [r[STEP_LO] for r in rows if r[N] != 1]
-        takes = (
-            " AND NOT EXISTS (SELECT 1 FROM takes t WHERE t.run_id = p.run_id"
-            " AND t.key_id = p.key_id AND t.step <= p.step AND t.since_id > p.id)"
-            if self.has_takes
-            else ""
-        )
+        takes = _CURRENT if self.has_takes else ""
         for i in range(0, len(steps), 500):
             chunk = steps[i : i + 500]
             marks = ", ".join([self.p] * len(chunk))
