@@ -15,8 +15,10 @@ Stdlib only: `reslog watch`, `reslog show` and resplot join the same way.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from schema.alerts import gpu_key
 from schema.ranks import rank_label, ranks_text
 
 ENDED_BADLY = ("crashed", "failed", "killed")
@@ -136,6 +138,25 @@ class GpuReading:
     limit_w: float | None
 
 
+def gpu_readings(host: str, lasts: Iterable[tuple[str, float | None]]) -> list[GpuReading]:
+    """A host's GPUs with a last utilisation and power (and the power limit where logged), by
+    GPU, from (key, last value) pairs of its telemetry run (keys as schema.alerts.gpu_key reads
+    them)."""
+    found: dict[int, dict[str, float]] = {}
+    for name, last in lasts:
+        parsed = gpu_key(name)
+        if parsed is not None and parsed[1] in _GPU_FIELDS and last is not None:
+            found.setdefault(parsed[0], {})[parsed[1]] = float(last)
+    return [
+        GpuReading(host, gpu, got["util"], got["power_w"], got.get("power_limit_w"))
+        for gpu, got in sorted(found.items())
+        if "util" in got and "power_w" in got
+    ]
+
+
+_GPU_FIELDS = ("util", "power_w", "power_limit_w")
+
+
 @dataclass
 class Hang:
     inside: list[int]  # ranks waiting in a collective
@@ -167,6 +188,10 @@ class Hang:
 
     def detail(self) -> str:
         return "\n".join(self.evidence)
+
+    def text(self) -> str:
+        """The message with its NVML evidence, one line."""
+        return "; ".join([self.message(), *self.evidence])
 
 
 def join(

@@ -8,7 +8,7 @@ import math
 
 from reslog import text
 from reslog.tools import export
-from reslog.tools.jobs import JobReport, hang_text
+from reslog.tools.jobs import JobReport
 from schema.compare import duration_s, flatten, highest, lowest
 from schema.ranks import own_work, ranks_text
 from schema.records import RunInfo
@@ -100,7 +100,7 @@ def describe_job(report: JobReport) -> list[str]:
     else:
         lines.append("  stragglers: none")
     if report.hang is not None:
-        lines.append(f"  hang: {text.safe(hang_text(report.hang))}")
+        lines.append(f"  hang: {text.safe(report.hang.text())}")
     return lines
 
 

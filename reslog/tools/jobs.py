@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import Connection, desc, func, select
 
 from schema import hangs
-from schema.alerts import HANG, STRAGGLER, STRAGGLER_END, gpu_key
+from schema.alerts import HANG, STRAGGLER, STRAGGLER_END
 from schema.ranks import jobs, phase_of
 from schema.records import RunInfo, RunRef
 from schema.status import LIVE_STATUSES
@@ -117,28 +117,18 @@ def last_step(conn: Connection, run_id: int) -> int | None:
 
 def gpu_readings(conn: Connection, hosts: dict[int, str]) -> list[hangs.GpuReading]:
     """Each GPU's last utilisation, power and power limit from the series rows of the runs
-    `hosts` names (run id -> host)."""
-    wanted = ("util", "power_w", "power_limit_w")
-    found: dict[tuple[int, int], dict[str, float]] = {}
+    `hosts` names (run id -> host), by run then GPU."""
+    lasts: dict[int, list[tuple[str, float | None]]] = {}
     query = (
         select(series.c.run_id, keys.c.name, series.c.last)
         .join(keys, keys.c.id == series.c.key_id)
         .where(series.c.run_id.in_(list(hosts)), keys.c.name.like("sys/gpu%"))
     )
     for run_id, name, last in conn.execute(query):
-        parsed = gpu_key(name)
-        if parsed is not None and parsed[1] in wanted and last is not None:
-            found.setdefault((run_id, parsed[0]), {})[parsed[1]] = float(last)
-    out = []
-    for (run_id, gpu), values in sorted(found.items()):
-        if "util" in values and "power_w" in values:
-            limit = values.get("power_limit_w")
-            out.append(
-                hangs.GpuReading(
-                    hosts.get(run_id, ""), gpu, values["util"], values["power_w"], limit
-                )
-            )
-    return out
+        lasts.setdefault(run_id, []).append((name, last))
+    return [
+        gpu for run_id in sorted(lasts) for gpu in hangs.gpu_readings(hosts[run_id], lasts[run_id])
+    ]
 
 
 class _Job:
@@ -220,7 +210,7 @@ class JobWatch:
         elif job.hang_said != (tuple(hang.inside), tuple(hang.culprits)):
             job.hang_said = (tuple(hang.inside), tuple(hang.culprits))
             about = by_rank.get(hang.culprits[0]) if hang.culprits else None
-            out.append(JobNotice(group, HANG, about or runs[0], hang_text(hang)))
+            out.append(JobNotice(group, HANG, about or runs[0], hang.text()))
         return out
 
     @staticmethod
@@ -254,11 +244,6 @@ def job_hang(runs: list[RunInfo], where: dict[RunRef, tuple[Store, int]]) -> han
     for store, ids in hosts.values():
         gpus += gpu_readings(store.conn, ids)
     return hangs.join(states, max(r.world_size for r in runs), gpus)
-
-
-def hang_text(hang: hangs.Hang) -> str:
-    """The hang's message with its NVML evidence, one line."""
-    return "; ".join([hang.message(), *hang.evidence])
 
 
 SHOW_STEPS = 5000  # logged steps per rank `reslog show` judges, the newest

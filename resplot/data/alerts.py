@@ -304,8 +304,7 @@ def job_alerts(cache: SeriesCache) -> dict[RunRef, list[Alert]]:
         hang = ranks.job_hang(cache, members)
         if hang is not None:
             ref = by_rank.get(hang.culprits[0]) if hang.culprits else members[0].ref
-            text = "; ".join([hang.message(), *hang.evidence])
-            out.setdefault(ref, []).append(Alert(ref, HANG, "error", text, hang.step))
+            out.setdefault(ref, []).append(Alert(ref, HANG, "error", hang.text(), hang.step))
     return out
 
 

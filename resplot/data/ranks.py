@@ -30,7 +30,6 @@ from resplot.data.cache import SeriesCache
 from resplot.data.model import RunInfo, RunRef
 from resplot.data.views import FINE_POINTS_PER_PAGE, choose_level, fine_points, series_view
 from schema import buckets, hangs
-from schema.alerts import gpu_key
 from schema.ranks import STEP, jobs, key, own_work, phase_of, ranks_text
 from schema.rollup import LAST, STEP_HI, STEP_LO
 from schema.stragglers import Straggler, StragglerRule
@@ -105,9 +104,7 @@ class JobView:
             # From the step the job hung after: the culprits' last cells, where they stopped.
             rows = tuple(index[r] for r in self.hang.culprits if r in index)
             at = self.hang.step or 0
-            out.append(
-                Mark("hang", rows, at, None, "; ".join([self.hang.message(), *self.hang.evidence]))
-            )
+            out.append(Mark("hang", rows, at, None, self.hang.text()))
         return out
 
     def column_of(self, step: int) -> int | None:
@@ -385,20 +382,5 @@ def job_hang(cache: SeriesCache, members: list[RunInfo]) -> hangs.Hang | None:
                 newest,
             )
         )
-        readings: dict[int, dict[str, float]] = {}
-        for name, s in summaries.items():
-            parsed = gpu_key(name)
-            if (
-                parsed
-                and parsed[1] in ("util", "power_w", "power_limit_w")
-                and s.agg[LAST] is not None
-            ):
-                readings.setdefault(parsed[0], {})[parsed[1]] = float(s.agg[LAST])
-        for gpu, got in sorted(readings.items()):
-            if "util" in got and "power_w" in got:
-                gpus.append(
-                    hangs.GpuReading(
-                        run.host, gpu, got["util"], got["power_w"], got.get("power_limit_w")
-                    )
-                )
+        gpus += hangs.gpu_readings(run.host, ((n, s.agg[LAST]) for n, s in summaries.items()))
     return hangs.join(states, max(r.world_size for r in members), gpus)
