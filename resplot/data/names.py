@@ -54,7 +54,17 @@ def elide_middle(text: str, chars: int) -> str:
 def distinct_part(name: str, names: Sequence[str]) -> str:
     """`name` without the leading and trailing words every one of `names` shares ("…" marks
     what went): what tells it apart from the others."""
-    head, tail = shared_ends(names)
+    return _without_ends(name, shared_ends(names))
+
+
+def distinct_parts(names: Sequence[str]) -> dict[str, str]:
+    """distinct_part for every name of a set, the shared words worked out once."""
+    ends = shared_ends(names)
+    return {n: _without_ends(n, ends) for n in names}
+
+
+def _without_ends(name: str, ends: tuple[int, int]) -> str:
+    head, tail = ends
     if head == 0 and tail == 0:
         return name
     words = _words(name)
@@ -68,10 +78,18 @@ def fit_name(name: str, names: Sequence[str], chars: int) -> str:
     `names` share, else that part elided in the middle."""
     if len(name) <= chars:
         return name
-    short = distinct_part(name, names)
-    return short if len(short) <= chars else elide_middle(short, chars)
+    return _fit(name, shared_ends(names), chars)
 
 
 def fit_names(names: Sequence[str], chars: int) -> dict[str, str]:
-    """fit_name for every name of a set (the run table's names, the runs in a readout)."""
-    return {n: fit_name(n, names, chars) for n in names}
+    """fit_name for every name of a set (the run table's names, the runs in a readout), the
+    shared words worked out once (a readout fits its names on every pointer move)."""
+    if all(len(n) <= chars for n in names):
+        return {n: n for n in names}
+    ends = shared_ends(names)
+    return {n: n if len(n) <= chars else _fit(n, ends, chars) for n in names}
+
+
+def _fit(name: str, ends: tuple[int, int], chars: int) -> str:
+    short = _without_ends(name, ends)
+    return short if len(short) <= chars else elide_middle(short, chars)

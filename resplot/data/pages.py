@@ -109,14 +109,15 @@ def training(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[P
 
 
 def _per_gpu(
-    cache: SeriesCache, refs: list[RunRef], state: ViewState, role: str, style: str = "-",
-    suffix: str = "",
+    cache: SeriesCache, refs: list[RunRef], state: ViewState, by_run: dict[RunRef, dict],
+    role: str, style: str = "-", suffix: str = "",
 ) -> tuple[list[Item], list[str]]:  # fmt: skip
-    """One item per GPU of each run that logged `role` under any tool's name (key_roles
-    .gpu_series), in the run's colour, lighter per GPU; and the units they were logged in."""
+    """One item per GPU of each run that logged `role` under any tool's name (`by_run`: each
+    run's key_roles.gpu_series), in the run's colour, lighter per GPU; and the units they were
+    logged in."""
     out, units = [], []
     for ref in refs:
-        series = gpu_series(cache.keys(ref))
+        series = by_run[ref]
         gpus = sorted({gpu for _role, gpu in series})
         for n, gpu in enumerate(gpus):
             found = series.get((role, gpu))
@@ -139,8 +140,10 @@ def _unit(units: list[str], default: str) -> str:
 
 
 def system(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[PanelSpec]:
+    by_run = {ref: gpu_series(cache.keys(ref)) for ref in refs}  # nine roles read it
+
     def gpu(role: str, style: str = "-", suffix: str = "") -> tuple[list[Item], list[str]]:
-        return _per_gpu(cache, refs, state, role, style, suffix)
+        return _per_gpu(cache, refs, state, by_run, role, style, suffix)
 
     used, used_units = gpu("mem_used")
     total, total_units = gpu("mem_total", ":", " total")

@@ -23,7 +23,7 @@ from resplot.data import layout, marks, xaxis
 from resplot.data.cache import SeriesCache
 from resplot.data.decimate import Grid
 from resplot.data.model import RunRef
-from resplot.data.names import distinct_part
+from resplot.data.names import distinct_parts
 from resplot.data.pages import TIMING_PARTS, Item, PanelSpec, panels_for
 from resplot.data.state import ViewState
 from resplot.data.views import FINE_PER_PIXEL, FINE_POINTS_PER_PAGE, fine_points
@@ -235,7 +235,8 @@ class ChartPage(FollowsData):
                                self.figure.bbox.width) > STRIP_ROWS:  # fmt: skip
             # A sweep's long names, whole, took 4 rows at 1280 px: the part that tells them
             # apart (the hover readout and the table's tooltips have the whole names).
-            names = {r: distinct_part(n, list(self.run_names.values())) for r, n in names.items()}
+            short = distinct_parts(list(self.run_names.values()))
+            names = {r: short[n] for r, n in names.items()}
         for ref in refs:
             run = cache.run(ref)
             if run is not None and run.status != "finished":

@@ -29,7 +29,7 @@ from resplot.data.cache import SeriesCache
 from resplot.data.colors import status_color
 from resplot.data.job_rows import Entry
 from resplot.data.model import RunInfo, RunRef
-from resplot.data.names import distinct_part
+from resplot.data.names import distinct_parts
 from resplot.data.state import ViewState
 from schema.compare import (
     differing_config,
@@ -121,7 +121,9 @@ class RunTableModel(QAbstractItemModel):
         for run in runs:
             by_project.setdefault(run.project, []).append(run.name)
         self.short_names = {  # by the name as shown (escaped)
-            safe(n): safe(distinct_part(n, names)) for names in by_project.values() for n in names
+            safe(n): safe(short)
+            for names in by_project.values()
+            for n, short in distinct_parts(names).items()
         }
         self._details = {}
         fresh = [self._node(e, now, headers) for e in top]
