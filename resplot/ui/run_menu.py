@@ -58,7 +58,7 @@ def job_menu(win, index) -> QMenu:
     shown = all(win.state.is_ticked(r) for r in refs)
     menu.addAction(
         f"{'Hide' if shown else 'Plot'} its {len(refs)} runs",
-        lambda: [win.model.set_ticked(r, not shown) for r in refs],
+        lambda: win.model.set_ticked_many(refs, not shown),
     )
     group = entry.members[0].group if entry is not None and entry.members else ""
     menu.addAction("Show on the Ranks page", lambda: show_job(win, group))

@@ -252,10 +252,14 @@ class RunTable(QWidget):
 
     def tick_visible(self, how: str) -> None:
         """Tick ("all"), untick ("none") or flip ("invert") every run the filter shows."""
+        flips: dict[bool, list[RunRef]] = {True: [], False: []}
         for ref in self.visible_refs():
             on = {"all": True, "none": False}.get(how, not self.model.state.is_ticked(ref))
             if on != self.model.state.is_ticked(ref):
-                self.model.set_ticked(ref, on)
+                flips[on].append(ref)
+        for on, refs in flips.items():
+            if refs:
+                self.model.set_ticked_many(refs, on)
 
     def select(self, ref: RunRef) -> None:
         """Select and show the run's row (when the filter shows it; its job unfolded)."""

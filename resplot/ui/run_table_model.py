@@ -395,15 +395,17 @@ class RunTableModel(QAbstractItemModel):
             return self._tooltip(entry)
         if role == Qt.ToolTipRole and header == self.GPUS:
             return self._details.get(node.id)
+        if header != "alerts" or role not in (Qt.ToolTipRole, Qt.BackgroundRole):
+            return None  # a job row's alerts are gathered only where they are shown
         alerts = [(r, a) for r in members for a in self.alerts.get(r.ref, [])]
-        if role == Qt.ToolTipRole and header == "alerts" and alerts:
+        if role == Qt.ToolTipRole and alerts:
             named = entry.run is None  # a job's or host's row: say which rank's run
             return "\n".join(
                 (f"{safe(r.name)}: " if named else "") + f"[{a.level}] {safe(a.message)}"
                 + (f"\n{safe(a.detail, lines=True)}" if a.detail else "")
                 for r, a in alerts
             )  # fmt: skip
-        if role == Qt.BackgroundRole and header == "alerts" and alerts:
+        if role == Qt.BackgroundRole and alerts:
             worst = max(LEVELS.get(a.level, 1) for _r, a in alerts)
             return QBrush(QColor("#f8d0d0" if worst >= 2 else "#fbe9c8"))
         return None
@@ -430,17 +432,24 @@ class RunTableModel(QAbstractItemModel):
         refs = self.refs_at(index)
         if not refs:
             return False
-        on = value == Qt.Checked or value is True
-        for ref in refs:
-            self.set_ticked(ref, on)
+        self.set_ticked_many(refs, value == Qt.Checked or value is True)
         return True
 
     def set_ticked(self, ref: RunRef, on: bool) -> None:
-        """Tick or untick one run: its row and the rows above it (their boxes count it) change."""
-        self.state.set_ticked(ref, on)
-        node = self._run_nodes.get(ref)
-        while node is not None and node is not self._root:
+        self.set_ticked_many([ref], on)
+
+    def set_ticked_many(self, refs: list[RunRef], on: bool) -> None:
+        """Tick or untick runs: their rows and the rows above them (their boxes count them)
+        change, each said once (a job of 64 ranks ticked at once: its row once, not 64 times)."""
+        changed: dict[int, _Node] = {}
+        for ref in refs:
+            self.state.set_ticked(ref, on)
+            node = self._run_nodes.get(ref)
+            while node is not None and node is not self._root:
+                changed[id(node)] = node
+                node = node.parent
+        for node in changed.values():
             at = self._index(node)
             self.dataChanged.emit(at, at, [Qt.CheckStateRole])
-            node = node.parent
-        self.tickedChanged.emit(ref, on)
+        for ref in refs:
+            self.tickedChanged.emit(ref, on)

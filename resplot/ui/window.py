@@ -143,7 +143,7 @@ class MainWindow(QMainWindow):
             self.tabs.addTab(view, shortcuts.TITLES.get(name, name.capitalize()))
         self.tabs.currentChanged.connect(lambda i: self.set_page(PAGES[i]))
         self.model = RunTableModel(self.cache, self.state)
-        self.model.tickedChanged.connect(lambda _ref, _on: self._ticks_changed(by_hand=True))
+        self.model.tickedChanged.connect(lambda _ref, _on: self._ticks_changed())
         self.table = RunTable(self.model, self)
         self.table.columnsChanged.connect(self.save_settings)
         self.table.view.selectionModel().selectionChanged.connect(self._selection_changed)
@@ -357,8 +357,7 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage("paused" if paused else "live", 3000)
 
     def tick(self, ref: RunRef, on: bool = True) -> None:
-        self.state.set_ticked(ref, on)
-        self._ticks_changed(by_hand=True)
+        self.model.set_ticked(ref, on)  # its rows repainted; tickedChanged -> _ticks_changed
 
     def highlight(self, ref: RunRef | None) -> None:
         """Bring one run forward on every page (the others faded) and select its table row;
@@ -385,10 +384,10 @@ class MainWindow(QMainWindow):
         self.model.looks_changed()
         self.schedule_redraw()
 
-    def _ticks_changed(self, by_hand: bool = False) -> None:
-        if by_hand:
-            self.state.auto_tick = False  # the user chooses from now on (kept in the settings)
-        self.model.looks_changed()
+    def _ticks_changed(self) -> None:
+        self.state.auto_tick = False  # the user chooses from now on (kept in the settings)
+        # The tick boxes were repainted by the model; colours follow in the redraw
+        # (assign_looks).
         self.schedule_redraw()
 
     def set_hover_order(self, order: str) -> None:
