@@ -201,11 +201,14 @@ class ChartPage(FollowsData):
             lines = sum(len(s.items) for s in specs if s.kind == "line")
             self._dense = lines > BAND_FROM_SERIES
             self._fine = DENSE_PAGE_FINE_PER_PIXEL if self._dense else FINE_PER_PIXEL
-            contexts = [
-                self._contexts(cache, state, [*refs, *(it.ref for it in s.items)], xlim,
-                               self._pixels(i))
-                for i, s in enumerate(specs)
-            ]  # fmt: skip
+            # A run's context depends on the chart's width only: worked out once a width (a
+            # guided x axis reads a guide series for each run), not once a chart.
+            page_refs = list(dict.fromkeys([*refs, *(it.ref for s in specs for it in s.items)]))
+            by_width: dict[int, dict[RunRef, RunContext]] = {}
+            for px in map(self._pixels, range(len(specs))):
+                if px not in by_width:
+                    by_width[px] = self._contexts(cache, state, page_refs, xlim, px)
+            contexts = [by_width[self._pixels(i)] for i in range(len(specs))]
             if self._fine_points(cache, specs, contexts) > FINE_POINTS_PER_PAGE:
                 self._fine = 0  # past the budget: level 1 where it gives fewer buckets than pixels
             for i, spec in enumerate(specs):

@@ -23,7 +23,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import FuncFormatter
 from matplotlib.transforms import blended_transform_factory, offset_copy
 
-from reslog.text import safe
+from reslog.text import cell, safe
 from resplot.data.cache import SeriesCache
 from resplot.data.layout import TITLE_PT
 from resplot.data.ranks import STATS, JobView, job_label, job_view, jobs_in, newest_first
@@ -272,8 +272,7 @@ class RanksPage(FollowsData):
         names = offset_copy(mixed, fig=self.figure, x=-24, units="points")
         margin = -self.ax.get_position().x0 * self.figure.bbox.width / max(1.0, self.ax.bbox.width)
         for host, rows in view.hosts:
-            text = safe(host)
-            text = text if len(text) <= HOST_CHARS else text[: HOST_CHARS - 1] + "…"
+            text = cell(host, HOST_CHARS)
             self._host_artists.append(
                 self.ax.text(0, (rows.start + rows.stop) / 2, text, transform=names, ha="right",
                              va="center", fontsize=8, color="#333333", clip_on=False)

@@ -27,7 +27,7 @@ from resplot.ui.readout_view import ReadoutView
 
 CLICK_PX = 10  # how near a click must be to a series' point to pick its run
 HOVER_PX = 24  # how near the pointer a series' point must be for its run to count as hovered
-GAP_PX = 14  # between the pointer and the readout
+GAP_PX = 14  # between the pointer and the readout (the Ranks page's hover too)
 # A run whose data ends this far left of the pointer has ended there; a value read this far
 # from the hovered step says its own step.
 END_PX = 3
@@ -146,11 +146,7 @@ class Crosshair(QObject):
         visible = self.visible_rect()
         x0, x1 = sorted(ax.get_xlim())
         tolerance = END_PX * (x1 - x0) / max(ax.bbox.width, 1.0)
-        ends = {}
-        for item, track in tracks.items():
-            finite = track.x[np.isfinite(track.x)] if len(track.x) else track.x
-            if len(finite):
-                ends[item] = float(finite.max())
+        ends = {item: span[1] for item, t in tracks.items() if (span := t.x_range()) is not None}
         step_axis = xaxis.steps_like(self.page.x_mode)
         where = f"step {round(x):,}" if step_axis else f"{self.page.x_label} {ax.format_xdata(x)}"
         # As many rows as the visible part of the page holds (header, column heads and notes

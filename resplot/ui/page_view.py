@@ -22,6 +22,14 @@ from resplot.draw.legends import strip_html
 from resplot.ui.crosshair import Crosshair
 
 
+def page_toolbar(canvas: FigureCanvasQTAgg, parent: QWidget) -> NavigationToolbar2QT:
+    """matplotlib's zoom/pan toolbar of a page, small and flat (the chart pages, the Ranks page)."""
+    toolbar = NavigationToolbar2QT(canvas, parent, coordinates=False)
+    toolbar.setIconSize(QSize(16, 16))
+    toolbar.setStyleSheet("QToolBar { border: 0px; padding: 0px; spacing: 0px; }")
+    return toolbar
+
+
 class PageView(QWidget):
     pinRequested = pyqtSignal(list)  # the keys of a chart, to add to the Custom page
     sectionToggled = pyqtSignal(str)  # an All-page section's card was clicked: fold/unfold it
@@ -33,9 +41,7 @@ class PageView(QWidget):
         self.canvas = FigureCanvasQTAgg(self.page.figure)
         # Zoom, pan, home and save: shown by the window in the tab bar's corner (a row of its
         # own took 40 px of a laptop's height); the readout gives values, not coordinates.
-        self.toolbar = NavigationToolbar2QT(self.canvas, self, coordinates=False)
-        self.toolbar.setIconSize(QSize(16, 16))
-        self.toolbar.setStyleSheet("QToolBar { border: 0px; padding: 0px; spacing: 0px; }")
+        self.toolbar = page_toolbar(self.canvas, self)
         self.scroll = QScrollArea(self)
         self.scroll.setWidgetResizable(True)
         self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)

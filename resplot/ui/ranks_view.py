@@ -9,9 +9,9 @@ then says plainly that there is none).
 
 from __future__ import annotations
 
-from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg, NavigationToolbar2QT
+from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg
 from matplotlib.figure import Figure
-from PyQt5.QtCore import QPoint, QSize, Qt, pyqtSignal
+from PyQt5.QtCore import QPoint, Qt, pyqtSignal
 from PyQt5.QtGui import QFontDatabase
 from PyQt5.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
@@ -19,8 +19,8 @@ from reslog.text import safe
 from resplot.data.ranks import STATS, jobs_in
 from resplot.data.state import PAGES, ViewState
 from resplot.draw.ranks import RanksPage
-
-GAP_PX = 14  # between the pointer and the hover
+from resplot.ui.crosshair import GAP_PX
+from resplot.ui.page_view import page_toolbar
 
 
 class RanksView(QWidget):
@@ -35,9 +35,7 @@ class RanksView(QWidget):
         super().__init__(parent)
         self.page = RanksPage(Figure(figsize=(10, 6), dpi=100), on_view_changed)
         self.canvas = FigureCanvasQTAgg(self.page.figure)
-        self.toolbar = NavigationToolbar2QT(self.canvas, self, coordinates=False)
-        self.toolbar.setIconSize(QSize(16, 16))
-        self.toolbar.setStyleSheet("QToolBar { border: 0px; padding: 0px; spacing: 0px; }")
+        self.toolbar = page_toolbar(self.canvas, self)
         self.job_combo = QComboBox(self)
         self.job_combo.setSizeAdjustPolicy(QComboBox.AdjustToContents)
         self.phase_combo = QComboBox(self)
