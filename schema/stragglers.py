@@ -24,6 +24,7 @@ import math
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from statistics import median
 
 from schema.ranks import STEP, own_work, rank_label
 
@@ -69,13 +70,6 @@ class Straggler:
 def _ms(seconds: float) -> str:
     ms = seconds * 1000.0
     return f"{ms:,.0f} ms" if ms >= 10 else f"{ms:.1f} ms"
-
-
-def _median(values: list[float]) -> float:
-    values = sorted(values)
-    n = len(values)
-    mid = n // 2
-    return values[mid] if n % 2 else (values[mid - 1] + values[mid]) / 2.0
 
 
 def _median_without(ordered: list[float], i: int) -> float:
@@ -138,9 +132,7 @@ class StragglerDetector:
         or None) in step order, as `_judge` makes them: for a reader that works out a job's
         excesses over its whole history at once (resplot's Ranks page, with numpy) and leaves
         the verdicts to this rule. Returns the findings named or recovered."""
-        track = self._tracks.get((rank, phase))
-        if track is None:
-            track = self._tracks[(rank, phase)] = _Track(self.rule.window)
+        track = self._track(rank, phase)
         self.hosts.setdefault(rank, "")
         changed: list[Straggler] = []
         for mark in marks:
@@ -150,16 +142,18 @@ class StragglerDetector:
                 changed.append(found)
         return changed
 
+    def _track(self, rank: int, phase: str) -> _Track:
+        track = self._tracks.get((rank, phase))
+        if track is None:
+            track = self._tracks[(rank, phase)] = _Track(self.rule.window)
+        return track
+
     def finish(self) -> list[Straggler]:
         """Judge every step still waiting for a rank (the job ended, or a reader's history)."""
         changed: list[Straggler] = []
         for step in sorted(self._pending):
             changed += self._judge(step, self._pending.pop(step))
         return changed
-
-    @property
-    def active(self) -> list[Straggler]:
-        return [t.active for t in self._tracks.values() if t.active is not None]
 
     def retire(self, rank: int) -> list[Straggler]:
         """The rank's run ended: its steps are judged without it from now on."""
@@ -196,15 +190,13 @@ class StragglerDetector:
             for r in rows.values()
         ]
         finite = [t for t in step_times if math.isfinite(t)]
-        threshold = max(rule.min_excess_s, rule.rel_excess * (_median(finite) if finite else 0.0))
+        threshold = max(rule.min_excess_s, rule.rel_excess * (median(finite) if finite else 0.0))
         waits = self._excess(rows, "comm") if any("comm" in r for r in rows.values()) else {}
         phases = own_work({p for r in rows.values() for p in r})
         changed: list[Straggler] = []
         for phase in phases:
             for rank, excess in self._excess(rows, phase).items():
-                track = self._tracks.get((rank, phase))
-                if track is None:
-                    track = self._tracks[(rank, phase)] = _Track(rule.window)
+                track = self._track(rank, phase)
                 wait = waits.get(rank)
                 track.marks.append((step, excess > threshold, excess, wait))
                 found = self._verdict(track, rank, phase, step)
@@ -244,8 +236,8 @@ class StragglerDetector:
                 phase,
                 since=since,
                 found_at=step,
-                excess_s=_median(track.slow_excess),
-                others_wait_s=_median(track.waits) if track.waits else None,
+                excess_s=median(track.slow_excess),
+                others_wait_s=median(track.waits) if track.waits else None,
             )
             track.active, track.index = found, len(self.found)
             self.found.append(found)
@@ -261,8 +253,8 @@ class StragglerDetector:
         done = replace(
             track.active,
             until=max(track.last_slow, track.active.since),
-            excess_s=_median(track.slow_excess),
-            others_wait_s=_median(track.waits) if track.waits else None,
+            excess_s=median(track.slow_excess),
+            others_wait_s=median(track.waits) if track.waits else None,
         )
         track.active = None
         self.found[track.index] = done  # the finding as it ended
