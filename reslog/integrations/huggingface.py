@@ -88,8 +88,7 @@ class ReslogCallback(TrainerCallback):
     def on_log(self, args, state, control, logs=None, model=None, **kwargs):
         if not state.is_world_process_zero or not logs:
             return
-        if self.run is None or getattr(self.run, "_status", None) is not None:
-            self._start(args, state, model)
+        self._start(args, state, model)  # a no-op while its run is open
         metrics = {k: v for k, v in logs.items() if k not in SUMMARY_KEYS}
         ended = {k: v for k, v in logs.items() if k in SUMMARY_KEYS}
         if ended:
@@ -108,6 +107,5 @@ class ReslogCallback(TrainerCallback):
         """`trainer.predict()`'s metrics (`test_loss`, ... → `test/loss`) at the global step."""
         if not state.is_world_process_zero or not metrics:
             return
-        if self.run is None or getattr(self.run, "_status", None) is not None:
-            self._start(args, state, model)
+        self._start(args, state, model)  # a no-op while its run is open
         self.run.log(rewrite(metrics), step=state.global_step)

@@ -15,10 +15,9 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from reslog.redact import redact
 from reslog.text import duration
 from reslog.training import hostinfo, lifecycle, options
-from reslog.training.config import Config, config_dict
+from reslog.training.config import Config, config_json
 from reslog.training.disabled import DisabledRun
 from reslog.training.run import Run, RunHooks
 from reslog.training.stall import check_stall_after
@@ -95,7 +94,7 @@ def init(
     write_limit = write_timeout(make_url(resolve_store(store)))
     rank = hostinfo.rank() if rank is None else int(rank)
     world_size = hostinfo.world_size() if world_size is None else int(world_size)
-    config_json = _json(redact(config_dict(config))) if config is not None else None
+    stored_json = config_json(config) if config is not None else None
     group, job_type = str(group or ""), str(job_type or "")
     tag_list = [str(t) for t in (tags or [])]
     engine = open_store(store, create=True)
@@ -129,7 +128,7 @@ def init(
                     "created_at": now,
                     "heartbeat_at": now,
                     "git_commit": hostinfo.git_commit(),
-                    "config": config_json or "{}",
+                    "config": stored_json or "{}",
                     "tags": _json(tag_list),
                     "notes": notes or "",
                     # A new run under torchrun (or Slurm) is in its job's group unless told
@@ -141,7 +140,7 @@ def init(
                 summary, step = Summary(), 0
             else:
                 run_id, uid, project, name, summary, step = _resume(
-                    conn, target, now, where, config_json, tag_list if tags else None, notes
+                    conn, target, now, where, stored_json, tag_list if tags else None, notes
                 )
             stored_config, stored_group, stored_job = conn.execute(
                 select(runs.c.config, runs.c.run_group, runs.c.job_type).where(runs.c.id == run_id)
@@ -154,9 +153,9 @@ def init(
         engine.dispose()
         raise
     if target is None:
-        run_config = Config(config_dict(config))
+        run_config = Config(config)
     else:  # the stored config (secrets redacted) with this init's config over it
-        run_config = Config({**json.loads(stored_config or "{}"), **config_dict(config)})
+        run_config = Config({**json.loads(stored_config or "{}"), **(config or {})})
     run = Run(
         engine,
         int(run_id),
