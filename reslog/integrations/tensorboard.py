@@ -20,7 +20,7 @@ import threading
 import warnings
 from typing import Any
 
-from reslog.tools.importers.tensorboard import HPARAMS_PLUGIN, hparams_of, read_event
+from reslog.tools.importers.tensorboard import read_event
 from reslog.training.artifacts import say_once
 from reslog.training.run import Run
 
@@ -49,15 +49,10 @@ class _Sync:
         def add(tag: str, step: int, wall: float, value: float) -> None:
             by_step.setdefault((step, wall), {})[tag] = value
 
-        def other(tag: str, kind: str, step: int, payload: bytes | None) -> None:
-            if kind == HPARAMS_PLUGIN:
-                hparams = hparams_of(payload or b"")
-                if hparams:
-                    self.run.config.update(hparams)
-            else:
-                self.skipped[(tag, kind)] = self.skipped.get((tag, kind), 0) + 1
+        def skip(tag: str, kind: str) -> None:
+            self.skipped[(tag, kind)] = self.skipped.get((tag, kind), 0) + 1
 
-        read_event(record, add, other)
+        read_event(record, add, skip, self.run.config.update)
         for (step, wall), values in by_step.items():
             try:
                 self.run._emit_at(step, wall, values)

@@ -143,10 +143,11 @@ def write_run(
             if not _has_import_record(conn, found.id):
                 return "unknown"  # imported by an older reslog: where it stopped is not known
             stored = json.loads(found.config or "{}")
-            new_config = bool(run.config) and {**stored, **redact(run.config)} != stored
-            if not (run.series or run.events or run.skipped or new_config):
+            merged = {**stored, **redact(run.config)} if run.config else stored
+            config = merged if merged != stored else None
+            if not (run.series or run.events or run.skipped or config is not None):
                 return "already"  # nothing new (bytes without values are read again: no harm)
-            _append(conn, engine, run, found, walls, now)
+            _append(conn, engine, run, found, walls, config)
             return "appended"
         elif found is not None:
             return "already"
@@ -183,18 +184,19 @@ def _has_import_record(conn, run_id: int) -> bool:
     return conn.execute(query.limit(1)).first() is not None
 
 
-def _append(conn, engine: Engine, run: ImportedRun, found, walls: list[float], now: float) -> None:
+def _append(
+    conn, engine: Engine, run: ImportedRun, found, walls: list[float], config: dict | None
+) -> None:
+    """The new points and events of a run imported before, its end and (`config`: the stored
+    config with what the files add, None: nothing new) its config."""
     _insert_points(conn, engine, found.id, run)
     last = max(walls, default=found.heartbeat_at)
     _insert_events(conn, engine, found.id, run.events + run._extra_events(last))
     values: dict[str, Any] = {}
     if walls and max(walls) > (found.heartbeat_at or 0.0):
         values["heartbeat_at"] = values["ended_at"] = max(walls)
-    if run.config:
-        stored = json.loads(found.config or "{}")
-        merged = {**stored, **redact(run.config)}
-        if merged != stored:
-            values["config"] = json.dumps(merged, default=as_json)
+    if config is not None:
+        values["config"] = json.dumps(config, default=as_json)
     if values:
         conn.execute(runs.update().where(runs.c.id == found.id).values(**values))
 

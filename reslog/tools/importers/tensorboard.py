@@ -48,8 +48,8 @@ _CONTENT = {DT_FLOAT: "<f", DT_DOUBLE: "<d", DT_INT32: "<i", DT_INT64: "<q", DT_
 _LEGACY = {3: "histograms", 4: "images", 5: "histograms", 6: "audio"}
 HPARAMS_PLUGIN = "hparams"
 
-# What a parse reports besides scalars: skip(tag, kind) for a value not stored, hparams(dict)
-# for a session's hyper-parameters.
+# What a parse reports besides scalars: not_stored(tag, kind) for a value not stored,
+# hparams(dict) for a session's hyper-parameters (not the experiment's definition).
 Skip = Callable[[str, str], None]
 HParams = Callable[[dict], None]
 
@@ -138,14 +138,6 @@ def read_event_file(
     pos = start
     add = run.add
 
-    def other(tag: str, kind: str, step: int, payload: bytes | None) -> None:
-        if kind != HPARAMS_PLUGIN:
-            run.skip(tag, kind)
-            return
-        hparams = hparams_of(payload or b"")
-        if hparams is not None:  # the session's values; not the experiment's definition
-            run.config.update(hparams)
-
     try:
         while pos < end:
             if pos + 12 > end:
@@ -162,7 +154,7 @@ def read_event_file(
                     f"{path}: truncated at byte {pos} (a {length}-byte record runs past the "
                     f"end of the {end}-byte file)"
                 )
-            _event(data, begin, stop, add, other)
+            _event(data, begin, stop, add, run.skip, run.config.update)
             pos = stop + 4
     except (_Bad, ProtobufError, IndexError, struct.error) as exc:
         raise ImportError_(
@@ -171,14 +163,14 @@ def read_event_file(
     return pos, 0
 
 
-def read_event(record: bytes, add, other) -> None:
+def read_event(record: bytes, add, not_stored: Skip, hparams: HParams) -> None:
     """One serialized Event (a TFRecord's payload): its scalars to `add(tag, step, wall,
-    value)`, the rest to `other(tag, kind, step, payload)` (reslog.integrations.tensorboard
-    feeds a live run this way)."""
-    _event(record, 0, len(record), add, other)
+    value)`, a session's hyper-parameters to `hparams(dict)`, other values to `not_stored(tag,
+    kind)` (reslog.integrations.tensorboard feeds a live run this way)."""
+    _event(record, 0, len(record), add, not_stored, hparams)
 
 
-def _event(buf: bytes, pos: int, end: int, add, other) -> None:
+def _event(buf: bytes, pos: int, end: int, add, not_stored: Skip, hparams: HParams) -> None:
     """Event: wall_time = 1 (double), step = 2 (int64), summary = 5 (Summary)."""
     wall = 0.0
     step = 0
@@ -204,10 +196,12 @@ def _event(buf: bytes, pos: int, end: int, add, other) -> None:
     if pos != end:
         raise _Bad("field runs past the record")
     if summary is not None:
-        _summary(buf, summary[0], summary[1], wall, step, add, other)
+        _summary(buf, summary[0], summary[1], wall, step, add, not_stored, hparams)
 
 
-def _summary(buf: bytes, pos: int, end: int, wall: float, step: int, add, other) -> None:
+def _summary(
+    buf: bytes, pos: int, end: int, wall: float, step: int, add, not_stored: Skip, hparams: HParams
+) -> None:
     """Summary: repeated value = 1 (Summary.Value)."""
     while pos < end:
         key = buf[pos]
@@ -216,7 +210,7 @@ def _summary(buf: bytes, pos: int, end: int, wall: float, step: int, add, other)
             pos = skip(buf, pos, key & 7) if key < 0x80 else skip(buf, *_rekey(buf, pos))
             continue
         n, pos = varint(buf, pos)
-        _value(buf, pos, pos + n, wall, step, add, other)
+        _value(buf, pos, pos + n, wall, step, add, not_stored, hparams)
         pos += n
 
 
@@ -225,7 +219,9 @@ def _rekey(buf: bytes, pos: int) -> tuple[int, int]:
     return pos, key & 7
 
 
-def _value(buf: bytes, pos: int, end: int, wall: float, step: int, add, other) -> None:
+def _value(
+    buf: bytes, pos: int, end: int, wall: float, step: int, add, not_stored: Skip, hparams: HParams
+) -> None:
     """Summary.Value: tag = 1, simple_value = 2 (float), tensor = 8, metadata = 9; the legacy
     image, histogram and audio fields are not scalars."""
     tag = None
@@ -264,9 +260,11 @@ def _value(buf: bytes, pos: int, end: int, wall: float, step: int, add, other) -
         return
     plugin, content = _plugin(buf, meta) if meta is not None else ("", None)
     if plugin == HPARAMS_PLUGIN and content is not None:
-        other(tag, HPARAMS_PLUGIN, step, buf[content[0] : content[1]])
+        found = hparams_of(buf[content[0] : content[1]])
+        if found:
+            hparams(found)
     elif kind is not None:
-        other(tag, plugin or kind, step, None)
+        not_stored(tag, plugin or kind)
 
 
 def _plugin(buf: bytes, meta: tuple[int, int]) -> tuple[str, tuple[int, int] | None]:
