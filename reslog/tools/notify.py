@@ -40,9 +40,6 @@ def body(kind: str, env: Mapping[str, str]) -> dict:
     raise ValueError(f"unknown webhook kind {kind!r}")
 
 
-KINDS = ("slack", "feishu", "dingtalk", "json")
-
-
 def notify(kind: str, url: str, env: Mapping[str, str] | None = None) -> None:
     """POST the body; OSError with the server's answer when it does not take it."""
     data = json.dumps(body(kind, os.environ if env is None else env)).encode("utf-8")

@@ -170,7 +170,6 @@ class RunFiles:
         self._at_end: list[tuple[str, str, str]] = []  # (glob, base, policy) for finish()
         self._copied: dict[str, tuple[float, int]] = {}  # source -> (mtime, size) copied
         self._versions: dict[str, int] = {}
-        self.failed = 0
 
     # -- the training thread ----------------------------------------------------------------------
 
@@ -225,8 +224,7 @@ class RunFiles:
             job = self._jobs.get()
             try:
                 job()
-            except Exception as exc:  # never into training: say so, count it, go on
-                self.failed += 1
+            except Exception as exc:  # never into training: say so (an event) and go on
                 self._event("file", f"could not save a file: {exc}"[:2000], level="warning")
 
     def _target(self, path: str, base: str) -> Path:
