@@ -286,10 +286,7 @@ def window_colors(config: Path | None) -> dict:
     draws a run as the window does; runs the window never drew get free colours."""
     from resplot import settings as settings_mod
 
-    path = config or settings_mod.config_path()
-    if not path.exists():
-        return {}
-    settings = settings_mod.load(path)
+    settings = settings_mod.load(config, move_bad=False)
     if settings.problem:
         print(f"note: {settings.problem}; colours assigned afresh", file=sys.stderr)
     return dict(settings.state.colors)

@@ -38,7 +38,9 @@ class Settings:
         return {"version": VERSION, "state": self.state.to_dict(), "window": self.window}
 
 
-def load(path: Path | None = None) -> Settings:
+def load(path: Path | None = None, *, move_bad: bool = True) -> Settings:
+    """The settings file's contents (defaults when there is none). An unreadable one is moved
+    aside (`move_bad`: the window, which writes a new one) and said in `problem`."""
     path = config_path() if path is None else Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -56,6 +58,8 @@ def load(path: Path | None = None) -> Settings:
             window = {}
         return Settings(state, window)
     except (ValueError, StateError) as exc:
+        if not move_bad:
+            return Settings(problem=f"settings file {path} is unreadable ({exc})")
         backup = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
         try:
             path.replace(backup)

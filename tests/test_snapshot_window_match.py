@@ -6,7 +6,7 @@ from __future__ import annotations
 from matplotlib.colors import to_hex
 
 from resplot import settings as settings_mod
-from resplot.cli import main
+from resplot.cli import main, window_colors
 from resplot.data.cache import SeriesCache
 from resplot.data.state import ViewState
 from resplot.ui.window import MainWindow, make_poller
@@ -83,3 +83,14 @@ def test_a_snapshot_with_nothing_to_draw_fails_and_says_why(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "system page found none of its series" in err and "train/loss" in err
     assert not out.exists()
+
+
+def test_a_snapshot_reads_an_unreadable_settings_file_without_moving_it(tmp_path, capsys):
+    """The window's settings are read only by a snapshot: a corrupt file stays where it is (the
+    window, which writes a new one, moves it aside), and the snapshot says so and goes on."""
+    settings = tmp_path / "settings.json"
+    settings.write_text("{ not json", encoding="utf-8")
+    assert window_colors(settings) == {}
+    assert "is unreadable" in capsys.readouterr().err
+    assert settings.read_text(encoding="utf-8") == "{ not json"
+    assert [p.name for p in tmp_path.iterdir()] == ["settings.json"]
