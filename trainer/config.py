@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainer import kernels
 from trainer.model import ModelConfig, ModelConfigError
 
 if sys.version_info >= (3, 11):
@@ -205,9 +206,9 @@ class Config:
             )
         # Kernels that cannot run under the asked device or dtype: said now, not at step 0.
         attn, t = self.model.attention, self.train
-        if attn in ("flash", "xformers") and t.device == "cpu":
+        if ("attention", attn) in kernels.CUDA_ONLY and t.device == "cpu":
             raise ConfigError(f"--model.attention={attn!r}: runs on CUDA only (--train.device=cpu)")
-        if attn == "flash" and t.dtype == "fp32":
+        if ("attention", attn) in kernels.HALF_ONLY and t.dtype == "fp32":
             raise ConfigError(
                 "--model.attention='flash': flash-attn has no fp32 kernel; "
                 "use --train.dtype bf16 or another backend (sdpa, xformers)"

@@ -209,21 +209,15 @@ CUDA_ONLY = frozenset(
 HALF_ONLY = frozenset({("attention", "flash")})  # no fp32 kernel
 HALF = (torch.float16, torch.bfloat16)
 
-# What `auto` tries, per device type (the last of each is the reference and always runs).
-_AUTO: dict[str, dict[str, tuple[str, ...]]] = {
-    "cuda": {
-        "attention": ("flash", "xformers", "sdpa"),
-        "swiglu": ("xformers", "eager"),
-        "rms_norm": ("fused", "eager"),
-        "cross_entropy": ("liger", "eager"),
-    },
-    "other": {
-        "attention": ("sdpa",),
-        "swiglu": ("eager",),
-        "rms_norm": ("fused", "eager"),
-        "cross_entropy": ("eager",),
-    },
-}
+
+def _auto(kind: str, device_type: str) -> tuple[str, ...]:
+    """What `auto` tries for `kind`, in KINDS' order: every kernel but the naive reference,
+    the CUDA-only ones on CUDA only (the last is the reference and always runs)."""
+    return tuple(
+        name
+        for name in KINDS[kind]
+        if name != "naive" and (device_type == "cuda" or (kind, name) not in CUDA_ONLY)
+    )
 
 
 def cannot_run(kind: str, name: str, device_type: str, dtype: torch.dtype) -> str | None:
@@ -322,7 +316,6 @@ def select(
 @functools.cache
 def _select(device_type: str, dtype: torch.dtype, forced: tuple[tuple[str, str], ...]) -> KernelSet:
     wanted = dict(forced)
-    auto = _AUTO["cuda" if device_type == "cuda" else "other"]
     chosen: dict[str, str] = {}
     skipped: list[tuple[str, str, str]] = []
     for kind in KINDS:
@@ -334,7 +327,7 @@ def _select(device_type: str, dtype: torch.dtype, forced: tuple[tuple[str, str],
                 )
             chosen[kind] = wanted[kind]
             continue
-        for name in auto[kind]:
+        for name in _auto(kind, device_type):
             why = cannot_run(kind, name, device_type, dtype)
             if why is None:
                 chosen[kind] = name
