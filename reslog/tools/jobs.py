@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, desc, func, select
 
-from schema import hangs
+from schema import hangs, read
 from schema.alerts import HANG, STRAGGLER, STRAGGLER_END
 from schema.ranks import jobs, phase_of
 from schema.records import RunInfo, RunRef
@@ -40,7 +40,7 @@ class Store:
     def __post_init__(self) -> None:
         self.phase_keys = {
             kid: phase
-            for kid, name in self.conn.execute(select(keys.c.id, keys.c.name))
+            for kid, name in read.key_names(self.conn).items()
             if (phase := phase_of(name)) is not None
         }
 
