@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from PyQt5.QtCore import QPoint, Qt
+from PyQt5.QtCore import QModelIndex, QPersistentModelIndex, QPoint, Qt
 from PyQt5.QtTest import QTest
 
 from resplot import settings as settings_mod
@@ -73,6 +73,9 @@ class Soak:
             at = fresh[0] if fresh else self.table_at % len(keys)
             self.table_at += 1
             index = rows[at].siblingAtColumn(1)
+            # The row as the model goes on (runs arrive while it is clicked: a plain index
+            # into a model that changed since is dangling, and Qt crashes on it).
+            row = QPersistentModelIndex(rows[at])
             view.scrollTo(index)
             QTest.mouseClick(view.viewport(), Qt.LeftButton, Qt.NoModifier,
                              view.visualRect(index).center())  # fmt: skip
@@ -80,8 +83,8 @@ class Soak:
             self.count("table row clicks")
             if isinstance(keys[at], tuple) and keys[at][0] in ("job", "host"):
                 self.count("job row clicks")
-            if tick:
-                view.setCurrentIndex(rows[at])
+            if tick and row.isValid():
+                view.setCurrentIndex(QModelIndex(row))
                 QTest.keyClick(view, Qt.Key_Space)  # the tick box of the current row
                 self.count("ticks by hand")
 
