@@ -27,13 +27,17 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_left
-from itertools import starmap
+from itertools import compress, repeat, starmap
+from operator import getitem
 
 from schema import buckets
 from schema.rollup import (
     AGG_COLUMNS,
     AGG_FLOATS,
+    BITS,
     LAST,
+    MAX_BITS,
+    NOT_FLAGS,
     STEP_LO,
     VMIN,
     VSUM,
@@ -264,9 +268,79 @@ def packed_fine(cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: 
                 row: struct.Struct, *, has_takes: bool,
                 before_id: int | None = None) -> bytes:  # fmt: skip
     """fine_rows() packed in BUCKET_LAYOUT, as packed_buckets() packs stored ones."""
-    rows = fine_rows(cur, p, run_id, key_id, level, lo, hi, has_takes=has_takes,
-                     before_id=before_id)  # fmt: skip
-    return b"".join([row.pack(*_packable(r[1:])) for r in rows])
+    sh = buckets.shift(level)
+    rows = _raw_rows(cur, p, run_id, key_id, lo << sh, (hi + 1) << sh, has_takes, before_id)
+    return pack_folded(rows, lo << sh, 1 << sh, row)
+
+
+def pack_folded(rows: list, start: int, width: int, row: struct.Struct) -> bytes:
+    """fold_width(rows, start, width) packed in BUCKET_LAYOUT: the same bytes, faster. The agent
+    folds every raw point of a fine view (a training page of 8 runs x 20,000 steps: 0.8M), so
+    this is its hot loop. A series logged at a fixed stride (nearly all) has the same number
+    of points in every whole bucket; its finite buckets are folded column-wise by the builtins
+    over equal chunks, with no Python code run per bucket (several times faster); the buckets
+    at the ends, the irregular series and the buckets holding NaN or inf take fold()."""
+    if not rows:
+        return b""
+    steps, walls, values = zip(*rows)  # noqa: B905 (3.8)
+    n, pack = len(steps), row.pack
+    stride = steps[1] - steps[0] if n > 1 else 0
+    if (
+        0 < stride <= width
+        and width % stride == 0
+        and steps == tuple(range(steps[0], steps[0] + n * stride, stride))
+    ):
+        k = width // stride  # points in every whole bucket
+        a = bisect_left(steps, start + ((steps[0] - start) // width + 1) * width)
+        b = a + (n - a) // k * k
+        if b - a >= 2 * k:
+            middle = _pack_chunks(steps[a:b], walls[a:b], values[a:b], k, row)
+            if middle is not None:
+                return b"".join(
+                    [_pack_each(rows[:a], start, width, pack), middle,
+                     _pack_each(rows[b:], start, width, pack)]
+                )  # fmt: skip
+    return _pack_each(rows, start, width, pack)
+
+
+def _pack_each(rows: list, start: int, width: int, pack) -> bytes:
+    return b"".join([pack(*_packable(agg)) for agg in fold_width(rows, start, width)])
+
+
+def _pack_chunks(steps: tuple, walls: tuple, values: tuple, k: int, row: struct.Struct):
+    """Whole buckets of exactly `k` points each (by step), packed as fold() would make them;
+    None when a value is NaN or infinite (fold() says how: the caller uses it)."""
+    vs = _chunks(values, k)
+    try:
+        sums = list(map(float, map(sum, vs)))  # fold() keeps vsum a float
+    except TypeError:  # a None: NaN as the store keeps it
+        return None
+    total = sum(sums)
+    if total - total != 0.0:  # NaN and inf propagate through the sum
+        return None
+    ss, ws = _chunks(steps, k), _chunks(walls, k)
+    if sorted(walls) == list(walls):  # as logged (a linear pass): each bucket's ends
+        wall_lo, wall_hi = walls[::k], walls[k - 1 :: k]
+    else:
+        wall_lo, wall_hi = map(min, ws), map(max, ws)
+    vmins, vmaxs = list(map(min, vs)), list(map(max, vs))
+    bits = [NOT_FLAGS] * len(vs)
+    for i in compress(range(len(vs)), map(float.is_integer, sums)):  # rare among floats
+        if vmins[i] >= 0 and vmaxs[i] < MAX_BITS:
+            bits[i] = fold(list(ss[i]), list(ws[i]), list(vs[i]), ordered=True)[BITS]
+    zeros = repeat(0)
+    return b"".join(map(
+        row.pack, repeat(k), zeros, zeros, zeros, vmins, vmaxs,
+        map(getitem, ss, map(tuple.index, vs, vmins)),
+        map(getitem, ss, map(tuple.index, vs, vmaxs)),
+        sums, steps[::k], steps[k - 1 :: k], values[k - 1 :: k],
+        wall_lo, wall_hi, bits, zeros, zeros,
+    ))  # fmt: skip
+
+
+def _chunks(seq: tuple, k: int) -> list:
+    """`seq` cut into tuples of `k` (its length a multiple of `k`)."""
+    return list(zip(*[iter(seq)] * k))  # noqa: B905 (3.8)
 
 
 def packed_raw(

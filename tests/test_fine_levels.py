@@ -15,7 +15,7 @@ from resplot.data.cache import SeriesCache
 from resplot.data.views import FINE_PER_PIXEL, series_view
 from resplot.sources import open_source, parse_spec
 from resplot.sources.local import LocalSource
-from schema import buckets
+from schema import buckets, envelope
 from schema.rollup import fold
 from tests.fixtures.compare import assert_cache_matches_store, same_agg, want_every_tile
 from tests.fixtures.stores import add_points, key_id, make_run, new_store
@@ -95,6 +95,45 @@ def test_fine_tiles_are_the_folds_of_their_raw_points(resumed, level):
         assert all(same_agg(got[b], want[b]) for b in want), key
     spike = max(cols["vmax"][np.isfinite(cols["vmax"])])
     assert spike == 60.0  # the one-step spike, in its fine bucket
+
+
+def _series(rng: np.random.Generator, kind: str) -> list[tuple[int, float, object]]:
+    """(step, wall, value) rows by step, as a raw read gives them (value None: NaN)."""
+    n = int(rng.integers(1, 400))
+    stride = int(rng.choice([1, 2, 4, 8]))
+    first = int(rng.integers(-40, 40))
+    steps = list(range(first, first + n * stride, stride))
+    if kind == "gaps":  # duplicate steps and holes: not a fixed stride
+        steps = sorted(int(s) for s in rng.integers(first, first + 3 * n, n))
+    walls = (1.7e9 + np.cumsum(rng.random(n))).tolist()
+    if kind == "late":  # a wall clock set back mid-run
+        walls = (1.7e9 + rng.random(n) * 100).tolist()
+    if kind == "flags":  # NVML throttle reasons: integers, OR-ed by a bucket
+        values = [float(v) for v in rng.choice([0, 1, 2, 4, 8, 64], n)]
+    else:
+        values = (rng.standard_normal(n) * 10.0 ** int(rng.integers(-3, 6))).tolist()
+        values[int(rng.integers(n))] = 0.5  # a sum that can come out whole
+    if kind == "bad":
+        for i in rng.integers(0, n, 3):
+            values[int(i)] = [None, math.inf, -math.inf][int(i) % 3]
+    return list(zip(steps, walls, values, strict=True))
+
+
+def test_packed_fine_buckets_are_the_writers_folds():
+    """The agent's packing of fine buckets (column-wise over equal chunks where it can) gives
+    the bytes of fold() over each bucket's points, for every shape of series."""
+    import struct
+
+    row = struct.Struct("<" + "".join(c.split(":")[1] for c in envelope.BUCKET_LAYOUT.split(",")))
+    rng = np.random.default_rng(20)
+    for trial in range(400):
+        kind = ["regular", "gaps", "late", "flags", "bad"][trial % 5]
+        rows = _series(rng, kind)
+        start = rows[0][0] - int(rng.integers(0, 70))
+        for width in (1, 2, 4, 8, 64, 3):
+            want = b"".join(row.pack(*envelope._packable(a))
+                            for a in envelope.fold_width(rows, start, width))  # fmt: skip
+            assert envelope.pack_folded(rows, start, width, row) == want, (trial, kind, width)
 
 
 def drawn(cache, source, ref, key, pixels):
