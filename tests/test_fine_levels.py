@@ -178,13 +178,21 @@ def test_a_run_in_the_gap_draws_a_bucket_per_pixel_or_more(tmp_path, steps):
         ref = cache.runs()[0].ref
         first = series_view(cache, ref, "loss", -np.inf, np.inf, 600)
         assert first is None and cache.wanted_count() >= 1
-        source.poll(cache)
-        meanwhile = series_view(cache, ref, "loss", -np.inf, np.inf, 600)
+        seen = []  # the view's level after each reply of the poll
+
+        def progress(_step) -> None:
+            view = series_view(cache, ref, "loss", -np.inf, np.inf, 600)
+            seen.append(None if view is None else view.level)
+
+        source.poll(cache, progress)
+        now = series_view(cache, ref, "loss", -np.inf, np.inf, 600)
         if steps / 600 > buckets.RAW_PER_PIXEL * FINE_PER_PIXEL:
-            # Fine: level 1 first (drawn at once), its own tiles after.
-            assert meanwhile.level == 1 and not meanwhile.complete
+            # Fine: level 1 and the fine tiles asked for at once, level 1 in a reply of its own
+            # first (drawn while the host folds the fine ones), the fine tiles in the same poll.
+            assert seen[0] == 1 and seen[-1] == now.level < 0
         else:
-            assert meanwhile.level == 0 and meanwhile.complete  # raw points, exact
+            assert seen[-1] == now.level == 0  # raw points, exact
+        assert now.complete
         for pixels in (300, 600, 1_100):
             drawn(cache, source, ref, "loss", pixels)
             _view_checks(cache, ref, "loss", pixels, np.arange(steps), values)
@@ -243,10 +251,15 @@ def test_postgres_serves_the_same_fine_tiles(pg_store, resumed):
         try:
             source.poll(cache)
             want_every_tile(cache, level=-3)
+            ref = cache.runs()[0].ref
+            source.poll(cache)
+            # The raw tiles first (a poll's reply comes whole): the fine ones, which read
+            # every raw point in view, stay wanted for the next poll.
+            assert not [t for t in cache.tiles_of(ref, "loss") if t.level == -3]
+            assert cache.wanted_count() == 3
             source.poll(cache)
             label = parse_spec(pg_store).label
             assert assert_cache_matches_store(cache, engine, label, label) == 1
-            ref = cache.runs()[0].ref
             fine = [t for t in cache.tiles_of(ref, "loss") if t.level == -3]
             assert len(fine) == 3 and sum(len(t) for t in fine) == 20_500 // 8 + 1
             want = brute([tuple(p) for p in raw["loss"]], 3)

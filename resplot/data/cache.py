@@ -184,10 +184,18 @@ class SeriesCache:
         with self._lock:
             return self._tiles.over
 
-    def take_wanted(self, source: str, store: str) -> list[tuple[str, str, int, int]]:
-        """The wanted tiles of one store, handed to its source (and no longer wanted)."""
+    def take_wanted(self, source: str, store: str, *, coarse_first: bool = False
+                    ) -> list[tuple[str, str, int, int]]:  # fmt: skip
+        """The wanted tiles of one store, handed to its source (and no longer wanted). With
+        `coarse_first`, fine tiles stay wanted while any other is: a source that replies to a
+        poll all at once then shows the stand-ins before the host folds the fine ones."""
         with self._lock:
             wanted = self._wanted.pop((source, store), set())
+            if coarse_first:
+                fine = {w for w in wanted if buckets.is_fine(w[2])}
+                if fine and len(fine) < len(wanted):
+                    self._wanted[(source, store)] = fine
+                    wanted -= fine
             return sorted(wanted)
 
     def wanted_count(self) -> int:

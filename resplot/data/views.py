@@ -241,13 +241,12 @@ def series_view(
                 cache.want_tiles(ref, key, wanted, missing)
                 return _view(stand_in, level, lo, hi, wanted)
         if buckets.is_fine(wanted):
-            # Nothing to show yet: level 1 first (a few stored rows), the fine tiles once it is
-            # here (the host reads every raw point of the view for them), so a chart appears
-            # as soon as it did before fine levels and sharpens after.
+            # Nothing to show yet: level 1 as well (a few stored rows). Sources fetch it ahead
+            # of the fine tiles (the host reads every raw point of the view for those), so a
+            # chart appears as soon as it did before fine levels, and sharpens without a
+            # second round trip.
             _tiles(cache, ref, key, 1, lo, hi)  # marks them part of the view
-            first = list(buckets.tiles_for(1, lo, hi))
-            cache.want_tiles(ref, key, 1, first)
-            return None
+            cache.want_tiles(ref, key, 1, list(buckets.tiles_for(1, lo, hi)))
         cache.want_tiles(ref, key, wanted, missing)
         return None
     return _view(tiles, wanted, lo, hi, wanted)

@@ -36,6 +36,7 @@ from resplot.sources.client import (
     rows_table,
     table_columns,
 )
+from schema import buckets
 from schema.errors import StoreError, StoreNotFound
 from schema.read import run_from_row
 from schema.status import row_status
@@ -449,7 +450,13 @@ class AgentSource(Source):
             progress(PollResult(runs_changed=True))
         # The agent serves at most MAX_TILES tiles a request: more go in further polls, each
         # one consistent with the live points it brings (a separate `tiles` read would not be).
-        chunks = split_tiles(view.tile_requests(cache), MAX_TILES)
+        # Fine tiles (folded on the host from every raw point in view) go in requests of their
+        # own after the others: the coarse stand-ins asked for with them arrive, and are drawn,
+        # while the host folds.
+        coarse, fine = [], []
+        for r in view.tile_requests(cache):
+            (fine if buckets.is_fine(r[2]) else coarse).append(r)
+        chunks = split_tiles(coarse, MAX_TILES) + (split_tiles(fine, MAX_TILES) if fine else [])
         for i, tiles in enumerate(chunks):
             series = view.series_request() if i == 0 else False
             total.merge(self._poll_once(client, view, cache, progress, series, tiles))

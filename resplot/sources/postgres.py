@@ -194,7 +194,7 @@ class PostgresSource(Source):
         return out
 
     def _tiles(self, conn, cur, cache: SeriesCache) -> list[tuple[RunRef, str, Tile]]:
-        wanted = cache.take_wanted(self.label, self.store)
+        wanted = cache.take_wanted(self.label, self.store, coarse_first=True)
         if not wanted:
             return []
         by_uid = {info.ref.uid: rid for rid, info in self.runs.items()}
