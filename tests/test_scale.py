@@ -21,6 +21,7 @@ from resplot.data.state import ViewState
 from resplot.draw.charts import render
 from resplot.sources.polling import Loaded
 from resplot.sources.spec import parse_spec
+from schema import buckets
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -229,6 +230,44 @@ def test_the_window_draws_a_stand_in_only_when_it_has_one(qtbot, big_store, tmp_
     poller.set_paused(False)
     qtbot.waitUntil(drawn, timeout=60_000)
     assert {t.view.level for ts in page.tracks for t in ts.values()} == {0}
+    poller.stop()
+
+
+def test_a_first_view_in_the_fine_range_draws_data_not_empty_axes(qtbot, tmp_path):
+    """Runs of 20,000 steps: the charts want fine tiles, which the host folds from every raw
+    point. Level 1 is asked for with them and comes first; the page is never drawn as empty
+    axes while they load (growing the canvas to fit its charts drew it so, ~0.3 s for a
+    training page, while the tiles that had arrived waited), and it ends fine."""
+    from tests.fixtures.stores import make_run, new_store
+
+    path = tmp_path / "fine.db"
+    engine = new_store(path)
+    rng = np.random.default_rng(7)
+    for r in range(3):
+        loss = (3.0 + rng.standard_normal(20_000) * 0.1).tolist()
+        make_run(engine, name=f"r{r}", points={
+            "train/loss": list(enumerate(loss)),
+            "train/lr": [(s, 1e-3 * (1 - s / 20_000)) for s in range(20_000)],
+        })  # fmt: skip
+    engine.dispose()
+    win, _cache, poller = open_window(qtbot, path, tmp_path)
+    page = win.current_page()
+    draws = []  # per draw of the page: how many of its series it drew, of how many
+
+    def on_draw(_event) -> None:
+        tracks = [t for ts in page.tracks for t in ts.values()]
+        draws.append((sum(t.view is not None for t in tracks), len(tracks)))
+
+    win.page_view().canvas.mpl_connect("draw_event", on_draw)
+
+    def done() -> bool:
+        tracks = [t for ts in page.tracks for t in ts.values()]
+        return bool(tracks) and all(t.view is not None and t.view.complete for t in tracks)
+
+    qtbot.waitUntil(lambda: done() and draws and draws[-1][0] == draws[-1][1], timeout=60_000)
+    levels = {t.view.level for ts in page.tracks for t in ts.values()}
+    assert levels and all(buckets.is_fine(lv) for lv in levels), levels
+    assert not [d for d in draws if d[1] and not d[0]], draws  # series there, none drawn
     poller.stop()
 
 

@@ -3,6 +3,8 @@ many charts (a custom page of 60 keys) scrolls instead of squeezing them or drop
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg, NavigationToolbar2QT
 from matplotlib.figure import Figure
 from PyQt5.QtCore import QSize, Qt, pyqtSignal
@@ -30,6 +32,30 @@ def page_toolbar(canvas: FigureCanvasQTAgg, parent: QWidget) -> NavigationToolba
     return toolbar
 
 
+class PageCanvas(FigureCanvasQTAgg):
+    """The canvas of a chart page. A resize draws the page again (matplotlib's own rule),
+    except while `hold_resize_draw()` says the draw that follows will show more: a first view
+    grows its canvas to fit its charts before any tile has come, and drawing those empty axes
+    (~0.3 s for a training page) held up the draw of the data that arrived meanwhile."""
+
+    def __init__(self, figure: Figure) -> None:
+        super().__init__(figure)
+        self.hold_resize_draw: Callable[[], bool] = lambda: False
+        self._resizing = False
+
+    def resizeEvent(self, event) -> None:
+        self._resizing = True
+        try:
+            super().resizeEvent(event)
+        finally:
+            self._resizing = False
+
+    def draw_idle(self) -> None:
+        if self._resizing and self.hold_resize_draw():
+            return
+        super().draw_idle()
+
+
 class PageView(QWidget):
     pinRequested = pyqtSignal(list)  # the keys of a chart, to add to the Custom page
     sectionToggled = pyqtSignal(str)  # an All-page section's card was clicked: fold/unfold it
@@ -38,7 +64,7 @@ class PageView(QWidget):
         super().__init__(parent)
         self.page = ChartPage(name, Figure(figsize=(10, 6), dpi=100), on_view_changed,
                               strip_in_figure=False)  # fmt: skip
-        self.canvas = FigureCanvasQTAgg(self.page.figure)
+        self.canvas = PageCanvas(self.page.figure)
         # Zoom, pan, home and save: shown by the window in the tab bar's corner (a row of its
         # own took 40 px of a laptop's height); the readout gives values, not coordinates.
         self.toolbar = page_toolbar(self.canvas, self)

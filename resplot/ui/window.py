@@ -130,6 +130,7 @@ class MainWindow(QMainWindow):
                 self.tabs.addTab(self.ranks, shortcuts.TITLES[name])
                 continue
             view = PageView(name, self.view_changed, self)
+            view.canvas.hold_resize_draw = lambda v=view: self._first_tiles_pending(v)
             view.crosshair.runClicked.connect(self.highlight)
             view.pinRequested.connect(self.pin_keys)
             view.sectionToggled.connect(self.toggle_section)
@@ -512,6 +513,13 @@ class MainWindow(QMainWindow):
             return
         self._stand_in_timer.stop()
         view.canvas.draw_idle()
+
+    def _first_tiles_pending(self, view: PageView) -> bool:
+        """Whether the page has nothing to draw yet but has asked for tiles: their arrival
+        draws it."""
+        if self.poller is None or view.page.shows_data():
+            return False
+        return self._awaiting_tiles or self.cache.wanted_count() > 0
 
     def _say_tiles_over(self) -> None:
         """Once each time it happens: the charts in view need more tile memory than
