@@ -18,6 +18,7 @@ missing (Windows), or RESLOG_AGENT_WORKERS=0 on the host, everything is read in-
 
 from __future__ import annotations
 
+import gc
 import os
 import struct
 import sys
@@ -53,7 +54,23 @@ def read_all(jobs, read, connect, settled, workers: int) -> list:
     Jobs for which `settled[i]` is true may be read by up to `workers` forked processes, each
     in a read transaction on a connection from `connect()`; the rest, and a first share of the
     settled ones, are read here with `read(None, job)` (the caller's own snapshot). A worker
-    that fails has its share read here instead, and says so on stderr: the reply is the same."""
+    that fails has its share read here instead, and says so on stderr: the reply is the same.
+
+    Python's cyclic garbage collector is off meanwhile (in the workers too): the reads make
+    millions of short-lived tuples (rows, columns, a fine bucket's chunks) and no cycles, and
+    its passes over them cost more than the fold itself (a training page's fine tiles, 40
+    series of 20,000 points: 2.2 s with it, 1.2 s without). Reference counting frees them
+    all the same."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _read_all(jobs, read, connect, settled, workers)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _read_all(jobs, read, connect, settled, workers: int) -> list:
     out = [None] * len(jobs)
     spread = [i for i, ok in enumerate(settled) if ok]
     if workers < 1 or len(spread) < MIN_JOBS:
