@@ -233,11 +233,8 @@ def test_the_window_draws_a_stand_in_only_when_it_has_one(qtbot, big_store, tmp_
     poller.stop()
 
 
-def test_a_first_view_in_the_fine_range_draws_data_not_empty_axes(qtbot, tmp_path):
-    """Runs of 20,000 steps: the charts want fine tiles, which the host folds from every raw
-    point. Level 1 is asked for with them and comes first; the page is never drawn as empty
-    axes while they load (growing the canvas to fit its charts drew it so, ~0.3 s for a
-    training page, while the tiles that had arrived waited), and it ends fine."""
+def fine_store(tmp_path: Path) -> Path:
+    """3 runs x 20,000 steps of loss and lr: a training page in the fine range."""
     from tests.fixtures.stores import make_run, new_store
 
     path = tmp_path / "fine.db"
@@ -250,7 +247,15 @@ def test_a_first_view_in_the_fine_range_draws_data_not_empty_axes(qtbot, tmp_pat
             "train/lr": [(s, 1e-3 * (1 - s / 20_000)) for s in range(20_000)],
         })  # fmt: skip
     engine.dispose()
-    win, _cache, poller = open_window(qtbot, path, tmp_path)
+    return path
+
+
+def test_a_first_view_in_the_fine_range_draws_data_not_empty_axes(qtbot, tmp_path):
+    """Runs of 20,000 steps: the charts want fine tiles, which the host folds from every raw
+    point. Level 1 is asked for with them and comes first; the page is never drawn as empty
+    axes while they load (growing the canvas to fit its charts drew it so, ~0.3 s for a
+    training page, while the tiles that had arrived waited), and it ends fine."""
+    win, _cache, poller = open_window(qtbot, fine_store(tmp_path), tmp_path)
     page = win.current_page()
     draws = []  # per draw of the page: how many of its series it drew, of how many
 
@@ -268,6 +273,46 @@ def test_a_first_view_in_the_fine_range_draws_data_not_empty_axes(qtbot, tmp_pat
     levels = {t.view.level for ts in page.tracks for t in ts.values()}
     assert levels and all(buckets.is_fine(lv) for lv in levels), levels
     assert not [d for d in draws if d[1] and not d[0]], draws  # series there, none drawn
+    poller.stop()
+
+
+def test_a_stand_in_that_is_the_pages_first_picture_is_drawn_at_once(qtbot, tmp_path, monkeypatch):
+    """Level 1 arrives while the host still folds the fine tiles: on an empty page it is drawn
+    at once, not after STAND_IN_DELAY_MS (which keeps a zoom from drawing twice); once the page
+    has shown data, a stand-in waits for that delay again. The poller is paused and polled
+    here, a reply at a time, so what the window does at each step is known."""
+    from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg
+
+    win, cache, poller = open_window(qtbot, fine_store(tmp_path), tmp_path)
+    win.set_paused(True)
+    view = win.page_view()
+    drawn_levels = []  # the page's levels at each draw of it asked for (and not held)
+
+    def draw_idle(canvas) -> None:  # drawn now, not at the next turn of the event loop
+        if canvas is view.canvas:
+            tracks = [t for ts in view.page.tracks for t in ts.values()]
+            drawn_levels.append(sorted({t.view.level for t in tracks if t.view is not None}))
+            canvas.draw()
+
+    monkeypatch.setattr(FigureCanvasQTAgg, "draw_idle", draw_idle)
+    source = poller.source(poller.labels()[0])
+    source.poll(cache)  # runs and series rows
+    win.on_runs_changed()
+    win.redraw_now()
+    assert cache.wanted_count() and not drawn_levels  # level 1 and fine asked for, none drawn
+
+    def replied(_step) -> None:
+        win.redraw_now()
+
+    source.poll(cache, replied)
+    first, *_rest, last = drawn_levels
+    assert first == [1]  # the stand-in, drawn at once...
+    assert all(buckets.is_fine(lv) for lv in last)  # ...then the fine tiles from the same poll
+    drawn_levels.clear()
+    page = win.current_page()
+    page.axes[0].set_xlim(9_000, 9_400)  # raw tiles wanted; fine ones stand in
+    win.redraw_now()
+    assert page.shows_data() and win._stand_in_timer.isActive() and not drawn_levels
     poller.stop()
 
 

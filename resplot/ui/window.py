@@ -52,6 +52,9 @@ REDRAW_DELAY_MS = 50
 # (tiles in ~250 ms over SSH) often drew twice and took 0.6 s instead of 0.4 s. Until then the
 # canvas shows what it had, in the new limits.
 STAND_IN_DELAY_MS = 500
+# Except where the stand-in is the page's first picture (a first view in the fine range: level
+# 1 comes in ~0.1 s, the fine tiles after the host has folded every raw point in view): an
+# empty page gets it at once.
 SIDE_REFRESH_MS = 1000  # ages and "stalled" change with time alone
 
 
@@ -143,6 +146,9 @@ class MainWindow(QMainWindow):
             self.pages[name] = view
             self.tabs.addTab(view, shortcuts.TITLES.get(name, name.capitalize()))
         self.tabs.currentChanged.connect(lambda i: self.set_page(PAGES[i]))
+        self._pictured: dict[str, bool] = {}  # page: whether its last draw showed data
+        for name in PAGES:
+            self.page_view(name).canvas.mpl_connect("draw_event", lambda _e, n=name: self._drawn(n))
         self.model = RunTableModel(self.cache, self.state)
         self.model.tickedChanged.connect(lambda _ref, _on: self._ticks_changed())
         self.table = RunTable(self.model, self)
@@ -508,11 +514,18 @@ class MainWindow(QMainWindow):
             self.poller.poll_now()  # the charts want detail: fetch it now, not at the next tick
             # Draw the stand-in (coarser tiles) if the finer ones are slow; with nothing to
             # stand in (a first view), a draw would only hold up the one that shows the data.
-            if view.page.shows_data() and not self._stand_in_timer.isActive():
+            if not view.page.shows_data():
+                return
+            if not self._pictured.get(self.state.page):
+                view.canvas.draw_idle()  # the page's first picture: at once
+            elif not self._stand_in_timer.isActive():
                 self._stand_in_timer.start()
             return
         self._stand_in_timer.stop()
         view.canvas.draw_idle()
+
+    def _drawn(self, page: str) -> None:
+        self._pictured[page] = self.page_view(page).page.shows_data()
 
     def _first_tiles_pending(self, view: PageView) -> bool:
         """Whether the page has nothing to draw yet but has asked for tiles: their arrival
