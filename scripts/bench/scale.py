@@ -219,6 +219,8 @@ def measure_first(store: Path, env, work: Path, with_raw: bool) -> dict[str, Any
     result["zooms_s"] = [z for r in runs for z in r["zooms_s"]]
     result["zoom_s"] = statistics.median(result["zooms_s"])
     result["first_max_s"], result["zoom_max_s"] = max(result["firsts_s"]), max(result["zooms_s"])
+    pictures = [r["first_picture_s"] for r in runs if r.get("first_picture_s") is not None]
+    result["first_picture_s"] = statistics.median(pictures) if pictures else None
     for key in ("window_rss_mb", "agent_rss_mb"):
         result[key] = max(r[key] for r in runs)
     return {**result, **raw}
@@ -272,6 +274,7 @@ def overhead_rows(kind: str, label: str) -> list[tuple[str, str, str, str]]:
 ROWS = [
     (f"first view, training page, over SSH (median of {FIRST_RUNS})", "first_s", "s", "raw_s"),
     ("  the slowest of them", "first_max_s", "s", None),
+    ("  its first paint (the first draw with data; median)", "first_picture_s", "s", None),
     ("  bytes over SSH for it", "first_mb", " MB", "raw_mb"),
     (f"zoom to 1 % at full resolution (median of {len(ZOOMS) * FIRST_RUNS})", "zoom_s", "s", None),
     ("  the slowest of them", "zoom_max_s", "s", None),
