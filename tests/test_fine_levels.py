@@ -252,10 +252,11 @@ def test_postgres_serves_the_same_fine_tiles(pg_store, resumed):
             source.poll(cache)
             want_every_tile(cache, level=-3)
             ref = cache.runs()[0].ref
-            source.poll(cache)
-            # The raw tiles first (a poll's reply comes whole): the fine ones, which read
-            # every raw point in view, stay wanted for the next poll.
-            assert not [t for t in cache.tiles_of(ref, "loss") if t.level == -3]
+            replies = []
+            source.poll(cache, replies.append)
+            # Watched (the window), the raw tiles come first (a poll's reply comes whole): the
+            # fine ones, which read every raw point in view, stay wanted for the next poll.
+            assert replies and not [t for t in cache.tiles_of(ref, "loss") if t.level == -3]
             assert cache.wanted_count() == 3
             source.poll(cache)
             label = parse_spec(pg_store).label
@@ -267,6 +268,16 @@ def test_postgres_serves_the_same_fine_tiles(pg_store, resumed):
             assert np.nanmax(np.concatenate(got)) == max(
                 a[5] for a in want.values() if a[5] is not None
             )
+            # Headless (a snapshot: nobody watches the progress), one poll brings them all.
+            headless, once = SeriesCache(), open_source(parse_spec(pg_store))
+            try:
+                once.poll(headless)
+                want_every_tile(headless, level=-3)
+                once.poll(headless)
+                assert headless.wanted_count() == 0
+                assert len([t for t in headless.tiles_of(ref, "loss") if t.level == -3]) == 3
+            finally:
+                once.close()
         finally:
             source.close()
     finally:

@@ -140,7 +140,9 @@ class PostgresSource(Source):
                 pairs = sorted(self.refetch)
                 reply.summaries = self._series(conn, cur, pairs)
                 self.refetch -= set(pairs)
-            reply.tiles = self._tiles(conn, cur, cache)
+            # Someone watching the poll's progress (the window) gets the stand-ins first; a
+            # headless read (a snapshot) takes everything in one go.
+            reply.tiles = self._tiles(conn, cur, cache, coarse_first=progress is not None)
             emit(self._apply(cache, reply))
             while True:
                 batch = fetch_points(conn, list(runs), after=self.points.low, limit=self.limit)
@@ -193,8 +195,9 @@ class PostgresSource(Source):
                 out.setdefault(self._ref(run_id), {})[names[key_id]] = summary
         return out
 
-    def _tiles(self, conn, cur, cache: SeriesCache) -> list[tuple[RunRef, str, Tile]]:
-        wanted = cache.take_wanted(self.label, self.store, coarse_first=True)
+    def _tiles(self, conn, cur, cache: SeriesCache, *, coarse_first: bool
+               ) -> list[tuple[RunRef, str, Tile]]:  # fmt: skip
+        wanted = cache.take_wanted(self.label, self.store, coarse_first=coarse_first)
         if not wanted:
             return []
         by_uid = {info.ref.uid: rid for rid, info in self.runs.items()}
