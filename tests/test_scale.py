@@ -276,22 +276,34 @@ def test_a_first_view_in_the_fine_range_draws_data_not_empty_axes(qtbot, tmp_pat
     poller.stop()
 
 
-def test_a_stand_in_that_is_the_pages_first_picture_is_drawn_at_once(qtbot, tmp_path, monkeypatch):
-    """Level 1 arrives while the host still folds the fine tiles: on an empty page it is drawn
-    at once, not after STAND_IN_DELAY_MS (which keeps a zoom from drawing twice); once the page
-    has shown data, a stand-in waits for that delay again. The poller is paused and polled
-    here, a reply at a time, so what the window does at each step is known."""
+@pytest.mark.parametrize("fine_late", [False, True], ids=["fine-in-time", "fine-late"])
+def test_a_first_view_draws_level_1_only_while_the_fine_tiles_are_late(
+    qtbot, tmp_path, monkeypatch, fine_late
+):
+    """Level 1 arrives while the host still folds the fine tiles. On a page with nothing drawn
+    yet it waits FIRST_STAND_IN_DELAY_MS for them: fine tiles in time (a local store's) make
+    one draw, with them; late ones (a remote page's) find level 1 drawn meanwhile. Once the
+    page has shown data, a stand-in waits STAND_IN_DELAY_MS (which keeps a zoom from drawing
+    twice). The poller is paused and polled here a reply at a time, and the host is "late"
+    by holding the poll after level 1, so what the window does at each step is known."""
     from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg
+
+    from resplot.ui.window import FIRST_STAND_IN_DELAY_MS, STAND_IN_DELAY_MS
 
     win, cache, poller = open_window(qtbot, fine_store(tmp_path), tmp_path)
     win.set_paused(True)
     view = win.page_view()
-    drawn_levels = []  # the page's levels at each draw of it asked for (and not held)
+    page = view.page
+
+    def levels() -> list[int]:
+        tracks = [t for ts in page.tracks for t in ts.values()]
+        return sorted({t.view.level for t in tracks if t.view is not None})
+
+    drawn = []  # the page's levels at each draw of it asked for (and not held)
 
     def draw_idle(canvas) -> None:  # drawn now, not at the next turn of the event loop
         if canvas is view.canvas:
-            tracks = [t for ts in view.page.tracks for t in ts.values()]
-            drawn_levels.append(sorted({t.view.level for t in tracks if t.view is not None}))
+            drawn.append(levels())
             canvas.draw()
 
     monkeypatch.setattr(FigureCanvasQTAgg, "draw_idle", draw_idle)
@@ -299,20 +311,26 @@ def test_a_stand_in_that_is_the_pages_first_picture_is_drawn_at_once(qtbot, tmp_
     source.poll(cache)  # runs and series rows
     win.on_runs_changed()
     win.redraw_now()
-    assert cache.wanted_count() and not drawn_levels  # level 1 and fine asked for, none drawn
+    assert cache.wanted_count() and not drawn  # level 1 and fine asked for, nothing drawn
+    waits = []  # the stand-in timer when level 1 came: (active, interval)
 
     def replied(_step) -> None:
         win.redraw_now()
+        if levels() == [1] and not waits:
+            waits.append((win._stand_in_timer.isActive(), win._stand_in_timer.interval()))
+            if fine_late:
+                qtbot.wait(3 * FIRST_STAND_IN_DELAY_MS)  # the host still folding
 
     source.poll(cache, replied)
-    first, *_rest, last = drawn_levels
-    assert first == [1]  # the stand-in, drawn at once...
-    assert all(buckets.is_fine(lv) for lv in last)  # ...then the fine tiles from the same poll
-    drawn_levels.clear()
-    page = win.current_page()
+    assert waits == [(True, FIRST_STAND_IN_DELAY_MS)]
+    assert drawn[-1] and all(buckets.is_fine(lv) for lv in drawn[-1])
+    assert drawn[:-1] == ([[1]] if fine_late else [])  # level 1 drawn only while they were late
+    drawn.clear()
     page.axes[0].set_xlim(9_000, 9_400)  # raw tiles wanted; fine ones stand in
     win.redraw_now()
-    assert page.shows_data() and win._stand_in_timer.isActive() and not drawn_levels
+    assert page.shows_data() and not drawn
+    assert win._stand_in_timer.isActive()
+    assert win._stand_in_timer.interval() == STAND_IN_DELAY_MS
     poller.stop()
 
 

@@ -52,9 +52,11 @@ REDRAW_DELAY_MS = 50
 # (tiles in ~250 ms over SSH) often drew twice and took 0.6 s instead of 0.4 s. Until then the
 # canvas shows what it had, in the new limits.
 STAND_IN_DELAY_MS = 500
-# Except where the stand-in is the page's first picture (a first view in the fine range: level
-# 1 comes in ~0.1 s, the fine tiles after the host has folded every raw point in view): an
-# empty page gets it at once.
+# Where the stand-in would be the page's first picture (a first view in the fine range: level 1
+# comes at once, the fine tiles after the host has folded every raw point in view, ~1 s for a
+# training page of 8 runs x 20,000 steps), the empty page waits only this long: a local store's
+# fine tiles come within it (one draw), a remote page shows level 1 meanwhile.
+FIRST_STAND_IN_DELAY_MS = 100
 SIDE_REFRESH_MS = 1000  # ages and "stalled" change with time alone
 
 
@@ -514,12 +516,11 @@ class MainWindow(QMainWindow):
             self.poller.poll_now()  # the charts want detail: fetch it now, not at the next tick
             # Draw the stand-in (coarser tiles) if the finer ones are slow; with nothing to
             # stand in (a first view), a draw would only hold up the one that shows the data.
-            if not view.page.shows_data():
-                return
-            if not self._pictured.get(self.state.page):
-                view.canvas.draw_idle()  # the page's first picture: at once
-            elif not self._stand_in_timer.isActive():
-                self._stand_in_timer.start()
+            if view.page.shows_data() and not self._stand_in_timer.isActive():
+                pictured = self._pictured.get(self.state.page)
+                self._stand_in_timer.start(
+                    STAND_IN_DELAY_MS if pictured else FIRST_STAND_IN_DELAY_MS
+                )
             return
         self._stand_in_timer.stop()
         view.canvas.draw_idle()
