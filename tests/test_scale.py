@@ -216,8 +216,8 @@ def test_the_window_draws_a_stand_in_only_when_it_has_one(qtbot, big_store, tmp_
     cache.set_tile_limit(1)
     cache.set_tile_limit(256 << 20)
     win.redraw_now()
-    assert cache.wanted_count() > 0 and win._awaiting_tiles
-    assert not win.current_page().shows_data() and not win._stand_in_timer.isActive()
+    assert cache.wanted_count() > 0 and win.tile_wait.awaiting
+    assert not win.current_page().shows_data() and not win.tile_wait.stand_in.isActive()
     poller.set_paused(False)
     qtbot.waitUntil(drawn, timeout=60_000)
 
@@ -225,8 +225,8 @@ def test_the_window_draws_a_stand_in_only_when_it_has_one(qtbot, big_store, tmp_
     page = win.current_page()
     page.axes[0].set_xlim(SPIKE - 300, SPIKE + 300)  # level-1 tiles cached stand in for raw
     win.redraw_now()
-    assert cache.wanted_count() > 0 and win._awaiting_tiles
-    assert page.shows_data() and win._stand_in_timer.isActive()
+    assert cache.wanted_count() > 0 and win.tile_wait.awaiting
+    assert page.shows_data() and win.tile_wait.stand_in.isActive()
     poller.set_paused(False)
     qtbot.waitUntil(drawn, timeout=60_000)
     assert {t.view.level for ts in page.tracks for t in ts.values()} == {0}
@@ -288,7 +288,7 @@ def test_a_first_view_draws_level_1_only_while_the_fine_tiles_are_late(
     by holding the poll after level 1, so what the window does at each step is known."""
     from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg
 
-    from resplot.ui.window import FIRST_STAND_IN_DELAY_MS, STAND_IN_DELAY_MS
+    from resplot.ui.tile_wait import FIRST_STAND_IN_DELAY_MS, STAND_IN_DELAY_MS
 
     win, cache, poller = open_window(qtbot, fine_store(tmp_path), tmp_path)
     win.set_paused(True)
@@ -317,7 +317,7 @@ def test_a_first_view_draws_level_1_only_while_the_fine_tiles_are_late(
     def replied(_step) -> None:
         win.redraw_now()
         if levels() == [1] and not waits:
-            waits.append((win._stand_in_timer.isActive(), win._stand_in_timer.interval()))
+            waits.append((win.tile_wait.stand_in.isActive(), win.tile_wait.stand_in.interval()))
             if fine_late:
                 qtbot.wait(3 * FIRST_STAND_IN_DELAY_MS)  # the host still folding
 
@@ -329,8 +329,8 @@ def test_a_first_view_draws_level_1_only_while_the_fine_tiles_are_late(
     page.axes[0].set_xlim(9_000, 9_400)  # raw tiles wanted; fine ones stand in
     win.redraw_now()
     assert page.shows_data() and not drawn
-    assert win._stand_in_timer.isActive()
-    assert win._stand_in_timer.interval() == STAND_IN_DELAY_MS
+    assert win.tile_wait.stand_in.isActive()
+    assert win.tile_wait.stand_in.interval() == STAND_IN_DELAY_MS
     poller.stop()
 
 

@@ -44,19 +44,9 @@ from resplot.ui.run_menu import attach_run_menus
 from resplot.ui.run_table import RunTable
 from resplot.ui.run_table_model import RunTableModel
 from resplot.ui.sources_tree import SourcesTree, source_state_text
+from resplot.ui.tile_wait import TileWait
 
 REDRAW_DELAY_MS = 50
-# While the tiles a view asked for are on their way, the stand-in (a coarser level) is drawn
-# only if they take longer than this. A full draw of a page costs 150-300 ms of the GUI thread,
-# and the tiles that arrive during it wait for it: at 250 ms, a zoom into the 34M-point store
-# (tiles in ~250 ms over SSH) often drew twice and took 0.6 s instead of 0.4 s. Until then the
-# canvas shows what it had, in the new limits.
-STAND_IN_DELAY_MS = 500
-# Where the stand-in would be the page's first picture (a first view in the fine range: level 1
-# comes at once, the fine tiles after the host has folded every raw point in view, ~1 s for a
-# training page of 8 runs x 20,000 steps), the empty page waits only this long: a local store's
-# fine tiles come within it (one draw), a remote page shows level 1 meanwhile.
-FIRST_STAND_IN_DELAY_MS = 100
 SIDE_REFRESH_MS = 1000  # ages and "stalled" change with time alone
 
 
@@ -92,13 +82,9 @@ class MainWindow(QMainWindow):
         self._redraw_timer.setSingleShot(True)
         self._redraw_timer.setInterval(REDRAW_DELAY_MS)
         self._redraw_timer.timeout.connect(self.redraw_now)
-        self._awaiting_tiles = False  # the last redraw asked for tiles: draw when they come
         self._last_redraw = 0.0  # time.monotonic() of the last redraw_now
         self._said_over = False  # the status bar has said the tiles in view pass the bound
-        self._stand_in_timer = QTimer(self)
-        self._stand_in_timer.setSingleShot(True)
-        self._stand_in_timer.setInterval(STAND_IN_DELAY_MS)
-        self._stand_in_timer.timeout.connect(lambda: self.page_view().canvas.draw_idle())
+        self.tile_wait = TileWait(self)
         self._side_timer = QTimer(self)
         self._side_timer.setInterval(SIDE_REFRESH_MS)
         self._side_timer.timeout.connect(self._refresh_side)
@@ -135,7 +121,6 @@ class MainWindow(QMainWindow):
                 self.tabs.addTab(self.ranks, shortcuts.TITLES[name])
                 continue
             view = PageView(name, self.view_changed, self)
-            view.canvas.hold_resize_draw = lambda v=view: self._first_tiles_pending(v)
             view.crosshair.runClicked.connect(self.highlight)
             view.pinRequested.connect(self.pin_keys)
             view.sectionToggled.connect(self.toggle_section)
@@ -148,9 +133,8 @@ class MainWindow(QMainWindow):
             self.pages[name] = view
             self.tabs.addTab(view, shortcuts.TITLES.get(name, name.capitalize()))
         self.tabs.currentChanged.connect(lambda i: self.set_page(PAGES[i]))
-        self._pictured: dict[str, bool] = {}  # page: whether its last draw showed data
         for name in PAGES:
-            self.page_view(name).canvas.mpl_connect("draw_event", lambda _e, n=name: self._drawn(n))
+            self.tile_wait.watch(name, self.page_view(name))
         self.model = RunTableModel(self.cache, self.state)
         self.model.tickedChanged.connect(lambda _ref, _on: self._ticks_changed())
         self.table = RunTable(self.model, self)
@@ -273,7 +257,7 @@ class MainWindow(QMainWindow):
         self.schedule_redraw()
 
     def on_data_arrived(self, _refs=None) -> None:
-        if self._awaiting_tiles:
+        if self.tile_wait.awaiting:
             self._redraw_timer.start(0)  # the tiles a view waits for: draw them at once
         else:
             self.schedule_redraw()
@@ -511,29 +495,7 @@ class MainWindow(QMainWindow):
         waiting = self.cache.wanted_count()
         self.loading_label.setText(f"loading {waiting} tiles…" if waiting else "")
         status_bar.tidy(self)
-        self._awaiting_tiles = bool(waiting) and self.poller is not None
-        if self._awaiting_tiles:
-            self.poller.poll_now()  # the charts want detail: fetch it now, not at the next tick
-            # Draw the stand-in (coarser tiles) if the finer ones are slow; with nothing to
-            # stand in (a first view), a draw would only hold up the one that shows the data.
-            if view.page.shows_data() and not self._stand_in_timer.isActive():
-                pictured = self._pictured.get(self.state.page)
-                self._stand_in_timer.start(
-                    STAND_IN_DELAY_MS if pictured else FIRST_STAND_IN_DELAY_MS
-                )
-            return
-        self._stand_in_timer.stop()
-        view.canvas.draw_idle()
-
-    def _drawn(self, page: str) -> None:
-        self._pictured[page] = self.page_view(page).page.shows_data()
-
-    def _first_tiles_pending(self, view: PageView) -> bool:
-        """Whether the page has nothing to draw yet but has asked for tiles: their arrival
-        draws it."""
-        if self.poller is None or view.page.shows_data():
-            return False
-        return self._awaiting_tiles or self.cache.wanted_count() > 0
+        self.tile_wait.after_refresh(view, waiting)
 
     def _say_tiles_over(self) -> None:
         """Once each time it happens: the charts in view need more tile memory than
@@ -607,7 +569,7 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event) -> None:
         self._side_timer.stop()
         self._redraw_timer.stop()
-        self._stand_in_timer.stop()
+        self.tile_wait.stand_in.stop()
         for worker in list(self.exports):
             worker.wait()  # a half-written export is removed by the writer, never kept
         if self.poller is not None:
