@@ -195,8 +195,13 @@ def fine_rows(
     """bucket_rows() of a fine level (lo <= bucket <= hi), folded from the raw points (those
     with an id below `before_id` when given: a snapshot's points, read in a later one)."""
     sh = buckets.shift(level)
-    rows = _raw_rows(cur, p, run_id, key_id, lo << sh, (hi + 1) << sh, has_takes, before_id)
+    rows = _fine_raw(cur, p, run_id, key_id, sh, lo, hi, has_takes, before_id)
     return [(agg[STEP_LO] >> sh, *agg) for agg in fold_width(rows, lo << sh, 1 << sh)]
+
+
+def _fine_raw(cur, p, run_id, key_id, sh: int, lo: int, hi: int, has_takes, before_id) -> list:
+    """_raw_rows() of the steps that buckets lo..hi of 2**sh steps cover."""
+    return _raw_rows(cur, p, run_id, key_id, lo << sh, (hi + 1) << sh, has_takes, before_id)
 
 
 def tile_rows(
@@ -269,7 +274,7 @@ def packed_fine(cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: 
                 before_id: int | None = None) -> bytes:  # fmt: skip
     """fine_rows() packed in BUCKET_LAYOUT, as packed_buckets() packs stored ones."""
     sh = buckets.shift(level)
-    rows = _raw_rows(cur, p, run_id, key_id, lo << sh, (hi + 1) << sh, has_takes, before_id)
+    rows = _fine_raw(cur, p, run_id, key_id, sh, lo, hi, has_takes, before_id)
     return pack_folded(rows, lo << sh, 1 << sh, row)
 
 
