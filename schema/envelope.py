@@ -27,19 +27,15 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_left
-from itertools import compress, repeat, starmap
-from operator import getitem
+from itertools import starmap
 
 from schema import buckets
+from schema.folding import fold_width, pack_folded
 from schema.rollup import (
     AGG_COLUMNS,
     AGG_FLOATS,
-    BITS,
     LAST,
-    MAX_BITS,
-    NOT_FLAGS,
     STEP_LO,
-    VMIN,
     VSUM,
     N,
     fold,
@@ -171,23 +167,6 @@ def bucket_rows(cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: 
     return cur.fetchall()
 
 
-def fold_width(rows: list, start: int, width: int) -> list:
-    """Aggregates of raw rows (step, wall, value; by step then id) cut into rows of `width`
-    steps from `start` (any width, not only a power of two), by step."""
-    if not rows:
-        return []
-    steps = [r[0] for r in rows]
-    walls = [r[1] for r in rows]
-    values = [r[2] for r in rows]
-    out, i, n = [], 0, len(steps)
-    while i < n:
-        row_end = start + ((steps[i] - start) // width + 1) * width
-        j = bisect_left(steps, row_end, i)
-        out.append(fold(steps[i:j], walls[i:j], values[i:j], ordered=True))
-        i = j
-    return out
-
-
 def fine_rows(
     cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: int, *, has_takes: bool,
     before_id: int | None = None,
@@ -255,20 +234,6 @@ def packed_buckets(cur, p: str, run_id: int, key_id: int, level: int, lo: int, h
     return b"".join(starmap(row.pack, cur))
 
 
-def _packable(agg: tuple) -> tuple:
-    """An aggregate as a BUCKET_LAYOUT row: what _PACKED_BUCKET_COLUMNS does in SQL."""
-    vsum, last = agg[VSUM], agg[LAST]
-    nulls = (vsum != vsum) + 2 * (last is None)
-    out = [0 if v is None else v for v in agg]
-    if vsum != vsum:
-        out[VSUM] = 0.0
-    if last is None:
-        out[LAST] = 0.0
-    if agg[VMIN] is None:
-        out[VMIN] = out[VMIN + 1] = 0.0
-    return (*out, nulls)
-
-
 def packed_fine(cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: int,
                 row: struct.Struct, *, has_takes: bool,
                 before_id: int | None = None) -> bytes:  # fmt: skip
@@ -276,76 +241,6 @@ def packed_fine(cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: 
     sh = buckets.shift(level)
     rows = _fine_raw(cur, p, run_id, key_id, sh, lo, hi, has_takes, before_id)
     return pack_folded(rows, lo << sh, 1 << sh, row)
-
-
-def pack_folded(rows: list, start: int, width: int, row: struct.Struct) -> bytes:
-    """fold_width(rows, start, width) packed in BUCKET_LAYOUT: the same bytes, faster. The agent
-    folds every raw point of a fine view (a training page of 8 runs x 20,000 steps: 0.8M), so
-    this is its hot loop. A series logged at a fixed stride (nearly all) has the same number
-    of points in every whole bucket; its finite buckets are folded column-wise by the builtins
-    over equal chunks, with no Python code run per bucket (several times faster); the buckets
-    at the ends, the irregular series and the buckets holding NaN or inf take fold()."""
-    if not rows:
-        return b""
-    steps, walls, values = zip(*rows)  # noqa: B905 (3.8)
-    n, pack = len(steps), row.pack
-    stride = steps[1] - steps[0] if n > 1 else 0
-    if (
-        0 < stride <= width
-        and width % stride == 0
-        and steps == tuple(range(steps[0], steps[0] + n * stride, stride))
-    ):
-        k = width // stride  # points in every whole bucket
-        a = bisect_left(steps, start + ((steps[0] - start) // width + 1) * width)
-        b = a + (n - a) // k * k
-        if b - a >= 2 * k:
-            middle = _pack_chunks(steps[a:b], walls[a:b], values[a:b], k, row)
-            if middle is not None:
-                return b"".join(
-                    [_pack_each(rows[:a], start, width, pack), middle,
-                     _pack_each(rows[b:], start, width, pack)]
-                )  # fmt: skip
-    return _pack_each(rows, start, width, pack)
-
-
-def _pack_each(rows: list, start: int, width: int, pack) -> bytes:
-    return b"".join([pack(*_packable(agg)) for agg in fold_width(rows, start, width)])
-
-
-def _pack_chunks(steps: tuple, walls: tuple, values: tuple, k: int, row: struct.Struct):
-    """Whole buckets of exactly `k` points each (by step), packed as fold() would make them;
-    None when a value is NaN or infinite (fold() says how: the caller uses it)."""
-    vs = _chunks(values, k)
-    try:
-        sums = list(map(float, map(sum, vs)))  # fold() keeps vsum a float
-    except TypeError:  # a None: NaN as the store keeps it
-        return None
-    total = sum(sums)
-    if total - total != 0.0:  # NaN and inf propagate through the sum
-        return None
-    ss, ws = _chunks(steps, k), _chunks(walls, k)
-    if sorted(walls) == list(walls):  # as logged (a linear pass): each bucket's ends
-        wall_lo, wall_hi = walls[::k], walls[k - 1 :: k]
-    else:
-        wall_lo, wall_hi = map(min, ws), map(max, ws)
-    vmins, vmaxs = list(map(min, vs)), list(map(max, vs))
-    bits = [NOT_FLAGS] * len(vs)
-    for i in compress(range(len(vs)), map(float.is_integer, sums)):  # rare among floats
-        if vmins[i] >= 0 and vmaxs[i] < MAX_BITS:
-            bits[i] = fold(list(ss[i]), list(ws[i]), list(vs[i]), ordered=True)[BITS]
-    zeros = repeat(0)
-    return b"".join(map(
-        row.pack, repeat(k), zeros, zeros, zeros, vmins, vmaxs,
-        map(getitem, ss, map(tuple.index, vs, vmins)),
-        map(getitem, ss, map(tuple.index, vs, vmaxs)),
-        sums, steps[::k], steps[k - 1 :: k], values[k - 1 :: k],
-        wall_lo, wall_hi, bits, zeros, zeros,
-    ))  # fmt: skip
-
-
-def _chunks(seq: tuple, k: int) -> list:
-    """`seq` cut into tuples of `k` (its length a multiple of `k`)."""
-    return list(zip(*[iter(seq)] * k))  # noqa: B905 (3.8)
 
 
 def packed_raw(

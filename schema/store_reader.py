@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from sqlalchemy import Connection, Engine
 
 from schema import envelope
+from schema.gc_pause import gc_paused
 from schema.read import fetch_events, find_run, key_names, list_runs
 from schema.records import Event, RunInfo, RunRef
 from schema.rollup import STEP_HI, STEP_LO
@@ -75,7 +76,7 @@ class StoreReader:
         """(level, width, rows, firsts) of one series over [start, stop) in at most `samples`
         exact rows (envelope.SeriesReader.sample); `firsts` maps each row's first step to the
         value of its first point there (None: NaN)."""
-        with self.engine.connect() as conn:
+        with self.engine.connect() as conn, gc_paused():
             cur = self._cursor(conn)
             row = envelope.series_row(cur, self.p, run_id, key_id)
             reader = envelope.SeriesReader(

@@ -15,7 +15,7 @@ from resplot.data.cache import SeriesCache
 from resplot.data.views import FINE_PER_PIXEL, series_view
 from resplot.sources import open_source, parse_spec
 from resplot.sources.local import LocalSource
-from schema import buckets, envelope
+from schema import buckets, envelope, folding
 from schema.rollup import fold
 from tests.fixtures.compare import assert_cache_matches_store, same_agg, want_every_tile
 from tests.fixtures.stores import add_points, key_id, make_run, new_store
@@ -119,9 +119,10 @@ def _series(rng: np.random.Generator, kind: str) -> list[tuple[int, float, objec
     return list(zip(steps, walls, values, strict=True))
 
 
-def test_packed_fine_buckets_are_the_writers_folds():
-    """The agent's packing of fine buckets (column-wise over equal chunks where it can) gives
-    the bytes of fold() over each bucket's points, for every shape of series."""
+def test_fine_buckets_folded_column_wise_are_the_writers_folds():
+    """Raw points folded into buckets column-wise over equal chunks (where the series allows it)
+    give the aggregates of fold() over each bucket's points, and the agent's packing of them
+    the same bytes, for every shape of series."""
     import struct
 
     row = struct.Struct("<" + "".join(c.split(":")[1] for c in envelope.BUCKET_LAYOUT.split(",")))
@@ -131,9 +132,11 @@ def test_packed_fine_buckets_are_the_writers_folds():
         rows = _series(rng, kind)
         start = rows[0][0] - int(rng.integers(0, 70))
         for width in (1, 2, 4, 8, 64, 3):
-            want = b"".join(row.pack(*envelope._packable(a))
-                            for a in envelope.fold_width(rows, start, width))  # fmt: skip
-            assert envelope.pack_folded(rows, start, width, row) == want, (trial, kind, width)
+            want = folding.fold_each(rows, start, width)  # fold() bucket by bucket
+            got = folding.fold_width(rows, start, width)
+            assert [repr(a) for a in got] == [repr(a) for a in want], (trial, kind, width)
+            packed = b"".join(row.pack(*folding.packable(a)) for a in want)
+            assert folding.pack_folded(rows, start, width, row) == packed, (trial, kind, width)
 
 
 def drawn(cache, source, ref, key, pixels):

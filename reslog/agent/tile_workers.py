@@ -18,11 +18,12 @@ missing (Windows), or RESLOG_AGENT_WORKERS=0 on the host, everything is read in-
 
 from __future__ import annotations
 
-import gc
 import os
 import struct
 import sys
 import threading
+
+from schema.gc_pause import gc_paused
 
 MIN_JOBS = 32  # fewer tiles than this are not worth a fork
 MAX_WORKERS = 3
@@ -56,18 +57,10 @@ def read_all(jobs, read, connect, settled, workers: int) -> list:
     settled ones, are read here with `read(None, job)` (the caller's own snapshot). A worker
     that fails has its share read here instead, and says so on stderr: the reply is the same.
 
-    Python's cyclic garbage collector is off meanwhile (in the workers too): the reads make
-    millions of short-lived tuples (rows, columns, a fine bucket's chunks) and no cycles, and
-    its passes over them cost more than the fold itself (a training page's fine tiles, 40
-    series of 20,000 points: 2.2 s with it, 1.2 s without). Reference counting frees them
-    all the same."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    Python's cyclic garbage collector is off meanwhile, in the workers too
+    (schema/gc_pause.py)."""
+    with gc_paused():
         return _read_all(jobs, read, connect, settled, workers)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _read_all(jobs, read, connect, settled, workers: int) -> list:

@@ -46,7 +46,7 @@ def main() -> None:
 
     from reslog.agent import store as agent_store
     from reslog.agent import tile_workers
-    from schema import envelope
+    from schema import envelope, folding
 
     scale_store.build(args.store, 8, 20_000)
     st = agent_store.Store(str(args.store))
@@ -60,8 +60,9 @@ def main() -> None:
     ).fetchone()[0] for run in runs for key in KEYS)  # fmt: skip
 
     ways = {
-        "baseline": (lambda rows, start, width, row: envelope._pack_each(rows, start, width,
-                                                                          row.pack),
+        "baseline": (lambda rows, start, width, row: b"".join(
+                         [row.pack(*folding.packable(a))
+                          for a in folding.fold_each(rows, start, width)]),
                      tile_workers._read_all),
         "this tree": (envelope.pack_folded, tile_workers.read_all),
     }  # fmt: skip
