@@ -334,6 +334,31 @@ def test_a_first_view_draws_level_1_only_while_the_fine_tiles_are_late(
     poller.stop()
 
 
+def test_the_first_runs_lay_out_an_empty_page_at_once(qtbot, tmp_path):
+    """New runs on a page that has not shown data yet lay it out and ask for its tiles in the
+    same turn of the event loop (a first view: the poll brought everything there is to lay
+    out); once the page shows data, new runs wait REDRAW_DELAY_MS to be coalesced."""
+    from resplot.ui.window import REDRAW_DELAY_MS
+
+    win, cache, poller = open_window(qtbot, fine_store(tmp_path), tmp_path)
+    win.set_paused(True)
+    source = poller.source(poller.labels()[0])
+    source.poll(cache)  # runs and series rows
+    win._redraw_timer.stop()
+    win.on_runs_changed()
+    assert win._redraw_timer.isActive() and win._redraw_timer.interval() == 0
+    assert not win.tile_wait.pictured(win.state.page)
+    win.redraw_now()
+    source.poll(cache)  # level 1 and the fine tiles
+    win.redraw_now()
+    win.page_view().canvas.draw()  # the draw their arrival asks for
+    assert win.current_page().shows_data() and win.tile_wait.pictured(win.state.page)
+    win._redraw_timer.stop()
+    win.on_runs_changed()
+    assert win._redraw_timer.isActive() and win._redraw_timer.interval() == REDRAW_DELAY_MS
+    poller.stop()
+
+
 def test_the_window_says_once_when_the_view_holds_more_than_tile_cache_mb(
     qtbot, big_store, tmp_path
 ):

@@ -48,11 +48,15 @@ class TileWait:
             # Draw the stand-in (coarser tiles) if the finer ones are slow; with nothing to
             # stand in (a first view), a draw would only hold up the one that shows the data.
             if view.page.shows_data() and not self.stand_in.isActive():
-                pictured = self._pictured.get(self.win.state.page)
-                self.stand_in.start(STAND_IN_DELAY_MS if pictured else FIRST_STAND_IN_DELAY_MS)
+                first = not self.pictured(self.win.state.page)
+                self.stand_in.start(FIRST_STAND_IN_DELAY_MS if first else STAND_IN_DELAY_MS)
             return
         self.stand_in.stop()
         view.canvas.draw_idle()
+
+    def pictured(self, page: str) -> bool:
+        """Whether the last draw of `page` showed data."""
+        return self._pictured.get(page, False)
 
     def _drawn(self, page: str, view) -> None:
         self._pictured[page] = view.page.shows_data()

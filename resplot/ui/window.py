@@ -254,7 +254,10 @@ class MainWindow(QMainWindow):
             # Every store alike: the choice is remade over all runs as sources report them.
             self.state.ticked = default_selection(self.cache.runs())
             self.model.looks_changed()
-        self.schedule_redraw()
+        if self.tile_wait.pictured(self.state.page):
+            self.schedule_redraw()
+        else:  # a page waiting for its first runs: lay it out and ask for its tiles now
+            self._redraw_timer.start(0)
 
     def on_data_arrived(self, _refs=None) -> None:
         if self.tile_wait.awaiting:

@@ -86,7 +86,7 @@ def child_first(store: str, port: int, cfg: str) -> dict[str, Any]:
             for it in items
         )
 
-    def watch() -> None:
+    def watch() -> None:  # after the window's own handler, in the same turn of the loop
         if len(cache.runs()) and len(win.state.ticked) < len(cache.runs()):
             for run in cache.runs():  # every run, not only the newest five
                 win.state.set_ticked(run.ref, True)
@@ -106,9 +106,7 @@ def child_first(store: str, port: int, cfg: str) -> dict[str, Any]:
             app.quit()
 
     win.pages["training"].canvas.mpl_connect("draw_event", on_draw)
-    timer = QTimer()
-    timer.timeout.connect(watch)
-    timer.start(5)
+    poller.runsChanged.connect(watch)
     phase("first")
     t0 = time.perf_counter()
     label = poller.add_source(parse_spec(spec), SSHOptions(ssh_config=cfg), python=sys.executable)
