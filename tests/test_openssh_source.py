@@ -59,7 +59,7 @@ def test_a_store_is_read_through_the_ssh_binary(ssh_config, tmp_path):
         src.poll(cache)
         assert [r.name for r in cache.runs()] == ["via-openssh"]
         argv = Path(f"/proc/{src.client.info['pid']}/cmdline").read_bytes().split(b"\0")
-        assert argv[:3] == [sys.executable.encode(), b"-I", b"-c"]  # from memory, no file
+        assert argv[:4] == [sys.executable.encode(), b"-I", b"-S", b"-c"]  # from memory, no file
     finally:
         src.close()
 

@@ -110,7 +110,7 @@ def test_the_agent_runs_from_memory_and_nothing_is_written_on_the_host(ssh_confi
         src.poll(cache)
         assert [r.name for r in cache.runs()] == ["a"]
         argv = agent_command_line(src.link.client.info["pid"])
-        assert argv[:3] == [sys.executable, "-I", "-c"]  # the archive came over stdin
+        assert argv[:4] == [sys.executable, "-I", "-S", "-c"]  # the archive came over stdin
         maps = Path(f"/proc/{src.link.client.info['pid']}/maps").read_text()
         assert ".pyz" not in maps and not any(".pyz" in a for a in argv)
     finally:

@@ -1,7 +1,7 @@
 """The agent as one zipapp: this package and the stdlib-only parts of `schema` it reads with,
 and the launcher that runs it from memory.
 
-The archive never lands in a file. resplot starts `python -I -c BOOT` (on a host, through
+The archive never lands in a file. resplot starts `python -I -S -c BOOT` (on a host, through
 `launcher()`, which finds an interpreter new enough) and sends the archive as the first bytes
 on the agent's stdin; BOOT checks its sha256 against the hash written into BOOT itself and
 imports the agent from those bytes. So no file another user could plant or swap (a shared
@@ -107,7 +107,7 @@ exec(compile(S["__main__.py"], P + "__main__.py", "exec"), {{"__name__": "__main
 
 @cache
 def boot_code() -> str:
-    """The `python -I -c` program that reads the archive from stdin, checks it and runs it:
+    """The `python -I -S -c` program that reads the archive from stdin, checks it and runs it:
     _BOOT, on one line (base64) so that any login shell (csh, fish) passes it on unharmed."""
     program = _BOOT.format(hash=archive_hash(), max=MAX_ARCHIVE).encode()
     # First, in syntax any Python (2 too) reads: too old says so, as the launcher would.
@@ -128,7 +128,7 @@ def boot_bytes() -> bytes:
 
 def local_argv(python: str) -> list[str]:
     """The agent as a local subprocess under `python` (one known to be new enough)."""
-    return [python, "-I", "-c", boot_code()]
+    return [python, "-I", "-S", "-c", boot_code()]
 
 
 # Tried in order when the spec names no interpreter: the login PATH's, then versioned names,
@@ -161,10 +161,10 @@ _LAUNCH = (
     'case $p in "~/"*) p=$HOME/${{p#"~/"}};; esac; '
     'if command -v "$p" >/dev/null 2>&1; then :; else '
     '[ "$n" = 1 ] && tried=" $p (not found)"; continue; fi; '
-    '[ "$n" = 1 ] && exec "$p" -I -c "$b"; '  # a named one: BOOT itself checks its version
-    'v=$("$p" -c "import sys; sys.stdout.write(\'%d.%d.%d\' % tuple(sys.version_info[:3])); '
+    '[ "$n" = 1 ] && exec "$p" -I -S -c "$b"; '  # a named one: BOOT itself checks its version
+    'v=$("$p" -S -c "import sys; sys.stdout.write(\'%d.%d.%d\' % tuple(sys.version_info[:3])); '
     'sys.exit(sys.version_info[:2] < ({major}, {minor}))" 2>/dev/null) '
-    '&& exec "$p" -I -c "$b"; '
+    '&& exec "$p" -I -S -c "$b"; '
     'tried="$tried $p (${{v:-no version}})"; done; '
     'echo "reslog agent: needs Python >= {major}.{minor} on this host; '
     'found:${{tried:- none}}" >&2; '

@@ -1,6 +1,6 @@
 """Local stores, read through the agent running as a subprocess of resplot.
 
-The agent runs as `sys.executable -I -c BOOT` with its archive sent on stdin (the same archive
+The agent runs as `sys.executable -I -S -c BOOT` with its archive sent on stdin (the same archive
 and launcher remote hosts get, reslog/agent/bundle.py: nothing is written to or run from a
 file), on a pipe pair rather than in-process: it is then byte for byte the remote path
 (framing, process boundary, agent death and reconnect), and its reads cost the agent's own CPU
