@@ -21,6 +21,7 @@ from PyQt5.QtWidgets import (
 
 from resplot.draw.charts import ChartPage
 from resplot.draw.legends import strip_html
+from resplot.draw.text_cache import TextCachingCanvas
 from resplot.ui.crosshair import Crosshair
 
 
@@ -32,7 +33,11 @@ def page_toolbar(canvas: FigureCanvasQTAgg, parent: QWidget) -> NavigationToolba
     return toolbar
 
 
-class PageCanvas(FigureCanvasQTAgg):
+class TextCachingQTCanvas(TextCachingCanvas, FigureCanvasQTAgg):
+    """A Qt canvas whose text is drawn from cached glyphs (resplot/draw/text_cache.py)."""
+
+
+class PageCanvas(TextCachingQTCanvas):
     """The canvas of a chart page. A resize draws the page again (matplotlib's own rule),
     except while `hold_resize_draw()` says the draw that follows will show more: a first view
     grows its canvas to fit its charts before any tile has come, and drawing those empty axes

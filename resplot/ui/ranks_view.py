@@ -9,7 +9,6 @@ then says plainly that there is none).
 
 from __future__ import annotations
 
-from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg
 from matplotlib.figure import Figure
 from PyQt5.QtCore import QPoint, Qt, pyqtSignal
 from PyQt5.QtGui import QFontDatabase
@@ -20,7 +19,7 @@ from resplot.data.ranks import STATS, jobs_in
 from resplot.data.state import PAGES, ViewState
 from resplot.draw.ranks import RanksPage
 from resplot.ui.crosshair import GAP_PX
-from resplot.ui.page_view import page_toolbar
+from resplot.ui.page_view import TextCachingQTCanvas, page_toolbar
 
 
 class RanksView(QWidget):
@@ -34,7 +33,7 @@ class RanksView(QWidget):
     def __init__(self, on_view_changed, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.page = RanksPage(Figure(figsize=(10, 6), dpi=100), on_view_changed)
-        self.canvas = FigureCanvasQTAgg(self.page.figure)
+        self.canvas = TextCachingQTCanvas(self.page.figure)
         self.toolbar = page_toolbar(self.canvas, self)
         self.job_combo = QComboBox(self)
         self.job_combo.setSizeAdjustPolicy(QComboBox.AdjustToContents)
