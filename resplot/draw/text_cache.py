@@ -14,7 +14,7 @@ computes on the way:
 
 Glyphs are then composited as `RendererAgg._draw_text_glyphs_and_boxes` does. The result is the
 same pixels as matplotlib's own path (tests/test_text_cache.py compares whole canvases);
-where this matplotlib lacks the private calls it relies on, text is drawn matplotlib's way.
+under another matplotlib than the 3.11 it follows, text is drawn matplotlib's way.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import math
 from collections import OrderedDict
 from typing import Any
 
+import matplotlib
 import numpy as np
 from matplotlib.backends.backend_agg import RendererAgg, get_hinting_flag
 from matplotlib.font_manager import fontManager, get_font
@@ -33,9 +34,14 @@ try:
 except ImportError:  # an older or newer matplotlib: text is drawn its own way
     RenderMode = None
 
-SUPPORTED = RenderMode is not None and all(
-    hasattr(FT2Font, name) for name in ("_layout", "_render_glyph", "_set_transform")
-) and hasattr(RendererAgg, "_draw_text_glyphs_and_boxes")  # fmt: skip
+# The private calls below are matplotlib 3.11's (RendererAgg.draw_text and
+# _draw_text_glyphs_and_boxes, step for step); another minor version draws text its own way
+# until this is checked against it (tests/test_text_cache.py).
+SUPPORTED = (
+    tuple(matplotlib.__version_info__[:2]) == (3, 11)
+    and RenderMode is not None
+    and all(hasattr(FT2Font, n) for n in ("_layout", "_render_glyph", "_set_transform"))
+)
 LAYOUTS = 4096  # strings kept (a page's tick labels, titles and notes: a few hundred)
 GLYPHS = 16384  # glyph bitmaps kept (~0.3 KB each at the window's sizes)
 
@@ -70,7 +76,7 @@ class TextCachingRenderer(RendererAgg):
             super().draw_text(gc, x, y, s, prop, angle, ismath=ismath, mtext=mtext)
             return
         features = mtext.get_fontfeatures() if mtext is not None else None
-        language = mtext.get_language() if mtext is not None else None
+        language = mtext.get_language() if mtext is not None else None  # as draw_text does
         fonts = fontManager._find_fonts_by_props(prop)
         size = prop.get_size_in_points()
         flags = get_hinting_flag()
