@@ -41,6 +41,9 @@ def drawn(canvas_type, shift: float = 0.0, seed: int = 5) -> np.ndarray:
                  fontsize=rng.choice([6.5, 8, 9, 10.5, 14]),
                  antialiased=rng.random() < 0.8, color=rng.choice(["k", "C1", "#2a6"]))  # fmt: skip
     fig.text(0.5, 0.5, r"$\alpha^2 + \sqrt{x}$")  # math text: matplotlib's own way
+    fig.text(0.2, 0.3, "office fi AVA").set_fontfeatures(["-liga", "-kern"])
+    fig.text(0.2, 0.6, "office fi AVA")  # the same string, other shaping: another layout
+    fig.text(0.6, 0.3, "fiğİ istanbul").set_language([("en", 0, 2), ("tr", 2, 13)])
     canvas.draw()
     return np.asarray(canvas.buffer_rgba()).copy()
 

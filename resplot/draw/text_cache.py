@@ -80,8 +80,9 @@ class TextCachingRenderer(RendererAgg):
         fonts = fontManager._find_fonts_by_props(prop)
         size = prop.get_size_in_points()
         flags = get_hinting_flag()
-        key = (s, tuple(fonts), size, self.dpi, flags,
-               tuple(features) if features else None, language)  # fmt: skip
+        # features and language may be lists (language: [(tag, start, end), ...]): their repr
+        # is hashable and says the same
+        key = (s, tuple(fonts), size, self.dpi, flags, repr(features), repr(language))
         items = _layouts.get_fresh(key)
         if items is None:
             font = get_font(fonts)
