@@ -137,7 +137,10 @@ def _chunk_columns(steps: tuple, walls: tuple, values: tuple, k: int, missing: A
     ss, ws = _chunks(steps, k), _chunks(walls, k)
     wall_lo: Iterable[float]
     wall_hi: Iterable[float]
-    if sorted(walls) == list(walls):  # as logged (a linear pass): each bucket's ends
+    wall_sum = sum(walls)
+    # As logged (a linear pass), each bucket's ends; a NaN wall (a PostgreSQL store can hold
+    # one) can pass for sorted, so it takes fold()'s min and max
+    if wall_sum == wall_sum and sorted(walls) == list(walls):
         wall_lo, wall_hi = walls[::k], walls[k - 1 :: k]
     else:
         wall_lo, wall_hi = map(min, ws), map(max, ws)

@@ -108,6 +108,8 @@ def _series(rng: np.random.Generator, kind: str) -> list[tuple[int, float, objec
     walls = (1.7e9 + np.cumsum(rng.random(n))).tolist()
     if kind == "late":  # a wall clock set back mid-run
         walls = (1.7e9 + rng.random(n) * 100).tolist()
+    if kind == "nan-wall":  # a PostgreSQL store can hold one (SQLite's NOT NULL refuses it)
+        walls[int(rng.integers(n))] = math.nan
     if kind == "flags":  # NVML throttle reasons: integers, OR-ed by a bucket
         values = [float(v) for v in rng.choice([0, 1, 2, 4, 8, 64], n)]
     else:
@@ -127,8 +129,8 @@ def test_fine_buckets_folded_column_wise_are_the_writers_folds():
 
     row = struct.Struct("<" + "".join(c.split(":")[1] for c in envelope.BUCKET_LAYOUT.split(",")))
     rng = np.random.default_rng(20)
-    for trial in range(400):
-        kind = ["regular", "gaps", "late", "flags", "bad"][trial % 5]
+    for trial in range(480):
+        kind = ["regular", "gaps", "late", "flags", "bad", "nan-wall"][trial % 6]
         rows = _series(rng, kind)
         start = rows[0][0] - int(rng.integers(0, 70))
         for width in (1, 2, 4, 8, 64, 3):

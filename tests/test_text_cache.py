@@ -6,6 +6,7 @@ matplotlib; and a redraw renders no glyph again."""
 from __future__ import annotations
 
 import random
+import warnings
 
 import matplotlib
 import numpy as np
@@ -76,6 +77,24 @@ def test_a_shift_of_whole_pixels_reuses_the_glyphs(cjk_fallback):
     glyphs = len(text_cache._glyphs)
     assert np.array_equal(drawn(CachedAgg, 7.25), drawn(FigureCanvasAgg, 7.25))
     assert len(text_cache._glyphs) == glyphs
+
+
+def test_a_changed_font_setting_lays_the_text_out_again(cjk_fallback):
+    """get_font() gives other fonts when the last-resort fallback is switched off: a layout
+    cached before must not be reused."""
+
+    def text_drawn(canvas_type) -> np.ndarray:
+        fig = Figure(figsize=(2, 1), dpi=100)
+        canvas = canvas_type(fig)
+        fig.text(0.1, 0.4, "A一கB", fontsize=14)
+        canvas.draw()
+        return np.asarray(canvas.buffer_rgba()).copy()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the Tamil letter is in no installed font: the point
+        assert np.array_equal(text_drawn(CachedAgg), text_drawn(FigureCanvasAgg))
+        with matplotlib.rc_context({"font.enable_last_resort": False}):
+            assert np.array_equal(text_drawn(CachedAgg), text_drawn(FigureCanvasAgg))
 
 
 def test_the_caches_stay_bounded(monkeypatch, cjk_fallback):

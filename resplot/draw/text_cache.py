@@ -25,6 +25,7 @@ from typing import Any
 
 import matplotlib
 import numpy as np
+from matplotlib import rcParams
 from matplotlib.backends.backend_agg import RendererAgg, get_hinting_flag
 from matplotlib.font_manager import fontManager, get_font
 from matplotlib.ft2font import FT2Font
@@ -81,8 +82,10 @@ class TextCachingRenderer(RendererAgg):
         size = prop.get_size_in_points()
         flags = get_hinting_flag()
         # features and language may be lists (language: [(tag, start, end), ...]): their repr
-        # is hashable and says the same
-        key = (s, tuple(fonts), size, self.dpi, flags, repr(features), repr(language))
+        # is hashable and says the same; get_font's own cache keys on the rc settings
+        key = (s, tuple(fonts), size, self.dpi, flags, repr(features), repr(language),
+               rcParams["text.kerning_factor"],
+               rcParams["font.enable_last_resort"])  # fmt: skip
         items = _layouts.get_fresh(key)
         if items is None:
             font = get_font(fonts)

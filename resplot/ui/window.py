@@ -78,6 +78,7 @@ class MainWindow(QMainWindow):
         self.local_copies = None  # resplot.ui.local_copies.LocalCopies, when attached
         self.cache.set_tile_limit(self.state.tile_cache_mb << 20)
 
+        self._runs_laid_out = False  # a refresh has laid out runs: later runs are coalesced
         self._redraw_timer = QTimer(self)
         self._redraw_timer.setSingleShot(True)
         self._redraw_timer.setInterval(REDRAW_DELAY_MS)
@@ -254,9 +255,9 @@ class MainWindow(QMainWindow):
             # Every store alike: the choice is remade over all runs as sources report them.
             self.state.ticked = default_selection(self.cache.runs())
             self.model.looks_changed()
-        if self.tile_wait.pictured(self.state.page):
+        if self._runs_laid_out:
             self.schedule_redraw()
-        else:  # a page waiting for its first runs: lay it out and ask for its tiles now
+        else:  # the window's first runs: lay them out and ask for their tiles now
             self._redraw_timer.start(0)
 
     def on_data_arrived(self, _refs=None) -> None:
@@ -461,6 +462,7 @@ class MainWindow(QMainWindow):
         self.redraw_count += 1
         self._refresh_side()
         refs = self.plotted_refs()
+        self._runs_laid_out = self._runs_laid_out or bool(self.cache.runs())
         if self.state.assign_looks(refs):
             self.model.looks_changed()  # the table's colour swatches
         runs = self.cache.runs()
