@@ -245,7 +245,6 @@ def series_view(
             # of the fine tiles (the host reads every raw point of the view for those), so a
             # chart appears as soon as it did before fine levels, and sharpens without a
             # second round trip.
-            _tiles(cache, ref, key, 1, lo, hi)  # marks them part of the view
             cache.want_tiles(ref, key, 1, list(buckets.tiles_for(1, lo, hi)))
         cache.want_tiles(ref, key, wanted, missing)
         return None

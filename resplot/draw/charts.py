@@ -204,11 +204,10 @@ class ChartPage(FollowsData):
             # A run's context depends on the chart's width only: worked out once a width (a
             # guided x axis reads a guide series for each run), not once a chart.
             page_refs = list(dict.fromkeys([*refs, *(it.ref for s in specs for it in s.items)]))
-            by_width: dict[int, dict[RunRef, RunContext]] = {}
-            for px in map(self._pixels, range(len(specs))):
-                if px not in by_width:
-                    by_width[px] = self._contexts(cache, state, page_refs, xlim, px)
-            contexts = [by_width[self._pixels(i)] for i in range(len(specs))]
+            widths = [self._pixels(i) for i in range(len(specs))]
+            by_width = {px: self._contexts(cache, state, page_refs, xlim, px)
+                        for px in dict.fromkeys(widths)}  # fmt: skip
+            contexts = [by_width[px] for px in widths]
             if self._fine_points(cache, specs, contexts) > FINE_POINTS_PER_PAGE:
                 self._fine = 0  # past the budget: level 1 where it gives fewer buckets than pixels
             for i, spec in enumerate(specs):

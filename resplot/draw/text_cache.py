@@ -131,7 +131,7 @@ class TextCachingCanvas:
     """Mixin for a FigureCanvasAgg subclass (listed before it): its renderer caches text."""
 
     def get_renderer(self):
-        if not SUPPORTED:
+        if not SUPPORTED:  # matplotlib's own renderer, as on any other canvas
             return super().get_renderer()  # type: ignore[misc]
         w, h = self.get_width_height(physical=True)  # type: ignore[attr-defined]
         key = (w, h, self.figure.dpi)  # type: ignore[attr-defined]

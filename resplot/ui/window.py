@@ -462,10 +462,10 @@ class MainWindow(QMainWindow):
         self.redraw_count += 1
         self._refresh_side()
         refs = self.plotted_refs()
-        self._runs_laid_out = self._runs_laid_out or bool(self.cache.runs())
         if self.state.assign_looks(refs):
             self.model.looks_changed()  # the table's colour swatches
         runs = self.cache.runs()
+        self._runs_laid_out = self._runs_laid_out or bool(runs)
         self.shown_label.setText(
             shown_text(len(refs), len(runs), self.state.auto_tick, project_size(runs))
         )
