@@ -173,14 +173,17 @@ def fine_rows(
 ) -> list:  # fmt: skip
     """bucket_rows() of a fine level (lo <= bucket <= hi), folded from the raw points (those
     with an id below `before_id` when given: a snapshot's points, read in a later one)."""
+    rows, start, width = _fine_raw(cur, p, run_id, key_id, level, lo, hi, has_takes, before_id)
     sh = buckets.shift(level)
-    rows = _fine_raw(cur, p, run_id, key_id, sh, lo, hi, has_takes, before_id)
-    return [(agg[STEP_LO] >> sh, *agg) for agg in fold_width(rows, lo << sh, 1 << sh)]
+    return [(agg[STEP_LO] >> sh, *agg) for agg in fold_width(rows, start, width)]
 
 
-def _fine_raw(cur, p, run_id, key_id, sh: int, lo: int, hi: int, has_takes, before_id) -> list:
-    """_raw_rows() of the steps that buckets lo..hi of 2**sh steps cover."""
-    return _raw_rows(cur, p, run_id, key_id, lo << sh, (hi + 1) << sh, has_takes, before_id)
+def _fine_raw(cur, p, run_id, key_id, level, lo: int, hi: int, has_takes, before_id) -> tuple:
+    """(_raw_rows() of the steps that buckets lo..hi of a fine `level` cover, the first of those
+    steps, the level's width): what a fold of them into its buckets takes."""
+    sh = buckets.shift(level)
+    rows = _raw_rows(cur, p, run_id, key_id, lo << sh, (hi + 1) << sh, has_takes, before_id)
+    return rows, lo << sh, 1 << sh
 
 
 def tile_rows(
@@ -194,7 +197,7 @@ def tile_rows(
     lo = first * buckets.TILE_BUCKETS
     hi = (first + count) * buckets.TILE_BUCKETS  # exclusive, in buckets (level 0: steps)
     if level == 0:
-        found = [r[1:] for r in raw_points(cur, p, run_id, key_id, lo, hi, has_takes=has_takes)]
+        found = _raw_rows(cur, p, run_id, key_id, lo, hi, has_takes)
         where = [r[0] for r in found]  # steps
     else:
         if buckets.is_fine(level):
@@ -238,9 +241,8 @@ def packed_fine(cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: 
                 row: struct.Struct, *, has_takes: bool,
                 before_id: int | None = None) -> bytes:  # fmt: skip
     """fine_rows() packed in BUCKET_LAYOUT, as packed_buckets() packs stored ones."""
-    sh = buckets.shift(level)
-    rows = _fine_raw(cur, p, run_id, key_id, sh, lo, hi, has_takes, before_id)
-    return pack_folded(rows, lo << sh, 1 << sh, row)
+    rows, start, width = _fine_raw(cur, p, run_id, key_id, level, lo, hi, has_takes, before_id)
+    return pack_folded(rows, start, width, row)
 
 
 def packed_raw(
@@ -305,10 +307,6 @@ class SeriesReader:
         self.cur, self.p = cur, marker(paramstyle)
         self.run_id, self.key_id, self.has_takes = run_id, key_id, has_takes
 
-    def raw(self, start: int, stop: int) -> list:
-        return raw_points(self.cur, self.p, self.run_id, self.key_id, start, stop,
-                          has_takes=self.has_takes)  # fmt: skip
-
     def count(self, start: int, stop: int, limit: int) -> int:
         return count_raw(self.cur, self.p, self.run_id, self.key_id, start, stop, limit,
                          has_takes=self.has_takes)  # fmt: skip
@@ -322,7 +320,9 @@ class SeriesReader:
         if stop <= start:
             return []
         if level == 0:
-            return [point_agg(s, w, v) for _id, s, w, v in self.raw(start, stop)]
+            rows = _raw_rows(self.cur, self.p, self.run_id, self.key_id, start, stop,
+                             self.has_takes)  # fmt: skip
+            return [point_agg(*row) for row in rows]
         sh = buckets.shift(level)
         lo = -((-start) >> sh)  # first bucket starting at or after `start`
         hi = stop >> sh  # one past the last bucket ending at or before `stop`

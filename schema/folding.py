@@ -34,7 +34,7 @@ MAX_CHUNK = 8
 def fold_width(rows: list, start: int, width: int) -> list:
     """Aggregates of raw `rows` (step, wall, value; value None = NaN; by step then id) cut into
     rows of `width` steps from `start` (any width, not only a power of two), by step."""
-    return _folded(rows, start, width, None, _tuples)
+    return _folded(rows, start, width, None, _tuples, lambda aggs: aggs)
 
 
 def pack_folded(rows: list, start: int, width: int, row: struct.Struct) -> bytes:
@@ -44,10 +44,13 @@ def pack_folded(rows: list, start: int, width: int, row: struct.Struct) -> bytes
     def pack_middle(columns: list) -> list:
         return [b"".join(map(row.pack, *columns, repeat(0)))]  # the last: `nulls`, none here
 
-    def pack_each(aggs: list) -> list:
-        return [b"".join([row.pack(*packable(agg)) for agg in aggs])]
+    return b"".join(_folded(rows, start, width, 0, pack_middle,
+                            lambda aggs: [pack_each(aggs, row)]))  # fmt: skip
 
-    return b"".join(_folded(rows, start, width, 0, pack_middle, pack_each))
+
+def pack_each(aggs: list, row: struct.Struct) -> bytes:
+    """Aggregates packed in BUCKET_LAYOUT one by one (_packable() each)."""
+    return b"".join([row.pack(*_packable(agg)) for agg in aggs])
 
 
 def fold_each(rows: list, start: int, width: int) -> list:
@@ -67,7 +70,7 @@ def fold_each(rows: list, start: int, width: int) -> list:
     return out
 
 
-def packable(agg: tuple) -> tuple:
+def _packable(agg: tuple) -> tuple:
     """An aggregate as a BUCKET_LAYOUT row: None cannot be packed (envelope's
     _PACKED_BUCKET_COLUMNS does the same in SQL for stored buckets)."""
     vsum, last = agg[VSUM], agg[LAST]
@@ -88,15 +91,14 @@ def _tuples(columns: list) -> list:
 
 def _folded(
     rows: list, start: int, width: int, missing: Any, middle: Callable[[list], list],
-    each: Callable[[list], list] | None = None,
+    each: Callable[[list], list],
 ) -> list:  # fmt: skip
     """The pieces of a fold, in step order: the ends (and all of an irregular series) by
-    fold_each() (given to `each`, if any), the whole equal buckets between as columns given to
-    `middle` (`missing` fills the columns a finite bucket has no value for)."""
+    fold_each() given to `each`, the whole equal buckets between as columns given to `middle`
+    (`missing` fills the columns a finite bucket has no value for)."""
 
     def ends(part: list) -> list:
-        aggs = fold_each(part, start, width)
-        return each(aggs) if each is not None else aggs
+        return each(fold_each(part, start, width))
 
     stride = rows[1][0] - rows[0][0] if len(rows) > 1 else 0
     if 0 < stride <= width and width % stride == 0 and width // stride <= MAX_CHUNK:

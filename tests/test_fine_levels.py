@@ -15,7 +15,7 @@ from resplot.data.cache import SeriesCache
 from resplot.data.views import FINE_PER_PIXEL, series_view
 from resplot.sources import open_source, parse_spec
 from resplot.sources.local import LocalSource
-from schema import buckets, envelope, folding
+from schema import buckets, folding
 from schema.rollup import fold
 from tests.fixtures.compare import assert_cache_matches_store, same_agg, want_every_tile
 from tests.fixtures.stores import add_points, key_id, make_run, new_store
@@ -125,9 +125,8 @@ def test_fine_buckets_folded_column_wise_are_the_writers_folds():
     """Raw points folded into buckets column-wise over equal chunks (where the series allows it)
     give the aggregates of fold() over each bucket's points, and the agent's packing of them
     the same bytes, for every shape of series."""
-    import struct
+    from reslog.agent.wire import BUCKET_ROW as row
 
-    row = struct.Struct("<" + "".join(c.split(":")[1] for c in envelope.BUCKET_LAYOUT.split(",")))
     rng = np.random.default_rng(20)
     for trial in range(480):
         kind = ["regular", "gaps", "late", "flags", "bad", "nan-wall"][trial % 6]
@@ -137,7 +136,7 @@ def test_fine_buckets_folded_column_wise_are_the_writers_folds():
             want = folding.fold_each(rows, start, width)  # fold() bucket by bucket
             got = folding.fold_width(rows, start, width)
             assert [repr(a) for a in got] == [repr(a) for a in want], (trial, kind, width)
-            packed = b"".join(row.pack(*folding.packable(a)) for a in want)
+            packed = folding.pack_each(want, row)
             assert folding.pack_folded(rows, start, width, row) == packed, (trial, kind, width)
 
 

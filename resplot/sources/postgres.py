@@ -27,6 +27,7 @@ from resplot.sources.base import PollResult, Progress, Source
 from resplot.sources.spec import PostgresSpec
 from schema import envelope
 from schema.errors import StoreError
+from schema.gc_pause import gc_paused
 from schema.read import fetch_points, key_names, list_runs
 from schema.rollup import AGG_COLUMNS
 from schema.store import open_store
@@ -205,16 +206,17 @@ class PostgresSource(Source):
         by_name = {name: kid for kid, name in self.keys.items()}
         takes = envelope.series_with_takes(cur)
         out = []
-        for uid, key, level, first, count in tile_ranges(wanted):
-            run_id, key_id = by_uid.get(uid), by_name.get(key)
-            if run_id is None or key_id is None:
-                continue
-            for index, rows in envelope.tile_rows(
-                cur, "%s", run_id, key_id, level, first, count,
-                has_takes=(run_id, key_id) in takes,
-            ):  # fmt: skip
-                cols = tile_columns(rows, RAW_COLUMNS if level == 0 else AGG_COLUMNS)
-                out.append((self._ref(run_id), key, Tile(level, index, cols, self.epoch)))
+        with gc_paused():  # the fine tiles' raw rows (schema/gc_pause.py)
+            for uid, key, level, first, count in tile_ranges(wanted):
+                run_id, key_id = by_uid.get(uid), by_name.get(key)
+                if run_id is None or key_id is None:
+                    continue
+                for index, rows in envelope.tile_rows(
+                    cur, "%s", run_id, key_id, level, first, count,
+                    has_takes=(run_id, key_id) in takes,
+                ):  # fmt: skip
+                    cols = tile_columns(rows, RAW_COLUMNS if level == 0 else AGG_COLUMNS)
+                    out.append((self._ref(run_id), key, Tile(level, index, cols, self.epoch)))
         return out
 
     def _points(self, conn, batch, fresh: np.ndarray) -> list[Points]:

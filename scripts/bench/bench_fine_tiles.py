@@ -60,10 +60,8 @@ def main() -> None:
     ).fetchone()[0] for run in runs for key in KEYS)  # fmt: skip
 
     ways = {
-        "baseline": (lambda rows, start, width, row: b"".join(
-                         [row.pack(*folding.packable(a))
-                          for a in folding.fold_each(rows, start, width)]),
-                     tile_workers._read_all),
+        "baseline": (lambda rows, start, width, row: folding.pack_each(
+                         folding.fold_each(rows, start, width), row), tile_workers._read_all),
         "this tree": (envelope.pack_folded, tile_workers.read_all),
     }  # fmt: skip
     timed: dict[tuple[str, int], list[float]] = {}
