@@ -92,6 +92,15 @@ def decimate(
     return decimate_many(x, [y], pixels, xlim, grid=grid)[0]
 
 
+def in_order(x: np.ndarray, *ys: np.ndarray) -> tuple[np.ndarray, ...]:
+    """`x` and each of `ys` by `x` (a stable sort), or as they are where `x` already rises, as a
+    view's steps and most x axes do: then nothing is copied (a hover asks on every move)."""
+    if len(x) > 1 and not np.all(x[1:] >= x[:-1]):
+        order = np.argsort(x, kind="stable")
+        return (x[order], *(y[order] for y in ys))
+    return (x, *ys)
+
+
 def decimate_many(
     x: np.ndarray,
     ys: list[np.ndarray],
@@ -110,9 +119,8 @@ def decimate_many(
     for y in ys:
         if len(x) != len(y):
             raise ValueError(f"x and y differ in length ({len(x)} != {len(y)})")
-    if not assume_sorted and len(x) > 1 and not np.all(x[1:] >= x[:-1]):
-        order = np.argsort(x, kind="stable")
-        x, ys = x[order], [y[order] for y in ys]
+    if not assume_sorted:
+        x, *ys = in_order(x, *ys)
     pixels = max(int(pixels), 1)
     if xlim is not None and len(x):
         lo = max(int(np.searchsorted(x, xlim[0], side="left")) - 1, 0)

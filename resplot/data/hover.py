@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from reslog.text import number
+from resplot.data.decimate import in_order
 from resplot.data.pages import Item
 from resplot.data.views import value_at
 
@@ -44,20 +45,11 @@ def _nearest(xs: np.ndarray, x: float) -> int | None:
     return int(ok[np.argmin(np.abs(xs[ok] - x))])
 
 
-def _in_order(xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`xs` and `ys` by `xs` (stable), for np.interp; a view's steps and most x axes already
-    rise, and then are not sorted again on every pointer move."""
-    if len(xs) > 1 and np.any(xs[1:] < xs[:-1]):
-        order = np.argsort(xs, kind="stable")
-        return xs[order], ys[order]
-    return xs, ys
-
-
 def _hovered_step(track, x: float) -> int:
     """The step under x on this track's axis (its drawn x against its drawn steps)."""
     xs, steps = track.x, track.view.steps
     ok = np.isfinite(xs)
-    xs, steps = _in_order(xs[ok], steps[ok])
+    xs, steps = in_order(xs[ok], steps[ok])
     return round(float(np.interp(x, xs, steps.astype(np.float64))))
 
 
@@ -86,7 +78,7 @@ def readings(tracks: dict, x: float) -> list[Reading]:
                 logged = value_at(cache, item.ref, item.key, _hovered_step(track, x), view)
             if logged is not None and logged.exact:
                 step, raw, envelope = logged.step, logged.value, False
-                at_x = float(np.interp(step, *_in_order(view.steps, track.x)))
+                at_x = float(np.interp(step, *in_order(view.steps, track.x)))
         smoothed = None
         if track.smoothed is not None and len(view.mid_steps):
             j = int(np.clip(np.searchsorted(view.mid_steps, step), 0, len(view.mid_steps) - 1))

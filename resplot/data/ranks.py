@@ -27,6 +27,7 @@ import numpy as np
 from reslog.text import safe
 from resplot.data import straggler_matrix
 from resplot.data.cache import SeriesCache
+from resplot.data.decimate import in_order
 from resplot.data.model import RunInfo, RunRef
 from resplot.data.views import FINE_POINTS_PER_PAGE, choose_level, fine_points, series_view
 from schema import buckets, hangs
@@ -287,9 +288,7 @@ def _fill(m: Matrix, views: list, start: int, width: int, lo: int, hi: int) -> N
     for i, sv in views:
         keep = (sv.steps >= lo) & (sv.steps <= hi)
         steps, values = sv.steps[keep], sv.values[keep]
-        if len(steps) > 1 and np.any(steps[1:] < steps[:-1]):
-            order = np.argsort(steps, kind="stable")
-            steps, values = steps[order], values[order]
+        steps, values = in_order(steps, values)
         parts.append((np.full(len(steps), i), steps, values))
         # Means: of the points (raw), or of the buckets' means.
         mids, means = (steps, values) if sv.level == 0 else (sv.mid_steps, sv.means)

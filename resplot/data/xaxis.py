@@ -18,6 +18,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from resplot.data.decimate import in_order
 from resplot.data.key_roles import key_for, step_counter
 from resplot.data.model import Event, RunInfo
 
@@ -78,9 +79,7 @@ def tokens_at(steps: np.ndarray, tok_steps: np.ndarray, tok_values: np.ndarray) 
     ts, tv = tok_steps[ok].astype(np.float64), tok_values[ok]
     if len(ts) == 0:
         return np.full(len(steps), np.nan)
-    if len(ts) > 1 and not np.all(ts[1:] >= ts[:-1]):
-        order = np.argsort(ts, kind="stable")
-        ts, tv = ts[order], tv[order]
+    ts, tv = in_order(ts, tv)
     s = steps.astype(np.float64)
     out = np.interp(s, ts, tv)
     if len(ts) > 1 and ts[-1] > ts[0]:
