@@ -204,10 +204,10 @@ def test_the_window_draws_a_stand_in_only_when_it_has_one(qtbot, big_store, tmp_
     win, cache, poller = open_window(qtbot, big_store, tmp_path)
 
     def drawn() -> bool:
-        tracks = [t for ts in win.current_page().tracks for t in ts.values()]
+        page = win.current_page()
         return (
-            bool(tracks) and cache.wanted_count() == 0 and not win._redraw_timer.isActive()
-            and all(t.view is not None and t.view.complete for t in tracks)
+            any(page.tracks) and cache.wanted_count() == 0 and not win._redraw_timer.isActive()
+            and page.incomplete() == 0
         )  # fmt: skip
 
     qtbot.waitUntil(drawn, timeout=60_000)
@@ -266,8 +266,7 @@ def test_a_first_view_in_the_fine_range_draws_data_not_empty_axes(qtbot, tmp_pat
     win.page_view().canvas.mpl_connect("draw_event", on_draw)
 
     def done() -> bool:
-        tracks = [t for ts in page.tracks for t in ts.values()]
-        return bool(tracks) and all(t.view is not None and t.view.complete for t in tracks)
+        return any(page.tracks) and page.incomplete() == 0
 
     qtbot.waitUntil(lambda: done() and draws and draws[-1][0] == draws[-1][1], timeout=60_000)
     levels = {t.view.level for ts in page.tracks for t in ts.values()}

@@ -44,22 +44,22 @@ def loss(n: int, lo: int, hi: int) -> list[tuple[int, float]]:
 
 def build(path: Path, lengths: tuple[int, ...]) -> None:
     """One run a length, through the writer's own rollup keeper (tests/fixtures/stores.py)."""
+    from scale_store import cached
+
     from tests.fixtures.stores import add_points, make_run, new_store
 
-    marker = path.with_name(path.name + ".built.json")
-    if marker.exists() and json.loads(marker.read_text()) == list(lengths):
-        return
-    for p in path.parent.glob(path.name + "*"):
-        p.unlink()
-    engine = new_store(path)
-    for n in lengths:
-        t0 = time.perf_counter()
-        run = make_run(engine, name=f"n{n}", points={"loss": loss(n, 0, min(n, CHUNK))})
-        for lo in range(CHUNK, n, CHUNK):
-            add_points(engine, run.id, {"loss": loss(n, lo, min(n, lo + CHUNK))})
-        print(f"built n{n}: {n:,} points in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-    engine.dispose()
-    marker.write_text(json.dumps(list(lengths)))
+    def make(path: Path) -> None:
+        engine = new_store(path)
+        for n in lengths:
+            t0 = time.perf_counter()
+            run = make_run(engine, name=f"n{n}", points={"loss": loss(n, 0, min(n, CHUNK))})
+            for lo in range(CHUNK, n, CHUNK):
+                add_points(engine, run.id, {"loss": loss(n, lo, min(n, lo + CHUNK))})
+            took = time.perf_counter() - t0
+            print(f"built n{n}: {n:,} points in {took:.0f} s", file=sys.stderr)
+        engine.dispose()
+
+    cached(path, {"lengths": list(lengths)}, make)
 
 
 def child(store: str, lengths: list[int], repeat: int) -> dict:

@@ -14,7 +14,6 @@ two renderers gave the same pixels (they must: the run fails otherwise).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -30,27 +29,24 @@ RUNS, STEPS = 12, 20_000
 
 def build(path: Path) -> None:
     import numpy as np
+    from scale_store import cached
 
     from tests.fixtures.stores import make_run, new_store
 
-    marker = path.with_name(path.name + ".built.json")
-    shape = {"runs": RUNS, "steps": STEPS, "keys": list(KEYS)}
-    if marker.exists() and json.loads(marker.read_text()) == shape:
-        return
-    for p in path.parent.glob(path.name + "*"):
-        p.unlink()
-    engine = new_store(path)
-    rng = np.random.default_rng(1)
-    steps = np.arange(STEPS)
-    for r in range(RUNS):
-        base = 2.0 + 8.0 / (1.0 + steps / (500.0 * (r + 1)))
-        points = {k: list(zip(steps.tolist(), (base * (i + 1) + rng.standard_normal(STEPS)
-                                               * 0.05).tolist(), strict=True))
-                  for i, k in enumerate(KEYS[:-1])}  # fmt: skip
-        points["valid/loss"] = [(s, float(base[s]) + 0.1) for s in range(0, STEPS, 1000)]
-        make_run(engine, name=f"lr{r}", points=points)
-    engine.dispose()
-    marker.write_text(json.dumps(shape))
+    def make(path: Path) -> None:
+        engine = new_store(path)
+        rng = np.random.default_rng(1)
+        steps = np.arange(STEPS)
+        for r in range(RUNS):
+            base = 2.0 + 8.0 / (1.0 + steps / (500.0 * (r + 1)))
+            points = {k: list(zip(steps.tolist(), (base * (i + 1) + rng.standard_normal(STEPS)
+                                                   * 0.05).tolist(), strict=True))
+                      for i, k in enumerate(KEYS[:-1])}  # fmt: skip
+            points["valid/loss"] = [(s, float(base[s]) + 0.1) for s in range(0, STEPS, 1000)]
+            make_run(engine, name=f"lr{r}", points=points)
+        engine.dispose()
+
+    cached(path, {"runs": RUNS, "steps": STEPS, "keys": list(KEYS)}, make)
 
 
 def main() -> int:
@@ -93,9 +89,8 @@ def main() -> int:
                     win.state.set_ticked(run.ref, True)
                 win.schedule_redraw()
             page = win.current_page()
-            tracks = [t for ts in getattr(page, "tracks", []) for t in ts.values()]
-            if (len(win.state.ticked) == RUNS and not cache.wanted_count() and tracks
-                    and all(t.view is not None and t.view.complete for t in tracks)):  # fmt: skip
+            if (len(win.state.ticked) == RUNS and not cache.wanted_count() and any(page.tracks)
+                    and page.incomplete() == 0):  # fmt: skip
                 for _ in range(20):
                     app.processEvents()
                     time.sleep(0.01)

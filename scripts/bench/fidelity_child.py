@@ -67,7 +67,7 @@ def main(store: str, port: str, cfg: str, agent_dir: str, width: str, out: str) 
     page = render(cache, state, refs, size=(fig_w / DPI, HEIGHT_PX / DPI), dpi=DPI,
                   fetch=lambda: source.poll(cache), rounds=8)  # fmt: skip
     tracks = [t for ts in page.tracks for t in ts.values()]
-    done = bool(tracks) and all(t.view is not None and t.view.complete for t in tracks)
+    done = bool(tracks) and page.incomplete() == 0
     first_s = time.perf_counter() - t0
     source.close()
     ax = page.axes[0]

@@ -154,22 +154,19 @@ def drop_runs(store: str, names: list[str]) -> None:
 
 def build_sweep(path: Path) -> None:
     """50 runs × 4,000 steps × the 20 training keys (4M points)."""
-    from scale_store import TRAIN, made_by
+    from scale_store import TRAIN, cached
 
     import reslog
 
-    marker = path.with_name(path.name + ".built.json")
-    if marker.exists() and json.loads(marker.read_text()) == made_by():
-        return
-    for p in path.parent.glob(path.name + "*"):
-        p.unlink()
-    for r in range(50):
-        run = reslog.init(project="sweep", name=f"lr{r}", store=path, system=False,
-                          config={"lr": 1e-4 * (r + 1)})  # fmt: skip
-        for s in range(4000):
-            run.log({k: 2 + r / 50 + 1 / (s + 10) for k in TRAIN}, step=s)
-        run.finish(timeout=600)
-    marker.write_text(json.dumps(made_by()))
+    def make(path: Path) -> None:
+        for r in range(50):
+            run = reslog.init(project="sweep", name=f"lr{r}", store=path, system=False,
+                              config={"lr": 1e-4 * (r + 1)})  # fmt: skip
+            for s in range(4000):
+                run.log({k: 2 + r / 50 + 1 / (s + 10) for k in TRAIN}, step=s)
+            run.finish(timeout=600)
+
+    cached(path, {"runs": 50, "steps": 4000}, make)
 
 
 # -- the parent ----------------------------------------------------------------------------------

@@ -92,12 +92,10 @@ def child_first(store: str, port: int, cfg: str) -> dict[str, Any]:
                 win.state.set_ticked(run.ref, True)
             win.schedule_redraw()
 
-    draws = [0]
     draw_at: list[float] = []  # each draw's end
     pictured: list[float] = []  # the ends of draws that showed data (the first: a first paint)
 
     def on_draw(_event) -> None:  # a draw of the canvas has finished: was it the whole page?
-        draws[0] += 1
         draw_at.append(time.perf_counter())
         if win.current_page().shows_data():
             pictured.append(draw_at[-1])
@@ -114,7 +112,7 @@ def child_first(store: str, port: int, cfg: str) -> dict[str, Any]:
     QTimer.singleShot(300_000, app.quit)
     run_loop("first")
     out["first_s"] = done_at[-1] - t0 if done_at else None
-    out["first_draws"] = draws[0]
+    out["first_draws"] = len(draw_at)
     out["first_draws_at"] = [round(t - t0, 3) for t in draw_at]  # from the start
     out["first_picture_s"] = pictured[0] - t0 if pictured else None
     out["series"] = sum(len(s.items) for s in win.current_page().specs)

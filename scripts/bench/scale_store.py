@@ -21,6 +21,7 @@ import multiprocessing
 import random
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,6 +105,20 @@ def made_by() -> dict[str, str]:
     from schema.revision import HEAD_REVISION
 
     return {"widths": f"{buckets.FIRST_SHIFT}/{buckets.LEVEL_SHIFT}", "schema": HEAD_REVISION}
+
+
+def cached(path: Path, shape: dict, make: Callable[[Path], None]) -> None:
+    """`make(path)`, unless the marker beside `path` says a store of this `shape` (and of this
+    made_by()) is complete there: a benchmark's store, built once."""
+    marker = path.with_name(path.name + ".built.json")
+    want = {**shape, **made_by()}
+    if path.exists() and marker.exists() and json.loads(marker.read_text()) == want:
+        return
+    for p in path.parent.glob(path.name + "*"):
+        p.unlink()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    make(path)
+    marker.write_text(json.dumps(want))
 
 
 def build(path: Path, runs: int = 8, steps: int = 100_000, procs: int = 2) -> dict:
