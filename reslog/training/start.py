@@ -234,7 +234,7 @@ def _run_dir(dir: str | os.PathLike[str] | None, engine) -> str:
     return os.path.dirname(os.path.abspath(database)) if database else os.getcwd()
 
 
-def _resume(conn, uid: str, now: float, where: dict, config_json, tags, notes):
+def _resume(conn, uid: str, now: float, where: dict, stored_json, tags, notes):
     # FOR UPDATE (PostgreSQL; SQLite's write transaction is already exclusive): two processes
     # resuming at once are checked one after the other, so the second sees the first.
     row = conn.execute(select(runs).where(runs.c.uid == uid).with_for_update()).first()
@@ -247,9 +247,9 @@ def _resume(conn, uid: str, now: float, where: dict, config_json, tags, notes):
     ).scalar()
     step = 0 if last is None else int(last) + 1
     values: dict[str, Any] = {"status": "running", "ended_at": None, "heartbeat_at": now, **where}
-    if config_json is not None:
+    if stored_json is not None:
         merged = json.loads(row.config or "{}")
-        merged.update(json.loads(config_json))
+        merged.update(json.loads(stored_json))
         values["config"] = _json(merged)
     if tags is not None:
         values["tags"] = _json(tags)
