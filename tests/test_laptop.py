@@ -337,6 +337,10 @@ def test_status_bar_fields_never_run_into_each_other(qtbot, tmp_path):
     make_sweep(tmp_path / "sweep.db", steps=300)
     win = open_window(qtbot, [tmp_path / "sweep.db"], tmp_path / "settings.json", runs=12,
                       size=(1280, 800))  # fmt: skip
+    # No poll meanwhile: each says the source's round trip ("live, 8 ms" -> "live, 48 ms"), and
+    # a longer text measured before the status bar lays it out again read as cut (a loaded CI)
+    win.set_paused(True)
+    qtbot.wait(300)  # a poll in flight lands
     win.statusBar().clearMessage()  # a passing message hides the alert field while it shows
     win._side_timer.stop()  # they would put the sweep's own alert back meanwhile
     win._refresh_side = lambda: None
