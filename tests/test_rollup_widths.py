@@ -96,17 +96,21 @@ def test_postgresql_downgraded_to_0004_and_upgraded_gets_the_same_rollups_back(p
     try:
 
         def state() -> tuple:
-            """Points, takes, level-1 buckets and series rows. A bucket's float sum is rounded
-            (the writer summed it flush by flush, the rebuild in other batches), and a series'
-            level count left out: the writer keeps a level it grew before a restart shortened
-            the series, the rebuild only those the series needs now."""
+            """Points, takes, level-1 buckets and series rows. Float sums are rounded (the
+            writer summed them flush by flush, the rebuild in other batches: a series of 40,000
+            times 0.001 came to 40.00000000000002 and ...03, as the flushes fell), and a
+            series' level count left out: the writer keeps a level it grew before a restart
+            shortened the series, the rebuild only those the series needs now."""
+            columns = [c for c in series.c if c.name != "levels"]
+            vsum = [c.name for c in columns].index("vsum")
             with engine.connect() as conn:
                 level1 = conn.execute(select(rollups).where(rollups.c.level == 1)).all()
+                series_rows = conn.execute(select(*columns)).all()
                 rows = [
                     conn.execute(select(points)).all(),
                     conn.execute(select(takes)).all(),
                     [(*r[:12], round(r[12], 6), *r[13:]) for r in level1],
-                    conn.execute(select(*[c for c in series.c if c.name != "levels"])).all(),
+                    [(*r[:vsum], round(r[vsum], 6), *r[vsum + 1 :]) for r in series_rows],
                 ]
             return [sorted(map(tuple, r), key=repr) for r in rows]
 
