@@ -318,3 +318,23 @@ def test_stored_telemetry_is_judged_by_count_and_spacing():
     )
     assert [r["ok"] for r in rows] == [True, False, False]
     assert rows[2]["points"] == 0
+
+
+def test_a_child_python_keeps_the_pythonpath_it_was_given(monkeypatch, tmp_path):
+    # On the H200 (2026-11-27) ddp_resume's torchrun children lost gpu_check.sh's .gpu-site and
+    # could not import SQLAlchemy: the environment they got named the repository alone.
+    site = tmp_path / ".gpu-site"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), str(gpucheck.ROOT)]))
+    path = gpucheck.child_env()["PYTHONPATH"].split(os.pathsep)
+    assert path == [str(gpucheck.ROOT), str(site)]
+    monkeypatch.delenv("PYTHONPATH")
+    assert gpucheck.child_env()["PYTHONPATH"] == str(gpucheck.ROOT)
+
+
+def test_a_parity_case_whose_kernel_the_trainer_refuses_is_unusable_not_failed():
+    import kernel_parity
+
+    # Here (no CUDA) the trainer's probe refuses xformers' attention, as it refused the
+    # wheel built for another torch on the H200; a case without a probe is never excused.
+    assert "needs CUDA" in kernel_parity.refused_by_trainer("xformers attention")
+    assert kernel_parity.refused_by_trainer("F.rms_norm") is None

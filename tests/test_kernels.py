@@ -141,7 +141,7 @@ def test_auto_on_cuda_without_the_fast_kernels_warns_with_each_reason(monkeypatc
     text = rec.getMessage()
     assert "attention sdpa (not flash: needs CUDA" in text
     assert "not xformers: needs CUDA" in text
-    assert "cross_entropy eager (not liger: needs CUDA" in text
+    assert "cross_entropy eager" in text and "not liger" not in text  # liger: forced only
 
 
 def test_auto_in_fp32_on_cuda_passes_over_flash_for_its_dtype(monkeypatch):
@@ -191,3 +191,20 @@ def test_the_models_loss_under_bf16_autocast_is_float32_and_matches_its_logits()
     assert loss.dtype == torch.float32
     exact = F.cross_entropy(logits.double().view(-1, 97), targets.view(-1))
     assert math.isclose(loss.item(), exact.item(), rel_tol=1e-6)
+
+
+def test_auto_never_picks_liger_cross_entropy_which_syncs_the_host():
+    # On an H200 the trainer's 30 steps under set_sync_debug_mode("error") raised in liger's
+    # forward (target_mask.sum().item()): auto leaves it to those who force it.
+    assert kernels._auto("cross_entropy", "cuda") == ("eager",)
+    assert ("cross_entropy", "liger") in kernels.NOT_AUTO
+
+
+def test_xformers_swiglu_counts_only_with_a_fused_op():
+    # xformers 0.0.35 (real, on the CPU: the dispatcher is the same code on a GPU) sends swiglu
+    # to its own eager op, two matmuls where ours does one: the probe must not call it faster.
+    import xformers.ops  # noqa: F401  (the dev extra installs it)
+
+    x, w = torch.randn(4, 64), torch.randn(128, 64)
+    reason = kernels.xformers_swiglu_unfused(x, w, w.t().contiguous())
+    assert "no fused op" in reason

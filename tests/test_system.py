@@ -44,6 +44,7 @@ class FakeNvml:
     NVMLError = pynvml.NVMLError
     NVML_TEMPERATURE_GPU = pynvml.NVML_TEMPERATURE_GPU
     NVML_CLOCK_SM = pynvml.NVML_CLOCK_SM
+    nvmlMemory_v2 = pynvml.nvmlMemory_v2
 
     def __init__(self, gpus, broken=None, init_error=None, old_binding=False):
         self.gpus = gpus
@@ -91,9 +92,20 @@ class FakeNvml:
     def nvmlDeviceGetUtilizationRates(self, h):
         return SimpleNamespace(gpu=self._read("util", h)["util"], memory=0)
 
-    def nvmlDeviceGetMemoryInfo(self, h):
+    def nvmlDeviceGetMemoryInfo(self, h, version=None):
+        # A real driver: v1's "used" includes the driver's reserved memory, v2 counts it apart
+        # (nvidia-smi shows v2's); an old driver has no v2 ("no_v2").
         g = self._read("mem", h)
-        return SimpleNamespace(used=g["used"], total=g["total"], free=g["total"] - g["used"])
+        reserved = g.get("reserved", 0)
+        if version is None:
+            used = g["used"] + reserved
+            return SimpleNamespace(used=used, total=g["total"], free=g["total"] - used)
+        if g.get("no_v2"):
+            raise nvml_error(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+        assert version == pynvml.nvmlMemory_v2
+        return SimpleNamespace(
+            used=g["used"], reserved=reserved, total=g["total"], free=g["total"] - g["used"]
+        )
 
     def nvmlDeviceGetTemperature(self, h, sensor):
         assert sensor == pynvml.NVML_TEMPERATURE_GPU
@@ -401,3 +413,17 @@ def test_a_run_stores_system_samples_at_its_current_step(store_path):
     assert stored >= HOST_KEYS | {"sys/cpu_pct", "train/loss"}
     sys_steps = {s for s, k in zip(rows.steps, rows.key_ids, strict=True) if "sys/" in names[k]}
     assert sys_steps <= {0, 7}, "samples carry the run's current step"
+
+
+def test_gpu_memory_used_leaves_the_drivers_reserved_memory_out_as_nvidia_smi_does():
+    # Seen on an H200 (driver 580): NVML's v1 call said 0.60 GiB used on an idle card where
+    # nvidia-smi said 0.004; v2 counts the reserved memory apart. Fake NVML: no GPU here.
+    from reslog.training.system import _read_mem
+
+    card = {**gpu(0), "used": 4 * 2**20, "reserved": int(0.6 * GIB)}
+    nvml = FakeNvml([card])
+    used, total = _read_mem(nvml, nvml.nvmlDeviceGetHandleByIndex(0))
+    assert used == 4 * 2**20 / GIB and total == 80
+    old_driver = FakeNvml([{**card, "no_v2": True}])
+    used, _ = _read_mem(old_driver, old_driver.nvmlDeviceGetHandleByIndex(0))
+    assert used == (4 * 2**20 + int(0.6 * GIB)) / GIB  # v1: all it has

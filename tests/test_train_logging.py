@@ -161,3 +161,49 @@ def test_make_logger_rank0_only_gives_each_host_one_run_and_other_ranks_none(tmp
     assert [(r.name, r.rank, r.world_size, r.status) for r in runs] == [
         ("lm-host-rank2", 2, 4, "finished")
     ]
+
+
+class LateTimer:
+    """The trainer's StepTimer with each step's timings handed over `lag` steps late, as CUDA
+    events do on a GPU (``poll`` answers only for steps whose last event has completed; the GPU
+    check on an H200 saw them come a step or more behind). A stand-in for the GPU's clock: on
+    the CPU a step's marks resolve at once. The timings themselves are the real ones."""
+
+    def __init__(self, inner, lag: int):
+        self.inner, self.lag = inner, lag
+        self.held: list = []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def poll(self):
+        self.held += self.inner.poll()
+        ready, self.held = self.held[: -self.lag], self.held[-self.lag :]
+        return ready
+
+    def drain(self):
+        out, self.held = self.held + self.inner.drain(), []
+        return out
+
+
+@pytest.mark.parametrize("lag", [1, 3])
+def test_timings_that_resolve_steps_late_are_stored_at_their_own_step(tmp_path, lag, recwarn):
+    from trainer.train import Trainer
+
+    cfg = debug_cfg(
+        tmp_path,
+        "--train.steps", "10", "--train.eval_every", "5", "--train.ckpt_every", "0",
+        "--train.save_final", "false", "--logging.name", "late",
+    )  # fmt: skip
+    trainer = Trainer(cfg)
+    trainer.timer = LateTimer(trainer.timer, lag)
+    try:
+        trainer.train()
+    finally:
+        trainer.close()
+    series, _, _ = run_series(tmp_path / "runs" / "reslog.db")
+    steps = list(range(1, 11))
+    for key in ("train/loss", "train/grad_norm", "time/step", "time/forward", "train/tokens_per_s"):
+        assert sorted(series[key]) == steps, key
+    assert set(series["valid/loss"]) == {5, 10}
+    assert not [w for w in recwarn if "not stored" in str(w.message)]

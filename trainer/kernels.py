@@ -1,9 +1,10 @@
 """Optional fast kernels behind one module, chosen once per device type and compute dtype.
 
     attention      flash-attn -> xformers -> F.scaled_dot_product_attention -> naive
-    swiglu         xformers -> eager
+    swiglu         xformers (its fused op only) -> eager
     rms_norm       F.rms_norm (fused) -> eager
-    cross_entropy  liger-kernel -> F.cross_entropy   (both in float32, whatever the logits' dtype)
+    cross_entropy  F.cross_entropy; liger-kernel when forced (both in float32, whatever the
+                   logits' dtype)
 
 A fast path is "available" only if CUDA is present and one tiny call on the GPU succeeds:
 xformers imports fine on CPU but its ops raise, so import success proves nothing. The answer is
@@ -153,6 +154,9 @@ def _probe(name: str) -> str | None:
                 torch.randn(128, 64, device=dev, dtype=dt),
             )
             swiglu_xformers(x, torch.cat((w, w)), w.t().contiguous())
+            unfused = xformers_swiglu_unfused(x, w, w.t().contiguous())
+            if unfused:
+                return unfused
         elif name == "cross_entropy_liger":
             logits = torch.randn(4, 64, device=dev, dtype=torch.float32)
             cross_entropy_liger(logits, torch.zeros(4, dtype=torch.long, device=dev))
@@ -162,6 +166,23 @@ def _probe(name: str) -> str | None:
     except Exception as e:  # ImportError, NotImplementedError, CUDA arch errors, ...
         return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}".strip()
     return None
+
+
+def xformers_swiglu_unfused(x: torch.Tensor, w13_half: torch.Tensor, w2: torch.Tensor) -> str:
+    """Why xformers' swiglu is no faster than ours for these operands ("" when it has a fused op
+    for them). Its dispatcher falls back to an eager op of its own, the same math with the gate
+    and up projections as two matmuls where swiglu_eager does one; xformers 0.0.35 has no fused
+    op at all (seen on an H200 with torch 2.11, where the probe alone had passed)."""
+    import xformers.ops as xops
+
+    dispatch = getattr(xops, "SwiGLUOpDispatch", None)
+    eager = getattr(xops, "SwiGLUEagerOp", None)
+    if dispatch is None or eager is None:
+        return ""
+    op = dispatch.from_arguments(x, w13_half, None, w13_half, None, w2, None).op
+    if op is eager:
+        return "xformers' swiglu has no fused op here: it runs its own eager op (two matmuls)"
+    return ""
 
 
 def available(name: str) -> tuple[bool, str]:
@@ -182,6 +203,12 @@ _ATTENTION: dict[str, Callable] = {
 _SWIGLU: dict[str, Callable] = {"xformers": swiglu_xformers, "eager": swiglu_eager}
 _RMS_NORM: dict[str, Callable] = {"fused": rms_norm_fused, "eager": rms_norm_eager}
 _CROSS_ENTROPY: dict[str, Callable] = {"liger": cross_entropy_liger, "eager": cross_entropy_eager}
+# Kernels `auto` never picks, with the reason; they run when forced.
+NOT_AUTO: dict[tuple[str, str], str] = {
+    # Seen on an H200: liger's forward reads target_mask.sum().item(), a host sync every
+    # micro-batch (the no-sync check failed on it) and a graph break under torch.compile.
+    ("cross_entropy", "liger"): "it syncs the host every call (target_mask.sum().item())",
+}
 
 # kind -> {name: implementation}; each kind's names in the order `auto` tries them.
 KINDS: dict[str, dict[str, Callable]] = {
@@ -211,12 +238,15 @@ HALF = (torch.float16, torch.bfloat16)
 
 
 def _auto(kind: str, device_type: str) -> tuple[str, ...]:
-    """What `auto` tries for `kind`, in KINDS' order: every kernel but the naive reference,
-    the CUDA-only ones on CUDA only (the last is the reference and always runs)."""
+    """What `auto` tries for `kind`, in KINDS' order: every kernel but the naive reference and
+    those in NOT_AUTO, the CUDA-only ones on CUDA only (the last is the reference and always
+    runs)."""
     return tuple(
         name
         for name in KINDS[kind]
-        if name != "naive" and (device_type == "cuda" or (kind, name) not in CUDA_ONLY)
+        if name != "naive"
+        and (kind, name) not in NOT_AUTO
+        and (device_type == "cuda" or (kind, name) not in CUDA_ONLY)
     )
 
 

@@ -112,6 +112,10 @@ class Trainer:
         peak = device_peak(self.device)
         self.peak_name, self.peak_flops = peak if peak else (None, None)
         self._pending_loss: dict[int, torch.Tensor] = {}
+        # A log step's scalars wait here for its timings, which CUDA events give a step or more
+        # late; logged alone first, the timings would come behind a later step and reslog (as
+        # wandb) drops a step lower than one already logged.
+        self._unlogged: dict[int, dict[str, Any]] = {}
         self._rank_times: list[float] = []
         self._phase_sums: dict[str, float] = {}  # since the last log step, for the means
         self._phase_steps = 0
@@ -330,6 +334,7 @@ class Trainer:
         if not self.dist.is_master:
             if self.cfg.logging.every_rank:
                 self.rank_logger.log(metrics, step=step)
+            self._emit(step, {})
             return
         if metrics["time/step"] > 0:
             tps = self.tokens_per_step / metrics["time/step"]
@@ -337,7 +342,24 @@ class Trainer:
             if self.peak_flops:
                 per_gpu = tps / self.dist.world_size
                 metrics["train/mfu"] = self.flops_per_token * per_gpu / self.peak_flops
-        self.logger.log(metrics, step=step)
+        self._emit(step, metrics)
+
+    def _emit(self, step: int, metrics: dict[str, Any]) -> None:
+        """Log step ``step``'s waiting scalars with ``metrics``, in one call; any earlier step
+        still waiting goes first, so the steps reach the logger in order."""
+        for s in sorted(s for s in self._unlogged if s < step):
+            self.logger.log(self._unlogged.pop(s), step=s)
+        merged = {**self._unlogged.pop(step, {}), **metrics}
+        if merged:
+            self.logger.log(merged, step=step)
+
+    def _settle(self) -> None:
+        """Wait for every step's timings and log all that waits (before a log at the current
+        step from elsewhere: validation, the end of training, closing)."""
+        for s, times in self.timer.drain():
+            self._on_resolved(s, times)
+        for s in sorted(self._unlogged):
+            self.logger.log(self._unlogged.pop(s), step=s)
 
     def _print(self, step: int, loss: float) -> None:
         now = time.perf_counter()
@@ -358,23 +380,20 @@ class Trainer:
             out, torch.tensor([mine], dtype=torch.float64), group=distributed.cpu_group()
         )
         if self.dist.is_master:
-            self.logger.log(
-                {f"time/rank{r}/step": float(v) for r, v in enumerate(out.tolist())}, step=step
-            )
+            waiting = self._unlogged.setdefault(step, {})
+            waiting.update({f"time/rank{r}/step": float(v) for r, v in enumerate(out.tolist())})
 
     def log_step(self, loss: torch.Tensor, grad_norm: torch.Tensor, lr: float) -> None:
         step = self.step  # steps done, the 1-based number of the step just taken
         if self._is_log_step(step):
             # 0-d device tensors: reslog converts them in bulk when it flushes, so no sync here.
-            self.logger.log(
-                {
-                    "train/loss": loss,
-                    "train/grad_norm": grad_norm,
-                    "train/lr": lr,
-                    "train/tokens": self.tokens,
-                },
-                step=step,
-            )
+            # Logged with the step's timings once they resolve (_emit).
+            self._unlogged[step] = {
+                "train/loss": loss,
+                "train/grad_norm": grad_norm,
+                "train/lr": lr,
+                "train/tokens": self.tokens,
+            }
         for s, times in self.timer.poll():
             self._on_resolved(s, times)
         phase = self.schedule.phase(step - 1)
@@ -421,6 +440,7 @@ class Trainer:
             return None
         valid = loss_sum / n
         self.best_valid = min(self.best_valid, valid)
+        self._settle()  # the steps before this one first: validation has synchronised anyway
         self.logger.log(
             {"valid/loss": valid, "valid/ppl": math.exp(min(valid, 50.0))}, step=self.step
         )
@@ -457,8 +477,7 @@ class Trainer:
                 )
                 distributed.print0(f"time budget of {t.max_minutes:g} min reached: stopping")
                 break
-        for s, times in self.timer.drain():
-            self._on_resolved(s, times)
+        self._settle()
         if t.eval_every and self.step % t.eval_every != 0:
             self.evaluate()
         if t.save_final and not (t.ckpt_every and self.step % t.ckpt_every == 0):
@@ -468,6 +487,10 @@ class Trainer:
         """Release the loader, end the run (``status`` None = finished), leave the group."""
         with contextlib.suppress(Exception):
             self.loader.close()
+        # What waits for timings is logged even after a crash (a failed CUDA context may not
+        # answer the events: then it is lost with the step, as it would be unsynchronised).
+        with contextlib.suppress(Exception):
+            self._settle()
         try:
             self.rank_logger.close(status)
         finally:

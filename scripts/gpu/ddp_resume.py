@@ -11,7 +11,6 @@ to the same end. B's losses from ``--ckpt-at``+1 on are compared with A's: equal
 
 from __future__ import annotations
 
-import os
 import shutil
 import sqlite3
 import subprocess
@@ -107,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         "--logging.project",
         "gpu-check",
     ]
-    env = {**os.environ, "PYTHONPATH": str(gpucheck.ROOT), "OMP_NUM_THREADS": "1"}
+    env = {**gpucheck.child_env(), "OMP_NUM_THREADS": "1"}
     a_store, b_store = work / "a.db", work / "b.db"
     rc_a = torchrun(
         [

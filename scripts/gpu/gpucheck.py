@@ -29,6 +29,14 @@ JUST_STEPS = [
 ]  # fmt: skip
 
 
+def child_env() -> dict[str, str]:
+    """This process's environment for a child Python, with the repository first on PYTHONPATH
+    and the rest kept: gpu_check.sh puts the carried wheels' folder there (.gpu-site), without
+    which a child cannot import SQLAlchemy on the GPU host."""
+    path = [str(ROOT), *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(dict.fromkeys(path))}
+
+
 def cuda_available() -> bool:
     try:
         import torch

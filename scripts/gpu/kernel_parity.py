@@ -324,6 +324,28 @@ def missing(case: str) -> str | None:
     return None
 
 
+# The trainer's own availability probe of a case's kernel (trainer/kernels.py).
+PROBES = {
+    "flash-attn": "flash",
+    "xformers attention": "xformers",
+    "xformers swiglu": "swiglu_xformers",
+    "liger cross_entropy": "cross_entropy_liger",
+}
+
+
+def refused_by_trainer(case: str) -> str | None:
+    """Why the trainer will not run this case's kernel here, or None. An installed package
+    whose binary does not fit the host's torch (xformers 0.0.35's attention on torch 2.11+cu130:
+    "No operator found") is a kernel the trainer never picks, not one that disagrees."""
+    probe = PROBES.get(case)
+    if probe is None:
+        return None
+    from trainer import kernels
+
+    ok, why = kernels.available(probe)
+    return None if ok else why
+
+
 def run_case(name: str, fn: Callable[[], list[Row]]) -> tuple[list[Row], str | None]:
     """(rows, None) or ([], why it could not run)."""
     why = missing(name)
@@ -362,6 +384,9 @@ def main(argv: list[str] | None = None) -> int:
         if why:
             print(f"{name:45s} not run: {why}")
     failed = [r for r in rows if not r.ok]
+    for k, v in list(not_run.items()):
+        if v.startswith("error") and (why := refused_by_trainer(k)):
+            not_run[k] = f"unusable here, refused by the trainer's probe too ({why})"
     errors = {k: v for k, v in not_run.items() if v.startswith("error")}
     if args.cpu_dry_run:
         not_run = {k: v for k, v in not_run.items() if k not in CUDA_ONLY}

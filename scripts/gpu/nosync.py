@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
+import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -113,9 +114,12 @@ def trainer_steps(out: Path, steps: int, device: str, strict: bool) -> dict:
                 for _ in range(steps):
                     trainer.log_step(*trainer.train_step())
             except RuntimeError as e:
-                error = repr(e)
-        for s, times in trainer.timer.drain():
-            trainer._on_resolved(s, times)
+                # where the sync was: the innermost frames name the kernel or library
+                frames = traceback.extract_tb(e.__traceback__)[-3:]
+                error = f"{e!r} at " + " <- ".join(
+                    f"{Path(f.filename).name}:{f.lineno} {f.line}" for f in reversed(frames)
+                )
+        trainer._settle()
     finally:
         trainer.close()
     stored = gpucheck.read_points(out / "nosync.db", "nosync-trainer")

@@ -236,8 +236,7 @@ def overhead(trainer, cfg, args, device: str) -> dict[str, Any]:
             else:
                 trainer.logger, trainer.timer = NullLogger(), off_timer
             got[on] = run_steps(trainer, args.overhead_chunk, device) / args.overhead_chunk
-            for s, times in trainer.timer.drain():  # the last steps' timings, outside the clock
-                trainer._on_resolved(s, times)
+            trainer._settle()  # the last steps' timings and scalars, outside the clock
             trainer.logger.close()
         t_on.append(got[True])
         t_off.append(got[False])
@@ -267,7 +266,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=30, help="timed steps")
     p.add_argument("--target-mfu", type=float, default=0.5)
     p.add_argument("--overhead-pairs", type=int, default=8, help="0: no overhead check")
-    p.add_argument("--overhead-chunk", type=int, default=10, help="steps per on/off chunk")
+    p.add_argument(
+        "--overhead-chunk",
+        type=int,
+        default=0,
+        help="steps per on/off chunk (0: as many as take about 3 s, at least 2)",
+    )
     p.add_argument("--profile", choices=("auto", "always", "never"), default="auto")
     args, unknown = p.parse_known_args(argv)
     args.set += unknown  # `--set --data.batch_size 64`: argparse hands the pairs over here
@@ -369,6 +373,10 @@ def main(argv: list[str] | None = None) -> int:
         print(timers.summary)
 
         if args.overhead_pairs:
+            # 10-step chunks of the H200's 1.04 s steps made 8 pairs take 170 s, past the step's
+            # time limit: a chunk's length in seconds is what the comparison needs.
+            if not args.overhead_chunk:
+                args.overhead_chunk = max(2, round(3.0 / per_step))
             over = gpucheck.Result("overhead", args.out, args.cpu_dry_run)
             over.details = overhead(trainer, cfg, args, device)
             pct = over.details["paired_overhead_pct"]
