@@ -380,8 +380,11 @@ class Trainer:
             out, torch.tensor([mine], dtype=torch.float64), group=distributed.cpu_group()
         )
         if self.dist.is_master:
-            waiting = self._unlogged.setdefault(step, {})
-            waiting.update({f"time/rank{r}/step": float(v) for r, v in enumerate(out.tolist())})
+            ranks = {f"time/rank{r}/step": float(v) for r, v in enumerate(out.tolist())}
+            if step in self._unlogged:  # the step waits for its timings: it goes with them
+                self._unlogged[step].update(ranks)
+            else:
+                self.logger.log(ranks, step=step)
 
     def log_step(self, loss: torch.Tensor, grad_norm: torch.Tensor, lr: float) -> None:
         step = self.step  # steps done, the 1-based number of the step just taken
