@@ -92,13 +92,18 @@ _SECRETS = re.compile(
     r"|(?P<shaped>\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,}|hf_[A-Za-z0-9]{30,}"
     r"|sk-[A-Za-z0-9_-]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})\b)"
 )
-# Text holding none of these is returned as it is, without a regex (the usual event).
-_HINTS = ("://", "=", ":", "earer", "asic", "gh", "hf_", "sk-", "xox", "AKIA")
+# Text holding none of these (lower-cased) is returned as it is, without a regex: every rule
+# needs one (a secret word of a name or header, a scheme, "://", a token's shape).
+_HINTS = (
+    "://", "token", "secret", "pass", "pwd", "key", "cred", "pat", "sig", "auth", "bearer",
+    "basic", "cookie", "session", "jwt", "hook", "gh", "hf_", "sk-", "xox", "akia",
+)  # fmt: skip
 
 
 def redact_text(text: str) -> str:
     """`text` with the credentials in it replaced (see the module's docstring)."""
-    if not any(h in text for h in _HINTS):  # the usual text: no regex at all
+    lower = text.lower()
+    if not any(h in lower for h in _HINTS):  # the usual text: no regex at all
         return text
     if "://" in text:
         text = _URL_PASSWORD.sub(_hide_password, text)
@@ -169,9 +174,12 @@ def is_secret_flag(flag: str) -> bool:
     return name in ("p", "key", "pat") or is_secret_key(name)
 
 
+_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
+_NOT_WORD = re.compile(r"[^A-Za-z0-9]+")
+
+
 def _words(key: str) -> list[str]:
-    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", key)
-    return [w for w in re.split(r"[^A-Za-z0-9]+", spaced.lower()) if w]
+    return [w for w in _NOT_WORD.split(_CAMEL.sub(r"\1_\2", key).lower()) if w]
 
 
 def is_secret_key(key: str) -> bool:
