@@ -174,6 +174,10 @@ def writers(shared: Path, store: Path) -> list[tuple[str, str, list[str], bool]]
         ("reslog upgrade", f"import shutil; shutil.copy({str(ASSETS / 'store_0004.db')!r}, "
                            f"{str(old)!r})\n" + cli("reslog.tools.cli", "upgrade", str(old)),
          ["old.db.bak-0004", "old.db.bak-0004.1"], True),
+        # a new store's name holding a link to nothing: SQLite would create what it names
+        ("reslog.init (a link to nothing at the store)",
+         f"import reslog\ntry:\n  reslog.init(store={s + '/new.db'!r}, system=False)\n"
+         "except Exception as e:\n  sys.exit(str(e))\n", ["new.db=>nothing-here"], False),
         ("resplot settings", "from pathlib import Path\nfrom resplot.settings import Settings, "
                              f"save\nsave(Settings(), Path({s!r}) / 'settings.json')\n",
          ["settings.json"], True),
