@@ -143,8 +143,9 @@ def source_store() -> Iterator[Path]:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-# (what, code run as the victim, the names the attacker plants at, whether it must succeed)
-def writers(shared: Path, store: Path) -> list[tuple[str, str, list[str], bool]]:
+# (what, code run as the victim, the names the attacker plants at, True: it must succeed,
+# else it must be refused in one line: False, or words the line holds)
+def writers(shared: Path, store: Path) -> list[tuple[str, str, list[str], bool | str]]:
     s = str(shared)
     old = shared / "old.db"
     return [
@@ -164,7 +165,7 @@ def writers(shared: Path, store: Path) -> list[tuple[str, str, list[str], bool]]
         # a link at the mirror's own name is refused; links at its side files are not followed
         ("resplot sync (link at the mirror)",
          cli("resplot.cli", "sync", str(store), f"{s}/mirror.db"), ["mirror.db=>victim.db"],
-         False),
+         "is a link made by"),
         # SQLite opens its -wal/-shm/-journal with O_NOFOLLOW: links there make it refuse
         ("resplot sync (links at its side files)", cli("resplot.cli", "sync", str(store),
                                                        f"{s}/mirror2.db"),
@@ -177,14 +178,15 @@ def writers(shared: Path, store: Path) -> list[tuple[str, str, list[str], bool]]
         # a new store's name holding a link to nothing: SQLite would create what it names
         ("reslog.init (a link to nothing at the store)",
          f"import reslog\ntry:\n  reslog.init(store={s + '/new.db'!r}, system=False)\n"
-         "except Exception as e:\n  sys.exit(str(e))\n", ["new.db=>nothing-here"], False),
+         "except Exception as e:\n  sys.exit(str(e))\n", ["new.db=>nothing-here"],
+         "a link to nothing is there"),
         ("resplot settings", "from pathlib import Path\nfrom resplot.settings import Settings, "
                              f"save\nsave(Settings(), Path({s!r}) / 'settings.json')\n",
          ["settings.json"], True),
         ("local copies' index", "from resplot.ui.local_copies import LocalCopies\ntry:\n"
                                 f"  LocalCopies({s + '/copies'!r}).keep('gpu-box:runs/x.db')\n"
                                 "except OSError as e:\n  sys.exit(f'{e.filename}: {e.strerror}')\n",
-         ["copies=>"], False),
+         ["copies=>"], "is a link made by"),
         ("trainer corpus", cli("trainer.corpus", "--out", f"{s}/corpus.jsonl", "--max-mb",
                                "0.01", "--root", str(ROOT / "schema")), ["corpus.jsonl"], True),
         ("trainer checkpoint", "from pathlib import Path\nfrom trainer.checkpoint import "
@@ -204,12 +206,13 @@ def test_no_planted_link_changes_a_file_of_the_victim(
     for what, code, targets, must_work in writers(shared, source_store):
         done = victim_runs(other_user, shared, victim, code, targets)
         results[what] = done.returncode
-        if must_work:
+        if must_work is True:
             assert done.returncode == 0, f"{what}: {done.stderr[-1500:]}"
-        else:  # refused, in one line
+        else:  # refused, in one line (saying why, where the test knows the words)
             assert done.returncode != 0 and len(done.stderr.strip().splitlines()) == 1, (
                 f"{what}: {done.returncode} {done.stderr[-1500:]}"
             )
+            assert must_work is False or must_work in done.stderr, done.stderr
         changed = {k for k, v in fingerprint(victim).items() if before.get(k) != v}
         assert changed == set(), f"{what} changed or created {sorted(changed)} in the victim's"
     # What the commands wrote is where it was asked for, as regular files of the victim's.
