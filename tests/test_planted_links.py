@@ -275,20 +275,25 @@ def test_other_users_read_nothing_of_yours(home, source_store, other_user):  # n
     mirror = copies.mirror_path(str(source_store))
     store = home / "runs" / "reslog.db"
     reslog.init(store=store, system=False, config={"host": "gpu-box"}).finish()
-    export = home / "points.csv"
-    with _text_out(export) as out:  # an export's temporary file, caught mid-write
-        out.write("run,uid\n")
-        [temp] = [p for p in home.iterdir() if p.name.startswith(".points.csv.")]
-        files = [settings.config_path(), copies.index_path, mirror, store, temp]
-        for f in files:
-            assert stat.S_IMODE(f.stat().st_mode) == 0o600, f
-            assert stat.S_IMODE(f.parent.stat().st_mode) == 0o700 or f.parent == home, f
-            peek = other_user.run(["cat", str(f)], check=False)
-            assert peek.returncode != 0 and b"Permission denied" in peek.stderr, f
+
+    def private(f: Path) -> None:
+        assert stat.S_IMODE(f.stat().st_mode) == 0o600, f
+        assert stat.S_IMODE(f.parent.stat().st_mode) == 0o700 or f.parent == home, f
+        peek = other_user.run(["cat", str(f)], check=False)
+        assert peek.returncode != 0 and b"Permission denied" in peek.stderr, f
+
+    for f in (settings.config_path(), copies.index_path, mirror, store):
+        private(f)
     folders = [old_folder, copies.directory, copies.directory.parent, store.parent]
     for folder in folders:
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
         peek = other_user.run(["ls", str(folder)], check=False)
         assert peek.returncode != 0 and b"Permission denied" in peek.stderr, folder
+    export = home / "points.csv"
+    with _text_out(export) as out:  # an export's temporary file, caught mid-write
+        out.write("run,uid\n")
+        out.flush()
+        [temp] = [p for p in home.iterdir() if p.name.startswith(".points.csv.")]
+        private(temp)
     assert json.loads(copies.index_path.read_text())["kept"]  # what was written is there
     assert settings.load().problem is None and export.read_text() == "run,uid\n"
