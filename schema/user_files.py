@@ -129,6 +129,13 @@ def private_folder(path: PathLike) -> Path:
     return path
 
 
+def _set_mode(fd: int, path: PathLike, mode: int) -> None:
+    if hasattr(os, "fchmod"):
+        os.fchmod(fd, mode)
+    else:  # Windows (resplot's settings there): only the read-only bit means anything
+        os.chmod(path, mode)
+
+
 def _temp_prefix(target: Path) -> str:
     return f".{target.name[:100]}."
 
@@ -164,7 +171,7 @@ def replacing(
         with fh:
             yield fh
             fh.flush()
-            os.fchmod(fh.fileno(), default_mode() if file_mode is None else file_mode)
+            _set_mode(fh.fileno(), tmp, default_mode() if file_mode is None else file_mode)
             os.fsync(fh.fileno())
         os.replace(tmp, target)
     except BaseException:
@@ -185,9 +192,9 @@ def replacing_path(target: PathLike, *, file_mode: int | None = None) -> Iterato
     try:
         path = folder / target.name
         yield path
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(path, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0))
         try:
-            os.fchmod(fd, default_mode() if file_mode is None else file_mode)
+            _set_mode(fd, path, default_mode() if file_mode is None else file_mode)
             os.fsync(fd)
         finally:
             os.close(fd)
