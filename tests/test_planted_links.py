@@ -17,12 +17,10 @@ and an export's temporary file are 0600 in 0700 folders, and the second user rea
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import shutil
-import sqlite3
 import stat
 import subprocess
 import sys
@@ -57,9 +55,7 @@ def victim() -> Iterator[Path]:
     folder = Path(tempfile.mkdtemp(prefix="victim-", dir="/tmp"))
     for i in range(40):
         (folder / f"precious{i:02d}").write_text(f"precious file {i:04d}\n")  # 21 bytes each
-    with contextlib.closing(sqlite3.connect(folder / "victim.db")) as db:  # a store of theirs
-        db.execute("CREATE TABLE mine (x)")
-        db.commit()
+    reslog.init(store=folder / "victim.db", name="mine", system=False).finish()  # their store
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
 
@@ -179,7 +175,12 @@ def writers(shared: Path, store: Path) -> list[tuple[str, str, list[str], bool |
         ("reslog.init (a link to nothing at the store)",
          f"import reslog\ntry:\n  reslog.init(store={s + '/new.db'!r}, system=False)\n"
          "except Exception as e:\n  sys.exit(str(e))\n", ["new.db=>nothing-here"],
-         "a link to nothing is there"),
+         "is a link made by"),
+        # a link to a store of the victim's: the run would be written into it
+        ("reslog.init (a link to the victim's store)",
+         f"import reslog\ntry:\n  reslog.init(store={s + '/runs.db'!r}, system=False)\n"
+         "except Exception as e:\n  sys.exit(str(e))\n", ["runs.db=>victim.db"],
+         "is a link made by"),
         ("resplot settings", "from pathlib import Path\nfrom resplot.settings import Settings, "
                              f"save\nsave(Settings(), Path({s!r}) / 'settings.json')\n",
          ["settings.json"], True),
