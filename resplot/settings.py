@@ -1,9 +1,11 @@
 """Settings that survive a restart: sources, ticked runs, page, view options, window layout.
 
-One JSON file, `$RESPLOT_CONFIG` or `~/.config/resplot/settings.json`. Written atomically
-(temporary file + rename), so a crash mid-write leaves the old file. A file that cannot be read
-(bad JSON, bad values) is moved aside as `settings.json.corrupt-<time>` and reported; the viewer
-starts with defaults instead of refusing to open.
+One JSON file, `$RESPLOT_CONFIG` or `~/.config/resplot/settings.json`, private (0600; the
+`resplot` folder 0700): it names your hosts, user names, ports and store paths. Written
+atomically through schema.user_files (a fresh file beside it, renamed over it), so a crash
+mid-write leaves the old file and a link planted there is replaced, never written through. A
+file that cannot be read (bad JSON, bad values) is moved aside as `settings.json.corrupt-<time>`
+and reported; the viewer starts with defaults instead of refusing to open.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from resplot.data.state import StateError, ViewState
+from schema.user_files import make_private_folders, private_folder, write_file
 
 VERSION = 1
 
@@ -24,8 +27,12 @@ def config_path() -> Path:
     env = os.environ.get("RESPLOT_CONFIG")
     if env:
         return Path(env).expanduser()
+    return default_folder() / "settings.json"
+
+
+def default_folder() -> Path:
     base = os.environ.get("XDG_CONFIG_HOME") or "~/.config"
-    return Path(base).expanduser() / "resplot" / "settings.json"
+    return Path(base).expanduser() / "resplot"
 
 
 @dataclass
@@ -70,8 +77,12 @@ def load(path: Path | None = None, *, move_bad: bool = True) -> Settings:
 
 
 def save(settings: Settings, path: Path | None = None) -> None:
+    """Write the settings, 0600 whatever the umask. resplot's own folder is made private (0700,
+    this user's, not a link); a folder named by $RESPLOT_CONFIG is left as it is, missing ones
+    are created 0700."""
     path = config_path() if path is None else Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(settings.to_dict(), indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    if path.parent == default_folder():
+        private_folder(path.parent)
+    else:
+        make_private_folders(path.parent)
+    write_file(path, json.dumps(settings.to_dict(), indent=2) + "\n", private=True)

@@ -31,6 +31,7 @@ from schema.mirror import mirror_cursors, mirror_metadata
 from schema.rollup_writer import Pending, RollupWriter
 from schema.store import open_store
 from schema.tables import events, runs
+from schema.user_files import check_not_planted
 from schema.writes import insert_run, resolve_keys
 
 BATCH_POINTS = 200_000  # points per request and per mirror transaction
@@ -71,6 +72,10 @@ class Mirror:
         self.path = Path(path).expanduser()
         if not isinstance(parse_spec(str(self.path)), LocalSpec):
             raise SyncError(f"the mirror must be a local store path, not {path}")
+        try:  # a link another user put there would have the mirror written into what it names
+            check_not_planted(self.path)
+        except PermissionError as exc:
+            raise SyncError(f"the mirror {self.path} {exc.strerror}") from None
         self.engine: Engine = open_store(self.path, create=True)
         mirror_metadata.create_all(self.engine, checkfirst=True)
         self._writers: dict[int, RollupWriter] = {}

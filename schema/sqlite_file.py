@@ -17,6 +17,8 @@ import sqlite3
 from pathlib import Path
 from urllib.parse import quote
 
+from schema.user_files import replacing_path
+
 MODE_ENV = "RESLOG_STORE_MODE"
 DEFAULT_FILE_MODE = 0o600
 
@@ -64,10 +66,19 @@ def make_folders(folder: str | os.PathLike[str]) -> None:
 
 
 def create_file(path: str | os.PathLike[str]) -> bool:
-    """Create `path` empty with file_mode(), exactly; False when it exists already."""
+    """Create `path` empty with file_mode(), exactly; False when a file is there already. A link
+    to nothing there (planted, where others can write the folder) is refused, as SQLite would
+    otherwise create the file it points to."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = os.open(os.fspath(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, DEFAULT_FILE_MODE)
+        fd = os.open(os.fspath(path), flags, DEFAULT_FILE_MODE)
     except FileExistsError:
+        if os.path.islink(path) and not os.path.exists(path):
+            raise FileExistsError(
+                errno.EEXIST,
+                "a link to nothing is there: remove it or choose another name",
+                os.fspath(path),
+            ) from None
         return False
     try:
         os.fchmod(fd, file_mode())
@@ -118,11 +129,13 @@ def connect_readonly(path: str | os.PathLike[str], **kw) -> sqlite3.Connection:
 
 def backup_into(source: sqlite3.Connection, target: str | os.PathLike[str]) -> None:
     """Copy the database open as `source` into the file `target` through SQLite's backup API:
-    a consistent snapshot, WAL included, safe beside concurrent readers and writers. A new
-    `target` is created with file_mode() (a copy holds what the store holds)."""
-    create_file(target)
-    dst = sqlite3.connect(os.fspath(target))
-    try:
-        source.backup(dst)
-    finally:
-        dst.close()
+    a consistent snapshot, WAL included, safe beside concurrent readers and writers. The copy
+    is made in a private folder beside `target` and moved over it whole (schema.user_files:
+    never through a link planted at `target` or at its -journal), with file_mode() (a copy
+    holds what the store holds)."""
+    with replacing_path(target, file_mode=file_mode()) as tmp:
+        dst = sqlite3.connect(os.fspath(tmp))
+        try:
+            source.backup(dst)
+        finally:
+            dst.close()

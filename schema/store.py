@@ -21,6 +21,7 @@ from schema.errors import NotAStore, SchemaTooNew, SchemaTooOld, StoreError, Sto
 from schema.revision import HEAD_REVISION
 from schema.sqlite_file import connect_readonly, create_file, make_folders
 from schema.tables import metadata
+from schema.user_files import check_not_planted
 
 DEFAULT_STORE = "runs/reslog.db"
 BUSY_TIMEOUT_MS = 30_000
@@ -231,6 +232,11 @@ def open_store(
     path = sqlite_path(url)
     where = str(path) if path is not None else url
     if path is not None:
+        if create and not readonly:
+            try:  # a writer follows no link another user put at the store's name
+                check_not_planted(path)
+            except PermissionError as exc:
+                raise StoreError(f"cannot write {path}: it {exc.strerror}") from None
         if path.is_dir():
             raise NotAStore(f"{path} is a directory, not a store file")
         if not path.exists():

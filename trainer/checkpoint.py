@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from schema.user_files import replacing
 from trainer import distributed
 
 STEP_DIR = re.compile(r"^step_(\d{8})$")
@@ -59,12 +60,8 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 def _atomic_save(obj: Any, path: Path) -> None:
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
+    with replacing(path, "wb") as f:  # a fresh file, synced and renamed over the target
         torch.save(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def save(

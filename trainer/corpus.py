@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from schema.user_files import replacing
+
 DATA_SRC = "python-stdlib"
 # Third-party code and the regression-test suites (most of the bytes, least typical code).
 _SKIP_DIRS = {"site-packages", "dist-packages", "__pycache__"}
@@ -57,9 +59,8 @@ def build_corpus(
         raise FileNotFoundError(f"no source folder at {root}")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
     documents = total = skipped = 0
-    with open(tmp, "w", encoding="utf-8") as f:
+    with replacing(out, "w") as f:
         for p in iter_sources(root, include_tests):
             rel = p.relative_to(root).as_posix()
             try:
@@ -83,7 +84,6 @@ def build_corpus(
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
             documents += 1
             total += size
-    tmp.replace(out)
     return CorpusInfo(out, documents, total, skipped, root)
 
 

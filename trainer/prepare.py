@@ -17,7 +17,6 @@ import hashlib
 import itertools
 import json
 import os
-import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -25,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from schema.user_files import copy_file, replacing, write_file
 from trainer.readers import ReadStats, find_sources, read_texts
 from trainer.tokenizer import Tokenizer, file_sha256
 
@@ -58,9 +58,8 @@ class ShardWriter:
 
     def _flush(self) -> None:
         name = f"{self.split}_{len(self.shards):05d}.bin"
-        tmp = self.out / (name + ".tmp")
-        self._buf[: self._fill].astype(self.dtype.newbyteorder("<"), copy=False).tofile(tmp)
-        tmp.replace(self.out / name)
+        with replacing(self.out / name, "wb") as f:
+            self._buf[: self._fill].astype(self.dtype.newbyteorder("<"), copy=False).tofile(f)
         self.shards.append({"file": name, "tokens": int(self._fill)})
         self._fill = 0
 
@@ -141,7 +140,7 @@ def prepare(
         if src_tokenizer.is_dir():
             src_tokenizer = src_tokenizer / "tokenizer.json"
         if src_tokenizer.resolve() != (out / "tokenizer.json").resolve():
-            shutil.copyfile(src_tokenizer, out / "tokenizer.json")
+            copy_file(src_tokenizer, out / "tokenizer.json")
         log(f"loaded tokenizer {src_tokenizer} ({tok.n_tokens} tokens)")
         origin = str(src_tokenizer)
     else:
@@ -216,9 +215,7 @@ def prepare(
         "read_stats": stats.to_dict(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-    tmp = out / (MANIFEST + ".tmp")
-    tmp.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(out / MANIFEST)
+    write_file(out / MANIFEST, json.dumps(manifest, indent=2) + "\n")
     return manifest
 
 

@@ -22,6 +22,8 @@ from pathlib import Path
 from tokenizers import Regex, decoders, models, pre_tokenizers, trainers
 from tokenizers import Tokenizer as _HFTokenizer
 
+from schema.user_files import replacing_path
+
 BOS = "<|bos|>"
 EOS = "<|eos|>"
 PAD = "<|pad|>"
@@ -102,9 +104,8 @@ class Tokenizer:
         if path.is_dir():
             path = path / "tokenizer.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        self._hf.save(str(tmp))
-        tmp.replace(path)
+        with replacing_path(path) as tmp:
+            self._hf.save(str(tmp))
         return path
 
     @property

@@ -28,6 +28,7 @@ from schema.envelope import agg_of
 from schema.records import RunInfo
 from schema.rollup import STEP_HI, STEP_LO, N
 from schema.store_reader import StoreReader
+from schema.user_files import replacing
 
 POINT_FORMATS = ("csv", "csv-wide", "parquet")
 TABLE_FORMATS = ("csv", "md", "latex")
@@ -189,16 +190,10 @@ def _text_out(path: str | os.PathLike[str] | TextIO) -> Iterator[TextIO]:
     elif os.fspath(path) == "-":
         yield sys.stdout
     else:
-        # Write beside the target, then rename: a failed export never leaves half a file.
-        target = os.fspath(path)
-        tmp = f"{target}.tmp{os.getpid()}"
-        try:
-            with open(tmp, "w", newline="", encoding="utf-8") as f:
-                yield f
-            os.replace(tmp, target)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+        # A fresh file beside the target, renamed over it: a failed export never leaves half a
+        # file, and a link planted at the target (or at any name) is never written through.
+        with replacing(path, "w", newline="", encoding="utf-8") as f:
+            yield f
 
 
 def _keys_of(runs: Sequence[ExportRun], keys: Sequence[str] | None) -> list[str]:
@@ -276,34 +271,27 @@ def _write_parquet(runs: Sequence[ExportRun], path: str | os.PathLike[str], keys
             ("value", pa.float64()),  # NaN stays NaN (not null)
         ]
     )
-    target = os.fspath(path)
-    tmp = f"{target}.tmp{os.getpid()}"
-    try:
-        with pq.ParquetWriter(tmp, schema) as writer:
-            for d in runs:
-                for key in keys:
-                    if key not in d.series:
-                        continue
-                    for chunk in _chunks(d, key):  # one row group per chunk: bounded memory
-                        n = len(chunk)
-                        steps, walls, values = zip(*chunk, strict=True) if n else ((), (), ())
-                        writer.write_table(
-                            pa.table(
-                                {
-                                    "run": [d.run.name] * n,
-                                    "uid": [d.run.ref.uid] * n,
-                                    "key": [key] * n,
-                                    "step": [int(s) for s in steps],
-                                    "wall": [float(t) for t in walls],
-                                    "value": [float(v) for v in values],
-                                },
-                                schema=schema,
-                            )
+    with replacing(path, "wb") as out, pq.ParquetWriter(out, schema) as writer:
+        for d in runs:
+            for key in keys:
+                if key not in d.series:
+                    continue
+                for chunk in _chunks(d, key):  # one row group per chunk: bounded memory
+                    n = len(chunk)
+                    steps, walls, values = zip(*chunk, strict=True) if n else ((), (), ())
+                    writer.write_table(
+                        pa.table(
+                            {
+                                "run": [d.run.name] * n,
+                                "uid": [d.run.ref.uid] * n,
+                                "key": [key] * n,
+                                "step": [int(s) for s in steps],
+                                "wall": [float(t) for t in walls],
+                                "value": [float(v) for v in values],
+                            },
+                            schema=schema,
                         )
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+                    )
 
 
 def write_points(

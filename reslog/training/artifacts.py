@@ -17,18 +17,20 @@ training loop; finish() waits for it within its time limit.
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import hashlib
 import json
 import os
 import queue
-import shutil
 import tempfile
 import threading
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
+
+from schema.user_files import copy_file
 
 POLICIES = ("live", "now", "end")
 _said: set[str] = set()
@@ -240,7 +242,9 @@ class RunFiles:
             return  # "live": unchanged since it was copied
         target = self._target(path, base)
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, target)
+        # A fresh file renamed over the target (schema.user_files), with the source's mode and
+        # time as copy2 gave: never written through a link planted in the run's folder.
+        copy_file(path, target, file_mode=stat.st_mode & 0o777)
         self._copied[path] = seen
         body = {
             "source": path,
@@ -262,7 +266,7 @@ class RunFiles:
             if entry.get("staged"):  # written with new_file into a temporary folder: keep it
                 kept = self.folder / "artifacts" / f"{artifact.name}-v{version}" / entry["name"]
                 kept.parent.mkdir(parents=True, exist_ok=True)
-                shutil.move(path, kept)
+                _move(path, kept)
                 path = entry["path"] = str(kept)
                 entry.pop("staged")
             entries.append(
@@ -307,3 +311,15 @@ def _matches(pattern: str) -> list[str]:
     return sorted(
         os.path.abspath(p) for p in glob.glob(pattern, recursive=True) if os.path.isfile(p)
     )
+
+
+def _move(source: str, target: Path) -> None:
+    """Rename `source` over `target` (a link there is replaced, not followed into, as
+    shutil.move would into a folder it names); across file systems, a copy then a removal."""
+    try:
+        os.replace(source, target)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        copy_file(source, target, file_mode=os.stat(source).st_mode & 0o777)
+        os.unlink(source)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import socket
 import sys
 from pathlib import Path
 
-from reslog.redact import REDACTED, is_secret_flag, redact_text
+from reslog.redact import redact_argv
 
 
 def host() -> str:
@@ -18,22 +17,7 @@ def host() -> str:
 
 def command_line(argv: list[str] | None = None) -> str:
     """The command as typed, with the values of secret-looking options redacted."""
-    args = list(sys.argv if argv is None else argv)
-    out: list[str] = []
-    hide_next = False
-    for arg in args:
-        if hide_next:
-            out.append(REDACTED)
-            hide_next = False
-            continue
-        match = re.match(r"^(-{1,2}[^=\s]+)(=)(.*)$", arg)
-        if match and is_secret_flag(match.group(1)):
-            out.append(f"{match.group(1)}={REDACTED}")
-        elif arg.startswith("-") and "=" not in arg and is_secret_flag(arg):
-            out.append(arg)
-            hide_next = True
-        else:
-            out.append(redact_text(arg))
+    out = redact_argv([str(a) for a in (sys.argv if argv is None else argv)])
     return shlex.join(out)
 
 

@@ -43,6 +43,7 @@ from resplot.draw.tracks import (
     tokens_guide,
 )
 from schema.compare import metric_stats
+from schema.user_files import replacing
 
 # Where non-finite points are marked, in axes height fractions.
 SAVE_FORMATS = ("png", "svg", "pdf")
@@ -497,7 +498,9 @@ def save_figure(figure: Figure, path: str | Path, dpi: int = 120) -> None:
             f"cannot save a chart as {path.name!r}: use a .png, .svg or .pdf file name"
         )
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, format=fmt, dpi=dpi)
+    # A fresh file beside the target, renamed over it: never written through a planted link.
+    with replacing(path, "wb") as out:
+        figure.savefig(out, format=fmt, dpi=dpi)
 
 
 def render(

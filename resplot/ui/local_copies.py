@@ -4,7 +4,9 @@ Each kept source is synced (resplot.sync) into its own mirror under the data dir
 worker thread, every `interval` seconds. When a kept source stops answering (the rented box was
 released, its disk is gone) its mirror is shown in its place, marked "(local copy)"; when it
 answers again, the mirror is hidden again (the runs would otherwise show twice). The list of kept
-sources is `index.json` in that directory; mirrors are never deleted by resplot.
+sources is `index.json` in that directory; mirrors are never deleted by resplot. The index and
+the mirrors name hosts, users and store paths: they are 0600 in 0700 folders (resplot's data
+folder and its `mirrors` made private when they are the default ones).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from resplot.sources.spec import parse_spec
 from resplot.ssh.options import SSHOptions
 from resplot.sync import Mirror
 from schema.errors import StoreError
+from schema.user_files import make_private_folders, private_folder, write_file
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +68,7 @@ class LocalCopies(QObject):
         interval: float = 60.0,
     ) -> None:
         super().__init__()
+        self.own_folders = not directory  # resplot's own: made private, links refused
         self.directory = Path(directory) if directory else data_dir() / "mirrors"
         self.index_path = self.directory / "index.json"
         self.ssh = ssh
@@ -105,10 +109,16 @@ class LocalCopies(QObject):
         return {str(k): str(v) for k, v in data.get("kept", {}).items()}
 
     def _save(self) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        tmp = self.index_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"kept": self.kept}, indent=1))
-        os.replace(tmp, self.index_path)
+        self.make_directory()
+        write_file(self.index_path, json.dumps({"kept": self.kept}, indent=1), private=True)
+
+    def make_directory(self) -> None:
+        """The mirrors' folder, private: 0700 (resplot's data folder too, when the default)."""
+        if self.own_folders:
+            private_folder(self.directory.parent)
+            private_folder(self.directory)
+        else:
+            make_private_folders(self.directory)
 
     # -- the worker ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -138,6 +148,7 @@ class LocalCopies(QObject):
     def sync_one(self, spec: str) -> None:
         path = self.mirror_path(spec)
         try:
+            self.make_directory()
             with Mirror(path) as mirror:
                 report = mirror.sync(parse_spec(spec), ssh=self.ssh)
         except (AgentConnectionError, AuthFailed, StoreError, TimeoutError, OSError) as exc:
@@ -171,9 +182,14 @@ class ShownCopies(QObject):
         copies.hostBack.connect(self.hide)
 
     def keep(self, spec: str | None) -> None:
-        if spec is not None:
+        if spec is None:
+            return
+        try:
             path = self.copies.keep(spec)
-            self.window.on_error(f"keeping a local copy of {spec} in {path}")
+        except OSError as exc:  # the data folder is a link or another user's: said, not kept
+            self.window.on_error(f"cannot keep a local copy of {spec}: {exc}")
+            return
+        self.window.on_error(f"keeping a local copy of {spec} in {path}")
 
     def selected_spec(self) -> str | None:
         item = self.window.tree.currentItem()
