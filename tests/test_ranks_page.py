@@ -194,6 +194,11 @@ def test_a_job_without_time_step_gets_its_step_time_from_the_log_intervals(tmp_p
     assert [s.rank for s in view.stragglers] == [2] and view.stragglers[0].phase == "data"
     outlines = [a for a in page._artists if isinstance(a, Rectangle)]
     assert {int(o.get_y()) for o in outlines} == {2} and len(outlines) == 2
+    # Scored as steps that wait for no one: rank 2's 0.33 s step 0.2 s longer (0.62), the
+    # others whole (their data waits of a millisecond or two, alone, would score 0.5-0.7).
+    scores = view.scores("data")
+    assert min(scores[2]) > 0.55 and max(scores[2]) < 0.7, scores
+    assert all(min(scores[r]) > 0.9 for r in (0, 1, 3)), scores
     assert zoom.level == 0 and zoom.cell_steps == 1
     for step in (901, 930, 960):
         got = zoom.matrices["step"].vmax[:, zoom.column_of(step)]

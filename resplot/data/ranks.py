@@ -183,8 +183,16 @@ class JobView:
         defines them, from what is stored (no collective): a stretch's time is the median of
         its cells' means; relative is the fastest rank's time over the rank's, at the same
         cells; individual is the rank's best (the 5th percentile of its cells) over its time.
-        1 is the best, 0.5 twice as slow. NaN where a rank has no cell."""
+        1 is the best, 0.5 twice as slow. NaN where a rank has no cell. A phase (no comm
+        logged) is scored as a step that waits for no one: the rank's phase plus the shortest
+        rest of a step (step minus the phase) of the ranks, the one that waited least; alone,
+        a millisecond of data wait would score a healthy rank 0.7 against a faster one."""
         mean = self.matrices[name].mean
+        if name not in (OWN, STEP) and STEP in self.matrices:
+            with warnings.catch_warnings(), np.errstate(invalid="ignore"):
+                warnings.simplefilter("ignore", RuntimeWarning)
+                rest = np.nanmin(self.matrices[STEP].mean - mean, axis=0)
+            mean = mean + np.where(np.isfinite(rest), rest, 0.0)[None, :]
         rows, cols = mean.shape
         out = [(math.nan, math.nan)] * rows
         if not cols or not np.isfinite(mean).any():
