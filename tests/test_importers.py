@@ -374,10 +374,11 @@ def test_hparams_of_each_layout_land_on_the_run_with_the_curves_types_kept(tmp_p
         hparams=[hp.HParam("lr", hp.RealInterval(1e-5, 1e-2)),
                  hp.HParam("warmup", hp.Discrete([True, False]))],
         metrics=[hp.Metric("epoch_loss")]))  # fmt: skip
+    # TensorBoard's tutorial: each trial logs its hparams and one final metric, which is no
+    # add_hparams session folder (the folder above holds no scalars): a run of its own.
     write_summary(logdir / "config" / "trial-0", hp.hparams_pb({"lr": 1e-3, "warmup": False}))
     with SummaryWriter(str(logdir / "config" / "trial-0")) as w:
-        for epoch in range(3):
-            w.add_scalar("epoch_loss", 2.0 / (epoch + 1), epoch)
+        w.add_scalar("epoch_loss", 0.7, 1)
     store = tmp_path / "runs.db"
     assert main(["import", "tensorboard", str(logdir), "--store", str(store)]) == 0
     runs = {r.name: r for r in reslog.open(store).runs().itertuples()}
@@ -393,8 +394,9 @@ def test_hparams_of_each_layout_land_on_the_run_with_the_curves_types_kept(tmp_p
     for sub in ("train", "validation"):
         config = read_run(store, runs[f"keras/{sub}"].uid)[0].config
         assert config == keras and config["warmup"] is True  # bool stays bool
-    config = read_run(store, runs["config/trial-0"].uid)[0].config
-    assert config == {"lr": 1e-3, "warmup": False} and config["warmup"] is False
+    trial, points, _ = read_run(store, runs["config/trial-0"].uid)
+    assert trial.config == {"lr": 1e-3, "warmup": False} and trial.config["warmup"] is False
+    assert points["epoch_loss"] == [(1, pytest.approx(0.7))]
     # Appending: the session folder's offsets are kept with the run's; nothing read twice.
     capsys.readouterr()
     assert main(["import", "tensorboard", str(logdir), "--store", str(store)]) == 0
