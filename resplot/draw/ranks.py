@@ -250,7 +250,7 @@ class RanksPage(FollowsData):
 
     def _draw(self, view: JobView, label: str) -> None:
         stat = STATS[self.stat]
-        what = "own work and step" if self.pair and self.shown != PAIR else safe(self.phase)
+        what = f"{safe(self.shown)} and step" if self.pair else safe(self.phase)
         self.title.set_text(f"{label} · job {safe(view.group)} · {what} time, {stat} of each cell")
         self.note.set_text("\n".join(self._wrap(view.note())))
         self._say_marks(view)
