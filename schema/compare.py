@@ -24,6 +24,8 @@ DEFAULT_METRICS = ("train/loss", "valid/loss", "valid/ppl")
 # Hugging Face: eval/, others: validation/): a metric named in one family stands for its twins.
 VALID_FAMILIES = ("valid", "val", "eval", "validation")
 _MISSING = object()
+# The column that holds a job's per-rank settings (per_rank_config), each rank's own values.
+PER_RANK = "per-rank settings"
 
 
 @dataclass
@@ -85,10 +87,7 @@ def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def differing_config(runs: Sequence[RunInfo]) -> list[str]:
-    """Flattened config keys whose values differ between the runs (absent counts as a value),
-    in first-appearance order. One run or none: nothing differs."""
-    flats = [flatten(r.config) for r in runs]
+def _differing(flats: Sequence[Mapping[str, Any]]) -> list[str]:
     order: dict[str, None] = {}
     for f in flats:
         order.update(dict.fromkeys(f))
@@ -98,6 +97,35 @@ def differing_config(runs: Sequence[RunInfo]) -> list[str]:
         if len(seen) > 1:
             differing.append(name)
     return differing
+
+
+def per_rank_config(runs: Sequence[RunInfo]) -> list[str]:
+    """Flattened config keys whose values differ between the ranks of one job (runs sharing a
+    group, world_size > 1): a rank's own settings (its host's store, its local rank, its
+    device), not what the job was run with. In first-appearance order."""
+    by_job: dict[str, list[dict[str, Any]]] = {}
+    for r in runs:
+        if r.group and r.world_size > 1:
+            by_job.setdefault(r.group, []).append(flatten(r.config))
+    keys: dict[str, None] = {}
+    for flats in by_job.values():
+        keys.update(dict.fromkeys(_differing(flats)))
+    return list(keys)
+
+
+def differing_config(runs: Sequence[RunInfo]) -> list[str]:
+    """Flattened config keys whose values differ between the runs (absent counts as a value),
+    in first-appearance order, leaving out a job's per-rank settings (per_rank_config: they
+    differ between its ranks by nature, and are shown per rank). One run or none: nothing
+    differs."""
+    per_rank = set(per_rank_config(runs))
+    return [k for k in _differing([flatten(r.config) for r in runs]) if k not in per_rank]
+
+
+def rank_settings(run: RunInfo, keys: Sequence[str]) -> str:
+    """A rank's own values of the per-rank `keys`: `runtime.local_rank=1; logging.store=b.db`."""
+    flat = flatten(run.config)
+    return "; ".join(f"{k}={flat[k]}" for k in keys if k in flat)
 
 
 def duration_s(run: RunInfo) -> float:
@@ -165,7 +193,8 @@ def nonfinite(agg: tuple) -> int:
 def comparison_table(
     runs: Sequence[RunSummary], metrics: Sequence[str] | None = None
 ) -> tuple[list[str], list[list[object]]]:
-    """(header, rows): one row per run with its name, the config keys that differ, the summary
+    """(header, rows): one row per run with its name, the config keys that differ (a job's
+    per-rank settings in one PER_RANK column, each rank's own), the summary
     values, last / min / min-step of each metric, hours and GPU-hours.
 
     `metrics` are key names or globs (select_metrics: a validation metric stands for its twins
@@ -173,12 +202,13 @@ def comparison_table(
     Missing cells are None.
     """
     config_keys = differing_config([d.run for d in runs])
+    per_rank = per_rank_config([d.run for d in runs])
     summary_keys: dict[str, None] = {}
     for d in runs:
         summary_keys.update(dict.fromkeys(flatten(d.run.summary)))
     present = {k for d in runs for k in d.series}
     chosen = select_metrics(present, DEFAULT_METRICS if metrics is None else metrics)
-    header = ["run", *config_keys, *summary_keys]
+    header = ["run", *config_keys, *([PER_RANK] if per_rank else []), *summary_keys]
     for m in chosen:
         header += [f"{m} last", f"{m} min", f"{m} min step"]
     header += ["hours", "GPU-hours"]
@@ -187,6 +217,7 @@ def comparison_table(
         flat_config, flat_summary = flatten(d.run.config), flatten(d.run.summary)
         row: list[object] = [d.run.name]
         row += [flat_config.get(k) for k in config_keys]
+        row += [rank_settings(d.run, per_rank) or None] if per_rank else []
         row += [flat_summary.get(k) for k in summary_keys]
         for m in chosen:
             row += list(metric_stats(d.series.get(m)))

@@ -130,3 +130,31 @@ def test_throttle_reasons_are_one_bar_per_stretch(tmp_path):
     (hot,) = rows[names.index("hw thermal")]
     assert hot[0] <= 500 <= hot[1] and hot[1] - hot[0] < 64
     assert bars.get_label() == "capped GPU0"
+
+
+def test_a_placeholder_before_training_sets_no_y_range(tmp_path):
+    # nanoGPT logs mfu = running_mfu * 100 with running_mfu = -1 until it has measured one:
+    # -100 at iteration 0, then 30-40 %.
+    path = tmp_path / "nanogpt.db"
+    engine = new_store(path)
+    mfu = [(0, -100.0)] + [(s, 30.0 + 10 * np.sin(s / 700)) for s in range(250, 5001, 250)]
+    loss = [(s, 4.0 - s / 5000) for s in range(0, 5001, 250)]
+    make_run(engine, name="gpt", points={"mfu": mfu, "train/loss": loss})
+    engine.dispose()
+    with Loaded([parse_spec(str(path))]) as out:
+        page, _ = _page(out)
+        (i,) = [i for i, s in enumerate(page.specs) if s.title == "MFU"]
+        lo, hi = page.axes[i].get_ylim()
+        assert 15 < lo < 30 and 40 < hi < 45  # the measured values fill the chart
+        assert "placeholder -100 at the start left out" in page._notes[i].get_text()
+        assert page.axes[i].lines[0].get_ydata()[0] == -100  # still drawn, below the range
+    # A series that really goes below zero keeps its range.
+    engine = new_store(tmp_path / "neg.db")
+    make_run(
+        engine, name="g", points={"mfu": [(s, -1.0 if s < 2 else s - 10.0) for s in range(20)]}
+    )
+    engine.dispose()
+    with Loaded([parse_spec(str(tmp_path / "neg.db"))]) as out:
+        page, _ = _page(out)
+        (i,) = [i for i, s in enumerate(page.specs) if s.title == "MFU"]
+        assert page.axes[i].get_ylim()[0] < -1 and "placeholder" not in page._notes[i].get_text()

@@ -4,6 +4,7 @@ aggregates, and every output format, streamed."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 import os
 import sys
@@ -87,6 +88,26 @@ def test_differing_config_flattens_and_counts_a_missing_key_as_different():
     assert compare.differing_config([a, b]) == ["optim.lr", "schedule"]
     assert compare.differing_config([a]) == []
     assert compare.differing_config([]) == []
+
+
+def test_a_jobs_per_rank_settings_are_one_column_not_differing_config():
+    # Two jobs of the trainer: each rank has its host's store and its local rank; lr differs
+    # between the jobs.
+    def rank(job: str, r: int, lr: float) -> RunInfo:
+        config = {"optim": {"lr": lr}, "logging": {"store": f"runs/{'ab'[r // 2]}.db"},
+                  "runtime": {"local_rank": r % 2}}  # fmt: skip
+        return dataclasses.replace(info(f"{job}-rank{r}", config, world_size=4), group=job)
+
+    runs = [rank("j1", r, 1e-3) for r in range(4)] + [rank("j2", r, 3e-4) for r in range(4)]
+    assert compare.differing_config(runs) == ["optim.lr"]
+    assert compare.per_rank_config(runs) == ["logging.store", "runtime.local_rank"]
+    assert compare.differing_config(runs[:4]) == []  # one job: nothing differs
+    header, rows = compare.comparison_table([RunSummary(r) for r in runs], metrics=[])
+    assert header[:3] == ["run", "optim.lr", compare.PER_RANK]
+    assert rows[3][2] == "logging.store=runs/b.db; runtime.local_rank=1"
+    # Runs of no job keep every differing key (a sweep over stores is a real difference).
+    solo = [info("a", {"logging": {"store": "a.db"}}), info("b", {"logging": {"store": "b.db"}})]
+    assert compare.differing_config(solo) == ["logging.store"]
 
 
 def agg(steps, values):

@@ -320,13 +320,13 @@ def test_hparams_become_the_config_and_rich_values_are_listed_by_tag_and_kind(tm
         "text_summary)" in out
     )
     runs = {r.name: r for r in reslog.open(store).runs().itertuples()}
-    assert sorted(runs) == [
-        "keras-run-0/train", "keras-run-0/validation", "sweep", "sweep/trial-0",
-    ]  # fmt: skip
-    trial = read_run(store, runs["sweep/trial-0"].uid)
+    # add_hparams' session folder is read into the run of the curves beside it.
+    assert sorted(runs) == ["keras-run-0/train", "keras-run-0/validation", "sweep"]
+    trial = read_run(store, runs["sweep"].uid)
     assert trial[0].config == tensorboard_hparams(logdir / "sweep" / "trial-0")
     assert trial[0].config == {"lr": 0.01, "layers": 4, "optimizer": "adam", "warmup": 0.1}
     assert trial[1]["hparam/accuracy"] == [(0, pytest.approx(0.91))]
+    assert trial[1]["train/loss"] == [(0, 0.5)]
     keras_config = tensorboard_hparams(keras)
     for sub in ("train", "validation"):
         info = read_run(store, runs[f"keras-run-0/{sub}"].uid)[0]
@@ -337,7 +337,71 @@ def test_hparams_become_the_config_and_rich_values_are_listed_by_tag_and_kind(tm
     )
     # the same values, named, are what the import said; a second import adds nothing
     assert main(["import", "tensorboard", str(logdir), "--store", str(store)]) == 0
+    assert capsys.readouterr().out.count("already imported") == 3
+
+
+def test_hparams_of_each_layout_land_on_the_run_with_the_curves_types_kept(tmp_path, capsys):
+    """The three layouts docs/cli.md shows, each written by its real writer: PyTorch's
+    add_hparams (a timestamped session folder below the curves), Keras' (the session in the
+    folder above train/ and validation/) and TensorBoard's hparams_config (the experiment at
+    the top, each trial's session beside its curves). TensorBoard's own hparams_pb and
+    hparams_config_pb build what tf.summary would write (no TensorFlow here)."""
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.plugins.hparams import summary_v2 as hp
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    def write_summary(folder: Path, summary) -> None:
+        writer = EventFileWriter(str(folder))
+        writer.add_event(event_pb2.Event(wall_time=1.7e9, step=0, summary=summary))
+        writer.close()
+
+    logdir = tmp_path / "tb"
+    # PyTorch: a SummaryWriter loop, then add_hparams with its default (timestamped) folder.
+    with SummaryWriter(str(logdir / "torch-lr3e-4")) as w:
+        for step in range(200):
+            w.add_scalar("train/loss", 3.0 - step / 100, step)
+        w.add_hparams({"lr": 3e-4, "layers": 12, "optimizer": "adamw", "warmup": True},
+                      {"hparam/loss": 1.01})  # fmt: skip
+    # Keras: the HParams callback's session above the TensorBoard callback's folders.
+    keras = {"units": 64, "dropout": 0.2, "warmup": True, "optimizer": "sgd"}
+    write_summary(logdir / "keras", hp.hparams_pb(keras))
+    for sub in ("train", "validation"):
+        with SummaryWriter(str(logdir / "keras" / sub)) as w:
+            for epoch in range(3):
+                w.add_scalar("epoch_loss", 1.0 / (epoch + 1), epoch)
+    # hparams_config: the experiment at the top, a trial's session beside its curves.
+    write_summary(logdir / "config", hp.hparams_config_pb(
+        hparams=[hp.HParam("lr", hp.RealInterval(1e-5, 1e-2)),
+                 hp.HParam("warmup", hp.Discrete([True, False]))],
+        metrics=[hp.Metric("epoch_loss")]))  # fmt: skip
+    # TensorBoard's tutorial: each trial logs its hparams and one final metric, which is no
+    # add_hparams session folder (the folder above holds no scalars): a run of its own.
+    write_summary(logdir / "config" / "trial-0", hp.hparams_pb({"lr": 1e-3, "warmup": False}))
+    with SummaryWriter(str(logdir / "config" / "trial-0")) as w:
+        w.add_scalar("epoch_loss", 0.7, 1)
+    store = tmp_path / "runs.db"
+    assert main(["import", "tensorboard", str(logdir), "--store", str(store)]) == 0
+    runs = {r.name: r for r in reslog.open(store).runs().itertuples()}
+    assert sorted(runs) == ["config/trial-0", "keras/train", "keras/validation", "torch-lr3e-4"]
+    info, points, _ = read_run(store, runs["torch-lr3e-4"].uid)
+    assert len(points["train/loss"]) == 200 and points["hparam/loss"] == [(0, pytest.approx(1.01))]
+    # PyTorch writes a bool as the number 1.0 (its number branch comes first): the file holds
+    # no bool, as TensorBoard's own reading shows; the others keep their types.
+    (session,) = [p for p in (logdir / "torch-lr3e-4").iterdir() if p.is_dir()]
+    assert tensorboard_hparams(session)["warmup"] == 1.0
+    assert info.config == {"lr": 3e-4, "layers": 12, "optimizer": "adamw", "warmup": 1}
+    assert type(info.config["layers"]) is int and type(info.config["lr"]) is float
+    for sub in ("train", "validation"):
+        config = read_run(store, runs[f"keras/{sub}"].uid)[0].config
+        assert config == keras and config["warmup"] is True  # bool stays bool
+    trial, points, _ = read_run(store, runs["config/trial-0"].uid)
+    assert trial.config == {"lr": 1e-3, "warmup": False} and trial.config["warmup"] is False
+    assert points["epoch_loss"] == [(1, pytest.approx(0.7))]
+    # Appending: the session folder's offsets are kept with the run's; nothing read twice.
+    capsys.readouterr()
+    assert main(["import", "tensorboard", str(logdir), "--store", str(store)]) == 0
     assert capsys.readouterr().out.count("already imported") == 4
+    assert read_run(store, runs["torch-lr3e-4"].uid)[0].config == info.config
 
 
 def test_a_run_imported_by_an_older_reslog_is_not_read_twice(tmp_path, capsys):

@@ -4,6 +4,7 @@ two "hosts" as two SQLite files written by real reslog runs, joined by job id.""
 from __future__ import annotations
 
 import contextlib
+import io
 import random
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from sqlalchemy import update
 
 import reslog
 from reslog.tools.jobs import JobWatch, Store, last_step
-from reslog.tools.watch import StoresWatcher, Watcher
+from reslog.tools.watch import StoresWatcher, Watcher, watch
 from reslog.training import hostinfo
 from schema import read
 from schema.store import open_store
@@ -167,6 +168,10 @@ def test_a_hang_is_joined_across_two_stores_and_said_once_by_reslog_watch(tmp_pa
         assert "rank 1 on gpu-a never entered it: stuck at" in line and "blocked_here" in line
         assert "gpu-b GPU 0: 100 % busy at 82 W of 700 W, the signature of a GPU spinning" in line
         assert [n for n in watcher.poll() if n.status == "hang"] == []  # said once
+        # A watch started while the job hangs says so in its first poll, and only that.
+        late = StoresWatcher([Watcher(w.engine, w.label) for w in watcher.watchers])
+        assert [(n.status, n.run.rank) for n in late.poll()] == [("hang", 1)]
+        assert late.poll() == []
     finally:
         for w in watcher.watchers:
             w.engine.dispose()
@@ -222,3 +227,32 @@ def test_under_torchrun_a_new_run_joins_its_job_and_a_resume_keeps_its_group(tmp
     own = reslog.init(store=store, name="c", group="mine", system=False)
     own.finish()
     assert own.group == "mine"
+
+
+def test_a_watch_started_mid_slowdown_names_the_straggler_first(tmp_path, monkeypatch):
+    # Rank 2 is slow in data from step 40 to 129; the watch starts at step 80, mid-slowdown.
+    job = open_job(tmp_path, monkeypatch, group="job-3")
+    slow = (2, 0.2, 40, 129)
+    try:
+        log_steps(job, 1, 80, slow=slow)
+        with stores(tmp_path) as engines:
+            assert wait_until(lambda: stored_to(engines) == {80}, timeout=60)
+            out = io.StringIO()
+            watch(engines["gpu-a"], "gpu-a", out=out, should_stop=lambda: True,
+                  more=[(engines["gpu-b"], "gpu-b")])  # fmt: skip
+            lines = out.getvalue().splitlines()
+            assert lines[0].startswith("watching gpu-a, gpu-b: 4 runs, 4 live")
+            assert len(lines) == 2 and "j-rank2" in lines[1] and "  STRAGGLER  " in lines[1]
+            assert "ongoing when the watch started: rank 2 on gpu-b: data +" in lines[1]
+            # The same through JobWatch, then the recovery: STRAGGLER before STRAGGLER_END.
+            watch_ = JobWatch()
+            first = poll(watch_, engines)
+        log_steps(job, 81, 200, slow=slow, seed=1)
+    finally:
+        for run in job.values():
+            run.finish()
+    with stores(tmp_path) as engines:
+        later = poll(watch_, engines)
+    assert [(n.kind, n.run.rank) for n in first] == [("straggler", 2)]
+    assert [(n.kind, n.run.rank) for n in later] == [("straggler_end", 2)]
+    assert "to step 129" in later[0].message

@@ -109,6 +109,102 @@ def test_the_map_is_the_job_grouped_by_host_with_the_straggler_outlined(hosts):
     assert page.hover_text(middle, 7.5) is None and page.hover_text(None, None) is None
 
 
+def test_the_page_opens_on_each_ranks_own_work_beside_its_step_time(hosts):
+    page, _, _ = draw(hosts.values())  # the default: phase "step"
+    view = page.view
+    assert page.phase == "step" and page.pair and page.shown == "own work"
+    assert page.axes == [page.ax, page.ax_step] and page.ax_step.get_visible()
+    own, step = view.matrices["own work"].vmax, view.matrices["step"].vmax
+    assert np.array_equal(np.ma.filled(page.image.get_array(), np.nan), own, equal_nan=True)
+    assert np.array_equal(np.ma.filled(page.image_step.get_array(), np.nan), step,
+                          equal_nan=True)  # fmt: skip
+    assert page.image_step.norm is page.image.norm  # one colour scale: the two compare
+    # In the slow stretch every rank's step is as slow; only rank 2's own work is.
+    middle = view.column_of((SLOW_FIRST + SLOW_LAST) // 2)
+    others = [r for r in range(4) if r != SLOW_RANK]
+    assert np.ptp(step[:, middle]) < 0.05 * step[SLOW_RANK, middle]
+    assert own[SLOW_RANK, middle] > max(own[others, middle]) + 0.15
+    # The straggler outlined on both maps, each map captioned, the scores beside the rows.
+    outlines = [a for a in page._artists if isinstance(a, Rectangle)]
+    assert sorted((o.axes is page.ax, int(o.get_y())) for o in outlines) == [
+        (False, SLOW_RANK), (True, SLOW_RANK)]  # fmt: skip
+    assert page.ax.get_title(loc="left").startswith("own work: step minus the wait")
+    assert page.ax_step.get_title(loc="left").startswith("step time (time/step)")
+    scores = view.scores("own work")
+    assert scores[SLOW_RANK][0] < 0.75 and scores[SLOW_RANK][1] < 0.75
+    assert all(min(scores[r]) > 0.9 for r in others)
+    said = {t.get_text() for t in page._artists if hasattr(t, "get_text")}
+    assert f"{scores[SLOW_RANK][0]:.2f} · {scores[SLOW_RANK][1]:.2f}" in said
+    assert "own work and step time" in page.title.get_text()
+
+
+def recipe_job(tmp_path, steps: int = 1000):
+    """The job as docs/ranks.md's recipe logs it: data, forward, backward (holding the wait for
+    the slowest rank, as DDP's backward does) and optimizer, no time/step, no time/comm; each
+    log() at the end of a step, so its wall is the step's end."""
+    from tests.fixtures.job import HOSTS, NAME, default_slow, job_series
+
+    series = job_series(steps, default_slow(steps))
+    stores = {h: tmp_path / f"{h}.db" for h in ("gpu-a", "gpu-b")}
+    engines = {h: new_store(p) for h, p in stores.items()}
+    step_time = np.array([v for _, v in series[0]["time/step"]])  # lockstep: every rank's
+    walls = 1.7e9 + np.cumsum(step_time)
+    for rank, host in HOSTS.items():
+        keys = series[rank]
+        comm = np.array([v for _, v in keys["time/comm"]])
+        keys["time/backward"] = [(s, v + c) for (s, v), c in zip(keys["time/backward"], comm,
+                                                                   strict=True)]  # fmt: skip
+        logged = ("time/data", "time/forward", "time/backward", "time/optimizer")
+        points = {k: [(s, v, float(w)) for (s, v), w in zip(keys[k], walls, strict=True)]
+                  for k in logged}  # fmt: skip
+        make_run(engines[host], name=f"{NAME}-rank{rank}", host=host, rank=rank, world_size=4,
+                 group="recipe", points=points)  # fmt: skip
+    for engine in engines.values():
+        engine.dispose()
+    return stores, walls
+
+
+def test_a_job_without_time_step_gets_its_step_time_from_the_log_intervals(tmp_path):
+    from resplot.data.ranks import STEP_INTERVALS, job_view
+
+    stores, walls = recipe_job(tmp_path)
+    cache, sources = loaded(stores.values())
+    try:
+        state = ViewState(page="ranks")
+        page = render_ranks(cache, state, size=(12.8, 6), dpi=100,
+                            fetch=lambda: [s.poll(cache) for s in sources])  # fmt: skip
+        # Zoomed in, a cell is one step: the wall time from the previous log() call.
+        for _ in range(50):
+            zoom = job_view(cache, "recipe", 900, 960, 400)
+            if zoom is not None and zoom.complete:
+                break
+            for source in sources:
+                source.poll(cache)
+    finally:
+        for source in sources:
+            source.close()
+    view = page.view
+    assert view is not None and view.step_from == STEP_INTERVALS
+    assert "step time: the interval between a rank's log() calls (no time/step)" in (
+        " ".join(page.note.get_text().split()))  # fmt: skip
+    assert page.ax_step.get_title(loc="left").startswith("step time: the interval between")
+    # Without comm, own work cannot be told from waiting: the map above is the phase rank 2
+    # is named in, outlined there and on the step time.
+    assert page.shown == "data" and "the phase rank 2 is named in" in page.ax.get_title(loc="left")
+    assert [s.rank for s in view.stragglers] == [2] and view.stragglers[0].phase == "data"
+    outlines = [a for a in page._artists if isinstance(a, Rectangle)]
+    assert {int(o.get_y()) for o in outlines} == {2} and len(outlines) == 2
+    # Scored as steps that wait for no one: rank 2's 0.33 s step 0.2 s longer (0.62), the
+    # others whole (their data waits of a millisecond or two, alone, would score 0.5-0.7).
+    scores = view.scores("data")
+    assert min(scores[2]) > 0.55 and max(scores[2]) < 0.7, scores
+    assert all(min(scores[r]) > 0.9 for r in (0, 1, 3)), scores
+    assert zoom.level == 0 and zoom.cell_steps == 1
+    for step in (901, 930, 960):
+        got = zoom.matrices["step"].vmax[:, zoom.column_of(step)]
+        assert got == pytest.approx(walls[step - 1] - walls[step - 2], rel=1e-9)
+
+
 def test_zoomed_in_a_cell_is_one_step_and_holds_its_value(hosts):
     cache, sources = loaded(hosts.values())
     state = ViewState(page="ranks")
@@ -188,7 +284,7 @@ def test_the_window_shows_the_page_once_a_job_arrives_and_hovers_a_cell(qtbot, h
     page = win.ranks.page
     qtbot.waitUntil(lambda: page.view is not None and page.view.complete, timeout=30_000)
     assert win.current_page() is page and win.tabs.currentIndex() == ranks_tab
-    assert win.ranks.phase_combo.count() == 7 and not win.ranks.job_combo.isVisible()
+    assert win.ranks.phase_combo.count() == 8 and not win.ranks.job_combo.isVisible()
     # Hover rank 2's cell in the middle of its slow stretch.
     fx, fy = page.ax.transData.transform(((SLOW_FIRST + SLOW_LAST) / 2, SLOW_RANK + 0.5))
     ratio = win.ranks.canvas.device_pixel_ratio or 1.0
@@ -251,12 +347,27 @@ def test_a_hang_is_outlined_from_its_step_on_the_rank_that_never_came(tmp_path):
     assert view.hang is not None and view.hang.culprits == [1]
     (mark,) = view.marks
     assert mark.kind == "hang" and mark.rows == (1,) and mark.last is None
-    (outline,) = [a for a in page._artists if isinstance(a, Rectangle)]
-    assert int(outline.get_y()) == 1  # rank 1's row: its last cell, where it stopped
-    assert outline.get_x() == view.edges[view.column_of(300)]
-    assert outline.get_x() + outline.get_width() == view.edges[-1]
+    outlines = [a for a in page._artists if isinstance(a, Rectangle)]
+    assert [o.axes for o in outlines] == [page.ax, page.ax_step]  # on both maps
+    for outline in outlines:
+        assert int(outline.get_y()) == 1  # rank 1's row: its last cell, where it stopped
+        assert outline.get_x() == view.edges[view.column_of(300)]
+        assert outline.get_x() + outline.get_width() == view.edges[-1]
     said = page.mark_texts[0].get_text()
-    assert said.startswith("▭ hang: hung collective after step 300") and "rank 1 on gpu-a" in said
+    assert said.startswith("▭ hang: hung collective after step 300")
+    assert "rank 1 on gpu-a" in " ".join(said.split())
+    # The caption wraps: every text of the page inside the figure, the frame chain whole.
+    renderer = page.figure._get_renderer()
+    page.figure.draw(renderer)
+    width = page.figure.bbox.width
+    for text in [page.title, page.note, *page.mark_texts, page.ax.title, page.ax_step.title]:
+        if text.get_text():
+            box = text.get_window_extent(renderer)
+            assert box.x0 >= 0 and box.x1 <= width, text.get_text()
+    assert "\n" in said and "blocked_here" in said.replace("\n", " ")
+    # Above every map, the row titles do not run into the alerts: the maps start below them.
+    lowest = min(t.get_window_extent(renderer).y0 for t in page.mark_texts if t.get_text())
+    assert page.ax.title.get_window_extent(renderer).y1 <= lowest + 1
     assert "blocked_here" in page.hover_text(view.edges[-1] - 1, 1.5)
 
 

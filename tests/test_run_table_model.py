@@ -8,6 +8,8 @@ sorting filter proxy and a view with a selection, as the window uses it.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from PyQt5.QtCore import QItemSelectionModel, Qt
 from PyQt5.QtTest import QAbstractItemModelTester
@@ -295,3 +297,23 @@ def test_each_host_row_carries_its_gpus_telemetry(table, tmp_path):
         for h in range(2)
     ]
     assert hours == pytest.approx(sum(per_host)) and hours > 0
+
+
+def test_a_jobs_per_rank_settings_show_per_rank_not_as_differing_config(table):
+    cache, _state, model, _widget, _log = table
+
+    def rank(r: int) -> RunInfo:
+        run = _rank(r)
+        config = {"lr": 1, "logging": {"store": f"runs/{run.host}.db"},
+                  "runtime": {"local_rank": r % 2}}  # fmt: skip
+        return dataclasses.replace(run, config=config)
+
+    cache.set_runs([rank(r) for r in range(4)])
+    model.refresh({})
+    assert model.config_keys == []  # nothing differs in how the job was run
+    column = model.headers.index("per-rank settings")
+    job = model.index(0, 0)
+    assert model.data(model.index(0, column)) == "by rank: logging.store, runtime.local_rank"
+    host_b = model.index(1, 0, job)
+    rank3 = model.index(1, column, host_b)
+    assert model.data(rank3) == "logging.store=runs/gpu-b.db; runtime.local_rank=1"

@@ -80,8 +80,11 @@ def phase_rows(
 
 
 def baseline_cursor(conn: Connection, run_id: int, phase_keys: dict[int, str], back: int) -> int:
-    """The step `back` logged steps before a run's newest phase point (-1: from the start)."""
-    step_key = next((k for k, p in phase_keys.items() if p == "step"), None)
+    """The step `back` logged steps before a run's newest phase point (-1: from the start).
+    Counted on `time/step`, else on any phase (a job that logs no `time/step`)."""
+    step_key = next(
+        (k for k, p in phase_keys.items() if p == "step"), min(phase_keys, default=None)
+    )
     if step_key is None:
         return -1
     query = (
@@ -145,7 +148,8 @@ class JobWatch:
     """Follows the jobs of some stores; `poll()` returns what is news since the last poll.
 
     The first poll is the baseline: it reads the last BASELINE_STEPS logged steps of each rank
-    and says nothing (`reslog watch` tells only what changes while it watches)."""
+    and says only what is going on at that moment (a straggler still slow, a hang), so that
+    each later STRAGGLER_END follows its STRAGGLER; after it, what changes."""
 
     def __init__(self, rule: StragglerRule | None = None, baseline: int = BASELINE_STEPS) -> None:
         self.rule = rule
@@ -162,8 +166,8 @@ class JobWatch:
         for group, job_runs in jobs(run for s in stores for run in s.runs.values()).items():
             job = self.jobs.setdefault(group, _Job(self.rule))
             out += self._poll_job(group, job, job_runs, where)
-        said, self.started = self.started, True
-        return out if said else []
+        self.started = True
+        return out
 
     def _poll_job(self, group, job: _Job, runs: list[RunInfo], where) -> list[JobNotice]:
         by_rank = {r.rank: r for r in runs}
@@ -203,7 +207,11 @@ class JobWatch:
             if run.status not in LIVE_STATUSES and run.rank not in job.retired:
                 job.retired.add(run.rank)
                 changed += det.retire(run.rank)
-        out = [self._straggler_notice(group, s, by_rank) for s in changed]
+        if not self.started:
+            # The baseline says what is going on now, not its history: a straggler still slow
+            # (else its STRAGGLER_END would be the first the watch says of it) and a hang.
+            changed = [s for s in det.found if s.until is None]
+        out = [self._straggler_notice(group, s, by_rank, self.started) for s in changed]
         hang = job_hang(runs, where)
         if hang is None:
             job.hang_said = None
@@ -214,10 +222,13 @@ class JobWatch:
         return out
 
     @staticmethod
-    def _straggler_notice(group: str, s: Straggler, by_rank: dict[int, RunInfo]) -> JobNotice:
+    def _straggler_notice(
+        group: str, s: Straggler, by_rank: dict[int, RunInfo], started: bool = True
+    ) -> JobNotice:
         run = by_rank.get(s.rank) or next(iter(by_rank.values()))
         if s.until is None:
-            return JobNotice(group, STRAGGLER, run, s.message())
+            ongoing = "" if started else "ongoing when the watch started: "
+            return JobNotice(group, STRAGGLER, run, ongoing + s.message())
         return JobNotice(group, STRAGGLER_END, run, f"recovered: {s.message()}")
 
 

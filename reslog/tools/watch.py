@@ -3,7 +3,8 @@
 One poll reads the run rows (status as readers derive it: crashed, stalled...), the events added
 since the last poll, and the series rows of live runs (NaN/inf counts, the last GPU throttle
 reading): O(runs + new events + live series), whatever the number of points. What was already
-so when the watch started is its baseline, not news.
+so when the watch started is its baseline, not news, except a job's straggler or hang going on
+at that moment: it is said first (reslog/tools/jobs.py).
 
 A notice is one line on stdout; with `--exec CMD` it also runs CMD through the shell with
 RESLOG_RUN (name), RESLOG_RUN_ID (uid), RESLOG_PROJECT, RESLOG_STATUS (the new status, or the
@@ -265,18 +266,21 @@ def watch(
     watcher = StoresWatcher([Watcher(e, lab) for e, lab in [(engine, label), *more]])
     labels = ", ".join([label, *(lab for _, lab in more)])
     hooks = Hooks(command, labels) if command else None
-    watcher.poll()
+    ongoing = watcher.poll()  # the baseline: a job's straggler or hang going on now
     live = sum(1 for s in watcher.status.values() if s in LIVE_STATUSES)
     print(f"watching {labels}: {len(watcher.status)} runs, {live} live", file=out, flush=True)
     try:
-        while not should_stop():
-            time.sleep(interval)
-            for notice in watcher.poll():
+        while True:
+            for notice in ongoing:
                 print(notice.line(), file=out, flush=True)
                 if hooks is not None:
                     hooks.run(notice)
             if hooks is not None:
                 hooks.reap()
+            if should_stop():
+                break
+            time.sleep(interval)
+            ongoing = watcher.poll()
     finally:
         if hooks is not None:
             hooks.reap(wait=10.0)

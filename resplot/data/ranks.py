@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import textwrap
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,7 +30,13 @@ from resplot.data import straggler_matrix
 from resplot.data.cache import SeriesCache
 from resplot.data.decimate import in_order
 from resplot.data.model import RunInfo, RunRef
-from resplot.data.views import FINE_POINTS_PER_PAGE, choose_level, fine_points, series_view
+from resplot.data.views import (
+    FINE_POINTS_PER_PAGE,
+    SeriesView,
+    choose_level,
+    fine_points,
+    series_view,
+)
 from schema import buckets, hangs
 from schema.ranks import STEP, jobs, key, own_work, phase_of, ranks_text
 from schema.rollup import LAST, STEP_HI, STEP_LO
@@ -38,6 +45,58 @@ from schema.stragglers import Straggler, StragglerRule
 # What a heatmap cell shows of the steps it holds: Matrix fields, and how the page says each.
 STATS = {"max": "largest", "mean": "mean", "min": "smallest"}
 HOVER_CHARS = 60  # an alert's message in a cell's hover is wrapped at this width
+# A rank's own work: its step time minus its wait in collectives (`comm`), a matrix of its own.
+OWN = "own work"
+# Where a job's step time comes from (JobView.step_from).
+STEP_LOGGED = "time/step"
+STEP_INTERVALS = "log() intervals"
+
+
+@dataclass
+class Derived:
+    """A series worked out from others, as _fill and _judged read a SeriesView: the rank's
+    step time from the walls of its log() calls, its own work as step minus comm. At level 0
+    one value a logged step; at a rollup level one a bucket, its mean (the extremes of the
+    series it comes from do not give its own: a cell's largest and smallest are its mean)."""
+
+    level: int
+    steps: np.ndarray
+    values: np.ndarray
+    complete: bool = True
+
+    @property
+    def mid_steps(self) -> np.ndarray:
+        return self.steps
+
+    @property
+    def means(self) -> np.ndarray:
+        return self.values
+
+
+def _points(sv) -> tuple[np.ndarray, np.ndarray]:
+    """A view's values a logged step (level 0) or its bucket means at their middle steps."""
+    if isinstance(sv, Derived) or sv.level == 0:
+        return in_order(sv.steps, sv.values)
+    return in_order(sv.mid_steps, sv.means)
+
+
+def intervals(sv) -> Derived:
+    """A rank's seconds a step from one of its series logged every log() call: the wall time
+    between two logged steps over the steps between them (bucket middles, zoomed out)."""
+    steps, walls = (sv.steps, sv.walls) if sv.level == 0 else (sv.mid_steps, sv.mid_walls)
+    steps, walls = in_order(steps, walls)
+    ds, dw = np.diff(steps), np.diff(walls)
+    ok = ds > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return Derived(sv.level, steps[1:][ok], dw[ok] / ds[ok], sv.complete)
+
+
+def own_work_of(step, comm) -> Derived:
+    """Step minus comm at the steps (or buckets) both have."""
+    (s1, v1), (s2, v2) = _points(step), _points(comm)
+    common, i1, i2 = np.intersect1d(s1, s2, return_indices=True)
+    complete = step.complete and comm.complete and step.level == comm.level
+    return Derived(step.level, common, v1[i1] - v2[i2], complete)
 
 
 @dataclass(frozen=True)
@@ -86,6 +145,67 @@ class JobView:
     stragglers: list[Straggler] = field(default_factory=list)
     judged_per: int = 1  # steps per judgement of the straggler rule (1: every logged step)
     hang: hangs.Hang | None = None
+    step_from: str = STEP_LOGGED  # or STEP_INTERVALS: no rank logged time/step
+
+    def culprit(self) -> tuple[str, str]:
+        """The matrix that tells the culprit, and what it is: a rank's own work (step minus
+        its wait in comm) where comm is logged; else the phase the newest straggler is named
+        in (own work cannot be told from waiting: a rank waiting for the straggler shows it in
+        its backward); else the own-work phase whose ranks differ most."""
+        if OWN in self.matrices:
+            return OWN, "own work: step minus the wait in collectives (comm)"
+        named = [s for s in self.stragglers if s.phase in self.matrices]
+        if named:
+            s = max(named, key=lambda s: (s.until is None, s.found_at))
+            return s.phase, (
+                f"{s.phase}, the phase rank {s.rank} is named in (no time/comm logged: a rank's "
+                "own work cannot be told from its wait for the others)"
+            )
+        phases = [p for p in self.matrices if p not in (STEP, OWN, "comm")]
+        if not phases:
+            return STEP, "step"
+
+        def spread(p: str) -> float:
+            mean = self.matrices[p].mean
+            if not np.isfinite(mean).any():
+                return -1.0
+            with np.errstate(invalid="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                gap = np.nanmax(mean, axis=0) - np.nanmedian(mean, axis=0)
+            return float(np.nanmean(gap)) if np.isfinite(gap).any() else -1.0
+
+        phase = max(phases, key=spread)
+        return phase, f"{phase}, where the ranks differ most (no time/comm logged)"
+
+    def scores(self, name: str, window: int = 20) -> list[tuple[float, float]]:
+        """Each row's (relative, individual) performance score of matrix `name` at its worst
+        stretch of `window` cells in view, as NVIDIA's straggler detector (nvidia-resiliency-ext)
+        defines them, from what is stored (no collective): a stretch's time is the median of
+        its cells' means; relative is the fastest rank's time over the rank's, at the same
+        cells; individual is the rank's best (the 5th percentile of its cells) over its time.
+        1 is the best, 0.5 twice as slow. NaN where a rank has no cell. A phase (no comm
+        logged) is scored as a step that waits for no one: the rank's phase plus the shortest
+        rest of a step (step minus the phase) of the ranks, the one that waited least; alone,
+        a millisecond of data wait would score a healthy rank 0.7 against a faster one."""
+        mean = self.matrices[name].mean
+        if name not in (OWN, STEP) and STEP in self.matrices:
+            with warnings.catch_warnings(), np.errstate(invalid="ignore"):
+                warnings.simplefilter("ignore", RuntimeWarning)
+                rest = np.nanmin(self.matrices[STEP].mean - mean, axis=0)
+            mean = mean + np.where(np.isfinite(rest), rest, 0.0)[None, :]
+        rows, cols = mean.shape
+        out = [(math.nan, math.nan)] * rows
+        if not cols or not np.isfinite(mean).any():
+            return out
+        k = max(1, min(window, cols))
+        with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN stretches
+            stretch = np.nanmedian(np.lib.stride_tricks.sliding_window_view(mean, k, axis=1), -1)
+            rel = np.nanmin(stretch, axis=0)[None, :] / stretch
+            best = np.nanpercentile(mean, 5, axis=1)
+            ind = np.minimum(1.0, best[:, None] / stretch)
+            worst_rel, worst_ind = np.nanmin(rel, axis=1), np.nanmin(ind, axis=1)
+        return [(float(r), float(d)) for r, d in zip(worst_rel, worst_ind, strict=True)]
 
     @property
     def missing(self) -> list[int]:
@@ -162,6 +282,8 @@ class JobView:
             parts[0] += f" (rollup level {self.level}: zoom in for single steps)"
         elif width > 1:
             parts[0] += " (its largest, mean and smallest of them; zoom in for single steps)"
+        if self.step_from == STEP_INTERVALS:
+            parts.append("step time: the interval between a rank's log() calls (no time/step)")
         if self.judged_per > 1:
             parts.append(f"stragglers judged on means of {self.judged_per:,} steps")
         if self.missing:
@@ -211,7 +333,16 @@ def job_view(cache: SeriesCache, group: str, lo: float, hi: float, columns: int)
     rows = [RankRow(r.ref, r.rank, r.host) for r in members]
     phases = own_work({p for r in rows for k in cache.keys(r.ref) if (p := phase_of(k))})
     names = [STEP, *phases, *(["comm"] if _any_key(cache, rows, "comm") else [])]
-    summaries = [s for r in rows if (s := cache.summary(r.ref, key(STEP))) is not None]
+    # A rank's step time: its time/step, else the walls of its log() calls, read from its
+    # first phase (every key of one log() has that call's wall).
+    step_logged = _any_key(cache, rows, STEP)
+    step_keys: dict[RunRef, str] = {}
+    for r in rows:
+        have = [STEP] if step_logged else [p for p in phases if cache.summary(r.ref, key(p))]
+        if have:
+            step_keys[r.ref] = key(have[0])
+    summaries = [s for r in rows if r.ref in step_keys
+                 if (s := cache.summary(r.ref, step_keys[r.ref])) is not None]  # fmt: skip
     if not summaries:
         return None
     first = min(s.agg[STEP_LO] for s in summaries)
@@ -238,20 +369,32 @@ def job_view(cache: SeriesCache, group: str, lo: float, hi: float, columns: int)
     ncols = max(1, math.ceil((hi + 1 - start) / width))
     edges = start + width * np.arange(ncols + 1, dtype=np.int64)
     view = JobView(group, max(r.world_size for r in members), rows, _hosts(rows), edges, level,
-                   True, {})  # fmt: skip
+                   True, {}, step_from=STEP_LOGGED if step_logged else STEP_INTERVALS)  # fmt: skip
     judged: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}  # for the rule
-    for name in names:
-        m = Matrix(name, *(np.full((len(rows), ncols), np.nan) for _ in range(3)),
-                   np.full((len(rows), ncols), -1, np.int64))  # fmt: skip
-        views = []
+    kept: dict[tuple[int, str], SeriesView | Derived] = {}
+    shape = (len(rows), ncols)
+    for name in [*names, *([OWN] if "comm" in names else [])]:
+        m = Matrix(name, *(np.full(shape, np.nan) for _ in range(3)), np.full(shape, -1, np.int64))
+        views: list[tuple[int, SeriesView | Derived]] = []
         for i, row in enumerate(rows):
-            sv = series_view(cache, row.ref, key(name), lo, hi, columns, level=level)
+            if name == OWN:  # step minus comm: not judged (the rule judges the phases)
+                step, comm = kept.get((i, STEP)), kept.get((i, "comm"))
+                if step is not None and comm is not None:
+                    views.append((i, own_work_of(step, comm)))
+                continue
+            name_key = step_keys.get(row.ref) if name == STEP else key(name)
+            if name_key is None:
+                continue
+            sv = series_view(cache, row.ref, name_key, lo, hi, columns, level=level)
             if sv is None:
-                if cache.summary(row.ref, key(name)) is not None:
+                if cache.summary(row.ref, name_key) is not None:
                     view.complete = False
                 continue
+            if name == STEP and not step_logged:
+                sv = intervals(sv)
             view.complete &= sv.complete and sv.level == level
             views.append((i, sv))
+            kept[(i, name)] = sv
             judged[(row.rank, name)] = _judged(sv, lo, hi)
         _fill(m, views, start, width, lo, hi)
         view.matrices[name] = m

@@ -6,6 +6,11 @@ The range runs from the smallest value to the 99th percentile of the values draw
 column after decimation, so roughly uniform in x: one spike or the first 1 % of the x range),
 padded by 5 %, on a log axis in log space. Nothing is hidden: the note on the chart says the
 range is clipped, and the toolbar's "ignore outliers" turns it off.
+
+A placeholder logged before training has a value (nanoGPT logs `mfu = -100` at iteration 0, its
+running MFU's -1 before the first measurement) is left out of every line chart's y range: the
+series' first values, all equal and negative, where every later value is >= 0 (a quantity that
+cannot be negative, given a sentinel). The chart's note says so; the point is still drawn.
 """
 
 from __future__ import annotations
@@ -29,5 +34,37 @@ def robust_limits(values: np.ndarray, log: bool = False) -> tuple[float, float] 
     if hi <= lo or (top - lo) < 1.5 * (hi - lo):
         return None
     pad = PAD * (hi - lo)
+    lo, hi = lo - pad, hi + pad
+    return (10**lo, 10**hi) if log else (lo, hi)
+
+
+# A placeholder is at most this many leading points (nanoGPT's first 5 iterations at most).
+PLACEHOLDER_POINTS = 5
+
+
+def placeholder_lead(values: np.ndarray) -> int:
+    """How many of a series' first `values` are a placeholder (0: none): a run of at most
+    PLACEHOLDER_POINTS equal negative values, followed by at least two finite values, none
+    negative."""
+    v = np.asarray(values, dtype=np.float64)
+    if len(v) < 3 or not v[0] < 0:
+        return 0
+    k = int(np.argmax(v != v[0])) if np.any(v != v[0]) else len(v)
+    rest = v[k:][np.isfinite(v[k:])]
+    if k > PLACEHOLDER_POINTS or len(rest) < 2 or rest.min() < 0:
+        return 0
+    return k
+
+
+def padded(values: np.ndarray, log: bool = False) -> tuple[float, float] | None:
+    """(low, high) of the finite `values` padded by 5 % (in log space on a log axis)."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if log:
+        v = np.log10(v[v > 0])
+    if not len(v):
+        return None
+    lo, hi = float(v.min()), float(v.max())
+    pad = PAD * (hi - lo) if hi > lo else 0.05 * max(abs(lo), 1e-12)
     lo, hi = lo - pad, hi + pad
     return (10**lo, 10**hi) if log else (lo, hi)

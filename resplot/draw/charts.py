@@ -27,7 +27,7 @@ from resplot.data.names import distinct_parts
 from resplot.data.pages import TIMING_PARTS, Item, PanelSpec, panels_for
 from resplot.data.state import ViewState
 from resplot.data.views import FINE_PER_PIXEL, FINE_POINTS_PER_PAGE, fine_points
-from resplot.data.yrange import robust_limits
+from resplot.data.yrange import padded, placeholder_lead, robust_limits
 from resplot.draw import fonts
 from resplot.draw.axes_setup import NOTE_PT, dress, section_card
 from resplot.draw.composites import PART_COLORS, draw_stack, draw_throttle
@@ -95,6 +95,7 @@ class ChartPage(FollowsData):
         self.selected: set[RunRef] = set()  # runs selected in the table (their events show)
         self._events_left_out: set[int] = set()  # charts that left some runs' events out
         self._clipped: set[int] = set()  # charts whose y range ignores outliers
+        self._placeholders: dict[int, float] = {}  # charts whose y range leaves one out
         self.view_height_px: float | None = None  # what the window shows of the figure
         self.run_names: dict[RunRef, str] = {}  # of the plotted runs (the hover readout's rows)
         self.x_mode = "step"  # the x axis of the last refresh
@@ -106,6 +107,7 @@ class ChartPage(FollowsData):
         self.axes, self.tracks, self._extra, self._events, self._empty = [], [], [], [], []
         self._legends = []
         self._clipped = set()
+        self._placeholders = {}
         self.strip = RunStrip(self.figure)
         self._views, self._notes = [], []
         self.message = None
@@ -272,17 +274,39 @@ class ChartPage(FollowsData):
         """A loss chart's y range without its top 1 % (resplot.data.yrange), said in its note."""
         spec, ax = self.specs[i], self.axes[i]
         limits = None
-        if spec.robust_y and state.ignore_outliers and spec.kind == "line":
-            tracks = self.tracks[i].values()
+        robust = spec.robust_y and state.ignore_outliers and spec.kind == "line"
+        tracks = list(self.tracks[i].values()) if spec.kind == "line" else []
+        # A placeholder before training (nanoGPT's mfu -100) sets no range: the range is then
+        # the raw points' without it (a smoothed line stays inside them).
+        views = [t.view for t in tracks if t.view is not None and t.line.get_visible()]
+        leads = [placeholder_lead(v.values) for v in views]
+        placeholder = next((float(v.values[0]) for v, k in zip(views, leads, strict=True) if k),
+                           None)  # fmt: skip
+        if placeholder is not None:
+            ys = [v.values[k:] for v, k in zip(views, leads, strict=True)]
+            limits = robust_limits(np.concatenate(ys), log=spec.log_y) if robust else None
+            clipped = limits is not None
+            limits = limits or padded(np.concatenate(ys), log=spec.log_y)
+        elif robust:
             lines = [t.line for t in tracks] + [t.raw for t in tracks if t.raw is not None]
             ys = [np.asarray(ln.get_ydata(), float) for ln in lines if ln.get_visible()]
             ys += [xy[:, 1] for t in tracks for xy in t.band_xy]
             if ys:
                 limits = robust_limits(np.concatenate(ys), log=spec.log_y)
+            clipped = limits is not None
+        else:
+            clipped = False
         if limits is not None:
             ax.set_ylim(*limits)
-        if (limits is not None) != (i in self._clipped):
+        changed = clipped != (i in self._clipped)
+        changed |= self._placeholders.get(i) != placeholder
+        if clipped != (i in self._clipped):
             self._clipped.symmetric_difference_update({i})
+        if placeholder is None:
+            self._placeholders.pop(i, None)
+        else:
+            self._placeholders[i] = placeholder
+        if changed:
             self._note(i, state.smoothing)
 
     def _sync_tracks(self, i: int, spec: PanelSpec) -> dict[Item, Track]:
@@ -457,6 +481,8 @@ class ChartPage(FollowsData):
             parts.append("loading finer detail…")
         if i in self._clipped:
             parts.append("y: top 1 % ignored")
+        if i in self._placeholders:
+            parts.append(f"y: placeholder {self._placeholders[i]:g} at the start left out")
         if i in self._events_left_out and i == min(self._events_left_out):  # said once a page
             parts.append(f"events: >{marks.EVENT_RUNS_MAX} runs, click or select one")
         unplaced = sorted({t.item.label for t in self.tracks[i].values() if t.unplaced})

@@ -1,4 +1,10 @@
-"""The Ranks page as a matplotlib Figure (no Qt): one job's rank x step heatmap of a phase.
+"""The Ranks page as a matplotlib Figure (no Qt): one job's rank x step heatmaps.
+
+It opens (phase "step") on two maps over the same steps and colours: above, what tells the
+culprit (JobView.culprit: each rank's own work, its step minus its wait in collectives; without
+a logged `comm`, the phase the straggler is named in), with each rank's relative and individual
+performance score beside its row (JobView.scores); below, the step time, where every rank of a
+synchronous job is as slow as the slowest. Any other phase chosen is one map of it.
 
 Rows are the job's ranks grouped by host (a host's name beside its rows, a line between hosts),
 columns are step ranges of whole rollup buckets (resplot/data/ranks.py: each cell's largest,
@@ -12,6 +18,7 @@ The same class draws the window's page and `resplot snapshot --page ranks`.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,7 +33,15 @@ from matplotlib.transforms import blended_transform_factory, offset_copy
 from reslog.text import cell, safe
 from resplot.data.cache import SeriesCache
 from resplot.data.layout import TITLE_PT
-from resplot.data.ranks import STATS, JobView, job_label, job_view, jobs_in, newest_first
+from resplot.data.ranks import (
+    STATS,
+    STEP_INTERVALS,
+    JobView,
+    job_label,
+    job_view,
+    jobs_in,
+    newest_first,
+)
 from resplot.data.state import ViewState
 from resplot.draw.axes_setup import NOTE_PT
 from resplot.draw.charts import save_figure
@@ -42,6 +57,10 @@ MARK_LINES = 3  # alerts said above the map; more are counted (each is in its ce
 # Above this many times the 99th percentile, the largest cells are drawn at the top colour
 # (and the colour bar says so), so that one stalled step does not turn every other cell dark.
 CLIP_OVER_P99 = 2.0
+PAIR = "step"  # the phase that opens the page: the culprit's map over the step time's
+SCORE_PX = 92  # the scores' column, right of the culprit's map
+LOW_SCORE = 0.75  # a score under this is drawn bold (nvidia-resiliency-ext's usual threshold)
+CHAR_EM = 0.62  # a character's width in ems (DejaVu Sans, about): where captions wrap
 
 NO_JOB = (
     "No multi-rank job in these sources.\n"
@@ -86,6 +105,17 @@ class RanksPage(FollowsData):
         )  # fmt: skip
         self.colorbar = self.figure.colorbar(self.image, cax=self.cax)
         self.colorbar.formatter = FuncFormatter(_ms)
+        # The step time below the culprit's map: the same steps (shared x) and colours.
+        self.ax_step = self.figure.add_axes((0.1, 0.1, 0.8, 0.4), sharex=self.ax)
+        self.ax_step.tick_params(labelsize=7)
+        self.image_step = self.ax_step.imshow(
+            np.full((1, 1), np.nan), cmap=cmap, norm=self.image.norm, aspect="auto",
+            interpolation="nearest", origin="upper", extent=(0, 1, 1, 0),
+        )  # fmt: skip
+        self.ax_step.set_visible(False)
+        self.shown = "step"  # the matrix of the (upper) map
+        self.pair = False  # two maps: the culprit's and the step time's
+        self._lines: list[tuple[str, str]] = []  # the alerts said above, wrapped, and colour
         self.title = self.figure.text(0.01, 0.99, "", fontsize=TITLE_PT + 1, va="top")
         self.note = self.figure.text(0.01, 0.95, "", fontsize=NOTE_PT + 1, va="top",
                                      color="#555555")  # fmt: skip
@@ -98,13 +128,16 @@ class RanksPage(FollowsData):
         self._artists: list = []  # mark outlines: made again each refresh
         self._host_artists: list = []  # host names and separators, made again when they move
         self._host_key: tuple = ()
-        self.ax.set_autoscale_on(False)
-        self.ax.callbacks.connect("xlim_changed", self._on_xlim_changed)
+        for ax in (self.ax, self.ax_step):
+            ax.set_autoscale_on(False)
+            ax.callbacks.connect("xlim_changed", self._on_xlim_changed)
 
     # -- what the window and snapshot ask ------------------------------------------------------
     @property
     def axes(self) -> list:
-        return [self.ax] if self.view is not None else []
+        if self.view is None:
+            return []
+        return [self.ax, self.ax_step] if self.pair else [self.ax]
 
     def shows_data(self) -> bool:
         return self.view is not None
@@ -152,12 +185,15 @@ class RanksPage(FollowsData):
                 f"Job {label}: no rank has logged its step phases (time/step, time/data, ...) yet."
             )
         self.view = view
-        self.phase = state.ranks_phase if state.ranks_phase in view.matrices else "step"
+        self.phase = state.ranks_phase if state.ranks_phase in view.matrices else PAIR
+        self.pair = self.phase == PAIR
+        self.shown = view.culprit()[0] if self.pair else self.phase
+        self.pair &= self.shown != PAIR
         self._draw(view, dict(self.jobs)[self.group])
 
     def _show_message(self, text: str) -> None:
         self.view = None
-        for artist in (self.ax, self.cax):
+        for artist in (self.ax, self.cax, self.ax_step):
             artist.set_visible(False)
         for t in (self.title, self.note, *self.mark_texts):
             t.set_text("")
@@ -171,44 +207,76 @@ class RanksPage(FollowsData):
         if hosts:
             self._host_artists, self._host_key = [], ()
 
+    def _chars(self) -> int:
+        """Characters of a note line across the figure (where captions wrap)."""
+        px = self.figure.dpi / 72.0
+        return max(20, int((self.figure.bbox.width - 12 * px) / (CHAR_EM * (NOTE_PT + 1) * px)))
+
+    def _wrap(self, text: str) -> list[str]:
+        return textwrap.wrap(text, self._chars(), break_on_hyphens=False) or [""]
+
     def _place(self) -> None:
         """Margins in pixels, as fractions of the figure: host names and rank numbers on the
-        left, the colour bar on the right, the title, note and alerts on top."""
+        left, the colour bar (and the scores' column) on the right, the title, note and alerts
+        on top (each wrapped to the figure's width), a caption over each map."""
         w, h = self.figure.bbox.width, self.figure.bbox.height
         px = self.figure.dpi / 72.0  # pixels a point
         hosts = [safe(r.host)[:HOST_CHARS] for r in self.view.rows] if self.view else []
         host_px = max((len(name) for name in hosts), default=6) * 0.62 * 8 * px
         left = 14 + host_px + 30 * px
-        marks = min(len(self.view.marks), MARK_LINES + 1) if self.view is not None else 0
-        top = (12 + 2 + 1.6 * (2 + marks) * (NOTE_PT + 1)) * px
-        bottom, right = 26 * px, 70 * px
+        line = 1.6 * (NOTE_PT + 1) * px  # a note line, in pixels
+        note = len(self._wrap(self.note.get_text())) if self.view is not None else 1
+        marks = sum(t.count("\n") + 1 for t, _ in self._lines)
+        captions = 1 if self.view is not None else 0  # each map's, above it
+        top = 12 * px + 2 + line * (1 + note + marks + captions) + 2 * px
+        bottom, right = 26 * px, 70 * px + (SCORE_PX * px / 1.39 if self.pair else 0)
         width, height = max(0.05, (w - left - right) / w), max(0.05, (h - top - bottom) / h)
-        self.ax.set_position((left / w, bottom / h, width, height))
-        self.cax.set_position((1 - (right - 10 * px) / w, bottom / h, 10 * px / w, height))
+        if self.pair:
+            gap = (line + 4 * px) / h  # the lower map's caption
+            each = max(0.025, (height - gap) / 2)
+            self.ax.set_position((left / w, bottom / h + each + gap, width, each))
+            self.ax_step.set_position((left / w, bottom / h, width, each))
+        else:
+            self.ax.set_position((left / w, bottom / h, width, height))
+        bar = 70 * px - 10 * px
+        self.cax.set_position((1 - bar / w, bottom / h, 10 * px / w, height))
         y = 1 - 6 * px / h
         self.title.set_position((6 * px / w, y))
-        line = 1.6 * (NOTE_PT + 1) * px / h
-        self.note.set_position((6 * px / w, y - 1.15 * line - 2 * px / h))
-        for i, text in enumerate(self.mark_texts):
-            text.set_position((6 * px / w, y - (2.15 + i) * line - 2 * px / h))
+        self.note.set_position((6 * px / w, y - 1.15 * line / h - 2 * px / h))
+        at = y - (1.15 + note) * line / h - 2 * px / h
+        for text in self.mark_texts:
+            text.set_position((6 * px / w, at))
+            at -= (text.get_text().count("\n") + 1) * line / h
 
     def _draw(self, view: JobView, label: str) -> None:
-        self._place()  # again: the rows and marks of this view decide the margins
+        stat = STATS[self.stat]
+        what = f"{safe(self.shown)} and step" if self.pair else safe(self.phase)
+        self.title.set_text(f"{label} · job {safe(view.group)} · {what} time, {stat} of each cell")
+        self.note.set_text("\n".join(self._wrap(view.note())))
+        self._say_marks(view)
+        self._place()  # again: the rows, notes and marks of this view decide the margins
         self.message.set_text("")
         self.ax.set_visible(True)
         self.cax.set_visible(True)
+        self.ax_step.set_visible(self.pair)
+        self.ax.tick_params(axis="x", labelbottom=not self.pair)
         self._clear_artists(hosts=False)
-        m = view.matrices[self.phase]
-        values = m.values(self.stat)
+        values = view.matrices[self.shown].values(self.stat)
         rows, cols = values.shape
         x0, x1 = float(view.edges[0]), float(view.edges[-1])
+        both = [values]
         self.image.set_data(np.ma.masked_invalid(values))
+        if self.pair:
+            step = view.matrices[PAIR].values(self.stat)
+            self.image_step.set_data(np.ma.masked_invalid(step))
+            both.append(step)
         self._updating = True  # set_extent would autoscale: the limits are ours (below)
         try:
             self.image.set_extent((x0, x1, rows, 0))
+            self.image_step.set_extent((x0, x1, rows, 0))
         finally:
             self._updating = False
-        finite = values[np.isfinite(values)]
+        finite = np.concatenate([v[np.isfinite(v)] for v in both])
         clipped = False
         low, high = (0.0, 1.0)
         if len(finite):
@@ -225,17 +293,20 @@ class RanksPage(FollowsData):
             self.colorbar.formatter = FuncFormatter(_ms)
         # The same norm, new limits: the colour bar follows (one update, its formatter kept).
         self.image.set_clim(low, high if high > low else low + 1e-6)
+        named = "both maps" if self.pair else safe(self.phase)
         self.cax.set_ylabel(
-            f"{safe(self.phase)}, {STATS[self.stat]} of a cell"
+            f"{named}, {STATS[self.stat]} of a cell"
             + (f" (over {_ms(high)}: the top colour)" if clipped else ""),
             fontsize=7,
         )
+        self._captions(view)
         self._updating = True
         try:
             if self.follow:
                 self.ax.set_xlim(x0, x1)
             if self.follow or self._shape is None or self._shape[0] != rows:
                 self.ax.set_ylim(rows, 0)
+                self.ax_step.set_ylim(rows, 0)
         finally:
             self._updating = False
         self._shape = (rows, cols)
@@ -244,52 +315,103 @@ class RanksPage(FollowsData):
             tuple(r.rank for r in view.rows),
             tuple(self.ax.get_position().bounds),
             tuple(self.figure.bbox.size),
+            self.pair,
         )
         if placed != self._host_key:  # ~25 ms of a 64-rank refresh: only when they move
             self._clear_artists()
-            self._rank_ticks(view)
-            self._hosts(view)
+            for ax in self.axes:
+                self._rank_ticks(view, ax)
+                self._hosts(view, ax)
             self._host_key = placed  # fmt: skip
         self._marks(view)
-        stat = STATS[self.stat]
-        self.title.set_text(
-            f"{label} · job {safe(view.group)} · {safe(self.phase)} time, {stat} of each cell"
-        )
-        self.note.set_text(view.note())
+        if self.pair:
+            self._scores(view)
 
-    def _rank_ticks(self, view: JobView) -> None:
+    def _captions(self, view: JobView) -> None:
+        """What each map is, over it (wrapped to its width); a single map has none."""
+        for ax in (self.ax, self.ax_step):
+            ax.set_title("", loc="left")
+        if not self.pair:
+            return
+        upper = view.culprit()[1]
+        lower = "step time" + (
+            ": the interval between a rank's log() calls (no time/step logged)"
+            if view.step_from == STEP_INTERVALS
+            else " (time/step): every rank waits for the slowest"
+        )
+        for ax, text in ((self.ax, upper), (self.ax_step, lower)):
+            ax.set_title(cell(text, self._chars()), loc="left", fontsize=NOTE_PT + 1, pad=3,
+                         color="#333333")  # fmt: skip
+
+    def _scores(self, view: JobView) -> None:
+        """Each rank's relative and individual performance score of the culprit's map, beside
+        its row (JobView.scores); a low one bold."""
+        mixed = blended_transform_factory(self.ax.transAxes, self.ax.transData)
+        beside = offset_copy(mixed, fig=self.figure, x=6, units="points")
         rows = len(view.rows)
         every = max(1, math.ceil(ROW_LABEL_PX / max(1e-9, self.ax.bbox.height / max(1, rows))))
-        shown = [i for i in range(rows) if i % every == 0]
-        self.ax.set_yticks([i + 0.5 for i in shown], [str(view.rows[i].rank) for i in shown])
-        self.ax.tick_params(axis="y", length=0, pad=3)
-        self.ax.set_xlabel("step", fontsize=7, labelpad=1)
+        head = self.ax.text(1, 0, "worst score: rel · ind", transform=beside, ha="left",
+                            va="bottom", fontsize=7, color="#555555", clip_on=False)  # fmt: skip
+        self._artists.append(head)
+        for i, (rel, ind) in enumerate(view.scores(self.shown)):
+            if i % every or math.isnan(rel):
+                continue
+            low = min(rel, ind) < LOW_SCORE
+            text = self.ax.text(1, i + 0.5, f"{rel:.2f} · {ind:.2f}", transform=beside,
+                                ha="left", va="center", fontsize=7, clip_on=False,
+                                color="#b0005a" if low else "#333333",
+                                fontweight="bold" if low else "normal")  # fmt: skip
+            self._artists.append(text)
 
-    def _hosts(self, view: JobView) -> None:
+    def _rank_ticks(self, view: JobView, ax) -> None:
+        rows = len(view.rows)
+        every = max(1, math.ceil(ROW_LABEL_PX / max(1e-9, ax.bbox.height / max(1, rows))))
+        shown = [i for i in range(rows) if i % every == 0]
+        ax.set_yticks([i + 0.5 for i in shown], [str(view.rows[i].rank) for i in shown])
+        ax.tick_params(axis="y", length=0, pad=3)
+        lowest = ax is self.ax_step or not self.pair
+        ax.set_xlabel("step" if lowest else "", fontsize=7, labelpad=1)
+
+    def _hosts(self, view: JobView, ax) -> None:
         """Each host's name beside its rows, and a line between hosts across the map and the
         rank numbers."""
-        mixed = blended_transform_factory(self.ax.transAxes, self.ax.transData)
+        mixed = blended_transform_factory(ax.transAxes, ax.transData)
         names = offset_copy(mixed, fig=self.figure, x=-24, units="points")
-        margin = -self.ax.get_position().x0 * self.figure.bbox.width / max(1.0, self.ax.bbox.width)
+        margin = -ax.get_position().x0 * self.figure.bbox.width / max(1.0, ax.bbox.width)
         for host, rows in view.hosts:
             text = cell(host, HOST_CHARS)
             self._host_artists.append(
-                self.ax.text(0, (rows.start + rows.stop) / 2, text, transform=names, ha="right",
+                ax.text(0, (rows.start + rows.stop) / 2, text, transform=names, ha="right",
                              va="center", fontsize=8, color="#333333", clip_on=False)
             )  # fmt: skip
             if rows.start > 0:
                 across = Line2D([0, 1], [rows.start, rows.start], transform=mixed,
                                 color="white", linewidth=2.0, zorder=3)  # fmt: skip
-                self._host_artists.append(self.ax.add_line(across))
+                self._host_artists.append(ax.add_line(across))
                 beside = Line2D([0.9 * margin, 0], [rows.start, rows.start], transform=mixed,
                                 color="#999999", linewidth=0.8, clip_on=False)  # fmt: skip
-                self._host_artists.append(self.ax.add_line(beside))
+                self._host_artists.append(ax.add_line(beside))
+
+    def _say_marks(self, view: JobView) -> None:
+        """The alerts above the map (MARK_LINES of them), each wrapped to the figure's width:
+        a hang's frame chain is long, and one line ran off the right edge."""
+        marks = view.marks
+        for i, text in enumerate(self.mark_texts):
+            if i < min(len(marks), MARK_LINES):
+                mark = marks[i]
+                text.set_text("\n".join(self._wrap(f"▭ {mark.kind}: {safe(mark.message)}")))
+                text.set_color(MARK_COLORS.get(mark.kind, "#ff4fa3"))
+            elif i == MARK_LINES and len(marks) > MARK_LINES:
+                text.set_text(f"+{len(marks) - MARK_LINES} more (hover a marked cell)")
+                text.set_color("#555555")
+            else:
+                text.set_text("")
+        self._lines = [(t.get_text(), "") for t in self.mark_texts if t.get_text()]
 
     def _marks(self, view: JobView) -> None:
-        """Outline each alert's cells, and say it above the map (MARK_LINES of them)."""
-        marks = view.marks
+        """Outline each alert's cells, on every map shown."""
         edges = view.edges
-        for mark in marks:
+        for mark in view.marks:
             color = MARK_COLORS.get(mark.kind, "#ff4fa3")
             lo = max(mark.first, int(edges[0]))
             hi = int(edges[-1]) - 1 if mark.last is None else min(mark.last, int(edges[-1]) - 1)
@@ -297,20 +419,11 @@ class RanksPage(FollowsData):
             if lo > hi or first is None or last is None:
                 continue  # outside the steps in view
             x0, x1 = float(edges[first]), float(edges[last + 1])
-            for row in mark.rows:
-                rect = Rectangle((x0, row + 0.06), x1 - x0, 0.88, fill=False, edgecolor=color,
-                                 linewidth=1.8, zorder=4)  # fmt: skip
-                self._artists.append(self.ax.add_patch(rect))
-        for i, text in enumerate(self.mark_texts):
-            if i < min(len(marks), MARK_LINES):
-                mark = marks[i]
-                text.set_text(f"▭ {mark.kind}: {safe(mark.message)}")
-                text.set_color(MARK_COLORS.get(mark.kind, "#ff4fa3"))
-            elif i == MARK_LINES and len(marks) > MARK_LINES:
-                text.set_text(f"+{len(marks) - MARK_LINES} more (hover a marked cell)")
-                text.set_color("#555555")
-            else:
-                text.set_text("")
+            for ax in self.axes:
+                for row in mark.rows:
+                    rect = Rectangle((x0, row + 0.06), x1 - x0, 0.88, fill=False,
+                                     edgecolor=color, linewidth=1.8, zorder=4)  # fmt: skip
+                    self._artists.append(ax.add_patch(rect))
 
 
 def render_ranks(

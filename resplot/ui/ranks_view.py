@@ -17,7 +17,7 @@ from PyQt5.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 from reslog.text import safe
 from resplot.data.ranks import STATS, jobs_in
 from resplot.data.state import PAGES, ViewState
-from resplot.draw.ranks import RanksPage
+from resplot.draw.ranks import PAIR, RanksPage
 from resplot.ui.crosshair import GAP_PX
 from resplot.ui.page_view import TextCachingQTCanvas, page_toolbar
 
@@ -38,6 +38,7 @@ class RanksView(QWidget):
         self.job_combo = QComboBox(self)
         self.job_combo.setSizeAdjustPolicy(QComboBox.AdjustToContents)
         self.phase_combo = QComboBox(self)
+        self.phase_combo.setSizeAdjustPolicy(QComboBox.AdjustToContents)
         self.stat_combo = QComboBox(self)
         for stat, text in STATS.items():
             self.stat_combo.addItem(f"{text} of a cell", stat)
@@ -103,7 +104,9 @@ class RanksView(QWidget):
         if [self.phase_combo.itemData(i) for i in range(self.phase_combo.count())] != phases:
             self.phase_combo.clear()
             for phase in phases:  # a phase is a key's name: shown safe, chosen by its own
-                self.phase_combo.addItem(safe(phase), phase)
+                # The page opens on "step": the culprit's map over the step time's.
+                self.phase_combo.addItem("step & culprit" if phase == PAIR else safe(phase),
+                                         phase)  # fmt: skip
         if phases:
             self.phase_combo.setCurrentIndex(max(0, self.phase_combo.findData(page.phase)))
         self.stat_combo.setCurrentIndex(max(0, self.stat_combo.findData(page.stat)))
@@ -112,7 +115,7 @@ class RanksView(QWidget):
 
     # -- hover -----------------------------------------------------------------------------------
     def _on_move(self, event) -> None:
-        if self.toolbar.mode or event.inaxes is not self.page.ax:
+        if self.toolbar.mode or event.inaxes not in self.page.axes:
             self.hover.hide()
             return
         text = self.page.hover_text(event.xdata, event.ydata)

@@ -32,6 +32,7 @@ from resplot.data.model import RunInfo, RunRef
 from resplot.data.names import distinct_parts
 from resplot.data.state import ViewState
 from schema.compare import (
+    PER_RANK,
     differing_config,
     duration_s,
     family_keys,
@@ -39,6 +40,8 @@ from schema.compare import (
     gpu_hours,
     last_step,
     metric_stats,
+    per_rank_config,
+    rank_settings,
 )
 
 
@@ -92,6 +95,7 @@ class RunTableModel(QAbstractItemModel):
         self.headers: list[str] = [*self.HEAD, *self.MIDDLE]
         self.alerts: dict[RunRef, list[Alert]] = {}
         self.config_keys: list[str] = []
+        self.per_rank: list[str] = []
         # Each name without the words every run's name shares (RunNameDelegate's second try).
         self.short_names: dict[str, str] = {}
         self._ids: dict[tuple, int] = {}  # entry key -> node id, kept across refreshes
@@ -106,7 +110,9 @@ class RunTableModel(QAbstractItemModel):
         runs = self.cache.runs()
         self.alerts = alerts
         ticked = [r for r in runs if self.state.is_ticked(r.ref)]
-        self.config_keys = differing_config(ticked if len(ticked) >= 2 else runs)
+        compared = ticked if len(ticked) >= 2 else runs
+        self.config_keys = differing_config(compared)
+        self.per_rank = per_rank_config(compared)  # one column, each rank's own values
         top = job_rows.entries(runs)
         headers = list(self.HEAD)
         for m in self.state.table_metrics:
@@ -114,7 +120,7 @@ class RunTableModel(QAbstractItemModel):
         headers += [*self.MIDDLE]
         if any(e.kind == "job" for e in top):
             headers.append(self.GPUS)
-        headers += [*self.config_keys, *self.TAIL]
+        headers += [*self.config_keys, *([PER_RANK] if self.per_rank else []), *self.TAIL]
         # Among the runs of the same project: a sweep's names share their ends, a job beside
         # it shares nothing with them, and would leave every sweep name whole (then elided).
         by_project: dict[str, list[str]] = {}
@@ -266,6 +272,7 @@ class RunTableModel(QAbstractItemModel):
             cells[f"{m} last"], cells[f"{m} min"] = _stats(self.cache, ref, key)
         flat = flatten(run.config)
         cells.update({k: flat.get(k) for k in self.config_keys})
+        cells[PER_RANK] = rank_settings(run, self.per_rank)
         return cells
 
     def _group_cells(self, entry: Entry, now: float) -> dict[str, Any]:
@@ -292,6 +299,8 @@ class RunTableModel(QAbstractItemModel):
             "duration": f"{max(duration_s(r) for r in members) / 3600.0:.2f} h",
             "GPU-hours": sum(hours) if hours else None,
             "host": ", ".join(hosts),
+            # The settings that differ by rank, named: each rank's row has its own values.
+            PER_RANK: f"by rank: {', '.join(self.per_rank)}" if self.per_rank else "",
         }  # fmt: skip
 
     # -- lookups ----------------------------------------------------------------------------

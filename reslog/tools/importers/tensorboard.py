@@ -6,11 +6,14 @@ The TFRecord framing and the few protobuf messages involved (Event, Summary, Sum
 TensorProto, SummaryMetadata, the hparams plugin's data) are parsed here with the stdlib: no
 TensorFlow, no protobuf, and fast enough for millions of points (docs/benchmarks.md,
 "Importers"). Scalars are `simple_value`s (what `SummaryWriter.add_scalar` writes) and 0-d
-numeric tensors (`new_style=True`, tf.summary). Hyper-parameters (`add_hparams`, Keras'
-HParams callback: the hparams plugin's session start info) become the run's config; a folder
-holding only hparams gives them to the runs in its subfolders (Keras writes them beside its
-`train/` and `validation/` folders). Images, histograms, audio, text and other non-scalar
-values are not stored: counted by tag and kind (`RunState.skip`).
+numeric tensors (`new_style=True`, tf.summary). Hyper-parameters (the hparams plugin's session
+start info) become the config of the run that holds the curves: PyTorch's `add_hparams` writes
+them into a timestamped session folder below the run's (read into the run: its one point a
+metric too), Keras' HParams callback into the folder above its `train/` and `validation/` (given
+to each), `hp.hparams` beside the scalars (`hparams_config`'s experiment definition, at the top,
+is no run). Types as the file holds them: bool, string, and numbers (whole ones as int). Images,
+histograms, audio, text and other non-scalar values are not stored: counted by tag and kind
+(`RunState.skip`).
 
 Incremental: `read_event_file` starts at a byte offset (where the last import stopped, checked
 to be a record boundary) and returns where it stopped. The newest file of a folder may end in
@@ -85,21 +88,27 @@ def read_logdir(
 ) -> Iterator[ImportedRun]:
     """One run per event folder, read one at a time, each holding what its files hold past
     `offsets(uid)` (the byte offset per file name where the last import stopped; None: from
-    the start), with `run.offsets` where this read stopped. A folder holding hyper-parameters
-    and no scalars gives them to the runs in the folders below it (their own win) and is no run
-    itself; without such folders it is a run of its own. ImportError_ on bad input."""
+    the start), with `run.offsets` where this read stopped. Hyper-parameters go to the run that
+    holds the curves: a folder holding hyper-parameters and no scalars (Keras) gives them to
+    the runs in the folders below it (their own win) and is no run itself; a session folder
+    that PyTorch's `add_hparams` writes below a folder of scalars (hyper-parameters and at most
+    one point a metric) is read into that folder's run, its files' offsets under `child/file`.
+    ImportError_ on bad input."""
     logdir = logdir.resolve()
     found = event_dirs(logdir)
     inherited: dict[Path, dict] = {}  # hparams of folders without scalars, for those below
+    merged: set[Path] = set()  # add_hparams session folders read into their parent's run
     for folder, files in found:
+        if folder in merged:
+            continue
         run = folder_run(logdir, folder, project)
         done = offsets(run.uid) if offsets is not None else {}
         run.offsets = dict(done)
-        for i, path in enumerate(files):
-            end, torn = read_event_file(path, run, done.get(path.name, 0), i == len(files) - 1)
-            run.offsets[path.name] = end
-            if torn:
-                run.torn.append((path, torn))
+        _read_files(run, files, done)
+        if run.series or any("/" not in name for name in done):  # a folder of scalars
+            for child, child_files in found:
+                if child.parent == folder and _read_session(run, child, child_files, done):
+                    merged.add(child)
         above = [c for f, c in inherited.items() if folder.is_relative_to(f)]
         below = any(f != folder and f.is_relative_to(folder) for f, _ in found)
         if run.config and not run.series and not done and below:
@@ -109,6 +118,37 @@ def read_logdir(
             run.config = {**config, **run.config}
         if run.series or run.config or run.skipped or done:
             yield run
+
+
+def _read_files(
+    run: ImportedRun, files: list[Path], done: dict[str, int], prefix: str = ""
+) -> None:
+    for i, path in enumerate(files):
+        name = prefix + path.name
+        end, torn = read_event_file(path, run, done.get(name, 0), i == len(files) - 1)
+        run.offsets[name] = end
+        if torn:
+            run.torn.append((path, torn))
+
+
+def _read_session(run: ImportedRun, child: Path, files: list[Path], done: dict[str, int]) -> bool:
+    """Read `child` into `run` when it is an `add_hparams` session folder (or was read into it
+    before): hyper-parameters, and at most one point of each metric. False: left as it is."""
+    prefix = child.name + "/"
+    before = any(name.startswith(prefix) for name in done)
+    probe = ImportedRun(source="", project=run.project, name="")
+    _read_files(probe, files, done, prefix)
+    if not before and not (probe.config and all(len(s[0]) <= 1 for s in probe.series.values())):
+        return False
+    run.config.update(probe.config)  # the session's (a later add_hparams wins)
+    for key, (steps, walls, values) in probe.series.items():
+        for point in zip(steps, walls, values, strict=True):
+            run.add(key, *point)
+    for what, n in probe.skipped.items():
+        run.skipped[what] = run.skipped.get(what, 0) + n
+    run.offsets.update(probe.offsets)
+    run.torn += probe.torn
+    return True
 
 
 def read_event_file(
