@@ -1,0 +1,296 @@
+"""The report: the chosen pages' series read through the viewer's cache and tiles, packed at
+the resolution the size budget allows, with the runs, their comparison table and events, into
+one HTML file whose page (assets/report.js) draws them. No Qt; `resplot report` and the
+window's File > Export > HTML report both call `build_report`.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import html
+import io
+import json
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import resources
+
+import numpy as np
+
+from reslog.tools.export import format_cell, render_markdown
+from resplot.data.cache import SeriesCache
+from resplot.data.key_roles import key_for
+from resplot.data.model import RunRef
+from resplot.data.pages import panels_for
+from resplot.data.smoothing import smoothable, unit_of
+from resplot.data.state import ViewState
+from resplot.data.xaxis import TOKENS_KEY
+from resplot.exports import summaries
+from resplot.report import levels as budget
+from resplot.report.pack import pack_floats, pack_ints, packed_bytes
+from schema import buckets
+from schema.compare import comparison_table
+
+REPORT_PAGES = ("training", "system", "timing", "ranks")
+DEFAULT_MAX_MB = 10.0
+FETCH_ROUNDS = 200  # polls while tiles still arrive (the agent serves 4,096 tiles a request)
+ATTEMPTS = 4  # budget passes: the estimate is refined by each measured size
+
+
+class ReportError(ValueError):
+    """Nothing to report (no series on the chosen pages), or a budget too small to hold it."""
+
+
+@dataclass
+class Report:
+    html: str
+    width: int  # steps a column at the finest embedded level (1: every series raw)
+    raw_series: int
+    series: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def bytes(self) -> int:
+        return len(self.html.encode("utf-8"))
+
+    def write(self, path: str | os.PathLike[str]) -> None:
+        """Beside the target, then renamed into place: a failed write leaves no half a file."""
+        target = os.fspath(path)
+        tmp = f"{target}.tmp{os.getpid()}"
+        try:
+            with open(tmp, "w", encoding="utf-8", newline="") as f:
+                f.write(self.html)
+            os.replace(tmp, target)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+
+
+def _asset(name: str) -> str:
+    return resources.files("resplot.report").joinpath("assets", name).read_text("utf-8")
+
+
+def _fetch_tiles(cache: SeriesCache, fetch: Callable[[], object] | None, wanted: list) -> None:
+    """Ask for every tile of each (ref, key, level) and poll until they have all come."""
+    for ref, key, level in wanted:
+        agg = cache.summary(ref, key).agg
+        cache.want_tiles(ref, key, level, buckets.tiles_for(level, agg[9], agg[10]))
+    for _ in range(FETCH_ROUNDS):
+        if fetch is None or not cache.wanted_count():
+            return
+        fetch()
+
+
+def _tiles(cache: SeriesCache, ref: RunRef, key: str, level: int) -> list | None:
+    agg = cache.summary(ref, key).agg
+    out = []
+    for index in buckets.tiles_for(level, agg[9], agg[10]):
+        tile = cache.tile(ref, key, level, index)
+        if tile is None:
+            return None
+        out.append(tile)
+    return out
+
+
+def _columns(tiles: list, names) -> dict[str, np.ndarray]:
+    return {n: np.concatenate([t.cols[n] for t in tiles]) if tiles else np.empty(0) for n in names}
+
+
+def pack_series(tiles: list, level: int, wall0: float, smooth: bool) -> dict:
+    """One series' columns for the page: raw points (`s`, `v`, `w`), or a level's columns:
+    first step `lo`, the extremes' steps as offsets from it, the last step `hi` (offset), the
+    extremes and last value (exact), the wall at the last step and the mean (float32: drawn
+    only), and which columns hold NaN / +inf / -inf (`bad`: 1, 2, 4; left out when none)."""
+    if level == 0:
+        c = _columns(tiles, ("step", "wall", "value"))
+        return {
+            "s": pack_ints(c["step"], delta=True),
+            "v": pack_floats(c["value"]),
+            "w": pack_floats(c["wall"] - wall0, exact=False),
+        }
+    names = ("step_lo", "step_hi", "min_at", "max_at", "vmin", "vmax", "last", "wall_hi",
+             "vsum", "n", "nan", "posinf", "neginf")  # fmt: skip
+    c = _columns(tiles, names)
+    lo = c["step_lo"].astype(np.int64)
+    has = np.isfinite(c["vmin"])
+    out = {
+        "lo": pack_ints(lo, delta=True),
+        "hi": pack_ints(c["step_hi"] - lo),
+        "mn": pack_ints(np.where(has, c["min_at"] - lo, 0)),
+        "mx": pack_ints(np.where(has, c["max_at"] - lo, 0)),
+        "vmin": pack_floats(c["vmin"]),
+        "vmax": pack_floats(c["vmax"]),
+        "last": pack_floats(c["last"]),
+        "w": pack_floats(c["wall_hi"] - wall0, exact=False),
+    }
+    bad = (c["nan"] > 0) * 1 + (c["posinf"] > 0) * 2 + (c["neginf"] > 0) * 4
+    if bad.any():
+        out["bad"] = pack_ints(bad)
+    if smooth:
+        finite = c["n"] - c["nan"] - c["posinf"] - c["neginf"]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(finite > 0, c["vsum"] / np.maximum(finite, 1), np.nan)
+            mean = np.where(c["vmin"] == c["vmax"], c["vmin"], np.clip(mean, c["vmin"], c["vmax"]))
+        out["mean"] = pack_floats(mean, exact=False)
+    return out
+
+
+def _ranks_png(cache: SeriesCache, fetch) -> tuple[str | None, str]:
+    """The Ranks page (its heatmap, drawn as `resplot snapshot --page ranks` draws it) as a
+    PNG data URI, or None and why."""
+    from resplot.data.ranks import jobs_in
+    from resplot.draw.ranks import NO_JOB, render_ranks
+
+    if not jobs_in(cache):
+        return None, NO_JOB.replace("\n", " ")
+    page = render_ranks(cache, ViewState(page="ranks"), size=(12, 6), dpi=100, fetch=fetch)
+    if page.view is None:
+        return None, page.message.get_text()
+    buf = io.BytesIO()
+    page.figure.savefig(buf, format="png", dpi=100)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode(), ""
+
+
+def _json(value) -> str:
+    """JSON safe inside a <script> element (no '</', no line separators JavaScript rejects)."""
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return text.replace("</", "<\\/").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def _finite(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+def build_report(
+    cache: SeriesCache,
+    refs: list[RunRef],
+    fetch: Callable[[], object] | None = None,
+    pages: tuple[str, ...] = ("training",),
+    max_bytes: int = int(DEFAULT_MAX_MB * (1 << 20)),
+    metrics: list[str] | None = None,
+    title: str = "",
+    state: ViewState | None = None,
+) -> Report:
+    """The report of `refs` (in `cache`, read through `fetch`: a source's poll) on `pages`."""
+    state = state if state is not None else ViewState()
+    state.assign_looks(refs)
+    cache.set_tile_limit(max(cache.tile_limit, 4 << 30))  # every embedded tile at once
+    notes: list[str] = []
+    index: dict[tuple[RunRef, str], int] = {}
+    page_out = []
+    ranks_img = None
+    for page in pages:
+        if page == "ranks":
+            ranks_img, why = _ranks_png(cache, fetch)
+            page_out.append({"name": "ranks", "img": ranks_img, "why": why})
+            continue
+        panels = []
+        for spec in panels_for(page, cache, refs, state):
+            items = []
+            for item in spec.items:
+                i = index.setdefault((item.ref, item.key), len(index))
+                items.append({"s": i, "label": item.label, "part": item.part, "color": item.color,
+                              "dash": item.style != "-", "smooth": item.smooth,
+                              "marker": bool(item.marker)})  # fmt: skip
+            kind = "line" if spec.kind in ("line", "stacked", "throttle") else spec.kind
+            panels.append({"title": spec.title, "ylabel": spec.ylabel, "log": spec.log_y,
+                           "kind": kind, "stacked": spec.kind == "stacked",
+                           "items": items})  # fmt: skip
+        page_out.append({"name": page, "panels": panels})
+    guides = {}
+    for r, ref in enumerate(refs):
+        key = key_for(cache.keys(ref), "tokens") or TOKENS_KEY
+        if cache.summary(ref, key) is not None:
+            guides[r] = index.setdefault((ref, key), len(index))
+    if not index:
+        raise ReportError(f"nothing to report: the {', '.join(pages)} page(s) found no series "
+                          "in the chosen runs")  # fmt: skip
+    series_keys = list(index)
+    run_of = {ref: r for r, ref in enumerate(refs)}
+    needs = [budget.Need.of(cache.summary(ref, key)) for ref, key in series_keys]
+
+    runs = []
+    for ref in refs:
+        info = cache.run(ref)
+        end = info.ended_at if info.ended_at is not None else info.heartbeat_at
+        runs.append({"name": info.name, "uid": ref.uid, "status": info.status,
+                     "color": state.look(ref).color, "dash": state.look(ref).style != "-",
+                     "created": info.created_at, "seconds": max(0.0, end - info.created_at),
+                     "host": info.host, "source": ref.source})  # fmt: skip
+    header, rows = comparison_table(summaries(cache, refs), metrics)
+    table = {"header": header, "rows": [[format_cell(_finite(v)) for v in row] for row in rows],
+             "md": render_markdown(header, rows)}  # fmt: skip
+    events = [
+        {"run": run_of[ref], "step": e.step, "wall": e.wall, "kind": e.kind, "level": e.level,
+         "title": e.title}
+        for ref in refs for e in cache.events(ref)
+    ]  # fmt: skip
+    made = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    meta = {"title": title or "resplot report", "made": made, "pages": page_out, "runs": runs,
+            "table": table, "events": events}  # fmt: skip
+    template, script, css = _asset("report.html"), _asset("report.js"), _asset("report.css")
+    fixed = len(template) + len(script) + len(css) + len(_json(meta).encode()) + 2048
+    room = max_bytes - fixed
+    if room <= 0:
+        raise ReportError(f"--max-mb {max_bytes / (1 << 20):g} is too small: the page and its "
+                          f"tables alone take {fixed / (1 << 20):.2f} MB")  # fmt: skip
+
+    ratio, packed, width, chosen = 1.0, None, 0, []
+    for _attempt in range(ATTEMPTS):
+        width, chosen = budget.choose(needs, room, ratio)
+        wanted = [(ref, key, lv) for (ref, key), lv in zip(series_keys, chosen, strict=True)]
+        _fetch_tiles(cache, fetch, wanted)
+        packed, estimate, real = [], 0.0, 0
+        for (ref, key), need, lv in zip(series_keys, needs, chosen, strict=True):
+            tiles = _tiles(cache, ref, key, lv)
+            info = cache.run(ref)
+            summary = cache.summary(ref, key)
+            entry = {"run": run_of.get(ref, 0), "key": key, "n": need.n,
+                     "width": buckets.width(lv) if lv else 1, "unit": unit_of(summary.agg),
+                     "smooth": smoothable(key), "wall0": info.created_at}  # fmt: skip
+            if tiles is None:
+                entry["missing"] = True
+            else:
+                entry["cols"] = pack_series(tiles, lv, info.created_at, smoothable(key) and lv != 0)
+                real += sum(packed_bytes(c) for c in entry["cols"].values()) + 120
+            estimate += need.bytes(lv)
+            packed.append(entry)
+        if real <= room:
+            finer = width > 1 and budget.choose(needs, room, real / max(estimate, 1))[0] < width
+            if not finer or _attempt == ATTEMPTS - 1:
+                break
+            ratio = real / max(estimate, 1)
+            continue
+        ratio = max(ratio * 1.15, real / max(estimate, 1) * 1.02)
+    if real > room:
+        raise ReportError(f"--max-mb {max_bytes / (1 << 20):g} cannot hold the coarsest "
+                          "resolution of these series; choose fewer runs or pages")  # fmt: skip
+    raw = sum(1 for lv in chosen if lv == 0)
+    pairs = zip(series_keys, packed, strict=True)
+    missing = [f"{cache.run(ref).name}: {key}" for (ref, key), e in pairs if e.get("missing")]
+    if raw < len(chosen):
+        left = sum(n.n for n, lv in zip(needs, chosen, strict=True) if lv != 0)
+        notes.append(
+            f"{len(chosen) - raw} of {len(chosen)} series are embedded as exact columns of "
+            f"{width} steps (first step, min and max with their steps, last; {left:,} points "
+            f"summarised), the rest as every logged point: the {max_bytes / (1 << 20):g} MB "
+            f"budget holds no more. A zoom finer than {width} steps a pixel is drawn coarser "
+            "than its pixels, and the chart says so."
+        )
+    if missing:
+        notes.append(f"not drawn, their tiles did not arrive: {'; '.join(missing)}")
+    if ranks_img is None and "ranks" in pages:
+        notes.append(f"Ranks page: {page_out[[p['name'] for p in page_out].index('ranks')]['why']}")
+    meta.update(series=packed, guides={str(k): v for k, v in guides.items()}, notes=notes,
+                budget={"max_bytes": max_bytes, "width": width, "raw": raw})  # fmt: skip
+    page = (
+        template.replace("{{TITLE}}", html.escape(meta["title"]))
+        .replace("{{CSS}}", css)
+        .replace("{{DATA}}", _json(meta))
+        .replace("{{JS}}", script)
+    )
+    return Report(page, width, raw, len(chosen), notes)
