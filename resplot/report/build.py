@@ -201,14 +201,14 @@ def build_report(
                            "kind": kind, "stacked": spec.kind == "stacked",
                            "items": items})  # fmt: skip
         page_out.append({"name": page, "panels": panels})
+    if not index and "ranks" not in pages:
+        raise ReportError(f"nothing to report: the {', '.join(pages)} page(s) found no series "
+                          "in the chosen runs")  # fmt: skip
     guides = {}
     for r, ref in enumerate(refs):
         key = key_for(cache.keys(ref), "tokens") or TOKENS_KEY
         if cache.summary(ref, key) is not None:
             guides[r] = index.setdefault((ref, key), len(index))
-    if not index:
-        raise ReportError(f"nothing to report: the {', '.join(pages)} page(s) found no series "
-                          "in the chosen runs")  # fmt: skip
     series_keys = list(index)
     run_of = {ref: r for r, ref in enumerate(refs)}
     needs = [budget.Need.of(cache.summary(ref, key)) for ref, key in series_keys]
@@ -236,7 +236,7 @@ def build_report(
     fixed = len(template) + len(script) + len(css) + len(_json(meta).encode()) + 2048
     room = max_bytes - fixed
     if room <= 0:
-        raise ReportError(f"--max-mb {max_bytes / (1 << 20):g} is too small: the page and its "
+        raise ReportError(f"--max-mb {max_bytes / (1 << 20):.3g} is too small: the page and its "
                           f"tables alone take {fixed / (1 << 20):.2f} MB")  # fmt: skip
 
     ratio, packed, width, chosen = 1.0, None, 0, []
@@ -267,7 +267,7 @@ def build_report(
             continue
         ratio = max(ratio * 1.15, real / max(estimate, 1) * 1.02)
     if real > room:
-        raise ReportError(f"--max-mb {max_bytes / (1 << 20):g} cannot hold the coarsest "
+        raise ReportError(f"--max-mb {max_bytes / (1 << 20):.3g} cannot hold the coarsest "
                           "resolution of these series; choose fewer runs or pages")  # fmt: skip
     raw = sum(1 for lv in chosen if lv == 0)
     pairs = zip(series_keys, packed, strict=True)
@@ -277,7 +277,7 @@ def build_report(
         notes.append(
             f"{len(chosen) - raw} of {len(chosen)} series are embedded as exact columns of "
             f"{width} steps (first step, min and max with their steps, last; {left:,} points "
-            f"summarised), the rest as every logged point: the {max_bytes / (1 << 20):g} MB "
+            f"summarised), the rest as every logged point: the {max_bytes / (1 << 20):.3g} MB "
             f"budget holds no more. A zoom finer than {width} steps a pixel is drawn coarser "
             "than its pixels, and the chart says so."
         )

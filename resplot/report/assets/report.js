@@ -337,7 +337,8 @@
     for (const t of niceTicks(f.x0, f.x1, Math.max(2, Math.floor(f.px / 90)))) {
       const x = X(f, t);
       ctx.beginPath(); ctx.moveTo(x, PAD.t); ctx.lineTo(x, PAD.t + f.py); ctx.stroke();
-      ctx.fillText(fmtX(t), x, PAD.t + f.py + 4);
+      const label = fmtX(t), half = ctx.measureText(label).width / 2;
+      ctx.fillText(label, Math.min(Math.max(x, half), f.W - half - 1), PAD.t + f.py + 4);
     }
     ctx.strokeStyle = "#999"; ctx.strokeRect(PAD.l, PAD.t, f.px, f.py);
     ctx.save();

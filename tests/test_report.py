@@ -1,0 +1,225 @@
+"""`resplot report`: one HTML file, opened from disk in a real headless Chromium that can reach
+no network (tests/fixtures/browser.py): no console error, no request, every run listed, the
+hover reads the logged values, a zoom's drawn columns hold the store's extremes, a one-step
+spike is drawn at every zoom, and the page looks right at 1280x800 (the screenshot is kept in
+the test's temp folder)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import reslog
+from resplot.cli import main
+from resplot.report.levels import Need, choose
+from tests.fixtures.browser import HEIGHT, WIDTH
+from tests.fixtures.stores import BASE_TIME, make_run, new_store
+
+SPIKE_STEP = 12_345
+LONG = 40_000
+
+
+def _loss(i: int, steps: np.ndarray) -> np.ndarray:
+    rng = np.random.default_rng(i)
+    v = 4.0 * np.exp(-steps / 15_000) + 1.5 + i * 0.1 + rng.normal(0, 0.02, len(steps))
+    v[steps == SPIKE_STEP] = 50.0 + i  # one step, one run each: must never vanish
+    return v
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory) -> dict[str, str]:
+    """A small store (every point fits) and a long one (columns only, under a small budget).
+    The small one has a CJK name, a crashed run, an alert and a checkpoint."""
+    base = tmp_path_factory.mktemp("report")
+    small, long = str(base / "small.db"), str(base / "long.db")
+    engine = new_store(small)
+    for i, name in enumerate(("基线 baseline", "lr-1e-3", "wsd-0.5")):
+        steps = np.arange(0, 3000)
+        make_run(
+            engine, name=name, created_at=BASE_TIME + i * 60,
+            status="crashed" if i == 2 else "finished",
+            config={"optim": {"lr": 3e-4 * (i + 1)}, "batch_tokens": 524288},
+            summary={"test/ppl": 15.5 + i},
+            points={
+                "train/loss": list(zip(steps.tolist(), _loss(i, steps).tolist(), strict=True)),
+                "train/tokens": [(s, 4096.0 * s) for s in range(0, 3000, 10)],
+                "valid/loss": [(s, 3.0 - s / 3000 + i * 0.1) for s in range(0, 3000, 500)],
+                "lr": [(s, 1e-3 * min(1.0, s / 100)) for s in range(3000)],
+            },
+            events=[("checkpoint", "saved step 1000", 1000), ("alert", "loss spike", 2000)],
+        )  # fmt: skip
+    engine.dispose()
+    engine = new_store(long)
+    for i in range(2):
+        steps = np.arange(LONG)
+        pts = list(zip(steps.tolist(), _loss(i, steps).tolist(), strict=True))
+        make_run(engine, name=f"long-{i}", created_at=BASE_TIME + i, points={"train/loss": pts})
+    engine.dispose()
+    return {"small": small, "long": long}
+
+
+def _open(driver, path: Path) -> None:
+    driver.get(path.as_uri())
+    for _ in range(100):
+        if driver.execute_script("return document.body && document.body.dataset.ready === '1'"):
+            return
+        driver.implicitly_wait(0)
+        driver.execute_script("return new Promise(r => setTimeout(r, 50))")
+    raise AssertionError("the report page never finished building")
+
+
+def _errors(driver) -> list[str]:
+    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def _logged(store: str, run: str, key: str) -> tuple[np.ndarray, np.ndarray]:
+    with reslog.open(store) as r:
+        df = r.points(run, key)
+    return df["step"].to_numpy(), df["value"].to_numpy()
+
+
+def test_report_opens_offline_lists_every_run_and_reads_the_hover(stores, tmp_path, browser):
+    out = tmp_path / "report.html"
+    assert main(["report", stores["small"], "-o", str(out), "--pages", "training", "system"]) == 0
+    html = out.read_text(encoding="utf-8")
+    assert "基线 baseline" in html and "<script src" not in html and "<link" not in html
+    _open(browser, out)
+    assert _errors(browser) == []
+    # Nothing was requested: no resource entry beyond the page itself.
+    assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
+    legend = browser.execute_script(
+        "return [...document.querySelectorAll('#legend > span')].map(e => e.textContent)"
+    )
+    assert legend == ["基线 baseline", "lr-1e-3", "wsd-0.5"]
+    table = browser.execute_script(
+        "return [...document.querySelectorAll('#runs tbody tr')].map(tr => "
+        "[...tr.cells].map(c => c.textContent))"
+    )
+    assert [row[1] for row in table] == ["finished", "finished", "crashed"]
+    assert [row[3] for row in table] == ["基线 baseline", "lr-1e-3", "wsd-0.5"]
+    md = browser.execute_script("return document.getElementById('md').textContent")
+    assert md.startswith("| run | optim.lr |") and "test/ppl" in md
+
+    # Hover step 1234 of the loss chart with the mouse: each run's logged value there.
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    step = 1234
+    browser.execute_script("resplotReport.setRange(1200, 1300)")  # a step is several pixels
+    canvas = browser.find_elements("css selector", "canvas")[0]
+    px = browser.execute_script("return resplotReport.pixelOf(0, arguments[0])", step)
+    width = canvas.size["width"]
+    ActionChains(browser).move_to_element_with_offset(canvas, round(px - width / 2), 0).perform()
+    rows = browser.execute_script(
+        "return [...document.querySelectorAll('#tip tr.row')].map(r => [r.dataset.label, "
+        "r.dataset.step, r.dataset.value])"
+    )
+    train = {label: (int(s), float(v)) for label, s, v in rows if label.endswith(" train")}
+    assert len(train) == 3
+    for name in ("基线 baseline", "lr-1e-3", "wsd-0.5"):
+        steps, values = _logged(stores["small"], name, "train/loss")
+        at, value = train[f"{name} train"]
+        assert at == step
+        assert value == values[np.searchsorted(steps, at)]  # bit for bit
+
+    # Hiding a run from the legend takes it off the charts and the readout.
+    browser.find_elements("css selector", "#legend > span")[1].click()
+    drawn = browser.execute_script("return resplotReport.drawn(0).filter(Boolean).length")
+    assert drawn == 4  # two runs left: train and valid loss each
+
+    shot = tmp_path / "report-1280x800.png"
+    browser.get_screenshot_as_file(str(shot))
+    from PIL import Image
+
+    assert Image.open(shot).size == (WIDTH, HEIGHT)
+    assert _errors(browser) == []
+
+
+def test_zoomed_columns_hold_the_stores_extremes_and_the_spike(stores, tmp_path, browser):
+    out = tmp_path / "long.html"
+    assert main(["report", stores["long"], "-o", str(out), "--max-mb", "0.4"]) == 0
+    assert out.stat().st_size <= 0.4 * (1 << 20)
+    _open(browser, out)
+    assert _errors(browser) == []
+    notes = browser.execute_script("return document.getElementById('notes').textContent")
+    width = browser.execute_script("return resplotReport.data.budget.width")
+    assert width > 1 and f"columns of {width} steps" in notes  # what was left out, said
+    truth = {f"long-{i}": _logged(stores["long"], f"long-{i}", "train/loss") for i in range(2)}
+
+    def check(lo: float, hi: float) -> list[dict]:
+        browser.execute_script("resplotReport.setRange(arguments[0], arguments[1])", lo, hi)
+        drawn = [d for d in browser.execute_script("return resplotReport.drawn(0)") if d]
+        assert len(drawn) == 2
+        for d in drawn:
+            steps, values = truth[d["label"].removesuffix(" train")]
+            for c_lo, c_hi, vmin, vmax, min_at, max_at in d["columns"]:
+                a, b = np.searchsorted(steps, [c_lo, c_hi + 1])
+                assert (vmin, vmax) == (values[a:b].min(), values[a:b].max())
+                assert values[np.searchsorted(steps, min_at)] == vmin
+                assert values[np.searchsorted(steps, max_at)] == vmax
+            if lo <= SPIKE_STEP <= hi:
+                assert d["max"] == values[steps == SPIKE_STEP][0]  # the spike, drawn exactly
+        return drawn
+
+    # Every zoom from the whole run down to a few columns: exact columns, the spike kept;
+    # at least one column a pixel until the file's finest width is passed, which is said.
+    plot = browser.execute_script("return resplotReport.charts[0].frame.px")
+    for span in (LONG, 20_000, 4_000, 400, 100, 20):
+        lo, hi = SPIKE_STEP - span * 0.3, SPIKE_STEP + span * 0.7
+        drawn = check(lo, hi)
+        coarse = browser.execute_script("return resplotReport.charts[0].div.dataset.coarse")
+        fine_enough = span / plot >= width
+        for d in drawn:
+            assert d["coarse"] == (not fine_enough) or (fine_enough and d["count"] >= plot)
+        if not fine_enough:
+            assert coarse == "1"
+    # 1 % ranges anywhere, zoomed with the mouse the way a reader does.
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    browser.execute_script("resplotReport.setRange(0, arguments[0])", LONG * 0.1)
+    canvas = browser.find_elements("css selector", "canvas")[0]
+    x_of = browser.execute_script(
+        "return [resplotReport.pixelOf(0, 1000), resplotReport.pixelOf(0, 1400)]"
+    )
+    left = round(x_of[0] - canvas.size["width"] / 2)
+    (ActionChains(browser).move_to_element_with_offset(canvas, left, 0).click_and_hold()
+     .move_by_offset(round(x_of[1] - x_of[0]), 0).release().perform())  # fmt: skip
+    lo, hi = browser.execute_script("return resplotReport.view.range")
+    assert 900 < lo < 1100 and 1300 < hi < 1500
+    drawn = [d for d in browser.execute_script("return resplotReport.drawn(0)") if d]
+    assert all(d["columns"] for d in drawn)
+    check(lo, hi)
+    assert _errors(browser) == []
+
+
+def test_the_budget_chooses_levels_and_is_never_passed():
+    long = Need(n=100_000, step_lo=0, step_hi=99_999, levels=4)
+    short = Need(n=50, step_lo=0, step_hi=49_000, levels=1)
+    width, levels = choose([long] * 800 + [short], budget=10 << 20)
+    assert width > 64 and levels[-1] == 0  # the sparse series raw, the long ones as columns
+    spent = sum(n.bytes(lv) for n, lv in zip([long] * 800 + [short], levels, strict=True))
+    assert spent <= 10 << 20
+    assert choose([long], budget=1 << 30) == (1, [0])  # room for everything: every point
+
+
+def test_report_errors_are_one_line(stores, tmp_path, capsys):
+    out = tmp_path / "r.html"
+    assert main(["report", stores["small"], "-o", str(out), "--max-mb", "0.01"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("resplot: error: --max-mb 0.01 is too small") and err.count("\n") == 1
+    assert not out.exists()
+    assert main(["report", stores["small"], "-o", str(out), "--pages", "timing"]) == 1
+    assert "nothing to report" in capsys.readouterr().err
+
+
+def test_report_size_follows_the_budget(stores, tmp_path):
+    sizes = {}
+    for mb in (0.3, 1.0):
+        out = tmp_path / f"r{mb}.html"
+        assert main(["report", stores["long"], "-o", str(out), "--max-mb", str(mb)]) == 0
+        sizes[mb] = out.stat().st_size
+        assert sizes[mb] <= mb * (1 << 20)
+    assert sizes[1.0] > sizes[0.3]  # a bigger budget buys finer columns
+    assert not math.isclose(sizes[1.0], sizes[0.3])
