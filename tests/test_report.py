@@ -108,7 +108,7 @@ def test_report_opens_offline_lists_every_run_and_reads_the_hover(stores, tmp_pa
 
     step = 1234
     browser.execute_script("resplotReport.setRange(1200, 1300)")  # a step is several pixels
-    canvas = browser.find_elements("css selector", "canvas")[0]
+    canvas = browser.find_elements("css selector", "canvas.plot")[0]
     px = browser.execute_script("return resplotReport.pixelOf(0, arguments[0])", step)
     width = canvas.size["width"]
     ActionChains(browser).move_to_element_with_offset(canvas, round(px - width / 2), 0).perform()
@@ -179,7 +179,7 @@ def test_zoomed_columns_hold_the_stores_extremes_and_the_spike(stores, tmp_path,
     from selenium.webdriver.common.action_chains import ActionChains
 
     browser.execute_script("resplotReport.setRange(0, arguments[0])", LONG * 0.1)
-    canvas = browser.find_elements("css selector", "canvas")[0]
+    canvas = browser.find_elements("css selector", "canvas.plot")[0]
     x_of = browser.execute_script(
         "return [resplotReport.pixelOf(0, 1000), resplotReport.pixelOf(0, 1400)]"
     )

@@ -29,7 +29,7 @@ from resplot.data.state import ViewState
 from resplot.data.xaxis import TOKENS_KEY
 from resplot.exports import summaries
 from resplot.report import levels as budget
-from resplot.report.pack import pack_floats, pack_ints, packed_bytes
+from resplot.report.pack import Packer
 from schema import buckets
 from schema.compare import comparison_table
 
@@ -98,7 +98,7 @@ def _columns(tiles: list, names) -> dict[str, np.ndarray]:
     return {n: np.concatenate([t.cols[n] for t in tiles]) if tiles else np.empty(0) for n in names}
 
 
-def pack_series(tiles: list, level: int, wall0: float, smooth: bool) -> dict:
+def pack_series(pk: Packer, tiles: list, level: int, wall0: float, smooth: bool) -> dict:
     """One series' columns for the page: raw points (`s`, `v`, `w`), or a level's columns:
     first step `lo`, the extremes' steps as offsets from it, the last step `hi` (offset), the
     extremes and last value (exact), the wall at the last step and the mean (float32: drawn
@@ -106,9 +106,9 @@ def pack_series(tiles: list, level: int, wall0: float, smooth: bool) -> dict:
     if level == 0:
         c = _columns(tiles, ("step", "wall", "value"))
         return {
-            "s": pack_ints(c["step"], delta=True),
-            "v": pack_floats(c["value"]),
-            "w": pack_floats(c["wall"] - wall0, exact=False),
+            "s": pk.ints(c["step"], delta=True),
+            "v": pk.floats(c["value"]),
+            "w": pk.floats(c["wall"] - wall0, exact=False),
         }
     names = ("step_lo", "step_hi", "min_at", "max_at", "vmin", "vmax", "last", "wall_hi",
              "vsum", "n", "nan", "posinf", "neginf")  # fmt: skip
@@ -116,24 +116,24 @@ def pack_series(tiles: list, level: int, wall0: float, smooth: bool) -> dict:
     lo = c["step_lo"].astype(np.int64)
     has = np.isfinite(c["vmin"])
     out = {
-        "lo": pack_ints(lo, delta=True),
-        "hi": pack_ints(c["step_hi"] - lo),
-        "mn": pack_ints(np.where(has, c["min_at"] - lo, 0)),
-        "mx": pack_ints(np.where(has, c["max_at"] - lo, 0)),
-        "vmin": pack_floats(c["vmin"]),
-        "vmax": pack_floats(c["vmax"]),
-        "last": pack_floats(c["last"]),
-        "w": pack_floats(c["wall_hi"] - wall0, exact=False),
+        "lo": pk.ints(lo, delta=True),
+        "hi": pk.ints(c["step_hi"] - lo),
+        "mn": pk.ints(np.where(has, c["min_at"] - lo, 0)),
+        "mx": pk.ints(np.where(has, c["max_at"] - lo, 0)),
+        "vmin": pk.floats(c["vmin"]),
+        "vmax": pk.floats(c["vmax"]),
+        "last": pk.floats(c["last"]),
+        "w": pk.floats(c["wall_hi"] - wall0, exact=False),
     }
     bad = (c["nan"] > 0) * 1 + (c["posinf"] > 0) * 2 + (c["neginf"] > 0) * 4
     if bad.any():
-        out["bad"] = pack_ints(bad)
+        out["bad"] = pk.ints(bad)
     if smooth:
         finite = c["n"] - c["nan"] - c["posinf"] - c["neginf"]
         with np.errstate(invalid="ignore", divide="ignore"):
             mean = np.where(finite > 0, c["vsum"] / np.maximum(finite, 1), np.nan)
             mean = np.where(c["vmin"] == c["vmax"], c["vmin"], np.clip(mean, c["vmin"], c["vmax"]))
-        out["mean"] = pack_floats(mean, exact=False)
+        out["mean"] = pk.floats(mean, exact=False)
     return out
 
 
@@ -239,12 +239,17 @@ def build_report(
         raise ReportError(f"--max-mb {max_bytes / (1 << 20):.3g} is too small: the page and its "
                           f"tables alone take {fixed / (1 << 20):.2f} MB")  # fmt: skip
 
-    ratio, packed, width, chosen = 1.0, None, 0, []
+    # Estimate, pack, measure: the measured ratio corrects the next choice, and the finest
+    # choice that fitted is kept (the estimate of deflated bytes is rough).
+    ratio, best, tried = 1.0, None, set()
     for _attempt in range(ATTEMPTS):
         width, chosen = budget.choose(needs, room, ratio)
+        if tuple(chosen) in tried:
+            break
+        tried.add(tuple(chosen))
         wanted = [(ref, key, lv) for (ref, key), lv in zip(series_keys, chosen, strict=True)]
         _fetch_tiles(cache, fetch, wanted)
-        packed, estimate, real = [], 0.0, 0
+        packed, estimate, pk = [], 0.0, Packer()
         for (ref, key), need, lv in zip(series_keys, needs, chosen, strict=True):
             tiles = _tiles(cache, ref, key, lv)
             info = cache.run(ref)
@@ -255,31 +260,30 @@ def build_report(
             if tiles is None:
                 entry["missing"] = True
             else:
-                entry["cols"] = pack_series(tiles, lv, info.created_at, smoothable(key) and lv != 0)
-                real += sum(packed_bytes(c) for c in entry["cols"].values()) + 120
+                smooth = smoothable(key) and lv != 0
+                entry["cols"] = pack_series(pk, tiles, lv, info.created_at, smooth)
             estimate += need.bytes(lv)
             packed.append(entry)
-        if real <= room:
-            finer = width > 1 and budget.choose(needs, room, real / max(estimate, 1))[0] < width
-            if not finer or _attempt == ATTEMPTS - 1:
-                break
-            ratio = real / max(estimate, 1)
-            continue
-        ratio = max(ratio * 1.15, real / max(estimate, 1) * 1.02)
-    if real > room:
+        stream = pk.stream()
+        real = len(stream) + len(_json(packed).encode())
+        if real <= room and (best is None or width <= best[0]):
+            best = (width, chosen, packed, stream)
+        ratio = real / max(estimate, 1.0) * (1.0 if real <= room else 1.05)
+    if best is None:
         raise ReportError(f"--max-mb {max_bytes / (1 << 20):.3g} cannot hold the coarsest "
                           "resolution of these series; choose fewer runs or pages")  # fmt: skip
+    width, chosen, packed, stream = best
     raw = sum(1 for lv in chosen if lv == 0)
     pairs = zip(series_keys, packed, strict=True)
     missing = [f"{cache.run(ref).name}: {key}" for (ref, key), e in pairs if e.get("missing")]
     if raw < len(chosen):
         left = sum(n.n for n, lv in zip(needs, chosen, strict=True) if lv != 0)
+        rest = f", the other {raw} as every logged point" if raw else ""
         notes.append(
             f"{len(chosen) - raw} of {len(chosen)} series are embedded as exact columns of "
             f"{width} steps (first step, min and max with their steps, last; {left:,} points "
-            f"summarised), the rest as every logged point: the {max_bytes / (1 << 20):.3g} MB "
-            f"budget holds no more. A zoom finer than {width} steps a pixel is drawn coarser "
-            "than its pixels, and the chart says so."
+            f"summarised){rest}. A zoom finer than {width} steps a pixel is drawn coarser than "
+            f"its pixels, and the chart says so (budget {max_bytes / (1 << 20):.3g} MB)."
         )
     if missing:
         notes.append(f"not drawn, their tiles did not arrive: {'; '.join(missing)}")
@@ -291,6 +295,7 @@ def build_report(
         template.replace("{{TITLE}}", html.escape(meta["title"]))
         .replace("{{CSS}}", css)
         .replace("{{DATA}}", _json(meta))
+        .replace("{{BIN}}", stream)
         .replace("{{JS}}", script)
     )
     return Report(page, width, raw, len(chosen), notes)

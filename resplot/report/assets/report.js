@@ -8,17 +8,41 @@
 // keeps first/min/max/last of each pixel column (M4): a one-step spike is drawn at every zoom.
 "use strict";
 (function () {
+  const T0 = performance.now();
   const D = JSON.parse(document.getElementById("report-data").textContent);
+  const T1 = performance.now();
   const $ = (id) => document.getElementById(id);
   const HOUR = 3600, DAY = 86400;
 
   // ---- columns ---------------------------------------------------------------------------
+  const SIZES = { i1: 1, i2: 2, i4: 4, f4: 4, f8: 8 };
+  const TYPES = { i1: Int8Array, i2: Int16Array, i4: Int32Array, f4: Float32Array, f8: Float64Array };
+  let BIN = null; // the inflated column stream
+
+  async function inflate() {
+    const text = $("report-bin").textContent.trim();
+    let bytes;
+    if (Uint8Array.fromBase64) bytes = Uint8Array.fromBase64(text);
+    else {
+      const bin = atob(text), n = bin.length;
+      bytes = new Uint8Array(n);
+      for (let i = 0; i < n; i++) bytes[i] = bin.charCodeAt(i);
+    }
+    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
+    return new Uint8Array(await new Response(stream).arrayBuffer());
+  }
+
+  // A column of the stream (pack.py): its bytes un-shuffled, viewed as its type, the delta
+  // coding undone; always a Float64Array (exact: int32 and float32 widen without loss).
   function unpack(c) {
-    const bin = atob(c.d), n = bin.length, u8 = new Uint8Array(n);
-    for (let i = 0; i < n; i++) u8[i] = bin.charCodeAt(i);
-    const T = { i1: Int8Array, i2: Int16Array, i4: Int32Array, f4: Float32Array, f8: Float64Array }[c.t];
-    const a = new T(u8.buffer), out = new Float64Array(a.length);
-    if (c.z) { let acc = c.f; for (let i = 0; i < a.length; i++) { acc += a[i]; out[i] = acc; } }
+    const size = SIZES[c.t], n = c.n, src = BIN.subarray(c.o, c.o + n * size);
+    let bytes = src;
+    if (size > 1) {
+      bytes = new Uint8Array(n * size);
+      for (let j = 0; j < size; j++) { const plane = j * n; for (let i = 0; i < n; i++) bytes[i * size + j] = src[plane + i]; }
+    }
+    const a = new TYPES[c.t](bytes.buffer, bytes.byteOffset, n), out = new Float64Array(n);
+    if (c.z) { let acc = c.f; for (let i = 0; i < n; i++) { acc += a[i]; out[i] = acc; } }
     else out.set(a);
     return out;
   }
@@ -71,16 +95,19 @@
   }
 
   const runs = D.runs.map((r, i) => Object.assign({ id: i, on: true }, r));
-  const series = D.series.map((s) => {
-    const out = { run: s.run, key: s.key, width: s.width, unit: s.unit, n: s.n, wall0: s.wall0,
-      smooth: s.smooth, missing: !!s.missing, levels: [] };
-    if (out.missing) return out;
-    const base = baseLevel({ width: s.width, cols: s.cols });
-    out.levels.push(base);
-    let L = base, w = Math.max(4, base.width * 4);
-    while (L.n > 256) { L = coarser(L, w); out.levels.push(L); w *= 4; }
-    return out;
-  });
+  let series = [];
+  function decodeSeries() {
+    series = D.series.map((s) => {
+      const out = { run: s.run, key: s.key, width: s.width, unit: s.unit, n: s.n, wall0: s.wall0,
+        smooth: s.smooth, missing: !!s.missing, levels: [] };
+      if (out.missing) return out;
+      const base = baseLevel({ width: s.width, cols: s.cols });
+      out.levels.push(base);
+      let L = base, w = Math.max(4, base.width * 4);
+      while (L.n > 256) { L = coarser(L, w); out.levels.push(L); w *= 4; }
+      return out;
+    });
+  }
 
   // ---- x axes ----------------------------------------------------------------------------
   const view = { page: 0, xmode: "step", smoothing: 0.6, logy: true, range: null, hover: null };
@@ -228,16 +255,22 @@
     div.className = "chart";
     const h = document.createElement("h3");
     h.textContent = panel.title + (panel.stacked ? " (parts drawn as lines)" : "");
-    const canvas = document.createElement("canvas");
-    div.append(h, canvas);
+    const box = document.createElement("div");
+    box.className = "box";
+    const canvas = document.createElement("canvas"), top = document.createElement("canvas");
+    canvas.className = "plot"; top.className = "overlay";
+    box.append(canvas, top);
+    div.append(h, box);
     host.append(div);
-    const chart = { panel, div, canvas, frame: null, paths: [], drag: null };
-    canvas.addEventListener("mousemove", (e) => onMove(chart, e));
-    canvas.addEventListener("mouseleave", () => { view.hover = null; hideTip(); drawAll(true); });
-    canvas.addEventListener("mousedown", (e) => { chart.drag = { x: e.offsetX, shift: e.shiftKey, range: currentRange() }; e.preventDefault(); });
-    canvas.addEventListener("mouseup", (e) => onUp(chart, e));
-    canvas.addEventListener("dblclick", () => { view.range = null; drawAll(); });
-    canvas.addEventListener("wheel", (e) => onWheel(chart, e), { passive: false });
+    // The data layer is painted when the data, range or size change; the crosshair and the
+    // zoom selection on a layer of their own (uPlot's cursor layer): a hover repaints nothing.
+    const chart = { panel, div, canvas, top, frame: null, paths: [], drag: null };
+    top.addEventListener("mousemove", (e) => onMove(chart, e));
+    top.addEventListener("mouseleave", () => { view.hover = null; hideTip(); drawAll(true); });
+    top.addEventListener("mousedown", (e) => { chart.drag = { x: e.offsetX, shift: e.shiftKey, range: currentRange() }; e.preventDefault(); });
+    top.addEventListener("mouseup", (e) => onUp(chart, e));
+    top.addEventListener("dblclick", () => { view.range = null; drawAll(); });
+    top.addEventListener("wheel", (e) => onWheel(chart, e), { passive: false });
     return chart;
   }
 
@@ -260,7 +293,10 @@
     const cv = chart.canvas, dpr = window.devicePixelRatio || 1;
     const W = cv.clientWidth, H = cv.clientHeight;
     if (!W) return;
-    if (cv.width !== Math.round(W * dpr)) { cv.width = Math.round(W * dpr); cv.height = Math.round(H * dpr); overlayOnly = false; }
+    if (cv.width !== Math.round(W * dpr)) {
+      for (const c of [cv, chart.top]) { c.width = Math.round(W * dpr); c.height = Math.round(H * dpr); }
+      overlayOnly = false;
+    }
     const [x0, x1] = currentRange();
     const px = W - PAD.l - PAD.r, py = H - PAD.t - PAD.b;
     if (!overlayOnly || !chart.frame) {
@@ -283,8 +319,9 @@
       chart.frame.log = log; chart.frame.y0 = lo - m; chart.frame.y1 = hi + m;
       chart.coarse = chart.paths.filter((p) => p && p.coarse);
       chart.div.dataset.coarse = chart.coarse.length ? "1" : "0";
+      paint(chart, dpr);
     }
-    paint(chart, dpr);
+    paintTop(chart, dpr);
   }
 
   function X(f, x) { return PAD.l + (x - f.x0) / (f.x1 - f.x0) * f.px; }
@@ -292,21 +329,22 @@
 
   // First, min, max and last of each pixel column, in order: the polyline drawn (M4).
   function m4(f, xs, ys) {
-    const out = [];
-    let col = null, first, mn, mx, last, gap = true;
+    const out = [], n = xs.length, PX = new Float64Array(n), PY = new Float64Array(n);
+    let c = NaN, fI = -1, nI = -1, xI = -1, lI = -1, gap = true;
     const flush = () => {
-      if (col === null) return;
-      const pts = [first, mn, mx, last].sort((p, q) => p[2] - q[2]);
-      let prev = null;
-      for (const p of pts) if (p !== prev) { out.push(p[0], p[1], gap ? 1 : 0); gap = false; prev = p; }
+      if (fI < 0) return;
+      const idx = [fI, nI, xI, lI].sort((p, q) => p - q);
+      let prev = -1;
+      for (const i of idx) if (i !== prev) { out.push(PX[i], PY[i], gap ? 1 : 0); gap = false; prev = i; }
+      fI = -1;
     };
-    for (let i = 0; i < xs.length; i++) {
+    for (let i = 0; i < n; i++) {
       const y = ys[i];
-      if (!isFinite(y) || (f.log && y <= 0)) { flush(); col = null; gap = true; continue; }
-      const px = X(f, xs[i]), py = Y(f, y), c = Math.floor(px);
-      const p = [px, py, i];
-      if (c !== col) { flush(); col = c; first = mn = mx = last = p; }
-      else { if (py > mn[1]) mn = p; if (py < mx[1]) mx = p; last = p; }
+      if (!isFinite(y) || (f.log && y <= 0)) { flush(); c = NaN; gap = true; continue; }
+      PX[i] = X(f, xs[i]); PY[i] = Y(f, y);
+      const col = Math.floor(PX[i]);
+      if (col !== c) { flush(); c = col; fI = nI = xI = lI = i; }
+      else { if (PY[i] > PY[nI]) nI = i; if (PY[i] < PY[xI]) xI = i; lI = i; }
     }
     flush();
     return out;
@@ -360,7 +398,8 @@
       ctx.strokeStyle = it.color; ctx.fillStyle = it.color;
       ctx.setLineDash(it.dash ? [5, 3] : []);
       ctx.lineWidth = 1.3; ctx.globalAlpha = p.smooth ? 0.28 : 1;
-      stroke(ctx, m4(f, p.xs, p.ys));
+      p.line = m4(f, p.xs, p.ys);
+      stroke(ctx, p.line);
       if (it.marker && p.level.raw && p.xs.length < f.px / 3) for (let i = 0; i < p.xs.length; i++) {
         if (!isFinite(p.ys[i])) continue;
         ctx.beginPath(); ctx.arc(X(f, p.xs[i]), Y(f, p.ys[i]), 2.5, 0, 7); ctx.fill();
@@ -374,6 +413,18 @@
         ctx.fillRect(xp - 1.5, PAD.t + f.py - 6, 3, 6);
       }
     });
+    ctx.restore();
+    if (chart.coarse.length) { // said on the chart: this zoom is past the embedded columns
+      const w = Math.max(...chart.coarse.map((p) => p.level.width));
+      ctx.fillStyle = "#b35900"; ctx.textAlign = "right"; ctx.textBaseline = "top";
+      ctx.fillText(`coarser than its pixels: ${w}-step columns (the file's finest)`, PAD.l + f.px - 4, PAD.t + 10);
+    }
+  }
+
+  function paintTop(chart, dpr) {
+    const f = chart.frame, ctx = chart.top.getContext("2d");
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, f.W, f.H);
     if (view.hover !== null && view.hover >= f.x0 && view.hover <= f.x1) {
       ctx.strokeStyle = "#444"; ctx.lineWidth = 0.8; ctx.setLineDash([3, 3]);
       const xp = X(f, view.hover);
@@ -383,12 +434,6 @@
       ctx.fillStyle = "rgba(60,120,220,0.15)";
       const a = Math.min(chart.drag.x, chart.drag.now), b = Math.max(chart.drag.x, chart.drag.now);
       ctx.fillRect(a, PAD.t, b - a, f.py);
-    }
-    ctx.restore();
-    if (chart.coarse.length) { // said on the chart: this zoom is past the embedded columns
-      const w = Math.max(...chart.coarse.map((p) => p.level.width));
-      ctx.fillStyle = "#b35900"; ctx.textAlign = "right"; ctx.textBaseline = "top";
-      ctx.fillText(`coarser than its pixels: ${w}-step columns (the file's finest)`, PAD.l + f.px - 4, PAD.t + 10);
     }
   }
 
@@ -615,7 +660,7 @@
 
   // For tests and scripts: the page's state and what each chart drew.
   window.resplotReport = {
-    data: D, runs, series, charts, view, setRange, drawAll, toggleRun, showPage,
+    data: D, runs, get series() { return series; }, charts, view, setRange, drawAll, toggleRun, showPage,
     pixelOf(chartIndex, x) { const c = charts[chartIndex]; return X(c.frame, x); },
     drawn(chartIndex) {
       const c = charts[chartIndex];
@@ -624,7 +669,21 @@
         max: Math.max(...p.ys.filter(isFinite)), min: Math.min(...p.ys.filter(isFinite)) });
     },
   };
-  build();
-  window.resplotReport.ready = true;
-  document.body.dataset.ready = "1";
+  inflate().then((bytes) => {
+    BIN = bytes;
+    const T2 = performance.now();
+    decodeSeries();
+    const T3 = performance.now();
+    build();
+    // Milliseconds from navigation start to every chart drawn (scripts/bench/bench_report.py).
+    window.resplotReport.readyAt = performance.now();
+    window.resplotReport.timings = { start: T0, parse: T1 - T0, inflate: T2 - T1,
+      decode: T3 - T2, draw: window.resplotReport.readyAt - T3 };
+    window.resplotReport.ready = true;
+    document.body.dataset.ready = "1";
+  }, (err) => {
+    $("notes").textContent = "This browser cannot open the report's data (it needs " +
+      "DecompressionStream: Chrome 80, Firefox 113, Safari 16.4 or newer): " + err;
+    throw err;
+  });
 })();
