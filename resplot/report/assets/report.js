@@ -194,7 +194,7 @@
     const { x0, x1, px } = chart.frame;
     const P = pickLevel(s, fx, x0, x1, px), L = P.L;
     const a = Math.max(0, P.a - 1), b = Math.min(L.n, P.b + 1);
-    const xs = [], ys = [], cols = [];
+    const xs = [], ys = [];
     for (let i = a; i < b; i++) {
       if (L.raw) { xs.push(fx(L.lo[i])); ys.push(L.last[i]); continue; }
       const has = isFinite(L.mn[i]);
@@ -205,7 +205,6 @@
         xs.push(fx(s1)); ys.push(v1);
         if (!one) { xs.push(fx(s2)); ys.push(v2); }
         if (isFinite(L.last[i]) && L.hi[i] > s2) { xs.push(fx(s2)); ys.push(L.last[i]); xs.push(fx(L.hi[i])); ys.push(L.last[i]); }
-        if (i >= P.a && i < P.b) cols.push([L.lo[i], L.hi[i], L.mn[i], L.mx[i], L.mnAt[i], L.mxAt[i]]);
       } else { xs.push(fx(L.hi[i])); ys.push(L.last[i]); }
     }
     let smooth = null;
@@ -216,7 +215,7 @@
     }
     const bad = [];
     for (let i = a; i < b; i++) if (L.bad[i]) bad.push([fx(L.hi[i]), L.bad[i]]);
-    return { xs, ys, smooth, level: L, coarse: P.coarse, cols, bad, count: P.b - P.a };
+    return { xs, ys, smooth, level: L, coarse: P.coarse, a: P.a, b: P.b, bad, count: P.b - P.a };
   }
 
   // ---- ticks -----------------------------------------------------------------------------
@@ -333,9 +332,13 @@
     let c = NaN, fI = -1, nI = -1, xI = -1, lI = -1, gap = true;
     const flush = () => {
       if (fI < 0) return;
-      const idx = [fI, nI, xI, lI].sort((p, q) => p - q);
-      let prev = -1;
-      for (const i of idx) if (i !== prev) { out.push(PX[i], PY[i], gap ? 1 : 0); gap = false; prev = i; }
+      // first <= min, max <= last by construction: only the extremes' order is open
+      const m1 = nI < xI ? nI : xI, m2 = nI < xI ? xI : nI;
+      out.push(PX[fI], PY[fI], gap ? 1 : 0);
+      if (m1 !== fI) out.push(PX[m1], PY[m1], 0);
+      if (m2 !== m1) out.push(PX[m2], PY[m2], 0);
+      if (lI !== m2) out.push(PX[lI], PY[lI], 0);
+      gap = false;
       fI = -1;
     };
     for (let i = 0; i < n; i++) {
@@ -658,6 +661,13 @@
     drawAll();
   }
 
+  // The columns a chart drew in view (with the extremes, in steps).
+  function columnsOf(L, a, b) {
+    const out = [];
+    for (let i = a; i < b; i++) if (isFinite(L.mn[i])) out.push([L.lo[i], L.hi[i], L.mn[i], L.mx[i], L.mnAt[i], L.mxAt[i]]);
+    return out;
+  }
+
   // For tests and scripts: the page's state and what each chart drew.
   window.resplotReport = {
     data: D, runs, get series() { return series; }, charts, view, setRange, drawAll, toggleRun, showPage,
@@ -665,7 +675,8 @@
     drawn(chartIndex) {
       const c = charts[chartIndex];
       return c.paths.map((p, k) => p && { label: c.panel.items[k].label, key: series[c.panel.items[k].s].key,
-        width: p.level.width, raw: p.level.raw, coarse: p.coarse, count: p.count, columns: p.cols,
+        width: p.level.width, raw: p.level.raw, coarse: p.coarse, count: p.count,
+        columns: p.level.raw ? [] : columnsOf(p.level, p.a, p.b),
         max: Math.max(...p.ys.filter(isFinite)), min: Math.min(...p.ys.filter(isFinite)) });
     },
   };
