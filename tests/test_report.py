@@ -124,16 +124,49 @@ def test_report_opens_offline_lists_every_run_and_reads_the_hover(stores, tmp_pa
         assert at == step
         assert value == values[np.searchsorted(steps, at)]  # bit for bit
 
-    # Hiding a run from the legend takes it off the charts and the readout.
-    browser.find_elements("css selector", "#legend > span")[1].click()
-    drawn = browser.execute_script("return resplotReport.drawn(0).filter(Boolean).length")
-    assert drawn == 4  # two runs left: train and valid loss each
-
+    # Events and alerts: a marker on the chart, named by the hover at their step.
+    browser.execute_script("resplotReport.setRange(1950, 2050)")
+    px = browser.execute_script("return resplotReport.pixelOf(0, 2000)")
+    ActionChains(browser).move_to_element_with_offset(canvas, round(px - width / 2), 0).perform()
+    events = browser.execute_script(
+        "return [...document.querySelectorAll('#tip .ev')].map(e => e.textContent)"
+    )
+    assert len(events) == 3 and all("alert @ step 2000: loss spike" in e for e in events)
     shot = tmp_path / "report-1280x800.png"
-    browser.get_screenshot_as_file(str(shot))
+    browser.get_screenshot_as_file(str(shot))  # the readout open over the loss chart
     from PIL import Image
 
     assert Image.open(shot).size == (WIDTH, HEIGHT)
+
+    # x by wall time, hours, tokens; smoothing off; linear y: all drawn, nothing logged wrong.
+    def control(element_id: str, value) -> None:
+        browser.execute_script(
+            "const e = document.getElementById(arguments[0]);"
+            "if (e.type === 'checkbox') e.checked = arguments[1]; else e.value = arguments[1];"
+            "e.dispatchEvent(new Event(e.type === 'range' ? 'input' : 'change'))",
+            element_id, value,
+        )  # fmt: skip
+
+    for mode in ("wall", "relative", "tokens", "step"):
+        control("xmode", mode)
+        frame = browser.execute_script("return resplotReport.charts[0].frame")
+        assert len([d for d in browser.execute_script("return resplotReport.drawn(0)") if d]) == 6
+        if mode == "tokens":  # the token count logged every 10 steps, up to step 2990
+            assert math.isclose(frame["x1"] - frame["x0"], 4096.0 * 2999, rel_tol=0.06)
+        if mode == "relative":  # hours since each run's start (a point a second)
+            assert 0.8 < frame["x1"] < 1.0
+    control("smooth", "0")
+    assert browser.execute_script("return resplotReport.view.smoothing") == 0
+    control("logy", False)
+    assert browser.execute_script("return resplotReport.charts[0].frame.log") is False
+
+    # Hiding runs: from the legend, and from the run table's tick boxes.
+    browser.find_elements("css selector", "#legend > span")[1].click()
+    drawn = browser.execute_script("return resplotReport.drawn(0).filter(Boolean).length")
+    assert drawn == 4  # two runs left: train and valid loss each
+    browser.find_elements("css selector", "#runs input[type=checkbox]")[2].click()
+    drawn = browser.execute_script("return resplotReport.drawn(0).filter(Boolean)")
+    assert {d["label"] for d in drawn} == {"基线 baseline train", "基线 baseline valid"}
     assert _errors(browser) == []
 
 

@@ -440,9 +440,14 @@
     }
   }
 
-  function logTicks(a, b) {
+  function logTicks(a, b) { // in log10 units: decades (every k-th over many), or 1-2-5
     const out = [];
-    const steps = b - a > 3 ? [0] : b - a > 1 ? [0, Math.log10(2), Math.log10(5)] : [0, Math.log10(2), Math.log10(3), Math.log10(5), Math.log10(7)];
+    if (b - a > 3) {
+      const k = Math.ceil((b - a) / 5);
+      for (let e = Math.ceil(a / k) * k; e <= b; e += k) out.push(e);
+      return out;
+    }
+    const steps = b - a > 1 ? [0, Math.log10(2), Math.log10(5)] : [0, Math.log10(2), Math.log10(3), Math.log10(5), Math.log10(7)];
     for (let e = Math.floor(a); e <= Math.ceil(b); e++) for (const s of steps) if (e + s >= a && e + s <= b) out.push(e + s);
     return out.length >= 2 ? out : niceTicks(Math.pow(10, a), Math.pow(10, b), 4).filter((v) => v > 0).map(Math.log10);
   }
