@@ -68,7 +68,8 @@ def make_store(path: Path, runs: int, steps: int, keys: int, values: str) -> Non
         lists = {k: cols[k].astype(np.float64).tolist() for k in names}
         for i in range(steps):
             run.log({k: lists[k][i] for k in names}, step=i)
-        run.finish()
+        if not run.finish(timeout=600):
+            raise SystemExit(f"run {r}: the store did not take every point")
         print(f"  store: run {r + 1}/{runs}", file=sys.stderr, end="\r")
     marker.write_text(json.dumps(shape))
 
