@@ -258,3 +258,41 @@ def test_report_size_follows_the_budget(stores, tmp_path):
         assert sizes[mb] <= mb * (1 << 20)
     assert sizes[1.0] > sizes[0.3]  # a bigger budget buys finer columns
     assert not math.isclose(sizes[1.0], sizes[0.3])
+
+
+def _data(path: Path) -> dict:
+    import json
+    import re
+
+    text = path.read_text(encoding="utf-8")
+    found = re.search(r'id="report-data" type="application/json">(.*?)</script>', text, re.S)
+    return json.loads(found.group(1))
+
+
+def test_timing_and_ranks_pages_on_request(stores, tmp_path):
+    import base64
+    import io
+
+    from PIL import Image
+
+    from tests.fixtures.job import make_job
+
+    job = {h: tmp_path / f"{h}.db" for h in ("gpu-a", "gpu-b")}
+    make_job(job, steps=300)
+    out = tmp_path / "job.html"
+    args = ["report", *(str(p) for p in job.values()), "-o", str(out), "--pages", "timing", "ranks"]
+    assert main(args) == 0
+    data = _data(out)
+    assert [p["name"] for p in data["pages"]] == ["timing", "ranks"]
+    timing = data["pages"][0]["panels"]
+    assert {p["title"]: len(p["items"]) for p in timing}["Step time"] == 4  # a line a rank
+    assert sum(p["stacked"] for p in timing) == 4  # each rank's breakdown (drawn as lines)
+    img = data["pages"][1]["img"]
+    assert img.startswith("data:image/png;base64,")
+    assert Image.open(io.BytesIO(base64.b64decode(img.split(",", 1)[1]))).size[0] > 600
+    # A store with no multi-rank job: the Ranks tab and the notes say why.
+    out = tmp_path / "nojob.html"
+    assert main(["report", stores["small"], "-o", str(out), "--pages", "training", "ranks"]) == 0
+    data = _data(out)
+    assert data["pages"][1]["img"] is None
+    assert any(n.startswith("Ranks page: No multi-rank job") for n in data["notes"])
