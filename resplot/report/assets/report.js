@@ -96,15 +96,24 @@
 
   const runs = D.runs.map((r, i) => Object.assign({ id: i, on: true }, r));
   let series = [];
+  // Each series' columns are decoded when a chart (or the tokens axis) first reads them: a
+  // page's tab costs its own series only.
   function decodeSeries() {
     series = D.series.map((s) => {
       const out = { run: s.run, key: s.key, width: s.width, unit: s.unit, n: s.n, wall0: s.wall0,
-        smooth: s.smooth, missing: !!s.missing, levels: [] };
-      if (out.missing) return out;
-      const base = baseLevel({ width: s.width, cols: s.cols });
-      out.levels.push(base);
-      let L = base, w = Math.max(4, base.width * 4);
-      while (L.n > 256) { L = coarser(L, w); out.levels.push(L); w *= 4; }
+        smooth: s.smooth, missing: !!s.missing };
+      let levels = null;
+      Object.defineProperty(out, "levels", { get() {
+        if (levels === null) {
+          levels = [];
+          if (out.missing) return levels;
+          const base = baseLevel({ width: s.width, cols: s.cols });
+          levels.push(base);
+          let L = base, w = Math.max(4, base.width * 4);
+          while (L.n > 256) { L = coarser(L, w); levels.push(L); w *= 4; }
+        }
+        return levels;
+      } });
       return out;
     });
   }
