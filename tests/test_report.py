@@ -296,3 +296,23 @@ def test_timing_and_ranks_pages_on_request(stores, tmp_path):
     data = _data(out)
     assert data["pages"][1]["img"] is None
     assert any(n.startswith("Ranks page: No multi-rank job") for n in data["notes"])
+
+
+def test_hostile_names_stay_names(tmp_path, browser):
+    # A name that closes the script element, injects markup or names a template slot is shown
+    # as text: the data are JSON with '</' escaped, and the page sets textContent only.
+    name = "</script><img src=x onerror=alert(1)>{{JS}}{{BIN}} \u2028 ✓"
+    store = tmp_path / "hostile.db"
+    engine = new_store(store)
+    make_run(engine, name=name, config={"k": "{{DATA}}"},
+             points={"train/loss": [(s, 1.0 + s) for s in range(50)]})  # fmt: skip
+    engine.dispose()
+    out = tmp_path / "hostile.html"
+    assert main(["report", str(store), "-o", str(out)]) == 0
+    _open(browser, out)
+    assert _errors(browser) == []
+    legend = browser.execute_script(
+        "return [...document.querySelectorAll('#legend > span')].map(e => e.textContent)"
+    )
+    assert legend == [name]
+    assert browser.execute_script("return document.querySelectorAll('img').length") == 0

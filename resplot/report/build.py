@@ -13,6 +13,7 @@ import io
 import json
 import math
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
@@ -32,6 +33,7 @@ from resplot.report import levels as budget
 from resplot.report.pack import Packer
 from schema import buckets
 from schema.compare import comparison_table
+from schema.rollup import STEP_HI, STEP_LO
 
 REPORT_PAGES = ("training", "system", "timing", "ranks")
 DEFAULT_MAX_MB = 10.0
@@ -76,7 +78,7 @@ def _fetch_tiles(cache: SeriesCache, fetch: Callable[[], object] | None, wanted:
     """Ask for every tile of each (ref, key, level) and poll until they have all come."""
     for ref, key, level in wanted:
         agg = cache.summary(ref, key).agg
-        cache.want_tiles(ref, key, level, buckets.tiles_for(level, agg[9], agg[10]))
+        cache.want_tiles(ref, key, level, buckets.tiles_for(level, agg[STEP_LO], agg[STEP_HI]))
     for _ in range(FETCH_ROUNDS):
         if fetch is None or not cache.wanted_count():
             return
@@ -86,7 +88,7 @@ def _fetch_tiles(cache: SeriesCache, fetch: Callable[[], object] | None, wanted:
 def _tiles(cache: SeriesCache, ref: RunRef, key: str, level: int) -> list | None:
     agg = cache.summary(ref, key).agg
     out = []
-    for index in buckets.tiles_for(level, agg[9], agg[10]):
+    for index in buckets.tiles_for(level, agg[STEP_LO], agg[STEP_HI]):
         tile = cache.tile(ref, key, level, index)
         if tile is None:
             return None
@@ -229,7 +231,7 @@ def build_report(
          "title": e.title}
         for ref in refs for e in cache.events(ref)
     ]  # fmt: skip
-    made = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    made = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     meta = {"title": title or "resplot report", "made": made, "pages": page_out, "runs": runs,
             "table": table, "events": events}  # fmt: skip
     template, script, css = _asset("report.html"), _asset("report.js"), _asset("report.css")
@@ -291,11 +293,8 @@ def build_report(
         notes.append(f"Ranks page: {page_out[[p['name'] for p in page_out].index('ranks')]['why']}")
     meta.update(series=packed, guides={str(k): v for k, v in guides.items()}, notes=notes,
                 budget={"max_bytes": max_bytes, "width": width, "raw": raw})  # fmt: skip
-    page = (
-        template.replace("{{TITLE}}", html.escape(meta["title"]))
-        .replace("{{CSS}}", css)
-        .replace("{{DATA}}", _json(meta))
-        .replace("{{BIN}}", stream)
-        .replace("{{JS}}", script)
-    )
+    # One pass over the template: a run named "{{JS}}" stays a name.
+    parts = {"TITLE": html.escape(meta["title"]), "CSS": css, "DATA": _json(meta), "BIN": stream,
+             "JS": script}  # fmt: skip
+    page = re.sub(r"\{\{(TITLE|CSS|DATA|BIN|JS)\}\}", lambda m: parts[m.group(1)], template)
     return Report(page, width, raw, len(chosen), notes)
