@@ -226,6 +226,21 @@ def test_zoomed_columns_hold_the_stores_extremes_and_the_spike(stores, tmp_path,
     drawn = [d for d in browser.execute_script("return resplotReport.drawn(0)") if d]
     assert all(d["columns"] for d in drawn)
     check(lo, hi)
+    # The wheel zooms around the cursor; shift + drag pans by what the mouse moved.
+    from selenium.webdriver.common.actions.wheel_input import ScrollOrigin
+    from selenium.webdriver.common.keys import Keys
+
+    ActionChains(browser).scroll_from_origin(ScrollOrigin.from_element(canvas, 0, 0), 0, 100
+                                             ).perform()  # fmt: skip
+    browser.execute_script("return new Promise(r => requestAnimationFrame(() => r()))")
+    lo2, hi2 = browser.execute_script("return resplotReport.view.range")
+    assert lo2 < lo and hi2 > hi and math.isclose(hi2 - lo2, (hi - lo) * 1.25, rel_tol=1e-6)
+    (ActionChains(browser).move_to_element(canvas).key_down(Keys.SHIFT).click_and_hold()
+     .move_by_offset(-100, 0).release().key_up(Keys.SHIFT).perform())  # fmt: skip
+    browser.execute_script("return new Promise(r => requestAnimationFrame(() => r()))")
+    lo3, hi3 = browser.execute_script("return resplotReport.view.range")
+    assert math.isclose(hi3 - lo3, hi2 - lo2, rel_tol=1e-9) and lo3 > lo2
+    check(lo3, hi3)
     assert _errors(browser) == []
 
 

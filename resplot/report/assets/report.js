@@ -554,7 +554,7 @@
     if (d.shift) {
       const f = chart.frame, [a, b] = d.range, dx = (d.x - e.offsetX) / f.px * (b - a);
       view.range = [a + dx, b + dx];
-      drawAll();
+      scheduleDraw();
     } else drawChart(chart, true);
   }
   function onUp(chart, e) {
@@ -569,7 +569,8 @@
   function onWheel(chart, e) {
     e.preventDefault();
     const [a, b] = currentRange(), x = xOfPixel(chart, e.offsetX), k = e.deltaY > 0 ? 1.25 : 0.8;
-    setRange(x - (x - a) * k, x + (b - x) * k);
+    view.range = [x - (x - a) * k, x + (b - x) * k];
+    scheduleDraw();
   }
   function setRange(a, b) {
     if (!(b > a)) return;
@@ -578,11 +579,15 @@
   }
   window.addEventListener("mouseup", () => { for (const c of charts) if (c.drag) { c.drag = null; drawChart(c, true); } });
 
-  let pending = 0;
   function drawAll(overlayOnly) {
     for (const c of activeCharts()) drawChart(c, overlayOnly);
   }
-  window.addEventListener("resize", () => { cancelAnimationFrame(pending); pending = requestAnimationFrame(() => drawAll()); });
+  // Wheel, pan and resize come faster than frames: one redraw a frame (coalesced).
+  let pending = 0;
+  function scheduleDraw() {
+    if (!pending) pending = requestAnimationFrame(() => { pending = 0; drawAll(); });
+  }
+  window.addEventListener("resize", scheduleDraw);
 
   // ---- page ------------------------------------------------------------------------------
   function toggleRun(i) {
