@@ -69,7 +69,7 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     top = argparse.ArgumentParser(
         prog="resplot",
         description="Live charts of reslog stores, local or over SSH. "
-        "Subcommands: snapshot, export (see `resplot snapshot -h`).",
+        "Subcommands: snapshot, export, report, sync (see `resplot report -h`).",
     )
     top.add_argument("sources", nargs="*", metavar="SOURCE", help="stores to open")
     top.add_argument("--config", type=Path, help="settings file (default $RESPLOT_CONFIG or "
@@ -146,8 +146,9 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     )  # fmt: skip
     rep.add_argument(
         "--max-mb", type=float, default=10.0, metavar="MB",
-        help="size budget of the file (default 10): the finest resolution that fits is "
-        "embedded, and the file says what was left out",
+        help="bound on the file's size (default 10): every point when all fit, else exact "
+        "columns as fine as fit (up to 2,048 over the longest run); the file says what was "
+        "left out",
     )  # fmt: skip
     rep.add_argument("--metrics", nargs="+", metavar="GLOB",
                      help="metrics summarised in the comparison table")  # fmt: skip
