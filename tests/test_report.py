@@ -331,3 +331,27 @@ def test_hostile_names_stay_names(tmp_path, browser):
     )
     assert legend == [name]
     assert browser.execute_script("return document.querySelectorAll('img').length") == 0
+
+
+def test_charts_out_of_view_are_drawn_when_scrolled_in(stores, tmp_path, browser):
+    out = tmp_path / "keys.html"
+    keys = ["train/*", "valid/*", "lr"]
+    assert main(["report", stores["small"], "-o", str(out), "--keys", *keys]) == 0
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                            {"width": WIDTH, "height": 150, "deviceScaleFactor": 1,
+                             "mobile": False})  # fmt: skip
+    _open(browser, out)
+    browser.find_elements("css selector", "#tabs button")[1].click()  # the --keys page
+    charts = "resplotReport.charts.filter(c => c.page === 1)"
+    titles = browser.execute_script(f"return {charts}.map(c => c.panel.title)")
+    assert titles == ["train/loss", "train/tokens", "valid/loss", "lr"]  # glob order
+    assert browser.execute_script(f"return {charts}.map(c => c.frame !== null)") == [
+        True, True, False, False,
+    ]  # fmt: skip
+    browser.execute_script(f"{charts}[3].div.scrollIntoView()")
+    browser.execute_script("return new Promise(r => setTimeout(r, 300))")
+    assert browser.execute_script(f"return {charts}[3].frame !== null")
+    index = browser.execute_script(f"return resplotReport.charts.indexOf({charts}[3])")
+    drawn = [d for d in browser.execute_script("return resplotReport.drawn(arguments[0])", index)]
+    assert [d["label"] for d in drawn] == ["基线 baseline", "lr-1e-3", "wsd-0.5"]
+    assert _errors(browser) == []

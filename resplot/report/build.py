@@ -256,7 +256,8 @@ def build_report(
             tiles = _tiles(cache, ref, key, lv)
             info = cache.run(ref)
             summary = cache.summary(ref, key)
-            entry = {"run": run_of.get(ref, 0), "key": key, "n": need.n,
+            entry = {"run": run_of.get(ref, 0), "key": key, "n": need.n, "lo": need.step_lo,
+                     "hi": need.step_hi,
                      "width": buckets.width(lv) if lv else 1, "unit": unit_of(summary.agg),
                      "smooth": smoothable(key), "wall0": info.created_at}  # fmt: skip
             if tiles is None:

@@ -101,7 +101,7 @@
   function decodeSeries() {
     series = D.series.map((s) => {
       const out = { run: s.run, key: s.key, width: s.width, unit: s.unit, n: s.n, wall0: s.wall0,
-        smooth: s.smooth, missing: !!s.missing };
+        smooth: s.smooth, missing: !!s.missing, lo: s.lo, hi: s.hi };
       let levels = null;
       Object.defineProperty(out, "levels", { get() {
         if (levels === null) {
@@ -272,7 +272,9 @@
     host.append(div);
     // The data layer is painted when the data, range or size change; the crosshair and the
     // zoom selection on a layer of their own (uPlot's cursor layer): a hover repaints nothing.
-    const chart = { panel, div, canvas, top, frame: null, paths: [], drag: null };
+    const chart = { panel, div, canvas, top, frame: null, paths: [], drag: null, stale: true };
+    div.chart = chart;
+    watcher.observe(div);
     top.addEventListener("mousemove", (e) => onMove(chart, e));
     top.addEventListener("mouseleave", () => { view.hover = null; hideTip(); drawAll(true); });
     top.addEventListener("mousedown", (e) => { chart.drag = { x: e.offsetX, shift: e.shiftKey, range: currentRange() }; e.preventDefault(); });
@@ -287,6 +289,7 @@
     for (const c of activeCharts()) for (const it of c.panel.items) {
       const s = series[it.s];
       if (s.missing || !runs[s.run].on) continue;
+      if (view.xmode === "step") { lo = Math.min(lo, s.lo); hi = Math.max(hi, s.hi); continue; }
       const fx = xFun(s), L = s.levels[0];
       if (!fx || !L.n) continue;
       lo = Math.min(lo, fx(L.lo[0])); hi = Math.max(hi, fx(L.hi[L.n - 1]));
@@ -409,7 +412,9 @@
       const it = chart.panel.items[k];
       ctx.strokeStyle = it.color; ctx.fillStyle = it.color;
       ctx.setLineDash(it.dash ? [5, 3] : []);
-      ctx.lineWidth = 1.3; ctx.globalAlpha = p.smooth ? 0.28 : 1;
+      // 1 px for the faint logged line under a smoothed one: software canvases draw
+      // hairlines on a fast path
+      ctx.lineWidth = p.smooth ? 1 : 1.25; ctx.globalAlpha = p.smooth ? 0.28 : 1;
       p.line = m4(f, p.xs, p.ys);
       stroke(ctx, p.line);
       if (it.marker && p.level.raw && p.xs.length < f.px / 3) for (let i = 0; i < p.xs.length; i++) {
@@ -417,7 +422,7 @@
         ctx.beginPath(); ctx.arc(X(f, p.xs[i]), Y(f, p.ys[i]), 2.5, 0, 7); ctx.fill();
       }
       ctx.globalAlpha = 1;
-      if (p.smooth) { ctx.lineWidth = 1.6; stroke(ctx, m4(f, p.smooth.xs, p.smooth.ys)); }
+      if (p.smooth) { ctx.lineWidth = 1.5; stroke(ctx, m4(f, p.smooth.xs, p.smooth.ys)); }
       ctx.setLineDash([]);
       for (const [x, kind] of p.bad) { // NaN / inf: a mark at the bottom, never hidden
         const xp = X(f, x);
@@ -579,9 +584,24 @@
   }
   window.addEventListener("mouseup", () => { for (const c of charts) if (c.drag) { c.drag = null; drawChart(c, true); } });
 
-  function drawAll(overlayOnly) {
-    for (const c of activeCharts()) drawChart(c, overlayOnly);
+  // Charts out of view wait until they scroll in (an IntersectionObserver draws them then):
+  // opening a long page draws what the reader sees.
+  function inView(c) {
+    const r = c.div.getBoundingClientRect();
+    return r.bottom > -200 && r.top < window.innerHeight + 200;
   }
+  function drawAll(overlayOnly) {
+    for (const c of activeCharts()) {
+      if (inView(c)) { drawChart(c, overlayOnly && !c.stale); c.stale = false; }
+      else if (!overlayOnly) c.stale = true;
+    }
+  }
+  const watcher = new IntersectionObserver((entries) => {
+    for (const e of entries) {
+      const c = e.target.chart;
+      if (e.isIntersecting && c.stale && c.page === view.page) { c.stale = false; drawChart(c); }
+    }
+  }, { rootMargin: "200px" });
   // Wheel, pan and resize come faster than frames: one redraw a frame (coalesced).
   let pending = 0;
   function scheduleDraw() {
