@@ -116,7 +116,8 @@ def open_times(files: list[Path], repeats: int) -> list[list[float]]:
                 errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
                 if ms is None or errors:
                     raise SystemExit(f"{f}: the page did not draw: {errors}")
-                out[i].append(ms / 1000)
+                parts = driver.execute_script("return resplotReport.timings")
+                out[i].append((ms / 1000, parts))
     finally:
         driver.quit()
         shutil.rmtree(home, ignore_errors=True)
@@ -143,7 +144,10 @@ def main() -> None:
     build_s, line = build(store, out, args.max_mb)
     build(base_store, base_out, args.max_mb)
     opened, base_opened = open_times([out, base_out], args.repeats)
-    page, base = statistics.median(opened), statistics.median(base_opened)
+    page = statistics.median(t for t, _ in opened)
+    base = statistics.median(t for t, _ in base_opened)
+    parts = {k: statistics.median(p[k] for _, p in opened) / 1000
+             for k in ("start", "inflate", "decode", "draw")}  # fmt: skip
     mb = out.stat().st_size / (1 << 20)
     print(f"| shape | --max-mb | file MB | build s | open to drawn s (median of {args.repeats}) "
           "| baseline open s | ratio |")  # fmt: skip
@@ -151,6 +155,9 @@ def main() -> None:
     print(f"| {args.runs} runs x {args.steps:,} steps x {args.keys} keys ({args.values}) | "
           f"{args.max_mb:g} | {mb:.2f} | {build_s:.1f} | {page:.3f} | {base:.3f} | "
           f"{page / base:.1f}x |")  # fmt: skip
+    print("of which (medians, s): " + ", ".join(f"{k} {v:.3f}" for k, v in parts.items())
+          + " (start: navigation to the page's script, the HTML parsed)")  # fmt: skip
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"resplot: {line}")
 
 
