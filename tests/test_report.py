@@ -99,7 +99,8 @@ def test_report_opens_offline_lists_every_run_and_reads_the_hover(stores, tmp_pa
         "[...tr.cells].map(c => c.textContent))"
     )
     assert [row[1] for row in table] == ["finished", "finished", "crashed"]
-    assert [row[3] for row in table] == ["基线 baseline", "lr-1e-3", "wsd-0.5"]
+    assert [row[4] for row in table] == ["基线 baseline", "lr-1e-3", "wsd-0.5"]
+    assert "crashed" in table[2][3] and "loss spike" in table[0][3]  # the window's alerts
     md = browser.execute_script("return document.getElementById('md').textContent")
     assert md.startswith("| run | optim.lr |") and "test/ppl" in md
 

@@ -21,6 +21,7 @@ from importlib import resources
 import numpy as np
 
 from reslog.tools.export import format_cell, render_markdown
+from resplot.data.alerts import check_all
 from resplot.data.cache import SeriesCache
 from resplot.data.key_roles import key_for
 from resplot.data.model import RunRef
@@ -32,6 +33,7 @@ from resplot.exports import summaries
 from resplot.report import levels as budget
 from resplot.report.pack import Packer
 from schema import buckets
+from schema.alerts import LOGGED
 from schema.compare import comparison_table
 from schema.rollup import STEP_HI, STEP_LO
 
@@ -222,7 +224,7 @@ def build_report(
         runs.append({"name": info.name, "uid": ref.uid, "status": info.status,
                      "color": state.look(ref).color, "dash": state.look(ref).style != "-",
                      "created": info.created_at, "seconds": max(0.0, end - info.created_at),
-                     "host": info.host, "source": ref.source})  # fmt: skip
+                     "host": info.host, "source": ref.source, "alerts": []})  # fmt: skip
     header, rows = comparison_table(summaries(cache, refs), metrics)
     table = {"header": header, "rows": [[format_cell(_finite(v)) for v in row] for row in rows],
              "md": render_markdown(header, rows)}  # fmt: skip
@@ -231,6 +233,14 @@ def build_report(
          "title": e.title}
         for ref in refs for e in cache.events(ref)
     ]  # fmt: skip
+    # The window's alerts (NaN loss, stalled, crashed, GPU drops, stragglers, ...): in the run
+    # table, and as markers where they have a step or a time (logged ones are events above).
+    for ref, found in check_all(cache, refs).items():
+        for a in found:
+            runs[run_of[ref]]["alerts"].append(f"{a.level}: {a.message}")
+            if a.kind != LOGGED and (a.step is not None or a.wall is not None):
+                events.append({"run": run_of[ref], "step": a.step, "wall": a.wall,
+                               "kind": a.kind, "level": a.level, "title": a.message})  # fmt: skip
     made = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     meta = {"title": title or "resplot report", "made": made, "pages": page_out, "runs": runs,
             "table": table, "events": events}  # fmt: skip

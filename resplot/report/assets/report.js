@@ -468,8 +468,10 @@
 
   function eventX(e) {
     const run = runs[e.run];
-    if (view.xmode === "wall") return e.wall / DAY;
-    if (view.xmode === "relative") return (e.wall - run.created) / HOUR;
+    if (view.xmode === "wall" || view.xmode === "relative") {
+      if (e.wall === null) return null;
+      return view.xmode === "wall" ? e.wall / DAY : (e.wall - run.created) / HOUR;
+    }
     if (e.step === null) return null;
     if (view.xmode === "tokens") { const g = guideOf(e.run); return g ? interp(g.xs, g.ys, e.step) : null; }
     return e.step;
@@ -665,7 +667,7 @@
 
   function buildTable() {
     const t = $("runs"), head = t.createTHead().insertRow();
-    const cols = ["", "status", "duration", ...D.table.header];
+    const cols = ["", "status", "duration", "alerts", ...D.table.header];
     for (const c of cols) { const th = document.createElement("th"); th.textContent = c; head.append(th); }
     const body = t.createTBody();
     runs.forEach((r, i) => {
@@ -679,6 +681,7 @@
       tr.insertCell().append(cb, sw);
       tr.insertCell().textContent = r.status;
       const dur = tr.insertCell(); dur.className = "num"; dur.textContent = duration(r.seconds);
+      const al = tr.insertCell(); al.className = "alerts"; al.textContent = r.alerts.join("; ");
       (D.table.rows[i] || []).forEach((v, k) => {
         const td = tr.insertCell(); td.textContent = v;
         if (k > 0 && v !== "" && !isNaN(+v)) td.className = "num";
