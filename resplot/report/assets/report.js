@@ -36,12 +36,24 @@
   // coding undone; always a Float64Array (exact: int32 and float32 widen without loss).
   function unpack(c) {
     const size = SIZES[c.t], n = c.n, src = BIN.subarray(c.o, c.o + n * size);
-    let bytes = src;
-    if (size > 1) {
-      bytes = new Uint8Array(n * size);
-      for (let j = 0; j < size; j++) { const plane = j * n; for (let i = 0; i < n; i++) bytes[i * size + j] = src[plane + i]; }
+    let a;
+    if (size === 1) a = new Int8Array(src.buffer, src.byteOffset, n);
+    else if (size === 2) { // un-shuffle a word at a time (little-endian, as every browser is)
+      const w = new Uint16Array(n);
+      for (let i = 0; i < n; i++) w[i] = src[i] | (src[n + i] << 8);
+      a = new Int16Array(w.buffer);
+    } else {
+      const w = new Uint32Array(n * size / 4), n2 = 2 * n, n3 = 3 * n;
+      for (let k = 0; k < size / 4; k++) {
+        const base = 4 * k * n;
+        for (let i = 0; i < n; i++) {
+          const p = base + i;
+          w[i * size / 4 + k] = (src[p] | (src[p + n] << 8) | (src[p + n2] << 16) | (src[p + n3] << 24)) >>> 0;
+        }
+      }
+      a = new TYPES[c.t](w.buffer, 0, n);
     }
-    const a = new TYPES[c.t](bytes.buffer, bytes.byteOffset, n), out = new Float64Array(n);
+    const out = new Float64Array(n);
     if (c.z) { let acc = c.f; for (let i = 0; i < n; i++) { acc += a[i]; out[i] = acc; } }
     else out.set(a);
     return out;
