@@ -356,3 +356,49 @@ def test_charts_out_of_view_are_drawn_when_scrolled_in(stores, tmp_path, browser
     drawn = [d for d in browser.execute_script("return resplotReport.drawn(arguments[0])", index)]
     assert [d["label"] for d in drawn] == ["基线 baseline", "lr-1e-3", "wsd-0.5"]
     assert _errors(browser) == []
+
+
+def _columns(path: Path) -> tuple[dict, dict]:
+    """The report's data and its column stream decoded as the page decodes it."""
+    import base64
+    import re
+    import zlib
+
+    text = path.read_text(encoding="utf-8")
+    stream = re.search(r'id="report-bin" type="application/octet-stream">(.*?)</script>', text,
+                       re.S).group(1)  # fmt: skip
+    raw = zlib.decompress(base64.b64decode(stream))
+    types = {"i1": np.int8, "i2": np.int16, "i4": np.int32, "f4": np.float32, "f8": np.float64}
+
+    def column(c: dict) -> np.ndarray:
+        dtype = np.dtype(types[c["t"]]).newbyteorder("<")
+        size, n = dtype.itemsize, c["n"]
+        planes = np.frombuffer(raw, np.uint8, n * size, c["o"]).reshape(size, n)
+        values = planes.T.copy().view(dtype).ravel().astype(np.float64)
+        return np.cumsum(values) + c["f"] if c["z"] else values
+
+    return _data(path), {"column": column}
+
+
+def test_a_postgresql_store_reports_exact_columns(pg_store, tmp_path):
+    # The same report from a PostgreSQL store (its own source, fine levels folded from its
+    # points): every column's extremes are the store's, the spike among them.
+    engine = new_store(pg_store)
+    steps = np.arange(6000)
+    values = _loss(0, steps)
+    make_run(engine, name="pg-run", points={"train/loss": list(zip(steps.tolist(),
+             values.tolist(), strict=True))})  # fmt: skip
+    engine.dispose()
+    out = tmp_path / "pg.html"
+    assert main(["report", pg_store, "-o", str(out), "--max-mb", "0.07"]) == 0
+    data, dec = _columns(out)
+    (series,) = [s for s in data["series"] if s["key"] == "train/loss"]
+    assert series["width"] > 1  # columns, not every point
+    cols = {name: dec["column"](c) for name, c in series["cols"].items()}
+    lo = cols["lo"]
+    mn_at, mx_at = lo + cols["mn"], lo + cols["mx"]
+    for i in range(len(lo)):
+        a, b = int(lo[i]), int(lo[i] + cols["hi"][i]) + 1
+        assert cols["vmin"][i] == values[a:b].min() and cols["vmax"][i] == values[a:b].max()
+        assert values[int(mn_at[i])] == cols["vmin"][i] and values[int(mx_at[i])] == cols["vmax"][i]
+    assert cols["vmax"].max() == values.max()  # the largest value, kept
