@@ -308,4 +308,8 @@ def build_report(
     parts = {"TITLE": html.escape(meta["title"]), "CSS": css, "DATA": _json(meta), "BIN": stream,
              "JS": script}  # fmt: skip
     page = re.sub(r"\{\{(TITLE|CSS|DATA|BIN|JS)\}\}", lambda m: parts[m.group(1)], template)
+    size = len(page.encode("utf-8"))
+    if size > max_bytes:  # the estimate of the fixed part is generous: this never passes it
+        raise ReportError(f"the report came to {size / (1 << 20):.2f} MB, over --max-mb "
+                          f"{max_bytes / (1 << 20):.3g}; not written")  # fmt: skip
     return Report(page, width, raw, len(chosen), notes)
