@@ -255,16 +255,24 @@
     if (a !== 0 && (a >= 1e6 || a < 1e-3)) return v.toExponential(2).replace("e+", "e");
     return String(+v.toPrecision(4));
   }
-  function fmtX(v) {
+  // An x value as a tick (`spacing`: the ticks' step, so that neighbours never read the same)
+  // or, without it, as the readout's header.
+  function fmtX(v, spacing) {
     const m = view.xmode;
-    if (m === "wall") { const d = new Date(v * DAY * 1000); return d.toISOString().slice(5, 16).replace("T", " "); }
-    if (m === "relative") return fmt(v) + "h";
+    if (m === "wall") {
+      const iso = new Date(v * DAY * 1000).toISOString();
+      return spacing !== undefined && spacing * DAY < 60 ? iso.slice(11, 19) : iso.slice(5, 16).replace("T", " ");
+    }
+    if (m === "relative") return (spacing ? v.toFixed(decimals(spacing)) : fmt(v)) + "h";
     const a = Math.abs(v);
-    if (a >= 1e9) return +(v / 1e9).toPrecision(3) + "B";
-    if (a >= 1e6) return +(v / 1e6).toPrecision(3) + "M";
-    if (a >= 1e4) return +(v / 1e3).toPrecision(3) + "k";
-    return String(+v.toPrecision(6));
+    for (const [unit, suffix] of [[1e9, "B"], [1e6, "M"], [1e3, "k"]]) {
+      if (a >= 10 * unit) {
+        return (spacing ? (v / unit).toFixed(decimals(spacing / unit)) : +(v / unit).toPrecision(6)) + suffix;
+      }
+    }
+    return spacing ? v.toFixed(decimals(spacing)) : String(+v.toPrecision(6));
   }
+  function decimals(spacing) { return Math.max(0, Math.min(6, Math.ceil(-Math.log10(spacing) - 1e-9))); }
 
   // ---- charts ----------------------------------------------------------------------------
   const charts = [];
@@ -399,10 +407,12 @@
       ctx.fillText(fmt(v), PAD.l - 4, y);
     }
     ctx.textAlign = "center"; ctx.textBaseline = "top";
-    for (const t of niceTicks(f.x0, f.x1, Math.max(2, Math.floor(f.px / 90)))) {
+    const xt = niceTicks(f.x0, f.x1, Math.max(2, Math.floor(f.px / 90)));
+    const spacing = xt.length > 1 ? xt[1] - xt[0] : Math.abs(xt[0]) || 1;
+    for (const t of xt) {
       const x = X(f, t);
       ctx.beginPath(); ctx.moveTo(x, PAD.t); ctx.lineTo(x, PAD.t + f.py); ctx.stroke();
-      const label = fmtX(t), half = ctx.measureText(label).width / 2;
+      const label = fmtX(t, spacing), half = ctx.measureText(label).width / 2;
       ctx.fillText(label, Math.min(Math.max(x, half), f.W - half - 1), PAD.t + f.py + 4);
     }
     ctx.strokeStyle = "#999"; ctx.strokeRect(PAD.l, PAD.t, f.px, f.py);
