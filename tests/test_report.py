@@ -81,6 +81,7 @@ def _logged(store: str, run: str, key: str) -> tuple[np.ndarray, np.ndarray]:
     return df["step"].to_numpy(), df["value"].to_numpy()
 
 
+@pytest.mark.slow
 def test_report_opens_offline_lists_every_run_and_reads_the_hover(stores, tmp_path, browser):
     out = tmp_path / "report.html"
     assert main(["report", stores["small"], "-o", str(out), "--pages", "training", "system"]) == 0
@@ -171,6 +172,7 @@ def test_report_opens_offline_lists_every_run_and_reads_the_hover(stores, tmp_pa
     assert _errors(browser) == []
 
 
+@pytest.mark.slow
 def test_zoomed_columns_hold_the_stores_extremes_and_the_spike(stores, tmp_path, browser):
     out = tmp_path / "long.html"
     assert main(["report", stores["long"], "-o", str(out), "--max-mb", "0.4"]) == 0
@@ -314,6 +316,7 @@ def test_timing_and_ranks_pages_on_request(stores, tmp_path):
     assert any(n.startswith("Ranks page: No multi-rank job") for n in data["notes"])
 
 
+@pytest.mark.slow
 def test_hostile_names_stay_names(tmp_path, browser):
     # A name that closes the script element, injects markup or names a template slot is shown
     # as text: the data are JSON with '</' escaped, and the page sets textContent only.
@@ -334,6 +337,7 @@ def test_hostile_names_stay_names(tmp_path, browser):
     assert browser.execute_script("return document.querySelectorAll('img').length") == 0
 
 
+@pytest.mark.slow
 def test_charts_out_of_view_are_drawn_when_scrolled_in(stores, tmp_path, browser):
     out = tmp_path / "keys.html"
     keys = ["train/*", "valid/*", "lr"]
@@ -380,6 +384,7 @@ def _columns(path: Path) -> tuple[dict, dict]:
     return _data(path), {"column": column}
 
 
+@pytest.mark.postgres
 def test_a_postgresql_store_reports_exact_columns(pg_store, tmp_path):
     # The same report from a PostgreSQL store (its own source, fine levels folded from its
     # points): every column's extremes are the store's, the spike among them.
