@@ -4,6 +4,7 @@
     resplot snapshot SOURCE... -o chart.png      draw a chart page to PNG / SVG / PDF
     resplot export SOURCE... --format csv -o F   points (csv, csv-wide, parquet) or the
                                                  comparison table (md, latex, table-csv)
+    resplot report SOURCE... -o report.html      one offline, interactive HTML file
     resplot sync SOURCE... MIRROR                copy runs into a local store (incremental)
 
 Errors are printed as one line (`resplot: error: ...`) with a non-zero exit status.
@@ -68,7 +69,7 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     top = argparse.ArgumentParser(
         prog="resplot",
         description="Live charts of reslog stores, local or over SSH. "
-        "Subcommands: snapshot, export (see `resplot snapshot -h`).",
+        "Subcommands: snapshot, export, report, sync (see `resplot report -h`).",
     )
     top.add_argument("sources", nargs="*", metavar="SOURCE", help="stores to open")
     top.add_argument("--config", type=Path, help="settings file (default $RESPLOT_CONFIG or "
@@ -133,6 +134,25 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     )  # fmt: skip
     exp.add_argument("--metrics", nargs="+", metavar="GLOB",
                      help="metrics summarised in the comparison table")  # fmt: skip
+
+    rep = cmds.add_parser("report", help="one self-contained, offline, interactive HTML file")
+    _add_selection(rep)
+    rep.add_argument("-o", "--output", required=True, type=Path, help="the .html file")
+    rep.add_argument(
+        "--pages", nargs="+", default=["training"], metavar="PAGE",
+        choices=("training", "system", "timing", "ranks"),
+        help="pages shown, as tabs: training (default), system, timing, ranks; --keys adds a "
+        "page of the keys matching its globs",
+    )  # fmt: skip
+    rep.add_argument(
+        "--max-mb", type=float, default=10.0, metavar="MB",
+        help="bound on the file's size (default 10): every point when all fit, else exact "
+        "columns as fine as fit (up to 2,048 over the longest run); the file says what was "
+        "left out",
+    )  # fmt: skip
+    rep.add_argument("--metrics", nargs="+", metavar="GLOB",
+                     help="metrics summarised in the comparison table")  # fmt: skip
+    rep.add_argument("--title", default="", help="the page's title")
 
     syn = cmds.add_parser("sync", help="copy runs into a local store that outlives the host")
     syn.add_argument("paths", nargs="+", metavar="SOURCE... MIRROR",
@@ -332,7 +352,39 @@ def cmd_export(args) -> int:
     return 0
 
 
-COMMANDS = ("snapshot", "export", "sync")
+def cmd_report(args) -> int:
+    from resplot.report import ReportError, build_report
+
+    if args.max_mb <= 0:
+        raise CliError(f"--max-mb must be positive, got {args.max_mb:g}")
+    state = ViewState()
+    pages = list(dict.fromkeys(args.pages))
+    if args.keys:
+        state.set_custom_keys(args.keys)
+        pages.append("custom")
+    with _load(args) as loaded:
+        refs = select_runs(loaded.cache, args.runs)
+        try:
+            report = build_report(
+                loaded.cache, refs, loaded.fetch, tuple(pages), int(args.max_mb * (1 << 20)),
+                args.metrics, args.title, state,
+            )  # fmt: skip
+        except ReportError as exc:
+            raise CliError(str(exc)) from None
+        except ConnectionError as exc:  # the source, after its retries (AgentConnectionError)
+            raise CliError(f"cannot read the source: {exc}; {args.output} not written") from None
+    try:
+        report.write(args.output)
+    except OSError as exc:
+        raise CliError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    for note in report.notes:
+        print(f"note: {note}", file=sys.stderr)
+    print(f"wrote {args.output} ({report.bytes / (1 << 20):.2f} MB, {len(refs)} runs, "
+          f"{report.series} series, {report.raw_series} raw)", file=sys.stderr)  # fmt: skip
+    return 0
+
+
+COMMANDS = ("snapshot", "export", "report", "sync")
 
 
 def check_specs(texts: list[str]) -> list:
@@ -479,7 +531,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv and argv[0] in COMMANDS:
             args = sub.parse_args(argv)
-            run = {"snapshot": cmd_snapshot, "export": cmd_export, "sync": cmd_sync}
+            run = {"snapshot": cmd_snapshot, "export": cmd_export, "report": cmd_report,
+                   "sync": cmd_sync}  # fmt: skip
             return run[args.command](args)
         if argv and _looks_like_command(argv[0]):
             raise _unknown_command(argv[0])

@@ -10,6 +10,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 import pytest
 
+from tests.fixtures.browser import browser  # noqa: F401
 from tests.fixtures.postgres import pg_store, postgres_url  # noqa: F401
 from tests.fixtures.sshd import ssh_config, sshd_env  # noqa: F401
 from tests.fixtures.stores import sample  # noqa: F401

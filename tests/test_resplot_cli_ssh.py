@@ -1,4 +1,4 @@
-"""`resplot snapshot` and `resplot export` on a store reached over SSH, as a person runs them.
+"""`resplot snapshot`, `export` and `report` on a store reached over SSH, as a person runs them.
 
 A real sshd (tests/fixtures/sshd.py) stands in for the GPU host; the CLI finds it through
 `~/.ssh/config` (HOME points at a temp dir holding the fixture's config), exactly as it would
@@ -51,6 +51,18 @@ def test_snapshot_and_export_of_a_store_on_an_ssh_host(ssh_config, tmp_path, mon
     assert resplot_main(["export", spec, "--format", "md", "-o", str(table)]) == 0
     text = table.read_text()
     assert "| lr" in text and "batch_tokens" not in text  # only the config key that differs
+
+    # The HTML report through the same agent: every point here, NaN kept where it was logged.
+    from tests.test_report import _columns
+
+    report = tmp_path / "report.html"
+    assert resplot_main(["report", spec, "-o", str(report)]) == 0
+    data, dec = _columns(report)
+    assert sorted(r["name"] for r in data["runs"]) == ["wsd-1e-3", "wsd-3e-4"]
+    (loss,) = [s for s in data["series"] if s["key"] == "train/loss" and s["run"] == 1]
+    steps, values = (dec["column"](loss["cols"][c]) for c in ("s", "v"))
+    assert list(steps) == list(range(300)) and math.isnan(values[5])
+    assert values[299] == 4.0 / 300  # float64, bit for bit
 
 
 def test_an_unknown_host_key_is_refused_headless_with_a_clear_error(

@@ -223,6 +223,34 @@ def test_export_from_the_window(window, tmp_path):
     assert len(list(csv.reader(io.StringIO((tmp_path / "table.csv").read_text())))) == 3
     window.export_chart(tmp_path / "chart.png")
     assert (tmp_path / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_html_report_from_the_window(window, tmp_path):
+    # File > Export > HTML report: the runs shown, read afresh on a worker thread through the
+    # same path as `resplot report`; the page shown comes first. (The page itself is tested in
+    # a browser in tests/test_report.py.)
+    import json
+    import re
+
+    from PyQt5.QtWidgets import QMenu
+
+    from resplot.ui.export_menu import start_report_export
+
+    menus = {m.title(): m for m in window.findChildren(QMenu)}
+    assert "HTML report…" in [a.text() for a in menus["&Export"].actions()], menus.keys()
+    window.set_page("system")
+    worker = start_report_export(window, tmp_path / "report.html")
+    worker.wait()
+    assert worker.error is None
+    html = (tmp_path / "report.html").read_text(encoding="utf-8")
+    data = json.loads(re.search(r'id="report-data" type="application/json">(.*?)</script>',
+                                html, re.S).group(1))  # fmt: skip
+    shown = {r.name for r in window.cache.runs() if r.ref in window.export_refs()}
+    assert {r["name"] for r in data["runs"]} == shown
+    assert [p["name"] for p in data["pages"]] == ["system", "training"]
+    loss = [i for p in data["pages"] for panel in p.get("panels", []) for i in panel["items"]
+            if panel["title"] == "Loss"]  # fmt: skip
+    assert loss and all(data["series"][i["s"]]["cols"] for i in loss)
     window.export_chart(tmp_path / "chart.svg")
     assert ET.parse(tmp_path / "chart.svg").getroot().tag.endswith("svg")
     window.export_chart(tmp_path / "chart.pdf")

@@ -17,6 +17,7 @@ POINT_FILTERS = {
 }
 TABLE_FILTERS = {"csv": "CSV (*.csv)", "md": "Markdown (*.md)", "latex": "LaTeX (*.tex)"}
 CHART_FILTER = "PNG image (*.png);;SVG image (*.svg);;PDF document (*.pdf)"
+REPORT_FILTER = "HTML report (*.html)"
 
 
 class ExportWorker(QThread):
@@ -63,6 +64,58 @@ def start_points_export(win, path: str | Path, fmt: str) -> ExportWorker:
     return worker
 
 
+def report_pages(page: str) -> tuple[str, ...]:
+    """The report's pages for the window's: the page shown first when a report has it, then
+    Training."""
+    from resplot.report import REPORT_PAGES
+
+    return tuple(dict.fromkeys([*([page] if page in REPORT_PAGES else []), "training"]))
+
+
+def write_report(specs, ssh, uids: list[str], colors: dict, path: str | Path,
+                 pages: tuple[str, ...], metrics=None) -> None:  # fmt: skip
+    """The report of the runs `uids` (in the window's order), read afresh from their sources
+    through the same path as `resplot report` (resplot.sources.polling.Loaded): the window's
+    cache and poller are left alone. Runs on a worker thread."""
+    from resplot.data.state import ViewState
+    from resplot.report import build_report
+    from resplot.sources.polling import Loaded
+
+    with Loaded(specs, ssh=ssh) as loaded:
+        by_uid = {r.ref.uid: r.ref for r in loaded.cache.runs()}
+        refs = [by_uid[u] for u in uids if u in by_uid]
+        if not refs:
+            raise ValueError("none of the runs shown were found in their sources")
+        state = ViewState()
+        state.colors = dict(colors)
+        report = build_report(loaded.cache, refs, loaded.fetch, pages, metrics=metrics,
+                              state=state)  # fmt: skip
+    report.write(path)
+
+
+def start_report_export(win, path: str | Path) -> ExportWorker:
+    """Write an HTML report of the window's export runs (resplot.report) on a worker thread,
+    with the page shown first when the report has it; the status bar says when it is done."""
+    if win.poller is None:
+        raise ValueError("no sources to read the runs from")
+    refs = win.export_refs()
+    if not refs:
+        raise ValueError("no runs to report")
+    poller = win.poller
+    specs = list(dict.fromkeys(poller.source(label).spec for label in {r.source for r in refs}))
+    pages = report_pages(win.state.page)
+    args = (specs, poller.ssh, [r.uid for r in refs], dict(win.state.colors), path, pages,
+            win.state.table_metrics)  # fmt: skip
+    worker = ExportWorker(lambda: write_report(*args), str(path), win)
+    worker.done.connect(lambda p: win.statusBar().showMessage(f"wrote report {p}", 5000))
+    worker.failed.connect(lambda m: QMessageBox.warning(win, "Report failed", m))
+    worker.finished.connect(lambda: win.exports.remove(worker))
+    win.exports.append(worker)
+    win.statusBar().showMessage(f"writing report {path}…")
+    worker.start()
+    return worker
+
+
 def add_export_menu(self, export: QMenu) -> None:
     """Fill the menu with one action per export (`self`: the MainWindow)."""
     for fmt, label in POINT_FILTERS.items():
@@ -78,12 +131,16 @@ def add_export_menu(self, export: QMenu) -> None:
         )
     export.addSeparator()
     export.addAction("Chart as PNG/SVG/PDF…", lambda: ask_export(self, "chart", ""))
+    export.addSeparator()
+    export.addAction("HTML report…", lambda: ask_export(self, "report", ""))
 
 
 def ask_export(self, what: str, fmt: str) -> None:
     """Ask for a file name and write the export there (points: on a worker thread)."""
     if what == "chart":
         path, _ = QFileDialog.getSaveFileName(self, "Export chart", "chart.png", CHART_FILTER)
+    elif what == "report":
+        path, _ = QFileDialog.getSaveFileName(self, "HTML report", "report.html", REPORT_FILTER)
     else:
         filt = (POINT_FILTERS if what == "points" else TABLE_FILTERS)[fmt]
         ext = {"csv-wide": "csv", "latex": "tex"}.get(fmt, fmt)
@@ -93,6 +150,9 @@ def ask_export(self, what: str, fmt: str) -> None:
     try:
         if what == "points":
             self.export_points(path, fmt)  # reports when done
+            return
+        if what == "report":
+            start_report_export(self, path)  # reports when done
             return
         if what == "table":
             self.export_table(path, fmt)
