@@ -1,0 +1,319 @@
+"""A chunk of one series' points (or of several series logged together) as one compressed blob:
+the format, and its standard-library encoder and decoder.
+
+Standard library only, Python 3.8 syntax: this file ships inside the agent's archive, and the
+writer may run where numpy is missing. `schema/chunk_codec_numpy.py` is the numpy twin (the
+same bytes out of `encode`, the same numbers out of `decode`, several times quicker); use it
+wherever numpy imports. docs/store.md ("Points as compressed columns") has the measurements
+behind each choice below.
+
+A chunk holds n points: one column of steps (int64), one of walls (float64) and k >= 1 columns
+of values (float64) sharing them, k > 1 for keys logged together. Every column is lossless to
+the bit: floats travel as their 64-bit patterns and are never computed with, so NaN payloads
+(quiet or signalling), -0.0, +-inf and subnormals come back as they went in.
+
+Layout (integers little-endian):
+
+    offset  size  field
+    0       1     format version (FORMAT_VERSION; the chunk row carries it too)
+    1       1     k, the number of value columns (1-255)
+    2       4     n, the number of points (u32)
+    6       ...   2 + k streams: steps, walls, values 1..k; each is
+                    kind (u8), payload length (u32), payload
+    end-4   4     CRC-32 (zlib.crc32) of every byte before it
+
+Each stream holds n 64-bit words (the int64 steps, the float64 bit patterns), as one of:
+
+    LINEAR   16 bytes: the first word and the difference between words (mod 2^64); a
+             constant column (difference 0) or a regular one (steps 0, 1, 2, ...) costs only
+             this, and n <= 2 always takes it
+    SHUFFLE  raw deflate of the words byte-shuffled: byte 0 of every word, then byte 1, ...
+             (Blosc's filter: float64s of one series share their sign, exponent and high
+             mantissa bytes, which shuffled become long runs deflate all but removes)
+    DELTA    as SHUFFLE, of the first word then each word minus the one before (mod 2^64)
+    DELTA2   as SHUFFLE, of the first word, the first difference, then each difference minus
+             the one before (delta-of-delta, Gorilla's timestamps)
+    XOR      as SHUFFLE, of the first word then each word XOR the one before (Gorilla's values)
+
+The encoder writes LINEAR where the words allow it, else DELTA for steps and walls and SHUFFLE
+for values (measured on training runs: scripts/bench/bench_codec.py); the decoder reads every
+kind, so a later encoder may choose otherwise without a new version.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+import zlib
+from array import array
+from collections.abc import Sequence
+from itertools import accumulate, chain, islice
+from operator import sub, xor
+from typing import NamedTuple
+
+FORMAT_VERSION = 1
+LINEAR, SHUFFLE, DELTA, DELTA2, XOR = 1, 2, 3, 4, 5
+KIND_NAMES = {LINEAR: "linear", SHUFFLE: "shuffle", DELTA: "delta", DELTA2: "delta2", XOR: "xor"}
+STEP_KIND, WALL_KIND, VALUE_KIND = DELTA, DELTA, SHUFFLE
+LEVEL = 6  # zlib's default: level 9 saved under 1 % on training data at twice the time
+MAX_COLUMNS = 255
+MAX_POINTS = (1 << 32) - 1
+
+HEADER = struct.Struct("<BBI")
+STREAM = struct.Struct("<BI")
+LINEAR_WORDS = struct.Struct("<qq")
+CRC = struct.Struct("<I")
+
+_MASK = (1 << 64) - 1
+_HALF = 1 << 63
+_BIG_ENDIAN = sys.byteorder == "big"
+
+
+class Chunk(NamedTuple):
+    """Decoded columns: steps (int64), walls and each value column (float64). The stdlib
+    decoder gives array('q') / array('d'); the numpy one gives ndarrays."""
+
+    steps: Sequence[int]
+    walls: Sequence[float]
+    values: tuple
+
+
+def _le(words: array) -> bytes:
+    if _BIG_ENDIAN:
+        words = array("q", words)
+        words.byteswap()
+    return words.tobytes()
+
+
+def _from_le(data: bytes) -> array:
+    words = array("q")
+    words.frombytes(data)
+    if _BIG_ENDIAN:
+        words.byteswap()
+    return words
+
+
+def shuffle(data: bytes, width: int = 8) -> bytes:
+    """Byte planes: byte 0 of every `width`-byte word, then byte 1, ..."""
+    return b"".join([data[k::width] for k in range(width)])
+
+
+def unshuffle(data: bytes, width: int = 8) -> bytes:
+    n = len(data) // width
+    out = bytearray(len(data))
+    for k in range(width):
+        out[k::width] = data[k * n : (k + 1) * n]
+    return bytes(out)
+
+
+def deflate(data: bytes) -> bytes:
+    # Raw deflate: the chunk's CRC already guards the bytes, so zlib's header and Adler-32
+    # (6 bytes a stream) are left out. compressobj, as zlib.compress takes wbits only on 3.11+.
+    z = zlib.compressobj(LEVEL, zlib.DEFLATED, -15)
+    return z.compress(data) + z.flush()
+
+
+def inflate(payload: bytes, size: int) -> bytes:
+    z = zlib.decompressobj(-15)
+    try:
+        data = z.decompress(payload, size + 1)
+    except zlib.error as e:
+        raise ValueError(f"corrupt chunk: {e}") from None
+    if len(data) > size or z.unconsumed_tail:
+        raise ValueError(f"corrupt chunk: a stream holds more than its {size} bytes")
+    if len(data) < size or not z.eof or z.unused_data:
+        raise ValueError(f"corrupt chunk: a stream holds {len(data)} bytes, not {size}")
+    return data
+
+
+def _is_linear(words: array) -> bool:
+    n = len(words)
+    if n <= 2:
+        return True
+    step = (words[1] - words[0]) & _MASK
+    if (words[2] - words[1]) & _MASK != step or (words[-1] - words[-2]) & _MASK != step:
+        return False
+    if step == 0:
+        return words.count(words[0]) == n
+    step = ((step + _HALF) & _MASK) - _HALF
+    last = words[0] + step * (n - 1)
+    if -_HALF <= last < _HALF:  # compared in C against the progression it would be
+        return words == array("q", range(words[0], last + (1 if step > 0 else -1), step))
+    step &= _MASK
+    return all((b - a) & _MASK == step for a, b in zip(words, islice(words, 1, None)))  # noqa: B905 (3.8)
+
+
+def _int64s(ints) -> array:
+    """array('q') of Python ints taken mod 2^64 (a difference of two int64s can overflow)."""
+    try:
+        return array("q", ints)
+    except OverflowError:
+        return array("q", [((x + _HALF) & _MASK) - _HALF for x in ints])
+
+
+def _diffs(words) -> array:
+    return _int64s(list(map(sub, islice(words, 1, None), words)))
+
+
+def encode_words(words: array, kind: int) -> tuple:
+    """(kind, payload) of one column of int64 words; LINEAR where the words allow it."""
+    n = len(words)
+    if _is_linear(words):
+        first = words[0] if n else 0
+        step = _int64s([words[1] - words[0]])[0] if n > 1 else 0
+        return LINEAR, LINEAR_WORDS.pack(first, step)
+    if kind == SHUFFLE:
+        out = words
+    elif kind == DELTA:
+        out = array("q", words[:1]) + _diffs(words)
+    elif kind == DELTA2:
+        d = _diffs(words)
+        out = array("q", [words[0], d[0]]) + _diffs(d)
+    elif kind == XOR:
+        out = array("q", [words[0]])
+        out.extend(map(xor, islice(words, 1, None), words))
+    else:
+        raise ValueError(f"unknown stream kind {kind!r}")
+    return kind, deflate(shuffle(_le(out)))
+
+
+def decode_words(kind: int, payload: bytes, n: int) -> array:
+    """The int64 words of one stream (array('q'))."""
+    if kind == LINEAR:
+        if len(payload) != LINEAR_WORDS.size:
+            raise ValueError("corrupt chunk: a linear stream is not 16 bytes")
+        first, step = LINEAR_WORDS.unpack(payload)
+        if step == 0:
+            return array("q", [first]) * n
+        last = first + step * (n - 1)
+        if -_HALF <= last < _HALF:
+            return array("q", range(first, last + (1 if step > 0 else -1), step))
+        return _int64s([first + step * i for i in range(n)])
+    if kind not in KIND_NAMES:
+        raise ValueError(f"corrupt chunk: unknown stream kind {kind}")
+    words = _from_le(unshuffle(inflate(payload, 8 * n)))
+    if kind == SHUFFLE:
+        return words
+    if kind == DELTA:
+        return _int64s(list(accumulate(words)))
+    if kind == XOR:
+        return array("q", accumulate(words, xor))
+    if n < 2:  # DELTA2 of fewer than three words: the encoder never writes it
+        return words
+    d = accumulate(islice(words, 1, None))
+    return _int64s(list(accumulate(chain(words[:1], d))))
+
+
+def _float_words(column) -> array:
+    floats = column if isinstance(column, array) and column.typecode == "d" else array("d", column)
+    words = array("q")
+    words.frombytes(floats.tobytes())
+    return words
+
+
+def _floats(words: array) -> array:
+    out = array("d")
+    out.frombytes(words.tobytes())
+    return out
+
+
+def check_shape(n: int, k: int) -> None:
+    if not 1 <= k <= MAX_COLUMNS:
+        raise ValueError(f"a chunk holds 1 to {MAX_COLUMNS} value columns, not {k}")
+    if n > MAX_POINTS:
+        raise ValueError(f"a chunk holds at most {MAX_POINTS} points, not {n}")
+
+
+def pack(n: int, streams: list) -> bytes:
+    """The blob of n points from 2 + k (kind, payload) streams: steps, walls, values..."""
+    check_shape(n, len(streams) - 2)
+    parts = [HEADER.pack(FORMAT_VERSION, len(streams) - 2, n)]
+    for kind, payload in streams:
+        parts.append(STREAM.pack(kind, len(payload)))
+        parts.append(payload)
+    body = b"".join(parts)
+    return body + CRC.pack(zlib.crc32(body))
+
+
+def unpack(blob: bytes) -> tuple:
+    """(n, [(kind, payload), ...]) of a blob, its version, length and CRC checked."""
+    blob = bytes(blob)
+    if len(blob) < HEADER.size + CRC.size:
+        raise ValueError(f"corrupt chunk: {len(blob)} bytes is too short for a chunk")
+    version, k, n = HEADER.unpack_from(blob)
+    if version != FORMAT_VERSION:
+        raise ValueError(
+            f"chunk format version {version} is unknown to this reader (it reads version"
+            f" {FORMAT_VERSION}): upgrade reslog to read this store"
+        )
+    (crc,) = CRC.unpack_from(blob, len(blob) - CRC.size)
+    if zlib.crc32(memoryview(blob)[: -CRC.size]) != crc:
+        raise ValueError("corrupt chunk: its CRC-32 does not match its bytes")
+    if k == 0:
+        raise ValueError("corrupt chunk: no value column")
+    streams, at, end = [], HEADER.size, len(blob) - CRC.size
+    for _ in range(k + 2):
+        if at + STREAM.size > end:
+            raise ValueError("corrupt chunk: it ends inside its streams")
+        kind, size = STREAM.unpack_from(blob, at)
+        at += STREAM.size
+        if at + size > end:
+            raise ValueError("corrupt chunk: a stream runs past its end")
+        streams.append((kind, blob[at : at + size]))
+        at += size
+    if at != end:
+        raise ValueError(f"corrupt chunk: {end - at} bytes after its last stream")
+    return n, streams
+
+
+def encode(steps: Sequence[int], walls: Sequence[float], *values: Sequence[float],
+           kinds: tuple = (STEP_KIND, WALL_KIND, VALUE_KIND)) -> bytes:  # fmt: skip
+    """The blob of n points: steps (ints in int64's range), walls and one or more value
+    columns (floats), all n long. `kinds`: the stream kinds for steps, walls and values
+    (LINEAR is taken wherever it fits, whatever they say)."""
+    n = len(steps)
+    check_shape(n, len(values))
+    if len(walls) != n or any(len(v) != n for v in values):
+        raise ValueError(
+            f"a chunk's columns have one length: {n} steps, {len(walls)} walls, values"
+            f" {[len(v) for v in values]}"
+        )
+    try:
+        is_q = isinstance(steps, array) and steps.typecode == "q"
+        step_words = steps if is_q else array("q", steps)
+    except OverflowError:
+        raise ValueError("a step is outside int64's range") from None
+    except TypeError as e:
+        raise ValueError(f"steps must be integers: {e}") from None
+    step_kind, wall_kind, value_kind = kinds
+    streams = [encode_words(step_words, step_kind), encode_words(_float_words(walls), wall_kind)]
+    streams += [encode_words(_float_words(v), value_kind) for v in values]
+    return pack(n, streams)
+
+
+def decode(blob: bytes, columns: Sequence[int] | None = None) -> Chunk:
+    """The columns of a blob; `columns` picks value columns by index (None: all), the others'
+    streams are not inflated. A blob that is not a whole chunk of this format raises
+    ValueError: never a wrong number."""
+    n, streams = unpack(blob)
+    k = len(streams) - 2
+    picked = range(k) if columns is None else columns
+    for i in picked:
+        if not 0 <= i < k:
+            raise ValueError(f"the chunk has {k} value columns, not a column {i}")
+    steps = decode_words(*streams[0], n)
+    walls = _floats(decode_words(*streams[1], n))
+    return Chunk(steps, walls, tuple(_floats(decode_words(*streams[2 + i], n)) for i in picked))
+
+
+def describe(blob: bytes) -> dict:
+    """What a blob holds, for `reslog check` and the benchmark: points, columns, and each
+    stream's kind and size."""
+    n, streams = unpack(blob)
+    return {
+        "version": FORMAT_VERSION,
+        "points": n,
+        "columns": len(streams) - 2,
+        "streams": [(KIND_NAMES.get(kind, str(kind)), len(p)) for kind, p in streams],
+        "bytes": len(blob),
+    }
