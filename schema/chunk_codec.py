@@ -34,10 +34,16 @@ Each stream holds n 64-bit words (the int64 steps, the float64 bit patterns), as
     DELTA2   as SHUFFLE, of the first word, the first difference, then each difference minus
              the one before (delta-of-delta, Gorilla's timestamps)
     XOR      as SHUFFLE, of the first word then each word XOR the one before (Gorilla's values)
+    DECIMAL  floats only: e (u8, 0-12) and an inner kind (u8: LINEAR, SHUFFLE or DELTA), then
+             that stream of the integers m with float(m) / 10**e == the float to the bit (ALP's
+             idea: watts from milliwatts and other decimals cost their digits, not 52 bits)
 
-The encoder writes LINEAR where the words allow it, else DELTA for steps and walls and SHUFFLE
+The encoder writes LINEAR where the words allow it, else DECIMAL where a float column is made
+of decimals (the smaller of its two inner kinds), else DELTA for steps and walls and SHUFFLE
 for values (measured on training runs: scripts/bench/bench_codec.py); the decoder reads every
-kind, so a later encoder may choose otherwise without a new version.
+kind, so a later encoder may choose among them without a new version. A new kind, or any
+other change to these bytes, is a new FORMAT_VERSION: a reader refuses a version it does not
+know, with the one line that says to upgrade.
 """
 
 from __future__ import annotations
@@ -52,8 +58,14 @@ from operator import sub, xor
 from typing import NamedTuple
 
 FORMAT_VERSION = 1
-LINEAR, SHUFFLE, DELTA, DELTA2, XOR = 1, 2, 3, 4, 5
-KIND_NAMES = {LINEAR: "linear", SHUFFLE: "shuffle", DELTA: "delta", DELTA2: "delta2", XOR: "xor"}
+LINEAR, SHUFFLE, DELTA, DELTA2, XOR, DECIMAL = 1, 2, 3, 4, 5, 6
+KIND_NAMES = {LINEAR: "linear", SHUFFLE: "shuffle", DELTA: "delta", DELTA2: "delta2", XOR: "xor",
+              DECIMAL: "decimal"}  # fmt: skip
+DECIMAL_INNER = (SHUFFLE, DELTA)  # tried both, the smaller kept (LINEAR where it fits)
+MAX_EXPONENT = 12
+POW10 = tuple(float(10**e) for e in range(MAX_EXPONENT + 1))  # exact doubles
+MAX_DECIMAL = 1 << 53  # every integer up to this is an exact double
+DECIMAL_HEAD = 8  # values an exponent must fit before the whole column is tried
 STEP_KIND, WALL_KIND, VALUE_KIND = DELTA, DELTA, SHUFFLE
 LEVEL = 6  # zlib's default: level 9 saved under 1 % on training data at twice the time
 MAX_COLUMNS = 255
@@ -63,6 +75,7 @@ HEADER = struct.Struct("<BBI")
 STREAM = struct.Struct("<BI")
 LINEAR_WORDS = struct.Struct("<qq")
 CRC = struct.Struct("<I")
+DECIMAL_HEADER = struct.Struct("<BB")
 
 _MASK = (1 << 64) - 1
 _HALF = 1 << 63
@@ -204,11 +217,62 @@ def decode_words(kind: int, payload: bytes, n: int) -> array:
     return _int64s(list(accumulate(chain(words[:1], d))))
 
 
-def _float_words(column) -> array:
-    floats = column if isinstance(column, array) and column.typecode == "d" else array("d", column)
+def decimal_of(floats: array) -> tuple | None:
+    """(e, the integers m) with m / 10**e giving back every float to the bit, for the smallest
+    e <= MAX_EXPONENT whose division fits the first DECIMAL_HEAD floats by value; None where
+    there is none, or where it fails the whole column (NaN, inf, -0.0, |m| > 2^53)."""
+    head = floats[:DECIMAL_HEAD]
+    for e, p in enumerate(POW10):
+        try:
+            if not all(round(x * p) / p == x for x in head):
+                continue
+            ints = [round(x * p) for x in floats]
+        except (OverflowError, ValueError):  # x * p is inf (try a larger e: inf again), or NaN
+            continue
+        if not ints or max(ints) > MAX_DECIMAL or min(ints) < -MAX_DECIMAL:
+            return None
+        back = array("d", [m / p for m in ints])  # int / float: one IEEE division, as numpy's
+        return (e, array("q", ints)) if back.tobytes() == floats.tobytes() else None
+    return None
+
+
+def encode_floats(floats: array, kind: int, decimal: bool = True) -> tuple:
+    """(kind, payload) of a float column: LINEAR where its bit patterns allow, else DECIMAL
+    where its values are decimals (watts from milliwatts: 6.1 bytes a point as bit patterns,
+    2.3 as integers), else `kind` over the bit patterns."""
     words = array("q")
     words.frombytes(floats.tobytes())
-    return words
+    found = None if not decimal or _is_linear(words) else decimal_of(floats)
+    if found is None:
+        return encode_words(words, kind)
+    e, ints = found
+    inner = min((encode_words(ints, k) for k in DECIMAL_INNER), key=lambda s: len(s[1]))
+    return DECIMAL, DECIMAL_HEADER.pack(e, inner[0]) + inner[1]
+
+
+def decimal_parts(payload: bytes) -> tuple:
+    """(e, inner kind, inner payload) of a DECIMAL stream."""
+    if len(payload) < DECIMAL_HEADER.size:
+        raise ValueError("corrupt chunk: a decimal stream is too short")
+    e, inner = DECIMAL_HEADER.unpack_from(payload)
+    if e > MAX_EXPONENT or inner not in (LINEAR, *DECIMAL_INNER):
+        raise ValueError(f"corrupt chunk: a decimal stream of 10^{e}, kind {inner}")
+    return e, inner, payload[DECIMAL_HEADER.size :]
+
+
+def decode_floats(kind: int, payload: bytes, n: int) -> array:
+    """The floats of one stream (array('d'))."""
+    if kind != DECIMAL:
+        return _floats(decode_words(kind, payload, n))
+    e, inner, rest = decimal_parts(payload)
+    p = POW10[e]
+    return array("d", [m / p for m in decode_words(inner, rest, n)])
+
+
+def _float_array(column) -> array:
+    if isinstance(column, array) and column.typecode == "d":
+        return column
+    return array("d", column)
 
 
 def _floats(words: array) -> array:
@@ -267,10 +331,11 @@ def unpack(blob: bytes) -> tuple:
 
 
 def encode(steps: Sequence[int], walls: Sequence[float], *values: Sequence[float],
-           kinds: tuple = (STEP_KIND, WALL_KIND, VALUE_KIND)) -> bytes:  # fmt: skip
+           kinds: tuple = (STEP_KIND, WALL_KIND, VALUE_KIND),
+           decimal: bool = True) -> bytes:  # fmt: skip
     """The blob of n points: steps (ints in int64's range), walls and one or more value
     columns (floats), all n long. `kinds`: the stream kinds for steps, walls and values
-    (LINEAR is taken wherever it fits, whatever they say)."""
+    (LINEAR is taken wherever it fits, whatever they say); `decimal`: try DECIMAL on floats."""
     n = len(steps)
     check_shape(n, len(values))
     if len(walls) != n or any(len(v) != n for v in values):
@@ -286,8 +351,9 @@ def encode(steps: Sequence[int], walls: Sequence[float], *values: Sequence[float
     except TypeError as e:
         raise ValueError(f"steps must be integers: {e}") from None
     step_kind, wall_kind, value_kind = kinds
-    streams = [encode_words(step_words, step_kind), encode_words(_float_words(walls), wall_kind)]
-    streams += [encode_words(_float_words(v), value_kind) for v in values]
+    streams = [encode_words(step_words, step_kind),
+               encode_floats(_float_array(walls), wall_kind, decimal)]  # fmt: skip
+    streams += [encode_floats(_float_array(v), value_kind, decimal) for v in values]
     return pack(n, streams)
 
 
@@ -302,8 +368,8 @@ def decode(blob: bytes, columns: Sequence[int] | None = None) -> Chunk:
         if not 0 <= i < k:
             raise ValueError(f"the chunk has {k} value columns, not a column {i}")
     steps = decode_words(*streams[0], n)
-    walls = _floats(decode_words(*streams[1], n))
-    return Chunk(steps, walls, tuple(_floats(decode_words(*streams[2 + i], n)) for i in picked))
+    walls = decode_floats(*streams[1], n)
+    return Chunk(steps, walls, tuple(decode_floats(*streams[2 + i], n) for i in picked))
 
 
 def describe(blob: bytes) -> dict:

@@ -19,10 +19,16 @@ from collections.abc import Sequence
 import numpy as np
 
 from schema.chunk_codec import (
+    DECIMAL,
+    DECIMAL_HEAD,
+    DECIMAL_HEADER,
+    DECIMAL_INNER,
     DELTA,
     DELTA2,
     LINEAR,
     LINEAR_WORDS,
+    MAX_DECIMAL,
+    POW10,
     SHUFFLE,
     STEP_KIND,
     VALUE_KIND,
@@ -30,6 +36,7 @@ from schema.chunk_codec import (
     XOR,
     Chunk,
     check_shape,
+    decimal_parts,
     deflate,
     inflate,
     pack,
@@ -37,6 +44,7 @@ from schema.chunk_codec import (
 )
 
 WORD = np.dtype("<i8")
+_POW10 = np.array(POW10)
 
 
 def _shuffled(words: np.ndarray) -> bytes:
@@ -95,6 +103,49 @@ def decode_words(kind: int, payload: bytes, n: int) -> np.ndarray:
         return np.cumsum(words, dtype=np.int64)
 
 
+def _is_linear(words: np.ndarray) -> bool:
+    with np.errstate(over="ignore"):
+        d = np.diff(words)
+    return len(words) <= 2 or bool((d == d[0]).all())
+
+
+def decimal_of(floats: np.ndarray) -> tuple | None:
+    """As schema.chunk_codec.decimal_of: (e, int64 m) with m / 10**e == floats to the bit."""
+    head = floats[:DECIMAL_HEAD]
+    with np.errstate(over="ignore", invalid="ignore"):
+        scaled = head[None, :] * _POW10[:, None]  # every exponent at once: one numpy call each
+        fits = (np.rint(scaled) / _POW10[:, None] == head[None, :]).all(axis=1)
+        for e in np.flatnonzero(fits).tolist():
+            p = POW10[e]
+            m = np.rint(floats * p)
+            if not np.isfinite(m).all():  # where the stdlib's round() raises: the next e
+                continue
+            if len(m) == 0 or np.abs(m).max() > MAX_DECIMAL:
+                return None
+            ints = m.astype(np.int64)
+            back = (ints.astype(np.float64) / p).view(np.int64)
+            return (e, ints) if np.array_equal(back, floats.view(np.int64)) else None
+    return None
+
+
+def encode_floats(floats: np.ndarray, kind: int, decimal: bool = True) -> tuple:
+    """As schema.chunk_codec.encode_floats."""
+    words = floats.view(np.int64)
+    found = None if not decimal or _is_linear(words) else decimal_of(floats)
+    if found is None:
+        return encode_words(words, kind)
+    e, ints = found
+    inner = min((encode_words(ints, k) for k in DECIMAL_INNER), key=lambda s: len(s[1]))
+    return DECIMAL, DECIMAL_HEADER.pack(e, inner[0]) + inner[1]
+
+
+def decode_floats(kind: int, payload: bytes, n: int) -> np.ndarray:
+    if kind != DECIMAL:
+        return decode_words(kind, payload, n).view(np.float64)
+    e, inner, rest = decimal_parts(payload)
+    return decode_words(inner, rest, n).astype(np.float64) / POW10[e]
+
+
 def _int64(steps) -> np.ndarray:
     a = np.asarray(steps)
     if a.size == 0:
@@ -111,12 +162,13 @@ def _int64(steps) -> np.ndarray:
     return a.astype(np.int64)
 
 
-def _float_words(column) -> np.ndarray:
-    return np.ascontiguousarray(column, dtype=np.float64).view(np.int64)
+def _float64(column) -> np.ndarray:
+    return np.ascontiguousarray(column, dtype=np.float64)
 
 
 def encode(steps: Sequence[int], walls: Sequence[float], *values: Sequence[float],
-           kinds: tuple = (STEP_KIND, WALL_KIND, VALUE_KIND)) -> bytes:  # fmt: skip
+           kinds: tuple = (STEP_KIND, WALL_KIND, VALUE_KIND),
+           decimal: bool = True) -> bytes:  # fmt: skip
     """As schema.chunk_codec.encode, from any sequences (ndarrays best)."""
     n = len(steps)
     check_shape(n, len(values))
@@ -127,8 +179,8 @@ def encode(steps: Sequence[int], walls: Sequence[float], *values: Sequence[float
         )
     step_kind, wall_kind, value_kind = kinds
     streams = [encode_words(_int64(steps), step_kind),
-               encode_words(_float_words(walls), wall_kind)]  # fmt: skip
-    streams += [encode_words(_float_words(v), value_kind) for v in values]
+               encode_floats(_float64(walls), wall_kind, decimal)]  # fmt: skip
+    streams += [encode_floats(_float64(v), value_kind, decimal) for v in values]
     return pack(n, streams)
 
 
@@ -141,6 +193,6 @@ def decode(blob: bytes, columns: Sequence[int] | None = None) -> Chunk:
         if not 0 <= i < k:
             raise ValueError(f"the chunk has {k} value columns, not a column {i}")
     steps = decode_words(*streams[0], n)
-    walls = decode_words(*streams[1], n).view(np.float64)
-    values = tuple(decode_words(*streams[2 + i], n).view(np.float64) for i in picked)
+    walls = decode_floats(*streams[1], n)
+    values = tuple(decode_floats(*streams[2 + i], n) for i in picked)
     return Chunk(steps, walls, values)

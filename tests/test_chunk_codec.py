@@ -22,7 +22,7 @@ import pytest
 from reslog.agent import bundle
 from schema import chunk_codec as codec
 from schema import chunk_codec_numpy as fast
-from schema.chunk_codec import DELTA, DELTA2, LINEAR, SHUFFLE, XOR
+from schema.chunk_codec import DECIMAL, DELTA, DELTA2, LINEAR, SHUFFLE, XOR
 
 KINDS = [
     (DELTA, DELTA, SHUFFLE), (DELTA2, DELTA2, XOR), (SHUFFLE, XOR, DELTA), (XOR, SHUFFLE, DELTA2),
@@ -173,6 +173,52 @@ def test_a_training_series_compresses_and_keys_logged_together_share_steps_and_w
         codec.decode(together, columns=[2])
 
 
+def decimal_columns(rng: random.Random, n: int) -> list[array]:
+    """Floats that are decimals (m / 10**e), then such columns with one value that is not."""
+    mw = [rng.randrange(60_000, 700_000) for _ in range(n)]
+    out = [
+        array("d", [m / 1000.0 for m in mw]),  # watts from milliwatts
+        array("d", [float(rng.randrange(30, 90)) for _ in range(n)]),  # degrees
+        array("d", [-m / 100.0 for m in mw]),  # negative
+        array("d", [(1 + i) / 1000.0 for i in range(n)]),  # a counter: not linear as floats
+        array("d", [m / 1e12 for m in mw]),  # the finest exponent
+        array("d", [float((1 << 53) - rng.randrange(3)) for _ in range(n)]),  # exact ints end
+    ]
+    for spoiler in (0x8000000000000000, 0x7FF8000000000000, 0x7FF0000000000000,
+                    0x7FF4DEADBEEF0001):  # fmt: skip
+        raw = bytearray(out[0].tobytes())  # -0.0, NaN, inf, a NaN payload, as bytes
+        at = 8 * rng.randrange(n)
+        raw[at : at + 8] = floats_of_bits([spoiler]).tobytes()
+        bad = array("d")
+        bad.frombytes(bytes(raw))
+        out.append(bad)
+    out.append(array("d", [m / 1000.0 + 1e-9 for m in mw]))  # not a decimal at any exponent
+    out.append(array("d", [m * 1e12 for m in mw]))  # integers past 2^53
+    return out
+
+
+def test_decimal_columns_are_stored_as_integers_and_come_back_to_the_bit():
+    rng = random.Random(7)
+    n = 2000
+    steps = list(range(n))
+    walls = floats_of_bits([0x41DA5E0000000000 + rng.randrange(1 << 20) for _ in range(n)])
+    columns = decimal_columns(rng, n)
+    blob = round_trip(steps, walls, columns)
+    kinds = [kind for kind, _ in codec.describe(blob)["streams"][2:]]
+    assert kinds == ["decimal"] * 6 + ["shuffle"] * 6
+
+    def watts_bytes(**how) -> int:
+        return codec.describe(codec.encode(steps, walls, columns[0], **how))["streams"][2][1]
+
+    assert watts_bytes() < 0.6 * watts_bytes(decimal=False)
+    # whatever the exponent, the spoilers and the mix: both encoders agree
+    for _ in range(20):
+        k = rng.randint(1, 4)
+        picked = [rng.choice(columns)[:m] for m in [rng.choice([3, 8, 9, 500])] for _ in range(k)]
+        m = len(picked[0])
+        round_trip(steps[:m], walls[:m], picked)
+
+
 def _blob() -> bytes:
     rng = random.Random(5)
     steps = random_steps(rng, 300)
@@ -220,6 +266,11 @@ def test_a_well_formed_lie_is_refused_too(decode):
     kind_at = codec.HEADER.size
     with pytest.raises(ValueError, match="unknown stream kind 9"):
         decode(_with_crc(body[:kind_at] + bytes([9]) + body[kind_at + 1 :]))
+    # a decimal stream of an exponent no encoder writes, or a cut header
+    with pytest.raises(ValueError, match=r"decimal stream of 10\^13"):
+        decode(codec.pack(3, [(LINEAR, b"\0" * 16)] * 2 + [(DECIMAL, b"\x0d\x01" + b"\0" * 16)]))
+    with pytest.raises(ValueError, match="decimal stream is too short"):
+        decode(codec.pack(3, [(LINEAR, b"\0" * 16)] * 2 + [(DECIMAL, b"\x01")]))
     # a linear stream that is not 16 bytes
     short = codec.pack(3, [(LINEAR, b"\0" * 15)] * 3)
     with pytest.raises(ValueError, match="not 16 bytes"):
