@@ -8,7 +8,9 @@ wherever numpy imports. docs/store.md ("Points as compressed columns") has the m
 behind each choice below.
 
 A chunk holds n points: one column of steps (int64), one of walls (float64) and k >= 1 columns
-of values (float64) sharing them, k > 1 for keys logged together. Every column is lossless to
+of values (float64) sharing them, k > 1 for keys logged together; and, where the store needs
+them, the points' ids (int64: the readers' cursor, kept through a compaction that merges
+chunks whose ids interleave with other series'). Every column is lossless to
 the bit: floats travel as their 64-bit patterns and are never computed with, so NaN payloads
 (quiet or signalling), -0.0, +-inf and subnormals come back as they went in.
 
@@ -17,8 +19,9 @@ Layout (integers little-endian):
     offset  size  field
     0       1     format version (FORMAT_VERSION; the chunk row carries it too)
     1       1     k, the number of value columns (1-255)
-    2       4     n, the number of points (u32)
-    6       ...   2 + k streams: steps, walls, values 1..k; each is
+    2       1     flags: bit 0 (HAS_IDS) an ids stream follows the walls; other bits are 0
+    3       4     n, the number of points (u32)
+    7       ...   the streams: steps, walls, ids (where flagged), values 1..k; each is
                     kind (u8), payload length (u32), payload
     end-4   4     CRC-32 (zlib.crc32) of every byte before it
 
@@ -71,7 +74,8 @@ LEVEL = 6  # zlib's default: level 9 saved under 1 % on training data at twice t
 MAX_COLUMNS = 255
 MAX_POINTS = (1 << 32) - 1
 
-HEADER = struct.Struct("<BBI")
+HEADER = struct.Struct("<BBBI")
+HAS_IDS = 1  # the header's flags: bit 0, an ids stream follows the walls
 STREAM = struct.Struct("<BI")
 LINEAR_WORDS = struct.Struct("<qq")
 CRC = struct.Struct("<I")
@@ -83,12 +87,24 @@ _BIG_ENDIAN = sys.byteorder == "big"
 
 
 class Chunk(NamedTuple):
-    """Decoded columns: steps (int64), walls and each value column (float64). The stdlib
-    decoder gives array('q') / array('d'); the numpy one gives ndarrays."""
+    """Decoded columns: steps (int64), walls and each value column (float64), and the points'
+    ids (int64) where the chunk holds them, else None. The stdlib decoder gives array('q') /
+    array('d'); the numpy one gives ndarrays."""
 
     steps: Sequence[int]
     walls: Sequence[float]
     values: tuple
+    ids: Sequence[int] | None = None
+
+
+class Streams(NamedTuple):
+    """A blob cut into its (kind, payload) streams, not yet decoded."""
+
+    n: int
+    steps: tuple
+    walls: tuple
+    ids: tuple | None
+    values: list
 
 
 def _le(words: array) -> bytes:
@@ -288,23 +304,23 @@ def check_shape(n: int, k: int) -> None:
         raise ValueError(f"a chunk holds at most {MAX_POINTS} points, not {n}")
 
 
-def pack(n: int, streams: list) -> bytes:
-    """The blob of n points from 2 + k (kind, payload) streams: steps, walls, values..."""
-    check_shape(n, len(streams) - 2)
-    parts = [HEADER.pack(FORMAT_VERSION, len(streams) - 2, n)]
-    for kind, payload in streams:
+def pack(n: int, steps: tuple, walls: tuple, ids: tuple | None, values: list) -> bytes:
+    """The blob of n points from its (kind, payload) streams."""
+    check_shape(n, len(values))
+    parts = [HEADER.pack(FORMAT_VERSION, len(values), 0 if ids is None else HAS_IDS, n)]
+    for kind, payload in [steps, walls] + ([] if ids is None else [ids]) + values:
         parts.append(STREAM.pack(kind, len(payload)))
         parts.append(payload)
     body = b"".join(parts)
     return body + CRC.pack(zlib.crc32(body))
 
 
-def unpack(blob: bytes) -> tuple:
-    """(n, [(kind, payload), ...]) of a blob, its version, length and CRC checked."""
+def unpack(blob: bytes) -> Streams:
+    """A blob's streams, its version, flags, lengths and CRC checked."""
     blob = bytes(blob)
     if len(blob) < HEADER.size + CRC.size:
         raise ValueError(f"corrupt chunk: {len(blob)} bytes is too short for a chunk")
-    version, k, n = HEADER.unpack_from(blob)
+    version, k, flags, n = HEADER.unpack_from(blob)
     if version != FORMAT_VERSION:
         raise ValueError(
             f"chunk format version {version} is unknown to this reader (it reads version"
@@ -315,8 +331,10 @@ def unpack(blob: bytes) -> tuple:
         raise ValueError("corrupt chunk: its CRC-32 does not match its bytes")
     if k == 0:
         raise ValueError("corrupt chunk: no value column")
+    if flags & ~HAS_IDS:
+        raise ValueError(f"corrupt chunk: unknown flags {flags:#x}")
     streams, at, end = [], HEADER.size, len(blob) - CRC.size
-    for _ in range(k + 2):
+    for _ in range(k + 2 + (flags & HAS_IDS)):
         if at + STREAM.size > end:
             raise ValueError("corrupt chunk: it ends inside its streams")
         kind, size = STREAM.unpack_from(blob, at)
@@ -327,59 +345,82 @@ def unpack(blob: bytes) -> tuple:
         at += size
     if at != end:
         raise ValueError(f"corrupt chunk: {end - at} bytes after its last stream")
-    return n, streams
+    ids = streams.pop(2) if flags & HAS_IDS else None
+    return Streams(n, streams[0], streams[1], ids, streams[2:])
+
+
+def check_lengths(n: int, walls, values: tuple, ids) -> None:
+    if len(walls) != n or any(len(v) != n for v in values) or (ids is not None and len(ids) != n):
+        raise ValueError(
+            f"a chunk's columns have one length: {n} steps, {len(walls)} walls, values"
+            f" {[len(v) for v in values]}" + ("" if ids is None else f", {len(ids)} ids")
+        )
+
+
+def _int64_array(column, what: str) -> array:
+    try:
+        return (
+            column if isinstance(column, array) and column.typecode == "q" else array("q", column)
+        )
+    except OverflowError:
+        raise ValueError(f"{what} outside int64's range") from None
+    except TypeError as e:
+        raise ValueError(f"{what} must be integers: {e}") from None
 
 
 def encode(steps: Sequence[int], walls: Sequence[float], *values: Sequence[float],
-           kinds: tuple = (STEP_KIND, WALL_KIND, VALUE_KIND),
+           ids: Sequence[int] | None = None, kinds: tuple = (STEP_KIND, WALL_KIND, VALUE_KIND),
            decimal: bool = True) -> bytes:  # fmt: skip
     """The blob of n points: steps (ints in int64's range), walls and one or more value
-    columns (floats), all n long. `kinds`: the stream kinds for steps, walls and values
-    (LINEAR is taken wherever it fits, whatever they say); `decimal`: try DECIMAL on floats."""
+    columns (floats), all n long; `ids`: the points' ids (int64s, any order: a compaction
+    keeps the cursor's ids, however they interleave), or None. `kinds`: the stream kinds for
+    steps (ids too), walls and values (LINEAR is taken wherever it fits, whatever they say);
+    `decimal`: try DECIMAL on floats."""
     n = len(steps)
     check_shape(n, len(values))
-    if len(walls) != n or any(len(v) != n for v in values):
-        raise ValueError(
-            f"a chunk's columns have one length: {n} steps, {len(walls)} walls, values"
-            f" {[len(v) for v in values]}"
-        )
-    try:
-        is_q = isinstance(steps, array) and steps.typecode == "q"
-        step_words = steps if is_q else array("q", steps)
-    except OverflowError:
-        raise ValueError("a step is outside int64's range") from None
-    except TypeError as e:
-        raise ValueError(f"steps must be integers: {e}") from None
+    check_lengths(n, walls, values, ids)
     step_kind, wall_kind, value_kind = kinds
-    streams = [encode_words(step_words, step_kind),
-               encode_floats(_float_array(walls), wall_kind, decimal)]  # fmt: skip
-    streams += [encode_floats(_float_array(v), value_kind, decimal) for v in values]
-    return pack(n, streams)
+    return pack(
+        n,
+        encode_words(_int64_array(steps, "a step is"), step_kind),
+        encode_floats(_float_array(walls), wall_kind, decimal),
+        None if ids is None else encode_words(_int64_array(ids, "an id is"), step_kind),
+        [encode_floats(_float_array(v), value_kind, decimal) for v in values],
+    )
+
+
+def picked_columns(k: int, columns: Sequence[int] | None) -> Sequence[int]:
+    picked = range(k) if columns is None else columns
+    for i in picked:
+        if not 0 <= i < k:
+            raise ValueError(f"the chunk has {k} value columns, not a column {i}")
+    return picked
 
 
 def decode(blob: bytes, columns: Sequence[int] | None = None) -> Chunk:
     """The columns of a blob; `columns` picks value columns by index (None: all), the others'
     streams are not inflated. A blob that is not a whole chunk of this format raises
     ValueError: never a wrong number."""
-    n, streams = unpack(blob)
-    k = len(streams) - 2
-    picked = range(k) if columns is None else columns
-    for i in picked:
-        if not 0 <= i < k:
-            raise ValueError(f"the chunk has {k} value columns, not a column {i}")
-    steps = decode_words(*streams[0], n)
-    walls = decode_floats(*streams[1], n)
-    return Chunk(steps, walls, tuple(decode_floats(*streams[2 + i], n) for i in picked))
+    s = unpack(blob)
+    picked = picked_columns(len(s.values), columns)
+    return Chunk(
+        decode_words(*s.steps, s.n),
+        decode_floats(*s.walls, s.n),
+        tuple(decode_floats(*s.values[i], s.n) for i in picked),
+        None if s.ids is None else decode_words(*s.ids, s.n),
+    )
 
 
 def describe(blob: bytes) -> dict:
     """What a blob holds, for `reslog check` and the benchmark: points, columns, and each
-    stream's kind and size."""
-    n, streams = unpack(blob)
+    stream's kind and size (steps, walls, ids where held, values)."""
+    s = unpack(blob)
+    streams = [s.steps, s.walls] + ([] if s.ids is None else [s.ids]) + s.values
     return {
         "version": FORMAT_VERSION,
-        "points": n,
-        "columns": len(streams) - 2,
+        "points": s.n,
+        "columns": len(s.values),
+        "ids": s.ids is not None,
         "streams": [(KIND_NAMES.get(kind, str(kind)), len(p)) for kind, p in streams],
         "bytes": len(blob),
     }

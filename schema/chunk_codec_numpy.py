@@ -35,11 +35,13 @@ from schema.chunk_codec import (
     WALL_KIND,
     XOR,
     Chunk,
+    check_lengths,
     check_shape,
     decimal_parts,
     deflate,
     inflate,
     pack,
+    picked_columns,
     unpack,
 )
 
@@ -146,19 +148,21 @@ def decode_floats(kind: int, payload: bytes, n: int) -> np.ndarray:
     return decode_words(inner, rest, n).astype(np.float64) / POW10[e]
 
 
-def _int64(steps) -> np.ndarray:
-    a = np.asarray(steps)
+def _int64(column, what: str) -> np.ndarray:
+    a = np.asarray(column)
     if a.size == 0:
         return np.zeros(0, dtype=np.int64)
     if a.dtype.kind == "O":
         try:
-            a = np.array(steps, dtype=np.int64)
-        except (OverflowError, TypeError) as e:
-            raise ValueError(f"steps must be integers in int64's range: {e}") from None
+            a = np.array(column, dtype=np.int64)
+        except OverflowError:
+            raise ValueError(f"{what} outside int64's range") from None
+        except TypeError as e:
+            raise ValueError(f"{what} must be integers: {e}") from None
     if a.dtype.kind not in "iu":
-        raise ValueError(f"steps must be integers, not {a.dtype}")
+        raise ValueError(f"{what} must be integers, not {a.dtype}")
     if a.dtype.kind == "u" and a.dtype.itemsize == 8 and int(a.max()) >= 1 << 63:
-        raise ValueError("a step is outside int64's range")
+        raise ValueError(f"{what} outside int64's range")
     return a.astype(np.int64)
 
 
@@ -167,32 +171,30 @@ def _float64(column) -> np.ndarray:
 
 
 def encode(steps: Sequence[int], walls: Sequence[float], *values: Sequence[float],
-           kinds: tuple = (STEP_KIND, WALL_KIND, VALUE_KIND),
+           ids: Sequence[int] | None = None, kinds: tuple = (STEP_KIND, WALL_KIND, VALUE_KIND),
            decimal: bool = True) -> bytes:  # fmt: skip
     """As schema.chunk_codec.encode, from any sequences (ndarrays best)."""
     n = len(steps)
     check_shape(n, len(values))
-    if len(walls) != n or any(len(v) != n for v in values):
-        raise ValueError(
-            f"a chunk's columns have one length: {n} steps, {len(walls)} walls, values"
-            f" {[len(v) for v in values]}"
-        )
+    check_lengths(n, walls, values, ids)
     step_kind, wall_kind, value_kind = kinds
-    streams = [encode_words(_int64(steps), step_kind),
-               encode_floats(_float64(walls), wall_kind, decimal)]  # fmt: skip
-    streams += [encode_floats(_float64(v), value_kind, decimal) for v in values]
-    return pack(n, streams)
+    return pack(
+        n,
+        encode_words(_int64(steps, "a step is"), step_kind),
+        encode_floats(_float64(walls), wall_kind, decimal),
+        None if ids is None else encode_words(_int64(ids, "an id is"), step_kind),
+        [encode_floats(_float64(v), value_kind, decimal) for v in values],
+    )
 
 
 def decode(blob: bytes, columns: Sequence[int] | None = None) -> Chunk:
-    """As schema.chunk_codec.decode, as ndarrays (int64 steps, float64 walls and values)."""
-    n, streams = unpack(blob)
-    k = len(streams) - 2
-    picked = range(k) if columns is None else columns
-    for i in picked:
-        if not 0 <= i < k:
-            raise ValueError(f"the chunk has {k} value columns, not a column {i}")
-    steps = decode_words(*streams[0], n)
-    walls = decode_floats(*streams[1], n)
-    values = tuple(decode_floats(*streams[2 + i], n) for i in picked)
-    return Chunk(steps, walls, values)
+    """As schema.chunk_codec.decode, as ndarrays (int64 steps and ids, float64 walls and
+    values)."""
+    s = unpack(blob)
+    picked = picked_columns(len(s.values), columns)
+    return Chunk(
+        decode_words(*s.steps, s.n),
+        decode_floats(*s.walls, s.n),
+        tuple(decode_floats(*s.values[i], s.n) for i in picked),
+        None if s.ids is None else decode_words(*s.ids, s.n),
+    )

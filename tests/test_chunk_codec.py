@@ -84,14 +84,17 @@ def random_steps(rng: random.Random, n: int) -> list[int]:
             for _ in range(n)]  # fmt: skip
 
 
-def round_trip(steps: list[int], walls: array, values: list[array], kinds=KINDS[0]) -> bytes:
+def round_trip(steps: list[int], walls: array, values: list[array], kinds=KINDS[0],
+               ids: list[int] | None = None) -> bytes:  # fmt: skip
     """Encode with both encoders (same bytes), decode with both decoders (same bits as went in)."""
-    blob = codec.encode(steps, walls, *values, kinds=kinds)
+    blob = codec.encode(steps, walls, *values, kinds=kinds, ids=ids)
     np_blob = fast.encode(np.array(steps, dtype=np.int64), np.frombuffer(walls.tobytes()),
-                          *[np.frombuffer(v.tobytes()) for v in values], kinds=kinds)  # fmt: skip
+                          *[np.frombuffer(v.tobytes()) for v in values], kinds=kinds,
+                          ids=None if ids is None else np.array(ids, dtype=np.int64))  # fmt: skip
     assert np_blob == blob
     for got in (codec.decode(blob), fast.decode(blob)):
         assert list(got.steps) == steps
+        assert got.ids is None if ids is None else list(got.ids) == ids
         assert bits_of(got.walls) == bits_of(walls)
         assert len(got.values) == len(values)
         for column, sent in zip(got.values, values, strict=True):
@@ -108,8 +111,11 @@ def test_random_bit_patterns_come_back_to_the_bit(kinds):
     for n in (0, 1, 2, 3, 4, 17, 1000, 4096):
         for _ in range(3):
             k = rng.randint(1, 3)
-            round_trip(random_steps(rng, n), floats_of_bits(random_bits(rng, n)),
-                       [floats_of_bits(random_bits(rng, n)) for _ in range(k)], kinds)  # fmt: skip
+            ids = None if rng.random() < 0.5 else random_steps(rng, n)
+            values = [floats_of_bits(random_bits(rng, n)) for _ in range(k)]
+            round_trip(
+                random_steps(rng, n), floats_of_bits(random_bits(rng, n)), values, kinds, ids
+            )
 
 
 def test_nan_payloads_infinities_signed_zero_and_subnormals_each_keep_their_bits():
@@ -136,6 +142,30 @@ def test_steps_at_int64s_ends_and_in_any_order_come_back_exactly():
     assert list(codec.decode(blob).steps) == wrapping == fast.decode(blob).steps.tolist()
 
 
+def test_ids_interleaved_by_a_compaction_cost_little_and_come_back():
+    """A sealed chunk of a series merges its flushes' chunks: runs of consecutive ids with
+    gaps where other series' points took ids."""
+    rng = random.Random(9)
+    ids, at = [], 1000
+    while len(ids) < 4096:
+        run = rng.randint(1, 64)
+        ids += range(at, at + run)
+        at += run + rng.randint(1, 2000)
+    ids = ids[:4096]
+    n = len(ids)
+    walls = array("d", [1.764e9 + 0.5 * i for i in range(n)])
+    values = [floats_of_bits(random_bits(rng, n))]
+    blob = round_trip(list(range(n)), walls, values, ids=ids)
+    info = codec.describe(blob)
+    assert info["ids"] and info["streams"][2][0] == "delta"
+    assert info["streams"][2][1] < n  # under a byte a point
+    assert codec.describe(codec.encode(list(range(n)), walls, *values))["ids"] is False
+    with pytest.raises(ValueError, match=r"4096 steps, 4096 walls, values \[4096\], 3 ids"):
+        codec.encode(list(range(n)), walls, *values, ids=[1, 2, 3])
+    with pytest.raises(ValueError, match="an id is outside int64"):
+        fast.encode([1], [1.0], [1.0], ids=[1 << 64])
+
+
 def test_empty_one_and_two_point_chunks():
     for n in (0, 1, 2):
         steps = [INT64_MIN + 7 * i for i in range(n)]
@@ -150,7 +180,7 @@ def test_regular_steps_and_constant_columns_cost_sixteen_bytes():
     blob = round_trip(list(range(0, 4 * n, 4)), walls, [array("d", [3e-4]) * n])
     info = codec.describe(blob)
     assert info["streams"] == [("linear", 16)] * 3
-    assert info["bytes"] == 6 + 3 * (5 + 16) + 4
+    assert info["bytes"] == 7 + 3 * (5 + 16) + 4
 
 
 def test_a_training_series_compresses_and_keys_logged_together_share_steps_and_walls():
@@ -243,6 +273,11 @@ def test_every_cut_and_every_flipped_byte_raises_value_error(decode):
             decode(bytes(bad))
 
 
+def pack3(times: tuple, values: tuple) -> bytes:
+    """A 3-point blob of the given streams: `times` for steps and walls, `values` one column."""
+    return codec.pack(3, times, times, None, [values])
+
+
 def _with_crc(body: bytes) -> bytes:
     return body + struct.pack("<I", zlib.crc32(body))
 
@@ -256,33 +291,37 @@ def test_a_well_formed_lie_is_refused_too(decode):
         decode(_with_crc(bytes([2]) + body[1:]))
     with pytest.raises(ValueError, match="chunk format version 0 is unknown"):
         decode(_with_crc(bytes([0]) + body[1:]))
-    n = struct.unpack_from("<I", body, 2)[0]
+    n = struct.unpack_from("<I", body, 3)[0]
     for wrong_n in (n - 1, n + 1, 0):
         with pytest.raises(ValueError, match="corrupt chunk"):
-            decode(_with_crc(body[:2] + struct.pack("<I", wrong_n) + body[6:]))
+            decode(_with_crc(body[:3] + struct.pack("<I", wrong_n) + body[7:]))
     with pytest.raises(ValueError, match="no value column"):
         decode(_with_crc(bytes([1, 0]) + body[2:]))
+    with pytest.raises(ValueError, match="unknown flags 0x2"):
+        decode(_with_crc(body[:2] + bytes([2]) + body[3:]))
+    with pytest.raises(ValueError, match="corrupt chunk"):  # ids flagged but none there
+        decode(_with_crc(body[:2] + bytes([1]) + body[3:]))
     # a stream kind no version knows
     kind_at = codec.HEADER.size
     with pytest.raises(ValueError, match="unknown stream kind 9"):
         decode(_with_crc(body[:kind_at] + bytes([9]) + body[kind_at + 1 :]))
     # a decimal stream of an exponent no encoder writes, or a cut header
     with pytest.raises(ValueError, match=r"decimal stream of 10\^13"):
-        decode(codec.pack(3, [(LINEAR, b"\0" * 16)] * 2 + [(DECIMAL, b"\x0d\x01" + b"\0" * 16)]))
+        decode(pack3((LINEAR, b"\0" * 16), (DECIMAL, b"\x0d\x01" + b"\0" * 16)))
     with pytest.raises(ValueError, match="decimal stream is too short"):
-        decode(codec.pack(3, [(LINEAR, b"\0" * 16)] * 2 + [(DECIMAL, b"\x01")]))
+        decode(pack3((LINEAR, b"\0" * 16), (DECIMAL, b"\x01")))
     # a linear stream that is not 16 bytes
-    short = codec.pack(3, [(LINEAR, b"\0" * 15)] * 3)
+    short = pack3((LINEAR, b"\0" * 15), (LINEAR, b"\0" * 15))
     with pytest.raises(ValueError, match="not 16 bytes"):
         decode(short)
     # a deflated stream holding the wrong number of bytes
     words = codec.deflate(b"\0" * 8 * 4)
     with pytest.raises(ValueError, match="holds more than its 24 bytes"):
-        decode(codec.pack(3, [(SHUFFLE, words)] * 3))
+        decode(pack3((SHUFFLE, words), (SHUFFLE, words)))
     with pytest.raises(ValueError, match="holds 16 bytes, not 24"):
-        decode(codec.pack(3, [(SHUFFLE, codec.deflate(b"\0" * 16))] * 3))
+        decode(pack3(*[(SHUFFLE, codec.deflate(b"\0" * 16))] * 2))
     with pytest.raises(ValueError, match="corrupt chunk"):
-        decode(codec.pack(3, [(SHUFFLE, b"not deflate")] * 3))
+        decode(pack3((SHUFFLE, b"not deflate"), (SHUFFLE, b"not deflate")))
     with pytest.raises(ValueError, match="too short"):
         decode(b"")
 
