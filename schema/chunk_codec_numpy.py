@@ -59,55 +59,52 @@ def _unshuffled(data: bytes, n: int) -> np.ndarray:
 
 
 def encode_words(words: np.ndarray, kind: int) -> tuple:
-    """(kind, payload) of one column of int64 words, as schema.chunk_codec.encode_words."""
+    """(kind, payload) of one column of int64 words, as schema.chunk_codec.encode_words.
+    int64 array arithmetic wraps silently, as the stdlib encoder's mod 2^64 does."""
     n = len(words)
-    # int64 arithmetic wraps, as the stdlib encoder's mod 2^64 does
-    with np.errstate(over="ignore"):
-        d = np.diff(words)
-        if n <= 2 or (d == d[0]).all():
-            first = int(words[0]) if n else 0
-            return LINEAR, LINEAR_WORDS.pack(first, int(d[0]) if n > 1 else 0)
-        if kind == SHUFFLE:
-            out = words
-        elif kind == DELTA:
-            out = np.concatenate((words[:1], d))
-        elif kind == DELTA2:
-            out = np.concatenate((words[:1], d[:1], np.diff(d)))
-        elif kind == XOR:
-            out = np.concatenate((words[:1], words[1:] ^ words[:-1]))
-        else:
-            raise ValueError(f"unknown stream kind {kind!r}")
+    d = np.diff(words)
+    if n <= 2 or (d == d[0]).all():
+        first = int(words[0]) if n else 0
+        return LINEAR, LINEAR_WORDS.pack(first, int(d[0]) if n > 1 else 0)
+    if kind == SHUFFLE:
+        out = words
+    elif kind == DELTA:
+        out = np.concatenate((words[:1], d))
+    elif kind == DELTA2:
+        out = np.concatenate((words[:1], d[:1], np.diff(d)))
+    elif kind == XOR:
+        out = np.concatenate((words[:1], words[1:] ^ words[:-1]))
+    else:
+        raise ValueError(f"unknown stream kind {kind!r}")
     return kind, deflate(_shuffled(out))
 
 
 def decode_words(kind: int, payload: bytes, n: int) -> np.ndarray:
-    """The int64 words of one stream."""
-    with np.errstate(over="ignore"):
-        if kind == LINEAR:
-            if len(payload) != LINEAR_WORDS.size:
-                raise ValueError("corrupt chunk: a linear stream is not 16 bytes")
-            first, step = LINEAR_WORDS.unpack(payload)
-            if step == 0:
-                return np.full(n, first, dtype=np.int64)
-            return np.int64(first) + np.arange(n, dtype=np.int64) * np.int64(step)
-        if kind not in (SHUFFLE, DELTA, DELTA2, XOR):
-            raise ValueError(f"corrupt chunk: unknown stream kind {kind}")
-        words = _unshuffled(inflate(payload, 8 * n), n).astype(np.int64)
-        if kind == SHUFFLE:
-            return words
-        if kind == DELTA:
-            return np.cumsum(words, dtype=np.int64)
-        if kind == XOR:
-            return np.bitwise_xor.accumulate(words)
-        if n < 2:
-            return words
-        words[1:] = np.cumsum(words[1:], dtype=np.int64)
+    """The int64 words of one stream (array arithmetic wraps mod 2^64, silently)."""
+    if kind == LINEAR:
+        if len(payload) != LINEAR_WORDS.size:
+            raise ValueError("corrupt chunk: a linear stream is not 16 bytes")
+        first, step = LINEAR_WORDS.unpack(payload)
+        if step == 0:
+            return np.full(n, first, dtype=np.int64)
+        return np.arange(n, dtype=np.int64) * np.int64(step) + np.int64(first)
+    if kind not in (SHUFFLE, DELTA, DELTA2, XOR):
+        raise ValueError(f"corrupt chunk: unknown stream kind {kind}")
+    words = _unshuffled(inflate(payload, 8 * n), n).astype(np.int64, copy=False)
+    if kind == SHUFFLE:
+        return words
+    if kind == DELTA:
         return np.cumsum(words, dtype=np.int64)
+    if kind == XOR:
+        return np.bitwise_xor.accumulate(words)
+    if n < 2:
+        return words
+    words[1:] = np.cumsum(words[1:], dtype=np.int64)
+    return np.cumsum(words, dtype=np.int64)
 
 
 def _is_linear(words: np.ndarray) -> bool:
-    with np.errstate(over="ignore"):
-        d = np.diff(words)
+    d = np.diff(words)
     return len(words) <= 2 or bool((d == d[0]).all())
 
 
