@@ -22,7 +22,6 @@ from schema.chunk_codec import (
     DECIMAL,
     DECIMAL_HEAD,
     DECIMAL_HEADER,
-    DECIMAL_INNER,
     DELTA,
     DELTA2,
     LINEAR,
@@ -134,7 +133,8 @@ def encode_floats(floats: np.ndarray, kind: int, decimal: bool = True) -> tuple:
     if found is None:
         return encode_words(words, kind)
     e, ints = found
-    inner = min((encode_words(ints, k) for k in DECIMAL_INNER), key=lambda s: len(s[1]))
+    d = np.diff(ints)
+    inner = encode_words(ints, DELTA if (d >= 0).all() or (d <= 0).all() else SHUFFLE)
     return DECIMAL, DECIMAL_HEADER.pack(e, inner[0]) + inner[1]
 
 

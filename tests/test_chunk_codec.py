@@ -237,6 +237,15 @@ def test_decimal_columns_are_stored_as_integers_and_come_back_to_the_bit():
     kinds = [kind for kind, _ in codec.describe(blob)["streams"][2:]]
     assert kinds == ["decimal"] * 6 + ["shuffle"] * 6
 
+    energy, total = array("d"), 0
+    for _ in range(n):
+        total += rng.randrange(60_000, 700_000)
+        energy.append(total / 1000.0)  # a counter in joules from millijoules
+    inner = [codec.decimal_parts(codec.unpack(codec.encode(steps, walls, c)).values[0][1])[:2]
+             for c in (columns[0], energy, columns[3])]  # fmt: skip
+    assert inner == [(3, SHUFFLE), (3, DELTA), (3, LINEAR)]  # noisy, a counter, regular ints
+    round_trip(steps, walls, [energy])
+
     def watts_bytes(**how) -> int:
         return codec.describe(codec.encode(steps, walls, columns[0], **how))["streams"][2][1]
 
