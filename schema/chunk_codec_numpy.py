@@ -36,6 +36,7 @@ from schema.chunk_codec import (
     Chunk,
     check_lengths,
     check_shape,
+    check_word_kind,
     decimal_parts,
     deflate,
     inflate,
@@ -87,8 +88,7 @@ def decode_words(kind: int, payload: bytes, n: int) -> np.ndarray:
         if step == 0:
             return np.full(n, first, dtype=np.int64)
         return np.arange(n, dtype=np.int64) * np.int64(step) + np.int64(first)
-    if kind not in (SHUFFLE, DELTA, DELTA2, XOR):
-        raise ValueError(f"corrupt chunk: unknown stream kind {kind}")
+    check_word_kind(kind)
     words = _unshuffled(inflate(payload, 8 * n), n).astype(np.int64, copy=False)
     if kind == SHUFFLE:
         return words

@@ -314,6 +314,12 @@ def test_a_well_formed_lie_is_refused_too(decode):
     kind_at = codec.HEADER.size
     with pytest.raises(ValueError, match="unknown stream kind 9"):
         decode(_with_crc(body[:kind_at] + bytes([9]) + body[kind_at + 1 :]))
+    # a decimal stream where integers belong (the steps), or inside a decimal stream
+    with pytest.raises(ValueError, match="a decimal stream where integers belong"):
+        decode(codec.pack(3, (DECIMAL, b"\0\x01" + b"\0" * 16), (LINEAR, b"\0" * 16), None,
+                          [(LINEAR, b"\0" * 16)]))  # fmt: skip
+    with pytest.raises(ValueError, match=r"decimal stream of 10\^0, kind 6"):
+        decode(pack3((LINEAR, b"\0" * 16), (DECIMAL, b"\0\x06\0\x01" + b"\0" * 16)))
     # a decimal stream of an exponent no encoder writes, or a cut header
     with pytest.raises(ValueError, match=r"decimal stream of 10\^13"):
         decode(pack3((LINEAR, b"\0" * 16), (DECIMAL, b"\x0d\x01" + b"\0" * 16)))
