@@ -1,0 +1,197 @@
+"""The numpy twin of schema/chunk_codec.py: the same blobs, byte for byte, from `encode`, and
+the same columns (as ndarrays) from `decode`, without a Python step per point.
+
+The one schema module that imports numpy: importing it raises ImportError where numpy is
+missing, so callers that may run without numpy (the agent never has it) write
+
+    try:
+        from schema import chunk_codec_numpy as codec
+    except ImportError:
+        from schema import chunk_codec as codec
+
+tests/test_chunk_codec.py holds the two to the same bytes and the same bits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from schema.chunk_codec import (
+    DECIMAL,
+    DECIMAL_HEAD,
+    DECIMAL_HEADER,
+    DELTA,
+    DELTA2,
+    LINEAR,
+    LINEAR_WORDS,
+    MAX_DECIMAL,
+    POW10,
+    SHUFFLE,
+    STEP_KIND,
+    VALUE_KIND,
+    WALL_KIND,
+    XOR,
+    Chunk,
+    check_lengths,
+    check_shape,
+    check_word_kind,
+    decimal_parts,
+    deflate,
+    inflate,
+    pack,
+    picked_columns,
+    unpack,
+)
+
+WORD = np.dtype("<i8")
+_POW10 = np.array(POW10)
+
+
+def _shuffled(words: np.ndarray) -> bytes:
+    return words.astype(WORD, copy=False).view(np.uint8).reshape(-1, 8).T.tobytes()
+
+
+def _unshuffled(data: bytes, n: int) -> np.ndarray:
+    planes = np.frombuffer(data, dtype=np.uint8).reshape(8, n)
+    return np.ascontiguousarray(planes.T).view(WORD).reshape(n)
+
+
+def encode_words(words: np.ndarray, kind: int) -> tuple:
+    """(kind, payload) of one column of int64 words, as schema.chunk_codec.encode_words.
+    int64 array arithmetic wraps silently, as the stdlib encoder's mod 2^64 does."""
+    n = len(words)
+    d = np.diff(words)
+    if n <= 2 or (d == d[0]).all():
+        first = int(words[0]) if n else 0
+        return LINEAR, LINEAR_WORDS.pack(first, int(d[0]) if n > 1 else 0)
+    if kind == SHUFFLE:
+        out = words
+    elif kind == DELTA:
+        out = np.concatenate((words[:1], d))
+    elif kind == DELTA2:
+        out = np.concatenate((words[:1], d[:1], np.diff(d)))
+    elif kind == XOR:
+        out = np.concatenate((words[:1], words[1:] ^ words[:-1]))
+    else:
+        raise ValueError(f"unknown stream kind {kind!r}")
+    return kind, deflate(_shuffled(out))
+
+
+def decode_words(kind: int, payload: bytes, n: int) -> np.ndarray:
+    """The int64 words of one stream (array arithmetic wraps mod 2^64, silently)."""
+    if kind == LINEAR:
+        if len(payload) != LINEAR_WORDS.size:
+            raise ValueError("corrupt chunk: a linear stream is not 16 bytes")
+        first, step = LINEAR_WORDS.unpack(payload)
+        if step == 0:
+            return np.full(n, first, dtype=np.int64)
+        return np.arange(n, dtype=np.int64) * np.int64(step) + np.int64(first)
+    check_word_kind(kind)
+    words = _unshuffled(inflate(payload, 8 * n), n).astype(np.int64, copy=False)
+    if kind == SHUFFLE:
+        return words
+    if kind == DELTA:
+        return np.cumsum(words, dtype=np.int64)
+    if kind == XOR:
+        return np.bitwise_xor.accumulate(words)
+    if n < 2:
+        return words
+    words[1:] = np.cumsum(words[1:], dtype=np.int64)
+    return np.cumsum(words, dtype=np.int64)
+
+
+def _is_linear(words: np.ndarray) -> bool:
+    d = np.diff(words)
+    return len(words) <= 2 or bool((d == d[0]).all())
+
+
+def decimal_of(floats: np.ndarray) -> tuple | None:
+    """As schema.chunk_codec.decimal_of: (e, int64 m) with m / 10**e == floats to the bit."""
+    head = floats[:DECIMAL_HEAD]
+    with np.errstate(over="ignore", invalid="ignore"):
+        scaled = head[None, :] * _POW10[:, None]  # every exponent at once: one numpy call each
+        fits = (np.rint(scaled) / _POW10[:, None] == head[None, :]).all(axis=1)
+        for e in np.flatnonzero(fits).tolist():
+            p = POW10[e]
+            m = np.rint(floats * p)
+            if not np.isfinite(m).all():  # where the stdlib's round() raises: the next e
+                continue
+            if len(m) == 0 or np.abs(m).max() > MAX_DECIMAL:
+                return None
+            ints = m.astype(np.int64)
+            back = (ints.astype(np.float64) / p).view(np.int64)
+            return (e, ints) if np.array_equal(back, floats.view(np.int64)) else None
+    return None
+
+
+def encode_floats(floats: np.ndarray, kind: int, decimal: bool = True) -> tuple:
+    """As schema.chunk_codec.encode_floats."""
+    words = floats.view(np.int64)
+    found = None if not decimal or _is_linear(words) else decimal_of(floats)
+    if found is None:
+        return encode_words(words, kind)
+    e, ints = found
+    d = np.diff(ints)
+    inner = encode_words(ints, DELTA if (d >= 0).all() or (d <= 0).all() else SHUFFLE)
+    return DECIMAL, DECIMAL_HEADER.pack(e, inner[0]) + inner[1]
+
+
+def decode_floats(kind: int, payload: bytes, n: int) -> np.ndarray:
+    if kind != DECIMAL:
+        return decode_words(kind, payload, n).view(np.float64)
+    e, inner, rest = decimal_parts(payload)
+    return decode_words(inner, rest, n).astype(np.float64) / POW10[e]
+
+
+def _int64(column, what: str) -> np.ndarray:
+    a = np.asarray(column)
+    if a.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if a.dtype.kind == "O":
+        try:
+            a = np.array(column, dtype=np.int64)
+        except OverflowError:
+            raise ValueError(f"{what} outside int64's range") from None
+        except TypeError as e:
+            raise ValueError(f"{what} must be integers: {e}") from None
+    if a.dtype.kind not in "iu":
+        raise ValueError(f"{what} must be integers, not {a.dtype}")
+    if a.dtype.kind == "u" and a.dtype.itemsize == 8 and int(a.max()) >= 1 << 63:
+        raise ValueError(f"{what} outside int64's range")
+    return a.astype(np.int64)
+
+
+def _float64(column) -> np.ndarray:
+    return np.ascontiguousarray(column, dtype=np.float64)
+
+
+def encode(steps: Sequence[int], walls: Sequence[float], *values: Sequence[float],
+           ids: Sequence[int] | None = None, kinds: tuple = (STEP_KIND, WALL_KIND, VALUE_KIND),
+           decimal: bool = True) -> bytes:  # fmt: skip
+    """As schema.chunk_codec.encode, from any sequences (ndarrays best)."""
+    n = len(steps)
+    check_shape(n, len(values))
+    check_lengths(n, walls, values, ids)
+    step_kind, wall_kind, value_kind = kinds
+    return pack(
+        n,
+        encode_words(_int64(steps, "a step is"), step_kind),
+        encode_floats(_float64(walls), wall_kind, decimal),
+        None if ids is None else encode_words(_int64(ids, "an id is"), step_kind),
+        [encode_floats(_float64(v), value_kind, decimal) for v in values],
+    )
+
+
+def decode(blob: bytes, columns: Sequence[int] | None = None) -> Chunk:
+    """As schema.chunk_codec.decode, as ndarrays (int64 steps and ids, float64 walls and
+    values)."""
+    s = unpack(blob)
+    picked = picked_columns(len(s.values), columns)
+    return Chunk(
+        decode_words(*s.steps, s.n),
+        decode_floats(*s.walls, s.n),
+        tuple(decode_floats(*s.values[i], s.n) for i in picked),
+        None if s.ids is None else decode_words(*s.ids, s.n),
+    )
