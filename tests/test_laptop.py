@@ -144,15 +144,40 @@ def test_the_run_table_fits_a_laptop(qtbot, sweep, tmp_path):
     assert view.columnWidth(0) <= 320  # the run's name
     for col in range(1, len(headers)):
         assert view.columnWidth(col) <= 240
-    from PyQt5.QtGui import QFontMetrics
-
-    metrics = QFontMetrics(win.tree.font())
-    for run in win.cache.runs():  # every run's name is shown whole in the tree
-        item = win.tree.run_item(run.ref)
-        rect = win.tree.visualItemRect(item)
-        assert win.tree.columnWidth(0) - rect.x() >= metrics.horizontalAdvance(run.name)
     store_item = win.tree.run_item(win.cache.runs()[0].ref).parent()
     assert store_item.text(0) == "sweep.db" and store_item.toolTip(0) == str(sweep)
+    win.close()
+
+
+def test_the_sources_tree_shows_each_runs_status_whole_at_full_hd(qtbot, tmp_path):
+    """At 1920 the tree's panel is ~300 px: each run's status is shown whole (names whole
+    pushed it out: two letters of it showed) and each name as the part that tells the sweep's
+    runs apart, whole too (the full name is its tooltip)."""
+    from PyQt5.QtGui import QFontMetrics
+
+    from resplot.data.names import distinct_parts
+    from tests.fixtures.sweep import make_sweep
+
+    path = tmp_path / "long-names.db"
+    make_sweep(path, steps=400)  # llama-125m-wsd-lr0.0001-wd0.0-seed0-bs512-ctx2048, ...
+    win = open_window(qtbot, [path], tmp_path / "settings.json", runs=12, size=(1920, 1080))
+    tree = win.tree
+    metrics = QFontMetrics(tree.font())
+    room = tree.viewport().width()
+    parts = distinct_parts([r.name for r in win.cache.runs()])
+    for run in win.cache.runs():
+        item = tree.run_item(run.ref)
+        status = tree.visualRect(tree.indexFromItem(item, 1))
+        shown = (
+            min(status.right(), room)
+            - status.x()
+            - 2 * tree.style().pixelMetric(tree.style().PM_FocusFrameHMargin)
+        )
+        assert shown >= metrics.horizontalAdvance(item.text(1)), (item.text(1), status, room)
+        name = tree.visualRect(tree.indexFromItem(item, 0))
+        assert item.text(0) == parts[run.name] and item.toolTip(0).startswith(run.name)
+        indent = name.x() - tree.visualItemRect(item).x()
+        assert name.width() - indent >= metrics.horizontalAdvance(item.text(0)), item.text(0)
     win.close()
 
 

@@ -139,7 +139,7 @@ def min_height_px(g: Grid, dpi: float, legend_rows: int, xlabel: bool = True) ->
 PREFERRED_WINDOW = (1400, 900)
 SCREEN_MARGIN_PX = 24  # left free around a first window on a small screen
 TREE_BELOW_PX = 1500  # narrower windows start with the sources tree folded away
-TREE_PX = 300
+TREE_PX = 360  # a sweep run's distinct name part (~250 px) and its status whole
 TABLE_SHARE, MIN_TABLE_PX, MAX_TABLE_PX = 0.24, 150, 340
 
 
