@@ -385,3 +385,41 @@ def test_status_bar_fields_never_run_into_each_other(qtbot, tmp_path):
     for label in fields[1:]:
         assert label.fontMetrics().horizontalAdvance(label.text()) <= label.contentsRect().width()
     win.close()
+
+
+def test_a_passing_message_too_long_for_the_status_bar_is_cut_with_an_ellipsis(qtbot, tmp_path):
+    """A crash notification (no system tray: it shows in the status bar) longer than its room
+    was clipped mid-word (`...-ctx2048: quiet: no new step fo`). Painted cut with "…": the bar
+    looks exactly as it does showing that cut text, which fits."""
+    from PyQt5.QtGui import QImage
+
+    from tests.fixtures.sweep import make_sweep
+
+    make_sweep(tmp_path / "sweep.db", steps=300)
+    win = open_window(qtbot, [tmp_path / "sweep.db"], tmp_path / "settings.json", runs=12,
+                      size=(1280, 800))  # fmt: skip
+    win.set_paused(True)
+    qtbot.wait(300)
+    win._side_timer.stop()
+    win._refresh_side = lambda: None
+    bar = win.statusBar()
+    long = ("llama-125m-wsd-lr0.0006-wd0.2-seed11-bs512-ctx2048: crashed: crashed after step "
+            "19999: its process is gone or sent no heartbeat for 55 s " * 3)  # fmt: skip
+    bar.showMessage(long)
+    qtbot.wait(50)
+    assert bar.currentMessage() == long  # the whole text is kept (and is the tooltip)
+    # Where QStatusBar puts a message: from 6 px to 6 px before the first permanent field.
+    fields = [w for w in (win.shown_label, win.loading_label, win.sources_label) if w.isVisible()]
+    right = min(w.geometry().left() for w in fields) - 6
+    metrics = bar.fontMetrics()
+    cut = metrics.elidedText(long, Qt.ElideRight, right - 6)
+    assert cut.endswith("…") and len(cut) < len(long)
+
+    def image() -> QImage:
+        return bar.grab().toImage()
+
+    shown = image()
+    bar.showMessage(cut)
+    qtbot.wait(50)
+    assert image() == shown, "the long message is not painted as its cut text"
+    win.close()
