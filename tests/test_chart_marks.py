@@ -130,3 +130,42 @@ def test_throttle_reasons_are_one_bar_per_stretch(tmp_path):
     (hot,) = rows[names.index("hw thermal")]
     assert hot[0] <= 500 <= hot[1] and hot[1] - hot[0] < 64
     assert bars.get_label() == "capped GPU0"
+
+
+@pytest.mark.parametrize("status", ["crashed", "stalled", "running"])
+def test_a_zoom_that_ends_before_the_run_does_shows_no_end_mark(tmp_path, status):
+    """A crashed run's cross, a stalled run's diamond, a live dot: drawn where the run's line
+    ends. Zoomed to a range the run goes on past, its last point drawn is one past the view's
+    right edge, and the mark went there, half cut, as if the run ended at the edge."""
+    path = tmp_path / "zoom.db"
+    engine = new_store(path)
+    beat = time.time() + 3600 if status != "crashed" else None
+    run = make_run(engine, name="r", status="running" if beat else status, heartbeat_at=beat,
+                   points={"train/loss": _loss()[:1500]})  # fmt: skip
+    if status == "stalled":  # a fresh heartbeat, no new step (tests/fixtures/sweep.py)
+        from sqlalchemy import update
+
+        from schema.tables import runs
+
+        with engine.begin() as conn:
+            conn.execute(update(runs).where(runs.c.id == run.id).values(stalled_since=beat))
+    make_run(engine, name="longer", points={"train/loss": _loss()}, created_at=BASE_TIME + 1)
+    engine.dispose()
+    with Loaded([parse_spec(str(path))]) as loaded:
+        st = ViewState(page="custom", custom_keys=["train/loss"])
+        refs = [r.ref for r in loaded.cache.runs()]
+        page = render(loaded.cache, st, refs, fetch=loaded.fetch)
+        track = next(t for item, t in page.tracks[0].items()
+                     if loaded.cache.run(item.ref).name == "r")  # fmt: skip
+        assert track.end is not None and track.end.get_visible()  # the whole run: its mark
+        assert track.end.get_marker() == marks.end_mark(status).marker
+        page.follow = False
+        for xlim, shown in (((500, 1000), False), ((1000, 2000), True)):
+            page.axes[0].set_xlim(*xlim)
+            for _ in range(3):
+                page.refresh(loaded.cache, st, refs)
+                loaded.fetch()
+            page.refresh(loaded.cache, st, refs)
+            assert track.end.get_visible() is shown, (xlim, track.end.get_xdata())
+            if shown:
+                assert track.end.get_xdata()[-1] == 1499
