@@ -184,7 +184,10 @@ class Track:
         """The smallest and largest x this track draws (None: nothing to draw)."""
         if self.view is None:
             return None
-        x = self.x[np.isfinite(self.x)]
+        # Zoomed out, a stretch of NaN draws no point; its buckets' middles still place it
+        # (the hover's "ended" is read from here: a NaN tail is not an end).
+        x = self.x if self.view.level == 0 else np.concatenate([self.x, self.x_mid])
+        x = x[np.isfinite(x)]
         return (float(x.min()), float(x.max())) if len(x) else None
 
     def place(self, pixels: int, xlim, grid: Grid | None = None, band: bool = False) -> None:
