@@ -169,3 +169,44 @@ def test_a_zoom_that_ends_before_the_run_does_shows_no_end_mark(tmp_path, status
             assert track.end.get_visible() is shown, (xlim, track.end.get_xdata())
             if shown:
                 assert track.end.get_xdata()[-1] == 1499
+
+
+def test_after_a_zoom_the_y_axis_fits_the_data_in_view(tmp_path):
+    """Zoomed to the flat end of a decaying loss, the y axis kept the whole run's range (2.4
+    to 4.5 around values of 2.5-2.6): it fits what is in view, with the chart's outlier rule
+    (a spike in view stays out of a loss chart's range, and its note says so), on every chart
+    of the page (they share x); a chart whose y the user zoomed keeps it."""
+    path = tmp_path / "zoom.db"
+    engine = new_store(path)
+    loss = [(s, 2.5 + 2 * np.exp(-s / 300) + (50.0 if s == 2500 else 0.0)) for s in STEPS]
+    grad = [(s, 1.0 + s / 1000) for s in STEPS]
+    make_run(engine, name="r", points={"train/loss": loss, "train/grad_norm": grad})
+    engine.dispose()
+    with Loaded([parse_spec(str(path))]) as loaded:
+        st = ViewState(page="custom", custom_keys=["train/loss", "train/grad_norm"],
+                       smoothing=0.0, log_y=False)  # fmt: skip
+        refs = [r.ref for r in loaded.cache.runs()]
+        page = render(loaded.cache, st, refs, fetch=loaded.fetch)
+        titles = [s.title for s in page.specs]
+        loss_ax = page.axes[next(i for i, t in enumerate(titles) if "oss" in t)]
+        grad_ax = page.axes[next(i for i, t in enumerate(titles) if "rad" in t)]
+        assert loss_ax.get_ylim()[1] > 4.0  # the whole run: the decay from 4.5
+        loss_ax.set_xlim(2000, 2999)  # a zoom (the toolbar's x, outside a refresh)
+        assert not page.follow
+        for _ in range(3):
+            page.refresh(loaded.cache, st, refs)
+            loaded.fetch()
+        page.refresh(loaded.cache, st, refs)
+        in_view = [2.5 + 2 * np.exp(-s / 300) for s in range(2000, 3000)]
+        lo, hi = loss_ax.get_ylim()
+        assert lo <= min(in_view) and hi >= max(in_view), (lo, hi)
+        assert hi - lo < 0.2, (lo, hi)  # not 2.4-4.5, and the spike to 52.5 left out
+        assert "top 1 % ignored" in page._notes[page.axes.index(loss_ax)].get_text()
+        glo, ghi = grad_ax.get_ylim()
+        assert 2.9 < glo < 3.0 < 3.999 < ghi < 4.1, (glo, ghi)
+        grad_ax.set_ylim(0, 10)  # the user's own y range on one chart
+        page.refresh(loaded.cache, st, refs)
+        assert grad_ax.get_ylim() == (0, 10)
+        page.reset_view()
+        page.refresh(loaded.cache, st, refs)
+        assert loss_ax.get_ylim()[1] > 4.0 and grad_ax.get_ylim()[0] < 1.1

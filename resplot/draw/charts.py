@@ -27,7 +27,7 @@ from resplot.data.names import distinct_parts
 from resplot.data.pages import TIMING_PARTS, Item, PanelSpec, panels_for
 from resplot.data.state import ViewState
 from resplot.data.views import FINE_PER_PIXEL, FINE_POINTS_PER_PAGE, fine_points
-from resplot.data.yrange import robust_limits
+from resplot.data.yrange import robust_limits, visible_limits
 from resplot.draw import fonts
 from resplot.draw.axes_setup import NOTE_PT, dress, section_card
 from resplot.draw.composites import PART_COLORS, draw_stack, draw_throttle
@@ -94,6 +94,7 @@ class ChartPage(FollowsData):
         self.selected: set[RunRef] = set()  # runs selected in the table (their events show)
         self._events_left_out: set[int] = set()  # charts that left some runs' events out
         self._clipped: set[int] = set()  # charts whose y range ignores outliers
+        self._user_y: set[int] = set()  # charts whose y range the user zoomed or panned
         self.view_height_px: float | None = None  # what the window shows of the figure
         self.run_names: dict[RunRef, str] = {}  # of the plotted runs (the hover readout's rows)
         self.x_mode = "step"  # the x axis of the last refresh
@@ -105,6 +106,7 @@ class ChartPage(FollowsData):
         self.axes, self.tracks, self._extra, self._events, self._empty = [], [], [], [], []
         self._legends = []
         self._clipped = set()
+        self._user_y = set()
         self.strip = RunStrip(self.figure)
         self._views, self._notes = [], []
         self.message = None
@@ -126,6 +128,7 @@ class ChartPage(FollowsData):
             ax = self.figure.add_subplot(rows, cols, cells[i] + 1, sharex=first)
             first = first or ax
             self._add_axes(ax, *dress(ax, spec))
+            ax.callbacks.connect("ylim_changed", lambda _ax, i=i: self._on_ylim_changed(i))
         charts = [ax for ax, spec in zip(self.axes, specs, strict=True) if spec.kind != "section"]
         for ax in charts[-cols:] if self.x_labels else ():
             ax.set_xlabel(xaxis.label(mode), fontsize=8)
@@ -224,8 +227,43 @@ class ChartPage(FollowsData):
                     ax.autoscale_view(scalex=shown is None)
                     self._clip_outliers(i, state)
                     _widen_flat(ax)
+            else:
+                for i in range(len(self.axes)):
+                    self._refit_y(i, state, xlim)
         finally:
             self._updating = False
+
+    def _on_ylim_changed(self, i: int) -> None:
+        if not self._updating:
+            self._user_y.add(i)  # a zoom box or a pan: the user's y range is kept
+
+    def reset_view(self) -> None:
+        super().reset_view()
+        self._user_y = set()
+
+    def _refit_y(self, i: int, state: ViewState, xlim) -> None:
+        """After a zoom or pan, a line chart's y range fits what is drawn inside the x range
+        (the outlier rule where the chart has it), unless the user set that chart's y too."""
+        spec, ax = self.specs[i], self.axes[i]
+        if spec.kind != "line" or i in self._user_y or xlim is None:
+            return
+        lo, hi = sorted(xlim)
+        tracks = self.tracks[i].values()
+        ys = []
+        for line in [t.line for t in tracks] + [t.raw for t in tracks if t.raw is not None]:
+            if line.get_visible():
+                x, y = np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)
+                ys.append(y[(x >= lo) & (x <= hi)])
+        ys += [xy[(xy[:, 0] >= lo) & (xy[:, 0] <= hi), 1] for t in tracks for xy in t.band_xy]
+        if not ys:
+            return
+        robust = spec.robust_y and state.ignore_outliers
+        limits, clipped = visible_limits(np.concatenate(ys), log=spec.log_y, robust=robust)
+        if limits is not None:
+            ax.set_ylim(*limits)
+        if clipped != (i in self._clipped):
+            self._clipped.symmetric_difference_update({i})
+            self._note(i, state.smoothing)
 
     @property
     def x_label(self) -> str:
