@@ -18,7 +18,13 @@ from resplot.data.cache import SeriesCache
 from resplot.data.decimate import Grid, decimate_many
 from resplot.data.model import RunInfo, RunRef
 from resplot.data.pages import Item
-from resplot.data.smoothing import smooth, smoothable, unit_of, warmup_steps
+from resplot.data.smoothing import (
+    smooth,
+    smooth_buckets,
+    smoothable,
+    unit_of,
+    warmup_steps,
+)
 from resplot.data.views import FINE_PER_PIXEL, SeriesView, series_view
 from schema.rollup import STEP_HI, STEP_LO
 
@@ -323,6 +329,7 @@ def _smoothed(cache: SeriesCache, item: Item, view: SeriesView, weight: float,
     summary = cache.summary(item.ref, item.key)
     unit = unit_of(summary.agg) if summary is not None else 1.0
     steps, means = view.mid_steps, view.means
+    lows, highs = view.first_steps, view.last_steps  # per bucket (None: raw points)
     first = summary.agg[STEP_LO] if summary is not None else steps[0]
     if np.isfinite(lo) and steps[0] > first:
         start = max(first, int(steps[0]) - warmup_steps(weight, unit))
@@ -331,7 +338,15 @@ def _smoothed(cache: SeriesCache, item: Item, view: SeriesView, weight: float,
             take = before.mid_steps < steps[0]
             steps = np.concatenate([before.mid_steps[take], steps])
             means = np.concatenate([before.means[take], means])
-    return smooth(steps, means, weight, unit)[len(steps) - len(view.mid_steps) :]
+            if lows is not None and before.first_steps is not None:
+                lows = np.concatenate([before.first_steps[take], lows])
+                highs = np.concatenate([before.last_steps[take], highs])
+    if view.level != 0 and lows is not None and len(lows) == len(steps):
+        # Buckets: the EMA of their points, averaged over each (the same curve as zoomed in).
+        out = smooth_buckets(lows, highs, means, weight, unit)
+    else:
+        out = smooth(steps, means, weight, unit)
+    return out[len(steps) - len(view.mid_steps) :]
 
 
 @dataclass
