@@ -66,6 +66,7 @@ class ChartPage(FollowsData):
         self.specs: list[PanelSpec] = []
         self.tracks: list[dict[Item, Track]] = []
         self._layout: tuple | None = None
+        self._gridspec = None  # the figure's grid of charts (section bands: shorter rows)
         self._extra: list[list] = []  # per axes: artists rebuilt every refresh (stacks)
         self._events: list[LineCollection] = []
         self._empty: list = []
@@ -103,6 +104,7 @@ class ChartPage(FollowsData):
     # -- layout -------------------------------------------------------------------------------
     def _rebuild(self, specs: list[PanelSpec], mode: str, grid: layout.Grid) -> None:
         self.figure.clear()
+        self._gridspec = None
         self.axes, self.tracks, self._extra, self._events, self._empty = [], [], [], [], []
         self._legends = []
         self._clipped = set()
@@ -118,14 +120,17 @@ class ChartPage(FollowsData):
             return
         rows, cols = grid.rows, grid.cols
         self.grid = grid
-        cells, _rows = layout.slots([s.starts_row for s in specs], cols)
+        starts, bands = _starts_and_bands(specs)
+        cells, _rows = layout.slots(starts, cols, bands)
+        self._gridspec = self.figure.add_gridspec(rows, cols)
         first = None
         for i, spec in enumerate(specs):
-            if spec.kind == "section":
-                ax = self.figure.add_subplot(rows, cols, cells[i] + 1)
+            row, col = divmod(cells[i], cols)
+            if spec.kind == "section":  # a band across the page above its charts
+                ax = self.figure.add_subplot(self._gridspec[row, :])
                 self._add_axes(ax, *section_card(ax, spec))
                 continue
-            ax = self.figure.add_subplot(rows, cols, cells[i] + 1, sharex=first)
+            ax = self.figure.add_subplot(self._gridspec[row, col], sharex=first)
             first = first or ax
             self._add_axes(ax, *dress(ax, spec))
             ax.callbacks.connect("ylim_changed", lambda _ax, i=i: self._on_ylim_changed(i))
@@ -177,8 +182,10 @@ class ChartPage(FollowsData):
         grid = layout.grid(len(specs), self.figure.bbox.width, height, self.figure.dpi,
                            self.strip.rows if self.strip_in_figure else 0,
                            self.x_labels)  # fmt: skip
-        # The All page's sections each begin a row: the rows they take.
-        grid = layout.Grid(layout.slots([s.starts_row for s in specs], grid.cols)[1], grid.cols)
+        # The All page's sections each begin a row, their cards a band of their own.
+        starts, bands = _starts_and_bands(specs)
+        cells, rows = layout.slots(starts, grid.cols, bands)
+        grid = layout.Grid(rows, grid.cols, layout.band_rows(cells, bands, grid.cols))
         key = (tuple(s.layout_key() for s in specs), state.x_axis, grid)
         if key != self._layout:
             self._rebuild(specs, state.x_axis, grid)
@@ -298,6 +305,10 @@ class ChartPage(FollowsData):
         w, h = self.figure.bbox.width, self.figure.bbox.height
         margins = layout.margins(w, h, self.grid, self.figure.dpi, self.strip.rows,
                                  self.x_labels)  # fmt: skip
+        if self._gridspec is not None and self._gridspec.nrows == self.grid.rows:
+            axes_h = layout.axes_px(w, h, self.grid, self.figure.dpi, self.strip.rows,
+                                    self.x_labels)[1]  # fmt: skip
+            self._gridspec.set_height_ratios(layout.height_ratios(self.grid, axes_h))
         self.figure.subplots_adjust(**margins)
         fit_titles(self.axes, self.specs, self.figure, self.grid.cols)
 
@@ -515,6 +526,11 @@ class ChartPage(FollowsData):
 
     def save(self, path: str | Path, dpi: int = 120) -> None:
         save_figure(self.figure, path, dpi)
+
+
+def _starts_and_bands(specs: list[PanelSpec]) -> tuple[list[bool], list[bool]]:
+    """Which panels begin a row, and which are a row of their own (section cards)."""
+    return [s.starts_row for s in specs], [s.kind == "section" for s in specs]
 
 
 def _widen_flat(ax) -> None:
