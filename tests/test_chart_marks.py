@@ -210,3 +210,31 @@ def test_after_a_zoom_the_y_axis_fits_the_data_in_view(tmp_path):
         page.reset_view()
         page.refresh(loaded.cache, st, refs)
         assert loss_ax.get_ylim()[1] > 4.0 and grad_ax.get_ylim()[0] < 1.1
+
+
+def test_an_end_mark_at_the_top_of_the_y_range_is_drawn_whole(loaded):
+    """The live run's value is the chart's highest: its dot sat on the axes' top edge, half
+    cut by the clip (the 12-run sweep's throughput chart at 1280). A mark whose point is
+    inside the chart's limits is drawn whole; one outside them stays clipped."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    st = ViewState(page="custom", custom_keys=["train/loss"], log_y=False, ignore_outliers=False)
+    refs = [r.ref for r in loaded.cache.runs()]
+    page = render(loaded.cache, st, refs, fetch=loaded.fetch)
+    canvas = FigureCanvasAgg(page.figure)
+    names = {r.ref: r.name for r in loaded.cache.runs()}
+    end = next(t for item, t in page.tracks[0].items() if names[item.ref] == "live").end
+    ax = page.axes[0]
+    y = end.get_ydata()[-1]
+    ax.set_ylim(y - 0.5, y)  # the user's y range: its value exactly at the top edge
+    page.refresh(loaded.cache, st, refs)
+    assert end.get_visible() and tuple(ax.get_ylim()) == (y - 0.5, y)
+    canvas.draw()
+    image = np.asarray(canvas.buffer_rgba())
+    x_px = ax.transData.transform((end.get_xdata()[-1], y))[0]
+    top = image.shape[0] - round(ax.get_window_extent().y1)  # the top row of the axes
+    above = image[top - 4 : top - 1, int(x_px) - 2 : int(x_px) + 3, :3]
+    assert (above < 200).any(), "the mark's upper half is cut off at the axes' edge"
+    ax.set_ylim(y - 0.5, y - 0.1)  # its value above the range: clipped, not drawn outside
+    page.refresh(loaded.cache, st, refs)
+    assert end.get_clip_on()

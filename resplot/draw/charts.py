@@ -237,8 +237,25 @@ class ChartPage(FollowsData):
             else:
                 for i in range(len(self.axes)):
                     self._refit_y(i, state, xlim)
+            self._whole_end_marks()
         finally:
             self._updating = False
+
+    def _whole_end_marks(self) -> None:
+        """An end mark (live dot, crash cross) on a point at the chart's edge, a run's last
+        value the top of the y range, was cut in half by the axes' clip: drawn whole where
+        every point of it is inside the chart's limits, clipped otherwise (a dashed tail past
+        the view, a value above an outlier-clipped range)."""
+        for ax, tracks in zip(self.axes, self.tracks, strict=False):
+            (x0, x1), (y0, y1) = sorted(ax.get_xlim()), sorted(ax.get_ylim())
+            for track in tracks.values():
+                end = track.end
+                if end is None or not end.get_visible():
+                    continue
+                x = np.asarray(end.get_xdata(), float)
+                y = np.asarray(end.get_ydata(), float)
+                inside = bool(np.all((x >= x0) & (x <= x1) & (y >= y0) & (y <= y1)))
+                end.set_clip_on(not inside)
 
     def _on_ylim_changed(self, i: int) -> None:
         if not self._updating:
