@@ -158,3 +158,111 @@ def test_a_placeholder_before_training_sets_no_y_range(tmp_path):
         page, _ = _page(out)
         (i,) = [i for i, s in enumerate(page.specs) if s.title == "MFU"]
         assert page.axes[i].get_ylim()[0] < -1 and "placeholder" not in page._notes[i].get_text()
+
+
+@pytest.mark.parametrize("status", ["crashed", "stalled", "running"])
+def test_a_zoom_that_ends_before_the_run_does_shows_no_end_mark(tmp_path, status):
+    """A crashed run's cross, a stalled run's diamond, a live dot: drawn where the run's line
+    ends. Zoomed to a range the run goes on past, its last point drawn is one past the view's
+    right edge, and the mark went there, half cut, as if the run ended at the edge."""
+    path = tmp_path / "zoom.db"
+    engine = new_store(path)
+    beat = time.time() + 3600 if status != "crashed" else None
+    run = make_run(engine, name="r", status="running" if beat else status, heartbeat_at=beat,
+                   points={"train/loss": _loss()[:1500]})  # fmt: skip
+    if status == "stalled":  # a fresh heartbeat, no new step (tests/fixtures/sweep.py)
+        from sqlalchemy import update
+
+        from schema.tables import runs
+
+        with engine.begin() as conn:
+            conn.execute(update(runs).where(runs.c.id == run.id).values(stalled_since=beat))
+    make_run(engine, name="longer", points={"train/loss": _loss()}, created_at=BASE_TIME + 1)
+    engine.dispose()
+    with Loaded([parse_spec(str(path))]) as loaded:
+        st = ViewState(page="custom", custom_keys=["train/loss"])
+        refs = [r.ref for r in loaded.cache.runs()]
+        page = render(loaded.cache, st, refs, fetch=loaded.fetch)
+        track = next(t for item, t in page.tracks[0].items()
+                     if loaded.cache.run(item.ref).name == "r")  # fmt: skip
+        assert track.end is not None and track.end.get_visible()  # the whole run: its mark
+        assert track.end.get_marker() == marks.end_mark(status).marker
+        page.follow = False
+        for xlim, shown in (((500, 1000), False), ((1000, 2000), True)):
+            page.axes[0].set_xlim(*xlim)
+            for _ in range(3):
+                page.refresh(loaded.cache, st, refs)
+                loaded.fetch()
+            page.refresh(loaded.cache, st, refs)
+            assert track.end.get_visible() is shown, (xlim, track.end.get_xdata())
+            if shown:
+                assert track.end.get_xdata()[-1] == 1499
+
+
+def test_after_a_zoom_the_y_axis_fits_the_data_in_view(tmp_path):
+    """Zoomed to the flat end of a decaying loss, the y axis kept the whole run's range (2.4
+    to 4.5 around values of 2.5-2.6): it fits what is in view, with the chart's outlier rule
+    (a spike in view stays out of a loss chart's range, and its note says so), on every chart
+    of the page (they share x); a chart whose y the user zoomed keeps it."""
+    path = tmp_path / "zoom.db"
+    engine = new_store(path)
+    loss = [(s, 2.5 + 2 * np.exp(-s / 300) + (50.0 if s == 2500 else 0.0)) for s in STEPS]
+    grad = [(s, 1.0 + s / 1000) for s in STEPS]
+    make_run(engine, name="r", points={"train/loss": loss, "train/grad_norm": grad})
+    engine.dispose()
+    with Loaded([parse_spec(str(path))]) as loaded:
+        st = ViewState(page="custom", custom_keys=["train/loss", "train/grad_norm"],
+                       smoothing=0.0, log_y=False)  # fmt: skip
+        refs = [r.ref for r in loaded.cache.runs()]
+        page = render(loaded.cache, st, refs, fetch=loaded.fetch)
+        titles = [s.title for s in page.specs]
+        loss_ax = page.axes[next(i for i, t in enumerate(titles) if "oss" in t)]
+        grad_ax = page.axes[next(i for i, t in enumerate(titles) if "rad" in t)]
+        assert loss_ax.get_ylim()[1] > 4.0  # the whole run: the decay from 4.5
+        loss_ax.set_xlim(2000, 2999)  # a zoom (the toolbar's x, outside a refresh)
+        assert not page.follow
+        for _ in range(3):
+            page.refresh(loaded.cache, st, refs)
+            loaded.fetch()
+        page.refresh(loaded.cache, st, refs)
+        in_view = [2.5 + 2 * np.exp(-s / 300) for s in range(2000, 3000)]
+        lo, hi = loss_ax.get_ylim()
+        assert lo <= min(in_view) and hi >= max(in_view), (lo, hi)
+        assert hi - lo < 0.2, (lo, hi)  # not 2.4-4.5, and the spike to 52.5 left out
+        assert "top 1 % ignored" in page._notes[page.axes.index(loss_ax)].get_text()
+        glo, ghi = grad_ax.get_ylim()
+        assert 2.9 < glo < 3.0 < 3.999 < ghi < 4.1, (glo, ghi)
+        grad_ax.set_ylim(0, 10)  # the user's own y range on one chart
+        page.refresh(loaded.cache, st, refs)
+        assert grad_ax.get_ylim() == (0, 10)
+        page.reset_view()
+        page.refresh(loaded.cache, st, refs)
+        assert loss_ax.get_ylim()[1] > 4.0 and grad_ax.get_ylim()[0] < 1.1
+
+
+def test_an_end_mark_at_the_top_of_the_y_range_is_drawn_whole(loaded):
+    """The live run's value is the chart's highest: its dot sat on the axes' top edge, half
+    cut by the clip (the 12-run sweep's throughput chart at 1280). A mark whose point is
+    inside the chart's limits is drawn whole; one outside them stays clipped."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    st = ViewState(page="custom", custom_keys=["train/loss"], log_y=False, ignore_outliers=False)
+    refs = [r.ref for r in loaded.cache.runs()]
+    page = render(loaded.cache, st, refs, fetch=loaded.fetch)
+    canvas = FigureCanvasAgg(page.figure)
+    names = {r.ref: r.name for r in loaded.cache.runs()}
+    end = next(t for item, t in page.tracks[0].items() if names[item.ref] == "live").end
+    ax = page.axes[0]
+    y = end.get_ydata()[-1]
+    ax.set_ylim(y - 0.5, y)  # the user's y range: its value exactly at the top edge
+    page.refresh(loaded.cache, st, refs)
+    assert end.get_visible() and tuple(ax.get_ylim()) == (y - 0.5, y)
+    canvas.draw()
+    image = np.asarray(canvas.buffer_rgba())
+    x_px = ax.transData.transform((end.get_xdata()[-1], y))[0]
+    top = image.shape[0] - round(ax.get_window_extent().y1)  # the top row of the axes
+    above = image[top - 4 : top - 1, int(x_px) - 2 : int(x_px) + 3, :3]
+    assert (above < 200).any(), "the mark's upper half is cut off at the axes' edge"
+    ax.set_ylim(y - 0.5, y - 0.1)  # its value above the range: clipped, not drawn outside
+    page.refresh(loaded.cache, st, refs)
+    assert end.get_clip_on()

@@ -83,3 +83,36 @@ def test_value_at_takes_the_nearest_logged_point_across_tiles(tmp_path):
         assert got.step == 6_100 and math.isnan(got.value) and got.exact
     finally:
         source.close()
+
+
+def test_inside_a_nan_tail_the_hover_says_nan_where_the_pointer_is(tmp_path):
+    """A run gone NaN to its end (the sweep's NaN run): zoomed out, its NaN buckets draw no
+    point, and the hovered step was read off the drawn points, clamped to the last finite one:
+    `2.556 @14,999` at step 17,000. It says NaN at the hovered step, as zoomed in, and the
+    run has not ended there (its NaN points were logged)."""
+    path = tmp_path / "tail.db"
+    engine = new_store(path)
+    rng = np.random.default_rng(7)
+    loss = 3.0 + rng.standard_normal(N)
+    loss[75_000:] = np.nan
+    make_run(engine, name="r", points={"train/loss": list(enumerate(loss.tolist()))})
+    engine.dispose()
+    cache = SeriesCache()
+    source = open_source(parse_spec(str(path)))
+    try:
+        source.poll(cache)
+        refs = [r.ref for r in cache.runs()]
+        state = ViewState(page="custom", smoothing=0.6, custom_keys=["train/loss"])
+        page = render(cache, state, refs, size=(8, 4), fetch=lambda: source.poll(cache))
+        tracks = page.tracks[0]
+        track = next(iter(tracks.values()))
+        assert track.view.level != 0
+        for step in (76_000, 88_000, 99_000):
+            for _poll in range(2):  # before and after its raw tile arrives
+                (reading,) = readings(tracks, float(step))
+                assert math.isnan(reading.raw) and math.isnan(reading.smoothed), step
+                assert abs(reading.step - step) < 2 and abs(reading.x - step) < 2
+                source.poll(cache)
+        assert track.x_range()[1] >= N - 1_000  # its end for the readout: not "ended" at 75,000
+    finally:
+        source.close()

@@ -144,15 +144,40 @@ def test_the_run_table_fits_a_laptop(qtbot, sweep, tmp_path):
     assert view.columnWidth(0) <= 320  # the run's name
     for col in range(1, len(headers)):
         assert view.columnWidth(col) <= 240
-    from PyQt5.QtGui import QFontMetrics
-
-    metrics = QFontMetrics(win.tree.font())
-    for run in win.cache.runs():  # every run's name is shown whole in the tree
-        item = win.tree.run_item(run.ref)
-        rect = win.tree.visualItemRect(item)
-        assert win.tree.columnWidth(0) - rect.x() >= metrics.horizontalAdvance(run.name)
     store_item = win.tree.run_item(win.cache.runs()[0].ref).parent()
     assert store_item.text(0) == "sweep.db" and store_item.toolTip(0) == str(sweep)
+    win.close()
+
+
+def test_the_sources_tree_shows_each_runs_status_whole_at_full_hd(qtbot, tmp_path):
+    """At 1920 the tree's panel is ~300 px: each run's status is shown whole (names whole
+    pushed it out: two letters of it showed) and each name as the part that tells the sweep's
+    runs apart, whole too (the full name is its tooltip)."""
+    from PyQt5.QtGui import QFontMetrics
+
+    from resplot.data.names import distinct_parts
+    from tests.fixtures.sweep import make_sweep
+
+    path = tmp_path / "long-names.db"
+    make_sweep(path, steps=400)  # llama-125m-wsd-lr0.0001-wd0.0-seed0-bs512-ctx2048, ...
+    win = open_window(qtbot, [path], tmp_path / "settings.json", runs=12, size=(1920, 1080))
+    tree = win.tree
+    metrics = QFontMetrics(tree.font())
+    room = tree.viewport().width()
+    parts = distinct_parts([r.name for r in win.cache.runs()])
+    for run in win.cache.runs():
+        item = tree.run_item(run.ref)
+        status = tree.visualRect(tree.indexFromItem(item, 1))
+        shown = (
+            min(status.right(), room)
+            - status.x()
+            - 2 * tree.style().pixelMetric(tree.style().PM_FocusFrameHMargin)
+        )
+        assert shown >= metrics.horizontalAdvance(item.text(1)), (item.text(1), status, room)
+        name = tree.visualRect(tree.indexFromItem(item, 0))
+        assert item.text(0) == parts[run.name] and item.toolTip(0).startswith(run.name)
+        indent = name.x() - tree.visualItemRect(item).x()
+        assert name.width() - indent >= metrics.horizontalAdvance(item.text(0)), item.text(0)
     win.close()
 
 
@@ -359,4 +384,42 @@ def test_status_bar_fields_never_run_into_each_other(qtbot, tmp_path):
     assert win.alert_label.toolTip().endswith("a very long alert")
     for label in fields[1:]:
         assert label.fontMetrics().horizontalAdvance(label.text()) <= label.contentsRect().width()
+    win.close()
+
+
+def test_a_passing_message_too_long_for_the_status_bar_is_cut_with_an_ellipsis(qtbot, tmp_path):
+    """A crash notification (no system tray: it shows in the status bar) longer than its room
+    was clipped mid-word (`...-ctx2048: quiet: no new step fo`). Painted cut with "…": the bar
+    looks exactly as it does showing that cut text, which fits."""
+    from PyQt5.QtGui import QImage
+
+    from tests.fixtures.sweep import make_sweep
+
+    make_sweep(tmp_path / "sweep.db", steps=300)
+    win = open_window(qtbot, [tmp_path / "sweep.db"], tmp_path / "settings.json", runs=12,
+                      size=(1280, 800))  # fmt: skip
+    win.set_paused(True)
+    qtbot.wait(300)
+    win._side_timer.stop()
+    win._refresh_side = lambda: None
+    bar = win.statusBar()
+    long = ("llama-125m-wsd-lr0.0006-wd0.2-seed11-bs512-ctx2048: crashed: crashed after step "
+            "19999: its process is gone or sent no heartbeat for 55 s " * 3)  # fmt: skip
+    bar.showMessage(long)
+    qtbot.wait(50)
+    assert bar.currentMessage() == long  # the whole text is kept (and is the tooltip)
+    # Where QStatusBar puts a message: from 6 px to 6 px before the first permanent field.
+    fields = [w for w in (win.shown_label, win.loading_label, win.sources_label) if w.isVisible()]
+    right = min(w.geometry().left() for w in fields) - 6
+    metrics = bar.fontMetrics()
+    cut = metrics.elidedText(long, Qt.ElideRight, right - 6)
+    assert cut.endswith("…") and len(cut) < len(long)
+
+    def image() -> QImage:
+        return bar.grab().toImage()
+
+    shown = image()
+    bar.showMessage(cut)
+    qtbot.wait(50)
+    assert image() == shown, "the long message is not painted as its cut text"
     win.close()

@@ -163,3 +163,55 @@ def test_more_keys_than_the_all_page_draws_are_counted_not_hidden(qtbot, tmp_pat
         f"showing {MAX_ALL_PANELS} of {total} keys; search to narrow"
     )
     win.close()
+
+
+def test_a_section_card_is_a_band_above_its_charts_not_a_chart_slot(tmp_path):
+    """On All metrics each section's card took a whole chart's cell (180 px of a 1280x800
+    page for one line of text). It is a band across the page, BAND_PX high, above its charts;
+    the charts keep their height (the page scrolls from the same minimum height a chart)."""
+    from matplotlib.figure import Figure
+
+    from resplot.data import layout
+    from resplot.data.cache import SeriesCache
+    from resplot.data.state import ViewState
+    from resplot.draw.charts import ChartPage
+    from resplot.sources import open_source, parse_spec
+
+    path = tmp_path / "many.db"
+    engine = new_store(path)
+    keys = [f"{g}/metric{m}" for g in ("eval", "sys", "train") for m in range(5)]
+    make_run(engine, name="r", points={k: [(s, float(s)) for s in range(0, 30, 3)] for k in keys})
+    engine.dispose()
+    cache = SeriesCache()
+    source = open_source(parse_spec(str(path)))
+    try:
+        source.poll(cache)
+        refs = [r.ref for r in cache.runs()]
+        state = ViewState(page="all")
+        state.assign_looks(refs)
+        page = ChartPage("all", Figure(figsize=(12.8, 8), dpi=100), strip_in_figure=False)
+        page.refresh(cache, state, refs)
+        # The window gives the canvas the page's minimum height (it scrolls): the same here.
+        page.figure.set_size_inches(12.8, max(8, page.min_height() / 100))
+        page.replace_axes()
+        page.refresh(cache, state, refs)
+        cards = [ax for ax, s in zip(page.axes, page.specs, strict=True) if s.kind == "section"]
+        charts = page.chart_axes()
+        assert len(cards) == 3 and len(charts) == 15
+        chart_h = min(ax.get_window_extent().height for ax in charts)
+        assert chart_h >= layout.MIN_ROW_PX - 1
+        left = min(ax.get_window_extent().x0 for ax in charts)
+        right = max(ax.get_window_extent().x1 for ax in charts)
+        for card, spec in zip(cards, [s for s in page.specs if s.kind == "section"], strict=True):
+            box = card.get_window_extent()
+            assert box.height <= 40, (spec.title, box.height, chart_h)  # a line of text
+            assert abs(box.height - layout.BAND_PX) <= 1
+            assert box.x0 <= left + 1 and box.x1 >= right - 1  # across the page
+            # Its charts are below it, none beside it.
+            mine = [ax for ax, s in zip(page.axes, page.specs, strict=True)
+                    if s.kind == "line" and s.section == spec.section]  # fmt: skip
+            assert mine and all(ax.get_window_extent().y1 < box.y0 for ax in mine)
+            assert all(ax.get_window_extent().y1 < box.y0 or ax.get_window_extent().y0 > box.y1
+                       for ax in charts)  # fmt: skip
+    finally:
+        source.close()

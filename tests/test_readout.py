@@ -131,3 +131,29 @@ def test_names_keep_the_part_that_tells_a_sweep_apart():
     # Nothing shared: cut in the middle; one name alone: whole words are not dropped.
     assert fit_name("alpha-beta-gamma", ["alpha-beta-gamma", "zeta"], 9) == "alph…amma"
     assert distinct_part("a-b", ["a-b"]) == "a-b"
+
+
+def test_names_cut_to_any_width_stay_apart():
+    """A sweep over lr and batch size at 1280: cutting the middle made `…lr6e-…bs256` of both
+    lr6e-4 and lr6e-5 (12 rows, 10 labels). Every width the readout tries down to 10
+    characters gives 12 labels for 12 runs, each within its width; a readout renders them."""
+    from resplot.ui.readout_view import NAME_CHARS_TRIED
+
+    lrs = ("1e-4", "2e-4", "6e-4", "1e-5", "2e-5", "6e-5")
+    names = [f"llama-125m-wsd-lr{lr}-wd0.1-warmup2000-cosine-bs{bs}-ctx2048"
+             for lr in lrs for bs in (256, 512)]  # fmt: skip
+    for chars in [c for c in NAME_CHARS_TRIED if c >= 10]:
+        fitted = fit_names(names, chars)
+        assert len(set(fitted.values())) == len(names), (chars, sorted(fitted.values()))
+        assert all(len(v) <= chars for v in fitted.values()), chars
+    assert fit_names(names, 12)[names[0]] == "…lr1e-4…256…"
+    refs = [RunRef("local", "/s.db", f"u{i}") for i in range(len(names))]
+    found = [
+        Reading(Item(ref, "train/loss", "loss", "#000000", part="train"), 10, 10.0, 3.0 - i / 100,
+                None, False)
+        for i, ref in enumerate(refs)
+    ]  # fmt: skip
+    by_ref = dict(zip(refs, names, strict=True))
+    readout = layout("Loss", found, x=10.0, where="step 10", names=by_ref, ends={}, tolerance=0.0)
+    text = render(readout, 12)
+    assert len({line.name for line in text.lines}) == len(names) == len(text.lines)

@@ -317,3 +317,40 @@ def test_a_jobs_per_rank_settings_show_per_rank_not_as_differing_config(table):
     host_b = model.index(1, 0, job)
     rank3 = model.index(1, column, host_b)
     assert model.data(rank3) == "logging.store=runs/gpu-b.db; runtime.local_rank=1"
+
+
+def test_the_step_column_counts_the_runs_own_step_axis(table, tmp_path):
+    """nanoGPT logs `iter` with the logging call as its step (20 calls for 5,000 iterations),
+    Hugging Face `train/global_step` (611 calls for 6,000 steps): the charts place them by
+    those counters, so the table's step column says 5,000 and 6,000, not 19 and 610. A run
+    that logs no counter shows its highest step."""
+    from resplot.sources.local import LocalSource
+    from resplot.sources.spec import parse_spec
+    from tests.fixtures.stores import make_run, new_store
+
+    cache, _state, model, _widget, _log = table
+    engine = new_store(tmp_path / "s.db")
+    calls = range(20)
+    make_run(
+        engine,
+        name="nano",
+        points={"iter": [(c, 250.0 * (c + 1)) for c in calls], "loss": [(c, 3.0) for c in calls]},
+    )
+    make_run(
+        engine,
+        name="hf",
+        points={
+            "train/global_step": [(c, min(6_000.0, 10.0 * (c + 1))) for c in range(611)],
+            "train/loss": [(c, 2.0) for c in range(611)],
+        },
+    )
+    make_run(engine, name="plain", points={"train/loss": [(s, 2.0) for s in range(0, 700, 7)]})
+    engine.dispose()
+    LocalSource(parse_spec(str(tmp_path / "s.db"))).poll(cache)
+    model.refresh({})
+    col = model.headers.index("step")
+    got = {
+        model.data(model.index(r, 0)): model.data(model.index(r, col), Qt.UserRole)
+        for r in range(model.rowCount())
+    }
+    assert got == {"nano": 5_000, "hf": 6_000, "plain": 693}, got

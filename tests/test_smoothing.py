@@ -193,3 +193,62 @@ def test_warmup_covers_what_still_weighs():
     assert not any(map(smoothable, ["lr", "train/lr", "lr-AdamW", "sys/gpu0/temp_c",
                                     "valid/loss", "val_loss", "eval/ppl", "test/acc"]))  # fmt: skip
     assert all(map(smoothable, ["train/loss", "loss", "train/grad_norm", "interval"]))
+
+
+@pytest.fixture(scope="module")
+def decay_store(tmp_path_factory):
+    """A loss as training logs it: a decay from 8.4 to 2.4 over the first ~5,000 of 40,960
+    steps, with noise of 0.06."""
+    from resplot.data.cache import SeriesCache
+    from resplot.sources import open_source, parse_spec
+    from tests.fixtures.stores import make_run, new_store
+
+    path = tmp_path_factory.mktemp("decay") / "reslog.db"
+    engine = new_store(path)
+    steps = np.arange(40_960)
+    rng = np.random.default_rng(1)
+    loss = 2.4 + 6.0 * np.exp(-steps / 1600) + rng.normal(0, 0.06, len(steps))
+    make_run(engine, name="decay", points={"train/loss": list(enumerate(loss.tolist()))})
+    engine.dispose()
+    cache = SeriesCache()
+    source = open_source(parse_spec(str(path)))
+    source.poll(cache)
+    yield cache, source, loss
+    source.close()
+
+
+@pytest.mark.parametrize("weight", [0.6, 0.9, 0.99, 0.999])
+def test_zoomed_out_a_bucket_is_smoothed_to_what_its_points_give_on_average(decay_store, weight):
+    """Smoothing is defined in steps; zoomed out a chart has each bucket's mean, not its
+    points, so what it can draw of the curve the points give is that curve averaged over each
+    bucket, at the bucket's middle. Before, the means were smoothed as points and each drawn
+    with the EMA's state at the bucket's end, half a bucket late: over 128-step buckets of a
+    decaying loss 0.010, 0.042, 0.22 and 0.51 of the noise off the raw curve's bucket
+    averages (RMS, weights 0.6, 0.9, 0.99, 0.999); now 0.008, 0.019, 0.022, 0.004. (Point by
+    point a weight of 0.6, ~2.5 steps, leaves half the noise in the raw curve, which no
+    128-step bucket can draw: the faint band under the line shows that spread.) The chart's
+    zoomed-out line is this curve."""
+    from resplot.data.smoothing import smooth_buckets, unit_of
+    from resplot.data.views import series_view
+
+    cache, source, loss = decay_store
+    ref = cache.runs()[0].ref
+    view = series_view(cache, ref, "train/loss", -np.inf, np.inf, 1, level=1)
+    if view is None or not view.complete:
+        source.poll(cache)
+        view = series_view(cache, ref, "train/loss", -np.inf, np.inf, 1, level=1)
+    assert view is not None and view.complete and view.width == 128
+    unit = unit_of(cache.summary(ref, "train/loss").agg)
+    got = smooth_buckets(view.first_steps, view.last_steps, view.means, weight, unit)
+    full = smooth(np.arange(len(loss)), loss, weight, 1.0)
+    spans = zip(view.first_steps, view.last_steps, strict=True)
+    averaged = np.array([full[a : b + 1].mean() for a, b in spans])
+    noise = 0.06
+    gap = np.sqrt(np.mean((got - averaged)[10:] ** 2))  # past the EMA's start
+    assert gap < 0.03 * noise, (weight, gap / noise)
+    # The chart draws it: a zoomed-out track's smoothed line is this curve at its buckets.
+    _p, whole = _chart_tracks(cache, source, [ref], ["train/loss"], weight)
+    w = whole[("decay", "train/loss")]
+    assert w.view.level != 0
+    expected = smooth_buckets(w.view.first_steps, w.view.last_steps, w.view.means, weight, unit)
+    np.testing.assert_allclose(w.smoothed, expected, rtol=1e-12)

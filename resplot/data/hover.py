@@ -45,12 +45,30 @@ def _nearest(xs: np.ndarray, x: float) -> int | None:
     return int(ok[np.argmin(np.abs(xs[ok] - x))])
 
 
-def _hovered_step(track, x: float) -> int:
-    """The step under x on this track's axis (its drawn x against its drawn steps)."""
+def _x_and_steps(track) -> tuple[np.ndarray, np.ndarray]:
+    """(x, step) pairs of this track's axis: its drawn points and, zoomed out, the middle of
+    every bucket, which a stretch of NaN has too (it draws no point: the steps under the
+    pointer there were read off the drawn points around it, clamped to the last finite one,
+    2,000 steps before a NaN tail)."""
     xs, steps = track.x, track.view.steps
+    mid = getattr(track, "x_mid", None)
+    if track.view.level != 0 and mid is not None and len(mid) == len(track.view.mid_steps):
+        xs, steps = np.concatenate([xs, mid]), np.concatenate([steps, track.view.mid_steps])
     ok = np.isfinite(xs)
-    xs, steps = in_order(xs[ok], steps[ok])
-    return round(float(np.interp(x, xs, steps.astype(np.float64))))
+    return xs[ok], steps[ok].astype(np.float64)
+
+
+def _hovered_step(track, x: float) -> int:
+    """The step under x on this track's axis."""
+    xs, steps = in_order(*_x_and_steps(track))
+    return round(float(np.interp(x, xs, steps)))
+
+
+def _x_of(track, step: int) -> float:
+    """Where `step` is on this track's axis."""
+    xs, steps = _x_and_steps(track)
+    steps, xs = in_order(steps, xs)
+    return float(np.interp(step, steps, xs))
 
 
 def readings(tracks: dict, x: float) -> list[Reading]:
@@ -78,7 +96,7 @@ def readings(tracks: dict, x: float) -> list[Reading]:
                 logged = value_at(cache, item.ref, item.key, _hovered_step(track, x), view)
             if logged is not None and logged.exact:
                 step, raw, envelope = logged.step, logged.value, False
-                at_x = float(np.interp(step, *in_order(view.steps, track.x)))
+                at_x = _x_of(track, step)
         smoothed = None
         if track.smoothed is not None and len(view.mid_steps):
             j = int(np.clip(np.searchsorted(view.mid_steps, step), 0, len(view.mid_steps) - 1))

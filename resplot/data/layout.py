@@ -20,10 +20,16 @@ MAX_COLS = 4
 ASPECT = 2.0  # width / height of a chart's plotting area that reads best
 
 
+# An All-page section's card: a band this high across the page above its charts (it took a
+# whole chart's cell: 180 px of a 1280x800 page for one line of text).
+BAND_PX = 26.0
+
+
 @dataclass(frozen=True)
 class Grid:
     rows: int
     cols: int
+    bands: tuple[int, ...] = ()  # rows that are section bands (BAND_PX high), not charts
 
 
 def grid(
@@ -54,16 +60,29 @@ def grid(
     return Grid(-(-panels // cols), cols)
 
 
-def slots(starts: list[bool], cols: int) -> tuple[list[int], int]:
+def slots(starts: list[bool], cols: int,
+          bands: list[bool] | None = None) -> tuple[list[int], int]:  # fmt: skip
     """Grid cells (row * cols + col) for panels in order, a panel with starts[i] beginning a
-    new row (an All-page section), and the rows they take."""
+    new row (an All-page section), one with bands[i] taking a row of its own (a section's
+    card), and the rows they take."""
     cells, cell = [], 0
-    for begins in starts:
-        if begins and cell % cols:
+    for i, begins in enumerate(starts):
+        band = bool(bands and bands[i])
+        if (begins or band) and cell % cols:
             cell += cols - cell % cols
         cells.append(cell)
-        cell += 1
+        cell += cols if band else 1
     return cells, max(1, -(-cell // cols))
+
+
+def band_rows(cells: list[int], bands: list[bool], cols: int) -> tuple[int, ...]:
+    """The rows of slots() that are section bands."""
+    return tuple(c // cols for c, band in zip(cells, bands, strict=True) if band)
+
+
+def height_ratios(g: Grid, axes_h: float) -> list[float]:
+    """Row heights for a GridSpec: a chart row 1, a band BAND_PX against a chart's `axes_h`."""
+    return [BAND_PX / max(axes_h, 1.0) if r in g.bands else 1.0 for r in range(g.rows)]
 
 
 def axes_px(
@@ -73,7 +92,9 @@ def axes_px(
     """The plotting area of each chart of grid `g` in a figure of that size, in pixels."""
     top_px, bottom_px, gap_y = _vertical_px(dpi, legend_rows, xlabel)
     left_px, right_px, gap_x = _horizontal_px(dpi)
-    axes_h = (height_px - top_px - bottom_px - gap_y * (g.rows - 1)) / g.rows
+    bands = len(g.bands)
+    charts = max(1, g.rows - bands)
+    axes_h = (height_px - top_px - bottom_px - gap_y * (g.rows - 1) - BAND_PX * bands) / charts
     axes_w = (width_px - left_px - right_px - gap_x * (g.cols - 1)) / g.cols
     return axes_w, axes_h
 
@@ -119,12 +140,14 @@ def margins(
     left_px, right_px, gap_x = _horizontal_px(dpi)
     axes_w, axes_h = axes_px(w, h, g, dpi, legend_rows, xlabel)
     axes_h, axes_w = max(axes_h, 10.0), max(axes_w, 10.0)
+    # A GridSpec's hspace is a fraction of its mean row (bands are rows of BAND_PX).
+    mean_h = (axes_h * (g.rows - len(g.bands)) + BAND_PX * len(g.bands)) / max(g.rows, 1)
     return {
         "left": min(0.45, left_px / w),
         "right": max(0.55, 1.0 - right_px / w),
         "top": max(0.55, 1.0 - top_px / h),
         "bottom": min(0.45, bottom_px / h),
-        "hspace": gap_y / axes_h,
+        "hspace": gap_y / max(mean_h, 1.0),
         "wspace": gap_x / axes_w,
     }
 
@@ -132,14 +155,16 @@ def margins(
 def min_height_px(g: Grid, dpi: float, legend_rows: int, xlabel: bool = True) -> int:
     """The figure height at which each chart is MIN_ROW_PX high (below it, the window scrolls)."""
     top, bottom, gap = _vertical_px(dpi, legend_rows, xlabel)
-    return int(g.rows * MIN_ROW_PX + (g.rows - 1) * gap + top + bottom) + 1
+    bands = len(g.bands)
+    charts = (g.rows - bands) * MIN_ROW_PX + bands * BAND_PX
+    return int(charts + (g.rows - 1) * gap + top + bottom) + 1
 
 
 # -- the window's own layout (resplot/ui/window_layout.py applies these) ---------------------
 PREFERRED_WINDOW = (1400, 900)
 SCREEN_MARGIN_PX = 24  # left free around a first window on a small screen
 TREE_BELOW_PX = 1500  # narrower windows start with the sources tree folded away
-TREE_PX = 300
+TREE_PX = 360  # a sweep run's distinct name part (~250 px) and its status whole
 TABLE_SHARE, MIN_TABLE_PX, MAX_TABLE_PX = 0.24, 150, 340
 
 

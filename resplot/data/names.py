@@ -87,7 +87,69 @@ def fit_names(names: Sequence[str], chars: int) -> dict[str, str]:
     if all(len(n) <= chars for n in names):
         return {n: n for n in names}
     ends = shared_ends(names)
-    return {n: n if len(n) <= chars else _fit(n, ends, chars) for n in names}
+    out = {n: n if len(n) <= chars else _fit(n, ends, chars) for n in names}
+    return out if _unique(out) else _fit_apart(names, ends, chars, out)
+
+
+def _unique(fitted: dict[str, str]) -> bool:
+    return len(set(fitted.values())) == len(fitted)
+
+
+def _fit_apart(names: Sequence[str], ends: tuple[int, int], chars: int,
+               fitted: dict[str, str]) -> dict[str, str]:  # fmt: skip
+    """Labels that stay apart where cutting the middle made some equal (`…lr6e-…bs256` for
+    lr6e-4 and lr6e-5: 12 runs, 10 labels): the words every name has alike in the same place
+    go too (`…lr6e-4…bs256…`), and the cut moves to where the labels differ. `fitted` when
+    nothing tells them apart in `chars`."""
+    short = {n: _without_ends(n, ends) for n in names}
+    tries = [short, {n: _varying(n, names) for n in names}]
+    for form in tries:
+        out = {n: n if len(n) <= chars else form[n] for n in names}
+        if all(len(v) <= chars for v in out.values()) and _unique(out):
+            return out
+    keep = chars - 1
+    middle = (keep + 1) // 2
+    for form in tries:
+        for front in sorted(range(keep + 1), key=lambda f: (abs(f - middle), -f)):
+            out = {n: n if len(n) <= chars else _cut(form[n], chars, front) for n in names}
+            if _unique(out):
+                return out
+    return fitted
+
+
+def _cut(text: str, chars: int, front: int) -> str:
+    """`text` in `chars` characters: its first `front` and its last ones, "…" between."""
+    if len(text) <= chars:
+        return text
+    back = chars - 1 - front
+    return text[:front] + ELLIPSIS + (text[len(text) - back :] if back else "")
+
+
+def _varying(name: str, names: Sequence[str]) -> str:
+    """`name` without the words that every one of `names` has alike in the same place (names
+    of as many words: a sweep's), each stretch of them one "…" (separators between two kept
+    words stay)."""
+    words = _words(name)
+    every = [_words(n) for n in dict.fromkeys(names)]
+    if any(len(w) != len(words) for w in every):
+        return _without_ends(name, shared_ends(names))
+    alike = [all(w[i] == words[i] for w in every) for i in range(len(words))]
+    out, i = [], 0
+    while i < len(words):
+        if not alike[i]:
+            out.append(words[i])
+            i += 1
+            continue
+        j = i
+        while j < len(words) and alike[j]:
+            j += 1
+        inner = i > 0 and j < len(words)
+        if inner and all(_WORD.fullmatch(w) and not w.strip("-_/:, ") for w in words[i:j]):
+            out.extend(words[i:j])  # only separators between two kept words
+        elif not out or out[-1] != ELLIPSIS:
+            out.append(ELLIPSIS)
+        i = j
+    return "".join(out)
 
 
 def _fit(name: str, ends: tuple[int, int], chars: int) -> str:

@@ -188,6 +188,47 @@ class Smoother:
         return smoothed
 
 
+def smooth_buckets(first: np.ndarray, last: np.ndarray, means: np.ndarray, weight: float,
+                   unit: float = 1.0) -> np.ndarray:  # fmt: skip
+    """The EMA of a zoomed-out series, defined in steps as smooth() is on its points, one value
+    a bucket: the mean over the bucket of what smooth() gives its points, each point taken as
+    its bucket's mean (a bucket [first, last] of mean m holds (last - first) / unit + 1 points
+    `unit` steps apart). Drawn at the bucket's middle it is the curve the raw points give,
+    averaged over the bucket: the same curve at every zoom within that averaging. (Smoothing
+    the means as points and drawing the state at each bucket's end put the curve half a
+    bucket late: 0.32 of the noise off at weight 0.99 and 128-step buckets, against 0.02.)
+
+    Over a bucket of n points from state y0 (the EMA one spacing before its first point), the
+    points' EMA is y_k = m + (y0 - m) a^k: its mean m + (y0 - m) c with c = a (1 - a^n) /
+    (n (1 - a)), its end m + (y0 - m) a^n. A gap of g spacings before a bucket (a resume, a
+    sparse key) decays y0 by a^(g - 1) toward m, as smooth() weighs the first point after a
+    gap. The debias divides by the same of a series of ones. NaN buckets pass through."""
+    _check(weight)
+    means = np.asarray(means, dtype=np.float64)
+    out = means.copy()
+    ok = np.isfinite(means)
+    if weight == 0.0 or not ok.any():
+        return out
+    lo = np.asarray(first, dtype=np.float64)[ok]
+    hi = np.asarray(last, dtype=np.float64)[ok]
+    m = means[ok]
+    log_a = math.log(weight)
+    n = np.maximum((hi - lo) / unit + 1.0, 1.0)
+    gap = np.ones(len(m))  # spacings from the previous bucket's last point to this first one
+    gap[1:] = np.maximum((lo[1:] - hi[:-1]) / unit, 1.0)
+    log_start = (gap - 1.0) * log_a  # y0 from the previous bucket's end
+    log_end = np.maximum(log_start + n * log_a, -_BLOCK_LOG)  # the bucket's end from its y0
+    c = weight * -np.expm1(n * log_a) / (n * -np.expm1(log_a))
+    ends = _ema(log_end, m)  # the EMA at each bucket's last point (no debias)
+    before = np.r_[0.0, ends[:-1]]
+    mean = m + (before - m) * np.exp(log_start) * c
+    ones_end = -np.expm1(np.cumsum(log_end))  # the same of a series of ones: 1 - prod
+    ones_before = np.r_[0.0, ones_end[:-1]]
+    ones_mean = 1.0 + (ones_before - 1.0) * np.exp(log_start) * c
+    out[ok] = mean / ones_mean
+    return out
+
+
 def tensorboard_reference(values: list[float], weight: float) -> list[float]:
     """TensorBoard's loop, kept literal for tests and documentation (index-spaced points)."""
     last, num_accum, result = 0.0, 0, []

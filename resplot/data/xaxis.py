@@ -14,13 +14,15 @@ by the key the run named in `define_metric(..., step_metric=KEY)`: see step_metr
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
 from resplot.data.decimate import in_order
 from resplot.data.key_roles import key_for, step_counter
 from resplot.data.model import Event, RunInfo
+from schema.rollup import LAST, STEP_HI, VMAX
 
 TOKENS_KEY = "train/tokens"
 LABELS = {
@@ -142,3 +144,18 @@ def step_metric(events: Iterable[Event]) -> str | None:
     if not chosen:
         return None
     return chosen.get("*") or list(chosen.values())[-1]
+
+
+def own_step(series: Mapping[str, tuple], events: Iterable[Event] = ()) -> int | None:
+    """The last step of a run on its own step axis (what the charts' default axis, "auto",
+    counts): the last value of its step metric or step counter where it logs one (nanoGPT's
+    `iter`, Hugging Face's `train/global_step`: their logged step is the logging call count,
+    20 against 5,000), else the highest step any series reached. `series`: key -> summary
+    aggregate."""
+    key = guide_key("auto", series.keys(), events)
+    agg = series.get(key) if key is not None else None
+    if agg is not None:
+        value = agg[LAST] if agg[LAST] is not None and math.isfinite(agg[LAST]) else agg[VMAX]
+        if value is not None and math.isfinite(value):
+            return round(value)
+    return max((int(a[STEP_HI]) for a in series.values()), default=None)

@@ -68,3 +68,26 @@ def padded(values: np.ndarray, log: bool = False) -> tuple[float, float] | None:
     pad = PAD * (hi - lo) if hi > lo else 0.05 * max(abs(lo), 1e-12)
     lo, hi = lo - pad, hi + pad
     return (10**lo, 10**hi) if log else (lo, hi)
+
+
+# -- the y range of a zoomed chart (kept apart from the rule above, which it uses as it is) ----
+def visible_limits(
+    values: np.ndarray, log: bool = False, robust: bool = False
+) -> tuple[tuple[float, float] | None, bool]:
+    """(low, high) that fit `values` (the points drawn inside a zoomed x range), padded by
+    PAD as matplotlib's margins are; with `robust` the rule above where it applies. Also
+    whether the range leaves outliers out. (None, False) when nothing is there to fit."""
+    v = np.asarray(values, dtype=np.float64)
+    if robust:
+        limits = robust_limits(v, log=log)
+        if limits is not None:
+            return limits, True
+    v = v[np.isfinite(v)]
+    if log:
+        v = np.log10(v[v > 0])
+    if len(v) == 0:
+        return None, False
+    lo, hi = float(v.min()), float(v.max())
+    pad = PAD * (hi - lo) if hi > lo else (0.05 * abs(lo) if lo else 0.5)
+    lo, hi = lo - pad, hi + pad
+    return ((10**lo, 10**hi) if log else (lo, hi)), False

@@ -58,14 +58,14 @@ def dress(ax, spec: PanelSpec) -> tuple[LineCollection, object, object]:
 
 
 def section_card(ax, spec: PanelSpec) -> tuple[LineCollection, object, object]:
-    """An All-page section's card: its prefix and chart count, in the grid cell before its
-    charts (a click on it folds or unfolds the section: resplot/ui/page_view.py)."""
+    """An All-page section's card: its prefix and chart count, in a band across the page above
+    its charts (a click on it folds or unfolds the section: resplot/ui/page_view.py)."""
     ax.set_axis_off()
-    ax.text(0.02, 0.62, spec.title, transform=ax.transAxes, ha="left", va="center",
-            fontsize=11, fontweight="bold", color="#333333")  # fmt: skip
+    ax.text(0.005, 0.5, spec.title, transform=ax.transAxes, ha="left", va="center",
+            fontsize=10, fontweight="bold", color="#333333")  # fmt: skip
     what = "click to unfold" if spec.title.startswith("▸") else "click to fold"
-    hint = ax.text(0.02, 0.38, what, transform=ax.transAxes, ha="left", va="center",
+    hint = ax.text(0.995, 0.5, what, transform=ax.transAxes, ha="right", va="center",
                    fontsize=NOTE_PT, color="#888888")  # fmt: skip
-    ax.add_patch(Rectangle((0, 0.15), 1, 0.7, transform=ax.transAxes, facecolor="#f3f5f9",
+    ax.add_patch(Rectangle((0, 0), 1, 1, transform=ax.transAxes, facecolor="#f3f5f9",
                            edgecolor="#d0d5de", zorder=-1))  # fmt: skip
     return LineCollection([]), hint, hint

@@ -27,7 +27,7 @@ from resplot.data.names import distinct_parts
 from resplot.data.pages import TIMING_PARTS, Item, PanelSpec, panels_for
 from resplot.data.state import ViewState
 from resplot.data.views import FINE_PER_PIXEL, FINE_POINTS_PER_PAGE, fine_points
-from resplot.data.yrange import padded, placeholder_lead, robust_limits
+from resplot.data.yrange import padded, placeholder_lead, robust_limits, visible_limits
 from resplot.draw import fonts
 from resplot.draw.axes_setup import NOTE_PT, dress, section_card
 from resplot.draw.composites import PART_COLORS, draw_stack, draw_throttle
@@ -67,6 +67,7 @@ class ChartPage(FollowsData):
         self.specs: list[PanelSpec] = []
         self.tracks: list[dict[Item, Track]] = []
         self._layout: tuple | None = None
+        self._gridspec = None  # the figure's grid of charts (section bands: shorter rows)
         self._extra: list[list] = []  # per axes: artists rebuilt every refresh (stacks)
         self._events: list[LineCollection] = []
         self._empty: list = []
@@ -96,6 +97,8 @@ class ChartPage(FollowsData):
         self._events_left_out: set[int] = set()  # charts that left some runs' events out
         self._clipped: set[int] = set()  # charts whose y range ignores outliers
         self._placeholders: dict[int, float] = {}  # charts whose y range leaves one out
+
+        self._user_y: set[int] = set()  # charts whose y range the user zoomed or panned
         self.view_height_px: float | None = None  # what the window shows of the figure
         self.run_names: dict[RunRef, str] = {}  # of the plotted runs (the hover readout's rows)
         self.x_mode = "step"  # the x axis of the last refresh
@@ -104,10 +107,13 @@ class ChartPage(FollowsData):
     # -- layout -------------------------------------------------------------------------------
     def _rebuild(self, specs: list[PanelSpec], mode: str, grid: layout.Grid) -> None:
         self.figure.clear()
+        self._gridspec = None
         self.axes, self.tracks, self._extra, self._events, self._empty = [], [], [], [], []
         self._legends = []
         self._clipped = set()
         self._placeholders = {}
+
+        self._user_y = set()
         self.strip = RunStrip(self.figure)
         self._views, self._notes = [], []
         self.message = None
@@ -119,16 +125,20 @@ class ChartPage(FollowsData):
             return
         rows, cols = grid.rows, grid.cols
         self.grid = grid
-        cells, _rows = layout.slots([s.starts_row for s in specs], cols)
+        starts, bands = _starts_and_bands(specs)
+        cells, _rows = layout.slots(starts, cols, bands)
+        self._gridspec = self.figure.add_gridspec(rows, cols)
         first = None
         for i, spec in enumerate(specs):
-            if spec.kind == "section":
-                ax = self.figure.add_subplot(rows, cols, cells[i] + 1)
+            row, col = divmod(cells[i], cols)
+            if spec.kind == "section":  # a band across the page above its charts
+                ax = self.figure.add_subplot(self._gridspec[row, :])
                 self._add_axes(ax, *section_card(ax, spec))
                 continue
-            ax = self.figure.add_subplot(rows, cols, cells[i] + 1, sharex=first)
+            ax = self.figure.add_subplot(self._gridspec[row, col], sharex=first)
             first = first or ax
             self._add_axes(ax, *dress(ax, spec))
+            ax.callbacks.connect("ylim_changed", lambda _ax, i=i: self._on_ylim_changed(i))
         charts = [ax for ax, spec in zip(self.axes, specs, strict=True) if spec.kind != "section"]
         for ax in charts[-cols:] if self.x_labels else ():
             ax.set_xlabel(xaxis.label(mode), fontsize=8)
@@ -177,8 +187,10 @@ class ChartPage(FollowsData):
         grid = layout.grid(len(specs), self.figure.bbox.width, height, self.figure.dpi,
                            self.strip.rows if self.strip_in_figure else 0,
                            self.x_labels)  # fmt: skip
-        # The All page's sections each begin a row: the rows they take.
-        grid = layout.Grid(layout.slots([s.starts_row for s in specs], grid.cols)[1], grid.cols)
+        # The All page's sections each begin a row, their cards a band of their own.
+        starts, bands = _starts_and_bands(specs)
+        cells, rows = layout.slots(starts, grid.cols, bands)
+        grid = layout.Grid(rows, grid.cols, layout.band_rows(cells, bands, grid.cols))
         key = (tuple(s.layout_key() for s in specs), state.x_axis, grid)
         if key != self._layout:
             self._rebuild(specs, state.x_axis, grid)
@@ -227,8 +239,63 @@ class ChartPage(FollowsData):
                     ax.autoscale_view(scalex=shown is None)
                     self._clip_outliers(i, state)
                     _widen_flat(ax)
+            else:
+                for i in range(len(self.axes)):
+                    self._refit_y(i, state, xlim)
+            self._whole_end_marks()
         finally:
             self._updating = False
+
+    def _whole_end_marks(self) -> None:
+        """An end mark (live dot, crash cross) on a point at the chart's edge, a run's last
+        value the top of the y range, was cut in half by the axes' clip: drawn whole where
+        every point of it is inside the chart's limits, clipped otherwise (a dashed tail past
+        the view, a value above an outlier-clipped range)."""
+        for ax, tracks in zip(self.axes, self.tracks, strict=False):
+            (x0, x1), (y0, y1) = sorted(ax.get_xlim()), sorted(ax.get_ylim())
+            for track in tracks.values():
+                end = track.end
+                if end is None or not end.get_visible():
+                    continue
+                x = np.asarray(end.get_xdata(), float)
+                y = np.asarray(end.get_ydata(), float)
+                inside = bool(np.all((x >= x0) & (x <= x1) & (y >= y0) & (y <= y1)))
+                end.set_clip_on(not inside)
+
+    def _on_ylim_changed(self, i: int) -> None:
+        if not self._updating:
+            self._user_y.add(i)  # a zoom box or a pan: the user's y range is kept
+
+    def reset_view(self) -> None:
+        super().reset_view()
+        self._user_y = set()
+
+    def _refit_y(self, i: int, state: ViewState, xlim) -> None:
+        """After a zoom or pan, a line chart's y range fits what is drawn inside the x range
+        (the outlier rule where the chart has it), unless the user set that chart's y too."""
+        spec, ax = self.specs[i], self.axes[i]
+        if spec.kind != "line" or i in self._user_y or xlim is None:
+            return
+        lo, hi = sorted(xlim)
+        tracks = self.tracks[i].values()
+        ys = []
+        for line in [t.line for t in tracks] + [t.raw for t in tracks if t.raw is not None]:
+            if line.get_visible():
+                x, y = np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)
+                ys.append(y[(x >= lo) & (x <= hi)])
+        ys += [xy[(xy[:, 0] >= lo) & (xy[:, 0] <= hi), 1] for t in tracks for xy in t.band_xy]
+        placeholder = self._placeholders.get(i)
+        if placeholder is not None:  # left out of a zoom's range as of the whole chart's
+            ys = [y[y != placeholder] for y in ys]
+        if not ys:
+            return
+        robust = spec.robust_y and state.ignore_outliers
+        limits, clipped = visible_limits(np.concatenate(ys), log=spec.log_y, robust=robust)
+        if limits is not None:
+            ax.set_ylim(*limits)
+        if clipped != (i in self._clipped):
+            self._clipped.symmetric_difference_update({i})
+            self._note(i, state.smoothing)
 
     @property
     def x_label(self) -> str:
@@ -263,6 +330,10 @@ class ChartPage(FollowsData):
         w, h = self.figure.bbox.width, self.figure.bbox.height
         margins = layout.margins(w, h, self.grid, self.figure.dpi, self.strip.rows,
                                  self.x_labels)  # fmt: skip
+        if self._gridspec is not None and self._gridspec.nrows == self.grid.rows:
+            axes_h = layout.axes_px(w, h, self.grid, self.figure.dpi, self.strip.rows,
+                                    self.x_labels)[1]  # fmt: skip
+            self._gridspec.set_height_ratios(layout.height_ratios(self.grid, axes_h))
         self.figure.subplots_adjust(**margins)
         fit_titles(self.axes, self.specs, self.figure, self.grid.cols)
 
@@ -504,6 +575,11 @@ class ChartPage(FollowsData):
 
     def save(self, path: str | Path, dpi: int = 120) -> None:
         save_figure(self.figure, path, dpi)
+
+
+def _starts_and_bands(specs: list[PanelSpec]) -> tuple[list[bool], list[bool]]:
+    """Which panels begin a row, and which are a row of their own (section cards)."""
+    return [s.starts_row for s in specs], [s.kind == "section" for s in specs]
 
 
 def _widen_flat(ax) -> None:

@@ -18,9 +18,15 @@ from resplot.data.cache import SeriesCache
 from resplot.data.decimate import Grid, decimate_many
 from resplot.data.model import RunInfo, RunRef
 from resplot.data.pages import Item
-from resplot.data.smoothing import smooth, smoothable, unit_of, warmup_steps
+from resplot.data.smoothing import (
+    smooth,
+    smooth_buckets,
+    smoothable,
+    unit_of,
+    warmup_steps,
+)
 from resplot.data.views import FINE_PER_PIXEL, SeriesView, series_view
-from schema.rollup import STEP_LO
+from schema.rollup import STEP_HI, STEP_LO
 
 NONFINITE_Y = {"nan": 0.96, "+inf": 0.99, "-inf": 0.01}  # axes fraction of NaN/inf markers
 BUCKET_POINTS = 4  # points a bucket view holds per bucket (its extremes, last value, last point)
@@ -184,7 +190,10 @@ class Track:
         """The smallest and largest x this track draws (None: nothing to draw)."""
         if self.view is None:
             return None
-        x = self.x[np.isfinite(self.x)]
+        # Zoomed out, a stretch of NaN draws no point; its buckets' middles still place it
+        # (the hover's "ended" is read from here: a NaN tail is not an end).
+        x = self.x if self.view.level == 0 else np.concatenate([self.x, self.x_mid])
+        x = x[np.isfinite(x)]
         return (float(x.min()), float(x.max())) if len(x) else None
 
     def place(self, pixels: int, xlim, grid: Grid | None = None, band: bool = False) -> None:
@@ -235,7 +244,7 @@ class Track:
         if main_xy is not None:
             self.band_xy.append(main_xy)
         self._mark_nonfinite(view, x_mid, pixels, xlim)
-        self._mark_end(main.x, main.y, self.ctx.run, self.mode)
+        self._mark_end(main.x, main.y, self.ctx.run, self.mode, self._ends_in(view, xlim))
 
     def _mark_nonfinite(self, view: SeriesView, x_mid: np.ndarray, pixels: int, xlim) -> None:
         """One marker at the start of each stretch of NaN (+inf, -inf), the stretch shaded."""
@@ -263,13 +272,30 @@ class Track:
             self.bad.set_visible(False)
             self.bad_span.set_visible(False)
 
-    def _mark_end(self, x: np.ndarray, y: np.ndarray, run: RunInfo | None, mode: str) -> None:
-        """The run's state where its line ends (a live dot, a cross for a crash…). On a time
-        axis a run that stopped without finishing gets a dashed tail from its last point to
-        its last sign of life (heartbeat), the cross at its end."""
+    def _ends_in(self, view: SeriesView, xlim) -> tuple[float, float] | None:
+        """The x range the series' end mark may go in: None when the view does not hold the
+        series' last point (a zoom that ends before the run does: its last point drawn is
+        one past the view's edge, not where the run ended), else the x range shown."""
+        summary = self.cache.summary(self.item.ref, self.item.key) if self.cache else None
+        if summary is not None and len(view.steps) and view.steps.max() < summary.agg[STEP_HI]:
+            return None
+        if xlim is None:
+            return (-np.inf, np.inf)
+        lo, hi = sorted(xlim)
+        return (lo, hi)
+
+    def _mark_end(self, x: np.ndarray, y: np.ndarray, run: RunInfo | None, mode: str,
+                  room: tuple[float, float] | None = (-np.inf, np.inf)) -> None:  # fmt: skip
+        """The run's state where its line ends (a live dot, a cross for a crash…), where
+        that end is inside `room` (the x range shown; None: not in the view): a mark at the
+        view's edge, half cut, said the run ended there. On a time axis a run that stopped
+        without finishing gets a dashed tail from its last point to its last sign of life
+        (heartbeat), the cross at its end."""
         status = run.status if run is not None else None
-        mark = marks.end_mark(status) if self.item.marker == "" else None
+        mark = marks.end_mark(status) if self.item.marker == "" and room is not None else None
         at = marks.last_finite(np.asarray(x, float), np.asarray(y, float)) if mark else None
+        if at is not None and room is not None and not room[0] <= at[0] <= room[1]:
+            at = None
         if mark is None or at is None:
             if self.end is not None:
                 self.end.set_visible(False)
@@ -303,6 +329,7 @@ def _smoothed(cache: SeriesCache, item: Item, view: SeriesView, weight: float,
     summary = cache.summary(item.ref, item.key)
     unit = unit_of(summary.agg) if summary is not None else 1.0
     steps, means = view.mid_steps, view.means
+    lows, highs = view.first_steps, view.last_steps  # per bucket (None: raw points)
     first = summary.agg[STEP_LO] if summary is not None else steps[0]
     if np.isfinite(lo) and steps[0] > first:
         start = max(first, int(steps[0]) - warmup_steps(weight, unit))
@@ -311,7 +338,15 @@ def _smoothed(cache: SeriesCache, item: Item, view: SeriesView, weight: float,
             take = before.mid_steps < steps[0]
             steps = np.concatenate([before.mid_steps[take], steps])
             means = np.concatenate([before.means[take], means])
-    return smooth(steps, means, weight, unit)[len(steps) - len(view.mid_steps) :]
+            if lows is not None and before.first_steps is not None:
+                lows = np.concatenate([before.first_steps[take], lows])
+                highs = np.concatenate([before.last_steps[take], highs])
+    if view.level != 0 and lows is not None and len(lows) == len(steps):
+        # Buckets: the EMA of their points, averaged over each (the same curve as zoomed in).
+        out = smooth_buckets(lows, highs, means, weight, unit)
+    else:
+        out = smooth(steps, means, weight, unit)
+    return out[len(steps) - len(view.mid_steps) :]
 
 
 @dataclass

@@ -31,6 +31,7 @@ from resplot.data.job_rows import Entry
 from resplot.data.model import RunInfo, RunRef
 from resplot.data.names import distinct_parts
 from resplot.data.state import ViewState
+from resplot.data.xaxis import own_step
 from schema.compare import (
     PER_RANK,
     differing_config,
@@ -38,7 +39,6 @@ from schema.compare import (
     family_keys,
     flatten,
     gpu_hours,
-    last_step,
     metric_stats,
     per_rank_config,
     rank_settings,
@@ -259,7 +259,7 @@ class RunTableModel(QAbstractItemModel):
             "run": run.name,
             "status": run.status,
             "alerts": alerts[0].message if alerts else "",
-            "step": last_step({k: s.agg for k, s in summaries.items()}),
+            "step": own_step({k: s.agg for k, s in summaries.items()}, self.cache.events(ref)),
             "tokens/s": _stats(self.cache, ref, "train/tokens_per_s")[0],
             "duration": f"{duration_s(run) / 3600.0:.2f} h",
             # The export's rule (schema.compare): GPUs seen in telemetry, else no GPU-hours.
@@ -285,7 +285,12 @@ class RunTableModel(QAbstractItemModel):
         steps = [
             s
             for r in members
-            if (s := last_step({k: v.agg for k, v in self.cache.summaries(r.ref).items()}))
+            if (
+                s := own_step(
+                    {k: v.agg for k, v in self.cache.summaries(r.ref).items()},
+                    self.cache.events(r.ref),
+                )
+            )
             is not None
         ]
         hosts = list(dict.fromkeys(r.host or r.ref.source for r in members))

@@ -23,6 +23,7 @@ from reslog.text import age, safe
 from resplot.data.cache import SeriesCache
 from resplot.data.colors import NEUTRAL, status_color
 from resplot.data.model import RunRef
+from resplot.data.names import distinct_parts
 from resplot.data.state import ViewState
 from resplot.sources.base import SourceState
 from schema.rollup import WALL_HI
@@ -74,8 +75,10 @@ class SourcesTree(QTreeWidget):
         # Store paths are long and their file name is the informative end.
         self.setTextElideMode(Qt.ElideMiddle)
         self.setIndentation(12)  # three levels deep: every pixel of indent is taken from names
-        # Names whole (a sweep's runs differ in the middle: `lr...an` told none apart); the
-        # status and age columns scroll sideways when the panel is narrow.
+        # Names whole, as the part that tells a sweep's runs apart (`…lr0.0006-wd0.2-seed11…`,
+        # as the run table and the strip show them; the whole name is the tooltip): whole
+        # names (`llama-125m-wsd-lr…`) pushed the status column out of the ~300 px panel at
+        # 1920, two letters of it showing. The age column scrolls sideways when it must.
         self.header().setStretchLastSection(True)
         for col in range(3):
             self.header().setSectionResizeMode(col, QHeaderView.ResizeToContents)
@@ -127,6 +130,10 @@ class SourcesTree(QTreeWidget):
             for label in labels:
                 self._hosts[label] = self._host_item(label)
             names = short_paths({r.ref.store for r in runs})
+            by_store: dict[tuple[str, str], list[str]] = {}
+            for run in runs:
+                by_store.setdefault((run.ref.source, run.ref.store), []).append(run.name)
+            parts = {key: distinct_parts(n) for key, n in by_store.items()}
             for run in runs:
                 host = self._hosts[run.ref.source]
                 key = (run.ref.source, run.ref.store)
@@ -135,7 +142,7 @@ class SourcesTree(QTreeWidget):
                     stores[key] = QTreeWidgetItem(host, [safe(names[run.ref.store]), "", ""])
                     stores[key].setToolTip(0, safe(run.ref.store))
                     stores[key].setExpanded(True)
-                item = QTreeWidgetItem(stores[key], [safe(run.name), "", ""])
+                item = QTreeWidgetItem(stores[key], [safe(parts[key][run.name]), "", ""])
                 item.setData(0, Qt.UserRole, run.ref)
                 item.setToolTip(0, f"{safe(run.name)} ({run.ref.uid})")
                 self._runs[run.ref] = item

@@ -155,6 +155,7 @@ class MainWindow(QMainWindow):
         for split in (self.top_split, self.main_split):
             split.splitterMoved.connect(lambda *_a: setattr(self, "splits_by_hand", True))
         self.setCentralWidget(self.main_split)
+        self.setStatusBar(status_bar.StatusBar(self))
         status_bar.build(self, self.statusBar())
 
     def _apply_state_to_widgets(self) -> None:
