@@ -21,9 +21,10 @@ their columns):
 A folder argument means every `*.parquet` file under it. Needs pyarrow. Only regular files
 are read (a FIFO named `x.parquet` is refused by name).
 
-A long file is read in batches of BATCH_ROWS rows and written as it is read, all its runs in one
-transaction (memory does not grow with the file: 3M rows in ~100 MB, docs/benchmarks.md), so a
-bad row anywhere still leaves nothing of the file written. Its columns' types are checked
+A long file is read row group by row group in batches of BATCH_ROWS rows and written as it is
+read, all its runs in one transaction (memory does not grow with the file: 161 MB peak RSS for
+3M rows, 156 MB for 1M, docs/benchmarks.md), so a bad row anywhere still leaves nothing of the
+file written. Its columns' types are checked
 first: `value`, `step` and `wall` must hold numbers, `key`, `run` and `uid` text (a string or
 list column is refused in one line naming it). A key no store can hold (over 500 characters, a
 NUL) is not imported: its values are counted and said once. Each run's rows are fingerprinted
@@ -66,7 +67,7 @@ LONG = ("key", "step", "value")
 NEPTUNE = ("project_id", "run_id", "attribute_path", "attribute_type", "step")
 PARAM_TYPES = ("float", "int", "string", "bool", "datetime", "string_set")
 MAX_DECIMALS = 6  # Neptune steps are decimal(18, 6)
-BATCH_ROWS = 65_536  # rows a batch: memory is a few of these, whatever the file's size
+BATCH_ROWS = 16_384  # rows a batch: memory is a few of these, whatever the file's size
 # (run, outcome, points written, keys): what import_runs prints a line about
 Imported = tuple[ImportedRun, str, int, int]
 
@@ -213,10 +214,15 @@ class LongFile:
         row = 0
         with self.engine.begin() as conn:
             try:
-                batches = self.pf.iter_batches(batch_size=BATCH_ROWS, columns=columns)
-                for batch in batches:
-                    self._batch(conn, batch, row)
-                    row += batch.num_rows
+                # One reader per row group: one over the whole file kept growing with it
+                # (15 MB a million rows), the row groups' pages held (pyarrow 26).
+                for group in range(self.pf.num_row_groups):
+                    batches = self.pf.iter_batches(
+                        batch_size=BATCH_ROWS, row_groups=[group], columns=columns
+                    )
+                    for batch in batches:
+                        self._batch(conn, batch, row)
+                        row += batch.num_rows
             except ImportError_:
                 raise
             except Exception as exc:  # pyarrow's: a corrupt page, a truncated column
