@@ -208,6 +208,8 @@ class LongFile:
         self.key_ids: dict[str, int] = {}
 
     def write(self) -> list[Imported]:
+        import pyarrow as pa
+
         names = self.pf.schema_arrow.names
         _long_types(self.pf.schema_arrow, self.file)
         columns = [c for c in ("key", "step", "value", "wall", "run", "uid") if c in names]
@@ -223,9 +225,8 @@ class LongFile:
                     for batch in batches:
                         self._batch(conn, batch, row)
                         row += batch.num_rows
-            except ImportError_:
-                raise
-            except Exception as exc:  # pyarrow's: a corrupt page, a truncated column
+            except (pa.ArrowException, OSError) as exc:  # a corrupt page, a cut file
+                # (the store's own errors go up as they are: they name the store, not the file)
                 raise ImportError_(
                     f"{self.where}: cannot read it past row {row} ({exc}); nothing of it imported"
                 ) from None
