@@ -204,3 +204,27 @@ def test_an_upgrade_killed_during_its_backup_leaves_only_the_store(tmp_path):
     assert wait_until(lambda: not any(".part" in p.name for p in folder.iterdir()))
     after = {p.name: p.stat().st_size for p in folder.iterdir()}
     assert sorted(after) == sorted(before) and store.read_bytes() == content
+
+
+def test_a_disk_that_fills_while_importing_is_one_line_saying_what_to_do(
+    small_disk,  # noqa: F811 - the fixture
+    capsys,
+    tmp_path,
+):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    store = small_disk.root / "reslog.db"
+    new_store(store).dispose()
+    n = 200_000
+    table = pa.table({"key": ["k"] * n, "step": range(n), "value": [0.5] * n})
+    pq.write_table(table, tmp_path / "t.parquet")
+    small_disk.fill()
+    small_disk.release(1)  # room to open the store, not for 200,000 points
+    code, _out, err = run_cli(capsys, "import", "parquet", tmp_path / "t.parquet", "--store", store)
+    assert code == 2 and "Traceback" not in err, err
+    assert err.count("\n") == 1
+    assert err.startswith(f"reslog: {store}: database or disk is full (free some room and run")
+    small_disk.release(len(small_disk.fillers))
+    with sqlite3.connect(store) as conn:
+        assert conn.execute("SELECT count(*) FROM points").fetchone() == (0,)

@@ -520,7 +520,13 @@ def positive_float(value: str) -> float:
 
 
 def damage_hint(detail: str, label: str) -> str:
-    """What to do about a store SQLite finds damaged (corrupt pages), else ""."""
+    """What to do about a store SQLite finds damaged (corrupt pages) or cannot grow (a full
+    disk), else ""."""
+    if "disk is full" in detail:
+        return (
+            " (free some room and run it again: what was being written was rolled back, the "
+            "store is as it was)"
+        )
     if "malformed" not in detail and "corrupt" not in detail:
         return ""
     return (
