@@ -25,6 +25,7 @@ from schema.user_files import check_not_planted
 
 DEFAULT_STORE = "runs/reslog.db"
 BUSY_TIMEOUT_MS = 30_000
+STORE_TABLES = frozenset({"alembic_version", "runs"})  # what makes a SQLite file a reslog store
 NETWORK_FS = {"nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse.sshfs", "9p", "lustre", "gpfs", "afs"}
 
 
@@ -84,7 +85,12 @@ def _install_sqlite_hook(engine: Engine, *, readonly: bool) -> None:
         cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         cur.execute("PRAGMA foreign_keys=ON")
         if not readonly:
-            cur.execute("PRAGMA journal_mode=WAL")
+            # WAL is a setting of the file: switched on only for an empty file or a reslog
+            # store, never for another program's database (which would keep it, and get a
+            # -wal and a -shm beside it) that stored_revision then refuses.
+            names = {r[0] for r in cur.execute("SELECT name FROM sqlite_master")}
+            if not names or names >= STORE_TABLES:
+                cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=NORMAL")
         cur.close()
 

@@ -81,6 +81,34 @@ def peak_rss_mb(pid: int) -> float:
     raise AssertionError("no VmHWM")
 
 
+@pytest.mark.parametrize(
+    "op, fields",
+    [
+        ("points", {"after": 2**70}),
+        ("poll", {"points_after": -(2**70)}),
+        ("poll", {"series": [[1, 2**64]]}),
+        ("tiles", {"tiles": [[1, 1, 1, 2**70, 0]]}),
+        ("raw", {"run_id": 1, "key_id": 1, "stop": 2**63}),
+    ],
+)
+def test_an_integer_past_64_bits_is_a_bad_request_not_an_agent_bug(tmp_path, op, fields):
+    """JSON integers are unbounded: 2**70 reached SQLite as an OverflowError, answered as an
+    internal error (AgentBug) instead of the client's mistake."""
+    store = tmp_path / "s.db"
+    make_run(new_store(store), name="r", points={"loss": [(0, 1.0)]})
+    with agent_process() as (client, proc):
+        client.hello()
+        request = {"op": op, "id": 9, "store": str(store), **fields}
+        wire.write_frame(client.wfile, request)
+        client.wfile.flush()
+        frame = wire.read_frame(client.rfile)
+        assert frame is not None and frame[0]["ok"] is False, frame
+        error = frame[0]["error"]
+        assert error["type"] == "BadRequest", error
+        assert "64-bit integer" in error["message"]
+        assert client.hello()["protocol"] == wire.PROTOCOL and proc.poll() is None
+
+
 def test_an_oversized_request_is_refused_in_step_without_reading_it_whole():
     with agent_process() as (client, proc):
         client.hello()

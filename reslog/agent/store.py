@@ -96,13 +96,23 @@ def is_sqlite(path: str) -> bool:
         os.close(fd)
 
 
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1  # what SQLite's INTEGER holds
+
+
+def _is_int64(value: object) -> bool:
+    return type(value) is int and INT64_MIN <= value <= INT64_MAX
+
+
 def req_int(req: dict, name: str, default: int) -> int:
+    """An integer field of a request (JSON ints are unbounded; SQLite's are 64-bit, and
+    2**70 reached it as an OverflowError, answered as an agent bug)."""
     value = req.get(name, default)
     if value is None:
         return default
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise AgentError("BadRequest", f"{name} must be an integer, got {value!r}")
-    return value
+    if not _is_int64(value):
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
+        raise AgentError("BadRequest", f"{name} must be a 64-bit integer, got {shown}")
+    return value  # type: ignore[return-value]
 
 
 def _int_list(req: dict, name: str, width: int, limit: int) -> list:
@@ -111,12 +121,10 @@ def _int_list(req: dict, name: str, width: int, limit: int) -> list:
     if not isinstance(value, list) or len(value) > limit:
         raise AgentError("BadRequest", f"{name} must be a list of at most {limit} entries")
     for item in value:
-        if (
-            not isinstance(item, list)
-            or len(item) != width
-            or not all(isinstance(v, int) and not isinstance(v, bool) for v in item)
-        ):
-            raise AgentError("BadRequest", f"{name} entries must be lists of {width} integers")
+        if not isinstance(item, list) or len(item) != width or not all(_is_int64(v) for v in item):
+            raise AgentError(
+                "BadRequest", f"{name} entries must be lists of {width} 64-bit integers"
+            )
     return value
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import sqlite3
 import sys
 import time
 import warnings
@@ -303,7 +304,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from reslog.tools.importers import ImportError_
+    from reslog.tools.importers import ImportError_, shown
     from reslog.tools.importers.command import import_runs
 
     progress = None
@@ -322,7 +323,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     except ImportError_ as exc:
         if progress is not None:
             print(file=sys.stderr)
-        print(f"reslog: import {args.kind}: {exc}", file=sys.stderr)
+        line = text.safe(shown(" ".join(str(exc).split())))
+        print(f"reslog: import {args.kind}: {line}", file=sys.stderr)
         return EXIT_ERROR
     finally:
         engine.dispose()
@@ -332,6 +334,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         f"{counts.new} run(s), {counts.points:,} points imported into {store_label(args.store)}"
         + (f"; {counts.updated} updated" if counts.updated else "")
         + (f"; {counts.already} already there" if counts.already else "")
+        + (f"; {counts.corrupt} corrupt records skipped" if counts.corrupt else "")
     )
     return 0
 
@@ -516,15 +519,35 @@ def positive_float(value: str) -> float:
     return f
 
 
+def damage_hint(detail: str, label: str) -> str:
+    """What to do about a store SQLite finds damaged (corrupt pages) or cannot grow (a full
+    disk), else ""."""
+    if "disk is full" in detail:
+        return (
+            " (free some room and run it again: what was being written was rolled back, the "
+            "store is as it was)"
+        )
+    if "malformed" not in detail and "corrupt" not in detail:
+        return ""
+    return (
+        f" (the file is damaged: `reslog check {label}` says where; restore it from a "
+        "backup, or export the runs that still read with --runs)"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except (StoreError, export.ExportError) as exc:
         print("reslog: " + text.safe(redact_text(" ".join(str(exc).split()))), file=sys.stderr)
-    except SQLAlchemyError as exc:
+    except (SQLAlchemyError, sqlite3.Error) as exc:
+        # sqlite3's own errors come from the read-only connections and the backup, which do
+        # not go through SQLAlchemy.
         detail = redact_text(str(getattr(exc, "orig", None) or exc).strip().splitlines()[0])
-        print(f"reslog: {store_label(args.store)}: {text.safe(detail)}", file=sys.stderr)
+        label = store_label(getattr(args, "store", None))
+        print(f"reslog: {label}: {text.safe(detail)}{damage_hint(detail, label)}",
+              file=sys.stderr)  # fmt: skip
     except OSError as exc:
         if isinstance(exc, BrokenPipeError):  # `reslog ls | head`
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the exit quiet

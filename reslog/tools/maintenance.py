@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import glob
 import os
+import shutil
 import sqlite3
+import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -146,6 +151,10 @@ def _integrity(engine: Engine, path: Path, full: bool, say: Callable[[str], None
     report.info.append(f"journal   {mode}")
 
 
+def _first_line(exc: BaseException) -> str:
+    return str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+
+
 def check_store(
     store_arg: str | None,
     *,
@@ -177,19 +186,27 @@ def check_store(
         counts = []
         with engine.connect() as conn:
             for name, table in (("runs", runs), ("keys", keys), ("points", points)):
-                counts.append(
-                    f"{conn.execute(select(func.count()).select_from(table)).scalar()} {name}"
-                )
+                try:
+                    n = conn.execute(select(func.count()).select_from(table)).scalar()
+                except SQLAlchemyError as exc:  # corrupt pages: the integrity lines say where
+                    report.problems.append(f"rows: cannot count {name} ({_first_line(exc)})")
+                    n = "?"
+                counts.append(f"{n} {name}")
         report.info.append("rows      " + ", ".join(counts))
         present = None  # every (run, key) that has points, shared with the rollup check
         try:
             with engine.connect() as conn:
                 present = point_series(conn)
             report.problems += _orphans(engine, present)
-        except SQLAlchemyError as exc:
-            report.problems.append(f"orphan check failed: {exc}")
+        except (SQLAlchemyError, sqlite3.DatabaseError) as exc:
+            report.problems.append(f"orphan check failed: {_first_line(exc)}")
         if revision == store.HEAD_REVISION:
-            _rollups(engine, report, fix, sample, present)
+            try:
+                _rollups(engine, report, fix, sample, present)
+            except (SQLAlchemyError, sqlite3.DatabaseError) as exc:  # corrupt pages, say
+                report.problems.append(
+                    f"rollups could not be compared with the points: {_first_line(exc)}"
+                )
         now = time.time()
         running = _running(engine, now, revision == store.HEAD_REVISION)
         stale = [(r.id, r.uid, r.name, r.heartbeat_at) for r, s in running if s == "crashed"]
@@ -220,10 +237,62 @@ def check_store(
     return report
 
 
+# A process of its own that removes the backup's part file if this one dies before renaming
+# it (SIGKILL, OOM): it waits for its stdin to close, which happens however this process ends.
+_GUARD = """import os, sys
+sys.stdin.buffer.read()
+for path in sys.argv[1:]:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+"""
+
+
+@contextlib.contextmanager
+def removed_if_killed(*paths: Path) -> Iterator[None]:
+    """While inside, `paths` are removed by a guard process should this one be killed (a
+    SIGKILL runs no cleanup of ours); the guard is in a session of its own, so a signal to
+    this process group spares it. It removes them when the block ends too: use it for files
+    that must not outlive the block."""
+    try:
+        guard = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _GUARD, *map(os.fspath, paths)],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, close_fds=True,
+        )  # fmt: skip
+    except OSError:  # no process to spare: the sweep of stale part files is what is left
+        guard = None
+    try:
+        yield
+    finally:
+        if guard is not None:
+            guard.stdin.close()  # type: ignore[union-attr]
+            guard.wait()
+
+
+def _sweep_parts(path: Path) -> None:
+    """Part files of backups of `path` whose upgrade process is gone (killed before its guard
+    existed, or with it)."""
+    for part in path.parent.glob(f".{glob.escape(path.name)}.bak-*.part-*"):
+        pid = part.name.rpartition(".part-")[2].removesuffix("-journal")
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            part.unlink(missing_ok=True)
+        except OSError:
+            pass  # alive, another user's
+
+
 def backup_sqlite(path: Path, revision: str) -> Path:
     """A consistent copy through SQLite's backup API (safe with WAL and concurrent readers),
     written under a temporary name and renamed into place once whole and on disk: an upgrade
-    killed during its backup leaves no `.bak-NNNN` that would restore an empty database."""
+    killed during its backup leaves no `.bak-NNNN` that would restore an empty database, and
+    no part file either (removed_if_killed). A disk that fills up is a StoreError saying how
+    much room the copy needs."""
+    _sweep_parts(path)
     target = path.with_name(f"{path.name}.bak-{revision}")
     n = 1
     while target.exists():
@@ -233,15 +302,36 @@ def backup_sqlite(path: Path, revision: str) -> Path:
     part.unlink(missing_ok=True)
     src = sqlite3.connect(readonly_uri(path), uri=True)
     try:
-        backup_into(src, part)
-        with open(part, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(part, target)
+        with removed_if_killed(part, part.with_name(part.name + "-journal")):
+            try:
+                backup_into(src, part)
+                with open(part, "rb+") as f:
+                    os.fsync(f.fileno())
+                os.replace(part, target)
+            except (sqlite3.Error, OSError) as exc:
+                raise StoreError(_backup_failed(path, exc)) from None
     finally:
         src.close()
         for leftover in (part, part.with_name(part.name + "-journal")):
             leftover.unlink(missing_ok=True)
     return target
+
+
+def _backup_failed(path: Path, exc: BaseException) -> str:
+    detail = getattr(exc, "strerror", None) or str(exc)
+    full = "full" in detail or getattr(exc, "errno", None) == errno.ENOSPC
+    if full:
+        free = shutil.disk_usage(path.parent).free
+        size = path.stat().st_size
+        return (
+            f"cannot back up {path} before upgrading it: the disk is full ({free / 2**20:.1f} "
+            f"MiB free in {path.parent}, the copy needs about {size / 2**20:.1f} MiB); the "
+            "store is unchanged: free some room, or upgrade without a backup (--no-backup)"
+        )
+    return (
+        f"cannot back up {path} before upgrading it ({detail}); the store is unchanged "
+        "(--no-backup upgrades without a copy)"
+    )
 
 
 def progress_bar(label: str, out=sys.stderr) -> Callable[[int, int], None]:

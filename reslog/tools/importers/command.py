@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
 from sqlalchemy import Engine
 
-from reslog.tools.importers import ImportError_
+from reslog.tools.importers import ImportError_, shown
 from reslog.tools.importers.runs import ImportedRun, import_offsets, write_run
 
 KINDS = ("tensorboard", "wandb", "csv", "parquet")
@@ -25,6 +25,7 @@ class ImportCounts:
     updated: int = 0  # runs that got new points
     already: int = 0  # runs already there, nothing new
     points: int = 0
+    corrupt: int = 0  # records that failed their checksum, skipped
 
 
 def readers(
@@ -45,11 +46,24 @@ def readers(
         from reslog.tools.importers.csv_table import read_csv
 
         return read_csv(path, project or "csv", name)
-    if kind == "parquet":
-        from reslog.tools.importers.parquet import read_parquet
-
-        return read_parquet(path, project)
     raise ImportError_(f"unknown import kind {kind!r} (one of {', '.join(KINDS)})")
+
+
+def imported(
+    engine: Engine, kind: str, path: Path, project: str | None, name: str | None, replace: bool
+) -> Iterator[tuple[ImportedRun, str, int, int]]:
+    """(run, outcome, points written, keys) of every run under `path`, each written (or found
+    there) before the next is read."""
+    command = f"reslog import {kind} {shown(path)}"
+    if kind == "parquet":  # written while it is read: memory bounded whatever the file's size
+        from reslog.tools.importers.parquet import import_parquet
+
+        yield from import_parquet(engine, path, project, replace, command)
+        return
+    for run in readers(engine, kind, path, project, name, replace):
+        n = run.points()
+        outcome = write_run(engine, run, command, replace=replace, append=kind in INCREMENTAL)
+        yield run, outcome, n, len(run.series)
 
 
 def import_runs(
@@ -71,15 +85,16 @@ def import_runs(
     t0 = time.monotonic()
     seen = 0
     for path in paths:
-        command = f"reslog import {kind} {path}"
-        for run in readers(engine, kind, path, project, name, replace):
+        for run, outcome, n, nkeys in imported(engine, kind, path, project, name, replace):
             seen += 1
-            n = run.points()
-            outcome = write_run(engine, run, command, replace=replace, append=kind in INCREMENTAL)
-            print(_line(run, outcome, n, kind in INCREMENTAL), file=out)
+            print(_line(run, outcome, n, nkeys, kind in INCREMENTAL), file=out)
             for file, left in run.torn:
-                print(f"  {file}: its last {left:,} bytes are a record still being written; "
-                      "the next import reads them", file=out)  # fmt: skip
+                print(f"  {shown(file)}: its last {left:,} bytes are a record still being "
+                      "written; the next import reads them", file=out)  # fmt: skip
+            if outcome not in ("already", "unknown"):
+                for line in run.corrupt_lines():
+                    print(f"  {line}", file=out)
+                counts.corrupt += len(run.corrupt)
             if outcome in ("already", "unknown"):
                 counts.already += 1
             elif outcome == "appended":
@@ -97,13 +112,20 @@ def import_runs(
     return counts
 
 
-def _line(run: ImportedRun, outcome: str, n: int, incremental: bool) -> str:
+def _line(run: ImportedRun, outcome: str, n: int, nkeys: int, incremental: bool) -> str:
+    return shown(_outcome_line(run, outcome, n, nkeys, incremental))
+
+
+def _outcome_line(run: ImportedRun, outcome: str, n: int, nkeys: int, incremental: bool) -> str:
     uid = run.uid[:8]
     note = ""
     if run.skipped:
         note = f", {run.skipped_count():,} non-scalar values not imported ({run.skipped_text()})"
+    if run.bad_keys:
+        note += f", not imported: {run.bad_key_text()}"
     if outcome == "already":
-        why = "nothing new" if incremental else "skipped (--replace imports it again)"
+        checked = incremental or run.by_content
+        why = "nothing new" if checked else "skipped (--replace imports it again)"
         return f"already imported {run.name!r} (uid {uid}): {why}"
     if outcome == "unknown":
         return (
@@ -111,8 +133,6 @@ def _line(run: ImportedRun, outcome: str, n: int, incremental: bool) -> str:
             "record where it stopped: skipped (--replace imports it again, with what is new)"
         )
     if outcome == "appended":
-        return (
-            f"updated {run.name!r}: {n:,} new points in {len(run.series):,} keys{note} (uid {uid})"
-        )
+        return f"updated {run.name!r}: {n:,} new points in {nkeys:,} keys{note} (uid {uid})"
     verb = "replaced" if outcome == "replaced" else "imported"
-    return f"{verb} {run.name!r}: {len(run.series):,} keys, {n:,} points{note} (uid {uid})"
+    return f"{verb} {run.name!r}: {nkeys:,} keys, {n:,} points{note} (uid {uid})"

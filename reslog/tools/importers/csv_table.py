@@ -13,9 +13,10 @@ file, line and column, before anything is written.
 from __future__ import annotations
 
 import csv
+import os
 from pathlib import Path
 
-from reslog.tools.importers import ImportError_
+from reslog.tools.importers import ImportError_, open_regular, shown
 from reslog.tools.importers.runs import ImportedRun
 
 META = ("run", "uid", "step", "wall", "key", "value")
@@ -23,23 +24,21 @@ META = ("run", "uid", "step", "wall", "key", "value")
 
 def read_csv(path: Path, project: str, name: str | None) -> list[ImportedRun]:
     path = path.resolve()
-    try:
-        fh = path.open(newline="", encoding="utf-8")
-    except OSError as exc:
-        raise ImportError_(f"{path}: {exc.strerror or exc}") from None
-    with fh:
+    fd = open_regular(path)  # a FIFO is refused, not waited on
+    default_wall = os.fstat(fd).st_mtime
+    where = shown(path)
+    with open(fd, newline="", encoding="utf-8") as fh:
         reader = csv.reader(fh)
         try:
             header = next(reader)
         except StopIteration:
-            raise ImportError_(f"{path}: empty file") from None
+            raise ImportError_(f"{where}: empty file") from None
         except (csv.Error, UnicodeDecodeError) as exc:
-            raise ImportError_(f"{path}: not a CSV file ({exc})") from None
+            raise ImportError_(f"{where}: not a CSV file ({exc})") from None
         cols = {h.strip(): i for i, h in enumerate(header)}
         if "step" not in cols:
-            raise ImportError_(f"{path}: no 'step' column (header: {', '.join(header)[:200]})")
+            raise ImportError_(f"{where}: no 'step' column (header: {', '.join(header)[:200]})")
         long = "key" in cols and "value" in cols
-        default_wall = path.stat().st_mtime
         default_name = name or path.stem
         runs: dict[str, ImportedRun] = {}
         i_step, i_wall, i_run = cols["step"], cols.get("wall"), cols.get("run")
@@ -51,14 +50,14 @@ def read_csv(path: Path, project: str, name: str | None) -> list[ImportedRun]:
                     continue
                 if len(row) != len(header):
                     raise ImportError_(
-                        f"{path}:{line}: {len(row)} cells, the header has {len(header)}"
+                        f"{where}:{line}: {len(row)} cells, the header has {len(header)}"
                     )
                 run_name = row[i_run] if i_run is not None and row[i_run] else default_name
                 run = runs.get(run_name)
                 if run is None:
                     source = f"csv:{path}#{run_name}"
-                    run = runs[run_name] = ImportedRun(source, project, run_name)
-                    run.notes = f"imported from {path}"
+                    run = runs[run_name] = ImportedRun(source, project, shown(run_name))
+                    run.notes = f"imported from {where}"
                 step = _int(row[i_step], path, line, "step")
                 wall = _float(row[i_wall], path, line, "wall") if i_wall is not None else None
                 wall = default_wall if wall is None else wall
@@ -72,9 +71,9 @@ def read_csv(path: Path, project: str, name: str | None) -> list[ImportedRun]:
                         if value is not None:
                             run.add(key, step, wall, value)
         except csv.Error as exc:
-            raise ImportError_(f"{path}:{line}: {exc}") from None
+            raise ImportError_(f"{where}:{line}: {exc}") from None
         except UnicodeDecodeError:
-            raise ImportError_(f"{path}:{line}: not UTF-8 text") from None
+            raise ImportError_(f"{where}:{line}: not UTF-8 text") from None
     return list(runs.values())
 
 
@@ -86,7 +85,7 @@ def _float(cell: str, path: Path, line: int, column: str) -> float | None:
         return float(cell)
     except ValueError:
         raise ImportError_(
-            f"{path}:{line}: column {column!r}: {cell[:40]!r} is not a number"
+            f"{shown(path)}:{line}: column {column!r}: {cell[:40]!r} is not a number"
         ) from None
 
 
@@ -102,4 +101,4 @@ def _int(cell: str, path: Path, line: int, column: str) -> int:
             return int(f)
     except (ValueError, OverflowError):
         pass
-    raise ImportError_(f"{path}:{line}: {column} {text[:40]!r} is not an integer")
+    raise ImportError_(f"{shown(path)}:{line}: {column} {text[:40]!r} is not an integer")

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from reslog.redact import redact
-from reslog.training.values import as_json, storable_text
+from reslog.training.values import MAX_KEY_LEN, as_json, storable_text
 from schema.rollup_writer import RollupWriter
 from schema.sql import positional_insert
 from schema.tables import events, runs
@@ -46,10 +46,18 @@ class ImportedRun:
     # For a source read incrementally: where this read stopped, per file (`import` event).
     offsets: dict[str, int] = field(default_factory=dict)
     torn: list[tuple[Any, int]] = field(default_factory=list)  # (file, bytes left unread)
+    # Records that failed their checksum, skipped: (file, byte offset, bytes skipped).
+    corrupt: list[tuple[str, int, int]] = field(default_factory=list)
+    # Judged by its content when imported again (a long Parquet file's rows fingerprinted).
+    by_content: bool = False
+    # Keys no store can hold (over MAX_KEY_LEN characters, a NUL): key -> [why, values].
+    bad_keys: dict[str, list] = field(default_factory=dict)
 
     @property
     def uid(self) -> str:
-        return hashlib.blake2b(self.source.encode("utf-8"), digest_size=16).hexdigest()
+        # surrogateescape: a path that is not UTF-8 keeps its own bytes (and its uid)
+        raw = self.source.encode("utf-8", "surrogateescape")
+        return hashlib.blake2b(raw, digest_size=16).hexdigest()
 
     def points(self) -> int:
         return sum(len(s[0]) for s in self.series.values())
@@ -57,6 +65,10 @@ class ImportedRun:
     def add(self, key: str, step: int, wall: float, value: float) -> None:
         s = self.series.get(key)
         if s is None:
+            why = key_problem(key)
+            if why:
+                self.bad_keys.setdefault(key, [why, 0])[1] += 1
+                return
             s = self.series[key] = ([], [], [])
         s[0].append(step)
         s[1].append(wall)
@@ -79,10 +91,51 @@ class ImportedRun:
             parts.append(f"{kind}: {', '.join(sorted(tags)[:limit])}{more}")
         return "; ".join(parts)
 
-    def _extra_events(self, wall: float) -> list[tuple]:
-        """The skipped values (one event, each tag and kind with its count) and, for an
-        incremental source, where this import stopped (an `import` event)."""
+    def bad_key_text(self) -> str:
+        """ "3 values under 1 key over 500 characters ('aaaa…')" and the like, one per reason."""
+        by_why: dict[str, list] = {}
+        for key, (why, n) in self.bad_keys.items():
+            found = by_why.setdefault(why, [0, 0, key])
+            found[0] += n
+            found[1] += 1
+        return "; ".join(
+            f"{n:,} value{'s' * (n != 1)} under {k} key{'s' * (k != 1)} {why} (such as "
+            f"{shown_key(first)})"
+            for why, (n, k, first) in sorted(by_why.items())
+        )
+
+    def corrupt_lines(self) -> list[str]:
+        """One line per file holding corrupt records: how many, where the first was."""
+        by_file: dict[str, list[tuple[int, int]]] = {}
+        for file, offset, size in self.corrupt:
+            by_file.setdefault(file, []).append((offset, size))
         out = []
+        for file, found in by_file.items():
+            n = len(found)
+            skipped = sum(size for _, size in found)
+            first = f"at byte {found[0][0]}" if n == 1 else f"the first at byte {found[0][0]}"
+            out.append(
+                f"{file}: {n} corrupt record{'s' * (n != 1)} skipped ({first}, {skipped:,} "
+                "bytes: checksum mismatch); the rest of the file imported"
+            )
+        return out
+
+    def _extra_events(self, wall: float) -> list[tuple]:
+        """The skipped values (one event, each tag and kind with its count), the corrupt
+        records skipped (one event) and, for an incremental source, where this import stopped
+        (an `import` event)."""
+        out = []
+        if self.bad_keys:
+            body = "\n".join(f"{shown_key(k)}: {why}, {n} values" for k, (why, n) in
+                             self.bad_keys.items())  # fmt: skip
+            title = f"not imported: {self.bad_key_text()}"
+            out.append((wall, None, "skipped", "warning", title[:2000], body))
+        if self.corrupt:
+            body = "\n".join(
+                f"{file}: byte {offset} ({size} bytes)" for file, offset, size in self.corrupt
+            )
+            title = f"{len(self.corrupt)} corrupt records not imported (checksum mismatch)"
+            out.append((wall, None, "skipped", "warning", title, body))
         if self.skipped:
             body = "\n".join(
                 f"{tag} ({kind}): {n}" for (tag, kind), n in sorted(self.skipped.items())
@@ -96,6 +149,21 @@ class ImportedRun:
             title = f"imported {self.points()} points from {len(self.offsets)} files"
             out.append((wall, None, "import", "info", title, json.dumps({"offsets": self.offsets})))
         return out
+
+
+def key_problem(key: str) -> str:
+    """Why a store cannot hold `key` as a key name ("" when it can)."""
+    if len(key) > MAX_KEY_LEN:
+        return f"over {MAX_KEY_LEN} characters"
+    if "\x00" in key:
+        return "holding a NUL character"
+    return ""
+
+
+def shown_key(key: str, limit: int = 40) -> str:
+    """A bad key in a message: its start, escaped, and its length when cut."""
+    cut = key[:limit].replace("\x00", "\\x00")
+    return repr(cut + "…") + f" ({len(key):,} characters)" if len(key) > limit else repr(cut)
 
 
 def exists(engine: Engine, uid: str) -> bool:
@@ -145,7 +213,8 @@ def write_run(
             stored = json.loads(found.config or "{}")
             merged = {**stored, **redact(run.config)} if run.config else stored
             config = merged if merged != stored else None
-            if not (run.series or run.events or run.skipped or config is not None):
+            new = run.series or run.events or run.skipped or run.corrupt or run.bad_keys
+            if not (new or config is not None):
                 return "already"  # nothing new (bytes without values are read again: no harm)
             _append(conn, engine, run, found, walls, config)
             return "appended"
@@ -157,25 +226,25 @@ def write_run(
         ended = run.ended_at if run.ended_at is not None else max(walls, default=created)
         row = {
             "uid": run.uid,
-            "project": run.project[:200],
-            "name": run.name[:200],
+            "project": storable_text(run.project)[:200],
+            "name": storable_text(run.name)[:200],
             "status": run.status,
             "created_at": created,
             "heartbeat_at": ended,
             "ended_at": ended,
-            "host": run.host[:255],
+            "host": storable_text(run.host)[:255],
             "pid": None,
             "command": command,
             "config": json.dumps(redact(run.config), default=as_json),
             "summary": json.dumps(run.summary, default=as_json),
             "tags": json.dumps(run.tags),
-            "notes": run.notes,
-            "run_group": run.group[:200],
-            "job_type": run.job_type[:64],
+            "notes": storable_text(run.notes),
+            "run_group": storable_text(run.group)[:200],
+            "job_type": storable_text(run.job_type)[:64],
         }
         run_id = insert_run(conn, row)
         _insert_points(conn, engine, run_id, run)
-        _insert_events(conn, engine, run_id, run.events + run._extra_events(ended))
+        insert_events(conn, engine, run_id, run.events + run._extra_events(ended))
     return outcome
 
 
@@ -191,7 +260,7 @@ def _append(
     config with what the files add, None: nothing new) its config."""
     _insert_points(conn, engine, found.id, run)
     last = max(walls, default=found.heartbeat_at)
-    _insert_events(conn, engine, found.id, run.events + run._extra_events(last))
+    insert_events(conn, engine, found.id, run.events + run._extra_events(last))
     values: dict[str, Any] = {}
     if walls and max(walls) > (found.heartbeat_at or 0.0):
         values["heartbeat_at"] = values["ended_at"] = max(walls)
@@ -214,7 +283,7 @@ def _insert_points(conn, engine: Engine, run_id: int, run: ImportedRun) -> None:
         RollupWriter(engine.dialect, run_id).insert(conn, rows, groups)
 
 
-def _insert_events(conn, engine: Engine, run_id: int, rows: list[tuple]) -> None:
+def insert_events(conn, engine: Engine, run_id: int, rows: list[tuple]) -> None:
     if not rows:
         return
     sql = positional_insert(

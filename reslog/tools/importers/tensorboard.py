@@ -20,10 +20,14 @@ to be a record boundary) and returns where it stopped. The newest file of a fold
 a record still being written: it is left for the next import, not an error; a torn record
 anywhere else is one.
 
-Checks: a file must start with a valid TFRecord header (length CRC32C verified on the first
-record: "not a TensorBoard event file" otherwise); a record that runs past the end of the file
-(a truncated file) or does not parse is an error naming the file and the byte offset. The CRCs
-of the other records are not verified: a pure-Python CRC32C would cost more than the import.
+Checks: only regular files are read (a FIFO named like an event file is refused by name). A
+file must start with a valid TFRecord header (its length's masked CRC32C: "not a TensorBoard
+event file" otherwise). Every record's two checksums are verified, its length's and its data's:
+a record whose data fails is skipped (a flipped bit would otherwise import step 100 as 100.5),
+one whose length fails is skipped up to the next offset where a record checks whole again; each
+is counted on the run (`ImportedRun.corrupt`: file, byte offset, bytes skipped) and said once,
+and the rest of the file is imported. A record that runs past the end of the file (a truncated
+file) or checks but does not parse is an error naming the file and the byte offset.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from reslog.tools.importers import ImportError_
+from reslog.tools.importers import ImportError_, exists_as_file, read_regular, shown
+from reslog.tools.importers.crc import masked_crc32c
 from reslog.tools.importers.protobuf import ProtobufError, fields, skip, text, varint
 from reslog.tools.importers.runs import ImportedRun
 
@@ -64,10 +69,10 @@ class _Bad(Exception):
 def event_dirs(logdir: Path) -> list[tuple[Path, list[Path]]]:
     """(folder, its event files in name order, i.e. creation order) for every folder under
     `logdir` (itself included) holding event files."""
-    if logdir.is_file():
+    if exists_as_file(logdir):  # a FIFO too: refused by name when it is read
         return [(logdir.parent, [logdir])]
     if not logdir.is_dir():
-        raise ImportError_(f"{logdir}: no such folder")
+        raise ImportError_(f"{shown(logdir)}: no such folder")
     found: list[tuple[Path, list[Path]]] = []
     for folder, _dirs, files in sorted(os.walk(logdir)):
         names = sorted(f for f in files if EVENT_FILE in f and not f.endswith(".profile-empty"))
@@ -78,8 +83,9 @@ def event_dirs(logdir: Path) -> list[tuple[Path, list[Path]]]:
 
 def folder_run(logdir: Path, folder: Path, project: str) -> ImportedRun:
     rel = folder.relative_to(logdir).as_posix() if folder != logdir else ""
-    run = ImportedRun(source=f"tensorboard:{folder}", project=project, name=rel or logdir.name)
-    run.notes = f"imported from TensorBoard event files in {folder}"
+    name = shown(rel or logdir.name)
+    run = ImportedRun(source=f"tensorboard:{folder}", project=project, name=name)
+    run.notes = f"imported from TensorBoard event files in {shown(folder)}"
     return run
 
 
@@ -96,6 +102,8 @@ def read_logdir(
     ImportError_ on bad input."""
     logdir = logdir.resolve()
     found = event_dirs(logdir)
+    if exists_as_file(logdir):  # one event file: its run is named for its folder
+        logdir = logdir.parent
     inherited: dict[Path, dict] = {}  # hparams of folders without scalars, for those below
     merged: set[Path] = set()  # add_hparams session folders read into their parent's run
     for folder, files in found:
@@ -157,22 +165,23 @@ def read_event_file(
     """Add the file's scalars from byte `start` on to `run` (skipped values and hparams too);
     (the offset after the last whole record, the bytes of a record still being written after
     it). Only the newest file of a folder (`last`) may end in such a record."""
-    data = path.read_bytes()
+    data = read_regular(path)
     end = len(data)
+    where = shown(path)
     if start > end:
         raise ImportError_(
-            f"{path}: {end} bytes, shorter than the {start} already imported: the file was "
+            f"{where}: {end} bytes, shorter than the {start} already imported: the file was "
             "replaced (import with --replace to read the folder again)"
         )
     if end == start:
         return start, 0
-    if end < start + 12 or _masked_crc32c(data[start : start + 8]) != _I(data, start + 8)[0]:
+    if end < start + 12 or masked_crc32c(data[start : start + 8]) != _I(data, start + 8)[0]:
         if start == 0:
-            raise ImportError_(f"{path}: not a TensorBoard event file (bad TFRecord header)")
+            raise ImportError_(f"{where}: not a TensorBoard event file (bad TFRecord header)")
         if last and end < start + 12:
             return start, end - start
         raise ImportError_(
-            f"{path}: no record starts at byte {start}, where the last import stopped: the "
+            f"{where}: no record starts at byte {start}, where the last import stopped: the "
             "file was rewritten (import with --replace to read the folder again)"
         )
     pos = start
@@ -183,24 +192,45 @@ def read_event_file(
             if pos + 12 > end:
                 if last:
                     return pos, end - pos
-                raise ImportError_(f"{path}: truncated at byte {pos} (incomplete record header)")
+                raise ImportError_(f"{where}: truncated at byte {pos} (incomplete record header)")
             (length,) = _Q(data, pos)
+            if masked_crc32c(data[pos : pos + 8]) != _I(data, pos + 8)[0]:
+                found = next_record(data, pos + 1)  # the length is not to be trusted
+                run.corrupt.append((where, pos, found - pos))
+                pos = found
+                continue
             begin = pos + 12
             stop = begin + length
             if stop + 4 > end:
                 if last:
                     return pos, end - pos
                 raise ImportError_(
-                    f"{path}: truncated at byte {pos} (a {length}-byte record runs past the "
+                    f"{where}: truncated at byte {pos} (a {length}-byte record runs past the "
                     f"end of the {end}-byte file)"
                 )
-            _event(data, begin, stop, add, run.skip, run.config.update)
+            if masked_crc32c(data[begin:stop]) != _I(data, stop)[0]:
+                run.corrupt.append((where, pos, stop + 4 - pos))
+            else:
+                _event(data, begin, stop, add, run.skip, run.config.update)
             pos = stop + 4
     except (_Bad, ProtobufError, IndexError, struct.error) as exc:
         raise ImportError_(
-            f"{path}: cannot parse the record at byte {pos} ({exc or 'bad protobuf'})"
+            f"{where}: cannot parse the record at byte {pos} ({exc or 'bad protobuf'})"
         ) from None
     return pos, 0
+
+
+def next_record(data: bytes, pos: int) -> int:
+    """The first offset from `pos` on where a whole record checks (its length's and its data's
+    CRC), else the end of `data`: where reading goes on after a corrupt length."""
+    end = len(data)
+    while pos + 16 <= end:
+        if masked_crc32c(data[pos : pos + 8]) == _I(data, pos + 8)[0]:
+            stop = pos + 12 + _Q(data, pos)[0]
+            if stop + 4 <= end and masked_crc32c(data[pos + 12 : stop]) == _I(data, stop)[0]:
+                return pos
+        pos += 1
+    return end
 
 
 def read_event(record: bytes, add, not_stored: Skip, hparams: HParams) -> None:
@@ -442,27 +472,3 @@ def _int_value(v: int, signed: bool, half: bool, dtype: int) -> float:
     if signed and v >= 1 << 63:
         v -= 1 << 64
     return float(v)
-
-
-# -- CRC32C (Castagnoli), masked as TFRecord does; used for the first header only --------------
-
-
-def _crc_table() -> list[int]:
-    table = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table.append(c)
-    return table
-
-
-_TABLE = _crc_table()
-
-
-def _masked_crc32c(data: bytes) -> int:
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc = _TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    crc ^= 0xFFFFFFFF
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF

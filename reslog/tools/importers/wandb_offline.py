@@ -11,6 +11,14 @@ become `text` events (as `log()` does); `None` and NaN as in the store; rich val
 images, histograms: JSON objects with a `_type`) are counted and reported, not stored.
 Nested keys join with "/". A truncated file (the process was killed) is an error naming the
 file, unless `.wandb` ends exactly on a record boundary (a run still being written also does).
+
+Every chunk's checksum is verified (wandb's writers, the Python datastore and wandb-core, put
+`zlib.crc32` of the chunk's type byte and data where LevelDB puts a masked CRC32C): a chunk that
+fails is skipped up to the next offset in its 32 KiB block where a chunk checks (its length is
+not to be trusted; the next block starts a chunk afresh, as LevelDB's reader knows), and so is
+a record missing its first or last chunk; each is counted on the run (`ImportedRun.corrupt`)
+and said once, and the rest of the file is imported. Only regular files are read (a FIFO
+named `run-x.wandb` is refused by name).
 """
 
 from __future__ import annotations
@@ -18,11 +26,12 @@ from __future__ import annotations
 import json
 import math
 import struct
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from reslog.tools.importers import ImportError_
+from reslog.tools.importers import ImportError_, exists_as_file, read_regular, shown
 from reslog.tools.importers.protobuf import ProtobufError, fields, signed, text
 from reslog.tools.importers.runs import ImportedRun
 
@@ -37,10 +46,10 @@ ALERT_LEVELS = {"INFO": "info", "WARN": "warning", "ERROR": "error"}
 
 def run_dirs(path: Path) -> list[Path]:
     """`.wandb` files under `path`: a wandb/ folder, one run folder, or the file itself."""
-    if path.is_file():
+    if exists_as_file(path):  # a FIFO too: refused by name when it is read
         return [path]
     if not path.is_dir():
-        raise ImportError_(f"{path}: no such folder")
+        raise ImportError_(f"{shown(path)}: no such folder")
     return sorted(path.glob("**/run-*.wandb"))
 
 
@@ -49,38 +58,96 @@ def read_wandb_dir(path: Path, project: str | None) -> Iterator[ImportedRun]:
         yield read_wandb_file(file, project)
 
 
-def records(path: Path) -> Iterator[bytes]:
-    data = path.read_bytes()
+# The checksum of a chunk of each type starts from the CRC of its type byte.
+_TYPE_CRC = {kind: zlib.crc32(bytes([kind])) for kind in (FULL, FIRST, MIDDLE, LAST)}
+
+
+def records(path: Path, corrupt: list[tuple[str, int, int]] | None = None) -> Iterator[bytes]:
+    """The records of a `.wandb` file; chunks failing their checksum (and records missing a
+    chunk) are skipped and added to `corrupt` as (file, byte offset, bytes skipped)."""
+    data = read_regular(path)
+    where = shown(path)
     if len(data) < 7 or data[:4] != HEADER:
-        raise ImportError_(f"{path}: not a wandb run file (no :W&B header)")
+        raise ImportError_(f"{where}: not a wandb run file (no :W&B header)")
     pos, end = 7, len(data)
     parts: list[bytes] = []
+    began = pos  # where the record being assembled started
+
+    def skipped(at: int, size: int) -> None:
+        if corrupt is None:
+            raise ImportError_(f"{where}: corrupt chunk at byte {at} (checksum mismatch)")
+        if corrupt and corrupt[-1][0] == where and sum(corrupt[-1][1:]) == at:
+            corrupt[-1] = (where, corrupt[-1][1], corrupt[-1][2] + size)  # one stretch
+        else:
+            corrupt.append((where, at, size))
+
     while pos < end:
         left = BLOCK - pos % BLOCK
         if left < CHUNK_HEADER:  # block trailer: zero padding
             pos += left
             continue
         if pos + CHUNK_HEADER > end:
-            raise ImportError_(f"{path}: truncated at byte {pos} (incomplete chunk header)")
-        _crc, length, kind = struct.unpack_from("<IHB", data, pos)
+            raise ImportError_(f"{where}: truncated at byte {pos} (incomplete chunk header)")
+        crc, length, kind = struct.unpack_from("<IHB", data, pos)
         if kind == 0 and length == 0:  # zero padding up to the block end (a preallocated tail)
             pos += left
             continue
         start = pos + CHUNK_HEADER
-        if start + length > end:
+        if start + length > end and kind in _TYPE_CRC and length <= left - CHUNK_HEADER:
             raise ImportError_(
-                f"{path}: truncated at byte {pos} (a {length}-byte chunk runs past the end "
+                f"{where}: truncated at byte {pos} (a {length}-byte chunk runs past the end "
                 f"of the {end}-byte file)"
             )
-        if kind not in (FULL, FIRST, MIDDLE, LAST):
-            raise ImportError_(f"{path}: bad chunk type {kind} at byte {pos}")
-        parts.append(data[start : start + length])
+        chunk = data[start : start + length]
+        if (
+            kind not in _TYPE_CRC
+            or length > left - CHUNK_HEADER
+            or zlib.crc32(chunk, _TYPE_CRC[kind]) != crc
+        ):
+            if parts:  # the record being assembled loses a chunk: all of it goes
+                skipped(began, pos - began)
+                parts = []
+            found = _next_chunk(data, pos + 1, min(pos + left, end))
+            skipped(pos, found - pos)
+            pos = found
+            continue
+        if kind in (FULL, FIRST):
+            if parts:  # a record whose last chunk never came
+                skipped(began, pos - began)
+                parts = []
+            began = pos
+        elif not parts:  # MIDDLE or LAST without the FIRST (lost to corruption)
+            skipped(pos, start + length - pos)
+            pos = start + length
+            continue
+        parts.append(chunk)
         pos = start + length
         if kind in (FULL, LAST):
             yield b"".join(parts)
             parts = []
     if parts:
-        raise ImportError_(f"{path}: truncated (the last record is incomplete)")
+        raise ImportError_(f"{where}: truncated (the last record is incomplete)")
+
+
+def _chunk_checks(data: bytes, pos: int, stop: int) -> bool:
+    crc, length, kind = struct.unpack_from("<IHB", data, pos)
+    start = pos + CHUNK_HEADER
+    return (
+        kind in _TYPE_CRC
+        and start + length <= stop
+        and zlib.crc32(data[start : start + length], _TYPE_CRC[kind]) == crc
+    )
+
+
+def _next_chunk(data: bytes, pos: int, block_end: int) -> int:
+    """The first offset from `pos` on, in this block, where a chunk checks, else the block's
+    end (the next block starts a chunk afresh): the length of a chunk that failed is not to be
+    trusted."""
+    while pos + CHUNK_HEADER <= block_end:
+        if _chunk_checks(data, pos, block_end):
+            return pos
+        pos += 1
+    return block_end
 
 
 def _items(buf: bytes, span: tuple[int, int], number: int = 1) -> Iterator[tuple[str, Any]]:
@@ -125,15 +192,15 @@ def _json(raw: str) -> Any:
 
 
 def read_wandb_file(path: Path, project: str | None) -> ImportedRun:
-    run_id = path.stem.removeprefix("run-")
+    run_id = shown(path.stem.removeprefix("run-"))
     run = ImportedRun(source=f"wandb:{path}", project=project or "wandb", name=run_id)
-    run.notes = f"imported from wandb offline run {path.parent}"
+    run.notes = f"imported from wandb offline run {shown(path.parent)}"
     config: dict[str, Any] = {}
     summary: dict[str, Any] = {}
     exit_code = None
     start_time = None
     try:
-        for rec in records(path):
+        for rec in records(path, run.corrupt):
             for f, _w, v in fields(rec):
                 if f == R_HISTORY:
                     _history(rec, v, run)  # type: ignore[arg-type]
@@ -151,7 +218,7 @@ def read_wandb_file(path: Path, project: str | None) -> ImportedRun:
                         if ef == 1:
                             exit_code = signed(ev)  # type: ignore[arg-type]
     except (ProtobufError, IndexError, struct.error) as exc:
-        raise ImportError_(f"{path}: cannot parse a record ({exc})") from None
+        raise ImportError_(f"{shown(path)}: cannot parse a record ({exc})") from None
     run.config = {k: v for k, v in config.items() if not k.startswith("_wandb")}
     rich = _rich(summary)
     run.summary = {
