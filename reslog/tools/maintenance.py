@@ -10,6 +10,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -239,11 +240,14 @@ def check_store(
 
 # A process of its own that removes the backup's part file if this one dies before renaming
 # it (SIGKILL, OOM): it waits for its stdin to close, which happens however this process ends.
-_GUARD = """import os, sys
+_GUARD = """import os, shutil, sys
 sys.stdin.buffer.read()
 for path in sys.argv[1:]:
     try:
-        os.unlink(path)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.unlink(path)
     except OSError:
         pass
 """
@@ -275,13 +279,16 @@ def _sweep_parts(path: Path) -> None:
     """Part files of backups of `path` whose upgrade process is gone (killed before its guard
     existed, or with it)."""
     for part in path.parent.glob(f".{glob.escape(path.name)}.bak-*.part-*"):
-        pid = part.name.rpartition(".part-")[2].removesuffix("-journal")
+        pid = part.name.rpartition(".part-")[2].partition("-")[0]
         if not pid.isdigit():
             continue
         try:
             os.kill(int(pid), 0)
         except ProcessLookupError:
-            part.unlink(missing_ok=True)
+            if part.is_dir() and not part.is_symlink():
+                shutil.rmtree(part, ignore_errors=True)
+            else:
+                part.unlink(missing_ok=True)
         except OSError:
             pass  # alive, another user's
 
@@ -298,11 +305,13 @@ def backup_sqlite(path: Path, revision: str) -> Path:
     while target.exists():
         target = path.with_name(f"{path.name}.bak-{revision}.{n}")
         n += 1
-    part = target.with_name(f".{target.name}.part-{os.getpid()}")
-    part.unlink(missing_ok=True)
+    # The copy is made in a private folder beside the store (no one else can plant a link
+    # at its name or its -journal's), named for this process so a sweep can tell it stale.
+    folder = Path(tempfile.mkdtemp(prefix=f".{target.name}.part-{os.getpid()}-", dir=path.parent))
+    part = folder / target.name
     src = sqlite3.connect(readonly_uri(path), uri=True)
     try:
-        with removed_if_killed(part, part.with_name(part.name + "-journal")):
+        with removed_if_killed(folder):
             try:
                 backup_into(src, part)
                 with open(part, "rb+") as f:
@@ -312,8 +321,7 @@ def backup_sqlite(path: Path, revision: str) -> Path:
                 raise StoreError(_backup_failed(path, exc)) from None
     finally:
         src.close()
-        for leftover in (part, part.with_name(part.name + "-journal")):
-            leftover.unlink(missing_ok=True)
+        shutil.rmtree(folder, ignore_errors=True)
     return target
 
 
