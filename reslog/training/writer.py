@@ -449,20 +449,19 @@ class Writer:
         """Everything held, in transactions of at most `chunk_points` points; events, summary
         and run row with the last. False (the rest kept) when one failed.
 
-        The cyclic collector is held off meanwhile: a flush makes a tuple or more a point (no
-        cycles: reference counting frees them when the transaction is done), and each 700
-        of them started a collection pass in this thread. A pass holds the GIL from start to
-        end, over the whole process's heap, so the training thread's log() waited for it
-        (issue 36: 50 ms to 1.5 s with 16 writers on 2 cores)."""
-        with gc_paused():
-            return self._flush_held()
-
-    def _flush_held(self) -> bool:
+        The cyclic collector is held off while records are drained and while each piece is
+        committed (not between pieces: a backlog can take minutes, and the training process's
+        own garbage must still be collected): a piece makes a tuple or more a point (no cycles:
+        reference counting frees them when it is done), and each 700 of them started a
+        collection pass in this thread. A pass holds the GIL from start to end, over the whole
+        process's heap, so the training thread's log() waited for it (issue 36: 50 ms to
+        1.5 s with 16 writers on 2 cores)."""
         final = self._final  # before draining: everything logged before close() is in this flush
         started = self._progress_at = time.monotonic()
         self._busy_since = started
         try:
-            self._drain()
+            with gc_paused():
+                self._drain()
             if self.file is not None:
                 self._check_file()
             if self._conn is None:
@@ -476,7 +475,8 @@ class Writer:
             while True:
                 cut = chunk_end(self._held, self.chunk_points)
                 t0 = time.monotonic()
-                n = self._commit(conn, self._held[:cut], final, last=cut == len(self._held))
+                with gc_paused():
+                    n = self._commit(conn, self._held[:cut], final, last=cut == len(self._held))
                 self._fit_chunk(n, time.monotonic() - t0)
                 if cut == len(self._held):
                     break
