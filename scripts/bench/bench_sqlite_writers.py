@@ -88,10 +88,15 @@ import contextlib, io, sys, time
 t0 = time.perf_counter()
 from reslog.tools.cli import main
 t1 = time.perf_counter()
+def runq():
+    with open("/proc/thread-self/schedstat") as f:
+        return int(f.read().split()[1]) / 1e9
 out = io.StringIO()
+c0, q0 = time.process_time(), runq()
 with contextlib.redirect_stdout(out):
     rc = main(["ls", sys.argv[1]])
-print(f"{rc} {t1 - t0:.4f} {time.perf_counter() - t1:.4f}", file=sys.stderr)
+took, cpu, queued = time.perf_counter() - t1, time.process_time() - c0, runq() - q0
+print(f"{rc} {t1 - t0:.4f} {took:.4f} {cpu:.4f} {queued:.4f}", file=sys.stderr)
 """
 
 
@@ -132,6 +137,7 @@ def one(tree: Path, store: Path, args) -> dict:
     ]
     ls_wall: list[float] = []
     ls_work: list[float] = []
+    ls_asleep: list[float] = []
     stop = threading.Event()
 
     def lister() -> None:
@@ -147,8 +153,10 @@ def one(tree: Path, store: Path, args) -> dict:
             )
             ls_wall.append(time.perf_counter() - t0)
             with_rc = done.stderr.strip().splitlines()[-1].split() if done.stderr.strip() else []
-            if len(with_rc) == 3 and with_rc[0] == "0":
+            if len(with_rc) == 5 and with_rc[0] == "0":
                 ls_work.append(float(with_rc[2]))
+                # The command's time not spent on a core or waiting for one: asleep on a lock.
+                ls_asleep.append(float(with_rc[2]) - float(with_rc[3]) - float(with_rc[4]))
             stop.wait(args.ls_every)
 
     thread = threading.Thread(target=lister, daemon=True)
@@ -189,6 +197,7 @@ def one(tree: Path, store: Path, args) -> dict:
         "ls_work_max": max(ls_work, default=float("nan")),
         "ls_work_median": statistics.median(ls_work) if ls_work else float("nan"),
         "ls_runs": len(ls_wall),
+        "ls_asleep_max": max(ls_asleep, default=float("nan")),
         "gc": gc_hits,
         "said": said[0][:300] if said else "",
     }
@@ -220,15 +229,15 @@ def main() -> int:
     print(
         "| | log() calls | over 50 ms | max ms | p99 µs | median µs | 'locked' warnings "
         "(processes) | finish() max s | lost | reslog ls max s (process) | ls max s (command) "
-        "| ls median s (command) | ls runs |"
+        "| ls median s (command) | ls max s asleep (command) | ls runs |"
     )
-    print("| --- |" + " ---: |" * 13)
+    print("| --- |" + " ---: |" * 14)
     for name, r in got.items():
         print(
             f"| {name} | {r['calls']:,} | {r['over50']} | {r['max_ms']:.1f} | {r['p99_us']:.0f} "
             f"| {r['median_us']:.1f} | {r['locked']} | {r['finish_max']:.1f} | {r['lost']:,} | "
             f"{r['ls_wall_max']:.2f} | {r['ls_work_max']:.3f} | {r['ls_work_median']:.3f} | "
-            f"{r['ls_runs']} |"
+            f"{r['ls_asleep_max']:.3f} | {r['ls_runs']} |"
         )
     for name, r in got.items():
         if r["said"]:
