@@ -5,7 +5,8 @@ up to 64 * samples) and no reference cycles. Each 700 allocations start a collec
 the passes over a large heap (a notebook's pandas, the viewer, the agent's reply) cost more
 than the fold of those rows: 2.2 s against 1.2 s for the fine tiles, 85 ms against 73 ms for a
 63,000-point history. Reference counting frees the rows all the same. Held by a request's
-reads: the agent's (tile_workers.read_all), the PostgreSQL source's, history()'s.
+reads: the agent's (tile_workers.read_all), the PostgreSQL source's, history()'s; and by the
+writer's flush (reslog/training/writer.py), whose passes held the GIL from the training thread.
 
 Standard library only, Python 3.8 syntax: this file ships inside the agent's archive.
 """

@@ -21,6 +21,7 @@ from its children (at most 4 rows). Restarts are rare; this path reads a few doz
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, delete
@@ -91,17 +92,30 @@ def _stored(agg: tuple) -> tuple:
 class RollupWriter:
     """Rollups of one run; one instance per writer (a run is written by one process at a time)."""
 
-    def __init__(self, dialect: Dialect, run_id: int) -> None:
+    def __init__(
+        self, dialect: Dialect, run_id: int, progress: Callable[[], None] | None = None
+    ) -> None:
+        """`progress`: called after each statement that writes rows (the writer's watchdog)."""
         self.run_id = int(run_id)
         self.p = placeholder(dialect)
         self._points = BulkRows(
-            dialect, positional_insert(dialect, points, POINT_COLUMNS), len(POINT_COLUMNS)
+            dialect,
+            positional_insert(dialect, points, POINT_COLUMNS),
+            len(POINT_COLUMNS),
+            copy=(points, POINT_COLUMNS),
+            progress=progress,
         )
         self._rollups = BulkRows(
-            dialect, positional_upsert(dialect, rollups, ROLLUP_COLUMNS), len(ROLLUP_COLUMNS)
+            dialect,
+            positional_upsert(dialect, rollups, ROLLUP_COLUMNS),
+            len(ROLLUP_COLUMNS),
+            progress=progress,
         )
         self._series = BulkRows(
-            dialect, positional_upsert(dialect, series, list(SERIES_COLUMNS)), len(SERIES_COLUMNS)
+            dialect,
+            positional_upsert(dialect, series, list(SERIES_COLUMNS)),
+            len(SERIES_COLUMNS),
+            progress=progress,
         )
         self._takes_sql = positional_insert(
             dialect, takes, ["run_id", "key_id", "since_id", "step"]

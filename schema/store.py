@@ -208,10 +208,10 @@ def stored_revision(engine: Engine, verb: str = "read") -> str | None:
 
 
 def check_revision(engine: Engine, revision: str | None, where: str) -> None:
-    from schema.migrate import known_revisions
-
     if revision == HEAD_REVISION:
         return
+    from schema.migrate import known_revisions  # Alembic: half of a read command's start
+
     if revision in known_revisions():
         raise SchemaTooOld(
             f"{where} uses store schema {revision}, this reslog needs {HEAD_REVISION}; "

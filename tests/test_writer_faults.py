@@ -64,6 +64,30 @@ def test_locked_store_keeps_data_in_memory_and_writes_it_after_release(store_pat
     assert series["x"] == [(i, float(i)) for i in range(200)]
 
 
+def test_a_store_locked_by_another_writer_is_queued_for_not_shrunk_or_warned(store_path, recwarn):
+    """A lock another process holds past the writer's busy timeout is contention between
+    writers, not a fault: the writer asks again at once (it used to back off exponentially, up
+    to 30 s, losing its turn under 16 writers until it warned "database is locked"), and keeps
+    its transaction size (halving is for a disk too full for a big one)."""
+    run = reslog.init(project="p", store=store_path, system=False, flush_interval=0.1)
+    writer = run._writer
+    run.log({"x": 0.0})
+    assert wait_for_points(store_path, 1) == 1
+    size = writer.chunk_points
+    with write_lock(store_path):
+        for i in range(1, 200):
+            run.log({"x": float(i)})
+        deadline = time.monotonic() + 60
+        while writer.lock_waits < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert writer.lock_waits >= 4
+        assert writer.chunk_points == size
+        assert count_points(store_path) == 1
+    assert wait_for_points(store_path, 200) == 200
+    assert run.finish() is True
+    assert not [w for w in recwarn if "reslog" in str(w.message)]
+
+
 def test_finish_gives_up_at_its_time_limit_and_the_data_still_lands_later(store_path):
     run = reslog.init(project="p", store=store_path, system=False, flush_interval=0.1)
     with write_lock(store_path):

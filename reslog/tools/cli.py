@@ -26,7 +26,6 @@ from reslog.redact import redact_text
 from reslog.tools import export
 from reslog.tools.describe import describe_job, describe_run, format_event, key_stats
 from reslog.tools.jobs import Store, job_report
-from reslog.tools.maintenance import check_store, progress_bar, upgrade_store
 from schema import read
 from schema.compare import duration_s, last_step, select_keys
 from schema.envelope import agg_of
@@ -277,6 +276,8 @@ def cmd_notify(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from reslog.tools.maintenance import check_store  # Alembic: half of `reslog ls`'s start
+
     with printed_warnings():
         report = check_store(args.store, fix=args.fix, full=args.full,
                              say=lambda line: print(line, file=sys.stderr, flush=True))  # fmt: skip
@@ -293,6 +294,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_upgrade(args: argparse.Namespace) -> int:
+    from reslog.tools.maintenance import progress_bar, upgrade_store
+
     bar = progress_bar("rollups") if sys.stderr.isatty() or args.progress else None
     print(upgrade_store(args.store, backup=not args.no_backup, force=args.force, progress=bar))
     return 0

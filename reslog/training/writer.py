@@ -4,14 +4,24 @@ The training thread only calls `Writer.put` (an append to a deque, atomic, and c
 writes); `put` holds the back-pressure policy (`on_full`: drop and say so once, or block). This
 thread wakes on an Event, every `interval` seconds (every 0.1 s until the first points are in, so a
 run killed in its first second keeps them) or when the buffer passes `wake_points`, turns records
-into row tuples (reslog/training/rows.py) and hands them to the driver's executemany, at most
-CHUNK_POINTS points a transaction, so a backlog after an outage lands piece by piece as soon as the
-store takes it. Errors stay here: the data is kept (bounded), a warning is given once, and the flush
-is retried with backoff until the store takes it. While it backs off only finish() cuts a wait short
-(a training loop's wakes would make it retry as fast as it logs), and each failure halves the
-transaction's size, down to MIN_CHUNK_POINTS, so a backlog fits into the little space a nearly full
-disk has; each commit doubles it back. Each tick also checks that the store file is still the one
+into row tuples (reslog/training/rows.py) and hands them to the store (schema/rollup_writer.py), at
+most `chunk_points` points a transaction: a transaction that took longer than COMMIT_TARGET_S sets
+the next one's size to what the store took in that time, so a backlog (after an outage, or a
+server slower than the loops feeding it) lands piece by piece, each piece committed with its
+rollups, and no transaction holds a lock or a server's attention for long. Errors stay here:
+the data is kept (bounded), a warning is given once, and the flush is retried with backoff until
+the store takes it. While it backs off only finish() cuts a wait short (a training loop's wakes
+would make it retry as fast as it logs), and each failure halves the transaction's size, down to
+MIN_CHUNK_POINTS, so a backlog fits into the little space a nearly full disk has; each quick
+commit doubles it back. Each tick also checks that the store file is still the one
 opened (reslog/training/store_file.py) and whether the run stalled (reslog/training/stall.py).
+
+On a server, a watchdog thread tells a slow store from a dead one by progress, not by a clock:
+every statement that writes rows marks progress, and only a write with none for `write_timeout`
+seconds is looked at, from a second connection (pg_stat_activity): a server still working on it
+(running it, or waiting for a lock) is slow and waited for; one that cannot be reached, no longer
+has the session, or sits waiting for this process while this process waits for it, is dead to
+this connection, which is broken and reopened. Committed pieces are never written again.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import random
 import threading
 import time
 import warnings
@@ -35,6 +46,7 @@ from reslog.training.stall import StallWatch, thread_stacks
 from reslog.training.store_file import StoreFile
 from reslog.training.summary import Summary, summary_json
 from reslog.training.values import to_floats
+from schema.gc_pause import gc_paused
 from schema.rollup_writer import Pending, RollupWriter
 from schema.sql import positional_insert
 from schema.tables import events, runs
@@ -46,7 +58,15 @@ MAX_BACKOFF_S = 30.0
 # "database is locked" is normal contention between processes sharing a file; only a lock that
 # outlasts this many seconds of retries is worth a warning.
 LOCK_WARN_AFTER_S = 30.0
+LOCK_RETRY_S = 0.1  # a locked flush tries again within this (random, so writers spread out)
 CHUNK_POINTS = 100_000  # points per transaction: a backlog lands in pieces the store can take
+# A transaction that takes longer than this makes the next ones smaller (points the store took
+# per second × this): short transactions keep progress visible and locks short.
+COMMIT_TARGET_S = 0.5
+# How long the watchdog's check on a second connection may take before the server counts as
+# unreachable (connect_timeout, from the URL, bounds the connect itself).
+PROBE_TIMEOUT_S = 15.0
+BUSY_CPU_S = 0.05  # writer-thread CPU seconds that count as the client working on a write
 # The smallest piece a failing store is offered: ~100 KB of rows and rollups on SQLite.
 MIN_CHUNK_POINTS = 2_000
 FIRST_FLUSH_S = 0.1
@@ -80,6 +100,39 @@ def _break_connection(conn: Connection) -> bool:
         sock.shutdown(socket.SHUT_RDWR)
     sock.close()
     return True
+
+
+def _socket_bytes(conn: Connection | None) -> tuple[int, int] | None:
+    """(bytes sent and acknowledged, bytes received) on a server connection's socket, from the
+    kernel (Linux TCP_INFO); None where that cannot be read."""
+    import socket
+    import struct
+
+    if conn is None:
+        return None
+    try:
+        fd = conn.connection.dbapi_connection.pgconn.socket  # psycopg 3
+        sock = socket.socket(fileno=os.dup(fd))
+    except Exception:
+        return None
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 136)
+        if len(info) < 136:  # a kernel older than 4.2: no byte counters
+            return None
+        acked, received = struct.unpack_from("=QQ", info, 120)  # tcpi_bytes_acked, _received
+        return acked, received
+    except (OSError, AttributeError):
+        return None
+    finally:
+        sock.close()
+
+
+def _thread_cpu(thread: threading.Thread) -> float | None:
+    """CPU seconds `thread` has used (Linux, BSD); None where that cannot be read."""
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(thread.ident or 0))
+    except (AttributeError, OSError):
+        return None
 
 
 def _is_lock_error(exc: BaseException) -> bool:
@@ -146,6 +199,12 @@ class Writer:
         # forever: the watchdog breaks the connection after `write_timeout` s (servers only).
         self.write_timeout = None if self.is_sqlite else write_timeout
         self._busy_since: float | None = None
+        self._progress_at = 0.0  # monotonic: a statement that wrote rows ended, or a flush began
+        self._backend_pid: int | None = None  # the server process of our connection
+        self.commits = 0  # transactions committed
+        self.lock_waits = 0  # flushes that found the store locked by another writer past the wait
+        self._locked = False  # the last failure was a lock held by another writer
+        self.slow_checks = 0  # watchdog checks that found the server working on a slow write
         self._watchdog = threading.Thread(
             target=self._watch_writes, name="reslog-watchdog", daemon=True
         )
@@ -165,7 +224,7 @@ class Writer:
         self.last_error: str | None = None
         # Points go in through the rollup writer, which keeps the run's rollups in step with
         # them in the same transaction (docs/store.md, "Rollups").
-        self.rollups = RollupWriter(engine.dialect, run_id)
+        self.rollups = RollupWriter(engine.dialect, run_id, progress=self._progressed)
         self._events_sql = positional_insert(
             engine.dialect, events, ["run_id", "wall", "step", "kind", "level", "title", "body"]
         )
@@ -275,6 +334,11 @@ class Writer:
                 continue  # quick ticks only until the first points are in
             if self._flush():
                 delay, last = (self.interval if self.committed else first), time.monotonic()
+            elif self._locked:
+                # Another process is writing: queue again at once (the busy timeout is the
+                # wait), a little apart from the others. Backing off exponentially here lost
+                # the turn for up to 30 s under 16 writers, and warned "database is locked".
+                delay = random.uniform(0.0, LOCK_RETRY_S)
             else:
                 delay = self._backoff(delay)
         self._run_final(None)
@@ -382,12 +446,22 @@ class Writer:
         return [(s, w, {k: next(floats) for k in m}) for s, w, m in recs]
 
     def _flush(self) -> bool:
-        """Everything held, in transactions of at most CHUNK_POINTS points; events, summary and
-        run row with the last. False (the rest kept) when one failed."""
+        """Everything held, in transactions of at most `chunk_points` points; events, summary
+        and run row with the last. False (the rest kept) when one failed.
+
+        The cyclic collector is held off while records are drained and while each piece is
+        committed (not between pieces: a backlog can take minutes, and the training process's
+        own garbage must still be collected): a piece makes a tuple or more a point (no cycles:
+        reference counting frees them when it is done), and each 700 of them started a
+        collection pass in this thread. A pass holds the GIL from start to end, over the whole
+        process's heap, so the training thread's log() waited for it (issue 36: 50 ms to
+        1.5 s with 16 writers on 2 cores)."""
         final = self._final  # before draining: everything logged before close() is in this flush
-        started = self._busy_since = time.monotonic()
+        started = self._progress_at = time.monotonic()
+        self._busy_since = started
         try:
-            self._drain()
+            with gc_paused():
+                self._drain()
             if self.file is not None:
                 self._check_file()
             if self._conn is None:
@@ -400,11 +474,13 @@ class Writer:
                 self._resolve_keys(conn, sorted(missing))
             while True:
                 cut = chunk_end(self._held, self.chunk_points)
-                self._commit(conn, self._held[:cut], final, last=cut == len(self._held))
-                self.chunk_points = min(CHUNK_POINTS, self.chunk_points * 2)
+                t0 = time.monotonic()
+                with gc_paused():
+                    n = self._commit(conn, self._held[:cut], final, last=cut == len(self._held))
+                self._fit_chunk(n, time.monotonic() - t0)
                 if cut == len(self._held):
                     break
-                del self._held[:cut]
+                del self._held[:cut]  # committed: never written again
         except Exception as exc:  # never into training: keep the data, say so once, retry
             self._busy_since = None
             self._failed(exc, started)
@@ -416,7 +492,19 @@ class Writer:
             self._recovered()
         return True
 
-    def _commit(self, conn: Connection, held: list, final, *, last: bool) -> None:
+    def _progressed(self) -> None:
+        self._progress_at = time.monotonic()
+
+    def _fit_chunk(self, points: int, took: float) -> None:
+        """The next transaction's size: what the store took in COMMIT_TARGET_S when this one
+        took longer, else twice this size (up to CHUNK_POINTS)."""
+        if took > COMMIT_TARGET_S and points:
+            fitted = int(points * COMMIT_TARGET_S / took)
+            self.chunk_points = max(MIN_CHUNK_POINTS, min(self.chunk_points, fitted))
+        else:
+            self.chunk_points = min(CHUNK_POINTS, self.chunk_points * 2)
+
+    def _commit(self, conn: Connection, held: list, final, *, last: bool) -> int:
         rows, groups = (
             point_rows(held, self.run_id, self._ids, self.is_sqlite) if held else ([], None)
         )
@@ -451,9 +539,11 @@ class Writer:
                 if final is not None:
                     values["status"], values["ended_at"] = final
             conn.execute(runs.update().where(runs.c.id == self.run_id).values(**values))
+        self._progress_at = time.monotonic()
         if pending is not None:
             self.rollups.accept(pending)
         self.committed += len(rows)
+        self.commits += 1
         self.room.set()
         if last:
             self._summary_written = version
@@ -461,25 +551,82 @@ class Writer:
             self._stall_written = values.get("stalled_since", self._stall_written)
             self.drops_recorded = dropped
             self._held_events = []
+        return len(rows)
 
     def _watch_writes(self) -> None:
+        """Progress is a statement ending, bytes moving on the connection's socket, or the
+        writer thread using CPU (a client slow to send, on a crowded machine); a write with
+        none of them for `write_timeout` s is checked on a second connection."""
+        limit = self.write_timeout or 0.0
+        moved = time.monotonic()
+        sent = cpu = None
         while not self._final_written.wait(1.0):
-            since = self._busy_since
-            if since is None or time.monotonic() - since < (self.write_timeout or 0):
+            now = time.monotonic()
+            seen = _socket_bytes(self._conn)
+            if seen != sent:
+                sent, moved = seen, now
+            # Waiting on a socket costs a few µs a wake (psycopg wakes every 0.1 s): work is
+            # more than that.
+            used = _thread_cpu(self._thread)
+            if used is not None and (cpu is None or used - cpu >= BUSY_CPU_S):
+                cpu, moved = used, now
+            if self._busy_since is None or now - max(self._progress_at, moved) < limit:
+                continue
+            verdict = self._check_server()
+            if verdict is None:  # alive and on it: slow, not dead; look again after `limit`
+                self.slow_checks += 1
+                self._progress_at = time.monotonic()
+                if self.slow_checks == 1:
+                    log.info("reslog: %s is slow (a write ran %.0f s); waiting", self.label, limit)
                 continue
             conn = self._conn
-            if conn is None or not _break_connection(conn):
+            if self._busy_since is None or conn is None or not _break_connection(conn):
                 continue
             if "hung" not in self._warned:
                 self._warned.add("hung")
                 warnings.warn(
-                    f"reslog: a write to {self.label} hung for {self.write_timeout:.0f} s (the "
-                    "server stopped answering); broke the connection, keeping the points in "
-                    "memory and reconnecting",
+                    f"reslog: a write to {self.label} hung for {limit:.0f} s with no progress "
+                    f"({verdict}); broke the connection, keeping the points in memory and "
+                    "reconnecting",
                     RuntimeWarning,
                     stacklevel=2,
                 )
             self._busy_since = None
+
+    def _check_server(self) -> str | None:
+        """None when the server is working on this writer's statement (running it, or waiting
+        for a lock another session holds); else why the connection counts as dead."""
+        pid = self._backend_pid
+        if pid is None:
+            return "the server stopped answering"
+        found: list = []
+
+        def ask() -> None:
+            try:
+                with self.engine.connect() as probe:
+                    found.append(
+                        probe.exec_driver_sql(
+                            "SELECT state, wait_event_type FROM pg_stat_activity WHERE pid = %s",
+                            (pid,),
+                        ).first()
+                    )
+            except Exception as exc:  # unreachable, refused, timed out: all say "dead" here
+                found.append(exc)
+
+        asker = threading.Thread(target=ask, name="reslog-check", daemon=True)
+        asker.start()
+        asker.join(PROBE_TIMEOUT_S)
+        if not found:
+            return "the server did not answer a second connection either"
+        row = found[0]
+        if isinstance(row, Exception):
+            return f"the server did not answer a second connection either: {type(row).__name__}"
+        if row is None:
+            return "the server no longer has this connection's session"
+        state, waiting_on = row
+        if state == "active" and waiting_on != "Client":
+            return None
+        return "the server was waiting for this process: the connection is lost"
 
     def _recovered(self) -> None:
         down = time.monotonic() - (self._failing_since or time.monotonic())
@@ -532,6 +679,10 @@ class Writer:
 
     def _connect(self) -> Connection:
         conn = self.engine.connect()
+        self._backend_pid = None
+        info = getattr(conn.connection.dbapi_connection, "info", None)  # psycopg 3
+        if not self.is_sqlite and info is not None:
+            self._backend_pid = getattr(info, "backend_pid", None)
         if self.is_sqlite:
             # Short waits inside SQLite, retries out here: finish() keeps its deadline and the
             # buffer keeps draining while another process holds the lock for long.
@@ -550,17 +701,20 @@ class Writer:
         hung write was broken or a connect timed out."""
         self.last_error = f"{type(exc).__name__}: {getattr(exc, 'orig', None) or exc}"
         self.failures += 1
-        # A smaller transaction may fit where this one did not (a nearly full disk).
-        self.chunk_points = max(MIN_CHUNK_POINTS, self.chunk_points // 2)
+        self._locked = _is_lock_error(exc)
+        if self._locked:
+            self.lock_waits += 1
+        else:  # a smaller transaction may fit where this one did not (a nearly full disk)
+            self.chunk_points = max(MIN_CHUNK_POINTS, self.chunk_points // 2)
         now = time.monotonic()
         if self._failing_since is None:
             self._failing_since = started
         # A fresh driver connection per retry (invalidate: not back into the pool): cheap next to
         # the backoff, and it sees the store as it is now (permissions, a restarted server).
         self._close_conn(invalidate=True)
-        if _is_lock_error(exc) and now - self._failing_since < LOCK_WARN_AFTER_S:
+        if self._locked and now - self._failing_since < LOCK_WARN_AFTER_S:
             return
-        kind = "lock" if _is_lock_error(exc) else self.last_error.split(":", 1)[0]
+        kind = "lock" if self._locked else self.last_error.split(":", 1)[0]
         if kind in self._warned:
             return
         self._warned.add(kind)
