@@ -70,8 +70,8 @@ def check_not_planted(path: PathLike) -> None:
     points to (your store, your folder), and what is written through it lands there."""
     try:
         info = os.lstat(path)
-    except FileNotFoundError:
-        return
+    except (FileNotFoundError, NotADirectoryError):
+        return  # nothing there, no link: the caller's own open says why it cannot be made
     if stat.S_ISLNK(info.st_mode) and not _trusted(info.st_uid):
         raise PermissionError(
             errno.EPERM,

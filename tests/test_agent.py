@@ -385,11 +385,11 @@ def test_store_errors_come_back_as_error_frames_and_the_agent_keeps_serving(tmp_
             poll(client, str(newer))
         with pytest.raises(AgentRemoteError, match="unknown op"):
             client.call("frobnicate")
-        with pytest.raises(AgentRemoteError, match="must be an integer"):
+        with pytest.raises(AgentRemoteError, match="must be a 64-bit integer"):
             client.call("points", store=path, after="7")
         with pytest.raises(AgentRemoteError, match="at most 4096 tiles"):
             poll(client, path, tiles=[[1, 1, 1, 0, 5000]])
-        with pytest.raises(AgentRemoteError, match="lists of 5 integers"):
+        with pytest.raises(AgentRemoteError, match="lists of 5 64-bit integers"):
             poll(client, path, tiles=[[1, 1, 1, 0]])
         with pytest.raises(AgentRemoteError, match=r"no rollup level|bad tile range"):
             poll(client, path, tiles=[[1, 1, 99, 0, 1]])
