@@ -11,7 +11,7 @@ fi
 export QT_QPA_PLATFORM=offscreen
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-# Two worker processes (pytest-xdist): the suite is about 10 minutes of one core, much of it
-# spent waiting on the processes it starts (torchrun ranks, sshd, the GUI soak); with two it
-# takes about 7 here. RESLOG_TEST_WORKERS=0 runs it in one process.
+# Two worker processes (pytest-xdist): much of the suite's time is spent waiting on the
+# processes it starts (torchrun ranks, sshd, PostgreSQL, headless Chromium, the GUI soak); with
+# two it takes about 11 minutes here. RESLOG_TEST_WORKERS=0 runs it in one process.
 exec .venv/bin/python -m pytest -q -rs -n "${RESLOG_TEST_WORKERS:-2}" "$@"

@@ -173,9 +173,12 @@ def test_a_slow_rank_is_named_and_told_apart_from_the_ranks_that_wait(tmp_path):
     found = report(tmp_path, "gpu-b").stragglers
     assert [(s.rank, s.phase) for s in found] == [(2, "data"), (3, "forward")]
     data, forward = found
-    assert 30 <= data.since <= 35 and data.found_at - 30 <= 100
+    # A stretch opens at its first slow step: one step of a rank stalled by this shared
+    # machine's two cores just before the fault can open it a few steps early (seen: 108 and
+    # 109 for a fault from 110, in runs under load), so its start is held to +-5 steps.
+    assert 25 <= data.since <= 35 and data.found_at - 30 <= 100
     assert 0.15 < data.excess_s < 0.3
-    assert 110 <= forward.since <= 115 and forward.found_at - 110 <= 100
+    assert 105 <= forward.since <= 115 and forward.found_at - 110 <= 100
     assert report(tmp_path, "gpu-a").stragglers == []  # ranks 0, 1 (host a) only waited
     # What tells them apart: during rank 3's slow forward the others sit in the all-reduce.
     engine = open_store(str(tmp_path / "runs" / "gpu-b.db"), readonly=True)
