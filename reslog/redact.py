@@ -36,18 +36,59 @@ SECRET_WORDS = frozenset(
 )
 SECRET_WORDS |= {"credentials", "auth"}
 # Issue 36's campaign: ssh_pass, creds, bearer, cookie, session_id were stored as they were.
-SECRET_WORDS |= {"creds", "cred", "bearer", "cookie", "cookies", "authorization", "sessionid",
-                 "jwt", "webhook"}  # fmt: skip
+SECRET_WORDS |= {
+    "creds",
+    "cred",
+    "bearer",
+    "cookie",
+    "cookies",
+    "authorization",
+    "sessionid",
+    "jwt",
+    "webhook",
+}
 SECRET_PAIRS = frozenset(
-    {("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key"), ("session", "id"),
-     ("auth", "header"), ("session", "key")}
-)  # fmt: skip
+    {
+        ("api", "key"),
+        ("access", "key"),
+        ("private", "key"),
+        ("secret", "key"),
+        ("session", "id"),
+        ("auth", "header"),
+        ("session", "key"),
+    }
+)
 # "<word>_pass" is a password (ssh_pass, db_pass, smtp_pass) unless it names a pass over data.
 NOT_SECRET_BEFORE_PASS = frozenset(
-    {"forward", "backward", "fwd", "bwd", "first", "second", "third", "last", "single", "multi",
-     "two", "one", "full", "eval", "train", "training", "data", "num", "n", "per", "by", "render",
-     "post", "pre", "extra", "final"}
-)  # fmt: skip
+    {
+        "forward",
+        "backward",
+        "fwd",
+        "bwd",
+        "first",
+        "second",
+        "third",
+        "last",
+        "single",
+        "multi",
+        "two",
+        "one",
+        "full",
+        "eval",
+        "train",
+        "training",
+        "data",
+        "num",
+        "n",
+        "per",
+        "by",
+        "render",
+        "post",
+        "pre",
+        "extra",
+        "final",
+    }
+)
 # "pad_token": "<pad>" and friends are tokenizer settings, not credentials.
 # Words that make "<word>_token" a count or a vocabulary entry, not a credential.
 NOT_SECRET_BEFORE_TOKEN = frozenset(
@@ -95,9 +136,28 @@ _SECRETS = re.compile(
 # Text holding none of these (lower-cased) is returned as it is, without a regex: every rule
 # needs one (a secret word of a name or header, a scheme, "://", a token's shape).
 _HINTS = (
-    "://", "token", "secret", "pass", "pwd", "key", "cred", "pat", "sig", "auth", "bearer",
-    "basic", "cookie", "session", "jwt", "hook", "gh", "hf_", "sk-", "xox", "akia",
-)  # fmt: skip
+    "://",
+    "token",
+    "secret",
+    "pass",
+    "pwd",
+    "key",
+    "cred",
+    "pat",
+    "sig",
+    "auth",
+    "bearer",
+    "basic",
+    "cookie",
+    "session",
+    "jwt",
+    "hook",
+    "gh",
+    "hf_",
+    "sk-",
+    "xox",
+    "akia",
+)
 
 
 def redact_text(text: str) -> str:

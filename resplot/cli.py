@@ -139,19 +139,26 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     _add_selection(rep)
     rep.add_argument("-o", "--output", required=True, type=Path, help="the .html file")
     rep.add_argument(
-        "--pages", nargs="+", default=["training"], metavar="PAGE",
+        "--pages",
+        nargs="+",
+        default=["training"],
+        metavar="PAGE",
         choices=("training", "system", "timing", "ranks"),
         help="pages shown, as tabs: training (default), system, timing, ranks; --keys adds a "
         "page of the keys matching its globs",
-    )  # fmt: skip
+    )
     rep.add_argument(
-        "--max-mb", type=float, default=10.0, metavar="MB",
+        "--max-mb",
+        type=float,
+        default=10.0,
+        metavar="MB",
         help="bound on the file's size (default 10): every point when all fit, else exact "
         "columns as fine as fit (up to 2,048 over the longest run); the file says what was "
         "left out",
-    )  # fmt: skip
-    rep.add_argument("--metrics", nargs="+", metavar="GLOB",
-                     help="metrics summarised in the comparison table")  # fmt: skip
+    )
+    rep.add_argument(
+        "--metrics", nargs="+", metavar="GLOB", help="metrics summarised in the comparison table"
+    )
     rep.add_argument("--title", default="", help="the page's title")
 
     syn = cmds.add_parser("sync", help="copy runs into a local store that outlives the host")
@@ -366,9 +373,15 @@ def cmd_report(args) -> int:
         refs = select_runs(loaded.cache, args.runs)
         try:
             report = build_report(
-                loaded.cache, refs, loaded.fetch, tuple(pages), int(args.max_mb * (1 << 20)),
-                args.metrics, args.title, state,
-            )  # fmt: skip
+                loaded.cache,
+                refs,
+                loaded.fetch,
+                tuple(pages),
+                int(args.max_mb * (1 << 20)),
+                args.metrics,
+                args.title,
+                state,
+            )
         except ReportError as exc:
             raise CliError(str(exc)) from None
         except ConnectionError as exc:  # the source, after its retries (AgentConnectionError)
@@ -379,8 +392,11 @@ def cmd_report(args) -> int:
         raise CliError(f"cannot write {args.output}: {exc.strerror or exc}") from None
     for note in report.notes:
         print(f"note: {note}", file=sys.stderr)
-    print(f"wrote {args.output} ({report.bytes / (1 << 20):.2f} MB, {len(refs)} runs, "
-          f"{report.series} series, {report.raw_series} raw)", file=sys.stderr)  # fmt: skip
+    print(
+        f"wrote {args.output} ({report.bytes / (1 << 20):.2f} MB, {len(refs)} runs, "
+        f"{report.series} series, {report.raw_series} raw)",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -531,8 +547,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv and argv[0] in COMMANDS:
             args = sub.parse_args(argv)
-            run = {"snapshot": cmd_snapshot, "export": cmd_export, "report": cmd_report,
-                   "sync": cmd_sync}  # fmt: skip
+            run = {
+                "snapshot": cmd_snapshot,
+                "export": cmd_export,
+                "report": cmd_report,
+                "sync": cmd_sync,
+            }
             return run[args.command](args)
         if argv and _looks_like_command(argv[0]):
             raise _unknown_command(argv[0])

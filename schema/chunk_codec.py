@@ -64,8 +64,14 @@ from typing import NamedTuple
 
 FORMAT_VERSION = 1
 LINEAR, SHUFFLE, DELTA, DELTA2, XOR, DECIMAL = 1, 2, 3, 4, 5, 6
-KIND_NAMES = {LINEAR: "linear", SHUFFLE: "shuffle", DELTA: "delta", DELTA2: "delta2", XOR: "xor",
-              DECIMAL: "decimal"}  # fmt: skip
+KIND_NAMES = {
+    LINEAR: "linear",
+    SHUFFLE: "shuffle",
+    DELTA: "delta",
+    DELTA2: "delta2",
+    XOR: "xor",
+    DECIMAL: "decimal",
+}
 WORD_KINDS = (SHUFFLE, DELTA, DELTA2, XOR)  # besides LINEAR: what a column of integers may be
 DECIMAL_INNER = (SHUFFLE, DELTA)  # DELTA where the integers never turn (counters)
 MAX_EXPONENT = 12
@@ -387,9 +393,14 @@ def _int64_array(column, what: str) -> array:
         raise ValueError(f"{what} must be integers: {e}") from None
 
 
-def encode(steps: Sequence[int], walls: Sequence[float], *values: Sequence[float],
-           ids: Sequence[int] | None = None, kinds: tuple = (STEP_KIND, WALL_KIND, VALUE_KIND),
-           decimal: bool = True) -> bytes:  # fmt: skip
+def encode(
+    steps: Sequence[int],
+    walls: Sequence[float],
+    *values: Sequence[float],
+    ids: Sequence[int] | None = None,
+    kinds: tuple = (STEP_KIND, WALL_KIND, VALUE_KIND),
+    decimal: bool = True,
+) -> bytes:
     """The blob of n points: steps (ints in int64's range), walls and one or more value
     columns (floats), all n long; `ids`: the points' ids (int64s, any order: a compaction
     keeps the cursor's ids, however they interleave), or None. `kinds`: the stream kinds for

@@ -167,9 +167,14 @@ def _float64(column) -> np.ndarray:
     return np.ascontiguousarray(column, dtype=np.float64)
 
 
-def encode(steps: Sequence[int], walls: Sequence[float], *values: Sequence[float],
-           ids: Sequence[int] | None = None, kinds: tuple = (STEP_KIND, WALL_KIND, VALUE_KIND),
-           decimal: bool = True) -> bytes:  # fmt: skip
+def encode(
+    steps: Sequence[int],
+    walls: Sequence[float],
+    *values: Sequence[float],
+    ids: Sequence[int] | None = None,
+    kinds: tuple = (STEP_KIND, WALL_KIND, VALUE_KIND),
+    decimal: bool = True,
+) -> bytes:
     """As schema.chunk_codec.encode, from any sequences (ndarrays best)."""
     n = len(steps)
     check_shape(n, len(values))

@@ -58,8 +58,14 @@ def positional_upsert(dialect: Dialect, table: Table, columns: list[str]) -> str
 
 
 # PostgreSQL's binary COPY names each column's type; these are the ones the store's tables use.
-_COPY_TYPES = {"BIGINT": "int8", "INTEGER": "int4", "SMALLINT": "int2", "FLOAT": "float8",
-               "DOUBLE PRECISION": "float8", "TEXT": "text"}  # fmt: skip
+_COPY_TYPES = {
+    "BIGINT": "int8",
+    "INTEGER": "int4",
+    "SMALLINT": "int2",
+    "FLOAT": "float8",
+    "DOUBLE PRECISION": "float8",
+    "TEXT": "text",
+}
 COPY_ROWS = 10_000  # rows a COPY statement: each one's end is progress the writer can see
 
 

@@ -168,8 +168,13 @@ def test_a_zoom_that_ends_before_the_run_does_shows_no_end_mark(tmp_path, status
     path = tmp_path / "zoom.db"
     engine = new_store(path)
     beat = time.time() + 3600 if status != "crashed" else None
-    run = make_run(engine, name="r", status="running" if beat else status, heartbeat_at=beat,
-                   points={"train/loss": _loss()[:1500]})  # fmt: skip
+    run = make_run(
+        engine,
+        name="r",
+        status="running" if beat else status,
+        heartbeat_at=beat,
+        points={"train/loss": _loss()[:1500]},
+    )
     if status == "stalled":  # a fresh heartbeat, no new step (tests/fixtures/sweep.py)
         from sqlalchemy import update
 
@@ -183,8 +188,9 @@ def test_a_zoom_that_ends_before_the_run_does_shows_no_end_mark(tmp_path, status
         st = ViewState(page="custom", custom_keys=["train/loss"])
         refs = [r.ref for r in loaded.cache.runs()]
         page = render(loaded.cache, st, refs, fetch=loaded.fetch)
-        track = next(t for item, t in page.tracks[0].items()
-                     if loaded.cache.run(item.ref).name == "r")  # fmt: skip
+        track = next(
+            t for item, t in page.tracks[0].items() if loaded.cache.run(item.ref).name == "r"
+        )
         assert track.end is not None and track.end.get_visible()  # the whole run: its mark
         assert track.end.get_marker() == marks.end_mark(status).marker
         page.follow = False
@@ -211,8 +217,9 @@ def test_after_a_zoom_the_y_axis_fits_the_data_in_view(tmp_path):
     make_run(engine, name="r", points={"train/loss": loss, "train/grad_norm": grad})
     engine.dispose()
     with Loaded([parse_spec(str(path))]) as loaded:
-        st = ViewState(page="custom", custom_keys=["train/loss", "train/grad_norm"],
-                       smoothing=0.0, log_y=False)  # fmt: skip
+        st = ViewState(
+            page="custom", custom_keys=["train/loss", "train/grad_norm"], smoothing=0.0, log_y=False
+        )
         refs = [r.ref for r in loaded.cache.runs()]
         page = render(loaded.cache, st, refs, fetch=loaded.fetch)
         titles = [s.title for s in page.specs]

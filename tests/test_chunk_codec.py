@@ -25,8 +25,11 @@ from schema import chunk_codec_numpy as fast
 from schema.chunk_codec import DECIMAL, DELTA, DELTA2, LINEAR, SHUFFLE, XOR
 
 KINDS = [
-    (DELTA, DELTA, SHUFFLE), (DELTA2, DELTA2, XOR), (SHUFFLE, XOR, DELTA), (XOR, SHUFFLE, DELTA2),
-]  # fmt: skip
+    (DELTA, DELTA, SHUFFLE),
+    (DELTA2, DELTA2, XOR),
+    (SHUFFLE, XOR, DELTA),
+    (XOR, SHUFFLE, DELTA2),
+]
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 SPECIAL_BITS = [
     0x7FF8000000000000,  # the quiet NaN
@@ -65,8 +68,9 @@ def bits_of(column) -> bytes:
 
 
 def random_bits(rng: random.Random, n: int) -> list[int]:
-    return [rng.choice(SPECIAL_BITS) if rng.random() < 0.2 else rng.getrandbits(64)
-            for _ in range(n)]  # fmt: skip
+    return [
+        rng.choice(SPECIAL_BITS) if rng.random() < 0.2 else rng.getrandbits(64) for _ in range(n)
+    ]
 
 
 def random_steps(rng: random.Random, n: int) -> list[int]:
@@ -80,17 +84,28 @@ def random_steps(rng: random.Random, n: int) -> list[int]:
             s = rng.randrange(s) if s and rng.random() < 0.01 else s + rng.choice([1, 1, 2, 5])
             out.append(s)
         return out
-    return [rng.choice([INT64_MIN, INT64_MAX, -1, 0, rng.randrange(INT64_MIN, INT64_MAX)])
-            for _ in range(n)]  # fmt: skip
+    return [
+        rng.choice([INT64_MIN, INT64_MAX, -1, 0, rng.randrange(INT64_MIN, INT64_MAX)])
+        for _ in range(n)
+    ]
 
 
-def round_trip(steps: list[int], walls: array, values: list[array], kinds=KINDS[0],
-               ids: list[int] | None = None) -> bytes:  # fmt: skip
+def round_trip(
+    steps: list[int],
+    walls: array,
+    values: list[array],
+    kinds=KINDS[0],
+    ids: list[int] | None = None,
+) -> bytes:
     """Encode with both encoders (same bytes), decode with both decoders (same bits as went in)."""
     blob = codec.encode(steps, walls, *values, kinds=kinds, ids=ids)
-    np_blob = fast.encode(np.array(steps, dtype=np.int64), np.frombuffer(walls.tobytes()),
-                          *[np.frombuffer(v.tobytes()) for v in values], kinds=kinds,
-                          ids=None if ids is None else np.array(ids, dtype=np.int64))  # fmt: skip
+    np_blob = fast.encode(
+        np.array(steps, dtype=np.int64),
+        np.frombuffer(walls.tobytes()),
+        *[np.frombuffer(v.tobytes()) for v in values],
+        kinds=kinds,
+        ids=None if ids is None else np.array(ids, dtype=np.int64),
+    )
     assert np_blob == blob
     for got in (codec.decode(blob), fast.decode(blob)):
         assert list(got.steps) == steps
@@ -214,8 +229,7 @@ def decimal_columns(rng: random.Random, n: int) -> list[array]:
         array("d", [m / 1e12 for m in mw]),  # the finest exponent
         array("d", [float((1 << 53) - rng.randrange(3)) for _ in range(n)]),  # exact ints end
     ]
-    for spoiler in (0x8000000000000000, 0x7FF8000000000000, 0x7FF0000000000000,
-                    0x7FF4DEADBEEF0001):  # fmt: skip
+    for spoiler in (0x8000000000000000, 0x7FF8000000000000, 0x7FF0000000000000, 0x7FF4DEADBEEF0001):
         raw = bytearray(out[0].tobytes())  # -0.0, NaN, inf, a NaN payload, as bytes
         at = 8 * rng.randrange(n)
         raw[at : at + 8] = floats_of_bits([spoiler]).tobytes()
@@ -241,8 +255,10 @@ def test_decimal_columns_are_stored_as_integers_and_come_back_to_the_bit():
     for _ in range(n):
         total += rng.randrange(60_000, 700_000)
         energy.append(total / 1000.0)  # a counter in joules from millijoules
-    inner = [codec.decimal_parts(codec.unpack(codec.encode(steps, walls, c)).values[0][1])[:2]
-             for c in (columns[0], energy, columns[3])]  # fmt: skip
+    inner = [
+        codec.decimal_parts(codec.unpack(codec.encode(steps, walls, c)).values[0][1])[:2]
+        for c in (columns[0], energy, columns[3])
+    ]
     assert inner == [(3, SHUFFLE), (3, DELTA), (3, LINEAR)]  # noisy, a counter, regular ints
     round_trip(steps, walls, [energy])
 
@@ -261,8 +277,12 @@ def test_decimal_columns_are_stored_as_integers_and_come_back_to_the_bit():
 def _blob() -> bytes:
     rng = random.Random(5)
     steps = random_steps(rng, 300)
-    return codec.encode(steps, floats_of_bits(random_bits(rng, 300)),
-                        floats_of_bits(random_bits(rng, 300)), array("d", [1.0]) * 300)  # fmt: skip
+    return codec.encode(
+        steps,
+        floats_of_bits(random_bits(rng, 300)),
+        floats_of_bits(random_bits(rng, 300)),
+        array("d", [1.0]) * 300,
+    )
 
 
 @pytest.mark.parametrize("decode", [codec.decode, fast.decode], ids=["stdlib", "numpy"])
@@ -316,8 +336,15 @@ def test_a_well_formed_lie_is_refused_too(decode):
         decode(_with_crc(body[:kind_at] + bytes([9]) + body[kind_at + 1 :]))
     # a decimal stream where integers belong (the steps), or inside a decimal stream
     with pytest.raises(ValueError, match="a decimal stream where integers belong"):
-        decode(codec.pack(3, (DECIMAL, b"\0\x01" + b"\0" * 16), (LINEAR, b"\0" * 16), None,
-                          [(LINEAR, b"\0" * 16)]))  # fmt: skip
+        decode(
+            codec.pack(
+                3,
+                (DECIMAL, b"\0\x01" + b"\0" * 16),
+                (LINEAR, b"\0" * 16),
+                None,
+                [(LINEAR, b"\0" * 16)],
+            )
+        )
     with pytest.raises(ValueError, match=r"decimal stream of 10\^0, kind 6"):
         decode(pack3((LINEAR, b"\0" * 16), (DECIMAL, b"\0\x06\0\x01" + b"\0" * 16)))
     # a decimal stream of an exponent no encoder writes, or a cut header
@@ -379,8 +406,9 @@ def test_the_agent_archive_carries_the_codec_and_it_runs_without_numpy(tmp_path)
         "sys.stderr.write(zlib.ZLIB_RUNTIME_VERSION)\n"
     )
     for python in (sys.executable, _old_python()):
-        done = subprocess.run([python, "-I", "-S", "-c", script], input=expected,
-                              capture_output=True, timeout=120)  # fmt: skip
+        done = subprocess.run(
+            [python, "-I", "-S", "-c", script], input=expected, capture_output=True, timeout=120
+        )
         assert done.returncode == 0, done.stderr.decode()
         back = fast.decode(done.stdout)
         assert back.steps.tolist() == steps.tolist()

@@ -84,8 +84,9 @@ def as_chunks(rows: list[tuple], rng: random.Random) -> list:
         i += len(part)
         steps, walls, values = ([r[j] for r in part] for j in range(3))
         codec = rng.choice([chunk_codec, chunk_codec_numpy])
-        out.append(rng.choice([chunk_codec, chunk_codec_numpy]).decode(
-            codec.encode(steps, walls, values)))  # fmt: skip
+        out.append(
+            rng.choice([chunk_codec, chunk_codec_numpy]).decode(codec.encode(steps, walls, values))
+        )
     return out
 
 
@@ -107,8 +108,10 @@ def test_chunks_fold_to_the_rollups_the_writer_stored_flush_by_flush(store_path,
     rng = random.Random(seed)
     run_id = store_random_run(engine, rng, keys=3, points=3000, flush_max=400)
     with engine.connect() as conn:
-        keys = [r[0] for r in conn.exec_driver_sql(
-            "SELECT key_id FROM series WHERE run_id = ?", (run_id,))]  # fmt: skip
+        keys = [
+            r[0]
+            for r in conn.exec_driver_sql("SELECT key_id FROM series WHERE run_id = ?", (run_id,))
+        ]
     assert len(keys) == 3
     for key in keys:
         assert check_series(engine, run_id, key, rng) > 500  # restarts supersede the rest
@@ -119,8 +122,10 @@ def test_chunks_of_a_run_logged_through_reslog_fold_to_its_rollups(store_path):
     rng = random.Random(4)
     for step in range(12_000):
         loss = rng.choice([2.0 + rng.gauss(0, 0.1)] * 50 + [NAN, math.inf, -math.inf, -0.0])
-        run.log({"train/loss": loss, "train/lr": 3e-4, "gpu/power_w": rng.randrange(9000) / 10},
-                step=step)  # fmt: skip
+        run.log(
+            {"train/loss": loss, "train/lr": 3e-4, "gpu/power_w": rng.randrange(9000) / 10},
+            step=step,
+        )
     run.finish()
     engine = open_store(store_path)
     with engine.connect() as conn:
@@ -143,12 +148,16 @@ def test_an_empty_chunk_changes_nothing_and_order_decides_last():
 def test_the_module_is_stdlib_only_python38_like_the_codec_it_reads():
     source = Path(sys.modules[fold_chunk.__module__].__file__).read_text()
     tree = ast.parse(source, feature_version=(3, 8))
-    tops = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
-            for a in n.names}  # fmt: skip
-    tops |= {n.module.split(".")[0] for n in ast.walk(tree)
-             if isinstance(n, ast.ImportFrom) and n.module}  # fmt: skip
+    tops = {
+        a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+    }
+    tops |= {
+        n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+    }
     assert tops <= set(sys.stdlib_module_names) | {"__future__", "schema"}
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert {m for m in imported if m.startswith("schema.")} <= {
-        "schema.buckets", "schema.chunk_codec", "schema.rollup",
-    }  # fmt: skip
+        "schema.buckets",
+        "schema.chunk_codec",
+        "schema.rollup",
+    }

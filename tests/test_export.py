@@ -94,8 +94,11 @@ def test_a_jobs_per_rank_settings_are_one_column_not_differing_config():
     # Two jobs of the trainer: each rank has its host's store and its local rank; lr differs
     # between the jobs.
     def rank(job: str, r: int, lr: float) -> RunInfo:
-        config = {"optim": {"lr": lr}, "logging": {"store": f"runs/{'ab'[r // 2]}.db"},
-                  "runtime": {"local_rank": r % 2}}  # fmt: skip
+        config = {
+            "optim": {"lr": lr},
+            "logging": {"store": f"runs/{'ab'[r // 2]}.db"},
+            "runtime": {"local_rank": r % 2},
+        }
         return dataclasses.replace(info(f"{job}-rank{r}", config, world_size=4), group=job)
 
     runs = [rank("j1", r, 1e-3) for r in range(4)] + [rank("j2", r, 3e-4) for r in range(4)]

@@ -360,8 +360,9 @@ def test_hparams_of_each_layout_land_on_the_run_with_the_curves_types_kept(tmp_p
     with SummaryWriter(str(logdir / "torch-lr3e-4")) as w:
         for step in range(200):
             w.add_scalar("train/loss", 3.0 - step / 100, step)
-        w.add_hparams({"lr": 3e-4, "layers": 12, "optimizer": "adamw", "warmup": True},
-                      {"hparam/loss": 1.01})  # fmt: skip
+        w.add_hparams(
+            {"lr": 3e-4, "layers": 12, "optimizer": "adamw", "warmup": True}, {"hparam/loss": 1.01}
+        )
     # Keras: the HParams callback's session above the TensorBoard callback's folders.
     keras = {"units": 64, "dropout": 0.2, "warmup": True, "optimizer": "sgd"}
     write_summary(logdir / "keras", hp.hparams_pb(keras))
@@ -370,10 +371,16 @@ def test_hparams_of_each_layout_land_on_the_run_with_the_curves_types_kept(tmp_p
             for epoch in range(3):
                 w.add_scalar("epoch_loss", 1.0 / (epoch + 1), epoch)
     # hparams_config: the experiment at the top, a trial's session beside its curves.
-    write_summary(logdir / "config", hp.hparams_config_pb(
-        hparams=[hp.HParam("lr", hp.RealInterval(1e-5, 1e-2)),
-                 hp.HParam("warmup", hp.Discrete([True, False]))],
-        metrics=[hp.Metric("epoch_loss")]))  # fmt: skip
+    write_summary(
+        logdir / "config",
+        hp.hparams_config_pb(
+            hparams=[
+                hp.HParam("lr", hp.RealInterval(1e-5, 1e-2)),
+                hp.HParam("warmup", hp.Discrete([True, False])),
+            ],
+            metrics=[hp.Metric("epoch_loss")],
+        ),
+    )
     # TensorBoard's tutorial: each trial logs its hparams and one final metric, which is no
     # add_hparams session folder (the folder above holds no scalars): a run of its own.
     write_summary(logdir / "config" / "trial-0", hp.hparams_pb({"lr": 1e-3, "warmup": False}))

@@ -238,8 +238,13 @@ def test_a_watch_started_mid_slowdown_names_the_straggler_first(tmp_path, monkey
         with stores(tmp_path) as engines:
             assert wait_until(lambda: stored_to(engines) == {80}, timeout=60)
             out = io.StringIO()
-            watch(engines["gpu-a"], "gpu-a", out=out, should_stop=lambda: True,
-                  more=[(engines["gpu-b"], "gpu-b")])  # fmt: skip
+            watch(
+                engines["gpu-a"],
+                "gpu-a",
+                out=out,
+                should_stop=lambda: True,
+                more=[(engines["gpu-b"], "gpu-b")],
+            )
             lines = out.getvalue().splitlines()
             assert lines[0].startswith("watching gpu-a, gpu-b: 4 runs, 4 live")
             assert len(lines) == 2 and "j-rank2" in lines[1] and "  STRAGGLER  " in lines[1]

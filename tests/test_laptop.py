@@ -396,15 +396,18 @@ def test_a_passing_message_too_long_for_the_status_bar_is_cut_with_an_ellipsis(q
     from tests.fixtures.sweep import make_sweep
 
     make_sweep(tmp_path / "sweep.db", steps=300)
-    win = open_window(qtbot, [tmp_path / "sweep.db"], tmp_path / "settings.json", runs=12,
-                      size=(1280, 800))  # fmt: skip
+    win = open_window(
+        qtbot, [tmp_path / "sweep.db"], tmp_path / "settings.json", runs=12, size=(1280, 800)
+    )
     win.set_paused(True)
     qtbot.wait(300)
     win._side_timer.stop()
     win._refresh_side = lambda: None
     bar = win.statusBar()
-    long = ("llama-125m-wsd-lr0.0006-wd0.2-seed11-bs512-ctx2048: crashed: crashed after step "
-            "19999: its process is gone or sent no heartbeat for 55 s " * 3)  # fmt: skip
+    long = (
+        "llama-125m-wsd-lr0.0006-wd0.2-seed11-bs512-ctx2048: crashed: crashed after step "
+        "19999: its process is gone or sent no heartbeat for 55 s " * 3
+    )
     bar.showMessage(long)
     qtbot.wait(50)
     assert bar.currentMessage() == long  # the whole text is kept (and is the tooltip)

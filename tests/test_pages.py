@@ -208,10 +208,15 @@ def test_a_section_card_is_a_band_above_its_charts_not_a_chart_slot(tmp_path):
             assert abs(box.height - layout.BAND_PX) <= 1
             assert box.x0 <= left + 1 and box.x1 >= right - 1  # across the page
             # Its charts are below it, none beside it.
-            mine = [ax for ax, s in zip(page.axes, page.specs, strict=True)
-                    if s.kind == "line" and s.section == spec.section]  # fmt: skip
+            mine = [
+                ax
+                for ax, s in zip(page.axes, page.specs, strict=True)
+                if s.kind == "line" and s.section == spec.section
+            ]
             assert mine and all(ax.get_window_extent().y1 < box.y0 for ax in mine)
-            assert all(ax.get_window_extent().y1 < box.y0 or ax.get_window_extent().y0 > box.y1
-                       for ax in charts)  # fmt: skip
+            assert all(
+                ax.get_window_extent().y1 < box.y0 or ax.get_window_extent().y0 > box.y1
+                for ax in charts
+            )
     finally:
         source.close()

@@ -108,9 +108,14 @@ def victim_runs(
     boot = "import os, sys; print(os.getpid(), flush=True); sys.stdin.readline()\n" + code
     env = {**os.environ, "PYTHONPATH": str(ROOT), "QT_QPA_PLATFORM": "offscreen"}
     proc = subprocess.Popen(
-        [sys.executable, "-c", boot], cwd=ROOT, env=env, text=True,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        [sys.executable, "-c", boot],
+        cwd=ROOT,
+        env=env,
+        text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         assert proc.stdout is not None and proc.stdin is not None
         pid = int(proc.stdout.readline())
@@ -145,55 +150,132 @@ def writers(shared: Path, store: Path) -> list[tuple[str, str, list[str], bool |
     s = str(shared)
     old = shared / "old.db"
     return [
-        ("reslog export csv", cli("reslog.tools.cli", "export", str(store), "--format", "csv",
-                                  "-o", f"{s}/points.csv"), ["points.csv"], True),
-        ("reslog export parquet", cli("reslog.tools.cli", "export", str(store), "--format",
-                                      "parquet", "-o", f"{s}/points.parquet"),
-         ["points.parquet"], True),
-        ("reslog export md", cli("reslog.tools.cli", "export", str(store), "--format", "md",
-                                 "-o", f"{s}/table.md"), ["table.md"], True),
-        ("resplot export", cli("resplot.cli", "export", str(store), "--format", "csv-wide",
-                               "-o", f"{s}/wide.csv"), ["wide.csv"], True),
-        ("resplot snapshot png", cli("resplot.cli", "snapshot", str(store), "-o",
-                                     f"{s}/snap.png"), ["snap.png"], True),
-        ("resplot snapshot svg", cli("resplot.cli", "snapshot", str(store), "-o",
-                                     f"{s}/snap.svg"), ["snap.svg"], True),
+        (
+            "reslog export csv",
+            cli(
+                "reslog.tools.cli", "export", str(store), "--format", "csv", "-o", f"{s}/points.csv"
+            ),
+            ["points.csv"],
+            True,
+        ),
+        (
+            "reslog export parquet",
+            cli(
+                "reslog.tools.cli",
+                "export",
+                str(store),
+                "--format",
+                "parquet",
+                "-o",
+                f"{s}/points.parquet",
+            ),
+            ["points.parquet"],
+            True,
+        ),
+        (
+            "reslog export md",
+            cli("reslog.tools.cli", "export", str(store), "--format", "md", "-o", f"{s}/table.md"),
+            ["table.md"],
+            True,
+        ),
+        (
+            "resplot export",
+            cli("resplot.cli", "export", str(store), "--format", "csv-wide", "-o", f"{s}/wide.csv"),
+            ["wide.csv"],
+            True,
+        ),
+        (
+            "resplot snapshot png",
+            cli("resplot.cli", "snapshot", str(store), "-o", f"{s}/snap.png"),
+            ["snap.png"],
+            True,
+        ),
+        (
+            "resplot snapshot svg",
+            cli("resplot.cli", "snapshot", str(store), "-o", f"{s}/snap.svg"),
+            ["snap.svg"],
+            True,
+        ),
         # a link at the mirror's own name is refused; links at its side files are not followed
-        ("resplot sync (link at the mirror)",
-         cli("resplot.cli", "sync", str(store), f"{s}/mirror.db"), ["mirror.db=>victim.db"],
-         "is a link made by"),
+        (
+            "resplot sync (link at the mirror)",
+            cli("resplot.cli", "sync", str(store), f"{s}/mirror.db"),
+            ["mirror.db=>victim.db"],
+            "is a link made by",
+        ),
         # SQLite opens its -wal/-shm/-journal with O_NOFOLLOW: links there make it refuse
-        ("resplot sync (links at its side files)", cli("resplot.cli", "sync", str(store),
-                                                       f"{s}/mirror2.db"),
-         ["mirror2.db-wal", "mirror2.db-shm"], False),
-        ("resplot sync", cli("resplot.cli", "sync", str(store), f"{s}/mirror3.db"),
-         ["mirror3.db.tmp"], True),
-        ("reslog upgrade", f"import shutil; shutil.copy({str(ASSETS / 'store_0004.db')!r}, "
-                           f"{str(old)!r})\n" + cli("reslog.tools.cli", "upgrade", str(old)),
-         ["old.db.bak-0004", "old.db.bak-0004.1"], True),
+        (
+            "resplot sync (links at its side files)",
+            cli("resplot.cli", "sync", str(store), f"{s}/mirror2.db"),
+            ["mirror2.db-wal", "mirror2.db-shm"],
+            False,
+        ),
+        (
+            "resplot sync",
+            cli("resplot.cli", "sync", str(store), f"{s}/mirror3.db"),
+            ["mirror3.db.tmp"],
+            True,
+        ),
+        (
+            "reslog upgrade",
+            f"import shutil; shutil.copy({str(ASSETS / 'store_0004.db')!r}, "
+            f"{str(old)!r})\n" + cli("reslog.tools.cli", "upgrade", str(old)),
+            ["old.db.bak-0004", "old.db.bak-0004.1"],
+            True,
+        ),
         # a new store's name holding a link to nothing: SQLite would create what it names
-        ("reslog.init (a link to nothing at the store)",
-         f"import reslog\ntry:\n  reslog.init(store={s + '/new.db'!r}, system=False)\n"
-         "except Exception as e:\n  sys.exit(str(e))\n", ["new.db=>nothing-here"],
-         "is a link made by"),
+        (
+            "reslog.init (a link to nothing at the store)",
+            f"import reslog\ntry:\n  reslog.init(store={s + '/new.db'!r}, system=False)\n"
+            "except Exception as e:\n  sys.exit(str(e))\n",
+            ["new.db=>nothing-here"],
+            "is a link made by",
+        ),
         # a link to a store of the victim's: the run would be written into it
-        ("reslog.init (a link to the victim's store)",
-         f"import reslog\ntry:\n  reslog.init(store={s + '/runs.db'!r}, system=False)\n"
-         "except Exception as e:\n  sys.exit(str(e))\n", ["runs.db=>victim.db"],
-         "is a link made by"),
-        ("resplot settings", "from pathlib import Path\nfrom resplot.settings import Settings, "
-                             f"save\nsave(Settings(), Path({s!r}) / 'settings.json')\n",
-         ["settings.json"], True),
-        ("local copies' index", "from resplot.ui.local_copies import LocalCopies\ntry:\n"
-                                f"  LocalCopies({s + '/copies'!r}).keep('gpu-box:runs/x.db')\n"
-                                "except OSError as e:\n  sys.exit(f'{e.filename}: {e.strerror}')\n",
-         ["copies=>"], "is a link made by"),
-        ("trainer corpus", cli("trainer.corpus", "--out", f"{s}/corpus.jsonl", "--max-mb",
-                               "0.01", "--root", str(ROOT / "schema")), ["corpus.jsonl"], True),
-        ("trainer checkpoint", "from pathlib import Path\nfrom trainer.checkpoint import "
-                               f"_atomic_save\n_atomic_save({{'w': 1}}, Path({s!r}) / 'c.pt')\n",
-         ["c.pt"], True),
-    ]  # fmt: skip
+        (
+            "reslog.init (a link to the victim's store)",
+            f"import reslog\ntry:\n  reslog.init(store={s + '/runs.db'!r}, system=False)\n"
+            "except Exception as e:\n  sys.exit(str(e))\n",
+            ["runs.db=>victim.db"],
+            "is a link made by",
+        ),
+        (
+            "resplot settings",
+            "from pathlib import Path\nfrom resplot.settings import Settings, "
+            f"save\nsave(Settings(), Path({s!r}) / 'settings.json')\n",
+            ["settings.json"],
+            True,
+        ),
+        (
+            "local copies' index",
+            "from resplot.ui.local_copies import LocalCopies\ntry:\n"
+            f"  LocalCopies({s + '/copies'!r}).keep('gpu-box:runs/x.db')\n"
+            "except OSError as e:\n  sys.exit(f'{e.filename}: {e.strerror}')\n",
+            ["copies=>"],
+            "is a link made by",
+        ),
+        (
+            "trainer corpus",
+            cli(
+                "trainer.corpus",
+                "--out",
+                f"{s}/corpus.jsonl",
+                "--max-mb",
+                "0.01",
+                "--root",
+                str(ROOT / "schema"),
+            ),
+            ["corpus.jsonl"],
+            True,
+        ),
+        (
+            "trainer checkpoint",
+            "from pathlib import Path\nfrom trainer.checkpoint import "
+            f"_atomic_save\n_atomic_save({{'w': 1}}, Path({s!r}) / 'c.pt')\n",
+            ["c.pt"],
+            True,
+        ),
+    ]
 
 
 def test_no_planted_link_changes_a_file_of_the_victim(
@@ -217,8 +299,18 @@ def test_no_planted_link_changes_a_file_of_the_victim(
         changed = {k for k, v in fingerprint(victim).items() if before.get(k) != v}
         assert changed == set(), f"{what} changed or created {sorted(changed)} in the victim's"
     # What the commands wrote is where it was asked for, as regular files of the victim's.
-    for name in ("points.csv", "points.parquet", "table.md", "wide.csv", "snap.png", "snap.svg",
-                 "mirror3.db", "settings.json", "corpus.jsonl", "c.pt"):  # fmt: skip
+    for name in (
+        "points.csv",
+        "points.parquet",
+        "table.md",
+        "wide.csv",
+        "snap.png",
+        "snap.svg",
+        "mirror3.db",
+        "settings.json",
+        "corpus.jsonl",
+        "c.pt",
+    ):
         info = os.lstat(shared / name)
         assert stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid(), name
     assert (shared / "points.csv").read_text().startswith("run,uid,key,step,wall,value\n")

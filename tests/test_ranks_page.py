@@ -116,8 +116,7 @@ def test_the_page_opens_on_each_ranks_own_work_beside_its_step_time(hosts):
     assert page.axes == [page.ax, page.ax_step] and page.ax_step.get_visible()
     own, step = view.matrices["own work"].vmax, view.matrices["step"].vmax
     assert np.array_equal(np.ma.filled(page.image.get_array(), np.nan), own, equal_nan=True)
-    assert np.array_equal(np.ma.filled(page.image_step.get_array(), np.nan), step,
-                          equal_nan=True)  # fmt: skip
+    assert np.array_equal(np.ma.filled(page.image_step.get_array(), np.nan), step, equal_nan=True)
     assert page.image_step.norm is page.image.norm  # one colour scale: the two compare
     # In the slow stretch every rank's step is as slow; only rank 2's own work is.
     middle = view.column_of((SLOW_FIRST + SLOW_LAST) // 2)
@@ -127,7 +126,9 @@ def test_the_page_opens_on_each_ranks_own_work_beside_its_step_time(hosts):
     # The straggler outlined on both maps, each map captioned, the scores beside the rows.
     outlines = [a for a in page._artists if isinstance(a, Rectangle)]
     assert sorted((o.axes is page.ax, int(o.get_y())) for o in outlines) == [
-        (False, SLOW_RANK), (True, SLOW_RANK)]  # fmt: skip
+        (False, SLOW_RANK),
+        (True, SLOW_RANK),
+    ]
     assert page.ax.get_title(loc="left").startswith("own work: step minus the wait")
     assert page.ax_step.get_title(loc="left").startswith("step time (time/step)")
     scores = view.scores("own work")
@@ -152,13 +153,22 @@ def recipe_job(tmp_path, steps: int = 1000):
     for rank, host in HOSTS.items():
         keys = series[rank]
         comm = np.array([v for _, v in keys["time/comm"]])
-        keys["time/backward"] = [(s, v + c) for (s, v), c in zip(keys["time/backward"], comm,
-                                                                   strict=True)]  # fmt: skip
+        keys["time/backward"] = [
+            (s, v + c) for (s, v), c in zip(keys["time/backward"], comm, strict=True)
+        ]
         logged = ("time/data", "time/forward", "time/backward", "time/optimizer")
-        points = {k: [(s, v, float(w)) for (s, v), w in zip(keys[k], walls, strict=True)]
-                  for k in logged}  # fmt: skip
-        make_run(engines[host], name=f"{NAME}-rank{rank}", host=host, rank=rank, world_size=4,
-                 group="recipe", points=points)  # fmt: skip
+        points = {
+            k: [(s, v, float(w)) for (s, v), w in zip(keys[k], walls, strict=True)] for k in logged
+        }
+        make_run(
+            engines[host],
+            name=f"{NAME}-rank{rank}",
+            host=host,
+            rank=rank,
+            world_size=4,
+            group="recipe",
+            points=points,
+        )
     for engine in engines.values():
         engine.dispose()
     return stores, walls
@@ -171,8 +181,9 @@ def test_a_job_without_time_step_gets_its_step_time_from_the_log_intervals(tmp_p
     cache, sources = loaded(stores.values())
     try:
         state = ViewState(page="ranks")
-        page = render_ranks(cache, state, size=(12.8, 6), dpi=100,
-                            fetch=lambda: [s.poll(cache) for s in sources])  # fmt: skip
+        page = render_ranks(
+            cache, state, size=(12.8, 6), dpi=100, fetch=lambda: [s.poll(cache) for s in sources]
+        )
         # Zoomed in, a cell is one step: the wall time from the previous log() call.
         for _ in range(50):
             zoom = job_view(cache, "recipe", 900, 960, 400)
@@ -186,7 +197,8 @@ def test_a_job_without_time_step_gets_its_step_time_from_the_log_intervals(tmp_p
     view = page.view
     assert view is not None and view.step_from == STEP_INTERVALS
     assert "step time: the interval between a rank's log() calls (no time/step)" in (
-        " ".join(page.note.get_text().split()))  # fmt: skip
+        " ".join(page.note.get_text().split())
+    )
     assert page.ax_step.get_title(loc="left").startswith("step time: the interval between")
     # Without comm, own work cannot be told from waiting: the map above is the phase rank 2
     # is named in, outlined there and on the step time.

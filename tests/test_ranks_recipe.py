@@ -91,17 +91,32 @@ def test_the_documented_recipe_under_torchrun_gives_the_watch_and_the_ranks_page
     env.pop("RESLOG_STORE", None)
     watch = subprocess.Popen(
         [sys.executable, "-m", "reslog.tools.cli", "watch", str(store), "--interval", "0.5"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path, env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=tmp_path,
+        env=env,
         preexec_fn=restore_ctrl_c,
-    )  # fmt: skip
+    )
     lines = Lines(watch)
     assert wait_until(lambda: lines.having("watching"), timeout=60), lines.lines
     job = subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "4",
-         str(script)],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "4",
+            str(script),
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         start_new_session=True,
-    )  # fmt: skip
+    )
     with running(job, watch):
         out = Lines(job)
         assert job.wait(timeout=500) == 0, "\n".join(out.lines[-40:])
@@ -121,8 +136,13 @@ def test_the_documented_recipe_under_torchrun_gives_the_watch_and_the_ranks_page
     source = LocalSource(parse_spec(str(store)))
     try:
         source.poll(cache)
-        page = render_ranks(cache, ViewState(page="ranks"), size=(12.8, 8), dpi=100,
-                            fetch=lambda: source.poll(cache))  # fmt: skip
+        page = render_ranks(
+            cache,
+            ViewState(page="ranks"),
+            size=(12.8, 8),
+            dpi=100,
+            fetch=lambda: source.poll(cache),
+        )
     finally:
         source.close()
     view = page.view

@@ -83,8 +83,14 @@ def test_every_cell_holds_the_exact_extremes_of_its_steps(job_cache, lo, hi, col
     assert [(r.rank, r.host) for r in view.rows] == sorted((r, h) for r, h in HOSTS.items())
     assert view.hosts == [("gpu-a", range(0, 2)), ("gpu-b", range(2, 4))]
     assert list(view.matrices) == [
-        "step", "data", "forward", "backward", "optimizer", "comm", "own work",
-    ]  # fmt: skip
+        "step",
+        "data",
+        "forward",
+        "backward",
+        "optimizer",
+        "comm",
+        "own work",
+    ]
     assert (view.level == 0) == (columns == 200) and view.missing == []
     cols = len(view.edges) - 1
     assert cols <= columns
@@ -111,7 +117,10 @@ def test_every_cell_holds_the_exact_extremes_of_its_steps(job_cache, lo, hi, col
                     assert m.mean[i, c] == pytest.approx(values[inside].mean(), rel=1e-6)
                     continue
                 assert m.vmax[i, c] == pytest.approx(values[inside].max(), rel=1e-12), (
-                    name, row.rank, c)  # fmt: skip
+                    name,
+                    row.rank,
+                    c,
+                )
                 assert m.vmin[i, c] == pytest.approx(values[inside].min(), rel=1e-12)
                 if name != "own work":  # (a difference of two floats: ties may fall apart)
                     assert steps[inside][values[inside].argmax()] == m.max_at[i, c]

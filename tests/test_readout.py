@@ -140,8 +140,11 @@ def test_names_cut_to_any_width_stay_apart():
     from resplot.ui.readout_view import NAME_CHARS_TRIED
 
     lrs = ("1e-4", "2e-4", "6e-4", "1e-5", "2e-5", "6e-5")
-    names = [f"llama-125m-wsd-lr{lr}-wd0.1-warmup2000-cosine-bs{bs}-ctx2048"
-             for lr in lrs for bs in (256, 512)]  # fmt: skip
+    names = [
+        f"llama-125m-wsd-lr{lr}-wd0.1-warmup2000-cosine-bs{bs}-ctx2048"
+        for lr in lrs
+        for bs in (256, 512)
+    ]
     for chars in [c for c in NAME_CHARS_TRIED if c >= 10]:
         fitted = fit_names(names, chars)
         assert len(set(fitted.values())) == len(names), (chars, sorted(fitted.values()))
@@ -149,10 +152,16 @@ def test_names_cut_to_any_width_stay_apart():
     assert fit_names(names, 12)[names[0]] == "…lr1e-4…256…"
     refs = [RunRef("local", "/s.db", f"u{i}") for i in range(len(names))]
     found = [
-        Reading(Item(ref, "train/loss", "loss", "#000000", part="train"), 10, 10.0, 3.0 - i / 100,
-                None, False)
+        Reading(
+            Item(ref, "train/loss", "loss", "#000000", part="train"),
+            10,
+            10.0,
+            3.0 - i / 100,
+            None,
+            False,
+        )
         for i, ref in enumerate(refs)
-    ]  # fmt: skip
+    ]
     by_ref = dict(zip(refs, names, strict=True))
     readout = layout("Loss", found, x=10.0, where="step 10", names=by_ref, ends={}, tolerance=0.0)
     text = render(readout, 12)

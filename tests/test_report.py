@@ -39,7 +39,9 @@ def stores(tmp_path_factory) -> dict[str, str]:
     for i, name in enumerate(("基线 baseline", "lr-1e-3", "wsd-0.5")):
         steps = np.arange(0, 3000)
         make_run(
-            engine, name=name, created_at=BASE_TIME + i * 60,
+            engine,
+            name=name,
+            created_at=BASE_TIME + i * 60,
             status="crashed" if i == 2 else "finished",
             config={"optim": {"lr": 3e-4 * (i + 1)}, "batch_tokens": 524288},
             summary={"test/ppl": 15.5 + i},
@@ -50,7 +52,7 @@ def stores(tmp_path_factory) -> dict[str, str]:
                 "lr": [(s, 1e-3 * min(1.0, s / 100)) for s in range(3000)],
             },
             events=[("checkpoint", "saved step 1000", 1000), ("alert", "loss spike", 2000)],
-        )  # fmt: skip
+        )
     engine.dispose()
     engine = new_store(long)
     for i in range(2):
@@ -146,8 +148,9 @@ def test_report_opens_offline_lists_every_run_and_reads_the_hover(stores, tmp_pa
             "const e = document.getElementById(arguments[0]);"
             "if (e.type === 'checkbox') e.checked = arguments[1]; else e.value = arguments[1];"
             "e.dispatchEvent(new Event(e.type === 'range' ? 'input' : 'change'))",
-            element_id, value,
-        )  # fmt: skip
+            element_id,
+            value,
+        )
 
     for mode in ("wall", "relative", "tokens", "step"):
         control("xmode", mode)
@@ -222,8 +225,14 @@ def test_zoomed_columns_hold_the_stores_extremes_and_the_spike(stores, tmp_path,
         "return [resplotReport.pixelOf(0, 1000), resplotReport.pixelOf(0, 1400)]"
     )
     left = round(x_of[0] - canvas.size["width"] / 2)
-    (ActionChains(browser).move_to_element_with_offset(canvas, left, 0).click_and_hold()
-     .move_by_offset(round(x_of[1] - x_of[0]), 0).release().perform())  # fmt: skip
+    (
+        ActionChains(browser)
+        .move_to_element_with_offset(canvas, left, 0)
+        .click_and_hold()
+        .move_by_offset(round(x_of[1] - x_of[0]), 0)
+        .release()
+        .perform()
+    )
     lo, hi = browser.execute_script("return resplotReport.view.range")
     assert 900 < lo < 1100 and 1300 < hi < 1500
     drawn = [d for d in browser.execute_script("return resplotReport.drawn(0)") if d]
@@ -233,13 +242,22 @@ def test_zoomed_columns_hold_the_stores_extremes_and_the_spike(stores, tmp_path,
     from selenium.webdriver.common.actions.wheel_input import ScrollOrigin
     from selenium.webdriver.common.keys import Keys
 
-    ActionChains(browser).scroll_from_origin(ScrollOrigin.from_element(canvas, 0, 0), 0, 100
-                                             ).perform()  # fmt: skip
+    ActionChains(browser).scroll_from_origin(
+        ScrollOrigin.from_element(canvas, 0, 0), 0, 100
+    ).perform()
     browser.execute_script("return new Promise(r => requestAnimationFrame(() => r()))")
     lo2, hi2 = browser.execute_script("return resplotReport.view.range")
     assert lo2 < lo and hi2 > hi and math.isclose(hi2 - lo2, (hi - lo) * 1.25, rel_tol=1e-6)
-    (ActionChains(browser).move_to_element(canvas).key_down(Keys.SHIFT).click_and_hold()
-     .move_by_offset(-100, 0).release().key_up(Keys.SHIFT).perform())  # fmt: skip
+    (
+        ActionChains(browser)
+        .move_to_element(canvas)
+        .key_down(Keys.SHIFT)
+        .click_and_hold()
+        .move_by_offset(-100, 0)
+        .release()
+        .key_up(Keys.SHIFT)
+        .perform()
+    )
     browser.execute_script("return new Promise(r => requestAnimationFrame(() => r()))")
     lo3, hi3 = browser.execute_script("return resplotReport.view.range")
     assert math.isclose(hi3 - lo3, hi2 - lo2, rel_tol=1e-9) and lo3 > lo2
@@ -323,8 +341,12 @@ def test_hostile_names_stay_names(tmp_path, browser):
     name = "</script><img src=x onerror=alert(1)>{{JS}}{{BIN}} \u2028 ✓"
     store = tmp_path / "hostile.db"
     engine = new_store(store)
-    make_run(engine, name=name, config={"k": "{{DATA}}"},
-             points={"train/loss": [(s, 1.0 + s) for s in range(50)]})  # fmt: skip
+    make_run(
+        engine,
+        name=name,
+        config={"k": "{{DATA}}"},
+        points={"train/loss": [(s, 1.0 + s) for s in range(50)]},
+    )
     engine.dispose()
     out = tmp_path / "hostile.html"
     assert main(["report", str(store), "-o", str(out)]) == 0
@@ -342,17 +364,21 @@ def test_charts_out_of_view_are_drawn_when_scrolled_in(stores, tmp_path, browser
     out = tmp_path / "keys.html"
     keys = ["train/*", "valid/*", "lr"]
     assert main(["report", stores["small"], "-o", str(out), "--keys", *keys]) == 0
-    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                            {"width": WIDTH, "height": 150, "deviceScaleFactor": 1,
-                             "mobile": False})  # fmt: skip
+    browser.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": WIDTH, "height": 150, "deviceScaleFactor": 1, "mobile": False},
+    )
     _open(browser, out)
     browser.find_elements("css selector", "#tabs button")[1].click()  # the --keys page
     charts = "resplotReport.charts.filter(c => c.page === 1)"
     titles = browser.execute_script(f"return {charts}.map(c => c.panel.title)")
     assert titles == ["train/loss", "train/tokens", "valid/loss", "lr"]  # glob order
     assert browser.execute_script(f"return {charts}.map(c => c.frame !== null)") == [
-        True, True, False, False,
-    ]  # fmt: skip
+        True,
+        True,
+        False,
+        False,
+    ]
     browser.execute_script(f"{charts}[3].div.scrollIntoView()")
     browser.execute_script("return new Promise(r => setTimeout(r, 300))")
     assert browser.execute_script(f"return {charts}[3].frame !== null")
@@ -369,8 +395,9 @@ def _columns(path: Path) -> tuple[dict, dict]:
     import zlib
 
     text = path.read_text(encoding="utf-8")
-    stream = re.search(r'id="report-bin" type="application/octet-stream">(.*?)</script>', text,
-                       re.S).group(1)  # fmt: skip
+    stream = re.search(
+        r'id="report-bin" type="application/octet-stream">(.*?)</script>', text, re.S
+    ).group(1)
     raw = zlib.decompress(base64.b64decode(stream))
     types = {"i1": np.int8, "i2": np.int16, "i4": np.int32, "f4": np.float32, "f8": np.float64}
 
@@ -391,8 +418,11 @@ def test_a_postgresql_store_reports_exact_columns(pg_store, tmp_path):
     engine = new_store(pg_store)
     steps = np.arange(6000)
     values = _loss(0, steps)
-    make_run(engine, name="pg-run", points={"train/loss": list(zip(steps.tolist(),
-             values.tolist(), strict=True))})  # fmt: skip
+    make_run(
+        engine,
+        name="pg-run",
+        points={"train/loss": list(zip(steps.tolist(), values.tolist(), strict=True))},
+    )
     engine.dispose()
     out = tmp_path / "pg.html"
     assert main(["report", pg_store, "-o", str(out), "--max-mb", "0.07"]) == 0

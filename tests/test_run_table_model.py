@@ -304,8 +304,11 @@ def test_a_jobs_per_rank_settings_show_per_rank_not_as_differing_config(table):
 
     def rank(r: int) -> RunInfo:
         run = _rank(r)
-        config = {"lr": 1, "logging": {"store": f"runs/{run.host}.db"},
-                  "runtime": {"local_rank": r % 2}}  # fmt: skip
+        config = {
+            "lr": 1,
+            "logging": {"store": f"runs/{run.host}.db"},
+            "runtime": {"local_rank": r % 2},
+        }
         return dataclasses.replace(run, config=config)
 
     cache.set_runs([rank(r) for r in range(4)])

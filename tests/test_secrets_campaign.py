@@ -133,14 +133,23 @@ raise RuntimeError("cannot reach postgresql://me:{traceback url password}@db/run
 """
 
 ARGV = [
-    "-p", SECRETS["argv -p"], "--key", SECRETS["argv --key"],
-    "--github_pat", SECRETS["argv --github_pat"], f"--wandb-key={SECRETS['argv --wandb-key=']}",
+    "-p",
+    SECRETS["argv -p"],
+    "--key",
+    SECRETS["argv --key"],
+    "--github_pat",
+    SECRETS["argv --github_pat"],
+    f"--wandb-key={SECRETS['argv --wandb-key=']}",
     f"HF_TOKEN={SECRETS['argv env-like HF_TOKEN=']}",
-    "--db", f"postgresql://me:{SECRETS['argv url password']}@db/runs",
-    "--auth_header", f"Bearer {SECRETS['argv --auth_header Bearer']}",
-    "--header", f"Authorization:{SECRETS['argv --header Authorization']}",
-    "--lr", "3e-4",
-]  # fmt: skip
+    "--db",
+    f"postgresql://me:{SECRETS['argv url password']}@db/runs",
+    "--auth_header",
+    f"Bearer {SECRETS['argv --auth_header Bearer']}",
+    "--header",
+    f"Authorization:{SECRETS['argv --header Authorization']}",
+    "--lr",
+    "3e-4",
+]
 
 
 def test_47_planted_secrets_none_stored(tmp_path):
@@ -149,9 +158,13 @@ def test_47_planted_secrets_none_stored(tmp_path):
     script.write_text(CHILD.format(**SECRETS))
     store = tmp_path / "runs" / "reslog.db"
     done = subprocess.run(
-        [sys.executable, str(script), *ARGV, str(store)], cwd=ROOT, capture_output=True,
-        text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120,
-    )  # fmt: skip
+        [sys.executable, str(script), *ARGV, str(store)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
     assert done.returncode == 1 and "RuntimeError" in done.stderr, done.stderr[-2000:]
     meta, series, events = read_run(store)
     # What was planted did arrive: the run, its stall with the stack, its failure, its config.
@@ -204,16 +217,42 @@ def test_each_rule_redacts_its_shape_and_keeps_the_rest(text, kept):
 
 def test_secret_key_names_and_option_lists():
     config = {
-        "ssh_pass": "a", "db_pass": "b", "creds": "c", "bearer": "d", "cookie": "e",
-        "session_id": "f", "sessionId": "g", "auth_header": "h", "jwt": "i",
-        "forward_pass": 2, "num_pass": 3, "session_name": "run", "cookie_jar_size": 4,
+        "ssh_pass": "a",
+        "db_pass": "b",
+        "creds": "c",
+        "bearer": "d",
+        "cookie": "e",
+        "session_id": "f",
+        "sessionId": "g",
+        "auth_header": "h",
+        "jwt": "i",
+        "forward_pass": 2,
+        "num_pass": 3,
+        "session_name": "run",
+        "cookie_jar_size": 4,
         "args": ["--token", "x", "--lr", 0.1, "-p", 9, "--token=y"],
-    }  # fmt: skip
+    }
     out = redact(config)
     hidden = {k for k, v in out.items() if v == "<redacted>"}
-    assert hidden == {"ssh_pass", "db_pass", "creds", "bearer", "cookie", "session_id",
-                      "sessionId", "auth_header", "jwt"}  # fmt: skip
-    assert out["args"] == ["--token", "<redacted>", "--lr", 0.1, "-p", "<redacted>",
-                           "--token=<redacted>"]  # fmt: skip
+    assert hidden == {
+        "ssh_pass",
+        "db_pass",
+        "creds",
+        "bearer",
+        "cookie",
+        "session_id",
+        "sessionId",
+        "auth_header",
+        "jwt",
+    }
+    assert out["args"] == [
+        "--token",
+        "<redacted>",
+        "--lr",
+        0.1,
+        "-p",
+        "<redacted>",
+        "--token=<redacted>",
+    ]
     line = command_line(["t.py", "--auth_header", "Bearer X", "--header", "Authorization:Y"])
     assert line == "t.py --auth_header '<redacted>' --header 'Authorization:<redacted>'"

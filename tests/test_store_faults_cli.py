@@ -105,10 +105,22 @@ def test_exporting_a_store_with_corrupt_pages_is_one_line_saying_what_to_do(tmp_
     store = damaged_store(tmp_path / "s.db")
     out = tmp_path / "out.x"
     done = subprocess.run(
-        [sys.executable, "-m", "reslog.tools.cli", "export", str(store), "--format", fmt,
-         "-o", str(out)],
-        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "reslog.tools.cli",
+            "export",
+            str(store),
+            "--format",
+            fmt,
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.count("\n") == 1
     assert done.stderr.startswith(f"reslog: {store}: database disk image is malformed")

@@ -192,9 +192,17 @@ def test_timings_that_resolve_steps_late_are_stored_at_their_own_step(tmp_path, 
 
     cfg = debug_cfg(
         tmp_path,
-        "--train.steps", "10", "--train.eval_every", "5", "--train.ckpt_every", "0",
-        "--train.save_final", "false", "--logging.name", "late",
-    )  # fmt: skip
+        "--train.steps",
+        "10",
+        "--train.eval_every",
+        "5",
+        "--train.ckpt_every",
+        "0",
+        "--train.save_final",
+        "false",
+        "--logging.name",
+        "late",
+    )
     trainer = Trainer(cfg)
     trainer.timer = LateTimer(trainer.timer, lag)
     try:

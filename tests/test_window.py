@@ -243,13 +243,19 @@ def test_html_report_from_the_window(window, tmp_path):
     worker.wait()
     assert worker.error is None
     html = (tmp_path / "report.html").read_text(encoding="utf-8")
-    data = json.loads(re.search(r'id="report-data" type="application/json">(.*?)</script>',
-                                html, re.S).group(1))  # fmt: skip
+    data = json.loads(
+        re.search(r'id="report-data" type="application/json">(.*?)</script>', html, re.S).group(1)
+    )
     shown = {r.name for r in window.cache.runs() if r.ref in window.export_refs()}
     assert {r["name"] for r in data["runs"]} == shown
     assert [p["name"] for p in data["pages"]] == ["system", "training"]
-    loss = [i for p in data["pages"] for panel in p.get("panels", []) for i in panel["items"]
-            if panel["title"] == "Loss"]  # fmt: skip
+    loss = [
+        i
+        for p in data["pages"]
+        for panel in p.get("panels", [])
+        for i in panel["items"]
+        if panel["title"] == "Loss"
+    ]
     assert loss and all(data["series"][i["s"]]["cols"] for i in loss)
     window.export_chart(tmp_path / "chart.svg")
     assert ET.parse(tmp_path / "chart.svg").getroot().tag.endswith("svg")

@@ -549,8 +549,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # not go through SQLAlchemy.
         detail = redact_text(str(getattr(exc, "orig", None) or exc).strip().splitlines()[0])
         label = store_label(getattr(args, "store", None))
-        print(f"reslog: {label}: {text.safe(detail)}{damage_hint(detail, label)}",
-              file=sys.stderr)  # fmt: skip
+        print(f"reslog: {label}: {text.safe(detail)}{damage_hint(detail, label)}", file=sys.stderr)
     except OSError as exc:
         if isinstance(exc, BrokenPipeError):  # `reslog ls | head`
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the exit quiet

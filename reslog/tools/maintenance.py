@@ -262,9 +262,12 @@ def removed_if_killed(*paths: Path) -> Iterator[None]:
     try:
         guard = subprocess.Popen(
             [sys.executable, "-I", "-S", "-c", _GUARD, *map(os.fspath, paths)],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True, close_fds=True,
-        )  # fmt: skip
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+        )
     except OSError:  # no process to spare: the sweep of stale part files is what is left
         guard = None
     try:

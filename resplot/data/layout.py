@@ -60,8 +60,7 @@ def grid(
     return Grid(-(-panels // cols), cols)
 
 
-def slots(starts: list[bool], cols: int,
-          bands: list[bool] | None = None) -> tuple[list[int], int]:  # fmt: skip
+def slots(starts: list[bool], cols: int, bands: list[bool] | None = None) -> tuple[list[int], int]:
     """Grid cells (row * cols + col) for panels in order, a panel with starts[i] beginning a
     new row (an All-page section), one with bands[i] taking a row of its own (a section's
     card), and the rows they take."""

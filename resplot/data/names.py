@@ -95,8 +95,9 @@ def _unique(fitted: dict[str, str]) -> bool:
     return len(set(fitted.values())) == len(fitted)
 
 
-def _fit_apart(names: Sequence[str], ends: tuple[int, int], chars: int,
-               fitted: dict[str, str]) -> dict[str, str]:  # fmt: skip
+def _fit_apart(
+    names: Sequence[str], ends: tuple[int, int], chars: int, fitted: dict[str, str]
+) -> dict[str, str]:
     """Labels that stay apart where cutting the middle made some equal (`…lr6e-…bs256` for
     lr6e-4 and lr6e-5: 12 runs, 10 labels): the words every name has alike in the same place
     go too (`…lr6e-4…bs256…`), and the cut moves to where the labels differ. `fitted` when

@@ -341,8 +341,12 @@ def job_view(cache: SeriesCache, group: str, lo: float, hi: float, columns: int)
         have = [STEP] if step_logged else [p for p in phases if cache.summary(r.ref, key(p))]
         if have:
             step_keys[r.ref] = key(have[0])
-    summaries = [s for r in rows if r.ref in step_keys
-                 if (s := cache.summary(r.ref, step_keys[r.ref])) is not None]  # fmt: skip
+    summaries = [
+        s
+        for r in rows
+        if r.ref in step_keys
+        if (s := cache.summary(r.ref, step_keys[r.ref])) is not None
+    ]
     if not summaries:
         return None
     first = min(s.agg[STEP_LO] for s in summaries)
@@ -368,8 +372,17 @@ def job_view(cache: SeriesCache, group: str, lo: float, hi: float, columns: int)
     start = (lo // bw) * bw
     ncols = max(1, math.ceil((hi + 1 - start) / width))
     edges = start + width * np.arange(ncols + 1, dtype=np.int64)
-    view = JobView(group, max(r.world_size for r in members), rows, _hosts(rows), edges, level,
-                   True, {}, step_from=STEP_LOGGED if step_logged else STEP_INTERVALS)  # fmt: skip
+    view = JobView(
+        group,
+        max(r.world_size for r in members),
+        rows,
+        _hosts(rows),
+        edges,
+        level,
+        True,
+        {},
+        step_from=STEP_LOGGED if step_logged else STEP_INTERVALS,
+    )
     judged: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}  # for the rule
     kept: dict[tuple[int, str], SeriesView | Derived] = {}
     shape = (len(rows), ncols)

@@ -188,8 +188,9 @@ class Smoother:
         return smoothed
 
 
-def smooth_buckets(first: np.ndarray, last: np.ndarray, means: np.ndarray, weight: float,
-                   unit: float = 1.0) -> np.ndarray:  # fmt: skip
+def smooth_buckets(
+    first: np.ndarray, last: np.ndarray, means: np.ndarray, weight: float, unit: float = 1.0
+) -> np.ndarray:
     """The EMA of a zoomed-out series, defined in steps as smooth() is on its points, one value
     a bucket: the mean over the bucket of what smooth() gives its points, each point taken as
     its bucket's mean (a bucket [first, last] of mean m holds (last - first) / unit + 1 points

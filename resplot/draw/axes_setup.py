@@ -61,8 +61,17 @@ def section_card(ax, spec: PanelSpec) -> tuple[LineCollection, object, object]:
     """An All-page section's card: its prefix and chart count, in a band across the page above
     its charts (a click on it folds or unfolds the section: resplot/ui/page_view.py)."""
     ax.set_axis_off()
-    ax.text(0.005, 0.5, spec.title, transform=ax.transAxes, ha="left", va="center",
-            fontsize=10, fontweight="bold", color="#333333")  # fmt: skip
+    ax.text(
+        0.005,
+        0.5,
+        spec.title,
+        transform=ax.transAxes,
+        ha="left",
+        va="center",
+        fontsize=10,
+        fontweight="bold",
+        color="#333333",
+    )
     what = "click to unfold" if spec.title.startswith("▸") else "click to fold"
     hint = ax.text(0.995, 0.5, what, transform=ax.transAxes, ha="right", va="center",
                    fontsize=NOTE_PT, color="#888888")  # fmt: skip

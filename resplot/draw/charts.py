@@ -331,8 +331,9 @@ class ChartPage(FollowsData):
         margins = layout.margins(w, h, self.grid, self.figure.dpi, self.strip.rows,
                                  self.x_labels)  # fmt: skip
         if self._gridspec is not None and self._gridspec.nrows == self.grid.rows:
-            axes_h = layout.axes_px(w, h, self.grid, self.figure.dpi, self.strip.rows,
-                                    self.x_labels)[1]  # fmt: skip
+            axes_h = layout.axes_px(
+                w, h, self.grid, self.figure.dpi, self.strip.rows, self.x_labels
+            )[1]
             self._gridspec.set_height_ratios(layout.height_ratios(self.grid, axes_h))
         self.figure.subplots_adjust(**margins)
         fit_titles(self.axes, self.specs, self.figure, self.grid.cols)
@@ -351,8 +352,9 @@ class ChartPage(FollowsData):
         # the raw points' without it (a smoothed line stays inside them).
         views = [t.view for t in tracks if t.view is not None and t.line.get_visible()]
         leads = [placeholder_lead(v.values) for v in views]
-        placeholder = next((float(v.values[0]) for v, k in zip(views, leads, strict=True) if k),
-                           None)  # fmt: skip
+        placeholder = next(
+            (float(v.values[0]) for v, k in zip(views, leads, strict=True) if k), None
+        )
         if placeholder is not None:
             ys = [v.values[k:] for v, k in zip(views, leads, strict=True)]
             limits = robust_limits(np.concatenate(ys), log=spec.log_y) if robust else None

@@ -109,9 +109,14 @@ class RanksPage(FollowsData):
         self.ax_step = self.figure.add_axes((0.1, 0.1, 0.8, 0.4), sharex=self.ax)
         self.ax_step.tick_params(labelsize=7)
         self.image_step = self.ax_step.imshow(
-            np.full((1, 1), np.nan), cmap=cmap, norm=self.image.norm, aspect="auto",
-            interpolation="nearest", origin="upper", extent=(0, 1, 1, 0),
-        )  # fmt: skip
+            np.full((1, 1), np.nan),
+            cmap=cmap,
+            norm=self.image.norm,
+            aspect="auto",
+            interpolation="nearest",
+            origin="upper",
+            extent=(0, 1, 1, 0),
+        )
         self.ax_step.set_visible(False)
         self.shown = "step"  # the matrix of the (upper) map
         self.pair = False  # two maps: the culprit's and the step time's
@@ -340,8 +345,9 @@ class RanksPage(FollowsData):
             else " (time/step): every rank waits for the slowest"
         )
         for ax, text in ((self.ax, upper), (self.ax_step, lower)):
-            ax.set_title(cell(text, self._chars()), loc="left", fontsize=NOTE_PT + 1, pad=3,
-                         color="#333333")  # fmt: skip
+            ax.set_title(
+                cell(text, self._chars()), loc="left", fontsize=NOTE_PT + 1, pad=3, color="#333333"
+            )
 
     def _scores(self, view: JobView) -> None:
         """Each rank's relative and individual performance score of the culprit's map, beside
@@ -350,17 +356,34 @@ class RanksPage(FollowsData):
         beside = offset_copy(mixed, fig=self.figure, x=6, units="points")
         rows = len(view.rows)
         every = max(1, math.ceil(ROW_LABEL_PX / max(1e-9, self.ax.bbox.height / max(1, rows))))
-        head = self.ax.text(1, 0, "worst score: rel · ind", transform=beside, ha="left",
-                            va="bottom", fontsize=7, color="#555555", clip_on=False)  # fmt: skip
+        head = self.ax.text(
+            1,
+            0,
+            "worst score: rel · ind",
+            transform=beside,
+            ha="left",
+            va="bottom",
+            fontsize=7,
+            color="#555555",
+            clip_on=False,
+        )
         self._artists.append(head)
         for i, (rel, ind) in enumerate(view.scores(self.shown)):
             if i % every or math.isnan(rel):
                 continue
             low = min(rel, ind) < LOW_SCORE
-            text = self.ax.text(1, i + 0.5, f"{rel:.2f} · {ind:.2f}", transform=beside,
-                                ha="left", va="center", fontsize=7, clip_on=False,
-                                color="#b0005a" if low else "#333333",
-                                fontweight="bold" if low else "normal")  # fmt: skip
+            text = self.ax.text(
+                1,
+                i + 0.5,
+                f"{rel:.2f} · {ind:.2f}",
+                transform=beside,
+                ha="left",
+                va="center",
+                fontsize=7,
+                clip_on=False,
+                color="#b0005a" if low else "#333333",
+                fontweight="bold" if low else "normal",
+            )
             self._artists.append(text)
 
     def _rank_ticks(self, view: JobView, ax) -> None:
@@ -421,8 +444,15 @@ class RanksPage(FollowsData):
             x0, x1 = float(edges[first]), float(edges[last + 1])
             for ax in self.axes:
                 for row in mark.rows:
-                    rect = Rectangle((x0, row + 0.06), x1 - x0, 0.88, fill=False,
-                                     edgecolor=color, linewidth=1.8, zorder=4)  # fmt: skip
+                    rect = Rectangle(
+                        (x0, row + 0.06),
+                        x1 - x0,
+                        0.88,
+                        fill=False,
+                        edgecolor=color,
+                        linewidth=1.8,
+                        zorder=4,
+                    )
                     self._artists.append(ax.add_patch(rect))
 
 

@@ -284,8 +284,14 @@ class Track:
         lo, hi = sorted(xlim)
         return (lo, hi)
 
-    def _mark_end(self, x: np.ndarray, y: np.ndarray, run: RunInfo | None, mode: str,
-                  room: tuple[float, float] | None = (-np.inf, np.inf)) -> None:  # fmt: skip
+    def _mark_end(
+        self,
+        x: np.ndarray,
+        y: np.ndarray,
+        run: RunInfo | None,
+        mode: str,
+        room: tuple[float, float] | None = (-np.inf, np.inf),
+    ) -> None:
         """The run's state where its line ends (a live dot, a cross for a crash…), where
         that end is inside `room` (the x range shown; None: not in the view): a mark at the
         view's edge, half cut, said the run ended there. On a time axis a run that stopped

@@ -114,8 +114,21 @@ def pack_series(pk: Packer, tiles: list, level: int, wall0: float, smooth: bool)
             "v": pk.floats(c["value"]),
             "w": pk.floats(c["wall"] - wall0, exact=False),
         }
-    names = ("step_lo", "step_hi", "min_at", "max_at", "vmin", "vmax", "last", "wall_hi",
-             "vsum", "n", "nan", "posinf", "neginf")  # fmt: skip
+    names = (
+        "step_lo",
+        "step_hi",
+        "min_at",
+        "max_at",
+        "vmin",
+        "vmax",
+        "last",
+        "wall_hi",
+        "vsum",
+        "n",
+        "nan",
+        "posinf",
+        "neginf",
+    )
     c = _columns(tiles, names)
     lo = c["step_lo"].astype(np.int64)
     has = np.isfinite(c["vmin"])
@@ -197,17 +210,33 @@ def build_report(
             items = []
             for item in spec.items:
                 i = index.setdefault((item.ref, item.key), len(index))
-                items.append({"s": i, "label": item.label, "part": item.part, "color": item.color,
-                              "dash": item.style != "-", "smooth": item.smooth,
-                              "marker": bool(item.marker)})  # fmt: skip
+                items.append(
+                    {
+                        "s": i,
+                        "label": item.label,
+                        "part": item.part,
+                        "color": item.color,
+                        "dash": item.style != "-",
+                        "smooth": item.smooth,
+                        "marker": bool(item.marker),
+                    }
+                )
             kind = "line" if spec.kind in ("line", "stacked", "throttle") else spec.kind
-            panels.append({"title": spec.title, "ylabel": spec.ylabel, "log": spec.log_y,
-                           "kind": kind, "stacked": spec.kind == "stacked",
-                           "items": items})  # fmt: skip
+            panels.append(
+                {
+                    "title": spec.title,
+                    "ylabel": spec.ylabel,
+                    "log": spec.log_y,
+                    "kind": kind,
+                    "stacked": spec.kind == "stacked",
+                    "items": items,
+                }
+            )
         page_out.append({"name": page, "panels": panels})
     if not index and "ranks" not in pages:
-        raise ReportError(f"nothing to report: the {', '.join(pages)} page(s) found no series "
-                          "in the chosen runs")  # fmt: skip
+        raise ReportError(
+            f"nothing to report: the {', '.join(pages)} page(s) found no series in the chosen runs"
+        )
     guides = {}
     for r, ref in enumerate(refs):
         key = key_for(cache.keys(ref), "tokens") or TOKENS_KEY
@@ -221,35 +250,71 @@ def build_report(
     for ref in refs:
         info = cache.run(ref)
         end = info.ended_at if info.ended_at is not None else info.heartbeat_at
-        runs.append({"name": info.name, "uid": ref.uid, "status": info.status,
-                     "color": state.look(ref).color, "dash": state.look(ref).style != "-",
-                     "created": info.created_at, "seconds": max(0.0, end - info.created_at),
-                     "host": info.host, "source": ref.source, "alerts": []})  # fmt: skip
+        runs.append(
+            {
+                "name": info.name,
+                "uid": ref.uid,
+                "status": info.status,
+                "color": state.look(ref).color,
+                "dash": state.look(ref).style != "-",
+                "created": info.created_at,
+                "seconds": max(0.0, end - info.created_at),
+                "host": info.host,
+                "source": ref.source,
+                "alerts": [],
+            }
+        )
     header, rows = comparison_table(summaries(cache, refs), metrics)
-    table = {"header": header, "rows": [[format_cell(_finite(v)) for v in row] for row in rows],
-             "md": render_markdown(header, rows)}  # fmt: skip
+    table = {
+        "header": header,
+        "rows": [[format_cell(_finite(v)) for v in row] for row in rows],
+        "md": render_markdown(header, rows),
+    }
     events = [
-        {"run": run_of[ref], "step": e.step, "wall": e.wall, "kind": e.kind, "level": e.level,
-         "title": e.title}
-        for ref in refs for e in cache.events(ref)
-    ]  # fmt: skip
+        {
+            "run": run_of[ref],
+            "step": e.step,
+            "wall": e.wall,
+            "kind": e.kind,
+            "level": e.level,
+            "title": e.title,
+        }
+        for ref in refs
+        for e in cache.events(ref)
+    ]
     # The window's alerts (NaN loss, stalled, crashed, GPU drops, stragglers, ...): in the run
     # table, and as markers where they have a step or a time (logged ones are events above).
     for ref, found in check_all(cache, refs).items():
         for a in found:
             runs[run_of[ref]]["alerts"].append(f"{a.level}: {a.message}")
             if a.kind != LOGGED and (a.step is not None or a.wall is not None):
-                events.append({"run": run_of[ref], "step": a.step, "wall": a.wall,
-                               "kind": a.kind, "level": a.level, "title": a.message})  # fmt: skip
+                events.append(
+                    {
+                        "run": run_of[ref],
+                        "step": a.step,
+                        "wall": a.wall,
+                        "kind": a.kind,
+                        "level": a.level,
+                        "title": a.message,
+                    }
+                )
     made = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    meta = {"title": title or "resplot report", "made": made, "pages": page_out, "runs": runs,
-            "table": table, "events": events}  # fmt: skip
+    meta = {
+        "title": title or "resplot report",
+        "made": made,
+        "pages": page_out,
+        "runs": runs,
+        "table": table,
+        "events": events,
+    }
     template, script, css = _asset("report.html"), _asset("report.js"), _asset("report.css")
     fixed = len(template) + len(script) + len(css) + len(_json(meta).encode()) + 2048
     room = max_bytes - fixed
     if room <= 0:
-        raise ReportError(f"--max-mb {max_bytes / (1 << 20):.3g} is too small: the page and its "
-                          f"tables alone take {fixed / (1 << 20):.2f} MB")  # fmt: skip
+        raise ReportError(
+            f"--max-mb {max_bytes / (1 << 20):.3g} is too small: the page and its "
+            f"tables alone take {fixed / (1 << 20):.2f} MB"
+        )
 
     # Estimate, pack, measure: the measured ratio corrects the next choice, and the finest
     # choice that fitted is kept (the estimate of deflated bytes is rough).
@@ -266,10 +331,17 @@ def build_report(
             tiles = _tiles(cache, ref, key, lv)
             info = cache.run(ref)
             summary = cache.summary(ref, key)
-            entry = {"run": run_of.get(ref, 0), "key": key, "n": need.n, "lo": need.step_lo,
-                     "hi": need.step_hi,
-                     "width": buckets.width(lv) if lv else 1, "unit": unit_of(summary.agg),
-                     "smooth": smoothable(key), "wall0": info.created_at}  # fmt: skip
+            entry = {
+                "run": run_of.get(ref, 0),
+                "key": key,
+                "n": need.n,
+                "lo": need.step_lo,
+                "hi": need.step_hi,
+                "width": buckets.width(lv) if lv else 1,
+                "unit": unit_of(summary.agg),
+                "smooth": smoothable(key),
+                "wall0": info.created_at,
+            }
             if tiles is None:
                 entry["missing"] = True
             else:
@@ -283,8 +355,10 @@ def build_report(
             best = (width, chosen, packed, stream)
         ratio = real / max(estimate, 1.0) * (1.0 if real <= room else 1.05)
     if best is None:
-        raise ReportError(f"--max-mb {max_bytes / (1 << 20):.3g} cannot hold the coarsest "
-                          "resolution of these series; choose fewer runs or pages")  # fmt: skip
+        raise ReportError(
+            f"--max-mb {max_bytes / (1 << 20):.3g} cannot hold the coarsest "
+            "resolution of these series; choose fewer runs or pages"
+        )
     width, chosen, packed, stream = best
     raw = sum(1 for lv in chosen if lv == 0)
     pairs = zip(series_keys, packed, strict=True)
@@ -302,14 +376,25 @@ def build_report(
         notes.append(f"not drawn, their tiles did not arrive: {'; '.join(missing)}")
     if ranks_img is None and "ranks" in pages:
         notes.append(f"Ranks page: {page_out[[p['name'] for p in page_out].index('ranks')]['why']}")
-    meta.update(series=packed, guides={str(k): v for k, v in guides.items()}, notes=notes,
-                budget={"max_bytes": max_bytes, "width": width, "raw": raw})  # fmt: skip
+    meta.update(
+        series=packed,
+        guides={str(k): v for k, v in guides.items()},
+        notes=notes,
+        budget={"max_bytes": max_bytes, "width": width, "raw": raw},
+    )
     # One pass over the template: a run named "{{JS}}" stays a name.
-    parts = {"TITLE": html.escape(meta["title"]), "CSS": css, "DATA": _json(meta), "BIN": stream,
-             "JS": script}  # fmt: skip
+    parts = {
+        "TITLE": html.escape(meta["title"]),
+        "CSS": css,
+        "DATA": _json(meta),
+        "BIN": stream,
+        "JS": script,
+    }
     page = re.sub(r"\{\{(TITLE|CSS|DATA|BIN|JS)\}\}", lambda m: parts[m.group(1)], template)
     size = len(page.encode("utf-8"))
     if size > max_bytes:  # the estimate of the fixed part is generous: this never passes it
-        raise ReportError(f"the report came to {size / (1 << 20):.2f} MB, over --max-mb "
-                          f"{max_bytes / (1 << 20):.3g}; not written")  # fmt: skip
+        raise ReportError(
+            f"the report came to {size / (1 << 20):.2f} MB, over --max-mb "
+            f"{max_bytes / (1 << 20):.3g}; not written"
+        )
     return Report(page, width, raw, len(chosen), notes)

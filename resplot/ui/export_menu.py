@@ -72,8 +72,15 @@ def report_pages(page: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*([page] if page in REPORT_PAGES else []), "training"]))
 
 
-def write_report(specs, ssh, uids: list[str], colors: dict, path: str | Path,
-                 pages: tuple[str, ...], metrics=None) -> None:  # fmt: skip
+def write_report(
+    specs,
+    ssh,
+    uids: list[str],
+    colors: dict,
+    path: str | Path,
+    pages: tuple[str, ...],
+    metrics=None,
+) -> None:
     """The report of the runs `uids` (in the window's order), read afresh from their sources
     through the same path as `resplot report` (resplot.sources.polling.Loaded): the window's
     cache and poller are left alone. Runs on a worker thread."""
@@ -88,8 +95,7 @@ def write_report(specs, ssh, uids: list[str], colors: dict, path: str | Path,
             raise ValueError("none of the runs shown were found in their sources")
         state = ViewState()
         state.colors = dict(colors)
-        report = build_report(loaded.cache, refs, loaded.fetch, pages, metrics=metrics,
-                              state=state)  # fmt: skip
+        report = build_report(loaded.cache, refs, loaded.fetch, pages, metrics=metrics, state=state)
     report.write(path)
 
 
@@ -104,8 +110,15 @@ def start_report_export(win, path: str | Path) -> ExportWorker:
     poller = win.poller
     specs = list(dict.fromkeys(poller.source(label).spec for label in {r.source for r in refs}))
     pages = report_pages(win.state.page)
-    args = (specs, poller.ssh, [r.uid for r in refs], dict(win.state.colors), path, pages,
-            win.state.table_metrics)  # fmt: skip
+    args = (
+        specs,
+        poller.ssh,
+        [r.uid for r in refs],
+        dict(win.state.colors),
+        path,
+        pages,
+        win.state.table_metrics,
+    )
     worker = ExportWorker(lambda: write_report(*args), str(path), win)
     worker.done.connect(lambda p: win.statusBar().showMessage(f"wrote report {p}", 5000))
     worker.failed.connect(lambda m: QMessageBox.warning(win, "Report failed", m))

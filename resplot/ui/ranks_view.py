@@ -105,8 +105,7 @@ class RanksView(QWidget):
             self.phase_combo.clear()
             for phase in phases:  # a phase is a key's name: shown safe, chosen by its own
                 # The page opens on "step": the culprit's map over the step time's.
-                self.phase_combo.addItem("step & culprit" if phase == PAIR else safe(phase),
-                                         phase)  # fmt: skip
+                self.phase_combo.addItem("step & culprit" if phase == PAIR else safe(phase), phase)
         if phases:
             self.phase_combo.setCurrentIndex(max(0, self.phase_combo.findData(page.phase)))
         self.stat_combo.setCurrentIndex(max(0, self.stat_combo.findData(page.stat)))

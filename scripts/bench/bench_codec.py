@@ -42,9 +42,19 @@ GPUS = 8
 # reslog/training/system.py's nine GPU fields (sys/gpu{i}/...), and three more an NVML sampler
 # of another tracker takes
 NVML_FIELDS = (
-    "util", "mem_used_gib", "mem_total_gib", "temp_c", "power_w", "power_limit_w", "fan_pct",
-    "sm_clock_mhz", "throttle", "mem_util", "pcie_tx_mbs", "pcie_rx_mbs",
-)  # fmt: skip
+    "util",
+    "mem_used_gib",
+    "mem_total_gib",
+    "temp_c",
+    "power_w",
+    "power_limit_w",
+    "fan_pct",
+    "sm_clock_mhz",
+    "throttle",
+    "mem_util",
+    "pcie_tx_mbs",
+    "pcie_rx_mbs",
+)
 
 
 def _f32(x: np.ndarray) -> np.ndarray:
@@ -280,8 +290,9 @@ def baseline(steps: int, rng: np.random.Generator) -> dict:
     rows = [dict(zip(names, vals, strict=True)) for vals in zip(*columns, strict=True)]
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "base.db"
-        run = reslog.init("codec", name="base", store=path, system=False, on_full="block",
-                          finish_timeout=3600)  # fmt: skip
+        run = reslog.init(
+            "codec", name="base", store=path, system=False, on_full="block", finish_timeout=3600
+        )
         t = time.perf_counter()
         for s, metrics in enumerate(rows):
             run.log(metrics, step=s)
@@ -303,8 +314,14 @@ def baseline(steps: int, rng: np.random.Generator) -> dict:
         key_id = reader._series("base", key)[1][key]
         rows_s = timed(lambda: [len(b) for b in store.scan(row_id, key_id)])
         engine.dispose()
-    return {"points": npoints, "bytes": size, "write_s": write_s, "scan_s": scan_s,
-            "rows_s": rows_s, "key_points": steps}  # fmt: skip
+    return {
+        "points": npoints,
+        "bytes": size,
+        "write_s": write_s,
+        "scan_s": scan_s,
+        "rows_s": rows_s,
+        "key_points": steps,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -322,19 +339,25 @@ def main(argv: list[str] | None = None) -> int:
     per_series += [(nsteps, nwalls, [v]) for v in nkeys.values()]
     grouped = [(tsteps, twalls, list(tkeys.values())), (nsteps, nwalls, list(nkeys.values()))]
     points = sum(len(s) for s, _, _ in per_series)
-    print(f"workload: {len(tkeys)} training keys x {args.steps:,} steps + {len(nkeys)} NVML keys"
-          f" x {len(nsteps):,} samples = {points:,} points;"
-          f" load {os.getloadavg()[0]:.2f}")  # fmt: skip
+    print(
+        f"workload: {len(tkeys)} training keys x {args.steps:,} steps + {len(nkeys)} NVML keys"
+        f" x {len(nsteps):,} samples = {points:,} points;"
+        f" load {os.getloadavg()[0]:.2f}"
+    )
 
     def show(row: dict) -> None:
         def ns(key: str) -> str:
             return f"{row[key] / points * 1e9:8.1f}" if key in row else "       -"
 
-        print(f"{row['codec']:<26} {row['chunk']:>6} {row['bytes'] / points:8.3f}"
-              f" {ns('enc_py')} {ns('enc_np')} {ns('dec_py')} {ns('dec_np')}")  # fmt: skip
+        print(
+            f"{row['codec']:<26} {row['chunk']:>6} {row['bytes'] / points:8.3f}"
+            f" {ns('enc_py')} {ns('enc_np')} {ns('dec_py')} {ns('dec_np')}"
+        )
 
-    print(f"\n{'codec (one series a chunk)':<26} {'chunk':>6} {'B/point':>8} {'enc py':>8}"
-          f" {'enc np':>8} {'dec py':>8} {'dec np':>8}   (ns a point)")  # fmt: skip
+    print(
+        f"\n{'codec (one series a chunk)':<26} {'chunk':>6} {'B/point':>8} {'enc py':>8}"
+        f" {'enc np':>8} {'dec py':>8} {'dec np':>8}   (ns a point)"
+    )
     sizes = [int(x) for x in args.sizes.split(",")]
     for size in sizes:
         for name in CODECS:
@@ -351,8 +374,9 @@ def main(argv: list[str] | None = None) -> int:
     wins: dict[str, int] = {}
     best = 0
     for _, _, values in chunks_of(per_series, 4096):
-        sizes_of = {k: len(numpy_codec.encode_floats(values[0], k)[1])
-                    for k in (SHUFFLE, XOR, DELTA)}  # fmt: skip
+        sizes_of = {
+            k: len(numpy_codec.encode_floats(values[0], k)[1]) for k in (SHUFFLE, XOR, DELTA)
+        }
         k = min(sizes_of, key=sizes_of.get)
         wins[stdlib_codec.KIND_NAMES[k]] = wins.get(stdlib_codec.KIND_NAMES[k], 0) + 1
         best += sizes_of[k] - sizes_of[SHUFFLE]
@@ -362,14 +386,23 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     if args.gorilla_points:
-        sample = [(s[: args.gorilla_points], w[: args.gorilla_points],
-                   [v[: args.gorilla_points] for v in vs]) for s, w, vs in per_series]  # fmt: skip
+        sample = [
+            (
+                s[: args.gorilla_points],
+                w[: args.gorilla_points],
+                [v[: args.gorilla_points] for v in vs],
+            )
+            for s, w, vs in per_series
+        ]
         spoints = sum(len(s) for s, _, _ in sample)
         g_times = g_values = 0
         t = time.process_time()
         for steps, walls, values in sample:
-            a, b = gorilla_size(steps.tolist(), walls.view(np.int64).tolist(),
-                                [v.view(np.int64).tolist() for v in values])  # fmt: skip
+            a, b = gorilla_size(
+                steps.tolist(),
+                walls.view(np.int64).tolist(),
+                [v.view(np.int64).tolist() for v in values],
+            )
             g_times, g_values = g_times + a, g_values + b
         g_s = time.process_time() - t
         ours = ours_values = 0
@@ -377,12 +410,14 @@ def main(argv: list[str] | None = None) -> int:
             blob = numpy_codec.encode(s, w, *v)
             ours += len(blob)
             ours_values += sum(size for _, size in stdlib_codec.describe(blob)["streams"][2:])
-        print(f"\nGorilla, pure Python, first {args.gorilla_points:,} points of each series"
-              f" ({spoints:,} points), B/point: values (XOR) {g_values / spoints:.3f}, steps and"
-              f" walls (delta-of-delta) {g_times / spoints:.3f},"
-              f" all {(g_times + g_values) / spoints:.3f};"
-              f" encode {g_s / spoints * 1e9:,.0f} ns/point. shuffle+zlib on the same points:"
-              f" values {ours_values / spoints:.3f}, all {ours / spoints:.3f}")  # fmt: skip
+        print(
+            f"\nGorilla, pure Python, first {args.gorilla_points:,} points of each series"
+            f" ({spoints:,} points), B/point: values (XOR) {g_values / spoints:.3f}, steps and"
+            f" walls (delta-of-delta) {g_times / spoints:.3f},"
+            f" all {(g_times + g_values) / spoints:.3f};"
+            f" encode {g_s / spoints * 1e9:,.0f} ns/point. shuffle+zlib on the same points:"
+            f" values {ours_values / spoints:.3f}, all {ours / spoints:.3f}"
+        )
 
     print("\nzlib level (an encoder choice: the format and decoder are the same), shuffle+zlib:")
     for level in (1, 6, 9):
@@ -394,26 +429,32 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.baseline_steps:
         b = baseline(args.baseline_steps, np.random.default_rng(30))
-        print(f"\nbaseline, today's store (reslog {b['points']:,} points, 20 training keys x"
-              f" {args.baseline_steps:,} steps): {b['bytes'] / b['points']:.1f} B/point;"
-              f" reslog.open().scan() of one key {b['scan_s'] / b['key_points'] * 1e9:,.0f}"
-              f" ns/point (DataFrames), StoreReader.scan rows"
-              f" {b['rows_s'] / b['key_points'] * 1e9:,.0f} ns/point")  # fmt: skip
+        print(
+            f"\nbaseline, today's store (reslog {b['points']:,} points, 20 training keys x"
+            f" {args.baseline_steps:,} steps): {b['bytes'] / b['points']:.1f} B/point;"
+            f" reslog.open().scan() of one key {b['scan_s'] / b['key_points'] * 1e9:,.0f}"
+            f" ns/point (DataFrames), StoreReader.scan rows"
+            f" {b['rows_s'] / b['key_points'] * 1e9:,.0f} ns/point"
+        )
         scan_ns = b["scan_s"] / b["key_points"] * 1e9
         rows_ns = b["rows_s"] / b["key_points"] * 1e9
         n = len(tsteps)
         loss = [(tsteps, twalls, [tkeys["train/loss"]])]
         alone = [numpy_codec.encode(s, w, *v) for s, w, v in chunks_of(loss, 4096)]
         group = [numpy_codec.encode(s, w, *v) for s, w, v in chunks_of(grouped[:1], 4096)]
-        print(f"reading train/loss ({n:,} points) from 4,096-point chunks, ns/point"
-              f" (x faster than scan() / than its rows):")  # fmt: skip
+        print(
+            f"reading train/loss ({n:,} points) from 4,096-point chunks, ns/point"
+            f" (x faster than scan() / than its rows):"
+        )
         for what, blobs, cols in (("its own chunks", alone, None), ("its group's", group, [0])):
             dec_np = timed(lambda b=blobs, c=cols: [numpy_codec.decode(x, c) for x in b]) / n * 1e9
             dec_py = timed(lambda b=blobs, c=cols: [stdlib_codec.decode(x, c) for x in b]) / n * 1e9
-            print(f"  {what:<15} numpy {dec_np:7.1f} ({scan_ns / dec_np:,.0f}x"
-                  f" / {rows_ns / dec_np:,.0f}x)   stdlib {dec_py:7.1f} ({scan_ns / dec_py:,.0f}x"
-                  f" / {rows_ns / dec_py:,.0f}x)"
-                  f"   blob bytes read {sum(map(len, blobs)) / n:.2f} a point")  # fmt: skip
+            print(
+                f"  {what:<15} numpy {dec_np:7.1f} ({scan_ns / dec_np:,.0f}x"
+                f" / {rows_ns / dec_np:,.0f}x)   stdlib {dec_py:7.1f} ({scan_ns / dec_py:,.0f}x"
+                f" / {rows_ns / dec_py:,.0f}x)"
+                f"   blob bytes read {sum(map(len, blobs)) / n:.2f} a point"
+            )
     return 0
 
 

@@ -55,8 +55,14 @@ print(code, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, elapsed)
 def measure(pythonpath: Path, file: Path, store: Path) -> tuple[float, float]:
     env = {**os.environ, "PYTHONPATH": str(pythonpath)}
     # cwd: `-c` puts the current folder first on sys.path, ahead of PYTHONPATH
-    done = subprocess.run([sys.executable, "-c", RUN, str(file), str(store)], env=env,
-                          cwd=store.parent, capture_output=True, text=True, check=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", RUN, str(file), str(store)],
+        env=env,
+        cwd=store.parent,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     code, rss, elapsed = done.stdout.strip().splitlines()[-1].split()
     if code != "0":
         raise SystemExit(f"import failed: {done.stdout}{done.stderr}")
@@ -66,18 +72,24 @@ def measure(pythonpath: Path, file: Path, store: Path) -> tuple[float, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 3_000_000])
-    parser.add_argument("--workdir", type=Path,
-                        default=Path(tempfile.gettempdir()) / "reslog-bench-parquet")  # fmt: skip
+    parser.add_argument(
+        "--workdir", type=Path, default=Path(tempfile.gettempdir()) / "reslog-bench-parquet"
+    )
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     base = args.workdir / f"reslog-{BASELINE_COMMIT}"
     if not base.exists():
         base.mkdir()
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", BASELINE_COMMIT, "reslog",
-                                  "schema"], capture_output=True, check=True).stdout  # fmt: skip
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", BASELINE_COMMIT, "reslog", "schema"],
+            capture_output=True,
+            check=True,
+        ).stdout
         subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
-    print(f"{'rows':>10} {'file MB':>8} {'before MB':>10} {'now MB':>8} {'ratio':>6} "
-          f"{'before s':>9} {'now s':>7}")  # fmt: skip
+    print(
+        f"{'rows':>10} {'file MB':>8} {'before MB':>10} {'now MB':>8} {'ratio':>6} "
+        f"{'before s':>9} {'now s':>7}"
+    )
     for n in args.rows:
         file = args.workdir / f"long-{n}.parquet"
         if not file.exists():
@@ -89,8 +101,11 @@ def main() -> int:
                 leftover.unlink()
             results.append(measure(code, file, store))
         (before, t_before), (now, t_now) = results
-        print(f"{n:>10,} {file.stat().st_size / 2**20:>8.1f} {before:>10.0f} {now:>8.0f} "
-              f"{before / now:>5.1f}x {t_before:>9.1f} {t_now:>7.1f}", flush=True)  # fmt: skip
+        print(
+            f"{n:>10,} {file.stat().st_size / 2**20:>8.1f} {before:>10.0f} {now:>8.0f} "
+            f"{before / now:>5.1f}x {t_before:>9.1f} {t_now:>7.1f}",
+            flush=True,
+        )
     return 0
 
 

@@ -27,8 +27,16 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-KEYS = ["train/loss", "train/lr", "train/grad_norm", "train/tokens", "train/tokens_per_s",
-        "train/mfu", "valid/loss", "valid/ppl"]  # fmt: skip
+KEYS = [
+    "train/loss",
+    "train/lr",
+    "train/grad_norm",
+    "train/tokens",
+    "train/tokens_per_s",
+    "train/mfu",
+    "valid/loss",
+    "valid/ppl",
+]
 
 
 def make_store(path: Path, runs: int, steps: int, keys: int, values: str) -> None:
@@ -63,8 +71,13 @@ def make_store(path: Path, runs: int, steps: int, keys: int, values: str) -> Non
             cols = {
                 k: v.astype(np.float64) + 1e-9 * rng.standard_normal(steps) for k, v in cols.items()
             }
-        run = reslog.init(project="report", name=f"run{r:03d}", store=str(path), system=False,
-                          config={"lr": 3e-4 * (1 + r % 4), "seed": r})  # fmt: skip
+        run = reslog.init(
+            project="report",
+            name=f"run{r:03d}",
+            store=str(path),
+            system=False,
+            config={"lr": 3e-4 * (1 + r % 4), "seed": r},
+        )
         lists = {k: cols[k].astype(np.float64).tolist() for k in names}
         for i in range(steps):
             run.log({k: lists[k][i] for k in names}, step=i)
@@ -78,9 +91,22 @@ def build(store: Path, out: Path, max_mb: float) -> tuple[float, str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     t = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "resplot", "report", str(store), "-o", str(out), "--max-mb",
-         str(max_mb)], env=env, capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "resplot",
+            "report",
+            str(store),
+            "-o",
+            str(out),
+            "--max-mb",
+            str(max_mb),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return time.perf_counter() - t, done.stderr.strip().splitlines()[-1]
 
 
@@ -90,12 +116,19 @@ def open_times(files: list[Path], repeats: int) -> list[list[float]]:
     home = Path(tempfile.mkdtemp(prefix="bench-report-"))
     opts = webdriver.ChromeOptions()
     opts.binary_location = "/usr/bin/chromium"
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--proxy-server=127.0.0.1:9",
-                "--proxy-bypass-list=<-loopback>", "--window-size=1280,800",
-                f"--user-data-dir={home}"):  # fmt: skip
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--proxy-server=127.0.0.1:9",
+        "--proxy-bypass-list=<-loopback>",
+        "--window-size=1280,800",
+        f"--user-data-dir={home}",
+    ):
         opts.add_argument(arg)
-    service = webdriver.ChromeService(executable_path=shutil.which("chromedriver"),
-                                      env={**os.environ, "HOME": str(home)})  # fmt: skip
+    service = webdriver.ChromeService(
+        executable_path=shutil.which("chromedriver"), env={**os.environ, "HOME": str(home)}
+    )
     driver = webdriver.Chrome(options=opts, service=service)
     size = {"width": 1280, "height": 800, "deviceScaleFactor": 1, "mobile": False}
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", size)
@@ -146,17 +179,26 @@ def main() -> None:
     opened, base_opened = open_times([out, base_out], args.repeats)
     page = statistics.median(t for t, _ in opened)
     base = statistics.median(t for t, _ in base_opened)
-    parts = {k: statistics.median(p[k] for _, p in opened) / 1000
-             for k in ("start", "inflate", "decode", "draw")}  # fmt: skip
+    parts = {
+        k: statistics.median(p[k] for _, p in opened) / 1000
+        for k in ("start", "inflate", "decode", "draw")
+    }
     mb = out.stat().st_size / (1 << 20)
-    print(f"| shape | --max-mb | file MB | build s | open to drawn s (median of {args.repeats}) "
-          "| baseline open s | ratio |")  # fmt: skip
+    print(
+        f"| shape | --max-mb | file MB | build s | open to drawn s (median of {args.repeats}) "
+        "| baseline open s | ratio |"
+    )
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    print(f"| {args.runs} runs x {args.steps:,} steps x {args.keys} keys ({args.values}) | "
-          f"{args.max_mb:g} | {mb:.2f} | {build_s:.1f} | {page:.3f} | {base:.3f} | "
-          f"{page / base:.1f}x |")  # fmt: skip
-    print("of which (medians, s): " + ", ".join(f"{k} {v:.3f}" for k, v in parts.items())
-          + " (start: navigation to the page's script, the HTML parsed)")  # fmt: skip
+    print(
+        f"| {args.runs} runs x {args.steps:,} steps x {args.keys} keys ({args.values}) | "
+        f"{args.max_mb:g} | {mb:.2f} | {build_s:.1f} | {page:.3f} | {base:.3f} | "
+        f"{page / base:.1f}x |"
+    )
+    print(
+        "of which (medians, s): "
+        + ", ".join(f"{k} {v:.3f}" for k, v in parts.items())
+        + " (start: navigation to the page's script, the HTML parsed)"
+    )
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"resplot: {line}")
 

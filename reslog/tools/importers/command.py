@@ -89,8 +89,11 @@ def import_runs(
             seen += 1
             print(_line(run, outcome, n, nkeys, kind in INCREMENTAL), file=out)
             for file, left in run.torn:
-                print(f"  {shown(file)}: its last {left:,} bytes are a record still being "
-                      "written; the next import reads them", file=out)  # fmt: skip
+                print(
+                    f"  {shown(file)}: its last {left:,} bytes are a record still being "
+                    "written; the next import reads them",
+                    file=out,
+                )
             if outcome not in ("already", "unknown"):
                 for line in run.corrupt_lines():
                     print(f"  {line}", file=out)

@@ -150,21 +150,32 @@ def _long_types(schema, file: Path) -> None:
 
     def number(t) -> bool:
         return (
-            pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
-            or pa.types.is_decimal(t) or pa.types.is_null(t)
-        )  # fmt: skip
+            pa.types.is_integer(t)
+            or pa.types.is_floating(t)
+            or pa.types.is_boolean(t)
+            or pa.types.is_decimal(t)
+            or pa.types.is_null(t)
+        )
 
     def textual(t) -> bool:
         if pa.types.is_dictionary(t):
             t = t.value_type
         return (
-            pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t)
-            or pa.types.is_null(t) or str(t) == "string_view"
-        )  # fmt: skip
+            pa.types.is_string(t)
+            or pa.types.is_large_string(t)
+            or pa.types.is_integer(t)
+            or pa.types.is_null(t)
+            or str(t) == "string_view"
+        )
 
-    wants = {"key": (textual, "text"), "run": (textual, "text"), "uid": (textual, "text"),
-             "step": (number, "integers"), "value": (number, "numbers"),
-             "wall": (number, "Unix seconds")}  # fmt: skip
+    wants = {
+        "key": (textual, "text"),
+        "run": (textual, "text"),
+        "uid": (textual, "text"),
+        "step": (number, "integers"),
+        "value": (number, "numbers"),
+        "wall": (number, "Unix seconds"),
+    }
     for name, (ok, what) in wants.items():
         if name in schema.names and not ok(schema.field(name).type):
             raise ImportError_(
@@ -198,8 +209,16 @@ class _LongRun:
 class LongFile:
     """The runs of one long file, written as its batches are read, in one transaction."""
 
-    def __init__(self, engine: Engine, pf, file: Path, project: str | None, replace: bool,
-                 command: str, mtime: float) -> None:  # fmt: skip
+    def __init__(
+        self,
+        engine: Engine,
+        pf,
+        file: Path,
+        project: str | None,
+        replace: bool,
+        command: str,
+        mtime: float,
+    ) -> None:
         self.engine, self.pf, self.file = engine, pf, file
         self.default_wall = mtime  # for a file without a `wall` column
         self.where = shown(file)
@@ -315,12 +334,23 @@ class LongFile:
     def _new(self, conn, run: ImportedRun, outcome: str) -> _LongRun:
         now = time.time()
         row = {
-            "uid": run.uid, "project": storable_text(run.project)[:200],
-            "name": storable_text(run.name)[:200], "status": "finished", "created_at": now,
-            "heartbeat_at": now, "ended_at": now, "host": "", "pid": None,
-            "command": self.command, "config": "{}", "summary": "{}", "tags": "[]",
-            "notes": storable_text(run.notes), "run_group": "", "job_type": "",
-        }  # fmt: skip
+            "uid": run.uid,
+            "project": storable_text(run.project)[:200],
+            "name": storable_text(run.name)[:200],
+            "status": "finished",
+            "created_at": now,
+            "heartbeat_at": now,
+            "ended_at": now,
+            "host": "",
+            "pid": None,
+            "command": self.command,
+            "config": "{}",
+            "summary": "{}",
+            "tags": "[]",
+            "notes": storable_text(run.notes),
+            "run_group": "",
+            "job_type": "",
+        }
         return _LongRun(run, outcome, insert_run(conn, row))
 
     def _flush(self, conn, state: _LongRun) -> None:
@@ -349,8 +379,9 @@ class LongFile:
             kid = self.key_ids[key]
             state.keys.add(key)
             stored = [None if v != v else v for v in values]  # NaN is NULL (schema.tables)
-            rows += zip([state.run_id] * len(steps), [kid] * len(steps), steps, walls, stored,
-                        strict=True)  # fmt: skip
+            rows += zip(
+                [state.run_id] * len(steps), [kid] * len(steps), steps, walls, stored, strict=True
+            )
             groups.append((steps, walls, {kid: stored}))
             state.wall_lo = min(state.wall_lo, min(walls))
             state.wall_hi = max(state.wall_hi, max(walls))

@@ -126,8 +126,9 @@ class ImportedRun:
         (an `import` event)."""
         out = []
         if self.bad_keys:
-            body = "\n".join(f"{shown_key(k)}: {why}, {n} values" for k, (why, n) in
-                             self.bad_keys.items())  # fmt: skip
+            body = "\n".join(
+                f"{shown_key(k)}: {why}, {n} values" for k, (why, n) in self.bad_keys.items()
+            )
             title = f"not imported: {self.bad_key_text()}"
             out.append((wall, None, "skipped", "warning", title[:2000], body))
         if self.corrupt:
