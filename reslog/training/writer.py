@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import random
 import threading
 import time
@@ -42,6 +41,13 @@ from sqlalchemy import Connection, Engine
 from reslog.redact import redact_text
 from reslog.text import duration
 from reslog.training.rows import chunk_end, point_rows
+from reslog.training.server_health import (
+    break_connection,
+    is_lock_error,
+    server_verdict,
+    socket_bytes,
+    thread_cpu,
+)
 from reslog.training.stall import StallWatch, thread_stacks
 from reslog.training.store_file import StoreFile
 from reslog.training.summary import Summary, summary_json
@@ -85,59 +91,6 @@ class SideRecord(tuple):
     """A (step, wall, metrics) record from the system sampler, not from the training thread."""
 
     __slots__ = ()
-
-
-def _break_connection(conn: Connection) -> bool:
-    """Shut down the socket under a server connection, so a call blocked on it fails now."""
-    import socket
-
-    try:
-        fd = conn.connection.dbapi_connection.pgconn.socket  # psycopg 3
-        sock = socket.socket(fileno=os.dup(fd))
-    except Exception:  # another driver, or the connection went away meanwhile
-        return False
-    with contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_RDWR)
-    sock.close()
-    return True
-
-
-def _socket_bytes(conn: Connection | None) -> tuple[int, int] | None:
-    """(bytes sent and acknowledged, bytes received) on a server connection's socket, from the
-    kernel (Linux TCP_INFO); None where that cannot be read."""
-    import socket
-    import struct
-
-    if conn is None:
-        return None
-    try:
-        fd = conn.connection.dbapi_connection.pgconn.socket  # psycopg 3
-        sock = socket.socket(fileno=os.dup(fd))
-    except Exception:
-        return None
-    try:
-        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 136)
-        if len(info) < 136:  # a kernel older than 4.2: no byte counters
-            return None
-        acked, received = struct.unpack_from("=QQ", info, 120)  # tcpi_bytes_acked, _received
-        return acked, received
-    except (OSError, AttributeError):
-        return None
-    finally:
-        sock.close()
-
-
-def _thread_cpu(thread: threading.Thread) -> float | None:
-    """CPU seconds `thread` has used (Linux, BSD); None where that cannot be read."""
-    try:
-        return time.clock_gettime(time.pthread_getcpuclockid(thread.ident or 0))
-    except (AttributeError, OSError):
-        return None
-
-
-def _is_lock_error(exc: BaseException) -> bool:
-    text = str(getattr(exc, "orig", exc)).lower()
-    return "locked" in text or "busy" in text
 
 
 class Writer:
@@ -562,17 +515,17 @@ class Writer:
         sent = cpu = None
         while not self._final_written.wait(1.0):
             now = time.monotonic()
-            seen = _socket_bytes(self._conn)
+            seen = socket_bytes(self._conn)
             if seen != sent:
                 sent, moved = seen, now
             # Waiting on a socket costs a few µs a wake (psycopg wakes every 0.1 s): work is
             # more than that.
-            used = _thread_cpu(self._thread)
+            used = thread_cpu(self._thread)
             if used is not None and (cpu is None or used - cpu >= BUSY_CPU_S):
                 cpu, moved = used, now
             if self._busy_since is None or now - max(self._progress_at, moved) < limit:
                 continue
-            verdict = self._check_server()
+            verdict = server_verdict(self.engine, self._backend_pid, PROBE_TIMEOUT_S)
             if verdict is None:  # alive and on it: slow, not dead; look again after `limit`
                 self.slow_checks += 1
                 self._progress_at = time.monotonic()
@@ -580,7 +533,7 @@ class Writer:
                     log.info("reslog: %s is slow (a write ran %.0f s); waiting", self.label, limit)
                 continue
             conn = self._conn
-            if self._busy_since is None or conn is None or not _break_connection(conn):
+            if self._busy_since is None or conn is None or not break_connection(conn):
                 continue
             if "hung" not in self._warned:
                 self._warned.add("hung")
@@ -592,41 +545,6 @@ class Writer:
                     stacklevel=2,
                 )
             self._busy_since = None
-
-    def _check_server(self) -> str | None:
-        """None when the server is working on this writer's statement (running it, or waiting
-        for a lock another session holds); else why the connection counts as dead."""
-        pid = self._backend_pid
-        if pid is None:
-            return "the server stopped answering"
-        found: list = []
-
-        def ask() -> None:
-            try:
-                with self.engine.connect() as probe:
-                    found.append(
-                        probe.exec_driver_sql(
-                            "SELECT state, wait_event_type FROM pg_stat_activity WHERE pid = %s",
-                            (pid,),
-                        ).first()
-                    )
-            except Exception as exc:  # unreachable, refused, timed out: all say "dead" here
-                found.append(exc)
-
-        asker = threading.Thread(target=ask, name="reslog-check", daemon=True)
-        asker.start()
-        asker.join(PROBE_TIMEOUT_S)
-        if not found:
-            return "the server did not answer a second connection either"
-        row = found[0]
-        if isinstance(row, Exception):
-            return f"the server did not answer a second connection either: {type(row).__name__}"
-        if row is None:
-            return "the server no longer has this connection's session"
-        state, waiting_on = row
-        if state == "active" and waiting_on != "Client":
-            return None
-        return "the server was waiting for this process: the connection is lost"
 
     def _recovered(self) -> None:
         down = time.monotonic() - (self._failing_since or time.monotonic())
@@ -701,7 +619,7 @@ class Writer:
         hung write was broken or a connect timed out."""
         self.last_error = f"{type(exc).__name__}: {getattr(exc, 'orig', None) or exc}"
         self.failures += 1
-        self._locked = _is_lock_error(exc)
+        self._locked = is_lock_error(exc)
         if self._locked:
             self.lock_waits += 1
         else:  # a smaller transaction may fit where this one did not (a nearly full disk)

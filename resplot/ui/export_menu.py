@@ -52,14 +52,24 @@ def start_points_export(win, path: str | Path, fmt: str) -> ExportWorker:
     def reader_of(ref):
         return poller.source(ref.source).reader(ref)
 
-    worker = ExportWorker(
-        lambda: export_points(win.cache, reader_of, refs, path, fmt), str(path), win
+    return start_worker(
+        win,
+        lambda: export_points(win.cache, reader_of, refs, path, fmt),
+        path,
+        ("exporting", "exported", "Export failed"),
     )
-    worker.done.connect(lambda p: win.statusBar().showMessage(f"exported {p}", 5000))
-    worker.failed.connect(lambda m: QMessageBox.warning(win, "Export failed", m))
+
+
+def start_worker(win, write, path: str | Path, words: tuple[str, str, str]) -> ExportWorker:
+    """Run `write` on a worker thread kept by the window; the status bar says it started
+    (words[0]) and ended (words[1]), a dialog titled words[2] why it failed."""
+    going, done, failed = words
+    worker = ExportWorker(write, str(path), win)
+    worker.done.connect(lambda p: win.statusBar().showMessage(f"{done} {p}", 5000))
+    worker.failed.connect(lambda m: QMessageBox.warning(win, failed, m))
     worker.finished.connect(lambda: win.exports.remove(worker))
     win.exports.append(worker)
-    win.statusBar().showMessage(f"exporting {path}…")
+    win.statusBar().showMessage(f"{going} {path}…")
     worker.start()
     return worker
 
@@ -119,14 +129,12 @@ def start_report_export(win, path: str | Path) -> ExportWorker:
         pages,
         win.state.table_metrics,
     )
-    worker = ExportWorker(lambda: write_report(*args), str(path), win)
-    worker.done.connect(lambda p: win.statusBar().showMessage(f"wrote report {p}", 5000))
-    worker.failed.connect(lambda m: QMessageBox.warning(win, "Report failed", m))
-    worker.finished.connect(lambda: win.exports.remove(worker))
-    win.exports.append(worker)
-    win.statusBar().showMessage(f"writing report {path}…")
-    worker.start()
-    return worker
+    return start_worker(
+        win,
+        lambda: write_report(*args),
+        path,
+        ("writing report", "wrote report", "Report failed"),
+    )
 
 
 def add_export_menu(self, export: QMenu) -> None:
