@@ -29,7 +29,7 @@ import struct
 from bisect import bisect_left
 from itertools import starmap
 
-from schema import buckets
+from schema import buckets, chunk_read
 from schema.folding import fold_width, pack_folded
 from schema.rollup import (
     AGG_COLUMNS,
@@ -69,58 +69,18 @@ def agg_of(row, offset: int = 0) -> tuple:
 # -- raw points ---------------------------------------------------------------------------------
 
 
-# Only the points a restart did not supersede (schema.rollup.is_restart; the `takes` table).
-_CURRENT = (
-    " AND NOT EXISTS (SELECT 1 FROM takes t WHERE t.run_id = p.run_id"
-    " AND t.key_id = p.key_id AND t.step <= p.step AND t.since_id > p.id)"
-)
-
-
-def _raw_where(p: str, has_takes: bool, before_id: bool, after: bool = False) -> str:
-    sql = f"p.run_id = {p} AND p.key_id = {p} AND p.step >= {p} AND p.step < {p}"
-    if before_id:
-        sql += f" AND p.id < {p}"
-    if after:
-        sql += f" AND (p.step > {p} OR p.id > {p})"
-    if has_takes:
-        sql += _CURRENT
-    return sql
-
-
-def _raw_query(
-    p: str, columns: str, run_id: int, key_id: int, start: int, stop: int, has_takes: bool,
-    before_id: int | None, after_id: int | None, limit: int | None,
-) -> tuple:  # fmt: skip
-    """(SQL, parameters) of `columns` of the series' current points, by step then id."""
-    params = [run_id, key_id, start, stop]
-    if before_id is not None:
-        params.append(before_id)
-    if after_id is not None:
-        params += [start, after_id]
-    sql = (
-        f"SELECT {columns} FROM points p WHERE "
-        + _raw_where(p, has_takes, before_id is not None, after_id is not None)
-        + " ORDER BY p.step, p.id"
-    )
-    if limit is not None:
-        sql += f" LIMIT {p}"
-        params.append(limit)
-    return sql, params
-
-
 def raw_points(
     cur, p: str, run_id: int, key_id: int, start: int, stop: int, *,
     has_takes: bool, before_id: int | None = None, after_id: int | None = None,
     limit: int | None = None,
 ) -> list:  # fmt: skip
     """(id, step, wall, value) of the series' current points with start <= step < stop, by step
-    then id (value None = NaN), at most `limit` of them.
+    then id (value None = NaN), at most `limit` of them (schema/chunk_read.py).
 
     Paging: pass the last row's step as `start` and its id as `after_id`; the next page goes
-    on after it (the index range starts at that step, so each page costs its own rows)."""
-    cur.execute(*_raw_query(p, "p.id, p.step, p.wall, p.value", run_id, key_id, start, stop,
-                            has_takes, before_id, after_id, limit))  # fmt: skip
-    return cur.fetchall()
+    on after it."""
+    return chunk_read.series_rows(cur, p, run_id, key_id, start, stop, has_takes=has_takes,
+                                  before_id=before_id, after_id=after_id, limit=limit)  # fmt: skip
 
 
 def _raw_rows(
@@ -129,23 +89,16 @@ def _raw_rows(
 ) -> list:  # fmt: skip
     """(step, wall, value) of the series' current points with start <= step < stop, by step
     then id."""
-    cur.execute(*_raw_query(p, "p.step, p.wall, p.value", run_id, key_id, start, stop,
-                            has_takes, before_id, None, None))  # fmt: skip
-    return cur.fetchall()
+    rows = chunk_read.series_rows(cur, p, run_id, key_id, start, stop, has_takes=has_takes,
+                                  before_id=before_id)  # fmt: skip
+    return [r[1:] for r in rows]
 
 
 def count_raw(
     cur, p: str, run_id: int, key_id: int, start: int, stop: int, limit: int, *, has_takes: bool
 ) -> int:
-    """Current points with start <= step < stop, counted up to `limit` (an index walk of at most
-    `limit` entries)."""
-    sql = (
-        "SELECT count(*) FROM (SELECT 1 FROM points p WHERE "
-        + _raw_where(p, has_takes, False)
-        + f" LIMIT {p}) AS c"
-    )
-    cur.execute(sql, [run_id, key_id, start, stop, limit])
-    return int(cur.fetchone()[0])
+    """Current points with start <= step < stop, counted up to `limit`."""
+    return chunk_read.count_rows(cur, p, run_id, key_id, start, stop, limit, has_takes=has_takes)
 
 
 # -- rollups ------------------------------------------------------------------------------------
@@ -251,10 +204,13 @@ def packed_raw(
     before_id: int | None = None,
 ) -> bytes:  # fmt: skip
     """raw_points() packed in RAW_LAYOUT, or RAW_TILE_LAYOUT without `ids`."""
-    columns = "p.step, p.wall, coalesce(p.value, 0.0), p.value IS NULL" + (", p.id" if ids else "")
-    cur.execute(*_raw_query(p, columns, run_id, key_id, start, stop, has_takes, before_id,
-                            after_id, limit))  # fmt: skip
-    return b"".join(starmap(row.pack, cur))
+    found = chunk_read.series_rows(cur, p, run_id, key_id, start, stop, has_takes=has_takes,
+                                   before_id=before_id, after_id=after_id, limit=limit)  # fmt: skip
+    if ids:
+        packed = [(s, w, 0.0 if v is None else v, v is None, i) for i, s, w, v in found]
+    else:
+        packed = [(s, w, 0.0 if v is None else v, v is None) for _i, s, w, v in found]
+    return b"".join(starmap(row.pack, packed))
 
 
 def series_rows(cur, p: str, run_ids=None) -> list:
@@ -395,17 +351,8 @@ class SeriesReader:
         hundred to a query."""
         out = {r[STEP_LO]: r[LAST] for r in rows if r[N] == 1}
         steps = [r[STEP_LO] for r in rows if r[N] != 1]
-        takes = _CURRENT if self.has_takes else ""
-        for i in range(0, len(steps), 500):
-            chunk = steps[i : i + 500]
-            marks = ", ".join([self.p] * len(chunk))
-            self.cur.execute(
-                f"SELECT p.step, p.value FROM points p WHERE p.run_id = {self.p}"
-                f" AND p.key_id = {self.p} AND p.step IN ({marks}){takes} ORDER BY p.step, p.id",
-                [self.run_id, self.key_id, *chunk],
-            )
-            for step, value in self.cur.fetchall():
-                out.setdefault(step, value)
+        out.update(chunk_read.first_values(self.cur, self.p, self.run_id, self.key_id, steps,
+                                           has_takes=self.has_takes))  # fmt: skip
         return out
 
 

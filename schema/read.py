@@ -12,15 +12,16 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import pairwise
-from operator import itemgetter
 
 from sqlalchemy import Connection, Engine, select
 
+from schema import chunk_read
+from schema.envelope import marker
 from schema.errors import AmbiguousRun, UnknownRun
 from schema.records import Event, RunInfo, RunRef
 from schema.rollup import newest_take
 from schema.status import row_status
-from schema.tables import events, keys, points, runs
+from schema.tables import events, keys, runs
 
 NAN = math.nan
 
@@ -136,14 +137,14 @@ def run_by_id(conn: Connection, run_id: int, source: str, store: str) -> RunInfo
 
 def tail_cursor(conn: Connection, run_id: int, lines: int) -> int:
     """The point id to follow a run from so that its `lines` newest points come first (0: all
-    of them). Ids are shared by every run in the store: this counts the run's rows, not ids."""
-    newest = conn.execute(
-        select(points.c.id)
-        .where(points.c.run_id == run_id)
-        .order_by(points.c.id.desc())
-        .limit(max(0, lines) + 1)
-    ).scalars().all()  # fmt: skip
+    of them). Ids are shared by every run in the store: this counts the run's points, not ids."""
+    newest = chunk_read.newest_ids(*_cur(conn), run_id, max(0, lines) + 1)
     return newest[-1] if len(newest) > max(0, lines) else 0
+
+
+def _cur(conn: Connection) -> tuple:
+    """The DBAPI cursor of the connection's transaction, and its placeholder."""
+    return conn.connection.dbapi_connection.cursor(), marker(conn.dialect.paramstyle)
 
 
 def key_names(conn: Connection) -> dict[int, str]:
@@ -151,9 +152,8 @@ def key_names(conn: Connection) -> dict[int, str]:
 
 
 def run_key_ids(conn: Connection, run_id: int) -> list[int]:
-    """Keys that have points in one run (walks the (run_id, key_id, step) index)."""
-    query = select(points.c.key_id).where(points.c.run_id == run_id).distinct()
-    return sorted(conn.execute(query).scalars())
+    """Keys that have points in one run."""
+    return sorted(chunk_read.run_keys(*_cur(conn), run_id))
 
 
 def fetch_points(
@@ -165,23 +165,9 @@ def fetch_points(
     limit: int | None = None,
 ) -> PointRows:
     """Points with id > after, for these runs (and keys), in id order. NULL value → NaN."""
-    query = (
-        select(
-            points.c.id,
-            points.c.run_id,
-            points.c.key_id,
-            points.c.step,
-            points.c.wall,
-            points.c.value,
-        )
-        .where(points.c.run_id.in_(list(run_ids)), points.c.id > after)
-        .order_by(points.c.id)
-    )
-    if key_ids is not None:
-        query = query.where(points.c.key_id.in_(list(key_ids)))
-    if limit is not None:
-        query = query.limit(limit)
-    rows = raw_rows(conn, query)
+    rows = chunk_read.points_after(*_cur(conn), list(run_ids), after,
+                                   key_ids=None if key_ids is None else list(key_ids),
+                                   limit=limit)  # fmt: skip
     cols = list(zip(*rows, strict=True)) if rows else [()] * 6
     values = [NAN if v is None else v for v in cols[5]]
     return PointRows(
@@ -206,16 +192,8 @@ def fetch_events(conn: Connection, run_id: int, ref: RunRef, *, after: int = 0) 
 
 
 def series_points(conn: Connection, run_id: int, key_id: int) -> list[tuple]:
-    """Every point of one series as (step, wall, value), in id (arrival) order. Read through the
-    (run_id, key_id, step) index and sorted here: `ORDER BY id` made SQLite walk the run's
-    (run_id, id) index instead, every point of the run (1.4 s for a 300-point series of a run
-    of 12M points)."""
-    query = select(points.c.id, points.c.step, points.c.wall, points.c.value).where(
-        points.c.run_id == run_id, points.c.key_id == key_id
-    )
-    rows = raw_rows(conn, query)
-    rows.sort(key=itemgetter(0))
-    return [r[1:] for r in rows]
+    """Every point of one series as (step, wall, value), in id (arrival) order."""
+    return [r[1:] for r in chunk_read.series_all(*_cur(conn), run_id, key_id)]
 
 
 def series(engine: Engine, run_id: int, key_id: int) -> tuple[list[int], list[float], list[float]]:

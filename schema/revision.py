@@ -4,5 +4,5 @@ HEAD_REVISION is the newest Alembic revision (tests check it against the migrati
 OLDER_REVISIONS are the earlier ones, which readers refuse with the command that upgrades them.
 """
 
-HEAD_REVISION = "0005"
-OLDER_REVISIONS = ("0001", "0002", "0003", "0004")
+HEAD_REVISION = "0006"
+OLDER_REVISIONS = ("0001", "0002", "0003", "0004", "0005")

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from sqlalchemy import Connection, bindparam, delete, func, select
 
-from schema import buckets
+from schema import buckets, chunk_read
 from schema.envelope import SERIES_COLUMNS, agg_of, bucket_rows
 from schema.read import series_points
 from schema.rollup import AGG_COLUMNS, VSUM, newest_take
@@ -27,17 +27,14 @@ BATCH = 200_000
 SAMPLE_POINTS = 2_000_000  # points `reslog check` reads back to compare with the rollups
 
 
-def _stream(conn: Connection, writers: dict[int, RollupWriter], where: str, params: tuple,
+def _stream(conn: Connection, writers: dict[int, RollupWriter], run_ids: list | None,
             progress: Progress | None, total: int) -> int:  # fmt: skip
-    """Account every point matching `where`, in id order and batches; returns how many."""
-    p = placeholder(conn.dialect)
+    """Account every point (of `run_ids`; None: all), in id order and batches; returns how
+    many."""
+    cur, p = _cursor(conn), placeholder(conn.dialect)
     done, last = 0, 0
     while True:
-        rows = conn.exec_driver_sql(
-            "SELECT id, run_id, key_id, step, wall, value FROM points"
-            f" WHERE {where} id > {p} ORDER BY id LIMIT {p}",
-            (*params, last, BATCH),
-        ).all()
+        rows = chunk_read.points_after(cur, p, run_ids, last, limit=BATCH)
         if not rows:
             return done
         by_run: dict[int, tuple[list, list]] = {}
@@ -65,7 +62,7 @@ def backfill(conn: Connection, progress: Progress | None = None) -> int:
     total = conn.execute(select(func.count()).select_from(points)).scalar() or 0
     if progress is not None:
         progress(0, total)
-    return _stream(conn, {}, "", (), progress, total)
+    return _stream(conn, {}, None, progress, total)
 
 
 def rebuild(conn: Connection, run_id: int) -> int:
@@ -73,8 +70,7 @@ def rebuild(conn: Connection, run_id: int) -> int:
     points. Returns the number of points."""
     for table in (rollups, series, takes):
         conn.execute(delete(table).where(table.c.run_id == run_id))
-    p = placeholder(conn.dialect)
-    return _stream(conn, {}, f"run_id = {p} AND", (run_id,), None, 0)
+    return _stream(conn, {}, [run_id], None, 0)
 
 
 def _same(a, b) -> bool:
@@ -143,9 +139,10 @@ def check_series(conn: Connection, run_id: int, key_id: int) -> list[str]:
 
 
 def point_series(conn: Connection) -> list[tuple[int, int]]:
-    """Every (run, key) that has points, by skipping along the (run_id, key_id, step) index: two
-    index seeks a series, however many points each holds."""
-    found: list[tuple[int, int]] = []
+    """Every (run, key) that has points: the chunks' keysets, and the rows not converted yet
+    found by skipping along the (run_id, key_id, step) index (two index seeks a series,
+    however many points each holds)."""
+    found: set[tuple[int, int]] = chunk_read.chunked_series(_cursor(conn))
     run, key = points.c.run_id, points.c.key_id
     next_key = select(key).where(run == bindparam("r"), key > bindparam("k")).order_by(key).limit(1)
     next_run = select(run).where(run > bindparam("r")).order_by(run).limit(1)
@@ -153,10 +150,10 @@ def point_series(conn: Connection) -> list[tuple[int, int]]:
     while run_id is not None:
         key_id = conn.execute(next_key, {"r": run_id, "k": -(2**63)}).scalar()
         while key_id is not None:
-            found.append((int(run_id), int(key_id)))
+            found.add((int(run_id), int(key_id)))
             key_id = conn.execute(next_key, {"r": run_id, "k": key_id}).scalar()
         run_id = conn.execute(next_run, {"r": run_id}).scalar()
-    return found
+    return sorted(found)
 
 
 def sample_series(

@@ -28,6 +28,7 @@ from sqlalchemy import Connection, delete
 from sqlalchemy.engine import Dialect
 
 from schema import buckets
+from schema.chunk_write import ChunkWriter
 from schema.envelope import (
     SERIES_COLUMNS,
     agg_of,
@@ -48,9 +49,8 @@ from schema.rollup import (
     merge_all,
 )
 from schema.sql import BulkRows, placeholder, positional_insert, positional_upsert
-from schema.tables import points, rollups, series, takes
+from schema.tables import rollups, series, takes
 
-POINT_COLUMNS = ["run_id", "key_id", "step", "wall", "value"]
 ROLLUP_COLUMNS = ["run_id", "key_id", "level", "bucket", *AGG_COLUMNS]
 IN_CHUNK = 400  # ids per "IN (...)" (SQLite's variable limit is 999 or more)
 _NAN = float("nan")
@@ -98,13 +98,7 @@ class RollupWriter:
         """`progress`: called after each statement that writes rows (the writer's watchdog)."""
         self.run_id = int(run_id)
         self.p = placeholder(dialect)
-        self._points = BulkRows(
-            dialect,
-            positional_insert(dialect, points, POINT_COLUMNS),
-            len(POINT_COLUMNS),
-            copy=(points, POINT_COLUMNS),
-            progress=progress,
-        )
+        self.chunks = ChunkWriter(dialect, run_id, progress)
         self._rollups = BulkRows(
             dialect,
             positional_upsert(dialect, rollups, ROLLUP_COLUMNS),
@@ -134,13 +128,29 @@ class RollupWriter:
         columns = self._columns(conn, rows, groups)
         pending = Pending()
         restarts = self._restarts(columns)
+        chunked = groups
+        if chunked is None:
+            chunked = [(st, wa, {key: vs}) for key, (st, wa, vs) in columns.items()]
+        ids = self.chunks.write(conn, chunked)
         if not restarts:
-            self._points.run(conn, rows)
             self._keep(conn, pending, columns, groups, {}, {})
         else:
-            since = self._insert_split(conn, rows, columns, restarts)
+            # A take holds from the restarting point's own id: the points logged before it
+            # have smaller ids, those after it larger ones.
+            since = {
+                (key, pos): ids[key][0][pos] + ids[key][1]
+                for key, positions in restarts.items()
+                for pos in positions
+            }
             self._keep(conn, pending, columns, None, restarts, since)
         return pending
+
+    def seal_all(self, conn: Connection, *, alone: bool = False) -> int:
+        """Seal the run's head chunks in the caller's transaction (`alone`: one that inserts
+        no points), so a finished run is all sealed chunks; accept() after it commits."""
+        if alone:
+            self.chunks.begin()
+        return self.chunks.seal_all(conn)
 
     def account(self, conn: Connection, rows: list[tuple], ids: list[int]) -> Pending:
         """Keep the rollups of points already stored (with these ids), in id order."""
@@ -156,8 +166,11 @@ class RollupWriter:
         self._keep(conn, pending, columns, None, restarts, since)
         return pending
 
-    def accept(self, pending: Pending) -> None:
+    def accept(self, pending: Pending | None = None) -> None:
         """The transaction of `pending` committed: its states are now the writer's."""
+        self.chunks.accept()
+        if pending is None:
+            return
         for key, state in pending.states.items():
             # Keep only the newest bucket of each level in memory: enough for in-order points.
             state.known = {
@@ -170,6 +183,7 @@ class RollupWriter:
     def forget(self) -> None:
         """Drop the in-memory state (it is read back from the store when needed)."""
         self.states.clear()
+        self.chunks.forget()
 
     # -- grouping and restarts ----------------------------------------------------------------
 
@@ -238,25 +252,6 @@ class RollupWriter:
         for i, row in enumerate(rows):
             index[row[1]].append(i)
         return index
-
-    def _insert_split(self, conn, rows, columns, restarts) -> dict[tuple[int, int], int]:
-        """Insert the rows in pieces cut before each restart point, and return the id from which
-        each restart's take holds: one more than the run's highest id before it (ids of one run
-        only grow: SQLite takes max + 1, a PostgreSQL sequence only goes up)."""
-        index = self._global_index(rows, columns)
-        cuts = sorted((index[key][pos], key, pos) for key, ps in restarts.items() for pos in ps)
-        since: dict[tuple[int, int], int] = {}
-        start = 0
-        for at, key, pos in cuts:
-            if at > start:
-                self._points.run(conn, rows[start:at])
-                start = at
-            high = conn.exec_driver_sql(
-                f"SELECT max(id) FROM points WHERE run_id = {self.p}", (self.run_id,)
-            ).scalar()
-            since[(key, pos)] = int(high or 0) + 1
-        self._points.run(conn, rows[start:])
-        return since
 
     # -- folding ------------------------------------------------------------------------------
 

@@ -24,8 +24,10 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     PrimaryKeyConstraint,
+    Sequence,
     SmallInteger,
     String,
     Table,
@@ -110,6 +112,52 @@ points = Table(
     Index(None, "run_id", "id"),  # points of run R after cursor C
     Index(None, "run_id", "key_id", "step"),  # points of key K of run R
 )
+
+# Points as compressed columnar chunks (docs/store.md, "Points as compressed columns"). The
+# writer logs the points of one flush as one head chunk per keyset; a keyset's heads are sealed
+# into one chunk of ~4,096 rows. `points` holds rows written before revision 0006 until
+# `reslog upgrade` converts them; readers take both (schema/chunk_read.py).
+keysets = Table(
+    "keysets",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("run_id", BigId, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    # The key ids of the chunks' value columns, in column order: "3,7,9".
+    Column("key_ids", Text, nullable=False),
+    UniqueConstraint("run_id", "key_ids"),
+)
+
+chunks = Table(
+    "chunks",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("run_id", BigId, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("keyset_id", BigId, ForeignKey("keysets.id", ondelete="CASCADE"), nullable=False),
+    # Point ids: row i's points have ids ids[i] .. ids[i] + k - 1 in column order, so a point
+    # id is unique in the store and readers page with "id > cursor" as with rows.
+    Column("id_lo", BigInteger, nullable=False),
+    Column("id_hi", BigInteger, nullable=False),
+    Column("n", Integer, nullable=False),  # rows; n * k points
+    Column("step_lo", BigInteger, nullable=False),
+    Column("step_hi", BigInteger, nullable=False),
+    Column("sealed", SmallInteger, nullable=False),  # 0: a head chunk, 1: sealed
+    Column("data", LargeBinary, nullable=False),  # schema/chunk_codec.py, with an ids stream
+    Index(None, "id_hi"),  # new since cursor C, store-wide (resplot sync, the agent)
+    Index(None, "run_id", "id_hi"),  # new since cursor C, of run R
+    Index(None, "keyset_id", "step_lo"),  # a key by step
+)
+
+# The next point id (one row): writers reserve ids here, SQLite inside the flush's
+# transaction, PostgreSQL in a short one of its own (ids reserved, not committed, are gaps).
+point_ids = Table(
+    "point_ids",
+    metadata,
+    Column("id", SmallInteger, primary_key=True, autoincrement=False),
+    Column("next_id", BigInteger, nullable=False),
+)
+# PostgreSQL's: a row takes one value v and its points the ids v * 256 + column
+# (schema/chunk_write.py). SQLite has no sequences and ignores it.
+point_row_ids = Sequence("point_row_ids", metadata=metadata)
 
 events = Table(
     "events",

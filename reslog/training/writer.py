@@ -467,6 +467,8 @@ class Writer:
         with conn.begin():
             if rows:
                 pending = self.rollups.insert(conn, rows, groups)
+            if final is not None:  # a finished run's points are all sealed chunks
+                self.rollups.seal_all(conn, alone=not rows)
             if last:
                 # Every event passes here (alerts, tracebacks, logged strings, config changes):
                 # the one place its text is redacted before it is stored.
@@ -493,8 +495,7 @@ class Writer:
                     values["status"], values["ended_at"] = final
             conn.execute(runs.update().where(runs.c.id == self.run_id).values(**values))
         self._progress_at = time.monotonic()
-        if pending is not None:
-            self.rollups.accept(pending)
+        self.rollups.accept(pending)
         self.committed += len(rows)
         self.commits += 1
         self.room.set()

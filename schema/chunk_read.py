@@ -1,0 +1,398 @@
+"""Reading points back from chunks and from the rows written before them: the one iterator.
+
+Points live in two places (docs/store.md, "Points as compressed columns"): chunks, each the
+points of one keyset (keys logged together) as compressed columns with their ids, and the
+`points` rows of stores written before revision 0006 that `reslog upgrade` has not converted
+yet. Every reader of raw points (schema/envelope.py, schema/read.py, the agent, resplot's
+PostgreSQL source, `reslog check`) takes both through these functions, so the rules below exist
+once:
+
+- A point's id: row i of a chunk with k value columns holds k points, with ids
+  `ids[i] .. ids[i] + k - 1` in column order. Ids are unique in the store and only grow, as
+  `points.id` did, so "what is new since cursor C" is "ids > C" whatever sealing or a
+  conversion did in between: they move points into other chunks with the same ids, in one
+  transaction.
+- Superseded points (a row in `takes`: from point id `since_id` on, the series restarted at
+  `step`) are left out by id and step, as the row store's NOT EXISTS probe did.
+- Values come out as floats with NaN as None (the row store's convention, which every caller
+  of these row functions keeps); `series_columns` gives the columns as they are stored.
+
+Standard library only, Python 3.8 syntax: this file ships inside the agent's archive. Where
+numpy imports (and schema/chunk_codec_numpy.py is there), chunks decode through it.
+"""
+
+from __future__ import annotations
+
+from heapq import merge as heap_merge
+
+from schema import chunk_codec
+
+try:  # the agent's host may have no numpy: the standard-library decoder then
+    import numpy as np
+
+    from schema import chunk_codec_numpy as _fast
+except ImportError:  # pragma: no cover - exercised by the agent's Python 3.8 test
+    np = None  # type: ignore[assignment]
+    _fast = None  # type: ignore[assignment]
+
+HAS_NUMPY = _fast is not None
+# Points per step read a caller's `limit` may pull in before an early stop is considered.
+_TAKES_SQL = "SELECT since_id, step FROM takes WHERE run_id = {p} AND key_id = {p}"
+
+
+def decode(blob, columns=None) -> chunk_codec.Chunk:
+    """A chunk's columns (numpy arrays where numpy imports, else arrays)."""
+    data = bytes(blob)  # sqlite3 gives bytes, psycopg memoryview
+    return _fast.decode(data, columns) if _fast is not None else chunk_codec.decode(data, columns)
+
+
+def key_list(text: str) -> list:
+    return [int(x) for x in text.split(",")] if text else []
+
+
+# -- where a key's points are ----------------------------------------------------------------------
+
+
+def keyset_columns(cur, p: str, run_id: int, key_id: int) -> list:
+    """[(keyset id, column, k)] of the run's keysets holding the key."""
+    cur.execute(f"SELECT id, key_ids FROM keysets WHERE run_id = {p}", (run_id,))
+    out = []
+    for ks, text in cur.fetchall():
+        keys = key_list(text)
+        if key_id in keys:
+            out.append((int(ks), keys.index(key_id), len(keys)))
+    return out
+
+
+def takes_of(cur, p: str, run_id: int, key_id: int) -> list:
+    """[(since_id, step)] of the series' takes."""
+    cur.execute(_TAKES_SQL.format(p=p), (run_id, key_id))
+    return [(int(a), int(b)) for a, b in cur.fetchall()]
+
+
+def _current(takes: list, point_id: int, step: int) -> bool:
+    return not any(at <= step and since > point_id for since, at in takes)
+
+
+# -- one series by step ------------------------------------------------------------------------
+
+
+def _legacy_rows(cur, p, run_id, key_id, start, stop, before_id, after) -> list:
+    sql = (
+        f"SELECT id, step, wall, value FROM points WHERE run_id = {p} AND key_id = {p}"
+        f" AND step >= {p} AND step < {p}"
+    )
+    params = [run_id, key_id, start, stop]
+    if before_id is not None:
+        sql += f" AND id < {p}"
+        params.append(before_id)
+    if after is not None:
+        sql += f" AND (step > {p} OR id > {p})"
+        params += list(after)
+    cur.execute(sql, params)
+    return cur.fetchall()
+
+
+def _chunk_rows(blob, col: int, k: int, start, stop, before_id, after) -> list:
+    """(id, step, wall, value) of one chunk's column with start <= step < stop."""
+    c = decode(blob, [col])
+    if np is not None:
+        steps, walls, values = c.steps, c.walls, c.values[0]
+        ids = c.ids + col
+        keep = (steps >= start) & (steps < stop)
+        if before_id is not None:
+            keep &= ids < before_id
+        if after is not None:
+            keep &= (steps > after[0]) | (ids > after[1])
+        if not keep.all():
+            ids, steps, walls, values = ids[keep], steps[keep], walls[keep], values[keep]
+        vals = [None if v != v else v for v in values.tolist()]
+        return list(zip(ids.tolist(), steps.tolist(), walls.tolist(), vals))  # noqa: B905 (3.8)
+    out = []
+    for i, s in enumerate(c.steps):
+        if not start <= s < stop:
+            continue
+        pid = c.ids[i] + col
+        if before_id is not None and pid >= before_id:
+            continue
+        if after is not None and not (s > after[0] or pid > after[1]):
+            continue
+        v = c.values[0][i]
+        out.append((pid, s, c.walls[i], None if v != v else v))
+    return out
+
+
+def series_rows(
+    cur, p: str, run_id: int, key_id: int, start: int, stop: int, *,
+    has_takes: bool, before_id: int | None = None, after_id: int | None = None,
+    limit: int | None = None,
+) -> list:  # fmt: skip
+    """(id, step, wall, value) of the series' current points with start <= step < stop, by
+    step then id (value None = NaN), at most `limit` of them; with `after_id`, only those after
+    (start, after_id) in that order (paging: the last row's step as `start`, its id as
+    `after_id`). `before_id`: only points with a smaller id."""
+    after = None if after_id is None else (start, after_id)
+    rows = _legacy_rows(cur, p, run_id, key_id, start, stop, before_id, after)
+    for ks, col, k in keyset_columns(cur, p, run_id, key_id):
+        cur.execute(
+            f"SELECT data FROM chunks WHERE keyset_id = {p} AND step_lo < {p} AND step_hi >= {p}"
+            " ORDER BY step_lo, id_lo",
+            (ks, stop, start),
+        )
+        for (blob,) in cur.fetchall():
+            rows.extend(_chunk_rows(blob, col, k, start, stop, before_id, after))
+    if has_takes:
+        takes = takes_of(cur, p, run_id, key_id)
+        if takes:
+            rows = [r for r in rows if _current(takes, r[0], r[1])]
+    rows.sort(key=_step_id)
+    return rows if limit is None else rows[:limit]
+
+
+def _step_id(row) -> tuple:
+    return (row[1], row[0])
+
+
+def count_rows(
+    cur, p: str, run_id: int, key_id: int, start: int, stop: int, limit: int, *, has_takes: bool
+) -> int:
+    """The series' current points with start <= step < stop, counted up to `limit`: chunks
+    wholly inside the range count by their row count, the others are decoded."""
+    cur.execute(
+        f"SELECT count(*) FROM (SELECT 1 FROM points WHERE run_id = {p} AND key_id = {p}"
+        f" AND step >= {p} AND step < {p} LIMIT {p}) AS c",
+        (run_id, key_id, start, stop, limit),
+    )
+    total = int(cur.fetchone()[0])
+    takes = takes_of(cur, p, run_id, key_id) if has_takes else []
+    for ks, col, k in keyset_columns(cur, p, run_id, key_id):
+        if total >= limit:
+            break
+        cur.execute(
+            f"SELECT step_lo, step_hi, n, data FROM chunks WHERE keyset_id = {p}"
+            f" AND step_lo < {p} AND step_hi >= {p} ORDER BY step_lo, id_lo",
+            (ks, stop, start),
+        )
+        for lo, hi, n, blob in cur.fetchall():
+            if not takes and lo >= start and hi < stop:
+                total += int(n)
+            else:
+                found = _chunk_rows(blob, col, k, start, stop, None, None)
+                if takes:
+                    found = [r for r in found if _current(takes, r[0], r[1])]
+                total += len(found)
+            if total >= limit:
+                break
+    return min(total, limit)
+
+
+def first_values(cur, p: str, run_id: int, key_id: int, steps: list, *, has_takes: bool) -> dict:
+    """{step: value of the first current point there (by id)} for each of `steps` that has one
+    (value None = NaN); reads only the chunks whose step range holds one of them."""
+    out: dict = {}
+    if not steps:
+        return out
+    wanted = set(steps)
+    for i in range(0, len(steps), 500):
+        part = steps[i : i + 500]
+        marks = ", ".join([p] * len(part))
+        cur.execute(
+            f"SELECT step, id, value FROM points WHERE run_id = {p} AND key_id = {p}"
+            f" AND step IN ({marks})",
+            [run_id, key_id, *part],
+        )
+        found = cur.fetchall()
+        if found:
+            _keep_first(out, found, has_takes and takes_of(cur, p, run_id, key_id))
+    lo, hi = min(steps), max(steps)
+    ordered = sorted(wanted)
+    takes = takes_of(cur, p, run_id, key_id) if has_takes else []
+    for ks, col, _k in keyset_columns(cur, p, run_id, key_id):
+        cur.execute(
+            f"SELECT step_lo, step_hi, data FROM chunks WHERE keyset_id = {p}"
+            f" AND step_lo <= {p} AND step_hi >= {p} ORDER BY step_lo, id_lo",
+            (ks, hi, lo),
+        )
+        for s_lo, s_hi, blob in cur.fetchall():
+            if not _any_between(ordered, int(s_lo), int(s_hi)):
+                continue
+            c = decode(blob, [col])
+            found = [
+                (s, c.ids[i] + col, c.values[0][i])
+                for i, s in enumerate(_as_list(c.steps))
+                if s in wanted
+            ]
+            _keep_first(out, [(s, int(pid), float(v)) for s, pid, v in found], takes)
+    return {s: v for s, (_pid, v) in out.items()}
+
+
+def _as_list(column) -> list:
+    return column.tolist()
+
+
+def _any_between(ordered: list, lo: int, hi: int) -> bool:
+    from bisect import bisect_left
+
+    i = bisect_left(ordered, lo)
+    return i < len(ordered) and ordered[i] <= hi
+
+
+def _keep_first(out: dict, found: list, takes) -> None:
+    """Fold (step, id, value) rows into out[step] = (id, value) keeping the smallest id."""
+    for step, pid, value in found:
+        if takes and not _current(takes, pid, step):
+            continue
+        if value is not None and value != value:
+            value = None
+        have = out.get(step)
+        if have is None or pid < have[0]:
+            out[step] = (pid, value)
+
+
+# -- everything new since a cursor -------------------------------------------------------------
+
+
+def max_point_id(cur) -> int:
+    """The highest point id stored (0: none): the cursor of "everything so far"."""
+    cur.execute("SELECT max(id_hi) FROM chunks")
+    high = cur.fetchone()[0] or 0
+    cur.execute("SELECT max(id) FROM points")
+    return max(int(high), int(cur.fetchone()[0] or 0))
+
+
+def points_after(
+    cur, p: str, run_ids, after: int, *, key_ids=None, upto: int | None = None,
+    limit: int | None = None,
+) -> list:  # fmt: skip
+    """(id, run_id, key_id, step, wall, value) of the points with after < id (<= upto), of the
+    runs `run_ids` (None: every run) and keys `key_ids` (None: all), in id order, the first
+    `limit` of them (value None = NaN). Chunks are read in id order and reading stops once
+    `limit` points are in hand below the next chunk's first id."""
+    wanted = None if key_ids is None else {int(k) for k in key_ids}
+    where_l, params_l = [f"id > {p}"], [after]
+    where_c, params_c = [f"c.id_hi > {p}"], [after]
+    if upto is not None:
+        where_l.append(f"id <= {p}")
+        params_l.append(upto)
+        where_c.append(f"c.id_lo <= {p}")
+        params_c.append(upto)
+    if run_ids is not None:
+        runs = [int(r) for r in run_ids]
+        if not runs:
+            return []
+        marks = ", ".join([p] * len(runs))
+        where_l.append(f"run_id IN ({marks})")
+        params_l += runs
+        where_c.append(f"c.run_id IN ({marks})")
+        params_c += runs
+    if wanted is not None:
+        if not wanted:
+            return []
+        marks = ", ".join([p] * len(wanted))
+        where_l.append(f"key_id IN ({marks})")
+        params_l += sorted(wanted)
+    sql = f"SELECT id, run_id, key_id, step, wall, value FROM points WHERE {' AND '.join(where_l)}"
+    sql += " ORDER BY id"
+    if limit is not None:
+        sql += f" LIMIT {p}"
+        params_l.append(limit)
+    cur.execute(sql, params_l)
+    legacy = cur.fetchall()
+    cur.execute(
+        "SELECT c.id_lo, c.id_hi, c.run_id, k.key_ids, c.data FROM chunks c"
+        f" JOIN keysets k ON k.id = c.keyset_id WHERE {' AND '.join(where_c)} ORDER BY c.id_lo",
+        params_c,
+    )
+    parts: list = []
+    held = 0
+    for id_lo, _id_hi, run_id, key_text, blob in cur.fetchall():
+        if limit is not None and held >= limit:
+            # Every point of this chunk and the later ones has an id >= id_lo: stop once the
+            # `limit` smallest in hand lie below it.
+            everything = sorted(heap_merge(*parts))
+            if everything[limit - 1][0] < id_lo:
+                parts, held = [everything[:limit]], limit
+                break
+            parts, held = [everything[:limit]], limit
+        rows = _chunk_points(blob, int(run_id), key_list(key_text), wanted, after, upto)
+        if rows:
+            parts.append(rows)
+            held += len(rows)
+    merged = list(heap_merge(legacy, *parts)) if parts else list(legacy)
+    return merged if limit is None else merged[:limit]
+
+
+def _chunk_points(blob, run_id: int, keys: list, wanted, after: int, upto) -> list:
+    """(id, run_id, key_id, step, wall, value) of a chunk's points in (after, upto], by id."""
+    cols = [i for i, k in enumerate(keys) if wanted is None or k in wanted]
+    if not cols:
+        return []
+    c = decode(blob, cols)
+    steps, walls, ids = _as_list(c.steps), _as_list(c.walls), _as_list(c.ids)
+    out = []
+    for j, col in enumerate(cols):
+        key = keys[col]
+        values = _as_list(c.values[j])
+        for i, base in enumerate(ids):
+            pid = base + col
+            if pid <= after or (upto is not None and pid > upto):
+                continue
+            v = values[i]
+            out.append((pid, run_id, key, steps[i], walls[i], None if v != v else v))
+    out.sort()
+    return out
+
+
+# -- whole series and runs -----------------------------------------------------------------------
+
+
+def series_all(cur, p: str, run_id: int, key_id: int) -> list:
+    """(id, step, wall, value) of every point of one series, superseded ones included, in id
+    (arrival) order (value None = NaN)."""
+    rows = series_rows(cur, p, run_id, key_id, -(2**63), 2**63 - 1, has_takes=False)
+    rows.sort()
+    return rows
+
+
+def run_keys(cur, p: str, run_id: int) -> set:
+    """The keys that have points in one run."""
+    found = set()
+    cur.execute(f"SELECT key_ids FROM keysets WHERE run_id = {p}", (run_id,))
+    for (text,) in cur.fetchall():
+        found.update(key_list(text))
+    cur.execute(f"SELECT DISTINCT key_id FROM points WHERE run_id = {p}", (run_id,))
+    found.update(int(k) for (k,) in cur.fetchall())
+    return found
+
+
+def chunked_series(cur) -> set:
+    """Every (run, key) that has points in chunks."""
+    cur.execute(
+        "SELECT k.run_id, k.key_ids FROM keysets k WHERE EXISTS"
+        " (SELECT 1 FROM chunks c WHERE c.keyset_id = k.id)"
+    )
+    return {(int(r), key) for r, text in cur.fetchall() for key in key_list(text)}
+
+
+def newest_ids(cur, p: str, run_id: int, count: int) -> list:
+    """The ids of the run's `count` newest points, newest first."""
+    cur.execute(
+        f"SELECT id FROM points WHERE run_id = {p} ORDER BY id DESC LIMIT {p}", (run_id, count)
+    )
+    ids = [int(i) for (i,) in cur.fetchall()]
+    cur.execute(
+        f"SELECT id_lo, id_hi, data FROM chunks WHERE run_id = {p} ORDER BY id_hi DESC", (run_id,)
+    )
+    for _lo, id_hi, blob in cur.fetchall():
+        ids.sort(reverse=True)
+        if len(ids) >= count and ids[count - 1] > int(id_hi):
+            break
+        c = decode(blob, [])
+        k = _columns_of(blob)
+        ids.extend(base + j for base in _as_list(c.ids) for j in range(k))
+    ids.sort(reverse=True)
+    return ids[:count]
+
+
+def _columns_of(blob) -> int:
+    return int(bytes(blob[1:2])[0])
