@@ -41,6 +41,8 @@ Each stream holds n 64-bit words (the int64 steps, the float64 bit patterns), as
     DECIMAL  floats only: e (u8, 0-12) and an inner kind (u8: LINEAR, SHUFFLE or DELTA), then
              that stream of the integers m with float(m) / 10**e == the float to the bit (ALP's
              idea: watts from milliwatts and other decimals cost their digits, not 52 bits)
+    RAW      the words as they are, 8n bytes: head chunks, a flush's few rows, where deflate's
+             fixed cost a stream (~10 us) buys a few bytes that sealing will take anyway
 
 The encoder writes LINEAR where the words allow it, else DECIMAL where a float column is made
 of decimals (inside: DELTA for integers that never turn, SHUFFLE for the others), else DELTA
@@ -63,7 +65,7 @@ from operator import ge, le, sub, xor
 from typing import NamedTuple
 
 FORMAT_VERSION = 1
-LINEAR, SHUFFLE, DELTA, DELTA2, XOR, DECIMAL = 1, 2, 3, 4, 5, 6
+LINEAR, SHUFFLE, DELTA, DELTA2, XOR, DECIMAL, RAW = 1, 2, 3, 4, 5, 6, 7
 KIND_NAMES = {
     LINEAR: "linear",
     SHUFFLE: "shuffle",
@@ -71,8 +73,9 @@ KIND_NAMES = {
     DELTA2: "delta2",
     XOR: "xor",
     DECIMAL: "decimal",
+    RAW: "raw",
 }
-WORD_KINDS = (SHUFFLE, DELTA, DELTA2, XOR)  # besides LINEAR: what a column of integers may be
+WORD_KINDS = (SHUFFLE, DELTA, DELTA2, XOR, RAW)  # besides LINEAR: what integers may be
 DECIMAL_INNER = (SHUFFLE, DELTA)  # DELTA where the integers never turn (counters)
 MAX_EXPONENT = 12
 POW10 = tuple(float(10**e) for e in range(MAX_EXPONENT + 1))  # exact doubles
@@ -202,6 +205,8 @@ def encode_words(words: array, kind: int) -> tuple:
         first = words[0] if n else 0
         step = _int64s([words[1] - words[0]])[0] if n > 1 else 0
         return LINEAR, LINEAR_WORDS.pack(first, step)
+    if kind == RAW:
+        return RAW, _le(words)
     if kind == SHUFFLE:
         out = words
     elif kind == DELTA:
@@ -239,6 +244,10 @@ def decode_words(kind: int, payload: bytes, n: int) -> array:
             return array("q", range(first, last + (1 if step > 0 else -1), step))
         return _int64s([first + step * i for i in range(n)])
     check_word_kind(kind)
+    if kind == RAW:
+        if len(payload) != 8 * n:
+            raise ValueError("corrupt chunk: a raw stream of the wrong length")
+        return _from_le(payload)
     words = _from_le(unshuffle(inflate(payload, 8 * n)))
     if kind == SHUFFLE:
         return words

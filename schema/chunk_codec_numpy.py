@@ -28,6 +28,7 @@ from schema.chunk_codec import (
     LINEAR_WORDS,
     MAX_DECIMAL,
     POW10,
+    RAW,
     SHUFFLE,
     STEP_KIND,
     VALUE_KIND,
@@ -66,6 +67,8 @@ def encode_words(words: np.ndarray, kind: int) -> tuple:
     if n <= 2 or (d == d[0]).all():
         first = int(words[0]) if n else 0
         return LINEAR, LINEAR_WORDS.pack(first, int(d[0]) if n > 1 else 0)
+    if kind == RAW:
+        return RAW, words.astype(WORD, copy=False).tobytes()
     if kind == SHUFFLE:
         out = words
     elif kind == DELTA:
@@ -89,6 +92,10 @@ def decode_words(kind: int, payload: bytes, n: int) -> np.ndarray:
             return np.full(n, first, dtype=np.int64)
         return np.arange(n, dtype=np.int64) * np.int64(step) + np.int64(first)
     check_word_kind(kind)
+    if kind == RAW:
+        if len(payload) != 8 * n:
+            raise ValueError("corrupt chunk: a raw stream of the wrong length")
+        return np.frombuffer(payload, dtype=WORD).astype(np.int64)
     words = _unshuffled(inflate(payload, 8 * n), n).astype(np.int64, copy=False)
     if kind == SHUFFLE:
         return words

@@ -40,6 +40,7 @@ except ImportError:  # a GPU host with reslog alone: the standard-library encode
 
 SEAL_ROWS = 4096
 SEAL_HEADS = 256  # a keyset logged rarely is sealed before its heads pile up
+HEAD_KINDS = (chunk_codec.RAW, chunk_codec.RAW, chunk_codec.RAW)
 PG_ROW_STRIDE = 256  # > chunk_codec.MAX_COLUMNS: a row's points fit in its stride
 _NAN = float("nan")
 
@@ -89,7 +90,10 @@ class ChunkWriter:
         touched = set()
         for (_g, keys, steps, walls, values), ids in zip(pieces, bases, strict=True):
             ks = self._keyset(conn, keys)
-            blob = _codec.encode(steps, walls, *values, ids=ids)
+            # Heads as raw words through the standard library: a flush's few rows cost
+            # deflate's and numpy's fixed costs a column for nothing; sealing compresses.
+            blob = chunk_codec.encode(steps, walls, *values, ids=ids, kinds=HEAD_KINDS,
+                                      decimal=False)  # fmt: skip
             rows.append(
                 (self.run_id, ks, ids[0], ids[-1] + len(keys) - 1, len(steps), min(steps),
                  max(steps), 0, blob)

@@ -22,13 +22,14 @@ import pytest
 from reslog.agent import bundle
 from schema import chunk_codec as codec
 from schema import chunk_codec_numpy as fast
-from schema.chunk_codec import DECIMAL, DELTA, DELTA2, LINEAR, SHUFFLE, XOR
+from schema.chunk_codec import DECIMAL, DELTA, DELTA2, LINEAR, RAW, SHUFFLE, XOR
 
 KINDS = [
     (DELTA, DELTA, SHUFFLE),
     (DELTA2, DELTA2, XOR),
     (SHUFFLE, XOR, DELTA),
     (XOR, SHUFFLE, DELTA2),
+    (RAW, RAW, RAW),  # head chunks
 ]
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 SPECIAL_BITS = [
