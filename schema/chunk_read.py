@@ -396,3 +396,83 @@ def newest_ids(cur, p: str, run_id: int, count: int) -> list:
 
 def _columns_of(blob) -> int:
     return int(bytes(blob[1:2])[0])
+
+
+# -- columns (numpy) ---------------------------------------------------------------------------
+
+
+def chunk_spans(cur, p: str, run_id: int, key_id: int, start: int, stop: int) -> list:
+    """[(step_lo, step_hi, rows)] of the chunks holding the key with steps in [start, stop), by
+    step_lo: what a scan plans its batches by without decoding anything."""
+    out = []
+    for ks, _col, _k in keyset_columns(cur, p, run_id, key_id):
+        cur.execute(
+            f"SELECT step_lo, step_hi, n FROM chunks WHERE keyset_id = {p} AND step_lo < {p}"
+            f" AND step_hi >= {p}",
+            (ks, stop, start),
+        )
+        out += [(int(a), int(b), int(n)) for a, b, n in cur.fetchall()]
+    out.sort()
+    return out
+
+
+def has_legacy_rows(cur, p: str, run_id: int, key_id: int) -> bool:
+    cur.execute(
+        f"SELECT 1 FROM points WHERE run_id = {p} AND key_id = {p} LIMIT 1", (run_id, key_id)
+    )
+    return cur.fetchone() is not None
+
+
+def series_columns(cur, p: str, run_id: int, key_id: int, start: int, stop: int, *,
+                   has_takes: bool) -> tuple:  # fmt: skip
+    """(ids, steps, walls, values) as numpy arrays of the series' current points with
+    start <= step < stop, by step then id. Values from chunks come to the bit (NaN payloads,
+    -0.0); rows of an older store give NaN for NULL. Needs numpy."""
+    ids_l, steps_l, walls_l, values_l = [], [], [], []
+    legacy = _legacy_rows(cur, p, run_id, key_id, start, stop, None, None)
+    if legacy:
+        i, s, w, v = zip(*legacy)  # noqa: B905 (3.8)
+        ids_l.append(np.array(i, dtype=np.int64))
+        steps_l.append(np.array(s, dtype=np.int64))
+        walls_l.append(np.array(w, dtype=np.float64))
+        values_l.append(np.array([np.nan if x is None else x for x in v], dtype=np.float64))
+    for ks, col, _k in keyset_columns(cur, p, run_id, key_id):
+        cur.execute(
+            f"SELECT data FROM chunks WHERE keyset_id = {p} AND step_lo < {p} AND step_hi >= {p}"
+            " ORDER BY step_lo, id_lo",
+            (ks, stop, start),
+        )
+        for (blob,) in cur.fetchall():
+            c = decode(blob, [col])
+            steps = c.steps
+            keep = (steps >= start) & (steps < stop)
+            if keep.all():
+                ids_l.append(c.ids + col)
+                steps_l.append(steps)
+                walls_l.append(c.walls)
+                values_l.append(c.values[0])
+            else:
+                ids_l.append(c.ids[keep] + col)
+                steps_l.append(steps[keep])
+                walls_l.append(c.walls[keep])
+                values_l.append(c.values[0][keep])
+    if not ids_l:
+        empty_i, empty_f = np.zeros(0, np.int64), np.zeros(0, np.float64)
+        return empty_i, empty_i.copy(), empty_f, empty_f.copy()
+    ids, steps = np.concatenate(ids_l), np.concatenate(steps_l)
+    walls, values = np.concatenate(walls_l), np.concatenate(values_l)
+    if has_takes:
+        keep = np.ones(len(ids), dtype=bool)
+        for since, at in takes_of(cur, p, run_id, key_id):
+            keep &= ~((steps >= at) & (ids < since))
+        if not keep.all():
+            ids, steps, walls, values = ids[keep], steps[keep], walls[keep], values[keep]
+    if len(steps) > 1 and not ((np.diff(steps) > 0).all() or _sorted_by_step_id(steps, ids)):
+        order = np.lexsort((ids, steps))
+        ids, steps, walls, values = ids[order], steps[order], walls[order], values[order]
+    return ids, steps, walls, values
+
+
+def _sorted_by_step_id(steps, ids) -> bool:
+    ds = np.diff(steps)
+    return bool(((ds > 0) | ((ds == 0) & (np.diff(ids) > 0))).all())
