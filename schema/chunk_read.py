@@ -424,12 +424,13 @@ def has_legacy_rows(cur, p: str, run_id: int, key_id: int) -> bool:
 
 
 def series_columns(cur, p: str, run_id: int, key_id: int, start: int, stop: int, *,
-                   has_takes: bool) -> tuple:  # fmt: skip
+                   has_takes: bool, before_id: int | None = None) -> tuple:  # fmt: skip
     """(ids, steps, walls, values) as numpy arrays of the series' current points with
     start <= step < stop, by step then id. Values from chunks come to the bit (NaN payloads,
-    -0.0); rows of an older store give NaN for NULL. Needs numpy."""
+    -0.0); rows of an older store give NaN for NULL. `before_id`: only points with a smaller
+    id. Needs numpy."""
     ids_l, steps_l, walls_l, values_l = [], [], [], []
-    legacy = _legacy_rows(cur, p, run_id, key_id, start, stop, None, None)
+    legacy = _legacy_rows(cur, p, run_id, key_id, start, stop, before_id, None)
     if legacy:
         i, s, w, v = zip(*legacy)  # noqa: B905 (3.8)
         ids_l.append(np.array(i, dtype=np.int64))
@@ -446,6 +447,8 @@ def series_columns(cur, p: str, run_id: int, key_id: int, start: int, stop: int,
             c = decode(blob, [col])
             steps = c.steps
             keep = (steps >= start) & (steps < stop)
+            if before_id is not None:
+                keep &= c.ids + col < before_id
             if keep.all():
                 ids_l.append(c.ids + col)
                 steps_l.append(steps)

@@ -193,7 +193,18 @@ def packed_buckets(cur, p: str, run_id: int, key_id: int, level: int, lo: int, h
 def packed_fine(cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: int,
                 row: struct.Struct, *, has_takes: bool,
                 before_id: int | None = None) -> bytes:  # fmt: skip
-    """fine_rows() packed in BUCKET_LAYOUT, as packed_buckets() packs stored ones."""
+    """fine_rows() packed in BUCKET_LAYOUT, as packed_buckets() packs stored ones: from the
+    chunks' decoded columns through numpy where it imports (~10x quicker a point), else from
+    rows through the builtins."""
+    if chunk_read.HAS_NUMPY:
+        from schema import folding_numpy
+
+        sh = buckets.shift(level)
+        start, stop = lo << sh, (hi + 1) << sh
+        _ids, steps, walls, values = chunk_read.series_columns(
+            cur, p, run_id, key_id, start, stop, has_takes=has_takes, before_id=before_id
+        )
+        return folding_numpy.packed(steps, walls, values, start, 1 << sh)
     rows, start, width = _fine_raw(cur, p, run_id, key_id, level, lo, hi, has_takes, before_id)
     return pack_folded(rows, start, width, row)
 

@@ -1,0 +1,101 @@
+"""Raw points folded into fixed-width buckets with numpy: schema/folding.py's fine tiles from
+decoded chunk columns, with no Python object a point.
+
+The same aggregates as `schema.rollup.fold` bucket by bucket (tests/test_folding_numpy.py
+compares every field over random series with NaN, infinities, ties and flags), packed in
+envelope.BUCKET_LAYOUT as `folding.pack_folded` packs them. One difference: `vsum` adds a
+bucket's values in numpy's order (pairwise within long buckets) where the builtin `sum` adds
+them one by one, so the two can differ in the last bits, as two groupings of the same points
+already do (`reslog check` compares vsum with a relative tolerance of 1e-9).
+
+Imported only where numpy is (the agent falls back to schema/folding.py without it).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from schema.rollup import MAX_BITS, NOT_FLAGS
+
+# envelope.BUCKET_LAYOUT as a structured dtype: little-endian, no padding, same bytes as
+# struct.pack("<" + ...) of each row.
+BUCKET_DTYPE = np.dtype(
+    [
+        ("n", "<i8"), ("nan", "<i8"), ("posinf", "<i8"), ("neginf", "<i8"),
+        ("vmin", "<f8"), ("vmax", "<f8"), ("min_at", "<i8"), ("max_at", "<i8"),
+        ("vsum", "<f8"), ("step_lo", "<i8"), ("step_hi", "<i8"), ("last", "<f8"),
+        ("wall_lo", "<f8"), ("wall_hi", "<f8"), ("bits", "<i8"), ("nonfinite_at", "<i8"),
+        ("nulls", "<i8"),
+    ]
+)  # fmt: skip
+
+
+def fold_columns(steps: np.ndarray, walls: np.ndarray, values: np.ndarray, start: int,
+                 width: int) -> np.ndarray:  # fmt: skip
+    """The buckets of `width` steps from `start` holding points (steps sorted, then by id), as
+    a BUCKET_DTYPE array by step: what `folding.fold_width` gives, packed."""
+    n = len(steps)
+    out = np.zeros(0, dtype=BUCKET_DTYPE)
+    if n == 0:
+        return out
+    bucket = (steps - start) // width
+    starts = np.flatnonzero(np.concatenate(([True], bucket[1:] != bucket[:-1])))
+    ends = np.concatenate((starts[1:], [n]))
+    out = np.zeros(len(starts), dtype=BUCKET_DTYPE)
+    index = np.arange(n)
+    finite = np.isfinite(values)
+    is_nan = np.isnan(values)
+    out["n"] = ends - starts
+    out["nan"] = np.add.reduceat(is_nan.astype(np.int64), starts)
+    out["posinf"] = np.add.reduceat((values == np.inf).astype(np.int64), starts)
+    out["neginf"] = np.add.reduceat((values == -np.inf).astype(np.int64), starts)
+    has_finite = np.logical_or.reduceat(finite, starts)
+    low = np.minimum.reduceat(np.where(finite, values, np.inf), starts)
+    high = np.maximum.reduceat(np.where(finite, values, -np.inf), starts)
+    per_point = np.repeat(np.arange(len(starts)), ends - starts)
+    big = np.int64(n)
+    # The first point equal to the extreme: its step is the smallest (points by step), and its
+    # value is the one the builtin min() keeps (the first of equals: -0.0 or 0.0 as logged).
+    first_min = np.minimum.reduceat(np.where(finite & (values == low[per_point]), index, big),
+                                    starts)  # fmt: skip
+    first_max = np.minimum.reduceat(np.where(finite & (values == high[per_point]), index, big),
+                                    starts)  # fmt: skip
+    safe_min = np.minimum(first_min, n - 1)
+    safe_max = np.minimum(first_max, n - 1)
+    out["vmin"] = np.where(has_finite, values[safe_min], 0.0)
+    out["vmax"] = np.where(has_finite, values[safe_max], 0.0)
+    out["min_at"] = np.where(has_finite, steps[safe_min], 0)
+    out["max_at"] = np.where(has_finite, steps[safe_max], 0)
+    vsum = np.add.reduceat(np.where(finite, values, 0.0), starts)
+    sum_nan = np.isnan(vsum)
+    out["vsum"] = np.where(sum_nan, 0.0, vsum)
+    out["step_lo"] = steps[starts]
+    out["step_hi"] = steps[ends - 1]
+    last = values[ends - 1]  # the newest point of the last step: points are by step then id
+    last_nan = np.isnan(last)
+    out["last"] = np.where(last_nan, 0.0, last)
+    out["wall_lo"] = np.minimum.reduceat(walls, starts)
+    out["wall_hi"] = np.maximum.reduceat(walls, starts)
+    out["bits"] = _bits(values, finite, starts, has_finite, low, high)
+    bad = np.minimum.reduceat(np.where(finite, big, index), starts)
+    out["nonfinite_at"] = np.where(bad < big, steps[np.minimum(bad, n - 1)], 0)
+    out["nulls"] = sum_nan.astype(np.int64) + 2 * last_nan.astype(np.int64)
+    return out
+
+
+def _bits(values, finite, starts, has_finite, low, high) -> np.ndarray:
+    """schema.rollup._bits a bucket: 0 without a finite value, the OR of the values where every
+    finite one is an integer in [0, MAX_BITS), else NOT_FLAGS."""
+    with np.errstate(invalid="ignore"):
+        integral = ~finite | (values == np.floor(values))
+    all_integral = np.logical_and.reduceat(integral, starts)
+    flags = has_finite & all_integral & (low >= 0) & (high < MAX_BITS)
+    ints = np.where(finite & (values >= 0) & (values < MAX_BITS), values, 0.0).astype(np.int64)
+    ored = np.bitwise_or.reduceat(ints, starts)
+    return np.where(~has_finite, 0, np.where(flags, ored, NOT_FLAGS))
+
+
+def packed(steps: np.ndarray, walls: np.ndarray, values: np.ndarray, start: int,
+           width: int) -> bytes:  # fmt: skip
+    """fold_columns() as the bytes of BUCKET_LAYOUT rows (the agent's fine tiles)."""
+    return fold_columns(steps, walls, values, start, width).tobytes()
