@@ -260,6 +260,14 @@ def max_point_id(cur) -> int:
     return max(int(high), int(cur.fetchone()[0] or 0))
 
 
+def legacy_max_id(cur) -> int:
+    """The highest id of the legacy `points` rows (0: none). Nothing writes such rows any more
+    and revision 0006 starts chunk ids past them, so a reader's overlap window for ids that
+    commit out of order (PostgreSQL) need not reach below it."""
+    cur.execute("SELECT max(id) FROM points")
+    return int(cur.fetchone()[0] or 0)
+
+
 def points_after(
     cur, p: str, run_ids, after: int, *, key_ids=None, upto: int | None = None,
     limit: int | None = None,
