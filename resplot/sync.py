@@ -145,7 +145,37 @@ class Mirror:
             if progress is not None:
                 progress(f"{store}: {report.points} points copied")
             if not header.get("more") and not header.get("events_more"):
+                self._seal_ended(report)
                 return
+
+    def _seal_ended(self, report: SyncReport) -> None:
+        """Every point of an ended run is copied: seal its head chunks, as the run's own writer
+        did at finish(), so the mirror holds it as sealed chunks too."""
+        if not report.runs:
+            return
+        sealed = []
+        try:
+            with self.engine.begin() as conn:
+                ended = (
+                    conn.execute(
+                        select(runs.c.id).where(
+                            runs.c.uid.in_(sorted(report.runs)), runs.c.status != "running"
+                        )
+                    )
+                    .scalars()
+                    .all()
+                )
+                for run_id in ended:
+                    writer = self._writers.get(run_id)
+                    if writer is None:
+                        writer = self._writers[run_id] = RollupWriter(conn.dialect, run_id)
+                    writer.seal_all(conn, alone=True)
+                    sealed.append(writer)
+        except BaseException:
+            self._writers.clear()
+            raise
+        for writer in sealed:
+            writer.accept()
 
     def _cursor(self, spec: str, store: str) -> dict:
         with self.engine.connect() as conn:
