@@ -245,11 +245,14 @@ class Reader:
         row_id, key_ids = self._series(run, keys)
         pd = _pandas()
         for key, key_id in key_ids.items():
-            for chunk in self._store.scan(row_id, key_id, start, stop, batch):
-                steps, walls, values = zip(*chunk, strict=True)
+            # Columns decoded from the chunks go into the frame as they are: no Python object
+            # a point (docs/store.md, "Points as compressed columns").
+            for steps, walls, values in self._store.scan_columns(
+                row_id, key_id, start, stop, batch
+            ):
                 yield pd.DataFrame(
                     {
-                        "key": pd.Series([key] * len(chunk), dtype=object),
+                        "key": pd.Series([key] * len(steps), dtype=object),
                         "step": pd.Series(steps, dtype="int64"),
                         "wall": pd.Series(walls, dtype="float64"),
                         "value": pd.Series(values, dtype="float64"),

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from sqlalchemy import Connection, Engine
 
-from schema import envelope
+from schema import chunk_read, envelope
 from schema.gc_pause import gc_paused
 from schema.read import fetch_events, find_run, key_names, list_runs
 from schema.records import Event, RunInfo, RunRef
@@ -115,3 +115,33 @@ class StoreReader:
             if len(found) < batch:
                 return
             lo, after = found[-1][1], found[-1][0]
+
+    def scan_columns(
+        self, run_id: int, key_id: int, start: int | None = None, stop: int | None = None,
+        batch: int = 100_000,
+    ) -> Iterator[tuple]:  # fmt: skip
+        """scan() as numpy columns: (steps, walls, values) arrays of at most `batch` points a
+        page, decoded straight from the chunks (schema/chunk_read.series_columns), the same
+        points in the same order."""
+        with self.engine.connect() as conn:
+            cur = self._cursor(conn)
+            row = envelope.series_row(cur, self.p, run_id, key_id)
+            has_takes = envelope.has_takes(cur, self.p, run_id, key_id)
+        if row is None:
+            return
+        agg = envelope.agg_of(row, 2)
+        lo = agg[STEP_LO] if start is None else max(int(start), agg[STEP_LO])
+        hi = agg[STEP_HI] + 1 if stop is None else min(int(stop), agg[STEP_HI] + 1)
+        after = None
+        while lo < hi:
+            with self.engine.connect() as conn:
+                ids, steps, walls, values = chunk_read.series_columns(
+                    self._cursor(conn), self.p, run_id, key_id, lo, hi,
+                    has_takes=has_takes, after_id=after, limit=batch,
+                )  # fmt: skip
+            if not len(ids):
+                return
+            yield steps, walls, values
+            if len(ids) < batch:
+                return
+            lo, after = int(steps[-1]), int(ids[-1])
