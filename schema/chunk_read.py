@@ -335,6 +335,34 @@ def legacy_max_id(cur) -> int:
     return int(cur.fetchone()[0] or 0)
 
 
+def point_count(cur, p: str, run_id: int | None = None, key_id: int | None = None) -> int:
+    """The points stored, superseded ones included, of one run (None: all) and key (None: all):
+    chunks are counted by their rows, never decoded."""
+    where_c, where_l, params = [], [], []
+    if run_id is not None:
+        where_c.append(f"c.run_id = {p}")
+        where_l.append(f"run_id = {p}")
+        params.append(run_id)
+    cur.execute(
+        "SELECT k.key_ids, sum(c.n) FROM chunks c JOIN keysets k ON k.id = c.keyset_id"
+        + (" WHERE " + " AND ".join(where_c) if where_c else "")
+        + " GROUP BY k.id, k.key_ids",
+        params,
+    )
+    total = 0
+    for text, rows in cur.fetchall():
+        keys = key_list(text)
+        total += int(rows) * (len(keys) if key_id is None else keys.count(key_id))
+    if key_id is not None:
+        where_l.append(f"key_id = {p}")
+        params.append(key_id)
+    cur.execute(
+        "SELECT count(*) FROM points" + (" WHERE " + " AND ".join(where_l) if where_l else ""),
+        params,
+    )
+    return total + int(cur.fetchone()[0])
+
+
 def points_after(
     cur, p: str, run_ids, after: int, *, key_ids=None, upto: int | None = None,
     limit: int | None = None,

@@ -236,3 +236,32 @@ def test_scan_columns_are_the_row_scans_points_over_legacy_rows_chunks_and_a_tak
     assert df.value.tolist()[:100] == [s * 0.5 for s in range(2400, 2500)]
     assert df.value.tolist()[100:] == [-s * 1.0 for s in range(2500, 2600)]
     engine.dispose()
+
+
+def test_point_count_counts_chunk_rows_times_their_keys_and_legacy_rows(tmp_path):
+    """chunk_read.point_count (the benchmarks' and scripts' count) never decodes a chunk: it
+    must agree with every point read back, per run and key, for keys logged together."""
+    import sqlite3
+
+    from schema import chunk_read
+
+    path = tmp_path / "s.db"
+    a = reslog.init(project="p", name="a", store=path, system=False)
+    for s in range(300):
+        a.log({"x": 1.0, "y": 2.0, **({"z": 3.0} if s % 3 == 0 else {})}, step=s)
+    a.finish()
+    engine = new_store(path)
+    b = make_run(engine, name="b", points={"x": [(s, 1.0) for s in range(7)]})
+    engine.dispose()
+    with sqlite3.connect(path) as conn:
+        conn.execute(  # a legacy row (a store from before chunks)
+            "INSERT INTO points (run_id, key_id, step, wall, value) VALUES (?, 1, 99, 0, 1)",
+            (b.id,),
+        )
+        cur = conn.cursor()
+        every = chunk_read.points_after(cur, "?", None, 0)
+        assert chunk_read.point_count(cur, "?") == len(every) == 300 * 2 + 100 + 7 + 1
+        for run_id in (1, b.id):
+            for key_id in (1, 2, 3):
+                want = sum(1 for r in every if r[1] == run_id and r[2] == key_id)
+                assert chunk_read.point_count(cur, "?", run_id, key_id) == want

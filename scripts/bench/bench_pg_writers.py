@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from sqlalchemy import create_engine, text  # noqa: E402
 
+from schema import chunk_read, read  # noqa: E402
 from tests.fixtures.postgres import postgres_server  # noqa: E402
 
 CHILD = r"""
@@ -83,7 +84,7 @@ def tree_of(rev: str, into: Path) -> Path:
 
 def count_points(engine) -> int:
     with engine.connect() as conn:
-        return int(conn.exec_driver_sql("SELECT count(*) FROM points").scalar() or 0)
+        return chunk_read.point_count(*read.dbapi_cursor(conn))
 
 
 def writers(tree: Path, admin_url: str, args) -> dict:
@@ -176,7 +177,8 @@ def methods(admin_url: str, n: int) -> list[tuple[str, float, float]]:
     )
     engine = create_engine(tree_url)
     with engine.begin() as conn:
-        run_id, key_id = conn.exec_driver_sql("SELECT run_id, key_id FROM points").first()
+        run_id, key_text = conn.exec_driver_sql("SELECT run_id, key_ids FROM keysets").first()
+        key_id = chunk_read.key_list(key_text)[0]
         for name in ("bare", "indexed"):
             conn.exec_driver_sql(
                 f"CREATE TABLE {name} (id bigserial PRIMARY KEY, run_id int8, "
