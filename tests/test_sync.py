@@ -74,6 +74,20 @@ def _points(con) -> list:
     return out
 
 
+def keysets(path: Path) -> set[tuple[str, tuple[str, ...]]]:
+    """(run name, key names) of every keyset holding chunks: the keys stored together."""
+    con = sqlite3.connect(readonly_uri(path), uri=True)
+    try:
+        names = dict(con.execute("SELECT id, name FROM keys").fetchall())
+        rows = con.execute(
+            "SELECT r.name, k.key_ids FROM keysets k JOIN runs r ON r.id = k.run_id"
+            " WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.keyset_id = k.id)"
+        ).fetchall()
+    finally:
+        con.close()
+    return {(run, tuple(sorted(names[int(i)] for i in text.split(",")))) for run, text in rows}
+
+
 def unsealed(path: Path) -> int:
     """Head chunks (not sealed yet) in a store."""
     con = sqlite3.connect(readonly_uri(path), uri=True)
@@ -131,6 +145,17 @@ def test_sync_copies_every_row_and_the_same_rollups(tmp_path):
     assert want["takes"], "the restart made a take"
     assert_same(got, want)
     assert unsealed(source) == unsealed(mirror) == 0  # ended runs: sealed, as finish() seals
+    # Keys logged together share chunks in the mirror as in the source (the resumed take logs
+    # train/loss alone: a keyset of its own).
+    assert (
+        keysets(mirror)
+        == keysets(source)
+        == {
+            ("a", ("train/loss", "train/lr")),
+            ("a", ("train/loss",)),
+            ("b", ("train/loss", "train/lr")),
+        }
+    )
 
 
 def test_a_cut_sync_resumes_and_a_second_sync_copies_nothing(tmp_path, monkeypatch):
@@ -147,6 +172,12 @@ def test_a_cut_sync_resumes_and_a_second_sync_copies_nothing(tmp_path, monkeypat
     assert again.points == 0 and again.events == 0
     assert_same(contents(mirror), contents(source))
     assert unsealed(mirror) == 0
+    # Batches of 300 points cut logged rows in two: those halves only add keysets of one key.
+    assert (
+        keysets(source)
+        <= keysets(mirror)
+        <= keysets(source) | {("a", ("train/loss",)), ("a", ("train/lr",))}
+    )
 
 
 def test_sync_follows_a_live_run_and_takes_its_final_status(tmp_path):
