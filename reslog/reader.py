@@ -245,16 +245,17 @@ class Reader:
         row_id, key_ids = self._series(run, keys)
         pd = _pandas()
         for key, key_id in key_ids.items():
-            # Columns straight from the decoded chunks: no tuple a point.
+            # Columns decoded from the chunks go into the frame as they are: no Python object
+            # a point (docs/store.md, "Points as compressed columns").
             for steps, walls, values in self._store.scan_columns(
                 row_id, key_id, start, stop, batch
             ):
                 yield pd.DataFrame(
                     {
                         "key": pd.Series([key] * len(steps), dtype=object),
-                        "step": pd.Series(steps, dtype="int64", copy=False),
-                        "wall": pd.Series(walls, dtype="float64", copy=False),
-                        "value": pd.Series(values, dtype="float64", copy=False),
+                        "step": pd.Series(steps, dtype="int64"),
+                        "wall": pd.Series(walls, dtype="float64"),
+                        "value": pd.Series(values, dtype="float64"),
                     }
                 )
 

@@ -28,7 +28,7 @@ from resplot.sources.spec import LocalSpec, PostgresSpec, Spec, parse_spec
 from resplot.ssh.options import SSHOptions
 from schema.errors import StoreError
 from schema.mirror import mirror_cursors, mirror_metadata
-from schema.rollup_writer import Pending, RollupWriter
+from schema.rollup_writer import RollupWriter
 from schema.store import open_store
 from schema.tables import events, runs
 from schema.user_files import check_not_planted
@@ -145,7 +145,37 @@ class Mirror:
             if progress is not None:
                 progress(f"{store}: {report.points} points copied")
             if not header.get("more") and not header.get("events_more"):
+                self._seal_ended(report)
                 return
+
+    def _seal_ended(self, report: SyncReport) -> None:
+        """Every point of an ended run is copied: seal its head chunks, as the run's own writer
+        did at finish(), so the mirror holds it as sealed chunks too."""
+        if not report.runs:
+            return
+        sealed = []
+        try:
+            with self.engine.begin() as conn:
+                ended = (
+                    conn.execute(
+                        select(runs.c.id).where(
+                            runs.c.uid.in_(sorted(report.runs)), runs.c.status != "running"
+                        )
+                    )
+                    .scalars()
+                    .all()
+                )
+                for run_id in ended:
+                    writer = self._writers.get(run_id)
+                    if writer is None:
+                        writer = self._writers[run_id] = RollupWriter(conn.dialect, run_id)
+                    writer.seal_all(conn, alone=True)
+                    sealed.append(writer)
+        except BaseException:
+            self._writers.clear()
+            raise
+        for writer in sealed:
+            writer.accept()
 
     def _cursor(self, spec: str, store: str) -> dict:
         with self.engine.connect() as conn:
@@ -166,7 +196,6 @@ class Mirror:
             "points_after": int(header["points_cursor"]),
             "events_after": int(header["events_cursor"]),
         }
-        pending: list[tuple[RollupWriter, Pending]] = []
         try:
             with self.engine.begin() as conn:
                 if not self._advance(conn, spec, store, cursor, new_cursor):
@@ -181,13 +210,11 @@ class Mirror:
                     values = dict(zip(EVENT_FIELDS, rest, strict=True))
                     conn.execute(insert(events).values(run_id=run_map[run_id], **values))
                     report.events += 1
-                pending = self._points(conn, batch, run_map, key_map)
+                self._points(conn, batch, run_map, key_map)
                 report.points += len(batch.steps)
         except BaseException:
             self._writers.clear()  # their in-memory state may hold the rolled-back batch
             raise
-        for writer, p in pending:
-            writer.accept(p)
         return new_cursor
 
     def _advance(self, conn: Connection, spec: str, store: str, old: dict, new: dict) -> bool:
@@ -236,7 +263,7 @@ class Mirror:
         known = resolve_keys(conn, [name for _key_id, name in rows])
         return {int(key_id): known[name] for key_id, name in rows}
 
-    def _points(self, conn: Connection, batch, run_map, key_map) -> list:
+    def _points(self, conn: Connection, batch, run_map, key_map) -> None:
         """Insert in the source's id order, per run, through the rollup writer."""
         per_run: dict[int, list[tuple]] = {}
         for run_id, key_id, step, wall, value in zip(
@@ -248,13 +275,51 @@ class Mirror:
             per_run.setdefault(mirror_run, []).append(
                 (mirror_run, key_map[key_id], step, wall, value)
             )
-        pending = []
         for mirror_run, rows in per_run.items():
             writer = self._writers.get(mirror_run)
             if writer is None:
                 writer = self._writers[mirror_run] = RollupWriter(conn.dialect, mirror_run)
-            pending.append((writer, writer.insert(conn, rows)))
-        return pending
+            for part, groups in logged_together(rows):
+                # The writer's states move on part by part inside this transaction; if it
+                # rolls back, _apply drops the writers and they are read back from the store.
+                writer.accept(writer.insert(conn, part, groups))
+
+
+def logged_together(rows: list[tuple]) -> list[tuple[list, list]]:
+    """One run's points (run, key, step, wall, value), in the source's id order, cut into parts
+    with their groups (steps, walls, {key: values}) of keys logged together, so the mirror's
+    chunks share a step/wall stream a group as the source's do (about half the bytes of one
+    series a chunk). A logged row's points have consecutive ids: a run of points with one step
+    and wall and distinct keys is one row; rows with the same keys, one group. A key is in one
+    group of a part (RollupWriter.insert): a row whose keys overlap another group's (keys
+    logged with new companions, a row the batch limit cut in two) starts the next part."""
+    parts: list[tuple[list, list]] = []
+    groups: dict[tuple, tuple] = {}
+    owner: set[int] = set()
+    first, i, n = 0, 0, len(rows)
+    while i < n:
+        step, wall = rows[i][2], rows[i][3]
+        keys = {rows[i][1]}
+        j = i + 1
+        while j < n and rows[j][2] == step and rows[j][3] == wall and rows[j][1] not in keys:
+            keys.add(rows[j][1])
+            j += 1
+        sig = tuple(sorted(keys))
+        group = groups.get(sig)
+        if group is None:
+            if owner & keys:
+                parts.append((rows[first:i], list(groups.values())))
+                groups, owner, first = {}, set(), i
+            owner |= keys
+            group = groups[sig] = ([], [], {k: [] for k in sig})
+        group[0].append(step)
+        group[1].append(wall)
+        for row in rows[i:j]:
+            group[2][row[1]].append(row[4])
+        i = j
+    if first < n:
+        parts.append((rows[first:], list(groups.values())))
+    return parts
 
 
 def sync_all(

@@ -153,6 +153,79 @@ def _step_id(row) -> tuple:
     return (row[1], row[0])
 
 
+def series_columns(
+    cur, p: str, run_id: int, key_id: int, start: int, stop: int, *,
+    has_takes: bool, after_id: int | None = None, limit: int | None = None,
+    before_id: int | None = None,
+) -> tuple:  # fmt: skip
+    """series_rows as numpy columns (ids, steps, walls, values), straight from the decoded
+    chunks without a Python object a point: the same points in the same order (by step, then
+    id), NaN as NaN. Paging as series_rows (`after_id`, `limit`); chunks are read by step and
+    reading stops once `limit` points lie below the next chunk's first step; `before_id`: only
+    points with a smaller id (the agent's snapshot). Needs numpy."""
+    if np is None:
+        raise RuntimeError("series_columns needs numpy")
+    after = None if after_id is None else (start, after_id)
+    takes = takes_of(cur, p, run_id, key_id) if has_takes else []
+    parts = []
+    legacy = _legacy_rows(cur, p, run_id, key_id, start, stop, before_id, after)
+    if legacy:
+        ids, steps, walls, values = zip(*legacy)  # noqa: B905 (3.8)
+        part = (
+            np.array(ids, dtype=np.int64), np.array(steps, dtype=np.int64),
+            np.array(walls, dtype=np.float64),
+            np.array([np.nan if v is None else v for v in values], dtype=np.float64),
+        )  # fmt: skip
+        parts.append(_kept(part, start, stop, None, takes))
+    chunks = []
+    for ks, col, _k in keyset_columns(cur, p, run_id, key_id):
+        cur.execute(
+            f"SELECT step_lo, data FROM chunks WHERE keyset_id = {p} AND step_lo < {p}"
+            f" AND step_hi >= {p}",
+            (ks, stop, start),
+        )
+        chunks += [(int(lo), col, blob) for lo, blob in cur.fetchall()]
+    chunks.sort(key=lambda c: c[0])
+    held = sum(len(part[0]) for part in parts)
+    for lo, col, blob in chunks:
+        if limit is not None and held >= limit:
+            # Every point of this chunk and the later ones has a step >= lo.
+            steps_in_hand = np.concatenate([part[1] for part in parts])
+            if np.partition(steps_in_hand, limit - 1)[limit - 1] < lo:
+                break
+        c = decode(blob, [col])
+        part = (c.ids + col, c.steps, c.walls, c.values[0])
+        if before_id is not None:
+            keep = part[0] < before_id
+            part = tuple(column[keep] for column in part)
+        part = _kept(part, start, stop, after, takes)
+        if len(part[0]):
+            parts.append(part)
+            held += len(part[0])
+    if not parts:
+        empty_i, empty_f = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
+        return empty_i, empty_i.copy(), empty_f, empty_f.copy()
+    ids, steps, walls, values = (np.concatenate([part[i] for part in parts]) for i in range(4))
+    order = np.lexsort((ids, steps))
+    if limit is not None:
+        order = order[:limit]
+    return ids[order], steps[order], walls[order], values[order]
+
+
+def _kept(part: tuple, start: int, stop: int, after, takes: list) -> tuple:
+    """The (ids, steps, walls, values) columns of `part` in [start, stop), after `after`
+    (step, id) and not superseded by `takes`."""
+    ids, steps, walls, values = part
+    keep = (steps >= start) & (steps < stop)
+    if after is not None:
+        keep &= (steps > after[0]) | (ids > after[1])
+    for since, at in takes:
+        keep &= ~((steps >= at) & (ids < since))
+    if keep.all():
+        return part
+    return ids[keep], steps[keep], walls[keep], values[keep]
+
+
 def count_rows(
     cur, p: str, run_id: int, key_id: int, start: int, stop: int, limit: int, *, has_takes: bool
 ) -> int:
@@ -258,6 +331,42 @@ def max_point_id(cur) -> int:
     high = cur.fetchone()[0] or 0
     cur.execute("SELECT max(id) FROM points")
     return max(int(high), int(cur.fetchone()[0] or 0))
+
+
+def legacy_max_id(cur) -> int:
+    """The highest id of the legacy `points` rows (0: none). Nothing writes such rows any more
+    and revision 0006 starts chunk ids past them, so a reader's overlap window for ids that
+    commit out of order (PostgreSQL) need not reach below it."""
+    cur.execute("SELECT max(id) FROM points")
+    return int(cur.fetchone()[0] or 0)
+
+
+def point_count(cur, p: str, run_id: int | None = None, key_id: int | None = None) -> int:
+    """The points stored, superseded ones included, of one run (None: all) and key (None: all):
+    chunks are counted by their rows, never decoded."""
+    where_c, where_l, params = [], [], []
+    if run_id is not None:
+        where_c.append(f"c.run_id = {p}")
+        where_l.append(f"run_id = {p}")
+        params.append(run_id)
+    cur.execute(
+        "SELECT k.key_ids, sum(c.n) FROM chunks c JOIN keysets k ON k.id = c.keyset_id"
+        + (" WHERE " + " AND ".join(where_c) if where_c else "")
+        + " GROUP BY k.id, k.key_ids",
+        params,
+    )
+    total = 0
+    for text, rows in cur.fetchall():
+        keys = key_list(text)
+        total += int(rows) * (len(keys) if key_id is None else keys.count(key_id))
+    if key_id is not None:
+        where_l.append(f"key_id = {p}")
+        params.append(key_id)
+    cur.execute(
+        "SELECT count(*) FROM points" + (" WHERE " + " AND ".join(where_l) if where_l else ""),
+        params,
+    )
+    return total + int(cur.fetchone()[0])
 
 
 def points_after(
@@ -396,86 +505,3 @@ def newest_ids(cur, p: str, run_id: int, count: int) -> list:
 
 def _columns_of(blob) -> int:
     return int(bytes(blob[1:2])[0])
-
-
-# -- columns (numpy) ---------------------------------------------------------------------------
-
-
-def chunk_spans(cur, p: str, run_id: int, key_id: int, start: int, stop: int) -> list:
-    """[(step_lo, step_hi, rows)] of the chunks holding the key with steps in [start, stop), by
-    step_lo: what a scan plans its batches by without decoding anything."""
-    out = []
-    for ks, _col, _k in keyset_columns(cur, p, run_id, key_id):
-        cur.execute(
-            f"SELECT step_lo, step_hi, n FROM chunks WHERE keyset_id = {p} AND step_lo < {p}"
-            f" AND step_hi >= {p}",
-            (ks, stop, start),
-        )
-        out += [(int(a), int(b), int(n)) for a, b, n in cur.fetchall()]
-    out.sort()
-    return out
-
-
-def has_legacy_rows(cur, p: str, run_id: int, key_id: int) -> bool:
-    cur.execute(
-        f"SELECT 1 FROM points WHERE run_id = {p} AND key_id = {p} LIMIT 1", (run_id, key_id)
-    )
-    return cur.fetchone() is not None
-
-
-def series_columns(cur, p: str, run_id: int, key_id: int, start: int, stop: int, *,
-                   has_takes: bool, before_id: int | None = None) -> tuple:  # fmt: skip
-    """(ids, steps, walls, values) as numpy arrays of the series' current points with
-    start <= step < stop, by step then id. Values from chunks come to the bit (NaN payloads,
-    -0.0); rows of an older store give NaN for NULL. `before_id`: only points with a smaller
-    id. Needs numpy."""
-    ids_l, steps_l, walls_l, values_l = [], [], [], []
-    legacy = _legacy_rows(cur, p, run_id, key_id, start, stop, before_id, None)
-    if legacy:
-        i, s, w, v = zip(*legacy)  # noqa: B905 (3.8)
-        ids_l.append(np.array(i, dtype=np.int64))
-        steps_l.append(np.array(s, dtype=np.int64))
-        walls_l.append(np.array(w, dtype=np.float64))
-        values_l.append(np.array([np.nan if x is None else x for x in v], dtype=np.float64))
-    for ks, col, _k in keyset_columns(cur, p, run_id, key_id):
-        cur.execute(
-            f"SELECT data FROM chunks WHERE keyset_id = {p} AND step_lo < {p} AND step_hi >= {p}"
-            " ORDER BY step_lo, id_lo",
-            (ks, stop, start),
-        )
-        for (blob,) in cur.fetchall():
-            c = decode(blob, [col])
-            steps = c.steps
-            keep = (steps >= start) & (steps < stop)
-            if before_id is not None:
-                keep &= c.ids + col < before_id
-            if keep.all():
-                ids_l.append(c.ids + col)
-                steps_l.append(steps)
-                walls_l.append(c.walls)
-                values_l.append(c.values[0])
-            else:
-                ids_l.append(c.ids[keep] + col)
-                steps_l.append(steps[keep])
-                walls_l.append(c.walls[keep])
-                values_l.append(c.values[0][keep])
-    if not ids_l:
-        empty_i, empty_f = np.zeros(0, np.int64), np.zeros(0, np.float64)
-        return empty_i, empty_i.copy(), empty_f, empty_f.copy()
-    ids, steps = np.concatenate(ids_l), np.concatenate(steps_l)
-    walls, values = np.concatenate(walls_l), np.concatenate(values_l)
-    if has_takes:
-        keep = np.ones(len(ids), dtype=bool)
-        for since, at in takes_of(cur, p, run_id, key_id):
-            keep &= ~((steps >= at) & (ids < since))
-        if not keep.all():
-            ids, steps, walls, values = ids[keep], steps[keep], walls[keep], values[keep]
-    if len(steps) > 1 and not ((np.diff(steps) > 0).all() or _sorted_by_step_id(steps, ids)):
-        order = np.lexsort((ids, steps))
-        ids, steps, walls, values = ids[order], steps[order], walls[order], values[order]
-    return ids, steps, walls, values
-
-
-def _sorted_by_step_id(steps, ids) -> bool:
-    ds = np.diff(steps)
-    return bool(((ds > 0) | ((ds == 0) & (np.diff(ids) > 0))).all())

@@ -142,9 +142,13 @@ def tail_cursor(conn: Connection, run_id: int, lines: int) -> int:
     return newest[-1] if len(newest) > max(0, lines) else 0
 
 
-def _cur(conn: Connection) -> tuple:
-    """The DBAPI cursor of the connection's transaction, and its placeholder."""
+def dbapi_cursor(conn: Connection) -> tuple:
+    """The DBAPI cursor of the connection's transaction, and its placeholder: the (cur, p)
+    that schema/chunk_read.py's functions take."""
     return conn.connection.dbapi_connection.cursor(), marker(conn.dialect.paramstyle)
+
+
+_cur = dbapi_cursor
 
 
 def key_names(conn: Connection) -> dict[int, str]:

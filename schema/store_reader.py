@@ -85,40 +85,6 @@ class StoreReader:
             )  # fmt: skip
             return reader.sample(row, start, stop, samples)
 
-    def scan_columns(
-        self, run_id: int, key_id: int, start: int | None = None, stop: int | None = None,
-        batch: int = 100_000,
-    ) -> Iterator[tuple]:  # fmt: skip
-        """scan() as numpy columns (steps int64, walls and values float64; values from chunks
-        to the bit), in batches of about `batch` points: the chunks are planned by their step
-        ranges and each window decoded column-wise, so memory stays bounded (needs numpy)."""
-        import numpy as np
-
-        with self.engine.connect() as conn:
-            cur = self._cursor(conn)
-            row = envelope.series_row(cur, self.p, run_id, key_id)
-            if row is None:
-                return
-            has_takes = envelope.has_takes(cur, self.p, run_id, key_id)
-            legacy = chunk_read.has_legacy_rows(cur, self.p, run_id, key_id)
-            agg = envelope.agg_of(row, 2)
-            lo = agg[STEP_LO] if start is None else max(int(start), agg[STEP_LO])
-            hi = agg[STEP_HI] + 1 if stop is None else min(int(stop), agg[STEP_HI] + 1)
-            spans = chunk_read.chunk_spans(cur, self.p, run_id, key_id, lo, hi)
-        if legacy:  # a store `reslog upgrade` has not converted: its rows, page by page
-            for part in self.scan(run_id, key_id, start, stop, batch):
-                steps, walls, values = zip(*part, strict=True)
-                yield (np.array(steps, dtype=np.int64), np.array(walls, dtype=np.float64),
-                       np.array(values, dtype=np.float64))  # fmt: skip
-            return
-        for a, b in _windows(spans, lo, hi, batch):
-            with self.engine.connect() as conn:
-                _ids, steps, walls, values = chunk_read.series_columns(
-                    self._cursor(conn), self.p, run_id, key_id, a, b, has_takes=has_takes
-                )
-            for i in range(0, len(steps), batch):
-                yield steps[i : i + batch], walls[i : i + batch], values[i : i + batch]
-
     def scan(
         self, run_id: int, key_id: int, start: int | None = None, stop: int | None = None,
         batch: int = 100_000,
@@ -150,16 +116,32 @@ class StoreReader:
                 return
             lo, after = found[-1][1], found[-1][0]
 
-
-def _windows(spans: list, lo: int, hi: int, batch: int) -> list[tuple[int, int]]:
-    """[lo, hi) cut at chunks' first steps into windows of about `batch` rows: a chunk whose
-    first step is past a cut holds nothing before it, so the windows part the points."""
-    out, at, held = [], lo, 0
-    for step_lo, _step_hi, n in spans:
-        if held >= batch and at < step_lo < hi:
-            out.append((at, step_lo))
-            at, held = step_lo, 0
-        held += n
-    if at < hi:
-        out.append((at, hi))
-    return out
+    def scan_columns(
+        self, run_id: int, key_id: int, start: int | None = None, stop: int | None = None,
+        batch: int = 100_000,
+    ) -> Iterator[tuple]:  # fmt: skip
+        """scan() as numpy columns: (steps, walls, values) arrays of at most `batch` points a
+        page, decoded straight from the chunks (schema/chunk_read.series_columns), the same
+        points in the same order."""
+        with self.engine.connect() as conn:
+            cur = self._cursor(conn)
+            row = envelope.series_row(cur, self.p, run_id, key_id)
+            has_takes = envelope.has_takes(cur, self.p, run_id, key_id)
+        if row is None:
+            return
+        agg = envelope.agg_of(row, 2)
+        lo = agg[STEP_LO] if start is None else max(int(start), agg[STEP_LO])
+        hi = agg[STEP_HI] + 1 if stop is None else min(int(stop), agg[STEP_HI] + 1)
+        after = None
+        while lo < hi:
+            with self.engine.connect() as conn:
+                ids, steps, walls, values = chunk_read.series_columns(
+                    self._cursor(conn), self.p, run_id, key_id, lo, hi,
+                    has_takes=has_takes, after_id=after, limit=batch,
+                )  # fmt: skip
+            if not len(ids):
+                return
+            yield steps, walls, values
+            if len(ids) < batch:
+                return
+            lo, after = int(steps[-1]), int(ids[-1])

@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import Column, Float, Integer, MetaData, Table, create_engine
 
 from schema.sql import BulkRows, positional_insert, positional_upsert
+from tests.fixtures.stored_points import all_points
 
 meta = MetaData()
 # Shaped as the store's points and rollups tables: an id in arrival order, a composite key.
@@ -109,11 +110,9 @@ def test_the_writer_keeps_each_series_in_arrival_order(tmp_path):
             logged[k].append((step, v))
     run.finish()
     conn = sqlite3.connect(tmp_path / "o.db")
+    ids = dict(conn.execute("SELECT name, id FROM keys").fetchall())
+    stored = all_points(conn)
     for key, expected in logged.items():
-        got = conn.execute(
-            "SELECT p.step, p.value FROM points p JOIN keys k ON k.id = p.key_id"
-            " WHERE k.name = ? ORDER BY p.id",
-            (key,),
-        ).fetchall()
+        got = [(step, value) for _i, _r, k, step, _w, value in stored if k == ids[key]]
         assert got == expected, key
     conn.close()

@@ -20,6 +20,7 @@ from reslog.tools.cli import main, store_label
 from schema import HEAD_REVISION
 from tests.fixtures import stores
 from tests.fixtures.signals import restore_ctrl_c
+from tests.fixtures.stored_points import point_count
 from tests.fixtures.stores import (
     add_events,
     add_points,
@@ -187,7 +188,7 @@ def test_an_older_schema_says_how_to_upgrade_and_upgrade_migrates_it(
     with sqlite3.connect(backup) as conn:  # the backup is the untouched old store
         rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
         assert rows == [(HEAD_REVISION,)]
-        assert conn.execute("SELECT count(*) FROM points").fetchone() == (1,)
+        assert point_count(conn) == 1
     code, out, _ = run_cli(capsys, "ls", store_path)
     assert code == 0 and "old" in out
     code, out, _ = run_cli(capsys, "upgrade", store_path)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from schema.status import effective_status, stale_after
 from tests.fixtures.signals import restore_ctrl_c
+from tests.fixtures.stored_points import all_points
 from tests.test_reslog_api import read_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,7 +78,7 @@ def start(store: Path, mode: str, interval: float = 0.2) -> subprocess.Popen:
 def stored_steps(store: Path) -> list[int]:
     conn = sqlite3.connect(store)
     try:
-        return [s for (s,) in conn.execute("SELECT step FROM points ORDER BY step, key_id")]
+        return [s for s, _k in sorted((r[3], r[2]) for r in all_points(conn))]
     finally:
         conn.close()
 

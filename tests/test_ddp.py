@@ -9,11 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
 
 from schema.read import key_names, list_runs
 from schema.store import open_store
-from schema.tables import points
+from tests.fixtures.stored_points import all_points
 from trainer import checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
@@ -74,8 +73,8 @@ def test_two_cpu_ranks_log_a_run_each_joined_as_one_job(tmp_path):
             series_of: dict[str, dict[str, dict[int, float | None]]] = {}
             for run_id, run in runs.items():
                 held = series_of.setdefault(run.name, {})
-                for p in conn.execute(select(points).where(points.c.run_id == run_id)):
-                    held.setdefault(names[p.key_id], {})[p.step] = p.value
+                for _i, _r, key_id, step, _w, value in all_points(conn, [run_id]):
+                    held.setdefault(names[key_id], {})[step] = value
     finally:
         engine.dispose()
     # One run per rank, joined by one job id (the group), each with its own step phases.

@@ -17,6 +17,7 @@ from torch.utils.tensorboard import SummaryWriter
 import reslog
 from reslog.tools.cli import main
 from reslog.tools.maintenance import check_store
+from schema import chunk_read
 from tests.test_reslog_api import read_run
 
 
@@ -53,16 +54,27 @@ def tensorboard_scalars(folder: Path) -> dict[str, list[tuple[int, float, float]
 
 
 def stored_points(store: Path, uid: str) -> dict[str, list[tuple[int, float, float]]]:
-    with sqlite3.connect(store) as conn:
-        rows = conn.execute(
-            "SELECT k.name, p.step, p.wall, p.value FROM points p JOIN keys k ON k.id = p.key_id "
-            "JOIN runs r ON r.id = p.run_id WHERE r.uid = ? ORDER BY p.id",
-            (uid,),
-        ).fetchall()
+    """{key: [(step, wall, value)]} of a run, every point of each series in id order (NaN for a
+    NaN), read from chunks and legacy rows alike."""
     out: dict[str, list[tuple[int, float, float]]] = {}
-    for name, step, wall, value in rows:
-        out.setdefault(name, []).append((step, wall, math.nan if value is None else value))
+    with sqlite3.connect(store) as conn:
+        cur = conn.cursor()
+        found = cur.execute("SELECT id FROM runs WHERE uid = ?", (uid,)).fetchone()
+        if found is None:
+            return out
+        names = dict(cur.execute("SELECT id, name FROM keys").fetchall())
+        for key_id in sorted(chunk_read.run_keys(cur, "?", found[0])):
+            out[names[key_id]] = [
+                (step, wall, math.nan if value is None else value)
+                for _id, step, wall, value in chunk_read.series_all(cur, "?", found[0], key_id)
+            ]
     return out
+
+
+def point_count(store: Path) -> int:
+    """Every point in the store (chunks and legacy rows)."""
+    with sqlite3.connect(store) as conn:
+        return len(chunk_read.points_after(conn.cursor(), "?", None, 0))
 
 
 def same(a: list[tuple], b: list[tuple]) -> bool:
@@ -109,7 +121,10 @@ def test_a_second_import_is_a_no_op(tmp_path, capsys):
     assert "import tensorboard: 2 runs, 0 points" in captured.err  # the progress line
     with sqlite3.connect(store) as conn:
         assert conn.execute("SELECT count(*) FROM runs").fetchone() == (2,)
-        assert conn.execute("SELECT count(*) FROM points").fetchone() == (406,)
+        # Imported runs are written whole: sealed chunks only, as a finished run's are.
+        assert conn.execute("SELECT count(*) FROM chunks WHERE sealed = 0").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM chunks").fetchone()[0] > 0
+    assert point_count(store) == 406
 
 
 def test_a_record_still_being_written_is_left_for_the_next_import(tmp_path, capsys):
@@ -256,7 +271,8 @@ def test_replace_rebuilds_a_run_from_its_files(tmp_path, capsys):
     store = tmp_path / "runs.db"
     assert main(["import", "tensorboard", str(logdir), "--store", str(store)]) == 0
     with sqlite3.connect(store) as conn:  # someone damages a run's points
-        conn.execute("DELETE FROM points WHERE id % 2 = 0")
+        conn.execute("DELETE FROM chunks WHERE id % 2 = 0")
+    assert point_count(store) < 406
     capsys.readouterr()
     assert main(["import", "tensorboard", str(logdir), "--store", str(store), "--replace"]) == 0
     out = capsys.readouterr().out
@@ -424,5 +440,4 @@ def test_a_run_imported_by_an_older_reslog_is_not_read_twice(tmp_path, capsys):
     assert main(["import", "tensorboard", str(logdir), "--store", str(store)]) == 0
     out = capsys.readouterr().out
     assert out.count("by an older reslog, which did not record where it stopped: skipped") == 2
-    with sqlite3.connect(store) as conn:
-        assert conn.execute("SELECT count(*) FROM points").fetchone() == (406,)
+    assert point_count(store) == 406

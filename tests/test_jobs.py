@@ -261,3 +261,31 @@ def test_a_watch_started_mid_slowdown_names_the_straggler_first(tmp_path, monkey
     assert [(n.kind, n.run.rank) for n in first] == [("straggler", 2)]
     assert [(n.kind, n.run.rank) for n in later] == [("straggler_end", 2)]
     assert "to step 129" in later[0].message
+
+
+def test_phase_rows_page_by_whole_steps_and_the_baseline_counts_back(tmp_path):
+    """Phase points come from the run's chunks, a step at a time: a page cut by `limit` leaves
+    the cut step for the next read, and the cursors walk every step exactly once."""
+    from reslog.tools.jobs import baseline_cursor, phase_rows
+
+    run = reslog.init(project="p", store=tmp_path / "r.db", system=False)
+    for s in range(50):
+        run.log({"time/step": 0.1 + s, "time/forward": 0.01 * s, "train/loss": 1.0}, step=s)
+    run.finish()
+    engine = open_store(tmp_path / "r.db")
+    with engine.connect() as conn:
+        run_id = read.find_run(conn, run.uid)[0]
+        phase_keys = Store(conn, "s", {}).phase_keys
+        assert sorted(phase_keys.values()) == ["forward", "step"]
+        seen, after = [], -1
+        while True:
+            page, after = phase_rows(conn, run_id, phase_keys, after, limit=7)
+            if not page:
+                break
+            assert len(page) <= 3  # 7 points: 3 whole steps, the 4th is cut
+            seen += page
+        assert [s for s, _ in seen] == list(range(50))
+        assert all(p == {"step": 0.1 + s, "forward": 0.01 * s} for s, p in seen)
+        assert baseline_cursor(conn, run_id, phase_keys, 10) == 39
+        assert baseline_cursor(conn, run_id, phase_keys, 50) == -1
+    engine.dispose()

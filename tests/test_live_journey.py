@@ -24,7 +24,7 @@ from resplot.data.cache import SeriesCache
 from resplot.ui.window import MainWindow, make_poller
 from schema import open_store, status
 from schema.store_reader import StoreReader
-from schema.tables import points
+from tests.fixtures.stored_points import all_points
 
 FLUSH_S = 0.2  # also the run's heartbeat interval (runs.heartbeat_interval)
 POLL_S = 0.2
@@ -66,9 +66,7 @@ def stored_loss(store) -> tuple[np.ndarray, np.ndarray]:
     """(steps, values) of train/loss straight from the store, in arrival (id) order."""
     engine = open_store(store, readonly=True)
     with engine.connect() as conn:
-        rows = conn.execute(
-            points.select().with_only_columns(points.c.step, points.c.value).order_by(points.c.id)
-        ).all()
+        rows = [(r[3], r[5]) for r in all_points(conn)]
     engine.dispose()
     return np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
 

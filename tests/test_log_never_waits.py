@@ -111,6 +111,8 @@ def test_sixteen_processes_queue_for_one_file_without_a_warning_while_ls_reads(t
     import sqlite3
 
     conn = sqlite3.connect(store)
-    counts = conn.execute("SELECT run_id, count(*) FROM points GROUP BY run_id").fetchall()
+    from tests.fixtures.stored_points import points_per_run
+
+    counts = points_per_run(conn)
     conn.close()
-    assert sorted(c for _, c in counts) == [steps * 50] * 16  # 0 lost
+    assert sorted(counts.values()) == [steps * 50] * 16  # 0 lost

@@ -6,7 +6,10 @@ import os
 import sqlite3
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
+
+from tests.fixtures.stored_points import all_points
 
 ROOT = Path(__file__).resolve().parents[1]
 PROCS, STEPS, KEYS = 8, 5000, 8
@@ -48,15 +51,18 @@ def test_eight_processes_share_one_store_without_lock_errors(tmp_path):
     runs = conn.execute("SELECT id, name, status, rank FROM runs ORDER BY rank").fetchall()
     assert [(r[1], r[2], r[3]) for r in runs] == [(f"proc{i}", "finished", i) for i in range(PROCS)]
     per_run = STEPS * KEYS + STEPS // 500
-    counts = conn.execute("SELECT run_id, count(*) FROM points GROUP BY run_id").fetchall()
-    assert sorted(c for _, c in counts) == [per_run] * PROCS
+    stored = all_points(conn)
+    counts = Counter(r[1] for r in stored)
+    assert sorted(counts.values()) == [per_run] * PROCS
     # every point is where its process put it: value encodes (process, step, key)
-    bad = conn.execute(
-        "SELECT count(*) FROM points p JOIN runs r ON r.id = p.run_id"
-        " JOIN keys k ON k.id = p.key_id"
-        " WHERE k.name LIKE 'train/k%'"
-        " AND abs(p.value - (r.rank * 1e6 + p.step + CAST(substr(k.name, 8) AS REAL) / 10)) > 1e-6"
-    ).fetchone()[0]
-    assert bad == 0
+    rank_of = {r[0]: r[3] for r in runs}
+    key_of = dict(conn.execute("SELECT id, name FROM keys").fetchall())
+    checked = bad = 0
+    for _id, run_id, key_id, step, _wall, value in stored:
+        name = key_of[key_id]
+        if name.startswith("train/k"):
+            checked += 1
+            bad += abs(value - (rank_of[run_id] * 1e6 + step + float(name[7:]) / 10)) > 1e-6
+    assert checked == PROCS * STEPS * KEYS and bad == 0
     names = [n for (n,) in conn.execute("SELECT name FROM keys")]
     assert len(names) == len(set(names)) == KEYS + PROCS

@@ -184,3 +184,84 @@ def test_postgresql_answers_the_same(pg_store, store):
             b = lite.history("long", "train/loss", **kw)
             assert a[["step", "count"]].equals(b[["step", "count"]])
             assert a["max"].equals(b["max"]) and a["min"].equals(b["min"])
+
+
+def test_scan_columns_are_the_row_scans_points_over_legacy_rows_chunks_and_a_take(tmp_path):
+    """scan() builds its frames from decoded chunk columns (StoreReader.scan_columns): the
+    same points, in the same order, as the row-by-row scan, at any batch size, over a run
+    whose older points are legacy `points` rows (a store from before chunks), its newer ones
+    chunks, with a restart (a take superseding part of the legacy rows) and NaNs."""
+    import sqlite3
+
+    from schema.rollup_repair import rebuild
+    from schema.store_reader import StoreReader
+    from tests.fixtures.stores import add_points, key_id
+
+    path = tmp_path / "s.db"
+    engine = new_store(path)
+    run = make_run(engine, name="r")
+    kid = key_id(engine, "loss")
+    engine.dispose()
+    with sqlite3.connect(path) as conn:  # the old store's rows, then ids past them, as 0006
+        conn.executemany(
+            "INSERT INTO points (run_id, key_id, step, wall, value) VALUES (?, ?, ?, ?, ?)",
+            [(run.id, kid, s, 1e9 + s, None if s % 500 == 3 else s * 0.5) for s in range(3000)],
+        )
+        conn.execute("UPDATE point_ids SET next_id = (SELECT max(id) + 1 FROM points)")
+    engine = new_store(path)
+    with engine.begin() as conn:
+        rebuild(conn, run.id)
+    add_points(engine, run.id, {"loss": [(s, -s * 1.0, 2e9 + s) for s in range(2500, 6000)]})
+    add_points(engine, run.id, {"loss": [(s, math.nan, 3e9 + s) for s in range(6000, 6010)]})
+    reader = StoreReader(engine)
+    # Whole scans, and small pages across where the legacy rows end and the take begins.
+    for start, stop, batch, nans in ((None, None, 997, 5 + 10), (None, None, 10**6, 5 + 10),
+                                     (2480, 2530, 1, 0), (2480, 2530, 7, 0)):  # fmt: skip
+        want_steps = list(range(start or 0, stop or 6010))
+        rows = [p for page in reader.scan(run.id, kid, start, stop, batch) for p in page]
+        pages = list(reader.scan_columns(run.id, kid, start, stop, batch))
+        assert all(len(page[0]) <= batch for page in pages)
+        cols = [(int(s), float(w), float(v)) for page in pages
+                for s, w, v in zip(*page, strict=True)]  # fmt: skip
+        assert len(cols) == len(rows) == len(want_steps), batch
+        assert [c[0] for c in cols] == [r[0] for r in rows] == want_steps
+        assert [c[1] for c in cols] == [r[1] for r in rows]
+        assert all(a[2] == b[2] or (math.isnan(a[2]) and math.isnan(b[2]))
+                   for a, b in zip(cols, rows, strict=True))  # fmt: skip
+        assert sum(math.isnan(c[2]) for c in cols) == nans  # legacy ones below 2500, new ones
+    # A window inside both parts, through the public API.
+    with reslog.open(path) as st:
+        df = st.points("r", "loss", start=2400, stop=2600)
+    assert df.step.tolist() == list(range(2400, 2600))
+    assert df.value.tolist()[:100] == [s * 0.5 for s in range(2400, 2500)]
+    assert df.value.tolist()[100:] == [-s * 1.0 for s in range(2500, 2600)]
+    engine.dispose()
+
+
+def test_point_count_counts_chunk_rows_times_their_keys_and_legacy_rows(tmp_path):
+    """chunk_read.point_count (the benchmarks' and scripts' count) never decodes a chunk: it
+    must agree with every point read back, per run and key, for keys logged together."""
+    import sqlite3
+
+    from schema import chunk_read
+
+    path = tmp_path / "s.db"
+    a = reslog.init(project="p", name="a", store=path, system=False)
+    for s in range(300):
+        a.log({"x": 1.0, "y": 2.0, **({"z": 3.0} if s % 3 == 0 else {})}, step=s)
+    a.finish()
+    engine = new_store(path)
+    b = make_run(engine, name="b", points={"x": [(s, 1.0) for s in range(7)]})
+    engine.dispose()
+    with sqlite3.connect(path) as conn:
+        conn.execute(  # a legacy row (a store from before chunks)
+            "INSERT INTO points (run_id, key_id, step, wall, value) VALUES (?, 1, 99, 0, 1)",
+            (b.id,),
+        )
+        cur = conn.cursor()
+        every = chunk_read.points_after(cur, "?", None, 0)
+        assert chunk_read.point_count(cur, "?") == len(every) == 300 * 2 + 100 + 7 + 1
+        for run_id in (1, b.id):
+            for key_id in (1, 2, 3):
+                want = sum(1 for r in every if r[1] == run_id and r[2] == key_id)
+                assert chunk_read.point_count(cur, "?", run_id, key_id) == want

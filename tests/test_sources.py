@@ -357,6 +357,38 @@ def test_postgres_row_committed_after_a_higher_id_is_not_skipped(pg_store):
         engine.dispose()
 
 
+@pytest.mark.postgres
+def test_postgres_overlap_window_counts_rows_not_point_ids(pg_store):
+    """A point id is its row's sequence value times PG_ROW_STRIDE plus its column: a window of
+    200 rows finds a row committed after 100 newer rows (20,000+ ids above it), and small
+    batches page through the window and past it without loss or repeat."""
+    from schema.rollup_writer import RollupWriter
+
+    engine = new_store(pg_store)
+    run = make_run(engine, name="r", points={"x": [(0, 0.0)]})
+    key = _key(engine, 0)
+    source = PostgresSource(parse_spec(pg_store), overlap=200)
+    source.limit = 7
+    cache = SeriesCache()
+    try:
+        source.poll(cache)
+        slow = engine.connect()
+        slow_tx = slow.begin()
+        RollupWriter(engine.dialect, run.id).insert(slow, [(run.id, key, 1, 1e9, 1.0)])
+        fast_run = make_run(engine, name="fast")
+        for s in range(100):  # one transaction, one row each
+            add_points(engine, fast_run.id, {"k0": [(s, float(s))]})
+        assert source.poll(cache).rows == 100
+        slow_tx.commit()
+        slow.close()
+        assert source.poll(cache).rows == 1  # the late row, 100 rows below the newest
+        assert source.poll(cache).rows == 0
+        assert assert_cache_matches_store(cache, engine, source.label, source.store) == 3
+    finally:
+        source.close()
+        engine.dispose()
+
+
 @pytest.mark.parametrize("sparse", [False, True])
 def test_rows_are_grouped_per_series_in_arrival_order(sparse):
     rng = np.random.default_rng(0)

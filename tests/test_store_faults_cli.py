@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import reslog
@@ -19,6 +20,7 @@ from reslog.tools.cli import main
 from schema import HEAD_REVISION
 from tests.fixtures.disks import small_disk  # noqa: F401 - a fixture
 from tests.fixtures.sshd import bulk_store
+from tests.fixtures.stored_points import point_count
 from tests.fixtures.stores import make_run, new_store, newer_code  # noqa: F401 - a fixture
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,15 +89,32 @@ def test_a_training_run_pointed_at_another_programs_database_changes_nothing(tmp
 # ---- corrupt pages ---------------------------------------------------------------------------
 
 
-def damaged_store(path: Path) -> Path:
+def damaged_store(path: Path, *, blobs: bool = False) -> Path:
+    """A store with garbage over the b-tree pages of its points and aggregates (SQLite finds
+    them malformed), or (`blobs`) over every third page of the chunks' blobs (overflow pages:
+    SQLite reads them back as they are, the chunks' CRCs catch it)."""
     engine = new_store(path)
     make_run(engine, name="r", points={"loss": [(s, 1.0 / (s + 1)) for s in range(20_000)]})
     engine.dispose()
-    size = path.stat().st_size
-    with open(path, "r+b") as f:  # garbage over the middle third: points pages
-        for offset in range(size // 3, 2 * size // 3, 4096 * 3):
-            f.seek(offset + 100)
-            f.write(bytes(range(256)) * 8)
+    with sqlite3.connect(path) as conn:
+        # Chunks are compact and sealing frees pages: the file's middle third, once all points
+        # pages, may now be free pages. Take the pages by what they hold instead.
+        page = conn.execute("PRAGMA page_size").fetchone()[0]
+        where = "pagetype = 'overflow'" if blobs else "pagetype != 'overflow'"
+        pages = sorted(
+            n
+            for (n,) in conn.execute(
+                f"SELECT pageno FROM dbstat WHERE name IN ('chunks', 'rollups', 'series')"
+                f" AND {where}"
+            )
+        )
+    assert len(pages) >= 3
+    with open(path, "r+b") as f:
+        for n in pages[::3] if blobs else pages:
+            # Past a blob page's next-page pointer; past a b-tree page's header to its end
+            # (its cells sit at its end, behind free space).
+            f.seek((n - 1) * page + 100)
+            f.write((bytes(range(256)) * (page // 256))[: 2048 if blobs else page - 100])
     return path
 
 
@@ -126,6 +145,29 @@ def test_exporting_a_store_with_corrupt_pages_is_one_line_saying_what_to_do(tmp_
     assert done.stderr.startswith(f"reslog: {store}: database disk image is malformed")
     assert f"`reslog check {store}` says where" in done.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_exporting_a_store_with_a_corrupt_chunk_is_one_line_saying_what_to_do(tmp_path, fmt):
+    """A chunk's bytes damaged inside its blob: SQLite reads them, the chunk's CRC-32 fails."""
+    store = damaged_store(tmp_path / "s.db", blobs=True)
+    out = tmp_path / "out.x"
+    code, err = _export(store, fmt, out)
+    assert code == 2 and "Traceback" not in err, err
+    assert err.count("\n") == 1
+    assert err.startswith(f"reslog: {store}: corrupt chunk: its CRC-32 does not match"), err
+    assert f"`reslog check {store}` says where" in err
+    assert not out.exists()
+
+
+def _export(store: Path, fmt: str, out: Path) -> tuple[int, str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "reslog.tools.cli", "export", str(store), "--format", fmt,
+         "-o", str(out)],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    return done.returncode, done.stderr
 
 
 def test_check_of_a_store_with_corrupt_pages_reports_them_as_problems(tmp_path, capsys):
@@ -228,15 +270,17 @@ def test_a_disk_that_fills_while_importing_is_one_line_saying_what_to_do(
 
     store = small_disk.root / "reslog.db"
     new_store(store).dispose()
-    n = 200_000
-    table = pa.table({"key": ["k"] * n, "step": range(n), "value": [0.5] * n})
+    n = 400_000
+    # Values that do not compress (chunks keep a constant column in 16 bytes): ~3 MB stored.
+    values = np.random.default_rng(0).random(n)
+    table = pa.table({"key": ["k"] * n, "step": range(n), "value": values})
     pq.write_table(table, tmp_path / "t.parquet")
     small_disk.fill()
-    small_disk.release(1)  # room to open the store, not for 200,000 points
+    small_disk.release(1)  # room to open the store, not for 400,000 points
     code, _out, err = run_cli(capsys, "import", "parquet", tmp_path / "t.parquet", "--store", store)
     assert code == 2 and "Traceback" not in err, err
     assert err.count("\n") == 1
     assert err.startswith(f"reslog: {store}: database or disk is full (free some room and run")
     small_disk.release(len(small_disk.fillers))
     with sqlite3.connect(store) as conn:
-        assert conn.execute("SELECT count(*) FROM points").fetchone() == (0,)
+        assert point_count(conn) == 0

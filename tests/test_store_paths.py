@@ -18,6 +18,7 @@ from schema import HEAD_REVISION, read
 from schema.sqlite_file import readonly_uri
 from schema.store import engine_label, open_store, store_label
 from tests.fixtures import stores
+from tests.fixtures.stored_points import point_count
 from tests.fixtures.stores import make_run, new_store
 
 newer_code = stores.newer_code  # fixture: this code one schema revision ahead
@@ -80,7 +81,7 @@ def test_check_and_upgrade_with_its_backup(odd_store, capsys, newer_code):
         assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [
             (HEAD_REVISION,)
         ]
-        assert conn.execute("SELECT count(*) FROM points").fetchone() == (2,)
+        assert point_count(conn) == 2
     assert sorted(
         p.name for p in path.parent.iterdir() if not p.name.endswith(("-wal", "-shm"))
     ) == [

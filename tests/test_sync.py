@@ -19,6 +19,7 @@ from resplot.cli import main
 from resplot.sources.spec import parse_spec
 from resplot.ssh.options import SSHOptions
 from resplot.sync import Mirror, SyncError
+from schema import chunk_read
 from schema.sqlite_file import readonly_uri
 from tests.fixtures import sshd as sshd_fixtures
 
@@ -40,9 +41,7 @@ def contents(path: Path) -> dict[str, list]:
                 "SELECT uid, project, name, status, host, config, summary, tags FROM runs "
                 "ORDER BY uid"
             ).fetchall(),
-            "points": con.execute(
-                f"SELECT {run}, {key}, step, wall, value FROM points t ORDER BY id"
-            ).fetchall(),
+            "points": _points(con),
             "events": con.execute(
                 f"SELECT {run}, wall, step, kind, level, title, body FROM events t ORDER BY id"
             ).fetchall(),
@@ -56,6 +55,44 @@ def contents(path: Path) -> dict[str, list]:
             ),
             "takes": sorted(con.execute(f"SELECT {run}, {key}, step FROM takes t").fetchall()),
         }
+    finally:
+        con.close()
+
+
+def _points(con) -> list:
+    """Every point, superseded ones too, series by series (by uid, key name), each series in id
+    (arrival) order. Across series the ids of a mirror need not interleave as the source's: a
+    sync writes each series of a batch as its own chunks."""
+    cur = con.cursor()
+    uids = dict(cur.execute("SELECT id, uid FROM runs").fetchall())
+    names = dict(cur.execute("SELECT id, name FROM keys").fetchall())
+    out = []
+    for run_id in sorted(uids, key=uids.get):
+        for key_id in sorted(chunk_read.run_keys(cur, "?", run_id), key=names.get):
+            out += [(uids[run_id], names[key_id], *r[1:])
+                    for r in chunk_read.series_all(cur, "?", run_id, key_id)]  # fmt: skip
+    return out
+
+
+def keysets(path: Path) -> set[tuple[str, tuple[str, ...]]]:
+    """(run name, key names) of every keyset holding chunks: the keys stored together."""
+    con = sqlite3.connect(readonly_uri(path), uri=True)
+    try:
+        names = dict(con.execute("SELECT id, name FROM keys").fetchall())
+        rows = con.execute(
+            "SELECT r.name, k.key_ids FROM keysets k JOIN runs r ON r.id = k.run_id"
+            " WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.keyset_id = k.id)"
+        ).fetchall()
+    finally:
+        con.close()
+    return {(run, tuple(sorted(names[int(i)] for i in text.split(",")))) for run, text in rows}
+
+
+def unsealed(path: Path) -> int:
+    """Head chunks (not sealed yet) in a store."""
+    con = sqlite3.connect(readonly_uri(path), uri=True)
+    try:
+        return con.execute("SELECT count(*) FROM chunks WHERE sealed = 0").fetchone()[0]
     finally:
         con.close()
 
@@ -107,6 +144,18 @@ def test_sync_copies_every_row_and_the_same_rollups(tmp_path):
     assert report.points == len(want["points"]) and report.new_runs == 2
     assert want["takes"], "the restart made a take"
     assert_same(got, want)
+    assert unsealed(source) == unsealed(mirror) == 0  # ended runs: sealed, as finish() seals
+    # Keys logged together share chunks in the mirror as in the source (the resumed take logs
+    # train/loss alone: a keyset of its own).
+    assert (
+        keysets(mirror)
+        == keysets(source)
+        == {
+            ("a", ("train/loss", "train/lr")),
+            ("a", ("train/loss",)),
+            ("b", ("train/loss", "train/lr")),
+        }
+    )
 
 
 def test_a_cut_sync_resumes_and_a_second_sync_copies_nothing(tmp_path, monkeypatch):
@@ -122,6 +171,13 @@ def test_a_cut_sync_resumes_and_a_second_sync_copies_nothing(tmp_path, monkeypat
         again = m.sync(parse_spec(str(source)))
     assert again.points == 0 and again.events == 0
     assert_same(contents(mirror), contents(source))
+    assert unsealed(mirror) == 0
+    # Batches of 300 points cut logged rows in two: those halves only add keysets of one key.
+    assert (
+        keysets(source)
+        <= keysets(mirror)
+        <= keysets(source) | {("a", ("train/loss",)), ("a", ("train/lr",))}
+    )
 
 
 def test_sync_follows_a_live_run_and_takes_its_final_status(tmp_path):
@@ -148,6 +204,7 @@ def test_sync_follows_a_live_run_and_takes_its_final_status(tmp_path):
                 seen += m.sync(parse_spec(str(source))).points > 0
             assert seen == 3
             assert contents(mirror)["runs"][0][3] == "running"
+            assert unsealed(mirror) > 0  # a running run's heads stay heads
             stop.set()
             trainer.join()
             run.finish()
@@ -159,6 +216,7 @@ def test_sync_follows_a_live_run_and_takes_its_final_status(tmp_path):
     got, want = contents(mirror), contents(source)
     assert_same(got, want)
     assert got["runs"][0][3] == "finished"
+    assert unsealed(mirror) == 0  # the sync that copied its end sealed it
 
 
 def test_the_mirror_outlives_the_source_store(tmp_path, capsys):

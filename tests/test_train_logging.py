@@ -7,11 +7,9 @@ import math
 import time
 
 import pytest
-from sqlalchemy import select
 
-from schema.read import key_names, list_runs
+from schema.read import key_names, list_runs, run_key_ids
 from schema.store import open_store
-from schema.tables import points
 from tests.fixtures.trainer_runs import DEBUG, debug_cfg, run_series
 from trainer.distributed import DistInfo
 from trainer.metrics import Logger, make_logger
@@ -133,9 +131,7 @@ def test_make_logger_gives_every_rank_a_run_of_the_job_and_each_host_one_sampler
             runs = sorted(list_runs(conn), key=lambda item: item[1].rank)
             names = key_names(conn)
             keys = {
-                info.rank: {names[k] for (k,) in conn.execute(
-                    select(points.c.key_id).where(points.c.run_id == run_id).distinct()
-                )}
+                info.rank: {names[k] for k in run_key_ids(conn, run_id)}
                 for run_id, info in runs
             }  # fmt: skip
     finally:

@@ -19,12 +19,13 @@ import reslog
 from schema.sqlite_file import readonly_uri
 from tests.fixtures.disks import small_disk  # noqa: F401 - a fixture
 from tests.fixtures.logging_child import Child
+from tests.fixtures.stored_points import point_count
 from tests.test_reslog_api import read_run
 
 
 def count_points(store: Path) -> int:
     with contextlib.closing(sqlite3.connect(readonly_uri(store), uri=True)) as conn:
-        return conn.execute("SELECT count(*) FROM points").fetchone()[0]
+        return point_count(conn)
 
 
 def wait_for_points(store: Path, n: int, timeout: float = 30.0) -> int:

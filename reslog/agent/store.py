@@ -35,7 +35,7 @@ from reslog.agent.wire import (
     AgentError,
     Sections,
 )
-from schema import buckets
+from schema import buckets, chunk_read
 from schema.columns import EVENT_COLUMNS, RUN_COLUMNS
 from schema.envelope import (
     has_takes,
@@ -129,21 +129,27 @@ def _int_list(req: dict, name: str, width: int, limit: int) -> list:
 
 
 def _high(cur) -> int:
-    """The newest point id of the snapshot (0: no point yet)."""
-    return cur.execute("SELECT max(id) FROM points").fetchone()[0] or 0
+    """The newest point id of the snapshot (0: no point yet), chunks and legacy rows alike."""
+    return chunk_read.max_point_id(cur)
 
 
-def _row_layout(cur) -> tuple:
-    """(layout name, struct, SELECT columns) for live point rows of this store."""
+def _pack_live(cur, rows: list) -> tuple:
+    """(layout name, packed bytes) of live point rows (id, run_id, key_id, step, wall, value);
+    the packed layout where run and key ids fit in KEY_BITS."""
     max_run = cur.execute("SELECT max(id) FROM runs").fetchone()[0] or 0
     max_key = cur.execute("SELECT max(id) FROM keys").fetchone()[0] or 0
     if max_run < (1 << KEY_BITS) and max_key < (1 << KEY_BITS):
-        layout, row = LAYOUT_PACKED, ROW_PACKED
-        cols = f"(run_id << {KEY_BITS + 1}) | (key_id << 1) | (value IS NULL)"
-    else:
-        layout, row = LAYOUT_WIDE, ROW_WIDE
-        cols = "run_id, (key_id << 1) | (value IS NULL)"
-    return layout, row, cols + ", step, wall, coalesce(value, 0.0)"
+        pack, shift = ROW_PACKED.pack, KEY_BITS + 1
+        packed = [
+            pack((r << shift) | (k << 1) | (v is None), s, w, 0.0 if v is None else v)
+            for _i, r, k, s, w, v in rows
+        ]
+        return LAYOUT_PACKED, b"".join(packed)
+    pack = ROW_WIDE.pack
+    wide = [
+        pack(r, (k << 1) | (v is None), s, w, 0.0 if v is None else v) for _i, r, k, s, w, v in rows
+    ]
+    return LAYOUT_WIDE, b"".join(wide)
 
 
 def _read_tile(cur, job) -> bytes:
@@ -306,16 +312,13 @@ class Store:
         """Points with after < id <= high, at most `limit` of them, as packed rows."""
         if high <= after:
             return {"points_cursor": after, "more": False}
-        row = cur.execute(
-            "SELECT id FROM points WHERE id > ? AND id <= ? ORDER BY id LIMIT 1 OFFSET ?",
-            (after, high, limit - 1),
-        ).fetchone()
-        last, more = (row[0], row[0] < high) if row is not None else (high, False)
-        layout, fmt, cols = _row_layout(cur)
-        rows = cur.execute(
-            f"SELECT {cols} FROM points WHERE id > ? AND id <= ? ORDER BY id", (after, last)
-        )
-        data = b"".join([fmt.pack(*r) for r in rows])
+        rows = chunk_read.points_after(cur, "?", None, after, upto=high, limit=limit)
+        if len(rows) == limit:
+            last, more = rows[-1][0], rows[-1][0] < high
+        else:
+            last, more = high, False
+        layout, data = _pack_live(cur, rows)
+        fmt = ROW_PACKED if layout == LAYOUT_PACKED else ROW_WIDE
         out.add("points", len(data) // fmt.size, data, layout=layout)
         return {"points_cursor": last, "more": more}
 

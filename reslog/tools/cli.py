@@ -550,6 +550,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         detail = redact_text(str(getattr(exc, "orig", None) or exc).strip().splitlines()[0])
         label = store_label(getattr(args, "store", None))
         print(f"reslog: {label}: {text.safe(detail)}{damage_hint(detail, label)}", file=sys.stderr)
+    except ValueError as exc:
+        # A chunk of points that does not decode (schema/chunk_codec.py): its bytes were
+        # damaged inside the blob, where SQLite does not look, or a newer reslog wrote it.
+        detail = str(exc)
+        if not detail.startswith(("corrupt chunk", "chunk format version")):
+            raise
+        label = store_label(getattr(args, "store", None))
+        print(f"reslog: {label}: {text.safe(detail)}{damage_hint(detail, label)}", file=sys.stderr)
     except OSError as exc:
         if isinstance(exc, BrokenPipeError):  # `reslog ls | head`
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the exit quiet

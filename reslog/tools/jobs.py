@@ -3,7 +3,7 @@
 
 A job's runs are joined by group (schema/ranks.py) across every store given, so two hosts that
 each keep their own SQLite file are one job here. `JobWatch.poll()` reads only what is new since
-the last poll: each rank's phase points after its step cursor (the `(run, key, step)` index),
+the last poll: each rank's phase points after its step cursor (chunks by step range),
 the stall event of a rank that is stalled now, and the last GPU readings from the series rows.
 The rules are schema's: schema/stragglers.py names a straggler, schema/hangs.py joins the
 stalls.
@@ -16,16 +16,17 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, desc, func, select
 
-from schema import hangs, read
+from schema import chunk_read, hangs, read
 from schema.alerts import HANG, STRAGGLER, STRAGGLER_END
 from schema.ranks import jobs, phase_of
 from schema.records import RunInfo, RunRef
 from schema.status import LIVE_STATUSES
 from schema.stragglers import Straggler, StragglerDetector, StragglerRule
-from schema.tables import events, keys, points, series
+from schema.tables import events, keys, series
 
 BASELINE_STEPS = 200  # logged steps per rank a watch reads back when it starts
 MAX_ROWS = 200_000  # phase points read per rank and poll, at most (the next poll goes on)
+_NO_STEP = 2**63 - 1  # past every step: no upper bound
 
 
 @dataclass
@@ -60,18 +61,17 @@ def phase_rows(
     A step cut by `limit` is left for the next read, so no step arrives in parts."""
     if not phase_keys:
         return [], after
-    query = (
-        select(points.c.step, points.c.key_id, points.c.value)
-        .where(points.c.run_id == run_id)
-        .where(points.c.key_id.in_(list(phase_keys)))
-        .where(points.c.step > after)
-        .order_by(points.c.step)
-        .limit(limit)
-    )
-    rows = conn.execute(query).all()
+    cur, p = read.dbapi_cursor(conn)
+    rows = []  # (step, id, key id, value) of every phase point after the cursor
+    for key_id in phase_keys:
+        found = chunk_read.series_rows(cur, p, run_id, key_id, after + 1, _NO_STEP,
+                                       has_takes=False, limit=limit)  # fmt: skip
+        rows += [(step, pid, key_id, value) for pid, step, _wall, value in found]
+    rows.sort()
+    rows = rows[:limit]
     cut = len(rows) >= limit
     out: dict[int, dict[str, float]] = {}
-    for step, key_id, value in rows:
+    for step, _pid, key_id, value in rows:
         out.setdefault(step, {})[phase_keys[key_id]] = math.nan if value is None else value
     steps = sorted(out)
     if cut and len(steps) > 1:
@@ -87,15 +87,11 @@ def baseline_cursor(conn: Connection, run_id: int, phase_keys: dict[int, str], b
     )
     if step_key is None:
         return -1
-    query = (
-        select(points.c.step)
-        .where(points.c.run_id == run_id, points.c.key_id == step_key)
-        .order_by(desc(points.c.step))
-        .offset(back)
-        .limit(1)
-    )
-    found = conn.execute(query).scalar()
-    return -1 if found is None else int(found)
+    cur, p = read.dbapi_cursor(conn)
+    # Superseded points count, as every phase point does in phase_rows.
+    steps = [r[1] for r in chunk_read.series_all(cur, p, run_id, step_key)]
+    steps.sort(reverse=True)
+    return steps[back] if 0 <= back < len(steps) else -1
 
 
 def open_stall(conn: Connection, run_id: int) -> tuple[float, str] | None:

@@ -2,11 +2,15 @@
 same schema.envelope reads the agent does for SQLite: series rows on the first poll, then live
 points and the tiles the charts want, each poll in one REPEATABLE READ snapshot.
 
-PostgreSQL hands out ids from a sequence at insert time, not at commit: a writer can commit id
-100 after another writer's id 105 is already visible. A plain "id > cursor" would skip 100
-forever, so each poll re-reads an overlap window of `overlap` ids below the cursor and drops the
-ids it has already applied. A row is only missed if more than `overlap` newer ids were committed
-while its transaction stayed open (reslog's writer commits one flush at a time, far below that).
+PostgreSQL hands out ids from a sequence at insert time, not at commit: a writer can commit
+row 100 after another writer's row 105 is already visible. A plain "id > cursor" would skip 100
+forever, so each poll re-reads an overlap window of `overlap` rows below the cursor and drops
+the points it has already applied. A point's id is its row's sequence value times
+PG_ROW_STRIDE plus its column (schema/chunk_write.py), so the window is `overlap` strides of
+ids. A row is only missed if more than `overlap` newer rows were committed while its
+transaction stayed open (reslog's writer commits one flush at a time, far below that). Points
+stored before chunks (legacy rows, schema/chunk_read.py) are never written late: the window
+stops at the newest of them.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from resplot.sources.agent import group_rows, summaries_from, tile_ranges
 from resplot.sources.apply import Points, Reply, apply_reply
 from resplot.sources.base import PollResult, Progress, Source
 from resplot.sources.spec import PostgresSpec
-from schema import envelope
+from schema import chunk_read, envelope
+from schema.chunk_write import PG_ROW_STRIDE
 from schema.errors import StoreError
 from schema.gc_pause import gc_paused
 from schema.read import fetch_points, key_names, list_runs
@@ -38,27 +43,28 @@ from schema.tables import events
 class _Window:
     """An id cursor with an overlap window and the ids already applied inside it."""
 
-    def __init__(self, overlap: int) -> None:
-        self.overlap = overlap
+    def __init__(self, overlap: int, stride: int = 1) -> None:
+        self.overlap = overlap  # in strides of ids: rows, for points
+        self.stride = stride
+        self.floor = 0  # no id at or below it commits late
         self.high = 0  # largest id applied
-        self.seen: set[int] = set()  # applied ids in (high - overlap, high]
+        self.seen = np.empty(0, dtype=np.int64)  # applied ids in (low, high]
 
     @property
     def low(self) -> int:
-        return max(0, self.high - self.overlap)
+        return max(0, self.floor, (self.high // self.stride - self.overlap) * self.stride)
 
     def fresh(self, ids: np.ndarray) -> np.ndarray:
         """Mask of ids not applied yet."""
-        if not self.seen:
+        if not len(self.seen):
             return np.ones(len(ids), dtype=bool)
-        return ~np.isin(ids, np.fromiter(self.seen, dtype=np.int64, count=len(self.seen)))
+        return ~np.isin(ids, self.seen)
 
     def advance(self, ids: np.ndarray) -> None:
         if len(ids):
             self.high = max(self.high, int(ids.max()))
-            self.seen.update(int(i) for i in ids)
-        low = self.low
-        self.seen = {i for i in self.seen if i > low}
+            self.seen = np.union1d(self.seen, ids)
+        self.seen = self.seen[self.seen > self.low]
 
 
 class PostgresSource(Source):
@@ -71,9 +77,8 @@ class PostgresSource(Source):
         super().__init__(spec, label or spec.label)
         self.store = spec.label
         self.overlap = overlap
-        self.limit = max(self.limit, 4 * overlap)  # a batch must reach past the re-read window
         self.engine: Engine | None = None
-        self.points = _Window(overlap)
+        self.points = _Window(overlap, PG_ROW_STRIDE)
         self.events = _Window(overlap)
         self.runs: dict[int, RunInfo] = {}
         self.keys: dict[int, str] = {}
@@ -145,8 +150,9 @@ class PostgresSource(Source):
             # headless read (a snapshot) takes everything in one go.
             reply.tiles = self._tiles(conn, cur, cache, coarse_first=progress is not None)
             emit(self._apply(cache, reply))
+            after = self.points.low  # the window, then page on through this snapshot
             while True:
-                batch = fetch_points(conn, list(runs), after=self.points.low, limit=self.limit)
+                batch = fetch_points(conn, list(runs), after=after, limit=self.limit)
                 ids = np.asarray(batch.ids, dtype=np.int64)
                 fresh = self.points.fresh(ids)
                 step = self._apply(
@@ -154,11 +160,9 @@ class PostgresSource(Source):
                 )
                 self.points.advance(ids)
                 emit(step)
-                # A full batch of only-seen ids would loop forever: step past it.
                 if len(batch) < self.limit:
                     break
-                if not fresh.any():
-                    self.points.high = int(ids.max())
+                after = int(ids.max())
         return total
 
     def _apply(self, cache: SeriesCache, reply: Reply) -> PollResult:
@@ -169,10 +173,10 @@ class PostgresSource(Source):
     def _start_at_the_end(self, conn, cur) -> None:
         """The live cursor at the newest id, every id of the overlap window below it counted as
         applied (the series rows read in this snapshot hold them)."""
-        cur.execute("SELECT max(id) FROM points")
-        high = cur.fetchone()[0] or 0
-        cur.execute("SELECT id FROM points WHERE id > %s", (max(0, high - self.overlap),))
-        self.points.advance(np.asarray([r[0] for r in cur.fetchall()], dtype=np.int64))
+        self.points.floor = chunk_read.legacy_max_id(cur)
+        self.points.high = chunk_read.max_point_id(cur)
+        inside = chunk_read.points_after(cur, "%s", None, self.points.low, upto=self.points.high)
+        self.points.advance(np.asarray([r[0] for r in inside], dtype=np.int64))
 
     def _names(self, conn, key_ids) -> dict[int, str]:
         if any(int(k) not in self.keys for k in key_ids):

@@ -46,7 +46,7 @@ def main() -> None:
 
     from reslog.agent import store as agent_store
     from reslog.agent import tile_workers
-    from schema import envelope, folding
+    from schema import chunk_read, envelope, folding
 
     scale_store.build(args.store, 8, 20_000)
     st = agent_store.Store(str(args.store))
@@ -55,9 +55,7 @@ def main() -> None:
     ids = dict(cur.execute("SELECT name, id FROM keys").fetchall())
     runs = [r for (r,) in cur.execute("SELECT id FROM runs ORDER BY id")]
     ranges = [[run, ids[key], LEVEL, 0, 3] for run in runs for key in KEYS]
-    points = sum(cur.execute(
-        "SELECT count(*) FROM points WHERE run_id = ? AND key_id = ?", (run, ids[key])
-    ).fetchone()[0] for run in runs for key in KEYS)  # fmt: skip
+    points = sum(chunk_read.point_count(cur, "?", run, ids[key]) for run in runs for key in KEYS)
 
     ways = {
         "baseline": (lambda rows, start, width, row: folding.pack_each(

@@ -121,8 +121,10 @@ def setup_reslog(work: Path) -> tuple[LogFn, CloseFn, Callable[[], int | None]]:
         run.log(metrics, step=step)
 
     def stored() -> int:
+        from schema import chunk_read
+
         with sqlite3.connect(path) as conn:
-            return conn.execute("SELECT count(*) FROM points").fetchone()[0]
+            return chunk_read.point_count(conn.cursor(), "?")
 
     return log, run.finish, stored
 

@@ -296,6 +296,7 @@ def child_kill(store: str, flush: float) -> dict[str, Any]:
     import struct
 
     from reslog.tools.maintenance import check_store
+    from schema import chunk_read, read
     from schema.rollup_repair import check_series
     from schema.store import open_store
 
@@ -311,9 +312,7 @@ def child_kill(store: str, flush: float) -> dict[str, Any]:
     engine = open_store(store, readonly=True)
     with engine.connect() as conn:
         run_id = conn.exec_driver_sql("SELECT id FROM runs WHERE uid = ?", (uid,)).scalar()
-        stored = conn.exec_driver_sql(
-            "SELECT count(*) FROM points WHERE run_id = ?", (run_id,)
-        ).scalar()
+        stored = chunk_read.point_count(*read.dbapi_cursor(conn), run_id)
         keys = [r[0] for r in conn.exec_driver_sql(
             "SELECT key_id FROM series WHERE run_id = ?", (run_id,)).all()]  # fmt: skip
         problems = [p for k in keys for p in check_series(conn, run_id, k)]

@@ -155,7 +155,9 @@ def build(path: Path, runs: int = 8, steps: int = 100_000, procs: int = 2) -> di
     from schema.sqlite_file import readonly_uri
 
     con = sqlite3.connect(readonly_uri(path), uri=True)
-    stored = con.execute("SELECT count(*) FROM points").fetchone()[0]
+    from schema import chunk_read
+
+    stored = chunk_read.point_count(con.cursor(), "?")
     con.close()
     if stored != logged or logged != want["points"]:
         raise SystemExit(f"{path}: logged {logged:,}, stored {stored:,}, wanted {want['points']:,}")

@@ -156,11 +156,10 @@ def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
 def read_points(store: str | Path, run: str) -> dict[str, list[tuple[int, float, float | None]]]:
     """{key: [(step, wall, value), ...] in id order} of one run (uid or name) of a SQLite store:
     what the writer committed, read back with the schema's own helpers."""
-    from sqlalchemy import select
 
-    from schema.read import find_run, key_names
+    from schema import chunk_read
+    from schema.read import dbapi_cursor, find_run, key_names
     from schema.store import open_store
-    from schema.tables import points
 
     engine = open_store(str(store), readonly=True)
     try:
@@ -168,12 +167,8 @@ def read_points(store: str | Path, run: str) -> dict[str, list[tuple[int, float,
             run_id, _ = find_run(conn, run)
             names = key_names(conn)
             out: dict[str, list[tuple[int, float, float | None]]] = {}
-            rows = conn.execute(
-                select(points.c.key_id, points.c.step, points.c.wall, points.c.value)
-                .where(points.c.run_id == run_id)
-                .order_by(points.c.id)
-            )
-            for key_id, step, wall, value in rows:
+            rows = chunk_read.points_after(*dbapi_cursor(conn), [run_id], 0)
+            for _id, _run, key_id, step, wall, value in rows:
                 out.setdefault(names[key_id], []).append((step, wall, value))
             return out
     finally:

@@ -281,7 +281,10 @@ def _insert_points(conn, engine: Engine, run_id: int, run: ImportedRun) -> None:
         rows += zip([run_id] * len(steps), [kid] * len(steps), steps, walls_, stored, strict=True)
         groups.append((steps, walls_, {kid: stored}))
     if rows:  # an existing run's series states are read back by the rollup writer
-        RollupWriter(engine.dialect, run_id).insert(conn, rows, groups)
+        writer = RollupWriter(engine.dialect, run_id)
+        writer.insert(conn, rows, groups)
+        # An imported run is written whole: sealed chunks, as a finished run's are.
+        writer.seal_all(conn)
 
 
 def insert_events(conn, engine: Engine, run_id: int, rows: list[tuple]) -> None:
