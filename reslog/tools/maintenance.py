@@ -362,15 +362,68 @@ def progress_bar(label: str, out=sys.stderr) -> Callable[[int, int], None]:
     return report
 
 
+VACUUM_SHARE = 0.25  # free pages (of the whole file) worth a VACUUM once no rows are left
+
+
+def _size(path: Path | None) -> int:
+    try:
+        return path.stat().st_size if path is not None else 0
+    except OSError:
+        return 0
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.1f} MiB"
+
+
+def _converted_line(done: Any, path: Path | None, before: int, vacuumed: bool) -> str:
+    """What the conversion to chunks did, for upgrade_store's line ('' when nothing)."""
+    parts = []
+    if done is not None and done.points:
+        rate = done.points / done.seconds if done.seconds > 0 else 0.0
+        parts.append(
+            f"{done.points:,} points of {done.runs} run{'s' * (done.runs != 1)} converted to "
+            f"{done.chunks:,} chunks ({rate:,.0f} points/s)"
+        )
+    if vacuumed:
+        parts.append(f"{path.name if path else 'file'}: {_mib(before)} → {_mib(_size(path))}")
+    return "; ".join(parts)
+
+
+def _give_back_space(engine: Engine, path: Path | None) -> bool:
+    """VACUUM a SQLite store once no rows wait for conversion and a quarter of it is free pages
+    (what converting the rows left): once at the end of a conversion, not after each run
+    (each VACUUM rewrites the whole file), and again by `reslog upgrade` should a kill have
+    stopped it. PostgreSQL reuses the pages of deleted rows by itself (autovacuum); `VACUUM
+    FULL points` gives them back to the system there."""
+    from schema.chunk_convert import free_share, pending_runs, vacuum
+
+    if path is None:
+        return False
+    with engine.connect() as conn:
+        if pending_runs(conn):
+            return False
+    if free_share(engine) < VACUUM_SHARE:
+        return False
+    vacuum(engine)
+    return True
+
+
 def upgrade_store(
     store_arg: str | None,
     *,
     backup: bool = True,
     force: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    converting: Callable[[int, int], None] | None = None,
 ) -> str:
     """Migrate to Alembic head (filling in rollups of the points of a store from before them,
-    in one streaming pass); returns the line to print (from → to, backup path)."""
+    in one streaming pass), then convert the points stored as rows into chunks run by run
+    (`converting` hears its progress) and give the space back; returns the line to print
+    (from → to, backup path, what was converted). At head, it resumes a conversion a kill or
+    an error stopped."""
+    from schema.chunk_convert import convert, pending_runs
+
     url, path, where = _locate(store_arg)
     engine = store.make_engine(url)
     try:
@@ -378,13 +431,19 @@ def upgrade_store(
         if revision is None:
             raise NotAStore(f"{where} is empty: no reslog store there")
         head = migrate.head_revision()
-        if revision == head:
-            return f"{where} is already at schema {head}; nothing to do"
         if revision not in migrate.known_revisions():
             raise SchemaTooNew(
                 f"{where} was written by a newer reslog (schema {revision}, this one knows up "
                 f"to {head}); upgrade reslog instead"
             )
+        if revision == head:
+            with engine.connect() as conn:
+                left = pending_runs(conn)
+            before = _size(path)
+            if not left:
+                if not _give_back_space(engine, path):
+                    return f"{where} is already at schema {head}; nothing to do"
+                return f"{where} is at schema {head}; " + _converted_line(None, path, before, True)
         now = time.time()
         live = [r.name for r, s in _running(engine, now, False) if s == "running"]
         if live and not force:
@@ -392,9 +451,20 @@ def upgrade_store(
                 f"{where} has runs still writing ({', '.join(live)}); stop them before "
                 "upgrading, or pass --force"
             )
+        if revision == head:
+            # The backup of the first try is the store before any conversion; the store at
+            # head reads whole however far the conversion got, so none is written again.
+            done = convert(engine, converting)
+            vacuumed = _give_back_space(engine, path)
+            line = f"{where} at schema {head}: conversion resumed; "
+            return line + _converted_line(done, path, before, vacuumed)
         saved = backup_sqlite(path, revision) if path is not None and backup else None
-        migrate.upgrade(engine, progress=progress)
+        before = _size(path)
+        done = migrate.upgrade(engine, progress=progress, converting=converting)
+        vacuumed = _give_back_space(engine, path)
     finally:
         engine.dispose()
     line = f"upgraded {where}: schema {revision} → {head}"
-    return line + (f" (backup: {saved})" if saved else "")
+    line += f" (backup: {saved})" if saved else ""
+    extra = _converted_line(done, path, before, vacuumed)
+    return line + (f"; {extra}" if extra else "")
