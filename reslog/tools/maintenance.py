@@ -112,17 +112,27 @@ def _rollups(
         chosen = sample_series(conn, sample, present=present)
         bad_runs: dict[int, int] = {}
         for run_id, key_id in chosen:
-            found = check_series(conn, run_id, key_id)
+            try:
+                found = check_series(conn, run_id, key_id)
+            except ValueError as exc:  # a corrupt chunk: the chunk check names it
+                report.problems.append(
+                    f"rollups: run {run_id} key {key_id} not compared: {_first_line(exc)}"
+                )
+                continue
             if found:
                 bad_runs[run_id] = bad_runs.get(run_id, 0) + 1
                 if not fix:
                     shown = found[:3] + ([f"... {len(found) - 3} more"] if len(found) > 3 else [])
                     report.problems += [f"rollups: {line}" for line in shown]
     if bad_runs and fix:
-        with engine.begin() as conn:
-            for run_id in sorted(bad_runs):
-                n = rebuild(conn, run_id)
-                report.info.append(f"fixed     rollups of run {run_id} rebuilt from {n} points")
+        for run_id in sorted(bad_runs):
+            try:
+                with engine.begin() as conn:
+                    n = rebuild(conn, run_id)
+            except ValueError as exc:  # a corrupt chunk: nothing to rebuild from
+                report.problems.append(f"rollups of run {run_id} not rebuilt: {_first_line(exc)}")
+                continue
+            report.info.append(f"fixed     rollups of run {run_id} rebuilt from {n} points")
     elif bad_runs:
         report.problems.append(
             f"rollups of {len(bad_runs)} run(s) disagree with their points; "
@@ -150,6 +160,49 @@ def _integrity(engine: Engine, path: Path, full: bool, say: Callable[[str], None
     else:
         report.problems += [f"integrity: {line}" for line in result]
     report.info.append(f"journal   {mode}")
+
+
+def _chunks(engine: Engine, report: CheckReport, fix: bool, full: bool, live: set) -> None:
+    """Every chunk against its CRC and its row (`full`: decoded too), and the head chunks a
+    crashed writer left, sealed with `fix` (a live run's heads are its writer's)."""
+    from schema.chunk_check import check_chunks
+    from schema.chunk_write import ChunkWriter
+
+    try:
+        with engine.connect() as conn:
+            found = check_chunks(conn, full)
+    except (SQLAlchemyError, sqlite3.DatabaseError) as exc:
+        report.problems.append(f"chunks could not be read: {_first_line(exc)}")
+        return
+    size = f", {found.blob_bytes / found.points:.2f} bytes a point" if found.points else ""
+    how = "decoded" if full else "CRC-32 and header"
+    report.info.append(f"chunks    {found.chunks:,} ({found.points:,} points{size}; {how} checked)")
+    report.problems += [f"corrupt {line}" for line in found.problems]
+    if found.problems:
+        report.problems.append(
+            f"{len(found.problems)} chunk(s) are damaged: their points cannot be read back; "
+            f"restore the store from a backup (`reslog check --fix` cannot mend them)"
+        )
+    left = {r: n for r, n in found.heads.items() if r not in live}
+    if not left:
+        return
+    if not fix:
+        n = sum(left.values())
+        report.info.append(
+            f"heads     {n} unsealed chunk(s) of {len(left)} run(s) whose writer is gone "
+            f"(readable as they are; `reslog check --fix {report.where}` seals them)"
+        )
+        return
+    for run_id in sorted(left):
+        try:
+            with engine.begin() as conn:
+                sealed = ChunkWriter(conn.dialect, run_id).seal_all(conn)
+        except (SQLAlchemyError, sqlite3.DatabaseError, ValueError) as exc:
+            report.problems.append(f"run {run_id}: heads could not be sealed: {_first_line(exc)}")
+            continue
+        report.info.append(
+            f"fixed     {left[run_id]} head chunk(s) of run {run_id} sealed into {sealed} chunk(s)"
+        )
 
 
 def _first_line(exc: BaseException) -> str:
@@ -186,7 +239,10 @@ def check_store(
             _integrity(engine, path, full, say, report)
         counts = []
         with engine.connect() as conn:
-            for name, table in (("runs", runs), ("keys", keys), ("points", points)):
+            tables = [("runs", runs), ("keys", keys), ("points", points)]
+            if revision == store.HEAD_REVISION:
+                tables[2] = ("point rows not converted to chunks", points)
+            for name, table in tables:
                 try:
                     n = conn.execute(select(func.count()).select_from(table)).scalar()
                 except SQLAlchemyError as exc:  # corrupt pages: the integrity lines say where
@@ -194,6 +250,10 @@ def check_store(
                     n = "?"
                 counts.append(f"{n} {name}")
         report.info.append("rows      " + ", ".join(counts))
+        live = {r.id for r, s in _running(engine, time.time(), revision == store.HEAD_REVISION)
+                if s != "crashed"}  # fmt: skip
+        if revision == store.HEAD_REVISION:
+            _chunks(engine, report, fix, full, live)
         present = None  # every (run, key) that has points, shared with the rollup check
         try:
             with engine.connect() as conn:
