@@ -23,9 +23,13 @@ from schema.chunk_write import SEAL_ROWS
 from schema.sql import placeholder
 
 try:
+    import numpy as np
+
     from schema import chunk_codec_numpy as _codec
 except ImportError:  # reslog without numpy: the standard-library encoder writes the same bytes
     from schema import chunk_codec as _codec  # type: ignore[no-redef]
+
+    np = None  # type: ignore[assignment]
 
 CHUNK_POINTS = SEAL_ROWS  # as many as the writer's sealed chunks
 PAGE = 50_000  # rows read at a time, by id
@@ -72,15 +76,72 @@ def _keyset(conn: Connection, p: str, run_id: int, key_id: int) -> int:
 
 
 class _Series:
-    """Points of one series waiting for their chunk."""
+    """Points of one series waiting for their chunk: lists, or with numpy a list of arrays."""
 
-    __slots__ = ("ids", "steps", "values", "walls")
+    __slots__ = ("ids", "n", "steps", "values", "walls")
 
     def __init__(self) -> None:
-        self.ids: list[int] = []
-        self.steps: list[int] = []
-        self.walls: list[float] = []
-        self.values: list[float] = []
+        self.ids: list = []
+        self.steps: list = []
+        self.walls: list = []
+        self.values: list = []
+        self.n = 0
+
+
+def _split_page(rows: list, waiting: dict, full: list) -> None:
+    """A page of (id, key, step, wall, value) rows in id order added to each key's waiting
+    points; keys holding CHUNK_POINTS or more are listed in `full`."""
+    if np is None:
+        for pid, key, step, wall, value in rows:
+            s = waiting.get(key)
+            if s is None:
+                s = waiting[key] = _Series()
+            s.ids.append(pid)
+            s.steps.append(step)
+            s.walls.append(wall)
+            # NaN is stored as NULL (docs/store.md, "NaN and infinities").
+            s.values.append(_NAN if value is None else value)
+            s.n += 1
+            if s.n == CHUNK_POINTS:
+                full.append(key)
+        return
+    ids, keys, steps, walls, values = zip(*rows)  # noqa: B905 (equal by construction)
+    keys = np.array(keys, dtype=np.int64)
+    order = np.argsort(keys, kind="stable")  # by key, each key's points still in id order
+    keys = keys[order]
+    cut = np.flatnonzero(np.diff(keys)) + 1
+    starts = [0, *cut.tolist()]
+    ends = [*cut.tolist(), len(keys)]
+    columns = (
+        np.array(ids, dtype=np.int64)[order],
+        np.array(steps, dtype=np.int64)[order],
+        np.array(walls, dtype=np.float64)[order],
+        np.array(values, dtype=np.float64)[order],  # None (NaN's NULL) becomes NaN
+    )
+    for a, b in zip(starts, ends):  # noqa: B905
+        key = int(keys[a])
+        s = waiting.get(key)
+        if s is None:
+            s = waiting[key] = _Series()
+        for held, col in zip((s.ids, s.steps, s.walls, s.values), columns):  # noqa: B905
+            held.append(col[a:b])
+        before = s.n
+        s.n += b - a
+        if before < CHUNK_POINTS <= s.n:
+            full.append(key)
+
+
+def _take(s: _Series, count: int) -> tuple:
+    """The first `count` waiting points of a series as (ids, steps, walls, values), removed."""
+    if np is None:
+        out = (s.ids[:count], s.steps[:count], s.walls[:count], s.values[:count])
+        del s.ids[:count], s.steps[:count], s.walls[:count], s.values[:count]
+    else:
+        whole = [np.concatenate(held) for held in (s.ids, s.steps, s.walls, s.values)]
+        out = tuple(col[:count] for col in whole)
+        s.ids, s.steps, s.walls, s.values = ([col[count:]] for col in whole)
+    s.n -= count
+    return out
 
 
 def convert_run(conn: Connection, run_id: int, tick: Callable[[int], None] | None = None) -> tuple:
@@ -93,6 +154,7 @@ def convert_run(conn: Connection, run_id: int, tick: Callable[[int], None] | Non
         from schema.migrate import MIGRATION_LOCK_KEY
 
         conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
+    cur = conn.connection.dbapi_connection.cursor()  # rows as the driver gives them: quicker
     keysets: dict[int, int] = {}
     waiting: dict[int, _Series] = {}
     rows_out: list[tuple] = []
@@ -106,33 +168,28 @@ def convert_run(conn: Connection, run_id: int, tick: Callable[[int], None] | Non
     )
     total = chunks = 0
 
-    def seal(key: int, s: _Series) -> None:
+    def seal(key: int, count: int) -> None:
         nonlocal chunks
+        chunks += 1
         ks = keysets.get(key)
         if ks is None:
             ks = keysets[key] = _keyset(conn, p, run_id, key)
-        blob = _codec.encode(s.steps, s.walls, s.values, ids=s.ids)
-        rows_out.append((run_id, ks, s.ids[0], s.ids[-1], len(s.ids), min(s.steps),
-                         max(s.steps), 1, blob))  # fmt: skip
-        chunks += 1
+        ids, steps, walls, values = _take(waiting[key], count)
+        blob = _codec.encode(steps, walls, values, ids=ids)
+        rows_out.append((run_id, ks, int(ids[0]), int(ids[-1]), len(ids), int(min(steps)),
+                         int(max(steps)), 1, blob))  # fmt: skip
 
     last = -(2**63)
     while True:
-        rows = conn.exec_driver_sql(page, (run_id, last)).all()
+        cur.execute(page, (run_id, last))
+        rows = cur.fetchall()
         if not rows:
             break
-        for pid, key, step, wall, value in rows:
-            s = waiting.get(key)
-            if s is None:
-                s = waiting[key] = _Series()
-            s.ids.append(pid)
-            s.steps.append(step)
-            s.walls.append(wall)
-            # NaN is stored as NULL (docs/store.md, "NaN and infinities").
-            s.values.append(_NAN if value is None else value)
-            if len(s.ids) == CHUNK_POINTS:
-                seal(key, s)
-                waiting[key] = _Series()
+        full: list[int] = []
+        _split_page(rows, waiting, full)
+        for key in full:
+            while waiting[key].n >= CHUNK_POINTS:
+                seal(key, CHUNK_POINTS)
         if rows_out:
             conn.exec_driver_sql(insert, rows_out)
             rows_out.clear()
@@ -141,8 +198,8 @@ def convert_run(conn: Connection, run_id: int, tick: Callable[[int], None] | Non
         if tick is not None:
             tick(len(rows))
     for key, s in waiting.items():
-        if s.ids:
-            seal(key, s)
+        if s.n:
+            seal(key, s.n)
     if rows_out:
         conn.exec_driver_sql(insert, rows_out)
     conn.exec_driver_sql(f"DELETE FROM points WHERE run_id = {p}", (run_id,))
