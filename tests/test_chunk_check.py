@@ -15,6 +15,9 @@ from pathlib import Path
 import reslog
 from reslog.tools.cli import main
 from reslog.tools.maintenance import check_store
+from schema.read import series_points
+from schema.rollup_repair import _agg_problems, check_series, folded_from_chunks
+from schema.rollup_writer import brute_force
 from schema.store import open_store
 from tests.test_chunk_convert import every_point
 from tests.test_rollups import all_problems
@@ -153,5 +156,43 @@ def test_head_chunks_a_killed_writer_left_are_sealed_by_fix(store_path):
     try:
         assert every_point(engine) == points  # the same points, the same ids
         assert all_problems(engine) == []
+    finally:
+        engine.dispose()
+
+
+def test_the_check_folds_chunks_where_every_point_stands_and_reads_points_elsewhere(store_path):
+    uid = logged(store_path, steps=5000)
+    again = reslog.init(project="p", store=store_path, system=False, resume=uid)
+    for step in range(4000, 4300):  # from an older checkpoint: loss and lr restart
+        again.log({"loss": 2.0, "lr": 1e-4}, step=step)
+    again.finish()
+    engine = open_store(store_path)
+    try:
+        with engine.connect() as conn:
+            names = dict(conn.exec_driver_sql("SELECT name, id FROM keys").all())
+            run_id = conn.exec_driver_sql("SELECT id FROM runs").scalar()
+            for name, restarted in (("loss", True), ("lr", True), ("gpu", False)):
+                key = names[name]
+                levels = conn.exec_driver_sql(
+                    "SELECT levels FROM series WHERE key_id = ?", (key,)
+                ).scalar()
+                folded = folded_from_chunks(conn, run_id, key, levels)
+                if restarted:  # steps go down in id order: the points are read instead
+                    assert folded is None
+                    continue
+                rows = series_points(conn, run_id, key)
+                want = brute_force(*(list(c) for c in zip(*rows, strict=True)), levels)
+                assert folded is not None
+                assert _agg_problems("series", want[0], folded[0]) == []
+                assert sorted(folded[1]) == sorted(want[1])
+                for b in want[1]:
+                    assert _agg_problems(str(b), want[1][b], folded[1][b]) == []
+            # A series whose rollups differ is found by either path.
+            conn.exec_driver_sql("UPDATE rollups SET n = n + 1 WHERE level = 1")
+            conn.commit()
+            found = [p for key in names.values() for p in check_series(conn, run_id, key)]
+        assert {p.split(" level")[0] for p in found} == {
+            f"run {run_id} key {names[k]}" for k in ("loss", "lr", "gpu")
+        }, found
     finally:
         engine.dispose()
