@@ -13,7 +13,7 @@ import random
 from collections.abc import Callable
 from itertools import pairwise
 
-from sqlalchemy import Connection, bindparam, delete, func, select
+from sqlalchemy import Connection, bindparam, delete, func, inspect, select
 
 from schema import buckets, chunk_read
 from schema.chunk_rollup import fold_chunks
@@ -188,7 +188,9 @@ def point_series(conn: Connection) -> list[tuple[int, int]]:
     """Every (run, key) that has points: the chunks' keysets, and the rows not converted yet
     found by skipping along the (run_id, key_id, step) index (two index seeks a series,
     however many points each holds)."""
-    found: set[tuple[int, int]] = chunk_read.chunked_series(_cursor(conn))
+    found: set[tuple[int, int]] = set()
+    if inspect(conn).has_table("keysets"):  # a store from before 0006 has rows only
+        found = chunk_read.chunked_series(_cursor(conn))
     run, key = points.c.run_id, points.c.key_id
     next_key = select(key).where(run == bindparam("r"), key > bindparam("k")).order_by(key).limit(1)
     next_run = select(run).where(run > bindparam("r")).order_by(run).limit(1)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -196,3 +197,19 @@ def test_the_check_folds_chunks_where_every_point_stands_and_reads_points_elsewh
         }, found
     finally:
         engine.dispose()
+
+
+def test_points_in_chunks_of_a_missing_run_or_key_are_reported(store_path, capsys):
+    logged(store_path, steps=500)
+    other = reslog.init(project="p", name="gone", store=store_path, system=False)
+    for step in range(100):
+        other.log({"z": 1.0}, step=step)
+    other.finish()
+    with sqlite3.connect(store_path) as conn:  # foreign keys are off in a plain connection
+        conn.execute("DELETE FROM runs WHERE name = 'gone'")
+        conn.execute("DELETE FROM keys WHERE name = 'gpu'")
+    code = main(["check", str(store_path)])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "PROBLEM  100 points in chunks of a missing run" in out, out
+    assert "PROBLEM  50 points in chunks of a missing key" in out, out
