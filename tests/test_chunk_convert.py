@@ -309,3 +309,6 @@ def test_postgresql_rows_become_chunks_with_their_ids_and_new_ids_follow(pg_stor
         assert after[: len(points)] == points and after[-1][0] > points[-1][0]
     finally:
         engine.dispose()
+    report = check_store(pg_store, full=True)
+    assert report.problems == [], report.problems
+    assert any(line.startswith("chunks    ") for line in report.info), report.info
