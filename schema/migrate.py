@@ -41,16 +41,22 @@ def head_revision() -> str:
 # cut at 64-step first-level buckets (0002-0004, deleted by 0005). A store coming from one of
 # them gets its rollups built from its points.
 NO_ROLLUPS_AT_TODAYS_WIDTHS = frozenset({"0001", "0002", "0003", "0004"})
+# Revisions whose points are rows only: from 0006 on, `reslog upgrade` converts them to chunks.
+ROWS_ONLY = frozenset({*NO_ROLLUPS_AT_TODAYS_WIDTHS, "0005"})
 
 
 def upgrade(
     engine: Engine,
     revision: str = "head",
     progress: Callable[[int, int], None] | None = None,
-) -> None:
+    converting: Callable[[int, int], None] | None = None,
+):
     """Migrate the store to `revision`, and build the rollups of the points already stored when
     it comes from before them or from other bucket widths: one transaction, so a failure leaves
-    the store as it was."""
+    the store as it was. Then, at 0006 or later, convert the rows of `points` into chunks run
+    by run (schema/chunk_convert.py, `converting` hears its progress): a failure there leaves
+    the runs converted so far converted, the others as rows, and calling this again resumes.
+    Returns what the conversion did (schema.chunk_convert.Converted), None before 0006."""
     cfg = alembic_config(engine)
     with engine.begin() as conn:
         if conn.dialect.name == "postgresql":
@@ -66,6 +72,12 @@ def upgrade(
             from schema.rollup_repair import backfill
 
             backfill(conn, progress)
+        after = _current(conn)
+    if after in ROWS_ONLY:
+        return None
+    from schema.chunk_convert import convert
+
+    return convert(engine, converting)
 
 
 def _current(conn) -> str | None:

@@ -11,10 +11,12 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
+from itertools import pairwise
 
-from sqlalchemy import Connection, bindparam, delete, func, select
+from sqlalchemy import Connection, bindparam, delete, func, inspect, select
 
 from schema import buckets, chunk_read
+from schema.chunk_rollup import fold_chunks
 from schema.envelope import SERIES_COLUMNS, agg_of, bucket_rows
 from schema.read import series_points
 from schema.rollup import AGG_COLUMNS, VSUM, newest_take
@@ -96,14 +98,51 @@ def _agg_problems(where: str, want: tuple, got: tuple) -> list[str]:
     return out
 
 
+def folded_from_chunks(conn: Connection, run_id: int, key_id: int, levels: int):
+    """(series aggregate, {(level, bucket): aggregate}) of a series folded straight from its
+    decoded chunks (schema/chunk_rollup.py), when that gives what its points do: no rows of the
+    series left unconverted, its chunks' id ranges apart, and its steps never going down in id
+    order (so no restart: every point stands). None otherwise: the caller reads the points."""
+    cur, p = _cursor(conn), placeholder(conn.dialect)
+    cur.execute(f"SELECT 1 FROM points WHERE run_id = {p} AND key_id = {p} LIMIT 1",
+                (run_id, key_id))  # fmt: skip
+    if cur.fetchone() is not None:
+        return None
+    found = []
+    for ks, col, _k in chunk_read.keyset_columns(cur, p, run_id, key_id):
+        cur.execute(f"SELECT id_lo, id_hi, data FROM chunks WHERE keyset_id = {p}", (ks,))
+        found += [(int(lo), int(hi), col, blob) for lo, hi, blob in cur.fetchall()]
+    if not found:
+        return None
+    found.sort(key=lambda c: c[0])
+    chunks, high, last_step = [], None, None
+    for lo, hi, col, blob in found:
+        if high is not None and lo <= high:
+            return None  # two keysets' chunks interleave: their order is not the points'
+        high = hi
+        c = chunk_read.decode(blob, [col])
+        steps = c.steps.tolist() if chunk_read.np is None else c.steps
+        if len(steps) == 0:
+            continue
+        if chunk_read.np is not None:
+            if len(steps) > 1 and bool((chunk_read.np.diff(steps) < 0).any()):
+                return None
+        elif any(b < a for a, b in pairwise(steps)):
+            return None
+        if last_step is not None and int(steps[0]) < last_step:
+            return None
+        last_step = int(steps[-1])
+        chunks.append(c)
+    if not chunks:
+        return None
+    folded = fold_chunks(chunks, levels=levels)
+    return folded.series, folded.buckets
+
+
 def check_series(conn: Connection, run_id: int, key_id: int) -> list[str]:
     """Differences between one series' stored rollups and a recomputation from its points
-    (O(series): the check samples series)."""
-    rows = series_points(conn, run_id, key_id)
-    steps = [r[0] for r in rows]
-    walls = [r[1] for r in rows]
-    keep = newest_take(steps, walls)
-    kept = [r for r, k in zip(rows, keep, strict=True) if k]
+    (O(series): the check samples series): folded from its chunks where they stand as they
+    are (folded_from_chunks), else from its points read back and their newest take."""
     p = placeholder(conn.dialect)
     cur = _cursor(conn)
     cur.execute(
@@ -112,14 +151,21 @@ def check_series(conn: Connection, run_id: int, key_id: int) -> list[str]:
     )
     stored = cur.fetchone()
     where = f"run {run_id} key {key_id}"
-    if not kept:
-        return [f"{where}: a series row for a series with no points"] if stored else []
-    if stored is None:
-        return [f"{where}: {len(kept)} points but no rollups"]
-    levels = int(stored[SERIES_COLUMNS.index("levels")])
-    want_series, want = brute_force(
-        [r[0] for r in kept], [r[1] for r in kept], [r[2] for r in kept], levels
-    )
+    levels = 1 if stored is None else int(stored[SERIES_COLUMNS.index("levels")])
+    folded = None if stored is None else folded_from_chunks(conn, run_id, key_id, levels)
+    if folded is not None:
+        want_series, want = folded
+    else:
+        rows = series_points(conn, run_id, key_id)
+        keep = newest_take([r[0] for r in rows], [r[1] for r in rows])
+        kept = [r for r, k in zip(rows, keep, strict=True) if k]
+        if not kept:
+            return [f"{where}: a series row for a series with no points"] if stored else []
+        if stored is None:
+            return [f"{where}: {len(kept)} points but no rollups"]
+        want_series, want = brute_force(
+            [r[0] for r in kept], [r[1] for r in kept], [r[2] for r in kept], levels
+        )
     problems = _agg_problems(f"{where} series", want_series, agg_of(stored, 2))
     need = buckets.needed_levels(want_series[10] - want_series[9])
     if levels < need:
@@ -142,7 +188,9 @@ def point_series(conn: Connection) -> list[tuple[int, int]]:
     """Every (run, key) that has points: the chunks' keysets, and the rows not converted yet
     found by skipping along the (run_id, key_id, step) index (two index seeks a series,
     however many points each holds)."""
-    found: set[tuple[int, int]] = chunk_read.chunked_series(_cursor(conn))
+    found: set[tuple[int, int]] = set()
+    if inspect(conn).has_table("keysets"):  # a store from before 0006 has rows only
+        found = chunk_read.chunked_series(_cursor(conn))
     run, key = points.c.run_id, points.c.key_id
     next_key = select(key).where(run == bindparam("r"), key > bindparam("k")).order_by(key).limit(1)
     next_run = select(run).where(run > bindparam("r")).order_by(run).limit(1)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import reslog
-from schema import chunk_codec, chunk_codec_numpy
+from schema import chunk_codec, chunk_codec_numpy, chunk_read
 from schema.chunk_rollup import EMPTY, fold_chunk, fold_chunks
 from schema.envelope import SERIES_COLUMNS, agg_of, bucket_rows
 from schema.rollup import AGG_COLUMNS, VSUM, newest_take
@@ -67,11 +67,8 @@ def stored_points(engine, run_id: int, key_id: int) -> list[tuple]:
     """The series' points in arrival (id) order, those a restart superseded left out."""
     with engine.connect() as conn:
         cur = conn.connection.dbapi_connection.cursor()
-        cur.execute(
-            "SELECT step, wall, value FROM points WHERE run_id = ? AND key_id = ? ORDER BY id",
-            (run_id, key_id),
-        )
-        rows = cur.fetchall()
+        found = chunk_read.series_all(cur, placeholder(conn.dialect), run_id, key_id)
+        rows = [r[1:] for r in found]
     keep = newest_take([r[0] for r in rows], [r[1] for r in rows])
     return [(s, w, NAN if v is None else v) for (s, w, v), k in zip(rows, keep, strict=True) if k]
 
@@ -133,6 +130,20 @@ def test_chunks_of_a_run_logged_through_reslog_fold_to_its_rollups(store_path):
     assert len(pairs) == 3
     for run_id, key in pairs:
         assert check_series(engine, run_id, key, rng) == 12_000
+        # The store's own chunks (one per logging group, sealed, and the heads of the last
+        # flushes), folded in id order as they are: the same rollups.
+        want_series, want, levels = stored_rollups(engine, run_id, key)
+        with engine.connect() as conn:
+            cur = conn.connection.dbapi_connection.cursor()
+            placed = chunk_read.keyset_columns(cur, "?", run_id, key)
+            assert len(placed) == 1
+            keyset, col, _k = placed[0]
+            cur.execute("SELECT data FROM chunks WHERE keyset_id = ? ORDER BY id_lo", (keyset,))
+            own = [chunk_read.decode(blob, [col]) for (blob,) in cur.fetchall()]
+        got = fold_chunks(own, levels=levels)
+        assert differences("series", want_series, got.series) == []
+        assert set(got.buckets) == set(want)
+        assert [d for b in want for d in differences(str(b), want[b], got.buckets[b])] == []
 
 
 def test_an_empty_chunk_changes_nothing_and_order_decides_last():

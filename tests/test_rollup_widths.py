@@ -14,10 +14,11 @@ from sqlalchemy import select
 
 import reslog
 from reslog.tools.maintenance import check_store, upgrade_store
-from schema import buckets, migrate
+from schema import buckets, chunk_read, migrate
 from schema.errors import StoreError
 from schema.store import make_engine, open_store, resolve_store
-from schema.tables import points, rollups, series, takes
+from schema.tables import rollups, series, takes
+from tests.fixtures.legacy import as_rows
 from tests.test_rollups import all_problems
 
 ASSET = Path(__file__).resolve().parent / "assets" / "store_0004.db"
@@ -26,6 +27,12 @@ ASSET = Path(__file__).resolve().parent / "assets" / "store_0004.db"
 def dump(path: Path, sql: str) -> list[tuple]:
     with sqlite3.connect(path) as conn:
         return conn.execute(sql).fetchall()
+
+
+def every_point(path: Path) -> list[tuple]:
+    """(id, run, key, step, wall, value) of every point, rows and chunks alike, by id."""
+    with sqlite3.connect(path) as conn:
+        return [tuple(r) for r in chunk_read.points_after(conn.cursor(), "?", None, 0)]
 
 
 def test_a_store_cut_at_64_step_buckets_is_refused_then_rebuilt_at_todays_widths(tmp_path):
@@ -42,8 +49,10 @@ def test_a_store_cut_at_64_step_buckets_is_refused_then_rebuilt_at_todays_widths
         reslog.open(path).runs()
 
     line = upgrade_store(str(path))
-    assert "schema 0004 → 0005" in line and (tmp_path / "reslog.db.bak-0004").exists()
-    assert dump(path, "SELECT * FROM points ORDER BY id") == old_points
+    assert f"schema 0004 → {migrate.head_revision()}" in line
+    assert (tmp_path / "reslog.db.bak-0004").exists()
+    # The points themselves are unchanged, rows or chunks (ids, steps, walls, values).
+    assert every_point(path) == old_points
     # The restart is found again from the points: the same take.
     assert dump(path, "SELECT * FROM takes ORDER BY run_id, key_id, since_id") == old_takes
     engine = open_store(path)
@@ -106,8 +115,9 @@ def test_postgresql_downgraded_to_0004_and_upgraded_gets_the_same_rollups_back(p
             with engine.connect() as conn:
                 level1 = conn.execute(select(rollups).where(rollups.c.level == 1)).all()
                 series_rows = conn.execute(select(*columns)).all()
+                cur = conn.connection.dbapi_connection.cursor()
                 rows = [
-                    conn.execute(select(points)).all(),
+                    chunk_read.points_after(cur, "%s", None, 0),
                     conn.execute(select(takes)).all(),
                     [(*r[:12], round(r[12], 6), *r[13:]) for r in level1],
                     [(*r[:vsum], round(r[vsum], 6), *r[vsum + 1 :]) for r in series_rows],
@@ -116,6 +126,7 @@ def test_postgresql_downgraded_to_0004_and_upgraded_gets_the_same_rollups_back(p
 
         before = state()
         assert all_problems(engine) == []
+        as_rows(engine)  # the points as rows, as reslog wrote them before 0006
         cfg = migrate.alembic_config(engine)
         with engine.begin() as conn:
             cfg.attributes["connection"] = conn

@@ -30,6 +30,7 @@ from schema.rollup_repair import check_series, sample_series
 from schema.rollup_writer import RollupWriter
 from schema.store import make_engine, open_store, resolve_store
 from schema.tables import series, takes
+from tests.fixtures.legacy import as_rows
 from tests.fixtures.stores import key_id, make_run, new_store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -294,6 +295,7 @@ def make_old_store(path: Path, rng: random.Random) -> None:
     run_id = store_random_run(engine, rng, keys=2, points=3000, flush_max=2000)
     engine.dispose()
     engine = make_engine(resolve_store(path))
+    as_rows(engine)  # a row a point, as reslog wrote before 0006
     cfg = migrate.alembic_config(engine)
     from alembic import command
 

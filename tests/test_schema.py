@@ -10,6 +10,7 @@ import math
 import os
 import re
 import sqlite3
+import struct
 from pathlib import Path
 
 import pytest
@@ -17,11 +18,12 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Engine, insert, inspect, select, text
 
-from schema import migrate, read, store
+from schema import chunk_read, migrate, read, store
 from schema.columns import EVENT_COLUMNS, RUN_COLUMNS
 from schema.errors import NotAStore, SchemaTooNew, SchemaTooOld, StoreNotFound
+from schema.rollup_writer import RollupWriter
 from schema.store import HEAD_REVISION, create_all_for_test, make_engine, open_store
-from schema.tables import events, keys, metadata, points, runs
+from schema.tables import chunks, events, keys, metadata, points, runs
 from tests.fixtures import stores
 from tests.fixtures.stores import make_run, new_store
 
@@ -211,28 +213,40 @@ def test_filesystem_type_reads_the_real_mount_table(tmp_path):
 
 # ---- NaN and infinities -------------------------------------------------------------------------
 
-# (-0.0 is left out: SQLite stores an integral REAL as an integer, so it reads back as 0.0.)
-SPECIAL = [1.5, math.nan, math.inf, -math.inf, 5e-324, 1.7976931348623157e308, 0.1 + 0.2]
+# Every float comes back to the bit from the chunks, -0.0 and a NaN's payload included (the rows
+# of a store from before 0006 kept NaN as NULL and read -0.0 back as 0.0).
+NAN_PAYLOAD = struct.unpack("<d", struct.pack("<Q", 0x7FF8_0000_0000_0123))[0]
+SPECIAL = [1.5, math.nan, math.inf, -math.inf, 5e-324, 1.7976931348623157e308, 0.1 + 0.2, -0.0,
+           NAN_PAYLOAD]  # fmt: skip
+
+
+def bits(values) -> list[bytes]:
+    return [struct.pack("<d", v) for v in values]
 
 
 def round_trip(engine: Engine) -> list[float]:
-    run = make_run(engine, name="nan", points={"x": [(i, v) for i, v in enumerate(SPECIAL)]})
+    run = make_run(engine, name="nan")
+    key_id = stores.key_id(engine, "x")
+    with engine.begin() as conn:  # the writer's own path, the floats as they are
+        writer = RollupWriter(engine.dialect, run.id)
+        writer.insert(conn, [(run.id, key_id, i, 1.0 + i, v) for i, v in enumerate(SPECIAL)])
     with engine.connect() as conn:
-        (key_id,) = conn.execute(select(keys.c.id).where(keys.c.name == "x")).scalars()
-        stored = conn.execute(
-            select(points.c.value).where(points.c.run_id == run.id).order_by(points.c.step)
-        ).scalars()
-        assert list(stored)[1] is None  # NaN is stored as NULL on every backend
+        blobs = conn.execute(select(chunks.c.data).where(chunks.c.run_id == run.id)).scalars()
+        stored = [v for blob in blobs for v in chunk_read.decode(blob).values[0].tolist()]
+        assert conn.execute(select(points)).first() is None  # no rows: chunks only
         batch = read.fetch_points(conn, [run.id])
-    assert batch.values[0] == 1.5
-    _steps, _walls, values = read.series(engine, run.id, key_id)
+    assert bits(stored) == bits(SPECIAL)  # in the store, to the bit
+    assert batch.values[0] == 1.5 and math.isnan(batch.values[1])
+    steps, _walls, values = read.series(engine, run.id, key_id)
+    assert steps == list(range(len(SPECIAL)))
     return values
 
 
 def assert_same_floats(got: list[float], want: list[float]) -> None:
+    """Equal to the bit (-0.0 is not 0.0), NaN to any NaN (readers give NaN as NaN)."""
     assert len(got) == len(want)
     for g, w in zip(got, want, strict=True):
-        assert (math.isnan(g) and math.isnan(w)) or g == w, (got, want)
+        assert (math.isnan(g) and math.isnan(w)) or bits([g]) == bits([w]), (got, want)
 
 
 def test_nan_and_infinities_round_trip_on_sqlite(store_path):

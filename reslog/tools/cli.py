@@ -296,8 +296,11 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_upgrade(args: argparse.Namespace) -> int:
     from reslog.tools.maintenance import progress_bar, upgrade_store
 
-    bar = progress_bar("rollups") if sys.stderr.isatty() or args.progress else None
-    print(upgrade_store(args.store, backup=not args.no_backup, force=args.force, progress=bar))
+    shown = sys.stderr.isatty() or args.progress
+    bar = progress_bar("rollups") if shown else None
+    chunks = progress_bar("points to chunks") if shown else None
+    print(upgrade_store(args.store, backup=not args.no_backup, force=args.force, progress=bar,
+                        converting=chunks))  # fmt: skip
     return 0
 
 

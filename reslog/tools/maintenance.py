@@ -56,7 +56,20 @@ def _orphan_line(n: int, table: str, what: str) -> str:
     return f"{rows} in {table} {verb} to a missing {what}"
 
 
-def _orphans(engine: Engine, present: list[tuple[int, int]]) -> list[str]:
+def _chunk_points(conn, run_id: int, key_id: int) -> int:
+    """The points of one series held in chunks (their rows' counts, nothing decoded)."""
+    from schema.chunk_read import keyset_columns
+    from schema.sql import placeholder
+
+    cur, p = conn.connection.dbapi_connection.cursor(), placeholder(conn.dialect)
+    total = 0
+    for ks, _col, _k in keyset_columns(cur, p, run_id, key_id):
+        cur.execute(f"SELECT coalesce(sum(n), 0) FROM chunks WHERE keyset_id = {p}", (ks,))
+        total += int(cur.fetchone()[0])
+    return total
+
+
+def _orphans(engine: Engine, present: list[tuple[int, int]], head: bool = True) -> list[str]:
     """Rows whose run or key is gone (foreign keys were off, or a hand edit). Points are judged
     by the series that hold them (`present`, found by index seeks) and counted only where a
     series is orphaned: an anti-join over every point took 23 s on a 100M-point store."""
@@ -75,6 +88,9 @@ def _orphans(engine: Engine, present: list[tuple[int, int]]) -> list[str]:
             n = sum(conn.execute(in_series, {"r": r, "k": k}).scalar() or 0 for r, k in lost)
             if n:
                 found.append(_orphan_line(n, "points", what))
+            n = sum(_chunk_points(conn, r, k) for r, k in lost) if head else 0
+            if n:
+                found.append(f"{n} point{'s' * (n != 1)} in chunks of a missing {what}")
         n = conn.execute(  # events: a small table
             select(func.count())
             .select_from(events)
@@ -112,17 +128,27 @@ def _rollups(
         chosen = sample_series(conn, sample, present=present)
         bad_runs: dict[int, int] = {}
         for run_id, key_id in chosen:
-            found = check_series(conn, run_id, key_id)
+            try:
+                found = check_series(conn, run_id, key_id)
+            except ValueError as exc:  # a corrupt chunk: the chunk check names it
+                report.problems.append(
+                    f"rollups: run {run_id} key {key_id} not compared: {_first_line(exc)}"
+                )
+                continue
             if found:
                 bad_runs[run_id] = bad_runs.get(run_id, 0) + 1
                 if not fix:
                     shown = found[:3] + ([f"... {len(found) - 3} more"] if len(found) > 3 else [])
                     report.problems += [f"rollups: {line}" for line in shown]
     if bad_runs and fix:
-        with engine.begin() as conn:
-            for run_id in sorted(bad_runs):
-                n = rebuild(conn, run_id)
-                report.info.append(f"fixed     rollups of run {run_id} rebuilt from {n} points")
+        for run_id in sorted(bad_runs):
+            try:
+                with engine.begin() as conn:
+                    n = rebuild(conn, run_id)
+            except ValueError as exc:  # a corrupt chunk: nothing to rebuild from
+                report.problems.append(f"rollups of run {run_id} not rebuilt: {_first_line(exc)}")
+                continue
+            report.info.append(f"fixed     rollups of run {run_id} rebuilt from {n} points")
     elif bad_runs:
         report.problems.append(
             f"rollups of {len(bad_runs)} run(s) disagree with their points; "
@@ -150,6 +176,49 @@ def _integrity(engine: Engine, path: Path, full: bool, say: Callable[[str], None
     else:
         report.problems += [f"integrity: {line}" for line in result]
     report.info.append(f"journal   {mode}")
+
+
+def _chunks(engine: Engine, report: CheckReport, fix: bool, full: bool, live: set) -> None:
+    """Every chunk against its CRC and its row (`full`: decoded too), and the head chunks a
+    crashed writer left, sealed with `fix` (a live run's heads are its writer's)."""
+    from schema.chunk_check import check_chunks
+    from schema.chunk_write import ChunkWriter
+
+    try:
+        with engine.connect() as conn:
+            found = check_chunks(conn, full)
+    except (SQLAlchemyError, sqlite3.DatabaseError) as exc:
+        report.problems.append(f"chunks could not be read: {_first_line(exc)}")
+        return
+    size = f", {found.blob_bytes / found.points:.2f} bytes a point" if found.points else ""
+    how = "decoded" if full else "CRC-32 and header"
+    report.info.append(f"chunks    {found.chunks:,} ({found.points:,} points{size}; {how} checked)")
+    report.problems += [f"corrupt {line}" for line in found.problems]
+    if found.problems:
+        report.problems.append(
+            f"{len(found.problems)} chunk(s) are damaged: their points cannot be read back; "
+            f"restore the store from a backup (`reslog check --fix` cannot mend them)"
+        )
+    left = {r: n for r, n in found.heads.items() if r not in live}
+    if not left:
+        return
+    if not fix:
+        n = sum(left.values())
+        report.info.append(
+            f"heads     {n} unsealed chunk(s) of {len(left)} run(s) whose writer is gone "
+            f"(readable as they are; `reslog check --fix {report.where}` seals them)"
+        )
+        return
+    for run_id in sorted(left):
+        try:
+            with engine.begin() as conn:
+                sealed = ChunkWriter(conn.dialect, run_id).seal_all(conn)
+        except (SQLAlchemyError, sqlite3.DatabaseError, ValueError) as exc:
+            report.problems.append(f"run {run_id}: heads could not be sealed: {_first_line(exc)}")
+            continue
+        report.info.append(
+            f"fixed     {left[run_id]} head chunk(s) of run {run_id} sealed into {sealed} chunk(s)"
+        )
 
 
 def _first_line(exc: BaseException) -> str:
@@ -186,7 +255,10 @@ def check_store(
             _integrity(engine, path, full, say, report)
         counts = []
         with engine.connect() as conn:
-            for name, table in (("runs", runs), ("keys", keys), ("points", points)):
+            tables = [("runs", runs), ("keys", keys), ("points", points)]
+            if revision == store.HEAD_REVISION:
+                tables[2] = ("point rows not converted to chunks", points)
+            for name, table in tables:
                 try:
                     n = conn.execute(select(func.count()).select_from(table)).scalar()
                 except SQLAlchemyError as exc:  # corrupt pages: the integrity lines say where
@@ -194,11 +266,15 @@ def check_store(
                     n = "?"
                 counts.append(f"{n} {name}")
         report.info.append("rows      " + ", ".join(counts))
+        live = {r.id for r, s in _running(engine, time.time(), revision == store.HEAD_REVISION)
+                if s != "crashed"}  # fmt: skip
+        if revision == store.HEAD_REVISION:
+            _chunks(engine, report, fix, full, live)
         present = None  # every (run, key) that has points, shared with the rollup check
         try:
             with engine.connect() as conn:
                 present = point_series(conn)
-            report.problems += _orphans(engine, present)
+            report.problems += _orphans(engine, present, revision == store.HEAD_REVISION)
         except (SQLAlchemyError, sqlite3.DatabaseError) as exc:
             report.problems.append(f"orphan check failed: {_first_line(exc)}")
         if revision == store.HEAD_REVISION:
@@ -362,15 +438,68 @@ def progress_bar(label: str, out=sys.stderr) -> Callable[[int, int], None]:
     return report
 
 
+VACUUM_SHARE = 0.25  # free pages (of the whole file) worth a VACUUM once no rows are left
+
+
+def _size(path: Path | None) -> int:
+    try:
+        return path.stat().st_size if path is not None else 0
+    except OSError:
+        return 0
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.1f} MiB"
+
+
+def _converted_line(done: Any, path: Path | None, before: int, vacuumed: bool) -> str:
+    """What the conversion to chunks did, for upgrade_store's line ('' when nothing)."""
+    parts = []
+    if done is not None and done.points:
+        rate = done.points / done.seconds if done.seconds > 0 else 0.0
+        parts.append(
+            f"{done.points:,} points of {done.runs} run{'s' * (done.runs != 1)} converted to "
+            f"{done.chunks:,} chunks ({rate:,.0f} points/s)"
+        )
+    if vacuumed:
+        parts.append(f"{path.name if path else 'file'}: {_mib(before)} → {_mib(_size(path))}")
+    return "; ".join(parts)
+
+
+def _give_back_space(engine: Engine, path: Path | None) -> bool:
+    """VACUUM a SQLite store once no rows wait for conversion and a quarter of it is free pages
+    (what converting the rows left): once at the end of a conversion, not after each run
+    (each VACUUM rewrites the whole file), and again by `reslog upgrade` should a kill have
+    stopped it. PostgreSQL reuses the pages of deleted rows by itself (autovacuum); `VACUUM
+    FULL points` gives them back to the system there."""
+    from schema.chunk_convert import free_share, pending_runs, vacuum
+
+    if path is None:
+        return False
+    with engine.connect() as conn:
+        if pending_runs(conn):
+            return False
+    if free_share(engine) < VACUUM_SHARE:
+        return False
+    vacuum(engine)
+    return True
+
+
 def upgrade_store(
     store_arg: str | None,
     *,
     backup: bool = True,
     force: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    converting: Callable[[int, int], None] | None = None,
 ) -> str:
     """Migrate to Alembic head (filling in rollups of the points of a store from before them,
-    in one streaming pass); returns the line to print (from → to, backup path)."""
+    in one streaming pass), then convert the points stored as rows into chunks run by run
+    (`converting` hears its progress) and give the space back; returns the line to print
+    (from → to, backup path, what was converted). At head, it resumes a conversion a kill or
+    an error stopped."""
+    from schema.chunk_convert import convert, pending_runs
+
     url, path, where = _locate(store_arg)
     engine = store.make_engine(url)
     try:
@@ -378,13 +507,19 @@ def upgrade_store(
         if revision is None:
             raise NotAStore(f"{where} is empty: no reslog store there")
         head = migrate.head_revision()
-        if revision == head:
-            return f"{where} is already at schema {head}; nothing to do"
         if revision not in migrate.known_revisions():
             raise SchemaTooNew(
                 f"{where} was written by a newer reslog (schema {revision}, this one knows up "
                 f"to {head}); upgrade reslog instead"
             )
+        if revision == head:
+            with engine.connect() as conn:
+                left = pending_runs(conn)
+            before = _size(path)
+            if not left:
+                if not _give_back_space(engine, path):
+                    return f"{where} is already at schema {head}; nothing to do"
+                return f"{where} is at schema {head}; " + _converted_line(None, path, before, True)
         now = time.time()
         live = [r.name for r, s in _running(engine, now, False) if s == "running"]
         if live and not force:
@@ -392,9 +527,20 @@ def upgrade_store(
                 f"{where} has runs still writing ({', '.join(live)}); stop them before "
                 "upgrading, or pass --force"
             )
+        if revision == head:
+            # The backup of the first try is the store before any conversion; the store at
+            # head reads whole however far the conversion got, so none is written again.
+            done = convert(engine, converting)
+            vacuumed = _give_back_space(engine, path)
+            line = f"{where} at schema {head}: conversion resumed; "
+            return line + _converted_line(done, path, before, vacuumed)
         saved = backup_sqlite(path, revision) if path is not None and backup else None
-        migrate.upgrade(engine, progress=progress)
+        before = _size(path)
+        done = migrate.upgrade(engine, progress=progress, converting=converting)
+        vacuumed = _give_back_space(engine, path)
     finally:
         engine.dispose()
     line = f"upgraded {where}: schema {revision} → {head}"
-    return line + (f" (backup: {saved})" if saved else "")
+    line += f" (backup: {saved})" if saved else ""
+    extra = _converted_line(done, path, before, vacuumed)
+    return line + (f"; {extra}" if extra else "")

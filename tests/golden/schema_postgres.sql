@@ -1,4 +1,14 @@
 COLUMN alembic_version.version_num character varying(32) NOT NULL
+COLUMN chunks.id bigint NOT NULL DEFAULT nextval('chunks_id_seq'::regclass)
+COLUMN chunks.run_id bigint NOT NULL
+COLUMN chunks.keyset_id bigint NOT NULL
+COLUMN chunks.id_lo bigint NOT NULL
+COLUMN chunks.id_hi bigint NOT NULL
+COLUMN chunks.n integer NOT NULL
+COLUMN chunks.step_lo bigint NOT NULL
+COLUMN chunks.step_hi bigint NOT NULL
+COLUMN chunks.sealed smallint NOT NULL
+COLUMN chunks.data bytea NOT NULL
 COLUMN events.id bigint NOT NULL DEFAULT nextval('events_id_seq'::regclass)
 COLUMN events.run_id bigint NOT NULL
 COLUMN events.wall double precision NOT NULL
@@ -9,6 +19,11 @@ COLUMN events.title text NOT NULL
 COLUMN events.body text NOT NULL DEFAULT ''::text
 COLUMN keys.id bigint NOT NULL DEFAULT nextval('keys_id_seq'::regclass)
 COLUMN keys.name character varying(500) NOT NULL
+COLUMN keysets.id bigint NOT NULL DEFAULT nextval('keysets_id_seq'::regclass)
+COLUMN keysets.run_id bigint NOT NULL
+COLUMN keysets.key_ids text NOT NULL
+COLUMN point_ids.id smallint NOT NULL
+COLUMN point_ids.next_id bigint NOT NULL
 COLUMN points.id bigint NOT NULL DEFAULT nextval('points_id_seq'::regclass)
 COLUMN points.run_id bigint NOT NULL
 COLUMN points.key_id bigint NOT NULL
@@ -86,11 +101,18 @@ COLUMN takes.key_id bigint NOT NULL
 COLUMN takes.since_id bigint NOT NULL
 COLUMN takes.step bigint NOT NULL
 CONSTRAINT alembic_version.alembic_version_pkc PRIMARY KEY (version_num)
+CONSTRAINT chunks.fk_chunks_keyset_id_keysets FOREIGN KEY (keyset_id) REFERENCES keysets(id) ON DELETE CASCADE
+CONSTRAINT chunks.fk_chunks_run_id_runs FOREIGN KEY (run_id) REFERENCES runs(id) ON DELETE CASCADE
+CONSTRAINT chunks.pk_chunks PRIMARY KEY (id)
 CONSTRAINT events.ck_events_level CHECK (((level)::text = ANY ((ARRAY['info'::character varying, 'warning'::character varying, 'error'::character varying])::text[])))
 CONSTRAINT events.fk_events_run_id_runs FOREIGN KEY (run_id) REFERENCES runs(id) ON DELETE CASCADE
 CONSTRAINT events.pk_events PRIMARY KEY (id)
 CONSTRAINT keys.pk_keys PRIMARY KEY (id)
 CONSTRAINT keys.uq_keys_name UNIQUE (name)
+CONSTRAINT keysets.fk_keysets_run_id_runs FOREIGN KEY (run_id) REFERENCES runs(id) ON DELETE CASCADE
+CONSTRAINT keysets.pk_keysets PRIMARY KEY (id)
+CONSTRAINT keysets.uq_keysets_run_id_key_ids UNIQUE (run_id, key_ids)
+CONSTRAINT point_ids.pk_point_ids PRIMARY KEY (id)
 CONSTRAINT points.fk_points_key_id_keys FOREIGN KEY (key_id) REFERENCES keys(id)
 CONSTRAINT points.fk_points_run_id_runs FOREIGN KEY (run_id) REFERENCES runs(id) ON DELETE CASCADE
 CONSTRAINT points.pk_points PRIMARY KEY (id)
@@ -107,10 +129,17 @@ CONSTRAINT takes.fk_takes_key_id_keys FOREIGN KEY (key_id) REFERENCES keys(id)
 CONSTRAINT takes.fk_takes_run_id_runs FOREIGN KEY (run_id) REFERENCES runs(id) ON DELETE CASCADE
 CONSTRAINT takes.pk_takes PRIMARY KEY (run_id, key_id, since_id)
 CREATE UNIQUE INDEX alembic_version_pkc ON public.alembic_version USING btree (version_num)
+CREATE INDEX ix_chunks_id_hi ON public.chunks USING btree (id_hi)
+CREATE INDEX ix_chunks_keyset_id_step_lo ON public.chunks USING btree (keyset_id, step_lo)
+CREATE INDEX ix_chunks_run_id_id_hi ON public.chunks USING btree (run_id, id_hi)
+CREATE UNIQUE INDEX pk_chunks ON public.chunks USING btree (id)
 CREATE INDEX ix_events_run_id_id ON public.events USING btree (run_id, id)
 CREATE UNIQUE INDEX pk_events ON public.events USING btree (id)
 CREATE UNIQUE INDEX pk_keys ON public.keys USING btree (id)
 CREATE UNIQUE INDEX uq_keys_name ON public.keys USING btree (name)
+CREATE UNIQUE INDEX pk_keysets ON public.keysets USING btree (id)
+CREATE UNIQUE INDEX uq_keysets_run_id_key_ids ON public.keysets USING btree (run_id, key_ids)
+CREATE UNIQUE INDEX pk_point_ids ON public.point_ids USING btree (id)
 CREATE INDEX ix_points_run_id_id ON public.points USING btree (run_id, id)
 CREATE INDEX ix_points_run_id_key_id_step ON public.points USING btree (run_id, key_id, step)
 CREATE UNIQUE INDEX pk_points ON public.points USING btree (id)

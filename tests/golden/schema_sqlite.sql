@@ -3,6 +3,22 @@ CREATE TABLE alembic_version (
     CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num)
 );
 
+CREATE TABLE chunks (
+    id INTEGER NOT NULL,
+    run_id INTEGER NOT NULL,
+    keyset_id INTEGER NOT NULL,
+    id_lo BIGINT NOT NULL,
+    id_hi BIGINT NOT NULL,
+    n INTEGER NOT NULL,
+    step_lo BIGINT NOT NULL,
+    step_hi BIGINT NOT NULL,
+    sealed SMALLINT NOT NULL,
+    data BLOB NOT NULL,
+    CONSTRAINT pk_chunks PRIMARY KEY (id),
+    CONSTRAINT fk_chunks_run_id_runs FOREIGN KEY(run_id) REFERENCES runs (id) ON DELETE CASCADE,
+    CONSTRAINT fk_chunks_keyset_id_keysets FOREIGN KEY(keyset_id) REFERENCES keysets (id) ON DELETE CASCADE
+);
+
 CREATE TABLE events (
     id INTEGER NOT NULL,
     run_id INTEGER NOT NULL,
@@ -17,6 +33,12 @@ CREATE TABLE events (
     CONSTRAINT ck_events_level CHECK (level IN ('info', 'warning', 'error'))
 );
 
+CREATE INDEX ix_chunks_id_hi ON chunks (id_hi);
+
+CREATE INDEX ix_chunks_keyset_id_step_lo ON chunks (keyset_id, step_lo);
+
+CREATE INDEX ix_chunks_run_id_id_hi ON chunks (run_id, id_hi);
+
 CREATE INDEX ix_events_run_id_id ON events (run_id, id);
 
 CREATE INDEX ix_points_run_id_id ON points (run_id, id);
@@ -30,6 +52,21 @@ CREATE TABLE keys (
     name VARCHAR(500) NOT NULL,
     CONSTRAINT pk_keys PRIMARY KEY (id),
     CONSTRAINT uq_keys_name UNIQUE (name)
+);
+
+CREATE TABLE keysets (
+    id INTEGER NOT NULL,
+    run_id INTEGER NOT NULL,
+    key_ids TEXT NOT NULL,
+    CONSTRAINT pk_keysets PRIMARY KEY (id),
+    CONSTRAINT fk_keysets_run_id_runs FOREIGN KEY(run_id) REFERENCES runs (id) ON DELETE CASCADE,
+    CONSTRAINT uq_keysets_run_id_key_ids UNIQUE (run_id, key_ids)
+);
+
+CREATE TABLE point_ids (
+    id SMALLINT NOT NULL,
+    next_id BIGINT NOT NULL,
+    CONSTRAINT pk_point_ids PRIMARY KEY (id)
 );
 
 CREATE TABLE points (
