@@ -24,7 +24,6 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from reslog import text
-from reslog.redact import redact_text
 from reslog.tools.quick_read import Snapshot, open_snapshot
 from schema.compare import duration_s, last_step, select_keys
 from schema.errors import AmbiguousRun, StoreError
@@ -631,10 +630,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.func(args)
     except (StoreError, loaded_error("reslog.tools.export", "ExportError")) as exc:
+        from reslog.redact import redact_text  # compiling its patterns: ~8% of `ls`'s start
+
         print("reslog: " + text.safe(redact_text(" ".join(str(exc).split()))), file=sys.stderr)
     except (loaded_error("sqlalchemy.exc", "SQLAlchemyError"), sqlite3.Error) as exc:
         # sqlite3's own errors come from the read-only connections and the backup, which do
         # not go through SQLAlchemy.
+        from reslog.redact import redact_text
         from schema.store import store_label
 
         detail = redact_text(str(getattr(exc, "orig", None) or exc).strip().splitlines()[0])
