@@ -19,7 +19,8 @@ if TYPE_CHECKING:
         StoreNotFound,
         UnknownRun,
     )
-    from schema.store import HEAD_REVISION, open_store, resolve_store, sqlite_path
+    from schema.revision import HEAD_REVISION
+    from schema.store import open_store, resolve_store, sqlite_path
     from schema.tables import EVENT_LEVELS, RUN_STATUSES, events, keys, metadata, points, runs
 
 __all__ = [
@@ -42,12 +43,14 @@ __all__ = [
     "sqlite_path",
 ]
 _ERRORS = ("NotAStore", "SchemaTooNew", "SchemaTooOld", "StoreError", "StoreNotFound", "UnknownRun")
-_STORE = ("HEAD_REVISION", "open_store", "resolve_store", "sqlite_path")
+_STORE = ("open_store", "resolve_store", "sqlite_path")
 _FROM = {
     name: "schema.errors"
     if name in _ERRORS
     else "schema.store"
     if name in _STORE
+    else "schema.revision"
+    if name == "HEAD_REVISION"
     else "schema.tables"
     for name in __all__
 }
