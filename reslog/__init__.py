@@ -17,20 +17,62 @@ Importing this package is light: no torch, numpy, pandas or NVML.
 from __future__ import annotations
 
 import functools
+import importlib
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from reslog import plot, util
-from reslog.reader import Reader, open
-from reslog.training import disabled, start
-from reslog.training.artifacts import Artifact, say_once
-from reslog.training.config import Config
-from reslog.training.disabled import DisabledRun
+from reslog.training import disabled
 from reslog.training.lifecycle import current
-from reslog.training.media import AlertLevel, Audio, Histogram, Html, Image, Settings, Table, Video
-from reslog.training.run import Run, Timer
 from schema.errors import RunInUse, StoreError
+
+if TYPE_CHECKING:
+    from reslog import plot, util
+    from reslog.reader import Reader, open
+    from reslog.training import start  # noqa: F401 - reslog.start, loaded on first use
+    from reslog.training.artifacts import Artifact
+    from reslog.training.config import Config
+    from reslog.training.disabled import DisabledRun
+    from reslog.training.media import (
+        AlertLevel,
+        Audio,
+        Histogram,
+        Html,
+        Image,
+        Settings,
+        Table,
+        Video,
+    )
+    from reslog.training.run import Run, Timer
+
+# Loaded on first use (PEP 562): the writer and the reader need SQLAlchemy, and the `reslog`
+# command's read-only fast path imports this package, which must start in milliseconds next to
+# busy training processes (docs/cli.md, "Reading while training writes").
+_LAZY = {
+    "Reader": ("reslog.reader", "Reader"),
+    "open": ("reslog.reader", "open"),
+    "Run": ("reslog.training.run", "Run"),
+    "Timer": ("reslog.training.run", "Timer"),
+    "start": ("reslog.training.start", None),
+    "plot": ("reslog.plot", None),
+    "util": ("reslog.util", None),
+    "Artifact": ("reslog.training.artifacts", "Artifact"),
+    "Config": ("reslog.training.config", "Config"),
+    "DisabledRun": ("reslog.training.disabled", "DisabledRun"),
+    **{
+        name: ("reslog.training.media", name)
+        for name in (
+            "AlertLevel",
+            "Audio",
+            "Histogram",
+            "Html",
+            "Image",
+            "Settings",
+            "Table",
+            "Video",
+        )
+    },
+}
 
 __all__ = [
     "AlertLevel",
@@ -70,20 +112,26 @@ __all__ = [
 ]
 
 
-@functools.wraps(start.init)
-def init(
-    *args: Any, sync_tensorboard: bool | None = None, tensorboard: Any = None, **kwargs: Any
-) -> Run | DisabledRun:
-    """Start (or with resume=uid, or id= and resume=, continue) a run and make it the current
-    one (reslog.training.start.init). wandb's keywords are accepted (docs/reslog.md, "Coming
-    from wandb"); `sync_tensorboard=True` (wandb's older `tensorboard=True`) also logs what
-    this process's TensorBoard writers write (reslog.integrations.tensorboard)."""
-    run = start.init(*args, **kwargs)
-    if (sync_tensorboard or tensorboard) and isinstance(run, Run):
-        from reslog.integrations.tensorboard import sync
+def _make_init() -> Any:
+    from reslog.training import start
+    from reslog.training.run import Run
 
-        sync(run)
-    return run
+    @functools.wraps(start.init)
+    def init(
+        *args: Any, sync_tensorboard: bool | None = None, tensorboard: Any = None, **kwargs: Any
+    ) -> Run | DisabledRun:
+        """Start (or with resume=uid, or id= and resume=, continue) a run and make it the
+        current one (reslog.training.start.init). wandb's keywords are accepted (docs/reslog.md,
+        "Coming from wandb"); `sync_tensorboard=True` (wandb's older `tensorboard=True`) also
+        logs what this process's TensorBoard writers write (reslog.integrations.tensorboard)."""
+        run = start.init(*args, **kwargs)
+        if (sync_tensorboard or tensorboard) and isinstance(run, Run):
+            from reslog.integrations.tensorboard import sync
+
+            sync(run)
+        return run
+
+    return init
 
 
 def _active() -> Run | DisabledRun | None:
@@ -100,6 +148,14 @@ def __getattr__(name: str) -> Any:
         return None if run is None else getattr(run, name)
     if name == "__version__":
         return _version()
+    if name == "init":
+        value = globals()["init"] = _make_init()
+        return value
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        loaded = importlib.import_module(module)
+        value = globals()[name] = loaded if attr is None else getattr(loaded, attr)
+        return value
     raise AttributeError(f"module 'reslog' has no attribute {name!r}")
 
 
@@ -178,6 +234,8 @@ def termerror(string: str, repeat: bool = True) -> None:
 
 def login(key: str | None = None, relogin: bool | None = None, **kw: Any) -> bool:
     """wandb.login: there is no server to log in to; says so once and returns True."""
+    from reslog.training.artifacts import say_once
+
     say_once(
         "login",
         "login() does nothing: runs are written to a local store (init(store=...)), with no "
@@ -205,3 +263,7 @@ def log_artifact(
 def mark_preempting() -> None:
     """wandb.mark_preempting on the current run."""
     _current_or_raise().mark_preempting()
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY, "init"})

@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 from schema.user_files import replacing_path
 
+DEFAULT_STORE = "runs/reslog.db"  # the store when neither an argument nor $RESLOG_STORE names one
 MODE_ENV = "RESLOG_STORE_MODE"
 DEFAULT_FILE_MODE = 0o600
 
@@ -85,6 +86,28 @@ def create_file(path: str | os.PathLike[str]) -> bool:
     finally:
         os.close(fd)
     return True
+
+
+NETWORK_FS = {"nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse.sshfs", "9p", "lustre", "gpfs", "afs"}
+
+
+def filesystem_type(path: Path) -> str | None:
+    """fstype of the mount holding `path` (Linux /proc/mounts), None when it cannot be told."""
+    try:
+        mounts = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return None
+    target = str(path.resolve())
+    best, best_type = "", None
+    for line in mounts:
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        mount_point = parts[1].replace("\\040", " ")
+        inside = target == mount_point or target.startswith(mount_point.rstrip("/") + "/")
+        if inside and len(mount_point) >= len(best):
+            best, best_type = mount_point, parts[2]
+    return best_type
 
 
 def readonly_uri(path: str | os.PathLike[str], immutable: bool = False) -> str:

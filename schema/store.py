@@ -19,14 +19,19 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, Programm
 
 from schema.errors import NotAStore, SchemaTooNew, SchemaTooOld, StoreError, StoreNotFound
 from schema.revision import HEAD_REVISION
-from schema.sqlite_file import connect_readonly, create_file, make_folders
+from schema.sqlite_file import (
+    DEFAULT_STORE,
+    NETWORK_FS,
+    connect_readonly,
+    create_file,
+    filesystem_type,
+    make_folders,
+)
 from schema.tables import metadata
 from schema.user_files import check_not_planted
 
-DEFAULT_STORE = "runs/reslog.db"
 BUSY_TIMEOUT_MS = 30_000
 STORE_TABLES = frozenset({"alembic_version", "runs"})  # what makes a SQLite file a reslog store
-NETWORK_FS = {"nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse.sshfs", "9p", "lustre", "gpfs", "afs"}
 
 
 def resolve_store(store: str | os.PathLike[str] | None = None) -> str:
@@ -53,25 +58,6 @@ def sqlite_path(url: str) -> Path | None:
     if not database or database == ":memory:" or database.startswith("file:"):
         return None
     return Path(database)
-
-
-def filesystem_type(path: Path) -> str | None:
-    """fstype of the mount holding `path` (Linux /proc/mounts), None when it cannot be told."""
-    try:
-        mounts = Path("/proc/mounts").read_text().splitlines()
-    except OSError:
-        return None
-    target = str(path.resolve())
-    best, best_type = "", None
-    for line in mounts:
-        parts = line.split()
-        if len(parts) < 3:
-            continue
-        mount_point = parts[1].replace("\\040", " ")
-        inside = target == mount_point or target.startswith(mount_point.rstrip("/") + "/")
-        if inside and len(mount_point) >= len(best):
-            best, best_type = mount_point, parts[2]
-    return best_type
 
 
 def _install_sqlite_hook(engine: Engine, *, readonly: bool) -> None:

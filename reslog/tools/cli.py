@@ -5,6 +5,10 @@ SQLAlchemy URL; default $RESLOG_STORE, else runs/reslog.db). Read commands open 
 read-only and never create it. Errors are one line on stderr with exit code 2, no traceback.
 Text from a store (names, keys, config, events) is printed through reslog.text.safe/cell:
 controls and bidi marks as visible escapes, table cells cut unless `--full`.
+
+What users run while training writes starts light: `reslog ls` reads a local SQLite store with
+the standard library alone (reslog/tools/quick_read.py); SQLAlchemy and the modules built on it
+are imported by the commands that need them, when they need them.
 """
 
 from __future__ import annotations
@@ -17,23 +21,20 @@ import sys
 import time
 import warnings
 from collections.abc import Iterator, Sequence
-
-from sqlalchemy import Engine
-from sqlalchemy.exc import SQLAlchemyError
+from typing import TYPE_CHECKING
 
 from reslog import text
-from reslog.redact import redact_text
-from reslog.tools import export
-from reslog.tools.describe import describe_job, describe_run, format_event, key_stats
-from reslog.tools.jobs import Store, job_report
-from schema import read
+from reslog.tools.quick_read import Snapshot, open_snapshot
 from schema.compare import duration_s, last_step, select_keys
-from schema.envelope import agg_of
 from schema.errors import AmbiguousRun, StoreError
+from schema.records import RunInfo
 from schema.rollup import WALL_HI
 from schema.status import LIVE_STATUSES
-from schema.store import open_store, store_label
-from schema.store_reader import StoreReader
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from schema import read
 
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -55,6 +56,20 @@ def printed_warnings() -> Iterator[None]:
         print(f"reslog: warning: {w.message}", file=sys.stderr)
 
 
+def open_store(
+    store: str | None, *, readonly: bool = True, quick: bool = False
+) -> Engine | Snapshot:
+    """schema.store.open_store; with `quick`, a local SQLite store at this code's revision is
+    opened as a stdlib Snapshot instead (reslog/tools/quick_read.py), without SQLAlchemy."""
+    if quick:
+        snap = open_snapshot(store)
+        if snap is not None:
+            return snap
+    from schema.store import open_store as open_engine
+
+    return open_engine(store, readonly=readonly)
+
+
 @contextlib.contextmanager
 def opened(store: str | None, *, readonly: bool = True) -> Iterator[Engine]:
     """open_store with its warnings printed as one line each."""
@@ -66,8 +81,31 @@ def opened(store: str | None, *, readonly: bool = True) -> Iterator[Engine]:
         engine.dispose()
 
 
+def __getattr__(name: str) -> object:
+    # PEP 562: schema.store's label, for callers of this module that used to find it here,
+    # without importing SQLAlchemy for the commands that never need it.
+    if name == "store_label":
+        from schema.store import store_label
+
+        return store_label
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def read_kw(store: str | None) -> dict[str, str]:
+    from schema.store import store_label
+
     return {"source": "local", "store": store_label(store)}
+
+
+class _NeverRaised(Exception):
+    """Stands for an exception class whose module was never imported: nothing raised it."""
+
+
+def loaded_error(module: str, name: str) -> type[Exception]:
+    """The exception class `name` of `module` if that module is loaded, else _NeverRaised: an
+    `except` clause that must not import SQLAlchemy to name its errors."""
+    loaded = sys.modules.get(module)
+    return _NeverRaised if loaded is None else getattr(loaded, name)
 
 
 # ---- ls ----------------------------------------------------------------------------------------
@@ -80,36 +118,68 @@ def last_point(series: dict[str, tuple]) -> tuple[int | None, float | None]:
     return last_step(series), max(a[WALL_HI] for a in series.values())
 
 
-def cmd_ls(args: argparse.Namespace) -> int:
-    now = time.time()
-    with opened(args.store) as engine:
-        reader = StoreReader(engine, store=store_label(args.store))
-        listed = [
-            (row_id, run)
-            for row_id, run in reader.runs(project=args.project)
-            if args.group in (None, run.group) and args.job_type in (None, run.job_type)
-        ]
+RunList = tuple[str, list[tuple[int, RunInfo]], dict[int, dict[str, tuple]]]
+
+
+def _selected(args: argparse.Namespace, runs: list[tuple[int, RunInfo]]) -> list:
+    return [
+        (row_id, run)
+        for row_id, run in runs
+        if args.group in (None, run.group) and args.job_type in (None, run.job_type)
+    ]
+
+
+def listed(args: argparse.Namespace) -> RunList:
+    """(store label, runs, {run id: {key: aggregate}}). A local SQLite store is read from one
+    snapshot with the standard library alone (reslog/tools/quick_read.py); a URL, or a file
+    that path passes on or stumbles over, through SQLAlchemy, which says what is wrong."""
+    with printed_warnings():
+        source = open_store(args.store, quick=True)
+    if isinstance(source, Snapshot):
+        try:
+            with source:
+                runs = _selected(args, source.runs(project=args.project))
+                return source.label, runs, source.series_aggs([r for r, _ in runs])
+        except sqlite3.Error:
+            with printed_warnings():
+                source = open_store(args.store)
+    from schema.envelope import agg_of
+    from schema.store import store_label
+    from schema.store_reader import StoreReader
+
+    try:
+        label = store_label(args.store)
+        reader = StoreReader(source, store=label)
+        runs = _selected(args, reader.runs(project=args.project))
         aggs = {
             run_id: {k: agg_of(row, 2) for k, row in per.items()}
-            for run_id, per in reader.series_rows([r for r, _ in listed]).items()
+            for run_id, per in reader.series_rows([r for r, _ in runs]).items()
         }
-        rows = []
-        for row_id, run in listed:
-            step, wall = last_point(aggs.get(row_id, {}))
-            rows.append(
-                [
-                    run.ref.uid[:8],
-                    run.project + (f" ({run.group})" if run.group else ""),
-                    run.name,
-                    run.status,
-                    "-" if step is None else step,
-                    text.age(wall, now),
-                    text.duration(duration_s(run)),
-                    run.host,
-                ]
-            )
+    finally:
+        source.dispose()
+    return label, runs, aggs
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    now = time.time()
+    label, runs, aggs = listed(args)
+    rows = []
+    for row_id, run in runs:
+        step, wall = last_point(aggs.get(row_id, {}))
+        rows.append(
+            [
+                run.ref.uid[:8],
+                run.project + (f" ({run.group})" if run.group else ""),
+                run.name,
+                run.status,
+                "-" if step is None else step,
+                text.age(wall, now),
+                text.duration(duration_s(run)),
+                run.host,
+            ]
+        )
     if not rows:
-        print(f"no runs in {store_label(args.store)}")
+        print(f"no runs in {label}")
         return 0
     header = ["uid", "project", "name", "status", "step", "last point", "duration", "host"]
     print(text.table(header, rows, right=frozenset({4}), limit=cell_limit(args)))
@@ -124,6 +194,12 @@ def cell_limit(args: argparse.Namespace, limit: int = text.CELL_LIMIT) -> int | 
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from reslog.tools.describe import describe_job, describe_run, format_event, key_stats
+    from reslog.tools.jobs import Store, job_report
+    from schema import read
+    from schema.store import store_label
+    from schema.store_reader import StoreReader
+
     with opened(args.store) as engine:
         label = store_label(args.store)
         reader = StoreReader(engine, store=label)
@@ -179,6 +255,9 @@ def print_points(batch: read.PointRows, names: dict[int, str], globs: list[str] 
 
 
 def cmd_tail(args: argparse.Namespace) -> int:
+    from reslog.tools.describe import format_event
+    from schema import read
+
     globs = args.keys or None
     with opened(args.store) as engine:
         with engine.connect() as conn:
@@ -219,6 +298,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
 
 def cmd_watch(args: argparse.Namespace) -> int:
     from reslog.tools.watch import watch
+    from schema.store import store_label
 
     first, *others = args.stores or [None]
     with contextlib.ExitStack() as stack:
@@ -233,6 +313,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 
 def export_format(args: argparse.Namespace) -> str:
+    from reslog.tools import export
+
     if args.format:
         return args.format
     suffix = os.path.splitext(args.output or "")[1].lower()
@@ -245,6 +327,10 @@ def export_format(args: argparse.Namespace) -> str:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from reslog.tools import export
+    from schema.store import store_label
+    from schema.store_reader import StoreReader
+
     fmt = export_format(args)
     output = args.output or "-"
     with opened(args.store) as engine:
@@ -312,6 +398,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     from reslog.tools.importers import ImportError_, shown
     from reslog.tools.importers.command import import_runs
+    from schema.store import open_store, store_label
 
     progress = None
     if sys.stderr.isatty() or args.progress:
@@ -545,11 +632,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (StoreError, export.ExportError) as exc:
+    except (StoreError, loaded_error("reslog.tools.export", "ExportError")) as exc:
+        from reslog.redact import redact_text  # compiling its patterns: ~8% of `ls`'s start
+
         print("reslog: " + text.safe(redact_text(" ".join(str(exc).split()))), file=sys.stderr)
-    except (SQLAlchemyError, sqlite3.Error) as exc:
+    except (loaded_error("sqlalchemy.exc", "SQLAlchemyError"), sqlite3.Error) as exc:
         # sqlite3's own errors come from the read-only connections and the backup, which do
         # not go through SQLAlchemy.
+        from reslog.redact import redact_text
+        from schema.store import store_label
+
         detail = redact_text(str(getattr(exc, "orig", None) or exc).strip().splitlines()[0])
         label = store_label(getattr(args, "store", None))
         print(f"reslog: {label}: {text.safe(detail)}{damage_hint(detail, label)}", file=sys.stderr)

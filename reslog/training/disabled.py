@@ -7,10 +7,7 @@ No store is opened, no file or folder is created, no thread is started.
 from __future__ import annotations
 
 import contextlib
-import uuid
 from typing import Any
-
-from reslog.training.config import Config, config_dict
 
 _current: list[DisabledRun] = []
 
@@ -21,9 +18,13 @@ def current() -> DisabledRun | None:
 
 class DisabledRun:
     def __init__(self, project: str, name: str | None, config: Any, uid: str | None) -> None:
+        import uuid  # its import loads `platform`: a tenth of `reslog ls`'s start
+
         self.uid = uid or uuid.uuid4().hex
         self.project = project
         self.name = name or f"{project}-disabled-{self.uid[:4]}"
+        from reslog.training.config import Config, config_dict  # not at `import reslog`
+
         self.config = Config(config_dict(config))
         self.summary: dict[str, Any] = {}
         self.group = self.job_type = ""

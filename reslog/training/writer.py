@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
+import sqlite3
 import threading
 import time
 import warnings
@@ -62,7 +63,8 @@ log = logging.getLogger("reslog")
 
 MAX_BACKOFF_S = 30.0
 # "database is locked" is normal contention between processes sharing a file; only a lock that
-# outlasts this many seconds of retries is worth a warning.
+# outlasts this many seconds of retries with no other writer committing meanwhile (a process
+# holding a transaction open, not a queue of writers taking turns) is worth a warning.
 LOCK_WARN_AFTER_S = 30.0
 LOCK_RETRY_S = 0.1  # a locked flush tries again within this (random, so writers spread out)
 CHUNK_POINTS = 100_000  # points per transaction: a backlog lands in pieces the store can take
@@ -157,6 +159,9 @@ class Writer:
         self.commits = 0  # transactions committed
         self.lock_waits = 0  # flushes that found the store locked by another writer past the wait
         self._locked = False  # the last failure was a lock held by another writer
+        self._store_version: int | None = None  # the SQLite file's data_version, last looked at
+        self._others_at = -LOCK_WARN_AFTER_S  # monotonic: another connection was seen committing
+        self._others_said = False
         self.slow_checks = 0  # watchdog checks that found the server working on a slow write
         self._watchdog = threading.Thread(
             target=self._watch_writes, name="reslog-watchdog", daemon=True
@@ -465,6 +470,7 @@ class Writer:
         pending: Pending | None = None
         values: dict[str, Any] = {"heartbeat_at": now}
         with conn.begin():
+            self._others_committed()  # the lock is ours: what others committed while we waited
             if rows:
                 pending = self.rollups.insert(conn, rows, groups)
             if final is not None:  # a finished run's points are all sealed chunks
@@ -495,6 +501,7 @@ class Writer:
                     values["status"], values["ended_at"] = final
             conn.execute(runs.update().where(runs.c.id == self.run_id).values(**values))
         self._progress_at = time.monotonic()
+        self._others_committed(mark=False)  # our own commit moved the version, not another's
         self.rollups.accept(pending)
         self.committed += len(rows)
         self.commits += 1
@@ -631,7 +638,14 @@ class Writer:
         # A fresh driver connection per retry (invalidate: not back into the pool): cheap next to
         # the backoff, and it sees the store as it is now (permissions, a restarted server).
         self._close_conn(invalidate=True)
-        if self._locked and now - self._failing_since < LOCK_WARN_AFTER_S:
+        if self._locked and self._others_committed():
+            # A queue of writers taking turns, not a lock held open: the points wait their
+            # turn in memory (bounded; a full buffer says so), which is no fault to warn of.
+            if not self._others_said:
+                self._others_said = True
+                log.info("reslog: %s is busy with other writers; waiting for a turn", self.label)
+            return
+        if self._locked and now - max(self._failing_since, self._others_at) < LOCK_WARN_AFTER_S:
             return
         kind = "lock" if self._locked else self.last_error.split(":", 1)[0]
         if kind in self._warned:
@@ -643,6 +657,23 @@ class Writer:
             RuntimeWarning,
             stacklevel=2,
         )
+
+    def _others_committed(self, mark: bool = True) -> bool:
+        """Whether another connection committed to the SQLite file since the last look (the
+        store-file guard's read-only connection's PRAGMA data_version, which moves on every
+        commit but its own); marks when in `_others_at`."""
+        anchor = None if self.file is None else self.file.anchor
+        if anchor is None:
+            return False
+        try:
+            version = anchor.execute("PRAGMA data_version").fetchone()[0]
+        except sqlite3.Error:
+            return False
+        moved = self._store_version is not None and version != self._store_version
+        self._store_version = version
+        if moved and mark:
+            self._others_at = time.monotonic()
+        return moved and mark
 
     def _close_conn(self, invalidate: bool = False) -> None:
         conn, self._conn = self._conn, None

@@ -56,6 +56,17 @@ stat = open("/proc/thread-self/schedstat", "rb") if diagnose == "1" else None
 def runq():
     stat.seek(0)
     return int(stat.read().split()[1]) / 1e9
+# The longest stretch this writer had points waiting and committed none: its wait for a turn.
+turn = {"longest": 0.0, "done": False}
+def watch_turns():
+    w, since, seen = run._writer, None, -1
+    while not turn["done"]:
+        now = time.monotonic()
+        if w.committed != seen or not w.pending_points():
+            seen, since = w.committed, now
+        turn["longest"] = max(turn["longest"], now - since)
+        time.sleep(0.05)
+threading.Thread(target=watch_turns, daemon=True).start()
 t0 = time.monotonic()
 for step in range(steps):
     d = {k: step + j / 100 for j, k in enumerate(names)}
@@ -73,6 +84,7 @@ for step in range(steps):
         time.sleep(ahead)
 f0 = pc()
 ok = run.finish(timeout=120)
+turn["done"] = True
 gc_overlap = {}
 for a, b in slow:
     hit = [p for p in passes if p[0] < b and p[1] > a]
@@ -80,6 +92,7 @@ for a, b in slow:
     gc_overlap[key] = gc_overlap.get(key, 0) + 1
 gc_overlap.update({f"waiting for a core": queued["core"], "asleep": queued["asleep"]})
 print(json.dumps({"took": took, "ok": ok, "finish_s": pc() - f0, "gc": gc_overlap,
+                  "turn_s": turn["longest"], "lock_waits": getattr(run._writer, "lock_waits", 0),
                   "committed": run._writer.committed, "logged": run._writer.logged}))
 """
 
@@ -162,15 +175,20 @@ def one(tree: Path, store: Path, args) -> dict:
     thread = threading.Thread(target=lister, daemon=True)
     thread.start()
     took: list[float] = []
-    locked = finish_max = 0.0
+    locked = gave_up = finish_max = turn_max = 0.0
+    lock_waits = 0
     gc_hits: dict[str, int] = {}
     lost = 0
     said: list[str] = []
     for proc in procs:
         out, err = proc.communicate()
-        locked += "locked" in err
-        if "locked" in err and not said:
-            said.append(next(line for line in err.splitlines() if "locked" in line))
+        # The writer's own "cannot write ... (database is locked)" warning; a finish() that ran
+        # out of time names the lock as its last error too, and is counted apart.
+        warned = [line for line in err.splitlines() if "locked" in line and "gave up" not in line]
+        locked += bool(warned)
+        gave_up += "gave up" in err
+        if warned and not said:
+            said.append(warned[0])
         lines = out.strip().splitlines()
         if proc.returncode != 0 or not lines:
             print(err[-2000:], file=sys.stderr)
@@ -178,6 +196,8 @@ def one(tree: Path, store: Path, args) -> dict:
         r = json.loads(lines[-1])
         took.extend(r["took"])
         finish_max = max(finish_max, r["finish_s"])
+        turn_max = max(turn_max, r.get("turn_s", float("nan")))
+        lock_waits += r.get("lock_waits", 0)
         lost += r["logged"] - r["committed"]
         for k, v in r["gc"].items():
             gc_hits[k] = gc_hits.get(k, 0) + v
@@ -191,9 +211,13 @@ def one(tree: Path, store: Path, args) -> dict:
         "p99_us": took[int(len(took) * 0.99)] * 1e6 if took else float("nan"),
         "median_us": statistics.median(took) * 1e6 if took else float("nan"),
         "locked": int(locked),
+        "gave_up": int(gave_up),
         "finish_max": finish_max,
+        "turn_max": turn_max,
+        "lock_waits": lock_waits,
         "lost": lost,
         "ls_wall_max": max(ls_wall, default=float("nan")),
+        "ls_wall_median": statistics.median(ls_wall) if ls_wall else float("nan"),
         "ls_work_max": max(ls_work, default=float("nan")),
         "ls_work_median": statistics.median(ls_work) if ls_work else float("nan"),
         "ls_runs": len(ls_wall),
@@ -228,15 +252,18 @@ def main() -> int:
     )
     print(
         "| | log() calls | over 50 ms | max ms | p99 µs | median µs | 'locked' warnings "
-        "(processes) | finish() max s | lost | reslog ls max s (process) | ls max s (command) "
+        "(processes) | longest wait for a turn s | lock waits | finish() max s | finish() gave up "
+        "(processes) | lost | "
+        "reslog ls max s (process) | ls median s (process) | ls max s (command) "
         "| ls median s (command) | ls max s asleep (command) | ls runs |"
     )
-    print("| --- |" + " ---: |" * 14)
+    print("| --- |" + " ---: |" * 18)
     for name, r in got.items():
         print(
             f"| {name} | {r['calls']:,} | {r['over50']} | {r['max_ms']:.1f} | {r['p99_us']:.0f} "
-            f"| {r['median_us']:.1f} | {r['locked']} | {r['finish_max']:.1f} | {r['lost']:,} | "
-            f"{r['ls_wall_max']:.2f} | {r['ls_work_max']:.3f} | {r['ls_work_median']:.3f} | "
+            f"| {r['median_us']:.1f} | {r['locked']} | {r['turn_max']:.1f} | {r['lock_waits']:,} "
+            f"| {r['finish_max']:.1f} | {r['gave_up']} | {r['lost']:,} | {r['ls_wall_max']:.2f} | "
+            f"{r['ls_wall_median']:.2f} | {r['ls_work_max']:.3f} | {r['ls_work_median']:.3f} | "
             f"{r['ls_asleep_max']:.3f} | {r['ls_runs']} |"
         )
     for name, r in got.items():
