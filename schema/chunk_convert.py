@@ -151,7 +151,7 @@ def convert_run(conn: Connection, run_id: int, tick: Callable[[int], None] | Non
     if conn.dialect.name == "postgresql":
         # Two `reslog upgrade`s at once: the second waits here, then finds the run converted
         # (READ COMMITTED: the statements below see what the first committed).
-        from schema.migrate import MIGRATION_LOCK_KEY
+        from schema.revision import MIGRATION_LOCK_KEY
 
         conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
     cur = conn.connection.dbapi_connection.cursor()  # rows as the driver gives them: quicker

@@ -27,15 +27,30 @@ from heapq import merge as heap_merge
 
 from schema import chunk_codec
 
-try:  # the agent's host may have no numpy: the standard-library decoder then
-    import numpy as np
+_numpy: tuple | None = None  # (numpy, schema.chunk_codec_numpy) or (None, None), once tried
 
-    from schema import chunk_codec_numpy as _fast
-except ImportError:  # pragma: no cover - exercised by the agent's Python 3.8 test
-    np = None  # type: ignore[assignment]
-    _fast = None  # type: ignore[assignment]
 
-HAS_NUMPY = _fast is not None
+def numpy_modules() -> tuple:
+    """(numpy, schema.chunk_codec_numpy), or (None, None) where numpy does not import (the
+    agent's host may have none): imported on first use, so `reslog ls` and `import reslog`
+    never pay for numpy."""
+    global _numpy
+    if _numpy is None:
+        try:
+            import numpy
+
+            from schema import chunk_codec_numpy
+        except ImportError:  # pragma: no cover - exercised by the agent's Python 3.8 test
+            _numpy = (None, None)
+        else:
+            _numpy = (numpy, chunk_codec_numpy)
+    return _numpy
+
+
+def has_numpy() -> bool:
+    return numpy_modules()[0] is not None
+
+
 # Points per step read a caller's `limit` may pull in before an early stop is considered.
 _TAKES_SQL = "SELECT since_id, step FROM takes WHERE run_id = {p} AND key_id = {p}"
 
@@ -43,7 +58,8 @@ _TAKES_SQL = "SELECT since_id, step FROM takes WHERE run_id = {p} AND key_id = {
 def decode(blob, columns=None) -> chunk_codec.Chunk:
     """A chunk's columns (numpy arrays where numpy imports, else arrays)."""
     data = bytes(blob)  # sqlite3 gives bytes, psycopg memoryview
-    return _fast.decode(data, columns) if _fast is not None else chunk_codec.decode(data, columns)
+    fast = numpy_modules()[1]
+    return fast.decode(data, columns) if fast is not None else chunk_codec.decode(data, columns)
 
 
 def key_list(text: str) -> list:
@@ -95,6 +111,7 @@ def _legacy_rows(cur, p, run_id, key_id, start, stop, before_id, after) -> list:
 
 def _chunk_rows(blob, col: int, k: int, start, stop, before_id, after) -> list:
     """(id, step, wall, value) of one chunk's column with start <= step < stop."""
+    np = numpy_modules()[0]
     c = decode(blob, [col])
     if np is not None:
         steps, walls, values = c.steps, c.walls, c.values[0]
@@ -163,6 +180,7 @@ def series_columns(
     id), NaN as NaN. Paging as series_rows (`after_id`, `limit`); chunks are read by step and
     reading stops once `limit` points lie below the next chunk's first step; `before_id`: only
     points with a smaller id (the agent's snapshot). Needs numpy."""
+    np = numpy_modules()[0]
     if np is None:
         raise RuntimeError("series_columns needs numpy")
     after = None if after_id is None else (start, after_id)

@@ -28,15 +28,7 @@ from sqlalchemy import Connection
 from sqlalchemy.engine import Dialect
 
 from schema import chunk_codec
-from schema.chunk_read import decode, key_list, max_point_id
-
-try:
-    import numpy as np
-
-    from schema import chunk_codec_numpy as _codec
-except ImportError:  # a GPU host with reslog alone: the standard-library encoder
-    _codec = chunk_codec  # type: ignore[assignment]
-    np = None  # type: ignore[assignment]
+from schema.chunk_read import decode, key_list, max_point_id, numpy_modules
 
 SEAL_ROWS = 4096
 SEAL_HEADS = 256  # a keyset logged rarely is sealed before its heads pile up
@@ -144,6 +136,8 @@ class ChunkWriter:
             return
         decoded = [decode(blob) for _id, blob in heads]
         k = len(decoded[0].values)
+        np, fast = numpy_modules()  # numpy where it imports: the standard library otherwise
+        codec = fast if fast is not None else chunk_codec
         if np is not None:
             steps = np.concatenate([c.steps for c in decoded])
             walls = np.concatenate([c.walls for c in decoded])
@@ -157,7 +151,7 @@ class ChunkWriter:
             ids = [i for c in decoded for i in c.ids]
             values = [[v for c in decoded for v in c.values[j]] for j in range(k)]
             lo, hi, first, last = min(steps), max(steps), ids[0], ids[-1]
-        blob = _codec.encode(steps, walls, *values, ids=ids)
+        blob = codec.encode(steps, walls, *values, ids=ids)
         self._insert(conn, [(self.run_id, keyset_id, first, last + k - 1, len(steps), lo, hi, 1,
                              blob)])  # fmt: skip
         marks = ", ".join([p] * len(heads))

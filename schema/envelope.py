@@ -196,7 +196,7 @@ def packed_fine(cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: 
     """fine_rows() packed in BUCKET_LAYOUT, as packed_buckets() packs stored ones: from the
     chunks' decoded columns through numpy where it imports (~10x quicker a point), else from
     rows through the builtins."""
-    if chunk_read.HAS_NUMPY:
+    if chunk_read.has_numpy():
         from schema import folding_numpy
 
         sh = buckets.shift(level)

@@ -11,9 +11,9 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, text
 
+from schema.revision import MIGRATION_LOCK_KEY
+
 MIGRATIONS = Path(__file__).with_name("migrations")
-# Any constant: PostgreSQL advisory locks are keyed by a 64-bit integer.
-MIGRATION_LOCK_KEY = 0x7265736C6F67
 
 
 def alembic_config(engine: Engine | None = None) -> Config:

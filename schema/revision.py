@@ -6,3 +6,6 @@ OLDER_REVISIONS are the earlier ones, which readers refuse with the command that
 
 HEAD_REVISION = "0006"
 OLDER_REVISIONS = ("0001", "0002", "0003", "0004", "0005")
+# PostgreSQL advisory lock taken by a migration and by the conversion of rows to chunks (any
+# constant: such locks are keyed by a 64-bit integer).
+MIGRATION_LOCK_KEY = 0x7265736C6F67

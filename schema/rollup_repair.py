@@ -121,11 +121,11 @@ def folded_from_chunks(conn: Connection, run_id: int, key_id: int, levels: int):
             return None  # two keysets' chunks interleave: their order is not the points'
         high = hi
         c = chunk_read.decode(blob, [col])
-        steps = c.steps.tolist() if chunk_read.np is None else c.steps
+        steps = c.steps.tolist() if chunk_read.numpy_modules()[0] is None else c.steps
         if len(steps) == 0:
             continue
-        if chunk_read.np is not None:
-            if len(steps) > 1 and bool((chunk_read.np.diff(steps) < 0).any()):
+        if chunk_read.numpy_modules()[0] is not None:
+            if len(steps) > 1 and bool((chunk_read.numpy_modules()[0].diff(steps) < 0).any()):
                 return None
         elif any(b < a for a, b in pairwise(steps)):
             return None
