@@ -51,6 +51,17 @@ def has_numpy() -> bool:
     return numpy_modules()[0] is not None
 
 
+def numpy_fold():
+    """schema.folding_numpy where numpy imports, else None."""
+    if not has_numpy():
+        return None
+    try:
+        from schema import folding_numpy
+    except ImportError:  # pragma: no cover - numpy imported a moment ago
+        return None
+    return folding_numpy
+
+
 # Points per step read a caller's `limit` may pull in before an early stop is considered.
 _TAKES_SQL = "SELECT since_id, step FROM takes WHERE run_id = {p} AND key_id = {p}"
 

@@ -196,9 +196,8 @@ def packed_fine(cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: 
     """fine_rows() packed in BUCKET_LAYOUT, as packed_buckets() packs stored ones: from the
     chunks' decoded columns through numpy where it imports (~10x quicker a point), else from
     rows through the builtins."""
-    if chunk_read.has_numpy():
-        from schema import folding_numpy
-
+    folding_numpy = chunk_read.numpy_fold()
+    if folding_numpy is not None:
         sh = buckets.shift(level)
         start, stop = lo << sh, (hi + 1) << sh
         _ids, steps, walls, values = chunk_read.series_columns(
