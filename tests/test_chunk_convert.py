@@ -185,6 +185,9 @@ def test_a_conversion_stopped_halfway_reads_whole_and_the_next_upgrade_finishes(
         assert all_problems(engine) == []
     finally:
         engine.dispose()
+    report = check_store(str(store_path))
+    assert report.problems == [], report.problems
+    assert any(f"reslog upgrade {store_path}` finishes it" in x for x in report.info), report
     monkeypatch.setattr(chunk_convert, "convert_run", real)
     line = upgrade_store(str(store_path))
     assert f"conversion resumed; {left:,} points of 2 runs converted" in line, line

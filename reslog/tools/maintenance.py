@@ -266,6 +266,12 @@ def check_store(
                     n = "?"
                 counts.append(f"{n} {name}")
         report.info.append("rows      " + ", ".join(counts))
+        left = counts[2].split(" ")[0]
+        if revision == store.HEAD_REVISION and left not in ("0", "?"):
+            report.info.append(
+                f"upgrade   an upgrade stopped before converting every run's rows (readable as "
+                f"they are); `reslog upgrade {where}` finishes it"
+            )
         live = {r.id for r, s in _running(engine, time.time(), revision == store.HEAD_REVISION)
                 if s != "crashed"}  # fmt: skip
         if revision == store.HEAD_REVISION:
