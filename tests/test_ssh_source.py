@@ -191,6 +191,7 @@ WRITER = textwrap.dedent(
     run = reslog.init(project="p", name="live", store=sys.argv[1], system=False,
                       flush_interval=0.05)
     print("started", flush=True)
+    sys.stdin.readline()  # the source is connected: go
     for s in range(int(sys.argv[2])):
         run.log({"train/loss": math.nan if s % 37 == 5 else 10 / (s + 1), "train/lr": 1e-3 * s},
                 step=s)
@@ -206,6 +207,7 @@ def test_incremental_fetch_while_a_process_logs_ends_equal_to_the_store(ssh_conf
     writer = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(db), "1500"],
         cwd=Path(__file__).resolve().parents[1],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -214,6 +216,11 @@ def test_incremental_fetch_while_a_process_logs_ends_equal_to_the_store(ssh_conf
     sizes = []
     try:
         assert writer.stdout.readline().strip() == "started"  # the store exists from here on
+        # The first poll connects and starts the agent (about a second here), longer than the
+        # writer takes to log everything: it starts logging once the source is up.
+        src.poll(cache)
+        writer.stdin.write("go\n")
+        writer.stdin.flush()
         while writer.poll() is None:
             src.poll(cache)
             want_every_tile(cache)  # tiles read mid-way, kept current by the live points
