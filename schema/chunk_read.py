@@ -161,6 +161,7 @@ def series_rows(
     `after_id`). `before_id`: only points with a smaller id."""
     after = None if after_id is None else (start, after_id)
     rows = _legacy_rows(cur, p, run_id, key_id, start, stop, before_id, after)
+    converting = bool(rows)
     for ks, col, k in keyset_columns(cur, p, run_id, key_id):
         cur.execute(
             f"SELECT data FROM chunks WHERE keyset_id = {p} AND step_lo < {p} AND step_hi >= {p}"
@@ -174,7 +175,20 @@ def series_rows(
         if takes:
             rows = [r for r in rows if _current(takes, r[0], r[1])]
     rows.sort(key=_step_id)
+    if converting:
+        rows = _once(rows)
     return rows if limit is None else rows[:limit]
+
+
+def _once(rows: list) -> list:
+    """Sorted rows (id first or (step, id) first) with a point read twice kept once: rows and
+    chunks are two statements, and an upgrade converting the run between them (one
+    transaction: the rows gone, the chunks there) shows its points in both."""
+    out = rows[:1]
+    for row in rows[1:]:
+        if row[0] != out[-1][0]:
+            out.append(row)
+    return out
 
 
 def _step_id(row) -> tuple:
@@ -236,9 +250,13 @@ def series_columns(
         return empty_i, empty_i.copy(), empty_f, empty_f.copy()
     ids, steps, walls, values = (np.concatenate([part[i] for part in parts]) for i in range(4))
     order = np.lexsort((ids, steps))
+    ids, steps, walls, values = ids[order], steps[order], walls[order], values[order]
+    if legacy and len(ids) > 1:  # a run converted between the two reads: each point once
+        first = np.concatenate(([True], ids[1:] != ids[:-1]))
+        ids, steps, walls, values = ids[first], steps[first], walls[first], values[first]
     if limit is not None:
-        order = order[:limit]
-    return ids[order], steps[order], walls[order], values[order]
+        ids, steps, walls, values = ids[:limit], steps[:limit], walls[:limit], values[:limit]
+    return ids, steps, walls, values
 
 
 def _kept(part: tuple, start: int, stop: int, after, takes: list) -> tuple:
@@ -436,14 +454,16 @@ def points_after(
         params_l.append(limit)
     cur.execute(sql, params_l)
     legacy = cur.fetchall()
+    # The chunks' bounds first, their blobs one by one as they are needed: a page of a long
+    # catch-up (resplot sync of a large store) reads only the chunks it returns.
     cur.execute(
-        "SELECT c.id_lo, c.id_hi, c.run_id, k.key_ids, c.data FROM chunks c"
+        "SELECT c.id, c.id_lo, c.run_id, k.key_ids FROM chunks c"
         f" JOIN keysets k ON k.id = c.keyset_id WHERE {' AND '.join(where_c)} ORDER BY c.id_lo",
         params_c,
     )
     parts: list = []
     held = 0
-    for id_lo, _id_hi, run_id, key_text, blob in cur.fetchall():
+    for chunk_id, id_lo, run_id, key_text in cur.fetchall():
         if limit is not None and held >= limit:
             # Every point of this chunk and the later ones has an id >= id_lo: stop once the
             # `limit` smallest in hand lie below it.
@@ -452,11 +472,17 @@ def points_after(
                 parts, held = [everything[:limit]], limit
                 break
             parts, held = [everything[:limit]], limit
-        rows = _chunk_points(blob, int(run_id), key_list(key_text), wanted, after, upto)
+        cur.execute(f"SELECT data FROM chunks WHERE id = {p}", (chunk_id,))
+        found = cur.fetchone()
+        if found is None:
+            # Sealed meanwhile (a reader outside a transaction sees each statement's own
+            # snapshot): its points are in the sealed chunk now, with the same ids; read again.
+            return points_after(cur, p, run_ids, after, key_ids=key_ids, upto=upto, limit=limit)
+        rows = _chunk_points(found[0], int(run_id), key_list(key_text), wanted, after, upto)
         if rows:
             parts.append(rows)
             held += len(rows)
-    merged = list(heap_merge(legacy, *parts)) if parts else list(legacy)
+    merged = _once(list(heap_merge(legacy, *parts))) if parts else list(legacy)
     return merged if limit is None else merged[:limit]
 
 

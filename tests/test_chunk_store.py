@@ -236,3 +236,41 @@ def test_random_groups_flushes_and_restarts_read_back_as_the_reference(store_pat
             got = chunk_read.series_all(cur, p, run.id, k)
             want = sorted(logged[k])
             assert [(r[1], r[3]) for r in got] == [(s, v) for _o, s, v in want]
+
+
+def test_a_point_seen_as_a_row_and_in_a_chunk_is_read_once(store_path):
+    """Rows and chunks are read by two statements; an upgrade converting the run between them
+    shows its points in both. Stood in for here by a store holding both copies."""
+    from schema import chunk_codec
+
+    engine = new_store(store_path)
+    run = make_run(engine)
+    k = key_id(engine, "loss")
+    steps = list(range(10))
+    walls = [1e9 + s for s in steps]
+    values = [float(s) for s in steps]
+    ids = list(range(1, 11))
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO points (id, run_id, key_id, step, wall, value) VALUES (?, ?, ?, ?, ?, ?)",
+            [(i, run.id, k, s, w, v) for i, s, w, v in zip(ids, steps, walls, values, strict=True)],
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO keysets (run_id, key_ids) VALUES (?, ?)", (run.id, str(k))
+        )
+        ks = conn.exec_driver_sql("SELECT max(id) FROM keysets").scalar()
+        blob = chunk_codec.encode(steps, walls, values, ids=ids)
+        conn.exec_driver_sql(
+            "INSERT INTO chunks (run_id, keyset_id, id_lo, id_hi, n, step_lo, step_hi, sealed,"
+            " data) VALUES (?, ?, 1, 10, 10, 0, 9, 1, ?)",
+            (run.id, ks, blob),
+        )
+    with engine.connect() as conn:
+        cur, p = _cur(conn)
+        rows = chunk_read.series_rows(cur, p, run.id, k, 0, 100, has_takes=False)
+        after = chunk_read.points_after(cur, p, [run.id], 0)
+        got_ids, got_steps, _w, _v = chunk_read.series_columns(cur, p, run.id, k, 0, 100,
+                                                               has_takes=False)  # fmt: skip
+    assert [r[0] for r in rows] == ids
+    assert [r[0] for r in after] == ids
+    assert got_ids.tolist() == ids and got_steps.tolist() == steps
