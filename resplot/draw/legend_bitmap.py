@@ -18,8 +18,6 @@ from matplotlib import rcParams
 from matplotlib.backends.backend_agg import RendererAgg
 from matplotlib.legend import Legend
 
-from resplot.draw.text_cache import TextCachingRenderer
-
 MARGIN_PX = 2  # the frame's line and antialiasing reach past the box
 BITMAPS = 4  # kept per legend: one for each corner it was placed in
 
@@ -67,7 +65,7 @@ class BitmapLegend(Legend):
         """The legend drawn alone on a transparent canvas of the renderer's size, cut to its
         box: (left, bottom, RGBA rows bottom first, as draw_image takes them)."""
         w, h = int(renderer.width), int(renderer.height)
-        scratch = TextCachingRenderer(w, h, renderer.dpi)
+        scratch = RendererAgg(w, h, renderer.dpi)
         super().draw(scratch)
         x0, x1 = math.floor(box.x0) - MARGIN_PX, math.ceil(box.x1) + MARGIN_PX
         y0, y1 = math.floor(box.y0) - MARGIN_PX, math.ceil(box.y1) + MARGIN_PX

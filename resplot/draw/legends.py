@@ -133,9 +133,7 @@ class AxesLegend:
             or (not follow and view != placed_view)
             or drawn != self.drawn
         )
-        if due:
-            if follow:
-                ax.autoscale_view()  # the corner is chosen for the limits about to be drawn
+        if due:  # the page calls this once its limits are set: the corner is for them
             texts = [t.get_text() for t in legend.get_texts()]
             legend.set_loc(legend_corner(ax, tracks.values(), texts))
             self.placed = (now, (ax.get_xlim(), ax.get_ylim()))
