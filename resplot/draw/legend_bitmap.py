@@ -77,5 +77,11 @@ def add_legend(ax, handles, labels, **kwargs) -> BitmapLegend:
     """ax.legend(handles, labels, **kwargs), as a BitmapLegend (Axes.legend's own steps)."""
     legend = BitmapLegend(ax, handles, labels, **kwargs)
     ax.legend_ = legend
-    legend._remove_method = lambda _legend: setattr(ax, "legend_", None)
+    ax.stale = True
     return legend
+
+
+def remove_legend(ax) -> None:
+    """Take a chart's legend off (Legend.remove() needs the private hook Axes.legend sets)."""
+    ax.legend_ = None
+    ax.stale = True

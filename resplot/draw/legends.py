@@ -19,7 +19,7 @@ from matplotlib.patches import Patch
 
 from resplot.data.hover import value_text
 from resplot.data.layout import LEGEND_PT, legend_columns
-from resplot.draw.legend_bitmap import add_legend
+from resplot.draw.legend_bitmap import add_legend, remove_legend
 
 LEGEND_CORNERS = ("upper right", "upper left", "lower right", "lower left")
 AXES_LEGEND_MAX = 8
@@ -113,7 +113,7 @@ class AxesLegend:
                 add_legend(ax, handles, [it.label for it in items], loc="upper right",
                            fontsize=LEGEND_PT, framealpha=0.6)  # fmt: skip
             elif ax.get_legend() is not None:
-                ax.get_legend().remove()
+                remove_legend(ax)
         legend = ax.get_legend()
         if legend is None:
             return
