@@ -172,3 +172,17 @@ def test_a_blitted_frame_is_the_pixels_of_a_full_draw(window, loaded, name):
     assert blitted.shape == full.shape
     differ = np.argwhere((blitted != full).any(axis=2))
     assert len(differ) == 0, f"{len(differ)} pixels differ, first at {differ[:5].tolist()}"
+
+
+def test_charts_out_of_view_are_drawn_when_they_scroll_in(window, loaded):
+    show(window, loaded, "all")
+    view = window.page_view()
+    bar = view.scroll.verticalScrollBar()
+    assert bar.maximum() > 0  # the page is taller than the window: it scrolls
+    charts = len(view.page.axes)
+    assert view.layers.drawn and len(view.layers.drawn) < charts  # the last ones left out
+    full = view.layers.full_draws
+    bar.setValue(bar.maximum())
+    QApplication.processEvents()
+    assert view.layers.full_draws == full + 1
+    assert charts - 1 in view.layers.drawn and 0 not in view.layers.drawn
