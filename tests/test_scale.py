@@ -306,6 +306,8 @@ def test_a_first_view_draws_level_1_only_while_the_fine_tiles_are_late(
             canvas.draw()
 
     monkeypatch.setattr(FigureCanvasQTAgg, "draw_idle", draw_idle)
+    # New data in the same limits is drawn over the saved axes (resplot/ui/layers.py): a draw.
+    view.layers.on_blit.append(lambda: drawn.append(levels()))
     source = poller.source(poller.labels()[0])
     source.poll(cache)  # runs and series rows
     win.on_runs_changed()

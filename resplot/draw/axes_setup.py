@@ -25,6 +25,11 @@ def dress(ax, spec: PanelSpec) -> tuple[LineCollection, object, object]:
     ax.set_ylabel(spec.ylabel, fontsize=8)
     ax.tick_params(labelsize=7)
     ax.grid(True, alpha=0.25, linewidth=0.6)
+    # Ticks, labels and grid under everything the chart draws (its lowest, NaN spans, at
+    # 0.4): the window saves the axes once and draws the series over them, the same
+    # pixels as a full draw (resplot/ui/layers.py).
+    ax.xaxis.set_zorder(0.3)
+    ax.yaxis.set_zorder(0.3)
     # Every label says its own scale (1.5M, 3e-4): an offset text above the axis sat
     # on the chart's title (resplot/draw/ticks.py).
     ax.yaxis.set_major_formatter(CompactFormatter())

@@ -9,7 +9,8 @@ headless `resplot snapshot`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from reslog.text import safe
-from resplot.data import layout, marks, xaxis
+from resplot.data import headroom, layout, marks, xaxis
 from resplot.data.cache import SeriesCache
 from resplot.data.decimate import Grid
 from resplot.data.model import RunRef
@@ -85,6 +86,12 @@ class ChartPage(FollowsData):
         self.entries: list[Entry] = []
         self.grid = layout.Grid(1, 1)
         self.follow = True  # autoscale to all data; False after the user zooms or pans
+        # Follow with headroom (resplot/data/headroom.py): limits move in steps as data
+        # streams in, so that a poll redraws the data alone (the window's pages; a snapshot
+        # fits its data exactly).
+        self.headroom = False
+        self._followed: dict[int, tuple] = {}  # ylim follow mode set per axes; -1: the xlim
+        self._placed: tuple | None = None  # the layout _place() last applied
         # Per run: (x, step) pairs of its widest drawn view, sorted by x: how a zoomed x range
         # on the wall, relative or tokens axis maps back to the steps whose tiles it needs.
         self._x_steps: dict[RunRef, tuple[np.ndarray, np.ndarray]] = {}
@@ -114,6 +121,8 @@ class ChartPage(FollowsData):
         self._placeholders = {}
 
         self._user_y = set()
+        self._followed = {}
+        self._placed = None
         self.strip = RunStrip(self.figure)
         self._views, self._notes = [], []
         self.message = None
@@ -229,19 +238,22 @@ class ChartPage(FollowsData):
                 self._prepare_panel(i, spec, cache, state, contexts[i])
             # Every series of the page is cut into the same pixel columns: the x range shown
             # (when following the data, the one autoscaling would give), set before drawing.
-            shown = xlim if xlim is not None else self._follow_xlim()
-            if shown is not None and xlim is None:
-                self.chart_axes()[0].set_xlim(shown)  # the charts share x
+            shown = xlim if xlim is not None else self._follow_x()
+            limits = [_limits(ax) for ax in self.axes]  # as drawn: a change redraws the axes
             for i, spec in enumerate(specs):
-                self._refresh_panel(i, spec, cache, state, refs, xlim, shown, contexts[i])
+                with quietly(self.axes[i]):  # its data only: drawn over the saved axes
+                    self._refresh_panel(i, spec, cache, state, refs, xlim, shown, contexts[i])
             if self.follow:
                 for i, ax in enumerate(self.axes):
-                    ax.autoscale_view(scalex=shown is None)
-                    self._clip_outliers(i, state)
-                    _widen_flat(ax)
+                    self._follow_y(i, ax, state, shown is None, limits[i])
             else:
-                for i in range(len(self.axes)):
-                    self._refit_y(i, state, xlim)
+                for i, ax in enumerate(self.axes):
+                    with quietly(ax):
+                        self._refit_y(i, state, xlim)
+                    if _limits(ax) != limits[i]:
+                        ax.stale = True
+            for i, spec in enumerate(specs):
+                self._update_legend(i, spec, cache)
             self._whole_end_marks()
         finally:
             self._updating = False
@@ -262,6 +274,44 @@ class ChartPage(FollowsData):
                 inside = bool(np.all((x >= x0) & (x <= x1) & (y >= y0) & (y <= y1)))
                 end.set_clip_on(not inside)
 
+    def _follow_x(self) -> tuple[float, float] | None:
+        """Set and return the x range every chart follows (None: matplotlib's own rules), set
+        only when it moves: a limit set marks the page for a full draw."""
+        wanted = self._follow_xlim()
+        if wanted is None:
+            return None
+        ax = self.chart_axes()[0]  # the charts share x
+        current = tuple(ax.get_xlim())
+        last = self._followed.get(-1)  # None after a rebuild or a reset: fit the data exactly
+        shown = headroom.follow(last if self.headroom else None, wanted,
+                                margin=ax.margins()[0])  # fmt: skip
+        if tuple(shown) != current:
+            ax.set_xlim(shown)
+        self._followed[-1] = tuple(ax.get_xlim())
+        return tuple(ax.get_xlim())
+
+    def _follow_y(self, i: int, ax, state: ViewState, scalex: bool, before: tuple) -> None:
+        """A followed chart's y range: autoscaled (the outlier and placeholder rules, a flat
+        series widened), then kept while it still fits (headroom). Worked out quietly and
+        set once, so that the same limits do not mark the page for a full draw."""
+        with quietly(ax):
+            ax.autoscale_view(scalex=scalex)
+            self._clip_outliers(i, state)
+            _widen_flat(ax)
+            wanted = tuple(ax.get_ylim())
+            last = self._followed.get(i)
+            if self.headroom and last is not None and self.specs[i].kind != "section":
+                kept = headroom.follow(last, wanted, log=ax.get_yscale() == "log",
+                                       margin=ax.margins()[1])  # fmt: skip
+                if tuple(kept) != wanted:
+                    ax.set_ylim(kept)
+        if self._views[i]:  # limits fitted to data (not an empty chart's 0..1)
+            self._followed[i] = tuple(ax.get_ylim())
+        else:
+            self._followed.pop(i, None)
+        if _limits(ax) != before:
+            ax.stale = True  # new limits: the page's axes are drawn again
+
     def _on_ylim_changed(self, i: int) -> None:
         if not self._updating:
             self._user_y.add(i)  # a zoom box or a pan: the user's y range is kept
@@ -269,6 +319,7 @@ class ChartPage(FollowsData):
     def reset_view(self) -> None:
         super().reset_view()
         self._user_y = set()
+        self._followed = {}  # the data's own fit first, headroom from there
 
     def _refit_y(self, i: int, state: ViewState, xlim) -> None:
         """After a zoom or pan, a line chart's y range fits what is drawn inside the x range
@@ -291,7 +342,7 @@ class ChartPage(FollowsData):
             return
         robust = spec.robust_y and state.ignore_outliers
         limits, clipped = visible_limits(np.concatenate(ys), log=spec.log_y, robust=robust)
-        if limits is not None:
+        if limits is not None and tuple(ax.get_ylim()) != tuple(limits):
             ax.set_ylim(*limits)
         if clipped != (i in self._clipped):
             self._clipped.symmetric_difference_update({i})
@@ -330,12 +381,19 @@ class ChartPage(FollowsData):
         w, h = self.figure.bbox.width, self.figure.bbox.height
         margins = layout.margins(w, h, self.grid, self.figure.dpi, self.strip.rows,
                                  self.x_labels)  # fmt: skip
+        ratios = None
         if self._gridspec is not None and self._gridspec.nrows == self.grid.rows:
             axes_h = layout.axes_px(
                 w, h, self.grid, self.figure.dpi, self.strip.rows, self.x_labels
             )[1]
-            self._gridspec.set_height_ratios(layout.height_ratios(self.grid, axes_h))
-        self.figure.subplots_adjust(**margins)
+            ratios = layout.height_ratios(self.grid, axes_h)
+        # Laid out again only when something moved: it marks the page for a full draw.
+        placed = (w, h, tuple(sorted(margins.items())), None if ratios is None else tuple(ratios))
+        if placed != self._placed:
+            if ratios is not None:
+                self._gridspec.set_height_ratios(ratios)
+            self.figure.subplots_adjust(**margins)
+            self._placed = placed
         fit_titles(self.axes, self.specs, self.figure, self.grid.cols)
 
     def min_height(self) -> int:
@@ -514,12 +572,32 @@ class ChartPage(FollowsData):
             for artist in self._extra[i]:
                 if hasattr(artist, "_resplot_limits"):
                     ax.update_datalim(artist._resplot_limits)
-        if spec.kind == "line":
-            latest = {}
-            for item in tracks:
-                summary = cache.summary(item.ref, item.key)
-                latest[item] = metric_stats(summary.agg if summary is not None else None)[0]
-            self._legends[i].update(ax, tracks, self.follow, latest)
+
+    def _update_legend(self, i: int, spec: PanelSpec, cache: SeriesCache) -> None:
+        """A line chart's legend, its latest values and its corner, for the limits set."""
+        if spec.kind != "line":
+            return
+        tracks = self.tracks[i]
+        latest = {}
+        for item in tracks:
+            summary = cache.summary(item.ref, item.key)
+            latest[item] = metric_stats(summary.agg if summary is not None else None)[0]
+        with quietly(self.axes[i]):  # the legend is drawn with the data (resplot/ui/layers.py)
+            self._legends[i].update(self.axes[i], tracks, self.follow, latest)
+
+    def layer_artists(self, i: int) -> list:
+        """Chart i's artists drawn over the saved picture of its axes (resplot/ui/layers.py),
+        in the order a full draw draws them: everything in the axes box (series, bands,
+        events, notes, legend, spines) but its background, ticks, labels, grid and title. The
+        axis lines sit under every series (dress()), so the order is a full draw's."""
+        if i >= len(self.specs) or self.specs[i].kind == "section":
+            return []  # a section's card never changes with data
+        ax = self.axes[i]
+        own = {*ax.lines, *ax.collections, *ax.patches, *ax.texts, *ax.images, *ax.artists,
+               *ax.spines.values()}  # fmt: skip
+        if ax.get_legend() is not None:
+            own.add(ax.get_legend())
+        return sorted((a for a in ax.get_children() if a in own), key=lambda a: a.get_zorder())
 
     def _declutter_markers(self, tracks: dict[Item, Track], xlim) -> None:
         """Point markers (validation) only while few points are in view (data/marks.py)."""
@@ -577,6 +655,25 @@ class ChartPage(FollowsData):
 
     def save(self, path: str | Path, dpi: int = 120) -> None:
         save_figure(self.figure, path, dpi)
+
+
+def _limits(ax) -> tuple:
+    """A chart's (xlim, ylim), read quietly (a pending autoscale runs on a read)."""
+    with quietly(ax):
+        return tuple(ax.get_xlim()), tuple(ax.get_ylim())
+
+
+@contextmanager
+def quietly(ax) -> Iterator[None]:
+    """Changes to a chart's series that do not mark its figure for a full draw: a window's
+    page draws them over the saved axes (resplot/ui/layers.py); whoever changes limits or
+    anything else under the series says so (`ax.stale = True`)."""
+    callback = ax.stale_callback
+    ax.stale_callback = None
+    try:
+        yield
+    finally:
+        ax.stale_callback = callback
 
 
 def _starts_and_bands(specs: list[PanelSpec]) -> tuple[list[bool], list[bool]]:

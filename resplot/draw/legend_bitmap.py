@@ -3,10 +3,12 @@
 A legend of eight series costs matplotlib ~15 ms a draw (text layout and glyphs, offsetbox
 packing): four of them were 60 of the 155 ms a zoom spent drawing the training page, for a
 zoom or pan changes nothing in them but, at times, the corner they sit in. On Agg (the window's
-canvas, PNG snapshots) the legend is drawn once into a bitmap the size of its box, and
-composited from it (~1 ms) until its text, size or the font chain changes; other renderers
-(SVG, PDF exports) draw it as usual. Agg puts text at whole pixels and the frame between them,
-so a bitmap is only reused where the box has the same fraction of a pixel: one a corner.
+canvas, PNG snapshots) a legend drawn twice alike is drawn into a bitmap the size of its box,
+and composited from it (~1 ms) until its text, size or the font chain changes; a legend whose
+text changes at every draw (a live run's latest value, each poll) is drawn directly. Other
+renderers (SVG, PDF exports) draw it as usual. Agg puts text at whole pixels and the frame
+between them, so a bitmap is only reused where the box has the same fraction of a pixel: one a
+corner.
 """
 
 from __future__ import annotations
@@ -17,8 +19,6 @@ import numpy as np
 from matplotlib import rcParams
 from matplotlib.backends.backend_agg import RendererAgg
 from matplotlib.legend import Legend
-
-from resplot.draw.text_cache import TextCachingRenderer
 
 MARGIN_PX = 2  # the frame's line and antialiasing reach past the box
 BITMAPS = 4  # kept per legend: one for each corner it was placed in
@@ -31,6 +31,7 @@ class BitmapLegend(Legend):
         # box, RGBA rows bottom first); the newest BITMAPS of them
         self._bitmaps: dict[tuple, tuple[float, float, np.ndarray]] = {}
         self.renders = 0  # bitmaps drawn afresh (tests read it)
+        self._last: tuple | None = None  # what the last draw showed, and where
 
     def draw(self, renderer) -> None:
         if not self.get_visible() or not isinstance(renderer, RendererAgg):
@@ -48,6 +49,13 @@ class BitmapLegend(Legend):
             super().draw(renderer)
             return
         found = self._bitmaps.pop(key, None)
+        if found is None and key != self._last:
+            # New text or a new place since the last draw: drawn directly. A live poll changes
+            # a latest value every time, and a bitmap drawn for one draw costs more than the
+            # draw (scripts/bench/bench_live_poll.py); the second draw alike makes it.
+            self._last = key
+            super().draw(renderer)
+            return
         if found is None:
             x, y, rgba = self._render(renderer, box)
             found = (x - box.x0, y - box.y0, rgba)
@@ -67,7 +75,7 @@ class BitmapLegend(Legend):
         """The legend drawn alone on a transparent canvas of the renderer's size, cut to its
         box: (left, bottom, RGBA rows bottom first, as draw_image takes them)."""
         w, h = int(renderer.width), int(renderer.height)
-        scratch = TextCachingRenderer(w, h, renderer.dpi)
+        scratch = RendererAgg(w, h, renderer.dpi)
         super().draw(scratch)
         x0, x1 = math.floor(box.x0) - MARGIN_PX, math.ceil(box.x1) + MARGIN_PX
         y0, y1 = math.floor(box.y0) - MARGIN_PX, math.ceil(box.y1) + MARGIN_PX
@@ -79,5 +87,11 @@ def add_legend(ax, handles, labels, **kwargs) -> BitmapLegend:
     """ax.legend(handles, labels, **kwargs), as a BitmapLegend (Axes.legend's own steps)."""
     legend = BitmapLegend(ax, handles, labels, **kwargs)
     ax.legend_ = legend
-    legend._remove_method = lambda _legend: setattr(ax, "legend_", None)
+    ax.stale = True
     return legend
+
+
+def remove_legend(ax) -> None:
+    """Take a chart's legend off (Legend.remove() needs the private hook Axes.legend sets)."""
+    ax.legend_ = None
+    ax.stale = True

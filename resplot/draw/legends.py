@@ -19,7 +19,7 @@ from matplotlib.patches import Patch
 
 from resplot.data.hover import value_text
 from resplot.data.layout import LEGEND_PT, legend_columns
-from resplot.draw.legend_bitmap import add_legend
+from resplot.draw.legend_bitmap import add_legend, remove_legend
 
 LEGEND_CORNERS = ("upper right", "upper left", "lower right", "lower left")
 AXES_LEGEND_MAX = 8
@@ -113,7 +113,7 @@ class AxesLegend:
                 add_legend(ax, handles, [it.label for it in items], loc="upper right",
                            fontsize=LEGEND_PT, framealpha=0.6)  # fmt: skip
             elif ax.get_legend() is not None:
-                ax.get_legend().remove()
+                remove_legend(ax)
         legend = ax.get_legend()
         if legend is None:
             return
@@ -133,9 +133,7 @@ class AxesLegend:
             or (not follow and view != placed_view)
             or drawn != self.drawn
         )
-        if due:
-            if follow:
-                ax.autoscale_view()  # the corner is chosen for the limits about to be drawn
+        if due:  # the page calls this once its limits are set: the corner is for them
             texts = [t.get_text() for t in legend.get_texts()]
             legend.set_loc(legend_corner(ax, tracks.values(), texts))
             self.placed = (now, (ax.get_xlim(), ax.get_ylim()))

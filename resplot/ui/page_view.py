@@ -21,8 +21,8 @@ from PyQt5.QtWidgets import (
 
 from resplot.draw.charts import ChartPage
 from resplot.draw.legends import strip_html
-from resplot.draw.text_cache import TextCachingCanvas
 from resplot.ui.crosshair import Crosshair
+from resplot.ui.layers import Layers
 
 
 def page_toolbar(canvas: FigureCanvasQTAgg, parent: QWidget) -> NavigationToolbar2QT:
@@ -33,20 +33,27 @@ def page_toolbar(canvas: FigureCanvasQTAgg, parent: QWidget) -> NavigationToolba
     return toolbar
 
 
-class TextCachingQTCanvas(TextCachingCanvas, FigureCanvasQTAgg):
-    """A Qt canvas whose text is drawn from cached glyphs (resplot/draw/text_cache.py)."""
-
-
-class PageCanvas(TextCachingQTCanvas):
-    """The canvas of a chart page. A resize draws the page again (matplotlib's own rule),
-    except while `hold_resize_draw()` says the draw that follows will show more: a first view
-    grows its canvas to fit its charts before any tile has come, and drawing those empty axes
-    (~0.3 s for a training page) held up the draw of the data that arrived meanwhile."""
+class PageCanvas(FigureCanvasQTAgg):
+    """The canvas of a chart page, drawn in layers (resplot/ui/layers.py: a full draw leaves
+    out the charts scrolled out of view). A resize draws the page again (matplotlib's own
+    rule), except while `hold_resize_draw()` says the draw that follows will show more: a
+    first view grows its canvas to fit its charts before any tile has come, and drawing those
+    empty axes (~0.3 s for a training page) held up the draw of the data that arrived
+    meanwhile."""
 
     def __init__(self, figure: Figure) -> None:
         super().__init__(figure)
         self.hold_resize_draw: Callable[[], bool] = lambda: False
         self._resizing = False
+        self.layers: Layers | None = None
+
+    def draw(self) -> None:
+        hidden = self.layers.begin_full_draw() if self.layers is not None else []
+        try:
+            super().draw()
+        finally:
+            if self.layers is not None:
+                self.layers.end_full_draw(hidden)
 
     def resizeEvent(self, event) -> None:
         self._resizing = True
@@ -69,6 +76,7 @@ class PageView(QWidget):
         super().__init__(parent)
         self.page = ChartPage(name, Figure(figsize=(10, 6), dpi=100), on_view_changed,
                               strip_in_figure=False)  # fmt: skip
+        self.page.headroom = True  # a live page follows in steps (resplot/data/headroom.py)
         self.canvas = PageCanvas(self.page.figure)
         # Zoom, pan, home and save: shown by the window in the tab bar's corner (a row of its
         # own took 40 px of a laptop's height); the readout gives values, not coordinates.
@@ -118,7 +126,14 @@ class PageView(QWidget):
         self._on_view_changed = on_view_changed
         self._viewport = (-1, -1)
         self.canvas.mpl_connect("resize_event", self._on_resize)
+        # Before the crosshair: its draw_event handler saves the page with the series drawn.
+        self.layers = Layers(self.canvas, self.page, self._view_rows)
+        self.canvas.layers = self.layers
         self.crosshair = Crosshair(self.canvas, self.page, self.toolbar)
+        self.layers.on_blit.append(self._blitted)
+        bar = self.scroll.verticalScrollBar()
+        bar.valueChanged.connect(self._scrolled)
+        bar.rangeChanged.connect(self._scrolled)
         self.canvas.mpl_connect("button_press_event", self._on_press)
 
     def _on_resize(self, _event) -> None:
@@ -132,6 +147,28 @@ class PageView(QWidget):
         if size != self._viewport:
             self._viewport = size
             self._on_view_changed()
+
+    def present(self) -> None:
+        """Show what the last refresh set: the series alone over the saved axes when nothing
+        else changed, else a full draw (resplot/ui/layers.py)."""
+        self.layers.present()
+
+    def _view_rows(self) -> tuple[float, float] | None:
+        """The canvas rows the scroll area shows (None: all of them)."""
+        viewport = self.scroll.viewport().height()
+        if self.canvas.height() <= viewport:
+            return None
+        top = float(self.scroll.verticalScrollBar().value())
+        return top, top + viewport
+
+    def _scrolled(self, *_args) -> None:
+        # Charts that were out of view at the last full draw come in: draw them now.
+        if self.layers.background is not None and self.layers.in_view() != self.layers.drawn:
+            self.canvas.draw_idle()
+
+    def _blitted(self) -> None:
+        # The hover line restores the page as it is now, series included.
+        self.crosshair.background = self.canvas.copy_from_bbox(self.page.figure.bbox)
 
     def _on_press(self, event) -> None:
         if event.button == 1 and event.inaxes in self.page.axes:

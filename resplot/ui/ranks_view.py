@@ -9,6 +9,7 @@ then says plainly that there is none).
 
 from __future__ import annotations
 
+from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg
 from matplotlib.figure import Figure
 from PyQt5.QtCore import QPoint, Qt, pyqtSignal
 from PyQt5.QtGui import QFontDatabase
@@ -19,7 +20,7 @@ from resplot.data.ranks import STATS, jobs_in
 from resplot.data.state import PAGES, ViewState
 from resplot.draw.ranks import PAIR, RanksPage
 from resplot.ui.crosshair import GAP_PX
-from resplot.ui.page_view import TextCachingQTCanvas, page_toolbar
+from resplot.ui.page_view import page_toolbar
 
 
 class RanksView(QWidget):
@@ -33,7 +34,7 @@ class RanksView(QWidget):
     def __init__(self, on_view_changed, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.page = RanksPage(Figure(figsize=(10, 6), dpi=100), on_view_changed)
-        self.canvas = TextCachingQTCanvas(self.page.figure)
+        self.canvas = FigureCanvasQTAgg(self.page.figure)
         self.toolbar = page_toolbar(self.canvas, self)
         self.job_combo = QComboBox(self)
         self.job_combo.setSizeAdjustPolicy(QComboBox.AdjustToContents)
@@ -85,6 +86,10 @@ class RanksView(QWidget):
 
     def fit(self) -> None:
         """Nothing to fit: see measure()."""
+
+    def present(self) -> None:
+        """Draw the map (one image: no layers to keep apart)."""
+        self.canvas.draw_idle()
 
     def _sync_choosers(self) -> None:
         page = self.page

@@ -30,7 +30,7 @@ class TileWait:
         self.stand_in = QTimer(win)
         self.stand_in.setSingleShot(True)
         self.stand_in.setInterval(STAND_IN_DELAY_MS)
-        self.stand_in.timeout.connect(lambda: win.page_view().canvas.draw_idle())
+        self.stand_in.timeout.connect(lambda: win.page_view().present())
         self._pictured: dict[str, bool] = {}  # page: whether its last draw showed data
 
     def watch(self, page: str, view) -> None:
@@ -52,7 +52,7 @@ class TileWait:
                 self.stand_in.start(FIRST_STAND_IN_DELAY_MS if first else STAND_IN_DELAY_MS)
             return
         self.stand_in.stop()
-        view.canvas.draw_idle()
+        view.present()
 
     def pictured(self, page: str) -> bool:
         """Whether the last draw of `page` showed data."""

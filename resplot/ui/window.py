@@ -3,7 +3,9 @@
 The GUI thread never touches a store or a socket: the Poller's worker fills the SeriesCache and
 reports through signals, and every signal only (re)starts one single-shot redraw timer, so a
 burst of arrivals costs one redraw. A redraw refreshes the visible page's existing artists
-(`set_data`) and calls `draw_idle()`; zooming, panning and resizing re-decimate the same way.
+(`set_data`) and presents them: drawn over the page's saved axes when no limit, size or style
+changed, else a full draw (resplot/ui/layers.py); zooming, panning and resizing re-decimate the
+same way.
 """
 
 from __future__ import annotations

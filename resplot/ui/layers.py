@@ -1,0 +1,133 @@
+"""A chart page drawn in two layers (matplotlib's blitting recipe,
+`galleries/users_explain/animations/blitting.py`): the axes (background, ticks, labels, grid,
+titles) are drawn when limits, size or style change, and saved; the series over them (lines,
+bands, events, notes, legends, spines: ChartPage.layer_artists) are drawn over the saved
+picture. A poll that only adds points inside the followed limits (resplot/data/headroom.py)
+therefore costs the series' draw, not the page's: their artists are `animated`, so a change
+to them does not mark the figure stale, and a figure that is not stale has nothing new under
+its series.
+
+Charts outside the visible part of a scrolled page are left out of a full draw (their axes
+`animated` for it) and drawn when they scroll into view.
+
+The hover line (resplot/ui/crosshair.py) saves the page after the series are drawn: its
+`draw_event` handler runs after this one (connected later), and a blit hands it the new page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from matplotlib.transforms import Bbox
+
+from resplot.draw.charts import quietly
+
+VIEW_MARGIN_PX = 24  # a chart this near the visible part is drawn with it (its title above)
+
+
+class Layers:
+    def __init__(self, canvas, page, view_rows: Callable[[], tuple[float, float] | None]) -> None:
+        """`view_rows`: the canvas rows (logical pixels from its top) the window shows, None
+        for all of them."""
+        self.canvas, self.page, self.view_rows = canvas, page, view_rows
+        self.enabled = True  # False: every draw is a full draw (the benchmark's "before")
+        self.background = None  # the axes as the last full draw left them, series excluded
+        self.drawn: list[int] = []  # the charts the last full draw drew
+        self._size: tuple | None = None  # the canvas's size at that draw
+        self.full_draws = 0  # draws of the whole page (tests and benchmarks read them)
+        self.blits = 0  # series drawn over the saved axes
+        self.on_blit: list[Callable[[], None]] = []  # told after a blit (the hover line)
+        canvas.mpl_connect("draw_event", self._on_draw)
+
+    # -- which charts, which artists ---------------------------------------------------------
+    def in_view(self) -> list[int]:
+        """The charts that meet the visible part of the canvas (all of them if it is whole)."""
+        axes = self.page.axes
+        rows = self.view_rows()
+        if rows is None:
+            return list(range(len(axes)))
+        ratio = self.canvas.device_pixel_ratio or 1.0
+        height = self.page.figure.bbox.height
+        top = height - (rows[0] - VIEW_MARGIN_PX) * ratio  # figure pixels grow upwards
+        bottom = height - (rows[1] + VIEW_MARGIN_PX) * ratio
+        return [i for i, ax in enumerate(axes) if ax.bbox.y1 >= bottom and ax.bbox.y0 <= top]
+
+    def mark(self) -> None:
+        """Make every chart's series `animated` (or not, while disabled): a full draw then
+        leaves them out, and a change to them does not mark the figure stale."""
+        for i in range(len(self.page.axes)):
+            for artist in self.page.layer_artists(i):
+                artist.set_animated(self.enabled)
+
+    # -- drawing ---------------------------------------------------------------------------------
+    def begin_full_draw(self) -> list:
+        """Before the canvas draws the page: leave the charts out of view out of it; returns
+        them (their axes, `animated` until end_full_draw)."""
+        self.mark()
+        axes = self.page.axes
+        self.drawn = self.in_view() if self.enabled else list(range(len(axes)))
+        keep = set(self.drawn)
+        hidden = [ax for i, ax in enumerate(axes) if i not in keep and not ax.get_animated()]
+        for ax in hidden:
+            ax.set_animated(True)  # Figure.draw skips it; set_animated marks nothing stale
+        return hidden
+
+    def end_full_draw(self, hidden: list) -> None:
+        for ax in hidden:
+            ax.set_animated(False)
+
+    def _on_draw(self, _event) -> None:
+        if self.canvas.is_saving() or not self.enabled:
+            self.background = None  # a saved file's draw: its size and dpi are the file's
+            return
+        self.background = self.canvas.copy_from_bbox(self.page.figure.bbox)
+        self._size = self.canvas.get_width_height(physical=True)
+        self._draw_series()
+        self.full_draws += 1
+
+    def _draw_series(self) -> None:
+        figure = self.page.figure
+        for i in self.drawn:
+            if i < len(self.page.axes):
+                # Quietly: drawing a legend lays its frame out again, which would mark the
+                # figure stale (a full draw at the next poll).
+                with quietly(self.page.axes[i]):
+                    for artist in self.page.layer_artists(i):
+                        figure.draw_artist(artist)
+
+    def needs_full_draw(self) -> bool:
+        """Whether anything under the series changed since the last full draw (a limit, the
+        size, a title, a new series' artists, ...), or other charts came into view."""
+        return (
+            not self.enabled
+            or self.background is None
+            or self.page.figure.stale
+            or self._size != self.canvas.get_width_height(physical=True)
+            or self.in_view() != self.drawn
+        )
+
+    def present(self) -> bool:
+        """Show the page's current state: its series over the saved axes when nothing under
+        them changed (True), else a full draw (queued, as `draw_idle`)."""
+        self.mark()
+        if self.needs_full_draw():
+            self.canvas.draw_idle()
+            return False
+        self.canvas.restore_region(self.background)
+        self._draw_series()
+        self.canvas.blit(self._shown_bbox())
+        self.blits += 1
+        for told in self.on_blit:
+            told()
+        return True
+
+    def _shown_bbox(self) -> Bbox:
+        """The part of the figure the window shows (a blit outside it repaints nothing)."""
+        bbox = self.page.figure.bbox
+        rows = self.view_rows()
+        if rows is None:
+            return bbox
+        ratio = self.canvas.device_pixel_ratio or 1.0
+        y1 = min(bbox.y1, bbox.height - rows[0] * ratio)
+        y0 = max(bbox.y0, bbox.height - rows[1] * ratio)
+        return Bbox([[bbox.x0, max(y0, 0.0)], [bbox.x1, max(y1, y0)]])

@@ -1,0 +1,413 @@
+"""resplot following a live sweep: what one poll that adds points costs the GUI thread, with
+the page drawn in layers (resplot/ui/layers.py: the series over the saved axes, follow mode
+with headroom) against a full draw every poll (the code before issue 31), in one process.
+
+    .venv/bin/python scripts/bench/bench_live_poll.py [--runs 12] [--steps 200000] [--polls 30]
+    .venv/bin/python scripts/bench/bench_live_poll.py --markdown docs/benchmarks.md
+
+The real MainWindow (Qt offscreen) on the Training page of a real SQLite store of `--runs` runs
+× `--steps` steps (train/loss, train/lr, train/grad_norm, train/tokens_per_s at every step,
+valid/loss every 500), read through a local agent by the headless poll (Loaded). Each poll
+appends `--add` steps to every series of every run in the store, reads them (`fetch`: the
+poller's worker thread in the window, not timed as GUI time), then times on the GUI thread the
+window's redraw and the draw it queues (`processEvents`). Per size (1280×800, 1920×1080) and
+mode, alternating: `full` (layers off, limits refitted every poll: every poll a full draw) and
+`layers`. Reported: median GUI-thread CPU and wall time of a poll, full draws, the share of one
+core at the default 1 s poll (GUI thread + the worker's read and apply), and whether the last
+blitted frame is pixel-equal to a full draw of the same state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# --tree runs this file again under another checkout (the code before): its modules first.
+ROOT = Path(os.environ.get("BENCH_TREE") or Path(__file__).resolve().parents[2])
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import numpy as np  # noqa: E402
+from PyQt5.QtWidgets import QApplication  # noqa: E402
+
+SECTION = "## resplot: a live poll drawn in layers (issue 31)"
+KEYS = ("train/loss", "train/lr", "train/grad_norm", "train/tokens_per_s")
+
+
+def series_values(i: int, s: np.ndarray) -> dict[str, np.ndarray]:
+    return {
+        "train/loss": 2.5 + 0.05 * i + 2 * np.exp(-s / 30_000) + 0.02 * np.sin(s * (i + 1)),
+        "train/lr": 3e-4 * np.minimum(1.0, (s + 1) / 2000.0),
+        "train/grad_norm": 1.0 + 0.1 * np.sin(s / 10.0 + i),
+        "train/tokens_per_s": 40_000.0 + 10.0 * ((s + i) % 7),
+    }
+
+
+def build_store(path: Path, runs: int, steps: int) -> None:
+    """The sweep, written once through the rollup writer (kept in the temp folder)."""
+    from schema.rollup_writer import RollupWriter
+    from tests.fixtures.stores import BASE_TIME, key_id, make_run, new_store
+
+    marker = path.with_name(path.name + ".done")
+    if marker.exists():
+        return
+    for p in path.parent.glob(path.name + "*"):
+        p.unlink()
+    engine = new_store(path)
+    ids = {k: key_id(engine, k) for k in (*KEYS, "valid/loss")}
+    for i in range(runs):
+        run = make_run(engine, name=f"sweep-lr{i + 1}e-4-bs{256 << (i % 3)}", status="running",
+                       created_at=BASE_TIME + i, heartbeat_at=BASE_TIME + 1e7)  # fmt: skip
+        writer = RollupWriter(engine.dialect, run.id)
+        for a in range(0, steps, 50_000):
+            s = np.arange(a, min(steps, a + 50_000))
+            walls = (BASE_TIME + s * 0.3).tolist()
+            rows = []
+            for key, values in series_values(i, s).items():
+                rows += zip([run.id] * len(s), [ids[key]] * len(s), s.tolist(), walls,
+                            values.tolist(), strict=True)  # fmt: skip
+            sv = s[s % 500 == 0]
+            rows += [(run.id, ids["valid/loss"], int(k), BASE_TIME + k * 0.3, 2.6 + 0.05 * i)
+                     for k in sv]  # fmt: skip
+            with engine.begin() as conn:
+                pending = writer.insert(conn, rows)
+            writer.accept(pending)
+    engine.dispose()
+    marker.write_text("done")
+
+
+class Sweep:
+    """Appends steps to every series of every run of the store (a live sweep's writers)."""
+
+    def __init__(self, path: Path, runs: int, steps: int) -> None:
+        from schema import read
+        from schema.store import open_store
+
+        self.engine = open_store(path)
+        with self.engine.connect() as conn:
+            self.ids = [row_id for row_id, _run in read.list_runs(conn, store=str(path))]
+        self.next = steps
+
+    def add(self, n: int) -> None:
+        from tests.fixtures.stores import BASE_TIME, add_points
+
+        s = np.arange(self.next, self.next + n)
+        for i, run_id in enumerate(self.ids):
+            series = {k: [(int(a), float(v), BASE_TIME + a * 0.3) for a, v in zip(s, vals,
+                                                                             strict=True)]
+                      for k, vals in series_values(i, s).items()}  # fmt: skip
+            add_points(self.engine, run_id, series)
+        self.next += n
+
+
+def drawn(win, loaded) -> None:
+    """Redraw until the page shows its view complete (first views, after a mode switch)."""
+    for _ in range(8):
+        QApplication.processEvents()
+        win.redraw_now()
+        QApplication.processEvents()
+        if not win.cache.wanted_count():
+            break
+        loaded.fetch()
+    win.redraw_now()
+    QApplication.processEvents()
+
+
+def set_mode(win, layers: bool) -> None:
+    view = win.page_view()
+    if not hasattr(view, "layers"):
+        return  # the code before: every poll a full draw
+    view.layers.enabled = layers
+    view.page.headroom = layers
+    view.page.reset_view()  # a fresh fit, as a new window makes
+    view.layers.mark()
+
+
+def run_polls(win, loaded, sweep: Sweep, polls: int, add: int) -> dict:
+    view = win.page_view()
+    gui_cpu, gui_wall, proc_cpu = [], [], []
+    layers = getattr(view, "layers", None)
+    blits0 = layers.blits if layers is not None else 0
+    plain_draws = [0]
+    cid = view.canvas.mpl_connect(
+        "draw_event", lambda _e: plain_draws.__setitem__(0, plain_draws[0] + 1)
+    )
+    for _ in range(polls):
+        sweep.add(add)
+        p0 = time.process_time()
+        loaded.fetch()  # the poller's worker thread in the window
+        fetch_cpu = time.process_time() - p0
+        t0, c0 = time.perf_counter(), time.thread_time()
+        win.redraw_now()
+        QApplication.processEvents()  # the queued full draw, its paint
+        gui_cpu.append(time.thread_time() - c0)
+        gui_wall.append(time.perf_counter() - t0)
+        proc_cpu.append(fetch_cpu + gui_cpu[-1])
+        extra = 0
+        while win.cache.wanted_count() and extra < 3:  # a level's tiles (rare): drawn too
+            extra += 1
+            loaded.fetch()
+            t0, c0 = time.perf_counter(), time.thread_time()
+            win.redraw_now()
+            QApplication.processEvents()
+            gui_cpu[-1] += time.thread_time() - c0
+            gui_wall[-1] += time.perf_counter() - t0
+    view.canvas.mpl_disconnect(cid)
+    return {
+        "gui_cpu": statistics.median(gui_cpu),
+        "gui_wall": statistics.median(gui_wall),
+        "gui_p90": sorted(gui_wall)[int(0.9 * (len(gui_wall) - 1))],
+        "proc_cpu": statistics.median(proc_cpu),
+        "full": plain_draws[0],
+        "blits": (layers.blits if layers is not None else 0) - blits0,
+        "polls": polls,
+    }
+
+
+def pixel_equal(win, loaded, sweep: Sweep, add: int) -> bool:
+    """One more poll drawn in layers, then the same state drawn whole: the same pixels?"""
+    view = win.page_view()
+    blits = view.layers.blits
+    sweep.add(add)
+    loaded.fetch()
+    win.redraw_now()
+    QApplication.processEvents()
+    if view.layers.blits == blits:
+        return False  # not blitted: nothing to compare
+    blitted = np.asarray(view.canvas.buffer_rgba()).copy()
+    view.layers.enabled = False
+    view.layers.mark()
+    view.canvas.draw()
+    full = np.asarray(view.canvas.buffer_rgba()).copy()
+    view.layers.enabled = True
+    view.layers.mark()
+    view.canvas.draw()
+    rows = view.layers.view_rows()
+    if rows is not None:
+        blitted, full = blitted[int(rows[0]) : int(rows[1])], full[int(rows[0]) : int(rows[1])]
+    return blitted.shape == full.shape and bool((blitted == full).all())
+
+
+def timed_ms(fn, repeat: int) -> float:
+    """Median CPU time of `repeat` calls of fn, in ms (CPU: this machine is shared)."""
+    out = []
+    for _ in range(repeat):
+        c0 = time.thread_time()
+        fn()
+        out.append(time.thread_time() - c0)
+    return statistics.median(out) * 1e3
+
+
+def bench_legends(repeat: int = 15) -> dict[str, float]:
+    """One chart legend of 4 series drawn on a 1280×800 Agg canvas: matplotlib's own Legend,
+    the bitmap legend with the same text (a zoom or resize redraw), and with new text (a live
+    poll: each series' latest value changes)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.legend import Legend
+    from matplotlib.lines import Line2D
+
+    from resplot.data.layout import LEGEND_PT
+    from resplot.draw.legend_bitmap import add_legend
+
+    fig = Figure(figsize=(12.8, 8), dpi=100)
+    canvas = FigureCanvasAgg(fig)
+    ax = fig.add_subplot(2, 2, 1)
+    handles = [Line2D([], [], color=f"C{i}", linewidth=1.4) for i in range(4)]
+    labels = [f"sweep-lr{i + 1}e-4-bs512  2.{i}31" for i in range(4)]
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    kw = {"loc": "upper right", "fontsize": LEGEND_PT, "framealpha": 0.6}
+    plain = Legend(ax, handles, labels, **kw)
+    out = {"matplotlib Legend": timed_ms(lambda: plain.draw(renderer), repeat)}
+    bitmap = add_legend(ax, handles, labels, **kw)
+    bitmap.draw(renderer)
+    out["bitmap, same text"] = timed_ms(lambda: bitmap.draw(renderer), repeat)
+    n = [0]
+
+    def new_text() -> None:
+        n[0] += 1
+        bitmap.get_texts()[0].set_text(f"sweep-lr1e-4-bs512  2.{n[0]:03d}")
+        bitmap.draw(renderer)
+
+    out["bitmap, new text"] = timed_ms(new_text, repeat)
+    n[0] = 0
+
+    def plain_new_text() -> None:
+        n[0] += 1
+        plain.get_texts()[0].set_text(f"sweep-lr1e-4-bs512  2.{n[0]:03d}")
+        plain.draw(renderer)
+
+    out["matplotlib Legend, new text"] = timed_ms(plain_new_text, repeat)
+    return out
+
+
+def full_draw_ms(win, repeat: int = 5) -> float:
+    """A full draw of the page in view, as matplotlib draws it (what a resize draw or a
+    stand-in draw costs)."""
+    view = win.page_view()
+    view.layers.enabled = False
+    view.layers.mark()
+    ms = timed_ms(view.canvas.draw, repeat)
+    view.layers.enabled = True
+    view.layers.mark()
+    view.canvas.draw()  # the saved axes again
+    return ms
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=12)
+    ap.add_argument("--steps", type=int, default=200_000)
+    ap.add_argument("--polls", type=int, default=30)
+    ap.add_argument("--add", type=int, default=10, help="steps each poll adds to every series")
+    ap.add_argument("--sizes", default="1280x800,1920x1080")
+    ap.add_argument("--markdown", type=Path, help="update this file's section")
+    ap.add_argument("--tree", type=Path, help="also time this checkout (the code before)")
+    ap.add_argument("--modes", default="full,layers", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    child = args.modes == "before"
+
+    from resplot import settings as settings_mod
+    from resplot.sources.polling import Loaded
+    from resplot.sources.spec import parse_spec
+    from resplot.ui.window import MainWindow
+
+    app = QApplication.instance() or QApplication([])
+    path = Path(tempfile.gettempdir()) / f"reslog-live-{args.runs}x{args.steps}.db"
+    t0 = time.perf_counter()
+    build_store(path, args.runs, args.steps)
+    print(f"store {path} ready in {time.perf_counter() - t0:.1f} s", flush=True)
+    # A copy per run of the bench: the polls append to it.
+    with tempfile.TemporaryDirectory() as tmp:
+        live = Path(tmp) / "live.db"
+        shutil.copyfile(path, live)  # written whole and closed: no WAL beside it
+        sweep = Sweep(live, args.runs, args.steps)
+        results = []
+        with Loaded([parse_spec(str(live))]) as loaded:
+            for size in args.sizes.split(","):
+                w, h = (int(v) for v in size.split("x"))
+                win = MainWindow(loaded.cache, settings_mod.Settings(), Path(tmp) / "s.json")
+                win.resize(w, h)
+                win.show()
+                win.on_runs_changed()
+                drawn(win, loaded)
+                canvas = win.page_view().canvas
+                modes = args.modes.split(",")
+                for mode in modes + modes:
+                    set_mode(win, mode == "layers")
+                    drawn(win, loaded)
+                    r = run_polls(win, loaded, sweep, args.polls // 2, args.add)
+                    results.append((size, f"{canvas.width()}x{canvas.height()}", mode, r))
+                    print(size, mode, {k: round(v * 1e3, 1) if isinstance(v, float) else v
+                                       for k, v in r.items()}, flush=True)  # fmt: skip
+                if not child:
+                    set_mode(win, True)
+                    drawn(win, loaded)
+                    equal = pixel_equal(win, loaded, sweep, args.add)
+                    results.append((size, "", "pixel-equal", equal))
+                    results.append((size, "", "full draw", full_draw_ms(win)))
+                    print(size, "blitted frame pixel-equal to a full draw:", equal, flush=True)
+                win.close()
+                app.processEvents()
+    if child:
+        print("RESULTS " + json.dumps(results))
+        return
+    if args.tree is not None:
+        results += before(args)
+    legends = bench_legends()
+    print(legends)
+    table = summarize(results, args, legends)
+    print(table)
+    if args.markdown:
+        update_section(args.markdown, table)
+        print(f"updated {args.markdown}")
+
+
+def before(args) -> list:
+    """The same polls under the checkout `args.tree` (the code before), in a child process."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--modes", "before", "--runs",
+           str(args.runs), "--steps", str(args.steps), "--polls", str(args.polls), "--add",
+           str(args.add), "--sizes", args.sizes]  # fmt: skip
+    env = {**os.environ, "BENCH_TREE": str(args.tree.resolve()),
+           "PYTHONPATH": str(args.tree.resolve())}  # fmt: skip
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
+    print(out)
+    line = next(ln for ln in out.splitlines() if ln.startswith("RESULTS "))
+    return [tuple(r) for r in json.loads(line[len("RESULTS ") :])]
+
+
+def summarize(results, args, legends: dict[str, float]) -> str:
+    merged: dict[tuple[str, str], list] = {}
+    canvases, equal, full_ms = {}, {}, {}
+    for size, canvas, mode, r in results:
+        if mode == "pixel-equal":
+            equal[size] = r
+            continue
+        if mode == "full draw":
+            full_ms[size] = r
+            continue
+        canvases[size] = canvas
+        merged.setdefault((size, mode), []).append(r)
+    tree = " --tree BEFORE" if args.tree else ""
+    lines = [
+        SECTION,
+        "",
+        f"`.venv/bin/python scripts/bench/bench_live_poll.py --polls {args.polls} --add "
+        f"{args.add}{tree}` ({args.runs} runs × {args.steps:,} steps, 4 keys at every step, "
+        f"Training page, Qt offscreen; each poll adds {args.add} steps to every series; the "
+        "two modes "
+        "alternated twice per size in one process; `before`: the same polls under the code "
+        "before issue 31 (`--tree`, a checkout of it), in a child process right after; "
+        "medians):",
+        "",
+        "| size (canvas) | mode | GUI thread CPU / poll | GUI wall / poll (p90) | full draws "
+        "| share of a core at 1 s polls | blitted = full draw |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    for (size, mode), rs in merged.items():
+        cpu = statistics.median(r["gui_cpu"] for r in rs)
+        wall = statistics.median(r["gui_wall"] for r in rs)
+        p90 = max(r["gui_p90"] for r in rs)
+        proc = statistics.median(r["proc_cpu"] for r in rs)
+        full = sum(r["full"] for r in rs)
+        polls = sum(r["polls"] for r in rs)
+        eq = ("yes" if equal.get(size) else "NO") if mode == "layers" else ""
+        lines.append(
+            f"| {size} ({canvases[size]}) | {mode} | {cpu * 1e3:.1f} ms | {wall * 1e3:.1f} ms "
+            f"({p90 * 1e3:.0f}) | {full}/{polls} | {proc * 100:.1f} % | {eq} |"
+        )
+    lines += [
+        "",
+        "A full draw of the page (CPU, median of 5): "
+        + ", ".join(f"{size} {ms:.0f} ms" for size, ms in full_ms.items())
+        + ".",
+        "",
+        "| a chart legend of 4 series, one draw (CPU, median of 15) | ms |",
+        "|---|---:|",
+    ]
+    lines += [f"| {name} | {ms:.2f} |" for name, ms in legends.items()]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def update_section(path: Path, text: str) -> None:
+    old = path.read_text() if path.exists() else "# Benchmarks\n"
+    if SECTION in old:
+        start = old.index(SECTION)
+        nxt = old.find("\n## ", start + len(SECTION))
+        old = old[:start] + (old[nxt + 1 :] if nxt != -1 else "")
+    path.write_text(old.rstrip("\n") + "\n\n" + text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+"""A chart page in two layers (resplot/ui/layers.py): a poll whose points stay inside the
+followed limits draws the series over the saved axes, with no full draw of the page; a limit
+change draws the page; and the blitted frame is the same pixels as a full draw of the same
+state, on every chart page.
+
+The real MainWindow (offscreen) over a real SQLite store read through a local agent
+(resplot.sources.polling.Loaded, the headless poll), so that each poll is a step of the test.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PyQt5.QtWidgets import QApplication
+
+from resplot import settings as settings_mod
+from resplot.sources.polling import Loaded
+from resplot.sources.spec import parse_spec
+from resplot.ui.window import MainWindow
+from schema import read
+from schema.compare import metric_stats
+from schema.store import open_store
+from tests.fixtures.stores import BASE_TIME, add_points, make_run, new_store
+
+N = 3000
+RUNS = 3
+
+
+def _points(i: int) -> dict:
+    steps = range(N)
+    loss = [(s, 4.0 * np.exp(-s / 150) + 2 + 0.2 * i + 0.05 * np.sin(s)) for s in steps]
+    loss[2000 + 40 * i] = (2000 + 40 * i, float("nan"))
+    return {
+        "train/loss": loss,
+        "valid/loss": [(s, 2.5 + 0.2 * i) for s in range(0, N, 50)],
+        "train/lr": [(s, 3e-4 * min(1, s / 50)) for s in steps],
+        "train/tokens_per_s": [(s, 40_000.0 + 10 * (s % 7) + i) for s in steps],
+        "time/data": [(s, 0.01) for s in steps],
+        "time/forward": [(s, 0.1) for s in steps],
+        "time/backward": [(s, 0.2) for s in steps],
+        "time/optimizer": [(s, 0.03) for s in steps],
+        "time/step": [(s, 0.4) for s in steps],
+        "sys/gpu0/util": [(s, 90.0 + (s % 5) + i) for s in steps],
+        "sys/gpu0/temp_c": [(s, 70.0 + (s % 3)) for s in steps],
+    }
+
+
+@pytest.fixture
+def loaded(store_path):
+    engine = new_store(store_path)
+    for i in range(RUNS):
+        make_run(engine, name=f"lr-{i}e-4", status="running", created_at=BASE_TIME + i,
+                 heartbeat_at=BASE_TIME + 1e6, points=_points(i))  # fmt: skip
+    engine.dispose()
+    with Loaded([parse_spec(str(store_path))]) as source:
+        source.path = store_path
+        yield source
+
+
+@pytest.fixture
+def window(qtbot, loaded, tmp_path):
+    win = MainWindow(loaded.cache, settings_mod.Settings(), tmp_path / "settings.json")
+    qtbot.addWidget(win)
+    win.resize(1280, 800)
+    win.show()
+    win.set_custom_keys(["train/*"])
+    win.set_smoothing(0.6)  # a smoothed line over its faint raw band
+    win.on_runs_changed()  # what the poller's first report does: the runs ticked
+    show(win, loaded)
+    yield win
+    win.close()
+
+
+def show(win, loaded, page: str | None = None) -> None:
+    """Redraw the page (fetching the tiles it asks for) until it is drawn as it stands."""
+    if page is not None:
+        win.set_page(page)
+    for _ in range(6):
+        QApplication.processEvents()
+        win.redraw_now()
+        if not win.cache.wanted_count():
+            break
+        loaded.fetch()
+    QApplication.processEvents()  # the full draw a draw_idle queued, and the Qt layout
+    win.redraw_now()
+    QApplication.processEvents()
+
+
+def poll(win, loaded, steps: np.ndarray) -> None:
+    """A live run's poll: every series of every run gets its last value again at `steps`,
+    written to the store and read by the headless poll, then the window's redraw."""
+    cache = win.cache
+    engine = open_store(loaded.path)
+    with engine.connect() as conn:
+        ids = {run.name: row_id for row_id, run in read.list_runs(conn, store=str(loaded.path))}
+    for run in cache.runs():
+        series = {}
+        for key, summary in cache.summaries(run.ref).items():
+            last = metric_stats(summary.agg)[0]
+            value = 1.0 if last is None or not np.isfinite(last) else float(last)
+            series[key] = [(int(s), value) for s in steps]
+        add_points(engine, ids[run.name], series)
+    engine.dispose()
+    loaded.fetch()
+    win.redraw_now()
+    QApplication.processEvents()
+
+
+def counts(win) -> tuple[int, int]:
+    layers = win.page_view().layers
+    return layers.full_draws, layers.blits
+
+
+def test_a_poll_inside_the_headroom_draws_no_full_page(window, loaded):
+    page = window.current_page()
+    xlim = page.axes[0].get_xlim()
+    assert xlim[1] > N  # the followed range has room past the last step
+    full, blits = counts(window)
+    assert full >= 1
+    poll(window, loaded, np.arange(N, N + 5))
+    assert counts(window) == (full, blits + 1)
+    assert page.axes[0].get_xlim() == xlim
+    loss = next(ln for (title, _r, key), ln in page.lines().items() if key == "train/loss")
+    assert np.nanmax(np.asarray(loss.get_xdata(), float)) >= N + 4  # the new points drawn
+
+
+def test_a_limit_change_draws_the_page_with_headroom_past_the_data(window, loaded):
+    page = window.current_page()
+    full, _blits = counts(window)
+    poll(window, loaded, np.arange(N, N + 400))  # past the followed range
+    show(window, loaded)  # and the tiles its new resolution asks for
+    hi = page.axes[0].get_xlim()[1]
+    assert counts(window)[0] > full
+    assert hi >= N + 399 + 0.05 * (N + 399)  # the data's end, then room (a round number)
+    assert hi == round(hi)
+    # A zoom (what the toolbar does) is a limit change too.
+    full = counts(window)[0]
+    page.axes[0].set_xlim(100, 200)
+    show(window, loaded)
+    assert counts(window)[0] > full
+
+
+def _shown_rows(view) -> np.ndarray:
+    """The canvas's pixels the window shows (rows of RGBA)."""
+    rgba = np.asarray(view.canvas.buffer_rgba()).copy()
+    rows = view.layers.view_rows()
+    if rows is None:
+        return rgba
+    ratio = view.canvas.device_pixel_ratio or 1.0
+    return rgba[int(rows[0] * ratio) : int(rows[1] * ratio)]
+
+
+@pytest.mark.parametrize("name", ["training", "system", "timing", "custom", "all"])
+def test_a_blitted_frame_is_the_pixels_of_a_full_draw(window, loaded, name):
+    show(window, loaded, name)
+    view = window.page_view()
+    assert view.page.axes and view.layers.background is not None
+    blits = view.layers.blits
+    poll(window, loaded, np.arange(N, N + 3))
+    window.highlight(window.cache.runs()[0].ref)  # the others faded: the series alone again
+    window.redraw_now()
+    QApplication.processEvents()
+    assert view.layers.blits >= blits + 2  # both drawn over the saved axes
+    blitted = _shown_rows(view)
+    view.layers.enabled = False  # every artist drawn by matplotlib's own full draw
+    try:
+        view.layers.mark()
+        view.canvas.draw()
+        full = _shown_rows(view)
+    finally:
+        view.layers.enabled = True
+    assert blitted.shape == full.shape
+    differ = np.argwhere((blitted != full).any(axis=2))
+    assert len(differ) == 0, f"{len(differ)} pixels differ, first at {differ[:5].tolist()}"
+
+
+def test_charts_out_of_view_are_drawn_when_they_scroll_in(window, loaded):
+    show(window, loaded, "all")
+    view = window.page_view()
+    bar = view.scroll.verticalScrollBar()
+    assert bar.maximum() > 0  # the page is taller than the window: it scrolls
+    charts = len(view.page.axes)
+    assert view.layers.drawn and len(view.layers.drawn) < charts  # the last ones left out
+    full = view.layers.full_draws
+    bar.setValue(bar.maximum())
+    QApplication.processEvents()
+    assert view.layers.full_draws == full + 1
+    assert charts - 1 in view.layers.drawn and 0 not in view.layers.drawn
