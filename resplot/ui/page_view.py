@@ -25,9 +25,33 @@ from resplot.draw.text_cache import TextCachingCanvas
 from resplot.ui.crosshair import Crosshair
 
 
-def page_toolbar(canvas: FigureCanvasQTAgg, parent: QWidget) -> NavigationToolbar2QT:
-    """matplotlib's zoom/pan toolbar of a page, small and flat (the chart pages, the Ranks page)."""
-    toolbar = NavigationToolbar2QT(canvas, parent, coordinates=False)
+class ChartToolbar(NavigationToolbar2QT):
+    """A chart page's toolbar: its pan tool moves x only (the left button drags, the right one
+    zooms x), matplotlib's own x-only pan (the x key held), and each chart's y then fits the
+    data in view (ChartPage._refit_y, the outlier rule where the chart has it). A pan that also
+    moved y made that chart's y the user's, kept until Follow data, so panning along a loss
+    curve left it out of its chart."""
+
+    page: ChartPage | None = None
+
+    def drag_pan(self, event) -> None:
+        event.key = "x"
+        if self.page is None:
+            super().drag_pan(event)
+            return
+        with self.page.keeping_y():
+            super().drag_pan(event)
+
+
+def page_toolbar(canvas: FigureCanvasQTAgg, parent: QWidget,
+                 page: ChartPage | None = None) -> NavigationToolbar2QT:  # fmt: skip
+    """matplotlib's zoom/pan toolbar of a page, small and flat (the chart pages, with `page`:
+    ChartToolbar; the Ranks page)."""
+    if page is not None:
+        toolbar = ChartToolbar(canvas, parent, coordinates=False)
+        toolbar.page = page
+    else:
+        toolbar = NavigationToolbar2QT(canvas, parent, coordinates=False)
     toolbar.setIconSize(QSize(16, 16))
     toolbar.setStyleSheet("QToolBar { border: 0px; padding: 0px; spacing: 0px; }")
     return toolbar
@@ -47,6 +71,9 @@ class PageCanvas(TextCachingQTCanvas):
         super().__init__(figure)
         self.hold_resize_draw: Callable[[], bool] = lambda: False
         self._resizing = False
+        # A draw is asked for and has not run: the crosshair leaves its line to it rather than
+        # blit (Qt's paint of a blit would run the whole draw inside a pointer move).
+        self.draw_due = False
 
     def resizeEvent(self, event) -> None:
         self._resizing = True
@@ -58,7 +85,14 @@ class PageCanvas(TextCachingQTCanvas):
     def draw_idle(self) -> None:
         if self._resizing and self.hold_resize_draw():
             return
+        self.draw_due = True
         super().draw_idle()
+
+    def draw(self) -> None:
+        try:
+            super().draw()
+        finally:
+            self.draw_due = False  # (a draw_idle during the draw schedules none)
 
 
 class PageView(QWidget):
@@ -72,7 +106,7 @@ class PageView(QWidget):
         self.canvas = PageCanvas(self.page.figure)
         # Zoom, pan, home and save: shown by the window in the tab bar's corner (a row of its
         # own took 40 px of a laptop's height); the readout gives values, not coordinates.
-        self.toolbar = page_toolbar(self.canvas, self)
+        self.toolbar = page_toolbar(self.canvas, self, self.page)
         self.scroll = QScrollArea(self)
         self.scroll.setWidgetResizable(True)
         self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
