@@ -92,6 +92,7 @@ def _artists() -> int:
     return sum(1 for obj in gc.get_objects() if isinstance(obj, Artist))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)  # two rounds of two pages: minutes on a loaded 2-core machine
 def test_artists_and_hover_pixels_stay_bounded_while_a_run_logs(qtbot, tmp_path, live):
     win = open_window(qtbot, [live], tmp_path / "settings.json", runs=3, size=(1920, 1080))
