@@ -106,6 +106,7 @@ class ChartPage(FollowsData):
         self._placeholders: dict[int, float] = {}  # charts whose y range leaves one out
 
         self._user_y: set[int] = set()  # charts whose y range the user zoomed or panned
+        self._keeping_y = False  # a pan along x is setting limits (keeping_y)
         self.view_height_px: float | None = None  # what the window shows of the figure
         self.run_names: dict[RunRef, str] = {}  # of the plotted runs (the hover readout's rows)
         self.x_mode = "step"  # the x axis of the last refresh
@@ -313,8 +314,22 @@ class ChartPage(FollowsData):
             ax.stale = True  # new limits: the page's axes are drawn again
 
     def _on_ylim_changed(self, i: int) -> None:
-        if not self._updating:
+        if not self._updating and not self._keeping_y:
             self._user_y.add(i)  # a zoom box or a pan: the user's y range is kept
+
+    @contextmanager
+    def keeping_y(self) -> Iterator[None]:
+        """A pan along x (the window's pan tool): matplotlib sets each panned chart's y to
+        the range it had when the drag began; each keeps the range it has (the last refresh's
+        fit) and stays the page's to fit."""
+        kept = [(ax, ax.get_ylim()) for ax in self.axes]
+        self._keeping_y = True
+        try:
+            yield
+        finally:
+            self._keeping_y = False
+            for ax, ylim in kept:
+                ax.set_ylim(ylim, emit=False)
 
     def reset_view(self) -> None:
         super().reset_view()

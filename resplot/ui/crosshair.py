@@ -4,10 +4,17 @@ pointer the readout (resplot/data/readout.py: one row per run, the hovered run f
 colours. A click on a series highlights its run (the window fades the others and selects its
 row).
 
-The line and dots are blitted (matplotlib's blitting recipe): a pointer move restores the last
-full draw's pixels and draws only them. With 20 runs (40 series) a move costs ~6 ms with the
-readout, a full page draw 130-220 ms (scripts/bench/bench_hover.py, docs/benchmarks.md). They
-are not added to the axes, so they never enter autoscaling.
+The line and dots are blitted (matplotlib's blitting recipe, with the page's pixels saved only
+under them): a pointer move puts back the pixels it drew over, draws the line and dots, and
+hands Qt only the strips that changed (where they were and are: a whole-canvas blit made Qt
+convert and paint the full canvas, a tall page's 10-80 MB, on every move, and a whole-canvas
+copy kept for it held as much memory a page). A move never waits for a page draw: while one
+is due (new data, a zoom) the move sets the readout and leaves the line to that draw, which
+paints it (`_on_draw`); a blit there would have made Qt's paint run the whole draw inside the
+move.
+With 20 runs (40 series) a move costs ~6 ms with the readout, a full page draw 130-220 ms
+(scripts/bench/bench_hover.py, docs/benchmarks.md). They are not added to the axes, so they
+never enter autoscaling.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import math
 import numpy as np
 from matplotlib.collections import CircleCollection
 from matplotlib.lines import Line2D
+from matplotlib.transforms import Bbox
 from PyQt5.QtCore import QObject, QRect, pyqtSignal
 
 from resplot.data import readout as readout_mod
@@ -33,6 +41,7 @@ GAP_PX = 14  # between the pointer and the readout (the Ranks page's hover too)
 END_PX = 3
 MIN_WIDTH_PX = 120  # the readout of a chart narrower than this may be wider than it
 DOT_PT2, FOCUS_PT2 = 16.0, 64.0  # marker areas of the dots: every series, the hovered run's
+LINE_PAD_PX = 2  # each side of the line: its width, antialiasing
 
 
 class Crosshair(QObject):
@@ -42,7 +51,8 @@ class Crosshair(QObject):
         super().__init__(canvas)
         self.canvas, self.page, self.toolbar = canvas, page, toolbar
         self.label = ReadoutView(canvas)
-        self.background = None
+        self.drawn = False  # the canvas has drawn the page (there are pixels to draw over)
+        self._under: list = []  # the page's pixels under the overlay (to erase it)
         self.lines: list[Line2D] = []
         self._line_axes: list = []  # the axes each line was made for (a rebuild replaces them)
         self.dots = CircleCollection([DOT_PT2], edgecolors="white", linewidths=0.8, zorder=6)
@@ -51,20 +61,97 @@ class Crosshair(QObject):
         self.readout: readout_mod.Readout | None = None
         self.order = "value"  # the readout's order after the hovered run: "value" or "name"
         self.axes_index: int | None = None
+        self._at: float | None = None  # the line's data x while shown
+        self._dirty: list[Bbox] = []  # where the last move drew (figure pixels)
+        self._dots_of = False  # whether the dots are set (a series read at the line)
         canvas.mpl_connect("draw_event", self._on_draw)
         canvas.mpl_connect("motion_notify_event", self._on_move)
         canvas.mpl_connect("figure_leave_event", lambda _e: self.hide())
         canvas.mpl_connect("button_press_event", self._on_click)
 
     def _on_draw(self, _event) -> None:
-        self.background = self.canvas.copy_from_bbox(self.page.figure.bbox)
+        self.redrawn()
+
+    def redrawn(self) -> None:
+        """The page was drawn again into the canvas's buffer (a full draw, or the series over
+        the saved axes): nothing of the overlay is in it; the line and dots go into it, for the
+        paint or blit that shows it."""
+        self.drawn, self._under, self._dirty = True, [], []
+        if self._at is not None and self.axes_index is not None:
+            # A page draw while the line is shown (new data, or one a move left to it): the
+            # line and dots go into the buffer the coming paint shows.
+            self._dirty = self._draw_overlay(self.axes_index, self._at, self._dots_of)
+
+    def held_bytes(self) -> int:
+        """Bytes of the page's pixels the crosshair keeps (those under its line and dots)."""
+        return sum(memoryview(region).nbytes for region in self._under)
+
+    def _draw_due(self) -> bool:
+        return bool(getattr(self.canvas, "draw_due", False))
+
+    def _erase(self) -> None:
+        """Put back the page's pixels under the overlay (saved before it was drawn)."""
+        for region in self._under:
+            self.canvas.restore_region(region)
+        self._under = []
 
     def hide(self) -> None:
         self.label.hide()
-        self.found, self.readout, self.axes_index = [], None, None
-        if self.background is not None:
-            self.canvas.restore_region(self.background)
-            self.canvas.blit(self.page.figure.bbox)
+        self.found, self.readout, self.axes_index, self._at = [], None, None, None
+        if self._dirty and not self._draw_due():
+            self._erase()
+            self._blit(self._dirty)
+        self._dirty = []
+
+    def _blit(self, boxes: list[Bbox]) -> None:
+        """Hand Qt the strips that changed (a repaint each)."""
+        for box in _merged(boxes):
+            self.canvas.blit(box)
+
+    def _pixel_box(self, x0: float, y0: float, x1: float, y1: float) -> Bbox | None:
+        """Whole figure pixels around a box, inside the figure (None: outside it)."""
+        fig = self.page.figure.bbox
+        x0, y0 = max(math.floor(x0), math.ceil(fig.x0)), max(math.floor(y0), math.ceil(fig.y0))
+        x1, y1 = min(math.ceil(x1), math.floor(fig.x1)), min(math.ceil(y1), math.floor(fig.y1))
+        return Bbox([[x0, y0], [x1, y1]]) if x1 > x0 and y1 > y0 else None
+
+    def _draw_overlay(self, index: int, x: float, dots: bool) -> list[Bbox]:
+        """Draw the line on every chart and the dots of chart `index` into the canvas's
+        buffer, the pixels under them saved first (`_erase` puts them back: no copy of the
+        whole canvas is kept, ~10-80 MB a page at 1920 px wide); the boxes they cover."""
+        figure = self.page.figure
+        boxes, artists = [], []
+        for ax, line in zip(self.page.axes, self._lines(), strict=False):
+            if not line.get_visible():
+                continue
+            line.set_xdata([x, x])
+            px = ax.transData.transform((x, 0))[0]
+            box = math.isfinite(px) and self._pixel_box(
+                px - LINE_PAD_PX, ax.bbox.y0 - LINE_PAD_PX, px + LINE_PAD_PX,
+                ax.bbox.y1 + LINE_PAD_PX,
+            )  # fmt: skip
+            if box:
+                boxes.append(box)
+                artists.append(line)
+        if dots and index < len(self.page.axes):
+            ax = self.page.axes[index]
+            xy = ax.transData.transform(np.asarray(self.dots.get_offsets(), float))
+            xy = xy[np.isfinite(xy).all(axis=1)]
+            r = math.sqrt(FOCUS_PT2) * figure.dpi / 72.0 / 2 + LINE_PAD_PX
+            if len(xy):
+                # The dots are clipped to their chart.
+                lo, hi = xy.min(axis=0) - r, xy.max(axis=0) + r
+                box = self._pixel_box(
+                    max(lo[0], ax.bbox.x0 - 1), max(lo[1], ax.bbox.y0 - 1),
+                    min(hi[0], ax.bbox.x1 + 1), min(hi[1], ax.bbox.y1 + 1),
+                )  # fmt: skip
+                if box is not None:
+                    boxes.append(box)
+                    artists.append(self.dots)
+        self._under = [self.canvas.copy_from_bbox(box) for box in boxes]
+        for artist in artists:
+            figure.draw_artist(artist)
+        return boxes
 
     def _lines(self) -> list[Line2D]:
         axes = self.page.axes
@@ -130,14 +217,13 @@ class Crosshair(QObject):
         tracks = self.page.tracks[index]
         self.found = found = readings(tracks, x)
         hovered = self._hovered(ax, found, py)
-        if self.background is not None:
-            self.canvas.restore_region(self.background)
-            for line in self._lines():
-                line.set_xdata([x, x])
-                self.page.figure.draw_artist(line)
-            if self._set_dots(ax, found, hovered):
-                self.page.figure.draw_artist(self.dots)
-            self.canvas.blit(self.page.figure.bbox)
+        self._at = x
+        self._dots_of = self._set_dots(ax, found, hovered)
+        if self.drawn and not self._draw_due():
+            self._erase()
+            drawn = self._draw_overlay(index, x, self._dots_of)
+            self._blit(self._dirty + drawn)
+            self._dirty = drawn
         if not found:
             self.readout = None
             self.label.hide()
@@ -193,3 +279,16 @@ class Crosshair(QObject):
                 if d <= best_d:
                     best, best_d = r.item.ref, d
         self.runClicked.emit(best)
+
+
+def _merged(boxes: list[Bbox]) -> list[Bbox]:
+    """Boxes whose x ranges meet as one (the line's strips on charts one above the other, the
+    dots beside them, the last move's strips next to this one's): Qt paints each pixel once,
+    in as few repaints as the strips allow."""
+    out: list[Bbox] = []
+    for box in sorted(boxes, key=lambda b: b.x0):
+        if out and box.x0 <= out[-1].x1 + 1:
+            out[-1] = Bbox.union([out[-1], box])
+        else:
+            out.append(box)
+    return out

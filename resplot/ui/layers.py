@@ -36,7 +36,9 @@ class Layers:
         self._size: tuple | None = None  # the canvas's size at that draw
         self.full_draws = 0  # draws of the whole page (tests and benchmarks read them)
         self.blits = 0  # series drawn over the saved axes
-        self.on_blit: list[Callable[[], None]] = []  # told after a blit (the hover line)
+        # Told when the series are drawn over the saved axes, before the blit shows them (the
+        # hover line, drawn into the same frame).
+        self.on_blit: list[Callable[[], None]] = []
         canvas.mpl_connect("draw_event", self._on_draw)
 
     # -- which charts, which artists ---------------------------------------------------------
@@ -115,10 +117,10 @@ class Layers:
             return False
         self.canvas.restore_region(self.background)
         self._draw_series()
+        for told in self.on_blit:  # the hover line draws itself into the same frame
+            told()
         self.canvas.blit(self._shown_bbox())
         self.blits += 1
-        for told in self.on_blit:
-            told()
         return True
 
     def _shown_bbox(self) -> Bbox:

@@ -25,9 +25,33 @@ from resplot.ui.crosshair import Crosshair
 from resplot.ui.layers import Layers
 
 
-def page_toolbar(canvas: FigureCanvasQTAgg, parent: QWidget) -> NavigationToolbar2QT:
-    """matplotlib's zoom/pan toolbar of a page, small and flat (the chart pages, the Ranks page)."""
-    toolbar = NavigationToolbar2QT(canvas, parent, coordinates=False)
+class ChartToolbar(NavigationToolbar2QT):
+    """A chart page's toolbar: its pan tool moves x only (the left button drags, the right one
+    zooms x), matplotlib's own x-only pan (the x key held), and each chart's y then fits the
+    data in view (ChartPage._refit_y, the outlier rule where the chart has it). A pan that also
+    moved y made that chart's y the user's, kept until Follow data, so panning along a loss
+    curve left it out of its chart."""
+
+    page: ChartPage | None = None
+
+    def drag_pan(self, event) -> None:
+        event.key = "x"
+        if self.page is None:
+            super().drag_pan(event)
+            return
+        with self.page.keeping_y():
+            super().drag_pan(event)
+
+
+def page_toolbar(canvas: FigureCanvasQTAgg, parent: QWidget,
+                 page: ChartPage | None = None) -> NavigationToolbar2QT:  # fmt: skip
+    """matplotlib's zoom/pan toolbar of a page, small and flat (the chart pages, with `page`:
+    ChartToolbar; the Ranks page)."""
+    if page is not None:
+        toolbar = ChartToolbar(canvas, parent, coordinates=False)
+        toolbar.page = page
+    else:
+        toolbar = NavigationToolbar2QT(canvas, parent, coordinates=False)
     toolbar.setIconSize(QSize(16, 16))
     toolbar.setStyleSheet("QToolBar { border: 0px; padding: 0px; spacing: 0px; }")
     return toolbar
@@ -46,14 +70,9 @@ class PageCanvas(FigureCanvasQTAgg):
         self.hold_resize_draw: Callable[[], bool] = lambda: False
         self._resizing = False
         self.layers: Layers | None = None
-
-    def draw(self) -> None:
-        hidden = self.layers.begin_full_draw() if self.layers is not None else []
-        try:
-            super().draw()
-        finally:
-            if self.layers is not None:
-                self.layers.end_full_draw(hidden)
+        # A draw is asked for and has not run: the crosshair leaves its line to it rather than
+        # blit (Qt's paint of a blit would run the whole draw inside a pointer move).
+        self.draw_due = False
 
     def resizeEvent(self, event) -> None:
         self._resizing = True
@@ -65,7 +84,17 @@ class PageCanvas(FigureCanvasQTAgg):
     def draw_idle(self) -> None:
         if self._resizing and self.hold_resize_draw():
             return
+        self.draw_due = True
         super().draw_idle()
+
+    def draw(self) -> None:
+        hidden = self.layers.begin_full_draw() if self.layers is not None else []
+        try:
+            super().draw()
+        finally:
+            if self.layers is not None:
+                self.layers.end_full_draw(hidden)
+            self.draw_due = False  # (a draw_idle during the draw schedules none)
 
 
 class PageView(QWidget):
@@ -80,7 +109,7 @@ class PageView(QWidget):
         self.canvas = PageCanvas(self.page.figure)
         # Zoom, pan, home and save: shown by the window in the tab bar's corner (a row of its
         # own took 40 px of a laptop's height); the readout gives values, not coordinates.
-        self.toolbar = page_toolbar(self.canvas, self)
+        self.toolbar = page_toolbar(self.canvas, self, self.page)
         self.scroll = QScrollArea(self)
         self.scroll.setWidgetResizable(True)
         self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
@@ -167,8 +196,9 @@ class PageView(QWidget):
             self.canvas.draw_idle()
 
     def _blitted(self) -> None:
-        # The hover line restores the page as it is now, series included.
-        self.crosshair.background = self.canvas.copy_from_bbox(self.page.figure.bbox)
+        # The series were drawn over the saved axes: the hover line's saved pixels are gone
+        # with its old place; it draws itself again into this frame.
+        self.crosshair.redrawn()
 
     def _on_press(self, event) -> None:
         if event.button == 1 and event.inaxes in self.page.axes:

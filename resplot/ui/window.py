@@ -86,6 +86,8 @@ class MainWindow(QMainWindow):
         self._redraw_timer.setInterval(REDRAW_DELAY_MS)
         self._redraw_timer.timeout.connect(self.redraw_now)
         self._last_redraw = 0.0  # time.monotonic() of the last redraw_now
+        self._view_redraw_posted = False  # a zoom or pan's redraw is posted (view_changed)
+        self._closed = False
         self._said_over = False  # the status bar has said the tiles in view pass the bound
         self.tile_wait = TileWait(self)
         self._side_timer = QTimer(self)
@@ -442,11 +444,30 @@ class MainWindow(QMainWindow):
         add its whole delay to every single zoom."""
         since = (time.monotonic() - self._last_redraw) * 1000
         delay = max(0, int(REDRAW_DELAY_MS - since))
+        if delay == 0:
+            # Posted, like the draw_idle the toolbar asks for right after it moved the limits:
+            # the refresh runs first and that one draw shows it. On the redraw timer (a timer
+            # event, after posted events) the page was drawn twice, at the new limits with the
+            # old columns, then refreshed: a zoom or a pan frame cost two full draws.
+            # The redraw timer runs meanwhile: it says a redraw is due (until redraw_now
+            # stops it) and stands in should the posted call not come.
+            if not self._view_redraw_posted:
+                self._view_redraw_posted = True
+                QTimer.singleShot(0, lambda at=self._last_redraw: self._posted_redraw(at))
+            if not self._redraw_timer.isActive():
+                self._redraw_timer.start(REDRAW_DELAY_MS)
+            return
         # A redraw already due sooner covers this one; one scheduled later (new data coalesced
         # for REDRAW_DELAY_MS) must not hold up the user's zoom.
         if self._redraw_timer.isActive() and self._redraw_timer.remainingTime() <= delay:
             return
         self._redraw_timer.start(delay)
+
+    def _posted_redraw(self, posted_after: float) -> None:
+        self._view_redraw_posted = False
+        if self._closed or self._last_redraw != posted_after:
+            return  # closed, or a redraw since covered the view change
+        self.redraw_now()
 
     def page_view(self, page: str | None = None) -> PageView | RanksView:
         """The widget of a page (the current one by default)."""
@@ -574,7 +595,12 @@ class MainWindow(QMainWindow):
         except OSError as exc:
             self.on_error(f"cannot save settings: {exc}")
 
+    def showEvent(self, event) -> None:
+        self._closed = False
+        super().showEvent(event)
+
     def closeEvent(self, event) -> None:
+        self._closed = True
         self._side_timer.stop()
         self._redraw_timer.stop()
         self.tile_wait.stand_in.stop()

@@ -1,0 +1,352 @@
+"""resplot soak: the real window for `--minutes` with two live runs writing and random actions,
+reporting RSS and event-loop stalls over time.
+
+    .venv/bin/python scripts/bench/bench_soak.py [--minutes 60] [--every 30] [--counts]
+        [--trace] [--before REV]
+    xvfb-run -a -s "-screen 0 1920x1080x24" env QT_QPA_PLATFORM=xcb \\
+        .venv/bin/python scripts/bench/bench_soak.py --minutes 10
+
+A 12-run sweep (tests/fixtures/sweep.py, `--steps` a run) and two processes logging one live run
+each (tests/fixtures/live_logger.py: loss every step at ~100 steps/s, validation, telemetry,
+checkpoints) into one SQLite store, polled every `--poll` s. Actions, chosen at random (seeded):
+hover a chart, click a chart, rubber-band zoom, drag-pan, follow the data again, switch page,
+click a table row, resize 1280×800 / 1920×1080, scroll the page. Qt offscreen unless
+QT_QPA_PLATFORM says otherwise.
+
+Every `--every` seconds one row: minutes, RSS (MB), the tile cache's bytes, actions done, the
+longest event-loop stall in the interval (a 10 ms timer's lateness) and how many passed 250 ms;
+`--counts` adds live matplotlib artists and numpy arrays (a gc walk, ~50 ms); `--trace` ends
+with tracemalloc's largest growths between minute 5 (or half time) and the end. Targets
+(issue 31): RSS growth ≤ 100 MB after the first 5 minutes; no stall over 250 ms on an idle
+machine.
+
+`--before REV` runs the same soak first on the code of a git revision (`git archive`), in a
+child process, then on this tree, and prints both tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gc
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+# The code soaked: this tree, or the baseline's (--before runs this script again on it).
+CODE = Path(os.environ.get("SOAK_TREE", ROOT))
+if str(CODE) not in sys.path:
+    sys.path.insert(0, str(CODE))
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+STALL_MS = 250.0
+TICK_MS = 10
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def malloc_mb() -> float:
+    """Bytes glibc's malloc has handed out and not had back (what RSS would be without
+    fragmentation and freed pages kept), in MB; NaN where mallinfo2 is missing."""
+
+    class Info(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+            "uordblks", "fordblks", "keepcost")]  # fmt: skip
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallinfo2.restype = Info
+    except (OSError, AttributeError):
+        return float("nan")
+    info = libc.mallinfo2()
+    return (info.uordblks + info.hblkhd) / 2**20
+
+
+def counts() -> dict[str, int]:
+    """Live objects of the kinds a redraw makes, Python's heap blocks, malloc's bytes in use."""
+    from matplotlib.artist import Artist
+    from matplotlib.lines import Line2D
+    from matplotlib.text import Text
+
+    out: dict[str, int] = {"artists": 0, "Line2D": 0, "Text": 0, "gc objects": 0}
+    for obj in gc.get_objects():
+        out["gc objects"] += 1
+        if isinstance(obj, Artist):
+            out["artists"] += 1
+            out["Line2D"] += isinstance(obj, Line2D)
+            out["Text"] += isinstance(obj, Text)
+    out["py blocks k"] = sys.getallocatedblocks() // 1000
+    out["malloc MB"] = round(malloc_mb())
+    return out
+
+
+def type_counts() -> Counter:
+    return Counter(type(obj).__qualname__ for obj in gc.get_objects())
+
+
+def tree_of(rev: str, into: Path) -> Path:
+    into.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+class Actions:
+    """Random things a person does to the window, as real mouse and key events (QTest)."""
+
+    def __init__(self, app, win, rng: random.Random) -> None:
+        self.app, self.win, self.rng = app, win, rng
+        self.done: dict[str, int] = {}
+
+    def wait(self, ms: float) -> None:
+        end = time.monotonic() + ms / 1000
+        while True:
+            self.app.processEvents()
+            if time.monotonic() >= end:
+                return
+            time.sleep(0.002)
+
+    def _point(self, canvas, ax, fx: float, fy: float):
+        from PyQt5.QtCore import QPoint
+
+        box = ax.bbox
+        ratio = canvas.device_pixel_ratio or 1.0
+        x, y = box.x0 + fx * box.width, box.y0 + fy * box.height
+        return QPoint(int(x / ratio), int((canvas.figure.bbox.height - y) / ratio))
+
+    def _chart(self):
+        view = self.win.page_view()
+        page = view.page
+        axes = getattr(page, "axes", [])
+        if not axes:
+            return None
+        ax = self.rng.choice(axes)
+        if hasattr(view, "scroll"):
+            box = ax.bbox
+            view.scroll.ensureVisible(int(box.x0), int(view.canvas.figure.bbox.height - box.y1))
+        return view, ax
+
+    def one(self) -> None:
+        from PyQt5.QtCore import Qt
+        from PyQt5.QtTest import QTest
+
+        from resplot.data.state import PAGES
+
+        kind = self.rng.choices(
+            ["hover", "click", "zoom", "pan", "follow", "page", "row", "resize", "scroll"],
+            weights=[40, 6, 6, 6, 5, 6, 6, 2, 4],
+        )[0]
+        r = self.rng.random
+        if kind == "page":
+            bar = self.win.tabs.tabBar()
+            i = self.rng.randrange(len(PAGES))
+            QTest.mouseClick(bar, Qt.LeftButton, Qt.NoModifier, bar.tabRect(i).center())
+        elif kind == "row":
+            view = self.win.table.view
+            rows = view.model().rowCount()
+            if rows:
+                index = view.model().index(self.rng.randrange(rows), 1)
+                view.scrollTo(index)
+                QTest.mouseClick(view.viewport(), Qt.LeftButton, Qt.NoModifier,
+                                 view.visualRect(index).center())  # fmt: skip
+        elif kind == "resize":
+            self.win.resize(*self.rng.choice([(1280, 800), (1920, 1080)]))
+        elif kind == "follow":
+            self.win.reset_view()
+        elif kind == "scroll":
+            view = self.win.page_view()
+            if hasattr(view, "scroll"):
+                bar = view.scroll.verticalScrollBar()
+                bar.setValue(int(r() * bar.maximum()))
+        else:
+            got = self._chart()
+            if got is None:
+                return
+            view, ax = got
+            canvas = view.canvas
+            if kind == "hover":
+                for _ in range(5):
+                    QTest.mouseMove(canvas, self._point(canvas, ax, r(), r()))
+                    self.wait(5)
+            elif kind == "click":
+                QTest.mouseClick(canvas, Qt.LeftButton, Qt.NoModifier,
+                                 self._point(canvas, ax, r(), r()))  # fmt: skip
+            elif kind in ("zoom", "pan"):
+                tool = view.toolbar.zoom if kind == "zoom" else view.toolbar.pan
+                a = self._point(canvas, ax, 0.2 + 0.3 * r(), 0.2 + 0.6 * r())
+                b = self._point(canvas, ax, 0.55 + 0.4 * r(), 0.2 + 0.6 * r())
+                tool()
+                QTest.mousePress(canvas, Qt.LeftButton, Qt.NoModifier, a)
+                steps = 1 if kind == "zoom" else 8
+                for k in range(1, steps + 1):
+                    from PyQt5.QtCore import QPoint
+
+                    at = QPoint(a.x() + (b.x() - a.x()) * k // steps, a.y())
+                    QTest.mouseMove(canvas, at if kind == "pan" else b)
+                    self.wait(16)
+                QTest.mouseRelease(canvas, Qt.LeftButton, Qt.NoModifier,
+                                   b if kind == "zoom" else at)  # fmt: skip
+                tool()  # off again
+        self.done[kind] = self.done.get(kind, 0) + 1
+
+
+def soak(args) -> None:
+    """One soak in this process (this tree or the one on PYTHONPATH), rows on stdout."""
+    import tracemalloc
+
+    from PyQt5.QtCore import QElapsedTimer, QTimer
+    from PyQt5.QtWidgets import QApplication
+
+    from resplot import settings as settings_mod
+    from resplot.data.cache import SeriesCache
+    from resplot.ui.window import MainWindow, make_poller
+    from tests.fixtures.sweep import PROJECT, make_sweep
+
+    if args.trace:
+        tracemalloc.start(12)
+    app = QApplication.instance() or QApplication([])
+    with tempfile.TemporaryDirectory(prefix="bench-soak-") as tmp:
+        store = Path(tmp) / "runs.db"
+        make_sweep(store, steps=args.steps)
+        loggers = []
+        env = {**os.environ, "PYTHONPATH": str(CODE)}
+        for _ in range(2):  # two live runs, each its own training process
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.fixtures.live_logger", str(store),
+                 "--project", PROJECT, "--every", str(args.minutes * 60 + 600)],
+                cwd=str(CODE), stdout=subprocess.PIPE, text=True,
+                env=env,
+            )  # fmt: skip
+            loggers.append(proc)
+            if not proc.stdout.readline().startswith("ok"):
+                raise SystemExit("a logging process did not start")
+        try:
+            cache = SeriesCache()
+            win = MainWindow(cache, settings_mod.Settings(), Path(tmp) / "settings.json")
+            win.resize(1920, 1080)
+            win.show()
+            win.state.set_poll_interval(args.poll)
+            win.attach_poller(make_poller(cache, args.poll, win.ask_host_key))
+            win.add_source(str(store))
+            acts = Actions(app, win, random.Random(args.seed))
+            acts.wait(3000)
+            # The event loop's lateness: a 10 ms timer that notes how late it fires.
+            worst = [0.0, 0]  # longest gap over the tick in this interval (ms), gaps > 250 ms
+            clock = QElapsedTimer()
+            clock.start()
+            last = [clock.elapsed()]
+
+            def tick() -> None:
+                now = clock.elapsed()
+                late = now - last[0] - TICK_MS
+                last[0] = now
+                worst[0] = max(worst[0], late)
+                worst[1] += late > STALL_MS
+
+            timer = QTimer()
+            timer.setInterval(TICK_MS)
+            timer.timeout.connect(tick)
+            timer.start()
+            start = time.monotonic()
+            end = start + args.minutes * 60
+            next_row = start
+            base_snap = None
+            base_types = None
+            head = "| min | RSS MB | tiles MB | actions | longest stall ms | stalls > 250 ms |"
+            if args.counts:
+                head += " artists | Line2D | Text | gc objects | py blocks k | malloc MB |"
+            print(head)
+            print("|" + "---:|" * (head.count("|") - 1))
+            rows = []
+            while True:
+                now = time.monotonic()
+                if now >= next_row:
+                    actions = sum(acts.done.values())
+                    row = [f"{(now - start) / 60:.1f}", f"{rss_mb():.0f}",
+                           f"{cache.tile_bytes / 2**20:.0f}", str(actions),
+                           f"{worst[0]:.0f}", str(worst[1])]  # fmt: skip
+                    if args.counts:
+                        row += [str(v) for v in counts().values()]
+                    rows.append(row)
+                    print("| " + " | ".join(row) + " |", flush=True)
+                    worst[0], worst[1] = 0.0, 0
+                    next_row += args.every
+                    if base_types is None and now - start >= min(300, end - now):
+                        base_types = type_counts()
+                        if args.trace:
+                            base_snap = tracemalloc.take_snapshot()
+                    last[0] = clock.elapsed()  # the row's own time is not the window's stall
+                if now >= end:
+                    break
+                acts.one()
+                acts.wait(args.pause_ms)
+            timer.stop()
+            print(f"actions: {acts.done}; runs: {len(cache.runs())}; redraws: {win.redraw_count}")
+            # What of the RSS is freed heap that malloc kept (fragmentation), not memory held.
+            rss = rss_mb()
+            trim = getattr(ctypes.CDLL("libc.so.6"), "malloc_trim", None)
+            if trim is not None:
+                trim(0)
+                print(f"RSS at the end {rss:.0f} MB; after malloc_trim(0) {rss_mb():.0f} MB")
+            if base_types is not None:
+                grown = (type_counts() - base_types).most_common(12)
+                print("objects that grew most since minute 5 (or half time): "
+                      + ", ".join(f"{name} +{n}" for name, n in grown))  # fmt: skip
+            if args.trace and base_snap is not None:
+                snap = tracemalloc.take_snapshot()
+                print("tracemalloc, largest growth since the base snapshot:")
+                for stat in snap.compare_to(base_snap, "traceback")[:12]:
+                    print(f"  {stat.size_diff / 2**20:+.1f} MB ({stat.count_diff:+d} blocks)")
+                    for line in stat.traceback.format()[-8:]:
+                        print("     ", line)
+            win.close()
+        finally:
+            for proc in loggers:
+                proc.kill()
+                proc.wait()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--minutes", type=float, default=60.0)
+    ap.add_argument("--every", type=float, default=30.0, help="seconds between rows")
+    ap.add_argument("--steps", type=int, default=20_000, help="steps of each sweep run")
+    ap.add_argument("--poll", type=float, default=1.0, help="poll interval (s)")
+    ap.add_argument("--pause-ms", type=float, default=150.0, help="between actions")
+    ap.add_argument("--seed", type=int, default=31)
+    ap.add_argument("--counts", action="store_true")
+    ap.add_argument("--trace", action="store_true")
+    ap.add_argument("--before", help="git revision to soak first, for comparison")
+    args = ap.parse_args()
+    if args.before:
+        with tempfile.TemporaryDirectory(prefix="bench-soak-before-") as tmp:
+            tree = tree_of(args.before, Path(tmp) / "before")
+            argv = [a for a in sys.argv[1:] if a != "--before" and a != args.before]
+            env = {**os.environ, "PYTHONPATH": str(tree), "SOAK_TREE": str(tree)}
+            print(f"before ({args.before}):", flush=True)
+            subprocess.run([sys.executable, str(Path(__file__).resolve()), *argv],
+                           env=env, check=True)  # fmt: skip
+        print("after (this tree):", flush=True)
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    platform = os.environ.get("QT_QPA_PLATFORM")
+    print(f"soak {args.minutes:g} min, Qt {platform}, load average at start {load}")
+    soak(args)
+
+
+if __name__ == "__main__":
+    main()
