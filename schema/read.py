@@ -6,7 +6,6 @@ Used by the reslog CLI, export, and resplot's PostgreSQL source. The stdlib-only
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Iterable
@@ -18,9 +17,8 @@ from sqlalchemy import Connection, Engine, select
 from schema import chunk_read
 from schema.envelope import marker
 from schema.errors import AmbiguousRun, UnknownRun
-from schema.records import Event, RunInfo, RunRef
+from schema.records import Event, RunInfo, RunRef, run_info
 from schema.rollup import newest_take
-from schema.status import row_status
 from schema.tables import events, keys, runs
 
 NAN = math.nan
@@ -59,37 +57,8 @@ def raw_rows(conn: Connection, query) -> list[tuple]:
         cursor.close()
 
 
-def _loads(text: str | None, default):
-    try:
-        return json.loads(text) if text else default
-    except ValueError:
-        return default
-
-
 def run_from_row(row, source: str, store: str, now: float | None = None) -> RunInfo:
-    m = row._mapping
-    return RunInfo(
-        ref=RunRef(source, store, m["uid"]),
-        project=m["project"],
-        name=m["name"],
-        status=row_status(m, now),
-        created_at=m["created_at"],
-        heartbeat_at=m["heartbeat_at"],
-        ended_at=m["ended_at"],
-        host=m["host"],
-        pid=m["pid"],
-        rank=m["rank"],
-        world_size=m["world_size"],
-        command=m["command"],
-        git_commit=m["git_commit"],
-        config=_loads(m["config"], {}),
-        summary=_loads(m["summary"], {}),
-        tags=_loads(m["tags"], []),
-        notes=m["notes"],
-        heartbeat_interval=m["heartbeat_interval"],
-        group=m["run_group"],
-        job_type=m["job_type"],
-    )
+    return run_info(row._mapping, source, store, now)
 
 
 def list_runs(

@@ -5,6 +5,8 @@ Stdlib only, so every reader can use them; resplot adds numpy series on top.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,3 +54,39 @@ class Event:
     level: str  # info, warning, error
     title: str
     body: str = ""
+
+
+def _loads(text: str | None, default):
+    try:
+        return json.loads(text) if text else default
+    except ValueError:
+        return default
+
+
+def run_info(m: Mapping, source: str, store: str, now: float | None = None) -> RunInfo:
+    """A RunInfo from a `runs` row by column name (SQLAlchemy's row mapping or a plain dict),
+    its status as readers show it (schema/status.py): the one place a row becomes a run."""
+    from schema.status import row_status
+
+    return RunInfo(
+        ref=RunRef(source, store, m["uid"]),
+        project=m["project"],
+        name=m["name"],
+        status=row_status(m, now),
+        created_at=m["created_at"],
+        heartbeat_at=m["heartbeat_at"],
+        ended_at=m["ended_at"],
+        host=m["host"],
+        pid=m["pid"],
+        rank=m["rank"],
+        world_size=m["world_size"],
+        command=m["command"],
+        git_commit=m["git_commit"],
+        config=_loads(m["config"], {}),
+        summary=_loads(m["summary"], {}),
+        tags=_loads(m["tags"], []),
+        notes=m["notes"],
+        heartbeat_interval=m["heartbeat_interval"],
+        group=m["run_group"],
+        job_type=m["job_type"],
+    )

@@ -85,6 +85,22 @@ class StoreReader:
             )  # fmt: skip
             return reader.sample(row, start, stop, samples)
 
+    def _scan_range(
+        self, run_id: int, key_id: int, start: int | None, stop: int | None
+    ) -> tuple[bool, int, int] | None:
+        """(has takes, first step, stop) of a scan of the series, clipped to its steps; None: no
+        such series."""
+        with self.engine.connect() as conn:
+            cur = self._cursor(conn)
+            row = envelope.series_row(cur, self.p, run_id, key_id)
+            has_takes = envelope.has_takes(cur, self.p, run_id, key_id)
+        if row is None:
+            return None
+        agg = envelope.agg_of(row, 2)
+        lo = agg[STEP_LO] if start is None else max(int(start), agg[STEP_LO])
+        hi = agg[STEP_HI] + 1 if stop is None else min(int(stop), agg[STEP_HI] + 1)
+        return has_takes, lo, hi
+
     def scan(
         self, run_id: int, key_id: int, start: int | None = None, stop: int | None = None,
         batch: int = 100_000,
@@ -93,15 +109,10 @@ class StoreReader:
         `batch` points: each list is one query going on after the last (by step and id), so
         memory stays bounded however long the series is. Points logged while a scan runs may
         or may not be in it."""
-        with self.engine.connect() as conn:
-            cur = self._cursor(conn)
-            row = envelope.series_row(cur, self.p, run_id, key_id)
-            has_takes = envelope.has_takes(cur, self.p, run_id, key_id)
-        if row is None:
+        found = self._scan_range(run_id, key_id, start, stop)
+        if found is None:
             return
-        agg = envelope.agg_of(row, 2)
-        lo = agg[STEP_LO] if start is None else max(int(start), agg[STEP_LO])
-        hi = agg[STEP_HI] + 1 if stop is None else min(int(stop), agg[STEP_HI] + 1)
+        has_takes, lo, hi = found
         after = None
         while lo < hi:
             with self.engine.connect() as conn:
@@ -123,15 +134,10 @@ class StoreReader:
         """scan() as numpy columns: (steps, walls, values) arrays of at most `batch` points a
         page, decoded straight from the chunks (schema/chunk_read.series_columns), the same
         points in the same order."""
-        with self.engine.connect() as conn:
-            cur = self._cursor(conn)
-            row = envelope.series_row(cur, self.p, run_id, key_id)
-            has_takes = envelope.has_takes(cur, self.p, run_id, key_id)
-        if row is None:
+        found = self._scan_range(run_id, key_id, start, stop)
+        if found is None:
             return
-        agg = envelope.agg_of(row, 2)
-        lo = agg[STEP_LO] if start is None else max(int(start), agg[STEP_LO])
-        hi = agg[STEP_HI] + 1 if stop is None else min(int(stop), agg[STEP_HI] + 1)
+        has_takes, lo, hi = found
         after = None
         while lo < hi:
             with self.engine.connect() as conn:

@@ -254,10 +254,11 @@ def test_point_count_counts_chunk_rows_times_their_keys_and_legacy_rows(tmp_path
     b = make_run(engine, name="b", points={"x": [(s, 1.0) for s in range(7)]})
     engine.dispose()
     with sqlite3.connect(path) as conn:
-        conn.execute(  # a legacy row (a store from before chunks)
-            "INSERT INTO points (run_id, key_id, step, wall, value) VALUES (?, 1, 99, 0, 1)",
-            (b.id,),
+        conn.execute(  # a legacy row (a store from before chunks: its id below the counter's)
+            "INSERT INTO points (id, run_id, key_id, step, wall, value) VALUES (?, ?, 1, 99, 0, 1)",
+            (chunk_read.max_point_id(conn.cursor()) + 1, b.id),
         )
+        conn.execute("UPDATE point_ids SET next_id = next_id + 1")
         cur = conn.cursor()
         every = chunk_read.points_after(cur, "?", None, 0)
         assert chunk_read.point_count(cur, "?") == len(every) == 300 * 2 + 100 + 7 + 1

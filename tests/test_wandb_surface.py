@@ -369,11 +369,13 @@ def test_a_store_from_before_run_groups_upgrades_and_keeps_its_runs(store_path, 
 
     from schema import migrate
     from schema.store import make_engine, resolve_store
+    from tests.fixtures.legacy import as_rows
 
     run = wandb.init(project="p", name="old", store=store_path, system=False)
     run.log({"a": 1.0})
     run.finish()
     engine = make_engine(resolve_store(store_path))
+    as_rows(engine)  # its points back to rows, as a store from before chunks holds them
     cfg = migrate.alembic_config(engine)
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn

@@ -651,6 +651,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         detail = str(exc)
         if not detail.startswith(("corrupt chunk", "chunk format version")):
             raise
+        from schema.store import store_label
+
         label = store_label(getattr(args, "store", None))
         print(f"reslog: {label}: {text.safe(detail)}{damage_hint(detail, label)}", file=sys.stderr)
     except OSError as exc:

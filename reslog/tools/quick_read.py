@@ -15,7 +15,6 @@ SQLAlchemy way, which says what is wrong in its own words: nothing printed diffe
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import stat
@@ -24,10 +23,9 @@ from pathlib import Path
 
 from schema.columns import RUN_COLUMNS
 from schema.envelope import agg_of, marker, series_rows
-from schema.records import RunInfo, RunRef
+from schema.records import RunInfo, run_info
 from schema.revision import HEAD_REVISION
 from schema.sqlite_file import DEFAULT_STORE, NETWORK_FS, connect_readonly, filesystem_type
-from schema.status import row_status
 
 BUSY_TIMEOUT_MS = 30_000  # as schema.store's connect hook: only a WAL recovery can make it wait
 
@@ -88,7 +86,8 @@ class Snapshot:
             args.append(project)
         rows = self.cur.execute(sql + " ORDER BY created_at, id", args).fetchall()
         return [
-            (row[0], run_info(dict(zip(RUN_COLUMNS, row, strict=True)), self.label)) for row in rows
+            (row[0], run_info(dict(zip(RUN_COLUMNS, row, strict=True)), "local", self.label))
+            for row in rows
         ]
 
     def series_aggs(self, run_ids: list[int]) -> dict[int, dict[str, tuple]]:
@@ -107,39 +106,6 @@ def head_revision() -> str:
     schema.revision's, the same value."""
     loaded = sys.modules.get("schema.store")
     return getattr(loaded, "HEAD_REVISION", HEAD_REVISION)
-
-
-def _loads(text: str | None, default: object) -> object:
-    try:
-        return json.loads(text) if text else default
-    except ValueError:
-        return default
-
-
-def run_info(m: dict, store: str, source: str = "local") -> RunInfo:
-    """A run row as schema.read.run_from_row makes it (tests hold the two equal)."""
-    return RunInfo(
-        ref=RunRef(source, store, m["uid"]),
-        project=m["project"],
-        name=m["name"],
-        status=row_status(m),
-        created_at=m["created_at"],
-        heartbeat_at=m["heartbeat_at"],
-        ended_at=m["ended_at"],
-        host=m["host"],
-        pid=m["pid"],
-        rank=m["rank"],
-        world_size=m["world_size"],
-        command=m["command"],
-        git_commit=m["git_commit"],
-        config=_loads(m["config"], {}),  # type: ignore[arg-type]
-        summary=_loads(m["summary"], {}),  # type: ignore[arg-type]
-        tags=_loads(m["tags"], []),  # type: ignore[arg-type]
-        notes=m["notes"],
-        heartbeat_interval=m["heartbeat_interval"],
-        group=m["run_group"],
-        job_type=m["job_type"],
-    )
 
 
 def open_snapshot(store: str | os.PathLike[str] | None) -> Snapshot | None:

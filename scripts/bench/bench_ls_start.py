@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from trees import tree_of
+
 ROOT = Path(__file__).resolve().parents[2]
 
 MAKE = r"""
@@ -32,15 +34,6 @@ for i in range(20):
     run.finish()
 """
 COUNT = "import sys\nfrom reslog.tools.cli import main\nprint(len(sys.modules))"
-
-
-def tree_of(rev: str, into: Path) -> Path:
-    into.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into
 
 
 def one_ls(tree: Path, store: Path) -> tuple[float, float]:

@@ -31,8 +31,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-
 from sqlalchemy import create_engine, text  # noqa: E402
+from trees import tree_of  # noqa: E402
 
 from tests.fixtures.postgres import postgres_server  # noqa: E402
 
@@ -69,16 +69,6 @@ def fresh_database(admin_url: str) -> str:
         conn.execute(text(f"CREATE DATABASE {name}"))
     admin.dispose()
     return admin_url.rsplit("/", 1)[0] + "/" + name
-
-
-def tree_of(rev: str, into: Path) -> Path:
-    """The repository at `rev`, unpacked (the baseline's code, untouched by this tree)."""
-    into.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into
 
 
 # Points held in chunks (revision 0006 on): rows times the keyset's keys, heads and sealed alike

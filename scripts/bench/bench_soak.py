@@ -38,6 +38,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from trees import tree_of
+
 ROOT = Path(__file__).resolve().parents[2]
 # The code soaked: this tree, or the baseline's (--before runs this script again on it).
 CODE = Path(os.environ.get("SOAK_TREE", ROOT))
@@ -95,15 +97,6 @@ def counts() -> dict[str, int]:
 
 def type_counts() -> Counter:
     return Counter(type(obj).__qualname__ for obj in gc.get_objects())
-
-
-def tree_of(rev: str, into: Path) -> Path:
-    into.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into
 
 
 class Actions:

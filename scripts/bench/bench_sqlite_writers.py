@@ -29,6 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+from trees import tree_of  # noqa: E402
 
 CHILD = r"""
 import gc, json, sys, threading, time
@@ -111,15 +112,6 @@ with contextlib.redirect_stdout(out):
 took, cpu, queued = time.perf_counter() - t1, time.process_time() - c0, runq() - q0
 print(f"{rc} {t1 - t0:.4f} {took:.4f} {cpu:.4f} {queued:.4f}", file=sys.stderr)
 """
-
-
-def tree_of(rev: str, into: Path) -> Path:
-    into.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into
 
 
 def one(tree: Path, store: Path, args) -> dict:

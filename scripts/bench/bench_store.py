@@ -29,6 +29,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from trees import tree_of
+
 ROOT = Path(__file__).resolve().parents[2]
 HOST_RUN_POINTS = 199_000_000  # a 3-week 8-GPU host run of this mix (the issue's table)
 
@@ -137,15 +139,6 @@ if engine.dialect.name == "sqlite":
 print(json.dumps({"points": points, "bytes": int(size), "vacuumed": int(vacuumed), "cpu_s": cpu,
                   "scan_s": min(best), "rows_s": min(rows_best), "key_points": steps}))
 """
-
-
-def tree_of(rev: str, into: Path) -> Path:
-    into.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into
 
 
 def measure(tree: Path, store: str, steps: int) -> dict:
