@@ -186,3 +186,40 @@ def test_charts_out_of_view_are_drawn_when_they_scroll_in(window, loaded):
     QApplication.processEvents()
     assert view.layers.full_draws == full + 1
     assert charts - 1 in view.layers.drawn and 0 not in view.layers.drawn
+
+
+def test_the_hover_line_stays_in_a_blitted_frame_and_its_pixels_follow_it(window, loaded):
+    """The page's blit (series over the saved axes) and the hover line's strips meet in one
+    frame: a poll under a shown line keeps the line, and moving it afterwards leaves no trace."""
+    view = window.page_view()
+    ax = view.page.axes[0]
+    lo, hi = ax.get_xlim()
+    cross = view.crosshair
+    x0 = lo + 0.4 * (hi - lo)
+    cross.show_at(0, x0)
+    QApplication.processEvents()
+    px = round(float(ax.transData.transform((x0, 0))[0]))
+    height = view.canvas.figure.bbox.height
+    row = int(height - (ax.bbox.y0 + ax.bbox.y1) / 2)  # the chart's middle, in buffer rows
+
+    def column(x: int) -> np.ndarray:
+        rgba = np.asarray(view.canvas.buffer_rgba())
+        return rgba[row - 20 : row + 20, x - 1 : x + 2].copy()
+
+    with_line = column(px)
+    blits = view.layers.blits
+    poll(window, loaded, np.arange(N, N + 3))
+    assert view.layers.blits == blits + 1  # drawn over the saved axes, not in full
+    assert (column(px) == with_line).all()  # the line is still there, drawn into the frame
+    cross.hide()
+    QApplication.processEvents()
+    after = column(px)
+    view.layers.enabled = False
+    try:
+        view.layers.mark()
+        view.canvas.draw()  # the same state drawn in full, no line
+    finally:
+        view.layers.enabled = True
+    bare = column(px)
+    assert (with_line != bare).any()  # the line was there to keep
+    assert (after == bare).all()  # hiding put back exactly the page's pixels
