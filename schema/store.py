@@ -209,6 +209,15 @@ def check_revision(engine: Engine, revision: str | None, where: str) -> None:
     )
 
 
+def refuse_odd_file(path: Path) -> None:
+    """NotAStore for a directory, FIFO, socket or device at a store's path: SQLite would block
+    on a FIFO forever, or fail later with a less clear message."""
+    if path.is_dir():
+        raise NotAStore(f"{path} is a directory, not a store file")
+    if path.exists() and not path.is_file():
+        raise NotAStore(f"{path} is not a regular file (a FIFO, socket or device): not a store")
+
+
 def open_store(
     store: str | os.PathLike[str] | None = None,
     *,
@@ -229,8 +238,7 @@ def open_store(
                 check_not_planted(path)
             except PermissionError as exc:
                 raise StoreError(f"cannot write {path}: it {exc.strerror}") from None
-        if path.is_dir():
-            raise NotAStore(f"{path} is a directory, not a store file")
+        refuse_odd_file(path)
         if not path.exists():
             if not create:
                 raise StoreNotFound(f"no store at {path}")

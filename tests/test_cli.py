@@ -515,3 +515,21 @@ def test_a_store_warning_is_one_line_and_another_objects_leak_is_not_news(
     code, out, err = run_cli(capsys, "ls", sample)
     assert code == 0 and "wsd" in out
     assert err == f"reslog: warning: {sample} is on a network file system (nfs4)\n"
+
+
+@pytest.mark.parametrize(
+    "argv", [["ls"], ["show", "x"], ["tail", "x"], ["check"], ["export", "-o", "out.csv"]]
+)
+def test_a_fifo_named_as_the_store_is_one_line_not_a_hang(tmp_path, argv):
+    """SQLite opening a FIFO blocks until a writer comes: every command refuses it first."""
+    fifo = tmp_path / "reslog.db"
+    os.mkfifo(fifo)
+    out = subprocess.run(
+        [sys.executable, "-m", "reslog.tools.cli", argv[0], str(fifo), *argv[1:]],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )  # fmt: skip
+    assert out.returncode == 2
+    assert out.stderr.strip() == (
+        f"reslog: {fifo} is not a regular file (a FIFO, socket or device): not a store"
+    )

@@ -43,8 +43,7 @@ def _locate(store_arg: str | None) -> tuple[str, Path | None, str]:
     url = store.resolve_store(store_arg)
     path = store.sqlite_path(url)
     if path is not None:
-        if path.is_dir():
-            raise NotAStore(f"{path} is a directory, not a store file")
+        store.refuse_odd_file(path)
         if not path.exists():
             raise StoreNotFound(f"no store at {path}")
     return url, path, store.url_label(url)
