@@ -72,8 +72,12 @@ def check_chunks(conn: Connection, full: bool = False) -> ChunkReport:
             count += 1
             size += len(blob)
             keys = key_list(key_text or "")
-            where = _where(cid, runs.get(run_id, f"{run_id} (missing)"), ks,
-                           [names.get(k, f"key {k} (missing)") for k in keys])  # fmt: skip
+            where = _where(
+                cid,
+                runs.get(run_id, f"{run_id} (missing)"),
+                ks,
+                [names.get(k, f"key {k} (missing)") for k in keys],
+            )
             if not sealed:
                 heads[run_id] = heads.get(run_id, 0) + 1
             try:

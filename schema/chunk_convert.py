@@ -176,8 +176,19 @@ def convert_run(conn: Connection, run_id: int, tick: Callable[[int], None] | Non
             ks = keysets[key] = _keyset(conn, p, run_id, key)
         ids, steps, walls, values = _take(waiting[key], count)
         blob = _codec.encode(steps, walls, values, ids=ids)
-        rows_out.append((run_id, ks, int(ids[0]), int(ids[-1]), len(ids), int(min(steps)),
-                         int(max(steps)), 1, blob))  # fmt: skip
+        rows_out.append(
+            (
+                run_id,
+                ks,
+                int(ids[0]),
+                int(ids[-1]),
+                len(ids),
+                int(min(steps)),
+                int(max(steps)),
+                1,
+                blob,
+            )
+        )
 
     last = -(2**63)
     while True:

@@ -79,8 +79,18 @@ def raw_points(
 
     Paging: pass the last row's step as `start` and its id as `after_id`; the next page goes
     on after it."""
-    return chunk_read.series_rows(cur, p, run_id, key_id, start, stop, has_takes=has_takes,
-                                  before_id=before_id, after_id=after_id, limit=limit)  # fmt: skip
+    return chunk_read.series_rows(
+        cur,
+        p,
+        run_id,
+        key_id,
+        start,
+        stop,
+        has_takes=has_takes,
+        before_id=before_id,
+        after_id=after_id,
+        limit=limit,
+    )
 
 
 def _raw_rows(
@@ -89,8 +99,9 @@ def _raw_rows(
 ) -> list:  # fmt: skip
     """(step, wall, value) of the series' current points with start <= step < stop, by step
     then id."""
-    rows = chunk_read.series_rows(cur, p, run_id, key_id, start, stop, has_takes=has_takes,
-                                  before_id=before_id)  # fmt: skip
+    rows = chunk_read.series_rows(
+        cur, p, run_id, key_id, start, stop, has_takes=has_takes, before_id=before_id
+    )
     return [r[1:] for r in rows]
 
 
@@ -214,8 +225,18 @@ def packed_raw(
     before_id: int | None = None,
 ) -> bytes:  # fmt: skip
     """raw_points() packed in RAW_LAYOUT, or RAW_TILE_LAYOUT without `ids`."""
-    found = chunk_read.series_rows(cur, p, run_id, key_id, start, stop, has_takes=has_takes,
-                                   before_id=before_id, after_id=after_id, limit=limit)  # fmt: skip
+    found = chunk_read.series_rows(
+        cur,
+        p,
+        run_id,
+        key_id,
+        start,
+        stop,
+        has_takes=has_takes,
+        before_id=before_id,
+        after_id=after_id,
+        limit=limit,
+    )
     if ids:
         packed = [(s, w, 0.0 if v is None else v, v is None, i) for i, s, w, v in found]
     else:
@@ -361,8 +382,11 @@ class SeriesReader:
         hundred to a query."""
         out = {r[STEP_LO]: r[LAST] for r in rows if r[N] == 1}
         steps = [r[STEP_LO] for r in rows if r[N] != 1]
-        out.update(chunk_read.first_values(self.cur, self.p, self.run_id, self.key_id, steps,
-                                           has_takes=self.has_takes))  # fmt: skip
+        out.update(
+            chunk_read.first_values(
+                self.cur, self.p, self.run_id, self.key_id, steps, has_takes=self.has_takes
+            )
+        )
         return out
 
 

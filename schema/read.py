@@ -138,9 +138,13 @@ def fetch_points(
     limit: int | None = None,
 ) -> PointRows:
     """Points with id > after, for these runs (and keys), in id order. NULL value → NaN."""
-    rows = chunk_read.points_after(*_cur(conn), list(run_ids), after,
-                                   key_ids=None if key_ids is None else list(key_ids),
-                                   limit=limit)  # fmt: skip
+    rows = chunk_read.points_after(
+        *_cur(conn),
+        list(run_ids),
+        after,
+        key_ids=None if key_ids is None else list(key_ids),
+        limit=limit,
+    )
     cols = list(zip(*rows, strict=True)) if rows else [()] * 6
     values = [NAN if v is None else v for v in cols[5]]
     return PointRows(

@@ -104,8 +104,9 @@ def folded_from_chunks(conn: Connection, run_id: int, key_id: int, levels: int):
     series left unconverted, its chunks' id ranges apart, and its steps never going down in id
     order (so no restart: every point stands). None otherwise: the caller reads the points."""
     cur, p = _cursor(conn), placeholder(conn.dialect)
-    cur.execute(f"SELECT 1 FROM points WHERE run_id = {p} AND key_id = {p} LIMIT 1",
-                (run_id, key_id))  # fmt: skip
+    cur.execute(
+        f"SELECT 1 FROM points WHERE run_id = {p} AND key_id = {p} LIMIT 1", (run_id, key_id)
+    )
     if cur.fetchone() is not None:
         return None
     found = []

@@ -474,8 +474,11 @@ def test_the_agent_runs_under_python_3_8(tmp_path):
         while True:
             header, sections = poll(client, str(path), cursor, limit=3_000)
             batch = decode_points(sections)
-            seen += list(zip(batch.key_ids.tolist(), batch.steps.tolist(),
-                             batch.values.tolist(), strict=True))  # fmt: skip
+            seen += list(
+                zip(
+                    batch.key_ids.tolist(), batch.steps.tolist(), batch.values.tolist(), strict=True
+                )
+            )
             cursor = cursor_of(header)
             if not header["more"]:
                 break

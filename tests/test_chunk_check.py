@@ -72,8 +72,9 @@ def test_full_check_compares_each_chunk_with_its_row(store_path):
     engine = open_store(store_path)
     try:
         with engine.begin() as conn:
-            conn.exec_driver_sql("UPDATE chunks SET step_hi = step_hi + 1 WHERE id = "
-                                 "(SELECT min(id) FROM chunks)")  # fmt: skip
+            conn.exec_driver_sql(
+                "UPDATE chunks SET step_hi = step_hi + 1 WHERE id = (SELECT min(id) FROM chunks)"
+            )
     finally:
         engine.dispose()
     assert check_store(str(store_path)).problems == []  # the bytes are whole
@@ -126,9 +127,13 @@ def heads(path: Path) -> int:
 
 def test_head_chunks_a_killed_writer_left_are_sealed_by_fix(store_path):
     store_path.parent.mkdir(parents=True, exist_ok=True)
-    child = subprocess.Popen([sys.executable, "-c", WRITER, str(store_path)],
-                             stdout=subprocess.PIPE, text=True,
-                             env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)  # fmt: skip
+    child = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(store_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+    )
     try:
         child.stdout.readline()
         deadline = time.monotonic() + 60

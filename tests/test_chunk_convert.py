@@ -89,8 +89,9 @@ def old_store(path: Path) -> tuple[list[tuple], dict]:
     again.finish()
     engine = make_engine(resolve_store(path))
     make_run(engine, name="b", points={"x": [(s, s * 0.25) for s in range(300)]})
-    make_run(engine, name="c", points={"y": [(s, -s) for s in range(0, 50_000, 7)],
-                                       "z": [(3, INF)]})  # fmt: skip
+    make_run(
+        engine, name="c", points={"y": [(s, -s) for s in range(0, 50_000, 7)], "z": [(3, INF)]}
+    )
     try:
         pairs = {(r[1], r[2]) for r in every_point(engine)}
         series = {(run_id, key): read_series(engine, run_id, key) for run_id, key in pairs}
@@ -108,8 +109,10 @@ def same_series(a: dict, b: dict) -> bool:
     """Equal to the bit, but for -0.0, which the rows of a 0005 store hold as 0.0."""
 
     def bits(x):
-        return {k: (s, w, [None if v != v else struct.pack("<d", v + 0.0) for v in vs])
-                for k, (s, w, vs) in x.items()}  # fmt: skip
+        return {
+            k: (s, w, [None if v != v else struct.pack("<d", v + 0.0) for v in vs])
+            for k, (s, w, vs) in x.items()
+        }
 
     return bits(a) == bits(b)
 
@@ -217,11 +220,16 @@ def big_old_store(path: Path, runs: int, per_run: int) -> list[tuple]:
             conn.executemany(
                 "INSERT INTO points (run_id, key_id, step, wall, value) VALUES (?, ?, ?, ?, ?)",
                 (
-                    (run_id, keys[i % 4], i // 4, 1.7e9 + i * 0.01,
-                     None if i % 1000 == 3 else rng.random())
+                    (
+                        run_id,
+                        keys[i % 4],
+                        i // 4,
+                        1.7e9 + i * 0.01,
+                        None if i % 1000 == 3 else rng.random(),
+                    )
                     for i in range(per_run)
                 ),
-            )  # fmt: skip
+            )
     engine = make_engine(resolve_store(path))
     try:
         return every_point(engine, rows_only=True)
@@ -237,8 +245,9 @@ def test_sigkill_of_reslog_upgrade_mid_conversion_loses_nothing(store_path):
     cmd = [sys.executable, "-m", "reslog.tools.cli", "upgrade", str(store_path), "--no-backup"]
     kills = halves = 0
     for _round in range(6):
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                env=env, cwd=ROOT)  # fmt: skip
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT
+        )
         # Killed once the conversion has committed a run (or the process ended by itself),
         # then a random moment later: inside another run's transaction, or between two.
         while proc.poll() is None and not converted_some(store_path):

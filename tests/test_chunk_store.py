@@ -96,8 +96,12 @@ def test_a_live_cursor_across_sealing_sees_every_point_once(store_path):
     seen: list[tuple] = []
     cursor = 0
     for groups in flushes:
-        rows = [(run.id, k, s, w, v) for st, wa, cols in groups for k, vs in cols.items()
-                for s, w, v in zip(st, wa, vs, strict=True)]  # fmt: skip
+        rows = [
+            (run.id, k, s, w, v)
+            for st, wa, cols in groups
+            for k, vs in cols.items()
+            for s, w, v in zip(st, wa, vs, strict=True)
+        ]
         with engine.begin() as conn:
             pending = writer.insert(conn, rows, groups)
         writer.accept(pending)
@@ -170,8 +174,19 @@ def test_legacy_rows_and_chunks_read_as_one_series(store_path):
             [(run.id, k, s, 1e9 + s, None if s == 3 else float(s)) for s in range(10)],
         )
         conn.exec_driver_sql("UPDATE point_ids SET next_id = 1000")
-    write_flushes(engine, run.id, [[(list(range(10, 20)), [1e9 + s for s in range(10, 20)],
-                                     {k: [float(s) for s in range(10, 20)]})]])  # fmt: skip
+    write_flushes(
+        engine,
+        run.id,
+        [
+            [
+                (
+                    list(range(10, 20)),
+                    [1e9 + s for s in range(10, 20)],
+                    {k: [float(s) for s in range(10, 20)]},
+                )
+            ]
+        ],
+    )
     with engine.connect() as conn:
         cur, p = _cur(conn)
         rows = chunk_read.series_rows(cur, p, run.id, k, 0, 100, has_takes=False)
@@ -269,8 +284,9 @@ def test_a_point_seen_as_a_row_and_in_a_chunk_is_read_once(store_path):
         cur, p = _cur(conn)
         rows = chunk_read.series_rows(cur, p, run.id, k, 0, 100, has_takes=False)
         after = chunk_read.points_after(cur, p, [run.id], 0)
-        got_ids, got_steps, _w, _v = chunk_read.series_columns(cur, p, run.id, k, 0, 100,
-                                                               has_takes=False)  # fmt: skip
+        got_ids, got_steps, _w, _v = chunk_read.series_columns(
+            cur, p, run.id, k, 0, 100, has_takes=False
+        )
     assert [r[0] for r in rows] == ids
     assert [r[0] for r in after] == ids
     assert got_ids.tolist() == ids and got_steps.tolist() == steps

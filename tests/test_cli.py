@@ -362,9 +362,17 @@ def test_export_every_format(capsys, sample, tmp_path):
 
 def test_export_runs_and_keys_to_stdout_with_format_from_suffix(capsys, sample, tmp_path):
     code, out, _ = run_cli(
-        capsys, "export", sample, "--runs", "bbbb", "wsd-0.5", "--keys", "valid/p*",
-        "--format", "csv",
-    )  # fmt: skip
+        capsys,
+        "export",
+        sample,
+        "--runs",
+        "bbbb",
+        "wsd-0.5",
+        "--keys",
+        "valid/p*",
+        "--format",
+        "csv",
+    )
     assert code == 0
     rows = list(csv.reader(io.StringIO(out)))
     assert {(r[0], r[2]) for r in rows[1:]} == {
@@ -526,9 +534,12 @@ def test_a_fifo_named_as_the_store_is_one_line_not_a_hang(tmp_path, argv):
     os.mkfifo(fifo)
     out = subprocess.run(
         [sys.executable, "-m", "reslog.tools.cli", argv[0], str(fifo), *argv[1:]],
-        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
-    )  # fmt: skip
+    )
     assert out.returncode == 2
     assert out.stderr.strip() == (
         f"reslog: {fifo} is not a regular file (a FIFO, socket or device): not a store"

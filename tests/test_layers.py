@@ -49,8 +49,14 @@ def _points(i: int) -> dict:
 def loaded(store_path):
     engine = new_store(store_path)
     for i in range(RUNS):
-        make_run(engine, name=f"lr-{i}e-4", status="running", created_at=BASE_TIME + i,
-                 heartbeat_at=BASE_TIME + 1e6, points=_points(i))  # fmt: skip
+        make_run(
+            engine,
+            name=f"lr-{i}e-4",
+            status="running",
+            created_at=BASE_TIME + i,
+            heartbeat_at=BASE_TIME + 1e6,
+            points=_points(i),
+        )
     engine.dispose()
     with Loaded([parse_spec(str(store_path))]) as source:
         source.path = store_path

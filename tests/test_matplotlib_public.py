@@ -117,8 +117,7 @@ def test_the_check_finds_what_the_glyph_cache_used():
     # bitmap legend's removal hook of then: each private name it reached is found.
     old = ROOT / "tests" / "assets" / "text_cache_before_issue31.py"
     found = "\n".join(uses(old, matplotlib_private_names(), defined_names([old])))
-    for name in ("_find_fonts_by_props", "_layout", "_renderer", "_render_glyph",
-                 "_set_transform"):  # fmt: skip
+    for name in ("_find_fonts_by_props", "_layout", "_renderer", "_render_glyph", "_set_transform"):
         assert f".{name}" in found, (name, found)
     assert "_layout" in defined_names([ROOT / "resplot" / "draw" / "charts.py"])  # its own
 
@@ -126,6 +125,10 @@ def test_the_check_finds_what_the_glyph_cache_used():
 def test_the_check_finds_private_imports_and_hooks():
     sample = ROOT / "tests" / "assets" / "private_matplotlib_sample.py"
     found = "\n".join(uses(sample, matplotlib_private_names(), defined_names([sample])))
-    for what in ("._remove_method", "matplotlib import ['_api']", "import matplotlib._path",
-                 "hasattr(…, '_render_glyph')"):  # fmt: skip
+    for what in (
+        "._remove_method",
+        "matplotlib import ['_api']",
+        "import matplotlib._path",
+        "hasattr(…, '_render_glyph')",
+    ):
         assert what in found, (what, found)

@@ -30,10 +30,20 @@ def live(tmp_path):
     store = tmp_path / "runs.db"
     make_sweep(store, steps=1000, runs=2)
     logger = subprocess.Popen(
-        [sys.executable, "-m", "tests.fixtures.live_logger", str(store), "--project", PROJECT,
-         "--every", "600"],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "tests.fixtures.live_logger",
+            str(store),
+            "--project",
+            PROJECT,
+            "--every",
+            "600",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert logger.stdout.readline().startswith("ok"), "the logging process did not start"
         yield store
@@ -44,8 +54,9 @@ def live(tmp_path):
 
 def _drag(canvas, a: QPoint, b: QPoint) -> None:
     app = QApplication.instance()
-    press = QMouseEvent(QEvent.MouseButtonPress, QPointF(a), Qt.LeftButton, Qt.LeftButton,
-                        Qt.NoModifier)  # fmt: skip
+    press = QMouseEvent(
+        QEvent.MouseButtonPress, QPointF(a), Qt.LeftButton, Qt.LeftButton, Qt.NoModifier
+    )
     QApplication.sendEvent(canvas, press)
     for k in range(1, 5):
         at = QPointF(a.x() + (b.x() - a.x()) * k / 4, a.y())
@@ -53,8 +64,9 @@ def _drag(canvas, a: QPoint, b: QPoint) -> None:
             canvas, QMouseEvent(QEvent.MouseMove, at, Qt.NoButton, Qt.LeftButton, Qt.NoModifier)
         )
         app.processEvents()
-    release = QMouseEvent(QEvent.MouseButtonRelease, QPointF(b), Qt.LeftButton, Qt.NoButton,
-                          Qt.NoModifier)  # fmt: skip
+    release = QMouseEvent(
+        QEvent.MouseButtonRelease, QPointF(b), Qt.LeftButton, Qt.NoButton, Qt.NoModifier
+    )
     QApplication.sendEvent(canvas, release)
 
 
@@ -78,8 +90,11 @@ def _round(qtbot, win) -> None:
         box, ratio = ax.bbox, canvas.device_pixel_ratio or 1.0
         y = int((canvas.figure.bbox.height - (box.y0 + box.height / 2)) / ratio)
         view.toolbar.pan()
-        _drag(canvas, QPoint(int((box.x0 + 0.7 * box.width) / ratio), y),
-              QPoint(int((box.x0 + 0.4 * box.width) / ratio), y))  # fmt: skip
+        _drag(
+            canvas,
+            QPoint(int((box.x0 + 0.7 * box.width) / ratio), y),
+            QPoint(int((box.x0 + 0.4 * box.width) / ratio), y),
+        )
         view.toolbar.pan()
         view.crosshair.show_at(page.axes.index(ax), sum(ax.get_xlim()) / 2)
         before = win.redraw_count

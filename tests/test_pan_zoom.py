@@ -76,8 +76,9 @@ def test_a_zoom_to_cached_data_refreshes_then_draws_the_page_once(win, qtbot):
 def _drag(canvas, a: QPoint, b: QPoint, moves: int = 8) -> None:
     """A left-button drag with real events (QTest's move carries no held button offscreen)."""
     app = QApplication.instance()
-    press = QMouseEvent(QEvent.MouseButtonPress, QPointF(a), Qt.LeftButton, Qt.LeftButton,
-                        Qt.NoModifier)  # fmt: skip
+    press = QMouseEvent(
+        QEvent.MouseButtonPress, QPointF(a), Qt.LeftButton, Qt.LeftButton, Qt.NoModifier
+    )
     QApplication.sendEvent(canvas, press)
     for k in range(1, moves + 1):
         at = QPointF(a.x() + (b.x() - a.x()) * k / moves, a.y() + (b.y() - a.y()) * k / moves)
@@ -85,8 +86,9 @@ def _drag(canvas, a: QPoint, b: QPoint, moves: int = 8) -> None:
             canvas, QMouseEvent(QEvent.MouseMove, at, Qt.NoButton, Qt.LeftButton, Qt.NoModifier)
         )
         app.processEvents()
-    release = QMouseEvent(QEvent.MouseButtonRelease, QPointF(b), Qt.LeftButton, Qt.NoButton,
-                          Qt.NoModifier)  # fmt: skip
+    release = QMouseEvent(
+        QEvent.MouseButtonRelease, QPointF(b), Qt.LeftButton, Qt.NoButton, Qt.NoModifier
+    )
     QApplication.sendEvent(canvas, release)
 
 

@@ -215,19 +215,26 @@ def test_scan_columns_are_the_row_scans_points_over_legacy_rows_chunks_and_a_tak
     add_points(engine, run.id, {"loss": [(s, math.nan, 3e9 + s) for s in range(6000, 6010)]})
     reader = StoreReader(engine)
     # Whole scans, and small pages across where the legacy rows end and the take begins.
-    for start, stop, batch, nans in ((None, None, 997, 5 + 10), (None, None, 10**6, 5 + 10),
-                                     (2480, 2530, 1, 0), (2480, 2530, 7, 0)):  # fmt: skip
+    for start, stop, batch, nans in (
+        (None, None, 997, 5 + 10),
+        (None, None, 10**6, 5 + 10),
+        (2480, 2530, 1, 0),
+        (2480, 2530, 7, 0),
+    ):
         want_steps = list(range(start or 0, stop or 6010))
         rows = [p for page in reader.scan(run.id, kid, start, stop, batch) for p in page]
         pages = list(reader.scan_columns(run.id, kid, start, stop, batch))
         assert all(len(page[0]) <= batch for page in pages)
-        cols = [(int(s), float(w), float(v)) for page in pages
-                for s, w, v in zip(*page, strict=True)]  # fmt: skip
+        cols = [
+            (int(s), float(w), float(v)) for page in pages for s, w, v in zip(*page, strict=True)
+        ]
         assert len(cols) == len(rows) == len(want_steps), batch
         assert [c[0] for c in cols] == [r[0] for r in rows] == want_steps
         assert [c[1] for c in cols] == [r[1] for r in rows]
-        assert all(a[2] == b[2] or (math.isnan(a[2]) and math.isnan(b[2]))
-                   for a, b in zip(cols, rows, strict=True))  # fmt: skip
+        assert all(
+            a[2] == b[2] or (math.isnan(a[2]) and math.isnan(b[2]))
+            for a, b in zip(cols, rows, strict=True)
+        )
         assert sum(math.isnan(c[2]) for c in cols) == nans  # legacy ones below 2500, new ones
     # A window inside both parts, through the public API.
     with reslog.open(path) as st:

@@ -216,8 +216,17 @@ def test_filesystem_type_reads_the_real_mount_table(tmp_path):
 # Every float comes back to the bit from the chunks, -0.0 and a NaN's payload included (the rows
 # of a store from before 0006 kept NaN as NULL and read -0.0 back as 0.0).
 NAN_PAYLOAD = struct.unpack("<d", struct.pack("<Q", 0x7FF8_0000_0000_0123))[0]
-SPECIAL = [1.5, math.nan, math.inf, -math.inf, 5e-324, 1.7976931348623157e308, 0.1 + 0.2, -0.0,
-           NAN_PAYLOAD]  # fmt: skip
+SPECIAL = [
+    1.5,
+    math.nan,
+    math.inf,
+    -math.inf,
+    5e-324,
+    1.7976931348623157e308,
+    0.1 + 0.2,
+    -0.0,
+    NAN_PAYLOAD,
+]
 
 
 def bits(values) -> list[bytes]:

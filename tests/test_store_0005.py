@@ -37,8 +37,7 @@ def wanted_series(points: list[tuple], takes: list[tuple]) -> dict:
     take from since_id on, at step or later) left out, by step then id, NaN as None."""
     out: dict = {}
     for pid, run, key, step, wall, value in points:
-        if any(r == run and k == key and since > pid and at <= step
-               for r, k, since, at in takes):  # fmt: skip
+        if any(r == run and k == key and since > pid and at <= step for r, k, since, at in takes):
             continue
         out.setdefault((run, key), []).append((step, pid, wall, value))
     return {
@@ -78,8 +77,7 @@ def test_the_kept_0005_store_is_what_the_code_before_chunks_wrote():
 
 
 @pytest.mark.parametrize("halfway", [False, True])
-def test_every_point_of_the_kept_0005_store_comes_out_of_its_chunks(tmp_path, monkeypatch,
-                                                                     halfway):  # fmt: skip
+def test_every_point_of_the_kept_0005_store_comes_out_of_its_chunks(tmp_path, monkeypatch, halfway):
     path = tmp_path / "reslog.db"
     shutil.copyfile(ASSET, path)
     points = dump(path, "SELECT id, run_id, key_id, step, wall, value FROM points ORDER BY id")

@@ -162,11 +162,22 @@ def test_exporting_a_store_with_a_corrupt_chunk_is_one_line_saying_what_to_do(tm
 
 def _export(store: Path, fmt: str, out: Path) -> tuple[int, str]:
     done = subprocess.run(
-        [sys.executable, "-m", "reslog.tools.cli", "export", str(store), "--format", fmt,
-         "-o", str(out)],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "reslog.tools.cli",
+            "export",
+            str(store),
+            "--format",
+            fmt,
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+    )
     return done.returncode, done.stderr
 
 

@@ -69,8 +69,10 @@ def _points(con) -> list:
     out = []
     for run_id in sorted(uids, key=uids.get):
         for key_id in sorted(chunk_read.run_keys(cur, "?", run_id), key=names.get):
-            out += [(uids[run_id], names[key_id], *r[1:])
-                    for r in chunk_read.series_all(cur, "?", run_id, key_id)]  # fmt: skip
+            out += [
+                (uids[run_id], names[key_id], *r[1:])
+                for r in chunk_read.series_all(cur, "?", run_id, key_id)
+            ]
     return out
 
 

@@ -385,8 +385,11 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     shown = sys.stderr.isatty() or args.progress
     bar = progress_bar("rollups") if shown else None
     chunks = progress_bar("points to chunks") if shown else None
-    print(upgrade_store(args.store, backup=not args.no_backup, force=args.force, progress=bar,
-                        converting=chunks))  # fmt: skip
+    print(
+        upgrade_store(
+            args.store, backup=not args.no_backup, force=args.force, progress=bar, converting=chunks
+        )
+    )
     return 0
 
 

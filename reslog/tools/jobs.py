@@ -64,8 +64,9 @@ def phase_rows(
     cur, p = read.dbapi_cursor(conn)
     rows = []  # (step, id, key id, value) of every phase point after the cursor
     for key_id in phase_keys:
-        found = chunk_read.series_rows(cur, p, run_id, key_id, after + 1, _NO_STEP,
-                                       has_takes=False, limit=limit)  # fmt: skip
+        found = chunk_read.series_rows(
+            cur, p, run_id, key_id, after + 1, _NO_STEP, has_takes=False, limit=limit
+        )
         rows += [(step, pid, key_id, value) for pid, step, _wall, value in found]
     rows.sort()
     rows = rows[:limit]

@@ -271,8 +271,11 @@ def check_store(
                 f"upgrade   an upgrade stopped before converting every run's rows (readable as "
                 f"they are); `reslog upgrade {where}` finishes it"
             )
-        live = {r.id for r, s in _running(engine, time.time(), revision == store.HEAD_REVISION)
-                if s != "crashed"}  # fmt: skip
+        live = {
+            r.id
+            for r, s in _running(engine, time.time(), revision == store.HEAD_REVISION)
+            if s != "crashed"
+        }
         if revision == store.HEAD_REVISION:
             _chunks(engine, report, fix, full, live)
         present = None  # every (run, key) that has points, shared with the rollup check

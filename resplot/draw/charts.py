@@ -284,8 +284,7 @@ class ChartPage(FollowsData):
         ax = self.chart_axes()[0]  # the charts share x
         current = tuple(ax.get_xlim())
         last = self._followed.get(-1)  # None after a rebuild or a reset: fit the data exactly
-        shown = headroom.follow(last if self.headroom else None, wanted,
-                                margin=ax.margins()[0])  # fmt: skip
+        shown = headroom.follow(last if self.headroom else None, wanted, margin=ax.margins()[0])
         if tuple(shown) != current:
             ax.set_xlim(shown)
         self._followed[-1] = tuple(ax.get_xlim())
@@ -302,8 +301,9 @@ class ChartPage(FollowsData):
             wanted = tuple(ax.get_ylim())
             last = self._followed.get(i)
             if self.headroom and last is not None and self.specs[i].kind != "section":
-                kept = headroom.follow(last, wanted, log=ax.get_yscale() == "log",
-                                       margin=ax.margins()[1])  # fmt: skip
+                kept = headroom.follow(
+                    last, wanted, log=ax.get_yscale() == "log", margin=ax.margins()[1]
+                )
                 if tuple(kept) != wanted:
                     ax.set_ylim(kept)
         if self._views[i]:  # limits fitted to data (not an empty chart's 0..1)
@@ -608,8 +608,15 @@ class ChartPage(FollowsData):
         if i >= len(self.specs) or self.specs[i].kind == "section":
             return []  # a section's card never changes with data
         ax = self.axes[i]
-        own = {*ax.lines, *ax.collections, *ax.patches, *ax.texts, *ax.images, *ax.artists,
-               *ax.spines.values()}  # fmt: skip
+        own = {
+            *ax.lines,
+            *ax.collections,
+            *ax.patches,
+            *ax.texts,
+            *ax.images,
+            *ax.artists,
+            *ax.spines.values(),
+        }
         if ax.get_legend() is not None:
             own.add(ax.get_legend())
         return sorted((a for a in ax.get_children() if a in own), key=lambda a: a.get_zorder())

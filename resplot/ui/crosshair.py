@@ -127,9 +127,11 @@ class Crosshair(QObject):
             line.set_xdata([x, x])
             px = ax.transData.transform((x, 0))[0]
             box = math.isfinite(px) and self._pixel_box(
-                px - LINE_PAD_PX, ax.bbox.y0 - LINE_PAD_PX, px + LINE_PAD_PX,
+                px - LINE_PAD_PX,
+                ax.bbox.y0 - LINE_PAD_PX,
+                px + LINE_PAD_PX,
                 ax.bbox.y1 + LINE_PAD_PX,
-            )  # fmt: skip
+            )
             if box:
                 boxes.append(box)
                 artists.append(line)
@@ -142,9 +144,11 @@ class Crosshair(QObject):
                 # The dots are clipped to their chart.
                 lo, hi = xy.min(axis=0) - r, xy.max(axis=0) + r
                 box = self._pixel_box(
-                    max(lo[0], ax.bbox.x0 - 1), max(lo[1], ax.bbox.y0 - 1),
-                    min(hi[0], ax.bbox.x1 + 1), min(hi[1], ax.bbox.y1 + 1),
-                )  # fmt: skip
+                    max(lo[0], ax.bbox.x0 - 1),
+                    max(lo[1], ax.bbox.y0 - 1),
+                    min(hi[0], ax.bbox.x1 + 1),
+                    min(hi[1], ax.bbox.y1 + 1),
+                )
                 if box is not None:
                     boxes.append(box)
                     artists.append(self.dots)

@@ -43,8 +43,9 @@ class ChartToolbar(NavigationToolbar2QT):
             super().drag_pan(event)
 
 
-def page_toolbar(canvas: FigureCanvasQTAgg, parent: QWidget,
-                 page: ChartPage | None = None) -> NavigationToolbar2QT:  # fmt: skip
+def page_toolbar(
+    canvas: FigureCanvasQTAgg, parent: QWidget, page: ChartPage | None = None
+) -> NavigationToolbar2QT:
     """matplotlib's zoom/pan toolbar of a page, small and flat (the chart pages, with `page`:
     ChartToolbar; the Ranks page)."""
     if page is not None:

@@ -41,10 +41,14 @@ def build(path: Path, runs: int, steps: int) -> list[tuple[int, int]]:
         for a in range(0, steps, 100):
             st = list(range(a, min(steps, a + 100)))
             wa = [1.7e9 + 0.3 * s for s in st]
-            cols = {k: [math.sin(s / 300 + j) + 1e-3 * (s % 7) for s in st] for j, k in
-                    enumerate(ids)}  # fmt: skip
-            rows = [(run.id, k, s, w, v) for k, vs in cols.items() for s, w, v in
-                    zip(st, wa, vs, strict=True)]  # fmt: skip
+            cols = {
+                k: [math.sin(s / 300 + j) + 1e-3 * (s % 7) for s in st] for j, k in enumerate(ids)
+            }
+            rows = [
+                (run.id, k, s, w, v)
+                for k, vs in cols.items()
+                for s, w, v in zip(st, wa, vs, strict=True)
+            ]
             with engine.begin() as conn:
                 pending = writer.insert(conn, rows, [(st, wa, cols)])
             writer.accept(pending)
@@ -71,9 +75,19 @@ def tiles(path: Path, series: list, steps: int, numpy: bool) -> tuple[float, int
             for run_id, kid in series:
                 for index in range(count):
                     lo = index * buckets.TILE_BUCKETS
-                    size += len(envelope.packed_fine(cur, "?", run_id, kid, level, lo,
-                                                     lo + buckets.TILE_BUCKETS - 1, BUCKET_ROW,
-                                                     has_takes=False))  # fmt: skip
+                    size += len(
+                        envelope.packed_fine(
+                            cur,
+                            "?",
+                            run_id,
+                            kid,
+                            level,
+                            lo,
+                            lo + buckets.TILE_BUCKETS - 1,
+                            BUCKET_ROW,
+                            has_takes=False,
+                        )
+                    )
             took = time.process_time() - t
     finally:
         chunk_read.numpy_modules = saved  # type: ignore[assignment]

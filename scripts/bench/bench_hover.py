@@ -163,8 +163,7 @@ def measure(args) -> dict:
         def move(fx: float) -> None:
             # A real QMouseEvent (QTest.mouseMove carries no held button under offscreen Qt).
             p = at(fx, 0.3 + 0.4 * fx) if held[0] == Qt.NoButton else at(fx)
-            event = QMouseEvent(QEvent.MouseMove, QPointF(p), Qt.NoButton, held[0],
-                                Qt.NoModifier)  # fmt: skip
+            event = QMouseEvent(QEvent.MouseMove, QPointF(p), Qt.NoButton, held[0], Qt.NoModifier)
             QApplication.sendEvent(canvas, event)
             app.processEvents()
 
@@ -269,8 +268,9 @@ def main() -> None:
             if rev is not None:
                 into = Path(tmp) / name
                 into.mkdir()
-                archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev],
-                                         check=True, capture_output=True).stdout  # fmt: skip
+                archive = subprocess.run(
+                    ["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True
+                ).stdout
                 subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
                 trees[name] = str(into)
         for runs in [int(r) for r in args.runs.split(",")]:
@@ -278,21 +278,35 @@ def main() -> None:
             make_store(store, runs, args.steps)
             for name, _rev in variants:
                 env = {**os.environ, "BENCH_TREE": trees[name], "PYTHONPATH": trees[name]}
-                cmd = [sys.executable, str(Path(__file__).resolve()), "--child",
-                       "--runs", str(runs), "--steps", str(args.steps), "--repeat",
-                       str(args.repeat), "--pan-moves", str(args.pan_moves),
-                       "--store", str(store)]  # fmt: skip
+                cmd = [
+                    sys.executable,
+                    str(Path(__file__).resolve()),
+                    "--child",
+                    "--runs",
+                    str(runs),
+                    "--steps",
+                    str(args.steps),
+                    "--repeat",
+                    str(args.repeat),
+                    "--pan-moves",
+                    str(args.pan_moves),
+                    "--store",
+                    str(store),
+                ]
                 proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-                line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")),
-                            None)  # fmt: skip
+                line = next(
+                    (ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None
+                )
                 if line is None:
                     raise SystemExit(f"{name}, {runs} runs failed:\n{proc.stderr[-3000:]}")
                 got[(name, runs)] = json.loads(line[7:])
                 print(f"{name}, {runs} runs: {got[(name, runs)]}", file=sys.stderr, flush=True)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     platform = os.environ.get("QT_QPA_PLATFORM")
-    print(f"training page at 1280×800, Qt {platform}, {args.steps:,} steps a run; "
-          f"before = {args.before or '-'}; load average {load}")  # fmt: skip
+    print(
+        f"training page at 1280×800, Qt {platform}, {args.steps:,} steps a run; "
+        f"before = {args.before or '-'}; load average {load}"
+    )
     cols = [(name, runs) for runs in [int(r) for r in args.runs.split(",")] for name, _ in variants]
     print("| what | " + " | ".join(f"{n}, {r} runs" for n, r in cols) + " | target |")
     print("|---|" + "---:|" * len(cols) + "---|")

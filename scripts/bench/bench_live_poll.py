@@ -65,19 +65,31 @@ def build_store(path: Path, runs: int, steps: int) -> None:
     engine = new_store(path)
     ids = {k: key_id(engine, k) for k in (*KEYS, "valid/loss")}
     for i in range(runs):
-        run = make_run(engine, name=f"sweep-lr{i + 1}e-4-bs{256 << (i % 3)}", status="running",
-                       created_at=BASE_TIME + i, heartbeat_at=BASE_TIME + 1e7)  # fmt: skip
+        run = make_run(
+            engine,
+            name=f"sweep-lr{i + 1}e-4-bs{256 << (i % 3)}",
+            status="running",
+            created_at=BASE_TIME + i,
+            heartbeat_at=BASE_TIME + 1e7,
+        )
         writer = RollupWriter(engine.dialect, run.id)
         for a in range(0, steps, 50_000):
             s = np.arange(a, min(steps, a + 50_000))
             walls = (BASE_TIME + s * 0.3).tolist()
             rows = []
             for key, values in series_values(i, s).items():
-                rows += zip([run.id] * len(s), [ids[key]] * len(s), s.tolist(), walls,
-                            values.tolist(), strict=True)  # fmt: skip
+                rows += zip(
+                    [run.id] * len(s),
+                    [ids[key]] * len(s),
+                    s.tolist(),
+                    walls,
+                    values.tolist(),
+                    strict=True,
+                )
             sv = s[s % 500 == 0]
-            rows += [(run.id, ids["valid/loss"], int(k), BASE_TIME + k * 0.3, 2.6 + 0.05 * i)
-                     for k in sv]  # fmt: skip
+            rows += [
+                (run.id, ids["valid/loss"], int(k), BASE_TIME + k * 0.3, 2.6 + 0.05 * i) for k in sv
+            ]
             with engine.begin() as conn:
                 pending = writer.insert(conn, rows)
             writer.accept(pending)
@@ -102,9 +114,10 @@ class Sweep:
 
         s = np.arange(self.next, self.next + n)
         for i, run_id in enumerate(self.ids):
-            series = {k: [(int(a), float(v), BASE_TIME + a * 0.3) for a, v in zip(s, vals,
-                                                                             strict=True)]
-                      for k, vals in series_values(i, s).items()}  # fmt: skip
+            series = {
+                k: [(int(a), float(v), BASE_TIME + a * 0.3) for a, v in zip(s, vals, strict=True)]
+                for k, vals in series_values(i, s).items()
+            }
             add_points(self.engine, run_id, series)
         self.next += n
 
@@ -308,8 +321,12 @@ def main() -> None:
                     drawn(win, loaded)
                     r = run_polls(win, loaded, sweep, args.polls // 2, args.add)
                     results.append((size, f"{canvas.width()}x{canvas.height()}", mode, r))
-                    print(size, mode, {k: round(v * 1e3, 1) if isinstance(v, float) else v
-                                       for k, v in r.items()}, flush=True)  # fmt: skip
+                    print(
+                        size,
+                        mode,
+                        {k: round(v * 1e3, 1) if isinstance(v, float) else v for k, v in r.items()},
+                        flush=True,
+                    )
                 if not child:
                     set_mode(win, True)
                     drawn(win, loaded)
@@ -335,11 +352,27 @@ def main() -> None:
 
 def before(args) -> list:
     """The same polls under the checkout `args.tree` (the code before), in a child process."""
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--modes", "before", "--runs",
-           str(args.runs), "--steps", str(args.steps), "--polls", str(args.polls), "--add",
-           str(args.add), "--sizes", args.sizes]  # fmt: skip
-    env = {**os.environ, "BENCH_TREE": str(args.tree.resolve()),
-           "PYTHONPATH": str(args.tree.resolve())}  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--modes",
+        "before",
+        "--runs",
+        str(args.runs),
+        "--steps",
+        str(args.steps),
+        "--polls",
+        str(args.polls),
+        "--add",
+        str(args.add),
+        "--sizes",
+        args.sizes,
+    ]
+    env = {
+        **os.environ,
+        "BENCH_TREE": str(args.tree.resolve()),
+        "PYTHONPATH": str(args.tree.resolve()),
+    }
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
     print(out)
     line = next(ln for ln in out.splitlines() if ln.startswith("RESULTS "))

@@ -100,8 +100,10 @@ def main() -> int:
             for name, tree in trees.items()
         }
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"`reslog ls` of 20 runs, {args.runs} processes each; before = {args.before}; "
-          f"load average {load}")  # fmt: skip
+    print(
+        f"`reslog ls` of 20 runs, {args.runs} processes each; before = {args.before}; "
+        f"load average {load}"
+    )
     print(
         "| | process wall s (median) | max | CPU s (median) | import of reslog.tools.cli s "
         "(median) | modules loaded |"

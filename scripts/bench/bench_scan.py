@@ -27,12 +27,16 @@ def rows_path(st, run_id: int, key_id: int, key: str) -> pd.DataFrame:
     frames = []
     for chunk in st._store.scan(run_id, key_id, None, None, 100_000):
         steps, walls, values = zip(*chunk, strict=True)
-        frames.append(pd.DataFrame({
-            "key": pd.Series([key] * len(chunk), dtype=object),
-            "step": pd.Series(steps, dtype="int64"),
-            "wall": pd.Series(walls, dtype="float64"),
-            "value": pd.Series(values, dtype="float64"),
-        }))  # fmt: skip
+        frames.append(
+            pd.DataFrame(
+                {
+                    "key": pd.Series([key] * len(chunk), dtype=object),
+                    "step": pd.Series(steps, dtype="int64"),
+                    "wall": pd.Series(walls, dtype="float64"),
+                    "value": pd.Series(values, dtype="float64"),
+                }
+            )
+        )
     return pd.concat(frames, ignore_index=True)
 
 

@@ -64,9 +64,21 @@ def malloc_mb() -> float:
     fragmentation and freed pages kept), in MB; NaN where mallinfo2 is missing."""
 
     class Info(ctypes.Structure):
-        _fields_ = [(n, ctypes.c_size_t) for n in (
-            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
-            "uordblks", "fordblks", "keepcost")]  # fmt: skip
+        _fields_ = [
+            (n, ctypes.c_size_t)
+            for n in (
+                "arena",
+                "ordblks",
+                "smblks",
+                "hblks",
+                "hblkhd",
+                "usmblks",
+                "fsmblks",
+                "uordblks",
+                "fordblks",
+                "keepcost",
+            )
+        ]
 
     try:
         libc = ctypes.CDLL("libc.so.6")
@@ -155,8 +167,9 @@ class Actions:
             if rows:
                 index = view.model().index(self.rng.randrange(rows), 1)
                 view.scrollTo(index)
-                QTest.mouseClick(view.viewport(), Qt.LeftButton, Qt.NoModifier,
-                                 view.visualRect(index).center())  # fmt: skip
+                QTest.mouseClick(
+                    view.viewport(), Qt.LeftButton, Qt.NoModifier, view.visualRect(index).center()
+                )
         elif kind == "resize":
             self.win.resize(*self.rng.choice([(1280, 800), (1920, 1080)]))
         elif kind == "follow":
@@ -177,8 +190,9 @@ class Actions:
                     QTest.mouseMove(canvas, self._point(canvas, ax, r(), r()))
                     self.wait(5)
             elif kind == "click":
-                QTest.mouseClick(canvas, Qt.LeftButton, Qt.NoModifier,
-                                 self._point(canvas, ax, r(), r()))  # fmt: skip
+                QTest.mouseClick(
+                    canvas, Qt.LeftButton, Qt.NoModifier, self._point(canvas, ax, r(), r())
+                )
             elif kind in ("zoom", "pan"):
                 tool = view.toolbar.zoom if kind == "zoom" else view.toolbar.pan
                 a = self._point(canvas, ax, 0.2 + 0.3 * r(), 0.2 + 0.6 * r())
@@ -192,8 +206,9 @@ class Actions:
                     at = QPoint(a.x() + (b.x() - a.x()) * k // steps, a.y())
                     QTest.mouseMove(canvas, at if kind == "pan" else b)
                     self.wait(16)
-                QTest.mouseRelease(canvas, Qt.LeftButton, Qt.NoModifier,
-                                   b if kind == "zoom" else at)  # fmt: skip
+                QTest.mouseRelease(
+                    canvas, Qt.LeftButton, Qt.NoModifier, b if kind == "zoom" else at
+                )
                 tool()  # off again
         self.done[kind] = self.done.get(kind, 0) + 1
 
@@ -220,11 +235,21 @@ def soak(args) -> None:
         env = {**os.environ, "PYTHONPATH": str(CODE)}
         for _ in range(2):  # two live runs, each its own training process
             proc = subprocess.Popen(
-                [sys.executable, "-m", "tests.fixtures.live_logger", str(store),
-                 "--project", PROJECT, "--every", str(args.minutes * 60 + 600)],
-                cwd=str(CODE), stdout=subprocess.PIPE, text=True,
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.fixtures.live_logger",
+                    str(store),
+                    "--project",
+                    PROJECT,
+                    "--every",
+                    str(args.minutes * 60 + 600),
+                ],
+                cwd=str(CODE),
+                stdout=subprocess.PIPE,
+                text=True,
                 env=env,
-            )  # fmt: skip
+            )
             loggers.append(proc)
             if not proc.stdout.readline().startswith("ok"):
                 raise SystemExit("a logging process did not start")
@@ -270,9 +295,14 @@ def soak(args) -> None:
                 now = time.monotonic()
                 if now >= next_row:
                     actions = sum(acts.done.values())
-                    row = [f"{(now - start) / 60:.1f}", f"{rss_mb():.0f}",
-                           f"{cache.tile_bytes / 2**20:.0f}", str(actions),
-                           f"{worst[0]:.0f}", str(worst[1])]  # fmt: skip
+                    row = [
+                        f"{(now - start) / 60:.1f}",
+                        f"{rss_mb():.0f}",
+                        f"{cache.tile_bytes / 2**20:.0f}",
+                        str(actions),
+                        f"{worst[0]:.0f}",
+                        str(worst[1]),
+                    ]
                     if args.counts:
                         row += [str(v) for v in counts().values()]
                     rows.append(row)
@@ -298,8 +328,10 @@ def soak(args) -> None:
                 print(f"RSS at the end {rss:.0f} MB; after malloc_trim(0) {rss_mb():.0f} MB")
             if base_types is not None:
                 grown = (type_counts() - base_types).most_common(12)
-                print("objects that grew most since minute 5 (or half time): "
-                      + ", ".join(f"{name} +{n}" for name, n in grown))  # fmt: skip
+                print(
+                    "objects that grew most since minute 5 (or half time): "
+                    + ", ".join(f"{name} +{n}" for name, n in grown)
+                )
             if args.trace and base_snap is not None:
                 snap = tracemalloc.take_snapshot()
                 print("tracemalloc, largest growth since the base snapshot:")
@@ -332,8 +364,9 @@ def main() -> None:
             argv = [a for a in sys.argv[1:] if a != "--before" and a != args.before]
             env = {**os.environ, "PYTHONPATH": str(tree), "SOAK_TREE": str(tree)}
             print(f"before ({args.before}):", flush=True)
-            subprocess.run([sys.executable, str(Path(__file__).resolve()), *argv],
-                           env=env, check=True)  # fmt: skip
+            subprocess.run(
+                [sys.executable, str(Path(__file__).resolve()), *argv], env=env, check=True
+            )
         print("after (this tree):", flush=True)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     platform = os.environ.get("QT_QPA_PLATFORM")

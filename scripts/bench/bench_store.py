@@ -145,8 +145,11 @@ def measure(tree: Path, store: str, steps: int) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     out = subprocess.run(
         [sys.executable, "-c", CHILD, str(ROOT / "scripts" / "bench"), store, str(steps)],
-        env=env, cwd=tree, capture_output=True, text=True,
-    )  # fmt: skip
+        env=env,
+        cwd=tree,
+        capture_output=True,
+        text=True,
+    )
     if out.returncode != 0:
         raise SystemExit(f"{tree}: {out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -41,8 +41,10 @@ again.event("note", "resumed from step 1200")
 again.finish()
 other = reslog.init(project="old", name="rows-b", store=out, system=False)
 for step in range(0, 300):
-    other.log({"eval/ppl": 30.0 - step * 0.05, "eval/acc": -0.0 if step == 0 else step / 300},
-              step=step * 5)  # fmt: skip
+    other.log(
+        {"eval/ppl": 30.0 - step * 0.05, "eval/acc": -0.0 if step == 0 else step / 300},
+        step=step * 5,
+    )
 other.finish()
 third = reslog.init(project="other", name="rows-c", store=out, system=False)
 for step in range(100):
