@@ -1,11 +1,13 @@
 """`resplot sync SOURCE... MIRROR`: copy runs into a local store that outlives the GPU box.
 
-Reads each source through the agent (a local store, or a host over SSH, the same requests the
-viewer makes) and writes an ordinary reslog store: runs (by uid), keys (by name), events and
-points, the points through schema.rollup_writer so the mirror's rollups, series rows and takes
-are exactly what the training writer would have made. Incremental by cursor: the source's
-`points.id` and `events.id` copied so far are committed with the rows (schema.mirror), so a sync
-cut at any moment resumes where it stopped, a second sync copies only what is new, and nothing is
+Reads each source through the agent (a local store, or a host over SSH) and writes an ordinary
+reslog store: runs (by uid), keys (by name), events and points. The points travel as the chunks
+the source stores (the agent's `chunks` request), checked and stored byte for byte with the
+mirror's own ids (schema.chunk_copy); an agent without that request, and legacy point rows,
+send rows, written through schema.rollup_writer. Either way the mirror's rollups, series rows
+and takes are what the training writer would have made. Incremental by cursor: the source's
+point and event ids copied so far are committed with the rows (schema.mirror), so a sync cut at
+any moment resumes where it stopped, a second sync copies only what is new, and nothing is
 copied twice, also while the run is live. Run metadata (status, heartbeat, summary, ...) is
 refreshed on every sync.
 """
@@ -113,6 +115,7 @@ class Mirror:
         source = open_source(spec, ssh, **opts)
         assert isinstance(source, AgentSource)
         report = SyncReport()
+        self._chunk_agent = True  # each source's agent says for itself
         try:
             client = source.connect()
             stores, missing = client.discover(source.patterns)

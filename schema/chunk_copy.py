@@ -96,7 +96,9 @@ class ChunkCopier:
             start = max_point_id(conn.connection.cursor()) + 1
             conn.exec_driver_sql("INSERT INTO point_ids (id, next_id) VALUES (1, ?)", (start,))
         delta = int(start) - (after + 1)
-        points: dict[int, list] = {}  # mirror run -> [(mirror id, key, step, wall, value)]
+        # Per mirror run, per keyset: [steps, walls, [values a column], row ids], the rows in
+        # range of the batch's chunks of that keyset, in id order.
+        held: dict[int, dict[tuple, list]] = {}
         rows = []
         for c in chunks:
             k = len(c.key_ids)
@@ -104,44 +106,41 @@ class ChunkCopier:
             d = decode(c.data)
             ids, steps, walls = _list(d.ids), _list(d.steps), _list(d.walls)
             values = [_list(v) for v in d.values]
-            keep = [i for i, base in enumerate(ids) if after < base <= upto]
-            for i in keep:
-                if ids[i] + k - 1 > upto:
-                    raise ValueError(f"the cursor {upto} falls inside a row of ids {ids[i]}..")
-            if not whole:
+            if whole:
+                keep = None
+            else:
                 for base in ids:
-                    if base <= after < base + k - 1:
-                        raise ValueError(f"the cursor {after} falls inside a row of ids {base}..")
-            if not keep:
-                continue
+                    if base <= after < base + k - 1 or base <= upto < base + k - 1:
+                        raise ValueError(f"a cursor falls inside the row of ids {base}..")
+                keep = [i for i, base in enumerate(ids) if after < base <= upto]
+                if not keep:
+                    continue
+                ids, steps, walls = (
+                    [ids[i] for i in keep],
+                    [steps[i] for i in keep],
+                    [walls[i] for i in keep],
+                )
+                values = [[v[i] for i in keep] for v in values]
             ks = self._keyset(c.run_id, c.key_ids)
+            ids = [i + delta for i in ids]
             if whole:
                 self.whole += 1
                 blob = _shifted(c.data, delta)
-                rows.append((c.run_id, ks, c.id_lo + delta, c.id_hi + delta, c.n,
-                             min(steps), max(steps), c.sealed, blob))  # fmt: skip
             else:
-                part = [steps[i] for i in keep]
-                blob = chunk_codec.encode(
-                    part, [walls[i] for i in keep], *[[v[i] for i in keep] for v in values],
-                    ids=[ids[i] + delta for i in keep], kinds=HEAD_KINDS, decimal=False,
-                )  # fmt: skip
-                rows.append((c.run_id, ks, ids[keep[0]] + delta, ids[keep[-1]] + k - 1 + delta,
-                             len(keep), min(part), max(part), 0, blob))  # fmt: skip
-            out = points.setdefault(c.run_id, [])
-            for j, key in enumerate(c.key_ids):
-                col = values[j]
-                out.extend(
-                    (
-                        ids[i] + j + delta,
-                        key,
-                        steps[i],
-                        walls[i],
-                        None if col[i] != col[i] else col[i],
-                    )
-                    for i in keep
-                )
-        self.points += sum(len(found) for found in points.values())
+                blob = chunk_codec.encode(steps, walls, *values, ids=ids, kinds=HEAD_KINDS,
+                                          decimal=False)  # fmt: skip
+            rows.append((c.run_id, ks, ids[0], ids[-1] + k - 1, len(ids), min(steps),
+                         max(steps), c.sealed if whole else 0, blob))  # fmt: skip
+            group = held.setdefault(c.run_id, {}).get(tuple(c.key_ids))
+            if group is None:
+                held[c.run_id][tuple(c.key_ids)] = [steps, walls, values, ids]
+            else:  # the keyset's next chunk: later ids
+                group[0] += steps
+                group[1] += walls
+                for column, more in zip(group[2], values, strict=True):
+                    column += more
+                group[3] += ids
+            self.points += len(ids) * k
         if rows:
             p = self.p
             conn.exec_driver_sql(
@@ -155,16 +154,34 @@ class ChunkCopier:
         )
         self._seal_piles(rows)
         pendings = {}
-        for run_id, found in points.items():
-            found.sort()
+        for run_id, keysets in held.items():
             writer = self.writers.get(run_id)
             if writer is None:
                 writer = self.writers[run_id] = RollupWriter(conn.dialect, run_id)
             writer.chunks.forget()  # heads it counted may have been added here
-            pendings[run_id] = writer.account(
-                conn, [(run_id, *r[1:]) for r in found], [r[0] for r in found]
-            )
+            pendings[run_id] = self._account(writer, run_id, keysets)
         return pendings
+
+    def _account(self, writer: RollupWriter, run_id: int, keysets: dict) -> Pending:
+        """The writer's rollups of one run's copied points. Keys logged together share one
+        group (the writer's quick fold); a key held by two keysets of the batch (logged with
+        other companions meanwhile) needs its points in id order: then point by point."""
+        if sum(map(len, keysets)) == len({key for keys in keysets for key in keys}):
+            groups, ids_of = [], {}
+            for keys, (steps, walls, values, ids) in keysets.items():
+                groups.append((steps, walls, dict(zip(keys, values, strict=True))))
+                for column, key in enumerate(keys):
+                    ids_of[key] = (ids, column)
+            return writer.account_groups(self.conn, groups, ids_of)
+        points = []
+        for keys, (steps, walls, values, ids) in keysets.items():
+            for column, key in enumerate(keys):
+                col = values[column]
+                points += [
+                    (base + column, key, steps[i], walls[i], col[i]) for i, base in enumerate(ids)
+                ]
+        points.sort()
+        return writer.account(self.conn, [(run_id, *p[1:]) for p in points], [p[0] for p in points])
 
     def _seal_piles(self, rows: list) -> None:
         """Seal a keyset whose heads pile up as the run's writer would (copies of a live

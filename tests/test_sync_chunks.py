@@ -264,3 +264,32 @@ def test_the_chunks_op_sends_the_stored_bytes_in_bounded_replies_under_python_3_
             if not header["more"]:
                 break
     assert got == stored and replies >= len(stored) // 2 > 1
+
+
+def test_a_restart_inside_the_keys_logged_together_is_the_writers_take(tmp_path, capsys):
+    """A resumed run logging the same keys from an older step: one keyset, its two sealed
+    chunks folded as one group, the restart found in it (the writer's take, same since_id)."""
+    source, mirror = tmp_path / "box" / "reslog.db", tmp_path / "mirror.db"
+    run = reslog.init(project="sync", name="r", store=str(source), system=False)
+    for s in range(400):
+        run.log({"train/loss": 1.0 / (s + 1), "train/lr": 1e-3}, step=s)
+    run.finish()
+    again = reslog.init(store=str(source), resume=run.uid, system=False)
+    for s in range(200, 300):
+        again.log({"train/loss": 0.5 / (s + 1), "train/lr": 2e-3}, step=s)
+    again.finish()
+    assert len(keysets(source)) == 1 and len(chunk_rows(source)) == 2
+    with Mirror(mirror) as m:
+        assert m.sync(parse_spec(str(source))).chunks == 2
+    got, want = contents(mirror), contents(source)
+    assert len(want["takes"]) == 2
+    assert_same(got, want)
+    con = sqlite3.connect(readonly_uri(mirror), uri=True)
+    theirs = sqlite3.connect(readonly_uri(source), uri=True)
+    try:
+        query = "SELECT since_id, step FROM takes ORDER BY since_id"
+        assert con.execute(query).fetchall() == theirs.execute(query).fetchall()  # delta 0
+    finally:
+        con.close()
+        theirs.close()
+    check_ok(mirror, capsys)
