@@ -293,3 +293,42 @@ def test_a_restart_inside_the_keys_logged_together_is_the_writers_take(tmp_path,
         con.close()
         theirs.close()
     check_ok(mirror, capsys)
+
+
+def test_keysets_sealed_out_of_step_are_cut_inside_chunks_and_copied_once(
+    tmp_path, monkeypatch, capsys
+):
+    """Training keys every step, a GPU key every third: their sealed chunks overlap in ids
+    all along, so no reply ends between chunks and the agent cuts inside them; each point is
+    still copied once, the crossing chunks' rows in two halves."""
+    monkeypatch.setattr(chunk_write, "SEAL_ROWS", 64)
+    source, mirror = tmp_path / "box" / "reslog.db", tmp_path / "mirror.db"
+    run = reslog.init(project="sync", name="two", store=str(source), system=False,
+                      flush_interval=0.05)  # fmt: skip
+    for s in range(1500):
+        run.log({"train/loss": 1.0 / (s + 1), "train/lr": 1e-3 * (s % 7)}, step=s)
+        if s % 3 == 0:
+            run.log({"gpu/util": float(s % 100)}, step=s)
+        if s % 50 == 49:
+            time.sleep(0.1)  # flushed: heads sealed at different steps for the two keysets
+    run.finish()
+    # The mirror already holds another store's run and key: this store's key and point ids
+    # are not the mirror's, so keysets are mapped and ids streams written again.
+    other = tmp_path / "other" / "reslog.db"
+    first = reslog.init(project="sync", name="other", store=str(other), system=False)
+    first.log({"aaa/first": 1.0, "train/lr": 2.0}, step=0)
+    first.finish()
+    # A reply bound below one sealed chunk of the training keys (64 rows, 128 points): a
+    # reply holds a chunk or two, and the next chunk of the other keyset starts inside it.
+    monkeypatch.setattr(sync_mod, "BATCH_POINTS", 60)
+    with Mirror(mirror) as m:
+        m.sync(parse_spec(str(other)))
+        report = m.sync(parse_spec(str(source)))
+        assert m.sync(parse_spec(str(source))).points == 0
+    assert 0 < report.chunks < len(chunk_rows(source))  # some travelled as rows in range
+    assert report.points == 2 * 1500 + 500
+    got = {t: [r for r in rows if r[0] != first.uid] for t, rows in contents(mirror).items()}
+    assert_same(got, contents(source))
+    assert keysets(mirror) == keysets(source) | keysets(other)
+    assert unsealed(mirror) == 0
+    check_ok(mirror, capsys)
