@@ -136,6 +136,7 @@ class Mirror:
         ask = dict(stored)  # what to ask the source for
         while max_batches is None or report.batches < max_batches:
             header, sections, copied = None, {}, None
+            limit = BATCH_POINTS
             if self._chunk_agent:
                 try:
                     header, sections = client.call(
@@ -150,11 +151,15 @@ class Mirror:
                     if progress is not None:
                         progress(f"{store}: the agent sends no chunks; copying points as rows")
                 if header is not None and header.get("rows"):
-                    header = None  # legacy point rows first (a store half upgraded)
+                    # Legacy point rows first (a store half upgraded), and no further: the
+                    # chunks after them come as they are.
+                    rows = int(header.get("rows_upto", 0)) - ask["points_after"]
+                    limit = max(1, min(BATCH_POINTS, rows))
+                    header = None
             if header is None:
                 header, sections = client.call(
                     "poll", store=store, points_after=ask["points_after"], keys_after=0,
-                    events_after=ask["events_after"], limit=BATCH_POINTS,
+                    events_after=ask["events_after"], limit=limit,
                 )  # fmt: skip
             else:
                 copied = received_chunks(header, sections, store)

@@ -25,6 +25,7 @@ from resplot.sources.spec import parse_spec
 from resplot.sync import Mirror, SyncError
 from schema import chunk_codec, chunk_write
 from schema.sqlite_file import readonly_uri
+from tests.fixtures.sshd import bulk_store
 from tests.test_agent import _old_python, agent_process
 from tests.test_sync import assert_same, contents, keysets, log_run, unsealed
 
@@ -331,4 +332,20 @@ def test_keysets_sealed_out_of_step_are_cut_inside_chunks_and_copied_once(
     assert_same(got, contents(source))
     assert keysets(mirror) == keysets(source) | keysets(other)
     assert unsealed(mirror) == 0
+    check_ok(mirror, capsys)
+
+
+def test_legacy_rows_come_as_rows_then_the_chunks_after_them_as_they_are(
+    tmp_path, monkeypatch, capsys
+):
+    """A store an upgrade left half converted: rows in `points` (smaller ids than every
+    chunk) come by poll, the chunks logged since as they are, in one sync."""
+    source, mirror = tmp_path / "box" / "reslog.db", tmp_path / "mirror.db"
+    rows = bulk_store(source, runs=1, keys=2, points=700, nan_every=11)
+    log_run(source, "new", range(0, 600))
+    monkeypatch.setattr(sync_mod, "BATCH_POINTS", 500)
+    with Mirror(mirror) as m:
+        report = m.sync(parse_spec(str(source)))
+    assert report.points == rows + 2 * 600 and report.chunks == len(chunk_rows(source)) > 0
+    assert_same(contents(mirror), contents(source))
     check_ok(mirror, capsys)

@@ -459,8 +459,9 @@ class Store:
         within twice the bounds (`limit` points, CHUNK_BYTES), else at the first id of the
         chunk that would pass them (the chunks crossing it are sent whole; the mirror keeps
         their points up to the cursor, and the next reply sends them again). A store that
-        still holds legacy point rows after the cursor answers `rows: true` and no chunks:
-        those rows come by `poll` (they precede every chunk's ids)."""
+        still holds legacy point rows after the cursor answers `rows: true`, `rows_upto` (their
+        highest id) and no chunks: those rows come by `poll` (they precede every chunk's
+        ids)."""
         out = self._runs(cur, None, None)
         out["store_id"] = f"{self.ident[0]}:{self.ident[1]}"
         out.update(self._keys(cur, 0))
@@ -472,8 +473,10 @@ class Store:
         max_bytes = max(1, min(req_int(req, "max_bytes", CHUNK_BYTES), CHUNK_BYTES))
         sections = Sections()
         out.update({"chunks": [], "points_cursor": after, "more": False})
-        if chunk_read.legacy_max_id(cur) > after:
+        legacy = chunk_read.legacy_max_id(cur)
+        if legacy > after:
             out["rows"] = True
+            out["rows_upto"] = legacy
             out["sections"] = sections.described
             return out, sections
         found = cur.execute(
