@@ -249,7 +249,11 @@ class Mirror:
                     chunks = [c._replace(run_id=run_map[c.run_id],
                                          key_ids=[key_map[k] for k in c.key_ids])
                               for c in batch]  # fmt: skip
-                    pendings = copier.copy(chunks, after, new_cursor["points_after"])
+                    try:
+                        pendings = copier.copy(chunks, after, new_cursor["points_after"])
+                    except ValueError as exc:  # an agent that cut inside a row: a bug there
+                        msg = f"{store}: {exc}; nothing of this batch was written"
+                        raise SyncError(msg) from None
                     report.points += copier.points
                     report.chunks += copier.whole
                 else:

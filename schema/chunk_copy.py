@@ -94,7 +94,9 @@ class ChunkCopier:
         start = conn.exec_driver_sql("SELECT next_id FROM point_ids WHERE id = 1").scalar()
         if start is None:
             start = max_point_id(conn.connection.cursor()) + 1
-            conn.exec_driver_sql("INSERT INTO point_ids (id, next_id) VALUES (1, ?)", (start,))
+            conn.exec_driver_sql(
+                f"INSERT INTO point_ids (id, next_id) VALUES (1, {self.p})", (start,)
+            )
         delta = int(start) - (after + 1)
         # Per mirror run, per keyset: [steps, walls, [values a column], row ids], the rows in
         # range of the batch's chunks of that keyset, in id order.
