@@ -23,7 +23,7 @@ from reslog.tools.cli import main as reslog_main
 from resplot.cli import main
 from resplot.sources.spec import parse_spec
 from resplot.sync import Mirror, SyncError
-from schema import chunk_codec, chunk_write
+from schema import chunk_codec, chunk_copy, chunk_write
 from schema.sqlite_file import readonly_uri
 from tests.fixtures.sshd import bulk_store
 from tests.test_agent import _old_python, agent_process
@@ -348,4 +348,32 @@ def test_legacy_rows_come_as_rows_then_the_chunks_after_them_as_they_are(
         report = m.sync(parse_spec(str(source)))
     assert report.points == rows + 2 * 600 and report.chunks == len(chunk_rows(source)) > 0
     assert_same(contents(mirror), contents(source))
+    check_ok(mirror, capsys)
+
+
+def test_copied_heads_of_a_live_run_are_sealed_once_they_pile_up(tmp_path, monkeypatch, capsys):
+    """A live run synced often: the host's heads come as they are; once a keyset's copies
+    reach the writer's bound (here 4 heads, the host's own at 256) the mirror seals them."""
+    monkeypatch.setattr(chunk_copy, "SEAL_HEADS", 4)
+    source, mirror = tmp_path / "box" / "reslog.db", tmp_path / "mirror.db"
+    run = reslog.init(project="sync", name="live", store=str(source), system=False,
+                      flush_interval=0.05)  # fmt: skip
+    try:
+        with Mirror(mirror) as m:
+            for round_ in range(2):
+                for flush in range(6):
+                    for s in range(10):
+                        step = round_ * 60 + flush * 10 + s
+                        run.log({"train/loss": 1.0 / (step + 1), "train/lr": 1e-3}, step=step)
+                    time.sleep(0.15)  # a head a flush
+                assert len(chunk_rows(source, sealed=False)) >= 6 * (round_ + 1)
+                m.sync(parse_spec(str(source)))
+                assert unsealed(mirror) < 4 and len(chunk_rows(mirror, sealed=True)) >= 1
+                assert_same(contents(mirror), contents(source))
+    finally:
+        run.finish()
+    with Mirror(mirror) as m:
+        m.sync(parse_spec(str(source)))
+    assert_same(contents(mirror), contents(source))
+    assert unsealed(mirror) == 0
     check_ok(mirror, capsys)
