@@ -1,11 +1,13 @@
 """`resplot sync SOURCE... MIRROR`: copy runs into a local store that outlives the GPU box.
 
-Reads each source through the agent (a local store, or a host over SSH, the same requests the
-viewer makes) and writes an ordinary reslog store: runs (by uid), keys (by name), events and
-points, the points through schema.rollup_writer so the mirror's rollups, series rows and takes
-are exactly what the training writer would have made. Incremental by cursor: the source's
-`points.id` and `events.id` copied so far are committed with the rows (schema.mirror), so a sync
-cut at any moment resumes where it stopped, a second sync copies only what is new, and nothing is
+Reads each source through the agent (a local store, or a host over SSH) and writes an ordinary
+reslog store: runs (by uid), keys (by name), events and points. The points travel as the chunks
+the source stores (the agent's `chunks` request), checked and stored byte for byte with the
+mirror's own ids (schema.chunk_copy); an agent without that request, and legacy point rows,
+send rows, written through schema.rollup_writer. Either way the mirror's rollups, series rows
+and takes are what the training writer would have made. Incremental by cursor: the source's
+point and event ids copied so far are committed with the rows (schema.mirror), so a sync cut at
+any moment resumes where it stopped, a second sync copies only what is new, and nothing is
 copied twice, also while the run is live. Run metadata (status, heartbeat, summary, ...) is
 refreshed on every sync.
 """
@@ -23,9 +25,10 @@ from sqlalchemy.engine import Connection
 
 from resplot.sources import open_source
 from resplot.sources.agent import AgentSource
-from resplot.sources.client import AgentClient, decode_points
+from resplot.sources.client import AgentClient, AgentRemoteError, decode_points
 from resplot.sources.spec import LocalSpec, PostgresSpec, Spec, parse_spec
 from resplot.ssh.options import SSHOptions
+from schema.chunk_copy import ChunkCopier, Copied, verify
 from schema.errors import StoreError
 from schema.mirror import mirror_cursors, mirror_metadata
 from schema.rollup_writer import RollupWriter
@@ -57,6 +60,7 @@ class SyncReport:
     points: int = 0
     events: int = 0
     batches: int = 0
+    chunks: int = 0  # chunks stored as the source holds them (the rest came as rows)
 
     def line(self) -> str:
         return (
@@ -79,6 +83,7 @@ class Mirror:
         self.engine: Engine = open_store(self.path, create=True)
         mirror_metadata.create_all(self.engine, checkfirst=True)
         self._writers: dict[int, RollupWriter] = {}
+        self._chunk_agent = True  # until an agent without the `chunks` op answers
 
     def close(self) -> None:
         self.engine.dispose()
@@ -110,6 +115,7 @@ class Mirror:
         source = open_source(spec, ssh, **opts)
         assert isinstance(source, AgentSource)
         report = SyncReport()
+        self._chunk_agent = True  # each source's agent says for itself
         try:
             client = source.connect()
             stores, missing = client.discover(source.patterns)
@@ -129,17 +135,41 @@ class Mirror:
         stored = self._cursor(spec, store)  # as committed in the mirror
         ask = dict(stored)  # what to ask the source for
         while max_batches is None or report.batches < max_batches:
-            header, sections = client.call(
-                "poll", store=store, points_after=ask["points_after"], keys_after=0,
-                events_after=ask["events_after"], limit=BATCH_POINTS,
-            )  # fmt: skip
+            header, sections, copied = None, {}, None
+            limit = BATCH_POINTS
+            if self._chunk_agent:
+                try:
+                    header, sections = client.call(
+                        "chunks", store=store, points_after=ask["points_after"],
+                        events_after=ask["events_after"], limit=BATCH_POINTS,
+                    )  # fmt: skip
+                except AgentRemoteError as exc:
+                    if exc.kind != "BadRequest" or "'chunks'" not in str(exc):
+                        raise
+                    # An agent from before the op: the points come as rows, as they did.
+                    self._chunk_agent = False
+                    if progress is not None:
+                        progress(f"{store}: the agent sends no chunks; copying points as rows")
+                if header is not None and header.get("rows"):
+                    # Legacy point rows first (a store half upgraded), and no further: the
+                    # chunks after them come as they are.
+                    rows = int(header.get("rows_upto", 0)) - ask["points_after"]
+                    limit = max(1, min(BATCH_POINTS, rows))
+                    header = None
+            if header is None:
+                header, sections = client.call(
+                    "poll", store=store, points_after=ask["points_after"], keys_after=0,
+                    events_after=ask["events_after"], limit=limit,
+                )  # fmt: skip
+            else:
+                copied = received_chunks(header, sections, store)
             if ask["store_id"] and header["store_id"] != ask["store_id"]:
                 # A new file at that path: its ids start over (its runs have new uids; the
                 # mirror keeps the old file's runs).
                 ask = {"store_id": header["store_id"], "points_after": 0, "events_after": 0}
                 continue
-            batch = decode_points(sections)
-            stored = self._apply(spec, store, stored, header, batch, report)
+            batch = decode_points(sections) if copied is None else copied
+            stored = self._apply(spec, store, stored, header, batch, report, ask["points_after"])
             ask = dict(stored)
             report.batches += 1
             if progress is not None:
@@ -190,12 +220,16 @@ class Mirror:
                 "events_after": int(row.events_after)}  # fmt: skip
 
     def _apply(self, spec: str, store: str, cursor: dict, header: dict, batch,
-               report: SyncReport) -> dict:  # fmt: skip
+               report: SyncReport, after: int) -> dict:  # fmt: skip
+        """One reply into the mirror, in one transaction with the cursor it moves to; `batch`:
+        the points as rows (PointBatch) or the chunks (list[Copied]) after the source id
+        `after`."""
         new_cursor = {
             "store_id": header["store_id"],
             "points_after": int(header["points_cursor"]),
             "events_after": int(header["events_cursor"]),
         }
+        pendings: dict = {}
         try:
             with self.engine.begin() as conn:
                 if not self._advance(conn, spec, store, cursor, new_cursor):
@@ -210,11 +244,26 @@ class Mirror:
                     values = dict(zip(EVENT_FIELDS, rest, strict=True))
                     conn.execute(insert(events).values(run_id=run_map[run_id], **values))
                     report.events += 1
-                self._points(conn, batch, run_map, key_map)
-                report.points += len(batch.steps)
+                if isinstance(batch, list):  # chunks as they are stored at the source
+                    copier = ChunkCopier(conn, self._writers)
+                    chunks = [c._replace(run_id=run_map[c.run_id],
+                                         key_ids=[key_map[k] for k in c.key_ids])
+                              for c in batch]  # fmt: skip
+                    try:
+                        pendings = copier.copy(chunks, after, new_cursor["points_after"])
+                    except ValueError as exc:  # an agent that cut inside a row: a bug there
+                        msg = f"{store}: {exc}; nothing of this batch was written"
+                        raise SyncError(msg) from None
+                    report.points += copier.points
+                    report.chunks += copier.whole
+                else:
+                    self._points(conn, batch, run_map, key_map)
+                    report.points += len(batch.steps)
         except BaseException:
             self._writers.clear()  # their in-memory state may hold the rolled-back batch
             raise
+        for run_id, pending in pendings.items():
+            self._writers[run_id].accept(pending)
         return new_cursor
 
     def _advance(self, conn: Connection, spec: str, store: str, old: dict, new: dict) -> bool:
@@ -322,6 +371,34 @@ def logged_together(rows: list[tuple]) -> list[tuple[list, list]]:
     return parts
 
 
+def received_chunks(header: dict, sections: dict, store: str) -> list[Copied]:
+    """The chunks of a `chunks` reply, each checked whole (its CRC-32, lengths, rows and
+    columns) before any is stored: a damaged one stops the sync with the mirror as the last
+    batch left it."""
+    listed = header.get("chunks") or []
+    _about, data = sections.get("chunks", ({}, b""))
+    uids = {int(r["id"]): r["uid"] for r in header.get("runs") or []}
+    out, at = [], 0
+    for run_id, key_ids, id_lo, id_hi, n, _step_lo, _step_hi, sealed, size in listed:
+        blob = bytes(data[at : at + size])
+        at += size
+        try:
+            if len(blob) != size:
+                raise ValueError(f"corrupt chunk: {len(blob)} of its {size} bytes arrived")
+            verify(blob, n, len(key_ids), id_lo, id_hi)
+        except ValueError as exc:
+            raise SyncError(
+                f"{store}: chunk of points {id_lo}..{id_hi} of run {uids.get(run_id, run_id)}"
+                f" arrived damaged ({exc}); nothing of this batch was written, the mirror"
+                " holds what the syncs before copied"
+            ) from None
+        out.append(Copied(int(run_id), [int(k) for k in key_ids], int(id_lo), int(id_hi),
+                          int(n), int(sealed), blob))  # fmt: skip
+    if at != len(data):
+        raise SyncError(f"{store}: {len(data) - at} bytes of chunks no entry describes")
+    return out
+
+
 def sync_all(
     specs: Iterable[Spec],
     mirror: str | Path,
@@ -340,4 +417,5 @@ def sync_all(
             total.points += r.points
             total.events += r.events
             total.batches += r.batches
+            total.chunks += r.chunks
     return total

@@ -166,6 +166,24 @@ class RollupWriter:
         self._keep(conn, pending, columns, None, restarts, since)
         return pending
 
+    def account_groups(self, conn: Connection, groups: list, ids: dict) -> Pending:
+        """As account(), for points already stored given as insert()'s groups (steps, walls,
+        {key_id: values}, each key in one group, in id order) and their ids as ChunkWriter.write
+        returns them ({key: (row ids, column)}): chunks copied as they are (resplot sync)."""
+        columns = self._columns(conn, [], groups)
+        restarts = self._restarts(columns)
+        pending = Pending()
+        if not restarts:
+            self._keep(conn, pending, columns, groups, {}, {})
+        else:
+            since = {
+                (key, pos): ids[key][0][pos] + ids[key][1]
+                for key, positions in restarts.items()
+                for pos in positions
+            }
+            self._keep(conn, pending, columns, None, restarts, since)
+        return pending
+
     def accept(self, pending: Pending | None = None) -> None:
         """The transaction of `pending` committed: its states are now the writer's."""
         self.chunks.accept()

@@ -51,6 +51,7 @@ from schema.revision import HEAD_REVISION, OLDER_REVISIONS
 from schema.sqlite_file import connect_readonly, readonly_uri
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+CHUNK_BYTES = 64 << 20  # blob bytes a `chunks` reply aims at (it may reach twice that)
 
 # Indexes into a RUN_COLUMNS row.
 _STATUS, _BEAT, _ENDED, _PID, _PROC_HOST, _PROC_START, _STALLED = map(
@@ -267,7 +268,7 @@ class Store:
     def read(self, op: str, req: dict) -> tuple:
         """(header, Sections) of one request against this store."""
         fn = {"poll": self._poll, "points": self._points_op, "raw": self._raw_op,
-              "tiles": self._tiles_op}[op]  # fmt: skip
+              "tiles": self._tiles_op, "chunks": self._chunks_op}[op]  # fmt: skip
         return self._snapshot(fn, req)
 
     # -- parts of a reply --------------------------------------------------------------------
@@ -447,4 +448,65 @@ class Store:
         if rows:
             last = RAW_ROW.unpack_from(packed, (rows - 1) * RAW_ROW.size)
             out["last"] = [last[0], last[4]]  # (step, id): where the next page starts
+        return out, sections
+
+    def _chunks_op(self, cur, req: dict) -> tuple:
+        """What `resplot sync` copies, its chunks as they are stored (docs/protocol.md,
+        "Chunks for a mirror"): every chunk (sealed or head) holding a point after
+        `points_after`, its blob in section "chunks" byte for byte and its run, keys (in column
+        order), ids, rows, steps and sealed flag in the header's `chunks`; with the runs, keys
+        and events a poll gives. The chunks end at a cursor no chunk crosses where one is found
+        within twice the bounds (`limit` points, CHUNK_BYTES), else at the first id of the
+        chunk that would pass them (the chunks crossing it are sent whole; the mirror keeps
+        their points up to the cursor, and the next reply sends them again). A store that
+        still holds legacy point rows after the cursor answers `rows: true`, `rows_upto` (their
+        highest id) and no chunks: those rows come by `poll` (they precede every chunk's
+        ids)."""
+        out = self._runs(cur, None, None)
+        out["store_id"] = f"{self.ident[0]}:{self.ident[1]}"
+        out.update(self._keys(cur, 0))
+        out.update(self._events(cur, req_int(req, "events_after", 0), EVENT_LIMIT))
+        high = _high(cur)
+        out["high"] = high
+        after = req_int(req, "points_after", 0)
+        limit = max(1, min(req_int(req, "limit", DEFAULT_LIMIT), MAX_LIMIT))
+        max_bytes = max(1, min(req_int(req, "max_bytes", CHUNK_BYTES), CHUNK_BYTES))
+        sections = Sections()
+        out.update({"chunks": [], "points_cursor": after, "more": False})
+        legacy = chunk_read.legacy_max_id(cur)
+        if legacy > after:
+            out["rows"] = True
+            out["rows_upto"] = legacy
+            out["sections"] = sections.described
+            return out, sections
+        found = cur.execute(
+            "SELECT c.id, c.run_id, k.key_ids, c.id_lo, c.id_hi, c.n, c.step_lo, c.step_hi,"
+            " c.sealed, length(c.data) FROM chunks c JOIN keysets k ON k.id = c.keyset_id"
+            " WHERE c.id_hi > ? ORDER BY c.id_lo",
+            (after,),
+        ).fetchall()
+        taken: list = []
+        upto, points, size = after, 0, 0
+        for row in found:
+            id_lo = row[3]
+            full = points >= limit or size >= max_bytes
+            if full and id_lo > upto:
+                break  # no chunk taken crosses upto: a clean cut
+            if (points >= 2 * limit or size >= 2 * max_bytes) and id_lo - 1 > after:
+                upto = id_lo - 1  # a forced cut: what crosses it is sent again next time
+                break
+            taken.append(row)
+            points += row[5] * len(chunk_read.key_list(row[2]))
+            size += row[9]
+            upto = max(upto, row[4])
+        blobs = []
+        for chunk_id, run_id, key_text, id_lo, id_hi, n, step_lo, step_hi, sealed, _s in taken:
+            data = cur.execute("SELECT data FROM chunks WHERE id = ?", (chunk_id,)).fetchone()[0]
+            blobs.append(bytes(data))
+            out["chunks"].append([run_id, chunk_read.key_list(key_text), id_lo, id_hi, n,
+                                  step_lo, step_hi, sealed, len(data)])  # fmt: skip
+        sections.add("chunks", len(blobs), b"".join(blobs))
+        out["points_cursor"] = upto
+        out["more"] = upto < high
+        out["sections"] = sections.described
         return out, sections
