@@ -24,6 +24,7 @@ from schema.chunk_codec import (
     DECIMAL_HEADER,
     DELTA,
     DELTA2,
+    FORMAT_VERSION,
     LINEAR,
     LINEAR_WORDS,
     MAX_DECIMAL,
@@ -35,6 +36,7 @@ from schema.chunk_codec import (
     WALL_KIND,
     XOR,
     Chunk,
+    Streams,
     check_lengths,
     check_shape,
     check_word_kind,
@@ -42,8 +44,7 @@ from schema.chunk_codec import (
     deflate,
     inflate,
     pack,
-    picked_columns,
-    unpack,
+    picked_streams,
 )
 
 WORD = np.dtype("<i8")
@@ -181,6 +182,7 @@ def encode(
     ids: Sequence[int] | None = None,
     kinds: tuple = (STEP_KIND, WALL_KIND, VALUE_KIND),
     decimal: bool = True,
+    version: int = FORMAT_VERSION,
 ) -> bytes:
     """As schema.chunk_codec.encode, from any sequences (ndarrays best)."""
     n = len(steps)
@@ -193,17 +195,21 @@ def encode(
         encode_floats(_float64(walls), wall_kind, decimal),
         None if ids is None else encode_words(_int64(ids, "an id is"), step_kind),
         [encode_floats(_float64(v), value_kind, decimal) for v in values],
+        version,
     )
 
 
 def decode(blob: bytes, columns: Sequence[int] | None = None) -> Chunk:
     """As schema.chunk_codec.decode, as ndarrays (int64 steps and ids, float64 walls and
     values)."""
-    s = unpack(blob)
-    picked = picked_columns(len(s.values), columns)
+    return decode_streams(picked_streams(blob, columns))
+
+
+def decode_streams(s: Streams) -> Chunk:
+    """As schema.chunk_codec.decode_streams, as ndarrays."""
     return Chunk(
         decode_words(*s.steps, s.n),
         decode_floats(*s.walls, s.n),
-        tuple(decode_floats(*s.values[i], s.n) for i in picked),
+        tuple(decode_floats(*v, s.n) for v in s.values),
         None if s.ids is None else decode_words(*s.ids, s.n),
     )
