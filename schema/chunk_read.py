@@ -195,6 +195,26 @@ def _step_id(row) -> tuple:
     return (row[1], row[0])
 
 
+def blob_reader(cur):
+    """The sqlite3 connection behind `cur` where it has incremental blob I/O (Python 3.11+'s
+    `blobopen`), else None (PostgreSQL, an older Python: blobs are fetched whole)."""
+    con = getattr(cur, "connection", None)
+    return con if hasattr(con, "blobopen") else None
+
+
+def read_chunk(con, chunk_id: int, columns) -> chunk_codec.Streams:
+    """The verified streams of one chunk's steps, walls, ids and value columns `columns`,
+    read straight from SQLite: a version 2 chunk's header and directory, then only those
+    streams' bytes (a key of a 20-key keyset reads a tenth of the blob); a version 1 chunk
+    whole, as its one CRC needs."""
+    with con.blobopen("chunks", "data", chunk_id, readonly=True) as blob:
+        return chunk_codec.read_streams(lambda at, size: blob[at : at + size], len(blob), columns)
+
+
+def _named(exc: ValueError, chunk_id: int, keyset_id: int, run_id: int) -> ValueError:
+    return ValueError(f"{exc} (chunk {chunk_id} of run {run_id}, keyset {keyset_id})")
+
+
 def series_columns(
     cur, p: str, run_id: int, key_id: int, start: int, stop: int, *,
     has_takes: bool, after_id: int | None = None, limit: int | None = None,
@@ -204,10 +224,32 @@ def series_columns(
     chunks without a Python object a point: the same points in the same order (by step, then
     id), NaN as NaN. Paging as series_rows (`after_id`, `limit`); chunks are read by step and
     reading stops once `limit` points lie below the next chunk's first step; `before_id`: only
-    points with a smaller id (the agent's snapshot). Needs numpy."""
-    np = numpy_modules()[0]
+    points with a smaller id (the agent's snapshot). Needs numpy.
+
+    On SQLite with incremental blob I/O every statement and blob read is in one read
+    transaction (one snapshot, as the single statement that fetched the blobs was), and of
+    each chunk only the streams decoded are read and verified; a chunk that fails its CRC
+    raises ValueError naming it."""
+    np, fast = numpy_modules()
     if np is None:
         raise RuntimeError("series_columns needs numpy")
+    con = blob_reader(cur)
+    own = con is not None and not con.in_transaction
+    if own:
+        cur.execute("BEGIN")
+    try:
+        return _series_columns(
+            cur, p, run_id, key_id, start, stop, has_takes, after_id, limit, before_id,
+            np, fast, con,
+        )  # fmt: skip
+    finally:
+        if own and con.in_transaction:
+            con.execute("ROLLBACK")
+
+
+def _series_columns(
+    cur, p, run_id, key_id, start, stop, has_takes, after_id, limit, before_id, np, fast, con
+) -> tuple:
     after = None if after_id is None else (start, after_id)
     takes = takes_of(cur, p, run_id, key_id) if has_takes else []
     parts = []
@@ -221,42 +263,66 @@ def series_columns(
         )  # fmt: skip
         parts.append(_kept(part, start, stop, None, takes))
     chunks = []
+    blob_sql = "" if con is not None else ", data"
     for ks, col, _k in keyset_columns(cur, p, run_id, key_id):
         cur.execute(
-            f"SELECT step_lo, data FROM chunks WHERE keyset_id = {p} AND step_lo < {p}"
-            f" AND step_hi >= {p}",
+            f"SELECT id, step_lo, step_hi{blob_sql} FROM chunks WHERE keyset_id = {p}"
+            f" AND step_lo < {p} AND step_hi >= {p}",
             (ks, stop, start),
         )
-        chunks += [(int(lo), col, blob) for lo, blob in cur.fetchall()]
+        chunks += [(int(r[1]), int(r[2]), int(r[0]), ks, col, r[3:]) for r in cur.fetchall()]
     chunks.sort(key=lambda c: c[0])
     held = sum(len(part[0]) for part in parts)
-    for lo, col, blob in chunks:
+    for lo, hi, chunk_id, ks, col, data in chunks:
         if limit is not None and held >= limit:
             # Every point of this chunk and the later ones has a step >= lo.
             steps_in_hand = np.concatenate([part[1] for part in parts])
             if np.partition(steps_in_hand, limit - 1)[limit - 1] < lo:
                 break
-        c = decode(blob, [col])
-        part = (c.ids + col, c.steps, c.walls, c.values[0])
+        try:
+            if con is not None:
+                streams = read_chunk(con, chunk_id, [col])
+            else:
+                streams = chunk_codec.picked_streams(data[0], [col])
+            c = fast.decode_streams(streams)
+        except ValueError as exc:
+            raise _named(exc, chunk_id, ks, run_id) from None
+        part = (c.ids + col if col else c.ids, c.steps, c.walls, c.values[0])
         if before_id is not None:
             keep = part[0] < before_id
             part = tuple(column[keep] for column in part)
-        part = _kept(part, start, stop, after, takes)
+        if after is not None or takes or lo < start or hi >= stop:
+            part = _kept(part, start, stop, after, takes)
         if len(part[0]):
             parts.append(part)
             held += len(part[0])
     if not parts:
         empty_i, empty_f = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
         return empty_i, empty_i.copy(), empty_f, empty_f.copy()
-    ids, steps, walls, values = (np.concatenate([part[i] for part in parts]) for i in range(4))
-    order = np.lexsort((ids, steps))
-    ids, steps, walls, values = ids[order], steps[order], walls[order], values[order]
+    if len(parts) == 1:
+        ids, steps, walls, values = parts[0]
+    else:
+        ids, steps, walls, values = (np.concatenate([part[i] for part in parts]) for i in range(4))
+    if not _in_order(np, steps, ids):
+        order = np.lexsort((ids, steps))
+        ids, steps, walls, values = ids[order], steps[order], walls[order], values[order]
     if legacy and len(ids) > 1:  # a run converted between the two reads: each point once
         first = np.concatenate(([True], ids[1:] != ids[:-1]))
         ids, steps, walls, values = ids[first], steps[first], walls[first], values[first]
     if limit is not None:
         ids, steps, walls, values = ids[:limit], steps[:limit], walls[:limit], values[:limit]
     return ids, steps, walls, values
+
+
+def _in_order(np, steps, ids) -> bool:
+    """Whether the points are already by step, then id (a run's chunks almost always are:
+    sorting 100,000 points costs more than decoding them)."""
+    if len(steps) < 2:
+        return True
+    rising = steps[1:] > steps[:-1]
+    if rising.all():
+        return True
+    return bool((rising | ((steps[1:] == steps[:-1]) & (ids[1:] > ids[:-1]))).all())
 
 
 def _kept(part: tuple, start: int, stop: int, after, takes: list) -> tuple:

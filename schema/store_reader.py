@@ -21,6 +21,7 @@ from schema.store import engine_label
 
 Point = tuple[int, float, float]  # step, wall, value (NaN for a stored NULL)
 _NAN = float("nan")
+MMAP_BYTES = 1 << 30  # SQLite maps at most this much of the file (its own cap is 2 GB)
 
 
 class StoreReader:
@@ -133,7 +134,8 @@ class StoreReader:
     ) -> Iterator[tuple]:  # fmt: skip
         """scan() as numpy columns: (steps, walls, values) arrays of at most `batch` points a
         page, decoded straight from the chunks (schema/chunk_read.series_columns), the same
-        points in the same order."""
+        points in the same order. A page asks for one point more than it yields, so a series
+        of exactly `batch` points is one read, not a second, empty one."""
         found = self._scan_range(run_id, key_id, start, stop)
         if found is None:
             return
@@ -141,13 +143,21 @@ class StoreReader:
         after = None
         while lo < hi:
             with self.engine.connect() as conn:
+                cur = self._cursor(conn)
+                if self.engine.dialect.name == "sqlite":
+                    # Reading one key's streams hops through its chunks' overflow pages;
+                    # mapped, a page costs a pointer instead of a read() into the page cache
+                    # (2 MB by default: a scan of a long run never hits it). Read-only: SQLite
+                    # writes through write() whatever this says.
+                    cur.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
                 ids, steps, walls, values = chunk_read.series_columns(
-                    self._cursor(conn), self.p, run_id, key_id, lo, hi,
-                    has_takes=has_takes, after_id=after, limit=batch,
+                    cur, self.p, run_id, key_id, lo, hi,
+                    has_takes=has_takes, after_id=after, limit=batch + 1,
                 )  # fmt: skip
             if not len(ids):
                 return
-            yield steps, walls, values
-            if len(ids) < batch:
+            if len(ids) <= batch:
+                yield steps, walls, values
                 return
-            lo, after = int(steps[-1]), int(ids[-1])
+            yield steps[:batch], walls[:batch], values[:batch]
+            lo, after = int(steps[batch - 1]), int(ids[batch - 1])
