@@ -252,8 +252,21 @@ def _series_columns(
 ) -> tuple:
     after = None if after_id is None else (start, after_id)
     takes = takes_of(cur, p, run_id, key_id) if has_takes else []
-    parts = []
     legacy = _legacy_rows(cur, p, run_id, key_id, start, stop, before_id, after)
+    chunks = []
+    blob_sql = "" if con is not None else ", data"
+    for ks, col, _k in keyset_columns(cur, p, run_id, key_id):
+        cur.execute(
+            f"SELECT id, step_lo, step_hi, n{blob_sql} FROM chunks WHERE keyset_id = {p}"
+            f" AND step_lo < {p} AND step_hi >= {p}",
+            (ks, stop, start),
+        )
+        chunks += [(int(r[1]), int(r[2]), int(r[0]), int(r[3]), ks, col, r[4:])
+                   for r in cur.fetchall()]  # fmt: skip
+    chunks.sort(key=lambda c: c[0])
+    # The columns are decoded straight into arrays of every point the chunks hold: no array
+    # a chunk to concatenate (a chunk cut by the range, a cursor or a take is filtered first).
+    out = _Columns(np, len(legacy) + sum(c[3] for c in chunks))
     if legacy:
         ids, steps, walls, values = zip(*legacy)  # noqa: B905 (3.8)
         part = (
@@ -261,29 +274,24 @@ def _series_columns(
             np.array(walls, dtype=np.float64),
             np.array([np.nan if v is None else v for v in values], dtype=np.float64),
         )  # fmt: skip
-        parts.append(_kept(part, start, stop, None, takes))
-    chunks = []
-    blob_sql = "" if con is not None else ", data"
-    for ks, col, _k in keyset_columns(cur, p, run_id, key_id):
-        cur.execute(
-            f"SELECT id, step_lo, step_hi{blob_sql} FROM chunks WHERE keyset_id = {p}"
-            f" AND step_lo < {p} AND step_hi >= {p}",
-            (ks, stop, start),
-        )
-        chunks += [(int(r[1]), int(r[2]), int(r[0]), ks, col, r[3:]) for r in cur.fetchall()]
-    chunks.sort(key=lambda c: c[0])
-    held = sum(len(part[0]) for part in parts)
-    for lo, hi, chunk_id, ks, col, data in chunks:
-        if limit is not None and held >= limit:
-            # Every point of this chunk and the later ones has a step >= lo.
-            steps_in_hand = np.concatenate([part[1] for part in parts])
-            if np.partition(steps_in_hand, limit - 1)[limit - 1] < lo:
-                break
+        out.add(_kept(part, start, stop, None, takes))
+    for lo, hi, chunk_id, _n, ks, col, data in chunks:
+        # Every point of this chunk and the later ones has a step >= lo.
+        if limit is not None and out.at >= limit and _nth(np, out, limit) < lo:
+            break
         try:
             if con is not None:
                 streams = read_chunk(con, chunk_id, [col])
             else:
                 streams = chunk_codec.picked_streams(data[0], [col])
+            if streams.ids is None:
+                raise ValueError("corrupt chunk: a stored chunk without its ids stream")
+            whole = before_id is None and after is None and not takes
+            if whole and start <= lo and hi < stop:
+                out.reserve(streams.n)
+                fast.decode_into(streams, out.columns, out.at, col)
+                out.at += streams.n
+                continue
             c = fast.decode_streams(streams)
         except ValueError as exc:
             raise _named(exc, chunk_id, ks, run_id) from None
@@ -291,18 +299,8 @@ def _series_columns(
         if before_id is not None:
             keep = part[0] < before_id
             part = tuple(column[keep] for column in part)
-        if after is not None or takes or lo < start or hi >= stop:
-            part = _kept(part, start, stop, after, takes)
-        if len(part[0]):
-            parts.append(part)
-            held += len(part[0])
-    if not parts:
-        empty_i, empty_f = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
-        return empty_i, empty_i.copy(), empty_f, empty_f.copy()
-    if len(parts) == 1:
-        ids, steps, walls, values = parts[0]
-    else:
-        ids, steps, walls, values = (np.concatenate([part[i] for part in parts]) for i in range(4))
+        out.add(_kept(part, start, stop, after, takes))
+    ids, steps, walls, values = (column[: out.at] for column in out.columns)
     if not _in_order(np, steps, ids):
         order = np.lexsort((ids, steps))
         ids, steps, walls, values = ids[order], steps[order], walls[order], values[order]
@@ -312,6 +310,38 @@ def _series_columns(
     if limit is not None:
         ids, steps, walls, values = ids[:limit], steps[:limit], walls[:limit], values[:limit]
     return ids, steps, walls, values
+
+
+def _nth(np, out, limit: int) -> int:
+    """The `limit`-th smallest step held."""
+    return int(np.partition(out.columns[1][: out.at], limit - 1)[limit - 1])
+
+
+class _Columns:
+    """(ids, steps, walls, values) arrays filled from the front; `at`: the points held."""
+
+    def __init__(self, np, size: int) -> None:
+        self.np, self.at = np, 0
+        i8, f8 = np.int64, np.float64
+        self.columns = (np.empty(size, i8), np.empty(size, i8), np.empty(size, f8),
+                        np.empty(size, f8))  # fmt: skip
+
+    def reserve(self, n: int) -> None:
+        """Room for n more points (a chunk whose row undercounts its points: grown, not cut;
+        `reslog check` reports the row)."""
+        if self.at + n > len(self.columns[0]):
+            grown = self.at + n
+            self.columns = tuple(
+                self.np.concatenate((c[: self.at], self.np.empty(grown - self.at, c.dtype)))
+                for c in self.columns
+            )
+
+    def add(self, part: tuple) -> None:
+        m = len(part[0])
+        self.reserve(m)
+        for column, values in zip(self.columns, part):  # noqa: B905 (3.8)
+            column[self.at : self.at + m] = values
+        self.at += m
 
 
 def _in_order(np, steps, ids) -> bool:
