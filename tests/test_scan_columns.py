@@ -29,6 +29,11 @@ def bits(values) -> list:
     return [struct.unpack("<q", struct.pack("<d", v))[0] for v in values]
 
 
+def nan_as_none(values) -> list:
+    """The values' bit patterns, NaN as None (history() reads NaN as the rollups keep it)."""
+    return [None if v != v else bits([v])[0] for v in values]
+
+
 def value(j: int, step: int) -> float:
     special = [struct.unpack("<d", struct.pack("<q", 0x7FF8DEADBEEF0001))[0], -0.0, math.inf,
                -math.inf, 5e-324]  # fmt: skip
@@ -206,3 +211,27 @@ def test_a_series_of_exactly_batch_points_is_one_read_and_no_transaction_stays_o
     assert [len(p[0]) for p in pages] == [STEPS - 1, 1]
     steps = np.concatenate([p[0] for p in pages])
     assert steps.tolist() == list(range(STEPS))
+
+
+def test_history_reads_first_values_and_raw_points_from_the_key_streams(store_path):
+    """history(): rows of rollups with each row's first value (first_values: the chunks
+    holding a wanted step, through numpy), and a narrow range point by point (level 0: the
+    raw points, series_rows through series_columns); a flipped bit in the key's stream is an
+    error naming the chunk there too."""
+    logged(store_path)
+    with reslog.open(store_path) as store:
+        wide = store.history("r", "k3", samples=100)
+        narrow = store.history("r", "k3", samples=1000, start=4000, stop=4900)
+    assert wide.attrs["levels"]["k3"] != 0 and 50 <= len(wide) <= 100
+    assert nan_as_none(wide["first"]) == nan_as_none([value(3, s) for s in wide["step"]])
+    assert narrow.attrs["levels"]["k3"] == 0 and narrow["step"].tolist() == list(range(4000, 4900))
+    assert nan_as_none(narrow["last"]) == nan_as_none([value(3, s) for s in range(4000, 4900)])
+    engine = new_store(store_path)
+    cid, run_id, ks, blob = chunk_rows(engine)[0]
+    broken = bytearray(blob)
+    broken[_stream_at(blob, 3 + 3)] ^= 0x02
+    rewrite(engine, cid, bytes(broken))
+    with reslog.open(store_path) as store, pytest.raises(ValueError) as err:
+        store.history("r", "k3", samples=1000, start=100, stop=900)
+    assert "CRC-32 does not match" in str(err.value)
+    assert f"chunk {cid} of run {run_id}, keyset {ks}" in str(err.value)
