@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, select
 
 from schema import chunk_read, envelope
 from schema.gc_pause import gc_paused
-from schema.read import fetch_events, find_run, key_names, list_runs
+from schema.read import fetch_events, find_run, key_names, list_runs, run_from_row
 from schema.records import Event, RunInfo, RunRef
 from schema.rollup import STEP_HI, STEP_LO
 from schema.store import engine_label
+from schema.tables import runs
 
 Point = tuple[int, float, float]  # step, wall, value (NaN for a stored NULL)
 _NAN = float("nan")
@@ -44,6 +45,16 @@ class StoreReader:
     def find(self, ident: str) -> tuple[int, RunInfo]:
         """A run by uid, unique uid prefix or unique name (UnknownRun otherwise)."""
         with self.engine.connect() as conn:
+            # A whole uid or a name matching one run is that run, as find_run decides, without
+            # reading every run of the store (a scan() of 100k points paid ~10 ns a point for
+            # it with one run in the store); anything else (a prefix, several runs of one
+            # name) goes through find_run, its errors included.
+            for column in (runs.c.uid, runs.c.name):
+                found = conn.execute(select(runs).where(column == ident).limit(2)).all()
+                if len(found) == 1:
+                    return int(found[0].id), run_from_row(found[0], self.source, self.store)
+                if found:
+                    break
             return find_run(conn, ident, source=self.source, store=self.store)
 
     def key_names(self) -> dict[int, str]:
