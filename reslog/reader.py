@@ -245,18 +245,20 @@ class Reader:
         row_id, key_ids = self._series(run, keys)
         pd = _pandas()
         for key, key_id in key_ids.items():
-            # Columns decoded from the chunks go into the frame as they are: no Python object
-            # a point (docs/store.md, "Points as compressed columns").
+            # Columns decoded from the chunks go into the frame as they are (copy=False: no
+            # block of walls and values stacked), the key as one object broadcast: no Python
+            # object a point (docs/store.md, "Points as compressed columns").
             for steps, walls, values in self._store.scan_columns(
                 row_id, key_id, start, stop, batch
             ):
                 yield pd.DataFrame(
                     {
-                        "key": pd.Series([key] * len(steps), dtype=object),
-                        "step": pd.Series(steps, dtype="int64"),
-                        "wall": pd.Series(walls, dtype="float64"),
-                        "value": pd.Series(values, dtype="float64"),
-                    }
+                        "key": pd.Series(key, index=pd.RangeIndex(len(steps)), dtype=object),
+                        "step": steps,  # int64
+                        "wall": walls,  # float64
+                        "value": values,  # float64
+                    },
+                    copy=False,
                 )
 
     def points(self, run: str, keys: str | Sequence[str] | None = None, *,

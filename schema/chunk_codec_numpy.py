@@ -24,6 +24,7 @@ from schema.chunk_codec import (
     DECIMAL_HEADER,
     DELTA,
     DELTA2,
+    FORMAT_VERSION,
     LINEAR,
     LINEAR_WORDS,
     MAX_DECIMAL,
@@ -35,6 +36,7 @@ from schema.chunk_codec import (
     WALL_KIND,
     XOR,
     Chunk,
+    Streams,
     check_lengths,
     check_shape,
     check_word_kind,
@@ -42,11 +44,11 @@ from schema.chunk_codec import (
     deflate,
     inflate,
     pack,
-    picked_columns,
-    unpack,
+    picked_streams,
 )
 
 WORD = np.dtype("<i8")
+_NATIVE = np.dtype(np.int64) == WORD  # little-endian: the words' bytes are int64s as they lie
 _POW10 = np.array(POW10)
 
 
@@ -82,31 +84,47 @@ def encode_words(words: np.ndarray, kind: int) -> tuple:
     return kind, deflate(_shuffled(out))
 
 
-def decode_words(kind: int, payload: bytes, n: int) -> np.ndarray:
-    """The int64 words of one stream (array arithmetic wraps mod 2^64, silently)."""
+def decode_words(kind: int, payload: bytes, n: int, out: np.ndarray | None = None) -> np.ndarray:
+    """The int64 words of one stream (array arithmetic wraps mod 2^64, silently), written into
+    `out` (n int64s, e.g. a slice of a longer column) where given: no array a stream beyond the
+    inflated bytes."""
+    if out is None:
+        out = np.empty(n, dtype=np.int64)
     if kind == LINEAR:
         if len(payload) != LINEAR_WORDS.size:
             raise ValueError("corrupt chunk: a linear stream is not 16 bytes")
         first, step = LINEAR_WORDS.unpack(payload)
         if step == 0:
-            return np.full(n, first, dtype=np.int64)
-        return np.arange(n, dtype=np.int64) * np.int64(step) + np.int64(first)
+            out.fill(first)
+        else:
+            np.multiply(np.arange(n, dtype=np.int64), np.int64(step), out=out)
+            out += np.int64(first)
+        return out
     check_word_kind(kind)
     if kind == RAW:
         if len(payload) != 8 * n:
             raise ValueError("corrupt chunk: a raw stream of the wrong length")
-        return np.frombuffer(payload, dtype=WORD).astype(np.int64)
-    words = _unshuffled(inflate(payload, 8 * n), n).astype(np.int64, copy=False)
-    if kind == SHUFFLE:
-        return words
+        out[:] = np.frombuffer(payload, dtype=WORD)
+        return out
+    data = inflate(payload, 8 * n)
+    if _NATIVE:
+        # The byte planes written straight into `out`'s bytes, a plane at a time: one long
+        # strided loop each, twice as quick as numpy's transposing copy (whose inner loop is
+        # 8 bytes long).
+        planes = np.frombuffer(data, dtype=np.uint8).reshape(8, n)
+        into = out.view(np.uint8).reshape(n, 8)
+        for k in range(8):
+            into[:, k] = planes[k]
+    else:
+        out[:] = _unshuffled(data, n)
     if kind == DELTA:
-        return np.cumsum(words, dtype=np.int64)
-    if kind == XOR:
-        return np.bitwise_xor.accumulate(words)
-    if n < 2:
-        return words
-    words[1:] = np.cumsum(words[1:], dtype=np.int64)
-    return np.cumsum(words, dtype=np.int64)
+        np.cumsum(out, out=out)
+    elif kind == XOR:
+        np.bitwise_xor.accumulate(out, out=out)
+    elif kind == DELTA2 and n >= 2:
+        np.cumsum(out[1:], out=out[1:])
+        np.cumsum(out, out=out)
+    return out
 
 
 def _is_linear(words: np.ndarray) -> bool:
@@ -145,11 +163,16 @@ def encode_floats(floats: np.ndarray, kind: int, decimal: bool = True) -> tuple:
     return DECIMAL, DECIMAL_HEADER.pack(e, inner[0]) + inner[1]
 
 
-def decode_floats(kind: int, payload: bytes, n: int) -> np.ndarray:
+def decode_floats(kind: int, payload: bytes, n: int, out: np.ndarray | None = None) -> np.ndarray:
+    """The float64s of one stream, into `out` (n float64s) where given."""
+    if out is None:
+        out = np.empty(n, dtype=np.float64)
     if kind != DECIMAL:
-        return decode_words(kind, payload, n).view(np.float64)
+        decode_words(kind, payload, n, out.view(np.int64))
+        return out
     e, inner, rest = decimal_parts(payload)
-    return decode_words(inner, rest, n).astype(np.float64) / POW10[e]
+    np.divide(decode_words(inner, rest, n), POW10[e], out=out)  # int64 -> float64, then /
+    return out
 
 
 def _int64(column, what: str) -> np.ndarray:
@@ -181,6 +204,7 @@ def encode(
     ids: Sequence[int] | None = None,
     kinds: tuple = (STEP_KIND, WALL_KIND, VALUE_KIND),
     decimal: bool = True,
+    version: int = FORMAT_VERSION,
 ) -> bytes:
     """As schema.chunk_codec.encode, from any sequences (ndarrays best)."""
     n = len(steps)
@@ -193,17 +217,33 @@ def encode(
         encode_floats(_float64(walls), wall_kind, decimal),
         None if ids is None else encode_words(_int64(ids, "an id is"), step_kind),
         [encode_floats(_float64(v), value_kind, decimal) for v in values],
+        version,
     )
 
 
 def decode(blob: bytes, columns: Sequence[int] | None = None) -> Chunk:
     """As schema.chunk_codec.decode, as ndarrays (int64 steps and ids, float64 walls and
     values)."""
-    s = unpack(blob)
-    picked = picked_columns(len(s.values), columns)
+    return decode_streams(picked_streams(blob, columns))
+
+
+def decode_into(s: Streams, columns: tuple, at: int, id_offset: int = 0) -> None:
+    """A chunk of one value column decoded into `columns` (ids, steps, walls, values: longer
+    arrays) from row `at` on, `id_offset` added to its ids (the column's index in its row)."""
+    ids, steps, walls, values = (c[at : at + s.n] for c in columns)
+    decode_words(*s.steps, s.n, steps)
+    decode_floats(*s.walls, s.n, walls)
+    decode_floats(*s.values[0], s.n, values)
+    decode_words(*s.ids, s.n, ids)
+    if id_offset:
+        ids += id_offset
+
+
+def decode_streams(s: Streams) -> Chunk:
+    """As schema.chunk_codec.decode_streams, as ndarrays."""
     return Chunk(
         decode_words(*s.steps, s.n),
         decode_floats(*s.walls, s.n),
-        tuple(decode_floats(*s.values[i], s.n) for i in picked),
+        tuple(decode_floats(*v, s.n) for v in s.values),
         None if s.ids is None else decode_words(*s.ids, s.n),
     )

@@ -122,8 +122,12 @@ def _legacy_rows(cur, p, run_id, key_id, start, stop, before_id, after) -> list:
 
 def _chunk_rows(blob, col: int, k: int, start, stop, before_id, after) -> list:
     """(id, step, wall, value) of one chunk's column with start <= step < stop."""
+    return _column_rows(decode(blob, [col]), col, start, stop, before_id, after)
+
+
+def _column_rows(c, col: int, start, stop, before_id, after) -> list:
+    """(id, step, wall, value) of a decoded chunk's column with start <= step < stop."""
     np = numpy_modules()[0]
-    c = decode(blob, [col])
     if np is not None:
         steps, walls, values = c.steps, c.walls, c.values[0]
         ids = c.ids + col
@@ -158,7 +162,16 @@ def series_rows(
     """(id, step, wall, value) of the series' current points with start <= step < stop, by
     step then id (value None = NaN), at most `limit` of them; with `after_id`, only those after
     (start, after_id) in that order (paging: the last row's step as `start`, its id as
-    `after_id`). `before_id`: only points with a smaller id."""
+    `after_id`). `before_id`: only points with a smaller id. Where numpy imports, these are
+    series_columns' points (filtered and ordered by numpy, then a tuple made once a point,
+    instead of a tuple a point sorted by a Python key function)."""
+    if has_numpy():
+        ids, steps, walls, values = series_columns(
+            cur, p, run_id, key_id, start, stop, has_takes=has_takes, after_id=after_id,
+            limit=limit, before_id=before_id,
+        )  # fmt: skip
+        vals = [None if v != v else v for v in values.tolist()]
+        return list(zip(ids.tolist(), steps.tolist(), walls.tolist(), vals))  # noqa: B905 (3.8)
     after = None if after_id is None else (start, after_id)
     rows = _legacy_rows(cur, p, run_id, key_id, start, stop, before_id, after)
     converting = bool(rows)
@@ -195,6 +208,63 @@ def _step_id(row) -> tuple:
     return (row[1], row[0])
 
 
+def blob_reader(cur):
+    """The sqlite3 connection behind `cur` where it has incremental blob I/O (Python 3.11+'s
+    `blobopen`), else None (PostgreSQL, an older Python: blobs are fetched whole)."""
+    con = getattr(cur, "connection", None)
+    return con if hasattr(con, "blobopen") else None
+
+
+def read_chunk(con, chunk_id: int, columns) -> chunk_codec.Streams:
+    """The verified streams of one chunk's steps, walls, ids and value columns `columns`,
+    read straight from SQLite: a version 2 chunk's header and directory, then only those
+    streams' bytes (a key of a 20-key keyset reads a tenth of the blob); a version 1 chunk
+    whole, as its one CRC needs."""
+    with con.blobopen("chunks", "data", chunk_id, readonly=True) as blob:
+        return chunk_codec.read_streams(lambda at, size: blob[at : at + size], len(blob), columns)
+
+
+class _Snapshot:
+    """`with _Snapshot(cur) as con:` the sqlite3 connection with blob I/O, inside one read
+    transaction (begun here unless one is open, rolled back at the end: a reader holds no
+    snapshot after it), or None where blobs are fetched whole by the listing statement."""
+
+    def __init__(self, cur) -> None:
+        self.cur, self.con = cur, blob_reader(cur)
+        self.own = self.con is not None and not self.con.in_transaction
+
+    def __enter__(self):
+        if self.own:
+            self.cur.execute("BEGIN")
+        return self.con
+
+    def __exit__(self, *exc) -> None:
+        if self.own and self.con.in_transaction:
+            self.con.execute("ROLLBACK")
+
+
+def _streams(con, chunk_id: int, col: int, data: tuple) -> chunk_codec.Streams:
+    """A chunk's steps, walls, ids and column `col`, verified: through blob I/O where `con`
+    is given, else from the blob its listing fetched (`data`: (blob,))."""
+    if con is not None:
+        return read_chunk(con, chunk_id, [col])
+    return chunk_codec.picked_streams(data[0], [col])
+
+
+def _decoded(con, chunk_id: int, col: int, data: tuple, keyset_id: int, run_id: int):
+    """_streams() decoded (numpy where it imports), a failure naming the chunk."""
+    fast = numpy_modules()[1]
+    try:
+        s = _streams(con, chunk_id, col, data)
+        return (fast or chunk_codec).decode_streams(s)
+    except ValueError as exc:
+        raise _named(exc, chunk_id, keyset_id, run_id) from None
+
+
+def _named(exc: ValueError, chunk_id: int, keyset_id: int, run_id: int) -> ValueError:
+    return ValueError(f"{exc} (chunk {chunk_id} of run {run_id}, keyset {keyset_id})")
+
+
 def series_columns(
     cur, p: str, run_id: int, key_id: int, start: int, stop: int, *,
     has_takes: bool, after_id: int | None = None, limit: int | None = None,
@@ -204,14 +274,42 @@ def series_columns(
     chunks without a Python object a point: the same points in the same order (by step, then
     id), NaN as NaN. Paging as series_rows (`after_id`, `limit`); chunks are read by step and
     reading stops once `limit` points lie below the next chunk's first step; `before_id`: only
-    points with a smaller id (the agent's snapshot). Needs numpy."""
-    np = numpy_modules()[0]
+    points with a smaller id (the agent's snapshot). Needs numpy.
+
+    On SQLite with incremental blob I/O every statement and blob read is in one read
+    transaction (one snapshot, as the single statement that fetched the blobs was), and of
+    each chunk only the streams decoded are read and verified; a chunk that fails its CRC
+    raises ValueError naming it."""
+    np, fast = numpy_modules()
     if np is None:
         raise RuntimeError("series_columns needs numpy")
+    with _Snapshot(cur) as con:
+        return _series_columns(
+            cur, p, run_id, key_id, start, stop, has_takes, after_id, limit, before_id,
+            np, fast, con,
+        )  # fmt: skip
+
+
+def _series_columns(
+    cur, p, run_id, key_id, start, stop, has_takes, after_id, limit, before_id, np, fast, con
+) -> tuple:
     after = None if after_id is None else (start, after_id)
     takes = takes_of(cur, p, run_id, key_id) if has_takes else []
-    parts = []
     legacy = _legacy_rows(cur, p, run_id, key_id, start, stop, before_id, after)
+    chunks = []
+    blob_sql = "" if con is not None else ", data"
+    for ks, col, _k in keyset_columns(cur, p, run_id, key_id):
+        cur.execute(
+            f"SELECT id, step_lo, step_hi, n{blob_sql} FROM chunks WHERE keyset_id = {p}"
+            f" AND step_lo < {p} AND step_hi >= {p}",
+            (ks, stop, start),
+        )
+        chunks += [(int(r[1]), int(r[2]), int(r[0]), int(r[3]), ks, col, r[4:])
+                   for r in cur.fetchall()]  # fmt: skip
+    chunks.sort(key=lambda c: c[0])
+    # The columns are decoded straight into arrays of every point the chunks hold: no array
+    # a chunk to concatenate (a chunk cut by the range, a cursor or a take is filtered first).
+    out = _Columns(np, len(legacy) + sum(c[3] for c in chunks))
     if legacy:
         ids, steps, walls, values = zip(*legacy)  # noqa: B905 (3.8)
         part = (
@@ -219,44 +317,89 @@ def series_columns(
             np.array(walls, dtype=np.float64),
             np.array([np.nan if v is None else v for v in values], dtype=np.float64),
         )  # fmt: skip
-        parts.append(_kept(part, start, stop, None, takes))
-    chunks = []
-    for ks, col, _k in keyset_columns(cur, p, run_id, key_id):
-        cur.execute(
-            f"SELECT step_lo, data FROM chunks WHERE keyset_id = {p} AND step_lo < {p}"
-            f" AND step_hi >= {p}",
-            (ks, stop, start),
-        )
-        chunks += [(int(lo), col, blob) for lo, blob in cur.fetchall()]
-    chunks.sort(key=lambda c: c[0])
-    held = sum(len(part[0]) for part in parts)
-    for lo, col, blob in chunks:
-        if limit is not None and held >= limit:
-            # Every point of this chunk and the later ones has a step >= lo.
-            steps_in_hand = np.concatenate([part[1] for part in parts])
-            if np.partition(steps_in_hand, limit - 1)[limit - 1] < lo:
-                break
-        c = decode(blob, [col])
-        part = (c.ids + col, c.steps, c.walls, c.values[0])
+        out.add(_kept(part, start, stop, None, takes))
+    for lo, hi, chunk_id, _n, ks, col, data in chunks:
+        # Every point of this chunk and the later ones has a step >= lo.
+        if limit is not None and out.at >= limit and _nth(np, out, limit) < lo:
+            break
+        try:
+            if con is not None:
+                streams = read_chunk(con, chunk_id, [col])
+            else:
+                streams = chunk_codec.picked_streams(data[0], [col])
+            if streams.ids is None:
+                raise ValueError("corrupt chunk: a stored chunk without its ids stream")
+            whole = before_id is None and after is None and not takes
+            if whole and start <= lo and hi < stop:
+                out.reserve(streams.n)
+                fast.decode_into(streams, out.columns, out.at, col)
+                out.at += streams.n
+                continue
+            c = fast.decode_streams(streams)
+        except ValueError as exc:
+            raise _named(exc, chunk_id, ks, run_id) from None
+        part = (c.ids + col if col else c.ids, c.steps, c.walls, c.values[0])
         if before_id is not None:
             keep = part[0] < before_id
             part = tuple(column[keep] for column in part)
-        part = _kept(part, start, stop, after, takes)
-        if len(part[0]):
-            parts.append(part)
-            held += len(part[0])
-    if not parts:
-        empty_i, empty_f = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
-        return empty_i, empty_i.copy(), empty_f, empty_f.copy()
-    ids, steps, walls, values = (np.concatenate([part[i] for part in parts]) for i in range(4))
-    order = np.lexsort((ids, steps))
-    ids, steps, walls, values = ids[order], steps[order], walls[order], values[order]
+        out.add(_kept(part, start, stop, after, takes))
+    ids, steps, walls, values = (column[: out.at] for column in out.columns)
+    if not _in_order(np, steps, ids):
+        order = np.lexsort((ids, steps))
+        ids, steps, walls, values = ids[order], steps[order], walls[order], values[order]
     if legacy and len(ids) > 1:  # a run converted between the two reads: each point once
         first = np.concatenate(([True], ids[1:] != ids[:-1]))
         ids, steps, walls, values = ids[first], steps[first], walls[first], values[first]
     if limit is not None:
         ids, steps, walls, values = ids[:limit], steps[:limit], walls[:limit], values[:limit]
     return ids, steps, walls, values
+
+
+def _nth(np, out, limit: int) -> int:
+    """The `limit`-th smallest step held."""
+    return int(np.partition(out.columns[1][: out.at], limit - 1)[limit - 1])
+
+
+class _Columns:
+    """(ids, steps, walls, values) arrays filled from the front; `at`: the points held."""
+
+    def __init__(self, np, size: int) -> None:
+        self.np, self.at = np, 0
+        # One allocation for the four: freed, it raises glibc's mmap and trim thresholds past
+        # a scan's size, so the next scan's columns come from the heap instead of fresh pages
+        # (four 800 KB columns, each mapped and faulted in anew: ~20 ns a point here).
+        block = np.empty(4 * size, dtype=np.int64)
+        self.columns = (block[:size], block[size : 2 * size],
+                        block[2 * size : 3 * size].view(np.float64),
+                        block[3 * size :].view(np.float64))  # fmt: skip
+
+    def reserve(self, n: int) -> None:
+        """Room for n more points (a chunk whose row undercounts its points: grown, not cut;
+        `reslog check` reports the row)."""
+        if self.at + n > len(self.columns[0]):
+            grown = self.at + n
+            self.columns = tuple(
+                self.np.concatenate((c[: self.at], self.np.empty(grown - self.at, c.dtype)))
+                for c in self.columns
+            )
+
+    def add(self, part: tuple) -> None:
+        m = len(part[0])
+        self.reserve(m)
+        for column, values in zip(self.columns, part):  # noqa: B905 (3.8)
+            column[self.at : self.at + m] = values
+        self.at += m
+
+
+def _in_order(np, steps, ids) -> bool:
+    """Whether the points are already by step, then id (a run's chunks almost always are:
+    sorting 100,000 points costs more than decoding them)."""
+    if len(steps) < 2:
+        return True
+    rising = steps[1:] > steps[:-1]
+    if rising.all():
+        return True
+    return bool((rising | ((steps[1:] == steps[:-1]) & (ids[1:] > ids[:-1]))).all())
 
 
 def _kept(part: tuple, start: int, stop: int, after, takes: list) -> tuple:
@@ -285,24 +428,27 @@ def count_rows(
     )
     total = int(cur.fetchone()[0])
     takes = takes_of(cur, p, run_id, key_id) if has_takes else []
-    for ks, col, k in keyset_columns(cur, p, run_id, key_id):
-        if total >= limit:
-            break
-        cur.execute(
-            f"SELECT step_lo, step_hi, n, data FROM chunks WHERE keyset_id = {p}"
-            f" AND step_lo < {p} AND step_hi >= {p} ORDER BY step_lo, id_lo",
-            (ks, stop, start),
-        )
-        for lo, hi, n, blob in cur.fetchall():
-            if not takes and lo >= start and hi < stop:
-                total += int(n)
-            else:
-                found = _chunk_rows(blob, col, k, start, stop, None, None)
-                if takes:
-                    found = [r for r in found if _current(takes, r[0], r[1])]
-                total += len(found)
+    with _Snapshot(cur) as con:
+        blob_sql = "" if con is not None else ", data"
+        for ks, col, _k in keyset_columns(cur, p, run_id, key_id):
             if total >= limit:
                 break
+            cur.execute(
+                f"SELECT id, step_lo, step_hi, n{blob_sql} FROM chunks WHERE keyset_id = {p}"
+                f" AND step_lo < {p} AND step_hi >= {p} ORDER BY step_lo, id_lo",
+                (ks, stop, start),
+            )
+            for chunk_id, lo, hi, n, *data in cur.fetchall():
+                if not takes and lo >= start and hi < stop:
+                    total += int(n)  # counted by its row: not read
+                else:
+                    c = _decoded(con, chunk_id, col, data, ks, run_id)
+                    found = _column_rows(c, col, start, stop, None, None)
+                    if takes:
+                        found = [r for r in found if _current(takes, r[0], r[1])]
+                    total += len(found)
+                if total >= limit:
+                    break
     return min(total, limit)
 
 
@@ -327,22 +473,33 @@ def first_values(cur, p: str, run_id: int, key_id: int, steps: list, *, has_take
     lo, hi = min(steps), max(steps)
     ordered = sorted(wanted)
     takes = takes_of(cur, p, run_id, key_id) if has_takes else []
-    for ks, col, _k in keyset_columns(cur, p, run_id, key_id):
-        cur.execute(
-            f"SELECT step_lo, step_hi, data FROM chunks WHERE keyset_id = {p}"
-            f" AND step_lo <= {p} AND step_hi >= {p} ORDER BY step_lo, id_lo",
-            (ks, hi, lo),
-        )
-        for s_lo, s_hi, blob in cur.fetchall():
-            if not _any_between(ordered, int(s_lo), int(s_hi)):
-                continue
-            c = decode(blob, [col])
-            found = [
-                (s, c.ids[i] + col, c.values[0][i])
-                for i, s in enumerate(_as_list(c.steps))
-                if s in wanted
-            ]
-            _keep_first(out, [(s, int(pid), float(v)) for s, pid, v in found], takes)
+    np = numpy_modules()[0]
+    wanted_array = None if np is None else np.array(ordered, dtype=np.int64)
+    with _Snapshot(cur) as con:
+        blob_sql = "" if con is not None else ", data"
+        for ks, col, _k in keyset_columns(cur, p, run_id, key_id):
+            cur.execute(
+                f"SELECT id, step_lo, step_hi{blob_sql} FROM chunks WHERE keyset_id = {p}"
+                f" AND step_lo <= {p} AND step_hi >= {p} ORDER BY step_lo, id_lo",
+                (ks, hi, lo),
+            )
+            for chunk_id, s_lo, s_hi, *data in cur.fetchall():
+                if not _any_between(ordered, int(s_lo), int(s_hi)):
+                    continue
+                c = _decoded(con, chunk_id, col, data, ks, run_id)
+                if wanted_array is not None:  # the chunk's rows at wanted steps, by numpy
+                    at = np.flatnonzero(np.isin(c.steps, wanted_array))
+                    found = zip(  # noqa: B905 (3.8)
+                        c.steps[at].tolist(), (c.ids[at] + col).tolist(),
+                        c.values[0][at].tolist(),
+                    )  # fmt: skip
+                else:
+                    found = [
+                        (s, c.ids[i] + col, c.values[0][i])
+                        for i, s in enumerate(c.steps)
+                        if s in wanted
+                    ]
+                _keep_first(out, [(s, int(pid), float(v)) for s, pid, v in found], takes)
     return {s: v for s, (_pid, v) in out.items()}
 
 

@@ -10,17 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, select
 
 from schema import chunk_read, envelope
 from schema.gc_pause import gc_paused
-from schema.read import fetch_events, find_run, key_names, list_runs
+from schema.read import fetch_events, find_run, key_names, list_runs, run_from_row
 from schema.records import Event, RunInfo, RunRef
 from schema.rollup import STEP_HI, STEP_LO
 from schema.store import engine_label
+from schema.tables import runs
 
 Point = tuple[int, float, float]  # step, wall, value (NaN for a stored NULL)
 _NAN = float("nan")
+MMAP_BYTES = 1 << 30  # SQLite maps at most this much of the file (its own cap is 2 GB)
 
 
 class StoreReader:
@@ -43,6 +45,16 @@ class StoreReader:
     def find(self, ident: str) -> tuple[int, RunInfo]:
         """A run by uid, unique uid prefix or unique name (UnknownRun otherwise)."""
         with self.engine.connect() as conn:
+            # A whole uid or a name matching one run is that run, as find_run decides, without
+            # reading every run of the store (a scan() of 100k points paid ~10 ns a point for
+            # it with one run in the store); anything else (a prefix, several runs of one
+            # name) goes through find_run, its errors included.
+            for column in (runs.c.uid, runs.c.name):
+                found = conn.execute(select(runs).where(column == ident).limit(2)).all()
+                if len(found) == 1:
+                    return int(found[0].id), run_from_row(found[0], self.source, self.store)
+                if found:
+                    break
             return find_run(conn, ident, source=self.source, store=self.store)
 
     def key_names(self) -> dict[int, str]:
@@ -133,7 +145,8 @@ class StoreReader:
     ) -> Iterator[tuple]:  # fmt: skip
         """scan() as numpy columns: (steps, walls, values) arrays of at most `batch` points a
         page, decoded straight from the chunks (schema/chunk_read.series_columns), the same
-        points in the same order."""
+        points in the same order. A page asks for one point more than it yields, so a series
+        of exactly `batch` points is one read, not a second, empty one."""
         found = self._scan_range(run_id, key_id, start, stop)
         if found is None:
             return
@@ -141,13 +154,21 @@ class StoreReader:
         after = None
         while lo < hi:
             with self.engine.connect() as conn:
+                cur = self._cursor(conn)
+                if self.engine.dialect.name == "sqlite":
+                    # Reading one key's streams hops through its chunks' overflow pages;
+                    # mapped, a page costs a pointer instead of a read() into the page cache
+                    # (2 MB by default: a scan of a long run never hits it). Read-only: SQLite
+                    # writes through write() whatever this says.
+                    cur.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
                 ids, steps, walls, values = chunk_read.series_columns(
-                    self._cursor(conn), self.p, run_id, key_id, lo, hi,
-                    has_takes=has_takes, after_id=after, limit=batch,
+                    cur, self.p, run_id, key_id, lo, hi,
+                    has_takes=has_takes, after_id=after, limit=batch + 1,
                 )  # fmt: skip
             if not len(ids):
                 return
-            yield steps, walls, values
-            if len(ids) < batch:
+            if len(ids) <= batch:
+                yield steps, walls, values
                 return
-            lo, after = int(steps[-1]), int(ids[-1])
+            yield steps[:batch], walls[:batch], values[:batch]
+            lo, after = int(steps[batch - 1]), int(ids[batch - 1])

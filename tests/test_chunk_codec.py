@@ -196,7 +196,10 @@ def test_regular_steps_and_constant_columns_cost_sixteen_bytes():
     blob = round_trip(list(range(0, 4 * n, 4)), walls, [array("d", [3e-4]) * n])
     info = codec.describe(blob)
     assert info["streams"] == [("linear", 16)] * 3
-    assert info["bytes"] == 7 + 3 * (5 + 16) + 4
+    assert info["bytes"] == 7 + 3 * 9 + 4 + 3 * 16  # header, directory, its CRC, payloads
+    assert info["version"] == 2
+    old = codec.encode(list(range(0, 4 * n, 4)), walls, array("d", [3e-4]) * n, version=1)
+    assert codec.describe(old)["bytes"] == 7 + 3 * (5 + 16) + 4
 
 
 def test_a_training_series_compresses_and_keys_logged_together_share_steps_and_walls():
@@ -275,7 +278,7 @@ def test_decimal_columns_are_stored_as_integers_and_come_back_to_the_bit():
         round_trip(steps[:m], walls[:m], picked)
 
 
-def _blob() -> bytes:
+def _blob(version: int = codec.FORMAT_VERSION, ids: bool = True) -> bytes:
     rng = random.Random(5)
     steps = random_steps(rng, 300)
     return codec.encode(
@@ -283,12 +286,17 @@ def _blob() -> bytes:
         floats_of_bits(random_bits(rng, 300)),
         floats_of_bits(random_bits(rng, 300)),
         array("d", [1.0]) * 300,
+        ids=list(range(1000, 1600, 2)) if ids else None,
+        version=version,
     )
 
 
+@pytest.mark.parametrize("version", [1, 2])
 @pytest.mark.parametrize("decode", [codec.decode, fast.decode], ids=["stdlib", "numpy"])
-def test_every_cut_and_every_flipped_byte_raises_value_error(decode):
-    blob = _blob()
+def test_every_cut_and_every_flipped_byte_raises_value_error(decode, version):
+    """Version 2 (per-stream CRCs) and version 1 (one CRC, chunks written before it)."""
+    blob = _blob(version)
+    assert blob[0] == version
     decode(blob)
     for cut in range(len(blob)):
         with pytest.raises(ValueError, match=r"corrupt chunk|too short"):
@@ -303,6 +311,62 @@ def test_every_cut_and_every_flipped_byte_raises_value_error(decode):
             decode(bytes(bad))
 
 
+def _v2_with(blob: bytes, head: bytes) -> bytes:
+    """A version 2 blob with its header and directory replaced by `head`, their CRC made
+    right again."""
+    size = codec.directory_size(blob[:7])
+    return head + struct.pack("<I", zlib.crc32(head)) + blob[size:]
+
+
+@pytest.mark.parametrize("decode", [codec.decode, fast.decode], ids=["stdlib", "numpy"])
+def test_a_well_formed_lie_in_a_version_2_directory_is_refused(decode):
+    """Version 2: a directory whose CRC is right but which lies about the blob."""
+    blob = _blob()
+    size = codec.directory_size(blob[:7])
+    head = blob[: size - 4]
+    with pytest.raises(ValueError, match=r"chunk format version 3 is unknown.*upgrade reslog"):
+        decode(_v2_with(blob, bytes([3]) + head[1:]))
+    n = struct.unpack_from("<I", head, 3)[0]
+    for wrong_n in (n - 1, n + 1, 0):
+        with pytest.raises(ValueError, match="corrupt chunk"):
+            decode(_v2_with(blob, head[:3] + struct.pack("<I", wrong_n) + head[7:]))
+    # a stream's length off by one: the streams no longer end where the blob does
+    entry = bytearray(head)
+    struct.pack_into("<I", entry, 7 + 1, struct.unpack_from("<I", head, 7 + 1)[0] + 1)
+    with pytest.raises(ValueError, match="streams end at byte"):
+        decode(_v2_with(blob, bytes(entry)))
+    # a stream kind no version knows, in the first value column's entry (after the ids)
+    entry = bytearray(head)
+    entry[7 + 3 * 9] = 9
+    with pytest.raises(ValueError, match="unknown stream kind 9"):
+        decode(_v2_with(blob, bytes(entry)))
+    # a stream's CRC that is not its payload's: only a reader of that stream notices
+    entry = bytearray(head)
+    entry[7 + 4 * 9 + 5] ^= 1  # the second value column's CRC
+    bad = _v2_with(blob, bytes(entry))
+    assert decode(bad, [0]).values[0].tobytes() == decode(blob, [0]).values[0].tobytes()
+    with pytest.raises(ValueError, match=r"CRC-32 does not match.*value column 2 stream"):
+        decode(bad, [1])
+    with pytest.raises(ValueError, match=r"CRC-32 does not match.*value column 2"):
+        codec.unpack(bad)  # reslog check reads every stream
+
+
+@pytest.mark.parametrize("decode", [codec.decode, fast.decode], ids=["stdlib", "numpy"])
+def test_version_1_chunks_read_to_the_bit(decode):
+    """Chunks written before version 2 (on users' disks) read as they did."""
+    v1, v2 = _blob(1), _blob(2)
+    assert v1 != v2 and v1[0] == 1
+    a, b = decode(v1), decode(v2)
+    for x, y in zip(a, b, strict=True):
+        if isinstance(x, tuple):
+            assert [c.tobytes() for c in x] == [c.tobytes() for c in y]
+        else:
+            assert x.tobytes() == y.tobytes()
+    assert decode(v1, [1]).values[0].tobytes() == b.values[1].tobytes()
+    assert codec.describe(v1)["version"] == 1 and codec.describe(v2)["version"] == 2
+    assert fast.encode(a.steps, a.walls, *a.values, ids=a.ids, version=1) == v1
+
+
 def pack3(times: tuple, values: tuple) -> bytes:
     """A 3-point blob of the given streams: `times` for steps and walls, `values` one column."""
     return codec.pack(3, times, times, None, [values])
@@ -314,11 +378,12 @@ def _with_crc(body: bytes) -> bytes:
 
 @pytest.mark.parametrize("decode", [codec.decode, fast.decode], ids=["stdlib", "numpy"])
 def test_a_well_formed_lie_is_refused_too(decode):
-    """Blobs whose CRC is right but whose contents are not a chunk of this format."""
-    blob = _blob()
+    """Blobs whose CRC is right but whose contents are not a chunk of this format (version 1:
+    the whole blob's CRC)."""
+    blob = _blob(1, ids=False)
     body = blob[:-4]
-    with pytest.raises(ValueError, match=r"chunk format version 2 is unknown.*upgrade reslog"):
-        decode(_with_crc(bytes([2]) + body[1:]))
+    with pytest.raises(ValueError, match=r"chunk format version 3 is unknown.*upgrade reslog"):
+        decode(_with_crc(bytes([3]) + body[1:]))
     with pytest.raises(ValueError, match="chunk format version 0 is unknown"):
         decode(_with_crc(bytes([0]) + body[1:]))
     n = struct.unpack_from("<I", body, 3)[0]
