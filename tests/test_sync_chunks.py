@@ -213,6 +213,15 @@ def test_a_damaged_chunk_stops_the_sync_and_writes_nothing_of_its_batch(
     assert "arrived damaged" in capsys.readouterr().err
 
 
+def _as_version_1(store: Path) -> None:
+    """Every chunk of the store rewritten in format version 1, stream for stream."""
+    with sqlite3.connect(store) as conn:
+        for cid, blob in conn.execute("SELECT id, data FROM chunks").fetchall():
+            s = chunk_codec.unpack(blob)
+            old = chunk_codec.pack(s.n, s.steps, s.walls, s.ids, s.values, 1)
+            conn.execute("UPDATE chunks SET data = ? WHERE id = ?", (old, cid))
+
+
 def test_an_agent_without_the_chunks_op_gets_points_as_rows(tmp_path):
     before = tmp_path / "before"
     before.mkdir()
@@ -234,6 +243,7 @@ def test_an_agent_without_the_chunks_op_gets_points_as_rows(tmp_path):
     launcher.chmod(0o755)
     source, mirror = tmp_path / "box" / "reslog.db", tmp_path / "mirror.db"
     log_run(source, "a", range(0, 800), restart_at=300)
+    _as_version_1(source)  # what the code before wrote, and all its agent reads
     with Mirror(mirror) as m:
         report = m.sync(parse_spec(str(source)), python=str(launcher))
     assert report.chunks == 0 and report.points == len(contents(source)["points"])
