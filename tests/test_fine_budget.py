@@ -114,3 +114,31 @@ def test_an_agent_without_numpy_keeps_the_old_budget_and_says_so(sweep, monkeypa
             assert len(next(iter(tracks.values())).view.mid_steps) < page._pixels(i)
             note = page._notes[i].get_text()
             assert "min–max per 128 steps, coarser than pixels" in note, note
+
+
+def test_hello_says_how_the_host_folds(tmp_path, monkeypatch):
+    """`fold` in the agent's hello: numpy where the interpreter has it in its site-packages
+    (the agent runs under -I -S: they are not on its path until hello adds them), the builtins
+    under RESLOG_AGENT_NUMPY=0 and under a Python 3.8 without numpy (this machine's pyenv one
+    has none; probed, so a 3.8 with numpy is expected to say numpy)."""
+    import subprocess
+
+    from tests.test_agent import _old_python
+
+    path = tmp_path / "s.db"
+    new_store(path).dispose()
+    old = _old_python()
+    has_numpy = subprocess.run([old, "-c", "import numpy"], capture_output=True).returncode == 0
+    cases = [(None, "1", "numpy"), (None, "0", "builtins")]
+    cases += [(old, "1", "numpy" if has_numpy else "builtins"), (old, "0", "builtins")]
+    for python, env, want in cases:
+        monkeypatch.setenv("RESLOG_AGENT_NUMPY", env)
+        source = LocalSource(parse_spec(str(path)), python=python)
+        try:
+            info = source.connect().info
+            assert info["fold"] == want, (python, env, info)
+            cache = SeriesCache()
+            source.poll(cache)
+            assert cache.fold(source.label) == want
+        finally:
+            source.close()
