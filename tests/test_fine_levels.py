@@ -290,8 +290,10 @@ def test_postgres_serves_the_same_fine_tiles(pg_store, resumed):
 
 def test_a_page_past_its_fine_budget_draws_level_1_and_says_so(tmp_path, monkeypatch):
     """Fine views make the host read every raw point in view: a page whose fine views would
-    read more than FINE_POINTS_PER_PAGE draws them from level 1 (its note names the width),
+    read more than its host's budget (FINE_POINTS_PER_PAGE, by what the host folds with)
+    draws them from level 1 (its note names the width and says it is coarser than pixels),
     and one within it from fine buckets."""
+    from resplot.data import views
     from resplot.data.state import ViewState
     from resplot.draw import charts
 
@@ -310,12 +312,14 @@ def test_a_page_past_its_fine_budget_draws_level_1_and_says_so(tmp_path, monkeyp
         state = ViewState(page="custom", smoothing=0.0, custom_keys=["loss"])
         got = {}
         for budget in (50_000, 70_000):  # the page's fine views hold 60,000 points
-            monkeypatch.setattr(charts, "FINE_POINTS_PER_PAGE", budget)
+            monkeypatch.setattr(views, "FINE_POINTS_PER_PAGE",
+                                {"numpy": budget, "builtins": budget})  # fmt: skip
             page = charts.render(cache, state, refs, size=(6, 3),
                                  fetch=lambda: source.poll(cache))  # fmt: skip
             got[budget] = ({t.view.level for t in page.tracks[0].values()},
                            page._notes[0].get_text())  # fmt: skip
-        assert got[50_000][0] == {1} and "min–max per 128 steps" in got[50_000][1]
+        assert got[50_000][0] == {1}
+        assert "min–max per 128 steps, coarser than pixels" in got[50_000][1]
         assert all(level < 0 for level in got[70_000][0])
     finally:
         source.close()

@@ -27,9 +27,58 @@ from reslog.agent.wire import (
     read_frame,
     write_frame,
 )
+from schema import chunk_read
 from schema.revision import HEAD_REVISION
 
 AGENT_VERSION = "2.0"  # 2.0: rollups (series rows, tiles, raw pages); no overview sampling
+
+
+# How this host folds fine tiles (`hello`'s "fold"): "numpy" where the interpreter running the
+# agent has it, else "builtins" (~10x slower a point; resplot keeps a page's fine views to a
+# tenth as many points then). RESLOG_AGENT_NUMPY=0 on the host keeps the agent off numpy.
+NO_NUMPY_ENV = "RESLOG_AGENT_NUMPY"
+
+
+def host_fold() -> str:
+    """ "numpy" or "builtins": what the agent folds fine tiles with on this host.
+
+    The agent runs under `python -I -S` (no `site`: a quicker boot, nothing from the user's
+    environment), so the interpreter's site-packages, where numpy lives, are not on sys.path:
+    they are appended here (after the standard library; the archive's own modules come first
+    whatever they hold) without running their .pth files. numpy itself is imported on a thread
+    meanwhile, so the first fine tiles do not wait for it, nor does this reply."""
+    if os.environ.get(NO_NUMPY_ENV, "").strip() == "0":
+        return "builtins"
+    if "numpy" not in sys.modules:
+        import importlib.util
+
+        if importlib.util.find_spec("numpy") is None:
+            for folder in _site_folders():
+                if folder not in sys.path and os.path.isdir(folder):
+                    sys.path.append(folder)
+            importlib.invalidate_caches()
+            if importlib.util.find_spec("numpy") is None:
+                return "builtins"
+        threading.Thread(target=chunk_read.numpy_fold, daemon=True,
+                         name="reslog-agent-numpy").start()  # fmt: skip
+    return "numpy"
+
+
+def _site_folders() -> list:
+    """The site-packages folders `site` would add for this interpreter: its virtual
+    environment's (a pyvenv.cfg beside or above it), then its installation's."""
+    import site
+
+    prefixes = []
+    exe = os.path.dirname(os.path.abspath(sys.executable))
+    for folder in (exe, os.path.dirname(exe)):
+        if os.path.isfile(os.path.join(folder, "pyvenv.cfg")):
+            prefixes.append(folder)
+    prefixes += [sys.prefix, sys.exec_prefix]
+    try:
+        return site.getsitepackages(list(dict.fromkeys(prefixes)))
+    except Exception:  # an unusual installation: builtins, as without numpy
+        return []
 
 
 MAX_GLOB_FOLDERS = 20_000  # folders one discover may list: `/**/*.db` walked the whole disk
@@ -121,6 +170,7 @@ def bounded_glob(pattern: str, shown: str, limit: int = MAX_GLOB_FOLDERS) -> lis
 class Agent:
     def __init__(self) -> None:
         self.stores: dict = {}
+        self.fold: str | None = None  # host_fold(), found at the first hello
 
     def store(self, req: dict) -> Store:
         path = req.get("store")
@@ -146,6 +196,8 @@ class Agent:
         """(reply header, payload bytes) of one request."""
         op = req.get("op")
         if op == "hello":
+            if self.fold is None:
+                self.fold = host_fold()
             return {
                 "agent": AGENT_VERSION,
                 "protocol": PROTOCOL,
@@ -154,6 +206,7 @@ class Agent:
                 "sqlite": sqlite3.sqlite_version,
                 "pid": os.getpid(),
                 "host": platform.node(),
+                "fold": self.fold,
             }, b""
         if op == "discover":
             return discover(req.get("patterns")), b""

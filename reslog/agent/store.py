@@ -372,6 +372,10 @@ class Store:
             return _read_tile(cur if worker_cur is None else worker_cur, job)
 
         workers = tile_workers.worker_count() if len(jobs) >= tile_workers.MIN_JOBS else 0
+        if workers:
+            # numpy imported (or its import on `hello`'s thread waited for) before the fork: a
+            # worker forked mid-import would wait for good on a lock no thread of it holds.
+            chunk_read.numpy_fold()
         packed = tile_workers.read_all(jobs, read, self._connect, settled, workers)
         parts = {"buckets": ([], []), "raw": ([], [])}
         for (run_id, key_id, level, index, _has, _high), data in zip(jobs, packed):  # noqa: B905

@@ -55,6 +55,7 @@ class SeriesCache:
         self._events: dict[RunRef, list[Event]] = defaultdict(list)
         self._tiles = TileCache(tile_bytes)
         self._wanted: dict[tuple[str, str], set[tuple[str, str, int, int]]] = defaultdict(set)
+        self._folds: dict[str, str] = {}  # source label -> what its host folds fine tiles with
         self.version = 0
 
     # -- writer side (sources) ------------------------------------------------------------------
@@ -141,6 +142,17 @@ class SeriesCache:
     def _forget_series(self, ref: RunRef, key: str) -> None:
         self._summaries[ref].pop(key, None)
         self._tiles.drop(lambda k: k[0] == ref and k[1] == key)
+
+    def set_fold(self, source: str, fold: str) -> None:
+        """What `source`'s host folds fine tiles with ("numpy" or "builtins"): a page's budget
+        of fine points there (resplot/data/views.py)."""
+        with self._lock:
+            if self._folds.get(source) != fold:
+                self._folds[source] = fold
+                self.version += 1
+
+    def fold(self, source: str) -> str | None:
+        return self._folds.get(source)
 
     def drop_source(self, source: str) -> None:
         self._drop(lambda r: r.source == source)

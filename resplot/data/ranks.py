@@ -31,10 +31,10 @@ from resplot.data.cache import SeriesCache
 from resplot.data.decimate import in_order
 from resplot.data.model import RunInfo, RunRef
 from resplot.data.views import (
-    FINE_POINTS_PER_PAGE,
     SeriesView,
     choose_level,
     fine_points,
+    over_budget,
     series_view,
 )
 from schema import buckets, hangs
@@ -357,13 +357,13 @@ def job_view(cache: SeriesCache, group: str, lo: float, hi: float, columns: int)
     # A cell is whole buckets, so one bucket a cell is all a column needs; fine levels (read
     # raw on the host) while the job's views stay inside a page's budget, as on a chart page.
     per_cell = 1
-    fine = sum(
-        fine_points(s, lo, hi, columns, per_cell)
-        for r in rows
-        for name in names
-        if (s := cache.summary(r.ref, key(name))) is not None
-    )
-    if fine > FINE_POINTS_PER_PAGE:
+    fine: dict[str, float] = {}
+    for r in rows:
+        for name in names:
+            if (s := cache.summary(r.ref, key(name))) is not None:
+                n = fine_points(s, lo, hi, columns, per_cell)
+                fine[r.ref.source] = fine.get(r.ref.source, 0.0) + n
+    if over_budget(cache, fine):
         per_cell = 0  # level 1: fewer buckets than cells, each still exact
     level = min(choose_level(s, lo, hi, columns, per_cell) for s in summaries)
     level = min([level, *(s.levels for s in summaries)])

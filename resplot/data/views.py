@@ -36,11 +36,29 @@ from schema.rollup import STEP_HI, STEP_LO, N
 # 24 at four a pixel and 27 for exact M4 of every point: scripts/bench/fidelity.py). Pages of
 # many series ask for one a pixel (they fill them as bands).
 FINE_PER_PIXEL = 4
-# Fine levels make the host read every raw point of a view (~1-2 µs each): a page asks for them
-# while its fine views hold at most this many points (the training page of 8 runs x 20,000 steps:
-# 0.96M), else it draws those views from level 1, fewer buckets than pixels, as its notes say
-# (the system page of the same runs: 2.6M; zoomed in, it has fine levels again).
-FINE_POINTS_PER_PAGE = 1_000_000
+# Fine levels make the host read every raw point of a view: a page asks for them while its
+# fine views hold at most a budget of points on each host, else it draws those views from level
+# 1, fewer buckets than pixels, as its notes say (zoomed in, it has fine levels again). The
+# budget is what the host's fold gets through in about a second or two, by what the source said
+# it folds with (SeriesCache.fold: the agent's `hello`, numpy in resplot's own process for
+# PostgreSQL). numpy, ~0.36 µs a point read and folded from the chunks (schema/folding_numpy.py;
+# up to 4 processes on the host): 20M points, a 60-run x 20,000-step sweep's training page
+# (6M at 5 keys) or the system page of 8 runs x 66 keys (2.6M). The builtins, ~4 µs a point
+# (an agent on a host without numpy, or an old agent that does not say): 1M, the training page
+# of 8 runs (0.96M).
+FINE_POINTS_PER_PAGE = {"numpy": 20_000_000, "builtins": 1_000_000}
+
+
+def fine_budget(cache: SeriesCache, source: str) -> int:
+    """Raw points a page may have `source`'s host read for its fine views."""
+    builtins = FINE_POINTS_PER_PAGE["builtins"]
+    return FINE_POINTS_PER_PAGE.get(cache.fold(source) or "builtins", builtins)
+
+
+def over_budget(cache: SeriesCache, points: dict[str, float]) -> bool:
+    """Whether a page's fine views ({source: raw points}) ask more of any host than its
+    budget: then the page draws them from level 1."""
+    return any(n > fine_budget(cache, source) for source, n in points.items())
 
 
 @dataclass

@@ -27,7 +27,7 @@ from resplot.data.model import RunRef
 from resplot.data.names import distinct_parts
 from resplot.data.pages import TIMING_PARTS, Item, PanelSpec, panels_for
 from resplot.data.state import ViewState
-from resplot.data.views import FINE_PER_PIXEL, FINE_POINTS_PER_PAGE, fine_points
+from resplot.data.views import FINE_PER_PIXEL, fine_points, over_budget
 from resplot.data.yrange import padded, placeholder_lead, robust_limits, visible_limits
 from resplot.draw import fonts
 from resplot.draw.axes_setup import NOTE_PT, dress, section_card
@@ -233,7 +233,7 @@ class ChartPage(FollowsData):
             by_width = {px: self._contexts(cache, state, page_refs, xlim, px)
                         for px in dict.fromkeys(widths)}  # fmt: skip
             contexts = [by_width[px] for px in widths]
-            if self._fine_points(cache, specs, contexts) > FINE_POINTS_PER_PAGE:
+            if over_budget(cache, self._fine_points(cache, specs, contexts)):
                 self._fine = 0  # past the budget: level 1 where it gives fewer buckets than pixels
             for i, spec in enumerate(specs):
                 self._prepare_panel(i, spec, cache, state, contexts[i])
@@ -511,14 +511,15 @@ class ChartPage(FollowsData):
     def _pixels(self, i: int) -> int:
         return max(int(self.axes[i].bbox.width), 50)
 
-    def _fine_points(self, cache, specs, contexts) -> float:
-        """The raw points the host would read for the page's fine views."""
-        total = 0.0
+    def _fine_points(self, cache, specs, contexts) -> dict[str, float]:
+        """The raw points each source's host would read for the page's fine views."""
+        total: dict[str, float] = {}
         for i, spec in enumerate(specs):
             for item in spec.items:
                 summary, ctx = cache.summary(item.ref, item.key), contexts[i][item.ref]
                 if summary is not None:
-                    total += fine_points(summary, ctx.lo, ctx.hi, self._pixels(i), self._fine)
+                    n = fine_points(summary, ctx.lo, ctx.hi, self._pixels(i), self._fine)
+                    total[item.ref.source] = total.get(item.ref.source, 0.0) + n
         return total
 
     def _prepare_panel(self, i, spec, cache, state, contexts) -> None:
@@ -646,6 +647,8 @@ class ChartPage(FollowsData):
         if coarse:
             width = max(v.width for v in coarse)
             parts.append(f"min–max per {width:,} steps")
+            if self._fine == 0 and any(len(v.mid_steps) < self._pixels(i) for v in coarse):
+                parts[-1] += ", coarser than pixels (zoom in)"  # the page's fine budget
         smoothed = [t.view for t in self.tracks[i].values() if t.smoothed is not None and t.view]
         if smoothing > 0 and smoothed:  # what the EMA ran on (resplot/data/smoothing.py)
             on = [v.width for v in smoothed if v.level != 0]

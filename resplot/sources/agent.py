@@ -412,6 +412,9 @@ class AgentSource(Source):
     def _poll(self, cache: SeriesCache, progress: Progress | None) -> PollResult:
         try:
             client = self.connect()
+            # What the host folds fine tiles with sets the page's budget of them; an agent from
+            # before `hello` said ("fold" missing) folds with the builtins.
+            cache.set_fold(self.label, str(client.info.get("fold") or "builtins"))
             if time.monotonic() - self._discovered_at >= self.rediscover_s:
                 self._discover(client)
             result = PollResult()
