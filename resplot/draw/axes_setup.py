@@ -12,6 +12,7 @@ from matplotlib.ticker import NullFormatter, PercentFormatter
 from resplot.data.alerts import THROTTLE_BITS
 from resplot.data.layout import TITLE_PT
 from resplot.data.pages import PanelSpec
+from resplot.draw.text_bitmap import BitmapText
 from resplot.draw.ticks import CompactFormatter, ReadableLogLocator
 
 NOTE_PT = 6.5
@@ -55,10 +56,12 @@ def dress(ax, spec: PanelSpec) -> tuple[LineCollection, object, object]:
         0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center",
         color="#999999", fontsize=8,
     )  # fmt: skip
-    note = ax.text(
+    # Drawn from a bitmap while it says the same (each live poll draws it with the series).
+    note = BitmapText(
         0.995, 0.01, "", transform=ax.transAxes, ha="right", va="bottom",
-        color="#888888", fontsize=NOTE_PT, zorder=5,
+        color="#888888", fontsize=NOTE_PT, zorder=5, clip_on=False,
     )  # fmt: skip
+    ax.add_artist(note)
     return events, empty, note
 
 

@@ -317,7 +317,8 @@ def main() -> None:
                 canvas = win.page_view().canvas
                 modes = args.modes.split(",")
                 for mode in modes + modes:
-                    set_mode(win, mode == "layers")
+                    # `before`: the code before as it ships (in layers where it has them).
+                    set_mode(win, mode in ("layers", "before"))
                     drawn(win, loaded)
                     r = run_polls(win, loaded, sweep, args.polls // 2, args.add)
                     results.append((size, f"{canvas.width()}x{canvas.height()}", mode, r))
