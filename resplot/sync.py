@@ -246,9 +246,12 @@ class Mirror:
                     report.events += 1
                 if isinstance(batch, list):  # chunks as they are stored at the source
                     copier = ChunkCopier(conn, self._writers)
-                    chunks = [c._replace(run_id=run_map[c.run_id],
-                                         key_ids=[key_map[k] for k in c.key_ids])
-                              for c in batch]  # fmt: skip
+                    chunks = [
+                        c._replace(
+                            run_id=run_map[c.run_id], key_ids=[key_map[k] for k in c.key_ids]
+                        )
+                        for c in batch
+                    ]
                     try:
                         pendings = copier.copy(chunks, after, new_cursor["points_after"])
                     except ValueError as exc:  # an agent that cut inside a row: a bug there

@@ -65,9 +65,15 @@ def compiled_names() -> set[str]:
     return {n for n in out if _private(n)}
 
 
+# A named tuple's own methods: public API that starts with an underscore so that it cannot
+# clash with a field name (matplotlib defines a `_replace` too, which is how it got here).
+NAMEDTUPLE_API = frozenset({"_replace", "_asdict", "_make", "_fields", "_field_defaults"})
+
+
 @functools.cache
 def matplotlib_private_names() -> frozenset[str]:
-    return frozenset(defined_names([*MPL.rglob("*.py"), *MPL.rglob("*.pyi")]) | compiled_names())
+    names = defined_names([*MPL.rglob("*.py"), *MPL.rglob("*.pyi")]) | compiled_names()
+    return frozenset(names - NAMEDTUPLE_API)
 
 
 def uses(path: Path, mpl: set[str], own: set[str]) -> list[str]:
