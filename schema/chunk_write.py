@@ -11,7 +11,8 @@ transaction (docs/store.md, "Points as compressed columns"):
   transaction: its heads decoded, concatenated in id order, written as one chunk with their
   ids, and deleted. Readers see the heads or the sealed chunk, never both, never neither.
 - `seal_all(conn)` seals every head of the run (`finish()`, an upgrade, `reslog check --fix`).
-- `reclaim(conn)` (PostgreSQL), once a transaction that sealed has committed: a VACUUM of
+- `reclaim(conn)` (PostgreSQL), once a transaction that sealed has committed (or every
+  RECLAIM_FLUSHES transactions): a VACUUM of
   `chunks`, `rollups` and `series`, so that the next heads and rollup rows reuse the space of
   the deleted heads and of the rollup rows' old versions. PostgreSQL keeps a deleted or
   updated row's bytes until a vacuum marks them free, and its inserts fill only space a
@@ -42,6 +43,10 @@ HEAD_KINDS = (chunk_codec.RAW, chunk_codec.RAW, chunk_codec.RAW)
 # Vacuumed after a sealing: the deleted heads, and the rollups and series rows every flush
 # updates (an update leaves the old row dead in PostgreSQL's files too).
 RECLAIM_TABLES = "chunks, rollups, series"
+# ... and every this many transactions besides: between two sealings (256 of them for a keyset
+# logged once a flush) the rollups' old versions would pile up (bench_store.py --postgres:
+# 10.6 bytes a point vacuuming after sealings only).
+RECLAIM_FLUSHES = 32
 PG_ROW_STRIDE = 256  # > chunk_codec.MAX_COLUMNS: a row's points fit in its stride
 _NAN = float("nan")
 
@@ -70,6 +75,7 @@ class ChunkWriter:
         # Heads deleted by a committed sealing and not yet vacuumed (PostgreSQL: reclaim()).
         self.reclaim_due = False
         self._sealed = False
+        self._since_reclaim = 0  # committed transactions since the last reclaim()
 
     # -- writing ----------------------------------------------------------------------------------
 
@@ -126,20 +132,23 @@ class ChunkWriter:
         self.keysets.update(self._new_keysets)
         self.heads.update(self._new_heads)
         self._new_keysets, self._new_heads = {}, {}
-        self.reclaim_due = self.reclaim_due or (self._sealed and self.postgres)
+        self._since_reclaim += 1
+        if self.postgres and (self._sealed or self._since_reclaim >= RECLAIM_FLUSHES):
+            self.reclaim_due = True
         self._sealed = False
 
     def reclaim(self, conn: Connection) -> bool:
-        """PostgreSQL, outside any transaction, after accept() of a transaction that sealed:
-        VACUUM the tables a flush leaves dead rows in, so their space is reused (the issue's
-        workload: 19.3 bytes a point without it, ~9 with it; docs/benchmarks.md). SKIP_LOCKED:
-        another writer's vacuum or autovacuum is doing it already; TRUNCATE false: giving
-        trailing pages back takes a lock that would stall every writer of the store. Never
-        raises (the writer's loop calls it once its points are committed); False when nothing
-        ran."""
+        """PostgreSQL, outside any transaction, after accept() of a transaction that sealed
+        (or of every RECLAIM_FLUSHES-th): VACUUM the tables a flush leaves dead rows in, so
+        their space is reused (docs/benchmarks.md, the issue's workload: 16.1 bytes a point
+        without it). SKIP_LOCKED: another writer's vacuum or autovacuum is doing it already;
+        TRUNCATE false: giving trailing pages back takes a lock that would stall every writer
+        of the store. Never raises (the writer's loop calls it once its points are
+        committed); False when nothing ran."""
         if not self.reclaim_due:
             return False
         self.reclaim_due = False
+        self._since_reclaim = 0
         try:
             raw = conn.connection.dbapi_connection
             if raw is None or raw.info.server_version < 120000:  # the options are PG 12's

@@ -53,7 +53,8 @@ def test_heads_deleted_by_sealing_are_reused_so_the_table_stays_bounded(pg_store
             vacuums += writer.chunks.reclaim(conn)
         if (f + 1) % flushes_per_period == 0:
             sizes.append(heap_bytes(engine))
-    assert vacuums == periods  # once after each transaction that sealed, never otherwise
+    # after each transaction that sealed (every 16th here, before RECLAIM_FLUSHES comes due)
+    assert vacuums == periods
     # Every head ever written would still be in the file without the vacuum (~360 kB here);
     # with it the heap holds about one sealing period's heads (~9 kB) and the sealed chunks'
     # rows, and grows by those alone.
@@ -107,3 +108,26 @@ def test_reclaim_is_a_no_op_on_sqlite_and_before_any_sealing(store_path):
     assert not writer.chunks.reclaim_due  # SQLite reuses freed pages at once: nothing to do
     with engine.connect() as conn:
         assert writer.chunks.reclaim(conn) is False
+
+
+def test_rollups_are_vacuumed_every_reclaim_flushes_without_a_sealing(pg_store):
+    engine = new_store(pg_store)
+    run = make_run(engine)
+    writer = RollupWriter(engine.dialect, run.id)
+    k = key_id(engine, "k")
+    due = []
+    for step in range(2 * schema.chunk_write.RECLAIM_FLUSHES):
+        wall = 1.7e9 + step
+        with engine.begin() as conn:
+            pending = writer.insert(
+                conn, [(run.id, k, step, wall, 1.0)], [([step], [wall], {k: [1.0]})]
+            )
+        writer.accept(pending)
+        due.append(writer.chunks.reclaim_due)
+        with engine.connect() as conn:
+            assert writer.chunks.reclaim(conn) is due[-1]
+    n = schema.chunk_write.RECLAIM_FLUSHES
+    assert [i for i, d in enumerate(due) if d] == [n - 1, 2 * n - 1]  # no sealing: heads kept
+    with engine.connect() as conn:
+        heads = conn.exec_driver_sql("SELECT count(*) FROM chunks WHERE sealed = 0").scalar()
+    assert heads == 2 * n
