@@ -288,9 +288,9 @@ def measure(name: str, steps: int, budget_s: float, work: Path) -> dict[str, Any
 # scripts/bench/bench_store.py --competitors writes the workload (bench_codec.py's training keys
 # every step and NVML fields every second) to an .npz file and runs `competitors.py NAME
 # --workload FILE` under .bench-venv for each tracker: every record logged through the tracker's
-# own API in wall order, the step of an NVML sample being the training step of its second (kept
-# from going back, which wandb refuses), then closed; then one key read back through the
-# tracker's own reader. Bytes are every file the tracker left in its directory.
+# own API in wall order, an NVML sample at the last training step logged before it (W&B refuses
+# a step that goes back, and folds the records of one step into one row), then closed; then one
+# key read back through the tracker's own reader. Bytes: every file it left in its directory.
 
 
 def workload_records(path: Path) -> list[tuple[int, float, dict[str, float]]]:
@@ -303,12 +303,15 @@ def workload_records(path: Path) -> list[tuple[int, float, dict[str, float]]]:
         values = data[f"{prefix}_values"]
         steps, walls = data[f"{prefix}_steps"].tolist(), data[f"{prefix}_walls"].tolist()
         for i, (step, wall) in enumerate(zip(steps, walls, strict=True)):
-            out.append((wall, step, dict(zip(names, values[:, i].tolist(), strict=True))))
+            row = dict(zip(names, values[:, i].tolist(), strict=True))
+            out.append((wall, step, prefix == "t", row))
     out.sort(key=lambda r: r[0])
     last = 0
     records = []
-    for wall, step, metrics in out:
-        last = max(last, step)
+    for wall, step, training, metrics in out:
+        # An NVML sample goes with the last training step logged: never ahead of it (W&B
+        # would then fold the next training steps into one row, keeping the last of each key).
+        last = step if training else last
         records.append((last, wall, metrics))
     return records
 
