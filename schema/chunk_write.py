@@ -11,6 +11,13 @@ transaction (docs/store.md, "Points as compressed columns"):
   transaction: its heads decoded, concatenated in id order, written as one chunk with their
   ids, and deleted. Readers see the heads or the sealed chunk, never both, never neither.
 - `seal_all(conn)` seals every head of the run (`finish()`, an upgrade, `reslog check --fix`).
+- `reclaim(conn)` (PostgreSQL), once a transaction that sealed has committed (or every
+  RECLAIM_FLUSHES transactions): a VACUUM of
+  `chunks`, `rollups` and `series`, so that the next heads and rollup rows reuse the space of
+  the deleted heads and of the rollup rows' old versions. PostgreSQL keeps a deleted or
+  updated row's bytes until a vacuum marks them free, and its inserts fill only space a
+  vacuum has recorded, so without it a store held every head ever written (~8-9 bytes a
+  point, raw) and most old rollup versions until autovacuum came by (docs/store.md).
 
 Ids: on SQLite the next id is kept in `point_ids` and taken inside the flush's transaction
 (writers are serialized by BEGIN IMMEDIATE, so ids commit in order); on PostgreSQL each row
@@ -33,6 +40,13 @@ from schema.chunk_read import decode, key_list, max_point_id, numpy_modules
 SEAL_ROWS = 4096
 SEAL_HEADS = 256  # a keyset logged rarely is sealed before its heads pile up
 HEAD_KINDS = (chunk_codec.RAW, chunk_codec.RAW, chunk_codec.RAW)
+# Vacuumed after a sealing: the deleted heads, and the rollups and series rows every flush
+# updates (an update leaves the old row dead in PostgreSQL's files too).
+RECLAIM_TABLES = "chunks, rollups, series"
+# ... and every this many transactions besides: between two sealings (256 of them for a keyset
+# logged once a flush) the rollups' old versions would pile up (bench_store.py --postgres:
+# 10.6 bytes a point vacuuming after sealings only).
+RECLAIM_FLUSHES = 32
 PG_ROW_STRIDE = 256  # > chunk_codec.MAX_COLUMNS: a row's points fit in its stride
 _NAN = float("nan")
 
@@ -58,6 +72,10 @@ class ChunkWriter:
         self.heads: dict[int, list[int]] = {}
         self._new_keysets: dict[str, int] = {}
         self._new_heads: dict[int, list[int]] = {}
+        # Heads deleted by a committed sealing and not yet vacuumed (PostgreSQL: reclaim()).
+        self.reclaim_due = False
+        self._sealed = False
+        self._since_reclaim = 0  # committed transactions since the last reclaim()
 
     # -- writing ----------------------------------------------------------------------------------
 
@@ -66,6 +84,7 @@ class ChunkWriter:
         one group; returns {key: (its group's row ids, its column)}: the id of the key's point
         in row i is ids[i] + column. Call accept() once the transaction commits."""
         self._new_keysets, self._new_heads = {}, {}
+        self._sealed = False
         pieces = []  # (group index, keys, steps, walls, value columns)
         for g, (steps, walls, cols) in enumerate(groups):
             if not steps:
@@ -106,12 +125,43 @@ class ChunkWriter:
     def begin(self) -> None:
         """A transaction starts: forget what a failed one left pending."""
         self._new_keysets, self._new_heads = {}, {}
+        self._sealed = False
 
     def accept(self) -> None:
         """The transaction of the last write() committed: its keysets and heads are known."""
         self.keysets.update(self._new_keysets)
         self.heads.update(self._new_heads)
         self._new_keysets, self._new_heads = {}, {}
+        self._since_reclaim += 1
+        if self.postgres and (self._sealed or self._since_reclaim >= RECLAIM_FLUSHES):
+            self.reclaim_due = True
+        self._sealed = False
+
+    def reclaim(self, conn: Connection) -> bool:
+        """PostgreSQL, outside any transaction, after accept() of a transaction that sealed
+        (or of every RECLAIM_FLUSHES-th): VACUUM the tables a flush leaves dead rows in, so
+        their space is reused (docs/benchmarks.md, the issue's workload: 16.1 bytes a point
+        without it). SKIP_LOCKED: another writer's vacuum or autovacuum is doing it already;
+        TRUNCATE false: giving trailing pages back takes a lock that would stall every writer
+        of the store. Never raises (the writer's loop calls it once its points are
+        committed); False when nothing ran."""
+        if not self.reclaim_due:
+            return False
+        self.reclaim_due = False
+        self._since_reclaim = 0
+        try:
+            raw = conn.connection.dbapi_connection
+            if raw is None or raw.info.server_version < 120000:  # the options are PG 12's
+                return False
+            autocommit = raw.autocommit
+            raw.autocommit = True  # VACUUM cannot run inside a transaction block
+            try:
+                raw.execute(f"VACUUM (SKIP_LOCKED, TRUNCATE false) {RECLAIM_TABLES}")
+            finally:
+                raw.autocommit = autocommit
+        except Exception:  # a store we may not vacuum (not its owner warns only), a lost link
+            return False
+        return True
 
     def seal_all(self, conn: Connection) -> int:
         """Seal every head chunk of the run (in the caller's transaction; accept() after it);
@@ -134,6 +184,7 @@ class ChunkWriter:
         self._new_heads[keyset_id] = [0, 0]
         if not heads:
             return
+        self._sealed = True
         decoded = [decode(blob) for _id, blob in heads]
         k = len(decoded[0].values)
         np, fast = numpy_modules()  # numpy where it imports: the standard library otherwise
@@ -240,6 +291,7 @@ class ChunkWriter:
         self.keysets.clear()
         self.heads.clear()
         self._new_keysets, self._new_heads = {}, {}
+        self._sealed = False
 
 
 def keys_of_keyset(conn: Connection, keyset_id: int) -> list[int]:

@@ -1,6 +1,6 @@
-"""SIGKILL of a writer at random moments while it writes head chunks and seals them: the store
-checks out, and every run holds whole log() calls, a prefix of what it logged, each point once
-(docs/store.md, "Points as compressed columns")."""
+"""SIGKILL of a writer at random moments while it writes head chunks and seals them (SQLite and
+PostgreSQL): the store checks out, and every run holds whole log() calls, a prefix of what it
+logged, each point once (docs/store.md, "Points as compressed columns")."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from reslog.tools.maintenance import check_store
 from schema import chunk_read
@@ -37,7 +39,17 @@ while True:
 """
 
 
-def test_sigkill_while_sealing_leaves_whole_log_calls_and_a_store_that_checks(store_path):
+@pytest.fixture(params=["sqlite", "postgres"])
+def kill_store(request) -> str:
+    """The store the killed writers share: a SQLite file, or a PostgreSQL database (there a
+    sealing is followed by a VACUUM on the writer's connection, which a kill may land in)."""
+    if request.param == "sqlite":
+        return str(request.getfixturevalue("store_path"))
+    return request.getfixturevalue("pg_store")
+
+
+def test_sigkill_while_sealing_leaves_whole_log_calls_and_a_store_that_checks(kill_store):
+    store_path = kill_store
     rng = random.Random(7)
     names = [f"r{i}" for i in range(4)]
     for name in names:

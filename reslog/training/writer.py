@@ -439,6 +439,9 @@ class Writer:
                 if cut == len(self._held):
                     break
                 del self._held[:cut]  # committed: never written again
+            # PostgreSQL: the heads a sealing deleted become free space for the next ones
+            # (never raises: the points are committed).
+            self.rollups.chunks.reclaim(conn)
         except Exception as exc:  # never into training: keep the data, say so once, retry
             self._busy_since = None
             self._failed(exc, started)

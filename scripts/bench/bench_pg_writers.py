@@ -7,6 +7,7 @@ indexes (what the schema itself costs).
     .venv/bin/python scripts/bench/bench_pg_writers.py                       # 16 x 10,000/s, 60 s
     .venv/bin/python scripts/bench/bench_pg_writers.py --writers 8 --rate 4000 --seconds 20
     .venv/bin/python scripts/bench/bench_pg_writers.py --parts methods
+    .venv/bin/python scripts/bench/bench_pg_writers.py --parts ingest --before b57fe1f
 
 Each writer is its own process: `reslog.init(store=URL, system=False)`, then `--keys` scalars a
 step, paced to `--rate` points a second for `--seconds`, then `finish(timeout=--finish-timeout)`.
@@ -59,6 +60,26 @@ ok = run.finish(timeout=float(finish_timeout))
 print(json.dumps({"logged": writer.logged, "during": during, "start": start, "end": end,
                   "finish_s": time.monotonic() - t1, "ok": ok, "failures": writer.failures,
                   "dropped": writer.dropped}), flush=True)
+"""
+
+# One writer as fast as it goes (issue 30: "ingest"): the loop logs `steps` steps of `keys`
+# scalars with no pacing, then finish(); points/s is logged points over the time from the first
+# log() to finish() returning, so it counts what the store took, not what the loop offered.
+INGEST_CHILD = r"""
+import json, sys, time
+import reslog
+url, steps, keys = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+names = [f"train/k{j}" for j in range(keys)]
+run = reslog.init(project="bench", name="ingest", store=url, system=False)
+writer = run._writer
+c0, t0 = time.process_time(), time.monotonic()
+for step in range(steps):
+    run.log({k: step + j / 100 for j, k in enumerate(names)}, step=step)
+logged_s = time.monotonic() - t0
+ok = run.finish(timeout=3600)
+took = time.monotonic() - t0
+print(json.dumps({"logged": writer.logged, "committed": writer.committed, "ok": ok,
+                  "loop_s": logged_s, "total_s": took, "cpu_s": time.process_time() - c0}))
 """
 
 
@@ -152,6 +173,9 @@ def writers(tree: Path, admin_url: str, args) -> dict:
         "logged": logged,
         "rate_during": at_end / max(1e-9, ended - began),
         "lag": logged - at_end,
+        # The lag in seconds: points not yet committed when logging ended over the rate offered.
+        "lag_s": (logged - at_end) / max(1.0, args.writers * args.rate),
+        "caught_up_s": None if complete is None else complete - (ended - began),
         "finish_max": max((r["finish_s"] for r in done), default=float("nan")),
         "finish_ok": sum(bool(r["ok"]) for r in done),
         "complete_s": complete,
@@ -162,6 +186,29 @@ def writers(tree: Path, admin_url: str, args) -> dict:
         "failures": sum(r["failures"] for r in done),
         "errors": len(results) - len(done),
     }
+
+
+def ingest(tree: Path, admin_url: str, steps: int, keys: int) -> dict:
+    """One writer logging `steps` x `keys` points unpaced into a fresh database; its points/s."""
+    url = fresh_database(admin_url)
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    out = subprocess.run(
+        [sys.executable, "-c", INGEST_CHILD, url, str(steps), str(keys)],
+        env=env,
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    lines = out.stdout.strip().splitlines()
+    if out.returncode != 0 or not lines:
+        raise SystemExit(f"{tree}: {out.stderr[-2000:]}")
+    r = json.loads(lines[-1])
+    engine = create_engine(url)
+    r["stored"] = count_points(engine)
+    engine.dispose()
+    r["rate"] = r["logged"] / r["total_s"]
+    return r
 
 
 def methods(admin_url: str, n: int) -> list[tuple[str, float, float]]:
@@ -251,6 +298,7 @@ def main() -> int:
     ap.add_argument("--parts", default="methods,writers")
     ap.add_argument("--variants", default="before,after", help="which trees to run")
     ap.add_argument("--method-points", type=int, default=100_000)
+    ap.add_argument("--ingest-steps", type=int, default=50_000, help="part ingest: steps logged")
     args = ap.parse_args()
     parts = set(args.parts.split(","))
     server = postgres_server()
@@ -265,6 +313,29 @@ def main() -> int:
             print("| --- | ---: | ---: |")
             for label, rate, cpu in methods(server.url, args.method_points):
                 print(f"| {label} | {rate:,.0f} | {cpu:.2f} |")
+        if "ingest" in parts:
+            with tempfile.TemporaryDirectory(prefix="bench-pg-") as tmp:
+                before = tree_of(args.before, Path(tmp) / "before")
+                trees = [("before", before), ("after", ROOT)]
+                took = {}
+                for name, tree in [t for t in trees if t[0] in args.variants.split(",")]:
+                    took[name] = ingest(tree, server.url, args.ingest_steps, args.keys)
+                    print(f"{name}: {took[name]}", file=sys.stderr, flush=True)
+            print(
+                f"\none writer, {args.ingest_steps:,} steps x {args.keys} keys logged unpaced, "
+                f"then finish(); before = {args.before}"
+            )
+            print("| | points | log loop s | until finish() returned s | points/s | process CPU "
+                  "µs a point | stored |")  # fmt: skip
+            print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+            for name, r in took.items():
+                print(
+                    f"| {name} | {r['logged']:,} | {r['loop_s']:.1f} | {r['total_s']:.1f} | "
+                    f"{r['rate']:,.0f} | {r['cpu_s'] / r['logged'] * 1e6:.2f} | {r['stored']:,} |"
+                )
+            if len(took) == 2:
+                print(f"\ningest, after / before: "
+                      f"{took['after']['rate'] / took['before']['rate']:.2f}x")  # fmt: skip
         if "writers" in parts:
             with tempfile.TemporaryDirectory(prefix="bench-pg-") as tmp:
                 before = tree_of(args.before, Path(tmp) / "before")
@@ -278,15 +349,16 @@ def main() -> int:
                 f"({args.keys} keys a step); before = {args.before}"
             )
             print(
-                "| | logged | committed/s while logging | lag at end of logging | finish() "
-                "max s | finish() True | all stored after s | lost | hang warnings | "
+                "| | logged | committed/s while logging | lag at end of logging, points | lag, s "
+                "| finish() max s | finish() True | all stored after s | lost | hang warnings | "
                 "failed writes |"
             )
-            print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+            print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
             for name, r in got.items():
                 complete = "-" if r["complete_s"] is None else f"{r['complete_s']:.0f}"
                 print(
                     f"| {name} | {r['logged']:,} | {r['rate_during']:,.0f} | {r['lag']:,} | "
+                    f"{r['lag_s']:.2f} | "
                     f"{r['finish_max']:.1f} | {r['finish_ok']}/{args.writers} | {complete} | "
                     f"{r['lost']:,} | {r['hung']} | {r['failures']} |"
                 )

@@ -4,6 +4,8 @@ one run (issue 30): bytes a point, writer CPU a point, and reading one key back.
     PYTHONPATH=. .venv/bin/python scripts/bench/bench_store.py                    # 100k steps
     PYTHONPATH=. .venv/bin/python scripts/bench/bench_store.py --steps 20000 --before b57fe1f
     PYTHONPATH=. .venv/bin/python scripts/bench/bench_store.py --postgres         # both backends
+    PYTHONPATH=. .venv/bin/python scripts/bench/bench_store.py --steps 3000 --postgres \
+        --competitors tensorboard,mlflow,trackio,wandb          # beside the other trackers
 
 The workload is scripts/bench/bench_codec.py's (1 run: 20 training keys every step at 0.3 s a
 step, and 12 NVML fields x 8 GPUs every second, values as real loops produce them). It is
@@ -17,6 +19,8 @@ Printed per variant and backend: bytes a point (SQLite: the file after a checkpo
 pg_total_relation_size of every table), the GB a 3-week 8-GPU host run would take (199M points
 of this mix), writer CPU a point (process time of the inserts, rollups included), and reading
 `train/loss` back: `reslog.open().scan()` (DataFrames) and `StoreReader.scan`'s rows, ns a point.
+With --competitors, the same points through each other tracker's own API and back through its
+own reader (scripts/bench/competitors.py --workload; bytes: every file it left).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ HOST_RUN_POINTS = 199_000_000  # a 3-week 8-GPU host run of this mix (the issue'
 CHILD = r"""
 import json, os, sys, time
 bench_dir, store, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+no_reclaim = sys.argv[4] == "1"
 sys.path.insert(1, bench_dir)
 import numpy as np
 import bench_codec
@@ -89,12 +94,19 @@ while ti < len(t_steps) or ni < len(n_steps):
     with engine.begin() as conn:
         pending = writer.insert(conn, rows, groups)
     writer.accept(pending)
+    chunks = getattr(writer, "chunks", None)
+    if getattr(chunks, "reclaim_due", False) and not no_reclaim:
+        with engine.connect() as conn:  # what reslog's writer does after a commit that sealed
+            chunks.reclaim(conn)
     cpu += time.process_time() - c
 c = time.process_time()
 if hasattr(writer, "seal_all"):
     with engine.begin() as conn:
         writer.seal_all(conn, alone=True)
     writer.accept(None)
+    if hasattr(writer.chunks, "reclaim") and not no_reclaim:
+        with engine.connect() as conn:
+            writer.chunks.reclaim(conn)
 cpu += time.process_time() - c
 if engine.dialect.name == "sqlite":
     import sqlite3
@@ -108,8 +120,19 @@ else:
         "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n"
         " ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind = 'r'"
     )
+    parts = (
+        "SELECT c.relname, pg_relation_size(c.oid), pg_total_relation_size(c.reltoastrelid),"
+        " pg_indexes_size(c.oid), s.n_dead_tup, s.n_live_tup, s.autovacuum_count"
+        " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid"
+        " WHERE n.nspname = 'public' AND c.relkind = 'r'"
+        " ORDER BY pg_total_relation_size(c.oid) DESC"
+    )
     with engine.connect() as conn:
         size = conn.exec_driver_sql(total).scalar()
+        for row in conn.exec_driver_sql(parts).all()[:4]:
+            print("  table %s: heap %s toast %s indexes %s dead %s live %s autovacuums %s"
+                  % tuple(row), file=sys.stderr)
     # What stays once (auto)vacuum has taken the dead rows: sealed heads, updated rollups.
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.exec_driver_sql("VACUUM FULL")
@@ -141,10 +164,11 @@ print(json.dumps({"points": points, "bytes": int(size), "vacuumed": int(vacuumed
 """
 
 
-def measure(tree: Path, store: str, steps: int) -> dict:
+def measure(tree: Path, store: str, steps: int, no_reclaim: bool = False) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree)}
+    argv = [str(ROOT / "scripts" / "bench"), store, str(steps), "1" if no_reclaim else "0"]
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(ROOT / "scripts" / "bench"), store, str(steps)],
+        [sys.executable, "-c", CHILD, *argv],
         env=env,
         cwd=tree,
         capture_output=True,
@@ -152,7 +176,43 @@ def measure(tree: Path, store: str, steps: int) -> dict:
     )
     if out.returncode != 0:
         raise SystemExit(f"{tree}: {out.stderr[-2000:]}")
+    for line in out.stderr.splitlines():
+        if line.startswith("  table "):
+            print(line, file=sys.stderr)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+BENCH_VENV = ROOT / ".bench-venv" / "bin" / "python"  # scripts/bench/setup_competitors.sh
+
+
+def write_workload(path: Path, steps: int) -> None:
+    """The same points the store variants write (seed 1), for the other trackers."""
+    import bench_codec
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    t_steps, t_walls, t_keys = bench_codec.training(steps, rng)
+    n_steps, n_walls, n_keys = bench_codec.nvml(steps, rng)
+    np.savez(path, t_steps=t_steps, t_walls=t_walls, t_names=np.array(list(t_keys)),
+             t_values=np.array(list(t_keys.values())), n_steps=n_steps, n_walls=n_walls,
+             n_names=np.array(list(n_keys)), n_values=np.array(list(n_keys.values())))  # fmt: skip
+
+
+def competitor(name: str, workload: Path, tmp: Path) -> dict:
+    """One tracker in its own process under .bench-venv (competitors.py --workload)."""
+    out = tmp / f"{name}.json"
+    work = tmp / name
+    if not BENCH_VENV.exists():
+        return {"name": name, "unavailable": "no .bench-venv (run setup_competitors.sh)"}
+    proc = subprocess.run(
+        [str(BENCH_VENV), str(ROOT / "scripts" / "bench" / "competitors.py"), name,
+         "--workload", str(workload), "--workdir", str(work), "--out", str(out)],
+        capture_output=True, text=True, cwd=tmp,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )  # fmt: skip
+    if not out.exists():
+        return {"name": name, "unavailable": f"exit {proc.returncode}: {proc.stderr[-300:]}"}
+    return json.loads(out.read_text())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -160,8 +220,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=100_000)
     ap.add_argument("--before", default="b57fe1f", help="git revision of the code before")
     ap.add_argument("--postgres", action="store_true", help="also into a PostgreSQL on loopback")
-    ap.add_argument("--variants", default="before,after", help="which trees to run")
+    ap.add_argument(
+        "--variants",
+        default="before,after",
+        help="which to run: before (--before's tree), after (this tree), noreclaim (this tree "
+        "without the VACUUM after a sealing: PostgreSQL only)",
+    )
     ap.add_argument("--backends", default="SQLite,PostgreSQL", help="which backends to run")
+    ap.add_argument(
+        "--competitors",
+        default="",
+        help="also these trackers, under .bench-venv: tensorboard,mlflow,trackio,wandb",
+    )
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     print(f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}; {os.cpu_count()} cores")
@@ -176,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="bench-store-") as tmp:
             before = tree_of(args.before, Path(tmp) / "before")
-            for name, tree in (("before", before), ("after", ROOT)):
+            variants = (("before", before), ("noreclaim", ROOT), ("after", ROOT))
+            for name, tree in variants:
                 if name not in args.variants.split(","):
                     continue
                 stores = [("SQLite", str(Path(tmp) / f"{name}.db"))]
@@ -185,10 +256,20 @@ def main(argv: list[str] | None = None) -> int:
                 for backend, store in stores:
                     if backend not in args.backends.split(","):
                         continue
-                    r = measure(tree, store, args.steps)
+                    if name == "noreclaim" and backend != "PostgreSQL":
+                        continue
+                    r = measure(tree, store, args.steps, no_reclaim=name == "noreclaim")
                     r.update(variant=name, backend=backend)
                     print(json.dumps(r), file=sys.stderr, flush=True)
                     results.append(r)
+            others = []
+            if args.competitors:
+                workload = Path(tmp) / "workload.npz"
+                write_workload(workload, args.steps)
+                for name in args.competitors.split(","):
+                    r = competitor(name, workload, Path(tmp))
+                    print(json.dumps(r), file=sys.stderr, flush=True)
+                    others.append(r)
     finally:
         if server is not None:
             server.remove()
@@ -204,9 +285,19 @@ def main(argv: list[str] | None = None) -> int:
         vac = r["vacuumed"] / r["points"]
         print(
             f"| {r['variant']} | {r['backend']} | {bpp:.2f} | {vac:.2f} | "
-            f"{min(bpp, vac) * HOST_RUN_POINTS / 1e9:.2f} | "
+            f"{bpp * HOST_RUN_POINTS / 1e9:.2f} | "
             f"{r['cpu_s'] / r['points'] * 1e9:,.0f} | {r['scan_s'] / r['key_points'] * 1e9:,.0f} | "
             f"{r['rows_s'] / r['key_points'] * 1e9:,.0f} |"
+        )
+    for r in others:
+        if "unavailable" in r:
+            print(f"| {r['name']} | | unavailable: {r['unavailable']} | | | | | |")
+            continue
+        bpp = r["bytes"] / r["points"]
+        print(
+            f"| {r['name']} {r['version']} | its own files | {bpp:.2f} | | "
+            f"{bpp * HOST_RUN_POINTS / 1e9:.2f} | {r['cpu_s'] / r['points'] * 1e9:,.0f} | "
+            f"{r['read_s'] / max(1, r['key_points']) * 1e9:,.0f} ({r['key_points']:,} read) | |"
         )
     by = {(r["variant"], r["backend"]): r for r in results}
     for backend in ("SQLite", "PostgreSQL"):
