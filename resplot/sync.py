@@ -140,9 +140,12 @@ class Mirror:
             if self._chunk_agent:
                 try:
                     header, sections = client.call(
-                        "chunks", store=store, points_after=ask["points_after"],
-                        events_after=ask["events_after"], limit=BATCH_POINTS,
-                    )  # fmt: skip
+                        "chunks",
+                        store=store,
+                        points_after=ask["points_after"],
+                        events_after=ask["events_after"],
+                        limit=BATCH_POINTS,
+                    )
                 except AgentRemoteError as exc:
                     if exc.kind != "BadRequest" or "'chunks'" not in str(exc):
                         raise
@@ -158,9 +161,13 @@ class Mirror:
                     header = None
             if header is None:
                 header, sections = client.call(
-                    "poll", store=store, points_after=ask["points_after"], keys_after=0,
-                    events_after=ask["events_after"], limit=limit,
-                )  # fmt: skip
+                    "poll",
+                    store=store,
+                    points_after=ask["points_after"],
+                    keys_after=0,
+                    events_after=ask["events_after"],
+                    limit=limit,
+                )
             else:
                 copied = received_chunks(header, sections, store)
             if ask["store_id"] and header["store_id"] != ask["store_id"]:
@@ -219,8 +226,16 @@ class Mirror:
         return {"store_id": row.store_id, "points_after": int(row.points_after),
                 "events_after": int(row.events_after)}  # fmt: skip
 
-    def _apply(self, spec: str, store: str, cursor: dict, header: dict, batch,
-               report: SyncReport, after: int) -> dict:  # fmt: skip
+    def _apply(
+        self,
+        spec: str,
+        store: str,
+        cursor: dict,
+        header: dict,
+        batch,
+        report: SyncReport,
+        after: int,
+    ) -> dict:
         """One reply into the mirror, in one transaction with the cursor it moves to; `batch`:
         the points as rows (PointBatch) or the chunks (list[Copied]) after the source id
         `after`."""
@@ -395,8 +410,17 @@ def received_chunks(header: dict, sections: dict, store: str) -> list[Copied]:
                 f" arrived damaged ({exc}); nothing of this batch was written, the mirror"
                 " holds what the syncs before copied"
             ) from None
-        out.append(Copied(int(run_id), [int(k) for k in key_ids], int(id_lo), int(id_hi),
-                          int(n), int(sealed), blob))  # fmt: skip
+        out.append(
+            Copied(
+                int(run_id),
+                [int(k) for k in key_ids],
+                int(id_lo),
+                int(id_hi),
+                int(n),
+                int(sealed),
+                blob,
+            )
+        )
     if at != len(data):
         raise SyncError(f"{store}: {len(data) - at} bytes of chunks no entry describes")
     return out

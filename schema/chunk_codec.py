@@ -355,9 +355,13 @@ def check_shape(n: int, k: int) -> None:
 
 
 def pack(
-    n: int, steps: tuple, walls: tuple, ids: tuple | None, values: list,
+    n: int,
+    steps: tuple,
+    walls: tuple,
+    ids: tuple | None,
+    values: list,
     version: int = FORMAT_VERSION,
-) -> bytes:  # fmt: skip
+) -> bytes:
     """The blob of n points from its (kind, payload) streams; `version` 1 only for tests of
     the chunks written before version 2."""
     check_shape(n, len(values))

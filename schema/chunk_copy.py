@@ -129,10 +129,22 @@ class ChunkCopier:
                 self.whole += 1
                 blob = _shifted(c.data, delta)
             else:
-                blob = chunk_codec.encode(steps, walls, *values, ids=ids, kinds=HEAD_KINDS,
-                                          decimal=False)  # fmt: skip
-            rows.append((c.run_id, ks, ids[0], ids[-1] + k - 1, len(ids), min(steps),
-                         max(steps), c.sealed if whole else 0, blob))  # fmt: skip
+                blob = chunk_codec.encode(
+                    steps, walls, *values, ids=ids, kinds=HEAD_KINDS, decimal=False
+                )
+            rows.append(
+                (
+                    c.run_id,
+                    ks,
+                    ids[0],
+                    ids[-1] + k - 1,
+                    len(ids),
+                    min(steps),
+                    max(steps),
+                    c.sealed if whole else 0,
+                    blob,
+                )
+            )
             group = held.setdefault(c.run_id, {}).get(tuple(c.key_ids))
             if group is None:
                 held[c.run_id][tuple(c.key_ids)] = [steps, walls, values, ids]

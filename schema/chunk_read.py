@@ -304,8 +304,9 @@ def _series_columns(
             f" AND step_lo < {p} AND step_hi >= {p}",
             (ks, stop, start),
         )
-        chunks += [(int(r[1]), int(r[2]), int(r[0]), int(r[3]), ks, col, r[4:])
-                   for r in cur.fetchall()]  # fmt: skip
+        chunks += [
+            (int(r[1]), int(r[2]), int(r[0]), int(r[3]), ks, col, r[4:]) for r in cur.fetchall()
+        ]
     chunks.sort(key=lambda c: c[0])
     # The columns are decoded straight into arrays of every point the chunks hold: no array
     # a chunk to concatenate (a chunk cut by the range, a cursor or a take is filtered first).
@@ -369,9 +370,12 @@ class _Columns:
         # a scan's size, so the next scan's columns come from the heap instead of fresh pages
         # (four 800 KB columns, each mapped and faulted in anew: ~20 ns a point here).
         block = np.empty(4 * size, dtype=np.int64)
-        self.columns = (block[:size], block[size : 2 * size],
-                        block[2 * size : 3 * size].view(np.float64),
-                        block[3 * size :].view(np.float64))  # fmt: skip
+        self.columns = (
+            block[:size],
+            block[size : 2 * size],
+            block[2 * size : 3 * size].view(np.float64),
+            block[3 * size :].view(np.float64),
+        )
 
     def reserve(self, n: int) -> None:
         """Room for n more points (a chunk whose row undercounts its points: grown, not cut;
@@ -490,9 +494,10 @@ def first_values(cur, p: str, run_id: int, key_id: int, steps: list, *, has_take
                 if wanted_array is not None:  # the chunk's rows at wanted steps, by numpy
                     at = np.flatnonzero(np.isin(c.steps, wanted_array))
                     found = zip(  # noqa: B905 (3.8)
-                        c.steps[at].tolist(), (c.ids[at] + col).tolist(),
+                        c.steps[at].tolist(),
+                        (c.ids[at] + col).tolist(),
                         c.values[0][at].tolist(),
-                    )  # fmt: skip
+                    )
                 else:
                     found = [
                         (s, c.ids[i] + col, c.values[0][i])

@@ -38,8 +38,11 @@ def test_heads_deleted_by_sealing_are_reused_so_the_table_stays_bounded(pg_store
         steps = list(range(f * PER_FLUSH, (f + 1) * PER_FLUSH))
         walls = [1.7e9 + 0.3 * s for s in steps]
         cols = {k: [s * 0.5 + k for s in steps] for k in keys}
-        rows = [(run.id, k, s, w, v) for k, vs in cols.items() for s, w, v in
-                zip(steps, walls, vs, strict=True)]  # fmt: skip
+        rows = [
+            (run.id, k, s, w, v)
+            for k, vs in cols.items()
+            for s, w, v in zip(steps, walls, vs, strict=True)
+        ]
         with engine.begin() as conn:
             pending = writer.insert(conn, rows, [(steps, walls, cols)])
             head_bytes += int(

@@ -55,8 +55,7 @@ def _page(path, monkeypatch, numpy: bool, *, drop_fold: bool = False):
         source.poll(cache)
         refs = [r.ref for r in cache.runs()]
         state = ViewState(page="custom", smoothing=0.0, custom_keys=list(KEYS))
-        page = charts.render(cache, state, refs, size=(12.8, 8.0),
-                             fetch=lambda: source.poll(cache))  # fmt: skip
+        page = charts.render(cache, state, refs, size=(12.8, 8.0), fetch=lambda: source.poll(cache))
     finally:
         source.close()
     return cache, page
@@ -87,10 +86,13 @@ def test_a_60_run_sweep_draws_an_exact_bucket_a_pixel_on_every_chart(sweep, monk
             assert lo[0] == 0 and hi[-1] == STEPS - 1 and (lo[1:] == hi[:-1] + 1).all()
             # Each bucket is exact: the extremes and last point of its raw points.
             vmin, vmax, last = _raw_agg(values, lo, hi)
-            tiles = [t for t in cache.tiles_of(track.item.ref, track.item.key)
-                     if t.level == view.level]  # fmt: skip
-            cols = {n: np.concatenate([t.cols[n] for t in sorted(tiles, key=lambda t: t.index)])
-                    for n in ("vmin", "vmax", "last", "step_lo")}  # fmt: skip
+            tiles = [
+                t for t in cache.tiles_of(track.item.ref, track.item.key) if t.level == view.level
+            ]
+            cols = {
+                n: np.concatenate([t.cols[n] for t in sorted(tiles, key=lambda t: t.index)])
+                for n in ("vmin", "vmax", "last", "step_lo")
+            }
             assert (cols["step_lo"] == lo).all()
             assert (cols["vmin"] == vmin).all() and (cols["vmax"] == vmax).all()
             assert (cols["last"] == last).all()

@@ -312,8 +312,9 @@ def test_a_page_past_its_fine_budget_draws_level_1_and_says_so(tmp_path, monkeyp
         state = ViewState(page="custom", smoothing=0.0, custom_keys=["loss"])
         got = {}
         for budget in (50_000, 70_000):  # the page's fine views hold 60,000 points
-            monkeypatch.setattr(views, "FINE_POINTS_PER_PAGE",
-                                {"numpy": budget, "builtins": budget})  # fmt: skip
+            monkeypatch.setattr(
+                views, "FINE_POINTS_PER_PAGE", {"numpy": budget, "builtins": budget}
+            )
             page = charts.render(cache, state, refs, size=(6, 3),
                                  fetch=lambda: source.poll(cache))  # fmt: skip
             got[budget] = ({t.view.level for t in page.tracks[0].values()},

@@ -35,8 +35,13 @@ def nan_as_none(values) -> list:
 
 
 def value(j: int, step: int) -> float:
-    special = [struct.unpack("<d", struct.pack("<q", 0x7FF8DEADBEEF0001))[0], -0.0, math.inf,
-               -math.inf, 5e-324]  # fmt: skip
+    special = [
+        struct.unpack("<d", struct.pack("<q", 0x7FF8DEADBEEF0001))[0],
+        -0.0,
+        math.inf,
+        -math.inf,
+        5e-324,
+    ]
     return special[step % 5] if j == 3 and step % 7 == 0 else step * 0.5 + j / 7
 
 
@@ -50,8 +55,9 @@ def logged(path) -> None:
     for a in range(0, STEPS, 500):
         steps = list(range(a, a + 500))
         walls = [1.7e9 + 0.3 * s + (s % 13) * 1e-4 for s in steps]
-        flushes.append([(steps, walls, {k: [value(j, s) for s in steps] for j, k in
-                                        enumerate(keys)})])  # fmt: skip
+        flushes.append(
+            [(steps, walls, {k: [value(j, s) for s in steps] for j, k in enumerate(keys)})]
+        )
     write_flushes(engine, run.id, flushes, seal=True)
     engine.dispose()
 
@@ -121,8 +127,7 @@ def test_version_1_chunks_read_whole_and_verify_as_before(store_path):
     want = scanned(store_path, "k3")
     for cid, _run, _ks, blob in chunk_rows(engine):
         c = chunk_codec.decode(blob)
-        rewrite(engine, cid, chunk_codec.encode(c.steps, c.walls, *c.values, ids=c.ids,
-                                                version=1))  # fmt: skip
+        rewrite(engine, cid, chunk_codec.encode(c.steps, c.walls, *c.values, ids=c.ids, version=1))
     assert {blob[0] for *_r, blob in chunk_rows(engine)} == {1}
     got = scanned(store_path, "k3")
     assert bits(got["value"]) == bits(want["value"]) and bits(got["wall"]) == bits(want["wall"])

@@ -116,8 +116,7 @@ def assert_same(got: dict[str, list], want: dict[str, list]) -> None:
             assert a[at] == pytest.approx(b[at], rel=1e-12, abs=1e-300), table
 
 
-def log_run(store: Path, name: str, steps: range, *, restart_at: int | None = None,
-            pace: int = 0):  # fmt: skip
+def log_run(store: Path, name: str, steps: range, *, restart_at: int | None = None, pace: int = 0):
     """A finished run written by reslog: NaN and inf values, an event, and optionally a restart
     (steps going back, as a run resumed from a checkpoint does); `pace`: a pause after every
     `pace` steps, so the writer flushes (and seals) as it goes."""

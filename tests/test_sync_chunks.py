@@ -98,8 +98,9 @@ def test_sealed_chunks_arrive_byte_for_byte_and_a_second_store_gets_its_own_ids(
 def test_a_head_sealed_on_the_host_between_two_syncs_is_copied_once(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(chunk_write, "SEAL_ROWS", 300)
     source, mirror = tmp_path / "box" / "reslog.db", tmp_path / "mirror.db"
-    run = reslog.init(project="sync", name="live", store=str(source), system=False,
-                      flush_interval=0.05)  # fmt: skip
+    run = reslog.init(
+        project="sync", name="live", store=str(source), system=False, flush_interval=0.05
+    )
     step = 0
 
     def log(n: int) -> None:
@@ -157,9 +158,13 @@ def test_a_sync_killed_at_any_moment_resumes_with_nothing_lost_or_repeated(
     rng = random.Random(7)
     kills = 0
     for _ in range(4):
-        child = subprocess.Popen([sys.executable, "-c", CHILD, str(source), str(mirror)],
-                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                 text=True)  # fmt: skip
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(source), str(mirror)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         assert child.stdout is not None
         # Killed a random moment after a random batch: inside a transaction, between two,
         # while the agent reads the next chunks.
@@ -225,8 +230,11 @@ def _as_version_1(store: Path) -> None:
 def test_an_agent_without_the_chunks_op_gets_points_as_rows(tmp_path):
     before = tmp_path / "before"
     before.mkdir()
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", BEFORE, "reslog", "schema"],
-                             check=True, capture_output=True).stdout  # fmt: skip
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", BEFORE, "reslog", "schema"],
+        check=True,
+        capture_output=True,
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(before)], input=archive, check=True)
     # A launcher that takes the archive the client sends (as the boot code would) and runs the
     # agent of the code before instead: a real agent, only older.
@@ -314,8 +322,9 @@ def test_keysets_sealed_out_of_step_are_cut_inside_chunks_and_copied_once(
     still copied once, the crossing chunks' rows in two halves."""
     monkeypatch.setattr(chunk_write, "SEAL_ROWS", 64)
     source, mirror = tmp_path / "box" / "reslog.db", tmp_path / "mirror.db"
-    run = reslog.init(project="sync", name="two", store=str(source), system=False,
-                      flush_interval=0.05)  # fmt: skip
+    run = reslog.init(
+        project="sync", name="two", store=str(source), system=False, flush_interval=0.05
+    )
     for s in range(1500):
         run.log({"train/loss": 1.0 / (s + 1), "train/lr": 1e-3 * (s % 7)}, step=s)
         if s % 3 == 0:
@@ -366,8 +375,9 @@ def test_copied_heads_of_a_live_run_are_sealed_once_they_pile_up(tmp_path, monke
     reach the writer's bound (here 4 heads, the host's own at 256) the mirror seals them."""
     monkeypatch.setattr(chunk_copy, "SEAL_HEADS", 4)
     source, mirror = tmp_path / "box" / "reslog.db", tmp_path / "mirror.db"
-    run = reslog.init(project="sync", name="live", store=str(source), system=False,
-                      flush_interval=0.05)  # fmt: skip
+    run = reslog.init(
+        project="sync", name="live", store=str(source), system=False, flush_interval=0.05
+    )
     try:
         with Mirror(mirror) as m:
             for round_ in range(2):

@@ -25,8 +25,18 @@ def _figure(cls):
     canvas = FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     ax.plot(np.arange(100), np.sin(np.arange(100) / 7.0))
-    note = cls(0.995, 0.01, NOTE, transform=ax.transAxes, ha="right", va="bottom",
-               color="#888888", fontsize=NOTE_PT, zorder=5, clip_on=False)  # fmt: skip
+    note = cls(
+        0.995,
+        0.01,
+        NOTE,
+        transform=ax.transAxes,
+        ha="right",
+        va="bottom",
+        color="#888888",
+        fontsize=NOTE_PT,
+        zorder=5,
+        clip_on=False,
+    )
     ax.add_artist(note)
     return canvas, note
 

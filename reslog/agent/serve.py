@@ -59,8 +59,9 @@ def host_fold() -> str:
             importlib.invalidate_caches()
             if importlib.util.find_spec("numpy") is None:
                 return "builtins"
-        threading.Thread(target=chunk_read.numpy_fold, daemon=True,
-                         name="reslog-agent-numpy").start()  # fmt: skip
+        threading.Thread(
+            target=chunk_read.numpy_fold, daemon=True, name="reslog-agent-numpy"
+        ).start()
     return "numpy"
 
 

@@ -267,8 +267,13 @@ class Store:
 
     def read(self, op: str, req: dict) -> tuple:
         """(header, Sections) of one request against this store."""
-        fn = {"poll": self._poll, "points": self._points_op, "raw": self._raw_op,
-              "tiles": self._tiles_op, "chunks": self._chunks_op}[op]  # fmt: skip
+        fn = {
+            "poll": self._poll,
+            "points": self._points_op,
+            "raw": self._raw_op,
+            "tiles": self._tiles_op,
+            "chunks": self._chunks_op,
+        }[op]
         return self._snapshot(fn, req)
 
     # -- parts of a reply --------------------------------------------------------------------
@@ -507,8 +512,19 @@ class Store:
         for chunk_id, run_id, key_text, id_lo, id_hi, n, step_lo, step_hi, sealed, _s in taken:
             data = cur.execute("SELECT data FROM chunks WHERE id = ?", (chunk_id,)).fetchone()[0]
             blobs.append(bytes(data))
-            out["chunks"].append([run_id, chunk_read.key_list(key_text), id_lo, id_hi, n,
-                                  step_lo, step_hi, sealed, len(data)])  # fmt: skip
+            out["chunks"].append(
+                [
+                    run_id,
+                    chunk_read.key_list(key_text),
+                    id_lo,
+                    id_hi,
+                    n,
+                    step_lo,
+                    step_hi,
+                    sealed,
+                    len(data),
+                ]
+            )
         sections.add("chunks", len(blobs), b"".join(blobs))
         out["points_cursor"] = upto
         out["more"] = upto < high

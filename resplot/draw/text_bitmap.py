@@ -39,10 +39,17 @@ class BitmapText(Text):
             return
         box = self.get_window_extent(renderer)
         key = (
-            self.get_text(), str(self.get_color()), self.get_alpha(), self.get_fontsize(),
-            tuple(rcParams["font.family"]), renderer.dpi, round(box.width, 3),
-            round(box.height, 3), round(box.x0 % 1, 3), round(box.y0 % 1, 3),
-        )  # fmt: skip
+            self.get_text(),
+            str(self.get_color()),
+            self.get_alpha(),
+            self.get_fontsize(),
+            tuple(rcParams["font.family"]),
+            renderer.dpi,
+            round(box.width, 3),
+            round(box.height, 3),
+            round(box.x0 % 1, 3),
+            round(box.y0 % 1, 3),
+        )
         room = MARGIN_PX + 1
         inside = room <= min(box.x0, box.y0, renderer.width - box.x1, renderer.height - box.y1)
         if not inside:

@@ -279,8 +279,9 @@ class _PostgresRunReader:
             yield from self.reader.scan(self.run_id, ids[key], start, stop)
 
 
-def fine_tiles(cur, run_id: int, key_id: int, level: int, first: int, count: int,
-               has_takes: bool) -> list[tuple[int, dict[str, np.ndarray]]]:  # fmt: skip
+def fine_tiles(
+    cur, run_id: int, key_id: int, level: int, first: int, count: int, has_takes: bool
+) -> list[tuple[int, dict[str, np.ndarray]]]:
     """(index, columns) of `count` fine tiles from `first`, every one listed (empty ones too):
     the range's points read as decoded chunk columns and folded with numpy in one go
     (schema/folding_numpy.py, ~10x quicker a point than rows through the builtins), the same

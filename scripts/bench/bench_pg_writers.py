@@ -325,8 +325,10 @@ def main() -> int:
                 f"\none writer, {args.ingest_steps:,} steps x {args.keys} keys logged unpaced, "
                 f"then finish(); before = {args.before}"
             )
-            print("| | points | log loop s | until finish() returned s | points/s | process CPU "
-                  "µs a point | stored |")  # fmt: skip
+            print(
+                "| | points | log loop s | until finish() returned s | points/s | process CPU "
+                "µs a point | stored |"
+            )
             print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
             for name, r in took.items():
                 print(
@@ -334,8 +336,10 @@ def main() -> int:
                     f"{r['rate']:,.0f} | {r['cpu_s'] / r['logged'] * 1e6:.2f} | {r['stored']:,} |"
                 )
             if len(took) == 2:
-                print(f"\ningest, after / before: "
-                      f"{took['after']['rate'] / took['before']['rate']:.2f}x")  # fmt: skip
+                print(
+                    f"\ningest, after / before: "
+                    f"{took['after']['rate'] / took['before']['rate']:.2f}x"
+                )
         if "writers" in parts:
             with tempfile.TemporaryDirectory(prefix="bench-pg-") as tmp:
                 before = tree_of(args.before, Path(tmp) / "before")

@@ -193,9 +193,17 @@ def write_workload(path: Path, steps: int) -> None:
     rng = np.random.default_rng(1)
     t_steps, t_walls, t_keys = bench_codec.training(steps, rng)
     n_steps, n_walls, n_keys = bench_codec.nvml(steps, rng)
-    np.savez(path, t_steps=t_steps, t_walls=t_walls, t_names=np.array(list(t_keys)),
-             t_values=np.array(list(t_keys.values())), n_steps=n_steps, n_walls=n_walls,
-             n_names=np.array(list(n_keys)), n_values=np.array(list(n_keys.values())))  # fmt: skip
+    np.savez(
+        path,
+        t_steps=t_steps,
+        t_walls=t_walls,
+        t_names=np.array(list(t_keys)),
+        t_values=np.array(list(t_keys.values())),
+        n_steps=n_steps,
+        n_walls=n_walls,
+        n_names=np.array(list(n_keys)),
+        n_values=np.array(list(n_keys.values())),
+    )
 
 
 def competitor(name: str, workload: Path, tmp: Path) -> dict:
@@ -205,11 +213,22 @@ def competitor(name: str, workload: Path, tmp: Path) -> dict:
     if not BENCH_VENV.exists():
         return {"name": name, "unavailable": "no .bench-venv (run setup_competitors.sh)"}
     proc = subprocess.run(
-        [str(BENCH_VENV), str(ROOT / "scripts" / "bench" / "competitors.py"), name,
-         "--workload", str(workload), "--workdir", str(work), "--out", str(out)],
-        capture_output=True, text=True, cwd=tmp,
+        [
+            str(BENCH_VENV),
+            str(ROOT / "scripts" / "bench" / "competitors.py"),
+            name,
+            "--workload",
+            str(workload),
+            "--workdir",
+            str(work),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp,
         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
-    )  # fmt: skip
+    )
     if not out.exists():
         return {"name": name, "unavailable": f"exit {proc.returncode}: {proc.stderr[-300:]}"}
     return json.loads(out.read_text())

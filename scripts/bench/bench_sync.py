@@ -89,8 +89,14 @@ def backup(src: Path, dst: Path) -> None:
 
 def sync(tree: Path, src: Path, mirror: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    out = subprocess.run([sys.executable, "-c", DRIVER, str(src), str(mirror)], env=env,
-                         cwd=tree, capture_output=True, text=True, check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", DRIVER, str(src), str(mirror)],
+        env=env,
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     result = json.loads(out.stdout.strip().splitlines()[-1])
     with sqlite3.connect(mirror) as con:
         con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -110,15 +116,18 @@ def main() -> int:
     if before is None or not (before / "resplot" / "sync.py").exists():
         before = before or work / "before"
         before.mkdir(parents=True, exist_ok=True)
-        data = subprocess.run(["git", "-C", str(ROOT), "archive", BEFORE], check=True,
-                              capture_output=True).stdout  # fmt: skip
+        data = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", BEFORE], check=True, capture_output=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", str(before)], input=data, check=True)
     src = work / "src.db"
     t0 = time.perf_counter()
     uid = make_source(src, args.steps)
     points = args.steps * 20
-    print(f"source: {points:,} points written by reslog in {time.perf_counter() - t0:.1f} s, "
-          f"{src.stat().st_size / 2**20:.1f} MiB")  # fmt: skip
+    print(
+        f"source: {points:,} points written by reslog in {time.perf_counter() - t0:.1f} s, "
+        f"{src.stat().st_size / 2**20:.1f} MiB"
+    )
     trees = {"before (a7f5172, rows)": before, "this tree (chunks)": ROOT}
     best: dict[tuple[str, str], dict] = {}
     for rep in range(args.repeat):
@@ -135,25 +144,31 @@ def main() -> int:
                     best[(name, what)] = r
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"best of {args.repeat}; load average {load}; {os.cpu_count()} CPUs")
-    print("| sync | tree | points | wall s | mirror CPU s | agent CPU s | received MB | "
-          "bytes/point | mirror MiB |")  # fmt: skip
+    print(
+        "| sync | tree | points | wall s | mirror CPU s | agent CPU s | received MB | "
+        "bytes/point | mirror MiB |"
+    )
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for what in ("first sync", "incremental"):
         for name in trees:
             r = best[(name, what)]
-            print(f"| {what} | {name} | {r['points']:,} | {r['wall']:.2f} | {r['cpu']:.2f} | "
-                  f"{r['agent_cpu']:.2f} | {r['received'] / 1e6:.2f} | "
-                  f"{r['received'] / max(1, r['points']):.2f} | "
-                  f"{r['mirror_bytes'] / 2**20:.1f} |")  # fmt: skip
+            print(
+                f"| {what} | {name} | {r['points']:,} | {r['wall']:.2f} | {r['cpu']:.2f} | "
+                f"{r['agent_cpu']:.2f} | {r['received'] / 1e6:.2f} | "
+                f"{r['received'] / max(1, r['points']):.2f} | "
+                f"{r['mirror_bytes'] / 2**20:.1f} |"
+            )
     print()
     print("| sync | wall | mirror CPU | agent CPU | bytes received |")
     print("| --- | ---: | ---: | ---: | ---: |")
     old_name, new_name = list(trees)
     for what in ("first sync", "incremental"):
         a, b = best[(old_name, what)], best[(new_name, what)]
-        print(f"| {what}: before / now | {a['wall'] / b['wall']:.1f}x | "
-              f"{a['cpu'] / b['cpu']:.1f}x | {a['agent_cpu'] / max(b['agent_cpu'], 1e-9):.1f}x | "
-              f"{a['received'] / b['received']:.1f}x |")  # fmt: skip
+        print(
+            f"| {what}: before / now | {a['wall'] / b['wall']:.1f}x | "
+            f"{a['cpu'] / b['cpu']:.1f}x | {a['agent_cpu'] / max(b['agent_cpu'], 1e-9):.1f}x | "
+            f"{a['received'] / b['received']:.1f}x |"
+        )
     return 0
 
 

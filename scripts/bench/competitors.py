@@ -452,9 +452,17 @@ def measure_workload(name: str, data: Path, work: Path, key: str = "train/loss")
         spent += took
         if spent > 10.0:
             break
-    return {"name": name, "version": version_of(name), "points": points, "bytes": size,
-            "cpu_s": cpu + helpers, "helper_cpu_s": helpers, "write_s": write_s,
-            "read_s": best, "key_points": n}  # fmt: skip
+    return {
+        "name": name,
+        "version": version_of(name),
+        "points": points,
+        "bytes": size,
+        "cpu_s": cpu + helpers,
+        "helper_cpu_s": helpers,
+        "write_s": write_s,
+        "read_s": best,
+        "key_points": n,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,15 +37,17 @@ def one(store: Path, cfg: Path, page: str, size: tuple[float, float]) -> dict:
 
     cache = SeriesCache()
     t0 = time.perf_counter()
-    source = SSHSource(parse_spec(f"target:{store}"), SSHOptions(ssh_config=str(cfg)),
-                       python=sys.executable)  # fmt: skip
+    source = SSHSource(
+        parse_spec(f"target:{store}"), SSHOptions(ssh_config=str(cfg)), python=sys.executable
+    )
     try:
         source.poll(cache)
         t_series = time.perf_counter() - t0
         refs = [r.ref for r in cache.runs()]
         state = ViewState(page=page, smoothing=0.0)
-        drawn = charts.render(cache, state, refs, size=size, fetch=lambda: source.poll(cache),
-                              rounds=8)  # fmt: skip
+        drawn = charts.render(
+            cache, state, refs, size=size, fetch=lambda: source.poll(cache), rounds=8
+        )
         wall = time.perf_counter() - t0
         views = [t.view for ts in drawn.tracks for t in ts.values()]
         complete = all(v is not None and v.complete for v in views)

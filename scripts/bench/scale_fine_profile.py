@@ -36,8 +36,11 @@ def main() -> int:
         for _ in range(3):
             cache, marks = SeriesCache(), []
             t0 = time.perf_counter()
-            src = SSHSource(parse_spec(f"target:{store}"), SSHOptions(ssh_config=str(cfg)),
-                            python=sys.executable)  # fmt: skip
+            src = SSHSource(
+                parse_spec(f"target:{store}"),
+                SSHOptions(ssh_config=str(cfg)),
+                python=sys.executable,
+            )
             src.connect()
             marks.append(("connect+hello", round(time.perf_counter() - t0, 3)))
             src.poll(cache)
@@ -47,12 +50,19 @@ def main() -> int:
                 a, wanted = time.perf_counter(), cache.wanted_count()
                 got = src.poll(cache).tiles
                 now = time.perf_counter()
-                marks.append((f"poll of {wanted} tiles ({got})", round(now - t0, 3),
-                              round(now - a, 3)))  # fmt: skip
+                marks.append(
+                    (f"poll of {wanted} tiles ({got})", round(now - t0, 3), round(now - a, 3))
+                )
 
             refs = [r.ref for r in cache.runs()]
-            charts.render(cache, ViewState(page="training", smoothing=0.0), refs,
-                          size=(14, 9), fetch=fetch, rounds=8)  # fmt: skip
+            charts.render(
+                cache,
+                ViewState(page="training", smoothing=0.0),
+                refs,
+                size=(14, 9),
+                fetch=fetch,
+                rounds=8,
+            )
             marks.append(("done", round(time.perf_counter() - t0, 3)))
             src.close()
             print(json.dumps(marks), flush=True)
