@@ -118,15 +118,17 @@ def test_bytes_that_are_not_this_agent_are_refused(tmp_path):
 
 
 def planted_archive(marker: Path, size: int) -> bytes:
-    """A zipapp that leaves `marker` when run, padded (zip comment) to `size` bytes."""
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as zf:
-        zf.writestr("__main__.py", f"open({str(marker)!r}, 'w').write('ran')\n")
-    data = buf.getvalue()
-    buf = io.BytesIO(data)
-    with zipfile.ZipFile(buf, "a") as zf:
-        zf.comment = b" " * (size - len(data))
-    data = buf.getvalue()
+    """A zipapp that leaves `marker` when run, padded to `size` bytes by a stored member (a zip
+    comment holds at most 65,535 bytes, and the agent's archive has grown past that)."""
+
+    def archive(pad: int) -> bytes:
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as zf:
+            zf.writestr("__main__.py", f"open({str(marker)!r}, 'w').write('ran')\n")
+            zf.writestr("pad", b" " * pad, compress_type=zipfile.ZIP_STORED)
+        return buf.getvalue()
+
+    data = archive(size - len(archive(0)))  # a stored member's bytes add one for one
     assert len(data) == size
     return data
 
