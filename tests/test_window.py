@@ -148,6 +148,11 @@ def test_smoothing_changes_the_line_and_zero_shows_raw(window, qtbot):
 def test_x_axis_modes_move_the_points(window, qtbot):
     window.x_combo.setCurrentText("tokens")
     wait_redraw(qtbot, window)
+    # A run's tokens come from its tokens series: a redraw before that series' tiles are in
+    # places nothing (seen in full suites on a loaded machine); the next one places it all.
+    qtbot.waitUntil(
+        lambda: len(line(window, "Loss", "lr-3e-4", "train/loss").get_xdata()) > 0, timeout=30_000
+    )
     x = np.asarray(line(window, "Loss", "lr-3e-4", "train/loss").get_xdata())
     np.testing.assert_allclose(x[:3], [8192.0, 16384.0, 24576.0])
     window.x_combo.setCurrentText("relative")
