@@ -5,12 +5,13 @@ never a finite value from thousands of steps away."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from resplot.data.cache import SeriesCache
-from resplot.data.hover import readings
+from resplot.data.hover import readings, x_span
 from resplot.data.state import ViewState
 from resplot.data.views import value_at
 from resplot.draw.charts import render
@@ -116,3 +117,21 @@ def test_inside_a_nan_tail_the_hover_says_nan_where_the_pointer_is(tmp_path):
         assert track.x_range()[1] >= N - 1_000  # its end for the readout: not "ended" at 75,000
     finally:
         source.close()
+
+
+def test_a_track_prepared_again_is_read_from_its_new_view(zoomed_out):
+    """The hover keeps each track's sorted axis between moves; a track prepared again (a zoom,
+    new data) is read from its new arrays, never the ones kept."""
+    cache, source, tracks, track, loss = zoomed_out
+    (wide,) = readings(tracks, 20_000.0)
+    assert x_span(track) == track.x_range() and x_span(track)[1] > 90_000
+    # Zoomed in to steps 10,000-12,000: a finer view, new arrays.
+    track.prepare(cache, replace(track.ctx, lo=10_000, hi=12_000), track.mode, 0.0, 700)
+    source.poll(cache)
+    track.prepare(cache, replace(track.ctx, lo=10_000, hi=12_000), track.mode, 0.0, 700)
+    assert track.view.level == 0
+    lo, hi = x_span(track)
+    assert (lo, hi) == track.x_range() and lo >= 9_000 and hi <= 13_000
+    (reading,) = readings(tracks, 11_111.0)
+    assert reading.step == 11_111 and reading.raw == loss[11_111] and not reading.envelope
+    assert reading.x == 11_111.0 and wide.step != reading.step
