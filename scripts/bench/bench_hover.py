@@ -167,6 +167,9 @@ def measure(args) -> dict:
             QApplication.sendEvent(canvas, event)
             app.processEvents()
 
+        sections: dict[str, float] = {}
+        if args.sections:
+            _time_sections(view, sections)
         profile = None
         if args.profile:
             import cProfile
@@ -184,6 +187,9 @@ def measure(args) -> dict:
         out["move_ms"] = statistics.median(moves)
         out["move_p95_ms"] = float(np.percentile(moves, 95))
         out["move_cpu_ms"] = statistics.median(cpu)
+        if args.sections:
+            per_move = {k: round(v / args.repeat, 2) for k, v in sections.items()}
+            print(f"GUI-thread ms a move, by section: {per_move}", file=sys.stderr)
         if view.crosshair.readout is None or not view.crosshair.label.isVisible():
             raise SystemExit("the mouse moves showed no readout")
         QTest.mouseMove(canvas, QPoint(2, 2))
@@ -245,6 +251,35 @@ def measure(args) -> dict:
     return out
 
 
+def _time_sections(view, into: dict[str, float]) -> None:
+    """Wrap the parts of a hover move to sum the GUI thread's CPU ms of each into `into`."""
+    from resplot.ui import crosshair as crosshair_mod
+
+    def wrap(owner, name: str, label: str) -> None:
+        fn = getattr(owner, name)
+
+        def timed(*a, **k):
+            c = time.thread_time()
+            try:
+                return fn(*a, **k)
+            finally:
+                into[label] = into.get(label, 0.0) + (time.thread_time() - c) * 1000
+
+        setattr(owner, name, timed)
+
+    ch = view.crosshair
+    wrap(ch, "show_at", "show_at (all)")
+    wrap(crosshair_mod, "readings", "readings")
+    wrap(crosshair_mod.readout_mod, "layout", "readout layout")
+    wrap(ch, "_hovered", "hovered run")
+    wrap(ch, "_set_dots", "set dots")
+    wrap(ch, "_draw_overlay", "draw line, dots")
+    wrap(ch, "_blit", "blit (repaints)")
+    wrap(ch.label, "show_readout", "readout fit")
+    wrap(ch.label, "paintEvent", "readout paint")
+    wrap(view.canvas, "paintEvent", "canvas paint")
+
+
 ROWS = (
     ("window start to first chart drawn", "first_ms", "ms", ""),
     ("full page draw (a move without blitting)", "draw_ms", "ms", ""),
@@ -269,6 +304,7 @@ def main() -> None:
     ap.add_argument("--pan-moves", type=int, default=30)
     ap.add_argument("--before", help="git revision measured first, side by side")
     ap.add_argument("--hover-only", action="store_true", help="skip the zoom and the pan")
+    ap.add_argument("--sections", action="store_true", help="CPU ms a move by part (stderr)")
     ap.add_argument("--profile", action="store_true", help="cProfile the hover moves (stderr)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--store", type=Path, help=argparse.SUPPRESS)
