@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from resplot.data import hover as hover_mod
 from resplot.data.cache import SeriesCache
 from resplot.data.hover import readings, x_span
 from resplot.data.state import ViewState
@@ -135,3 +137,21 @@ def test_a_track_prepared_again_is_read_from_its_new_view(zoomed_out):
     (reading,) = readings(tracks, 11_111.0)
     assert reading.step == 11_111 and reading.raw == loss[11_111] and not reading.envelope
     assert reading.x == 11_111.0 and wide.step != reading.step
+
+
+def test_the_nearest_point_is_argmins_on_ties_duplicates_and_nan():
+    """The hover finds the nearest x by bisection on a rising axis: the same index as the
+    argmin over every finite x it replaced (the left one on a tie, the first of equals)."""
+    rng = np.random.default_rng(1)
+    for trial in range(600):
+        xs = np.sort(rng.integers(0, 20, int(rng.integers(1, 30))).astype(float))
+        if trial % 3 == 0:
+            xs[rng.integers(0, len(xs), 2)] = np.nan
+        if trial % 7 == 0:
+            xs = xs[::-1].copy()  # falling: argmin itself
+        track = SimpleNamespace(x=xs, view=None, x_mid=None)
+        axis = hover_mod._Axis(track)
+        ok = np.flatnonzero(np.isfinite(xs))
+        for x in [*rng.uniform(-3, 23, 6), *xs[:3], 5.5, 19.5, math.inf, -math.inf]:
+            want = None if len(ok) == 0 else int(ok[np.argmin(np.abs(xs[ok] - x))])
+            assert hover_mod._nearest(axis, float(x)) == want, (xs, x)

@@ -43,13 +43,14 @@ class _Axis:
     """What a hover reads of one track's axis, computed once per drawn view (a move reads
     every track of a chart: at 100 runs, 200 sorts and copies a move were most of its time)."""
 
-    __slots__ = ("by_step", "by_x", "finite_x", "of", "ok", "span")
+    __slots__ = ("by_step", "by_x", "finite_x", "of", "ok", "rising", "span")
 
     def __init__(self, track) -> None:
         # The arrays it was computed from (a track's prepare assigns new ones, never edits).
         self.of = (track.x, track.view, getattr(track, "x_mid", None))
         self.ok = np.flatnonzero(np.isfinite(track.x))
         self.finite_x = track.x[self.ok]
+        self.rising = bool(np.all(self.finite_x[1:] >= self.finite_x[:-1]))
         xs = steps = np.empty(0)
         if track.view is not None and len(track.x) == len(track.view.steps):
             xs, steps = _x_and_steps(track)
@@ -79,9 +80,18 @@ def x_span(track) -> tuple[float, float] | None:
 
 
 def _nearest(axis: _Axis, x: float) -> int | None:
+    """The index in track.x of the finite x nearest `x` (the first of equals, as argmin)."""
     if len(axis.ok) == 0:
         return None
-    return int(axis.ok[np.argmin(np.abs(axis.finite_x - x))])
+    xs = axis.finite_x
+    if not axis.rising or not math.isfinite(x):
+        return int(axis.ok[np.argmin(np.abs(xs - x))])
+    # Rising (a view's x almost always): the two neighbours of x, by the same float
+    # distances argmin compares, the left one on a tie, the first of its equal values.
+    j = int(np.searchsorted(xs, x))
+    if j == len(xs) or (j > 0 and abs(xs[j - 1] - x) <= abs(xs[j] - x)):
+        j = int(np.searchsorted(xs, xs[j - 1]))
+    return int(axis.ok[j])
 
 
 def _x_and_steps(track) -> tuple[np.ndarray, np.ndarray]:
