@@ -4,7 +4,9 @@ never a finite value from thousands of steps away."""
 
 from __future__ import annotations
 
+import gc
 import math
+import weakref
 from dataclasses import replace
 from types import SimpleNamespace
 
@@ -155,3 +157,32 @@ def test_the_nearest_point_is_argmins_on_ties_duplicates_and_nan():
         for x in [*rng.uniform(-3, 23, 6), *xs[:3], 5.5, 19.5, math.inf, -math.inf]:
             want = None if len(ok) == 0 else int(ok[np.argmin(np.abs(xs[ok] - x))])
             assert hover_mod._nearest(axis, float(x)) == want, (xs, x)
+
+
+class _Track:
+    """A track's axis as the hover reads it (x, view, x_mid), nothing else holding them."""
+
+    def __init__(self, n: int) -> None:
+        steps = np.arange(n)
+        self.x, self.x_mid = steps.astype(float), steps.astype(float)
+        self.view = _View(steps)
+
+
+class _View:
+    def __init__(self, steps: np.ndarray) -> None:
+        self.steps = self.mid_steps = steps
+        self.level = 0
+
+
+def test_the_kept_axis_holds_no_old_view_alive():
+    """A track prepared again frees its old view and x even when it is not hovered again,
+    and is read afresh when it is."""
+    track = _Track(50)
+    assert hover_mod._axis(track).finite_x[-1] == 49
+    old_view, old_x = weakref.ref(track.view), weakref.ref(track.x)
+    fresh = _Track(80)
+    track.x, track.x_mid, track.view = fresh.x, fresh.x_mid, fresh.view
+    del fresh
+    gc.collect()
+    assert old_view() is None and old_x() is None
+    assert hover_mod._axis(track).finite_x[-1] == 79

@@ -46,8 +46,9 @@ class _Axis:
     __slots__ = ("by_step", "by_x", "finite_x", "of", "ok", "rising", "span")
 
     def __init__(self, track) -> None:
-        # The arrays it was computed from (a track's prepare assigns new ones, never edits).
-        self.of = (track.x, track.view, getattr(track, "x_mid", None))
+        # What it was computed from (a track's prepare assigns new arrays and a new view,
+        # never edits them), weakly: a track not hovered again keeps no old view alive.
+        self.of = tuple(_ref(o) for o in (track.x, track.view, getattr(track, "x_mid", None)))
         self.ok = np.flatnonzero(np.isfinite(track.x))
         self.finite_x = track.x[self.ok]
         self.rising = bool(np.all(self.finite_x[1:] >= self.finite_x[:-1]))
@@ -60,8 +61,16 @@ class _Axis:
         self.span = x_range() if x_range is not None else None
 
     def fresh(self, track) -> bool:
-        x, view, mid = self.of
+        x, view, mid = (ref() for ref in self.of)
         return x is track.x and view is track.view and mid is getattr(track, "x_mid", None)
+
+
+def _ref(obj):
+    """A weak reference to `obj`, or a strong one where it takes none (None)."""
+    try:
+        return weakref.ref(obj)
+    except TypeError:
+        return lambda: obj
 
 
 _axes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # track -> _Axis
