@@ -161,3 +161,23 @@ def test_a_short_window_says_how_many_runs_the_readout_leaves_out(sweep_win, qtb
     assert readout.more > 0 and len(readout.rows) + readout.more == 12
     assert f"+{readout.more} more" in view.crosshair.label.plain()
     assert view.crosshair.visible_rect().contains(view.crosshair.label.geometry())
+
+
+def test_the_readout_is_painted_once_a_readout_and_copied_after(win, qtbot):
+    """A move may paint the readout twice (a blit's strip under it, then its own move): the
+    text is painted once per readout into an image that later paints copy; a new readout
+    paints its text again."""
+    page, ax = _loss_axes(win)
+    view = win.pages["training"]
+    label = view.crosshair.label
+    mid = float(np.mean(ax.get_ylim()))
+    qtbot.mouseMove(view.canvas, _qt_pos(page, ax, int(STEPS[30]), mid))
+    qtbot.waitUntil(lambda: label.isVisible() and label.renders > 0, timeout=5000)
+    first, renders = label.grab().toImage(), label.renders
+    label.repaint()
+    label.repaint()
+    again = label.grab().toImage()
+    assert label.renders == renders and again == first
+    qtbot.mouseMove(view.canvas, _qt_pos(page, ax, int(STEPS[60]), mid))
+    qtbot.waitUntil(lambda: label.renders > renders, timeout=5000)
+    assert label.grab().toImage() != first  # another step: other values, painted anew

@@ -4,13 +4,18 @@ never a finite value from thousands of steps away."""
 
 from __future__ import annotations
 
+import gc
 import math
+import weakref
+from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from resplot.data import hover as hover_mod
 from resplot.data.cache import SeriesCache
-from resplot.data.hover import readings
+from resplot.data.hover import readings, x_span
 from resplot.data.state import ViewState
 from resplot.data.views import value_at
 from resplot.draw.charts import render
@@ -116,3 +121,68 @@ def test_inside_a_nan_tail_the_hover_says_nan_where_the_pointer_is(tmp_path):
         assert track.x_range()[1] >= N - 1_000  # its end for the readout: not "ended" at 75,000
     finally:
         source.close()
+
+
+def test_a_track_prepared_again_is_read_from_its_new_view(zoomed_out):
+    """The hover keeps each track's sorted axis between moves; a track prepared again (a zoom,
+    new data) is read from its new arrays, never the ones kept."""
+    cache, source, tracks, track, loss = zoomed_out
+    (wide,) = readings(tracks, 20_000.0)
+    assert x_span(track) == track.x_range() and x_span(track)[1] > 90_000
+    # Zoomed in to steps 10,000-12,000: a finer view, new arrays.
+    track.prepare(cache, replace(track.ctx, lo=10_000, hi=12_000), track.mode, 0.0, 700)
+    source.poll(cache)
+    track.prepare(cache, replace(track.ctx, lo=10_000, hi=12_000), track.mode, 0.0, 700)
+    assert track.view.level == 0
+    lo, hi = x_span(track)
+    assert (lo, hi) == track.x_range() and lo >= 9_000 and hi <= 13_000
+    (reading,) = readings(tracks, 11_111.0)
+    assert reading.step == 11_111 and reading.raw == loss[11_111] and not reading.envelope
+    assert reading.x == 11_111.0 and wide.step != reading.step
+
+
+def test_the_nearest_point_is_argmins_on_ties_duplicates_and_nan():
+    """The hover finds the nearest x by bisection on a rising axis: the same index as the
+    argmin over every finite x it replaced (the left one on a tie, the first of equals)."""
+    rng = np.random.default_rng(1)
+    for trial in range(600):
+        xs = np.sort(rng.integers(0, 20, int(rng.integers(1, 30))).astype(float))
+        if trial % 3 == 0:
+            xs[rng.integers(0, len(xs), 2)] = np.nan
+        if trial % 7 == 0:
+            xs = xs[::-1].copy()  # falling: argmin itself
+        track = SimpleNamespace(x=xs, view=None, x_mid=None)
+        axis = hover_mod._Axis(track)
+        ok = np.flatnonzero(np.isfinite(xs))
+        for x in [*rng.uniform(-3, 23, 6), *xs[:3], 5.5, 19.5, math.inf, -math.inf]:
+            want = None if len(ok) == 0 else int(ok[np.argmin(np.abs(xs[ok] - x))])
+            assert hover_mod._nearest(axis, float(x)) == want, (xs, x)
+
+
+class _Track:
+    """A track's axis as the hover reads it (x, view, x_mid), nothing else holding them."""
+
+    def __init__(self, n: int) -> None:
+        steps = np.arange(n)
+        self.x, self.x_mid = steps.astype(float), steps.astype(float)
+        self.view = _View(steps)
+
+
+class _View:
+    def __init__(self, steps: np.ndarray) -> None:
+        self.steps = self.mid_steps = steps
+        self.level = 0
+
+
+def test_the_kept_axis_holds_no_old_view_alive():
+    """A track prepared again frees its old view and x even when it is not hovered again,
+    and is read afresh when it is."""
+    track = _Track(50)
+    assert hover_mod._axis(track).finite_x[-1] == 49
+    old_view, old_x = weakref.ref(track.view), weakref.ref(track.x)
+    fresh = _Track(80)
+    track.x, track.x_mid, track.view = fresh.x, fresh.x_mid, fresh.view
+    del fresh
+    gc.collect()
+    assert old_view() is None and old_x() is None
+    assert hover_mod._axis(track).finite_x[-1] == 79

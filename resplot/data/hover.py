@@ -13,6 +13,7 @@ NaN it is NaN.
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,11 +39,68 @@ class Reading:
     envelope: bool  # the point is a bucket extreme (the view is zoomed out)
 
 
-def _nearest(xs: np.ndarray, x: float) -> int | None:
-    ok = np.flatnonzero(np.isfinite(xs))
-    if len(ok) == 0:
+class _Axis:
+    """What a hover reads of one track's axis, computed once per drawn view (a move reads
+    every track of a chart: at 100 runs, 200 sorts and copies a move were most of its time)."""
+
+    __slots__ = ("by_step", "by_x", "finite_x", "of", "ok", "rising", "span")
+
+    def __init__(self, track) -> None:
+        # What it was computed from (a track's prepare assigns new arrays and a new view,
+        # never edits them), weakly: a track not hovered again keeps no old view alive.
+        self.of = tuple(_ref(o) for o in (track.x, track.view, getattr(track, "x_mid", None)))
+        self.ok = np.flatnonzero(np.isfinite(track.x))
+        self.finite_x = track.x[self.ok]
+        self.rising = bool(np.all(self.finite_x[1:] >= self.finite_x[:-1]))
+        xs = steps = np.empty(0)
+        if track.view is not None and len(track.x) == len(track.view.steps):
+            xs, steps = _x_and_steps(track)
+        self.by_x = in_order(xs, steps)
+        self.by_step = in_order(steps, xs)
+        x_range = getattr(track, "x_range", None)
+        self.span = x_range() if x_range is not None else None
+
+    def fresh(self, track) -> bool:
+        x, view, mid = (ref() for ref in self.of)
+        return x is track.x and view is track.view and mid is getattr(track, "x_mid", None)
+
+
+def _ref(obj):
+    """A weak reference to `obj`, or a strong one where it takes none (None)."""
+    try:
+        return weakref.ref(obj)
+    except TypeError:
+        return lambda: obj
+
+
+_axes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # track -> _Axis
+
+
+def _axis(track) -> _Axis:
+    got = _axes.get(track)
+    if got is None or not got.fresh(track):
+        got = _axes[track] = _Axis(track)
+    return got
+
+
+def x_span(track) -> tuple[float, float] | None:
+    """track.x_range() (its smallest and largest x), once per drawn view."""
+    return _axis(track).span
+
+
+def _nearest(axis: _Axis, x: float) -> int | None:
+    """The index in track.x of the finite x nearest `x` (the first of equals, as argmin)."""
+    if len(axis.ok) == 0:
         return None
-    return int(ok[np.argmin(np.abs(xs[ok] - x))])
+    xs = axis.finite_x
+    if not axis.rising or not math.isfinite(x):
+        return int(axis.ok[np.argmin(np.abs(xs - x))])
+    # Rising (a view's x almost always): the two neighbours of x, by the same float
+    # distances argmin compares, the left one on a tie, the first of its equal values.
+    j = int(np.searchsorted(xs, x))
+    if j == len(xs) or (j > 0 and abs(xs[j - 1] - x) <= abs(xs[j] - x)):
+        j = int(np.searchsorted(xs, xs[j - 1]))
+    return int(axis.ok[j])
 
 
 def _x_and_steps(track) -> tuple[np.ndarray, np.ndarray]:
@@ -58,16 +116,15 @@ def _x_and_steps(track) -> tuple[np.ndarray, np.ndarray]:
     return xs[ok], steps[ok].astype(np.float64)
 
 
-def _hovered_step(track, x: float) -> int:
+def _hovered_step(axis: _Axis, x: float) -> int:
     """The step under x on this track's axis."""
-    xs, steps = in_order(*_x_and_steps(track))
+    xs, steps = axis.by_x
     return round(float(np.interp(x, xs, steps)))
 
 
-def _x_of(track, step: int) -> float:
+def _x_of(axis: _Axis, step: int) -> float:
     """Where `step` is on this track's axis."""
-    xs, steps = _x_and_steps(track)
-    steps, xs = in_order(steps, xs)
+    steps, xs = axis.by_step
     return float(np.interp(step, steps, xs))
 
 
@@ -79,7 +136,8 @@ def readings(tracks: dict, x: float) -> list[Reading]:
         view = track.view
         if view is None or len(track.x) == 0 or len(track.x) != len(view.steps):
             continue
-        i = _nearest(track.x, x)
+        axis = _axis(track)
+        i = _nearest(axis, x)
         if i is None:
             continue
         step, at_x, raw, envelope = (
@@ -93,13 +151,13 @@ def readings(tracks: dict, x: float) -> list[Reading]:
             cache = getattr(track, "cache", None)
             logged = None
             if cache is not None:
-                logged = value_at(cache, item.ref, item.key, _hovered_step(track, x), view)
+                logged = value_at(cache, item.ref, item.key, _hovered_step(axis, x), view)
             if logged is not None and logged.exact:
                 step, raw, envelope = logged.step, logged.value, False
-                at_x = _x_of(track, step)
+                at_x = _x_of(axis, step)
         smoothed = None
         if track.smoothed is not None and len(view.mid_steps):
-            j = int(np.clip(np.searchsorted(view.mid_steps, step), 0, len(view.mid_steps) - 1))
+            j = min(int(np.searchsorted(view.mid_steps, step)), len(view.mid_steps) - 1)
             if j > 0 and abs(view.mid_steps[j - 1] - step) <= abs(view.mid_steps[j] - step):
                 j -= 1
             smoothed = float(track.smoothed[j])

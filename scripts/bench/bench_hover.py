@@ -167,14 +167,36 @@ def measure(args) -> dict:
             QApplication.sendEvent(canvas, event)
             app.processEvents()
 
+        sections: dict[str, float] = {}
+        if args.sections:
+            _time_sections(view, sections)
+        profile = None
+        if args.profile:
+            import cProfile
+
+            profile = cProfile.Profile()
+            profile.enable()
         moves = timed(move, np.linspace(0.05, 0.95, args.repeat))
+        if profile is not None:
+            import pstats
+
+            profile.disable()
+            stats = pstats.Stats(profile, stream=sys.stderr).sort_stats("cumulative")
+            stats.print_stats(40)
+            stats.print_callees("show_at|readings|_draw_overlay|_blit")
         out["move_ms"] = statistics.median(moves)
         out["move_p95_ms"] = float(np.percentile(moves, 95))
         out["move_cpu_ms"] = statistics.median(cpu)
+        if args.sections:
+            per_move = {k: round(v / args.repeat, 2) for k, v in sections.items()}
+            print(f"GUI-thread ms a move, by section: {per_move}", file=sys.stderr)
         if view.crosshair.readout is None or not view.crosshair.label.isVisible():
             raise SystemExit("the mouse moves showed no readout")
         QTest.mouseMove(canvas, QPoint(2, 2))
         app.processEvents()
+        if args.hover_only:
+            win.close()
+            return out
 
         # Zoom to ranges whose tiles are cached: each range once to load them, then timed.
         x0, x1 = ax.get_xlim()
@@ -229,6 +251,35 @@ def measure(args) -> dict:
     return out
 
 
+def _time_sections(view, into: dict[str, float]) -> None:
+    """Wrap the parts of a hover move to sum the GUI thread's CPU ms of each into `into`."""
+    from resplot.ui import crosshair as crosshair_mod
+
+    def wrap(owner, name: str, label: str) -> None:
+        fn = getattr(owner, name)
+
+        def timed(*a, **k):
+            c = time.thread_time()
+            try:
+                return fn(*a, **k)
+            finally:
+                into[label] = into.get(label, 0.0) + (time.thread_time() - c) * 1000
+
+        setattr(owner, name, timed)
+
+    ch = view.crosshair
+    wrap(ch, "show_at", "show_at (all)")
+    wrap(crosshair_mod, "readings", "readings")
+    wrap(crosshair_mod.readout_mod, "layout", "readout layout")
+    wrap(ch, "_hovered", "hovered run")
+    wrap(ch, "_set_dots", "set dots")
+    wrap(ch, "_draw_overlay", "draw line, dots")
+    wrap(ch, "_blit", "blit (repaints)")
+    wrap(ch.label, "show_readout", "readout fit")
+    wrap(ch.label, "paintEvent", "readout paint")
+    wrap(view.canvas, "paintEvent", "canvas paint")
+
+
 ROWS = (
     ("window start to first chart drawn", "first_ms", "ms", ""),
     ("full page draw (a move without blitting)", "draw_ms", "ms", ""),
@@ -252,6 +303,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=50)
     ap.add_argument("--pan-moves", type=int, default=30)
     ap.add_argument("--before", help="git revision measured first, side by side")
+    ap.add_argument("--hover-only", action="store_true", help="skip the zoom and the pan")
+    ap.add_argument("--sections", action="store_true", help="CPU ms a move by part (stderr)")
+    ap.add_argument("--profile", action="store_true", help="cProfile the hover moves (stderr)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--store", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -292,6 +346,7 @@ def main() -> None:
                     str(args.pan_moves),
                     "--store",
                     str(store),
+                    *(["--hover-only"] if args.hover_only else []),
                 ]
                 proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
                 line = next(
@@ -311,7 +366,9 @@ def main() -> None:
     print("| what | " + " | ".join(f"{n}, {r} runs" for n, r in cols) + " | target |")
     print("|---|" + "---:|" * len(cols) + "---|")
     for label, key, unit, target in ROWS:
-        cells = [f"{got[c][key]:.1f} {unit}".strip() for c in cols]
+        if all(key not in got[c] for c in cols):
+            continue  # not measured (--hover-only)
+        cells = [f"{got[c].get(key, float('nan')):.1f} {unit}".strip() for c in cols]
         print(f"| {label} | " + " | ".join(cells) + f" | {target} |")
     for c in cols:
         r = got[c]
