@@ -36,34 +36,18 @@ from schema.rollup import (
     AGG_FLOATS,
     LAST,
     STEP_LO,
-    VSUM,
     N,
     fold,
     merge,
     merge_all,
 )
+from schema.series_rows import SERIES_COLUMNS, agg_of, marker, series_rows  # noqa: F401
 
-SERIES_COLUMNS = ("run_id", "key_id", *AGG_COLUMNS, "levels", "tail_step", "tail_wall")
 # The Agg fields of a series row, and of a bucket row after its first column (bucket).
 SERIES_AGG = slice(2, 2 + len(AGG_COLUMNS))
 LEVELS_AT = SERIES_COLUMNS.index("levels")
 STEP_LO_AT = SERIES_COLUMNS.index("step_lo")
 STEP_HI_AT = SERIES_COLUMNS.index("step_hi")
-
-_NAN = float("nan")
-
-
-def marker(paramstyle: str) -> str:
-    """The DBAPI placeholder: "?" (sqlite3) or "%s" (psycopg, pg8000)."""
-    return "?" if paramstyle == "qmark" else "%s"
-
-
-def agg_of(row, offset: int = 0) -> tuple:
-    """An Agg tuple from a stored row (vsum NULL means NaN: inf - inf)."""
-    agg = tuple(row[offset : offset + len(AGG_COLUMNS)])
-    if agg[VSUM] is None:
-        agg = (*agg[:VSUM], _NAN, *agg[VSUM + 1 :])
-    return agg
 
 
 # -- raw points ---------------------------------------------------------------------------------
@@ -242,20 +226,6 @@ def packed_raw(
     else:
         packed = [(s, w, 0.0 if v is None else v, v is None) for _i, s, w, v in found]
     return b"".join(starmap(row.pack, packed))
-
-
-def series_rows(cur, p: str, run_ids=None) -> list:
-    """Stored `series` rows in SERIES_COLUMNS order (every run's, or those of `run_ids`)."""
-    sql = "SELECT " + ", ".join(SERIES_COLUMNS) + " FROM series"
-    if run_ids is None:
-        cur.execute(sql + " ORDER BY run_id, key_id")
-    else:
-        run_ids = list(run_ids)
-        if not run_ids:
-            return []
-        marks = ", ".join([p] * len(run_ids))
-        cur.execute(sql + f" WHERE run_id IN ({marks}) ORDER BY run_id, key_id", run_ids)
-    return cur.fetchall()
 
 
 def series_row(cur, p: str, run_id: int, key_id: int):

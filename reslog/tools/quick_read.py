@@ -3,7 +3,7 @@
 `reslog ls` is what people type while training runs. Through SQLAlchemy its process took 3.9 s
 next to 16 busy writer processes on 2 cores, of which 0.08 s was the command: the rest was the
 interpreter importing SQLAlchemy on a crowded machine. Here the store is read the way the agent
-reads it (sqlite3, the plain column lists of schema/columns.py, schema/envelope.py's series
+reads it (sqlite3, the plain column lists of schema/columns.py, schema/series_rows.py's series
 rows), read-only (mode=ro), in one read transaction: a WAL snapshot that holds no lock a
 writer waits for.
 
@@ -22,9 +22,9 @@ import sys
 from pathlib import Path
 
 from schema.columns import RUN_COLUMNS
-from schema.envelope import agg_of, marker, series_rows
 from schema.records import RunInfo, run_info
 from schema.revision import HEAD_REVISION
+from schema.series_rows import agg_of, marker, series_rows
 from schema.sqlite_file import DEFAULT_STORE, NETWORK_FS, connect_readonly, filesystem_type
 
 BUSY_TIMEOUT_MS = 30_000  # as schema.store's connect hook: only a WAL recovery can make it wait
