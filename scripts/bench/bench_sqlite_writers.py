@@ -8,10 +8,10 @@ this tree, in one run (issue 36, finding 8).
 Each writer is its own process: `reslog.init(store=FILE, system=False)`, then one `log()` of
 `--keys` scalars per step at `--steps` steps a second for `--seconds` (the dict built before the
 clock starts, `time.perf_counter()` around the call alone), then `finish()`. Meanwhile the parent
-runs `reslog ls FILE` every `--ls-every` seconds in a fresh process and reports its wall time, and
-the time of `main(["ls", FILE])` inside that process (without the interpreter's start). With
-`--diagnose`, every writer records its collector's passes (gc.callbacks) and says how many slow
-calls overlapped one.
+runs `reslog ls FILE` every `--ls-every` seconds, from when every writer logs, in a fresh process
+and reports its wall time, and the time of `main(["ls", FILE])` inside that process (without the
+interpreter's start). With `--diagnose`, every writer records its collector's passes
+(gc.callbacks) and says how many slow calls overlapped one.
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ def watch_turns():
         turn["longest"] = max(turn["longest"], now - since)
         time.sleep(0.05)
 threading.Thread(target=watch_turns, daemon=True).start()
+open(f"{store}.logging{index}", "w").close()  # the parent times `reslog ls` from now on
 t0 = time.monotonic()
 for step in range(steps):
     d = {k: step + j / 100 for j, k in enumerate(names)}
@@ -146,6 +147,12 @@ def one(tree: Path, store: Path, args) -> dict:
     stop = threading.Event()
 
     def lister() -> None:
+        # While the writers are busy: from when every one of them logs, not while 16
+        # interpreters start (a `reslog ls` then took 1.5-1.7 s, every later one ~0.2 s).
+        while not stop.is_set() and not all(
+            Path(f"{store}.logging{i}").exists() for i in range(args.writers)
+        ):
+            time.sleep(0.05)
         time.sleep(args.ls_every)
         while not stop.is_set():
             t0 = time.perf_counter()
