@@ -13,12 +13,12 @@ corner.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from matplotlib import rcParams
 from matplotlib.backends.backend_agg import RendererAgg
 from matplotlib.legend import Legend
+
+from resplot.draw.bitmap_draw import drawn_alone, paste
 
 MARGIN_PX = 2  # the frame's line and antialiasing reach past the box
 BITMAPS = 4  # kept per legend: one for each corner it was placed in
@@ -64,23 +64,12 @@ class BitmapLegend(Legend):
                 del self._bitmaps[next(iter(self._bitmaps))]
         self._bitmaps[key] = found  # the newest last
         dx, dy, rgba = found
-        gc = renderer.new_gc()
-        try:
-            renderer.draw_image(gc, round(box.x0 + dx), round(box.y0 + dy), rgba)
-        finally:
-            gc.restore()
+        paste(renderer, box.x0 + dx, box.y0 + dy, rgba)
         self.stale = False
 
     def _render(self, renderer, box) -> tuple[int, int, np.ndarray]:
-        """The legend drawn alone on a transparent canvas of the renderer's size, cut to its
-        box: (left, bottom, RGBA rows bottom first, as draw_image takes them)."""
-        w, h = int(renderer.width), int(renderer.height)
-        scratch = RendererAgg(w, h, renderer.dpi)
-        super().draw(scratch)
-        x0, x1 = math.floor(box.x0) - MARGIN_PX, math.ceil(box.x1) + MARGIN_PX
-        y0, y1 = math.floor(box.y0) - MARGIN_PX, math.ceil(box.y1) + MARGIN_PX
-        rows = np.asarray(scratch.buffer_rgba())  # the top row first
-        return x0, y0, rows[h - y1 : h - y0, x0:x1][::-1].copy()
+        """The legend drawn alone, cut to its box (bitmap_draw.drawn_alone)."""
+        return drawn_alone(super().draw, renderer, box, MARGIN_PX)
 
 
 def add_legend(ax, handles, labels, **kwargs) -> BitmapLegend:

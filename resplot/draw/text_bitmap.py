@@ -11,12 +11,12 @@ another renderer (SVG, PDF), of a clipped text, or of one partly off the canvas.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from matplotlib import rcParams
 from matplotlib.backends.backend_agg import RendererAgg
 from matplotlib.text import Text
+
+from resplot.draw.bitmap_draw import drawn_alone, paste
 
 MARGIN_PX = 2  # antialiasing past the text's box
 
@@ -64,20 +64,9 @@ class BitmapText(Text):
             self._bitmap = (key, x - box.x0, y - box.y0, rgba)
             self.renders += 1
         _key, dx, dy, rgba = self._bitmap
-        gc = renderer.new_gc()
-        try:
-            renderer.draw_image(gc, round(box.x0 + dx), round(box.y0 + dy), rgba)
-        finally:
-            gc.restore()
+        paste(renderer, box.x0 + dx, box.y0 + dy, rgba)
         self.stale = False
 
     def _render(self, renderer, box) -> tuple[int, int, np.ndarray]:
-        """The text drawn alone on a transparent canvas of the renderer's size, cut to its
-        box: (left, bottom, RGBA rows bottom first, as draw_image takes them)."""
-        w, h = int(renderer.width), int(renderer.height)
-        scratch = RendererAgg(w, h, renderer.dpi)
-        super().draw(scratch)
-        x0, x1 = math.floor(box.x0) - MARGIN_PX, math.ceil(box.x1) + MARGIN_PX
-        y0, y1 = math.floor(box.y0) - MARGIN_PX, math.ceil(box.y1) + MARGIN_PX
-        rows = np.asarray(scratch.buffer_rgba())  # the top row first
-        return x0, y0, rows[h - y1 : h - y0, x0:x1][::-1].copy()
+        """The text drawn alone, cut to its box (bitmap_draw.drawn_alone)."""
+        return drawn_alone(super().draw, renderer, box, MARGIN_PX)
