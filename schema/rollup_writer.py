@@ -126,24 +126,11 @@ class RollupWriter:
         of series logged together, each key in one group only; their steps and walls are
         shared, so bucket bounds are worked out once per group instead of once per key."""
         columns = self._columns(conn, rows, groups)
-        pending = Pending()
-        restarts = self._restarts(columns)
         chunked = groups
         if chunked is None:
             chunked = [(st, wa, {key: vs}) for key, (st, wa, vs) in columns.items()]
         ids = self.chunks.write(conn, chunked)
-        if not restarts:
-            self._keep(conn, pending, columns, groups, {}, {})
-        else:
-            # A take holds from the restarting point's own id: the points logged before it
-            # have smaller ids, those after it larger ones.
-            since = {
-                (key, pos): ids[key][0][pos] + ids[key][1]
-                for key, positions in restarts.items()
-                for pos in positions
-            }
-            self._keep(conn, pending, columns, None, restarts, since)
-        return pending
+        return self._keep_written(conn, columns, groups, ids)
 
     def seal_all(self, conn: Connection, *, alone: bool = False) -> int:
         """Seal the run's head chunks in the caller's transaction (`alone`: one that inserts
@@ -170,12 +157,18 @@ class RollupWriter:
         """As account(), for points already stored given as insert()'s groups (steps, walls,
         {key_id: values}, each key in one group, in id order) and their ids as ChunkWriter.write
         returns them ({key: (row ids, column)}): chunks copied as they are (resplot sync)."""
-        columns = self._columns(conn, [], groups)
-        restarts = self._restarts(columns)
+        return self._keep_written(conn, self._columns(conn, [], groups), groups, ids)
+
+    def _keep_written(self, conn: Connection, columns, groups, ids: dict) -> Pending:
+        """The rollups, series rows and takes of points written as chunks with these ids
+        ({key: (row ids, column)}, as ChunkWriter.write returns them)."""
         pending = Pending()
+        restarts = self._restarts(columns)
         if not restarts:
             self._keep(conn, pending, columns, groups, {}, {})
         else:
+            # A take holds from the restarting point's own id: the points logged before it
+            # have smaller ids, those after it larger ones.
             since = {
                 (key, pos): ids[key][0][pos] + ids[key][1]
                 for key, positions in restarts.items()
