@@ -222,11 +222,16 @@ class StragglerDetector:
             if len(marks) < rule.window or slow < rule.sustained * rule.window:
                 return None
             entries = list(marks)
-            since = next(
-                m[0]
+            sustained = [
+                i
                 for i, m in enumerate(entries)
                 if m[1] and sum(e[1] for e in entries[i:]) >= rule.sustained * (len(entries) - i)
-            )
+            ]
+            # The stretch opens at a slow step that the steps after it keep mostly slow: one
+            # jittery step a few steps before the fault (a rank stalled by a busy machine) is
+            # not its start (a fault from step 110 was said to start at 101-108 under load).
+            start = next((i for i in sustained if _mostly_slow(entries, i)), sustained[0])
+            since = entries[start][0]
             track.slow_excess = [m[2] for m in entries if m[1] and m[0] >= since]
             track.last_slow = max(m[0] for m in entries if m[1])
             track.waits = [-m[3] for m in entries if m[1] and m[0] >= since and m[3] is not None]
@@ -259,3 +264,13 @@ class StragglerDetector:
         track.active = None
         self.found[track.index] = done  # the finding as it ended
         return done
+
+
+def _mostly_slow(entries, i: int) -> bool:
+    """Every run of judged steps from entries[i] on is at least half slow."""
+    slow = 0
+    for n, entry in enumerate(entries[i:], 1):
+        slow += entry[1]
+        if 2 * slow < n:
+            return False
+    return True

@@ -75,6 +75,20 @@ def test_a_rank_slow_in_data_is_named_with_phase_host_excess_and_start():
     assert [c.until for c in changed] == [None, s.until] and changed[1] == s
 
 
+def test_a_jittery_step_just_before_a_stretch_is_not_its_start():
+    """A rank stalled once by a busy machine 6 steps before its fault: the stretch still opens
+    at the fault (the suffix rule alone said 104, as seen under torchrun in CI)."""
+    rows = job_steps(200, slow=(3, "forward", 0.15, 110, 150))
+    for rank, step, phases in rows:
+        if (rank, step) == (3, 104):
+            phases["forward"] += 0.15
+    det = StragglerDetector(HOSTS)
+    det.add_many(rows)
+    det.finish()
+    assert [(s.rank, s.phase) for s in det.found] == [(3, "forward")]
+    assert det.found[0].since == 110
+
+
 def test_the_ranks_that_wait_for_a_slow_forward_are_not_named():
     det = StragglerDetector(HOSTS)
     det.add_many(job_steps(200, slow=(1, "forward", 0.08, 50, 120)))
