@@ -6,11 +6,11 @@ import contextlib
 import errno
 import glob
 import os
+import secrets
 import shutil
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -393,13 +393,15 @@ def backup_sqlite(path: Path, revision: str) -> Path:
         target = path.with_name(f"{path.name}.bak-{revision}.{n}")
         n += 1
     # The copy is made in a private folder beside the store (no one else can plant a link
-    # at its name or its -journal's), named for this process so a sweep can tell it stale.
-    folder = Path(tempfile.mkdtemp(prefix=f".{target.name}.part-{os.getpid()}-", dir=path.parent))
+    # at its name or its -journal's), named for this process so a sweep can tell it stale,
+    # and made once its guard runs: a kill between the two left the folder for good.
+    folder = path.parent / f".{target.name}.part-{os.getpid()}-{secrets.token_hex(6)}"
     part = folder / target.name
     src = sqlite3.connect(readonly_uri(path), uri=True)
     try:
         with removed_if_killed(folder):
             try:
+                folder.mkdir(mode=0o700)  # never an existing name, link or not
                 backup_into(src, part)
                 with open(part, "rb+") as f:
                     os.fsync(f.fileno())
