@@ -13,5 +13,5 @@ export QT_QPA_PLATFORM=offscreen
 .venv/bin/ruff format --check .
 # Two worker processes (pytest-xdist): much of the suite's time is spent waiting on the
 # processes it starts (torchrun ranks, sshd, PostgreSQL, headless Chromium, the GUI soak); with
-# two it takes about 12 minutes here. RESLOG_TEST_WORKERS=0 runs it in one process.
+# two it takes about 14 minutes here. RESLOG_TEST_WORKERS=0 runs it in one process.
 exec .venv/bin/python -m pytest -q -rs -n "${RESLOG_TEST_WORKERS:-2}" "$@"
