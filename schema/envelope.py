@@ -209,7 +209,7 @@ def packed_raw(
     before_id: int | None = None,
 ) -> bytes:  # fmt: skip
     """raw_points() packed in RAW_LAYOUT, or RAW_TILE_LAYOUT without `ids`."""
-    found = chunk_read.series_rows(
+    found = raw_points(
         cur,
         p,
         run_id,
