@@ -123,27 +123,11 @@ def test_exporting_a_store_with_corrupt_pages_is_one_line_saying_what_to_do(tmp_
     """sqlite3's DatabaseError came from the read-only connection as a traceback."""
     store = damaged_store(tmp_path / "s.db")
     out = tmp_path / "out.x"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "reslog.tools.cli",
-            "export",
-            str(store),
-            "--format",
-            fmt,
-            "-o",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-    assert done.stderr.count("\n") == 1
-    assert done.stderr.startswith(f"reslog: {store}: database disk image is malformed")
-    assert f"`reslog check {store}` says where" in done.stderr
+    code, err = _export(store, fmt, out)
+    assert code == 2 and "Traceback" not in err, err
+    assert err.count("\n") == 1
+    assert err.startswith(f"reslog: {store}: database disk image is malformed")
+    assert f"`reslog check {store}` says where" in err
     assert not out.exists()
 
 
