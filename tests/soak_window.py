@@ -17,10 +17,7 @@ hand.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 from PyQt5.QtCore import QModelIndex, QPersistentModelIndex, QPoint, Qt
 from PyQt5.QtTest import QTest
@@ -29,11 +26,11 @@ from resplot import settings as settings_mod
 from resplot.data.cache import SeriesCache
 from resplot.data.state import PAGES
 from resplot.ui.window import MainWindow, make_poller
+from tests.fixtures import live_logger
 from tests.fixtures.job import make_job
 from tests.fixtures.sweep import PROJECT, make_sweep
 
 SOAK_S = float(os.environ.get("RESPLOT_SOAK_S", "60"))
-ROOT = Path(__file__).resolve().parents[1]
 POLL_S = 0.5  # twice the default poll rate
 PAUSE_MS = 15  # between actions: events (arrivals, redraws) run in between, as for a person
 SIZES = ((1280, 800), (1920, 1080))
@@ -222,13 +219,8 @@ def test_the_window_survives_a_person_clicking_while_runs_log(qtbot, tmp_path):
     make_sweep(store, steps=2000)
     hosts = {h: tmp_path / f"job-{h}.db" for h in ("gpu-a", "gpu-b")}
     make_job(hosts, steps=2000)
-    logger = subprocess.Popen(
-        [sys.executable, "-m", "tests.fixtures.live_logger", str(store), "--project", PROJECT,
-         "--every", "6"],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    logger = live_logger.start(store, PROJECT, every=6)
     try:
-        assert logger.stdout.readline().startswith("ok"), "the logging process did not start"
         cache = SeriesCache()
         win = MainWindow(cache, settings_mod.Settings(), tmp_path / "settings.json")
         qtbot.addWidget(win)

@@ -7,9 +7,6 @@ counts what a leak would be made of: matplotlib artists, and the page pixels the
 from __future__ import annotations
 
 import gc
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from matplotlib.artist import Artist
@@ -19,10 +16,10 @@ from PyQt5.QtGui import QMouseEvent
 from PyQt5.QtWidgets import QApplication
 
 from schema.rollup import STEP_HI
+from tests.fixtures import live_logger
 from tests.fixtures.sweep import PROJECT, make_sweep
 from tests.fixtures.windows import open_window, settle
 
-ROOT = Path(__file__).resolve().parents[1]
 PAGES = ("training", "all")  # the all page: the tallest canvas
 
 
@@ -30,23 +27,8 @@ PAGES = ("training", "all")  # the all page: the tallest canvas
 def live(tmp_path):
     store = tmp_path / "runs.db"
     make_sweep(store, steps=1000, runs=2)
-    logger = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.fixtures.live_logger",
-            str(store),
-            "--project",
-            PROJECT,
-            "--every",
-            "600",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    logger = live_logger.start(store, PROJECT, every=600)
     try:
-        assert logger.stdout.readline().startswith("ok"), "the logging process did not start"
         yield store
     finally:
         logger.kill()
