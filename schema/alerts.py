@@ -20,22 +20,22 @@ FAILED = "failed"
 KILLED = "killed"
 END_STATUSES = (FINISHED, FAILED, KILLED)  # a run's end: news once, never an alert that stays
 
-# Alerts read from a run's series and events.
+# Alerts read from a run's series and events. `reslog watch` and the viewer read the same store
+# at different moments (watch: as points arrive; the viewer: over the whole run), and say the
+# same thing under the same kind.
 NAN = "nan"
-NAN_LOSS = "nan_loss"
 QUIET = "quiet"
 THROTTLED = "throttled"
-GPU_THROTTLE = "gpu_throttle"
 GPU_UTIL_DROP = "gpu_util_drop"
 GPU_TEMP = "gpu_temp"
-LOGGED = "logged"
+ALERT = "alert"  # run.alert(): also the kind of the event it writes
 # A job's ranks (schema/ranks.py), judged across its runs by schema/stragglers.py and hangs.py.
 STRAGGLER = "straggler"
 STRAGGLER_END = "straggler_end"
 HANG = "hang"
 # The run's own events (events.kind) a person wants to hear about as they happen: `reslog watch`
 # passes them on under their kind. The rest (checkpoints, notes) are not news.
-WATCHED_EVENTS = ("alert", "stall", "drop", "writer")
+WATCHED_EVENTS = (ALERT, "stall", "drop", "writer")
 
 KINDS: dict[str, str] = {
     RUNNING: "run status: a new run (reslog watch), or one logging steps again after a stall",
@@ -46,28 +46,30 @@ KINDS: dict[str, str] = {
     FINISHED: "run status: finish(), or the program ended normally",
     FAILED: "run status: an uncaught exception, or sys.exit with a non-zero code",
     KILLED: "run status: SIGTERM, SIGHUP or Ctrl+C",
-    NAN: "reslog watch: a key outside sys/ gained NaN or ±inf points",
-    NAN_LOSS: "viewer: train/loss or valid/loss holds a NaN or ±inf point (an error)",
+    NAN: "a key outside sys/ gained NaN or ±inf points (reslog watch); the viewer keeps it as an "
+    "error while train/loss or valid/loss holds one",
     QUIET: "viewer: a running run has logged no new step for 5× its median time between steps "
     "(and at least 30 s); a guess from the chart, not a status",
-    THROTTLED: "reslog watch: a GPU's newest sys/gpuN/throttle reading gained a slowdown reason",
-    GPU_THROTTLE: "viewer: a GPU reported a slowdown reason at some point of the run",
+    THROTTLED: "a GPU's sys/gpuN/throttle reading gained a slowdown reason (reslog watch: the "
+    "newest reading; the viewer: at any point of the run)",
     GPU_UTIL_DROP: "viewer: a busy GPU's utilisation over the last minute fell under half its "
     "mean over the run",
     GPU_TEMP: "viewer: a GPU reached 85 °C",
-    LOGGED: "viewer: the run called run.alert() (an event of kind alert)",
+    ALERT: "the run called run.alert() (an event of kind alert)",
     STRAGGLER: "a job's rank whose own work (data, forward, backward, optimizer; not its wait in "
     "collectives) was slower than the other ranks' for a sustained stretch: names rank, host, "
     "phase, how much and from which step (schema/stragglers.py)",
     STRAGGLER_END: "a straggler's phase is back in line with the other ranks'",
     HANG: "a job's ranks stalled with some inside a collective: names the rank(s) that never "
     "entered it, with their innermost frames (schema/hangs.py)",
-    "alert": "reslog watch: the run called run.alert()",
     "stall": "reslog watch: the writer's stall event, with every thread's stack",
     "drop": "reslog watch: the run's buffer was full and points were dropped",
     "writer": "reslog watch: the store was unwritable for a while, or its file was deleted and "
     "restored",
 }
+
+# Kinds as earlier versions named them: a muted kind saved in settings is read through this.
+RENAMED = {"nan_loss": NAN, "gpu_throttle": THROTTLED, "logged": ALERT}
 
 _GPU_KEY = re.compile(r"sys/gpu(\d+)/(.*)", re.DOTALL)
 

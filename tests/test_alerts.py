@@ -58,7 +58,7 @@ def test_nan_loss_is_an_error_naming_the_step():
     loss[42] = np.nan
     loss[60] = np.inf
     alerts = check_run(_cache(loss=loss), REF, now=T0 + 100)
-    assert kinds(alerts) == ["nan_loss"]
+    assert kinds(alerts) == ["nan"]
     assert alerts[0].level == "error" and alerts[0].step == 42
     assert "NaN at step 42" in alerts[0].message and "2 non-finite" in alerts[0].message
 
@@ -128,7 +128,7 @@ def test_temperature_and_throttle_reasons():
     throttle[70] = 0x40
     alerts = check_run(_cache(sys__gpu0__temp_c=temp, sys__gpu0__throttle=throttle), REF,
                        now=T0 + 100)  # fmt: skip
-    assert kinds(alerts) == ["gpu_temp", "gpu_throttle"]
+    assert kinds(alerts) == ["gpu_temp", "throttled"]
     msgs = " | ".join(a.message for a in alerts)
     assert "GPU0 reached 88 °C" in msgs
     assert "power cap, hw thermal" in msgs and "11% of samples" in msgs
@@ -147,7 +147,7 @@ def test_alerts_logged_by_the_run_are_included_most_severe_first():
     cache.add_events([Event(REF, 1, T0 + 3, 3, "alert", "warning", "grad norm spiked"),
                       Event(REF, 2, T0 + 4, 4, "checkpoint", "info", "step 4")])  # fmt: skip
     alerts = check_run(cache, REF, now=T0 + 100)
-    assert [a.kind for a in alerts] == ["nan_loss", "logged"]
+    assert [a.kind for a in alerts] == ["nan", "alert"]
     assert alerts[1].message == "grad norm spiked"
     by_run = check_all(cache, now=T0 + 100)
     assert list(by_run) == [REF]
@@ -165,9 +165,9 @@ def test_alerts_from_history_alone_use_the_summary_rows():
                      step_s=10.0)  # fmt: skip
     alerts = check_run(cache, REF, now=T0 + 990 + 200, th=Thresholds(quiet_min_s=1.0))
     by_kind = {a.kind: a for a in alerts}
-    assert sorted(by_kind) == ["gpu_temp", "gpu_throttle", "nan_loss", "quiet"]
-    assert by_kind["nan_loss"].message == "train/loss is NaN at step 7 (2 non-finite points)"
-    assert by_kind["nan_loss"].step == 7
+    assert sorted(by_kind) == ["gpu_temp", "nan", "quiet", "throttled"]
+    assert by_kind["nan"].message == "train/loss is NaN at step 7 (2 non-finite points)"
+    assert by_kind["nan"].step == 7
     assert by_kind["gpu_temp"].step == 90 and "GPU2 reached 91 °C" in by_kind["gpu_temp"].message
-    assert by_kind["gpu_throttle"].message == "GPU2 throttled (power cap)"
+    assert by_kind["throttled"].message == "GPU2 throttled (power cap)"
     assert "no new step for 200 s (median step gap 10.00 s)" in by_kind["quiet"].message

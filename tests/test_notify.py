@@ -55,4 +55,19 @@ def test_muting_per_run_and_kind(qtbot):
         notes[0].__class__(A, "failed", "alpha failed", "")
     ]
     notifier.set_muted(A, "stalled", False)
-    assert not notifier.is_muted(A, "stalled") and notifier.is_muted(B, "nan_loss")
+    assert not notifier.is_muted(A, "stalled") and notifier.is_muted(B, "nan")
+
+
+def test_kinds_muted_under_their_earlier_names_stay_muted(qtbot):
+    """Settings saved before the watch's and the viewer's kinds took one name each."""
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    saved = [(A.uid, "nan_loss"), (A.uid, "gpu_throttle"), (B.uid, "logged"), (B.uid, "quiet")]
+    notifier = Notifier(parent, muted=saved)
+    assert notifier.muted == {
+        (A.uid, "nan"),
+        (A.uid, "throttled"),
+        (B.uid, "alert"),
+        (B.uid, "quiet"),
+    }
+    assert notifier.is_muted(A, "nan") and not notifier.is_muted(B, "nan")

@@ -22,7 +22,7 @@ def test_the_window_notifies_an_alert_once_and_keeps_mutes(qtbot, tmp_path, stor
         run.log({"train/loss": float("nan")}, step=10)
         qtbot.waitUntil(lambda: len(win.notifier.shown) == 1, timeout=30_000)
         [note] = win.notifier.shown
-        assert (note.run, note.kind, note.title) == (ref, "nan_loss", "nan-run: nan loss")
+        assert (note.run, note.kind, note.title) == (ref, "nan", "nan-run: nan")
         assert "no system tray" in win.statusBar().currentMessage()
         win.set_notifications_muted(ref, "*", True)
         saved = json.loads(settings_path.read_text())
@@ -32,4 +32,4 @@ def test_the_window_notifies_an_alert_once_and_keeps_mutes(qtbot, tmp_path, stor
         run.finish()
     qtbot.waitUntil(lambda: win.cache.run(ref).status == "finished", timeout=30_000)
     win._refresh_side()
-    assert [n.kind for n in win.notifier.shown] == ["nan_loss"]  # the end of a muted run
+    assert [n.kind for n in win.notifier.shown] == ["nan"]  # the end of a muted run

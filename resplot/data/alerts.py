@@ -17,17 +17,16 @@ from reslog.text import safe
 from resplot.data import ranks
 from resplot.data.cache import SeriesCache, Summary
 from resplot.data.model import RunRef
+from schema import alerts as kind
 from schema.alerts import (
     CRASHED,
     GPU_TEMP,
-    GPU_THROTTLE,
     GPU_UTIL_DROP,
     HANG,
-    LOGGED,
-    NAN_LOSS,
     QUIET,
     STALLED,
     STRAGGLER,
+    THROTTLED,
     gpu_key,
 )
 from schema.rollup import (
@@ -64,7 +63,7 @@ class Thresholds:
 @dataclass(frozen=True)
 class Alert:
     run: RunRef
-    kind: str  # schema.alerts: nan_loss, stalled, crashed, quiet, gpu_util_drop, gpu_temp, ...
+    kind: str  # schema.alerts: nan, stalled, crashed, quiet, gpu_util_drop, gpu_temp, ...
     level: str  # info, warning, error
     message: str
     step: int | None = None
@@ -101,7 +100,7 @@ def nan_loss(cache: SeriesCache, ref: RunRef) -> list[Alert]:
                 wall = float(walls[i])
         where = f" at step {step}" if step is not None else ""
         out.append(
-            Alert(ref, NAN_LOSS, "error",
+            Alert(ref, kind.NAN, "error",
                   f"{key} is {what}{where} ({count} non-finite points)", step, wall)
         )  # fmt: skip
     return out
@@ -253,7 +252,7 @@ def gpu_alerts(cache: SeriesCache, ref: RunRef, th: Thresholds) -> list[Alert]:
                 whole = len(bits) == agg[N]
                 share = f" in {pct:.0f}% of " + ("samples" if whole else f"the last {len(bits)}")
             out.append(
-                Alert(ref, GPU_THROTTLE, "warning", f"GPU{gpu} throttled ({reasons}){share}",
+                Alert(ref, THROTTLED, "warning", f"GPU{gpu} throttled ({reasons}){share}",
                       None, None)
             )  # fmt: skip
     return out
@@ -261,10 +260,10 @@ def gpu_alerts(cache: SeriesCache, ref: RunRef, th: Thresholds) -> list[Alert]:
 
 def logged(cache: SeriesCache, ref: RunRef) -> list[Alert]:
     return [
-        Alert(ref, LOGGED, ev.level if ev.level in LEVELS else "warning", ev.title, ev.step,
+        Alert(ref, kind.ALERT, ev.level if ev.level in LEVELS else "warning", ev.title, ev.step,
               ev.wall)
         for ev in cache.events(ref)
-        if ev.kind == "alert"
+        if ev.kind == kind.ALERT
     ]  # fmt: skip
 
 

@@ -33,7 +33,7 @@ from resplot.exports import summaries
 from resplot.report import levels as budget
 from resplot.report.pack import Packer
 from schema import buckets
-from schema.alerts import LOGGED
+from schema.alerts import ALERT
 from schema.compare import comparison_table
 from schema.rollup import STEP_HI, STEP_LO
 
@@ -287,7 +287,7 @@ def build_report(
     for ref, found in check_all(cache, refs).items():
         for a in found:
             runs[run_of[ref]]["alerts"].append(f"{a.level}: {a.message}")
-            if a.kind != LOGGED and (a.step is not None or a.wall is not None):
+            if a.kind != ALERT and (a.step is not None or a.wall is not None):
                 events.append(
                     {
                         "run": run_of[ref],

@@ -4,7 +4,7 @@ failed, killed), each said once when it starts.
 
 Shown through the system tray (QSystemTrayIcon). Where there is no tray (some Linux desktops, a
 remote X session, offscreen), the window's status bar says so once and carries the messages.
-Muting is per run and kind ("stalled", "quiet", "nan_loss", "finished", or "*" for all of a
+Muting is per run and kind ("stalled", "quiet", "nan", "finished", or "*" for all of a
 run's), kept in the view settings so it survives a restart.
 """
 
@@ -18,7 +18,7 @@ from PyQt5.QtWidgets import QApplication, QStyle, QSystemTrayIcon, QWidget
 from reslog.text import safe
 from resplot.data.alerts import Alert
 from resplot.data.model import RunInfo, RunRef
-from schema.alerts import END_STATUSES
+from schema.alerts import END_STATUSES, RENAMED
 
 ALL_KINDS = "*"
 
@@ -40,7 +40,8 @@ class Notifier:
         muted: Iterable[tuple[str, str]] = (),
         say: Callable[[str], None] = lambda text: None,
     ) -> None:
-        self.muted: set[tuple[str, str]] = set(muted)  # (run uid, kind)
+        # (run uid, kind), kinds saved under an earlier name read as what they are now called
+        self.muted: set[tuple[str, str]] = {(uid, RENAMED.get(k, k)) for uid, k in muted}
         self.say = say
         self.shown: list[Note] = []
         self._active: set[tuple[RunRef, str]] = set()
