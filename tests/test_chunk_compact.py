@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 
 import reslog
 from reslog.tools.maintenance import check_store, upgrade_store
-from schema import chunk_compact, chunk_read, migrate
+from schema import chunk_compact, chunk_convert, chunk_read, migrate
 from schema.read import dbapi_cursor, fetch_points
 from schema.rollup_writer import RollupWriter
 from schema.store import make_engine, open_store, resolve_store
@@ -194,10 +194,11 @@ def test_the_kept_old_store_upgraded_and_compacted_reads_every_point_as_before(t
     assert check_store(str(full), full=True).problems == []
 
 
-def row_major_store(path: str, steps: int) -> Engine:
+def row_major_store(path: str, steps: int, chunk_rows: int | None = None) -> Engine:
     """A store whose rows were logged step by step (every key of a step, then the next step),
     converted to chunks by the upgrade without compaction: the per-series chunks an upgrade
-    makes, whose ids line up across keys."""
+    makes, whose ids line up across keys (`chunk_rows`: converted into chunks that small, so a
+    compaction has many units of work)."""
     run = reslog.init(project="p", name="rows", store=path, system=False, flush_interval=0.05)
     rng = random.Random(5)
     for step in range(steps):
@@ -208,8 +209,13 @@ def row_major_store(path: str, steps: int) -> Engine:
     run.finish()
     engine = make_engine(resolve_store(path))
     as_rows(engine)
-    migrate.upgrade(engine)
-    engine.dispose()
+    size = chunk_convert.CHUNK_POINTS
+    chunk_convert.CHUNK_POINTS = chunk_rows or size
+    try:
+        migrate.upgrade(engine)
+    finally:
+        chunk_convert.CHUNK_POINTS = size
+        engine.dispose()
     return open_store(path)
 
 
@@ -303,14 +309,17 @@ print("done", flush=True)
 
 
 def test_sigkill_at_random_points_of_a_compaction_loses_nothing(any_store):
-    engine = row_major_store(any_store, 6_000)
+    # Chunks of 64 rows: a compaction of ~250 units (regroups, then merges up to 4,096 rows),
+    # so the kills land inside units' transactions as well as between them.
+    engine = row_major_store(any_store, 2_000, chunk_rows=64)
     try:
         everything = bits_by_id(engine)
         chunks = chunk_count(engine)
     finally:
         engine.dispose()
     rng = random.Random(17)
-    for _ in range(6):
+    kills = 0
+    for _ in range(5):
         proc = subprocess.Popen(
             [sys.executable, "-c", CHILD, any_store],
             stdout=subprocess.PIPE,
@@ -318,25 +327,51 @@ def test_sigkill_at_random_points_of_a_compaction_loses_nothing(any_store):
             cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
         )
-        first = proc.stdout.readline().strip()
-        if first == "done":  # a machine quick enough to finish first: nothing to kill
+        first = proc.stdout.readline().strip()  # a unit committed (or nothing left to do)
+        if first == "done":
             proc.wait(timeout=30)
             break
-        time.sleep(rng.uniform(0.0, 0.3))  # somewhere in a later unit, or between two
+        time.sleep(rng.uniform(0.0, 0.2))
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
+        kills += 1
         engine = open_store(any_store)
         try:
             assert bits_by_id(engine) == everything
+            left = chunk_count(engine)
         finally:
             engine.dispose()
         report = check_store(any_store)
         assert report.problems == [], report.problems
+    assert kills >= 1 and left < chunks  # killed part way, some units done
     engine = open_store(any_store)
     try:
-        chunk_compact.compact(engine)  # what the kills left: resumed
+        rest = chunk_compact.compact(engine)  # what the kills left: resumed
         assert bits_by_id(engine) == everything
-        assert chunk_count(engine) < chunks
+        assert chunk_count(engine) < left or rest.points == 0
+        assert chunk_compact.compact(engine).points == 0  # nothing more to do
     finally:
         engine.dispose()
     assert check_store(any_store, full=True).problems == []
+
+
+def test_reslog_compact_says_what_it_did_in_one_line(store_path, capsys):
+    from reslog.tools.cli import main
+
+    engine = row_major_store(str(store_path), 1_000)
+    try:
+        before = bits_by_id(engine)
+        with engine.connect() as conn:
+            uid = conn.exec_driver_sql("SELECT uid FROM runs").scalar()
+    finally:
+        engine.dispose()
+    assert main(["compact", str(store_path), "--run", uid[:8]]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and "points of 1 run compacted: 12 → 2 chunks" in out[0], out
+    assert main(["compact", str(store_path)]) == 0
+    assert "nothing to compact: 2 chunks" in capsys.readouterr().out
+    engine = open_store(store_path)
+    try:
+        assert bits_by_id(engine) == before
+    finally:
+        engine.dispose()
