@@ -69,7 +69,9 @@ class Compacted(NamedTuple):
 
 
 def _size(n: int) -> str:
-    return f"{n:,} bytes" if n < 2**20 else f"{n / 2**20:,.1f} MiB"
+    if n < 2**10:
+        return f"{n:,} bytes"
+    return f"{n / 2**10:,.1f} KiB" if n < 2**20 else f"{n / 2**20:,.1f} MiB"
 
 
 class _Chunk(NamedTuple):
@@ -278,7 +280,7 @@ class _Unit:
         return int(found)
 
     def replace(self, keyset: int, steps, walls, values: list, ids) -> None:
-        """The new chunk in, the inputs out, and keysets left without a chunk deleted."""
+        """The new chunk in, the inputs out."""
         p = self.p
         k = len(values)
         blob = _encode(steps, walls, values, ids)
@@ -295,12 +297,9 @@ class _Unit:
         self.conn.exec_driver_sql(
             f"DELETE FROM chunks WHERE id IN ({marks})", tuple(c.id for c in self.chunks)
         )
-        for ks in sorted({c.keyset for c in self.chunks} - {keyset}):
-            left = self.conn.exec_driver_sql(
-                f"SELECT 1 FROM chunks WHERE keyset_id = {p} LIMIT 1", (ks,)
-            ).first()
-            if left is None:
-                self.conn.exec_driver_sql(f"DELETE FROM keysets WHERE id = {p}", (ks,))
+        # A keyset left without chunks stays: a writer that knows its id (resplot sync's
+        # copier, a run resumed later) may still put chunks in it, and readers list a key's
+        # keysets afresh each time (an empty one costs a lookup).
 
 
 def regroup(conn: Connection, run_id: int, chain: list[_Chunk]) -> int:

@@ -142,7 +142,7 @@ def test_compaction_keeps_every_point_to_the_bit_and_checks(any_store):
     assert report.problems == [], report.problems
 
 
-def test_a_live_run_is_left_to_its_writer(store_path):
+def test_a_live_run_is_left_to_its_writer(store_path, capsys):
     engine = new_store(store_path)
     try:
         run_id = per_series_run(engine, 600)
@@ -158,6 +158,10 @@ def test_a_live_run_is_left_to_its_writer(store_path):
         assert chunk_compact.compact(engine).points == 0 and chunk_count(engine) == before
     finally:
         engine.dispose()
+    from reslog.tools.cli import main
+
+    assert main(["compact", str(store_path), "--run", "s3"]) == 0
+    assert "is still being written: its chunks are its writer's" in capsys.readouterr().out
 
 
 def old_and_upgraded(tmp_path: Path) -> tuple[Path, Path]:

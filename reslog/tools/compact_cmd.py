@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 def cmd_compact(args: argparse.Namespace) -> int:
     from reslog.tools.maintenance import progress_bar
-    from schema.chunk_compact import compact
+    from schema.chunk_compact import compact, writer_gone
     from schema.read import find_run
     from schema.store import open_store, store_label
 
@@ -19,7 +19,14 @@ def cmd_compact(args: argparse.Namespace) -> int:
         run_ids = None
         if args.run is not None:
             with engine.connect() as conn:
-                run_ids = [find_run(conn, args.run)[0]]
+                run_id, run = find_run(conn, args.run)
+                if not writer_gone(conn, run_id):
+                    print(
+                        f"{store_label(args.store)}: run {run.ref.uid[:8]} ({run.name}) is "
+                        "still being written: its chunks are its writer's; nothing compacted"
+                    )
+                    return 0
+            run_ids = [run_id]
         shown = sys.stderr.isatty() or args.progress
         done = compact(engine, run_ids, progress_bar("compacting") if shown else None)
     finally:
