@@ -379,3 +379,70 @@ def test_reslog_compact_says_what_it_did_in_one_line(store_path, capsys):
         assert bits_by_id(engine) == before
     finally:
         engine.dispose()
+
+
+def test_an_import_stores_series_logged_together_as_one_chunk(tmp_path, capsys):
+    from reslog.tools.cli import main
+
+    path = tmp_path / "hist.csv"
+    lines = ["step,loss,lr,acc"]
+    for step in range(300):
+        acc = f"{step / 300:.3f}" if step % 10 == 0 else ""
+        lines.append(f"{step},{4.0 / (step + 1):.6f},{3e-4 * min(1, step / 100):.3e},{acc}")
+    path.write_text("\n".join(lines) + "\n")
+    store = tmp_path / "s.db"
+    assert main(["import", "csv", str(path), "--store", str(store), "--name", "w"]) == 0
+    capsys.readouterr()
+    engine = open_store(store)
+    try:
+        with engine.connect() as conn:
+            found = sorted(
+                (len(chunk_read.key_list(text)), n)
+                for text, n in conn.exec_driver_sql(
+                    "SELECT k.key_ids, c.n FROM chunks c JOIN keysets k ON k.id = c.keyset_id"
+                ).all()
+            )
+        # loss and lr share every step (and wall): one chunk of 2 columns; acc apart.
+        assert found == [(1, 30), (2, 300)], found
+        assert len(bits_by_id(engine)) == 300 * 2 + 30
+    finally:
+        engine.dispose()
+    assert check_store(str(store), full=True).problems == []
+
+
+def test_reslog_upgrade_compacts_with_its_progress_bar(tmp_path, capfd):
+    from reslog.tools.cli import main
+
+    path = tmp_path / "old.db"
+    run = reslog.init(project="p", name="rows", store=path, system=False, flush_interval=0.05)
+    for step in range(2_000):
+        run.log({f"k{j}": step * 0.5 + j for j in range(4)}, step=step)
+    run.finish()
+    engine = make_engine(resolve_store(path))
+    try:
+        points = len(bits_by_id(engine))
+        as_rows(engine)  # a 0005 store whose rows were logged step by step
+    finally:
+        engine.dispose()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reslog.tools.cli",
+            "upgrade",
+            str(path),
+            "--no-backup",
+            "--progress",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=True,
+    )
+    out, err = done.stdout, done.stderr
+    assert f"compacting: {points:,} / {points:,} points (100%)" in err, err
+    assert "schema 0005 → 0006" in out and "compacted: 4 → 1 chunks" in out, out
+    assert main(["upgrade", str(path)]) == 0
+    assert "nothing to do" in capfd.readouterr().out
+    assert check_store(str(path), full=True).problems == []

@@ -98,7 +98,7 @@ def timed(fn) -> tuple[float, float]:
     return time.perf_counter() - w, time.process_time() - c
 
 
-def show(path: Path, label: str, n: int, step: str, ws: float, cs: float) -> None:
+def show(path: Path, label: str, n: int, step: str, ws: float, cs: float) -> float:
     with sqlite3.connect(path) as conn:
         chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
     blobs = blob_bytes(path)
@@ -107,6 +107,7 @@ def show(path: Path, label: str, n: int, step: str, ws: float, cs: float) -> Non
         f"{label:<22} {n:>10,} {step:<10} {chunks:>7,} {blobs / n:>10.2f}"
         f" {size / n:>10.2f} {ws:>7.2f} {cs:>7.2f}"
     )
+    return blobs / n
 
 
 def main() -> None:
@@ -136,9 +137,14 @@ def main() -> None:
                 done.append(chunk_compact.compact(engine))
                 engine.dispose()
 
-            show(path, label, n, "converted", *conv)
-            show(path, label, n, "compacted", *timed(compacted))
+            before = show(path, label, n, "converted", *conv)
+            took = timed(compacted)
+            after = show(path, label, n, "compacted", *took)
             print(f"{'':<22} {done[0].line()}")
+            print(
+                f"{'':<22} blob bytes a point {after / before:.2f}x the converted store's;"
+                f" compaction CPU {took[1] / conv[1]:.2f}x the conversion's"
+            )
 
 
 if __name__ == "__main__":
