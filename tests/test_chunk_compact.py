@@ -446,3 +446,42 @@ def test_reslog_upgrade_compacts_with_its_progress_bar(tmp_path, capfd):
     assert main(["upgrade", str(path)]) == 0
     assert "nothing to do" in capfd.readouterr().out
     assert check_store(str(path), full=True).problems == []
+
+
+def test_a_mirror_synced_a_batch_at_a_time_across_compactions_gets_every_point_once(
+    tmp_path, monkeypatch
+):
+    """`resplot sync` (the agent's chunks op, its cursor in the mirror) a batch at a time while
+    the source is compacted a unit at a time between batches: the mirror ends up with every
+    point once, as the source holds them."""
+    import resplot.sync as sync_mod
+    from resplot.sources.spec import parse_spec
+    from resplot.sync import Mirror
+    from tests.test_sync import contents
+
+    source, mirror = tmp_path / "box" / "reslog.db", tmp_path / "mirror.db"
+    source.parent.mkdir()
+    engine = row_major_store(str(source), 1_500, chunk_rows=64)
+    try:
+        with engine.connect() as conn:
+            run_id = int(conn.exec_driver_sql("SELECT min(id) FROM runs").scalar())
+            work = [
+                (chunk_compact.regroup, chain)
+                for chain in chunk_compact.plan_regroups(chunk_compact._sealed(conn, run_id))
+            ]
+        assert len(work) > 10
+        monkeypatch.setattr(sync_mod, "BATCH_POINTS", 700)
+        with Mirror(mirror) as m:
+            while work:
+                m.sync(parse_spec(str(source)), max_batches=1)
+                for _ in range(3):
+                    if work:
+                        how, chunks = work.pop(0)
+                        assert chunk_compact._unit(engine, run_id, how, chunks) > 0
+            chunk_compact.compact(engine)  # the merges too
+            m.sync(parse_spec(str(source)))
+    finally:
+        engine.dispose()
+    got, want = contents(mirror), contents(source)
+    assert len(want["points"]) == 1_500 * 8 + 375 * 4
+    assert got["points"] == want["points"]
