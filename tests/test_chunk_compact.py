@@ -485,3 +485,39 @@ def test_a_mirror_synced_a_batch_at_a_time_across_compactions_gets_every_point_o
     got, want = contents(mirror), contents(source)
     assert len(want["points"]) == 1_500 * 8 + 375 * 4
     assert got["points"] == want["points"]
+
+
+def test_two_compactions_of_one_store_at_once_take_turns(any_store):
+    import threading
+
+    engine = row_major_store(any_store, 1_500, chunk_rows=64)
+    try:
+        everything = bits_by_id(engine)
+        before = chunk_count(engine)
+    finally:
+        engine.dispose()
+    results: list = []
+
+    def one() -> None:
+        e = open_store(any_store)
+        try:
+            results.append(chunk_compact.compact(e))
+        except BaseException as exc:  # reported below
+            results.append(exc)
+        finally:
+            e.dispose()
+
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert all(isinstance(r, chunk_compact.Compacted) for r in results), results
+    engine = open_store(any_store)
+    try:
+        assert bits_by_id(engine) == everything
+        assert chunk_count(engine) < before
+        assert chunk_compact.compact(engine).points == 0
+    finally:
+        engine.dispose()
+    assert check_store(any_store, full=True).problems == []
