@@ -54,7 +54,8 @@ class Compacted(NamedTuple):
     chunks_after: int
     bytes_before: int
     bytes_after: int
-    points: int  # points rewritten
+    points: int  # points of the runs that changed
+    rewritten: int  # points written again (a point regrouped and then merged counts twice)
     seconds: float
 
     def line(self) -> str:
@@ -118,6 +119,20 @@ def _sealed(conn: Connection, run_id: int) -> list[_Chunk]:
         _Chunk(int(i), int(ks), tuple(key_list(t)), int(lo), int(hi), int(n), int(s0), int(s1))
         for i, ks, t, lo, hi, n, s0, s1 in rows
     ]
+
+
+def run_points(conn: Connection, run_ids) -> int:
+    """Points in the chunks of these runs."""
+    p = placeholder(conn.dialect)
+    total = 0
+    for run_id in run_ids:
+        rows = conn.exec_driver_sql(
+            "SELECT k.key_ids, sum(c.n) FROM chunks c JOIN keysets k ON k.id = c.keyset_id"
+            f" WHERE c.run_id = {p} GROUP BY k.key_ids",
+            (run_id,),
+        ).all()
+        total += sum(len(key_list(text)) * int(n) for text, n in rows)
+    return total
 
 
 def run_totals(conn: Connection, run_ids) -> tuple[int, int]:
@@ -409,22 +424,25 @@ def compact(engine: Engine, run_ids=None, progress: Progress | None = None) -> C
 
     if progress is not None and total:
         progress(0, total)
-    points = 0
-    touched = 0
+    rewritten = 0
+    changed = []
     for run_id in todo:
         n = compact_run(engine, run_id, tick)
-        points += n
-        touched += n > 0
+        rewritten += n
+        if n:
+            changed.append(run_id)
     with engine.connect() as conn:
         chunks_after, bytes_after = run_totals(conn, todo)
+        points = run_points(conn, changed)
     if progress is not None and total and done[0] < total:
         progress(total, total)
     return Compacted(
-        touched,
+        len(changed),
         chunks_before,
         chunks_after,
         bytes_before,
         bytes_after,
         points,
+        rewritten,
         time.perf_counter() - started,
     )

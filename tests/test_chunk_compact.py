@@ -521,3 +521,21 @@ def test_two_compactions_of_one_store_at_once_take_turns(any_store):
     finally:
         engine.dispose()
     assert check_store(any_store, full=True).problems == []
+
+
+def test_compaction_without_numpy_writes_what_it_read(store_path, monkeypatch):
+    """reslog on a host without numpy: arrays and the standard-library codec, the same points
+    to the bit."""
+    engine = new_store(store_path)
+    try:
+        per_series_run(engine, 700, seed=4)
+        before = bits_by_id(engine)
+        monkeypatch.setattr(chunk_read, "_numpy", (None, None))
+        done = chunk_compact.compact(engine)
+        assert done.chunks_after == 1 and done.points == 700 * KEYS
+        assert done.rewritten == 2 * 700 * KEYS  # regrouped, then merged
+        monkeypatch.undo()
+        assert bits_by_id(engine) == before
+    finally:
+        engine.dispose()
+    assert check_store(str(store_path), full=True).problems == []
