@@ -539,3 +539,31 @@ def test_compaction_without_numpy_writes_what_it_read(store_path, monkeypatch):
     finally:
         engine.dispose()
     assert check_store(str(store_path), full=True).problems == []
+
+
+def test_an_import_appending_to_a_run_merges_its_chunks_with_the_earlier_ones(tmp_path, capsys):
+    from torch.utils.tensorboard import SummaryWriter
+
+    from reslog.tools.cli import main
+
+    logdir, store = tmp_path / "tb", tmp_path / "runs.db"
+    w = SummaryWriter(str(logdir / "live"))
+    for step in range(100):
+        w.add_scalar("train/loss", 1.0 / (step + 1), step)
+    w.flush()
+    assert main(["import", "tensorboard", str(logdir), "--store", str(store)]) == 0
+    for step in range(100, 250):  # the run goes on, its file grows
+        w.add_scalar("train/loss", 1.0 / (step + 1), step)
+    w.close()
+    assert main(["import", "tensorboard", str(logdir), "--store", str(store)]) == 0
+    assert "updated 'live': 150 new points in 1 keys" in capsys.readouterr().out
+    engine = open_store(store)
+    try:
+        with engine.connect() as conn:
+            rows = conn.exec_driver_sql("SELECT n, sealed FROM chunks").all()
+        assert [tuple(r) for r in rows] == [(250, 1)]  # 100 and 150 rows, merged
+        got = sorted(v[2] for v in bits_by_id(engine).values())
+        assert got == list(range(250))
+    finally:
+        engine.dispose()
+    assert check_store(str(store), full=True).problems == []
