@@ -385,9 +385,15 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     shown = sys.stderr.isatty() or args.progress
     bar = progress_bar("rollups") if shown else None
     chunks = progress_bar("points to chunks") if shown else None
+    packed = progress_bar("compacting") if shown else None
     print(
         upgrade_store(
-            args.store, backup=not args.no_backup, force=args.force, progress=bar, converting=chunks
+            args.store,
+            backup=not args.no_backup,
+            force=args.force,
+            progress=bar,
+            converting=chunks,
+            compacting=packed,
         )
     )
     return 0
@@ -570,6 +576,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the backfill's progress even when stderr is not a terminal",
     )
+    from reslog.tools.compact_cmd import add_parser as add_compact
+
+    add_compact(command, store_help)
     p = command(
         "import",
         "bring TensorBoard event files, wandb offline runs, a CSV table or Parquet files (reslog's "

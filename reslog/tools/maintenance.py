@@ -462,8 +462,11 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:,.1f} MiB"
 
 
-def _converted_line(done: Any, path: Path | None, before: int, vacuumed: bool) -> str:
-    """What the conversion to chunks did, for upgrade_store's line ('' when nothing)."""
+def _converted_line(
+    done: Any, path: Path | None, before: int, vacuumed: bool, compacted: Any = None
+) -> str:
+    """What the conversion to chunks and the compaction did, for upgrade_store's line ('' when
+    nothing)."""
     parts = []
     if done is not None and done.points:
         rate = done.points / done.seconds if done.seconds > 0 else 0.0
@@ -471,6 +474,8 @@ def _converted_line(done: Any, path: Path | None, before: int, vacuumed: bool) -
             f"{done.points:,} points of {done.runs} run{'s' * (done.runs != 1)} converted to "
             f"{done.chunks:,} chunks ({rate:,.0f} points/s)"
         )
+    if compacted is not None and compacted.points:
+        parts.append(compacted.line())
     if vacuumed:
         parts.append(f"{path.name if path else 'file'}: {_mib(before)} → {_mib(_size(path))}")
     return "; ".join(parts)
@@ -502,12 +507,15 @@ def upgrade_store(
     force: bool = False,
     progress: Callable[[int, int], None] | None = None,
     converting: Callable[[int, int], None] | None = None,
+    compacting: Callable[[int, int], None] | None = None,
 ) -> str:
     """Migrate to Alembic head (filling in rollups of the points of a store from before them,
     in one streaming pass), then convert the points stored as rows into chunks run by run
-    (`converting` hears its progress) and give the space back; returns the line to print
-    (from → to, backup path, what was converted). At head, it resumes a conversion a kill or
-    an error stopped."""
+    (`converting` hears its progress), compact the chunks of the runs whose writer is gone
+    (schema/chunk_compact.py, `compacting` hears its progress) and give the space back;
+    returns the line to print (from → to, backup path, what was converted and compacted). At
+    head, it resumes a conversion or a compaction a kill or an error stopped."""
+    from schema.chunk_compact import compact
     from schema.chunk_convert import convert, pending_runs
 
     url, path, where = _locate(store_arg)
@@ -527,9 +535,12 @@ def upgrade_store(
                 left = pending_runs(conn)
             before = _size(path)
             if not left:
-                if not _give_back_space(engine, path):
+                packed = compact(engine, progress=compacting)
+                vacuumed = _give_back_space(engine, path)
+                if not vacuumed and not packed.points:
                     return f"{where} is already at schema {head}; nothing to do"
-                return f"{where} is at schema {head}; " + _converted_line(None, path, before, True)
+                line = _converted_line(None, path, before, vacuumed, packed)
+                return f"{where} is at schema {head}; " + line
         now = time.time()
         live = [r.name for r, s in _running(engine, now, False) if s == "running"]
         if live and not force:
@@ -541,16 +552,18 @@ def upgrade_store(
             # The backup of the first try is the store before any conversion; the store at
             # head reads whole however far the conversion got, so none is written again.
             done = convert(engine, converting)
+            packed = compact(engine, progress=compacting)
             vacuumed = _give_back_space(engine, path)
             line = f"{where} at schema {head}: conversion resumed; "
-            return line + _converted_line(done, path, before, vacuumed)
+            return line + _converted_line(done, path, before, vacuumed, packed)
         saved = backup_sqlite(path, revision) if path is not None and backup else None
         before = _size(path)
         done = migrate.upgrade(engine, progress=progress, converting=converting)
+        packed = compact(engine, progress=compacting) if done is not None else None
         vacuumed = _give_back_space(engine, path)
     finally:
         engine.dispose()
     line = f"upgraded {where}: schema {revision} → {head}"
     line += f" (backup: {saved})" if saved else ""
-    extra = _converted_line(done, path, before, vacuumed)
+    extra = _converted_line(done, path, before, vacuumed, packed)
     return line + (f"; {extra}" if extra else "")

@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 
 from reslog.tools.importers import ImportError_, shown
 from reslog.tools.importers.runs import ImportedRun, import_offsets, write_run
+from schema.tables import runs
 
 KINDS = ("tensorboard", "wandb", "csv", "parquet")
 # Sources that grow while a run writes them: a second import appends what is new.
@@ -84,6 +85,7 @@ def import_runs(
     counts = ImportCounts()
     t0 = time.monotonic()
     seen = 0
+    grown: list[str] = []  # runs an import appended to: their new chunks merged at the end
     for path in paths:
         for run, outcome, n, nkeys in imported(engine, kind, path, project, name, replace):
             seen += 1
@@ -103,6 +105,7 @@ def import_runs(
             elif outcome == "appended":
                 counts.updated += 1
                 counts.points += n
+                grown.append(run.uid)
             else:
                 counts.new += 1
                 counts.points += n
@@ -112,7 +115,19 @@ def import_runs(
     if seen == 0:
         where = ", ".join(map(str, paths))
         raise ImportError_(f"{where}: nothing to import (no {kind} runs found)")
+    if grown:
+        _compact(engine, grown)
     return counts
+
+
+def _compact(engine: Engine, uids: list[str]) -> None:
+    """Merge the chunks each appending import left beside the earlier ones (a new import
+    writes each group's chunks whole already; docs/store.md, "Compaction")."""
+    from schema.chunk_compact import compact
+
+    with engine.connect() as conn:
+        found = conn.execute(select(runs.c.id).where(runs.c.uid.in_(uids))).scalars().all()
+    compact(engine, [int(i) for i in found])
 
 
 def _line(run: ImportedRun, outcome: str, n: int, nkeys: int, incremental: bool) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -274,15 +275,22 @@ def _append(
 def _insert_points(conn, engine: Engine, run_id: int, run: ImportedRun) -> None:
     ids = resolve_keys(conn, run.series)
     rows: list[tuple] = []
-    groups = []
+    # Series with the same steps and walls (to the bit) share a chunk, as keys logged together
+    # do in a live run: one steps and one walls stream for them all (docs/store.md).
+    groups: dict[tuple[tuple, bytes], tuple] = {}
     for key, (steps, walls_, values) in run.series.items():
         kid = ids[key]
         stored = [None if v != v else v for v in values]  # NaN is NULL (schema.tables)
         rows += zip([run_id] * len(steps), [kid] * len(steps), steps, walls_, stored, strict=True)
-        groups.append((steps, walls_, {kid: stored}))
+        shape = (tuple(steps), array("d", walls_).tobytes())
+        group = groups.get(shape)
+        if group is None:
+            groups[shape] = (steps, walls_, {kid: stored})
+        else:
+            group[2][kid] = stored
     if rows:  # an existing run's series states are read back by the rollup writer
         writer = RollupWriter(engine.dialect, run_id)
-        writer.insert(conn, rows, groups)
+        writer.insert(conn, rows, list(groups.values()))
         # An imported run is written whole: sealed chunks, as a finished run's are.
         writer.seal_all(conn)
 
