@@ -231,14 +231,26 @@ def _bucket_view(cols, level: int, lo: int, hi: int, wanted: int) -> SeriesView:
     )
 
 
+@dataclass
+class ViewMemo:
+    """The last view one caller (a chart's track) built, and what it was built from: the same
+    level, step range and tiles (their columns, replaced when a live point folds in) give the
+    same view object back, so a series without new points costs its caller nothing more."""
+
+    stamp: tuple = ()
+    view: SeriesView | None = None
+
+
 def series_view(
     cache: SeriesCache, ref: RunRef, key: str, lo: float, hi: float, pixels: int,
     level: int | None = None, fine_per_pixel: int = FINE_PER_PIXEL,
+    memo: ViewMemo | None = None,
 ) -> SeriesView | None:  # fmt: skip
     """The view of [lo, hi] (steps, both included; infinite: the series' ends) for a chart
     `pixels` wide, at `level` if given; None when the series is unknown or nothing covering
     the range is cached yet (its tiles are asked for). A page of many series asks for fewer
-    fine buckets a pixel (`fine_per_pixel`): it fills them as bands anyway."""
+    fine buckets a pixel (`fine_per_pixel`): it fills them as bands anyway. With a `memo`, the
+    view it holds when nothing it was built from changed."""
     summary = cache.summary(ref, key)
     if summary is None:
         return None
@@ -266,7 +278,21 @@ def series_view(
             cache.want_tiles(ref, key, 1, list(buckets.tiles_for(1, lo, hi)))
         cache.want_tiles(ref, key, wanted, missing)
         return None
-    return _view(tiles, wanted, lo, hi, wanted)
+    if memo is None:
+        return _view(tiles, wanted, lo, hi, wanted)
+    stamp = (wanted, lo, hi, *(t.cols for t in tiles))
+    if not _same(stamp, memo.stamp):
+        memo.stamp, memo.view = stamp, _view(tiles, wanted, lo, hi, wanted)
+    return memo.view
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    """Stamps alike: numbers equal, columns the same objects."""
+    return (
+        len(a) == len(b)
+        and a[:3] == b[:3]
+        and all(x is y for x, y in zip(a[3:], b[3:], strict=True))
+    )
 
 
 def _view(tiles, level: int, lo: int, hi: int, wanted: int) -> SeriesView:
