@@ -92,14 +92,15 @@ def show(win, loaded, page: str | None = None) -> None:
     QApplication.processEvents()
 
 
-def poll(win, loaded, steps: np.ndarray) -> None:
-    """A live run's poll: every series of every run gets its last value again at `steps`,
-    written to the store and read by the headless poll, then the window's redraw."""
+def poll(win, loaded, steps: np.ndarray, runs: int | None = None) -> None:
+    """A live run's poll: every series of every run (of the first `runs`) gets its last value
+    again at `steps`, written to the store and read by the headless poll, then the window's
+    redraw."""
     cache = win.cache
     engine = open_store(loaded.path)
     with engine.connect() as conn:
         ids = {run.name: row_id for row_id, run in read.list_runs(conn, store=str(loaded.path))}
-    for run in cache.runs():
+    for run in cache.runs()[:runs]:
         series = {}
         for key, summary in cache.summaries(run.ref).items():
             last = metric_stats(summary.agg)[0]
@@ -128,6 +129,34 @@ def test_a_poll_inside_the_headroom_draws_no_full_page(window, loaded):
     assert page.axes[0].get_xlim() == xlim
     loss = next(ln for (title, _r, key), ln in page.lines().items() if key == "train/loss")
     assert np.nanmax(np.asarray(loss.get_xdata(), float)) >= N + 4  # the new points drawn
+
+
+def test_a_poll_recomputes_only_the_series_that_got_points(window, loaded):
+    """One run of three logs: its series' views, smoothing and decimation are worked out
+    again, the other runs' tracks keep their views and artists as they were, and the page's
+    data limits are found without walking every line (what relim gives, all the same)."""
+    page = window.current_page()
+    live = window.cache.runs()[0].ref
+    tracks = [t for ts in page.tracks for t in ts.values() if t.view is not None]
+    views = {id(t): t.view for t in tracks}
+    full, blits = counts(window)
+    poll(window, loaded, np.arange(N, N + 5), runs=1)
+    assert counts(window) == (full, blits + 1)  # no full draw: the new points fit
+    grew = {id(t) for t in tracks if t.item.ref == live and t.item.key.startswith("train/")}
+    assert grew and all(t.changed for t in tracks if id(t) in grew)
+    for t in tracks:
+        if t.item.ref != live:
+            assert not t.changed and t.view is views[id(t)]  # nothing recomputed
+    for i, ax in enumerate(page.axes):
+        if page.specs[i].kind != "line":
+            continue
+        fitted = ax.dataLim.get_points().copy(), ax.dataLim.minpos.copy()
+        ax.relim()
+        for t in page.tracks[i].values():
+            for xy in t.band_xy:
+                ax.update_datalim(xy)
+        assert np.array_equal(fitted[0], ax.dataLim.get_points())
+        assert np.array_equal(fitted[1], ax.dataLim.minpos)
 
 
 def test_a_limit_change_draws_the_page_with_headroom_past_the_data(window, loaded):

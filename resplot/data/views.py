@@ -170,11 +170,23 @@ def _raw_view(cols, lo: int, hi: int, wanted: int) -> SeriesView:
     )  # fmt: skip
 
 
-def _bucket_view(cols, level: int, lo: int, hi: int, wanted: int) -> SeriesView:
+def _bucket_cut(cols, lo: int, hi: int) -> tuple[int, int]:
+    """The buckets [a, b) a view of [lo, hi] draws: one past each end, lines reach the edges."""
     first, last = cols["step_lo"], cols["step_hi"]
     a = max(0, int(np.searchsorted(last, lo, side="left")) - 1)
     b = min(len(first), int(np.searchsorted(first, hi, side="right")) + 1)
-    c = {name: arr[a:b] for name, arr in cols.items()}
+    return a, b
+
+
+def _bucket_view(cols, level: int, lo: int, hi: int, wanted: int) -> SeriesView:
+    a, b = _bucket_cut(cols, lo, hi)
+    if (a, b) != (0, len(cols["n"])):
+        cols = {name: arr[a:b] for name, arr in cols.items()}
+    return _buckets(cols, level, wanted)
+
+
+def _buckets(c, level: int, wanted: int) -> SeriesView:
+    """The view of every bucket of columns `c`."""
     n = len(c["n"])
     s_lo, s_hi = c["step_lo"], c["step_hi"]
     w_lo, w_hi = c["wall_lo"], c["wall_hi"]
@@ -231,14 +243,29 @@ def _bucket_view(cols, level: int, lo: int, hi: int, wanted: int) -> SeriesView:
     )
 
 
+@dataclass
+class ViewMemo:
+    """The last view one caller (a chart's track) built, and what it was built from: the same
+    level, step range and tiles (their columns, replaced when a live point folds in) give the
+    same view object back, so a series without new points costs its caller nothing more; a
+    view of every bucket whose newest buckets changed (a live run's poll) is the last view's
+    unchanged buckets with the changed ones worked out again."""
+
+    stamp: tuple = ()
+    view: SeriesView | None = None
+    cols: dict | None = None  # the columns of a view of every bucket (None: another view)
+
+
 def series_view(
     cache: SeriesCache, ref: RunRef, key: str, lo: float, hi: float, pixels: int,
     level: int | None = None, fine_per_pixel: int = FINE_PER_PIXEL,
+    memo: ViewMemo | None = None,
 ) -> SeriesView | None:  # fmt: skip
     """The view of [lo, hi] (steps, both included; infinite: the series' ends) for a chart
     `pixels` wide, at `level` if given; None when the series is unknown or nothing covering
     the range is cached yet (its tiles are asked for). A page of many series asks for fewer
-    fine buckets a pixel (`fine_per_pixel`): it fills them as bands anyway."""
+    fine buckets a pixel (`fine_per_pixel`): it fills them as bands anyway. With a `memo`, the
+    view it holds when nothing it was built from changed."""
     summary = cache.summary(ref, key)
     if summary is None:
         return None
@@ -266,7 +293,68 @@ def series_view(
             cache.want_tiles(ref, key, 1, list(buckets.tiles_for(1, lo, hi)))
         cache.want_tiles(ref, key, wanted, missing)
         return None
-    return _view(tiles, wanted, lo, hi, wanted)
+    if memo is None:
+        return _view(tiles, wanted, lo, hi, wanted)
+    stamp = (wanted, lo, hi, *(t.cols for t in tiles))
+    if _same(stamp, memo.stamp):
+        return memo.view
+    if wanted == 0:
+        memo.stamp, memo.view, memo.cols = stamp, _view(tiles, wanted, lo, hi, wanted), None
+        return memo.view
+    cols = _concat(tiles, wanted)
+    a, b = _bucket_cut(cols, lo, hi)
+    whole = (a, b) == (0, len(cols["n"]))
+    view = _appended(memo, cols, wanted) if whole else None
+    if view is None:
+        view = _bucket_view(cols, wanted, lo, hi, wanted)
+    memo.stamp, memo.view, memo.cols = stamp, view, cols if whole else None
+    return view
+
+
+def _appended(memo: ViewMemo, cols: dict, level: int) -> SeriesView | None:
+    """The view of every bucket of `cols` from the memo's view of every bucket of the columns
+    before: its buckets before the first one that changed (a different first step or count),
+    the rest worked out again; the same arrays a whole rebuild gives. None: no such view."""
+    old, was = memo.cols, memo.view
+    if old is None or was is None or was.level != level or was.first_steps is None:
+        return None
+    n0 = min(len(old["n"]), len(cols["n"]))
+    differ = (old["n"][:n0] != cols["n"][:n0]) | (old["step_lo"][:n0] != cols["step_lo"][:n0])
+    k = int(np.argmax(differ)) if differ.any() else n0
+    if k == 0 or len(was.first_steps) != len(old["n"]):
+        return None
+    new = _buckets({name: arr[k:] for name, arr in cols.items()}, level, level)
+    p = int(np.searchsorted(was.steps, cols["step_lo"][k], side="left"))
+
+    def join(before: np.ndarray, after: np.ndarray, at: int) -> np.ndarray:
+        return np.concatenate([before[:at], after])
+
+    return SeriesView(
+        level,
+        join(was.steps, new.steps, p),
+        join(was.walls, new.walls, p),
+        join(was.values, new.values, p),
+        join(was.mid_steps, new.mid_steps, k),
+        join(was.mid_walls, new.mid_walls, k),
+        join(was.means, new.means, k),
+        join(was.lasts, new.lasts, k),
+        join(was.last_steps, new.last_steps, k),
+        join(was.bits, new.bits, k),
+        join(was.nan, new.nan, k),
+        join(was.posinf, new.posinf, k),
+        join(was.neginf, new.neginf, k),
+        level,
+        join(was.first_steps, new.first_steps, k),
+    )
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    """Stamps alike: numbers equal, columns the same objects."""
+    return (
+        len(a) == len(b)
+        and a[:3] == b[:3]
+        and all(x is y for x, y in zip(a[3:], b[3:], strict=True))
+    )
 
 
 def _view(tiles, level: int, lo: int, hi: int, wanted: int) -> SeriesView:

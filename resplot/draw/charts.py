@@ -9,8 +9,7 @@ headless `resplot snapshot`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from reslog.text import safe
-from resplot.data import headroom, layout, marks, xaxis
+from resplot.data import layout, marks, xaxis
 from resplot.data.cache import SeriesCache
 from resplot.data.decimate import Grid
 from resplot.data.model import RunRef
@@ -28,13 +27,12 @@ from resplot.data.names import distinct_parts
 from resplot.data.pages import TIMING_PARTS, Item, PanelSpec, panels_for
 from resplot.data.state import ViewState
 from resplot.data.views import FINE_PER_PIXEL, fine_points, over_budget
-from resplot.data.yrange import padded, placeholder_lead, robust_limits, visible_limits
 from resplot.draw import fonts
 from resplot.draw.axes_setup import NOTE_PT, dress, section_card
 from resplot.draw.composites import PART_COLORS, draw_stack, draw_throttle
 from resplot.draw.events import draw_events
-from resplot.draw.follow import FollowsData
 from resplot.draw.legends import AxesLegend, Entry, RunStrip
+from resplot.draw.limits import ChartLimits, fit_data_limits, quietly, shown_limits
 from resplot.draw.titles import fit_titles
 from resplot.draw.tracks import (
     BAND_FROM_SERIES,
@@ -51,7 +49,7 @@ SAVE_FORMATS = ("png", "svg", "pdf")
 STRIP_ROWS = 2  # more rows of whole run names: the strip names the part that differs
 
 
-class ChartPage(FollowsData):
+class ChartPage(ChartLimits):
     """One page (training, system, timing, custom) of charts for the ticked runs."""
 
     def __init__(
@@ -240,7 +238,7 @@ class ChartPage(FollowsData):
             # Every series of the page is cut into the same pixel columns: the x range shown
             # (when following the data, the one autoscaling would give), set before drawing.
             shown = xlim if xlim is not None else self._follow_x()
-            limits = [_limits(ax) for ax in self.axes]  # as drawn: a change redraws the axes
+            limits = [shown_limits(ax) for ax in self.axes]  # as drawn: a change redraws the axes
             for i, spec in enumerate(specs):
                 with quietly(self.axes[i]):  # its data only: drawn over the saved axes
                     self._refresh_panel(i, spec, cache, state, refs, xlim, shown, contexts[i])
@@ -251,7 +249,7 @@ class ChartPage(FollowsData):
                 for i, ax in enumerate(self.axes):
                     with quietly(ax):
                         self._refit_y(i, state, xlim)
-                    if _limits(ax) != limits[i]:
+                    if shown_limits(ax) != limits[i]:
                         ax.stale = True
             for i, spec in enumerate(specs):
                 self._update_legend(i, spec, cache)
@@ -274,94 +272,6 @@ class ChartPage(FollowsData):
                 y = np.asarray(end.get_ydata(), float)
                 inside = bool(np.all((x >= x0) & (x <= x1) & (y >= y0) & (y <= y1)))
                 end.set_clip_on(not inside)
-
-    def _follow_x(self) -> tuple[float, float] | None:
-        """Set and return the x range every chart follows (None: matplotlib's own rules), set
-        only when it moves: a limit set marks the page for a full draw."""
-        wanted = self._follow_xlim()
-        if wanted is None:
-            return None
-        ax = self.chart_axes()[0]  # the charts share x
-        current = tuple(ax.get_xlim())
-        last = self._followed.get(-1)  # None after a rebuild or a reset: fit the data exactly
-        shown = headroom.follow(last if self.headroom else None, wanted, margin=ax.margins()[0])
-        if tuple(shown) != current:
-            ax.set_xlim(shown)
-        self._followed[-1] = tuple(ax.get_xlim())
-        return tuple(ax.get_xlim())
-
-    def _follow_y(self, i: int, ax, state: ViewState, scalex: bool, before: tuple) -> None:
-        """A followed chart's y range: autoscaled (the outlier and placeholder rules, a flat
-        series widened), then kept while it still fits (headroom). Worked out quietly and
-        set once, so that the same limits do not mark the page for a full draw."""
-        with quietly(ax):
-            ax.autoscale_view(scalex=scalex)
-            self._clip_outliers(i, state)
-            _widen_flat(ax)
-            wanted = tuple(ax.get_ylim())
-            last = self._followed.get(i)
-            if self.headroom and last is not None and self.specs[i].kind != "section":
-                kept = headroom.follow(
-                    last, wanted, log=ax.get_yscale() == "log", margin=ax.margins()[1]
-                )
-                if tuple(kept) != wanted:
-                    ax.set_ylim(kept)
-        if self._views[i]:  # limits fitted to data (not an empty chart's 0..1)
-            self._followed[i] = tuple(ax.get_ylim())
-        else:
-            self._followed.pop(i, None)
-        if _limits(ax) != before:
-            ax.stale = True  # new limits: the page's axes are drawn again
-
-    def _on_ylim_changed(self, i: int) -> None:
-        if not self._updating and not self._keeping_y:
-            self._user_y.add(i)  # a zoom box or a pan: the user's y range is kept
-
-    @contextmanager
-    def keeping_y(self) -> Iterator[None]:
-        """A pan along x (the window's pan tool): matplotlib sets each panned chart's y to
-        the range it had when the drag began; each keeps the range it has (the last refresh's
-        fit) and stays the page's to fit."""
-        kept = [(ax, ax.get_ylim()) for ax in self.axes]
-        self._keeping_y = True
-        try:
-            yield
-        finally:
-            self._keeping_y = False
-            for ax, ylim in kept:
-                ax.set_ylim(ylim, emit=False)
-
-    def reset_view(self) -> None:
-        super().reset_view()
-        self._user_y = set()
-        self._followed = {}  # the data's own fit first, headroom from there
-
-    def _refit_y(self, i: int, state: ViewState, xlim) -> None:
-        """After a zoom or pan, a line chart's y range fits what is drawn inside the x range
-        (the outlier rule where the chart has it), unless the user set that chart's y too."""
-        spec, ax = self.specs[i], self.axes[i]
-        if spec.kind != "line" or i in self._user_y or xlim is None:
-            return
-        lo, hi = sorted(xlim)
-        tracks = self.tracks[i].values()
-        ys = []
-        for line in [t.line for t in tracks] + [t.raw for t in tracks if t.raw is not None]:
-            if line.get_visible():
-                x, y = np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)
-                ys.append(y[(x >= lo) & (x <= hi)])
-        ys += [xy[(xy[:, 0] >= lo) & (xy[:, 0] <= hi), 1] for t in tracks for xy in t.band_xy]
-        placeholder = self._placeholders.get(i)
-        if placeholder is not None:  # left out of a zoom's range as of the whole chart's
-            ys = [y[y != placeholder] for y in ys]
-        if not ys:
-            return
-        robust = spec.robust_y and state.ignore_outliers
-        limits, clipped = visible_limits(np.concatenate(ys), log=spec.log_y, robust=robust)
-        if limits is not None and tuple(ax.get_ylim()) != tuple(limits):
-            ax.set_ylim(*limits)
-        if clipped != (i in self._clipped):
-            self._clipped.symmetric_difference_update({i})
-            self._note(i, state.smoothing)
 
     @property
     def x_label(self) -> str:
@@ -414,46 +324,6 @@ class ChartPage(FollowsData):
     def min_height(self) -> int:
         """Pixels the page needs to give each chart a readable height (the window scrolls)."""
         return layout.min_height_px(self.grid, self.figure.dpi, self.strip.rows, self.x_labels)
-
-    def _clip_outliers(self, i: int, state: ViewState) -> None:
-        """A loss chart's y range without its top 1 % (resplot.data.yrange), said in its note."""
-        spec, ax = self.specs[i], self.axes[i]
-        limits = None
-        robust = spec.robust_y and state.ignore_outliers and spec.kind == "line"
-        tracks = list(self.tracks[i].values()) if spec.kind == "line" else []
-        # A placeholder before training (nanoGPT's mfu -100) sets no range: the range is then
-        # the raw points' without it (a smoothed line stays inside them).
-        views = [t.view for t in tracks if t.view is not None and t.line.get_visible()]
-        leads = [placeholder_lead(v.values) for v in views]
-        placeholder = next(
-            (float(v.values[0]) for v, k in zip(views, leads, strict=True) if k), None
-        )
-        if placeholder is not None:
-            ys = [v.values[k:] for v, k in zip(views, leads, strict=True)]
-            limits = robust_limits(np.concatenate(ys), log=spec.log_y) if robust else None
-            clipped = limits is not None
-            limits = limits or padded(np.concatenate(ys), log=spec.log_y)
-        elif robust:
-            lines = [t.line for t in tracks] + [t.raw for t in tracks if t.raw is not None]
-            ys = [np.asarray(ln.get_ydata(), float) for ln in lines if ln.get_visible()]
-            ys += [xy[:, 1] for t in tracks for xy in t.band_xy]
-            if ys:
-                limits = robust_limits(np.concatenate(ys), log=spec.log_y)
-            clipped = limits is not None
-        else:
-            clipped = False
-        if limits is not None:
-            ax.set_ylim(*limits)
-        changed = clipped != (i in self._clipped)
-        changed |= self._placeholders.get(i) != placeholder
-        if clipped != (i in self._clipped):
-            self._clipped.symmetric_difference_update({i})
-        if placeholder is None:
-            self._placeholders.pop(i, None)
-        else:
-            self._placeholders[i] = placeholder
-        if changed:
-            self._note(i, state.smoothing)
 
     def _sync_tracks(self, i: int, spec: PanelSpec) -> dict[Item, Track]:
         tracks = self.tracks[i]
@@ -528,18 +398,6 @@ class ChartPage(FollowsData):
             track.prepare(cache, contexts[track.item.ref], state.x_axis, state.smoothing,
                           self._pixels(i), self._fine)  # fmt: skip
 
-    def _follow_xlim(self) -> tuple[float, float] | None:
-        """The x range autoscaling would give every series of the page (None: no series, or
-        one x: matplotlib's own rules then)."""
-        found = [r for ts in self.tracks for t in ts.values() if (r := t.x_range()) is not None]
-        if not found:
-            return None
-        lo, hi = min(r[0] for r in found), max(r[1] for r in found)
-        if not hi > lo:
-            return None
-        margin = self.chart_axes()[0].margins()[0] * (hi - lo)
-        return lo - margin, hi + margin
-
     def _refresh_panel(self, i, spec, cache, state, refs, xlim, shown, contexts) -> None:
         if spec.kind == "section":
             return
@@ -581,13 +439,7 @@ class ChartPage(FollowsData):
         has_data = any(len(t.line.get_xdata()) for t in tracks.values()) or bool(self._extra[i])
         self._empty[i].set_visible(not has_data)
         if self.follow:
-            ax.relim()
-            for track in tracks.values():
-                for xy in track.band_xy:
-                    ax.update_datalim(xy)
-            for artist in self._extra[i]:
-                if hasattr(artist, "_resplot_limits"):
-                    ax.update_datalim(artist._resplot_limits)
+            fit_data_limits(ax, tracks.values(), self._extra[i])
 
     def _update_legend(self, i: int, spec: PanelSpec, cache: SeriesCache) -> None:
         """A line chart's legend, its latest values and its corner, for the limits set."""
@@ -600,27 +452,6 @@ class ChartPage(FollowsData):
             latest[item] = metric_stats(summary.agg if summary is not None else None)[0]
         with quietly(self.axes[i]):  # the legend is drawn with the data (resplot/ui/layers.py)
             self._legends[i].update(self.axes[i], tracks, self.follow, latest)
-
-    def layer_artists(self, i: int) -> list:
-        """Chart i's artists drawn over the saved picture of its axes (resplot/ui/layers.py),
-        in the order a full draw draws them: everything in the axes box (series, bands,
-        events, notes, legend, spines) but its background, ticks, labels, grid and title. The
-        axis lines sit under every series (dress()), so the order is a full draw's."""
-        if i >= len(self.specs) or self.specs[i].kind == "section":
-            return []  # a section's card never changes with data
-        ax = self.axes[i]
-        own = {
-            *ax.lines,
-            *ax.collections,
-            *ax.patches,
-            *ax.texts,
-            *ax.images,
-            *ax.artists,
-            *ax.spines.values(),
-        }
-        if ax.get_legend() is not None:
-            own.add(ax.get_legend())
-        return sorted((a for a in ax.get_children() if a in own), key=lambda a: a.get_zorder())
 
     def _declutter_markers(self, tracks: dict[Item, Track], xlim) -> None:
         """Point markers (validation) only while few points are in view (data/marks.py)."""
@@ -682,37 +513,9 @@ class ChartPage(FollowsData):
         save_figure(self.figure, path, dpi)
 
 
-def _limits(ax) -> tuple:
-    """A chart's (xlim, ylim), read quietly (a pending autoscale runs on a read)."""
-    with quietly(ax):
-        return tuple(ax.get_xlim()), tuple(ax.get_ylim())
-
-
-@contextmanager
-def quietly(ax) -> Iterator[None]:
-    """Changes to a chart's series that do not mark its figure for a full draw: a window's
-    page draws them over the saved axes (resplot/ui/layers.py); whoever changes limits or
-    anything else under the series says so (`ax.stale = True`)."""
-    callback = ax.stale_callback
-    ax.stale_callback = None
-    try:
-        yield
-    finally:
-        ax.stale_callback = callback
-
-
 def _starts_and_bands(specs: list[PanelSpec]) -> tuple[list[bool], list[bool]]:
     """Which panels begin a row, and which are a row of their own (section cards)."""
     return [s.starts_row for s in specs], [s.kind == "section" for s in specs]
-
-
-def _widen_flat(ax) -> None:
-    """A y range narrower than float noise around its value (a constant series whose means
-    differ in the 15th digit: matplotlib labelled it `1e-15+3.6e-1`) becomes ±5 % of it."""
-    lo, hi = ax.get_ylim()
-    mid = (lo + hi) / 2
-    if ax.get_yscale() == "linear" and mid and 0 < abs(hi - lo) < 1e-9 * abs(mid):
-        ax.set_ylim(mid - 0.05 * abs(mid), mid + 0.05 * abs(mid))
 
 
 def save_figure(figure: Figure, path: str | Path, dpi: int = 120) -> None:

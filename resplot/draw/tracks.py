@@ -25,7 +25,7 @@ from resplot.data.smoothing import (
     unit_of,
     warmup_steps,
 )
-from resplot.data.views import FINE_PER_PIXEL, SeriesView, series_view
+from resplot.data.views import FINE_PER_PIXEL, SeriesView, ViewMemo, series_view
 from schema.rollup import STEP_HI, STEP_LO
 
 NONFINITE_Y = {"nan": 0.96, "+inf": 0.99, "-inf": 0.01}  # axes fraction of NaN/inf markers
@@ -105,6 +105,16 @@ class Track:
         self.ctx: RunContext | None = None  # what the last prepare() drew from
         self.mode = "step"
         self.cache: SeriesCache | None = None  # where the hover looks up logged values
+        # What the last prepare() and place() worked from: a poll that brought this series no
+        # new points (nor changed its range, width or style) recomputes nothing and leaves
+        # its artists as they are (`changed` says whether the last place() set them).
+        self._memo = ViewMemo()
+        self._prepared: tuple = ()
+        self._placed: tuple = ()
+        self._generation = 0
+        self.changed = True
+        # Per-line data limits of the last place() (ChartPage's follow fit, without relim).
+        self.limits: list[tuple[bool, bool, np.ndarray]] = []
 
     def _faint(self) -> tuple[Line2D, Polygon]:
         if self.raw is None or self.raw_band is None:
@@ -141,6 +151,9 @@ class Track:
                 artist.remove()
 
     def clear(self) -> None:
+        self._prepared = self._placed = ()
+        self.limits = []
+        self.changed = True
         for artist in (self.raw, self.line, self.bad):
             if artist is not None:
                 artist.set_data([], [])
@@ -168,7 +181,15 @@ class Track:
         item = self.item
         self.ctx, self.mode, self.cache = ctx, mode, cache
         view = series_view(cache, item.ref, item.key, ctx.lo, ctx.hi, pixels,
-                           fine_per_pixel=fine_per_pixel)  # fmt: skip
+                           fine_per_pixel=fine_per_pixel, memo=self._memo)  # fmt: skip
+        # The run matters to x on a time axis only (its start, heartbeat); the guide's arrays
+        # on the tokens axis.
+        guide = () if ctx.guide is None else tuple(ctx.guide)
+        stamp = (view, mode, weight, ctx.lo, ctx.run if mode != "step" else None, *guide)
+        if view is not None and _same(stamp, self._prepared):
+            return view
+        self._prepared = stamp
+        self._generation += 1  # what place() worked from changed
         x = None if view is None else xaxis.x_values(mode, ctx.run, view.steps, view.walls,
                                                        ctx.guide)  # fmt: skip
         if view is None or x is None:
@@ -183,7 +204,9 @@ class Track:
         self.x_mid = x_mid
         self.smoothed = None
         if item.smooth and weight > 0 and len(view.mid_steps) and smoothable(item.key):
-            self.smoothed = _smoothed(cache, item, view, weight, ctx.lo)
+            self.smoothed, whole = _smoothed(cache, item, view, weight, ctx.lo)
+            if not whole:
+                self._prepared = ()  # its warm-up's tiles are not here yet: again next time
         return view
 
     def x_range(self) -> tuple[float, float] | None:
@@ -204,6 +227,15 @@ class Track:
         view = self.view
         if view is None:
             return
+        run = self.ctx.run if self.ctx is not None else None
+        summary = self.cache.summary(self.item.ref, self.item.key) if self.cache else None
+        stamp = (self._generation, pixels, xlim, grid, band,
+                 None if run is None else (run.status, run.ended_at, run.heartbeat_at),
+                 None if summary is None else summary.agg[STEP_HI])  # fmt: skip
+        self.changed = not _same(stamp, self._placed)
+        if not self.changed:
+            return
+        self._placed = stamp
         x, x_mid, smoothed = self.x, self.x_mid, self.smoothed
         if smoothed is not None and view.level == 0:
             raw, main = decimate_many(x, [view.values, smoothed], pixels, xlim, grid=grid)
@@ -245,6 +277,11 @@ class Track:
             self.band_xy.append(main_xy)
         self._mark_nonfinite(view, x_mid, pixels, xlim)
         self._mark_end(main.x, main.y, self.ctx.run, self.mode, self._ends_in(view, xlim))
+        self.limits = [line_limits(ln) for ln in (self.line, self.raw, self.end) if ln is not None]
+        if self.bad is not None:
+            self.limits.append(line_limits(self.bad, y=False))
+        # The bands: added with add_artist, out of relim; their vertices count as the page's.
+        self.limits += [(True, True, extent_points(xy[:, 0], xy[:, 1])) for xy in self.band_xy]
 
     def _mark_nonfinite(self, view: SeriesView, x_mid: np.ndarray, pixels: int, xlim) -> None:
         """One marker at the start of each stretch of NaN (+inf, -inf), the stretch shaded."""
@@ -326,21 +363,65 @@ class Track:
         self.end.set_visible(True)
 
 
+def _same(a: tuple, b: tuple) -> bool:
+    """Stamps alike: arrays and views the same objects, everything else equal."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if x is y:
+            continue
+        if isinstance(x, tuple) and isinstance(y, tuple):
+            if not _same(x, y):
+                return False
+        elif (
+            isinstance(x, (np.ndarray, SeriesView))
+            or isinstance(y, (np.ndarray, SeriesView))
+            or x != y
+        ):
+            return False
+    return True
+
+
+def line_limits(line: Line2D, y: bool = True) -> tuple[bool, bool, np.ndarray]:
+    """What `Axes.relim` takes from a line, as (update x, update y, points): a few points with
+    the extents of its finite points and, per axis, their smallest positive value (a log
+    axis's limit). Invisible lines count, as relim counts them."""
+    xs = np.asarray(line.get_xdata(), float)
+    ys = np.asarray(line.get_ydata(), float) if y else np.zeros(len(xs))
+    return True, y, extent_points(xs, ys)
+
+
+def extent_points(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
+    """Up to three points whose data limits (extents and smallest positive values, as
+    `Bbox.update_from_data_xy` takes them) are those of the finite points (xs, ys)."""
+    ok = np.isfinite(xs) & np.isfinite(ys)
+    xs, ys = xs[ok], ys[ok]
+    if not len(xs):
+        return np.empty((0, 2))
+    points = [(xs.min(), ys.min()), (xs.max(), ys.max())]
+    px, py = xs[xs > 0], ys[ys > 0]
+    if len(px) or len(py):
+        points.append((px.min() if len(px) else xs.min(), py.min() if len(py) else ys.min()))
+    return np.array(points)
+
+
 def _smoothed(cache: SeriesCache, item: Item, view: SeriesView, weight: float,
-              lo: float) -> np.ndarray:  # fmt: skip
+              lo: float) -> tuple[np.ndarray, bool]:  # fmt: skip
     """The EMA of a view, in steps (resplot/data/smoothing.py): of its raw points, or of its
     buckets' exact means. A view that starts after its series does starts the EMA earlier, by
     as many steps as it takes the points left out to weigh nothing (at the view's level), so
-    the curve is the same at every zoom."""
+    the curve is the same at every zoom; False with it while those points' tiles load."""
     summary = cache.summary(item.ref, item.key)
     unit = unit_of(summary.agg) if summary is not None else 1.0
     steps, means = view.mid_steps, view.means
     lows, highs = view.first_steps, view.last_steps  # per bucket (None: raw points)
+    whole = True
     first = summary.agg[STEP_LO] if summary is not None else steps[0]
     if np.isfinite(lo) and steps[0] > first:
         start = max(first, int(steps[0]) - warmup_steps(weight, unit))
         before = series_view(cache, item.ref, item.key, start, int(steps[0]) - 1, 1, view.level)
-        if before is not None and before.complete and before.level == view.level:
+        whole = before is not None and before.complete and before.level == view.level
+        if whole:
             take = before.mid_steps < steps[0]
             steps = np.concatenate([before.mid_steps[take], steps])
             means = np.concatenate([before.means[take], means])
@@ -352,7 +433,7 @@ def _smoothed(cache: SeriesCache, item: Item, view: SeriesView, weight: float,
         out = smooth_buckets(lows, highs, means, weight, unit)
     else:
         out = smooth(steps, means, weight, unit)
-    return out[len(steps) - len(view.mid_steps) :]
+    return out[len(steps) - len(view.mid_steps) :], whole
 
 
 @dataclass

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from matplotlib.transforms import Bbox
 
-from resplot.draw.charts import quietly
+from resplot.draw.limits import quietly
 
 VIEW_MARGIN_PX = 24  # a chart this near the visible part is drawn with it (its title above)
 

@@ -1,0 +1,247 @@
+"""A chart page's limits: following the data (with headroom while a run streams in), the y
+range refitted after a zoom or pan, the outlier and placeholder rules, and the changes made
+quietly, drawn over the saved axes (resplot/ui/layers.py: `layer_artists` says which artists
+that is). ChartPage (resplot/draw/charts.py) is one; the rules live here, the page's layout
+and series there.
+
+A followed chart's data limits come from its tracks' own per-line limits (Track.limits, worked
+out when a series' artists are set, kept while it gets no new points), not from `Axes.relim`:
+relim walked every line's path through its transform at every poll (a quarter of a live
+poll's refresh, issue 31).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+from matplotlib.transforms import Bbox
+
+from resplot.data import headroom
+from resplot.data.state import ViewState
+from resplot.data.yrange import padded, placeholder_lead, robust_limits, visible_limits
+from resplot.draw.follow import FollowsData
+
+
+class ChartLimits(FollowsData):
+    """The limits part of a ChartPage (its axes, specs, tracks and follow state are the
+    page's)."""
+
+    def _follow_x(self) -> tuple[float, float] | None:
+        """Set and return the x range every chart follows (None: matplotlib's own rules), set
+        only when it moves: a limit set marks the page for a full draw."""
+        wanted = self._follow_xlim()
+        if wanted is None:
+            return None
+        ax = self.chart_axes()[0]  # the charts share x
+        current = tuple(ax.get_xlim())
+        last = self._followed.get(-1)  # None after a rebuild or a reset: fit the data exactly
+        shown = headroom.follow(last if self.headroom else None, wanted, margin=ax.margins()[0])
+        if tuple(shown) != current:
+            ax.set_xlim(shown)
+        self._followed[-1] = tuple(ax.get_xlim())
+        return tuple(ax.get_xlim())
+
+    def _follow_y(self, i: int, ax, state: ViewState, scalex: bool, before: tuple) -> None:
+        """A followed chart's y range: autoscaled (the outlier and placeholder rules, a flat
+        series widened), then kept while it still fits (headroom). Worked out quietly and
+        set once, so that the same limits do not mark the page for a full draw."""
+        with quietly(ax):
+            ax.autoscale_view(scalex=scalex)
+            self._clip_outliers(i, state)
+            _widen_flat(ax)
+            wanted = tuple(ax.get_ylim())
+            last = self._followed.get(i)
+            if self.headroom and last is not None and self.specs[i].kind != "section":
+                kept = headroom.follow(
+                    last, wanted, log=ax.get_yscale() == "log", margin=ax.margins()[1]
+                )
+                if tuple(kept) != wanted:
+                    ax.set_ylim(kept)
+        if self._views[i]:  # limits fitted to data (not an empty chart's 0..1)
+            self._followed[i] = tuple(ax.get_ylim())
+        else:
+            self._followed.pop(i, None)
+        if shown_limits(ax) != before:
+            ax.stale = True  # new limits: the page's axes are drawn again
+
+    def _on_ylim_changed(self, i: int) -> None:
+        if not self._updating and not self._keeping_y:
+            self._user_y.add(i)  # a zoom box or a pan: the user's y range is kept
+
+    @contextmanager
+    def keeping_y(self) -> Iterator[None]:
+        """A pan along x (the window's pan tool): matplotlib sets each panned chart's y to
+        the range it had when the drag began; each keeps the range it has (the last refresh's
+        fit) and stays the page's to fit."""
+        kept = [(ax, ax.get_ylim()) for ax in self.axes]
+        self._keeping_y = True
+        try:
+            yield
+        finally:
+            self._keeping_y = False
+            for ax, ylim in kept:
+                ax.set_ylim(ylim, emit=False)
+
+    def reset_view(self) -> None:
+        super().reset_view()
+        self._user_y = set()
+        self._followed = {}  # the data's own fit first, headroom from there
+
+    def _refit_y(self, i: int, state: ViewState, xlim) -> None:
+        """After a zoom or pan, a line chart's y range fits what is drawn inside the x range
+        (the outlier rule where the chart has it), unless the user set that chart's y too."""
+        spec, ax = self.specs[i], self.axes[i]
+        if spec.kind != "line" or i in self._user_y or xlim is None:
+            return
+        lo, hi = sorted(xlim)
+        tracks = self.tracks[i].values()
+        ys = []
+        for line in [t.line for t in tracks] + [t.raw for t in tracks if t.raw is not None]:
+            if line.get_visible():
+                x, y = np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)
+                ys.append(y[(x >= lo) & (x <= hi)])
+        ys += [xy[(xy[:, 0] >= lo) & (xy[:, 0] <= hi), 1] for t in tracks for xy in t.band_xy]
+        placeholder = self._placeholders.get(i)
+        if placeholder is not None:  # left out of a zoom's range as of the whole chart's
+            ys = [y[y != placeholder] for y in ys]
+        if not ys:
+            return
+        robust = spec.robust_y and state.ignore_outliers
+        limits, clipped = visible_limits(np.concatenate(ys), log=spec.log_y, robust=robust)
+        if limits is not None and tuple(ax.get_ylim()) != tuple(limits):
+            ax.set_ylim(*limits)
+        if clipped != (i in self._clipped):
+            self._clipped.symmetric_difference_update({i})
+            self._note(i, state.smoothing)
+
+    def _clip_outliers(self, i: int, state: ViewState) -> None:
+        """A loss chart's y range without its top 1 % (resplot.data.yrange), said in its note."""
+        spec, ax = self.specs[i], self.axes[i]
+        limits = None
+        robust = spec.robust_y and state.ignore_outliers and spec.kind == "line"
+        tracks = list(self.tracks[i].values()) if spec.kind == "line" else []
+        # A placeholder before training (nanoGPT's mfu -100) sets no range: the range is then
+        # the raw points' without it (a smoothed line stays inside them).
+        views = [t.view for t in tracks if t.view is not None and t.line.get_visible()]
+        leads = [placeholder_lead(v.values) for v in views]
+        placeholder = next(
+            (float(v.values[0]) for v, k in zip(views, leads, strict=True) if k), None
+        )
+        if placeholder is not None:
+            ys = [v.values[k:] for v, k in zip(views, leads, strict=True)]
+            limits = robust_limits(np.concatenate(ys), log=spec.log_y) if robust else None
+            clipped = limits is not None
+            limits = limits or padded(np.concatenate(ys), log=spec.log_y)
+        elif robust:
+            lines = [t.line for t in tracks] + [t.raw for t in tracks if t.raw is not None]
+            ys = [np.asarray(ln.get_ydata(), float) for ln in lines if ln.get_visible()]
+            ys += [xy[:, 1] for t in tracks for xy in t.band_xy]
+            if ys:
+                limits = robust_limits(np.concatenate(ys), log=spec.log_y)
+            clipped = limits is not None
+        else:
+            clipped = False
+        if limits is not None:
+            ax.set_ylim(*limits)
+        changed = clipped != (i in self._clipped)
+        changed |= self._placeholders.get(i) != placeholder
+        if clipped != (i in self._clipped):
+            self._clipped.symmetric_difference_update({i})
+        if placeholder is None:
+            self._placeholders.pop(i, None)
+        else:
+            self._placeholders[i] = placeholder
+        if changed:
+            self._note(i, state.smoothing)
+
+    def _follow_xlim(self) -> tuple[float, float] | None:
+        """The x range autoscaling would give every series of the page (None: no series, or
+        one x: matplotlib's own rules then)."""
+        found = [r for ts in self.tracks for t in ts.values() if (r := t.x_range()) is not None]
+        if not found:
+            return None
+        lo, hi = min(r[0] for r in found), max(r[1] for r in found)
+        if not hi > lo:
+            return None
+        margin = self.chart_axes()[0].margins()[0] * (hi - lo)
+        return lo - margin, hi + margin
+
+    def layer_artists(self, i: int) -> list:
+        """Chart i's artists drawn over the saved picture of its axes (resplot/ui/layers.py),
+        in the order a full draw draws them: everything in the axes box (series, bands,
+        events, notes, legend, spines) but its background, ticks, labels, grid and title. The
+        axis lines sit under every series (dress()), so the order is a full draw's."""
+        if i >= len(self.specs) or self.specs[i].kind == "section":
+            return []  # a section's card never changes with data
+        ax = self.axes[i]
+        own = {
+            *ax.lines,
+            *ax.collections,
+            *ax.patches,
+            *ax.texts,
+            *ax.images,
+            *ax.artists,
+            *ax.spines.values(),
+        }
+        if ax.get_legend() is not None:
+            own.add(ax.get_legend())
+        return sorted((a for a in ax.get_children() if a in own), key=lambda a: a.get_zorder())
+
+
+def fit_data_limits(ax, tracks, extra: list) -> None:
+    """Set a followed chart's data limits (what autoscaling fits) from its tracks' lines and
+    bands and the page's other artists' limits, as `Axes.relim` plus the bands would: from
+    each track's limits kept since its last change (Track.limits). A chart with lines of its
+    own (not a track's) is measured by relim."""
+    tracks = list(tracks)
+    own = {id(ln) for t in tracks for ln in (t.line, t.raw, t.end, t.bad) if ln is not None}
+    groups: dict[tuple[bool, bool], list[np.ndarray]] = {}
+    if any(id(ln) not in own for ln in ax.lines):
+        ax.relim()
+        for track in tracks:
+            groups.setdefault((True, True), []).extend(track.band_xy)
+    else:
+        ax.dataLim.ignore(True)
+        ax.dataLim.set_points(Bbox.null().get_points())
+        ax.ignore_existing_data_limits = True
+        for track in tracks:
+            for updatex, updatey, points in track.limits:
+                if len(points):
+                    groups.setdefault((updatex, updatey), []).append(points)
+    for artist in extra:
+        if hasattr(artist, "_resplot_limits"):
+            groups.setdefault((True, True), []).append(np.asarray(artist._resplot_limits))
+    # Lines first, as relim then the bands: x-only points (NaN markers) with their own flags.
+    for (updatex, updatey), points in sorted(groups.items(), key=lambda g: not g[0][1]):
+        if points:
+            ax.update_datalim(np.concatenate(points), updatex=updatex, updatey=updatey)
+
+
+def shown_limits(ax) -> tuple:
+    """A chart's (xlim, ylim), read quietly (a pending autoscale runs on a read)."""
+    with quietly(ax):
+        return tuple(ax.get_xlim()), tuple(ax.get_ylim())
+
+
+@contextmanager
+def quietly(ax) -> Iterator[None]:
+    """Changes to a chart's series that do not mark its figure for a full draw: a window's
+    page draws them over the saved axes (resplot/ui/layers.py); whoever changes limits or
+    anything else under the series says so (`ax.stale = True`)."""
+    callback = ax.stale_callback
+    ax.stale_callback = None
+    try:
+        yield
+    finally:
+        ax.stale_callback = callback
+
+
+def _widen_flat(ax) -> None:
+    """A y range narrower than float noise around its value (a constant series whose means
+    differ in the 15th digit: matplotlib labelled it `1e-15+3.6e-1`) becomes ±5 % of it."""
+    lo, hi = ax.get_ylim()
+    mid = (lo + hi) / 2
+    if ax.get_yscale() == "linear" and mid and 0 < abs(hi - lo) < 1e-9 * abs(mid):
+        ax.set_ylim(mid - 0.05 * abs(mid), mid + 0.05 * abs(mid))

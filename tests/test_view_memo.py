@@ -1,0 +1,87 @@
+"""A series' view kept between polls (resplot.data.views.ViewMemo): the same tiles give the
+same view object back, and a live poll that changes the newest buckets works out only those
+again, giving the arrays a whole rebuild gives.
+
+A real SQLite store read through a local agent (resplot.sources.polling.Loaded), points added
+between polls as a live run's writer adds them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from resplot.data import views
+from resplot.data.views import ViewMemo, series_view
+from resplot.sources.polling import Loaded
+from resplot.sources.spec import parse_spec
+from schema.store import open_store
+from tests.fixtures.stores import BASE_TIME, add_points, make_run, new_store
+
+N = 60_000
+PIXELS = 300  # a bucket level, not raw points, for 60,000 steps
+
+
+def _loss(steps) -> list:
+    return [(int(s), 2 + np.exp(-s / 9_000) + 0.01 * np.sin(s)) for s in steps]
+
+
+@pytest.fixture
+def live(store_path):
+    engine = new_store(store_path)
+    run = make_run(
+        engine,
+        name="live",
+        status="running",
+        heartbeat_at=BASE_TIME + 1e6,
+        points={"loss": _loss(range(N))},
+    )
+    engine.dispose()
+    with Loaded([parse_spec(str(store_path))]) as source:
+        yield source, run.id, store_path
+
+
+def _view(cache, ref, memo=None):
+    for _ in range(4):
+        view = series_view(cache, ref, "loss", -np.inf, np.inf, PIXELS, memo=memo)
+        if view is not None and view.complete:
+            return view
+    raise AssertionError("the view's tiles did not come")
+
+
+def _same_arrays(a, b) -> None:
+    for f in dataclasses.fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, np.ndarray):
+            assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), f.name
+        else:
+            assert x == y, f.name
+
+
+def test_a_poll_works_out_only_the_newest_buckets_again(live, monkeypatch):
+    source, run_id, path = live
+    cache = source.cache
+    ref = cache.runs()[0].ref
+    memo = ViewMemo()
+    series_view(cache, ref, "loss", -np.inf, np.inf, PIXELS, memo=memo)  # asks for its tiles
+    source.fetch()
+    first = _view(cache, ref, memo)
+    assert first.level > 0 and len(first.mid_steps) > 100
+    assert _view(cache, ref, memo) is first  # nothing new: the same view
+
+    built = []
+    real = views._buckets
+    monkeypatch.setattr(views, "_buckets", lambda c, *a: built.append(len(c["n"])) or real(c, *a))
+    engine = open_store(path)
+    for start in (N, N + 7, N + 500):  # into the last bucket, then past it
+        add_points(engine, run_id, {"loss": _loss(range(start, start + 7))})
+        source.fetch()
+        built.clear()
+        now = _view(cache, ref, memo)
+        assert now is not first and built and max(built) <= 3  # the newest buckets only
+        whole = _view(cache, ref)  # no memo: every bucket worked out
+        _same_arrays(now, whole)
+        first = now
+    engine.dispose()
