@@ -9,12 +9,10 @@ from __future__ import annotations
 import fnmatch
 import glob
 import os
-import platform
 import select
 import sqlite3
 import sys
 import threading
-import traceback
 import zlib
 
 from reslog.agent.store import Store, is_sqlite, req_int
@@ -80,6 +78,16 @@ def _site_folders() -> list:
         return site.getsitepackages(list(dict.fromkeys(prefixes)))
     except Exception:  # an unusual installation: builtins, as without numpy
         return []
+
+
+def _node() -> str:
+    """This host's name (platform.node() without importing platform at every boot)."""
+    uname = getattr(os, "uname", None)
+    if uname is not None:
+        return uname().nodename
+    import platform
+
+    return platform.node()
 
 
 MAX_GLOB_FOLDERS = 20_000  # folders one discover may list: `/**/*.db` walked the whole disk
@@ -203,10 +211,10 @@ class Agent:
                 "agent": AGENT_VERSION,
                 "protocol": PROTOCOL,
                 "schema": HEAD_REVISION,
-                "python": platform.python_version(),
+                "python": sys.version.split()[0],
                 "sqlite": sqlite3.sqlite_version,
                 "pid": os.getpid(),
-                "host": platform.node(),
+                "host": _node(),
                 "fold": self.fold,
             }, b""
         if op == "discover":
@@ -259,6 +267,8 @@ def serve(rfile, wfile) -> int:
             except sqlite3.Error as exc:
                 reply, payload = _error(rid, "StoreError", f"cannot read store: {exc}"), b""
             except Exception as exc:  # a bug here must not kill the agent mid-session
+                import traceback  # here: ~25 ms of every boot otherwise
+
                 tb = traceback.format_exc(limit=3).strip().splitlines()[-3:]
                 msg = f"agent failed on {req.get('op')!r}: {exc} ({' | '.join(tb)})"
                 reply, payload = _error(rid, "AgentBug", msg), b""
