@@ -94,6 +94,20 @@ def test_frames_round_trip_header_and_payload_with_nan_and_inf():
     assert wire.read_frame(buf) is None  # clean EOF between frames
 
 
+def test_rows_shuffle_to_the_same_bytes_with_numpy_and_with_the_builtins(monkeypatch):
+    rng = np.random.default_rng(5)
+    assert chunk_read.numpy_modules()[0] is not None  # numpy's path: imported already
+    cases = [(rows, size) for rows in (0, 1, 1023, 1024, 1025, 3000) for size in (1, 7, 110)]
+    for rows, size in cases:
+        data = rng.integers(0, 256, rows * size, dtype=np.uint8).tobytes()
+        want = b"".join(data[k::size] for k in range(size))
+        assert wire.shuffle_rows(data, size) == want, (rows, size)
+    monkeypatch.setattr(chunk_read, "_numpy", None)  # an import not done (or in flight)
+    data = rng.integers(0, 256, 3000 * 110, dtype=np.uint8).tobytes()
+    assert wire.shuffle_rows(data, 110) == b"".join(data[k::110] for k in range(110))
+    assert chunk_read.numpy_if_imported() is None  # and it did not import numpy itself
+
+
 def test_a_frame_cut_short_is_a_protocol_error():
     first, body = wire.encode_frame({"op": "hello"}, b"12345678")
     cut = io.BytesIO(first + body[:3])
