@@ -53,13 +53,15 @@ class _Row:
 
 def summaries_from(columns: dict[str, np.ndarray]) -> dict[tuple[int, int], Summary]:
     """{(run_id, key_id): Summary} of a series section (or rows read through SQLAlchemy)."""
-    n = len(columns["run_id"])
+    # Python lists first: agg_at on numpy scalars (an .item() a value) took ~60 ms of a first
+    # view's 888 series rows, 4x this.
+    cols = {name: np.asarray(col).tolist() for name, col in columns.items()}
+    run_ids, key_ids, levels = cols["run_id"], cols["key_id"], cols["levels"]
+    steps, walls = cols["tail_step"], cols["tail_wall"]
     out = {}
-    for i in range(n):
-        agg = agg_at(columns, i)
-        tail = (int(columns["tail_step"][i]), float(columns["tail_wall"][i]))
-        run_id, key_id = int(columns["run_id"][i]), int(columns["key_id"][i])
-        out[(run_id, key_id)] = Summary(agg, int(columns["levels"][i]), tail)
+    for i in range(len(run_ids)):
+        tail = (int(steps[i]), float(walls[i]))
+        out[(int(run_ids[i]), int(key_ids[i]))] = Summary(agg_at(cols, i), int(levels[i]), tail)
     return out
 
 
