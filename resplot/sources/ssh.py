@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import paramiko
 
-from reslog.agent.bundle import MIN_PYTHON, NO_PYTHON, launcher
+from reslog.agent.bundle import MIN_PYTHON, NO_PYTHON, launcher, prepare
 from resplot.data.cache import SeriesCache
 from resplot.sources.agent import AgentSource
 from resplot.sources.base import PollResult, Progress
@@ -49,6 +49,7 @@ class HostLink:
         self.python = python  # None: the launcher's search
         self.timeouts = options.timeouts
         self.conn = SSHConnection(spec.host, options, user=spec.user, port=spec.port)
+        prepare()  # the agent's compiled code, made while the login waits on the network
         self.lock = threading.RLock()  # one request (poll) on the channel at a time
         self.client: AgentClient | None = None
         self.channel: paramiko.Channel | None = None
