@@ -11,10 +11,12 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from itertools import pairwise
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -172,6 +174,30 @@ def test_the_archive_is_stdlib_only_python38_and_reproducible():
     bundle.archive_hash.cache_clear()
     assert bundle.archive() == data  # same code, same bytes, same name on the hosts
     assert len(bundle.archive_hash()) == 16
+
+
+def _numpy_mapped(pid: int) -> bool:
+    """Whether a process has numpy's core extension mapped (imported), from /proc."""
+    return "_multiarray_umath" in Path(f"/proc/{pid}/maps").read_text()
+
+
+def test_numpy_is_imported_after_the_first_store_reply_not_at_hello(tmp_path):
+    """hello only looks for numpy; its import (which held the GIL through the first poll) starts
+    once the first reply read from a store is written, and the fine tiles then fold with it."""
+    path = long_store(tmp_path, n=5_000)
+    with agent_process() as (client, proc):
+        info = client.hello()
+        assert info["fold"] == "numpy" and info["pid"] == proc.pid
+        client.discover([str(path)])
+        assert not _numpy_mapped(proc.pid)  # nothing read from a store yet
+        poll(client, str(path), series=True)
+        deadline = time.monotonic() + 60
+        while not _numpy_mapped(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _numpy_mapped(proc.pid)
+        _header, sections = poll(client, str(path), tiles=[[1, 1, -1, 0, 1]])
+        counts = decode_rows(sections["buckets"])["n"]  # 1,024 buckets of 2 steps, 2 points
+        assert len(counts) == 1024 and (counts == 2).all()
 
 
 def test_hello_reports_versions():
