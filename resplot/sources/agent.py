@@ -353,6 +353,7 @@ class AgentSource(Source):
         self.views: dict[str, StoreView] = {}
         self.client: AgentClient | None = None
         self._discovered_at = -float("inf")
+        self._found: list[str] | None = None  # stores found by connect(), not yet taken in
         # One request at a time on the agent's stream: the poller's worker and an export.
         self._lock: threading.RLock = threading.RLock()
 
@@ -377,13 +378,18 @@ class AgentSource(Source):
         if self.client is None:
             client = self._connect()
             try:
-                client.hello()
+                # Discovery goes right behind hello, not a round trip after its reply.
+                hello = client.send("hello")
+                found = client.send("discover", patterns=list(self.patterns))
+                client.hello_reply(hello)
+                stores = client.discover_reply(found)[0]
             except BaseException:
                 self.client = client
                 self._disconnect()
                 raise
             self.client = client
             self._discovered_at = -float("inf")
+            self._found = stores
         return self.client
 
     def reader(self, ref: RunRef) -> AgentReader:
@@ -439,7 +445,9 @@ class AgentSource(Source):
         return result
 
     def _discover(self, client: AgentClient) -> None:
-        stores, _missing = client.discover(self.patterns)
+        stores, self._found = self._found, None  # what connect() found, if it just did
+        if stores is None:
+            stores = client.discover(self.patterns)[0]
         if not stores and not self.views:
             raise StoreNotFound(f"no store matches {' '.join(self.patterns)} on {self.label}")
         for path in stores:
