@@ -355,6 +355,36 @@ def assert_rows_equal(cols: dict, rows: list, names) -> None:
         assert np.array_equal(cols[name], np.array(want, dtype=cols[name].dtype), equal_nan=True)
 
 
+def test_raw_tiles_read_in_runs_are_the_tiles_read_one_by_one(tmp_path, monkeypatch):
+    """Consecutive raw tiles are read 64 at a time and cut by step: the same reply, byte for
+    byte, as a read a tile, across a restart (superseded points left out), NaN, a sparse
+    series of 100 tiles (empty tiles kept) and ranges longer than a run."""
+    from reslog.agent import serve as agent_serve
+    from reslog.agent import store as agent_store
+
+    long = long_store(tmp_path, n=40_000)
+    sparse = tmp_path / "sparse.db"
+    values = [(s, math.nan if s == 37_500 else s / 1e3) for s in range(0, 102_400, 1_500)]
+    make_run(new_store(sparse), name="eval", points={"valid/loss": values})
+    cases = [(long, [[1, 1, 0, 0, 40], [1, 2, 0, 3, 30]]), (sparse, [[1, 1, 0, 0, 100]])]
+    for path, ranges in cases:
+        replies = []
+        for run in (1, agent_store.RAW_TILES_A_READ):
+            monkeypatch.setattr(agent_store, "RAW_TILES_A_READ", run)
+            agent = agent_serve.Agent()
+            req = {"op": "poll", "store": str(path), "points_after": -1, "tiles": ranges}
+            header, payload = agent.handle(req)
+            agent.close()
+            replies.append((header["sections"], payload))
+        assert replies[0] == replies[1]
+        about = replies[0][0][0]
+        assert [t[3] for t in about["tiles"]] == [
+            i for r in ranges for i in range(r[3], r[3] + r[4])
+        ]
+    tiles = about["tiles"]
+    assert sum(t[4] for t in tiles) == len(values) and any(t[4] == 0 for t in tiles)
+
+
 def test_packed_rows_bring_back_the_stores_nulls(tmp_path):
     """Buckets with no finite value (NULL vmin/vmax), a NaN newest point (NULL last), no NaN or
     inf (NULL nonfinite_at), a sum that overflows both ways (NULL vsum) and raw NaN points (NULL
