@@ -47,6 +47,13 @@ def numpy_modules() -> tuple:
     return _numpy
 
 
+def numpy_if_imported():
+    """numpy if numpy_modules() has imported it, else None: never imports, nor waits on an
+    import in flight on another thread (the agent's `hello` starts one)."""
+    mods = _numpy
+    return mods[0] if mods is not None else None
+
+
 def has_numpy() -> bool:
     return numpy_modules()[0] is not None
 

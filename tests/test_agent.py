@@ -11,10 +11,12 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from itertools import pairwise
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -94,6 +96,20 @@ def test_frames_round_trip_header_and_payload_with_nan_and_inf():
     assert wire.read_frame(buf) is None  # clean EOF between frames
 
 
+def test_rows_shuffle_to_the_same_bytes_with_numpy_and_with_the_builtins(monkeypatch):
+    rng = np.random.default_rng(5)
+    assert chunk_read.numpy_modules()[0] is not None  # numpy's path: imported already
+    cases = [(rows, size) for rows in (0, 1, 1023, 1024, 1025, 3000) for size in (1, 7, 110)]
+    for rows, size in cases:
+        data = rng.integers(0, 256, rows * size, dtype=np.uint8).tobytes()
+        want = b"".join(data[k::size] for k in range(size))
+        assert wire.shuffle_rows(data, size) == want, (rows, size)
+    monkeypatch.setattr(chunk_read, "_numpy", None)  # an import not done (or in flight)
+    data = rng.integers(0, 256, 3000 * 110, dtype=np.uint8).tobytes()
+    assert wire.shuffle_rows(data, 110) == b"".join(data[k::110] for k in range(110))
+    assert chunk_read.numpy_if_imported() is None  # and it did not import numpy itself
+
+
 def test_a_frame_cut_short_is_a_protocol_error():
     first, body = wire.encode_frame({"op": "hello"}, b"12345678")
     cut = io.BytesIO(first + body[:3])
@@ -158,6 +174,30 @@ def test_the_archive_is_stdlib_only_python38_and_reproducible():
     bundle.archive_hash.cache_clear()
     assert bundle.archive() == data  # same code, same bytes, same name on the hosts
     assert len(bundle.archive_hash()) == 16
+
+
+def _numpy_mapped(pid: int) -> bool:
+    """Whether a process has numpy's core extension mapped (imported), from /proc."""
+    return "_multiarray_umath" in Path(f"/proc/{pid}/maps").read_text()
+
+
+def test_numpy_is_imported_after_the_first_store_reply_not_at_hello(tmp_path):
+    """hello only looks for numpy; its import (which held the GIL through the first poll) starts
+    once the first reply read from a store is written, and the fine tiles then fold with it."""
+    path = long_store(tmp_path, n=5_000)
+    with agent_process() as (client, proc):
+        info = client.hello()
+        assert info["fold"] == "numpy" and info["pid"] == proc.pid
+        client.discover([str(path)])
+        assert not _numpy_mapped(proc.pid)  # nothing read from a store yet
+        poll(client, str(path), series=True)
+        deadline = time.monotonic() + 60
+        while not _numpy_mapped(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _numpy_mapped(proc.pid)
+        _header, sections = poll(client, str(path), tiles=[[1, 1, -1, 0, 1]])
+        counts = decode_rows(sections["buckets"])["n"]  # 1,024 buckets of 2 steps, 2 points
+        assert len(counts) == 1024 and (counts == 2).all()
 
 
 def test_hello_reports_versions():
@@ -313,6 +353,36 @@ def assert_rows_equal(cols: dict, rows: list, names) -> None:
         want = [math.nan if r[i] is None and name in cols and cols[name].dtype.kind == "f"
                 else (0 if r[i] is None else r[i]) for r in rows]  # fmt: skip
         assert np.array_equal(cols[name], np.array(want, dtype=cols[name].dtype), equal_nan=True)
+
+
+def test_raw_tiles_read_in_runs_are_the_tiles_read_one_by_one(tmp_path, monkeypatch):
+    """Consecutive raw tiles are read 64 at a time and cut by step: the same reply, byte for
+    byte, as a read a tile, across a restart (superseded points left out), NaN, a sparse
+    series of 100 tiles (empty tiles kept) and ranges longer than a run."""
+    from reslog.agent import serve as agent_serve
+    from reslog.agent import store as agent_store
+
+    long = long_store(tmp_path, n=40_000)
+    sparse = tmp_path / "sparse.db"
+    values = [(s, math.nan if s == 37_500 else s / 1e3) for s in range(0, 102_400, 1_500)]
+    make_run(new_store(sparse), name="eval", points={"valid/loss": values})
+    cases = [(long, [[1, 1, 0, 0, 40], [1, 2, 0, 3, 30]]), (sparse, [[1, 1, 0, 0, 100]])]
+    for path, ranges in cases:
+        replies = []
+        for run in (1, agent_store.RAW_TILES_A_READ):
+            monkeypatch.setattr(agent_store, "RAW_TILES_A_READ", run)
+            agent = agent_serve.Agent()
+            req = {"op": "poll", "store": str(path), "points_after": -1, "tiles": ranges}
+            header, payload = agent.handle(req)
+            agent.close()
+            replies.append((header["sections"], payload))
+        assert replies[0] == replies[1]
+        about = replies[0][0][0]
+        assert [t[3] for t in about["tiles"]] == [
+            i for r in ranges for i in range(r[3], r[3] + r[4])
+        ]
+    tiles = about["tiles"]
+    assert sum(t[4] for t in tiles) == len(values) and any(t[4] == 0 for t in tiles)
 
 
 def test_packed_rows_bring_back_the_stores_nulls(tmp_path):

@@ -8,11 +8,13 @@ the launcher run by a real `sh` as a login shell would.
 from __future__ import annotations
 
 import io
+import marshal
 import os
 import subprocess
 import sys
 import tempfile
 import zipfile
+import zlib
 from pathlib import Path
 
 from reslog.agent import bundle
@@ -105,6 +107,42 @@ def test_a_named_python_that_is_missing_is_said_to_be_missing(tmp_path):
     _out, err = proc.communicate(b"", timeout=60)
     assert proc.returncode == bundle.NO_PYTHON
     assert f"{env['HOME']}/envs/lm/bin/python (not found)" in err.decode()
+
+
+def _boot_with_code(python: str, main_source: str, monkeypatch) -> tuple[int, bytes, bytes]:
+    """Boot an agent under `python` whose compiled code (bundle.code_blob) holds `main_source`
+    as __main__.py, the archive's source untouched: what runs says which one the host took."""
+    from importlib.util import MAGIC_NUMBER
+
+    code = {"__main__.py": compile(main_source, "<reslog-agent>/__main__.py", "exec")}
+    monkeypatch.setattr(bundle, "_code", MAGIC_NUMBER + zlib.compress(marshal.dumps(code)))
+    bundle.boot_code.cache_clear()
+    try:
+        proc = subprocess.Popen(
+            bundle.local_argv(python),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        out, err = proc.communicate(bundle.boot_bytes(), timeout=60)
+    finally:
+        bundle.boot_code.cache_clear()
+    return proc.returncode, out, err
+
+
+def test_a_host_of_the_clients_python_runs_the_compiled_code_and_another_the_source(
+    monkeypatch,
+):
+    """The compiled code the client sends after the archive is run where the host's bytecode
+    magic is the client's (nothing compiled on the host); under another Python (3.8 here) the
+    archive's source is compiled as before and the real agent answers."""
+    main = "import sys; sys.stdout.write('compiled code ran'); sys.exit(7)"
+    status, out, _err = _boot_with_code(sys.executable, main, monkeypatch)
+    assert (status, out) == (7, b"compiled code ran")
+    old = old_python("3.8")
+    status, out, err = _boot_with_code(old, main, monkeypatch)
+    # The source's agent: stdin ended after the boot bytes, so it served nothing and exited 0.
+    assert (status, out) == (0, b""), err.decode()
 
 
 def test_bytes_that_are_not_this_agent_are_refused(tmp_path):

@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from resplot.data.cache import SeriesCache
@@ -294,6 +295,31 @@ def test_a_store_behind_a_proxyjump_is_read_through_the_jump_host(ssh_config, ss
         assert [r.name for r in cache.runs()] == ["far"]
     finally:
         src.close()
+
+
+def test_replies_are_compressed_through_a_jump_host_and_plain_to_this_machine(
+    ssh_config, sshd_env, tmp_path
+):
+    """A host on loopback gets its replies plain (zlib there only costs CPU at both ends); any
+    other way, here through a jump host, compressed. Both read the same points."""
+    points = [(s, 1.0 + (s % 97) / 7.0) for s in range(30_000)]
+    make_run(new_store(tmp_path / "reslog.db"), name="r", points={"loss": points})
+    got = {}
+    for alias in ("target", "behind"):
+        src = source(f"{alias}:{tmp_path}/reslog.db", ssh_config, tmp_path)
+        try:
+            src.poll(SeriesCache())
+            client = src.client
+            before = client.bytes_received
+            cols, _last, more = client.raw(str(tmp_path / "reslog.db"), 1, 1, 0, 2**62)
+            got[alias] = (client.compress, client.bytes_received - before, cols)
+        finally:
+            src.close()
+    (plain, plain_bytes, a), (packed, packed_bytes, b) = got["target"], got["behind"]
+    assert not more and (plain, packed) == (False, True)
+    assert plain_bytes > 30_000 * 24 and packed_bytes < plain_bytes / 3
+    assert all(np.array_equal(a[c], b[c]) for c in ("step", "wall", "value", "id"))
+    assert a["step"].tolist() == list(range(30_000))
 
 
 # -- trust and credentials -------------------------------------------------------------------

@@ -16,6 +16,7 @@ import struct
 import sys
 from array import array
 
+from schema import chunk_read
 from schema.envelope import BUCKET_LAYOUT, RAW_LAYOUT, RAW_TILE_LAYOUT, SERIES_COLUMNS
 from schema.rollup import AGG_FLOATS
 
@@ -160,8 +161,17 @@ SERIES_WIRE = [c + (":d" if c in AGG_FLOATS or c == "tail_wall" else ":q") for c
 def shuffle_rows(data: bytes, size: int) -> bytes:
     """Byte k of every row, for k = 0 .. size-1: the bytes of a column lie together, so zlib
     finds the runs (high bytes of steps and counts, repeated walls and flags) that interleaved
-    rows hide."""
-    return b"".join([data[k::size] for k in range(size)])
+    rows hide. With numpy where the agent has imported it already (it never waits on that
+    import): a transpose 1,024 rows at a time, ~10x the builtins' slices (11 MB of fine
+    buckets: 15 ms against 164), where one transpose of the whole would thrash the cache."""
+    np = chunk_read.numpy_if_imported()
+    if np is None or len(data) % size:
+        return b"".join([data[k::size] for k in range(size)])
+    rows = np.frombuffer(data, dtype=np.uint8).reshape(-1, size)
+    out = np.empty((size, len(rows)), dtype=np.uint8)
+    for i in range(0, len(rows), 1024):
+        out[:, i : i + 1024] = rows[i : i + 1024].T
+    return out.tobytes()
 
 
 class Sections:

@@ -263,7 +263,11 @@ class AgentClient:
 
     # -- requests -----------------------------------------------------------------------------
     def hello(self) -> dict[str, Any]:
-        info, _ = self.call("hello")
+        return self.hello_reply(self.send("hello"))
+
+    def hello_reply(self, rid: int) -> dict[str, Any]:
+        """The agent's answer to hello request `rid` (sent, maybe with others behind it)."""
+        info, _ = self.receive(rid)
         if info.get("protocol") != PROTOCOL:
             raise AgentRemoteError(
                 "ProtocolMismatch",
@@ -273,7 +277,10 @@ class AgentClient:
         return info
 
     def discover(self, patterns: list[str]) -> tuple[list[str], list[str]]:
-        reply, _ = self.call("discover", patterns=list(patterns))
+        return self.discover_reply(self.send("discover", patterns=list(patterns)))
+
+    def discover_reply(self, rid: int) -> tuple[list[str], list[str]]:
+        reply, _ = self.receive(rid)
         return list(reply["stores"]), list(reply["missing"])
 
     def send_poll(

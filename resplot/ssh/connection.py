@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import ipaddress
 import logging
 import os
 import select
@@ -170,6 +171,19 @@ class SSHConnection:
     @property
     def is_open(self) -> bool:
         return bool(self._transports) and self._transports[-1].is_active()
+
+    @property
+    def loopback(self) -> bool:
+        """Whether the open connection is one TCP hop to this machine (127.0.0.1, ::1): no
+        ProxyJump or ProxyCommand between. There, compressing replies only costs CPU at both
+        ends of a link that carries gigabytes a second."""
+        sock = self.socket
+        if len(self._transports) != 1 or not isinstance(sock, socket.socket):
+            return False
+        try:
+            return ipaddress.ip_address(sock.getpeername()[0]).is_loopback
+        except (OSError, ValueError, IndexError):
+            return False
 
     @property
     def hops(self) -> int:
