@@ -120,46 +120,66 @@ class StoreReader:
             return reader.sample(row, start, stop, samples)
 
     def _scan_range(
-        self, run_id: int, key_id: int, start: int | None, stop: int | None
+        self, cur, run_id: int, key_id: int, start: int | None, stop: int | None
     ) -> tuple[bool, int, int] | None:
         """(has takes, first step, stop) of a scan of the series, clipped to its steps; None: no
         such series."""
-        with self.engine.connect() as conn:
-            cur = self._cursor(conn)
-            row = envelope.series_row(cur, self.p, run_id, key_id)
-            has_takes = envelope.has_takes(cur, self.p, run_id, key_id)
+        row = envelope.series_row(cur, self.p, run_id, key_id)
         if row is None:
             return None
+        has_takes = envelope.has_takes(cur, self.p, run_id, key_id)
         agg = envelope.agg_of(row, 2)
         lo = agg[STEP_LO] if start is None else max(int(start), agg[STEP_LO])
         hi = agg[STEP_HI] + 1 if stop is None else min(int(stop), agg[STEP_HI] + 1)
         return has_takes, lo, hi
+
+    def _pages(
+        self, run_id: int, key_id: int, start: int | None, stop: int | None, batch: int, read
+    ) -> Iterator:
+        """The paging of scan() and scan_columns(): the series' points with start <= step <
+        stop in pages of at most `batch`, each page one read transaction going on after the
+        last (by step and id), so memory stays bounded however long the series is. `read(cur,
+        lo, hi, has_takes, after_id, limit)` gives (n, head, last): the n points it read,
+        head(m) the first m as the caller yields them, last(i) the (step, id) of point i. A
+        page asks for one point more than it yields, so a series of exactly `batch` points is
+        one read, not a second, empty one."""
+        found, after = None, None
+        while True:
+            with self.engine.connect() as conn:
+                cur = self._cursor(conn)
+                if found is None:  # the series' range, in the first page's connection
+                    found = self._scan_range(cur, run_id, key_id, start, stop)
+                    if found is None:
+                        return
+                    has_takes, lo, hi = found
+                if lo >= hi:
+                    return
+                n, head, last = read(cur, lo, hi, has_takes, after, batch + 1)
+            if not n:
+                return
+            if n <= batch:
+                yield head(n)
+                return
+            yield head(batch)
+            lo, after = last(batch - 1)
 
     def scan(
         self, run_id: int, key_id: int, start: int | None = None, stop: int | None = None,
         batch: int = 100_000,
     ) -> Iterator[list[Point]]:  # fmt: skip
         """The series' current points with start <= step < stop, by step, in lists of at most
-        `batch` points: each list is one query going on after the last (by step and id), so
-        memory stays bounded however long the series is. Points logged while a scan runs may
-        or may not be in it."""
-        found = self._scan_range(run_id, key_id, start, stop)
-        if found is None:
-            return
-        has_takes, lo, hi = found
-        after = None
-        while lo < hi:
-            with self.engine.connect() as conn:
-                found = envelope.raw_points(
-                    self._cursor(conn), self.p, run_id, key_id, lo, hi,
-                    has_takes=has_takes, after_id=after, limit=batch,
-                )  # fmt: skip
-            if not found:
-                return
-            yield [(s, w, _NAN if v is None else v) for _id, s, w, v in found]
-            if len(found) < batch:
-                return
-            lo, after = found[-1][1], found[-1][0]
+        `batch` points (_pages). Points logged while a scan runs may or may not be in it."""
+
+        def read(cur, lo, hi, has_takes, after, limit):
+            where = (cur, self.p, run_id, key_id, lo, hi)
+            found = envelope.raw_points(*where, has_takes=has_takes, after_id=after, limit=limit)
+            return (
+                len(found),
+                lambda m: [(s, w, _NAN if v is None else v) for _id, s, w, v in found[:m]],
+                lambda i: (found[i][1], found[i][0]),
+            )
+
+        return self._pages(run_id, key_id, start, stop, batch, read)
 
     def scan_columns(
         self, run_id: int, key_id: int, start: int | None = None, stop: int | None = None,
@@ -167,30 +187,26 @@ class StoreReader:
     ) -> Iterator[tuple]:  # fmt: skip
         """scan() as numpy columns: (steps, walls, values) arrays of at most `batch` points a
         page, decoded straight from the chunks (schema/chunk_read.series_columns), the same
-        points in the same order. A page asks for one point more than it yields, so a series
-        of exactly `batch` points is one read, not a second, empty one."""
-        found = self._scan_range(run_id, key_id, start, stop)
-        if found is None:
-            return
-        has_takes, lo, hi = found
-        after = None
-        while lo < hi:
-            with self.engine.connect() as conn:
-                cur = self._cursor(conn)
-                if self.engine.dialect.name == "sqlite":
-                    # Reading one key's streams hops through its chunks' overflow pages;
-                    # mapped, a page costs a pointer instead of a read() into the page cache
-                    # (2 MB by default: a scan of a long run never hits it). Read-only: SQLite
-                    # writes through write() whatever this says.
-                    cur.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
-                ids, steps, walls, values = chunk_read.series_columns(
-                    cur, self.p, run_id, key_id, lo, hi,
-                    has_takes=has_takes, after_id=after, limit=batch + 1,
-                )  # fmt: skip
-            if not len(ids):
-                return
-            if len(ids) <= batch:
-                yield steps, walls, values
-                return
-            yield steps[:batch], walls[:batch], values[:batch]
-            lo, after = int(steps[batch - 1]), int(ids[batch - 1])
+        points in the same order."""
+        sqlite = self.engine.dialect.name == "sqlite"
+
+        def read(cur, lo, hi, has_takes, after, limit):
+            if sqlite:
+                # Reading one key's streams hops through its chunks' overflow pages; mapped,
+                # a page costs a pointer instead of a read() into the page cache (2 MB by
+                # default: a scan of a long run never hits it). Read-only: SQLite writes
+                # through write() whatever this says.
+                cur.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+            where = (cur, self.p, run_id, key_id, lo, hi)
+            ids, steps, walls, values = chunk_read.series_columns(
+                *where, has_takes=has_takes, after_id=after, limit=limit
+            )
+
+            def head(m: int) -> tuple:
+                return (
+                    (steps, walls, values) if m == len(ids) else (steps[:m], walls[:m], values[:m])
+                )
+
+            return len(ids), head, lambda i: (int(steps[i]), int(ids[i]))
+
+        return self._pages(run_id, key_id, start, stop, batch, read)
