@@ -493,8 +493,10 @@ def test_zlib_ng_and_the_stdlib_zlib_read_the_same_bits_and_refuse_the_same_lies
     and the same errors either way. Deflate is zlib's in both (the format's reference bytes)."""
     from zlib_ng import zlib_ng
 
-    assert codec._reading_zlib is zlib_ng  # installed here: what reslog.open() reads with
-    monkeypatch.setattr(codec, "_reading_zlib", zlib if module == "zlib" else zlib_ng)
+    from schema import chunk_layout
+
+    assert chunk_layout._reading_zlib is zlib_ng  # installed here: what reslog.open() reads with
+    monkeypatch.setattr(chunk_layout, "_reading_zlib", zlib if module == "zlib" else zlib_ng)
     for kinds in KINDS:
         test_random_bit_patterns_come_back_to_the_bit(kinds)
     test_nan_payloads_infinities_signed_zero_and_subnormals_each_keep_their_bits()
