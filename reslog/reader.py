@@ -152,8 +152,7 @@ class Reader:
 
     def _series(self, run: str, keys: str | Sequence[str] | None) -> tuple[int, dict[str, int]]:
         row_id, info = self._store.find(run)
-        rows = self._store.series_rows([row_id]).get(row_id, {})
-        present = {name: int(r[1]) for name, r in rows.items()}
+        present = self._store.series_keys(row_id)
         if keys is None:
             return row_id, dict(sorted(present.items()))
         wanted = [keys] if isinstance(keys, str) else list(keys)

@@ -15,28 +15,8 @@ travel as their 64-bit patterns and are never computed with (DECIMAL checks its 
 the bit), so NaN payloads (quiet or signalling), -0.0, +-inf and subnormals come back as they
 went in.
 
-Layout, version 2 (integers little-endian):
-
-    offset  size  field
-    0       1     format version (FORMAT_VERSION)
-    1       1     k, the number of value columns (1-255)
-    2       1     flags: bit 0 (HAS_IDS) an ids stream follows the walls; other bits are 0
-    3       4     n, the number of points (u32)
-    7       9 s   the directory, one entry a stream (s = k + 2, + 1 with ids), in the order
-                    steps, walls, ids (where flagged), values 1..k: kind (u8), payload
-                    length (u32), CRC-32 (zlib.crc32) of the payload (u32)
-    7+9s    4     CRC-32 of every byte before it (header and directory)
-    11+9s   ...   the payloads, back to back in the directory's order; the blob ends with
-                    the last one
-
-so a reader of one column reads 11 + 9s bytes, then only the payloads it decodes (the steps,
-the walls, the ids and that column: SQLite's incremental blob I/O, schema/chunk_read.py), and
-verifies exactly what it decodes. Every byte is under a CRC: a flipped bit is an error, never
-a number. `unpack` (what `reslog check` runs) verifies every CRC.
-
-Version 1 (chunks written before 2026-11-28, still read): the header as above, then each
-stream as kind (u8), payload length (u32), payload, then one CRC-32 of every byte before it:
-a reader of one column read and verified the whole blob.
+The blob's layout (header, directory, streams, CRC-32s; versions 2 and 1) is
+schema/chunk_layout.py's, whose public names this module re-exports.
 
 Each stream holds n 64-bit words (the int64 steps, the float64 bit patterns), as one of:
 
@@ -76,8 +56,31 @@ from itertools import accumulate, chain, islice
 from operator import ge, le, sub, xor
 from typing import NamedTuple
 
-FORMAT_VERSION = 2
-VERSIONS = (1, 2)  # what this reader reads
+from schema import chunk_layout
+from schema.chunk_layout import (  # noqa: F401 (re-exported: the names chunk_codec had)
+    CRC,
+    ENTRY,
+    FORMAT_VERSION,
+    HAS_IDS,
+    HEADER,
+    MAX_COLUMNS,
+    MAX_POINTS,
+    STREAM,
+    VERSIONS,
+    Directory,
+    Streams,
+    check_shape,
+    crc32,
+    directory_size,
+    pack,
+    picked_columns,
+    picked_streams,
+    read_directory,
+    read_streams,
+    unpack,
+    verified,
+)
+
 LINEAR, SHUFFLE, DELTA, DELTA2, XOR, DECIMAL, RAW = 1, 2, 3, 4, 5, 6, 7
 KIND_NAMES = {
     LINEAR: "linear",
@@ -98,15 +101,8 @@ STEP_KIND, WALL_KIND, VALUE_KIND = DELTA, DELTA, SHUFFLE
 # zlib's default; on the benchmark's workload level 9 saved 0.1 % for 1.7x the time, level 1
 # cost 3.8 % more bytes for half of it. The encoder's choice: inflate reads any level.
 LEVEL = 6
-MAX_COLUMNS = 255
-MAX_POINTS = (1 << 32) - 1
 
-HEADER = struct.Struct("<BBBI")
-HAS_IDS = 1  # the header's flags: bit 0, an ids stream follows the walls
-STREAM = struct.Struct("<BI")  # version 1: a stream's kind and payload length
-ENTRY = struct.Struct("<BII")  # version 2: a directory entry, kind, length and CRC-32
 LINEAR_WORDS = struct.Struct("<qq")
-CRC = struct.Struct("<I")
 DECIMAL_HEADER = struct.Struct("<BB")
 
 _MASK = (1 << 64) - 1
@@ -123,18 +119,6 @@ class Chunk(NamedTuple):
     walls: Sequence[float]
     values: tuple
     ids: Sequence[int] | None = None
-
-
-class Streams(NamedTuple):
-    """A blob cut into its (kind, payload) streams, not yet decoded; `values` holds the value
-    columns asked for (all of them from `unpack`)."""
-
-    n: int
-    steps: tuple
-    walls: tuple
-    ids: tuple | None
-    values: list
-    version: int = FORMAT_VERSION
 
 
 def _le(words: array) -> bytes:
@@ -173,10 +157,11 @@ def deflate(data: bytes) -> bytes:
 
 
 def inflate(payload: bytes, size: int) -> bytes:
-    z = zlib.decompressobj(-15)
+    reading = chunk_layout._reading_zlib  # zlib-ng where it imports (chunk_layout)
+    z = reading.decompressobj(-15)
     try:
         data = z.decompress(payload, size + 1)
-    except zlib.error as e:
+    except reading.error as e:
         raise ValueError(f"corrupt chunk: {e}") from None
     if len(data) > size or z.unconsumed_tail:
         raise ValueError(f"corrupt chunk: a stream holds more than its {size} bytes")
@@ -347,174 +332,6 @@ def _floats(words: array) -> array:
     return out
 
 
-def check_shape(n: int, k: int) -> None:
-    if not 1 <= k <= MAX_COLUMNS:
-        raise ValueError(f"a chunk holds 1 to {MAX_COLUMNS} value columns, not {k}")
-    if n > MAX_POINTS:
-        raise ValueError(f"a chunk holds at most {MAX_POINTS} points, not {n}")
-
-
-def pack(
-    n: int,
-    steps: tuple,
-    walls: tuple,
-    ids: tuple | None,
-    values: list,
-    version: int = FORMAT_VERSION,
-) -> bytes:
-    """The blob of n points from its (kind, payload) streams; `version` 1 only for tests of
-    the chunks written before version 2."""
-    check_shape(n, len(values))
-    head = HEADER.pack(version, len(values), 0 if ids is None else HAS_IDS, n)
-    streams = [steps, walls] + ([] if ids is None else [ids]) + values
-    if version == 1:
-        parts = [head]
-        for kind, payload in streams:
-            parts.append(STREAM.pack(kind, len(payload)))
-            parts.append(payload)
-        body = b"".join(parts)
-        return body + CRC.pack(zlib.crc32(body))
-    if version != 2:
-        raise ValueError(f"no chunk format version {version}")
-    parts = [head]
-    for kind, payload in streams:
-        parts.append(ENTRY.pack(kind, len(payload), zlib.crc32(payload)))
-    directory = b"".join(parts)
-    return b"".join([directory, CRC.pack(zlib.crc32(directory))] + [p for _k, p in streams])
-
-
-def _check_header(version: int, k: int, flags: int) -> None:
-    if version not in VERSIONS:
-        raise ValueError(
-            f"chunk format version {version} is unknown to this reader (it reads versions"
-            f" {VERSIONS[0]}-{VERSIONS[-1]}): upgrade reslog to read this store"
-        )
-    if k == 0:
-        raise ValueError("corrupt chunk: no value column")
-    if flags & ~HAS_IDS:
-        raise ValueError(f"corrupt chunk: unknown flags {flags:#x}")
-
-
-def _stream_name(i: int, has_ids: bool) -> str:
-    if i < 2:
-        return ("steps", "walls")[i]
-    if has_ids and i == 2:
-        return "ids"
-    return f"value column {i - 1 - has_ids}"
-
-
-class Directory(NamedTuple):
-    """A version 2 blob's header and directory, its CRC checked: where each stream lies."""
-
-    n: int
-    k: int
-    has_ids: bool
-    entries: list  # (kind, offset, length, crc) a stream, in the blob's order
-
-
-def directory_size(head: bytes) -> int:
-    """The bytes of header and directory (and their CRC) of a version 2 blob, from its first
-    HEADER.size bytes."""
-    version, k, flags, _n = HEADER.unpack_from(head)
-    _check_header(version, k, flags)
-    return HEADER.size + ENTRY.size * (k + 2 + (flags & HAS_IDS)) + CRC.size
-
-
-def read_directory(head, total: int) -> Directory:
-    """A version 2 blob's directory from its first directory_size() bytes; `total`: the blob's
-    length, which the streams must fill exactly."""
-    size = directory_size(head)
-    if len(head) < size:
-        raise ValueError(f"corrupt chunk: {total} bytes is too short for its directory")
-    (crc,) = CRC.unpack_from(head, size - CRC.size)
-    if zlib.crc32(memoryview(head)[: size - CRC.size]) != crc:
-        raise ValueError("corrupt chunk: its CRC-32 does not match its bytes (its directory)")
-    _version, k, flags, n = HEADER.unpack_from(head)
-    entries, at = [], size
-    for i in range(k + 2 + (flags & HAS_IDS)):
-        kind, length, stream_crc = ENTRY.unpack_from(head, HEADER.size + ENTRY.size * i)
-        entries.append((kind, at, length, stream_crc))
-        at += length
-    if at != total:
-        raise ValueError(f"corrupt chunk: its streams end at byte {at}, the blob at {total}")
-    return Directory(n, k, bool(flags & HAS_IDS), entries)
-
-
-def verified(payload, entry: tuple, i: int, has_ids: bool):
-    """A version 2 stream's payload, its CRC-32 checked."""
-    if len(payload) != entry[2]:
-        raise ValueError(f"corrupt chunk: its {_stream_name(i, has_ids)} stream is cut short")
-    if zlib.crc32(payload) != entry[3]:
-        raise ValueError(
-            "corrupt chunk: its CRC-32 does not match its bytes"
-            f" (its {_stream_name(i, has_ids)} stream)"
-        )
-    return payload
-
-
-def read_streams(read_at, total: int, columns: Sequence[int] | None = None) -> Streams:
-    """The streams of a blob read piece by piece: `read_at(offset, size)` gives those bytes
-    (a slice of the blob in memory, or of SQLite's incremental blob I/O), `total` is its
-    length. Reads and verifies the steps, walls, ids and the value columns `columns` (None:
-    all) of a version 2 blob and nothing else; a version 1 blob is read whole and its one CRC
-    checked."""
-    if total < HEADER.size + CRC.size:
-        raise ValueError(f"corrupt chunk: {total} bytes is too short for a chunk")
-    head = read_at(0, HEADER.size)
-    if head[0] == 1:
-        s = unpack(read_at(0, total))
-        picked = picked_columns(len(s.values), columns)
-        return s._replace(values=[s.values[i] for i in picked])
-    size = directory_size(head)
-    if size > total:
-        raise ValueError(f"corrupt chunk: {total} bytes is too short for its directory")
-    d = read_directory(read_at(0, size), total)
-    picked = picked_columns(d.k, columns)
-    first = 2 + d.has_ids
-
-    def stream(i: int) -> tuple:
-        e = d.entries[i]
-        return e[0], verified(read_at(e[1], e[2]), e, i, d.has_ids)
-
-    return Streams(
-        d.n,
-        stream(0),
-        stream(1),
-        stream(2) if d.has_ids else None,
-        [stream(first + i) for i in picked],
-        2,
-    )
-
-
-def unpack(blob) -> Streams:
-    """A blob's streams, its version, flags, lengths and every CRC checked."""
-    if len(blob) < HEADER.size + CRC.size:
-        raise ValueError(f"corrupt chunk: {len(blob)} bytes is too short for a chunk")
-    version, k, flags, n = HEADER.unpack_from(blob)
-    _check_header(version, k, flags)
-    if version == 2:
-        view = memoryview(blob)
-        return read_streams(lambda at, size: view[at : at + size], len(blob))
-    blob = bytes(blob)
-    (crc,) = CRC.unpack_from(blob, len(blob) - CRC.size)
-    if zlib.crc32(memoryview(blob)[: -CRC.size]) != crc:
-        raise ValueError("corrupt chunk: its CRC-32 does not match its bytes")
-    streams, at, end = [], HEADER.size, len(blob) - CRC.size
-    for _ in range(k + 2 + (flags & HAS_IDS)):
-        if at + STREAM.size > end:
-            raise ValueError("corrupt chunk: it ends inside its streams")
-        kind, size = STREAM.unpack_from(blob, at)
-        at += STREAM.size
-        if at + size > end:
-            raise ValueError("corrupt chunk: a stream runs past its end")
-        streams.append((kind, blob[at : at + size]))
-        at += size
-    if at != end:
-        raise ValueError(f"corrupt chunk: {end - at} bytes after its last stream")
-    ids = streams.pop(2) if flags & HAS_IDS else None
-    return Streams(n, streams[0], streams[1], ids, streams[2:], 1)
-
-
 def check_lengths(n: int, walls, values: tuple, ids) -> None:
     if len(walls) != n or any(len(v) != n for v in values) or (ids is not None and len(ids) != n):
         raise ValueError(
@@ -560,22 +377,6 @@ def encode(
         [encode_floats(_float_array(v), value_kind, decimal) for v in values],
         version,
     )
-
-
-def picked_columns(k: int, columns: Sequence[int] | None) -> Sequence[int]:
-    picked = range(k) if columns is None else columns
-    for i in picked:
-        if not 0 <= i < k:
-            raise ValueError(f"the chunk has {k} value columns, not a column {i}")
-    return picked
-
-
-def picked_streams(blob, columns: Sequence[int] | None = None) -> Streams:
-    """The streams `decode` reads (steps, walls, ids and the value columns `columns`, None:
-    all), verified: in a version 2 blob each stream's CRC, the others' bytes are not read; in
-    a version 1 blob the whole blob's."""
-    view = memoryview(blob)
-    return read_streams(lambda at, size: view[at : at + size], len(view), columns)
 
 
 def decode_streams(s: Streams) -> Chunk:

@@ -272,6 +272,19 @@ def _named(exc: ValueError, chunk_id: int, keyset_id: int, run_id: int) -> Value
     return ValueError(f"{exc} (chunk {chunk_id} of run {run_id}, keyset {keyset_id})")
 
 
+def _chunks_over(cur, p: str, keyset_id: int, first: int, last: int, con) -> list:
+    """(id, step_lo, step_hi, n, data) of the keyset's chunks holding steps in [first, last],
+    by first step then first id; `data` is (blob,) where `con` is None (no blob I/O: the
+    blobs come whole with the listing), else ()."""
+    blob_sql = "" if con is not None else ", data"
+    cur.execute(
+        f"SELECT id, step_lo, step_hi, n{blob_sql} FROM chunks WHERE keyset_id = {p}"
+        f" AND step_lo <= {p} AND step_hi >= {p} ORDER BY step_lo, id_lo",
+        (keyset_id, last, first),
+    )
+    return [(int(r[0]), int(r[1]), int(r[2]), int(r[3]), tuple(r[4:])) for r in cur.fetchall()]
+
+
 def series_columns(
     cur, p: str, run_id: int, key_id: int, start: int, stop: int, *,
     has_takes: bool, after_id: int | None = None, limit: int | None = None,
@@ -304,15 +317,10 @@ def _series_columns(
     takes = takes_of(cur, p, run_id, key_id) if has_takes else []
     legacy = _legacy_rows(cur, p, run_id, key_id, start, stop, before_id, after)
     chunks = []
-    blob_sql = "" if con is not None else ", data"
     for ks, col, _k in keyset_columns(cur, p, run_id, key_id):
-        cur.execute(
-            f"SELECT id, step_lo, step_hi, n{blob_sql} FROM chunks WHERE keyset_id = {p}"
-            f" AND step_lo < {p} AND step_hi >= {p}",
-            (ks, stop, start),
-        )
         chunks += [
-            (int(r[1]), int(r[2]), int(r[0]), int(r[3]), ks, col, r[4:]) for r in cur.fetchall()
+            (lo, hi, cid, n, ks, col, data)
+            for cid, lo, hi, n, data in _chunks_over(cur, p, ks, start, stop - 1, con)
         ]
     chunks.sort(key=lambda c: c[0])
     # The columns are decoded straight into arrays of every point the chunks hold: no array
@@ -440,16 +448,10 @@ def count_rows(
     total = int(cur.fetchone()[0])
     takes = takes_of(cur, p, run_id, key_id) if has_takes else []
     with _Snapshot(cur) as con:
-        blob_sql = "" if con is not None else ", data"
         for ks, col, _k in keyset_columns(cur, p, run_id, key_id):
             if total >= limit:
                 break
-            cur.execute(
-                f"SELECT id, step_lo, step_hi, n{blob_sql} FROM chunks WHERE keyset_id = {p}"
-                f" AND step_lo < {p} AND step_hi >= {p} ORDER BY step_lo, id_lo",
-                (ks, stop, start),
-            )
-            for chunk_id, lo, hi, n, *data in cur.fetchall():
+            for chunk_id, lo, hi, n, data in _chunks_over(cur, p, ks, start, stop - 1, con):
                 if not takes and lo >= start and hi < stop:
                     total += int(n)  # counted by its row: not read
                 else:
@@ -487,15 +489,9 @@ def first_values(cur, p: str, run_id: int, key_id: int, steps: list, *, has_take
     np = numpy_modules()[0]
     wanted_array = None if np is None else np.array(ordered, dtype=np.int64)
     with _Snapshot(cur) as con:
-        blob_sql = "" if con is not None else ", data"
         for ks, col, _k in keyset_columns(cur, p, run_id, key_id):
-            cur.execute(
-                f"SELECT id, step_lo, step_hi{blob_sql} FROM chunks WHERE keyset_id = {p}"
-                f" AND step_lo <= {p} AND step_hi >= {p} ORDER BY step_lo, id_lo",
-                (ks, hi, lo),
-            )
-            for chunk_id, s_lo, s_hi, *data in cur.fetchall():
-                if not _any_between(ordered, int(s_lo), int(s_hi)):
+            for chunk_id, s_lo, s_hi, _n, data in _chunks_over(cur, p, ks, lo, hi, con):
+                if not _any_between(ordered, s_lo, s_hi):
                     continue
                 c = _decoded(con, chunk_id, col, data, ks, run_id)
                 if wanted_array is not None:  # the chunk's rows at wanted steps, by numpy

@@ -35,7 +35,7 @@ from sqlalchemy import Connection
 from sqlalchemy.engine import Dialect
 
 from schema import chunk_codec
-from schema.chunk_read import decode, key_list, max_point_id, numpy_modules
+from schema.chunk_read import decode, max_point_id, numpy_modules
 
 SEAL_ROWS = 4096
 SEAL_HEADS = 256  # a keyset logged rarely is sealed before its heads pile up
@@ -292,8 +292,3 @@ class ChunkWriter:
         self.heads.clear()
         self._new_keysets, self._new_heads = {}, {}
         self._sealed = False
-
-
-def keys_of_keyset(conn: Connection, keyset_id: int) -> list[int]:
-    text = conn.exec_driver_sql("SELECT key_ids FROM keysets WHERE id = ?", (keyset_id,)).scalar()
-    return key_list(text or "")

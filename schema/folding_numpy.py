@@ -15,19 +15,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from schema.rollup import MAX_BITS, NOT_FLAGS
+from schema.rollup import AGG_COLUMNS, AGG_FLOATS, MAX_BITS, NOT_FLAGS
 
-# envelope.BUCKET_LAYOUT as a structured dtype: little-endian, no padding, same bytes as
-# struct.pack("<" + ...) of each row.
+# envelope.BUCKET_LAYOUT as a structured dtype, from the same definition (an aggregate's
+# fields in AGG_COLUMNS order, float where AGG_FLOATS says, then the NULL flags): little-endian,
+# no padding, the same bytes as struct.pack("<" + ...) of each row.
 BUCKET_DTYPE = np.dtype(
-    [
-        ("n", "<i8"), ("nan", "<i8"), ("posinf", "<i8"), ("neginf", "<i8"),
-        ("vmin", "<f8"), ("vmax", "<f8"), ("min_at", "<i8"), ("max_at", "<i8"),
-        ("vsum", "<f8"), ("step_lo", "<i8"), ("step_hi", "<i8"), ("last", "<f8"),
-        ("wall_lo", "<f8"), ("wall_hi", "<f8"), ("bits", "<i8"), ("nonfinite_at", "<i8"),
-        ("nulls", "<i8"),
-    ]
-)  # fmt: skip
+    [(c, "<f8" if c in AGG_FLOATS else "<i8") for c in AGG_COLUMNS] + [("nulls", "<i8")]
+)
 
 
 def fold_columns(steps: np.ndarray, walls: np.ndarray, values: np.ndarray, start: int,

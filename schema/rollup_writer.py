@@ -104,12 +104,14 @@ class RollupWriter:
             positional_upsert(dialect, rollups, ROLLUP_COLUMNS),
             len(ROLLUP_COLUMNS),
             progress=progress,
+            distinct=True,  # _write(): one row a (key, level, bucket) of a pending dict
         )
         self._series = BulkRows(
             dialect,
             positional_upsert(dialect, series, list(SERIES_COLUMNS)),
             len(SERIES_COLUMNS),
             progress=progress,
+            distinct=True,  # one row a key of a pending set
         )
         self._takes_sql = positional_insert(
             dialect, takes, ["run_id", "key_id", "since_id", "step"]

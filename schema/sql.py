@@ -84,6 +84,43 @@ def can_copy(dialect: Dialect) -> bool:
     return dialect.name == "postgresql" and dialect.driver == "psycopg"
 
 
+def _raw_cursor(dialect: Dialect | None):
+    """psycopg's RawCursor (psycopg 3.2+; server-side $n markers, no client-side parsing)
+    where `dialect` is PostgreSQL through psycopg (None: whichever), else None."""
+    if dialect is not None and not can_copy(dialect):
+        return None
+    try:
+        from psycopg import RawCursor
+    except ImportError:
+        return None
+    return RawCursor
+
+
+def _numbered(group: str, row: int) -> str:
+    """Row `row` of a multi-row VALUES for PostgreSQL's $n markers: the group's %s in order as
+    $(row * markers + 1) on, each marker's cast kept."""
+    marks = group[1:-1].split(", ")
+    base = row * len(marks)
+    return "(" + ", ".join(m.replace("%s", f"${base + j + 1}") for j, m in enumerate(marks)) + ")"
+
+
+def _values_group(sql: str, ncols: int, sqlite: bool) -> tuple[str, str, str]:
+    """(up to "VALUES ", the one row's group, the rest) of an INSERT of one row: the group is
+    `ncols` markers, `?` on SQLite, `%s` on PostgreSQL (where SQLAlchemy may add a cast to
+    each, `%s::BIGINT`)."""
+    head, found, rest = sql.partition("VALUES (")
+    group, closed, tail = rest.partition(")")
+    marks = group.split(", ")
+    ok = found and closed and len(marks) == ncols
+    if ok and sqlite:
+        ok = all(m == "?" for m in marks)
+    elif ok:
+        ok = all(m == "%s" or (m.startswith("%s::") and m[4:].isalpha()) for m in marks)
+    if not ok:
+        raise RuntimeError(f"no single VALUES group of {ncols} markers in {sql!r}")
+    return head + "VALUES ", "(" + group + ")", tail
+
+
 class BulkRows:
     """One INSERT (or upsert) run for many rows given as plain tuples.
 
@@ -99,9 +136,14 @@ class BulkRows:
     On PostgreSQL through psycopg 3, a plain insert given `copy` (the table and columns) goes in
     as binary COPY, COPY_ROWS rows a statement: ~0.3 µs of client CPU a row against ~15 µs for
     executemany, which on a machine shared with the server was CPU the server lacked
-    (docs/benchmarks.md, "PostgreSQL ingest"). Upserts keep executemany (psycopg pipelines it;
-    COPY cannot say ON CONFLICT). `progress`, when given, is called after each statement: the
-    writer's watchdog tells a slow server from a dead one by it.
+    (docs/benchmarks.md, "PostgreSQL ingest"). Upserts given `distinct=True` (no two rows of one
+    run() share a conflict key, which PostgreSQL refuses within one statement) go in as the
+    same multi-row statements as on SQLite (at most 65,535 parameters each): psycopg binds a
+    statement's parameters in C where executemany spends ~15 µs of Python a row (the writer's
+    rollup upserts, ~240 rows a flush: docs/benchmarks.md, "writer CPU"). Other upserts keep
+    executemany (psycopg pipelines it; COPY cannot say ON CONFLICT). `progress`, when given, is
+    called after each statement: the writer's watchdog tells a slow server from a dead one by
+    it.
     """
 
     def __init__(
@@ -113,6 +155,7 @@ class BulkRows:
         *,
         copy: tuple[Table, list[str]] | None = None,
         progress: Callable[[], None] | None = None,
+        distinct: bool = False,
     ) -> None:
         self.sql = sql
         self.ncols = ncols
@@ -124,12 +167,9 @@ class BulkRows:
             self._copy = copy_statement(dialect, *copy)
         self._by_size: dict[int, str] = {}
         self._top_rows = 0
-        if self.sqlite:
-            group = "(" + ", ".join(["?"] * ncols) + ")"
-            head, found, tail = sql.partition(f"VALUES {group}")
-            if not found:
-                raise RuntimeError(f"no single VALUES group of {ncols} markers in {sql!r}")
-            self._head, self._group, self._tail = head + "VALUES ", group, tail
+        self._values = self.sqlite or (distinct and _raw_cursor(dialect) is not None)
+        if self._values:
+            self._head, self._group, self._tail = _values_group(sql, ncols, self.sqlite)
 
     def run(self, conn: Connection, rows: list[tuple]) -> None:
         """Insert `rows` inside the caller's transaction, in their order."""
@@ -138,13 +178,17 @@ class BulkRows:
         if self._copy is not None:
             self._run_copy(conn, rows)
             return
-        if not self.sqlite:
+        if not self._values:
             conn.exec_driver_sql(self.sql, rows)
             if self.progress is not None:
                 self.progress()
             return
-        cur = conn.connection.dbapi_connection.cursor()
-        top = self._top_rows or self._top(cur.connection)
+        dbapi = conn.connection.dbapi_connection
+        # PostgreSQL: a raw cursor takes $n markers as they are; psycopg's own cursor would
+        # parse a statement of thousands of markers in Python at every execute (it caches
+        # only short ones): 3x the CPU of the executemany it replaces.
+        cur = dbapi.cursor() if self.sqlite else _raw_cursor(None)(dbapi)
+        top = self._top_rows or self._top(dbapi if self.sqlite else None)
         i, n = 0, len(rows)
         while i < n:
             size = min(top, 1 << ((n - i).bit_length() - 1))  # the largest power of two that fits
@@ -168,10 +212,13 @@ class BulkRows:
 
     def _top(self, dbapi) -> int:
         """The largest statement size: `max_rows` rounded down to a power of two, within the
-        connection's variable limit (999 on SQLite before 3.32)."""
+        connection's variable limit (999 on SQLite before 3.32; PostgreSQL's protocol: 65,535
+        parameters a statement)."""
         limit = 999
         getlimit = getattr(dbapi, "getlimit", None)  # Python 3.11+
-        if getlimit is not None:
+        if dbapi is None:
+            limit = 65535
+        elif getlimit is not None:
             limit = getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
         elif sqlite3.sqlite_version_info >= (3, 32, 0):
             limit = 32766
@@ -182,5 +229,9 @@ class BulkRows:
     def _statement(self, size: int) -> str:
         sql = self._by_size.get(size)
         if sql is None:
-            sql = self._by_size[size] = self._head + ", ".join([self._group] * size) + self._tail
+            if self.sqlite:
+                groups = ", ".join([self._group] * size)
+            else:
+                groups = ", ".join(_numbered(self._group, r) for r in range(size))
+            sql = self._by_size[size] = self._head + groups + self._tail
         return sql

@@ -116,3 +116,55 @@ def test_the_writer_keeps_each_series_in_arrival_order(tmp_path):
         got = [(step, value) for _i, _r, k, step, _w, value in stored if k == ids[key]]
         assert got == expected, key
     conn.close()
+
+
+@pytest.mark.postgres
+def test_distinct_upserts_go_in_whole_on_postgresql_in_few_statements(pg_store):
+    """PostgreSQL, distinct=True (the writer's rollup and series upserts): multi-row statements
+    with $n markers, powers of two up to 1,024 rows, typed as SQLAlchemy casts them; an upsert
+    replaces stored rows; NULLs, NaN and ints in a float column go in as they would one by
+    one."""
+    from sqlalchemy import BigInteger
+
+    pg_meta = MetaData()
+    table = Table(
+        "agg", pg_meta, Column("key_id", BigInteger, primary_key=True),
+        Column("bucket", BigInteger, primary_key=True), Column("n", BigInteger),
+        Column("v", Float),
+    )  # fmt: skip
+    eng = create_engine(pg_store)
+    pg_meta.create_all(eng)
+    cols = ["key_id", "bucket", "n", "v"]
+    bulk = BulkRows(
+        eng.dialect, positional_upsert(eng.dialect, table, cols), len(cols), distinct=True
+    )
+    rows = [(k % 7, k, k * 3, float(k) / 4) for k in range(3000)]
+    rows[5] = (5, 5, None, None)
+    rows[6] = (6, 6, 18, 6)  # an int where a float belongs
+    again = [(k % 7, k, -k, float("nan") if k == 9 else -1.5) for k in range(0, 3000, 2)]
+    statements = []
+    real_statement = bulk._statement
+
+    def counted(size: int) -> str:  # the statements run, by size (libpq has no trace hook)
+        statements.append(size)
+        return real_statement(size)
+
+    bulk._statement = counted
+    with eng.connect() as conn:
+        with conn.begin():
+            bulk.run(conn, rows)
+            bulk.run(conn, again)
+        got = conn.exec_driver_sql("SELECT key_id, bucket, n, v FROM agg ORDER BY bucket").all()
+    eng.dispose()
+    want = {r[1]: r for r in rows}
+    want.update({r[1]: r for r in again})
+    assert len(got) == 3000
+    for row in got:
+        expected = want[row[1]]
+        assert row[:3] == expected[:3]
+        if expected[3] is None or expected[3] == expected[3]:
+            assert row[3] == expected[3]
+        else:
+            assert row[3] != row[3]  # NaN stays NaN
+    # 3000 = 1024 + 1024 + 512 + 256 + 128 + 32 + 16 + 8; 1500 = 1024 + 256 + 128 + 64 + 16 + 8 + 4
+    assert statements == [1024, 1024, 512, 256, 128, 32, 16, 8, 1024, 256, 128, 64, 16, 8, 4]

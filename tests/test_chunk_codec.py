@@ -482,3 +482,29 @@ def test_the_agent_archive_carries_the_codec_and_it_runs_without_numpy(tmp_path)
         assert [v.tobytes() for v in back.values] == [values.tobytes(), values[::-1].tobytes()]
         if done.stderr.decode() == zlib.ZLIB_RUNTIME_VERSION:  # deflate's bytes are zlib's own
             assert done.stdout == expected
+
+
+@pytest.mark.parametrize("module", ["zlib", "zlib_ng"])
+def test_zlib_ng_and_the_stdlib_zlib_read_the_same_bits_and_refuse_the_same_lies(
+    monkeypatch, module
+):
+    """Readers inflate and check CRCs through zlib-ng where it is installed (reslog's analysis
+    and gui extras), else through the standard library's zlib (the agent): the same bits back
+    and the same errors either way. Deflate is zlib's in both (the format's reference bytes)."""
+    from zlib_ng import zlib_ng
+
+    from schema import chunk_layout
+
+    assert chunk_layout._reading_zlib is zlib_ng  # installed here: what reslog.open() reads with
+    monkeypatch.setattr(chunk_layout, "_reading_zlib", zlib if module == "zlib" else zlib_ng)
+    for kinds in KINDS:
+        test_random_bit_patterns_come_back_to_the_bit(kinds)
+    test_nan_payloads_infinities_signed_zero_and_subnormals_each_keep_their_bits()
+    for decode in (codec.decode, fast.decode):
+        for version in (1, 2):
+            test_every_cut_and_every_flipped_byte_raises_value_error(decode, version)
+        test_a_well_formed_lie_in_a_version_2_directory_is_refused(decode)
+        test_a_well_formed_lie_is_refused_too(decode)
+    data = bytes(range(256)) * 40
+    assert codec.crc32(data) == zlib.crc32(data)
+    assert codec.inflate(codec.deflate(data), len(data)) == data

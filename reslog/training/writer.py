@@ -16,12 +16,8 @@ MIN_CHUNK_POINTS, so a backlog fits into the little space a nearly full disk has
 commit doubles it back. Each tick also checks that the store file is still the one
 opened (reslog/training/store_file.py) and whether the run stalled (reslog/training/stall.py).
 
-On a server, a watchdog thread tells a slow store from a dead one by progress, not by a clock:
-every statement that writes rows marks progress, and only a write with none for `write_timeout`
-seconds is looked at, from a second connection (pg_stat_activity): a server still working on it
-(running it, or waiting for a lock) is slow and waited for; one that cannot be reached, no longer
-has the session, or sits waiting for this process while this process waits for it, is dead to
-this connection, which is broken and reopened. Committed pieces are never written again.
+The watchdog on a server, the stall check and the store-file check live in
+reslog/training/writer_watch.py.
 """
 
 from __future__ import annotations
@@ -42,17 +38,12 @@ from sqlalchemy import Connection, Engine
 from reslog.redact import redact_text
 from reslog.text import duration
 from reslog.training.rows import chunk_end, point_rows
-from reslog.training.server_health import (
-    break_connection,
-    is_lock_error,
-    server_verdict,
-    socket_bytes,
-    thread_cpu,
-)
-from reslog.training.stall import StallWatch, thread_stacks
+from reslog.training.server_health import is_lock_error
+from reslog.training.stall import StallWatch
 from reslog.training.store_file import StoreFile
 from reslog.training.summary import Summary, summary_json
 from reslog.training.values import to_floats
+from reslog.training.writer_watch import check_file, watch_stall, watch_writes
 from schema.gc_pause import gc_paused
 from schema.rollup_writer import Pending, RollupWriter
 from schema.sql import positional_insert
@@ -71,10 +62,6 @@ CHUNK_POINTS = 100_000  # points per transaction: a backlog lands in pieces the 
 # A transaction that takes longer than this makes the next ones smaller (points the store took
 # per second × this): short transactions keep progress visible and locks short.
 COMMIT_TARGET_S = 0.5
-# How long the watchdog's check on a second connection may take before the server counts as
-# unreachable (connect_timeout, from the URL, bounds the connect itself).
-PROBE_TIMEOUT_S = 15.0
-BUSY_CPU_S = 0.05  # writer-thread CPU seconds that count as the client working on a write
 # The smallest piece a failing store is offered: ~100 KB of rows and rollups on SQLite.
 MIN_CHUNK_POINTS = 2_000
 FIRST_FLUSH_S = 0.1
@@ -164,7 +151,7 @@ class Writer:
         self._others_said = False
         self.slow_checks = 0  # watchdog checks that found the server working on a slow write
         self._watchdog = threading.Thread(
-            target=self._watch_writes, name="reslog-watchdog", daemon=True
+            target=watch_writes, args=(self,), name="reslog-watchdog", daemon=True
         )
         self._held: list[tuple[int, float, dict[str, Any]]] = []
         self._held_events: list[tuple] = []
@@ -287,7 +274,7 @@ class Writer:
             self.wake.clear()
             if self._final is not None:
                 break
-            self._watch_stall(time.time())
+            watch_stall(self, time.time())
             if not self.committed and not self.buffer and time.monotonic() - last < self.interval:
                 continue  # quick ticks only until the first points are in
             if self._flush():
@@ -300,34 +287,6 @@ class Writer:
             else:
                 delay = self._backoff(delay)
         self._run_final(None)
-
-    def _watch_stall(self, now: float) -> None:
-        change = self.stall.tick(self.logged + self.dropped, now)
-        if change == "stalled":
-            since = self.stall.last_active or now
-            self.stall.stalled_since = since
-            self.events.append(self._stall_event(now - since, now))
-        elif change == "resumed":
-            since = self.stall.stalled_since or now
-            self.stall.stalled_since = None
-            title = f"steps resumed after a stall of {duration(now - since)}"
-            self.events.append((now, None, "stall", "info", title, ""))
-
-    def _stall_event(self, quiet: float, now: float) -> tuple:
-        side = self._last_side
-        util = {k: v for k, v in side.items() if k.startswith("sys/gpu") and k.endswith("/util")}
-        gpus = ", ".join(f"{k.split('/')[1]} {v:.0f}%" for k, v in sorted(util.items()))
-        hint = (
-            f"GPU utilisation now: {gpus}. Idle GPUs point at the data loader or a collective "
-            "waiting for another rank; busy ones at a long step.\n\n"
-            if gpus
-            else ""
-        )
-        title = (
-            f"stalled: no step logged for {duration(quiet)} "
-            f"(stall_after {duration(self.stall.threshold())})"
-        )
-        return (now, None, "stall", "warning", title, hint + thread_stacks(self.owner))
 
     def _run_final(self, deadline: float | None) -> None:
         delay = min(0.05, self.interval)
@@ -421,7 +380,7 @@ class Writer:
             with gc_paused():
                 self._drain()
             if self.file is not None:
-                self._check_file()
+                check_file(self)
             if self._conn is None:
                 self._conn = self._connect()
             conn = self._conn
@@ -517,46 +476,6 @@ class Writer:
             self._held_events = []
         return len(rows)
 
-    def _watch_writes(self) -> None:
-        """Progress is a statement ending, bytes moving on the connection's socket, or the
-        writer thread using CPU (a client slow to send, on a crowded machine); a write with
-        none of them for `write_timeout` s is checked on a second connection."""
-        limit = self.write_timeout or 0.0
-        moved = time.monotonic()
-        sent = cpu = None
-        while not self._final_written.wait(1.0):
-            now = time.monotonic()
-            seen = socket_bytes(self._conn)
-            if seen != sent:
-                sent, moved = seen, now
-            # Waiting on a socket costs a few µs a wake (psycopg wakes every 0.1 s): work is
-            # more than that.
-            used = thread_cpu(self._thread)
-            if used is not None and (cpu is None or used - cpu >= BUSY_CPU_S):
-                cpu, moved = used, now
-            if self._busy_since is None or now - max(self._progress_at, moved) < limit:
-                continue
-            verdict = server_verdict(self.engine, self._backend_pid, PROBE_TIMEOUT_S)
-            if verdict is None:  # alive and on it: slow, not dead; look again after `limit`
-                self.slow_checks += 1
-                self._progress_at = time.monotonic()
-                if self.slow_checks == 1:
-                    log.info("reslog: %s is slow (a write ran %.0f s); waiting", self.label, limit)
-                continue
-            conn = self._conn
-            if self._busy_since is None or conn is None or not break_connection(conn):
-                continue
-            if "hung" not in self._warned:
-                self._warned.add("hung")
-                warnings.warn(
-                    f"reslog: a write to {self.label} hung for {limit:.0f} s with no progress "
-                    f"({verdict}); broke the connection, keeping the points in memory and "
-                    "reconnecting",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-            self._busy_since = None
-
     def _recovered(self) -> None:
         down = time.monotonic() - (self._failing_since or time.monotonic())
         self._failing_since = None
@@ -566,36 +485,6 @@ class Writer:
             title = f"the store could not be written for {duration(down)}; writing works again"
             body = f"Last error: {self.last_error}. No point was lost: they waited in memory."
             self.events.append((time.time(), None, "writer", "warning", title, body))
-
-    def _check_file(self) -> None:
-        """A store file deleted or replaced under the writer is rescued
-        (reslog/training/store_file.py)."""
-        assert self.file is not None
-        what = self.file.changed()
-        if what is None:
-            return
-        conn = self._conn
-        old = self.file.path
-        tmp = self.file.snapshot(None if conn is None else conn.connection.dbapi_connection)
-        self._close_conn()
-        self.engine.dispose()
-        where, ours = self.file.place(tmp, self.uid)
-        if where != old:
-            from schema.store import make_engine
-
-            self.engine = make_engine(f"sqlite:///{where}")
-            self.label = str(where)
-        detail = (
-            f"restored it at {where} from the still-open file; nothing was lost"
-            if ours
-            else f"another writer restored it first; writing into {where} again (points this "
-            "process committed after that writer's copy may be missing there)"
-        )
-        warnings.warn(f"reslog: the store {old} was {what} while the run was writing; {detail}",
-                      RuntimeWarning, stacklevel=2)  # fmt: skip
-        self._held_events.append(
-            (time.time(), None, "writer", "warning", f"store file {what} during the run", detail)
-        )
 
     def _drop_event(self, count: int, now: float) -> tuple:
         title = f"{count} points dropped: the in-memory buffer was full ({self.max_points} points)"

@@ -10,7 +10,9 @@ keyset: a reader of one key reads the group's chunks' directories and only its o
 random values. Printed: process CPU ns a point for each path, `--repeats` repeats each, best
 and median, and the ratio; the two paths' frames are checked equal first. Process CPU time
 still moves with the machine's load (caches, memory bandwidth shared with other processes):
-compare the two paths of one run, and quote best and median.
+compare the two paths of one run, and quote best and median. The code before a change is
+measured by running its own copy of this script (`git archive REV`, PYTHONPATH on it) right
+before or after this one, alternated (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 import reslog
-from schema import chunk_codec
+from schema import chunk_codec, chunk_layout
 
 TARGET_NS = 100  # issue 30: scan() of a 100k-point key <= 100 ns a point
 
@@ -82,7 +84,9 @@ def main() -> None:
         n = len(got)
         print(
             f"scan() of {key}: {n:,} points ({args.keys} keys a keyset, {len(chunks)} chunks,"
-            f" format version {'/'.join(map(str, versions))}); load average"
+            f" format version {'/'.join(map(str, versions))}; inflating with"
+            f" {chunk_layout._reading_zlib.__name__});"
+            " load average"
             f" {os.getloadavg()[0]:.1f} at the start"
         )
         print("| repeat | rows path ns/pt | columns path ns/pt | ratio |")
