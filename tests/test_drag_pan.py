@@ -245,3 +245,21 @@ def test_the_right_buttons_drag_zoom_draws_exact_frames(win, qtbot):
     x0, x1 = ax.get_xlim()
     assert x1 - x0 < 500  # zoomed in along x
     assert view.drag.frames == frames and not view.drag.active
+
+
+def test_a_drag_whose_pan_tool_is_switched_off_ends_on_its_exact_frame(win, qtbot):
+    view, ax = _zoomed(qtbot, win, 1000, 1500)
+    view.drag.pause_ms = HELD
+    view.toolbar.pan()
+    a = _point(view, ax, 0.6)
+    _press(view, a)
+    _move(view, QPointF(a.x() - 50, a.y()))
+    view.toolbar.pan()  # off (its shortcut) with the button still down
+    _move(view, QPointF(a.x() - 80, a.y()))
+    _release(view, QPointF(a.x() - 80, a.y()))
+    _drawn(qtbot, win)
+    assert not view.drag.active
+    assert np.array_equal(_shown(view), _full_draw(view))
+    frames = view.drag.frames
+    _move(view, QPointF(a.x(), a.y()), Qt.NoButton)  # a hover again, not a drag
+    assert view.drag.frames == frames and view.crosshair.readout is not None

@@ -110,6 +110,9 @@ class DragPan(QObject):
             return
         x, y = self._move
         self._move = None
+        if str(self.toolbar.mode) != "pan/zoom":  # the pan tool was switched off meanwhile
+            self.end()
+            return
         event = MouseEvent("motion_notify_event", self.canvas, x, y,
                            buttons={MouseButton.LEFT})  # fmt: skip
         self.toolbar.drag_pan(event)

@@ -116,6 +116,11 @@ class PageCanvas(FigureCanvasQTAgg):
             return
         super().mouseMoveEvent(event)
 
+    def mouseReleaseEvent(self, event) -> None:
+        super().mouseReleaseEvent(event)
+        if self.drag is not None and self.drag.active:
+            self.drag.end()  # the pan tool was switched off during the drag: its exact frame
+
     def resizeEvent(self, event) -> None:
         self._resizing = True
         try:

@@ -3,7 +3,7 @@ readout of every run's value), a zoom to cached data, and the frames a drag-pan 
 against a full draw of the page (what a move would cost without blitting).
 
     .venv/bin/python scripts/bench/bench_hover.py [--runs 12,100] [--steps 3000] [--repeat 50]
-        [--before REV]
+        [--before REV] [--size 1280x800] [--pan-moves 30] [--store FILE]
 
 The real window (Qt offscreen unless QT_QPA_PLATFORM says otherwise, 1280×800) on a real store
 of `--runs` runs with train/valid loss, lr, grad norm, tokens/s and MFU, training page.
@@ -327,7 +327,7 @@ def main() -> None:
     ap.add_argument("--sections", action="store_true", help="CPU ms a move by part (stderr)")
     ap.add_argument("--profile", action="store_true", help="cProfile the hover moves (stderr)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--store", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--store", type=Path, help="a store made by make_store, for one --runs")
     args = ap.parse_args()
     args.size = tuple(int(v) for v in str(args.size).lower().split("x"))
     if args.child:
@@ -350,7 +350,10 @@ def main() -> None:
                 trees[name] = str(into)
         for runs in [int(r) for r in args.runs.split(",")]:
             store = Path(tmp) / f"runs-{runs}.db"  # one store, read by every variant
-            make_store(store, runs, args.steps)
+            if args.store is not None:  # made before by make_store (12 × 200k takes minutes)
+                store = args.store
+            else:
+                make_store(store, runs, args.steps)
             for name, _rev in variants:
                 env = {**os.environ, "BENCH_TREE": trees[name], "PYTHONPATH": trees[name]}
                 cmd = [
