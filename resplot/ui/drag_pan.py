@@ -83,7 +83,8 @@ class DragPan(QObject):
         self._pause = QTimer(self)
         self._pause.setSingleShot(True)
         self._pause.timeout.connect(self._paused)
-        canvas.mpl_connect("draw_event", lambda _e: self.rebase())
+        # A bound method: matplotlib holds it weakly (no cycle keeps a closed page alive).
+        canvas.mpl_connect("draw_event", self._on_draw)
 
     @property
     def base_xlim(self) -> tuple[float, float] | None:
@@ -152,6 +153,9 @@ class DragPan(QObject):
             yield
         finally:
             self.canvas.draws_held = held
+
+    def _on_draw(self, _event) -> None:
+        self.rebase()
 
     # -- frames -------------------------------------------------------------------------------
     def rebase(self) -> None:
