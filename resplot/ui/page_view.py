@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from matplotlib.backend_bases import MouseButton
 from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg, NavigationToolbar2QT
 from matplotlib.figure import Figure
 from PyQt5.QtCore import QSize, Qt, pyqtSignal
@@ -22,6 +23,7 @@ from PyQt5.QtWidgets import (
 from resplot.draw.charts import ChartPage
 from resplot.draw.legends import strip_html
 from resplot.ui.crosshair import Crosshair
+from resplot.ui.drag_pan import DragPan
 from resplot.ui.layers import Layers
 
 
@@ -33,14 +35,43 @@ class ChartToolbar(NavigationToolbar2QT):
     curve left it out of its chart."""
 
     page: ChartPage | None = None
+    drag: DragPan | None = None  # the left button's drag, previewed (resplot/ui/drag_pan.py)
+
+    def press_pan(self, event) -> None:
+        super().press_pan(event)
+        ax = event.inaxes
+        if (
+            self.drag is not None
+            and event.button == MouseButton.LEFT
+            and ax is not None
+            and ax.get_navigate()
+            and ax.can_pan()
+        ):
+            self.drag.begin()
 
     def drag_pan(self, event) -> None:
         event.key = "x"
         if self.page is None:
             super().drag_pan(event)
             return
+        drag = self.drag
         with self.page.keeping_y():
-            super().drag_pan(event)
+            if drag is not None and drag.active:
+                with drag.holding_draws():
+                    super().drag_pan(event)
+            else:
+                super().drag_pan(event)
+        if drag is not None and drag.active:
+            drag.moved()
+
+    def release_pan(self, event) -> None:
+        drag = self.drag
+        if drag is None or not drag.active:
+            super().release_pan(event)
+            return
+        with drag.holding_draws():
+            super().release_pan(event)
+        drag.end()
 
 
 def page_toolbar(
@@ -74,6 +105,21 @@ class PageCanvas(FigureCanvasQTAgg):
         # A draw is asked for and has not run: the crosshair leaves its line to it rather than
         # blit (Qt's paint of a blit would run the whole draw inside a pointer move).
         self.draw_due = False
+        self.draws_held = False  # a previewed drag-pan move: the pan tool's draw_idle is not
+        self.drag: DragPan | None = None
+
+    def mouseMoveEvent(self, event) -> None:
+        # While the left button pans, moves go to the pan tool alone, coalesced (the hover
+        # readout is hidden while dragging): resplot/ui/drag_pan.py.
+        if self.drag is not None and self.drag.active:
+            self.drag.queue_move(*self.mouseEventCoords(event))
+            return
+        super().mouseMoveEvent(event)
+
+    def mouseReleaseEvent(self, event) -> None:
+        super().mouseReleaseEvent(event)
+        if self.drag is not None and self.drag.active:
+            self.drag.end()  # the pan tool was switched off during the drag: its exact frame
 
     def resizeEvent(self, event) -> None:
         self._resizing = True
@@ -83,7 +129,7 @@ class PageCanvas(FigureCanvasQTAgg):
             self._resizing = False
 
     def draw_idle(self) -> None:
-        if self._resizing and self.hold_resize_draw():
+        if self.draws_held or (self._resizing and self.hold_resize_draw()):
             return
         self.draw_due = True
         super().draw_idle()
@@ -104,7 +150,7 @@ class PageView(QWidget):
 
     def __init__(self, name: str, on_view_changed, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.page = ChartPage(name, Figure(figsize=(10, 6), dpi=100), on_view_changed,
+        self.page = ChartPage(name, Figure(figsize=(10, 6), dpi=100), self._view_moved,
                               strip_in_figure=False)  # fmt: skip
         self.page.headroom = True  # a live page follows in steps (resplot/data/headroom.py)
         self.canvas = PageCanvas(self.page.figure)
@@ -161,10 +207,24 @@ class PageView(QWidget):
         self.canvas.layers = self.layers
         self.crosshair = Crosshair(self.canvas, self.page, self.toolbar)
         self.layers.on_blit.append(self._blitted)
+        # After the layers and the crosshair: its draw_event handler takes the finished frame.
+        self.drag = DragPan(self.canvas, self.page, self._view_rows,
+                            lambda: self.layers.drawn, on_view_changed)  # fmt: skip
+        self.drag.toolbar = self.toolbar
+        self.drag.on_begin.append(self.crosshair.hide)
+        self.canvas.drag = self.toolbar.drag = self.drag
+        self.layers.on_blit.append(self.drag.rebase)
         bar = self.scroll.verticalScrollBar()
         bar.valueChanged.connect(self._scrolled)
         bar.rangeChanged.connect(self._scrolled)
         self.canvas.mpl_connect("button_press_event", self._on_press)
+
+    def _view_moved(self) -> None:
+        """The x range moved (a zoom, a pan): the window refreshes and draws the page, except
+        during a previewed drag, which asks for that when it pauses or ends."""
+        if self.drag is not None and self.drag.active:
+            return
+        self._on_view_changed()
 
     def _on_resize(self, _event) -> None:
         # The margins are pixels as fractions of the figure's height: any new size needs them
@@ -207,7 +267,9 @@ class PageView(QWidget):
             if spec.kind == "section":
                 self.sectionToggled.emit(spec.section)
                 return
-        if event.button == 3 and event.inaxes in self.page.axes:
+        if event.button == 3 and event.inaxes in self.page.axes and not self.toolbar.mode:
+            # (with the pan or zoom tool on, the right button drags: a menu there held the
+            # drag in its modal loop)
             menu = self.chart_menu(self.page.axes.index(event.inaxes))
             if menu is not None:
                 menu.exec_(QCursor.pos())

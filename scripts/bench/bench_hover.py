@@ -3,7 +3,7 @@ readout of every run's value), a zoom to cached data, and the frames a drag-pan 
 against a full draw of the page (what a move would cost without blitting).
 
     .venv/bin/python scripts/bench/bench_hover.py [--runs 12,100] [--steps 3000] [--repeat 50]
-        [--before REV]
+        [--before REV] [--size 1280x800] [--pan-moves 30] [--store FILE]
 
 The real window (Qt offscreen unless QT_QPA_PLATFORM says otherwise, 1280×800) on a real store
 of `--runs` runs with train/valid loss, lr, grad norm, tokens/s and MFU, training page.
@@ -93,7 +93,7 @@ def measure(args) -> dict:
         start = time.perf_counter()
         cache = SeriesCache()
         win = MainWindow(cache, settings_mod.Settings(), Path(tmp) / "settings.json")
-        win.resize(1280, 800)
+        win.resize(*args.size)
         win.show()
         win.attach_poller(make_poller(cache, 0.2, win.ask_host_key))
         win.add_source(str(store))
@@ -234,17 +234,34 @@ def measure(args) -> dict:
         QTest.mousePress(canvas, Qt.LeftButton, Qt.NoModifier, at(0.5))
         held[0] = Qt.LeftButton
         app.processEvents()
-        n0, t0 = draws[0], time.perf_counter()
+        # Frames shown: page draws, and a drag's previews (resplot/ui/drag_pan.py, where the
+        # code has them: the last exact frame moved as a bitmap).
+        drag = getattr(view, "drag", None)
+        n0, p0, t0 = draws[0], drag.frames if drag else 0, time.perf_counter()
         step = 0.5 / args.pan_moves
         frames = timed(move, [0.5 + step * k for k in range(1, args.pan_moves + 1)])
         elapsed = time.perf_counter() - t0
-        out["pan_fps"] = (draws[0] - n0) / elapsed
+        previews = (drag.frames if drag else 0) - p0
+        out["pan_fps"] = (draws[0] - n0 + previews) / elapsed
         out["pan_move_ms"] = statistics.median(frames)
         out["pan_move_cpu_ms"] = statistics.median(cpu)
         out["pan_draws_per_move"] = (draws[0] - n0) / args.pan_moves
-        out["pan_y_refit"] = ax.get_ylim()
+        out["pan_previews_per_move"] = previews / args.pan_moves
+        t = time.perf_counter()
         QTest.mouseRelease(canvas, Qt.LeftButton, Qt.NoModifier, at(1.0))
         held[0] = Qt.NoButton
+        end = time.monotonic() + 60
+        app.processEvents()
+        while time.monotonic() < end and (
+            win._redraw_timer.isActive() or win._view_redraw_posted or canvas.draw_due
+        ):
+            app.processEvents()  # the exact frame: refreshed, then drawn
+        out["pan_release_ms"] = (time.perf_counter() - t) * 1000
+        out["pan_y_refit"] = ax.get_ylim()
+        settle(app, win, deadline + 60)
+        shown = np.asarray(canvas.buffer_rgba()).copy()
+        canvas.draw()
+        out["pan_end_exact"] = bool(np.array_equal(shown, np.asarray(canvas.buffer_rgba())))
         view.toolbar.pan()
         app.processEvents()
         win.close()
@@ -293,6 +310,8 @@ ROWS = (
     ("GUI-thread CPU: a zoom to cached data", "zoom_cpu_ms", "ms", ""),
     ("GUI-thread CPU: a drag-pan move", "pan_move_cpu_ms", "ms", ""),
     ("drag-pan: page draws a move", "pan_draws_per_move", "", ""),
+    ("drag-pan: previews a move", "pan_previews_per_move", "", ""),
+    ("drag-pan: release to the exact frame drawn", "pan_release_ms", "ms", ""),
 )
 
 
@@ -302,13 +321,15 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--repeat", type=int, default=50)
     ap.add_argument("--pan-moves", type=int, default=30)
-    ap.add_argument("--before", help="git revision measured first, side by side")
+    ap.add_argument("--before", help="git revision (or a tree's folder) measured first")
+    ap.add_argument("--size", default="1280x800", help="the window's size, WxH")
     ap.add_argument("--hover-only", action="store_true", help="skip the zoom and the pan")
     ap.add_argument("--sections", action="store_true", help="CPU ms a move by part (stderr)")
     ap.add_argument("--profile", action="store_true", help="cProfile the hover moves (stderr)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--store", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--store", type=Path, help="a store made by make_store, for one --runs")
     args = ap.parse_args()
+    args.size = tuple(int(v) for v in str(args.size).lower().split("x"))
     if args.child:
         args.runs = int(args.runs)
         print("RESULT " + json.dumps(measure(args)), flush=True)
@@ -329,7 +350,10 @@ def main() -> None:
                 trees[name] = str(into)
         for runs in [int(r) for r in args.runs.split(",")]:
             store = Path(tmp) / f"runs-{runs}.db"  # one store, read by every variant
-            make_store(store, runs, args.steps)
+            if args.store is not None:  # made before by make_store (12 × 200k takes minutes)
+                store = args.store
+            else:
+                make_store(store, runs, args.steps)
             for name, _rev in variants:
                 env = {**os.environ, "BENCH_TREE": trees[name], "PYTHONPATH": trees[name]}
                 cmd = [
@@ -346,6 +370,8 @@ def main() -> None:
                     str(args.pan_moves),
                     "--store",
                     str(store),
+                    "--size",
+                    "x".join(map(str, args.size)),
                     *(["--hover-only"] if args.hover_only else []),
                 ]
                 proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -358,8 +384,9 @@ def main() -> None:
                 print(f"{name}, {runs} runs: {got[(name, runs)]}", file=sys.stderr, flush=True)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     platform = os.environ.get("QT_QPA_PLATFORM")
+    size = "×".join(map(str, args.size))
     print(
-        f"training page at 1280×800, Qt {platform}, {args.steps:,} steps a run; "
+        f"training page at {size}, Qt {platform}, {args.steps:,} steps a run; "
         f"before = {args.before or '-'}; load average {load}"
     )
     cols = [(name, runs) for runs in [int(r) for r in args.runs.split(",")] for name, _ in variants]
@@ -372,7 +399,9 @@ def main() -> None:
         print(f"| {label} | " + " | ".join(cells) + f" | {target} |")
     for c in cols:
         r = got[c]
-        print(f"{c[0]}, {c[1]} runs: {r['ticked']} runs plotted, {r['readings']} series read")
+        exact = r.get("pan_end_exact")
+        said = "" if exact is None else f"; after the drag, canvas = a full draw: {exact}"
+        print(f"{c[0]}, {c[1]} runs: {r['ticked']} runs plotted, {r['readings']} series read{said}")
 
 
 if __name__ == "__main__":
