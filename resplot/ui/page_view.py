@@ -23,6 +23,7 @@ from resplot.draw.charts import ChartPage
 from resplot.draw.legends import strip_html
 from resplot.ui.crosshair import Crosshair
 from resplot.ui.layers import Layers
+from resplot.ui.region_paint import paint_region
 
 
 class ChartToolbar(NavigationToolbar2QT):
@@ -74,6 +75,11 @@ class PageCanvas(FigureCanvasQTAgg):
         # A draw is asked for and has not run: the crosshair leaves its line to it rather than
         # blit (Qt's paint of a blit would run the whole draw inside a pointer move).
         self.draw_due = False
+
+    def paintEvent(self, event) -> None:
+        # The strips that changed one by one, not their bounding box (a hover move's line on
+        # two chart columns): resplot/ui/region_paint.py.
+        paint_region(event, super().paintEvent)
 
     def resizeEvent(self, event) -> None:
         self._resizing = True
