@@ -30,7 +30,7 @@ from PyQt5.QtGui import QRegion
 
 from resplot.data import readout as readout_mod
 from resplot.data import xaxis
-from resplot.data.hover import Reading, readings, x_span
+from resplot.data.hover import Reading, chart_ends, readings
 from resplot.data.model import RunRef
 from resplot.ui.readout_view import ReadoutView
 
@@ -247,7 +247,7 @@ class Crosshair(QObject):
         visible = self.visible_rect()
         x0, x1 = sorted(ax.get_xlim())
         tolerance = END_PX * (x1 - x0) / max(ax.bbox.width, 1.0)
-        ends = {item: span[1] for item, t in tracks.items() if (span := x_span(t)) is not None}
+        ends = chart_ends(tracks)
         step_axis = xaxis.steps_like(self.page.x_mode)
         where = f"step {round(x):,}" if step_axis else f"{self.page.x_label} {ax.format_xdata(x)}"
         # As many rows as the visible part of the page holds (header, column heads and notes

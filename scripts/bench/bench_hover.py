@@ -183,7 +183,7 @@ def measure(args) -> dict:
             profile.disable()
             stats = pstats.Stats(profile, stream=sys.stderr).sort_stats("cumulative")
             stats.print_stats(40)
-            stats.print_callees("show_at|readings|_draw_overlay|_blit")
+            stats.print_callees("show_at|readings|value_at|_draw_overlay|_blit|_hovered_step")
         out["move_ms"] = statistics.median(moves)
         out["move_p95_ms"] = float(np.percentile(moves, 95))
         out["move_cpu_ms"] = statistics.median(cpu)
