@@ -6,7 +6,9 @@ ended before the pointer."""
 
 from __future__ import annotations
 
+import gc
 import math
+import weakref
 from dataclasses import astuple, replace
 from types import SimpleNamespace
 
@@ -164,3 +166,42 @@ def test_the_joined_lookups_are_numpys_on_random_axes():
                 np.interp(q, np.sort(finite[k]), values[k]) for k, q in zip(ks, at, strict=True)
             ]
             assert runs.interp(ks, at).tolist() == want
+
+
+class _Track:
+    """A track's axis as the hover reads it, nothing else holding its arrays."""
+
+    def __init__(self, steps: np.ndarray, level: int = 0) -> None:
+        self.x, self.x_mid = steps.astype(float), steps.astype(float)
+        self.view = _View(steps, level)
+
+
+class _View:
+    def __init__(self, steps: np.ndarray, level: int) -> None:
+        self.steps, self.mid_steps, self.level = steps, steps.copy(), level
+
+
+def test_the_kept_axis_outlives_a_redraw_that_brings_the_same_arrays():
+    """A page redraw prepares every track again: new arrays, mostly the same content. The
+    axis kept for a track stands then (rebuilding 200 was the first move after each redraw),
+    refers to the new arrays (the old view is freed), and is built anew when content differs."""
+    track = _Track(np.arange(0, 500, 5))
+    axis = hover_mod._axis(track)
+    old_view = weakref.ref(track.view)
+    same = _Track(np.arange(0, 500, 5))
+    track.x, track.x_mid, track.view = same.x, same.x_mid, same.view
+    del same
+    gc.collect()
+    assert old_view() is None
+    assert hover_mod._axis(track) is axis and axis.fresh(track)
+    assert axis.mid_steps is track.view.mid_steps
+    assert hover_mod._nearest(axis, 42.0) == 8
+    for other in (_Track(np.arange(0, 505, 5)), _Track(np.arange(0, 500, 5), level=-2)):
+        track.x, track.x_mid, track.view = other.x, other.x_mid, other.view
+        assert hover_mod._axis(track) is not axis
+        axis = hover_mod._axis(track)
+    moved = _Track(np.arange(0, 500, 5))
+    moved.x = moved.x + 1.0  # the same steps drawn elsewhere (another x axis)
+    track.x, track.x_mid, track.view = moved.x, moved.x_mid, moved.view
+    fresh = hover_mod._axis(track)
+    assert fresh is not axis and fresh.finite_x[0] == 1.0
