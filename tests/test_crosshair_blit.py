@@ -125,3 +125,28 @@ def test_a_move_while_a_draw_is_due_does_not_draw_and_the_draw_paints_the_line(w
     cols = _line_columns(canvas, ax, _buffer(canvas))
     assert cols and all(abs(c - _px(ax, b)) <= 1 for c in cols), cols
     assert len(draws) == 1
+
+
+def test_the_lines_drawn_as_one_artist_are_the_pixels_of_a_line2d_a_chart(win):
+    """The line on every chart is one LineCollection in figure pixels: the same pixels as the
+    Line2D a chart it replaced (x on the data, y across the axes), dots over it."""
+    from matplotlib.lines import Line2D
+
+    view = win.pages["training"]
+    canvas, page, hair = view.canvas, view.page, view.crosshair
+    x0, x1 = page.axes[0].get_xlim()
+    for f in (0.137, 0.5, 0.861):
+        x = x0 + f * (x1 - x0)
+        clean = _buffer(canvas)
+        hair.show_at(0, x)
+        drawn = _buffer(canvas)
+        hair.hide()
+        assert np.array_equal(_buffer(canvas), clean)
+        for ax in page.axes:
+            transform = ax.get_xaxis_transform()
+            line = Line2D([x, x], [0, 1], color="#555555", linewidth=0.8, transform=transform)
+            line.set_figure(page.figure)
+            page.figure.draw_artist(line)
+        page.figure.draw_artist(hair.dots)
+        assert np.array_equal(_buffer(canvas), drawn), f
+        canvas.draw()
