@@ -150,3 +150,41 @@ def test_the_lines_drawn_as_one_artist_are_the_pixels_of_a_line2d_a_chart(win):
         page.figure.draw_artist(hair.dots)
         assert np.array_equal(_buffer(canvas), drawn), f
         canvas.draw()
+
+
+def test_the_canvas_paints_no_page_under_the_readout_where_it_moves(win, qtbot):
+    """The readout is opaque: where it moves to, Qt paints it alone, not the page under it
+    too (a translucent one made the canvas copy its whole area again on every move)."""
+    from PyQt5.QtCore import QPoint
+
+    view = win.pages["training"]
+    canvas, page, hair = view.canvas, view.page, view.crosshair
+    ax = page.axes[0]
+    painted: list[QRegion] = []
+    real_paint = canvas.paintEvent
+
+    def paint(event) -> None:
+        painted.append(QRegion(event.region()))
+        real_paint(event)
+
+    canvas.paintEvent = paint
+    ratio = canvas.device_pixel_ratio or 1.0
+    height = page.figure.bbox.height
+
+    def move(f: float) -> None:
+        x, y = ax.bbox.x0 + f * ax.bbox.width, ax.bbox.y0 + 0.5 * ax.bbox.height
+        qtbot.mouseMove(canvas, QPoint(int(x / ratio), int((height - y) / ratio)))
+        qtbot.wait(50)
+
+    move(0.3)
+    qtbot.waitUntil(hair.label.isVisible, timeout=5000)
+    before = hair.label.geometry()
+    painted.clear()
+    move(0.33)
+    after = hair.label.geometry()
+    assert after != before and painted
+    # Inside the readout's new place, away from where it was: nothing of the page painted.
+    fresh = QRegion(after) - QRegion(before)
+    assert not fresh.isEmpty()
+    for region in painted:
+        assert region.intersected(fresh).isEmpty(), region.intersected(fresh).rects()

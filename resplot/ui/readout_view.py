@@ -29,7 +29,9 @@ FONT_PX = 11
 PAD, GAP = 4, 8  # inside the border; between columns
 NAME_CHARS = 48  # a run's name at most; cut shorter (down to 8) before details are dropped
 NAME_CHARS_TRIED = (40, 32, 26, 22, 18, 15, 12, 10, 8)
-BACK = QColor(255, 255, 255, 240)
+# Opaque: Qt then paints no page under the readout where it moves to (a translucent one made
+# the canvas copy its whole area again on every move, ~40 rows' at 100 runs).
+BACK = QColor(255, 255, 255)
 HOVERED_BACK = QColor("#e8eefb")
 DETAIL = QColor("#888888")
 NOTE = QColor("#666666")
@@ -41,6 +43,7 @@ class ReadoutView(QWidget):
     def __init__(self, parent: QWidget) -> None:
         super().__init__(parent)
         self.setAttribute(Qt.WA_TransparentForMouseEvents)
+        self.setAttribute(Qt.WA_OpaquePaintEvent)  # every paint covers all of it
         self.font_ = QFont(self.font())
         self.font_.setPixelSize(FONT_PX)
         self.bold = QFont(self.font_)
