@@ -12,9 +12,9 @@ copy kept for it held as much memory a page). A move never waits for a page draw
 is due (new data, a zoom) the move sets the readout and leaves the line to that draw, which
 paints it (`_on_draw`); a blit there would have made Qt's paint run the whole draw inside the
 move.
-With 20 runs (40 series) a move costs ~6 ms with the readout, a full page draw 130-220 ms
-(scripts/bench/bench_hover.py, docs/benchmarks.md). They are not added to the axes, so they
-never enter autoscaling.
+A 12-run move costs ~8 ms of the GUI thread with the readout, a 100-run one ~22 ms, a full
+page draw 300-1,100 ms (scripts/bench/bench_hover.py, docs/benchmarks.md). They are not
+added to the axes, so they never enter autoscaling.
 """
 
 from __future__ import annotations
