@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from matplotlib.colors import to_rgba
+from PyQt5.QtCore import QRect
+from PyQt5.QtGui import QRegion
 
 from tests.fixtures.stores import BASE_TIME, make_run, new_store
 from tests.fixtures.windows import open_window, settle
@@ -49,6 +51,15 @@ def _line_columns(canvas, ax, image: np.ndarray) -> set[int]:
     return {int(ax.bbox.x0) + 2 + int(c) for c in np.flatnonzero(grey > 0.5)}
 
 
+def _rects(*args) -> list[QRect]:
+    """What a canvas.update() call marks: a region's rectangles, a rectangle, or the whole."""
+    if not args:
+        return [QRect(0, 0, 10**6, 10**6)]
+    if isinstance(args[0], QRegion):
+        return list(args[0].rects())
+    return [args[0] if isinstance(args[0], QRect) else QRect(*args)]
+
+
 def _px(ax, x: float) -> int:
     return int(ax.transData.transform((x, 0))[0])
 
@@ -58,9 +69,9 @@ def test_a_move_blits_thin_strips_and_leaves_no_line_behind(win):
     canvas, page, hair = view.canvas, view.page, view.crosshair
     ax = page.axes[0]
     clean = _buffer(canvas)
-    blits = []
-    real_blit = canvas.blit
-    canvas.blit = lambda bbox=None: (blits.append(bbox), real_blit(bbox))[1]
+    blits = []  # the rectangles handed to Qt for its next paint (widget pixels)
+    real_update = canvas.update
+    canvas.update = lambda *a: (blits.extend(_rects(*a)), real_update(*a))[1]
     x0, x1 = ax.get_xlim()
     a, b = x0 + 0.3 * (x1 - x0), x0 + 0.7 * (x1 - x0)
     hair.show_at(0, a)
@@ -78,17 +89,17 @@ def test_a_move_blits_thin_strips_and_leaves_no_line_behind(win):
     assert cols.size and all(min(abs(c - p) for p in at) <= 12 for c in cols), (cols, at)
     # What Qt was handed: strips around the old and the new line, not the whole canvas.
     assert blits
-    area = sum(box.width * box.height for box in blits)
+    area = sum(r.width() * r.height() for r in blits)
     fig = page.figure.bbox
     assert area < 0.1 * fig.width * fig.height, (area, fig.width * fig.height)
-    assert all(box.width < 40 for box in blits), [box.bounds for box in blits]
+    assert all(r.width() < 40 for r in blits), blits
     # It keeps the page's pixels under the line and dots only, no copy of the whole canvas
     # (10-80 MB a page at 1920 px wide: the memory the soak of issue 31 saw grow by page).
     assert 0 < hair.held_bytes() < 0.1 * fig.width * fig.height * 4
     blits.clear()
     hair.hide()
     assert np.array_equal(_buffer(canvas), clean)
-    assert blits and all(box.width < 40 for box in blits)
+    assert blits and all(r.width() < 40 for r in blits)
 
 
 def test_a_move_while_a_draw_is_due_does_not_draw_and_the_draw_paints_the_line(win, qtbot):
@@ -114,3 +125,66 @@ def test_a_move_while_a_draw_is_due_does_not_draw_and_the_draw_paints_the_line(w
     cols = _line_columns(canvas, ax, _buffer(canvas))
     assert cols and all(abs(c - _px(ax, b)) <= 1 for c in cols), cols
     assert len(draws) == 1
+
+
+def test_the_lines_drawn_as_one_artist_are_the_pixels_of_a_line2d_a_chart(win):
+    """The line on every chart is one LineCollection in figure pixels: the same pixels as the
+    Line2D a chart it replaced (x on the data, y across the axes), dots over it."""
+    from matplotlib.lines import Line2D
+
+    view = win.pages["training"]
+    canvas, page, hair = view.canvas, view.page, view.crosshair
+    x0, x1 = page.axes[0].get_xlim()
+    for f in (0.137, 0.5, 0.861):
+        x = x0 + f * (x1 - x0)
+        clean = _buffer(canvas)
+        hair.show_at(0, x)
+        drawn = _buffer(canvas)
+        hair.hide()
+        assert np.array_equal(_buffer(canvas), clean)
+        for ax in page.axes:
+            transform = ax.get_xaxis_transform()
+            line = Line2D([x, x], [0, 1], color="#555555", linewidth=0.8, transform=transform)
+            line.set_figure(page.figure)
+            page.figure.draw_artist(line)
+        page.figure.draw_artist(hair.dots)
+        assert np.array_equal(_buffer(canvas), drawn), f
+        canvas.draw()
+
+
+def test_the_canvas_paints_no_page_under_the_readout_where_it_moves(win, qtbot):
+    """The readout is opaque: where it moves to, Qt paints it alone, not the page under it
+    too (a translucent one made the canvas copy its whole area again on every move)."""
+    from PyQt5.QtCore import QPoint
+
+    view = win.pages["training"]
+    canvas, page, hair = view.canvas, view.page, view.crosshair
+    ax = page.axes[0]
+    painted: list[QRegion] = []
+    real_paint = canvas.paintEvent
+
+    def paint(event) -> None:
+        painted.append(QRegion(event.region()))
+        real_paint(event)
+
+    canvas.paintEvent = paint
+    ratio = canvas.device_pixel_ratio or 1.0
+    height = page.figure.bbox.height
+
+    def move(f: float) -> None:
+        x, y = ax.bbox.x0 + f * ax.bbox.width, ax.bbox.y0 + 0.5 * ax.bbox.height
+        qtbot.mouseMove(canvas, QPoint(int(x / ratio), int((height - y) / ratio)))
+        qtbot.wait(50)
+
+    move(0.3)
+    qtbot.waitUntil(hair.label.isVisible, timeout=5000)
+    before = hair.label.geometry()
+    painted.clear()
+    move(0.33)
+    after = hair.label.geometry()
+    assert after != before and painted
+    # Inside the readout's new place, away from where it was: nothing of the page painted.
+    fresh = QRegion(after) - QRegion(before)
+    assert not fresh.isEmpty()
+    for region in painted:
+        assert region.intersected(fresh).isEmpty(), region.intersected(fresh).rects()

@@ -181,3 +181,36 @@ def test_the_readout_is_painted_once_a_readout_and_copied_after(win, qtbot):
     qtbot.mouseMove(view.canvas, _qt_pos(page, ax, int(STEPS[60]), mid))
     qtbot.waitUntil(lambda: label.renders > renders, timeout=5000)
     assert label.grab().toImage() != first  # another step: other values, painted anew
+
+
+def test_the_readout_draws_its_texts_as_drawtext_does(qtbot):
+    """The readout lays each text out once (QStaticText, kept per text and font) and draws it
+    at the baseline drawText uses: the same pixels."""
+    from PyQt5.QtGui import QImage, QPainter
+    from PyQt5.QtWidgets import QWidget
+
+    from resplot.ui.readout_view import ReadoutView
+
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    view = ReadoutView(parent)
+    texts = ["run-07 lr3e-4", "2.964", "@11,967", "NaN", "zoomed out: bucket min/max"]
+    for font in (view.font_, view.bold, view.italic):
+        for text in texts:
+            images = []
+            for draw in (True, False, False):  # drawText; ours, laid out; ours, kept
+                image = QImage(200, 30, QImage.Format_ARGB32_Premultiplied)
+                image.fill(Qt.white)
+                p = QPainter(image)
+                p.setPen(Qt.black)
+                if draw:
+                    p.setFont(font)
+                    p.drawText(5, 20, text)
+                else:
+                    view._draw(p, 5, 20, text, font)
+                p.end()
+                images.append(image)
+            assert images[0] == images[1] == images[2], (text, font.bold(), font.italic())
+            blank = QImage(images[0].size(), images[0].format())
+            blank.fill(Qt.white)
+            assert images[0] != blank  # something was drawn

@@ -9,6 +9,7 @@ The values come from resplot.data.hover.readings() (the value lookup); this only
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -162,6 +163,13 @@ def _cell(r: Reading, readout: Readout, raw: bool, steps: bool) -> list[Span]:
     return out
 
 
+@functools.lru_cache(maxsize=64)
+def fitted_names(names: tuple[str, ...], chars: int) -> dict[str, str]:
+    """fit_names, remembered: a pointer move lays out the same runs' names again and again
+    (and the readout's fit tries several lengths); only the values change. Read only."""
+    return fit_names(names, chars)
+
+
 def render(
     readout: Readout,
     name_chars: int = 40,
@@ -177,8 +185,8 @@ def render(
     columns = readout.columns[:max_columns] if max_columns else readout.columns
     step_column = readout.at_step is None
     heads = [*columns, *(["step"] if step_column else [])]
-    fitted = fit_names([r.name for r in readout.rows], name_chars)
-    title = fit_names([readout.title], name_chars + 8)[readout.title]
+    fitted = fitted_names(tuple(r.name for r in readout.rows), name_chars)
+    title = fitted_names((readout.title,), name_chars + 8)[readout.title]
     head = [Span(title, bold=True), Span("· " + readout.where)]
     if readout.smoothed:
         head.append(Span("· smoothed", grey=True))

@@ -423,3 +423,31 @@ def value_at(cache: SeriesCache, ref: RunRef, key: str, step: int,
         if only_nan and not np.isfinite(view.means[b]):
             return Logged(step, float("nan"), float(view.mid_walls[b]), True, True)
     return Logged(step, float("nan"), float("nan"), False, True)
+
+
+def values_at(
+    cache: SeriesCache, queries: list[tuple[RunRef, str, int, SeriesView | None]]
+) -> list[Logged | None]:
+    """`value_at` for many series at once (the hover reads every series of a chart a move):
+    the same answers, the common case (the step inside a cached raw tile's steps) without
+    value_at's copies of every column (~0.1 ms a series, 200 series a move at 100 runs)."""
+    out: list[Logged | None] = []
+    for ref, key, step, view in queries:
+        summary = cache.summary(ref, key)
+        if summary is None:
+            out.append(None)
+            continue
+        agg = summary.agg
+        step = int(min(max(step, agg[STEP_LO]), agg[STEP_HI]))
+        here = cache.tile(ref, key, 0, buckets.tile_of(step))
+        s = here.cols["step"] if here is not None else None
+        if s is None or len(s) == 0 or not s[0] <= step <= s[-1]:
+            out.append(value_at(cache, ref, key, step, view))  # a neighbour tile, or none yet
+            continue
+        i = int(s.searchsorted(step))
+        if i > 0 and step - s[i - 1] <= s[i] - step:
+            i -= 1
+        i = int(s.searchsorted(s[i], side="right")) - 1  # the newest of points at one step
+        cols = here.cols
+        out.append(Logged(int(s[i]), float(cols["value"][i]), float(cols["wall"][i]), True))
+    return out

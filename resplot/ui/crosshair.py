@@ -12,9 +12,9 @@ copy kept for it held as much memory a page). A move never waits for a page draw
 is due (new data, a zoom) the move sets the readout and leaves the line to that draw, which
 paints it (`_on_draw`); a blit there would have made Qt's paint run the whole draw inside the
 move.
-With 20 runs (40 series) a move costs ~6 ms with the readout, a full page draw 130-220 ms
-(scripts/bench/bench_hover.py, docs/benchmarks.md). They are not added to the axes, so they
-never enter autoscaling.
+A 12-run move costs ~8 ms of the GUI thread with the readout, a 100-run one ~22 ms, a full
+page draw 300-1,100 ms (scripts/bench/bench_hover.py, docs/benchmarks.md). They are not
+added to the axes, so they never enter autoscaling.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from matplotlib.collections import CircleCollection
-from matplotlib.lines import Line2D
-from matplotlib.transforms import Bbox
+from matplotlib.collections import CircleCollection, LineCollection
+from matplotlib.transforms import Bbox, IdentityTransform
 from PyQt5.QtCore import QObject, QRect, pyqtSignal
+from PyQt5.QtGui import QRegion
 
 from resplot.data import readout as readout_mod
 from resplot.data import xaxis
-from resplot.data.hover import Reading, readings, x_span
+from resplot.data.hover import Reading, chart_ends, readings
 from resplot.data.model import RunRef
 from resplot.ui.readout_view import ReadoutView
 
@@ -42,6 +42,7 @@ END_PX = 3
 MIN_WIDTH_PX = 120  # the readout of a chart narrower than this may be wider than it
 DOT_PT2, FOCUS_PT2 = 16.0, 64.0  # marker areas of the dots: every series, the hovered run's
 LINE_PAD_PX = 2  # each side of the line: its width, antialiasing
+LINE_COLOR, LINE_WIDTH = "#555555", 0.8
 
 
 class Crosshair(QObject):
@@ -53,8 +54,18 @@ class Crosshair(QObject):
         self.label = ReadoutView(canvas)
         self.drawn = False  # the canvas has drawn the page (there are pixels to draw over)
         self._under: list = []  # the page's pixels under the overlay (to erase it)
-        self.lines: list[Line2D] = []
-        self._line_axes: list = []  # the axes each line was made for (a rebuild replaces them)
+        # The line on every chart, one artist in figure pixels: a Line2D a chart drew the same
+        # pixels with five times matplotlib's Python around each draw (~0.15 ms a chart).
+        self.rules = LineCollection(
+            [],
+            colors=LINE_COLOR,
+            linewidths=LINE_WIDTH,
+            transform=IdentityTransform(),
+            capstyle="projecting",  # as a Line2D's ends (rcParams' solid_capstyle)
+            joinstyle="round",
+            zorder=5,
+        )
+        self.rules.set_figure(page.figure)
         self.dots = CircleCollection([DOT_PT2], edgecolors="white", linewidths=0.8, zorder=6)
         self.dots.set_figure(page.figure)
         self.found: list[Reading] = []
@@ -104,9 +115,16 @@ class Crosshair(QObject):
         self._dirty = []
 
     def _blit(self, boxes: list[Bbox]) -> None:
-        """Hand Qt the strips that changed (a repaint each)."""
-        for box in _merged(boxes):
-            self.canvas.blit(box)
+        """Mark the strips that changed for Qt's next paint, as one region: Qt paints it once
+        with whatever else changed meanwhile (where the readout was), each strip copied on its
+        own (PageCanvas.paintEvent). A repaint a strip, as matplotlib's blit does, flushed the
+        window's backing store for each (~0.3 ms a strip, five a move)."""
+        rects = [_qt_rect(box, self.canvas) for box in _merged(boxes)]
+        if rects:
+            region = QRegion()
+            for rect in rects:
+                region += rect
+            self.canvas.update(region)
 
     def _pixel_box(self, x0: float, y0: float, x1: float, y1: float) -> Bbox | None:
         """Whole figure pixels around a box, inside the figure (None: outside it)."""
@@ -120,11 +138,10 @@ class Crosshair(QObject):
         buffer, the pixels under them saved first (`_erase` puts them back: no copy of the
         whole canvas is kept, ~10-80 MB a page at 1920 px wide); the boxes they cover."""
         figure = self.page.figure
-        boxes, artists = [], []
-        for ax, line in zip(self.page.axes, self._lines(), strict=False):
-            if not line.get_visible():
-                continue
-            line.set_xdata([x, x])
+        boxes, artists, segments = [], [], []
+        for ax, spec in zip(self.page.axes, self.page.specs, strict=False):
+            if spec.kind == "section":
+                continue  # an All-page section's card
             px = ax.transData.transform((x, 0))[0]
             box = math.isfinite(px) and self._pixel_box(
                 px - LINE_PAD_PX,
@@ -134,7 +151,10 @@ class Crosshair(QObject):
             )
             if box:
                 boxes.append(box)
-                artists.append(line)
+                segments.append([(px, ax.bbox.y0), (px, ax.bbox.y1)])
+        if segments:
+            self.rules.set_segments(segments)
+            artists.append(self.rules)
         if dots and index < len(self.page.axes):
             ax = self.page.axes[index]
             xy = ax.transData.transform(np.asarray(self.dots.get_offsets(), float))
@@ -156,18 +176,6 @@ class Crosshair(QObject):
         for artist in artists:
             figure.draw_artist(artist)
         return boxes
-
-    def _lines(self) -> list[Line2D]:
-        axes = self.page.axes
-        if self._line_axes != axes:
-            self.lines, self._line_axes = [], list(axes)
-            for ax, spec in zip(axes, self.page.specs, strict=False):
-                line = Line2D([0, 0], [0, 1], color="#555555", linewidth=0.8,
-                              transform=ax.get_xaxis_transform())  # fmt: skip
-                line.set_figure(self.page.figure)
-                line.set_visible(spec.kind != "section")  # an All-page section's card
-                self.lines.append(line)
-        return self.lines
 
     def _on_move(self, event) -> None:
         if event.inaxes is None or event.inaxes not in self.page.axes or event.xdata is None:
@@ -239,7 +247,7 @@ class Crosshair(QObject):
         visible = self.visible_rect()
         x0, x1 = sorted(ax.get_xlim())
         tolerance = END_PX * (x1 - x0) / max(ax.bbox.width, 1.0)
-        ends = {item: span[1] for item, t in tracks.items() if (span := x_span(t)) is not None}
+        ends = chart_ends(tracks)
         step_axis = xaxis.steps_like(self.page.x_mode)
         where = f"step {round(x):,}" if step_axis else f"{self.page.x_label} {ax.format_xdata(x)}"
         # As many rows as the visible part of the page holds (header, column heads and notes
@@ -296,11 +304,22 @@ def _shown(r: Reading) -> float:
 def _merged(boxes: list[Bbox]) -> list[Bbox]:
     """Boxes whose x ranges meet as one (the line's strips on charts one above the other, the
     dots beside them, the last move's strips next to this one's): Qt paints each pixel once,
-    in as few repaints as the strips allow."""
-    out: list[Bbox] = []
-    for box in sorted(boxes, key=lambda b: b.x0):
-        if out and box.x0 <= out[-1].x1 + 1:
-            out[-1] = Bbox.union([out[-1], box])
+    in as few pieces as the strips allow."""
+    out: list[list[float]] = []
+    for x0, y0, x1, y1 in sorted(tuple(box.extents.tolist()) for box in boxes):
+        if out and x0 <= out[-1][2] + 1:
+            last = out[-1]
+            last[:] = [min(last[0], x0), min(last[1], y0), max(last[2], x1), max(last[3], y1)]
         else:
-            out.append(box)
-    return out
+            out.append([x0, y0, x1, y1])
+    return [Bbox([[x0, y0], [x1, y1]]) for x0, y0, x1, y1 in out]
+
+
+def _qt_rect(box: Bbox, canvas) -> QRect:
+    """A box of figure pixels as the widget's rectangle (logical pixels, y down), grown to
+    whole pixels."""
+    ratio = canvas.device_pixel_ratio or 1.0
+    height = canvas.figure.bbox.height
+    left, right = math.floor(box.x0 / ratio), math.ceil(box.x1 / ratio)
+    top, bottom = math.floor((height - box.y1) / ratio), math.ceil((height - box.y0) / ratio)
+    return QRect(left, top, right - left, bottom - top)

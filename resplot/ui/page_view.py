@@ -25,6 +25,7 @@ from resplot.draw.legends import strip_html
 from resplot.ui.crosshair import Crosshair
 from resplot.ui.drag_pan import DragPan
 from resplot.ui.layers import Layers
+from resplot.ui.region_paint import paint_region
 
 
 class ChartToolbar(NavigationToolbar2QT):
@@ -120,6 +121,11 @@ class PageCanvas(FigureCanvasQTAgg):
         super().mouseReleaseEvent(event)
         if self.drag is not None and self.drag.active:
             self.drag.end()  # the pan tool was switched off during the drag: its exact frame
+
+    def paintEvent(self, event) -> None:
+        # The strips that changed one by one, not their bounding box (a hover move's line on
+        # two chart columns): resplot/ui/region_paint.py.
+        paint_region(event, super().paintEvent)
 
     def resizeEvent(self, event) -> None:
         self._resizing = True

@@ -2,25 +2,36 @@
 QPainter and measured with QFontMetrics, so that fitting it to its chart and drawing it cost
 well under a millisecond. (A QLabel laid the same table out as rich text in ~12 ms a move.)
 
-Its text is painted once per readout into an image, which every paint then copies: a move
-paints it twice when the crosshair's blit strip crosses where it was (Qt repaints a child
-under a repainted strip) and again where it moves to; each text paint of 12 rows cost
-~1.5 ms, 100 runs' ~2 ms."""
+Its text is painted once per readout into an image, which every paint then copies (Qt may
+paint it again within a move). Each piece of text is a QStaticText kept per text and font:
+the runs' names, the column heads and many values are the same from one move to the next, and
+laying them out again was most of a paint (12 rows ~2 ms, 39 rows ~5-6 ms; kept, about half).
+"""
 
 from __future__ import annotations
 
-from PyQt5.QtCore import QRect, QSize, Qt
-from PyQt5.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter, QPen
+from PyQt5.QtCore import QPointF, QRect, QSize, Qt
+from PyQt5.QtGui import (
+    QColor,
+    QFont,
+    QFontMetrics,
+    QImage,
+    QPainter,
+    QPen,
+    QStaticText,
+    QTransform,
+)
 from PyQt5.QtWidgets import QWidget
 
-from resplot.data.names import fit_names
-from resplot.data.readout import ENDED, Readout, Span, Text, render
+from resplot.data.readout import ENDED, Readout, Span, Text, fitted_names, render
 
 FONT_PX = 11
 PAD, GAP = 4, 8  # inside the border; between columns
 NAME_CHARS = 48  # a run's name at most; cut shorter (down to 8) before details are dropped
 NAME_CHARS_TRIED = (40, 32, 26, 22, 18, 15, 12, 10, 8)
-BACK = QColor(255, 255, 255, 240)
+# Opaque: Qt then paints no page under the readout where it moves to (a translucent one made
+# the canvas copy its whole area again on every move, ~40 rows' at 100 runs).
+BACK = QColor(255, 255, 255)
 HOVERED_BACK = QColor("#e8eefb")
 DETAIL = QColor("#888888")
 NOTE = QColor("#666666")
@@ -32,6 +43,7 @@ class ReadoutView(QWidget):
     def __init__(self, parent: QWidget) -> None:
         super().__init__(parent)
         self.setAttribute(Qt.WA_TransparentForMouseEvents)
+        self.setAttribute(Qt.WA_OpaquePaintEvent)  # every paint covers all of it
         self.font_ = QFont(self.font())
         self.font_.setPixelSize(FONT_PX)
         self.bold = QFont(self.font_)
@@ -40,6 +52,15 @@ class ReadoutView(QWidget):
         self.italic.setItalic(True)
         self.fm, self.fm_bold = QFontMetrics(self.font_), QFontMetrics(self.bold)
         self.fm_italic = QFontMetrics(self.italic)
+        self._ascents = {
+            id(f): m.ascent()
+            for f, m in (
+                (self.font_, self.fm),
+                (self.bold, self.fm_bold),
+                (self.italic, self.fm_italic),
+            )
+        }
+        self._statics: dict[tuple[str, int], QStaticText] = {}
         self.text_: Text | None = None
         self._widths: list[int] = []
         self._widths_of: dict[tuple[str, bool], int] = {}
@@ -88,6 +109,10 @@ class ReadoutView(QWidget):
     def fit(self, readout: Readout, max_width: int) -> Text:
         """The readout's text at most `max_width` pixels wide: names cut first (their shared
         words, then their middle), then the raw value, the far steps, the later columns."""
+        return self._fit(readout, max_width)[0]
+
+    def _fit(self, readout: Readout, max_width: int) -> tuple[Text, QSize, list[int]]:
+        """`fit`, with the text's size and column widths (measured once)."""
         tries = [
             {"raw": True, "steps": True},
             {"raw": False, "steps": True},
@@ -95,29 +120,29 @@ class ReadoutView(QWidget):
         ]
         tries += [{"raw": False, "steps": False, "max_columns": n}
                   for n in range(len(readout.columns) - 1, 0, -1)]  # fmt: skip
-        names = [r.name for r in readout.rows]
+        names = tuple(r.name for r in readout.rows)
         text = None
         for options in tries:
             text = render(readout, NAME_CHARS, **options)
             size, widths = self._measure(text)
             if size.width() <= max_width:
-                return text
+                return text, size, widths
             # The room the names have beside the value columns, and the longest cut that fits.
             room = max_width - (size.width() - widths[0]) - self.fm.height() - 4
             for chars in NAME_CHARS_TRIED:
-                fitted = fit_names(names, chars).values()
+                fitted = fitted_names(names, chars).values()
                 hovered = max((self._w(n, True) for n in fitted), default=0)
                 if hovered <= room:
                     text = render(readout, chars, **options)
-                    if self._measure(text)[0].width() <= max_width:
-                        return text
+                    size, widths = self._measure(text)
+                    if size.width() <= max_width:
+                        return text, size, widths
                     break
         assert text is not None
-        return text
+        return text, size, widths
 
     def show_readout(self, readout: Readout, max_width: int) -> None:
-        self.text_ = self.fit(readout, max_width)
-        size, self._widths = self._measure(self.text_)
+        self.text_, size, self._widths = self._fit(readout, max_width)
         self.resize(min(size.width(), max_width), size.height())
         self._image = None
         self.update()
@@ -130,10 +155,24 @@ class ReadoutView(QWidget):
     def _draw_spans(self, p: QPainter, x: int, y: int, spans: list[Span], color: QColor) -> None:
         space = self.fm.horizontalAdvance(" ")
         for span in spans:
-            p.setFont(self.bold if span.bold else self.font_)
             p.setPen(DETAIL if span.grey else color)
-            p.drawText(x, y, span.text)
+            self._draw(p, x, y, span.text, self.bold if span.bold else self.font_)
             x += self._span_w(span) + space
+
+    def _draw(self, p: QPainter, x: int, y: int, text: str, font: QFont) -> None:
+        """drawText at baseline y, through a QStaticText kept per text and font: a run's name
+        and most values are the same from one move to the next, and laying a text out was
+        most of a paint (~0.1 ms a piece, 40 rows' three a move)."""
+        key = (text, id(font))
+        static = self._statics.get(key)
+        if static is None:
+            if len(self._statics) > 2048:
+                self._statics.clear()
+            static = self._statics[key] = QStaticText(text)
+            static.setTextFormat(Qt.PlainText)
+            static.prepare(QTransform(), font)
+        p.setFont(font)
+        p.drawStaticText(QPointF(x, y - self._ascents[id(font)]), static)
 
     def paintEvent(self, _event) -> None:
         if self.text_ is None:
@@ -168,11 +207,10 @@ class ReadoutView(QWidget):
         for w in self._widths[:-1]:
             xs.append(xs[-1] + w + GAP)
         if any(text.columns):
-            p.setFont(self.bold)
             p.setPen(black)
             for c, head in enumerate(text.columns):
                 right = xs[c + 1] + self._widths[c + 1]
-                p.drawText(right - self.fm_bold.horizontalAdvance(head), y + ascent, head)
+                self._draw(p, right - self._w(head, True), y + ascent, head, self.bold)
             y += row
         swatch = self.fm.height() - 4
         for line in text.lines:
@@ -181,16 +219,15 @@ class ReadoutView(QWidget):
                 p.fillRect(QRect(1, y, self.width() - 2, row), HOVERED_BACK)
             p.fillRect(QRect(PAD, y + (row - swatch) // 2, swatch, swatch),
                        QColor(line.row.color))  # fmt: skip
-            p.setFont(self.bold if line.row.hovered else self.font_)
             p.setPen(color)
-            p.drawText(PAD + swatch + 4, y + ascent, line.name)
+            font = self.bold if line.row.hovered else self.font_
+            self._draw(p, PAD + swatch + 4, y + ascent, line.name, font)
             for c, spans in enumerate(line.cells):
                 right = xs[c + 1] + self._widths[c + 1]
                 grey = [Span(s.text, s.bold, True) for s in spans] if line.row.ended else spans
                 self._draw_spans(p, right - self._spans_w(spans), y + ascent, grey, color)
             y += row
-        p.setFont(self.italic)
         p.setPen(NOTE)
         for note in text.notes:
-            p.drawText(PAD, y + ascent, note)
+            self._draw(p, PAD, y + ascent, note, self.italic)
             y += row

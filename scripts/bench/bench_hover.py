@@ -183,7 +183,7 @@ def measure(args) -> dict:
             profile.disable()
             stats = pstats.Stats(profile, stream=sys.stderr).sort_stats("cumulative")
             stats.print_stats(40)
-            stats.print_callees("show_at|readings|_draw_overlay|_blit")
+            stats.print_callees("show_at|readings|values_at|_draw_overlay|_blit|_axis|_batch")
         out["move_ms"] = statistics.median(moves)
         out["move_p95_ms"] = float(np.percentile(moves, 95))
         out["move_cpu_ms"] = statistics.median(cpu)
@@ -297,6 +297,14 @@ def _time_sections(view, into: dict[str, float]) -> None:
     wrap(view.canvas, "paintEvent", "canvas paint")
 
 
+def _cell(result: dict, key: str, unit: str, pairs: int) -> str:
+    value = f"{result.get(key, float('nan')):.1f} {unit}".strip()
+    if pairs > 1 and key in result:
+        lo, hi = result["range"][key]
+        value += f" ({lo:.1f}-{hi:.1f})"
+    return value
+
+
 ROWS = (
     ("window start to first chart drawn", "first_ms", "ms", ""),
     ("full page draw (a move without blitting)", "draw_ms", "ms", ""),
@@ -323,6 +331,13 @@ def main() -> None:
     ap.add_argument("--pan-moves", type=int, default=30)
     ap.add_argument("--before", help="git revision (or a tree's folder) measured first")
     ap.add_argument("--size", default="1280x800", help="the window's size, WxH")
+    ap.add_argument(
+        "--pairs",
+        type=int,
+        default=1,
+        help="measure each variant this many times, alternately: the table gives the median "
+        "of the runs and their range (this machine's noise)",
+    )
     ap.add_argument("--hover-only", action="store_true", help="skip the zoom and the pan")
     ap.add_argument("--sections", action="store_true", help="CPU ms a move by part (stderr)")
     ap.add_argument("--profile", action="store_true", help="cProfile the hover moves (stderr)")
@@ -336,6 +351,7 @@ def main() -> None:
         return
     variants = [("before", args.before), ("after", None)] if args.before else [("after", None)]
     got: dict[tuple[str, int], dict] = {}
+    spread: dict[tuple[str, int], list[dict]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-hover-") as tmp:
         trees = {}
         for name, rev in variants:
@@ -354,7 +370,7 @@ def main() -> None:
                 store = args.store
             else:
                 make_store(store, runs, args.steps)
-            for name, _rev in variants:
+            for _pair, (name, _rev) in [(k, v) for k in range(args.pairs) for v in variants]:
                 env = {**os.environ, "BENCH_TREE": trees[name], "PYTHONPATH": trees[name]}
                 cmd = [
                     sys.executable,
@@ -380,14 +396,25 @@ def main() -> None:
                 )
                 if line is None:
                     raise SystemExit(f"{name}, {runs} runs failed:\n{proc.stderr[-3000:]}")
-                got[(name, runs)] = json.loads(line[7:])
-                print(f"{name}, {runs} runs: {got[(name, runs)]}", file=sys.stderr, flush=True)
+                result = json.loads(line[7:])
+                spread.setdefault((name, runs), []).append(result)
+                print(f"{name}, {runs} runs: {result}", file=sys.stderr, flush=True)
+    for col, results in spread.items():
+        got[col] = {
+            k: statistics.median(r[k] for r in results)
+            for k in results[0]
+            if isinstance(results[0][k], (int, float))
+        }
+        got[col]["range"] = {
+            k: (min(r[k] for r in results), max(r[k] for r in results)) for k in got[col]
+        }
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     platform = os.environ.get("QT_QPA_PLATFORM")
     size = "×".join(map(str, args.size))
     print(
         f"training page at {size}, Qt {platform}, {args.steps:,} steps a run; "
         f"before = {args.before or '-'}; load average {load}"
+        + (f"; median of {args.pairs} runs each (range)" if args.pairs > 1 else "")
     )
     cols = [(name, runs) for runs in [int(r) for r in args.runs.split(",")] for name, _ in variants]
     print("| what | " + " | ".join(f"{n}, {r} runs" for n, r in cols) + " | target |")
@@ -395,7 +422,7 @@ def main() -> None:
     for label, key, unit, target in ROWS:
         if all(key not in got[c] for c in cols):
             continue  # not measured (--hover-only)
-        cells = [f"{got[c].get(key, float('nan')):.1f} {unit}".strip() for c in cols]
+        cells = [_cell(got[c], key, unit, args.pairs) for c in cols]
         print(f"| {label} | " + " | ".join(cells) + f" | {target} |")
     for c in cols:
         r = got[c]
