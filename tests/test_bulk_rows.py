@@ -128,10 +128,13 @@ def test_distinct_upserts_go_in_whole_on_postgresql_in_few_statements(pg_store):
 
     pg_meta = MetaData()
     table = Table(
-        "agg", pg_meta, Column("key_id", BigInteger, primary_key=True),
-        Column("bucket", BigInteger, primary_key=True), Column("n", BigInteger),
+        "agg",
+        pg_meta,
+        Column("key_id", BigInteger, primary_key=True),
+        Column("bucket", BigInteger, primary_key=True),
+        Column("n", BigInteger),
         Column("v", Float),
-    )  # fmt: skip
+    )
     eng = create_engine(pg_store)
     pg_meta.create_all(eng)
     cols = ["key_id", "bucket", "n", "v"]

@@ -409,8 +409,10 @@ class Store:
             if level == 0:
                 raw_run = raw_run or (RAW_TILES_A_READ if chunk_read.has_numpy() else 1)
                 run = raw_run
-            jobs += [(run_id, key_id, level, index, has, high, min(run, first + count - index))
-                     for index in range(first, first + count, run)]  # fmt: skip
+            jobs += [
+                (run_id, key_id, level, index, has, high, min(run, first + count - index))
+                for index in range(first, first + count, run)
+            ]
         last = {}  # (run_id, key_id) -> the series' last step in this snapshot
         for run_id, key_id, *_job in jobs:
             if (run_id, key_id) not in last:

@@ -136,8 +136,11 @@ def check_file(w: Writer) -> None:
         else f"another writer restored it first; writing into {where} again (points this "
         "process committed after that writer's copy may be missing there)"
     )
-    warnings.warn(f"reslog: the store {old} was {what} while the run was writing; {detail}",
-                  RuntimeWarning, stacklevel=2)  # fmt: skip
+    warnings.warn(
+        f"reslog: the store {old} was {what} while the run was writing; {detail}",
+        RuntimeWarning,
+        stacklevel=2,
+    )
     w._held_events.append(
         (time.time(), None, "writer", "warning", f"store file {what} during the run", detail)
     )

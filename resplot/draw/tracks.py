@@ -180,8 +180,16 @@ class Track:
         place() cuts them into the chart's pixel columns)."""
         item = self.item
         self.ctx, self.mode, self.cache = ctx, mode, cache
-        view = series_view(cache, item.ref, item.key, ctx.lo, ctx.hi, pixels,
-                           fine_per_pixel=fine_per_pixel, memo=self._memo)  # fmt: skip
+        view = series_view(
+            cache,
+            item.ref,
+            item.key,
+            ctx.lo,
+            ctx.hi,
+            pixels,
+            fine_per_pixel=fine_per_pixel,
+            memo=self._memo,
+        )
         # The run matters to x on a time axis only (its start, heartbeat); the guide's arrays
         # on the tokens axis.
         guide = () if ctx.guide is None else tuple(ctx.guide)
@@ -229,9 +237,15 @@ class Track:
             return
         run = self.ctx.run if self.ctx is not None else None
         summary = self.cache.summary(self.item.ref, self.item.key) if self.cache else None
-        stamp = (self._generation, pixels, xlim, grid, band,
-                 None if run is None else (run.status, run.ended_at, run.heartbeat_at),
-                 None if summary is None else summary.agg[STEP_HI])  # fmt: skip
+        stamp = (
+            self._generation,
+            pixels,
+            xlim,
+            grid,
+            band,
+            None if run is None else (run.status, run.ended_at, run.heartbeat_at),
+            None if summary is None else summary.agg[STEP_HI],
+        )
         self.changed = not _same(stamp, self._placed)
         if not self.changed:
             return
@@ -405,8 +419,9 @@ def extent_points(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
     return np.array(points)
 
 
-def _smoothed(cache: SeriesCache, item: Item, view: SeriesView, weight: float,
-              lo: float) -> tuple[np.ndarray, bool]:  # fmt: skip
+def _smoothed(
+    cache: SeriesCache, item: Item, view: SeriesView, weight: float, lo: float
+) -> tuple[np.ndarray, bool]:
     """The EMA of a view, in steps (resplot/data/smoothing.py): of its raw points, or of its
     buckets' exact means. A view that starts after its series does starts the EMA earlier, by
     as many steps as it takes the points left out to weigh nothing (at the view's level), so

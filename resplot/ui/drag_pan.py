@@ -114,8 +114,7 @@ class DragPan(QObject):
         if str(self.toolbar.mode) != "pan/zoom":  # the pan tool was switched off meanwhile
             self.end()
             return
-        event = MouseEvent("motion_notify_event", self.canvas, x, y,
-                           buttons={MouseButton.LEFT})  # fmt: skip
+        event = MouseEvent("motion_notify_event", self.canvas, x, y, buttons={MouseButton.LEFT})
         self.toolbar.drag_pan(event)
 
     def moved(self) -> None:
@@ -196,10 +195,27 @@ class DragPan(QObject):
                     continue
                 e = artist.get_window_extent(renderer)
                 if e.width > 0 and e.height > 0:
-                    fixed.append((height - int(np.ceil(e.y1)) - 1, height - int(e.y0) + 1,
-                                  int(e.x0) - 1, int(np.ceil(e.x1)) + 1))  # fmt: skip
-            self._charts.append(_Chart(top, bottom, left, right, under, box.width,
-                                       _rgba(ax.get_facecolor()), face, fixed))  # fmt: skip
+                    fixed.append(
+                        (
+                            height - int(np.ceil(e.y1)) - 1,
+                            height - int(e.y0) + 1,
+                            int(e.x0) - 1,
+                            int(np.ceil(e.x1)) + 1,
+                        )
+                    )
+            self._charts.append(
+                _Chart(
+                    top,
+                    bottom,
+                    left,
+                    right,
+                    under,
+                    box.width,
+                    _rgba(ax.get_facecolor()),
+                    face,
+                    fixed,
+                )
+            )
 
     def _preview(self) -> None:
         charts = self.page.chart_axes()
@@ -231,8 +247,14 @@ class DragPan(QObject):
             top, bottom = max(top, r0), min(bottom, r1)
             if bottom <= top:
                 continue
-            _moved(buf[top:bottom], self._base[top - r0 : bottom - r0], chart.left, chart.right,
-                   dx, fill)  # fmt: skip
+            _moved(
+                buf[top:bottom],
+                self._base[top - r0 : bottom - r0],
+                chart.left,
+                chart.right,
+                dx,
+                fill,
+            )
         # The legend and notes stay where they are: the place each moved to is blank (what
         # was under it was never drawn), and its own place shows it as the exact frame did.
         for top, bottom, left, right in chart.fixed:

@@ -214,8 +214,9 @@ class PageView(QWidget):
         self.crosshair = Crosshair(self.canvas, self.page, self.toolbar)
         self.layers.on_blit.append(self._blitted)
         # After the layers and the crosshair: its draw_event handler takes the finished frame.
-        self.drag = DragPan(self.canvas, self.page, self._view_rows,
-                            lambda: self.layers.drawn, on_view_changed)  # fmt: skip
+        self.drag = DragPan(
+            self.canvas, self.page, self._view_rows, lambda: self.layers.drawn, on_view_changed
+        )
         self.drag.toolbar = self.toolbar
         self.drag.on_begin.append(self.crosshair.hide)
         self.canvas.drag = self.toolbar.drag = self.drag
