@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from alembic import command
+from bench_convert import row_store
 
 from schema import chunk_compact, chunk_convert, migrate
 from schema.store import make_engine, open_store, resolve_store
@@ -30,12 +31,7 @@ TRAIN, GPUS, FIELDS, FLUSH = 20, 8, 12, 10
 
 
 def build(path: Path, steps: int, order: str) -> int:
-    engine = open_store(path, create=True)
-    cfg = migrate.alembic_config(engine)
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.downgrade(cfg, "0005")
-    engine.dispose()
+    row_store(path)
     rng = random.Random(1)
     names = [f"train/k{j}" for j in range(TRAIN)]
     names += [f"sys/gpu{g}/f{f}" for g in range(GPUS) for f in range(FIELDS)]

@@ -33,13 +33,18 @@ from schema.store import make_engine, open_store, resolve_store
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def build(path: Path, runs: int, steps: int) -> int:
+def row_store(path: Path) -> None:
+    """An empty store at revision 0005: points as rows, as before chunks."""
     engine = open_store(path, create=True)
     cfg = migrate.alembic_config(engine)
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
         command.downgrade(cfg, "0005")
     engine.dispose()
+
+
+def build(path: Path, runs: int, steps: int) -> int:
+    row_store(path)
     rng = random.Random(1)
     names = [f"train/k{j}" for j in range(20)] + [f"sys/gpu{j % 8}/f{j}" for j in range(30)]
     n = 0
