@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 import warnings
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import pytest
 import reslog
 from reslog.agent.store import Store
 from reslog.training.stall import DEFAULT_MIN_STALL_S, StallWatch, check_stall_after
+from reslog.training.writer_watch import stall_event
 from schema import liveness
 from schema.status import effective_status, row_status
 from tests.fixtures.logging_child import ROOT, Child
@@ -133,6 +135,22 @@ def test_a_hung_run_is_flagged_stalled_with_the_hanging_frame_then_recovers(
     assert resumed.level == "info" and resumed.title.startswith("steps resumed after a stall of")
     last, _ = child.finish()
     assert last.split()[1] == "True" and read_run(store_path)[0].status == "finished"
+
+
+def test_the_stall_event_says_each_gpus_utilisation_by_ordinal():
+    """The hint reads the GPU keys as every reader does (schema.alerts.gpu_key): gpu10 after gpu2,
+    and a key that only ends in /util is not a GPU."""
+    side = {"sys/gpu10/util": 5.0, "sys/gpu2/util": 97.0, "sys/gpu2/temp_c": 61.0}
+    side["train/util"] = 1.0
+    writer = types.SimpleNamespace(
+        _last_side=side,
+        stall=types.SimpleNamespace(threshold=lambda: 3.0),
+        owner=threading.current_thread(),
+    )
+    _at, _step, kind, level, title, body = stall_event(writer, 4.0, time.time())
+    assert (kind, level) == ("stall", "warning") and title.startswith("stalled: no step logged")
+    assert body.startswith("GPU utilisation now: gpu2 97%, gpu10 5%. Idle GPUs"), body
+    assert "in test_the_stall_event_says_each_gpus_utilisation_by_ordinal" in body
 
 
 def test_pauses_shorter_than_stall_after_never_flag(store_path, child_factory):

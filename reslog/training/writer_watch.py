@@ -29,6 +29,7 @@ from reslog.training.server_health import (
     thread_cpu,
 )
 from reslog.training.stall import thread_stacks
+from schema.alerts import gpu_key
 
 if TYPE_CHECKING:
     from reslog.training.writer import Writer
@@ -97,8 +98,8 @@ def watch_stall(w: Writer, now: float) -> None:
 
 def stall_event(w: Writer, quiet: float, now: float) -> tuple:
     side = w._last_side
-    util = {k: v for k, v in side.items() if k.startswith("sys/gpu") and k.endswith("/util")}
-    gpus = ", ".join(f"{k.split('/')[1]} {v:.0f}%" for k, v in sorted(util.items()))
+    util = {gpu[0]: v for k, v in side.items() if (gpu := gpu_key(k)) and gpu[1] == "util"}
+    gpus = ", ".join(f"gpu{i} {v:.0f}%" for i, v in sorted(util.items()))
     hint = (
         f"GPU utilisation now: {gpus}. Idle GPUs point at the data loader or a collective "
         "waiting for another rank; busy ones at a long step.\n\n"
