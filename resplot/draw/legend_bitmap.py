@@ -5,7 +5,8 @@ packing): four of them were 60 of the 155 ms a zoom spent drawing the training p
 zoom or pan changes nothing in them but, at times, the corner they sit in. On Agg (the window's
 canvas, PNG snapshots) a legend drawn twice alike is drawn into a bitmap the size of its box,
 and composited from it (~1 ms) until its text, size or the font chain changes; a legend whose
-text changes at every draw (a live run's latest value, each poll) is drawn directly. Other
+text changes at every draw (a live run's latest value, each poll) is drawn into a new bitmap
+at each draw, so that a draw never depends on the draws before it (bitmap_draw.py). Other
 renderers (SVG, PDF exports) draw it as usual. Agg puts text at whole pixels and the frame
 between them, so a bitmap is only reused where the box has the same fraction of a pixel: one a
 corner.
@@ -31,7 +32,6 @@ class BitmapLegend(Legend):
         # box, RGBA rows bottom first); the newest BITMAPS of them
         self._bitmaps: dict[tuple, tuple[float, float, np.ndarray]] = {}
         self.renders = 0  # bitmaps drawn afresh (tests read it)
-        self._last: tuple | None = None  # what the last draw showed, and where
 
     def draw(self, renderer) -> None:
         if not self.get_visible() or not isinstance(renderer, RendererAgg):
@@ -49,14 +49,11 @@ class BitmapLegend(Legend):
             super().draw(renderer)
             return
         found = self._bitmaps.pop(key, None)
-        if found is None and key != self._last:
-            # New text or a new place since the last draw: drawn directly. A live poll changes
-            # a latest value every time, and a bitmap drawn for one draw costs more than the
-            # draw (scripts/bench/bench_live_poll.py); the second draw alike makes it.
-            self._last = key
-            super().draw(renderer)
-            return
         if found is None:
+            # Drawn into a bitmap even for a text new at this draw (a live poll's latest
+            # value): a direct draw is not its bitmap's pixels to the last level
+            # (bitmap_draw.py), and which way a legend is drawn must not depend on the draws
+            # before, or a blitted frame is not the pixels of a full draw.
             x, y, rgba = self._render(renderer, box)
             found = (x - box.x0, y - box.y0, rgba)
             self.renders += 1

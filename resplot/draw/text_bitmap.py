@@ -5,8 +5,9 @@ matplotlib 3.11 lays text out and renders it glyph by glyph at each draw: a char
 every note of the page with the series over the saved axes (resplot/ui/layers.py): 25-35 ms
 of a 12-run Training page's poll (scripts/bench/bench_live_poll.py). On Agg a note drawn twice
 alike is drawn into a bitmap the size of its box and composited from it, as chart legends are
-(resplot/draw/legend_bitmap.py): the first draw of a new text is direct, and so is any draw on
-another renderer (SVG, PDF), of a clipped text, or of one partly off the canvas.
+(resplot/draw/legend_bitmap.py), its first draw included (a direct draw differs by a colour
+level here and there: bitmap_draw.py); a draw on another renderer (SVG, PDF), of a clipped
+text, or of one partly off the canvas is direct.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ class BitmapText(Text):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._bitmap: tuple | None = None  # (key, left and bottom relative to the box, RGBA)
-        self._last: tuple | None = None  # what the last draw showed, and where
         self.renders = 0  # bitmaps drawn afresh (tests read it)
 
     def draw(self, renderer) -> None:
@@ -56,10 +56,8 @@ class BitmapText(Text):
             super().draw(renderer)
             return
         if self._bitmap is None or self._bitmap[0] != key:
-            if key != self._last:  # new text or place: drawn directly (it may change again)
-                self._last = key
-                super().draw(renderer)
-                return
+            # Drawn into a new bitmap even at its first draw: a direct draw is not its pixels
+            # to the last level (bitmap_draw's docstring), and a blitted frame must be.
             x, y, rgba = self._render(renderer, box)
             self._bitmap = (key, x - box.x0, y - box.y0, rgba)
             self.renders += 1
