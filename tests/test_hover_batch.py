@@ -220,6 +220,7 @@ def test_a_chart_kept_between_moves_is_read_again_when_a_track_changes(sweep):
     kept = hover_mod._chart(tracks)
     assert hover_mod._chart(tracks) is kept  # nothing changed: the same joined arrays
     assert _same(first, readings_each(tracks, x))
+    assert hover_mod.chart_ends(tracks) == _ends(tracks) and _ends(tracks)
     for smoothing, zoom in ((0.0, None), (0.9, (39_000, 41_000))):
         for track in tracks.values():
             ctx = track.ctx if zoom is None else replace(track.ctx, lo=zoom[0], hi=zoom[1])
@@ -228,5 +229,11 @@ def test_a_chart_kept_between_moves_is_read_again_when_a_track_changes(sweep):
         assert hover_mod._chart(tracks) is not kept
         kept = hover_mod._chart(tracks)
         assert _same(got, readings_each(tracks, x))
+        assert hover_mod.chart_ends(tracks) == _ends(tracks)
         assert not _same(got, first)  # the readings did change (smoothed, or exact points)
     assert len(hover_mod._charts) <= hover_mod.KEEP_CHARTS
+
+
+def _ends(tracks: dict) -> dict:
+    """chart_ends as each track's x_range gives it."""
+    return {item: span[1] for item, t in tracks.items() if (span := t.x_range()) is not None}

@@ -324,12 +324,13 @@ class _Chart:
     loop over 200 series, reading numpy scalars, was most of `readings`)."""
 
     __slots__ = (
-        "axes", "batch", "cached", "held", "items", "level", "sig", "smooth", "smoothed",
+        "axes", "batch", "cached", "ends", "held", "items", "level", "sig", "smooth", "smoothed",
         "smoothed_at", "start", "steps", "values", "views", "x",
     )  # fmt: skip
 
     def __init__(self, tracks: dict, sig: tuple[int, ...]) -> None:
         self.sig = sig
+        self.ends: dict | None = None  # chart_ends, when asked
         # Held so that the ids in `sig` stay theirs while this is kept.
         self.held = [
             (item, t, t.x, t.view, t.smoothed, getattr(t, "x_mid", None), getattr(t, "cache", None))
@@ -446,5 +447,11 @@ def readings(tracks: dict, x: float) -> list[Reading]:
 
 
 def chart_ends(tracks: dict) -> dict:
-    """Each track's last x with data (Item -> x), for the readout's "ended" rows."""
-    return {item: span[1] for item, t in tracks.items() if (span := x_span(t)) is not None}
+    """Each track's last x with data (Item -> x), for the readout's "ended" rows (once per set
+    of drawn views: the kept chart's)."""
+    chart = _chart(tracks)
+    if chart.ends is None:
+        chart.ends = {
+            item: span[1] for item, t in tracks.items() if (span := x_span(t)) is not None
+        }
+    return dict(chart.ends)
