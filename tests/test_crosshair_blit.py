@@ -4,6 +4,8 @@ runs a page draw inside itself; a draw that was due paints the line where the po
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from matplotlib.colors import to_rgba
@@ -188,3 +190,25 @@ def test_the_canvas_paints_no_page_under_the_readout_where_it_moves(win, qtbot):
     assert not fresh.isEmpty()
     for region in painted:
         assert region.intersected(fresh).isEmpty(), region.intersected(fresh).rects()
+
+
+def test_the_dots_colours_are_the_rgba_matplotlib_makes_of_the_runs_colours(win):
+    """The dots' colours are converted once per colour and kept: the same RGBA (and so the
+    same pixels) as the colour names handed to the collection, move after move."""
+    from matplotlib.colors import to_rgba_array
+
+    view = win.pages["training"]
+    page, hair = view.page, view.crosshair
+    x0, x1 = page.axes[0].get_xlim()
+    for f in (0.2, 0.6, 0.9):
+        hair.show_at(0, x0 + f * (x1 - x0))
+        shown = [r for r in hair.found if math.isfinite(hair_value(r))]
+        assert len(shown) == 3
+        want = to_rgba_array([r.item.color for r in shown])
+        assert np.array_equal(hair.dots.get_facecolors(), want)
+        assert np.array_equal(hair.dots.get_offsets(), [(r.x, hair_value(r)) for r in shown])
+        hair.hide()
+
+
+def hair_value(r) -> float:
+    return r.smoothed if r.smoothed is not None else r.raw

@@ -205,3 +205,35 @@ def test_the_kept_axis_outlives_a_redraw_that_brings_the_same_arrays():
     track.x, track.x_mid, track.view = moved.x, moved.x_mid, moved.view
     fresh = hover_mod._axis(track)
     assert fresh is not axis and fresh.finite_x[0] == 1.0
+
+
+def test_a_chart_kept_between_moves_is_read_again_when_a_track_changes(sweep):
+    """`readings` keeps each chart's tracks joined between moves (one fancy index a move, not
+    a loop over 200 series); a track prepared again (new arrays: another smoothing, a zoom)
+    is read from its new arrays, the same readings as a series at a time."""
+    cache, source, refs = sweep
+    source.poll(cache)
+    page = _page(cache, source, refs, 0.6)
+    tracks = page.tracks[0]
+    x = 40_000.0
+    first = readings(tracks, x)
+    kept = hover_mod._chart(tracks)
+    assert hover_mod._chart(tracks) is kept  # nothing changed: the same joined arrays
+    assert _same(first, readings_each(tracks, x))
+    assert hover_mod.chart_ends(tracks) == _ends(tracks) and _ends(tracks)
+    for smoothing, zoom in ((0.0, None), (0.9, (39_000, 41_000))):
+        for track in tracks.values():
+            ctx = track.ctx if zoom is None else replace(track.ctx, lo=zoom[0], hi=zoom[1])
+            track.prepare(cache, ctx, track.mode, smoothing, 700)
+        got = readings(tracks, x)
+        assert hover_mod._chart(tracks) is not kept
+        kept = hover_mod._chart(tracks)
+        assert _same(got, readings_each(tracks, x))
+        assert hover_mod.chart_ends(tracks) == _ends(tracks)
+        assert not _same(got, first)  # the readings did change (smoothed, or exact points)
+    assert len(hover_mod._charts) <= hover_mod.KEEP_CHARTS
+
+
+def _ends(tracks: dict) -> dict:
+    """chart_ends as each track's x_range gives it."""
+    return {item: span[1] for item, t in tracks.items() if (span := t.x_range()) is not None}

@@ -249,13 +249,16 @@ class _Runs:
 class _Batch:
     """What one move reads of a chart's tracks, joined (built once per set of drawn views)."""
 
-    __slots__ = ("axes", "by_step", "by_x", "mids", "near", "rising")
+    __slots__ = ("axes", "by_step", "by_x", "mids", "near", "ok", "rising")
 
     def __init__(self, axes: list[_Axis]) -> None:
         self.axes = axes  # (held: their ids key the batch)
         empty = np.empty(0)
         self.rising = np.array([a.rising and len(a.ok) > 0 for a in axes], bool)
         self.near = _Runs([a.finite_x if a.rising else empty for a in axes])
+        # Where each of `near`'s x is in its track's x (one index a move, not a loop).
+        none = np.empty(0, np.int64)
+        self.ok = np.concatenate([a.ok if a.rising else none for a in axes] + [none])
         self.by_x = _Runs([a.by_x[0] for a in axes], [a.by_x[1] for a in axes])
         self.by_step = _Runs([a.by_step[0] for a in axes], [a.by_step[1] for a in axes])
         self.mids = _Runs([a.mid_steps for a in axes])
@@ -270,9 +273,7 @@ class _Batch:
         jr = np.minimum(j, end - 1)
         left = at_end | ((j > first) & (np.abs(xs[j - 1] - x) <= np.abs(xs[jr] - x)))
         # The left neighbour: the first of its equal values.
-        j = np.where(left, near.find(tracks, xs[np.maximum(j - 1, first)]), j)
-        ok = [self.axes[k].ok for k in tracks]
-        return np.array([o[i] for o, i in zip(ok, (j - first).tolist(), strict=True)], np.int64)
+        return self.ok[np.where(left, near.find(tracks, xs[np.maximum(j - 1, first)]), j)]
 
     def nearest_mid(self, tracks: np.ndarray, steps: np.ndarray) -> np.ndarray:
         """Per track, the index of the bucket middle nearest `steps` (the left one on a tie;
@@ -300,22 +301,98 @@ def _batch(axes: list[_Axis]) -> _Batch:
     return got
 
 
+def _signature(tracks: dict) -> tuple[int, ...]:
+    """The identities of everything `readings` reads of a chart's tracks (a track's prepare
+    assigns new arrays and a new view, never edits them)."""
+    held: list = []
+    for item, t in tracks.items():
+        held += (
+            item,
+            t,
+            t.x,
+            t.view,
+            t.smoothed,
+            getattr(t, "x_mid", None),
+            getattr(t, "cache", None),
+        )
+    return tuple(map(id, held))
+
+
+class _Chart:
+    """One chart's tracks with data, their arrays joined (built once per set of drawn views):
+    a move then picks every series' nearest point by one fancy index (at 100 runs a Python
+    loop over 200 series, reading numpy scalars, was most of `readings`)."""
+
+    __slots__ = (
+        "axes", "batch", "cached", "ends", "held", "items", "level", "sig", "smooth", "smoothed",
+        "smoothed_at", "start", "steps", "values", "views", "x",
+    )  # fmt: skip
+
+    def __init__(self, tracks: dict, sig: tuple[int, ...]) -> None:
+        self.sig = sig
+        self.ends: dict | None = None  # chart_ends, when asked
+        # Held so that the ids in `sig` stay theirs while this is kept.
+        self.held = [
+            (item, t, t.x, t.view, t.smoothed, getattr(t, "x_mid", None), getattr(t, "cache", None))
+            for item, t in tracks.items()
+        ]
+        self.items, self.views, self.axes = [], [], []
+        for item, track in tracks.items():
+            view = track.view
+            if view is None or len(track.x) == 0 or len(track.x) != len(view.steps):
+                continue
+            self.items.append((item, track))
+            self.views.append(view)
+            self.axes.append(_axis(track))
+        if not self.items:
+            return
+        self.batch = _batch(self.axes)
+        lengths = np.array([len(v.steps) for v in self.views], np.int64)
+        self.start = np.cumsum(lengths) - lengths
+        self.steps = np.concatenate([np.asarray(v.steps).astype(np.int64) for v in self.views])
+        self.x = np.concatenate([np.asarray(t.x, np.float64) for _i, t in self.items])
+        self.values = np.concatenate([np.asarray(v.values, np.float64) for v in self.views])
+        self.level = np.array([v.level != 0 for v in self.views], bool)
+        self.cached = np.array([getattr(t, "cache", None) is not None for _i, t in self.items])
+        self.smooth = np.array(
+            [t.smoothed is not None and len(v.mid_steps) > 0 for (_i, t), v in zip(
+                self.items, self.views, strict=True)],
+            bool,
+        )  # fmt: skip
+        sm = [
+            np.asarray(t.smoothed, np.float64) if ok else np.empty(0)
+            for (_i, t), ok in zip(self.items, self.smooth, strict=True)
+        ]
+        lengths = np.array([len(a) for a in sm], np.int64)
+        self.smoothed_at = np.cumsum(lengths) - lengths
+        self.smoothed = np.concatenate([*sm, np.empty(0)])
+
+
+_charts: dict[int, _Chart] = {}  # id(tracks) -> the last few charts read
+KEEP_CHARTS = 4
+
+
+def _chart(tracks: dict) -> _Chart:
+    sig = _signature(tracks)
+    got = _charts.pop(id(tracks), None)
+    if got is None or got.sig != sig:
+        got = _Chart(tracks, sig)
+        while len(_charts) >= KEEP_CHARTS:
+            _charts.pop(next(iter(_charts)))
+    _charts[id(tracks)] = got  # the newest last
+    return got
+
+
 def readings(tracks: dict, x: float) -> list[Reading]:
     """One reading per track (Item -> Track of one chart) with data, sorted by value, highest
     first (the smoothed value where there is one); NaN readings last. Every track of the chart
     is read at once (a move reads them all: at 100 runs, 200 lookups one by one were most of
     a move's time); `readings_each` is the same a track at a time."""
-    items, views, axes = [], [], []
-    for item, track in tracks.items():
-        view = track.view
-        if view is None or len(track.x) == 0 or len(track.x) != len(view.steps):
-            continue
-        items.append((item, track))
-        views.append(view)
-        axes.append(_axis(track))
+    chart = _chart(tracks)
+    items, views, axes = chart.items, chart.views, chart.axes
     if not items:
         return []
-    batch = _batch(axes)
+    batch = chart.batch
     n = len(items)
     index = np.full(n, -1, np.int64)
     fast = np.flatnonzero(batch.rising) if math.isfinite(x) else np.empty(0, np.int64)
@@ -324,17 +401,16 @@ def readings(tracks: dict, x: float) -> list[Reading]:
     for k in np.flatnonzero(index < 0).tolist():
         i = _nearest(axes[k], x)
         index[k] = -2 if i is None else i
+    found = index >= 0
+    at = chart.start + np.maximum(index, 0)
     # Per track as Python values (200 numpy scalars a move cost more than the lookups).
     idx = index.tolist()
-    steps, at_x, raw = [0] * n, [0.0] * n, [0.0] * n
-    envelope = [False] * n
-    for k, i in enumerate(idx):
-        if i >= 0:
-            view = views[k]
-            steps[k], at_x[k] = int(view.steps[i]), float(items[k][1].x[i])
-            raw[k], envelope[k] = float(view.values[i]), view.level != 0
+    steps = chart.steps[at].tolist()
+    at_x = chart.x[at].tolist()
+    raw = chart.values[at].tolist()
+    envelope = (chart.level & found).tolist()
     # Zoomed out: the logged value at the hovered step, from its raw tile.
-    out_k = [k for k in range(n) if envelope[k] and getattr(items[k][1], "cache", None) is not None]
+    out_k = np.flatnonzero(chart.level & found & chart.cached).tolist()
     if out_k:
         ks = np.array(out_k, np.int64)
         hovered = np.round(batch.by_x.interp(ks, np.full(len(ks), x))).astype(np.int64)
@@ -356,16 +432,12 @@ def readings(tracks: dict, x: float) -> list[Reading]:
             for k, value in zip(exact, xs.tolist(), strict=True):
                 at_x[k] = value
     smoothed: list[float | None] = [None] * n
-    smooth_k = [
-        k
-        for k in range(n)
-        if idx[k] >= 0 and items[k][1].smoothed is not None and len(views[k].mid_steps)
-    ]
-    if smooth_k:
-        ks = np.array(smooth_k, np.int64)
-        mids = batch.nearest_mid(ks, np.array([steps[k] for k in smooth_k], np.float64))
-        for k, j in zip(smooth_k, mids.tolist(), strict=True):
-            smoothed[k] = float(items[k][1].smoothed[j])
+    ks = np.flatnonzero(chart.smooth & found)
+    if len(ks):
+        mids = batch.nearest_mid(ks, np.array(steps, np.float64)[ks])
+        values = chart.smoothed[chart.smoothed_at[ks] + mids].tolist()
+        for k, value in zip(ks.tolist(), values, strict=True):
+            smoothed[k] = value
     out = [
         Reading(items[k][0], steps[k], at_x[k], raw[k], smoothed[k], envelope[k])
         for k in range(n)
@@ -375,5 +447,11 @@ def readings(tracks: dict, x: float) -> list[Reading]:
 
 
 def chart_ends(tracks: dict) -> dict:
-    """Each track's last x with data (Item -> x), for the readout's "ended" rows."""
-    return {item: span[1] for item, t in tracks.items() if (span := x_span(t)) is not None}
+    """Each track's last x with data (Item -> x), for the readout's "ended" rows (once per set
+    of drawn views: the kept chart's)."""
+    chart = _chart(tracks)
+    if chart.ends is None:
+        chart.ends = {
+            item: span[1] for item, t in tracks.items() if (span := x_span(t)) is not None
+        }
+    return dict(chart.ends)

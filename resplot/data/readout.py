@@ -102,7 +102,7 @@ def layout(
     if by == "name":
         rows.sort(key=lambda r: r.name.lower())
     else:
-        rows.sort(key=lambda r: (math.isnan(first_value(r)), -first_value(r)))
+        rows.sort(key=lambda r: (math.isnan(v := first_value(r)), -v))
     rows.sort(key=lambda r: (not r.hovered, r.ended))  # stable: the order above within each
     shown = rows if len(rows) <= max_rows else rows[: max(0, max_rows - 1)]
     return Readout(

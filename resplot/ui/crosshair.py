@@ -23,6 +23,7 @@ import math
 
 import numpy as np
 from matplotlib.collections import CircleCollection, LineCollection
+from matplotlib.colors import to_rgba
 from matplotlib.transforms import Bbox, IdentityTransform
 from PyQt5.QtCore import QObject, QRect, pyqtSignal
 from PyQt5.QtGui import QRegion
@@ -67,6 +68,7 @@ class Crosshair(QObject):
         )
         self.rules.set_figure(page.figure)
         self.dots = CircleCollection([DOT_PT2], edgecolors="white", linewidths=0.8, zorder=6)
+        self._rgba: dict[str, tuple[float, float, float, float]] = {}  # colour -> RGBA
         self.dots.set_figure(page.figure)
         self.found: list[Reading] = []
         self.readout: readout_mod.Readout | None = None
@@ -202,18 +204,29 @@ class Crosshair(QObject):
         return best or self.page.highlighted
 
     def _set_dots(self, ax, found: list[Reading], hovered: RunRef | None) -> bool:
-        points = [
-            (r.x, r.smoothed if r.smoothed is not None else r.raw, r.item.color,
-             r.item.ref == hovered)
-            for r in found
-        ]  # fmt: skip
-        points = [p for p in points if math.isfinite(p[1])]
-        if not points:
+        # The colours as RGBA, each converted once (matplotlib turned 200 colour names into
+        # RGBA a move at 100 runs); the same numbers it would have made of the names.
+        rgba = self._rgba
+        xy, colors, sizes = [], [], []
+        for r in found:
+            y = r.smoothed if r.smoothed is not None else r.raw
+            if not math.isfinite(y):
+                continue
+            color = r.item.color
+            got = rgba.get(color) if isinstance(color, str) else None
+            if got is None:
+                got = to_rgba(color)
+                if isinstance(color, str):
+                    rgba[color] = got
+            xy.append((r.x, y))
+            colors.append(got)
+            sizes.append(FOCUS_PT2 if r.item.ref == hovered else DOT_PT2)
+        if not xy:
             return False
-        self.dots.set_offsets(np.array([(x, y) for x, y, _c, _h in points]))
+        self.dots.set_offsets(np.array(xy))
         self.dots.set_offset_transform(ax.transData)
-        self.dots.set_facecolors([c for _x, _y, c, _h in points])
-        self.dots.set_sizes([FOCUS_PT2 if h else DOT_PT2 for *_p, h in points])
+        self.dots.set_facecolors(np.array(colors))
+        self.dots.set_sizes(sizes)
         self.dots.set_clip_box(ax.bbox)
         return True
 
