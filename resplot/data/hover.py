@@ -324,9 +324,23 @@ class _Chart:
     loop over 200 series, reading numpy scalars, was most of `readings`)."""
 
     __slots__ = (
-        "axes", "batch", "cached", "ends", "held", "items", "level", "sig", "smooth", "smoothed",
-        "smoothed_at", "start", "steps", "values", "views", "x",
-    )  # fmt: skip
+        "axes",
+        "batch",
+        "cached",
+        "ends",
+        "held",
+        "items",
+        "level",
+        "sig",
+        "smooth",
+        "smoothed",
+        "smoothed_at",
+        "start",
+        "steps",
+        "values",
+        "views",
+        "x",
+    )
 
     def __init__(self, tracks: dict, sig: tuple[int, ...]) -> None:
         self.sig = sig
@@ -355,10 +369,12 @@ class _Chart:
         self.level = np.array([v.level != 0 for v in self.views], bool)
         self.cached = np.array([getattr(t, "cache", None) is not None for _i, t in self.items])
         self.smooth = np.array(
-            [t.smoothed is not None and len(v.mid_steps) > 0 for (_i, t), v in zip(
-                self.items, self.views, strict=True)],
+            [
+                t.smoothed is not None and len(v.mid_steps) > 0
+                for (_i, t), v in zip(self.items, self.views, strict=True)
+            ],
             bool,
-        )  # fmt: skip
+        )
         sm = [
             np.asarray(t.smoothed, np.float64) if ok else np.empty(0)
             for (_i, t), ok in zip(self.items, self.smooth, strict=True)
