@@ -236,14 +236,15 @@ def test_an_agent_without_the_chunks_op_gets_points_as_rows(tmp_path):
         capture_output=True,
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(before)], input=archive, check=True)
-    # A launcher that takes the archive the client sends (as the boot code would) and runs the
-    # agent of the code before instead: a real agent, only older.
+    # A launcher that takes the archive and the compiled code the client sends (as the boot code
+    # would) and runs the agent of the code before instead: a real agent, only older.
     launcher = tmp_path / "old-python"
     launcher.write_text(
         f"#!{sys.executable}\n"
         "import struct, sys\n"
-        "size = struct.unpack('<Q', sys.stdin.buffer.read(8))[0]\n"
-        "sys.stdin.buffer.read(size)\n"
+        "for _part in ('archive', 'compiled code'):\n"
+        "    size = struct.unpack('<Q', sys.stdin.buffer.read(8))[0]\n"
+        "    sys.stdin.buffer.read(size)\n"
         f"sys.path.insert(0, {str(before)!r})\n"
         "from reslog.agent.serve import main\n"
         "sys.exit(main())\n"

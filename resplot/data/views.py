@@ -382,8 +382,8 @@ def _appended(memo: ViewMemo, cols: dict, level: int) -> SeriesView | None:
     n0 = min(len(old["n"]), len(cols["n"]))
     differ = (old["n"][:n0] != cols["n"][:n0]) | (old["step_lo"][:n0] != cols["step_lo"][:n0])
     k = int(np.argmax(differ)) if differ.any() else n0
-    if k == 0 or len(was.first_steps) != len(old["n"]):
-        return None
+    if k == 0 or k == len(cols["n"]) or len(was.first_steps) != len(old["n"]):
+        return None  # nothing kept, nothing new (tiles evicted or fetched again): rebuild
     new = _buckets({name: arr[k:] for name, arr in cols.items()}, level, level)
     p = int(np.searchsorted(was.steps, cols["step_lo"][k], side="left"))
 
