@@ -25,7 +25,6 @@ from resplot.draw.legends import strip_html
 from resplot.ui.crosshair import Crosshair
 from resplot.ui.drag_pan import DragPan
 from resplot.ui.layers import Layers
-from resplot.ui.page_release import PageRelease
 from resplot.ui.region_paint import paint_region
 
 
@@ -226,7 +225,6 @@ class PageView(QWidget):
         bar.valueChanged.connect(self._scrolled)
         bar.rangeChanged.connect(self._scrolled)
         self.canvas.mpl_connect("button_press_event", self._on_press)
-        self.release = PageRelease(self)  # unshown a minute: its charts given back
 
     def _view_moved(self) -> None:
         """The x range moved (a zoom, a pan): the window refreshes and draws the page, except
