@@ -85,3 +85,24 @@ def test_a_poll_works_out_only_the_newest_buckets_again(live, monkeypatch):
         _same_arrays(now, whole)
         first = now
     engine.dispose()
+
+
+def test_tiles_fetched_again_alike_rebuild_the_view(live):
+    """Evicted and fetched again, the tiles bring the same buckets in new arrays: nothing kept
+    from the memo's view changed and nothing is new. That indexed past the buckets (an
+    IndexError in the window's redraw); it is the view a rebuild gives."""
+    source, _run_id, _path = live
+    cache = source.cache
+    ref = cache.runs()[0].ref
+    memo = ViewMemo()
+    series_view(cache, ref, "loss", -np.inf, np.inf, PIXELS, memo=memo)
+    source.fetch()
+    first = _view(cache, ref, memo)
+    cache.begin_view()  # no view holds the tiles: the tight bound evicts them all
+    cache.set_tile_limit(1)
+    cache.set_tile_limit(256 << 20)
+    assert series_view(cache, ref, "loss", -np.inf, np.inf, PIXELS, memo=memo) is None
+    source.fetch()
+    again = _view(cache, ref, memo)
+    assert again is not first
+    _same_arrays(again, first)
