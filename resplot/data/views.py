@@ -15,6 +15,7 @@ means.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -311,6 +312,9 @@ def series_view(
     return view
 
 
+_POINT_FIELDS = ("steps", "walls", "values")  # up to three a bucket, joined at a point
+
+
 def _appended(memo: ViewMemo, cols: dict, level: int) -> SeriesView | None:
     """The view of every bucket of `cols` from the memo's view of every bucket of the columns
     before: its buckets before the first one that changed (a different first step or count),
@@ -326,26 +330,14 @@ def _appended(memo: ViewMemo, cols: dict, level: int) -> SeriesView | None:
     new = _buckets({name: arr[k:] for name, arr in cols.items()}, level, level)
     p = int(np.searchsorted(was.steps, cols["step_lo"][k], side="left"))
 
-    def join(before: np.ndarray, after: np.ndarray, at: int) -> np.ndarray:
+    def join(name: str):
+        before, after = getattr(was, name), getattr(new, name)
+        if not isinstance(before, np.ndarray):
+            return after  # the levels: `level` both
+        at = p if name in _POINT_FIELDS else k  # the points, or the per-bucket arrays
         return np.concatenate([before[:at], after])
 
-    return SeriesView(
-        level,
-        join(was.steps, new.steps, p),
-        join(was.walls, new.walls, p),
-        join(was.values, new.values, p),
-        join(was.mid_steps, new.mid_steps, k),
-        join(was.mid_walls, new.mid_walls, k),
-        join(was.means, new.means, k),
-        join(was.lasts, new.lasts, k),
-        join(was.last_steps, new.last_steps, k),
-        join(was.bits, new.bits, k),
-        join(was.nan, new.nan, k),
-        join(was.posinf, new.posinf, k),
-        join(was.neginf, new.neginf, k),
-        level,
-        join(was.first_steps, new.first_steps, k),
-    )
+    return SeriesView(**{f.name: join(f.name) for f in dataclasses.fields(SeriesView)})
 
 
 def _same(a: tuple, b: tuple) -> bool:
