@@ -184,7 +184,7 @@ def _is_linear(words: array) -> bool:
     if -_HALF <= last < _HALF:  # compared in C against the progression it would be
         return words == array("q", range(words[0], last + (1 if step > 0 else -1), step))
     step &= _MASK
-    return all((b - a) & _MASK == step for a, b in zip(words, islice(words, 1, None)))  # noqa: B905 (3.8)
+    return all((b - a) & _MASK == step for a, b in zip(words, islice(words, 1, None)))
 
 
 def _int64s(ints) -> array:

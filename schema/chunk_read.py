@@ -146,7 +146,7 @@ def _column_rows(c, col: int, start, stop, before_id, after) -> list:
         if not keep.all():
             ids, steps, walls, values = ids[keep], steps[keep], walls[keep], values[keep]
         vals = [None if v != v else v for v in values.tolist()]
-        return list(zip(ids.tolist(), steps.tolist(), walls.tolist(), vals))  # noqa: B905 (3.8)
+        return list(zip(ids.tolist(), steps.tolist(), walls.tolist(), vals))
     out = []
     for i, s in enumerate(c.steps):
         if not start <= s < stop:
@@ -178,7 +178,7 @@ def series_rows(
             limit=limit, before_id=before_id,
         )  # fmt: skip
         vals = [None if v != v else v for v in values.tolist()]
-        return list(zip(ids.tolist(), steps.tolist(), walls.tolist(), vals))  # noqa: B905 (3.8)
+        return list(zip(ids.tolist(), steps.tolist(), walls.tolist(), vals))
     after = None if after_id is None else (start, after_id)
     rows = _legacy_rows(cur, p, run_id, key_id, start, stop, before_id, after)
     converting = bool(rows)
@@ -327,7 +327,7 @@ def _series_columns(
     # a chunk to concatenate (a chunk cut by the range, a cursor or a take is filtered first).
     out = _Columns(np, len(legacy) + sum(c[3] for c in chunks))
     if legacy:
-        ids, steps, walls, values = zip(*legacy)  # noqa: B905 (3.8)
+        ids, steps, walls, values = zip(*legacy)
         part = (
             np.array(ids, dtype=np.int64), np.array(steps, dtype=np.int64),
             np.array(walls, dtype=np.float64),
@@ -405,7 +405,7 @@ class _Columns:
     def add(self, part: tuple) -> None:
         m = len(part[0])
         self.reserve(m)
-        for column, values in zip(self.columns, part):  # noqa: B905 (3.8)
+        for column, values in zip(self.columns, part):
             column[self.at : self.at + m] = values
         self.at += m
 
@@ -496,7 +496,7 @@ def first_values(cur, p: str, run_id: int, key_id: int, steps: list, *, has_take
                 c = _decoded(con, chunk_id, col, data, ks, run_id)
                 if wanted_array is not None:  # the chunk's rows at wanted steps, by numpy
                     at = np.flatnonzero(np.isin(c.steps, wanted_array))
-                    found = zip(  # noqa: B905 (3.8)
+                    found = zip(
                         c.steps[at].tolist(),
                         (c.ids[at] + col).tolist(),
                         c.values[0][at].tolist(),

@@ -86,7 +86,7 @@ def _packable(agg: tuple) -> tuple:
 
 
 def _tuples(columns: list) -> list:
-    return list(zip(*columns))  # noqa: B905 (3.8)
+    return list(zip(*columns))
 
 
 def _folded(
@@ -102,7 +102,7 @@ def _folded(
 
     stride = rows[1][0] - rows[0][0] if len(rows) > 1 else 0
     if 0 < stride <= width and width % stride == 0 and width // stride <= MAX_CHUNK:
-        steps, walls, values = zip(*rows)  # noqa: B905 (3.8)
+        steps, walls, values = zip(*rows)
         cut = _equal_run(steps, start, width, stride)
         if cut is not None:
             a, b, k = cut
@@ -163,4 +163,4 @@ def _chunk_columns(steps: tuple, walls: tuple, values: tuple, k: int, missing: A
 
 def _chunks(seq: tuple, k: int) -> list:
     """`seq` cut into tuples of `k` (its length a multiple of `k`)."""
-    return list(zip(*[iter(seq)] * k))  # noqa: B905 (3.8)
+    return list(zip(*[iter(seq)] * k))

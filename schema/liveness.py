@@ -28,7 +28,7 @@ def _read(path: str) -> str | None:
 
 # A process never changes boot or pid namespace: /proc is read once. (No functools.cache: the
 # agent runs this file under Python 3.8.)
-@functools.lru_cache(maxsize=None)  # noqa: UP033
+@functools.lru_cache(maxsize=None)
 def host_identity() -> str | None:
     """This boot of this kernel, seen from this pid namespace; None where /proc cannot say."""
     boot = _read(BOOT_ID)

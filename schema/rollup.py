@@ -58,7 +58,7 @@ def _at(values: list, steps: list, target) -> int:
     """Step of `target` in `values` (the smallest step when it occurs more than once)."""
     if values.count(target) == 1:
         return steps[values.index(target)]
-    return min(s for v, s in zip(values, steps) if v == target)  # noqa: B905 (3.8)
+    return min(s for v, s in zip(values, steps) if v == target)
 
 
 def fold(steps: list, walls: list, values: list, ordered: bool = False) -> tuple:
@@ -83,7 +83,7 @@ def _fold(steps, values, step_lo, step_hi, wall_lo, wall_hi, ordered: bool) -> t
         finite, fsteps = values, steps
     else:
         finite, fsteps, bad = [], [], []
-        for v, s in zip(values, steps):  # noqa: B905 (3.8)
+        for v, s in zip(values, steps):
             if v is None or v != v:
                 nan += 1
                 bad.append(s)
@@ -174,7 +174,7 @@ def fold_buckets(steps: list, walls: list, values: list, shift: int) -> dict:
     if steps == sorted(steps):
         return fold_group(steps, walls, {0: values}, shift)[0]
     groups = {}
-    for s, w, v in zip(steps, walls, values):  # noqa: B905 (3.8)
+    for s, w, v in zip(steps, walls, values):
         g = groups.get(s >> shift)
         if g is None:
             groups[s >> shift] = ([s], [w], [v])

@@ -341,7 +341,7 @@ class Store:
         heavy = [r[:6] + r[7:-1] for r in rows]
         out = {"runs_fp": _fingerprint(heavy), "beats_fp": _fingerprint(beats)}
         if out["runs_fp"] != runs_fp:
-            out["runs"] = [dict(zip((*RUN_COLUMNS, "alive"), r)) for r in rows]  # noqa: B905 (3.8)
+            out["runs"] = [dict(zip((*RUN_COLUMNS, "alive"), r)) for r in rows]
         elif out["beats_fp"] != beats_fp:
             out["beats"] = [list(b) for b in beats]
         return out
@@ -439,7 +439,7 @@ class Store:
             chunk_read.numpy_fold()
         packed = tile_workers.read_all(jobs, read, self._connect, settled, workers)
         parts = {"buckets": ([], []), "raw": ([], [])}
-        for job, data in zip(jobs, packed):  # noqa: B905 (3.8)
+        for job, data in zip(jobs, packed):
             run_id, key_id, level, index, _has, _high, count = job
             row = RAW_TILE_ROW if level == 0 else BUCKET_ROW
             chunks, about = parts["raw" if level == 0 else "buckets"]

@@ -85,7 +85,7 @@ def _read_all(jobs, read, connect, settled, workers: int) -> list:
     received = [bytearray() for _ in forked]
     drains = [
         threading.Thread(target=_drain, args=(r, buf), daemon=True)
-        for (_pid, r, _share), buf in zip(forked, received)  # noqa: B905 (3.8)
+        for (_pid, r, _share), buf in zip(forked, received)
     ]
     for t in drains:
         t.start()
@@ -100,12 +100,12 @@ def _read_all(jobs, read, connect, settled, workers: int) -> list:
         for pid, r, _share in forked:
             os.close(r)
             statuses.append(os.waitpid(pid, 0)[1])
-    for (_pid, _r, share), data, status in zip(forked, received, statuses):  # noqa: B905 (3.8)
+    for (_pid, _r, share), data, status in zip(forked, received, statuses):
         parts = _split(data, len(share)) if status == 0 else None
         if parts is None:
             _say(f"a tile worker failed (status {status}); read its {len(share)} tiles here")
             parts = [read(None, jobs[i]) for i in share]
-        for i, part in zip(share, parts):  # noqa: B905 (3.8)
+        for i, part in zip(share, parts):
             out[i] = part
     return out
 

@@ -189,11 +189,8 @@ class Sections:
 
     def add_columns(self, name: str, columns: list, rows: list, **about) -> None:
         """Rows (sequences) as columns; `columns` names them as "name:q" or "name:d"."""
-        cols = list(zip(*rows)) if rows else [()] * len(columns)  # noqa: B905 (3.8)
-        data = b"".join(
-            column_bytes(spec.split(":")[1], col)
-            for spec, col in zip(columns, cols)  # noqa: B905
-        )
+        cols = list(zip(*rows)) if rows else [()] * len(columns)
+        data = b"".join(column_bytes(spec.split(":")[1], col) for spec, col in zip(columns, cols))
         self.add(name, len(rows), data, columns=list(columns), **about)
 
     def shuffle(self) -> None:

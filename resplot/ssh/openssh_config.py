@@ -508,10 +508,16 @@ def ssh_g(options: Options) -> dict[str, str]:
         values = v.get(name, default)
         assert isinstance(values, tuple)
         return " ".join(
-            expand_tokens(f, host=hostname, host_arg=options.host_arg, port=port,
-                          remote_user=user, host_key_alias=v.get("hostkeyalias"))  # type: ignore[arg-type]
+            expand_tokens(
+                f,
+                host=hostname,
+                host_arg=options.host_arg,
+                port=port,
+                remote_user=user,
+                host_key_alias=v.get("hostkeyalias"),  # type: ignore[arg-type]
+            )
             for f in values
-        )  # fmt: skip
+        )
 
     out = {
         "hostname": hostname,
