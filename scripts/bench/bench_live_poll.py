@@ -3,7 +3,7 @@ the page drawn in layers (resplot/ui/layers.py: the series over the saved axes, 
 with headroom) against a full draw every poll (the code before issue 31), in one process.
 
     .venv/bin/python scripts/bench/bench_live_poll.py [--runs 12] [--steps 200000] [--polls 30]
-    .venv/bin/python scripts/bench/bench_live_poll.py --markdown docs/benchmarks.md
+    .venv/bin/python scripts/bench/bench_live_poll.py --markdown docs/benchmarks/viewer.md
 
 The real MainWindow (Qt offscreen) on the Training page of a real SQLite store of `--runs` runs
 × `--steps` steps (train/loss, train/lr, train/grad_norm, train/tokens_per_s at every step,

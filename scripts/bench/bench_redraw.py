@@ -3,7 +3,8 @@ matplotlib drawing every point.
 
     .venv/bin/python scripts/bench/bench_redraw.py [--points 1000000] [--series 10] [--repeat 5]
     .venv/bin/python scripts/bench/bench_redraw.py --series 50 --points 200000
-    .venv/bin/python scripts/bench/bench_redraw.py --markdown docs/benchmarks.md  # update section
+    # update its section of docs/benchmarks/viewer.md:
+    .venv/bin/python scripts/bench/bench_redraw.py --markdown docs/benchmarks/viewer.md
 
 Both sides draw the same data into a 12 × 7.5 in figure at 100 dpi with the Agg renderer (what
 the window's QtAgg canvas uses underneath), in this one process:
@@ -176,7 +177,8 @@ def markdown(raw, res, series: int, points: int) -> str:
     lines = [
         SECTION,
         "",
-        "`.venv/bin/python scripts/bench/bench_redraw.py --markdown docs/benchmarks.md` (Agg, "
+        "`.venv/bin/python scripts/bench/bench_redraw.py --markdown docs/benchmarks/viewer.md` "
+        "(Agg, "
         f"12 × 7.5 in at 100 dpi, one process; {series} series × {points:,} points read from a "
         "store through a local agent as tiles, smoothing 0.6 so each series is its envelope "
         "plus the smoothed curve). Medians of repeated runs; CPU = process CPU time of this "
