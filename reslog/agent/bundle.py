@@ -32,11 +32,29 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 AGENT_FILES = ("__init__.py", "__main__.py", "serve.py", "store.py", "tile_workers.py", "wire.py")
 # The schema modules the agent imports; each imports only the standard library and these.
-SCHEMA_FILES = (
-    "buckets.py", "chunk_codec.py", "chunk_codec_numpy.py", "chunk_layout.py", "chunk_read.py",
-    "columns.py", "envelope.py", "folding.py", "folding_numpy.py", "gc_pause.py", "liveness.py",
-    "revision.py", "rollup.py", "series_rows.py", "sqlite_file.py", "user_files.py",
-)  # fmt: skip
+# Named as imported (a move's rewrite of the module path finds them); their packages get stubs.
+SCHEMA_MODULES = (
+    "schema.buckets",
+    "schema.chunk_codec",
+    "schema.chunk_codec_numpy",
+    "schema.chunk_layout",
+    "schema.chunk_read",
+    "schema.columns",
+    "schema.envelope",
+    "schema.folding",
+    "schema.folding_numpy",
+    "schema.gc_pause",
+    "schema.liveness",
+    "schema.revision",
+    "schema.rollup",
+    "schema.series_rows",
+    "schema.sqlite_file",
+    "schema.user_files",
+)
+# Every package above them, parents first: each gets STUB as its __init__.
+SCHEMA_PACKAGES = tuple(
+    sorted({".".join(m.split(".")[:i]) for m in SCHEMA_MODULES for i in range(1, m.count(".") + 1)})
+)
 STUB = b'"""Part of the reslog agent archive (see reslog/agent/bundle.py)."""\n'
 MAIN = b"import sys\nfrom reslog.agent.serve import main\nsys.exit(main())\n"
 EPOCH = (2020, 1, 1, 0, 0, 0)
@@ -58,9 +76,11 @@ def archive() -> bytes:
         _add(zf, "reslog/__init__.py", STUB)
         for name in AGENT_FILES:
             _add(zf, f"reslog/agent/{name}", (ROOT / "reslog" / "agent" / name).read_bytes())
-        _add(zf, "schema/__init__.py", STUB)
-        for name in SCHEMA_FILES:
-            _add(zf, f"schema/{name}", (ROOT / "schema" / name).read_bytes())
+        for package in SCHEMA_PACKAGES:
+            _add(zf, package.replace(".", "/") + "/__init__.py", STUB)
+        for module in SCHEMA_MODULES:
+            path = module.replace(".", "/") + ".py"
+            _add(zf, path, (ROOT / path).read_bytes())
     return buf.getvalue()
 
 
