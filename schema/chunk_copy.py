@@ -13,8 +13,10 @@ A chunk the batch holds whole is stored whole (sealed or head, as in the source)
 crosses `after` or `upto` (a head the mirror copied, then sealed by its writer into a larger
 chunk; a cut forced by the reply's bound) gives only its rows in (after, upto], as a head
 chunk of the mirror (raw words, as the writer's heads), which the mirror seals with the
-run's other heads once the run ends. So a point is copied exactly once whatever the source
-sealed between two syncs.
+run's other heads once the run ends. A row the cursor cuts (the source compacted per-key
+chunks into rows after the mirror copied some of a row's keys) gives its keys in range as a
+one-row chunk of their own. So a point is copied exactly once whatever the source sealed or
+compacted between two syncs.
 
 Standard library (numpy where it imports, through `chunk_read.numpy_modules`).
 """
@@ -75,6 +77,36 @@ def _shifted(blob: bytes, delta: int) -> bytes:
     return chunk_codec.pack(s.n, s.steps, s.walls, ids, s.values)
 
 
+def _split_rows(chunks: list[Copied], after: int, upto: int) -> list[Copied]:
+    """`chunks` with, after each, a one-row chunk for every row of it that a cursor cuts: the
+    keys of that row with ids in (after, upto], as a keyset of their own (ids in a row go key
+    by key, so those keys' ids stay consecutive). A mirror's cursor falls inside a row when
+    the source regrouped per-key chunks into rows (compaction) after the mirror copied some of
+    a row's keys; the row's other keys are copied then, each point once."""
+    out: list[Copied] = []
+    for c in chunks:
+        out.append(c)
+        k = len(c.key_ids)
+        if k == 1 or (c.id_lo > after and c.id_hi <= upto):
+            continue
+        d = decode(c.data)
+        for i, base in enumerate(_list(d.ids)):
+            lo, hi = max(0, after + 1 - base), min(k - 1, upto - base)
+            if (lo == 0 and hi == k - 1) or lo > hi:
+                continue  # a whole row (copied with its chunk) or none of it in range
+            values = [[_list(v)[i]] for v in d.values[lo : hi + 1]]
+            blob = chunk_codec.encode(
+                [_list(d.steps)[i]],
+                [_list(d.walls)[i]],
+                *values,
+                ids=[base + lo],
+                kinds=HEAD_KINDS,
+                decimal=False,
+            )
+            out.append(Copied(c.run_id, c.key_ids[lo : hi + 1], base + lo, base + hi, 1, 0, blob))
+    return out
+
+
 class ChunkCopier:
     """Copies one batch of a source's chunks into the caller's transaction."""
 
@@ -102,7 +134,7 @@ class ChunkCopier:
         # range of the batch's chunks of that keyset, in id order.
         held: dict[int, dict[tuple, list]] = {}
         rows = []
-        for c in chunks:
+        for c in _split_rows(chunks, after, upto):
             k = len(c.key_ids)
             whole = c.id_lo > after and c.id_hi <= upto
             d = decode(c.data)
@@ -111,10 +143,7 @@ class ChunkCopier:
             if whole:
                 keep = None
             else:
-                for base in ids:
-                    if base <= after < base + k - 1 or base <= upto < base + k - 1:
-                        raise ValueError(f"a cursor falls inside the row of ids {base}..")
-                keep = [i for i, base in enumerate(ids) if after < base <= upto]
+                keep = [i for i, base in enumerate(ids) if after < base and base + k - 1 <= upto]
                 if not keep:
                     continue
                 ids, steps, walls = (

@@ -567,3 +567,32 @@ def test_an_import_appending_to_a_run_merges_its_chunks_with_the_earlier_ones(tm
     finally:
         engine.dispose()
     assert check_store(str(store), full=True).problems == []
+
+
+def test_a_mirror_whose_cursor_fell_inside_a_row_copies_the_rest_of_it_once(tmp_path, monkeypatch):
+    """A mirror synced one per-key chunk (its cursor then sits inside a row of the store's ids:
+    key 0 of a step copied, keys 1-7 not), then the source compacted those chunks into rows:
+    the next sync copies the rest of that row, each point once."""
+    import resplot.sync as sync_mod
+    from resplot.sources.spec import parse_spec
+    from resplot.sync import Mirror
+    from tests.test_sync import contents
+
+    source, mirror = tmp_path / "box" / "reslog.db", tmp_path / "mirror.db"
+    source.parent.mkdir()
+    engine = row_major_store(str(source), 1_500, chunk_rows=64)
+    monkeypatch.setattr(sync_mod, "BATCH_POINTS", 64)
+    try:
+        with Mirror(mirror) as m:
+            m.sync(parse_spec(str(source)), max_batches=1)
+            with m.engine.connect() as conn:
+                cursor = conn.exec_driver_sql("SELECT max(id_hi) FROM chunks").scalar()
+            assert cursor is not None
+            chunk_compact.compact(engine)
+            monkeypatch.setattr(sync_mod, "BATCH_POINTS", 700)
+            m.sync(parse_spec(str(source)))
+    finally:
+        engine.dispose()
+    got, want = contents(mirror), contents(source)
+    assert len(want["points"]) == 1_500 * 8 + 375 * 4
+    assert got["points"] == want["points"]
