@@ -39,7 +39,7 @@ from schema import chunk_codec
 from schema.chunk_read import decode, key_list, numpy_modules
 from schema.chunk_write import SEAL_ROWS
 from schema.sql import placeholder
-from schema.status import row_status
+from schema.status import CRASHED, RUNNING, row_status
 from schema.tables import runs
 
 CHUNK_ROWS = SEAL_ROWS  # merged chunks grow up to the writer's sealed size
@@ -93,7 +93,7 @@ def writer_gone(conn: Connection, run_id: int, now: float | None = None) -> bool
     """Whether no writer holds the run: stored as ended, or running with a stale heartbeat or a
     process that is gone (crashed). A run without a row is nobody's either."""
     row = conn.execute(runs.select().where(runs.c.id == run_id)).first()
-    return row is None or row_status(row._mapping, now) == "crashed" or row.status != "running"
+    return row is None or row_status(row._mapping, now) == CRASHED or row.status != RUNNING
 
 
 def compactable_runs(conn: Connection, run_ids=None) -> list[int]:

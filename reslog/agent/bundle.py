@@ -35,7 +35,7 @@ AGENT_FILES = ("__init__.py", "__main__.py", "serve.py", "store.py", "tile_worke
 SCHEMA_FILES = (
     "buckets.py", "chunk_codec.py", "chunk_codec_numpy.py", "chunk_layout.py", "chunk_read.py",
     "columns.py", "envelope.py", "folding.py", "folding_numpy.py", "gc_pause.py", "liveness.py",
-    "revision.py", "rollup.py", "series_rows.py", "sqlite_file.py", "user_files.py",
+    "revision.py", "rollup.py", "series_rows.py", "sqlite_file.py", "status.py", "user_files.py",
 )  # fmt: skip
 STUB = b'"""Part of the reslog agent archive (see reslog/agent/bundle.py)."""\n'
 MAIN = b"import sys\nfrom reslog.agent.serve import main\nsys.exit(main())\n"
