@@ -37,7 +37,7 @@ if str(ROOT) not in sys.path:
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import numpy as np  # noqa: E402
-from common import update_section  # noqa: E402
+from common import built_marker, update_section  # noqa: E402
 from PyQt5.QtWidgets import QApplication  # noqa: E402
 
 SECTION = "## resplot: a live poll drawn in layers (issue 31)"
@@ -58,11 +58,9 @@ def build_store(path: Path, runs: int, steps: int) -> None:
     from schema.rollup_writer import RollupWriter
     from tests.fixtures.stores import BASE_TIME, key_id, make_run, new_store
 
-    marker = path.with_name(path.name + ".done")
-    if marker.exists():
+    marker = built_marker(path)
+    if marker is None:
         return
-    for p in path.parent.glob(path.name + "*"):
-        p.unlink()
     engine = new_store(path)
     ids = {k: key_id(engine, k) for k in (*KEYS, "valid/loss")}
     for i in range(runs):

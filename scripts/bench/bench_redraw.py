@@ -31,7 +31,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
-from common import update_section  # noqa: E402
+from common import built_marker, update_section  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
@@ -89,11 +89,9 @@ def build_store(data, path: Path) -> None:
     from schema.rollup_writer import RollupWriter
     from tests.fixtures.stores import key_id, make_run, new_store
 
-    marker = path.with_name(path.name + ".done")
-    if marker.exists():
+    marker = built_marker(path)
+    if marker is None:
         return
-    for p in path.parent.glob(path.name + "*"):
-        p.unlink()
     engine = new_store(path)
     key = key_id(engine, "train/loss")
     for i, (steps, walls, loss) in enumerate(data):

@@ -22,6 +22,17 @@ def update_section(path: Path, section: str, text: str) -> None:
     path.write_text(old.rstrip("\n") + "\n\n" + text)
 
 
+def built_marker(path: Path) -> Path | None:
+    """For a store a benchmark builds once and keeps (in the temp folder): None when it is
+    built; else the marker file to write once it is, what a half-built one left removed."""
+    marker = path.with_name(path.name + ".done")
+    if marker.exists():
+        return None
+    for p in path.parent.glob(path.name + "*"):
+        p.unlink()
+    return marker
+
+
 def start_writers(
     code: str, store: str, argv: list[str], count: int, tree: Path, env: dict
 ) -> list[subprocess.Popen]:
