@@ -27,6 +27,12 @@ def varint(buf: bytes, pos: int) -> tuple[int, int]:
             raise ProtobufError("varint longer than 10 bytes")
 
 
+def span(buf: bytes, pos: int) -> tuple[int, int]:
+    """(start, stop) of the length-delimited field whose length is at `pos`."""
+    n, pos = varint(buf, pos)
+    return pos, pos + n
+
+
 def skip(buf: bytes, pos: int, wire: int) -> int:
     if wire == 0:
         return varint(buf, pos)[1]

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from reslog.tools.importers import ImportError_, exists_as_file, read_regular, shown
 from reslog.tools.importers.crc import masked_crc32c
-from reslog.tools.importers.protobuf import ProtobufError, fields, skip, text, varint
+from reslog.tools.importers.protobuf import ProtobufError, fields, skip, span, text, varint
 from reslog.tools.importers.runs import ImportedRun
 
 EVENT_FILE = "tfevents"
@@ -256,9 +256,8 @@ def _event(buf: bytes, pos: int, end: int, add, not_stored: Skip, hparams: HPara
             if step >= 1 << 63:
                 step -= 1 << 64
         elif key == 0x2A:
-            n, pos = varint(buf, pos)
-            summary = (pos, pos + n)
-            pos += n
+            summary = span(buf, pos)
+            pos = summary[1]
         else:
             if key >= 0x80:
                 key, pos = varint(buf, pos - 1)
@@ -315,9 +314,8 @@ def _value(
                 kind = "tensor"
             pos += n
         elif key == 0x4A:
-            n, pos = varint(buf, pos)
-            meta = (pos, pos + n)
-            pos += n
+            meta = span(buf, pos)
+            pos = meta[1]
         else:
             if key >= 0x80:
                 key, pos = varint(buf, pos - 1)
