@@ -38,6 +38,7 @@ from sqlalchemy import Connection, Engine
 from schema import chunk_codec
 from schema.chunk_read import decode, key_list, numpy_modules
 from schema.chunk_write import SEAL_ROWS
+from schema.progress import Ticker
 from schema.sql import placeholder
 from schema.status import CRASHED, RUNNING, row_status
 from schema.tables import runs
@@ -415,13 +416,7 @@ def compact(engine: Engine, run_ids=None, progress: Progress | None = None) -> C
         todo = compactable_runs(conn, run_ids)
         chunks_before, bytes_before = run_totals(conn, todo)
     total = pending_points(engine, todo) if progress is not None else 0
-    done = [0]
-
-    def tick(n: int) -> None:
-        done[0] += n
-        if progress is not None:
-            progress(min(done[0], total), max(total, done[0]))
-
+    tick = Ticker(progress, total)
     if progress is not None and total:
         progress(0, total)
     rewritten = 0
@@ -434,8 +429,7 @@ def compact(engine: Engine, run_ids=None, progress: Progress | None = None) -> C
     with engine.connect() as conn:
         chunks_after, bytes_after = run_totals(conn, todo)
         points = run_points(conn, changed)
-    if progress is not None and total and done[0] < total:
-        progress(total, total)
+    tick.finish()
     return Compacted(
         len(changed),
         chunks_before,
