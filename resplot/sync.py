@@ -32,6 +32,7 @@ from schema.chunk_copy import ChunkCopier, Copied, verify
 from schema.errors import StoreError
 from schema.mirror import mirror_cursors, mirror_metadata
 from schema.rollup_writer import RollupWriter
+from schema.status import RUNNING
 from schema.store import open_store
 from schema.tables import events, runs
 from schema.user_files import check_not_planted
@@ -196,7 +197,7 @@ class Mirror:
                 ended = (
                     conn.execute(
                         select(runs.c.id).where(
-                            runs.c.uid.in_(sorted(report.runs)), runs.c.status != "running"
+                            runs.c.uid.in_(sorted(report.runs)), runs.c.status != RUNNING
                         )
                     )
                     .scalars()

@@ -20,8 +20,9 @@ if TYPE_CHECKING:
         UnknownRun,
     )
     from schema.revision import HEAD_REVISION
+    from schema.status import RUN_STATUSES
     from schema.store import open_store, resolve_store, sqlite_path
-    from schema.tables import EVENT_LEVELS, RUN_STATUSES, events, keys, metadata, points, runs
+    from schema.tables import EVENT_LEVELS, events, keys, metadata, points, runs
 
 __all__ = [
     "EVENT_LEVELS",
@@ -51,6 +52,8 @@ _FROM = {
     if name in _STORE
     else "schema.revision"
     if name == "HEAD_REVISION"
+    else "schema.status"
+    if name == "RUN_STATUSES"
     else "schema.tables"
     for name in __all__
 }

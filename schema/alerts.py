@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import re
 
-# Run statuses (schema.status), said when a run enters them.
-RUNNING = "running"
-STALLED = "stalled"
-CRASHED = "crashed"
-FINISHED = "finished"
-FAILED = "failed"
-KILLED = "killed"
-END_STATUSES = (FINISHED, FAILED, KILLED)  # a run's end: news once, never an alert that stays
+from schema.status import (  # noqa: F401 (END_STATUSES re-exported: the notifications' list)
+    CRASHED,
+    END_STATUSES,
+    FAILED,
+    FINISHED,
+    KILLED,
+    RUNNING,
+    STALLED,
+)
+
+# Run statuses (schema.status) are kinds too, said when a run enters them; a run's end
+# (END_STATUSES) is news once, never an alert that stays.
 
 # Alerts read from a run's series and events. `reslog watch` and the viewer read the same store
 # at different moments (watch: as points arrive; the viewer: over the whole run), and say the

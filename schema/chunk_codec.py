@@ -81,6 +81,10 @@ from schema.chunk_layout import (  # noqa: F401 (re-exported: the names chunk_co
     verified,
 )
 
+# The codec functions below take the module whose conversions and streams they use: this one,
+# or its numpy twin (schema/chunk_codec_numpy.py), so that the two share one encode and decode.
+_SELF = sys.modules[__name__]
+
 LINEAR, SHUFFLE, DELTA, DELTA2, XOR, DECIMAL, RAW = 1, 2, 3, 4, 5, 6, 7
 KIND_NAMES = {
     LINEAR: "linear",
@@ -170,7 +174,7 @@ def inflate(payload: bytes, size: int) -> bytes:
     return data
 
 
-def _is_linear(words: array) -> bool:
+def is_linear(words: array) -> bool:
     n = len(words)
     if n <= 2:
         return True
@@ -202,7 +206,7 @@ def _diffs(words) -> array:
 def encode_words(words: array, kind: int) -> tuple:
     """(kind, payload) of one column of int64 words; LINEAR where the words allow it."""
     n = len(words)
-    if _is_linear(words):
+    if is_linear(words):
         first = words[0] if n else 0
         step = _int64s([words[1] - words[0]])[0] if n > 1 else 0
         return LINEAR, LINEAR_WORDS.pack(first, step)
@@ -288,17 +292,23 @@ def encode_floats(floats: array, kind: int, decimal: bool = True) -> tuple:
     2.3 as integers), else `kind` over the bit patterns."""
     words = array("q")
     words.frombytes(floats.tobytes())
-    found = None if not decimal or _is_linear(words) else decimal_of(floats)
+    return float_stream(_SELF, floats, words, kind, decimal)
+
+
+def float_stream(codec, floats, words, kind: int, decimal: bool) -> tuple:
+    """encode_floats of this module or of its numpy twin (`codec`, the module whose
+    is_linear, decimal_of, monotonic and encode_words it uses); `words`: the floats' bits."""
+    found = None if not decimal or codec.is_linear(words) else codec.decimal_of(floats)
     if found is None:
-        return encode_words(words, kind)
+        return codec.encode_words(words, kind)
     e, ints = found
     # Compressing both and keeping the smaller chose the same on the benchmark's workload,
     # at 3x the time: deflate is slow on the noisy differences of a level's readings.
-    inner = encode_words(ints, DELTA if _monotonic(ints) else SHUFFLE)
+    inner = codec.encode_words(ints, DELTA if codec.monotonic(ints) else SHUFFLE)
     return DECIMAL, DECIMAL_HEADER.pack(e, inner[0]) + inner[1]
 
 
-def _monotonic(ints: array) -> bool:
+def monotonic(ints: array) -> bool:
     return all(map(le, ints, islice(ints, 1, None))) or all(map(ge, ints, islice(ints, 1, None)))
 
 
@@ -320,7 +330,7 @@ def decode_floats(kind: int, payload: bytes, n: int) -> array:
     return array("d", map(POW10[e].__rtruediv__, decode_words(inner, rest, n)))
 
 
-def _float_array(column) -> array:
+def float64_column(column) -> array:
     if isinstance(column, array) and column.typecode == "d":
         return column
     return array("d", column)
@@ -340,7 +350,7 @@ def check_lengths(n: int, walls, values: tuple, ids) -> None:
         )
 
 
-def _int64_array(column, what: str) -> array:
+def int64_column(column, what: str) -> array:
     try:
         return (
             column if isinstance(column, array) and column.typecode == "q" else array("q", column)
@@ -359,32 +369,39 @@ def encode(
     kinds: tuple = (STEP_KIND, WALL_KIND, VALUE_KIND),
     decimal: bool = True,
     version: int = FORMAT_VERSION,
+    codec=None,
 ) -> bytes:
     """The blob of n points: steps (ints in int64's range), walls and one or more value
     columns (floats), all n long; `ids`: the points' ids (int64s, any order: a compaction
     keeps the cursor's ids, however they interleave), or None. `kinds`: the stream kinds for
     steps (ids too), walls and values (LINEAR is taken wherever it fits, whatever they say);
-    `decimal`: try DECIMAL on floats; `version` 1 only for tests of older chunks."""
+    `decimal`: try DECIMAL on floats; `version` 1 only for tests of older chunks. `codec`:
+    the module whose column conversions and stream encoders do the work (None: this one;
+    the numpy twin passes itself)."""
+    codec = codec or _SELF
     n = len(steps)
     check_shape(n, len(values))
     check_lengths(n, walls, values, ids)
     step_kind, wall_kind, value_kind = kinds
+    words, floats = codec.encode_words, codec.encode_floats
     return pack(
         n,
-        encode_words(_int64_array(steps, "a step is"), step_kind),
-        encode_floats(_float_array(walls), wall_kind, decimal),
-        None if ids is None else encode_words(_int64_array(ids, "an id is"), step_kind),
-        [encode_floats(_float_array(v), value_kind, decimal) for v in values],
+        words(codec.int64_column(steps, "a step is"), step_kind),
+        floats(codec.float64_column(walls), wall_kind, decimal),
+        None if ids is None else words(codec.int64_column(ids, "an id is"), step_kind),
+        [floats(codec.float64_column(v), value_kind, decimal) for v in values],
         version,
     )
 
 
-def decode_streams(s: Streams) -> Chunk:
+def decode_streams(s: Streams, codec=None) -> Chunk:
+    """The columns of picked streams, by this module or its numpy twin (`codec`)."""
+    codec = codec or _SELF
     return Chunk(
-        decode_words(*s.steps, s.n),
-        decode_floats(*s.walls, s.n),
-        tuple(decode_floats(*v, s.n) for v in s.values),
-        None if s.ids is None else decode_words(*s.ids, s.n),
+        codec.decode_words(*s.steps, s.n),
+        codec.decode_floats(*s.walls, s.n),
+        tuple(codec.decode_floats(*v, s.n) for v in s.values),
+        None if s.ids is None else codec.decode_words(*s.ids, s.n),
     )
 
 

@@ -14,42 +14,38 @@ tests/test_chunk_codec.py holds the two to the same bytes and the same bits.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 
 import numpy as np
 
+from schema import chunk_codec
 from schema.chunk_codec import (
     DECIMAL,
     DECIMAL_HEAD,
-    DECIMAL_HEADER,
     DELTA,
     DELTA2,
-    FORMAT_VERSION,
     LINEAR,
     LINEAR_WORDS,
     MAX_DECIMAL,
     POW10,
     RAW,
     SHUFFLE,
-    STEP_KIND,
-    VALUE_KIND,
-    WALL_KIND,
     XOR,
     Chunk,
     Streams,
-    check_lengths,
-    check_shape,
     check_word_kind,
     decimal_parts,
     deflate,
+    float_stream,
     inflate,
-    pack,
     picked_streams,
 )
 
 WORD = np.dtype("<i8")
 _NATIVE = np.dtype(np.int64) == WORD  # little-endian: the words' bytes are int64s as they lie
 _POW10 = np.array(POW10)
+_SELF = sys.modules[__name__]  # what chunk_codec's shared encode and decode call back into
 
 
 def _shuffled(words: np.ndarray) -> bytes:
@@ -148,7 +144,7 @@ def decode_words(kind: int, payload: bytes, n: int, out: np.ndarray | None = Non
     return out
 
 
-def _is_linear(words: np.ndarray) -> bool:
+def is_linear(words: np.ndarray) -> bool:
     d = np.diff(words)
     return len(words) <= 2 or bool((d == d[0]).all())
 
@@ -174,14 +170,12 @@ def decimal_of(floats: np.ndarray) -> tuple | None:
 
 def encode_floats(floats: np.ndarray, kind: int, decimal: bool = True) -> tuple:
     """As schema.chunk_codec.encode_floats."""
-    words = floats.view(np.int64)
-    found = None if not decimal or _is_linear(words) else decimal_of(floats)
-    if found is None:
-        return encode_words(words, kind)
-    e, ints = found
+    return float_stream(_SELF, floats, floats.view(np.int64), kind, decimal)
+
+
+def monotonic(ints: np.ndarray) -> bool:
     d = np.diff(ints)
-    inner = encode_words(ints, DELTA if (d >= 0).all() or (d <= 0).all() else SHUFFLE)
-    return DECIMAL, DECIMAL_HEADER.pack(e, inner[0]) + inner[1]
+    return bool((d >= 0).all() or (d <= 0).all())
 
 
 def decode_floats(kind: int, payload: bytes, n: int, out: np.ndarray | None = None) -> np.ndarray:
@@ -196,7 +190,7 @@ def decode_floats(kind: int, payload: bytes, n: int, out: np.ndarray | None = No
     return out
 
 
-def _int64(column, what: str) -> np.ndarray:
+def int64_column(column, what: str) -> np.ndarray:
     a = np.asarray(column)
     if a.size == 0:
         return np.zeros(0, dtype=np.int64)
@@ -214,32 +208,15 @@ def _int64(column, what: str) -> np.ndarray:
     return a.astype(np.int64)
 
 
-def _float64(column) -> np.ndarray:
+def float64_column(column) -> np.ndarray:
     return np.ascontiguousarray(column, dtype=np.float64)
 
 
 def encode(
-    steps: Sequence[int],
-    walls: Sequence[float],
-    *values: Sequence[float],
-    ids: Sequence[int] | None = None,
-    kinds: tuple = (STEP_KIND, WALL_KIND, VALUE_KIND),
-    decimal: bool = True,
-    version: int = FORMAT_VERSION,
+    steps: Sequence[int], walls: Sequence[float], *values: Sequence[float], **options
 ) -> bytes:
-    """As schema.chunk_codec.encode, from any sequences (ndarrays best)."""
-    n = len(steps)
-    check_shape(n, len(values))
-    check_lengths(n, walls, values, ids)
-    step_kind, wall_kind, value_kind = kinds
-    return pack(
-        n,
-        encode_words(_int64(steps, "a step is"), step_kind),
-        encode_floats(_float64(walls), wall_kind, decimal),
-        None if ids is None else encode_words(_int64(ids, "an id is"), step_kind),
-        [encode_floats(_float64(v), value_kind, decimal) for v in values],
-        version,
-    )
+    """As schema.chunk_codec.encode (the same options), from any sequences (ndarrays best)."""
+    return chunk_codec.encode(steps, walls, *values, codec=_SELF, **options)
 
 
 def decode(blob: bytes, columns: Sequence[int] | None = None) -> Chunk:
@@ -267,9 +244,4 @@ def decode_into(s: Streams, columns: tuple, at: int, id_offset: int = 0) -> None
 
 def decode_streams(s: Streams) -> Chunk:
     """As schema.chunk_codec.decode_streams, as ndarrays."""
-    return Chunk(
-        decode_words(*s.steps, s.n),
-        decode_floats(*s.walls, s.n),
-        tuple(decode_floats(*v, s.n) for v in s.values),
-        None if s.ids is None else decode_words(*s.ids, s.n),
-    )
+    return chunk_codec.decode_streams(s, _SELF)

@@ -38,8 +38,9 @@ from sqlalchemy import Connection, Engine
 from schema import chunk_codec
 from schema.chunk_read import decode, key_list, numpy_modules
 from schema.chunk_write import SEAL_ROWS
+from schema.progress import Ticker
 from schema.sql import placeholder
-from schema.status import row_status
+from schema.status import CRASHED, RUNNING, row_status
 from schema.tables import runs
 
 CHUNK_ROWS = SEAL_ROWS  # merged chunks grow up to the writer's sealed size
@@ -93,7 +94,7 @@ def writer_gone(conn: Connection, run_id: int, now: float | None = None) -> bool
     """Whether no writer holds the run: stored as ended, or running with a stale heartbeat or a
     process that is gone (crashed). A run without a row is nobody's either."""
     row = conn.execute(runs.select().where(runs.c.id == run_id)).first()
-    return row is None or row_status(row._mapping, now) == "crashed" or row.status != "running"
+    return row is None or row_status(row._mapping, now) == CRASHED or row.status != RUNNING
 
 
 def compactable_runs(conn: Connection, run_ids=None) -> list[int]:
@@ -415,13 +416,7 @@ def compact(engine: Engine, run_ids=None, progress: Progress | None = None) -> C
         todo = compactable_runs(conn, run_ids)
         chunks_before, bytes_before = run_totals(conn, todo)
     total = pending_points(engine, todo) if progress is not None else 0
-    done = [0]
-
-    def tick(n: int) -> None:
-        done[0] += n
-        if progress is not None:
-            progress(min(done[0], total), max(total, done[0]))
-
+    tick = Ticker(progress, total)
     if progress is not None and total:
         progress(0, total)
     rewritten = 0
@@ -434,8 +429,7 @@ def compact(engine: Engine, run_ids=None, progress: Progress | None = None) -> C
     with engine.connect() as conn:
         chunks_after, bytes_after = run_totals(conn, todo)
         points = run_points(conn, changed)
-    if progress is not None and total and done[0] < total:
-        progress(total, total)
+    tick.finish()
     return Compacted(
         len(changed),
         chunks_before,

@@ -20,6 +20,7 @@ from typing import NamedTuple
 from sqlalchemy import Connection, Engine
 
 from schema.chunk_write import SEAL_ROWS
+from schema.progress import Ticker
 from schema.sql import placeholder
 
 try:
@@ -223,13 +224,7 @@ def convert(engine: Engine, progress: Progress | None = None) -> Converted:
     with engine.connect() as conn:
         runs = pending_runs(conn)
         total = legacy_points(conn) if runs else 0
-    done = [0]
-
-    def tick(n: int) -> None:
-        done[0] += n
-        if progress is not None:
-            progress(min(done[0], total), max(total, done[0]))
-
+    tick = Ticker(progress, total)
     if runs and progress is not None:
         progress(0, total)
     points = chunks = 0
@@ -238,8 +233,7 @@ def convert(engine: Engine, progress: Progress | None = None) -> Converted:
             n, c = convert_run(conn, run_id, tick)
         points += n
         chunks += c
-    if runs and progress is not None and done[0] < total:
-        progress(total, total)  # rows deleted meanwhile (a run removed during the upgrade)
+    tick.finish()  # rows deleted meanwhile (a run removed during the upgrade)
     return Converted(len(runs), points, chunks, time.perf_counter() - started)
 
 

@@ -53,28 +53,9 @@ STEP_HI_AT = SERIES_COLUMNS.index("step_hi")
 # -- raw points ---------------------------------------------------------------------------------
 
 
-def raw_points(
-    cur, p: str, run_id: int, key_id: int, start: int, stop: int, *,
-    has_takes: bool, before_id: int | None = None, after_id: int | None = None,
-    limit: int | None = None,
-) -> list:  # fmt: skip
-    """(id, step, wall, value) of the series' current points with start <= step < stop, by step
-    then id (value None = NaN), at most `limit` of them (schema/chunk_read.py).
-
-    Paging: pass the last row's step as `start` and its id as `after_id`; the next page goes
-    on after it."""
-    return chunk_read.series_rows(
-        cur,
-        p,
-        run_id,
-        key_id,
-        start,
-        stop,
-        has_takes=has_takes,
-        before_id=before_id,
-        after_id=after_id,
-        limit=limit,
-    )
+# (id, step, wall, value) of a series' current points with start <= step < stop, by step then
+# id (value None = NaN), paged by `after_id`: the envelope's raw rows are chunk_read's.
+raw_points = chunk_read.series_rows
 
 
 def _raw_rows(

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 from schema.alerts import gpu_key
 from schema.ranks import rank_label, ranks_text
+from schema.status import ENDED_BADLY, FINISHED, LIVE_STATUSES
 
-ENDED_BADLY = ("crashed", "failed", "killed")
 INNERMOST = 3  # frames of a rank's training thread quoted in the alert
 
 _THREAD = re.compile(r'^Thread "(?P<name>[^"]*)"(?P<role>[^\n]*):\n', re.M)
@@ -206,7 +206,7 @@ def join(
     steps: list[int] = []
     since: list[float] = []
     for r in ranks:
-        if r.stall_body is not None and r.status in ("running", "stalled"):
+        if r.stall_body is not None and r.status in LIVE_STATUSES:
             frames = training_frames(r.stall_body)
             meaning = collective_of(frames)
             if meaning is not None:
@@ -220,9 +220,9 @@ def join(
             outside.append((r.rank, r.host, f"never entered it: stuck at {where_stuck(frames)}"))
         elif r.status in ENDED_BADLY:
             outside.append((r.rank, r.host, f"{r.status}: its process is gone"))
-        elif r.status == "finished":
+        elif r.status == FINISHED:
             outside.append((r.rank, r.host, "finished: it left the job while the others wait"))
-        elif r.status in ("running", "stalled"):
+        elif r.status in LIVE_STATUSES:
             return None  # still logging: wait for its stall event
     if not inside:
         return None

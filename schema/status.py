@@ -22,9 +22,23 @@ from typing import Any
 
 from schema import liveness
 
+# The run statuses, each spelled here once. Stores on disk hold these strings in runs.status
+# (and the CHECK constraint lists them): never change one.
+RUNNING = "running"
+FINISHED = "finished"
+FAILED = "failed"
+KILLED = "killed"
+CRASHED = "crashed"
+STALLED = "stalled"  # derived by readers, never stored
+
+RUN_STATUSES = (RUNNING, FINISHED, FAILED, KILLED, CRASHED)  # what runs.status may hold
+STATUSES = (*RUN_STATUSES, STALLED)  # what a reader may show
+LIVE_STATUSES = (RUNNING, STALLED)
+END_STATUSES = (FINISHED, FAILED, KILLED)  # what a writer records at its end
+ENDED_BADLY = (CRASHED, FAILED, KILLED)
+
 STALE_AFTER_MIN_S = 15.0
 STALE_AFTER_INTERVALS = 10
-LIVE_STATUSES = ("running", "stalled")
 
 
 def stale_after(heartbeat_interval: float) -> float:
@@ -42,21 +56,21 @@ def effective_status(
     stalled_since: float | None = None,
 ) -> str:
     """`alive`: whether the run's process exists (None: cannot tell from here)."""
-    if status != "running":
+    if status != RUNNING:
         return status
     if alive is False:
-        return "crashed"
+        return CRASHED
     now = time.time() if now is None else now
     stale = now - heartbeat_at > stale_after(heartbeat_interval)
     if alive is None and stale:
-        return "crashed"
-    return "stalled" if stale or stalled_since is not None else "running"
+        return CRASHED
+    return STALLED if stale or stalled_since is not None else RUNNING
 
 
 def process_alive(row: Mapping[str, Any]) -> bool | None:
     """Liveness of a run row's process, seen from this host (None: cannot tell). A row read
     through the agent carries the answer of the run's own host as `alive`."""
-    if row.get("status") != "running":
+    if row.get("status") != RUNNING:
         return None
     if "alive" in row:
         return row["alive"]

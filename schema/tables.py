@@ -45,7 +45,6 @@ NAMING_CONVENTION = {
 
 metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
-RUN_STATUSES = ("running", "finished", "failed", "killed", "crashed")
 EVENT_LEVELS = ("info", "warning", "error")
 
 # BigInteger ids on PostgreSQL; on SQLite an INTEGER PRIMARY KEY is the rowid (64-bit anyway).

@@ -8,7 +8,7 @@ import pytest
 from schema import alerts
 from schema.alerts import KINDS, gpu_key
 from schema.compare import gpu_ids
-from schema.tables import RUN_STATUSES
+from schema.status import RUN_STATUSES
 
 
 @pytest.mark.parametrize(

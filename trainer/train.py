@@ -23,6 +23,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from schema.errors import StoreError
+from schema.status import FAILED, KILLED
 from trainer import checkpoint, distributed, kernels, legacy
 from trainer.config import Config, ConfigError, load_config
 from trainer.loaders import data_vocab_size, make_loader
@@ -534,10 +535,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         trainer.train()
     except KeyboardInterrupt:
-        trainer.close("killed")
+        trainer.close(KILLED)
         return 130
     except BaseException:
-        trainer.close("failed")
+        trainer.close(FAILED)
         raise
     else:
         trainer.close()

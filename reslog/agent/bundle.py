@@ -49,6 +49,7 @@ SCHEMA_MODULES = (
     "schema.rollup",
     "schema.series_rows",
     "schema.sqlite_file",
+    "schema.status",
     "schema.user_files",
 )
 # Every package above them, parents first: each gets STUB as its __init__.

@@ -49,6 +49,7 @@ from schema.envelope import (
 from schema.liveness import is_alive
 from schema.revision import HEAD_REVISION, OLDER_REVISIONS
 from schema.sqlite_file import connect_readonly, readonly_uri
+from schema.status import RUNNING
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 CHUNK_BYTES = 64 << 20  # blob bytes a `chunks` reply aims at (it may reach twice that)
@@ -61,7 +62,7 @@ _STATUS, _BEAT, _ENDED, _PID, _PROC_HOST, _PROC_START, _STALLED = map(
 
 
 def _alive(row: tuple) -> bool | None:
-    if row[_STATUS] != "running":
+    if row[_STATUS] != RUNNING:
         return None
     return is_alive(row[_PROC_HOST], row[_PID], row[_PROC_START])
 

@@ -16,8 +16,9 @@ from lightning.pytorch.loggers.logger import Logger, rank_zero_experiment
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
 import reslog
+from schema.status import FAILED, FINISHED, KILLED
 
-STATUS = {"success": "finished", "finished": "finished", "failed": "failed"}
+STATUS = {"success": FINISHED, "finished": FINISHED, "failed": FAILED}
 
 
 class ReslogLogger(Logger):
@@ -67,4 +68,4 @@ class ReslogLogger(Logger):
     @rank_zero_only
     def finalize(self, status: str) -> None:
         if self._run is not None and self._run._status is None:
-            self._run.finish(STATUS.get(status, "killed"))
+            self._run.finish(STATUS.get(status, KILLED))

@@ -20,7 +20,7 @@ from schema import chunk_read, hangs, read
 from schema.alerts import HANG, STRAGGLER, STRAGGLER_END
 from schema.ranks import jobs, phase_of
 from schema.records import RunInfo, RunRef
-from schema.status import LIVE_STATUSES
+from schema.status import LIVE_STATUSES, STALLED
 from schema.stragglers import Straggler, StragglerDetector, StragglerRule
 from schema.tables import events, keys, series
 
@@ -231,14 +231,14 @@ class JobWatch:
 
 def job_hang(runs: list[RunInfo], where: dict[RunRef, tuple[Store, int]]) -> hangs.Hang | None:
     """The job's hang as schema/hangs.py joins it, or None; `where`: each run's store and row."""
-    if not any(r.status == "stalled" for r in runs):
+    if not any(r.status == STALLED for r in runs):
         return None
     states, gpus = [], []
     hosts: dict[str, tuple[Store, dict[int, str]]] = {}
     for run in runs:
         store, run_id = where[run.ref]
         hosts.setdefault(store.label, (store, {}))[1][run_id] = run.host
-        stall = open_stall(store.conn, run_id) if run.status == "stalled" else None
+        stall = open_stall(store.conn, run_id) if run.status == STALLED else None
         states.append(
             hangs.RankStall(
                 run.rank,

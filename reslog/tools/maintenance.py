@@ -24,7 +24,7 @@ from schema import migrate, store
 from schema.errors import NotAStore, SchemaTooNew, SchemaTooOld, StoreError, StoreNotFound
 from schema.rollup_repair import check_series, point_series, rebuild, sample_series
 from schema.sqlite_file import backup_into, readonly_uri
-from schema.status import effective_status, row_status
+from schema.status import CRASHED, RUNNING, STALLED, effective_status, row_status
 from schema.tables import events, keys, points, runs
 
 ROLLUP_SAMPLE = 24  # series `reslog check` compares with their raw points
@@ -104,18 +104,16 @@ def _running(engine: Engine, now: float, head: bool) -> list[tuple[Any, str]]:
     """Runs stored as "running", with their effective status (crashed, stalled, running). An
     older store has no liveness columns: the heartbeat rule alone decides there."""
     if head:
-        query = select(runs).where(runs.c.status == "running")
+        query = select(runs).where(runs.c.status == RUNNING)
     else:
         query = select(
             runs.c.id, runs.c.uid, runs.c.name, runs.c.heartbeat_at, runs.c.heartbeat_interval
-        ).where(runs.c.status == "running")
+        ).where(runs.c.status == RUNNING)
     with engine.connect() as conn:
         rows = conn.execute(query).all()
     if head:
         return [(r, row_status(r._mapping, now)) for r in rows]
-    return [
-        (r, effective_status("running", r.heartbeat_at, r.heartbeat_interval, now)) for r in rows
-    ]
+    return [(r, effective_status(RUNNING, r.heartbeat_at, r.heartbeat_interval, now)) for r in rows]
 
 
 def _rollups(
@@ -274,7 +272,7 @@ def check_store(
         live = {
             r.id
             for r, s in _running(engine, time.time(), revision == store.HEAD_REVISION)
-            if s != "crashed"
+            if s != CRASHED
         }
         if revision == store.HEAD_REVISION:
             _chunks(engine, report, fix, full, live)
@@ -294,8 +292,8 @@ def check_store(
                 )
         now = time.time()
         running = _running(engine, now, revision == store.HEAD_REVISION)
-        stale = [(r.id, r.uid, r.name, r.heartbeat_at) for r, s in running if s == "crashed"]
-        for r, _s in (x for x in running if x[1] == "stalled"):
+        stale = [(r.id, r.uid, r.name, r.heartbeat_at) for r, s in running if s == CRASHED]
+        for r, _s in (x for x in running if x[1] == STALLED):
             since = r._mapping.get("stalled_since") or r.heartbeat_at
             report.problems.append(
                 f"run {r.uid[:8]} ({r.name}) is stalled: its process is alive but no step was "
@@ -306,8 +304,8 @@ def check_store(
                 for run_id, uid, name, beat in stale:
                     conn.execute(
                         update(runs)
-                        .where(runs.c.id == run_id, runs.c.status == "running")
-                        .values(status="crashed", ended_at=beat)
+                        .where(runs.c.id == run_id, runs.c.status == RUNNING)
+                        .values(status=CRASHED, ended_at=beat)
                     )
                     report.info.append(f"fixed     run {uid[:8]} ({name}) marked crashed")
         elif stale:
@@ -542,7 +540,7 @@ def upgrade_store(
                 line = _converted_line(None, path, before, vacuumed, packed)
                 return f"{where} is at schema {head}; " + line
         now = time.time()
-        live = [r.name for r, s in _running(engine, now, False) if s == "running"]
+        live = [r.name for r, s in _running(engine, now, False) if s == RUNNING]
         if live and not force:
             raise StoreError(
                 f"{where} has runs still writing ({', '.join(live)}); stop them before "

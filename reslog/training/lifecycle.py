@@ -27,6 +27,8 @@ import traceback
 from types import FrameType
 from typing import Any, Protocol
 
+from schema.status import FAILED, KILLED
+
 
 class Hooks(Protocol):
     """What this module calls on a registered run (reslog.training.run.RunHooks implements it).
@@ -101,7 +103,7 @@ def _at_exit() -> None:
     if reason is None:
         _finish_all(None)
     else:
-        _finish_all("failed", reason=reason)
+        _finish_all(FAILED, reason=reason)
 
 
 def _exit(code: Any = None) -> None:
@@ -114,7 +116,7 @@ def _exit(code: Any = None) -> None:
 def _excepthook(tp, value, tb) -> None:
     # The traceback first, so the user sees the error even if the store is slow.
     _previous_excepthook(tp, value, tb)
-    _finish_all("killed" if issubclass(tp, KeyboardInterrupt) else "failed", value)
+    _finish_all(KILLED if issubclass(tp, KeyboardInterrupt) else FAILED, value)
 
 
 def _threading_hook(args) -> None:
@@ -129,7 +131,7 @@ def _threading_hook(args) -> None:
 
 
 def _on_kill_signal(signum: int, frame: FrameType | None) -> None:
-    _finish_all("killed", reason=f"received {signal.Signals(signum).name}")
+    _finish_all(KILLED, reason=f"received {signal.Signals(signum).name}")
     previous = _previous_signal.get(signum, signal.SIG_DFL)
     if callable(previous):
         previous(signum, frame)

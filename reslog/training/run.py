@@ -35,6 +35,7 @@ from reslog.training.wandb_compat import (
 )
 from reslog.training.writer import DeviceRecord, Writer
 from schema import EVENT_LEVELS
+from schema.status import END_STATUSES, FAILED, FINISHED, KILLED, RUNNING
 
 DEFAULT_WAKE_POINTS = 100_000
 
@@ -399,7 +400,7 @@ class Run:
         wandb's exit_code (also positional): 0 is "finished", anything else "failed".
         """
         status = exit_status(status, exit_code)
-        if status is not None and status not in ("finished", "failed", "killed"):
+        if status is not None and status not in END_STATUSES:
             raise ValueError(
                 f"reslog: finish status must be finished, failed or killed: {status!r}"
             )
@@ -429,7 +430,7 @@ class Run:
             step = self._last_step if self._last_step is not None else self._step
             self._put((step, time.time(), record), len(record))
         self._closed = True
-        final = status or ("killed" if self._interrupted else "finished")
+        final = status or (KILLED if self._interrupted else FINISHED)
         ok = self._writer.close(final, time.time(), max(0.0, deadline - time.monotonic()))
         self._status = final
         lifecycle.unregister(self)
@@ -460,7 +461,7 @@ class Run:
         if self._closed or self._finishing:
             return
         if error is not None:
-            self._record_error(error, status or "failed")
+            self._record_error(error, status or FAILED)
         elif reason:
             self.event("note", f"run {status}: {reason}", level="warning")
         self.finish(status)
@@ -472,7 +473,7 @@ class Run:
 
     def _thread_failed(self, args) -> None:
         if args.thread is self._owner and self._owner is not threading.main_thread():
-            self._finish_from_hook("failed", args.exc_value)
+            self._finish_from_hook(FAILED, args.exc_value)
         elif not self._closed and args.exc_value is not None:
             name = getattr(args.thread, "name", "?")
             title = traceback.format_exception_only(args.exc_type, args.exc_value)[-1].strip()
@@ -546,12 +547,12 @@ class Run:
             if reason is None:
                 self.finish()
             else:
-                self._finish_from_hook("failed", reason=reason)
+                self._finish_from_hook(FAILED, reason=reason)
         elif isinstance(value, KeyboardInterrupt):
-            self._finish_from_hook("killed", value)
+            self._finish_from_hook(KILLED, value)
         else:
-            self._finish_from_hook("failed", value)
+            self._finish_from_hook(FAILED, value)
 
     def __repr__(self) -> str:
-        state = self._status or "running"
+        state = self._status or RUNNING
         return f"<reslog.Run {self.uid[:8]} {self.project}/{self.name} step={self._step} {state}>"

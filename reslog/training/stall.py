@@ -17,6 +17,8 @@ import threading
 import traceback
 from collections import deque
 
+from schema.status import STALLED
+
 DEFAULT_MIN_STALL_S = 300.0
 STALL_INTERVALS = 20
 INTERVAL_SAMPLES = 64
@@ -78,7 +80,7 @@ class StallWatch:
             and self.last_active is not None
             and now - self.last_active > self.threshold()
         ):
-            return "stalled"
+            return STALLED
         return None
 
 

@@ -27,7 +27,7 @@ from reslog.training.values import as_json, check_run_text
 from reslog.training.writer import ON_FULL
 from schema import liveness, open_store
 from schema.errors import RunInUse, StoreError, UnknownRun
-from schema.status import stale_after
+from schema.status import RUNNING, stale_after
 from schema.store import resolve_store, sqlite_path, write_timeout
 from schema.tables import events, keys, runs, series
 from schema.writes import insert_run
@@ -124,7 +124,7 @@ def init(
                     "uid": uid,
                     "project": project,
                     "name": name,
-                    "status": "running",
+                    "status": RUNNING,
                     "created_at": now,
                     "heartbeat_at": now,
                     "git_commit": hostinfo.git_commit(),
@@ -191,7 +191,7 @@ def _refuse_live_writer(row, now: float) -> None:
     """A run has one writer at a time: its rollups are kept in the writer's memory, so a
     second process writing the same series would leave them wrong. RunInUse when the process
     that logs the run still lives (same host: /proc says so; elsewhere: a fresh heartbeat)."""
-    if row.status != "running":
+    if row.status != RUNNING:
         return
     if row.pid == os.getpid() and row.proc_host == liveness.host_identity():
         if any(getattr(h.run, "uid", None) == row.uid for h in lifecycle.active()):
@@ -246,7 +246,7 @@ def _resume(conn, uid: str, now: float, where: dict, stored_json, tags, notes):
         select(func.max(series.c.step_hi)).where(series.c.run_id == row.id)
     ).scalar()
     step = 0 if last is None else int(last) + 1
-    values: dict[str, Any] = {"status": "running", "ended_at": None, "heartbeat_at": now, **where}
+    values: dict[str, Any] = {"status": RUNNING, "ended_at": None, "heartbeat_at": now, **where}
     if stored_json is not None:
         merged = json.loads(row.config or "{}")
         merged.update(json.loads(stored_json))

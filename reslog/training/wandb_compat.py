@@ -18,6 +18,7 @@ from reslog.redact import redact
 from reslog.training.lenient import lenient_record
 from reslog.training.model_watch import ModelWatch
 from reslog.training.values import as_json, check_step, storable_text
+from schema.status import FAILED, FINISHED
 
 _LEVELS = {
     "info": "info",
@@ -51,7 +52,7 @@ def exit_status(status: Any, exit_code: Any) -> str | None:
     if status is not None and not isinstance(status, str):
         status, exit_code = None, status  # wandb.finish(1)
     if status is None and exit_code is not None:
-        return "finished" if exit_code == 0 else "failed"
+        return FINISHED if exit_code == 0 else FAILED
     return status
 
 

@@ -47,6 +47,7 @@ from reslog.training.writer_watch import check_file, watch_stall, watch_writes
 from schema.gc_pause import gc_paused
 from schema.rollup_writer import Pending, RollupWriter
 from schema.sql import positional_insert
+from schema.status import FINISHED
 from schema.tables import events, runs
 from schema.writes import resolve_keys
 
@@ -257,7 +258,7 @@ class Writer:
 
     def abandon(self) -> None:
         """After fork: the child owns a copy of this object but no writer thread."""
-        self._final = ("finished", 0.0)
+        self._final = (FINISHED, 0.0)
         self._final_written.set()
         self.closing.set()
 

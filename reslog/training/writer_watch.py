@@ -30,6 +30,7 @@ from reslog.training.server_health import (
 )
 from reslog.training.stall import thread_stacks
 from schema.alerts import gpu_key
+from schema.status import STALLED
 
 if TYPE_CHECKING:
     from reslog.training.writer import Writer
@@ -85,7 +86,7 @@ def watch_writes(w: Writer) -> None:
 
 def watch_stall(w: Writer, now: float) -> None:
     change = w.stall.tick(w.logged + w.dropped, now)
-    if change == "stalled":
+    if change == STALLED:
         since = w.stall.last_active or now
         w.stall.stalled_since = since
         w.events.append(stall_event(w, now - since, now))

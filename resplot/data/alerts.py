@@ -44,6 +44,7 @@ from schema.rollup import (
     N,
     mean,
 )
+from schema.status import RUNNING
 from schema.throttle import THROTTLE_BITS
 
 LOSS_KEYS = ("train/loss", "valid/loss")
@@ -171,7 +172,7 @@ def quiet(cache: SeriesCache, ref: RunRef, now: float, th: Thresholds) -> list[A
     """A running run that has logged no new step for `quiet_factor` × its usual time between
     steps: a guess from the chart, said before the writer's stall_after (or a heartbeat) can."""
     run = cache.run(ref)
-    if run is None or run.status != "running":
+    if run is None or run.status != RUNNING:
         return []
     key, summary = _progress(cache, ref)
     if summary is None:

@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from schema.status import CRASHED, FAILED, FINISHED, KILLED, RUNNING, STALLED
+
 # Tableau 10, then ten more picked to stay apart from them and from each other (dark, light
 # and saturated hues the first ten lack), so that 20 runs on one chart are told apart.
 PALETTE = (
@@ -93,12 +95,12 @@ def shade(color: str, index: int, count: int) -> str:
 
 # The colour of a run's status text, in the run table and the sources tree.
 STATUS_COLORS = {
-    "running": "#2ca02c",
-    "stalled": "#e6a700",
-    "finished": "#1f77b4",
-    "failed": "#d62728",
-    "killed": "#ff7f0e",
-    "crashed": "#d62728",
+    RUNNING: "#2ca02c",
+    STALLED: "#e6a700",
+    FINISHED: "#1f77b4",
+    FAILED: "#d62728",
+    KILLED: "#ff7f0e",
+    CRASHED: "#d62728",
 }
 STATUS_NEUTRAL = "#444444"  # any other status string (a new one shows, in a neutral colour)
 

@@ -19,9 +19,10 @@ from resplot.data.ranks import job_label
 from schema.alerts import gpu_key
 from schema.ranks import ranks_text
 from schema.rollup import VMAX, VSUM, N
+from schema.status import CRASHED, FAILED, FINISHED, KILLED, RUNNING, STALLED
 
 # The order statuses are said in when a job's runs differ: what needs a look first.
-URGENCY = ("stalled", "crashed", "failed", "killed", "running", "finished")
+URGENCY = (STALLED, CRASHED, FAILED, KILLED, RUNNING, FINISHED)
 
 
 @dataclass

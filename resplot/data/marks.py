@@ -13,6 +13,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from schema.status import CRASHED, FAILED, FINISHED, KILLED, RUNNING
+
 MERGE_PX = 4.0  # non-finite points closer than this on screen are one stretch
 
 
@@ -24,13 +26,13 @@ class EndMark(NamedTuple):
 
 
 END_MARKS = {
-    "running": EndMark("o", 6.0, "#ffffff", ""),
-    "crashed": EndMark("X", 8.0, "#000000", ""),
-    "failed": EndMark("X", 8.0, "#000000", ""),
-    "killed": EndMark("X", 8.0, "#000000", ""),
+    RUNNING: EndMark("o", 6.0, "#ffffff", ""),
+    CRASHED: EndMark("X", 8.0, "#000000", ""),
+    FAILED: EndMark("X", 8.0, "#000000", ""),
+    KILLED: EndMark("X", 8.0, "#000000", ""),
 }
 NEUTRAL_END = EndMark("D", 5.5, "#444444", "#ffffff")
-PLAIN_END = frozenset({"finished"})
+PLAIN_END = frozenset({FINISHED})
 
 
 def end_mark(status: str | None) -> EndMark | None:

@@ -38,8 +38,10 @@ from resplot.data.views import (
     series_view,
 )
 from schema import buckets, hangs
+from schema.alerts import HANG, STRAGGLER
 from schema.ranks import STEP, jobs, key, own_work, phase_of, ranks_text
 from schema.rollup import LAST, STEP_HI, STEP_LO
+from schema.status import STALLED
 from schema.stragglers import Straggler, StragglerRule
 
 # What a heatmap cell shows of the steps it holds: Matrix fields, and how the page says each.
@@ -217,7 +219,7 @@ class JobView:
     def marks(self) -> list[Mark]:
         index = {r.rank: i for i, r in enumerate(self.rows)}
         out = [
-            Mark("straggler", (index[s.rank],), s.since, s.until, s.message())
+            Mark(STRAGGLER, (index[s.rank],), s.since, s.until, s.message())
             for s in self.stragglers
             if s.rank in index
         ]
@@ -225,7 +227,7 @@ class JobView:
             # From the step the job hung after: the culprits' last cells, where they stopped.
             rows = tuple(index[r] for r in self.hang.culprits if r in index)
             at = self.hang.step or 0
-            out.append(Mark("hang", rows, at, None, self.hang.text()))
+            out.append(Mark(HANG, rows, at, None, self.hang.text()))
         return out
 
     def column_of(self, step: int) -> int | None:
@@ -516,13 +518,13 @@ def _judge_live(cache: SeriesCache, members: list[RunInfo], steps: int) -> list[
 def job_hang(cache: SeriesCache, members: list[RunInfo]) -> hangs.Hang | None:
     """The job's hang from what the cache holds: statuses, each stalled rank's newest stall event,
     each rank's newest step, the hosts' last GPU readings."""
-    if not any(r.status == "stalled" for r in members):
+    if not any(r.status == STALLED for r in members):
         return None
     states, gpus = [], []
     for run in members:
         summaries = cache.summaries(run.ref)
         stall = None
-        if run.status == "stalled":
+        if run.status == STALLED:
             stall = next((e for e in reversed(cache.events(run.ref)) if e.kind == "stall"), None)
             if stall is not None and stall.level == "info":
                 stall = None  # the newest says it resumed

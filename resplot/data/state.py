@@ -26,6 +26,18 @@ class StateError(ValueError):
     """A state value is out of range; the message names the field and what is allowed."""
 
 
+# View-state fields a saved file gives as they are, with their type.
+PLAIN_FIELDS = (
+    ("log_y", bool),
+    ("ignore_outliers", bool),
+    ("paused", bool),
+    ("metric_filter", str),
+    ("ranks_job", str),
+    ("ranks_phase", str),
+    ("filter_text", str),
+)
+
+
 @dataclass
 class ViewState:
     sources: list[str] = field(default_factory=list)
@@ -184,32 +196,13 @@ class ViewState:
                 state.muted = [[str(uid), str(kind)] for uid, kind in plain["muted"]]
         except (TypeError, KeyError, ValueError) as exc:
             raise StateError(f"malformed view state: {exc!r}") from None
-        if "page" in plain:
-            state.set_page(plain["page"])
-        if "x_axis" in plain:
-            state.set_x_axis(plain["x_axis"])
-        if "hover_order" in plain:
-            state.set_hover_order(plain["hover_order"])
-        if "smoothing" in plain:
-            state.set_smoothing(plain["smoothing"])
-        if "poll_interval" in plain:
-            state.set_poll_interval(plain["poll_interval"])
-        if "log_y" in plain:
-            state.log_y = bool(plain["log_y"])
-        if "ignore_outliers" in plain:
-            state.ignore_outliers = bool(plain["ignore_outliers"])
-        if "paused" in plain:
-            state.paused = bool(plain["paused"])
-        if "metric_filter" in plain:
-            state.metric_filter = str(plain["metric_filter"])
-        if "ranks_job" in plain:
-            state.ranks_job = str(plain["ranks_job"])
-        if "ranks_phase" in plain:
-            state.ranks_phase = str(plain["ranks_phase"])
-        if "ranks_stat" in plain:
-            state.set_ranks_stat(plain["ranks_stat"])
-        if "filter_text" in plain:
-            state.filter_text = str(plain["filter_text"])
+        # Read through their setters' checks, then as they are (cast), each only where given.
+        for name in ("page", "x_axis", "hover_order", "smoothing", "poll_interval", "ranks_stat"):
+            if name in plain:
+                getattr(state, f"set_{name}")(plain[name])
+        for name, cast in PLAIN_FIELDS:
+            if name in plain:
+                setattr(state, name, cast(plain[name]))
         if "colors" in plain:
             book = plain["colors"]
             if not isinstance(book, dict) or not all(

@@ -42,6 +42,7 @@ from resplot.draw.tracks import (
     tokens_guide,
 )
 from schema.compare import metric_stats
+from schema.status import FINISHED
 from schema.user_files import replacing
 
 # Where non-finite points are marked, in axes height fractions.
@@ -287,7 +288,7 @@ class ChartPage(ChartLimits):
             names = {r: short[n] for r, n in names.items()}
         for ref in refs:
             run = cache.run(ref)
-            if run is not None and run.status != "finished":
+            if run is not None and run.status != FINISHED:
                 names[ref] += f" · {run.status}"  # its line ends in the status's mark
         entries = [Entry(names[r], *state.look(r)) for r in refs]
         if any(s.kind == "stacked" for s in specs):

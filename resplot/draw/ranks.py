@@ -47,11 +47,12 @@ from resplot.draw.axes_setup import NOTE_PT
 from resplot.draw.charts import save_figure
 from resplot.draw.follow import FollowsData
 from resplot.draw.ticks import CompactFormatter
+from schema.alerts import HANG, STRAGGLER
 
 CELL_PX = 4  # the narrowest cell the page asks for: a 1,000 px map is 250 columns
 ROW_LABEL_PX = 11  # rank numbers are labelled when rows are at least this tall, else every n-th
 HOST_CHARS = 18  # a longer host name is cut (its whole name is in the hover)
-MARK_COLORS = {"straggler": "#ff4fa3", "hang": "#ff2a1a"}
+MARK_COLORS = {STRAGGLER: "#ff4fa3", HANG: "#ff2a1a"}
 MISSING_COLOR = "#e6e6e6"  # a rank that logged nothing in a cell's steps
 MARK_LINES = 3  # alerts said above the map; more are counted (each is in its cells' hover)
 # Above this many times the 99th percentile, the largest cells are drawn at the top colour

@@ -27,6 +27,7 @@ from resplot.data.smoothing import (
 )
 from resplot.data.views import FINE_PER_PIXEL, SeriesView, ViewMemo, series_view
 from schema.rollup import STEP_HI, STEP_LO
+from schema.status import RUNNING
 
 NONFINITE_Y = {"nan": 0.96, "+inf": 0.99, "-inf": 0.01}  # axes fraction of NaN/inf markers
 BUCKET_POINTS = 4  # points a bucket view holds per bucket (its extremes, last value, last point)
@@ -361,7 +362,7 @@ class Track:
             self.end = Line2D([], [], linestyle="--", linewidth=1.0, zorder=4)
             self.ax.add_line(self.end)
         xs, ys = [at[0]], [at[1]]
-        if run is not None and status != "running" and mode in ("wall", "relative"):
+        if run is not None and status != RUNNING and mode in ("wall", "relative"):
             gone = run.ended_at or run.heartbeat_at
             end = xaxis.x_values(mode, run, np.zeros(1, np.int64), np.array([gone]))
             if end is not None and end[0] > at[0]:

@@ -18,11 +18,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from common import ssh_env  # noqa: E402
+
 from resplot.data.cache import SeriesCache  # noqa: E402
 from resplot.sources.spec import parse_spec  # noqa: E402
 from resplot.sources.ssh import SSHSource  # noqa: E402
 from resplot.ssh.options import SSHOptions  # noqa: E402
-from tests.fixtures.sshd import start_env  # noqa: E402
 from tests.fixtures.stores import make_run, new_store  # noqa: E402
 
 
@@ -31,8 +32,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=8)
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp())
-    env = start_env(root / "sshd")
-    try:
+    with ssh_env(root / "sshd") as env:
         cfg = env.make_ssh_config(root / "ssh")
         make_run(new_store(root / "s.db"), name="a", points={"x": [(0, 1.0)]})
         times = []
@@ -45,9 +45,6 @@ def main() -> int:
             src.close()
         print(f"first poll over SSH, ms: median {statistics.median(times[1:]) * 1000:.0f}, "
               f"min {min(times) * 1000:.0f} ({args.rounds} rounds)")  # fmt: skip
-    finally:
-        env.target.stop()
-        env.jump.stop()
     return 0
 
 

@@ -37,6 +37,7 @@ if str(ROOT) not in sys.path:
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import numpy as np  # noqa: E402
+from common import built_marker, update_section  # noqa: E402
 from PyQt5.QtWidgets import QApplication  # noqa: E402
 
 SECTION = "## resplot: a live poll drawn in layers (issue 31)"
@@ -57,11 +58,9 @@ def build_store(path: Path, runs: int, steps: int) -> None:
     from schema.rollup_writer import RollupWriter
     from tests.fixtures.stores import BASE_TIME, key_id, make_run, new_store
 
-    marker = path.with_name(path.name + ".done")
-    if marker.exists():
+    marker = built_marker(path)
+    if marker is None:
         return
-    for p in path.parent.glob(path.name + "*"):
-        p.unlink()
     engine = new_store(path)
     ids = {k: key_id(engine, k) for k in (*KEYS, "valid/loss")}
     for i in range(runs):
@@ -347,7 +346,7 @@ def main() -> None:
     table = summarize(results, args, legends)
     print(table)
     if args.markdown:
-        update_section(args.markdown, table)
+        update_section(args.markdown, SECTION, table)
         print(f"updated {args.markdown}")
 
 
@@ -432,15 +431,6 @@ def summarize(results, args, legends: dict[str, float]) -> str:
     lines += [f"| {name} | {ms:.2f} |" for name, ms in legends.items()]
     lines.append("")
     return "\n".join(lines)
-
-
-def update_section(path: Path, text: str) -> None:
-    old = path.read_text() if path.exists() else "# Benchmarks\n"
-    if SECTION in old:
-        start = old.index(SECTION)
-        nxt = old.find("\n## ", start + len(SECTION))
-        old = old[:start] + (old[nxt + 1 :] if nxt != -1 else "")
-    path.write_text(old.rstrip("\n") + "\n\n" + text)
 
 
 if __name__ == "__main__":

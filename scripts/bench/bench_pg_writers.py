@@ -32,6 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+from common import start_writers  # noqa: E402
 from sqlalchemy import create_engine, text  # noqa: E402
 from trees import tree_of  # noqa: E402
 
@@ -138,17 +139,7 @@ def writers(tree: Path, admin_url: str, args) -> dict:
         while not stop.wait(1.0):
             samples.append((time.time(), count_points(engine) - base))
 
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", CHILD, url, str(i), *argv],
-            env=env,
-            cwd=tree,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(args.writers)
-    ]
+    procs = start_writers(CHILD, url, argv, args.writers, tree, env)
     watcher = threading.Thread(target=monitor, daemon=True)
     watcher.start()
     results, hung, cannot = [], 0, 0

@@ -32,6 +32,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
+from common import built_marker, update_section  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
@@ -89,11 +90,9 @@ def build_store(data, path: Path) -> None:
     from schema.rollup_writer import RollupWriter
     from tests.fixtures.stores import key_id, make_run, new_store
 
-    marker = path.with_name(path.name + ".done")
-    if marker.exists():
+    marker = built_marker(path)
+    if marker is None:
         return
-    for p in path.parent.glob(path.name + "*"):
-        p.unlink()
     engine = new_store(path)
     key = key_id(engine, "train/loss")
     for i, (steps, walls, loss) in enumerate(data):
@@ -202,16 +201,6 @@ def markdown(raw, res, series: int, points: int) -> str:
     return "\n".join(lines)
 
 
-def update_section(path: Path, text: str) -> None:
-    """Replace this benchmark's section in the file (or append it), leaving others alone."""
-    old = path.read_text() if path.exists() else "# Benchmarks\n"
-    if SECTION in old:
-        start = old.index(SECTION)
-        nxt = old.find("\n## ", start + len(SECTION))
-        old = old[:start] + (old[nxt + 1 :] if nxt != -1 else "")
-    path.write_text(old.rstrip("\n") + "\n\n" + text)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--points", type=int, default=1_000_000)
@@ -234,7 +223,7 @@ def main() -> None:
     live = res[LIVE]
     print(f"ratio raw / live redraw: {raw[0] / live[0]:.1f}x wall, {raw[1] / live[1]:.1f}x CPU")
     if args.markdown:
-        update_section(args.markdown, markdown(raw, res, args.series, args.points))
+        update_section(args.markdown, SECTION, markdown(raw, res, args.series, args.points))
         print(f"updated {args.markdown}")
 
 

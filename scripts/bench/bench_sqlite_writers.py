@@ -29,6 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+from common import start_writers  # noqa: E402
 from trees import tree_of  # noqa: E402
 
 CHILD = r"""
@@ -130,17 +131,7 @@ def one(tree: Path, store: Path, args) -> dict:
         cwd=tree,
     )
     argv = [str(args.keys), str(args.steps), str(args.seconds), "1" if args.diagnose else "0"]
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", CHILD, str(store), str(i), *argv],
-            env=env,
-            cwd=tree,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(args.writers)
-    ]
+    procs = start_writers(CHILD, str(store), argv, args.writers, tree, env)
     ls_wall: list[float] = []
     ls_work: list[float] = []
     ls_asleep: list[float] = []

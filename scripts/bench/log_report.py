@@ -63,6 +63,16 @@ def report_caller(rows: list[dict[str, Any]]) -> tuple[list[str], dict[str, floa
     return lines, found
 
 
+def measured(results: dict[str, Any], name: str, title: str, out: list[str]) -> dict | None:
+    """results[name] where it was measured; None where it is absent, or unavailable (then said
+    in `out` under `title`)."""
+    r = results.get(name)
+    if r is not None and "unavailable" in r:
+        out += [f"{title}: unavailable: {r['unavailable']}", ""]
+        return None
+    return r
+
+
 def report(results: dict[str, Any], args) -> str:
     out: list[str] = []
     found: dict[str, float] = {}
@@ -70,99 +80,87 @@ def report(results: dict[str, Any], args) -> str:
     if "caller" in results:
         lines, found = report_caller(results["caller"])
         out += [f"### Caller cost, {args.steps:,} steps × 8 scalars", "", *lines, ""]
-    if "ingest" in results:
-        r = results["ingest"]
-        if "unavailable" in r:
-            out += [f"Ingest: unavailable: {r['unavailable']}", ""]
-        else:
-            found["ingest_pps"] = r["stored"] / r["wall_s"]
-            cpu_only["ingest_pps"] = r["stored"] / r["cpu_s"]
-            out += [
-                f"Ingest: {r['points']:,} points logged in {fmt(r['log_s'], 3)} s, all stored "
-                f"by finish() at {fmt(r['wall_s'], 3)} s ({r['stored']:,} stored): "
-                f"**{found['ingest_pps']:,.0f} points/s** ({r['stored'] / r['cpu_s']:,.0f} per "
-                f"CPU second); the same points by raw executemany right after: "
-                f"{r['raw_stored'] / r['raw_wall_s']:,.0f} points/s "
-                f"({r['raw_stored'] / r['raw_cpu_s']:,.0f} per CPU second)",
-                "",
-            ]
-    if "gil" in results:
-        r = results["gil"]
-        if "unavailable" in r:
-            out += [f"GIL: unavailable: {r['unavailable']}", ""]
-        else:
-            bl = r["blocks"]
+    r = measured(results, "ingest", "Ingest", out)
+    if r is not None:
+        found["ingest_pps"] = r["stored"] / r["wall_s"]
+        cpu_only["ingest_pps"] = r["stored"] / r["cpu_s"]
+        out += [
+            f"Ingest: {r['points']:,} points logged in {fmt(r['log_s'], 3)} s, all stored "
+            f"by finish() at {fmt(r['wall_s'], 3)} s ({r['stored']:,} stored): "
+            f"**{found['ingest_pps']:,.0f} points/s** ({r['stored'] / r['cpu_s']:,.0f} per "
+            f"CPU second); the same points by raw executemany right after: "
+            f"{r['raw_stored'] / r['raw_wall_s']:,.0f} points/s "
+            f"({r['raw_stored'] / r['raw_cpu_s']:,.0f} per CPU second)",
+            "",
+        ]
+    r = measured(results, "gil", "GIL", out)
+    if r is not None:
+        bl = r["blocks"]
 
-            def med(label: str, field: str) -> float:
-                return statistics.median(m[field] for m in bl[label]) * 100
+        def med(label: str, field: str) -> float:
+            return statistics.median(m[field] for m in bl[label]) * 100
 
-            def stolen(label: str, field: str) -> float:  # median of per-block differences
-                pairs = zip(bl[label], bl["without"], strict=True)
-                return statistics.median(a[field] - b[field] for a, b in pairs) * 100
+        def stolen(label: str, field: str) -> float:  # median of per-block differences
+            pairs = zip(bl[label], bl["without"], strict=True)
+            return statistics.median(a[field] - b[field] for a, b in pairs) * 100
 
-            found["gil_stolen_pct"] = stolen("reslog", "blocked")
-            out += [
-                f"GIL: {len(bl['without'])} blocks of {r['steps']} pure-Python busy steps of "
-                f"{fmt(r['step_ms'], 2)} ms CPU each, without reslog, with reslog "
-                "(system=False) and with reslog + system sampler, in rotating order; default "
-                "flush_interval (1 s).",
-                "",
-                "| | without | reslog | reslog + system |",
-                "| --- | ---: | ---: | ---: |",
-                "| wall − thread CPU, % of wall (median) | "
-                + " | ".join(f"{med(k, 'wait'):.2f}" for k in bl)
-                + " |",
-                "| of which asleep (not run queue): GIL wait, % | "
-                + " | ".join(f"{med(k, 'blocked'):.2f}" for k in bl)
-                + " |",
-                "| stolen: asleep − asleep without, % (median of per-block differences) | | "
-                + " | ".join(f"**{stolen(k, 'blocked'):+.2f}**" for k in list(bl)[1:])
-                + " |",
-                "| background threads' CPU, % of wall (upper bound on GIL held) | | "
-                + " | ".join(f"{med(k, 'background_cpu'):.2f}" for k in list(bl)[1:])
-                + " |",
-                "",
-            ]
-    if "readback" in results:
-        r = results["readback"]
-        if "unavailable" in r:
-            out += [f"Read-back: unavailable: {r['unavailable']}", ""]
-        else:
-            found["readback_s"] = min(r[k]["wall_s"] for k in ("fetch_points", "series", "agent"))
-            cpu_only["readback_s"] = min(r[k]["cpu_s"] for k in ("fetch_points", "series", "agent"))
-            ways = {
-                "fetch_points": "`schema.read.fetch_points` (one query, whole run)",
-                "series": f"`schema.read.series` × {r['keys']} keys",
-                "agent": "`reslog.agent.Store.points` (packed binary rows, as sent over SSH)",
-            }
-            out += [
-                "Read-back of the caller part's store, best of 3 (engine open "
-                f"{fmt(r['open_s'], 3)} s not counted):",
-                "",
-                "| path | points | wall s | CPU s |",
-                "| --- | ---: | ---: | ---: |",
-                *(
-                    f"| {ways[k]} | {r[k]['n']:,} | {fmt(r[k]['wall_s'], 3)} "
-                    f"| {fmt(r[k]['cpu_s'], 3)} |"
-                    for k in ways
-                ),
-                "",
-            ]
-    if "kill" in results:
-        r = results["kill"]
-        if "unavailable" in r:
-            out += [f"SIGKILL: unavailable: {r['unavailable']}", ""]
-        else:
-            found["kill_intervals"] = max(t["lost_intervals"] for t in r["trials"])
-            trials = "; ".join(
-                f"{t['stored']:,}/{t['logged']:,} stored, lost {t['lost_intervals']:.2f}"
-                for t in r["trials"]
-            )
-            out += [
-                f"SIGKILL while logging {r['rate']:.0f} steps/s × 8 scalars, flush_interval "
-                f"{r['flush']} s: {trials} (flush intervals)",
-                "",
-            ]
+        found["gil_stolen_pct"] = stolen("reslog", "blocked")
+        out += [
+            f"GIL: {len(bl['without'])} blocks of {r['steps']} pure-Python busy steps of "
+            f"{fmt(r['step_ms'], 2)} ms CPU each, without reslog, with reslog "
+            "(system=False) and with reslog + system sampler, in rotating order; default "
+            "flush_interval (1 s).",
+            "",
+            "| | without | reslog | reslog + system |",
+            "| --- | ---: | ---: | ---: |",
+            "| wall − thread CPU, % of wall (median) | "
+            + " | ".join(f"{med(k, 'wait'):.2f}" for k in bl)
+            + " |",
+            "| of which asleep (not run queue): GIL wait, % | "
+            + " | ".join(f"{med(k, 'blocked'):.2f}" for k in bl)
+            + " |",
+            "| stolen: asleep − asleep without, % (median of per-block differences) | | "
+            + " | ".join(f"**{stolen(k, 'blocked'):+.2f}**" for k in list(bl)[1:])
+            + " |",
+            "| background threads' CPU, % of wall (upper bound on GIL held) | | "
+            + " | ".join(f"{med(k, 'background_cpu'):.2f}" for k in list(bl)[1:])
+            + " |",
+            "",
+        ]
+    r = measured(results, "readback", "Read-back", out)
+    if r is not None:
+        found["readback_s"] = min(r[k]["wall_s"] for k in ("fetch_points", "series", "agent"))
+        cpu_only["readback_s"] = min(r[k]["cpu_s"] for k in ("fetch_points", "series", "agent"))
+        ways = {
+            "fetch_points": "`schema.read.fetch_points` (one query, whole run)",
+            "series": f"`schema.read.series` × {r['keys']} keys",
+            "agent": "`reslog.agent.Store.points` (packed binary rows, as sent over SSH)",
+        }
+        out += [
+            "Read-back of the caller part's store, best of 3 (engine open "
+            f"{fmt(r['open_s'], 3)} s not counted):",
+            "",
+            "| path | points | wall s | CPU s |",
+            "| --- | ---: | ---: | ---: |",
+            *(
+                f"| {ways[k]} | {r[k]['n']:,} | {fmt(r[k]['wall_s'], 3)} "
+                f"| {fmt(r[k]['cpu_s'], 3)} |"
+                for k in ways
+            ),
+            "",
+        ]
+    r = measured(results, "kill", "SIGKILL", out)
+    if r is not None:
+        found["kill_intervals"] = max(t["lost_intervals"] for t in r["trials"])
+        trials = "; ".join(
+            f"{t['stored']:,}/{t['logged']:,} stored, lost {t['lost_intervals']:.2f}"
+            for t in r["trials"]
+        )
+        out += [
+            f"SIGKILL while logging {r['rate']:.0f} steps/s × 8 scalars, flush_interval "
+            f"{r['flush']} s: {trials} (flush intervals)",
+            "",
+        ]
     names = {
         "caller_median_us": ("caller cost median", "≤ 3 µs", "{:.2f} µs"),
         "caller_p99_us": ("caller cost p99", "≤ 30 µs", "{:.2f} µs"),

@@ -19,20 +19,20 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 
 def main() -> int:
+    from common import ssh_env
+
     from resplot.data.cache import SeriesCache
     from resplot.data.state import ViewState
     from resplot.draw import charts
     from resplot.sources.spec import parse_spec
     from resplot.sources.ssh import SSHSource
     from resplot.ssh.options import SSHOptions
-    from tests.fixtures.sshd import start_env
 
     store = sys.argv[1]
     os.environ.pop("SSH_AUTH_SOCK", None)
     work = Path(tempfile.mkdtemp(prefix="scale-fine-profile-"))
-    env = start_env(work)
-    cfg = env.make_ssh_config(work / "ssh")
-    try:
+    with ssh_env(work) as env:
+        cfg = env.make_ssh_config(work / "ssh")
         for _ in range(3):
             cache, marks = SeriesCache(), []
             t0 = time.perf_counter()
@@ -66,9 +66,6 @@ def main() -> int:
             marks.append(("done", round(time.perf_counter() - t0, 3)))
             src.close()
             print(json.dumps(marks), flush=True)
-    finally:
-        env.target.stop()
-        env.jump.stop()
     return 0
 
 

@@ -147,6 +147,12 @@ class Result:
         return 1 if self.ok is False else 0
 
 
+def start(check: str, args: argparse.Namespace) -> tuple[Result, str]:
+    """A check's Result and its device ("cuda"; "cpu" for --cpu-dry-run), once CUDA is there."""
+    require_cuda(check, args.cpu_dry_run)
+    return Result(check, args.out, args.cpu_dry_run), "cpu" if args.cpu_dry_run else "cuda"
+
+
 def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]

@@ -133,9 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keys", type=int, default=8, help="CUDA scalars logged per step")
     p.add_argument("--trainer-steps", type=int, default=30)
     args = p.parse_args(argv)
-    gpucheck.require_cuda("nosync", args.cpu_dry_run)
-    res = gpucheck.Result("nosync", args.out, args.cpu_dry_run)
-    device = "cpu" if args.cpu_dry_run else "cuda"
+    res, device = gpucheck.start("nosync", args)
     strict = device == "cuda"
 
     import reslog

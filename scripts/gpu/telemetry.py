@@ -57,9 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=8.0, help="length of the stored run")
     p.add_argument("--smi-rounds", type=int, default=3)
     args = p.parse_args(argv)
-    gpucheck.require_cuda("telemetry", args.cpu_dry_run)
-    res = gpucheck.Result("telemetry", args.out, args.cpu_dry_run)
-    device = "cpu" if args.cpu_dry_run else "cuda"
+    res, device = gpucheck.start("telemetry", args)
 
     import check_nvml
 

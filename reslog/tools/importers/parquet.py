@@ -60,6 +60,7 @@ from reslog.tools.importers.runs import (
 )
 from reslog.training.values import storable_text
 from schema.rollup_writer import RollupWriter
+from schema.status import FINISHED
 from schema.tables import events, runs
 from schema.writes import insert_run, resolve_keys
 
@@ -337,7 +338,7 @@ class LongFile:
             "uid": run.uid,
             "project": storable_text(run.project)[:200],
             "name": storable_text(run.name)[:200],
-            "status": "finished",
+            "status": FINISHED,
             "created_at": now,
             "heartbeat_at": now,
             "ended_at": now,

@@ -27,6 +27,18 @@ def varint(buf: bytes, pos: int) -> tuple[int, int]:
             raise ProtobufError("varint longer than 10 bytes")
 
 
+def span(buf: bytes, pos: int) -> tuple[int, int]:
+    """(start, stop) of the length-delimited field whose length is at `pos`."""
+    n, pos = varint(buf, pos)
+    return pos, pos + n
+
+
+def whole_key(buf: bytes, pos: int, key: int) -> tuple[int, int]:
+    """(key, position after it) of a field key whose first byte, `key`, was read before `pos`:
+    a key over one byte (field numbers from 16) is read again as a varint."""
+    return varint(buf, pos - 1) if key >= 0x80 else (key, pos)
+
+
 def skip(buf: bytes, pos: int, wire: int) -> int:
     if wire == 0:
         return varint(buf, pos)[1]

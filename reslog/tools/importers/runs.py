@@ -19,6 +19,7 @@ from reslog.redact import redact
 from reslog.training.values import MAX_KEY_LEN, as_json, storable_text
 from schema.rollup_writer import RollupWriter
 from schema.sql import positional_insert
+from schema.status import FINISHED
 from schema.tables import events, runs
 from schema.writes import insert_run, resolve_keys
 
@@ -41,7 +42,7 @@ class ImportedRun:
     host: str = ""
     created_at: float | None = None
     ended_at: float | None = None
-    status: str = "finished"
+    status: str = FINISHED
     # Values not imported (images, histograms, text, tables): (tag, kind) -> how many.
     skipped: dict[tuple[str, str], int] = field(default_factory=dict)
     # For a source read incrementally: where this read stopped, per file (`import` event).

@@ -39,7 +39,15 @@ from pathlib import Path
 
 from reslog.tools.importers import ImportError_, exists_as_file, read_regular, shown
 from reslog.tools.importers.crc import masked_crc32c
-from reslog.tools.importers.protobuf import ProtobufError, fields, skip, text, varint
+from reslog.tools.importers.protobuf import (
+    ProtobufError,
+    fields,
+    skip,
+    span,
+    text,
+    varint,
+    whole_key,
+)
 from reslog.tools.importers.runs import ImportedRun
 
 EVENT_FILE = "tfevents"
@@ -256,12 +264,10 @@ def _event(buf: bytes, pos: int, end: int, add, not_stored: Skip, hparams: HPara
             if step >= 1 << 63:
                 step -= 1 << 64
         elif key == 0x2A:
-            n, pos = varint(buf, pos)
-            summary = (pos, pos + n)
-            pos += n
+            summary = span(buf, pos)
+            pos = summary[1]
         else:
-            if key >= 0x80:
-                key, pos = varint(buf, pos - 1)
+            key, pos = whole_key(buf, pos, key)
             pos = skip(buf, pos, key & 7)
     if pos != end:
         raise _Bad("field runs past the record")
@@ -315,12 +321,10 @@ def _value(
                 kind = "tensor"
             pos += n
         elif key == 0x4A:
-            n, pos = varint(buf, pos)
-            meta = (pos, pos + n)
-            pos += n
+            meta = span(buf, pos)
+            pos = meta[1]
         else:
-            if key >= 0x80:
-                key, pos = varint(buf, pos - 1)
+            key, pos = whole_key(buf, pos, key)
             kind = _LEGACY.get(key >> 3, kind)
             pos = skip(buf, pos, key & 7)
     if tag is None:
@@ -407,7 +411,7 @@ def _tensor(buf: bytes, pos: int, end: int) -> float | None:
         key = buf[pos]
         pos += 1
         field, wire = key >> 3, key & 7
-        if key >= 0x80:
+        if key >= 0x80:  # inline: this loop reads every field of every tensor
             key, pos = varint(buf, pos - 1)
             field, wire = key >> 3, key & 7
         if field == 1 and wire == 0:

@@ -34,6 +34,7 @@ from typing import Any
 from reslog.tools.importers import ImportError_, exists_as_file, read_regular, shown
 from reslog.tools.importers.protobuf import ProtobufError, fields, signed, text
 from reslog.tools.importers.runs import ImportedRun
+from schema.status import CRASHED, FAILED
 
 HEADER = b":W&B"
 BLOCK = 32768
@@ -229,13 +230,13 @@ def read_wandb_file(path: Path, project: str | None) -> ImportedRun:
     if start_time is not None:
         run.created_at = start_time
     if exit_code is None:
-        run.status = "crashed"  # no exit record: the process died or is still running
+        run.status = CRASHED  # no exit record: the process died or is still running
         run.events.append(
             (run.created_at or 0.0, None, "note", "warning", "no exit record in the wandb file",
              "the run never finished (killed, crashed or still running) when it was imported")
         )  # fmt: skip
     elif exit_code != 0:
-        run.status = "failed"
+        run.status = FAILED
     return run
 
 
