@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# The test command: set up .venv, then lint and run the whole suite.
+# The test command: set up .venv, then lint and run the whole suite. Arguments go to pytest:
+# `bash scripts/test.sh -m "not integration"` is the fast lane (no sshd, PostgreSQL, browser,
+# second user, child process or resplot window: tests/lanes.py says which tests those are),
+# `bash scripts/test.sh tests/resplot/data` runs one folder.
 # In CI (CI=true) a test that needs a missing system service (sshd, PostgreSQL) fails
 # instead of skipping: see tests/fixtures/postgres.py:missing_system_dependency.
 set -euo pipefail

@@ -15,6 +15,7 @@ from tests.fixtures.postgres import pg_store, postgres_url  # noqa: F401
 from tests.fixtures.sshd import ssh_config, sshd_env  # noqa: F401
 from tests.fixtures.stores import sample  # noqa: F401
 from tests.fixtures.tcpproxy import tcp_proxy  # noqa: F401
+from tests.lanes import mark_integration
 
 
 @pytest.fixture
@@ -36,10 +37,13 @@ def _own_resplot_settings(tmp_path_factory):
         yield
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``cuda`` are skipped, and counted as skipped, where there is no CUDA GPU
-    (every machine but a GPU host; scripts/gpu_check.sh runs them there: docs/gpu.md). torch is
-    imported only when such a test was collected."""
+    """Tests using a service fixture are marked ``integration`` before `-m` selects (see
+    tests/lanes.py). Tests marked ``cuda`` are skipped, and counted as skipped, where there is
+    no CUDA GPU (every machine but a GPU host; scripts/gpu_check.sh runs them there:
+    docs/gpu.md). torch is imported only when such a test was collected."""
+    mark_integration(items)
     marked = [item for item in items if item.get_closest_marker("cuda")]
     if not marked:
         return

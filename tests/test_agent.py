@@ -42,6 +42,8 @@ from schema.rollup import AGG_COLUMNS
 from schema.store_reader import StoreReader
 from tests.fixtures.stores import add_events, add_points, make_run, new_store
 
+pytestmark = pytest.mark.integration
+
 
 @contextmanager
 def agent_process(*extra: str, python: str | None = None, env=None) -> Iterator:

@@ -22,6 +22,8 @@ from schema.errors import NotAStore
 from tests.fixtures.stores import make_run, new_store
 from tests.test_agent import agent_process, poll
 
+pytestmark = pytest.mark.integration
+
 
 def wait_until(done, timeout: float = 30.0) -> bool:
     deadline = time.monotonic() + timeout

@@ -17,6 +17,8 @@ import zipfile
 import zlib
 from pathlib import Path
 
+import pytest
+
 from reslog.agent import bundle
 from resplot.data.cache import SeriesCache
 from resplot.sources.client import AgentClient
@@ -25,6 +27,8 @@ from resplot.sources.spec import parse_spec
 from tests.fixtures.postgres import missing_system_dependency
 from tests.fixtures.stores import make_run, new_store
 from tests.fixtures.users import other_user  # noqa: F401 - a fixture
+
+pytestmark = pytest.mark.integration
 
 PYENV = Path("/root/.pyenv/versions")
 

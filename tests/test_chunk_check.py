@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 import reslog
 from reslog.tools.cli import main
 from reslog.tools.maintenance import check_store
@@ -125,6 +127,7 @@ def heads(path: Path) -> int:
         engine.dispose()
 
 
+@pytest.mark.integration
 def test_head_chunks_a_killed_writer_left_are_sealed_by_fix(store_path):
     store_path.parent.mkdir(parents=True, exist_ok=True)
     child = subprocess.Popen(

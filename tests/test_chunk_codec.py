@@ -448,6 +448,7 @@ def test_bad_columns_are_refused_with_one_clear_line(encode):
         encode([1.5], [1.0], [1.0])
 
 
+@pytest.mark.integration
 def test_the_agent_archive_carries_the_codec_and_it_runs_without_numpy(tmp_path):
     """The archive's codec, under `python -I -S` (no site-packages: no numpy) and under the
     oldest Python the agent supports, writes the bytes numpy writes and reads them back."""

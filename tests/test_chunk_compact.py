@@ -104,7 +104,7 @@ def chunk_count(engine: Engine) -> int:
         return int(conn.exec_driver_sql("SELECT count(*) FROM chunks").scalar())
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def any_store(request) -> str:
     if request.param == "sqlite":
         return str(request.getfixturevalue("store_path"))
@@ -246,6 +246,7 @@ def test_bytes_a_point_of_an_upgraded_store_before_and_after(any_store):
 # -- a reader's cursor ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # 4-28 s of CPU: out of the fast lane
 def test_a_reader_polling_by_cursor_neither_loses_nor_repeats_across_compactions(any_store):
     engine = row_major_store(any_store, 5_000)
     try:
@@ -312,6 +313,7 @@ print("done", flush=True)
 """
 
 
+@pytest.mark.integration
 def test_sigkill_at_random_points_of_a_compaction_loses_nothing(any_store):
     # Chunks of 64 rows: a compaction of ~250 units (regroups, then merges up to 4,096 rows),
     # so the kills land inside units' transactions as well as between them.
@@ -410,6 +412,7 @@ def test_an_import_stores_series_logged_together_as_one_chunk(tmp_path, capsys):
     assert check_store(str(store), full=True).problems == []
 
 
+@pytest.mark.integration
 def test_reslog_upgrade_compacts_with_its_progress_bar(tmp_path, capfd):
     from reslog.tools.cli import main
 

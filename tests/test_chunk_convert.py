@@ -240,6 +240,7 @@ def big_old_store(path: Path, runs: int, per_run: int) -> list[tuple]:
         engine.dispose()
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_sigkill_of_reslog_upgrade_mid_conversion_loses_nothing(store_path):
     points = big_old_store(store_path, runs=6, per_run=40_000)

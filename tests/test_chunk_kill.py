@@ -18,6 +18,8 @@ from schema import chunk_read
 from schema.envelope import marker
 from schema.store import open_store
 
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # Sealing every 32 rows makes a kill land inside a sealing transaction often.

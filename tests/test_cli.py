@@ -466,6 +466,7 @@ def test_ls_show_export_check_on_postgres(capsys, pg_store):
 # ---- the real console script --------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_console_script_runs_and_ctrl_c_exits_without_traceback(sample):
     assert RESLOG.exists(), f"console script missing: {RESLOG} (pip install -e .)"
     done = subprocess.run(
@@ -525,6 +526,7 @@ def test_a_store_warning_is_one_line_and_another_objects_leak_is_not_news(
     assert err == f"reslog: warning: {sample} is on a network file system (nfs4)\n"
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "argv", [["ls"], ["show", "x"], ["tail", "x"], ["check"], ["export", "-o", "out.csv"]]
 )

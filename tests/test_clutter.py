@@ -13,6 +13,8 @@ from resplot.draw.charts import render
 from tests.fixtures.sweep import make_sweep, sweep_name
 from tests.fixtures.windows import open_window, settle
 
+pytestmark = pytest.mark.integration
+
 STEPS = 1000  # checkpoints at 200, 400, 600, 800; validation every 25 steps (40 points)
 
 

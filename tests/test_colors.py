@@ -75,6 +75,7 @@ def _colors(win) -> dict[str, tuple[str, str]]:
     return out
 
 
+@pytest.mark.integration
 def test_twenty_runs_in_the_window_have_twenty_colours_kept_across_source_order(
     qtbot, two_stores, tmp_path
 ):
@@ -96,6 +97,7 @@ def test_twenty_runs_in_the_window_have_twenty_colours_kept_across_source_order(
     again.close()
 
 
+@pytest.mark.integration
 def test_right_click_a_run_to_pick_its_colour(qtbot, two_stores, tmp_path):
     from PyQt5.QtCore import QTimer
     from PyQt5.QtGui import QColor

@@ -10,10 +10,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from schema.status import effective_status, stale_after
 from tests.fixtures.signals import restore_ctrl_c
 from tests.fixtures.stored_points import all_points
 from tests.test_reslog_api import read_run
+
+pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,6 +15,8 @@ from PyQt5.QtGui import QRegion
 from tests.fixtures.stores import BASE_TIME, make_run, new_store
 from tests.fixtures.windows import open_window, settle
 
+pytestmark = pytest.mark.integration
+
 STEPS = np.arange(0, 600, 3)
 LINE = tuple(round(255 * c) for c in to_rgba("#555555")[:3])
 

@@ -15,6 +15,8 @@ from schema.store import open_store
 from tests.fixtures.stored_points import all_points
 from trainer import checkpoint
 
+pytestmark = pytest.mark.integration
+
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -16,6 +16,8 @@ from PyQt5.QtWidgets import QApplication
 from tests.fixtures.stores import BASE_TIME, make_run, new_store
 from tests.fixtures.windows import open_window, settle
 
+pytestmark = pytest.mark.integration
+
 STEPS = np.arange(0, 3000)
 HELD = 600_000  # a pause no test waits for: every move a preview until the release
 

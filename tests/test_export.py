@@ -258,6 +258,7 @@ def test_load_runs_by_name_uid_prefix_row_id_and_runinfo(sample):
         load(engine, ["nope"], None)
 
 
+@pytest.mark.slow  # 4-28 s of CPU: out of the fast lane
 def test_points_stream_at_full_resolution_in_bounded_chunks(store_path, tmp_path):
     engine = new_store(store_path)
     n = 250_000

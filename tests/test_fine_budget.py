@@ -66,6 +66,7 @@ def _raw_agg(values: np.ndarray, lo: np.ndarray, hi: np.ndarray):
     return np.minimum.reduceat(values, lo), np.maximum.reduceat(values, lo), values[hi]
 
 
+@pytest.mark.slow  # 4-28 s of CPU: out of the fast lane
 def test_a_60_run_sweep_draws_an_exact_bucket_a_pixel_on_every_chart(sweep, monkeypatch):
     path, logged = sweep
     cache, page = _page(path, monkeypatch, numpy=True)
@@ -118,6 +119,7 @@ def test_an_agent_without_numpy_keeps_the_old_budget_and_says_so(sweep, monkeypa
             assert "min–max per 128 steps, coarser than pixels" in note, note
 
 
+@pytest.mark.integration
 def test_hello_says_how_the_host_folds(tmp_path, monkeypatch):
     """`fold` in the agent's hello: numpy where the interpreter has it in its site-packages
     (the agent runs under -I -S: they are not on its path until hello adds them), the builtins

@@ -68,6 +68,7 @@ def resumed(tmp_path_factory):
     return path, raw, ids
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("level", range(-1, -buckets.FINE_SHIFT - 1, -1))
 def test_fine_tiles_are_the_folds_of_their_raw_points(resumed, level):
     path, raw, ids = resumed
@@ -121,6 +122,7 @@ def _series(rng: np.random.Generator, kind: str) -> list[tuple[int, float, objec
     return list(zip(steps, walls, values, strict=True))
 
 
+@pytest.mark.slow  # 4-28 s of CPU: out of the fast lane
 def test_fine_buckets_folded_column_wise_are_the_writers_folds():
     """Raw points folded into buckets column-wise over equal chunks (where the series allows it)
     give the aggregates of fold() over each bucket's points, and the agent's packing of them
@@ -206,6 +208,7 @@ def test_a_run_in_the_gap_draws_a_bucket_per_pixel_or_more(tmp_path, steps):
         engine.dispose()
 
 
+@pytest.mark.slow  # 4-28 s of CPU: out of the fast lane
 def test_a_live_run_growing_through_the_gap_stays_exact_on_screen(tmp_path):
     """A run logging while a 600-pixel chart shows it: from 2,000 steps (3 a pixel, raw) to
     80,000 (133 a pixel, level 1) through the fine levels, each poll's live points folded into

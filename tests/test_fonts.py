@@ -47,6 +47,7 @@ def test_a_snapshot_of_chinese_keys_and_run_names_misses_no_glyph(cjk_store, tmp
     assert "CJK" not in capsys.readouterr().err  # a font is installed: no install hint
 
 
+@pytest.mark.integration
 def test_the_window_draws_chinese_names_without_missing_glyphs(cjk_store, qtbot, tmp_path):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

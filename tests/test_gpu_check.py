@@ -41,6 +41,7 @@ def run(cmd: list[str], **env: str) -> subprocess.CompletedProcess:
 # --------------------------------------------------------------------------- no CUDA here
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("script", ["telemetry", "nosync", "kernel_parity", "speed", "ddp_resume"])
 def test_each_check_refuses_without_cuda_and_writes_nothing(tmp_path, script):
     proc = run([sys.executable, str(GPU / f"{script}.py"), "--out", str(tmp_path / "out")])
@@ -49,6 +50,7 @@ def test_each_check_refuses_without_cuda_and_writes_nothing(tmp_path, script):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.integration
 def test_gpu_check_sh_says_there_is_no_cuda_and_exits_3(tmp_path):
     proc = run(["bash", "scripts/gpu_check.sh", str(tmp_path / "out")], PYTHON=sys.executable)
     assert proc.returncode == 3, proc.stdout + proc.stderr
@@ -56,6 +58,7 @@ def test_gpu_check_sh_says_there_is_no_cuda_and_exits_3(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.integration
 def test_the_scripts_arguments_are_parsed():
     proc = run([sys.executable, str(GPU / "speed.py"), "--help"])
     assert proc.returncode == 0 and "--target-mfu" in proc.stdout
@@ -66,6 +69,7 @@ def test_the_scripts_arguments_are_parsed():
 # --------------------------------------------------------------------------- CPU dry runs
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_gpu_check_sh_dry_run_prepares_data_runs_the_steps_and_reports(tmp_path):
     out = tmp_path / "out"
@@ -88,6 +92,7 @@ def test_gpu_check_sh_dry_run_prepares_data_runs_the_steps_and_reports(tmp_path)
     assert "measured" in proc.stdout and "NOT MET" not in proc.stdout
 
 
+@pytest.mark.slow  # 4-28 s of CPU: out of the fast lane
 def test_nosync_dry_run_stores_exactly_what_was_logged(tmp_path):
     import nosync
 
@@ -111,6 +116,7 @@ def test_nosync_dry_run_stores_exactly_what_was_logged(tmp_path):
     assert d["training_thread_error"] is None and d["trainer"]["loss_points"] >= 3
 
 
+@pytest.mark.slow  # 4-28 s of CPU: out of the fast lane
 def test_kernel_parity_dry_run_compares_the_cases_a_cpu_runs(tmp_path):
     import kernel_parity
 
@@ -173,6 +179,7 @@ def test_speed_dry_run_writes_speed_timers_and_overhead(tmp_path):
     assert len(per_step) >= 18, sorted(per_step)
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_ddp_resume_dry_run_uses_ddp_under_torchrun_and_continues_bit_for_bit(tmp_path):
     proc = run(

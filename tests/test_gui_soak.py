@@ -19,6 +19,8 @@ import pytest
 
 from tests.fixtures.postgres import missing_system_dependency
 
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[1]
 SOAK = "tests/soak_window.py"
 

@@ -25,6 +25,8 @@ from reslog.tools.importers.wandb_offline import records as records_of
 from tests.test_import_wandb import write_offline_run
 from tests.test_importers import point_count, stored_points
 
+pytestmark = pytest.mark.integration
+
 KINDS = ("tensorboard", "wandb", "csv", "parquet")
 
 

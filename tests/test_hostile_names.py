@@ -21,6 +21,8 @@ from resplot.sources.spec import parse_spec
 from tests.fixtures.stores import add_events, make_run, new_store
 from tests.fixtures.windows import open_window, settle
 
+pytestmark = pytest.mark.integration
+
 BIDI = "\u202e"
 HOSTILE = f"evil{BIDI}gnp.exe\x1b[2J\x1b]0;pwned\x07"
 NAME = f"lr3e-4-{HOSTILE}"

@@ -11,6 +11,8 @@ from resplot.data.smoothing import smooth
 from tests.fixtures.stores import BASE_TIME, make_run, new_store
 from tests.fixtures.windows import open_window, settle
 
+pytestmark = pytest.mark.integration
+
 STEPS = np.arange(0, 300, 3)
 
 

@@ -14,6 +14,8 @@ import pytest
 from reslog.tools.cli import main
 from tests.test_reslog_api import read_run
 
+pytestmark = pytest.mark.integration
+
 SCRIPT = """
 import math, sys, wandb
 run = wandb.init(project="proj", name="tiny-gpt", config={"lr": 0.1, "model": {"layers": 2}},

@@ -95,6 +95,7 @@ def run_hf_script(tmp_path: Path, store: Path, body: str) -> subprocess.Complete
     )
 
 
+@pytest.mark.integration
 def test_huggingface_trainer_logs_train_eval_and_predict_into_one_run_cell_by_cell(tmp_path):
     import json
 
@@ -163,6 +164,7 @@ def test_huggingface_hyper_parameter_search_makes_a_run_per_trial(store, tmp_pat
     assert [read_run(store, r.uid)[1]["train/loss"] for r in runs] == [[(2, 1.0)], [(2, 2.0)]]
 
 
+@pytest.mark.integration
 def test_huggingface_training_that_raises_ends_the_run_failed(tmp_path):
     store = tmp_path / "runs.db"
     failing = """
@@ -330,6 +332,7 @@ print("RESULT", len(accelerator.trackers))
 """
 
 
+@pytest.mark.integration
 def test_accelerates_own_wandb_tracker_needs_the_wandb_package_installed(tmp_path):
     """What docs/integrations.md says: Accelerate enables log_with="wandb" only when a wandb
     distribution is installed (it reads its metadata), so `sys.modules["wandb"] = reslog`

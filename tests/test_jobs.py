@@ -179,6 +179,7 @@ def test_a_hang_is_joined_across_two_stores_and_said_once_by_reslog_watch(tmp_pa
             run.finish()
 
 
+@pytest.mark.integration
 def test_reslog_show_names_the_job_ranks_stragglers_and_hang(tmp_path, monkeypatch):
     job = open_job(tmp_path, monkeypatch, group="job-3")
     try:

@@ -56,6 +56,7 @@ def win(qtbot, tmp_path):
     w.close()
 
 
+@pytest.mark.integration
 def test_nanogpt_and_hugging_face_runs_fill_the_training_page(win):
     page = win.current_page()
     names = {r.ref: r.name for r in win.cache.runs()}
@@ -74,6 +75,7 @@ def test_nanogpt_and_hugging_face_runs_fill_the_training_page(win):
     assert mfu.yaxis.get_major_formatter()(31.5, 0).startswith("31")  # a percent, not 3150 %
 
 
+@pytest.mark.integration
 def test_a_logged_counter_is_an_x_axis(win, qtbot):
     choices = [win.x_combo.itemText(i) for i in range(win.x_combo.count())]
     assert "key:iter" in choices and "key:train/epoch" in choices

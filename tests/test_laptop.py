@@ -14,6 +14,8 @@ from resplot.ui import shortcuts
 from tests.fixtures.stores import BASE_TIME, make_run, new_store
 from tests.fixtures.windows import open_window, settle
 
+pytestmark = pytest.mark.integration
+
 
 def _sweep(path) -> None:
     engine = new_store(path)

@@ -22,6 +22,8 @@ from schema.compare import metric_stats
 from schema.store import open_store
 from tests.fixtures.stores import BASE_TIME, add_points, make_run, new_store
 
+pytestmark = pytest.mark.integration
+
 N = 3000
 RUNS = 3
 

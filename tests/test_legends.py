@@ -54,6 +54,7 @@ def test_a_snapshot_of_twenty_runs_names_every_run(sweep, tmp_path, capsys):
     assert "20 runs" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 def test_the_window_names_twenty_runs_and_small_charts_show_latest_values(sweep, qtbot, tmp_path):
     win = open_window(qtbot, [sweep], tmp_path / "settings.json", runs=20, size=(1280, 800))
     page = win.current_page()

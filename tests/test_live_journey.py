@@ -26,6 +26,8 @@ from schema import open_store, status
 from schema.store_reader import StoreReader
 from tests.fixtures.stored_points import all_points
 
+pytestmark = pytest.mark.integration
+
 FLUSH_S = 0.2  # also the run's heartbeat interval (runs.heartbeat_interval)
 POLL_S = 0.2
 WAIT_MS = 30_000

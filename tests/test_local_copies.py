@@ -24,6 +24,7 @@ def store(tmp_path) -> Path:
     return path
 
 
+@pytest.mark.integration
 def test_a_kept_source_is_shown_from_its_copy_once_its_store_is_gone(qtbot, store, tmp_path):
     cache = SeriesCache()
     win = MainWindow(cache, settings_mod.Settings(), tmp_path / "settings.json")

@@ -19,7 +19,11 @@ import time
 import warnings
 from pathlib import Path
 
+import pytest
+
 import reslog
+
+pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -20,6 +20,8 @@ from tests.fixtures import live_logger
 from tests.fixtures.sweep import PROJECT, make_sweep
 from tests.fixtures.windows import open_window, settle
 
+pytestmark = pytest.mark.integration
+
 PAGES = ("training", "all")  # the all page: the tallest canvas
 
 

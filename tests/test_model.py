@@ -270,6 +270,7 @@ def counting_model() -> Transformer:
     return _counting_model()
 
 
+@pytest.mark.slow  # 4-28 s of CPU: out of the fast lane
 def test_greedy_continues_the_learned_pattern(counting_model):
     out = greedy(counting_model, torch.tensor([[3, 4, 5]]), 6)
     assert out.tolist() == [[3, 4, 5, 6, 7, 8, 9, 10, 0]]

@@ -9,7 +9,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from tests.fixtures.stored_points import all_points
+
+pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[1]
 PROCS, STEPS, KEYS = 8, 5000, 8

@@ -62,6 +62,7 @@ def end_child(proc: subprocess.Popen) -> str:
     return out
 
 
+@pytest.mark.integration
 def test_a_second_process_resuming_a_live_run_is_refused_and_the_run_stays_whole(store_path):
     first = start_child(store_path, "shared-id", 2000)
     try:
@@ -97,6 +98,7 @@ def test_a_second_process_resuming_a_live_run_is_refused_and_the_run_stays_whole
     assert len(read_run(store_path)[1]["a"]) == 4000
 
 
+@pytest.mark.integration
 def test_a_killed_process_frees_its_run_at_once_on_its_host(store_path):
     child = start_child(store_path, "killed", 10)
     deadline = time.monotonic() + 60

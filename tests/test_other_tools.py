@@ -12,6 +12,8 @@ from resplot.data.key_roles import TIMING_ROLES, gpu_series, key_for, step_count
 from tests.fixtures.stores import BASE_TIME, make_run, new_store
 from tests.fixtures.windows import open_window, settle
 
+pytestmark = pytest.mark.integration
+
 N = 200
 
 

@@ -3,11 +3,15 @@ and an empty page says what is loading or what to do."""
 
 from __future__ import annotations
 
+import pytest
+
 from resplot import settings as settings_mod
 from resplot.data.cache import SeriesCache
 from resplot.ui.window import MainWindow
 from tests.fixtures.stores import make_run, new_store
 from tests.fixtures.windows import open_window, settle
+
+pytestmark = pytest.mark.integration
 
 
 def test_sixty_keys_give_sixty_charts_on_a_scrolling_page(qtbot, tmp_path):

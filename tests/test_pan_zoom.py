@@ -13,6 +13,8 @@ from PyQt5.QtWidgets import QApplication
 from tests.fixtures.stores import BASE_TIME, make_run, new_store
 from tests.fixtures.windows import open_window, settle
 
+pytestmark = pytest.mark.integration
+
 STEPS = np.arange(0, 3000)
 
 

@@ -151,6 +151,7 @@ def test_prepare_uses_uint32_for_a_large_vocabulary(raw, tmp_path):
     assert documents(tokens, Tokenizer.load(big))[0] == doc(1)
 
 
+@pytest.mark.integration
 def test_cli_reports_errors_without_a_traceback(raw, tmp_path):
     cmd = [sys.executable, "-m", "trainer.prepare", "--input", str(raw), "--out", str(tmp_path)]
     ok = subprocess.run([*cmd, "--vocab-size", "320"], capture_output=True, text=True)

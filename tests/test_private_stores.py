@@ -50,6 +50,7 @@ def raw_bytes(folder: Path) -> bytes:
     return b"".join(p.read_bytes() for p in folder.iterdir() if p.is_file())
 
 
+@pytest.mark.integration
 def test_secrets_never_reach_the_store_file(tmp_path):
     store = tmp_path / "runs" / "reslog.db"
     code = CHILD.replace("STORE_PATH", repr(str(store)))

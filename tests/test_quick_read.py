@@ -52,6 +52,7 @@ def loaded_by(code: str, *argv: str) -> tuple[list[str], str]:
     return eval(modules), "\n".join(printed)  # a list literal printed by the child
 
 
+@pytest.mark.integration
 def test_reslog_ls_imports_neither_sqlalchemy_nor_numpy(sample):
     modules, printed = loaded_by(
         "from reslog.tools.cli import main\nassert main(['ls', sys.argv[1]]) == 0", str(sample)
@@ -60,6 +61,7 @@ def test_reslog_ls_imports_neither_sqlalchemy_nor_numpy(sample):
     assert modules == []
 
 
+@pytest.mark.integration
 def test_importing_reslog_loads_sqlalchemy_only_when_a_run_or_reader_needs_it():
     modules, _ = loaded_by("import reslog")
     assert modules == []

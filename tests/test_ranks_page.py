@@ -280,6 +280,7 @@ def test_snapshot_draws_the_ranks_page_and_says_what_is_wrong(hosts, tmp_path, c
         assert err.startswith("resplot: error:") and message in err, err
 
 
+@pytest.mark.integration
 def test_the_window_shows_the_page_once_a_job_arrives_and_hovers_a_cell(qtbot, hosts, tmp_path):
     engine = new_store(tmp_path / "single.db")
     make_run(engine, name="one-gpu", points={"train/loss": [(1, 3.0), (2, 2.9)]})
@@ -319,6 +320,7 @@ def test_the_window_shows_the_page_once_a_job_arrives_and_hovers_a_cell(qtbot, h
     win.close()
 
 
+@pytest.mark.integration
 def test_a_job_row_unfolds_in_the_window_and_opens_the_ranks_page(qtbot, hosts, tmp_path):
     from resplot.ui.run_menu import job_menu
 

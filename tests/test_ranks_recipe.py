@@ -33,7 +33,7 @@ from tests.fixtures.signals import restore_ctrl_c
 from tests.test_ranks_torchrun import Lines, running
 from tests.test_run_health import wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 STEPS, FIRST, LAST = 150, 40, 89  # rank 2's data +200 ms at steps 40-89
 
 BEFORE = f"""

@@ -32,7 +32,7 @@ HOSTS = {"0": "gpu-a", "1": "gpu-a", "2": "gpu-b", "3": "gpu-b"}
 # Without it four CPU-bound ranks fight over two cores all step long, and one of them really is
 # 20-35 % slower for stretches of 50 steps: a straggler, made by this machine.
 DEVICE = {"rank": "*", "phase": "forward", "seconds": 0.1, "first": 1, "last": 10**6}
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 class Lines:

@@ -23,6 +23,8 @@ from resplot.sources.spec import parse_spec
 from tests.fixtures.logging_child import ROOT
 from tests.fixtures.postgres import missing_system_dependency
 
+pytestmark = pytest.mark.integration
+
 CAPS = "-dac_override,-dac_read_search"
 
 

@@ -255,6 +255,7 @@ def test_system_metrics_arrive_at_the_current_step_without_advancing_it(store_pa
     assert 41 in steps and steps <= {0, 41}
 
 
+@pytest.mark.integration
 def test_import_reslog_loads_no_torch_numpy_or_nvml():
     heavy = "('torch', 'numpy', 'pynvml')"
     code = f"import sys, reslog; print(sorted(m for m in {heavy} if m in sys.modules))"

@@ -120,6 +120,7 @@ def test_errors_are_one_line_and_non_zero(store, tmp_path, capsys, argv, message
     assert "Traceback" not in err
 
 
+@pytest.mark.integration
 def test_console_entry_point_runs_headless(store, tmp_path):
     out = tmp_path / "s.png"
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "MPLBACKEND": "Agg"}

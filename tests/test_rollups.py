@@ -265,6 +265,7 @@ while True:
 """
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_rollups_agree_with_the_points_after_random_sigkills(store_path):
     rng = random.Random(7)

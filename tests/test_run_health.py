@@ -63,6 +63,7 @@ def agent_runs(store: Path) -> list[dict]:
 # ---- liveness -----------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_process_identity_tells_a_live_process_from_a_dead_or_reused_pid():
     here = liveness.host_identity()
     assert here and "/pid:[" in here
@@ -328,6 +329,7 @@ def test_steps_logged_backwards_give_one_last_step_in_show_ls_and_export(store_p
     assert max(int(r[3]) for r in rows) == 900 and rows[-1][3:6:2] == ["900", "0.5"]
 
 
+@pytest.mark.integration
 def test_store_open_failures_are_store_errors_with_the_right_verb(tmp_path):
     message = r"cannot create /etc/passwd/x\.db: /etc/passwd is a file, not a folder"
     with pytest.raises(reslog.StoreError, match=message):

@@ -23,7 +23,7 @@ from resplot.sources.polling import Loaded
 from resplot.sources.spec import parse_spec
 from schema import buckets
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[1]
 
 RUNS, STEPS = 4, 100_000

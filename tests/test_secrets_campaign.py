@@ -152,6 +152,7 @@ ARGV = [
 ]
 
 
+@pytest.mark.integration
 def test_47_planted_secrets_none_stored(tmp_path):
     assert len(SECRETS) == 47 and len(set(SECRETS.values())) == 47
     script = tmp_path / "train.py"

@@ -4,11 +4,14 @@ newest project's runs up to 20, "showing 20 of 25 runs"; select all, none, inver
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from resplot.data.model import RunInfo, RunRef
 from resplot.data.selection import default_selection
 from tests.fixtures.stores import BASE_TIME, make_run, new_store
 from tests.fixtures.windows import open_window, settle
+
+pytestmark = pytest.mark.integration
 
 
 def _info(uid: str, project: str, at: float) -> RunInfo:

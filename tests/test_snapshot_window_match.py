@@ -3,6 +3,7 @@ snapshot with nothing to draw exits non-zero naming what matched nothing."""
 
 from __future__ import annotations
 
+import pytest
 from matplotlib.colors import to_hex
 
 from resplot import settings as settings_mod
@@ -43,6 +44,7 @@ def _snapshot_colors(monkeypatch, argv) -> dict[str, str]:
     return names
 
 
+@pytest.mark.integration
 def test_a_snapshot_uses_the_windows_colours(qtbot, tmp_path, monkeypatch):
     path = tmp_path / "runs.db"
     _store(path)

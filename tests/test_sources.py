@@ -120,6 +120,7 @@ set_status(engine, run.id, "finished")
 """
 
 
+@pytest.mark.integration
 def test_live_points_keep_summaries_and_tiles_equal_to_the_store(tmp_path):
     path = tmp_path / "live.db"
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], cwd=ROOT)

@@ -20,6 +20,8 @@ from resplot.ssh.options import SSHOptions
 from tests.fixtures.postgres import missing_system_dependency
 from tests.fixtures.sshd import SSHServer, generate_key, sshd_available, start_sshd
 
+pytestmark = pytest.mark.integration
+
 
 @dataclass
 class CertServer:

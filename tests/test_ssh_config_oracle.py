@@ -15,6 +15,8 @@ import pytest
 from resplot.ssh.openssh_config import ConfigError, read_options, ssh_g
 from tests.fixtures.postgres import missing_system_dependency
 
+pytestmark = pytest.mark.integration
+
 # (name, config text, host as typed, ssh's command-line options). `{dir}` is the case's folder.
 CASES: list[tuple[str, str, str, tuple[str, ...]]] = [
     ("alias stanza", "Host gpu\n  HostName 10.0.0.7\n  Port 2222\n  User alice\n", "gpu", ()),

@@ -363,6 +363,7 @@ def test_a_remembered_password_that_is_refused_is_dropped_from_the_keyring(
     assert len(person.prompts) == 1 and os_keyring.store == {}
 
 
+@pytest.mark.integration
 def test_the_terminal_asks_secrets_without_echo_and_the_rest_with_it(tmp_path):
     """terminal_asker in a child process whose controlling terminal is a real pty."""
     import json

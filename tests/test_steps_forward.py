@@ -42,6 +42,7 @@ def current_points(store: Path, key: str) -> list[tuple[int, float]]:
     return list(zip(df["step"].tolist(), df["value"].tolist(), strict=True))
 
 
+@pytest.mark.integration
 def test_a_lower_step_is_dropped_with_a_warning_as_wandb_does_cell_by_cell(tmp_path):
     theirs, _, wandb_dir = run_as(tmp_path, SCRIPT, "wandb")
     ours, stderr, reslog_dir = run_as(tmp_path, SCRIPT, "reslog")

@@ -118,6 +118,7 @@ def damaged_store(path: Path, *, blobs: bool = False) -> Path:
     return path
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("fmt", ["csv", "parquet", "csv-wide"])
 def test_exporting_a_store_with_corrupt_pages_is_one_line_saying_what_to_do(tmp_path, fmt):
     """sqlite3's DatabaseError came from the read-only connection as a traceback."""
@@ -131,6 +132,7 @@ def test_exporting_a_store_with_corrupt_pages_is_one_line_saying_what_to_do(tmp_
     assert not out.exists()
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
 def test_exporting_a_store_with_a_corrupt_chunk_is_one_line_saying_what_to_do(tmp_path, fmt):
     """A chunk's bytes damaged inside its blob: SQLite reads them, the chunk's CRC-32 fails."""
@@ -220,6 +222,7 @@ sys.exit(main(["upgrade", sys.argv[1]]))
 """
 
 
+@pytest.mark.integration
 def test_an_upgrade_killed_during_its_backup_leaves_only_the_store(tmp_path):
     """A SIGKILL during the backup left its part file (55 MB for a 55 MB store) for good."""
     folder = tmp_path / "runs"

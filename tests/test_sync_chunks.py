@@ -147,6 +147,7 @@ CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.integration
 def test_a_sync_killed_at_any_moment_resumes_with_nothing_lost_or_repeated(
     tmp_path, monkeypatch, capsys
 ):
@@ -227,6 +228,7 @@ def _as_version_1(store: Path) -> None:
             conn.execute("UPDATE chunks SET data = ? WHERE id = ?", (old, cid))
 
 
+@pytest.mark.integration
 def test_an_agent_without_the_chunks_op_gets_points_as_rows(tmp_path):
     before = tmp_path / "before"
     before.mkdir()
@@ -259,6 +261,7 @@ def test_an_agent_without_the_chunks_op_gets_points_as_rows(tmp_path):
     assert_same(contents(mirror), contents(source))
 
 
+@pytest.mark.integration
 def test_the_chunks_op_sends_the_stored_bytes_in_bounded_replies_under_python_3_8(
     tmp_path, monkeypatch
 ):

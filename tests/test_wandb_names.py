@@ -63,6 +63,7 @@ wandb.finish()
 """
 
 
+@pytest.mark.integration
 def test_wandb_log_in_forked_dataloader_workers_is_ignored_with_one_warning_each(tmp_path):
     proc = run_script(tmp_path, FORKED_WORKERS)
     warnings = [x for x in proc.stderr.splitlines() if "RuntimeWarning" in x]

@@ -55,6 +55,7 @@ def close(a, b) -> bool:
     return a == pytest.approx(b, rel=1e-12, abs=1e-12)
 
 
+@pytest.mark.integration
 def test_the_summary_holds_what_wandbs_does_key_by_key(tmp_path):
     theirs, _, _ = run_as(tmp_path, SCRIPT, "wandb")
     ours, _, folder = run_as(tmp_path, SCRIPT, "reslog")

@@ -349,6 +349,7 @@ for iter_num in range(max_iters):
 """
 
 
+@pytest.mark.integration
 def test_a_nanogpt_style_script_runs_unchanged_with_import_reslog_as_wandb(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(NANOGPT_STYLE))

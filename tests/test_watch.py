@@ -11,6 +11,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 import reslog
 from reslog.tools.watch import Watcher
 from schema.store import open_store
@@ -130,6 +132,7 @@ def test_watch_sees_throttling_onset_once_and_finish(store_path):
     engine.dispose()
 
 
+@pytest.mark.integration
 def test_a_failing_hook_is_reported_and_the_watch_goes_on(store_path, tmp_path):
     reslog.init(store=store_path, name="first", system=False).finish()
     proc = subprocess.Popen(
@@ -180,6 +183,7 @@ def test_hook_values_are_escaped_and_capped_and_a_nul_never_ends_the_watch(store
     assert "Traceback" not in err and "cannot run --exec" not in err, err
 
 
+@pytest.mark.integration
 def test_reslog_notify_builds_its_json_so_a_title_cannot_add_fields():
     import json
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer

@@ -22,6 +22,8 @@ from schema.store import open_store
 from tests.fixtures.stores import BASE_TIME, add_points, make_run, new_store
 from tests.fixtures.windows import settle
 
+pytestmark = pytest.mark.integration
+
 N = 400
 
 

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 import reslog
 from resplot import settings as settings_mod
 from tests.fixtures.windows import open_window
+
+pytestmark = pytest.mark.integration
 
 
 def test_the_window_notifies_an_alert_once_and_keeps_mutes(qtbot, tmp_path, store_path):

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 import reslog
 from tests.fixtures.windows import open_window
+
+pytestmark = pytest.mark.integration
 
 
 def test_a_rising_key_and_a_named_counter_are_offered_as_x_axes(qtbot, tmp_path, store_path):
