@@ -273,16 +273,19 @@ def _named(exc: ValueError, chunk_id: int, keyset_id: int, run_id: int) -> Value
 
 
 def _chunks_over(cur, p: str, keyset_id: int, first: int, last: int, con) -> list:
-    """(id, step_lo, step_hi, n, data) of the keyset's chunks holding steps in [first, last],
-    by first step then first id; `data` is (blob,) where `con` is None (no blob I/O: the
-    blobs come whole with the listing), else ()."""
+    """(id, step_lo, step_hi, n, data, id_hi) of the keyset's chunks holding steps in [first,
+    last], by first step then first id; `data` is (blob,) where `con` is None (no blob I/O:
+    the blobs come whole with the listing), else ()."""
     blob_sql = "" if con is not None else ", data"
     cur.execute(
-        f"SELECT id, step_lo, step_hi, n{blob_sql} FROM chunks WHERE keyset_id = {p}"
+        f"SELECT id, step_lo, step_hi, n, id_hi{blob_sql} FROM chunks WHERE keyset_id = {p}"
         f" AND step_lo <= {p} AND step_hi >= {p} ORDER BY step_lo, id_lo",
         (keyset_id, last, first),
     )
-    return [(int(r[0]), int(r[1]), int(r[2]), int(r[3]), tuple(r[4:])) for r in cur.fetchall()]
+    return [
+        (int(r[0]), int(r[1]), int(r[2]), int(r[3]), tuple(r[5:]), int(r[4]))
+        for r in cur.fetchall()
+    ]
 
 
 def series_columns(
@@ -319,8 +322,8 @@ def _series_columns(
     chunks = []
     for ks, col, _k in keyset_columns(cur, p, run_id, key_id):
         chunks += [
-            (lo, hi, cid, n, ks, col, data)
-            for cid, lo, hi, n, data in _chunks_over(cur, p, ks, start, stop - 1, con)
+            (lo, hi, cid, n, ks, col, data, id_hi)
+            for cid, lo, hi, n, data, id_hi in _chunks_over(cur, p, ks, start, stop - 1, con)
         ]
     chunks.sort(key=lambda c: c[0])
     # The columns are decoded straight into arrays of every point the chunks hold: no array
@@ -334,7 +337,7 @@ def _series_columns(
             np.array([np.nan if v is None else v for v in values], dtype=np.float64),
         )  # fmt: skip
         out.add(_kept(part, start, stop, None, takes))
-    for lo, hi, chunk_id, _n, ks, col, data in chunks:
+    for lo, hi, chunk_id, _n, ks, col, data, id_hi in chunks:
         # Every point of this chunk and the later ones has a step >= lo.
         if limit is not None and out.at >= limit and _nth(np, out, limit) < lo:
             break
@@ -345,8 +348,10 @@ def _series_columns(
                 streams = chunk_codec.picked_streams(data[0], [col])
             if streams.ids is None:
                 raise ValueError("corrupt chunk: a stored chunk without its ids stream")
-            whole = before_id is None and after is None and not takes
-            if whole and start <= lo and hi < stop:
+            # Every point of the chunk kept: decoded straight into the columns. A snapshot's
+            # bound (`before_id`, the agent's tiles) cuts only a chunk written after it.
+            below = before_id is None or id_hi < before_id
+            if below and after is None and not takes and start <= lo and hi < stop:
                 out.reserve(streams.n)
                 fast.decode_into(streams, out.columns, out.at, col)
                 out.at += streams.n
@@ -355,7 +360,7 @@ def _series_columns(
         except ValueError as exc:
             raise _named(exc, chunk_id, ks, run_id) from None
         part = (c.ids + col if col else c.ids, c.steps, c.walls, c.values[0])
-        if before_id is not None:
+        if not below:
             keep = part[0] < before_id
             part = tuple(column[keep] for column in part)
         out.add(_kept(part, start, stop, after, takes))
@@ -451,7 +456,7 @@ def count_rows(
         for ks, col, _k in keyset_columns(cur, p, run_id, key_id):
             if total >= limit:
                 break
-            for chunk_id, lo, hi, n, data in _chunks_over(cur, p, ks, start, stop - 1, con):
+            for chunk_id, lo, hi, n, data, _id_hi in _chunks_over(cur, p, ks, start, stop - 1, con):
                 if not takes and lo >= start and hi < stop:
                     total += int(n)  # counted by its row: not read
                 else:
@@ -490,7 +495,7 @@ def first_values(cur, p: str, run_id: int, key_id: int, steps: list, *, has_take
     wanted_array = None if np is None else np.array(ordered, dtype=np.int64)
     with _Snapshot(cur) as con:
         for ks, col, _k in keyset_columns(cur, p, run_id, key_id):
-            for chunk_id, s_lo, s_hi, _n, data in _chunks_over(cur, p, ks, lo, hi, con):
+            for chunk_id, s_lo, s_hi, _n, data, _hi in _chunks_over(cur, p, ks, lo, hi, con):
                 if not _any_between(ordered, s_lo, s_hi):
                     continue
                 c = _decoded(con, chunk_id, col, data, ks, run_id)

@@ -158,6 +158,10 @@ def test_raw_and_fine_tiles_read_only_the_points_up_to_the_replys_high(store_pat
     after = [_read_tile(conn.cursor(), (1, 1, lv, 39 >> sh, False, high))
              for lv, sh in ((0, 0), (-2, 2))]  # fmt: skip
     newest = _read_tile(conn.cursor(), (1, 1, 0, 39, False, high + 5))
+    # Fine tiles read several at once (the last one holding the new points) are bounded alike.
+    runs = [_read_tile(conn.cursor(), (1, 1, -2, 6, False, h, 4)) for h in (high, high + 5)]
     conn.close()
     assert after == before and len(before[0]) % RAW_TILE_ROW.size == 0
     assert len(before[1]) % BUCKET_ROW.size == 0 and len(newest) > len(before[0])
+    assert runs[0].endswith(before[1]) and len(before[1]) > 0
+    assert runs[1] != runs[0] and len(runs[1]) == len(runs[0])  # the same buckets, new points
