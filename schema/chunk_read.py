@@ -23,11 +23,18 @@ numpy imports (and schema/chunk_codec_numpy.py is there), chunks decode through 
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from heapq import merge as heap_merge
 
 from schema import chunk_codec
 
 _numpy: tuple | None = None  # (numpy, schema.chunk_codec_numpy) or (None, None), once tried
+# Inside shared_chunks(): chunk id -> (its version 1 streams of every column or None, its
+# decoded steps, walls and ids), so the keys of a keyset read in one snapshot (a page's tiles)
+# decode those once; and the bytes it holds, bounded by SHARED_BYTES.
+_shared: dict | None = None
+_shared_bytes = [0]
+SHARED_BYTES = 64 << 20
 
 
 def numpy_modules() -> tuple:
@@ -341,7 +348,14 @@ def _series_columns(
         # Every point of this chunk and the later ones has a step >= lo.
         if limit is not None and out.at >= limit and _nth(np, out, limit) < lo:
             break
+        whole_chunk = start <= lo and hi < stop and after is None and not takes
+        below = before_id is None or id_hi < before_id
         try:
+            shared = _shared
+            if shared is not None and whole_chunk and below:
+                if _shared_into(con, chunk_id, col, data, shared, out):
+                    continue
+                raise ValueError("corrupt chunk: a stored chunk without its ids stream")
             if con is not None:
                 streams = read_chunk(con, chunk_id, [col])
             else:
@@ -350,8 +364,7 @@ def _series_columns(
                 raise ValueError("corrupt chunk: a stored chunk without its ids stream")
             # Every point of the chunk kept: decoded straight into the columns. A snapshot's
             # bound (`before_id`, the agent's tiles) cuts only a chunk written after it.
-            below = before_id is None or id_hi < before_id
-            if below and after is None and not takes and start <= lo and hi < stop:
+            if below and whole_chunk:
                 out.reserve(streams.n)
                 fast.decode_into(streams, out.columns, out.at, col)
                 out.at += streams.n
@@ -374,6 +387,63 @@ def _series_columns(
     if limit is not None:
         ids, steps, walls, values = ids[:limit], steps[:limit], walls[:limit], values[:limit]
     return ids, steps, walls, values
+
+
+@contextmanager
+def shared_chunks():
+    """Within: series_columns() reads a chunk's steps, walls and ids (and a version 1 chunk,
+    verified whole) once for every key of its keyset it reads, up to SHARED_BYTES. Only for
+    reads in one snapshot (the agent's tiles of one reply, in one process): a chunk id names
+    the same bytes there. A page's series are keys of a few keysets: the 6.8M store's 40 fine
+    series read each of their runs' chunks 5 times, each whole (version 1, 20 or 90 keys)."""
+    global _shared
+    before, _shared = _shared, {}
+    _shared_bytes[0] = 0
+    try:
+        yield
+    finally:
+        _shared = before
+
+
+def _shared_into(con, chunk_id: int, col: int, data: tuple, shared: dict, out) -> bool:
+    """Column `col` of a chunk decoded into `out` (whole), its steps, walls and ids taken from
+    `shared` or kept there; False (nothing done) where the chunk has no ids stream."""
+    fast = numpy_modules()[1]
+    kept = shared.get(chunk_id)
+    streams = kept[0] if kept is not None else None
+    if streams is None:
+        if con is not None:
+            with con.blobopen("chunks", "data", chunk_id, readonly=True) as blob:
+                whole = blob[0:1] == b"\x01"  # version 1: read and verified whole anyway
+                streams = chunk_codec.read_streams(
+                    lambda at, size: blob[at : at + size], len(blob), None if whole else [col]
+                )
+        else:
+            whole = bytes(data[0][:1]) == b"\x01"
+            streams = chunk_codec.picked_streams(data[0], None if whole else [col])
+    if streams.ids is None:
+        return False
+    if streams.version == 1 and not 0 <= col < len(streams.values):
+        raise ValueError(f"the chunk has {len(streams.values)} value columns, not a column {col}")
+    n = streams.n
+    out.reserve(n)
+    ids, steps, walls, values = (c[out.at : out.at + n] for c in out.columns)
+    if kept is None:
+        fast.decode_words(*streams.steps, n, steps)
+        fast.decode_floats(*streams.walls, n, walls)
+        fast.decode_words(*streams.ids, n, ids)
+        v1 = streams.version == 1
+        size = 24 * n + (sum(len(v[1]) for v in streams.values) if v1 else 0)
+        if _shared_bytes[0] + size <= SHARED_BYTES:
+            shared[chunk_id] = (streams if v1 else None, steps.copy(), walls.copy(), ids.copy())
+            _shared_bytes[0] += size
+    else:
+        steps[:], walls[:], ids[:] = kept[1], kept[2], kept[3]
+    if col:
+        ids += col
+    fast.decode_floats(*streams.values[col if streams.version == 1 else 0], n, values)
+    out.at += n
+    return True
 
 
 def _nth(np, out, limit: int) -> int:

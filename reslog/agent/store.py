@@ -450,7 +450,8 @@ class Store:
             # numpy imported (or its import on `hello`'s thread waited for) before the fork: a
             # worker forked mid-import would wait for good on a lock no thread of it holds.
             chunk_read.numpy_fold()
-        packed = tile_workers.read_all(jobs, read, self._connect, settled, workers)
+        with chunk_read.shared_chunks():  # a keyset's steps, walls and ids decoded once
+            packed = tile_workers.read_all(jobs, read, self._connect, settled, workers)
         parts = {"buckets": ([], []), "raw": ([], [])}
         for job, data in zip(jobs, packed):  # noqa: B905 (3.8)
             run_id, key_id, level, index, _has, _high, count = job

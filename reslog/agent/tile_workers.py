@@ -68,7 +68,10 @@ def _read_all(jobs, read, connect, settled, workers: int) -> list:
     spread = [i for i, ok in enumerate(settled) if ok]
     if workers < 1 or len(spread) < MIN_JOBS:
         return [read(None, job) for job in jobs]
-    shares = [spread[k :: workers + 1] for k in range(workers + 1)]
+    # Consecutive jobs to a process: a page's series of one run are keys of the same keysets,
+    # whose chunks' steps, walls and ids a process decodes once (chunk_read.shared_chunks).
+    size = -(-len(spread) // (workers + 1))
+    shares = [spread[k * size : (k + 1) * size] for k in range(workers + 1)]
     here = set(shares[0])
     forked = []  # (pid, read end, share)
     for share in shares[1:]:
