@@ -235,6 +235,10 @@ def _read_tile(cur, job) -> bytes:
     return packed_buckets(cur, "?", run_id, key_id, level, lo, lo + size - 1, BUCKET_ROW)
 
 
+def _run_of(job) -> int:
+    return job[0]
+
+
 class Store:
     """One store opened read-only (mode=ro: the agent can never create, modify or lock out
     the training run's file)."""
@@ -450,8 +454,10 @@ class Store:
             # numpy imported (or its import on `hello`'s thread waited for) before the fork: a
             # worker forked mid-import would wait for good on a lock no thread of it holds.
             chunk_read.numpy_fold()
-        with chunk_read.shared_chunks():  # a keyset's steps, walls and ids decoded once
-            packed = tile_workers.read_all(jobs, read, self._connect, settled, workers)
+        # A run's series in one process: keys of its keysets, whose chunks' steps, walls and
+        # ids that process decodes once (chunk_read.shared_chunks); runs dealt out in turn.
+        with chunk_read.shared_chunks():
+            packed = tile_workers.read_all(jobs, read, self._connect, settled, workers, _run_of)
         parts = {"buckets": ([], []), "raw": ([], [])}
         for job, data in zip(jobs, packed):  # noqa: B905 (3.8)
             run_id, key_id, level, index, _has, _high, count = job
