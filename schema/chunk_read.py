@@ -23,11 +23,18 @@ numpy imports (and schema/chunk_codec_numpy.py is there), chunks decode through 
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from heapq import merge as heap_merge
 
 from schema import chunk_codec
 
 _numpy: tuple | None = None  # (numpy, schema.chunk_codec_numpy) or (None, None), once tried
+# Inside shared_chunks(): chunk id -> (its version 1 streams of every column or None, its
+# decoded steps, walls and ids), so the keys of a keyset read in one snapshot (a page's tiles)
+# decode those once; and the bytes it holds, bounded by SHARED_BYTES.
+_shared: dict | None = None
+_shared_bytes = [0]
+SHARED_BYTES = 64 << 20
 
 
 def numpy_modules() -> tuple:
@@ -273,16 +280,19 @@ def _named(exc: ValueError, chunk_id: int, keyset_id: int, run_id: int) -> Value
 
 
 def _chunks_over(cur, p: str, keyset_id: int, first: int, last: int, con) -> list:
-    """(id, step_lo, step_hi, n, data) of the keyset's chunks holding steps in [first, last],
-    by first step then first id; `data` is (blob,) where `con` is None (no blob I/O: the
-    blobs come whole with the listing), else ()."""
+    """(id, step_lo, step_hi, n, data, id_hi) of the keyset's chunks holding steps in [first,
+    last], by first step then first id; `data` is (blob,) where `con` is None (no blob I/O:
+    the blobs come whole with the listing), else ()."""
     blob_sql = "" if con is not None else ", data"
     cur.execute(
-        f"SELECT id, step_lo, step_hi, n{blob_sql} FROM chunks WHERE keyset_id = {p}"
+        f"SELECT id, step_lo, step_hi, n, id_hi{blob_sql} FROM chunks WHERE keyset_id = {p}"
         f" AND step_lo <= {p} AND step_hi >= {p} ORDER BY step_lo, id_lo",
         (keyset_id, last, first),
     )
-    return [(int(r[0]), int(r[1]), int(r[2]), int(r[3]), tuple(r[4:])) for r in cur.fetchall()]
+    return [
+        (int(r[0]), int(r[1]), int(r[2]), int(r[3]), tuple(r[5:]), int(r[4]))
+        for r in cur.fetchall()
+    ]
 
 
 def series_columns(
@@ -319,8 +329,8 @@ def _series_columns(
     chunks = []
     for ks, col, _k in keyset_columns(cur, p, run_id, key_id):
         chunks += [
-            (lo, hi, cid, n, ks, col, data)
-            for cid, lo, hi, n, data in _chunks_over(cur, p, ks, start, stop - 1, con)
+            (lo, hi, cid, n, ks, col, data, id_hi)
+            for cid, lo, hi, n, data, id_hi in _chunks_over(cur, p, ks, start, stop - 1, con)
         ]
     chunks.sort(key=lambda c: c[0])
     # The columns are decoded straight into arrays of every point the chunks hold: no array
@@ -334,19 +344,27 @@ def _series_columns(
             np.array([np.nan if v is None else v for v in values], dtype=np.float64),
         )  # fmt: skip
         out.add(_kept(part, start, stop, None, takes))
-    for lo, hi, chunk_id, _n, ks, col, data in chunks:
+    for lo, hi, chunk_id, _n, ks, col, data, id_hi in chunks:
         # Every point of this chunk and the later ones has a step >= lo.
         if limit is not None and out.at >= limit and _nth(np, out, limit) < lo:
             break
+        whole_chunk = start <= lo and hi < stop and after is None and not takes
+        below = before_id is None or id_hi < before_id
         try:
+            shared = _shared
+            if shared is not None and whole_chunk and below:
+                if _shared_into(con, chunk_id, col, data, shared, out):
+                    continue
+                raise ValueError("corrupt chunk: a stored chunk without its ids stream")
             if con is not None:
                 streams = read_chunk(con, chunk_id, [col])
             else:
                 streams = chunk_codec.picked_streams(data[0], [col])
             if streams.ids is None:
                 raise ValueError("corrupt chunk: a stored chunk without its ids stream")
-            whole = before_id is None and after is None and not takes
-            if whole and start <= lo and hi < stop:
+            # Every point of the chunk kept: decoded straight into the columns. A snapshot's
+            # bound (`before_id`, the agent's tiles) cuts only a chunk written after it.
+            if below and whole_chunk:
                 out.reserve(streams.n)
                 fast.decode_into(streams, out.columns, out.at, col)
                 out.at += streams.n
@@ -355,7 +373,7 @@ def _series_columns(
         except ValueError as exc:
             raise _named(exc, chunk_id, ks, run_id) from None
         part = (c.ids + col if col else c.ids, c.steps, c.walls, c.values[0])
-        if before_id is not None:
+        if not below:
             keep = part[0] < before_id
             part = tuple(column[keep] for column in part)
         out.add(_kept(part, start, stop, after, takes))
@@ -369,6 +387,63 @@ def _series_columns(
     if limit is not None:
         ids, steps, walls, values = ids[:limit], steps[:limit], walls[:limit], values[:limit]
     return ids, steps, walls, values
+
+
+@contextmanager
+def shared_chunks():
+    """Within: series_columns() reads a chunk's steps, walls and ids (and a version 1 chunk,
+    verified whole) once for every key of its keyset it reads, up to SHARED_BYTES. Only for
+    reads in one snapshot (the agent's tiles of one reply, in one process): a chunk id names
+    the same bytes there. A page's series are keys of a few keysets: the 6.8M store's 40 fine
+    series read each of their runs' chunks 5 times, each whole (version 1, 20 or 90 keys)."""
+    global _shared
+    before, _shared = _shared, {}
+    _shared_bytes[0] = 0
+    try:
+        yield
+    finally:
+        _shared = before
+
+
+def _shared_into(con, chunk_id: int, col: int, data: tuple, shared: dict, out) -> bool:
+    """Column `col` of a chunk decoded into `out` (whole), its steps, walls and ids taken from
+    `shared` or kept there; False (nothing done) where the chunk has no ids stream."""
+    fast = numpy_modules()[1]
+    kept = shared.get(chunk_id)
+    streams = kept[0] if kept is not None else None
+    if streams is None:
+        if con is not None:
+            with con.blobopen("chunks", "data", chunk_id, readonly=True) as blob:
+                whole = blob[0:1] == b"\x01"  # version 1: read and verified whole anyway
+                streams = chunk_codec.read_streams(
+                    lambda at, size: blob[at : at + size], len(blob), None if whole else [col]
+                )
+        else:
+            whole = bytes(data[0][:1]) == b"\x01"
+            streams = chunk_codec.picked_streams(data[0], None if whole else [col])
+    if streams.ids is None:
+        return False
+    if streams.version == 1 and not 0 <= col < len(streams.values):
+        raise ValueError(f"the chunk has {len(streams.values)} value columns, not a column {col}")
+    n = streams.n
+    out.reserve(n)
+    ids, steps, walls, values = (c[out.at : out.at + n] for c in out.columns)
+    if kept is None:
+        fast.decode_words(*streams.steps, n, steps)
+        fast.decode_floats(*streams.walls, n, walls)
+        fast.decode_words(*streams.ids, n, ids)
+        v1 = streams.version == 1
+        size = 24 * n + (sum(len(v[1]) for v in streams.values) if v1 else 0)
+        if _shared_bytes[0] + size <= SHARED_BYTES:
+            shared[chunk_id] = (streams if v1 else None, steps.copy(), walls.copy(), ids.copy())
+            _shared_bytes[0] += size
+    else:
+        steps[:], walls[:], ids[:] = kept[1], kept[2], kept[3]
+    if col:
+        ids += col
+    fast.decode_floats(*streams.values[col if streams.version == 1 else 0], n, values)
+    out.at += n
+    return True
 
 
 def _nth(np, out, limit: int) -> int:
@@ -451,7 +526,7 @@ def count_rows(
         for ks, col, _k in keyset_columns(cur, p, run_id, key_id):
             if total >= limit:
                 break
-            for chunk_id, lo, hi, n, data in _chunks_over(cur, p, ks, start, stop - 1, con):
+            for chunk_id, lo, hi, n, data, _id_hi in _chunks_over(cur, p, ks, start, stop - 1, con):
                 if not takes and lo >= start and hi < stop:
                     total += int(n)  # counted by its row: not read
                 else:
@@ -490,7 +565,7 @@ def first_values(cur, p: str, run_id: int, key_id: int, steps: list, *, has_take
     wanted_array = None if np is None else np.array(ordered, dtype=np.int64)
     with _Snapshot(cur) as con:
         for ks, col, _k in keyset_columns(cur, p, run_id, key_id):
-            for chunk_id, s_lo, s_hi, _n, data in _chunks_over(cur, p, ks, lo, hi, con):
+            for chunk_id, s_lo, s_hi, _n, data, _hi in _chunks_over(cur, p, ks, lo, hi, con):
                 if not _any_between(ordered, s_lo, s_hi):
                     continue
                 c = _decoded(con, chunk_id, col, data, ks, run_id)

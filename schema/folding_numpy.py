@@ -37,8 +37,48 @@ def fold_columns(steps: np.ndarray, walls: np.ndarray, values: np.ndarray, start
     starts = np.flatnonzero(np.concatenate(([True], bucket[1:] != bucket[:-1])))
     ends = np.concatenate((starts[1:], [n]))
     out = np.zeros(len(starts), dtype=BUCKET_DTYPE)
-    index = np.arange(n)
     finite = np.isfinite(values)
+    if finite.all():
+        return _fold_finite(out, steps, walls, values, starts, ends)
+    return _fold_any(out, steps, walls, values, starts, ends, finite)
+
+
+def _fold_finite(out, steps, walls, values, starts, ends) -> np.ndarray:
+    """_fold_any() where every value is finite (a training metric's usual tile): no NaN or
+    infinity to count, mask or leave out, so a third of the passes over the points go (the
+    same bytes: tests/test_folding_numpy.py)."""
+    n = len(values)
+    out["n"] = ends - starts
+    low = np.minimum.reduceat(values, starts)
+    high = np.maximum.reduceat(values, starts)
+    per_point = np.repeat(np.arange(len(starts)), ends - starts)
+    index = np.arange(n)
+    big = np.int64(n)
+    first_min = np.minimum.reduceat(np.where(values == low[per_point], index, big), starts)
+    first_max = np.minimum.reduceat(np.where(values == high[per_point], index, big), starts)
+    out["vmin"] = values[first_min]
+    out["vmax"] = values[first_max]
+    out["min_at"] = steps[first_min]
+    out["max_at"] = steps[first_max]
+    with np.errstate(over="ignore", invalid="ignore"):  # huge values: +inf, -inf, then NaN
+        vsum = np.add.reduceat(values, starts)
+    sum_nan = np.isnan(vsum)
+    out["vsum"] = np.where(sum_nan, 0.0, vsum)
+    out["step_lo"] = steps[starts]
+    out["step_hi"] = steps[ends - 1]
+    out["last"] = values[ends - 1]
+    out["wall_lo"] = np.minimum.reduceat(walls, starts)
+    out["wall_hi"] = np.maximum.reduceat(walls, starts)
+    has_finite = np.ones(len(starts), dtype=bool)
+    out["bits"] = _bits(values, np.ones(n, dtype=bool), starts, has_finite, low, high)
+    out["nulls"] = sum_nan.astype(np.int64)  # nan, posinf, neginf, nonfinite_at: 0 as zeroed
+    return out
+
+
+def _fold_any(out, steps, walls, values, starts, ends, finite) -> np.ndarray:
+    """fold_columns() of points with NaN or infinities among them."""
+    n = len(values)
+    index = np.arange(n)
     is_nan = np.isnan(values)
     out["n"] = ends - starts
     out["nan"] = np.add.reduceat(is_nan.astype(np.int64), starts)
@@ -61,7 +101,8 @@ def fold_columns(steps: np.ndarray, walls: np.ndarray, values: np.ndarray, start
     out["vmax"] = np.where(has_finite, values[safe_max], 0.0)
     out["min_at"] = np.where(has_finite, steps[safe_min], 0)
     out["max_at"] = np.where(has_finite, steps[safe_max], 0)
-    vsum = np.add.reduceat(np.where(finite, values, 0.0), starts)
+    with np.errstate(over="ignore", invalid="ignore"):
+        vsum = np.add.reduceat(np.where(finite, values, 0.0), starts)
     sum_nan = np.isnan(vsum)
     out["vsum"] = np.where(sum_nan, 0.0, vsum)
     out["step_lo"] = steps[starts]
@@ -81,13 +122,18 @@ def fold_columns(steps: np.ndarray, walls: np.ndarray, values: np.ndarray, start
 def _bits(values, finite, starts, has_finite, low, high) -> np.ndarray:
     """schema.rollup._bits a bucket: 0 without a finite value, the OR of the values where every
     finite one is an integer in [0, MAX_BITS), else NOT_FLAGS."""
+    not_flags = np.where(has_finite, NOT_FLAGS, 0)
+    flags = has_finite & (low >= 0) & (high < MAX_BITS)
+    if not flags.any():  # an ordinary float metric (negative values): no bucket holds flags
+        return not_flags
     with np.errstate(invalid="ignore"):
         integral = ~finite | (values == np.floor(values))
-    all_integral = np.logical_and.reduceat(integral, starts)
-    flags = has_finite & all_integral & (low >= 0) & (high < MAX_BITS)
+    flags &= np.logical_and.reduceat(integral, starts)
+    if not flags.any():  # a loss, a learning rate: not integers
+        return not_flags
     ints = np.where(finite & (values >= 0) & (values < MAX_BITS), values, 0.0).astype(np.int64)
     ored = np.bitwise_or.reduceat(ints, starts)
-    return np.where(~has_finite, 0, np.where(flags, ored, NOT_FLAGS))
+    return np.where(flags, ored, not_flags)
 
 
 def packed(steps: np.ndarray, walls: np.ndarray, values: np.ndarray, start: int,

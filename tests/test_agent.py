@@ -387,6 +387,41 @@ def test_raw_tiles_read_in_runs_are_the_tiles_read_one_by_one(tmp_path, monkeypa
     assert sum(t[4] for t in tiles) == len(values) and any(t[4] == 0 for t in tiles)
 
 
+def test_fine_tiles_read_in_runs_are_the_tiles_read_one_by_one(tmp_path, monkeypatch):
+    """Consecutive fine tiles are read up to 65,536 steps at a time, folded once and cut by
+    bucket: the same reply, byte for byte, as a read a tile, at every fine level, across a
+    restart (superseded points left out), NaN, a sparse series (empty tiles kept) and ranges
+    longer than a read."""
+    from reslog.agent import serve as agent_serve
+    from reslog.agent import store as agent_store
+
+    long = long_store(tmp_path, n=40_000)
+    sparse = tmp_path / "sparse.db"
+    values = [(s, math.nan if s == 37_500 else s / 1e3) for s in range(0, 102_400, 1_500)]
+    make_run(new_store(sparse), name="eval", points={"valid/loss": values})
+    for level in range(-1, -buckets.FINE_SHIFT - 1, -1):
+        tiles = 102_400 // buckets.tile_range(level, 1)[0] + 2  # the last one past the points
+        cases = [(long, [[1, 1, level, 0, tiles // 2 + 1], [1, 2, level, 1, tiles]]),
+                 (sparse, [[1, 1, level, 0, tiles]])]  # fmt: skip
+        for path, ranges in cases:
+            replies = []
+            for steps in (1, agent_store.STEPS_A_READ):
+                monkeypatch.setattr(agent_store, "STEPS_A_READ", steps)
+                agent = agent_serve.Agent()
+                req = {"op": "poll", "store": str(path), "points_after": -1, "tiles": ranges}
+                header, payload = agent.handle(req)
+                agent.close()
+                replies.append((header["sections"], payload))
+            assert replies[0] == replies[1], (level, path.name)
+            about = replies[0][0][0]
+            assert [t[3] for t in about["tiles"]] == [
+                i for r in ranges for i in range(r[3], r[3] + r[4])
+            ]
+            assert sum(t[4] for t in about["tiles"]) > 0
+            if path == sparse:
+                assert about["tiles"][-1][4] == 0  # empty tiles kept
+
+
 def test_packed_rows_bring_back_the_stores_nulls(tmp_path):
     """Buckets with no finite value (NULL vmin/vmax), a NaN newest point (NULL last), no NaN or
     inf (NULL nonfinite_at), a sum that overflows both ways (NULL vsum) and raw NaN points (NULL

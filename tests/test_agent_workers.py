@@ -105,6 +105,19 @@ def test_worker_count_from_the_environment(monkeypatch, capfd):
     assert 0 <= tile_workers.worker_count() <= tile_workers.MAX_WORKERS
 
 
+def test_a_groups_jobs_go_to_one_process_and_groups_are_dealt_in_turn():
+    """The agent groups a reply's tiles by run (the keys of a run share chunks, decoded once a
+    process): every group's jobs in one share, the groups dealt out in turn, so that the
+    shares hold as many groups each; without groups, the jobs themselves are dealt."""
+    jobs = [(run, key) for run in (5, 1, 7, 2, 9) for key in range(4)] + [(1, 9)]
+    spread = list(range(len(jobs)))
+    shares = tile_workers._shares(jobs, spread, 2, lambda job: job[0])
+    assert sorted(i for share in shares for i in share) == spread
+    runs = [{jobs[i][0] for i in share} for share in shares]
+    assert runs == [{5, 7, 9}, {1, 2}] and 20 in shares[1]  # run 1's late job with its run
+    assert tile_workers._shares(jobs, spread, 2, None) == [spread[0::2], spread[1::2]]
+
+
 def test_small_requests_are_not_forked(monkeypatch):
     calls = []
     jobs = list(range(tile_workers.MIN_JOBS - 1))
@@ -122,9 +135,9 @@ def test_the_tile_holding_a_series_last_step_is_left_to_the_reply(store_path, mo
     calls = []
     real = tile_workers.read_all
 
-    def spy(jobs, read, connect, settled, workers):
+    def spy(jobs, read, connect, settled, workers, group=None):
         calls.append((list(jobs), list(settled)))
-        return real(jobs, read, connect, settled, workers)
+        return real(jobs, read, connect, settled, workers, group)
 
     monkeypatch.setattr(tile_workers, "read_all", spy)
     engine = new_store(store_path)
@@ -158,6 +171,10 @@ def test_raw_and_fine_tiles_read_only_the_points_up_to_the_replys_high(store_pat
     after = [_read_tile(conn.cursor(), (1, 1, lv, 39 >> sh, False, high))
              for lv, sh in ((0, 0), (-2, 2))]  # fmt: skip
     newest = _read_tile(conn.cursor(), (1, 1, 0, 39, False, high + 5))
+    # Fine tiles read several at once (the last one holding the new points) are bounded alike.
+    runs = [_read_tile(conn.cursor(), (1, 1, -2, 6, False, h, 4)) for h in (high, high + 5)]
     conn.close()
     assert after == before and len(before[0]) % RAW_TILE_ROW.size == 0
     assert len(before[1]) % BUCKET_ROW.size == 0 and len(newest) > len(before[0])
+    assert runs[0].endswith(before[1]) and len(before[1]) > 0
+    assert runs[1] != runs[0] and len(runs[1]) == len(runs[0])  # the same buckets, new points

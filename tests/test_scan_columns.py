@@ -240,3 +240,54 @@ def test_history_reads_first_values_and_raw_points_from_the_key_streams(store_pa
         store.history("r", "k3", samples=1000, start=100, stop=900)
     assert "CRC-32 does not match" in str(err.value)
     assert f"chunk {cid} of run {run_id}, keyset {ks}" in str(err.value)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_keys_read_in_one_snapshot_share_their_chunks_steps_walls_and_ids(
+    store_path, monkeypatch, version
+):
+    """Inside chunk_read.shared_chunks() (the agent's tiles of one reply) each chunk's steps,
+    walls and ids are decoded once for all the keys read from it (a version 1 chunk read and
+    verified once whole): every key's columns are the bits read without it, past the byte
+    bound too; a damaged chunk still fails, naming it."""
+    import sqlite3
+
+    logged(store_path)
+    engine = new_store(store_path)
+    if version == 1:
+        for cid, _run, _ks, blob in chunk_rows(engine):
+            c = chunk_codec.decode(blob)
+            blob = chunk_codec.encode(c.steps, c.walls, *c.values, ids=c.ids, version=1)
+            rewrite(engine, cid, blob)
+    assert {blob[0] for *_r, blob in chunk_rows(engine)} == {version}
+    ids = {k: key_id(engine, k) for k in KEYS}
+    run = chunk_rows(engine)[0][1]
+    conn = sqlite3.connect(store_path)
+    cur = conn.cursor()
+    high = chunk_read.max_point_id(cur)
+
+    def read(key: str, start: int = 0, stop: int = STEPS) -> list:
+        cols = chunk_read.series_columns(
+            cur, "?", run, ids[key], start, stop, has_takes=False, before_id=high + 1
+        )
+        return [c.view(np.int64).tolist() for c in cols]
+
+    keys = ["k0", "k3", "k11", "k3"]
+    want = [read(k) for k in keys] + [read("k5", 100, 8_000)]
+    for bound, kept in ((chunk_read.SHARED_BYTES, 2), (0, 0)):  # 0: each decoded as it comes
+        monkeypatch.setattr(chunk_read, "SHARED_BYTES", bound)
+        with chunk_read.shared_chunks():
+            got = [read(k) for k in keys] + [read("k5", 100, 8_000)]
+            assert len(chunk_read._shared) == kept  # both chunks, kept once
+        assert got == want and chunk_read._shared is None
+    assert len(want[0][1]) == STEPS and want[1][3] != want[2][3]
+    cid, run_id, _ks, blob = chunk_rows(engine)[0]
+    broken = bytearray(blob)
+    broken[len(broken) - 100] ^= 0x04  # in the last value column's stream
+    rewrite(engine, cid, bytes(broken))
+    with (
+        chunk_read.shared_chunks(),
+        pytest.raises(ValueError, match=rf"CRC-32 does not match.*chunk {cid} of run {run_id}"),
+    ):
+        read("k11")
+    conn.close()

@@ -49,26 +49,39 @@ def worker_count() -> int:
     return max(0, min(MAX_WORKERS, cpus - 1))
 
 
-def read_all(jobs, read, connect, settled, workers: int) -> list:
+def read_all(jobs, read, connect, settled, workers: int, group=None) -> list:
     """`read(cursor, job) -> bytes` of every job, in order.
 
     Jobs for which `settled[i]` is true may be read by up to `workers` forked processes, each
     in a read transaction on a connection from `connect()`; the rest, and a first share of the
     settled ones, are read here with `read(None, job)` (the caller's own snapshot). A worker
     that fails has its share read here instead, and says so on stderr: the reply is the same.
+    `group(job)`: jobs of one group go to one process (the groups dealt out in turn), else
+    the jobs themselves are.
 
     Python's cyclic garbage collector is off meanwhile, in the workers too
     (schema/gc_pause.py)."""
     with gc_paused():
-        return _read_all(jobs, read, connect, settled, workers)
+        return _read_all(jobs, read, connect, settled, workers, group)
 
 
-def _read_all(jobs, read, connect, settled, workers: int) -> list:
+def _shares(jobs, spread: list, parts: int, group) -> list:
+    """`spread` (indices into jobs) dealt into `parts` shares, a group at a time."""
+    if group is None:
+        return [spread[k::parts] for k in range(parts)]
+    turn: dict = {}
+    shares: list = [[] for _ in range(parts)]
+    for i in spread:
+        shares[turn.setdefault(group(jobs[i]), len(turn) % parts)].append(i)
+    return shares
+
+
+def _read_all(jobs, read, connect, settled, workers: int, group=None) -> list:
     out = [None] * len(jobs)
     spread = [i for i, ok in enumerate(settled) if ok]
     if workers < 1 or len(spread) < MIN_JOBS:
         return [read(None, job) for job in jobs]
-    shares = [spread[k :: workers + 1] for k in range(workers + 1)]
+    shares = _shares(jobs, spread, workers + 1, group)
     here = set(shares[0])
     forked = []  # (pid, read end, share)
     for share in shares[1:]:
