@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from reslog.training import disabled
 from reslog.training.lifecycle import current
-from schema.errors import RunInUse, StoreError
+from schema.store.errors import RunInUse, StoreError
 
 if TYPE_CHECKING:
     from reslog import plot, util

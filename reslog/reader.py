@@ -24,11 +24,13 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from schema.compare import duration_s, highest, last_step, lowest
-from schema.envelope import agg_of
-from schema.errors import UnknownKey
-from schema.records import RunInfo
-from schema.rollup import (
+from schema.rules.compare import duration_s, highest, last_step, lowest
+from schema.store.connect import open_store, store_label
+from schema.store.envelope import agg_of
+from schema.store.errors import UnknownKey
+from schema.store.reader import StoreReader
+from schema.store.records import RunInfo
+from schema.store.rollup import (
     LAST,
     MAX_AT,
     MIN_AT,
@@ -41,8 +43,6 @@ from schema.rollup import (
     N,
     mean,
 )
-from schema.store import open_store, store_label
-from schema.store_reader import StoreReader
 
 HISTORY_COLUMNS = ["key", "step", "first", "min", "max", "last", "count", "min_step", "max_step",
                    "last_step", "wall"]  # fmt: skip

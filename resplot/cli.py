@@ -311,7 +311,7 @@ def _snapshot_ranks(args, state, size) -> int:
 def window_colors(config: Path | None) -> dict:
     """The window's colour for each run (its settings' book, read only), so that a snapshot
     draws a run as the window does; runs the window never drew get free colours."""
-    from resplot import settings as settings_mod
+    from resplot.ui import settings as settings_mod
 
     settings = settings_mod.load(config, move_bad=False)
     if settings.problem:
@@ -337,7 +337,7 @@ def nothing_to_draw(cache, state, refs: list) -> str:
 
 def cmd_export(args) -> int:
     from reslog.tools.export import ExportError
-    from resplot.exports import export_points, export_table
+    from resplot.ui.exports import export_points, export_table
 
     with _load(args) as loaded:
         refs = select_runs(loaded.cache, args.runs)
@@ -450,9 +450,9 @@ def cmd_sync(args) -> int:
 
     from resplot.sources.base import AuthFailed
     from resplot.sources.client import AgentConnectionError
+    from resplot.sources.sync import Mirror
     from resplot.ssh.prompts import default_asker
-    from resplot.sync import Mirror
-    from schema.errors import StoreError
+    from schema.store.errors import StoreError
 
     if len(args.paths) < 2:
         raise CliError("sync needs at least one SOURCE and the MIRROR store: "
@@ -506,7 +506,7 @@ def cmd_open(args) -> int:
         )
     from PyQt5.QtWidgets import QApplication
 
-    from resplot import settings as settings_mod
+    from resplot.ui import settings as settings_mod
     from resplot.ui.window import MainWindow, make_poller
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
@@ -566,7 +566,7 @@ def main(argv: list[str] | None = None) -> int:
         return _missing_extra(exc)
     except Exception as exc:
         # Store and connection errors carry a message meant for people; show it, not a trace.
-        from schema.errors import StoreError
+        from schema.store.errors import StoreError
 
         if isinstance(exc, StoreError):
             print(f"resplot: error: {exc}", file=sys.stderr)

@@ -1,6 +1,6 @@
 """The store's schema, shared by reslog (writes) and resplot (reads).
 
-The names below are loaded on first use (PEP 562): `import schema.columns` (or any other
+The names below are loaded on first use (PEP 562): `import schema.store.columns` (or any other
 stdlib-only module here) must not pull SQLAlchemy in, so that the agent's modules and the
 CLI's read-only fast path (reslog/tools/quick_read.py) start in milliseconds.
 """
@@ -11,7 +11,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from schema.errors import (
+    from schema.store.connect import open_store, resolve_store, sqlite_path
+    from schema.store.errors import (
         NotAStore,
         SchemaTooNew,
         SchemaTooOld,
@@ -19,10 +20,9 @@ if TYPE_CHECKING:
         StoreNotFound,
         UnknownRun,
     )
-    from schema.revision import HEAD_REVISION
-    from schema.status import RUN_STATUSES
-    from schema.store import open_store, resolve_store, sqlite_path
-    from schema.tables import EVENT_LEVELS, events, keys, metadata, points, runs
+    from schema.store.revision import HEAD_REVISION
+    from schema.store.status import RUN_STATUSES
+    from schema.store.tables import EVENT_LEVELS, events, keys, metadata, points, runs
 
 __all__ = [
     "EVENT_LEVELS",
@@ -46,15 +46,15 @@ __all__ = [
 _ERRORS = ("NotAStore", "SchemaTooNew", "SchemaTooOld", "StoreError", "StoreNotFound", "UnknownRun")
 _STORE = ("open_store", "resolve_store", "sqlite_path")
 _FROM = {
-    name: "schema.errors"
+    name: "schema.store.errors"
     if name in _ERRORS
-    else "schema.store"
+    else "schema.store.connect"
     if name in _STORE
-    else "schema.revision"
+    else "schema.store.revision"
     if name == "HEAD_REVISION"
-    else "schema.status"
+    else "schema.store.status"
     if name == "RUN_STATUSES"
-    else "schema.tables"
+    else "schema.store.tables"
     for name in __all__
 }
 

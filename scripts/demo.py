@@ -128,7 +128,7 @@ def run_training(cmd: list[str], limit_s: float) -> int:
 
 def latest_run(engine, project: str):
     """(row id, RunInfo) of the newest run of ``project``, or None."""
-    from schema.read import list_runs
+    from schema.store.read import list_runs
 
     with engine.connect() as conn:
         runs = list_runs(conn, project=project)
@@ -136,7 +136,7 @@ def latest_run(engine, project: str):
 
 
 def loss_summary(engine, run_id: int) -> str | None:
-    from schema.read import key_names, series
+    from schema.store.read import key_names, series
 
     with engine.connect() as conn:
         ids = {name: kid for kid, name in key_names(conn).items()}
@@ -159,7 +159,7 @@ def upgrade_own_store(store: Path) -> None:
     if not store.exists():
         return
     from reslog.tools.maintenance import upgrade_store
-    from schema.errors import StoreError
+    from schema.store.errors import StoreError
 
     try:
         line = upgrade_store(str(store))
@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     from trainer.config import load_config
 
     project = load_config(args.config, ["--data.dir", str(data_dir)]).logging.project
-    from schema.store import open_store
+    from schema.store.connect import open_store
 
     if not store.exists():
         say(f"no store at {store}: nothing to show")

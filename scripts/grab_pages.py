@@ -28,8 +28,8 @@ from PyQt5.QtCore import QPoint  # noqa: E402
 from PyQt5.QtTest import QTest  # noqa: E402
 from PyQt5.QtWidgets import QApplication  # noqa: E402
 
-from resplot import settings as settings_mod  # noqa: E402
 from resplot.data.cache import SeriesCache  # noqa: E402
+from resplot.ui import settings as settings_mod  # noqa: E402
 from resplot.ui.window import MainWindow, make_poller  # noqa: E402
 from tests.fixtures.job import make_job  # noqa: E402
 from tests.fixtures.sweep import make_sweep  # noqa: E402

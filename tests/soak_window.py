@@ -22,9 +22,9 @@ import time
 from PyQt5.QtCore import QModelIndex, QPersistentModelIndex, QPoint, Qt
 from PyQt5.QtTest import QTest
 
-from resplot import settings as settings_mod
 from resplot.data.cache import SeriesCache
 from resplot.data.state import PAGES
+from resplot.ui import settings as settings_mod
 from resplot.ui.window import MainWindow, make_poller
 from tests.fixtures import live_logger
 from tests.fixtures.job import make_job

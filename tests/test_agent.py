@@ -35,11 +35,12 @@ from resplot.sources.client import (
     decode_points,
     decode_rows,
 )
-from schema import HEAD_REVISION, buckets, chunk_read, envelope
-from schema.errors import NotAStore, SchemaTooNew, StoreNotFound
-from schema.read import fetch_points
-from schema.rollup import AGG_COLUMNS
-from schema.store_reader import StoreReader
+from schema import HEAD_REVISION
+from schema.store import buckets, chunk_read, envelope
+from schema.store.errors import NotAStore, SchemaTooNew, StoreNotFound
+from schema.store.read import fetch_points
+from schema.store.reader import StoreReader
+from schema.store.rollup import AGG_COLUMNS
 from tests.fixtures.stores import add_events, add_points, make_run, new_store
 
 pytestmark = pytest.mark.integration
@@ -145,7 +146,7 @@ def test_the_archive_is_stdlib_only_python38_and_reproducible():
     with zipfile.ZipFile(io.BytesIO(data)) as zf:
         for name in zf.namelist():
             inside[name] = zf.read(name).decode()
-    assert "__main__.py" in inside and "schema/envelope.py" in inside
+    assert "__main__.py" in inside and "schema/store/envelope.py" in inside
     ours = {"reslog", "schema"}
     trees = {name: ast.parse(source, feature_version=(3, 8)) for name, source in inside.items()}
     # An import under `try: ... except ImportError:` is optional (numpy's chunk decoder, used
@@ -153,7 +154,8 @@ def test_the_archive_is_stdlib_only_python38_and_reproducible():
     # modules itself, since a host without them falls back before running it.
     guarded = {node for tree in trees.values() for node in _imports_guarded(tree)}
     optional = {m for node in guarded for m in _imported(node)}
-    assert "schema.chunk_codec_numpy" in optional  # the agent decodes chunks without numpy too
+    # the agent decodes chunks without numpy too
+    assert "schema.store.chunk_codec_numpy" in optional
     for name, tree in trees.items():
         module = name.removesuffix(".py").replace("/", ".")
         for node in ast.walk(tree):
@@ -599,7 +601,7 @@ def test_the_agent_runs_under_python_3_8(tmp_path):
 
 def test_a_runs_list_larger_than_16_mib_is_served(tmp_path):
     """Thousands of runs with big configs (a sweep store): the reply header is over 16 MiB."""
-    from schema.tables import runs
+    from schema.store.tables import runs
 
     path = tmp_path / "sweep.db"
     engine = new_store(path)

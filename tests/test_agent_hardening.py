@@ -18,7 +18,7 @@ from reslog.agent import bundle, wire
 from reslog.agent.serve import bounded_glob
 from reslog.agent.wire import AgentError
 from resplot.sources.client import AgentClient, AgentRemoteError
-from schema.errors import NotAStore
+from schema.store.errors import NotAStore
 from tests.fixtures.stores import make_run, new_store
 from tests.test_agent import agent_process, poll
 

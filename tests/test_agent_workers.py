@@ -11,7 +11,7 @@ import pytest
 
 from reslog.agent import tile_workers
 from reslog.agent.store import Store
-from schema import buckets, chunk_read
+from schema.store import buckets, chunk_read
 from tests.fixtures.stores import add_points, make_run, new_store
 
 STEPS = 40 * 1024  # 40 raw tiles a series

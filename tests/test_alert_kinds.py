@@ -1,14 +1,14 @@
-"""schema.alerts: one list of alert kinds for `reslog watch`, the viewer and its notifications,
-and the one parse of per-GPU keys."""
+"""schema.rules.alerts: one list of alert kinds for `reslog watch`, the viewer and its
+notifications, and the one parse of per-GPU keys."""
 
 from __future__ import annotations
 
 import pytest
 
-from schema import alerts
-from schema.alerts import KINDS, gpu_key
-from schema.compare import gpu_ids
-from schema.status import RUN_STATUSES
+from schema.rules import alerts
+from schema.rules.alerts import KINDS, gpu_key
+from schema.rules.compare import gpu_ids
+from schema.store.status import RUN_STATUSES
 
 
 @pytest.mark.parametrize(

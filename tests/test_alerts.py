@@ -10,7 +10,7 @@ import numpy as np
 from resplot.data.alerts import STACK_LINES, Thresholds, check_all, check_run, summary
 from resplot.data.cache import SeriesCache, Summary
 from resplot.data.model import Event, RunInfo, RunRef
-from schema.rollup import fold
+from schema.store.rollup import fold
 
 T0 = 1_700_000_000.0
 REF = RunRef("local", "/tmp/reslog.db", "c" * 32)

@@ -1,4 +1,4 @@
-"""schema.sql.BulkRows: many rows in few statements, in order, within SQLite's variable limit.
+"""schema.store.sql.BulkRows: many rows in few statements, in order, within SQLite's variable limit.
 
 The statement count matters beyond speed: the sqlite3 module releases the GIL once per statement
 step, and a writer thread that releases it once per row starves beside a training loop that
@@ -12,7 +12,7 @@ import sqlite3
 import pytest
 from sqlalchemy import Column, Float, Integer, MetaData, Table, create_engine
 
-from schema.sql import BulkRows, positional_insert, positional_upsert
+from schema.store.sql import BulkRows, positional_insert, positional_upsert
 from tests.fixtures.stored_points import all_points
 
 meta = MetaData()

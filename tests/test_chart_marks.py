@@ -14,7 +14,7 @@ from resplot.data.state import ViewState
 from resplot.draw.charts import render
 from resplot.sources.polling import Loaded
 from resplot.sources.spec import parse_spec
-from schema.throttle import THROTTLE_BITS
+from schema.rules.throttle import THROTTLE_BITS
 from tests.fixtures.stores import BASE_TIME, make_run, new_store
 
 STEPS = range(0, 3000)
@@ -178,7 +178,7 @@ def test_a_zoom_that_ends_before_the_run_does_shows_no_end_mark(tmp_path, status
     if status == "stalled":  # a fresh heartbeat, no new step (tests/fixtures/sweep.py)
         from sqlalchemy import update
 
-        from schema.tables import runs
+        from schema.store.tables import runs
 
         with engine.begin() as conn:
             conn.execute(update(runs).where(runs.c.id == run.id).values(stalled_since=beat))

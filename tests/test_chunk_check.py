@@ -18,10 +18,10 @@ import pytest
 import reslog
 from reslog.tools.cli import main
 from reslog.tools.maintenance import check_store
-from schema.read import series_points
-from schema.rollup_repair import _agg_problems, check_series, folded_from_chunks
-from schema.rollup_writer import brute_force
-from schema.store import open_store
+from schema.store.connect import open_store
+from schema.store.read import series_points
+from schema.store.rollup_repair import _agg_problems, check_series, folded_from_chunks
+from schema.store.rollup_writer import brute_force
 from tests.test_chunk_convert import every_point
 from tests.test_rollups import all_problems
 

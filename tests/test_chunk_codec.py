@@ -1,6 +1,6 @@
-"""schema/chunk_codec.py (stdlib) and schema/chunk_codec_numpy.py: every chunk comes back to the
-bit, both encoders write the same bytes, both decoders read the same bits, and a blob that is
-not a whole chunk of a known version raises ValueError instead of giving numbers.
+"""schema/store/chunk_codec.py (stdlib) and schema/store/chunk_codec_numpy.py: every chunk comes
+back to the bit, both encoders write the same bytes, both decoders read the same bits, and a blob
+that is not a whole chunk of a known version raises ValueError instead of giving numbers.
 
 Floats are fed as array('d') built from raw bytes and compared as bytes, so a signalling NaN's
 bit pattern is never loaded into a float register on the test's side.
@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 from reslog.agent import bundle
-from schema import chunk_codec as codec
-from schema import chunk_codec_numpy as fast
-from schema.chunk_codec import DECIMAL, DELTA, DELTA2, LINEAR, RAW, SHUFFLE, XOR
+from schema.store import chunk_codec as codec
+from schema.store import chunk_codec_numpy as fast
+from schema.store.chunk_codec import DECIMAL, DELTA, DELTA2, LINEAR, RAW, SHUFFLE, XOR
 
 KINDS = [
     (DELTA, DELTA, SHUFFLE),
@@ -456,7 +456,7 @@ def test_the_agent_archive_carries_the_codec_and_it_runs_without_numpy(tmp_path)
 
     archive = tmp_path / "agent.pyz"
     archive.write_bytes(bundle.archive())
-    assert "schema/chunk_codec.py" in zipfile.ZipFile(archive).namelist()
+    assert "schema/store/chunk_codec.py" in zipfile.ZipFile(archive).namelist()
     rng = np.random.default_rng(3)
     n = 5000
     steps = np.cumsum(rng.integers(0, 3, n)) - 40
@@ -466,7 +466,7 @@ def test_the_agent_archive_carries_the_codec_and_it_runs_without_numpy(tmp_path)
     script = (
         "import sys, zlib\n"
         f"sys.path.insert(0, {str(archive)!r})\n"
-        "from schema import chunk_codec as c\n"
+        "from schema.store import chunk_codec as c\n"
         "assert 'numpy' not in sys.modules\n"
         "got = c.decode(sys.stdin.buffer.read())\n"
         "sys.stdout.buffer.write(c.encode(got.steps, got.walls, *got.values))\n"
@@ -494,7 +494,7 @@ def test_zlib_ng_and_the_stdlib_zlib_read_the_same_bits_and_refuse_the_same_lies
     and the same errors either way. Deflate is zlib's in both (the format's reference bytes)."""
     from zlib_ng import zlib_ng
 
-    from schema import chunk_layout
+    from schema.store import chunk_layout
 
     assert chunk_layout._reading_zlib is zlib_ng  # installed here: what reslog.open() reads with
     monkeypatch.setattr(chunk_layout, "_reading_zlib", zlib if module == "zlib" else zlib_ng)

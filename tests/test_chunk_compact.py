@@ -1,6 +1,6 @@
-"""Compaction (schema/chunk_compact.py): a finished run's per-series chunks regrouped and small
-chunks merged, every point keeping its bits and its id; a kill at any moment leaves a store that
-checks and holds every point; a reader polling by cursor neither loses nor repeats a point
+"""Compaction (schema/store/chunk_compact.py): a finished run's per-series chunks regrouped and
+small chunks merged, every point keeping its bits and its id; a kill at any moment leaves a store
+that checks and holds every point; a reader polling by cursor neither loses nor repeats a point
 across compactions; an upgraded old store reads out the same (docs/store.md, "Compaction")."""
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from sqlalchemy import Engine
 
 import reslog
 from reslog.tools.maintenance import check_store, upgrade_store
-from schema import chunk_compact, chunk_convert, chunk_read, migrate
-from schema.read import dbapi_cursor, fetch_points
-from schema.rollup_writer import RollupWriter
-from schema.store import make_engine, open_store, resolve_store
-from schema.writes import resolve_keys
+from schema.store import chunk_compact, chunk_convert, chunk_read, migrate
+from schema.store.connect import make_engine, open_store, resolve_store
+from schema.store.read import dbapi_cursor, fetch_points
+from schema.store.rollup_writer import RollupWriter
+from schema.store.writes import resolve_keys
 from tests.fixtures.legacy import as_rows
 from tests.fixtures.stores import make_run, new_store
 
@@ -302,8 +302,8 @@ def test_a_reader_polling_by_cursor_neither_loses_nor_repeats_across_compactions
 CHILD = r"""
 import signal, sys
 signal.signal(signal.SIGINT, signal.SIG_DFL)
-from schema import chunk_compact
-from schema.store import open_store
+from schema.store import chunk_compact
+from schema.store.connect import open_store
 engine = open_store(sys.argv[1])
 with engine.connect() as conn:
     todo = chunk_compact.compactable_runs(conn)
@@ -457,9 +457,9 @@ def test_a_mirror_synced_a_batch_at_a_time_across_compactions_gets_every_point_o
     """`resplot sync` (the agent's chunks op, its cursor in the mirror) a batch at a time while
     the source is compacted a unit at a time between batches: the mirror ends up with every
     point once, as the source holds them."""
-    import resplot.sync as sync_mod
+    import resplot.sources.sync as sync_mod
     from resplot.sources.spec import parse_spec
-    from resplot.sync import Mirror
+    from resplot.sources.sync import Mirror
     from tests.test_sync import contents
 
     source, mirror = tmp_path / "box" / "reslog.db", tmp_path / "mirror.db"
@@ -576,9 +576,9 @@ def test_a_mirror_whose_cursor_fell_inside_a_row_copies_the_rest_of_it_once(tmp_
     """A mirror synced one per-key chunk (its cursor then sits inside a row of the store's ids:
     key 0 of a step copied, keys 1-7 not), then the source compacted those chunks into rows:
     the next sync copies the rest of that row, each point once."""
-    import resplot.sync as sync_mod
+    import resplot.sources.sync as sync_mod
     from resplot.sources.spec import parse_spec
-    from resplot.sync import Mirror
+    from resplot.sources.sync import Mirror
     from tests.test_sync import contents
 
     source, mirror = tmp_path / "box" / "reslog.db", tmp_path / "mirror.db"

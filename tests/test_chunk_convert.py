@@ -20,11 +20,11 @@ from sqlalchemy import Engine
 
 import reslog
 from reslog.tools.maintenance import check_store, upgrade_store
-from schema import chunk_codec, chunk_convert, chunk_read
-from schema.chunk_write import SEAL_ROWS
-from schema.read import series as read_series
-from schema.sql import placeholder
-from schema.store import make_engine, open_store, resolve_store
+from schema.store import chunk_codec, chunk_convert, chunk_read
+from schema.store.chunk_write import SEAL_ROWS
+from schema.store.connect import make_engine, open_store, resolve_store
+from schema.store.read import series as read_series
+from schema.store.sql import placeholder
 from tests.fixtures.legacy import as_rows
 from tests.fixtures.stores import make_run, new_store
 from tests.test_rollups import all_problems
@@ -63,7 +63,7 @@ def chunk_problems(engine: Engine) -> list[str]:
         c = chunk_read.decode(blob)
         ids, steps = c.ids.tolist(), c.steps.tolist()
         # One series a chunk as converted; keys whose rows line up share one once `reslog
-        # upgrade` has compacted them (schema/chunk_compact.py).
+        # upgrade` has compacted them (schema/store/chunk_compact.py).
         k = len(chunk_read.key_list(key_ids))
         if sealed != 1 or not 1 <= n <= SEAL_ROWS or len(ids) != n:
             out.append(f"chunk {cid}: sealed {sealed}, keys {key_ids}, n {n}")
@@ -77,7 +77,7 @@ def chunk_problems(engine: Engine) -> list[str]:
 def old_store(path: Path) -> tuple[list[tuple], dict]:
     """A 0005 store (a row a point) of three runs: a restart, NaN, ±inf, -0.0, keys logged
     together and alone, a series longer than one chunk; returns its points and its series as
-    schema.read gives them."""
+    schema.store.read gives them."""
     run = reslog.init(project="p", name="a", store=path, system=False, flush_interval=0.05)
     for step in range(9_000):
         m = {"loss": 1.0 / (step + 1), "lr": 3e-4 * (step % 50)}

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from reslog.tools.maintenance import check_store
-from schema import chunk_read
-from schema.envelope import marker
-from schema.store import open_store
+from schema.store import chunk_read
+from schema.store.connect import open_store
+from schema.store.envelope import marker
 
 pytestmark = pytest.mark.integration
 
@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # Sealing every 32 rows makes a kill land inside a sealing transaction often.
 CHILD = r"""
 import sys, time
-import schema.chunk_write
-schema.chunk_write.SEAL_ROWS = 32
+import schema.store.chunk_write
+schema.store.chunk_write.SEAL_ROWS = 32
 import reslog
 store, name = sys.argv[1], sys.argv[2]
 run = reslog.init(project="kill", name=name, store=store, system=False, flush_interval=0.02)

@@ -1,15 +1,15 @@
 """PostgreSQL keeps a store of chunks bounded: the head chunks a sealing deletes are vacuumed
 after it commits, so the next heads reuse their space instead of piling up until autovacuum
-(docs/store.md, "PostgreSQL"; schema/chunk_write.py, reclaim)."""
+(docs/store.md, "PostgreSQL"; schema/store/chunk_write.py, reclaim)."""
 
 from __future__ import annotations
 
 import reslog
-import schema.chunk_write
-from schema import chunk_read
-from schema.envelope import marker
-from schema.rollup_writer import RollupWriter
-from schema.store import open_store
+import schema.store.chunk_write
+from schema.store import chunk_read
+from schema.store.connect import open_store
+from schema.store.envelope import marker
+from schema.store.rollup_writer import RollupWriter
 from tests.fixtures.stores import key_id, make_run, new_store
 
 SEAL = 64  # rows a keyset's heads hold before they are sealed (4,096 in use): many sealings
@@ -24,7 +24,7 @@ def heap_bytes(engine) -> int:
 
 
 def test_heads_deleted_by_sealing_are_reused_so_the_table_stays_bounded(pg_store, monkeypatch):
-    monkeypatch.setattr(schema.chunk_write, "SEAL_ROWS", SEAL)
+    monkeypatch.setattr(schema.store.chunk_write, "SEAL_ROWS", SEAL)
     engine = new_store(pg_store)
     run = make_run(engine)
     keys = [key_id(engine, f"k{i}") for i in range(KEYS)]
@@ -74,7 +74,7 @@ def test_heads_deleted_by_sealing_are_reused_so_the_table_stays_bounded(pg_store
 
 
 def test_a_postgres_writer_vacuums_chunks_after_a_sealing_and_loses_nothing(pg_store, monkeypatch):
-    monkeypatch.setattr(schema.chunk_write, "SEAL_ROWS", 32)
+    monkeypatch.setattr(schema.store.chunk_write, "SEAL_ROWS", 32)
     run = reslog.init(project="p", name="vac", store=pg_store, system=False, flush_interval=0.05)
     for step in range(400):
         run.log({"a": float(step), "b": step / 3}, step=step)
@@ -119,7 +119,7 @@ def test_rollups_are_vacuumed_every_reclaim_flushes_without_a_sealing(pg_store):
     writer = RollupWriter(engine.dialect, run.id)
     k = key_id(engine, "k")
     due = []
-    for step in range(2 * schema.chunk_write.RECLAIM_FLUSHES):
+    for step in range(2 * schema.store.chunk_write.RECLAIM_FLUSHES):
         wall = 1.7e9 + step
         with engine.begin() as conn:
             pending = writer.insert(
@@ -129,7 +129,7 @@ def test_rollups_are_vacuumed_every_reclaim_flushes_without_a_sealing(pg_store):
         due.append(writer.chunks.reclaim_due)
         with engine.connect() as conn:
             assert writer.chunks.reclaim(conn) is due[-1]
-    n = schema.chunk_write.RECLAIM_FLUSHES
+    n = schema.store.chunk_write.RECLAIM_FLUSHES
     assert [i for i, d in enumerate(due) if d] == [n - 1, 2 * n - 1]  # no sealing: heads kept
     with engine.connect() as conn:
         heads = conn.exec_driver_sql("SELECT count(*) FROM chunks WHERE sealed = 0").scalar()

@@ -1,7 +1,7 @@
-"""schema/chunk_rollup.py: a series' points, as chunks through the codec and back, folded chunk by
-chunk, give the rollups the writer stored for the same points row by row (real SQLite stores:
-one written by the RollupWriter flush by flush with restarts, gaps and out-of-order points, one
-through reslog.init)."""
+"""schema/store/chunk_rollup.py: a series' points, as chunks through the codec and back, folded
+chunk by chunk, give the rollups the writer stored for the same points row by row (real SQLite
+stores: one written by the RollupWriter flush by flush with restarts, gaps and out-of-order points,
+one through reslog.init)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 import reslog
-from schema import chunk_codec, chunk_codec_numpy, chunk_read
-from schema.chunk_rollup import EMPTY, fold_chunk, fold_chunks
-from schema.envelope import SERIES_COLUMNS, agg_of, bucket_rows
-from schema.rollup import AGG_COLUMNS, VSUM, newest_take
-from schema.sql import placeholder
-from schema.store import open_store
+from schema.store import chunk_codec, chunk_codec_numpy, chunk_read
+from schema.store.chunk_rollup import EMPTY, fold_chunk, fold_chunks
+from schema.store.connect import open_store
+from schema.store.envelope import SERIES_COLUMNS, agg_of, bucket_rows
+from schema.store.rollup import AGG_COLUMNS, VSUM, newest_take
+from schema.store.sql import placeholder
 from tests.fixtures.stores import new_store
 from tests.test_rollups import store_random_run
 
@@ -173,6 +173,6 @@ def test_the_module_is_stdlib_only_python38_like_the_codec_it_reads():
         if isinstance(n, ast.ImportFrom) and n.module
         for a in n.names
     }
-    allowed = ("schema.buckets", "schema.chunk_codec", "schema.rollup")
+    allowed = ("schema.store.buckets", "schema.store.chunk_codec", "schema.store.rollup")
     ours = {m for m in imported if m.startswith("schema.")}
     assert ours and all(m.startswith(tuple(a + "." for a in allowed)) or m in allowed for m in ours)

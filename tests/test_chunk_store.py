@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 import reslog
-from schema import chunk_read
-from schema.chunk_write import SEAL_ROWS
-from schema.envelope import marker
-from schema.rollup_writer import RollupWriter
-from schema.store_reader import StoreReader
+from schema.store import chunk_read
+from schema.store.chunk_write import SEAL_ROWS
+from schema.store.envelope import marker
+from schema.store.reader import StoreReader
+from schema.store.rollup_writer import RollupWriter
 from tests.fixtures.stores import key_id, make_run, new_store
 
 
@@ -256,7 +256,7 @@ def test_random_groups_flushes_and_restarts_read_back_as_the_reference(store_pat
 def test_a_point_seen_as_a_row_and_in_a_chunk_is_read_once(store_path):
     """Rows and chunks are read by two statements; an upgrade converting the run between them
     shows its points in both. Stood in for here by a store holding both copies."""
-    from schema import chunk_codec
+    from schema.store import chunk_codec
 
     engine = new_store(store_path)
     run = make_run(engine)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from schema.status import effective_status, stale_after
+from schema.store.status import effective_status, stale_after
 from tests.fixtures.signals import restore_ctrl_c
 from tests.fixtures.stored_points import all_points
 from tests.test_reslog_api import read_run
@@ -112,7 +112,8 @@ def test_sigkill_loses_at_most_one_flush_interval_and_reads_as_crashed(store_pat
     assert len(steps) >= safe[-1] * 8
     assert steps == sorted(steps) and len(steps) % 8 == 0  # whole log() calls only
     info, _, _ = read_run(store_path)
-    # A reader on the run's own host sees at once that the process is gone (schema/liveness.py)
+    # A reader on the run's own host sees at once that the process is gone
+    # (schema/store/liveness.py)
     assert info.status == "crashed"
     assert killed_at - info.heartbeat_at <= 2 * interval + 1.0
     # Elsewhere (cannot tell whether the process lives) the heartbeat rule decides, later.

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from schema.read import key_names, list_runs
-from schema.store import open_store
+from schema.store.connect import open_store
+from schema.store.read import key_names, list_runs
 from tests.fixtures.stored_points import all_points
 from trainer import checkpoint
 

@@ -1,5 +1,5 @@
-"""reslog.tools.export and schema.compare: runs from real stores, the comparison table from series
-aggregates, and every output format, streamed."""
+"""reslog.tools.export and schema.rules.compare: runs from real stores, the comparison table from
+series aggregates, and every output format, streamed."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from reslog.tools import export
-from schema import compare
-from schema.compare import RunSummary
-from schema.errors import UnknownRun
-from schema.records import RunInfo, RunRef
-from schema.rollup import fold
-from schema.store_reader import StoreReader
+from schema.rules import compare
+from schema.rules.compare import RunSummary
+from schema.store.errors import UnknownRun
+from schema.store.reader import StoreReader
+from schema.store.records import RunInfo, RunRef
+from schema.store.rollup import fold
 from tests.fixtures.stores import make_run, make_sample_runs, new_store
 
 

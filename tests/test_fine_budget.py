@@ -16,7 +16,7 @@ from resplot.data.views import FINE_POINTS_PER_PAGE, fine_budget
 from resplot.draw import charts
 from resplot.sources.local import LocalSource
 from resplot.sources.spec import parse_spec
-from schema import buckets
+from schema.store import buckets
 from tests.fixtures.stores import make_run, new_store
 
 RUNS, STEPS, KEYS = 60, 20_000, ("loss", "grad_norm")

@@ -15,8 +15,8 @@ from resplot.data.cache import SeriesCache
 from resplot.data.views import FINE_PER_PIXEL, series_view
 from resplot.sources import open_source, parse_spec
 from resplot.sources.local import LocalSource
-from schema import buckets, folding
-from schema.rollup import fold
+from schema.store import buckets, folding
+from schema.store.rollup import fold
 from tests.fixtures.compare import assert_cache_matches_store, same_agg, want_every_tile
 from tests.fixtures.stores import add_points, key_id, make_run, new_store
 from tests.test_agent import agent_process, decode_rows, poll

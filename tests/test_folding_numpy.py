@@ -1,5 +1,6 @@
-"""The numpy fold of fine buckets against the builtin fold, field by field (schema/folding_numpy.py
-against schema/folding.fold_each, the writer's own fold bucket by bucket)."""
+"""The numpy fold of fine buckets against the builtin fold, field by field
+(schema/store/folding_numpy.py against schema/store/folding.fold_each, the writer's own fold bucket
+by bucket)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ import struct
 import numpy as np
 import pytest
 
-from schema.envelope import BUCKET_LAYOUT
-from schema.folding import fold_each, pack_each
-from schema.folding_numpy import BUCKET_DTYPE, fold_columns, packed
-from schema.rollup import AGG_COLUMNS, VSUM
+from schema.store.envelope import BUCKET_LAYOUT
+from schema.store.folding import fold_each, pack_each
+from schema.store.folding_numpy import BUCKET_DTYPE, fold_columns, packed
+from schema.store.rollup import AGG_COLUMNS, VSUM
 
 ROW = struct.Struct("<" + "".join(f.split(":")[1] for f in BUCKET_LAYOUT.split(",")))
 
@@ -86,7 +87,7 @@ def test_finite_points_fold_to_the_same_bytes_by_the_quicker_path(seed):
     """Points without NaN or infinities take _fold_finite: the same bytes as _fold_any, which
     handles any point, and the builtin fold's fields (flags, whole numbers, -0.0 beside 0.0,
     sums of huge values that overflow to NaN)."""
-    from schema import folding_numpy
+    from schema.store import folding_numpy
 
     rng = random.Random(1000 + seed)
     taken = 0

@@ -17,7 +17,7 @@ from torch.utils.tensorboard import SummaryWriter
 import reslog
 from reslog.tools.cli import main
 from reslog.tools.maintenance import check_store
-from schema import chunk_read
+from schema.store import chunk_read
 from tests.test_reslog_api import read_run
 
 

@@ -17,9 +17,9 @@ import reslog
 from reslog.tools.jobs import JobWatch, Store, last_step
 from reslog.tools.watch import StoresWatcher, Watcher, watch
 from reslog.training import hostinfo
-from schema import read
-from schema.store import open_store
-from schema.tables import events, runs
+from schema.store import read
+from schema.store.connect import open_store
+from schema.store.tables import events, runs
 from tests.fixtures.logging_child import ROOT
 from tests.test_rank_rules import WAITING_IN_BACKWARD, blocked_here, stack_of_a_thread_blocked_in
 from tests.test_run_health import wait_until

@@ -110,7 +110,7 @@ def test_a_snapshot_can_use_a_logged_counter_as_its_x_axis(tmp_path, capsys):
 
 
 def test_rising_keys_are_offered_as_x_axes_from_the_summaries_alone():
-    from schema.rollup import fold
+    from schema.store.rollup import fold
 
     steps = list(range(10))
     walls = [float(s) for s in steps]

@@ -227,9 +227,9 @@ def test_at_1280_by_800_a_training_chart_is_300_by_180_and_six_runs_show(qtbot, 
 def test_a_first_window_fits_the_screen_and_dragged_splits_are_kept(qtbot, tmp_path):
     from PyQt5.QtWidgets import QApplication
 
-    from resplot import settings as settings_mod
     from resplot.data import layout
     from resplot.data.cache import SeriesCache
+    from resplot.ui import settings as settings_mod
     from resplot.ui.window import MainWindow
 
     assert layout.window_size(1280, 770) == (1256, 746)  # a laptop's free area

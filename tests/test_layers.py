@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 from PyQt5.QtWidgets import QApplication
 
-from resplot import settings as settings_mod
 from resplot.sources.polling import Loaded
 from resplot.sources.spec import parse_spec
+from resplot.ui import settings as settings_mod
 from resplot.ui.window import MainWindow
-from schema import read
-from schema.compare import metric_stats
-from schema.store import open_store
+from schema.rules.compare import metric_stats
+from schema.store import read
+from schema.store.connect import open_store
 from tests.fixtures.stores import BASE_TIME, add_points, make_run, new_store
 
 pytestmark = pytest.mark.integration

@@ -19,11 +19,12 @@ import pytest
 from PyQt5.QtCore import Qt
 
 from reslog.tools.export import load_runs, write_points
-from resplot import settings as settings_mod
 from resplot.data.cache import SeriesCache
+from resplot.ui import settings as settings_mod
 from resplot.ui.window import MainWindow, make_poller
-from schema import open_store, status
-from schema.store_reader import StoreReader
+from schema import open_store
+from schema.store import status
+from schema.store.reader import StoreReader
 from tests.fixtures.stored_points import all_points
 
 pytestmark = pytest.mark.integration

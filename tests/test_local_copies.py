@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from resplot import settings as settings_mod
 from resplot.data.cache import SeriesCache
+from resplot.ui import settings as settings_mod
 from resplot.ui.local_copies import LocalCopies, data_dir, mirror_name
 from resplot.ui.window import MainWindow, make_poller
 from tests.fixtures.stores import make_run, new_store

@@ -15,7 +15,7 @@ from PyQt5.QtCore import QEvent, QPoint, QPointF, Qt
 from PyQt5.QtGui import QMouseEvent
 from PyQt5.QtWidgets import QApplication
 
-from schema.rollup import STEP_HI
+from schema.store.rollup import STEP_HI
 from tests.fixtures import live_logger
 from tests.fixtures.sweep import PROJECT, make_sweep
 from tests.fixtures.windows import open_window, settle

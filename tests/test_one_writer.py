@@ -19,8 +19,8 @@ from sqlalchemy import update
 import reslog
 from reslog.tools.maintenance import check_store
 from schema import open_store
-from schema.errors import RunInUse
-from schema.tables import runs
+from schema.store.errors import RunInUse
+from schema.store.tables import runs
 from tests.test_reslog_api import read_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,7 +77,7 @@ def test_a_second_process_resuming_a_live_run_is_refused_and_the_run_stays_whole
         )
         assert second.returncode == 1
         line = second.stderr.splitlines()[-1]
-        assert line.startswith("schema.errors.RunInUse: "), second.stderr
+        assert line.startswith("schema.store.errors.RunInUse: "), second.stderr
         host = socket.gethostname()
         assert f"run shared-id is being logged by pid {first.pid} on {host} (alive)" in line
         # In this process as well: the same error, and nothing written.

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from resplot import settings as settings_mod
 from resplot.data.cache import SeriesCache
+from resplot.ui import settings as settings_mod
 from resplot.ui.window import MainWindow
 from tests.fixtures.stores import make_run, new_store
 from tests.fixtures.windows import open_window, settle
@@ -99,7 +99,7 @@ def _cards(win) -> list[str]:
 def test_the_all_metrics_page_shows_every_key_in_sections_and_searches_them(qtbot, tmp_path):
     from PyQt5.QtCore import QPoint, Qt
 
-    from resplot import settings as settings_mod
+    from resplot.ui import settings as settings_mod
 
     path = tmp_path / "many.db"
     engine = new_store(path)

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 import reslog
-from schema import user_files
+from schema.store import user_files
 from tests.fixtures.logging_child import ROOT
 from tests.fixtures.users import OtherUser, other_user  # noqa: F401 - a fixture
 
@@ -241,7 +241,7 @@ def writers(shared: Path, store: Path) -> list[tuple[str, str, list[str], bool |
         ),
         (
             "resplot settings",
-            "from pathlib import Path\nfrom resplot.settings import Settings, "
+            "from pathlib import Path\nfrom resplot.ui.settings import Settings, "
             f"save\nsave(Settings(), Path({s!r}) / 'settings.json')\n",
             ["settings.json"],
             True,
@@ -353,7 +353,7 @@ def home(monkeypatch) -> Iterator[Path]:
 
 def test_other_users_read_nothing_of_yours(home, source_store, other_user):  # noqa: F811
     from reslog.tools.export import _text_out
-    from resplot import settings
+    from resplot.ui import settings
     from resplot.ui.local_copies import LocalCopies
 
     # An older resplot left its folder 0755 and its settings 0644.

@@ -12,7 +12,7 @@ from resplot.sources.polling import load_sources
 from resplot.sources.spec import parse_spec
 from resplot.ssh.options import SSHOptions
 from resplot.ui.poller import Poller, backoff_s
-from schema.errors import SchemaTooNew, StoreNotFound
+from schema.store.errors import SchemaTooNew, StoreNotFound
 from tests.fixtures.stores import add_points, make_run, make_sample_runs, new_store
 
 

@@ -17,7 +17,7 @@ from sqlalchemy import create_engine, make_url, text
 
 import reslog
 from reslog.training import writer as writer_module
-from schema import chunk_read
+from schema.store import chunk_read
 from tests.fixtures.postgres import own_postgres  # noqa: F401 - a fixture
 from tests.fixtures.tcpproxy import TCPProxy
 from tests.test_reslog_api import read_run

@@ -18,10 +18,10 @@ import pytest
 
 from reslog.tools import cli
 from reslog.tools.quick_read import open_snapshot
-from schema import read
-from schema.envelope import agg_of
-from schema.store import open_store, store_label
-from schema.store_reader import StoreReader
+from schema.store import read
+from schema.store.connect import open_store, store_label
+from schema.store.envelope import agg_of
+from schema.store.reader import StoreReader
 from tests.fixtures.stores import make_run, make_sample_runs, new_store
 
 ROOT = Path(__file__).resolve().parents[1]

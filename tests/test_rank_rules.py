@@ -1,4 +1,4 @@
-"""The rules that judge a job's ranks (schema/ranks.py, stragglers.py, hangs.py), on synthetic
+"""The rules that judge a job's ranks (schema/rules/ranks.py, stragglers.py, hangs.py), on synthetic
 phase timings and stall bodies. The same rules run against real torchrun jobs in
 tests/test_ranks_torchrun.py."""
 
@@ -11,8 +11,8 @@ import time
 import pytest
 
 from reslog.training.stall import thread_stacks
-from schema import hangs, ranks
-from schema.stragglers import StragglerDetector, StragglerRule
+from schema.rules import hangs, ranks
+from schema.rules.stragglers import StragglerDetector, StragglerRule
 
 HOSTS = {0: "gpu-a", 1: "gpu-a", 2: "gpu-b", 3: "gpu-b"}
 

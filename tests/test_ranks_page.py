@@ -17,8 +17,8 @@ from resplot.data.state import PAGES, ViewState
 from resplot.draw.ranks import NO_JOB, render_ranks
 from resplot.sources.local import LocalSource
 from resplot.sources.spec import parse_spec
-from schema import read
-from schema.store import open_store
+from schema.store import read
+from schema.store.connect import open_store
 from tests.fixtures.job import GROUP, default_slow, make_job
 from tests.fixtures.stores import make_run, new_store
 from tests.fixtures.windows import open_window, settle

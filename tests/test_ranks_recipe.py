@@ -27,7 +27,7 @@ from resplot.data.state import ViewState
 from resplot.draw.ranks import render_ranks
 from resplot.sources.local import LocalSource
 from resplot.sources.spec import parse_spec
-from schema.store import open_store
+from schema.store.connect import open_store
 from tests.fixtures.logging_child import ROOT
 from tests.fixtures.signals import restore_ctrl_c
 from tests.test_ranks_torchrun import Lines, running

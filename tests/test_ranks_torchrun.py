@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from reslog.tools.jobs import Store, job_report
-from schema import read
-from schema.store import open_store
+from schema.store import read
+from schema.store.connect import open_store
 from tests.fixtures.logging_child import ROOT
 from tests.fixtures.signals import restore_ctrl_c
 from tests.test_run_health import wait_until

@@ -14,8 +14,8 @@ from resplot.data.cache import SeriesCache
 from resplot.data.ranks import job_view, jobs_in
 from resplot.sources.local import LocalSource
 from resplot.sources.spec import parse_spec
-from schema import buckets, read
-from schema.store import open_store
+from schema.store import buckets, read
+from schema.store.connect import open_store
 from tests.test_jobs import HOSTS, log_steps, open_job, stall
 from tests.test_rank_rules import WAITING_IN_BACKWARD, blocked_here, stack_of_a_thread_blocked_in
 from tests.test_run_health import wait_until

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import reslog
-from schema.errors import StoreNotFound, UnknownKey, UnknownRun
+from schema.store.errors import StoreNotFound, UnknownKey, UnknownRun
 from tests.fixtures.stores import make_run, new_store
 
 N_STEPS = 60_000
@@ -193,8 +193,8 @@ def test_scan_columns_are_the_row_scans_points_over_legacy_rows_chunks_and_a_tak
     chunks, with a restart (a take superseding part of the legacy rows) and NaNs."""
     import sqlite3
 
-    from schema.rollup_repair import rebuild
-    from schema.store_reader import StoreReader
+    from schema.store.reader import StoreReader
+    from schema.store.rollup_repair import rebuild
     from tests.fixtures.stores import add_points, key_id
 
     path = tmp_path / "s.db"
@@ -250,7 +250,7 @@ def test_point_count_counts_chunk_rows_times_their_keys_and_legacy_rows(tmp_path
     must agree with every point read back, per run and key, for keys logged together."""
     import sqlite3
 
-    from schema import chunk_read
+    from schema.store import chunk_read
 
     path = tmp_path / "s.db"
     a = reslog.init(project="p", name="a", store=path, system=False)

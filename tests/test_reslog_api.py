@@ -14,8 +14,8 @@ import pytest
 
 import reslog
 from schema import open_store
-from schema.errors import UnknownRun
-from schema.read import fetch_events, fetch_points, key_names, list_runs
+from schema.store.errors import UnknownRun
+from schema.store.read import fetch_events, fetch_points, key_names, list_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,5 +1,5 @@
 """The restart rule ("a series logged again from a lower step starts a new take"), written once in
-schema.rollup, and the viewer's numpy twin of it held to it on random sequences."""
+schema.store.rollup, and the viewer's numpy twin of it held to it on random sequences."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from resplot.data.model import Series, restarts
 from resplot.data.model import newest_take as newest_take_np
-from schema.rollup import is_restart, newest_take
+from schema.store.rollup import is_restart, newest_take
 
 
 @pytest.mark.parametrize(

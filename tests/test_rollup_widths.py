@@ -14,10 +14,10 @@ from sqlalchemy import select
 
 import reslog
 from reslog.tools.maintenance import check_store, upgrade_store
-from schema import buckets, chunk_read, migrate
-from schema.errors import StoreError
-from schema.store import make_engine, open_store, resolve_store
-from schema.tables import rollups, series, takes
+from schema.store import buckets, chunk_read, migrate
+from schema.store.connect import make_engine, open_store, resolve_store
+from schema.store.errors import StoreError
+from schema.store.tables import rollups, series, takes
 from tests.fixtures.legacy import as_rows
 from tests.test_rollups import all_problems
 

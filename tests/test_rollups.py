@@ -1,9 +1,10 @@
 """Rollups kept by the writer: always equal to a recomputation from the raw points.
 
-The reference (schema.rollup_writer.brute_force through schema.rollup_repair.check_series)
-reads a series' points in id order, applies the newest-take rule and folds every level from
-scratch; the writer instead folds flush by flush, merges into stored buckets, rebuilds after
-restarts and grows levels as a series gets longer. Any difference is a reported problem.
+The reference (schema.store.rollup_writer.brute_force through
+schema.store.rollup_repair.check_series) reads a series' points in id order, applies the newest-take
+rule and folds every level from scratch; the writer instead folds flush by flush, merges into stored
+buckets, rebuilds after restarts and grows levels as a series gets longer. Any difference is a
+reported problem.
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ from sqlalchemy import func, select
 
 import reslog
 from reslog.tools.maintenance import check_store, upgrade_store
-from schema import buckets, migrate
-from schema.read import series as read_series
-from schema.rollup import AGG_COLUMNS, fold, merge, merge_all
-from schema.rollup_repair import check_series, sample_series
-from schema.rollup_writer import RollupWriter
-from schema.store import make_engine, open_store, resolve_store
-from schema.tables import series, takes
+from schema.store import buckets, migrate
+from schema.store.connect import make_engine, open_store, resolve_store
+from schema.store.read import series as read_series
+from schema.store.rollup import AGG_COLUMNS, fold, merge, merge_all
+from schema.store.rollup_repair import check_series, sample_series
+from schema.store.rollup_writer import RollupWriter
+from schema.store.tables import series, takes
 from tests.fixtures.legacy import as_rows
 from tests.fixtures.stores import key_id, make_run, new_store
 
@@ -313,7 +314,7 @@ def test_upgrade_fills_in_the_rollups_of_an_older_store(store_path, monkeypatch)
     make_old_store(store_path, random.Random(11))
     with pytest.raises(Exception, match="upgrade it with: reslog upgrade"):
         open_store(store_path)
-    from schema import rollup_repair
+    from schema.store import rollup_repair
 
     monkeypatch.setattr(rollup_repair, "BATCH", 700)  # many batches: the streaming path
     seen = []

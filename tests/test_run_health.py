@@ -22,8 +22,8 @@ import reslog
 from reslog.agent.store import Store
 from reslog.training.stall import DEFAULT_MIN_STALL_S, StallWatch, check_stall_after
 from reslog.training.writer_watch import stall_event
-from schema import liveness
-from schema.status import effective_status, row_status
+from schema.store import liveness
+from schema.store.status import effective_status, row_status
 from tests.fixtures.logging_child import ROOT, Child
 from tests.test_reslog_api import read_run
 from tests.test_writer_faults import count_points, wait_for_points, write_lock
@@ -139,8 +139,8 @@ def test_a_hung_run_is_flagged_stalled_with_the_hanging_frame_then_recovers(
 
 
 def test_the_stall_event_says_each_gpus_utilisation_by_ordinal():
-    """The hint reads the GPU keys as every reader does (schema.alerts.gpu_key): gpu10 after gpu2,
-    and a key that only ends in /util is not a GPU."""
+    """The hint reads the GPU keys as every reader does (schema.rules.alerts.gpu_key): gpu10 after
+    gpu2, and a key that only ends in /util is not a GPU."""
     side = {"sys/gpu10/util": 5.0, "sys/gpu2/util": 97.0, "sys/gpu2/temp_c": 61.0}
     side["train/util"] = 1.0
     writer = types.SimpleNamespace(

@@ -8,7 +8,7 @@ import pytest
 
 import reslog
 from reslog.tools.cli import main
-from schema.errors import AmbiguousRun, UnknownRun
+from schema.store.errors import AmbiguousRun, UnknownRun
 
 
 def test_a_reused_name_is_listed_not_guessed(store_path, capsys):

@@ -132,7 +132,7 @@ def test_a_sorted_and_filtered_view_follows_removals_and_resets(table):
 
 @pytest.mark.integration
 def test_the_window_pairs_its_signals_while_runs_arrive_and_ticks_change(qtbot, tmp_path):
-    from resplot import settings as settings_mod
+    from resplot.ui import settings as settings_mod
     from resplot.ui.window import MainWindow
 
     cache = SeriesCache()

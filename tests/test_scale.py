@@ -21,7 +21,7 @@ from resplot.data.state import ViewState
 from resplot.draw.charts import render
 from resplot.sources.polling import Loaded
 from resplot.sources.spec import parse_spec
-from schema import buckets
+from schema.store import buckets
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[1]
@@ -181,8 +181,8 @@ def test_a_view_needing_more_than_the_bound_keeps_its_tiles_and_says_so(big_stor
 
 def open_window(qtbot, store, tmp_path, tile_limit: int | None = None):
     """The real window on `store` through a local source, polling every 0.2 s."""
-    from resplot import settings as settings_mod
     from resplot.data.cache import SeriesCache
+    from resplot.ui import settings as settings_mod
     from resplot.ui.window import MainWindow, make_poller
 
     cache = SeriesCache()

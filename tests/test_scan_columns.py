@@ -14,10 +14,10 @@ import pytest
 from sqlalchemy import event
 
 import reslog
-from schema import chunk_codec, chunk_read
-from schema.chunk_check import check_chunks
-from schema.envelope import marker
-from schema.store_reader import StoreReader
+from schema.store import chunk_codec, chunk_read
+from schema.store.chunk_check import check_chunks
+from schema.store.envelope import marker
+from schema.store.reader import StoreReader
 from tests.fixtures.stores import key_id, make_run, new_store
 from tests.test_chunk_store import write_flushes
 

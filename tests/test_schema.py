@@ -18,12 +18,13 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Engine, insert, inspect, select, text
 
-from schema import chunk_read, migrate, read, store
-from schema.columns import EVENT_COLUMNS, RUN_COLUMNS
-from schema.errors import NotAStore, SchemaTooNew, SchemaTooOld, StoreNotFound
-from schema.rollup_writer import RollupWriter
-from schema.store import HEAD_REVISION, create_all_for_test, make_engine, open_store
-from schema.tables import chunks, events, keys, metadata, points, runs
+from schema.store import chunk_read, migrate, read
+from schema.store import connect as store
+from schema.store.columns import EVENT_COLUMNS, RUN_COLUMNS
+from schema.store.connect import HEAD_REVISION, create_all_for_test, make_engine, open_store
+from schema.store.errors import NotAStore, SchemaTooNew, SchemaTooOld, StoreNotFound
+from schema.store.rollup_writer import RollupWriter
+from schema.store.tables import chunks, events, keys, metadata, points, runs
 from tests.fixtures import stores
 from tests.fixtures.stores import make_run, new_store
 
@@ -38,8 +39,8 @@ def check_golden(name: str, actual: str) -> None:
     expected = path.read_text() if path.exists() else "<missing>\n"
     assert actual == expected, (
         f"The store's schema no longer matches {path}.\n"
-        "A schema change needs a new Alembic revision in schema/migrations/versions/ (and "
-        "HEAD_REVISION in schema/store.py and reslog/agent.py). If the change is intended, "
+        "A schema change needs a new Alembic revision in schema/store/migrations/versions/ (and "
+        "HEAD_REVISION in schema/store/connect.py and reslog/agent.py). If the change is intended, "
         "regenerate the dump with:\n"
         "  RESLOG_UPDATE_GOLDEN=1 .venv/bin/pytest tests/test_schema.py -q\n"
         f"and commit the diff.\n--- actual ---\n{actual}"
@@ -357,7 +358,7 @@ def test_the_runs_table_refuses_an_unknown_status(store_path):
 
 def test_processes_creating_one_postgres_store_at_once_all_succeed(pg_store):
     # Several ranks start together on an empty database: the advisory lock in
-    # schema.migrate.upgrade makes all but one find the schema already at head.
+    # schema.store.migrate.upgrade makes all but one find the schema already at head.
     from concurrent.futures import ThreadPoolExecutor
 
     def create(_):

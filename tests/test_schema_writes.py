@@ -1,13 +1,13 @@
-"""schema.writes: a run row and key ids, as the writer, the importers and the mirror sync write
-them, on SQLite and PostgreSQL."""
+"""schema.store.writes: a run row and key ids, as the writer, the importers and the mirror sync
+write them, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
 import pytest
 from sqlalchemy import select
 
-from schema.tables import keys, runs
-from schema.writes import IN_CHUNK, insert_run, resolve_keys
+from schema.store.tables import keys, runs
+from schema.store.writes import IN_CHUNK, insert_run, resolve_keys
 from tests.fixtures.stores import new_store
 
 ROW = {"uid": "u1", "project": "p", "name": "n", "status": "running", "created_at": 1.0,

@@ -23,8 +23,8 @@ from resplot.sources.base import PollResult
 from resplot.sources.client import AgentConnectionError
 from resplot.sources.local import LocalSource
 from resplot.sources.postgres import PostgresSource
-from schema import buckets
-from schema.errors import NotAStore, StoreNotFound
+from schema.store import buckets
+from schema.store.errors import NotAStore, StoreNotFound
 from tests.fixtures.compare import assert_cache_matches_store, want_every_tile
 from tests.fixtures.stores import (
     add_points,
@@ -333,7 +333,7 @@ def test_postgres_source_reads_like_the_store(pg_store):
 
 @pytest.mark.postgres
 def test_postgres_row_committed_after_a_higher_id_is_not_skipped(pg_store):
-    from schema.rollup_writer import RollupWriter
+    from schema.store.rollup_writer import RollupWriter
 
     engine = new_store(pg_store)
     run = make_run(engine, name="r", points={"x": [(0, 0.0)]})
@@ -363,7 +363,7 @@ def test_postgres_overlap_window_counts_rows_not_point_ids(pg_store):
     """A point id is its row's sequence value times PG_ROW_STRIDE plus its column: a window of
     200 rows finds a row committed after 100 newer rows (20,000+ ids above it), and small
     batches page through the window and past it without loss or repeat."""
-    from schema.rollup_writer import RollupWriter
+    from schema.store.rollup_writer import RollupWriter
 
     engine = new_store(pg_store)
     run = make_run(engine, name="r", points={"x": [(0, 0.0)]})
@@ -406,7 +406,7 @@ def test_rows_are_grouped_per_series_in_arrival_order(sparse):
 
 
 def test_a_run_that_goes_silent_turns_crashed_without_any_store_change(tmp_path):
-    from schema.status import STALE_AFTER_MIN_S
+    from schema.store.status import STALE_AFTER_MIN_S
 
     engine = new_store(tmp_path / "r.db")
     beat = time.time() - STALE_AFTER_MIN_S + 3

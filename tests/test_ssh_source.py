@@ -526,7 +526,7 @@ def test_an_export_resumes_from_the_page_a_cut_or_a_stall_broke(sshd_env, tmp_pa
                                                                 fault):  # fmt: skip
     """`resplot export` failed on any connection cut or a stall longer than the request
     timeout ("cannot write out.csv"), where `resplot sync` recovers exactly."""
-    from resplot.exports import export_points
+    from resplot.ui.exports import export_points
 
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     db = tmp_path / "big" / "reslog.db"

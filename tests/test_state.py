@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from resplot import settings
 from resplot.data.model import RunRef
 from resplot.data.state import StateError, ViewState
+from resplot.ui import settings
 
 A = RunRef("gpu-box", "/data/runs/reslog.db", "a" * 32)
 B = RunRef("local", "/tmp/reslog.db", "b" * 32)

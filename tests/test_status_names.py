@@ -1,16 +1,19 @@
-"""Run statuses and alert kinds are spelled once: schema/status.py holds the statuses (the
-strings stores on disk hold), schema/alerts.py the alert kinds; library code uses the names."""
+"""Run statuses and alert kinds are spelled once: schema/store/status.py holds the statuses (the
+strings stores on disk hold), schema/rules/alerts.py the alert kinds; library code uses the
+names."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-from schema import alerts, status
+from schema.rules import alerts
+from schema.store import status
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("schema", "reslog", "resplot", "trainer")
-SHIPPED = ROOT / "schema" / "migrations" / "versions"  # shipped migrations: never edited
+# shipped migrations: never edited
+SHIPPED = ROOT / "schema" / "store" / "migrations" / "versions"
 # Alert kinds whose word means nothing else in the code ("nan" is also a float, "alert" an
 # event kind), and the kinds' old names (alerts.RENAMED).
 ALERT_WORDS = {
@@ -24,8 +27,8 @@ ALERT_WORDS = {
     *(old for old in alerts.RENAMED if old != "logged"),
 }
 TABLES = {
-    ROOT / "schema" / "status.py": set(status.STATUSES),
-    ROOT / "schema" / "alerts.py": ALERT_WORDS,
+    ROOT / "schema" / "store" / "status.py": set(status.STATUSES),
+    ROOT / "schema" / "rules" / "alerts.py": ALERT_WORDS,
 }
 # Words that are another program's, not ours: Lightning's finalize() statuses, mapped to ours.
 FOREIGN = {
@@ -72,7 +75,9 @@ def library_files() -> list[Path]:
 def test_status_names_and_alert_kinds_are_spelled_only_in_their_tables():
     words = set(status.STATUSES) | ALERT_WORDS
     found = [hit for p in library_files() if p not in TABLES for hit in spelled(p, words)]
-    assert found == [], "use schema.status / schema.alerts names instead of:\n" + "\n".join(found)
+    assert found == [], (
+        "use schema.store.status / schema.rules.alerts names instead of:\n" + "\n".join(found)
+    )
 
 
 def test_the_scan_sees_a_literal_and_the_tables_hold_every_word(tmp_path):

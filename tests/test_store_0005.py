@@ -1,8 +1,8 @@
 """A store the code before chunks wrote itself (tests/assets/store_0005.db, made by
 tests/assets/make_store_0005.py at commit b57fe1f: a row a point) upgraded to chunks: every point
 comes out as it went in (ids, steps, walls, values to the bit; the rows kept NaN as NULL and
--0.0 as 0.0), through schema.read and schema.chunk_read, half converted and converted, and the
-rollups the old writer kept still agree with the points."""
+-0.0 as 0.0), through schema.store.read and schema.store.chunk_read, half converted and converted,
+and the rollups the old writer kept still agree with the points."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from reslog.tools.maintenance import check_store, upgrade_store
-from schema import chunk_convert, chunk_read, read
-from schema.store import open_store
+from schema.store import chunk_convert, chunk_read, read
+from schema.store.connect import open_store
 from tests.test_chunk_convert import chunk_problems, rows_left
 from tests.test_rollups import all_problems
 
@@ -47,7 +47,7 @@ def wanted_series(points: list[tuple], takes: list[tuple]) -> dict:
 
 
 def read_back(engine, wanted: dict) -> tuple[list[tuple], dict]:
-    """Every point through chunk_read, and every series through schema.read."""
+    """Every point through chunk_read, and every series through schema.store.read."""
     with engine.connect() as conn:
         cur = conn.connection.dbapi_connection.cursor()
         points = [tuple(r) for r in chunk_read.points_after(cur, "?", None, 0)]

@@ -207,7 +207,7 @@ def test_an_upgrade_whose_backup_fills_the_disk_is_one_line_and_leaves_the_store
 CHILD = """
 import shutil, sys
 from pathlib import Path
-from schema import migrate, store
+from schema.store import migrate, connect as store
 from tests.fixtures.stores import _TEST_MIGRATION, _next_revision
 head = store.HEAD_REVISION
 rev = _next_revision(head)

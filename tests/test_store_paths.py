@@ -1,8 +1,8 @@
 """A store whose path holds "#", "?", spaces and non-ASCII, through every real code path that opens
 it by name: the read-only engine, the agent, the writer's file check, `reslog check` and
-`reslog upgrade` with its backup. Each opens it through schema.sqlite_file.readonly_uri (or a
-URL built by schema.store); a path pasted into "file:...?mode=ro" unquoted would name the file
-"ab " (SQLite ends the path at "?" and "#")."""
+`reslog upgrade` with its backup. Each opens it through schema.store.sqlite_file.readonly_uri (or a
+URL built by schema.store.connect); a path pasted into "file:...?mode=ro" unquoted would name the
+file "ab " (SQLite ends the path at "?" and "#")."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ import pytest
 from reslog.agent.store import Store
 from reslog.tools.cli import main
 from reslog.training.store_file import holds_run
-from schema import HEAD_REVISION, read
-from schema.sqlite_file import readonly_uri
-from schema.store import engine_label, open_store, store_label
+from schema import HEAD_REVISION
+from schema.store import read
+from schema.store.connect import engine_label, open_store, store_label
+from schema.store.sqlite_file import readonly_uri
 from tests.fixtures import stores
 from tests.fixtures.stored_points import point_count
 from tests.fixtures.stores import make_run, new_store

@@ -1,6 +1,6 @@
 """The Ranks page's straggler judgement over a job's history with numpy
 (resplot/data/straggler_matrix.py) names the same stragglers, from the same step, to the same
-step, by the same amounts, as the rule itself (schema/stragglers.py StragglerDetector) fed the
+step, by the same amounts, as the rule itself (schema/rules/stragglers.py StragglerDetector) fed the
 same job step by step: random jobs with jitter, slow stretches in several phases, ranks that
 skip steps or log NaN, two ranks, a short window."""
 
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from resplot.data.straggler_matrix import judge
-from schema.stragglers import StragglerDetector, StragglerRule
+from schema.rules.stragglers import StragglerDetector, StragglerRule
 from tests.test_rank_rules import healthy_step
 
 PHASES = ("data", "h2d", "forward", "backward", "optimizer")

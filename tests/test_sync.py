@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 import reslog
-import resplot.sync as sync_mod
+import resplot.sources.sync as sync_mod
 from resplot.cli import main
 from resplot.sources.spec import parse_spec
+from resplot.sources.sync import Mirror, SyncError
 from resplot.ssh.options import SSHOptions
-from resplot.sync import Mirror, SyncError
-from schema import chunk_read, chunk_write
-from schema.sqlite_file import readonly_uri
+from schema.store import chunk_read, chunk_write
+from schema.store.sqlite_file import readonly_uri
 from tests.fixtures import sshd as sshd_fixtures
 
 sshd_env = sshd_fixtures.sshd_env

@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 
 import reslog
-import resplot.sync as sync_mod
+import resplot.sources.sync as sync_mod
 from reslog.tools.cli import main as reslog_main
 from resplot.cli import main
 from resplot.sources.spec import parse_spec
-from resplot.sync import Mirror, SyncError
-from schema import chunk_codec, chunk_copy, chunk_write
-from schema.sqlite_file import readonly_uri
+from resplot.sources.sync import Mirror, SyncError
+from schema.store import chunk_codec, chunk_copy, chunk_write
+from schema.store.sqlite_file import readonly_uri
 from tests.fixtures.sshd import bulk_store
 from tests.test_agent import _old_python, agent_process
 from tests.test_sync import assert_same, contents, keysets, log_run, unsealed
@@ -137,7 +137,7 @@ def test_a_head_sealed_on_the_host_between_two_syncs_is_copied_once(tmp_path, mo
 CHILD = textwrap.dedent(
     """
     import sys
-    import resplot.sync as sync_mod
+    import resplot.sources.sync as sync_mod
     from resplot.sources.spec import parse_spec
     sync_mod.BATCH_POINTS = 200
     with sync_mod.Mirror(sys.argv[2]) as m:

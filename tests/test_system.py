@@ -389,8 +389,8 @@ def test_bad_interval_and_double_start_are_refused():
 
 def test_a_run_stores_system_samples_at_its_current_step(store_path):
     import reslog
-    from schema import read
-    from schema.store import open_store
+    from schema.store import read
+    from schema.store.connect import open_store
 
     run = reslog.init(
         project="p", name="sys", store=str(store_path), system_interval=0.05, flush_interval=0.05

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from schema.read import key_names, list_runs, run_key_ids
-from schema.store import open_store
+from schema.store.connect import open_store
+from schema.store.read import key_names, list_runs, run_key_ids
 from tests.fixtures.trainer_runs import DEBUG, debug_cfg, run_series
 from trainer.distributed import DistInfo
 from trainer.metrics import Logger, make_logger

@@ -1,5 +1,5 @@
-"""schema/user_files.py on its own: whole files or none, the mode asked for whatever the umask,
-no temporary left behind, a link at the target replaced and never written through.
+"""schema/store/user_files.py on its own: whole files or none, the mode asked for whatever the
+umask, no temporary left behind, a link at the target replaced and never written through.
 (tests/test_planted_links.py runs every writer against links another user planted.)"""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from schema import user_files
+from schema.store import user_files
 
 
 @pytest.fixture
@@ -81,7 +81,7 @@ def test_a_link_at_the_target_is_replaced_not_followed(tmp_path):
 
 
 def test_a_new_store_name_holding_a_link_to_nothing_is_refused(tmp_path):
-    from schema.sqlite_file import create_file
+    from schema.store.sqlite_file import create_file
 
     link = tmp_path / "new.db"
     link.symlink_to(tmp_path / "elsewhere.db")

@@ -17,7 +17,7 @@ from resplot.data import views
 from resplot.data.views import ViewMemo, series_view
 from resplot.sources.polling import Loaded
 from resplot.sources.spec import parse_spec
-from schema.store import open_store
+from schema.store.connect import open_store
 from tests.fixtures.stores import BASE_TIME, add_points, make_run, new_store
 
 N = 60_000

@@ -17,7 +17,7 @@ import torch
 import reslog
 import reslog as wandb
 from reslog.tools.cli import main
-from schema.errors import UnknownRun
+from schema.store.errors import UnknownRun
 from tests.test_reslog_api import read_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -368,8 +368,8 @@ def test_a_nanogpt_style_script_runs_unchanged_with_import_reslog_as_wandb(tmp_p
 def test_a_store_from_before_run_groups_upgrades_and_keeps_its_runs(store_path, capsys):
     from alembic import command
 
-    from schema import migrate
-    from schema.store import make_engine, resolve_store
+    from schema.store import migrate
+    from schema.store.connect import make_engine, resolve_store
     from tests.fixtures.legacy import as_rows
 
     run = wandb.init(project="p", name="old", store=store_path, system=False)

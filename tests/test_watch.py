@@ -15,7 +15,7 @@ import pytest
 
 import reslog
 from reslog.tools.watch import Watcher
-from schema.store import open_store
+from schema.store.connect import open_store
 from tests.fixtures.logging_child import ROOT, Child
 from tests.fixtures.signals import restore_ctrl_c
 from tests.test_run_health import wait_until

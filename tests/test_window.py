@@ -12,13 +12,13 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from resplot import settings as settings_mod
 from resplot.data.cache import SeriesCache
 from resplot.data.model import RunRef
 from resplot.sources.spec import parse_spec
+from resplot.ui import settings as settings_mod
 from resplot.ui.window import MainWindow, make_poller
-from schema import read
-from schema.store import open_store
+from schema.store import read
+from schema.store.connect import open_store
 from tests.fixtures.stores import BASE_TIME, add_points, make_run, new_store
 from tests.fixtures.windows import settle
 

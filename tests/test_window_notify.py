@@ -8,7 +8,7 @@ import json
 import pytest
 
 import reslog
-from resplot import settings as settings_mod
+from resplot.ui import settings as settings_mod
 from tests.fixtures.windows import open_window
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import reslog
-from schema.sqlite_file import readonly_uri
+from schema.store.sqlite_file import readonly_uri
 from tests.fixtures.disks import small_disk  # noqa: F401 - a fixture
 from tests.fixtures.logging_child import Child
 from tests.fixtures.stored_points import point_count

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from schema.user_files import replacing
+from schema.store.user_files import replacing
 from trainer import distributed
 
 STEP_DIR = re.compile(r"^step_(\d{8})$")

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from schema.user_files import replacing
+from schema.store.user_files import replacing
 
 DATA_SRC = "python-stdlib"
 # Third-party code and the regression-test suites (most of the bytes, least typical code).

@@ -94,9 +94,9 @@ def torchrun_run_id() -> str:
 
 
 def agree_job(candidate: str) -> str:
-    """The job id every rank's run carries, so readers join the ranks (schema/ranks.py): rank 0's
-    ``candidate`` if it has one, else torchrun's run id, else a fresh id, broadcast to every rank
-    (they must agree even where torchrun gives none). A single process keeps ``candidate``."""
+    """The job id every rank's run carries, so readers join the ranks (schema/rules/ranks.py): rank
+    0's ``candidate`` if it has one, else torchrun's run id, else a fresh id, broadcast to every
+    rank (they must agree even where torchrun gives none). A single process keeps ``candidate``."""
     info = dist_env()
     if not info.is_distributed or not dist.is_initialized():
         return candidate

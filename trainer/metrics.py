@@ -73,9 +73,9 @@ def make_logger(
     Rank 0 logs the run; ``resume`` (this rank's run uid) continues its run, same uid, so its
     charts go on. With ``logging.every_rank`` (the default) every other rank logs its own run of
     the job too, holding that rank's step phases (``time/*``), all of them in group ``job`` so
-    readers join them (schema/ranks.py). Only local rank 0 samples system telemetry: one sampler
-    per host. Without ``every_rank``, local rank 0 of any other host opens a run only for its
-    telemetry, and the other ranks get the no-op logger, as does any rank with
+    readers join them (schema/rules/ranks.py). Only local rank 0 samples system telemetry: one
+    sampler per host. Without ``every_rank``, local rank 0 of any other host opens a run only for
+    its telemetry, and the other ranks get the no-op logger, as does any rank with
     ``logging.enabled = false``. ``runtime`` (facts the config does not fix) is stored in the
     run's config beside the resolved config.
     """
@@ -153,8 +153,8 @@ def device_peak(device: torch.device) -> tuple[str, float] | None:
 
 
 class StepTimer:
-    """Per-step durations of each phase (schema/ranks.py's PHASES: data, h2d, forward, backward,
-    comm, optimizer) and the whole step.
+    """Per-step durations of each phase (schema/rules/ranks.py's PHASES: data, h2d, forward,
+    backward, comm, optimizer) and the whole step.
 
     ``start(step)``, then ``mark(phase)`` at the end of each phase (repeated phases, as with
     gradient accumulation, add up), or ``mark_at(phase, stamp)`` with a ``stamp()`` taken

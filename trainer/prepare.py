@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from schema.user_files import copy_file, replacing, write_file
+from schema.store.user_files import copy_file, replacing, write_file
 from trainer.readers import ReadStats, find_sources, read_texts
 from trainer.tokenizer import Tokenizer, file_sha256
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from tokenizers import Regex, decoders, models, pre_tokenizers, trainers
 from tokenizers import Tokenizer as _HFTokenizer
 
-from schema.user_files import replacing_path
+from schema.store.user_files import replacing_path
 
 BOS = "<|bos|>"
 EOS = "<|eos|>"

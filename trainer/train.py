@@ -22,8 +22,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from schema.errors import StoreError
-from schema.status import FAILED, KILLED
+from schema.store.errors import StoreError
+from schema.store.status import FAILED, KILLED
 from trainer import checkpoint, distributed, kernels, legacy
 from trainer.config import Config, ConfigError, load_config
 from trainer.loaders import data_vocab_size, make_loader

@@ -25,8 +25,8 @@ from reslog.agent.wire import (
     read_frame,
     write_frame,
 )
-from schema import chunk_read
-from schema.revision import HEAD_REVISION
+from schema.store import chunk_read
+from schema.store.revision import HEAD_REVISION
 
 AGENT_VERSION = "2.0"  # 2.0: rollups (series rows, tiles, raw pages); no overview sampling
 

@@ -3,7 +3,7 @@
 What a poll costs the host is what it returns: runs and keys through their primary keys (with
 fingerprints, so an unchanged runs table costs a few bytes), events and live points by id
 cursor, series rows once per connection, and tiles through one primary-key range of `rollups`
-each (schema.envelope). Nothing here is O(points in the store).
+each (schema.store.envelope). Nothing here is O(points in the store).
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ from reslog.agent.wire import (
     AgentError,
     Sections,
 )
-from schema import buckets, chunk_read
-from schema.columns import EVENT_COLUMNS, RUN_COLUMNS
-from schema.envelope import (
+from schema.store import buckets, chunk_read
+from schema.store.columns import EVENT_COLUMNS, RUN_COLUMNS
+from schema.store.envelope import (
     has_takes,
     packed_buckets,
     packed_fine,
@@ -46,10 +46,10 @@ from schema.envelope import (
     series_rows,
     series_with_takes,
 )
-from schema.liveness import is_alive
-from schema.revision import HEAD_REVISION, OLDER_REVISIONS
-from schema.sqlite_file import connect_readonly, readonly_uri
-from schema.status import RUNNING
+from schema.store.liveness import is_alive
+from schema.store.revision import HEAD_REVISION, OLDER_REVISIONS
+from schema.store.sqlite_file import connect_readonly, readonly_uri
+from schema.store.status import RUNNING
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 CHUNK_BYTES = 64 << 20  # blob bytes a `chunks` reply aims at (it may reach twice that)
@@ -351,7 +351,7 @@ class Store:
 
     def _runs(self, cur, runs_fp, beats_fp) -> dict:
         # Whether each running run's process still exists is known here, on its host, and only
-        # here (schema/liveness.py): it travels with the heartbeat, as a last column "alive".
+        # here (schema/store/liveness.py): it travels with the heartbeat, as a last column "alive".
         rows = [
             (*r, _alive(r))
             for r in cur.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs ORDER BY id")

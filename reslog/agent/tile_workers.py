@@ -23,7 +23,7 @@ import struct
 import sys
 import threading
 
-from schema.gc_pause import gc_paused
+from schema.store.gc_pause import gc_paused
 
 MIN_JOBS = 32  # fewer tiles than this are not worth a fork
 MAX_WORKERS = 3
@@ -60,7 +60,7 @@ def read_all(jobs, read, connect, settled, workers: int, group=None) -> list:
     the jobs themselves are.
 
     Python's cyclic garbage collector is off meanwhile, in the workers too
-    (schema/gc_pause.py)."""
+    (schema/store/gc_pause.py)."""
     with gc_paused():
         return _read_all(jobs, read, connect, settled, workers, group)
 

@@ -16,9 +16,9 @@ import struct
 import sys
 from array import array
 
-from schema import chunk_read
-from schema.envelope import BUCKET_LAYOUT, RAW_LAYOUT, RAW_TILE_LAYOUT, SERIES_COLUMNS
-from schema.rollup import AGG_FLOATS
+from schema.store import chunk_read
+from schema.store.envelope import BUCKET_LAYOUT, RAW_LAYOUT, RAW_TILE_LAYOUT, SERIES_COLUMNS
+from schema.store.rollup import AGG_FLOATS
 
 PROTOCOL = 3  # 3: fine levels (tiles of levels -1 .. -6)
 PREFIX = struct.Struct(">II")
@@ -149,7 +149,7 @@ KEY_BITS = 31
 POINT_LAYOUTS = (LAYOUT_PACKED, LAYOUT_WIDE)  # section "points"
 ROW_PACKED = layout_struct(LAYOUT_PACKED)
 ROW_WIDE = layout_struct(LAYOUT_WIDE)
-# Bucket rows and raw points, packed by schema.envelope: sections "buckets" and "raw".
+# Bucket rows and raw points, packed by schema.store.envelope: sections "buckets" and "raw".
 ROW_LAYOUTS = (BUCKET_LAYOUT, RAW_LAYOUT, RAW_TILE_LAYOUT)
 BUCKET_ROW = layout_struct(BUCKET_LAYOUT)
 RAW_ROW = layout_struct(RAW_LAYOUT)

@@ -16,7 +16,7 @@ from lightning.pytorch.loggers.logger import Logger, rank_zero_experiment
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
 import reslog
-from schema.status import FAILED, FINISHED, KILLED
+from schema.store.status import FAILED, FINISHED, KILLED
 
 STATUS = {"success": FINISHED, "finished": FINISHED, "failed": FAILED}
 

@@ -25,16 +25,16 @@ from typing import TYPE_CHECKING
 
 from reslog import text
 from reslog.tools.quick_read import Snapshot, open_snapshot
-from schema.compare import duration_s, last_step, select_keys
-from schema.errors import AmbiguousRun, StoreError
-from schema.records import RunInfo
-from schema.rollup import WALL_HI
-from schema.status import LIVE_STATUSES
+from schema.rules.compare import duration_s, last_step, select_keys
+from schema.store.errors import AmbiguousRun, StoreError
+from schema.store.records import RunInfo
+from schema.store.rollup import WALL_HI
+from schema.store.status import LIVE_STATUSES
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-    from schema import read
+    from schema.store import read
 
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -59,13 +59,13 @@ def printed_warnings() -> Iterator[None]:
 def open_store(
     store: str | None, *, readonly: bool = True, quick: bool = False
 ) -> Engine | Snapshot:
-    """schema.store.open_store; with `quick`, a local SQLite store at this code's revision is
-    opened as a stdlib Snapshot instead (reslog/tools/quick_read.py), without SQLAlchemy."""
+    """schema.store.connect.open_store; with `quick`, a local SQLite store at this code's revision
+    is opened as a stdlib Snapshot instead (reslog/tools/quick_read.py), without SQLAlchemy."""
     if quick:
         snap = open_snapshot(store)
         if snap is not None:
             return snap
-    from schema.store import open_store as open_engine
+    from schema.store.connect import open_store as open_engine
 
     return open_engine(store, readonly=readonly)
 
@@ -82,17 +82,17 @@ def opened(store: str | None, *, readonly: bool = True) -> Iterator[Engine]:
 
 
 def __getattr__(name: str) -> object:
-    # PEP 562: schema.store's label, for callers of this module that used to find it here,
+    # PEP 562: schema.store.connect's label, for callers of this module that used to find it here,
     # without importing SQLAlchemy for the commands that never need it.
     if name == "store_label":
-        from schema.store import store_label
+        from schema.store.connect import store_label
 
         return store_label
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def read_kw(store: str | None) -> dict[str, str]:
-    from schema.store import store_label
+    from schema.store.connect import store_label
 
     return {"source": "local", "store": store_label(store)}
 
@@ -143,9 +143,9 @@ def listed(args: argparse.Namespace) -> RunList:
         except sqlite3.Error:
             with printed_warnings():
                 source = open_store(args.store)
-    from schema.envelope import agg_of
-    from schema.store import store_label
-    from schema.store_reader import StoreReader
+    from schema.store.connect import store_label
+    from schema.store.envelope import agg_of
+    from schema.store.reader import StoreReader
 
     try:
         label = store_label(args.store)
@@ -196,9 +196,9 @@ def cell_limit(args: argparse.Namespace, limit: int = text.CELL_LIMIT) -> int | 
 def cmd_show(args: argparse.Namespace) -> int:
     from reslog.tools.describe import describe_job, describe_run, format_event, key_stats
     from reslog.tools.jobs import Store, job_report
-    from schema import read
-    from schema.store import store_label
-    from schema.store_reader import StoreReader
+    from schema.store import read
+    from schema.store.connect import store_label
+    from schema.store.reader import StoreReader
 
     with opened(args.store) as engine:
         label = store_label(args.store)
@@ -256,7 +256,7 @@ def print_points(batch: read.PointRows, names: dict[int, str], globs: list[str] 
 
 def cmd_tail(args: argparse.Namespace) -> int:
     from reslog.tools.describe import format_event
-    from schema import read
+    from schema.store import read
 
     globs = args.keys or None
     with opened(args.store) as engine:
@@ -298,7 +298,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
 
 def cmd_watch(args: argparse.Namespace) -> int:
     from reslog.tools.watch import watch
-    from schema.store import store_label
+    from schema.store.connect import store_label
 
     first, *others = args.stores or [None]
     with contextlib.ExitStack() as stack:
@@ -328,8 +328,8 @@ def export_format(args: argparse.Namespace) -> str:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from reslog.tools import export
-    from schema.store import store_label
-    from schema.store_reader import StoreReader
+    from schema.store.connect import store_label
+    from schema.store.reader import StoreReader
 
     fmt = export_format(args)
     output = args.output or "-"
@@ -407,7 +407,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     from reslog.tools.importers import ImportError_, shown
     from reslog.tools.importers.command import import_runs
-    from schema.store import open_store, store_label
+    from schema.store.connect import open_store, store_label
 
     progress = None
     if sys.stderr.isatty() or args.progress:
@@ -652,18 +652,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         # sqlite3's own errors come from the read-only connections and the backup, which do
         # not go through SQLAlchemy.
         from reslog.redact import redact_text
-        from schema.store import store_label
+        from schema.store.connect import store_label
 
         detail = redact_text(str(getattr(exc, "orig", None) or exc).strip().splitlines()[0])
         label = store_label(getattr(args, "store", None))
         print(f"reslog: {label}: {text.safe(detail)}{damage_hint(detail, label)}", file=sys.stderr)
     except ValueError as exc:
-        # A chunk of points that does not decode (schema/chunk_codec.py): its bytes were
+        # A chunk of points that does not decode (schema/store/chunk_codec.py): its bytes were
         # damaged inside the blob, where SQLite does not look, or a newer reslog wrote it.
         detail = str(exc)
         if not detail.startswith(("corrupt chunk", "chunk format version")):
             raise
-        from schema.store import store_label
+        from schema.store.connect import store_label
 
         label = store_label(getattr(args, "store", None))
         print(f"reslog: {label}: {text.safe(detail)}{damage_hint(detail, label)}", file=sys.stderr)

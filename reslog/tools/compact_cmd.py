@@ -1,5 +1,5 @@
 """`reslog compact STORE [--run RUN]`: rewrite the sealed chunks of runs whose writer is gone into
-fewer (schema/chunk_compact.py), and say what it did in one line."""
+fewer (schema/store/chunk_compact.py), and say what it did in one line."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from collections.abc import Callable
 
 def cmd_compact(args: argparse.Namespace) -> int:
     from reslog.tools.maintenance import progress_bar
-    from schema.chunk_compact import compact, writer_gone
-    from schema.read import find_run
-    from schema.store import open_store, store_label
+    from schema.store.chunk_compact import compact, writer_gone
+    from schema.store.connect import open_store, store_label
+    from schema.store.read import find_run
 
     engine = open_store(args.store)
     try:

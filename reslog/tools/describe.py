@@ -9,10 +9,10 @@ import math
 from reslog import text
 from reslog.tools import export
 from reslog.tools.jobs import JobReport
-from schema.compare import duration_s, flatten, highest, lowest
-from schema.ranks import own_work, ranks_text
-from schema.records import RunInfo
-from schema.rollup import LAST, NAN, STEP_HI, N
+from schema.rules.compare import duration_s, flatten, highest, lowest
+from schema.rules.ranks import own_work, ranks_text
+from schema.store.records import RunInfo
+from schema.store.rollup import LAST, NAN, STEP_HI, N
 
 
 def _extreme(value: float) -> str:

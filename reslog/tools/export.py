@@ -4,7 +4,7 @@
 Points stream: each series is read in bounded chunks (`ExportRun.scan`) and written as it
 comes, so an export of 10^8 points needs no more memory than one chunk (a wide CSV joins the
 keys of a run one step window at a time). The comparison table comes from the series rows
-(schema.compare), never from a decimated view. `reslog export`, `resplot export` and resplot's
+(schema.rules.compare), never from a decimated view. `reslog export`, `resplot export` and resplot's
 window all call these functions, on a local store (`load_runs`) or through resplot's sources.
 """
 
@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from reslog.text import safe
-from schema.compare import RunSummary, comparison_table, select_keys
-from schema.envelope import agg_of
-from schema.records import RunInfo
-from schema.rollup import STEP_HI, STEP_LO, N
-from schema.store_reader import StoreReader
-from schema.user_files import replacing
+from schema.rules.compare import RunSummary, comparison_table, select_keys
+from schema.store.envelope import agg_of
+from schema.store.reader import StoreReader
+from schema.store.records import RunInfo
+from schema.store.rollup import STEP_HI, STEP_LO, N
+from schema.store.user_files import replacing
 
 POINT_FORMATS = ("csv", "csv-wide", "parquet")
 TABLE_FORMATS = ("csv", "md", "latex")
@@ -315,7 +315,7 @@ def write_points(
 
 
 def table_text(runs: Sequence[RunSummary], fmt: str, metrics: Sequence[str] | None = None) -> str:
-    """The comparison table (schema.compare.comparison_table) as csv, md or latex text."""
+    """The comparison table (schema.rules.compare.comparison_table) as csv, md or latex text."""
     if fmt not in TABLE_FORMATS:
         raise ExportError(f"unknown table format {fmt!r}; choose one of {', '.join(TABLE_FORMATS)}")
     header, rows = comparison_table(runs, metrics)

@@ -1,12 +1,12 @@
 """The ranks of a job read from one or more stores: stragglers and hangs, for `reslog watch` and
 `reslog show`.
 
-A job's runs are joined by group (schema/ranks.py) across every store given, so two hosts that
+A job's runs are joined by group (schema/rules/ranks.py) across every store given, so two hosts that
 each keep their own SQLite file are one job here. `JobWatch.poll()` reads only what is new since
 the last poll: each rank's phase points after its step cursor (chunks by step range),
 the stall event of a rank that is stalled now, and the last GPU readings from the series rows.
-The rules are schema's: schema/stragglers.py names a straggler, schema/hangs.py joins the
-stalls.
+The rules are schema's: schema/rules/stragglers.py names a straggler, schema/rules/hangs.py joins
+the stalls.
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, desc, func, select
 
-from schema import chunk_read, hangs, read
-from schema.alerts import HANG, STRAGGLER, STRAGGLER_END
-from schema.ranks import jobs, phase_of
-from schema.records import RunInfo, RunRef
-from schema.status import LIVE_STATUSES, STALLED
-from schema.stragglers import Straggler, StragglerDetector, StragglerRule
-from schema.tables import events, keys, series
+from schema.rules import hangs
+from schema.rules.alerts import HANG, STRAGGLER, STRAGGLER_END
+from schema.rules.ranks import jobs, phase_of
+from schema.rules.stragglers import Straggler, StragglerDetector, StragglerRule
+from schema.store import chunk_read, read
+from schema.store.records import RunInfo, RunRef
+from schema.store.status import LIVE_STATUSES, STALLED
+from schema.store.tables import events, keys, series
 
 BASELINE_STEPS = 200  # logged steps per rank a watch reads back when it starts
 MAX_ROWS = 200_000  # phase points read per rank and poll, at most (the next poll goes on)
@@ -49,7 +50,7 @@ class Store:
 @dataclass(frozen=True)
 class JobNotice:
     group: str
-    kind: str  # schema.alerts: straggler, straggler_end, hang
+    kind: str  # schema.rules.alerts: straggler, straggler_end, hang
     run: RunInfo  # the run it is about: the straggler's, the rank that never came, else rank 0's
     message: str
 
@@ -230,7 +231,8 @@ class JobWatch:
 
 
 def job_hang(runs: list[RunInfo], where: dict[RunRef, tuple[Store, int]]) -> hangs.Hang | None:
-    """The job's hang as schema/hangs.py joins it, or None; `where`: each run's store and row."""
+    """The job's hang as schema/rules/hangs.py joins it, or None; `where`: each run's store and
+    row."""
     if not any(r.status == STALLED for r in runs):
         return None
     states, gpus = [], []

@@ -20,12 +20,13 @@ from typing import Any
 from sqlalchemy import Engine, bindparam, exists, func, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from schema import migrate, store
-from schema.errors import NotAStore, SchemaTooNew, SchemaTooOld, StoreError, StoreNotFound
-from schema.rollup_repair import check_series, point_series, rebuild, sample_series
-from schema.sqlite_file import backup_into, readonly_uri
-from schema.status import CRASHED, RUNNING, STALLED, effective_status, row_status
-from schema.tables import events, keys, points, runs
+from schema.store import connect as store
+from schema.store import migrate
+from schema.store.errors import NotAStore, SchemaTooNew, SchemaTooOld, StoreError, StoreNotFound
+from schema.store.rollup_repair import check_series, point_series, rebuild, sample_series
+from schema.store.sqlite_file import backup_into, readonly_uri
+from schema.store.status import CRASHED, RUNNING, STALLED, effective_status, row_status
+from schema.store.tables import events, keys, points, runs
 
 ROLLUP_SAMPLE = 24  # series `reslog check` compares with their raw points
 ANNOUNCE_BYTES = 256 << 20  # a whole-file pass over a store this large is announced first
@@ -57,8 +58,8 @@ def _orphan_line(n: int, table: str, what: str) -> str:
 
 def _chunk_points(conn, run_id: int, key_id: int) -> int:
     """The points of one series held in chunks (their rows' counts, nothing decoded)."""
-    from schema.chunk_read import keyset_columns
-    from schema.sql import placeholder
+    from schema.store.chunk_read import keyset_columns
+    from schema.store.sql import placeholder
 
     cur, p = conn.connection.dbapi_connection.cursor(), placeholder(conn.dialect)
     total = 0
@@ -178,8 +179,8 @@ def _integrity(engine: Engine, path: Path, full: bool, say: Callable[[str], None
 def _chunks(engine: Engine, report: CheckReport, fix: bool, full: bool, live: set) -> None:
     """Every chunk against its CRC and its row (`full`: decoded too), and the head chunks a
     crashed writer left, sealed with `fix` (a live run's heads are its writer's)."""
-    from schema.chunk_check import check_chunks
-    from schema.chunk_write import ChunkWriter
+    from schema.store.chunk_check import check_chunks
+    from schema.store.chunk_write import ChunkWriter
 
     try:
         with engine.connect() as conn:
@@ -485,7 +486,7 @@ def _give_back_space(engine: Engine, path: Path | None) -> bool:
     (each VACUUM rewrites the whole file), and again by `reslog upgrade` should a kill have
     stopped it. PostgreSQL reuses the pages of deleted rows by itself (autovacuum); `VACUUM
     FULL points` gives them back to the system there."""
-    from schema.chunk_convert import free_share, pending_runs, vacuum
+    from schema.store.chunk_convert import free_share, pending_runs, vacuum
 
     if path is None:
         return False
@@ -510,11 +511,11 @@ def upgrade_store(
     """Migrate to Alembic head (filling in rollups of the points of a store from before them,
     in one streaming pass), then convert the points stored as rows into chunks run by run
     (`converting` hears its progress), compact the chunks of the runs whose writer is gone
-    (schema/chunk_compact.py, `compacting` hears its progress) and give the space back;
+    (schema/store/chunk_compact.py, `compacting` hears its progress) and give the space back;
     returns the line to print (from → to, backup path, what was converted and compacted). At
     head, it resumes a conversion or a compaction a kill or an error stopped."""
-    from schema.chunk_compact import compact
-    from schema.chunk_convert import convert, pending_runs
+    from schema.store.chunk_compact import compact
+    from schema.store.chunk_convert import convert, pending_runs
 
     url, path, where = _locate(store_arg)
     engine = store.make_engine(url)

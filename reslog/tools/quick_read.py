@@ -3,8 +3,8 @@
 `reslog ls` is what people type while training runs. Through SQLAlchemy its process took 3.9 s
 next to 16 busy writer processes on 2 cores, of which 0.08 s was the command: the rest was the
 interpreter importing SQLAlchemy on a crowded machine. Here the store is read the way the agent
-reads it (sqlite3, the plain column lists of schema/columns.py, schema/series_rows.py's series
-rows), read-only (mode=ro), in one read transaction: a WAL snapshot that holds no lock a
+reads it (sqlite3, the plain column lists of schema/store/columns.py, schema/store/series_rows.py's
+series rows), read-only (mode=ro), in one read transaction: a WAL snapshot that holds no lock a
 writer waits for.
 
 Only the plain case is taken: a path (not a URL) to a regular file on a local disk, holding a
@@ -21,20 +21,21 @@ import stat
 import sys
 from pathlib import Path
 
-from schema.columns import RUN_COLUMNS
-from schema.records import RunInfo, run_info
-from schema.revision import HEAD_REVISION
-from schema.series_rows import agg_of, marker, series_rows
-from schema.sqlite_file import DEFAULT_STORE, NETWORK_FS, connect_readonly, filesystem_type
+from schema.store.columns import RUN_COLUMNS
+from schema.store.records import RunInfo, run_info
+from schema.store.revision import HEAD_REVISION
+from schema.store.series_rows import agg_of, marker, series_rows
+from schema.store.sqlite_file import DEFAULT_STORE, NETWORK_FS, connect_readonly, filesystem_type
 
-BUSY_TIMEOUT_MS = 30_000  # as schema.store's connect hook: only a WAL recovery can make it wait
+# as schema.store.connect's connect hook: only a WAL recovery can make it wait
+BUSY_TIMEOUT_MS = 30_000
 
 
 def store_file(store: str | os.PathLike[str] | None) -> Path | None:
     """The local SQLite file a store argument names, when the fast path can read it; else None.
 
-    The path is built as schema.store.resolve_store builds it, so the label (`str(path)`) is
-    the one schema.store.store_label gives."""
+    The path is built as schema.store.connect.resolve_store builds it, so the label (`str(path)`) is
+    the one schema.store.connect.store_label gives."""
     if store is None or store == "":
         store = os.environ.get("RESLOG_STORE") or DEFAULT_STORE
     store = os.fspath(store)
@@ -46,7 +47,7 @@ def store_file(store: str | os.PathLike[str] | None) -> Path | None:
             return None
     except (OSError, ValueError):
         return None
-    if filesystem_type(path.parent) in NETWORK_FS:  # schema.store warns about it
+    if filesystem_type(path.parent) in NETWORK_FS:  # schema.store.connect warns about it
         return None
     return path
 
@@ -78,7 +79,7 @@ class Snapshot:
         return revisions == [(head_revision(),)]
 
     def runs(self, project: str | None = None) -> list[tuple[int, RunInfo]]:
-        """(row id, run) for every run, oldest first: schema.read.list_runs's answer."""
+        """(row id, run) for every run, oldest first: schema.store.read.list_runs's answer."""
         sql = "SELECT " + ", ".join(RUN_COLUMNS) + " FROM runs"
         args: list[object] = []
         if project is not None:
@@ -91,7 +92,7 @@ class Snapshot:
         ]
 
     def series_aggs(self, run_ids: list[int]) -> dict[int, dict[str, tuple]]:
-        """{run id: {key name: aggregate}}: schema.store_reader.StoreReader.series_rows's rows
+        """{run id: {key name: aggregate}}: schema.store.reader.StoreReader.series_rows's rows
         through envelope.agg_of(row, 2)."""
         names = dict(self.cur.execute("SELECT id, name FROM keys").fetchall())
         out: dict[int, dict[str, tuple]] = {}
@@ -101,10 +102,10 @@ class Snapshot:
 
 
 def head_revision() -> str:
-    """The revision this code reads: schema.store's, where that module is loaded (it is the one
-    schema.store.check_revision holds stores to, and a test may move it), else
-    schema.revision's, the same value."""
-    loaded = sys.modules.get("schema.store")
+    """The revision this code reads: schema.store.connect's, where that module is loaded (it is the
+    one schema.store.connect.check_revision holds stores to, and a test may move it), else
+    schema.store.revision's, the same value."""
+    loaded = sys.modules.get("schema.store.connect")
     return getattr(loaded, "HEAD_REVISION", HEAD_REVISION)
 
 

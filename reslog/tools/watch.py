@@ -8,8 +8,8 @@ at that moment: it is said first (reslog/tools/jobs.py).
 
 A notice is one line on stdout; with `--exec CMD` it also runs CMD through the shell with
 RESLOG_RUN (name), RESLOG_RUN_ID (uid), RESLOG_PROJECT, RESLOG_STATUS (the new status, or the
-alert's kind: nan, throttled, alert, stall, drop, writer; schema/alerts.py says what each means),
-RESLOG_MESSAGE and RESLOG_STORE in its environment (controls escaped, each at most ENV_LIMIT
+alert's kind: nan, throttled, alert, stall, drop, writer; schema/rules/alerts.py says what each
+means), RESLOG_MESSAGE and RESLOG_STORE in its environment (controls escaped, each at most ENV_LIMIT
 characters). Hooks run in the background: a slow webhook never delays the next poll;
 `reslog notify` (reslog/tools/notify.py) posts a notice to a chat webhook with its JSON built
 safely.
@@ -33,8 +33,7 @@ from sqlalchemy import Engine, func, select
 
 from reslog import text
 from reslog.tools.jobs import JobWatch, Store
-from schema import read
-from schema.alerts import (
+from schema.rules.alerts import (
     CRASHED,
     FINISHED,
     NAN,
@@ -44,10 +43,11 @@ from schema.alerts import (
     WATCHED_EVENTS,
     gpu_key,
 )
-from schema.records import RunInfo
-from schema.status import LIVE_STATUSES
-from schema.tables import events, keys, series
-from schema.throttle import slowdown_reasons
+from schema.rules.throttle import slowdown_reasons
+from schema.store import read
+from schema.store.records import RunInfo
+from schema.store.status import LIVE_STATUSES
+from schema.store.tables import events, keys, series
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from schema.user_files import copy_file
+from schema.store.user_files import copy_file
 
 POLICIES = ("live", "now", "end")
 _said: set[str] = set()
@@ -242,7 +242,7 @@ class RunFiles:
             return  # "live": unchanged since it was copied
         target = self._target(path, base)
         target.parent.mkdir(parents=True, exist_ok=True)
-        # A fresh file renamed over the target (schema.user_files), with the source's mode and
+        # A fresh file renamed over the target (schema.store.user_files), with the source's mode and
         # time as copy2 gave: never written through a link planted in the run's folder.
         copy_file(path, target, file_mode=stat.st_mode & 0o777)
         self._copied[path] = seen

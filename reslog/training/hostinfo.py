@@ -48,7 +48,7 @@ def local_rank() -> int:
 def job_id() -> str:
     """The id of the job this process is one rank of: torchrun's run id (--rdzv-id, a fresh uuid
     with --standalone), else Slurm's job id; "" when neither is known. `init` makes it the default
-    group, so the ranks of a job are joined without a `group=` (schema/ranks.py)."""
+    group, so the ranks of a job are joined without a `group=` (schema/rules/ranks.py)."""
     run_id = os.environ.get("TORCHELASTIC_RUN_ID", "").strip()
     if run_id and run_id.lower() != "none":
         return run_id

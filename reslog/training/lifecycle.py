@@ -27,7 +27,7 @@ import traceback
 from types import FrameType
 from typing import Any, Protocol
 
-from schema.status import FAILED, KILLED
+from schema.store.status import FAILED, KILLED
 
 
 class Hooks(Protocol):

@@ -11,8 +11,8 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from reslog.training.config import config_dict
-from schema.errors import UnknownRun
-from schema.tables import runs
+from schema.store.errors import UnknownRun
+from schema.store.tables import runs
 
 MODES = ("online", "offline", "disabled", "shared")
 RESUME_WORDS = ("allow", "must", "never", "auto")

@@ -35,7 +35,7 @@ from reslog.training.wandb_compat import (
 )
 from reslog.training.writer import DeviceRecord, Writer
 from schema import EVENT_LEVELS
-from schema.status import END_STATUSES, FAILED, FINISHED, KILLED, RUNNING
+from schema.store.status import END_STATUSES, FAILED, FINISHED, KILLED, RUNNING
 
 DEFAULT_WAKE_POINTS = 100_000
 
@@ -128,7 +128,7 @@ class Run:
         self._last_step: int | None = step - 1 if step > 0 else None
         # The highest step this process logged: a lower one is behind and not stored (as
         # wandb). A new process may start below the stored steps: a resume from a checkpoint,
-        # which the writer's restart rule makes a new take (schema.rollup.is_restart).
+        # which the writer's restart rule makes a new take (schema.store.rollup.is_restart).
         self._top = MIN_STEP
         self._known: set[str] = set()
         self._timers: dict[str, float] = {}

@@ -17,7 +17,7 @@ import threading
 import traceback
 from collections import deque
 
-from schema.status import STALLED
+from schema.store.status import STALLED
 
 DEFAULT_MIN_STALL_S = 300.0
 STALL_INTERVALS = 20

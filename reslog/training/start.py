@@ -25,12 +25,13 @@ from reslog.training.store_file import StoreFile
 from reslog.training.summary import Summary
 from reslog.training.values import as_json, check_run_text
 from reslog.training.writer import ON_FULL
-from schema import liveness, open_store
-from schema.errors import RunInUse, StoreError, UnknownRun
-from schema.status import RUNNING, stale_after
-from schema.store import resolve_store, sqlite_path, write_timeout
-from schema.tables import events, keys, runs, series
-from schema.writes import insert_run
+from schema import open_store
+from schema.store import liveness
+from schema.store.connect import resolve_store, sqlite_path, write_timeout
+from schema.store.errors import RunInUse, StoreError, UnknownRun
+from schema.store.status import RUNNING, stale_after
+from schema.store.tables import events, keys, runs, series
+from schema.store.writes import insert_run
 
 DEFAULT_FINISH_TIMEOUT_S = 10.0
 DEFAULT_MAX_BUFFER_POINTS = 2_000_000

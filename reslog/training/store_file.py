@@ -20,7 +20,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from schema.sqlite_file import backup_into, readonly_uri
+from schema.store.sqlite_file import backup_into, readonly_uri
 
 SIDECARS = ("-wal", "-shm")
 

@@ -93,9 +93,10 @@ def check_key(key: Any) -> str:
     return str(key)
 
 
-# How long each text of a run row may be (characters): the columns' own sizes (schema/tables.py;
-# PostgreSQL enforces them), so SQLite takes no more. A 1 MiB name made `reslog ls` print 10 MB
-# and every `reslog watch --exec` hook of the run fail (an environment value over 128 KiB).
+# How long each text of a run row may be (characters): the columns' own sizes
+# (schema/store/tables.py; PostgreSQL enforces them), so SQLite takes no more. A 1 MiB name made
+# `reslog ls` print 10 MB and every `reslog watch --exec` hook of the run fail (an environment value
+# over 128 KiB).
 TEXT_LIMITS = {"project": 200, "name": 200, "group": 200, "job_type": 64, "tag": 128,
                "notes": 65_536}  # fmt: skip
 
@@ -170,7 +171,7 @@ def checked(metrics: Mapping[Any, Any], known: set[str]) -> dict[str, Any]:
 
 
 def to_floats(values: list[Any], nan_as_none: bool = True) -> list[Any]:
-    """Stored values: floats, NaN as None (the store's NaN convention; see schema.tables).
+    """Stored values: floats, NaN as None (the store's NaN convention; see schema.store.tables).
 
     Device tensors are gathered per (device, dtype), stacked and copied to the host once per
     group. Runs in the writer thread.

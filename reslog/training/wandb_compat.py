@@ -18,7 +18,7 @@ from reslog.redact import redact
 from reslog.training.lenient import lenient_record
 from reslog.training.model_watch import ModelWatch
 from reslog.training.values import as_json, check_step, storable_text
-from schema.status import FAILED, FINISHED
+from schema.store.status import FAILED, FINISHED
 
 _LEVELS = {
     "info": "info",

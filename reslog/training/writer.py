@@ -4,16 +4,16 @@ The training thread only calls `Writer.put` (an append to a deque, atomic, and c
 writes); `put` holds the back-pressure policy (`on_full`: drop and say so once, or block). This
 thread wakes on an Event, every `interval` seconds (every 0.1 s until the first points are in, so a
 run killed in its first second keeps them) or when the buffer passes `wake_points`, turns records
-into row tuples (reslog/training/rows.py) and hands them to the store (schema/rollup_writer.py), at
-most `chunk_points` points a transaction: a transaction that took longer than COMMIT_TARGET_S sets
-the next one's size to what the store took in that time, so a backlog (after an outage, or a
-server slower than the loops feeding it) lands piece by piece, each piece committed with its
-rollups, and no transaction holds a lock or a server's attention for long. Errors stay here:
-the data is kept (bounded), a warning is given once, and the flush is retried with backoff until
-the store takes it. While it backs off only finish() cuts a wait short (a training loop's wakes
-would make it retry as fast as it logs), and each failure halves the transaction's size, down to
-MIN_CHUNK_POINTS, so a backlog fits into the little space a nearly full disk has; each quick
-commit doubles it back. Each tick also checks that the store file is still the one
+into row tuples (reslog/training/rows.py) and hands them to the store
+(schema/store/rollup_writer.py), at most `chunk_points` points a transaction: a transaction that
+took longer than COMMIT_TARGET_S sets the next one's size to what the store took in that time, so a
+backlog (after an outage, or a server slower than the loops feeding it) lands piece by piece, each
+piece committed with its rollups, and no transaction holds a lock or a server's attention for long.
+Errors stay here: the data is kept (bounded), a warning is given once, and the flush is retried with
+backoff until the store takes it. While it backs off only finish() cuts a wait short (a training
+loop's wakes would make it retry as fast as it logs), and each failure halves the transaction's
+size, down to MIN_CHUNK_POINTS, so a backlog fits into the little space a nearly full disk has; each
+quick commit doubles it back. Each tick also checks that the store file is still the one
 opened (reslog/training/store_file.py) and whether the run stalled (reslog/training/stall.py).
 
 The watchdog on a server, the stall check and the store-file check live in
@@ -44,12 +44,12 @@ from reslog.training.store_file import StoreFile
 from reslog.training.summary import Summary, summary_json
 from reslog.training.values import to_floats
 from reslog.training.writer_watch import check_file, watch_stall, watch_writes
-from schema.gc_pause import gc_paused
-from schema.rollup_writer import Pending, RollupWriter
-from schema.sql import positional_insert
-from schema.status import FINISHED
-from schema.tables import events, runs
-from schema.writes import resolve_keys
+from schema.store.gc_pause import gc_paused
+from schema.store.rollup_writer import Pending, RollupWriter
+from schema.store.sql import positional_insert
+from schema.store.status import FINISHED
+from schema.store.tables import events, runs
+from schema.store.writes import resolve_keys
 
 log = logging.getLogger("reslog")
 

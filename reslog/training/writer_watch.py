@@ -29,8 +29,8 @@ from reslog.training.server_health import (
     thread_cpu,
 )
 from reslog.training.stall import thread_stacks
-from schema.alerts import gpu_key
-from schema.status import STALLED
+from schema.rules.alerts import gpu_key
+from schema.store.status import STALLED
 
 if TYPE_CHECKING:
     from reslog.training.writer import Writer
@@ -128,7 +128,7 @@ def check_file(w: Writer) -> None:
     w.engine.dispose()
     where, ours = w.file.place(tmp, w.uid)
     if where != old:
-        from schema.store import make_engine
+        from schema.store.connect import make_engine
 
         w.engine = make_engine(f"sqlite:///{where}")
         w.label = str(where)

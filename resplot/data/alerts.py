@@ -1,6 +1,6 @@
 """Alerts derived from the cache: NaN/inf loss, a stalled or crashed run, a quiet one (no new
 step for a while), GPU utilisation drop, hot or throttled GPU, plus the alerts a run logged
-itself (`run.alert`). Pure functions, no Qt; the kinds and what they mean are schema.alerts'.
+itself (`run.alert`). Pure functions, no Qt; the kinds and what they mean are schema.rules.alerts'.
 
 They read the series summaries (counts, extremes, flags and last points of whole series,
 O(series)) and, for what happened in the last minute, the points seen arriving live.
@@ -17,8 +17,8 @@ from reslog.text import safe
 from resplot.data import ranks
 from resplot.data.cache import SeriesCache, Summary
 from resplot.data.model import RunRef
-from schema import alerts as kind
-from schema.alerts import (
+from schema.rules import alerts as kind
+from schema.rules.alerts import (
     CRASHED,
     GPU_TEMP,
     GPU_UTIL_DROP,
@@ -29,7 +29,8 @@ from schema.alerts import (
     THROTTLED,
     gpu_key,
 )
-from schema.rollup import (
+from schema.rules.throttle import THROTTLE_BITS
+from schema.store.rollup import (
     BITS,
     MAX_AT,
     NAN,
@@ -44,8 +45,7 @@ from schema.rollup import (
     N,
     mean,
 )
-from schema.status import RUNNING
-from schema.throttle import THROTTLE_BITS
+from schema.store.status import RUNNING
 
 LOSS_KEYS = ("train/loss", "valid/loss")
 LEVELS = {"info": 0, "warning": 1, "error": 2}
@@ -64,7 +64,7 @@ class Thresholds:
 @dataclass(frozen=True)
 class Alert:
     run: RunRef
-    kind: str  # schema.alerts: nan, stalled, crashed, quiet, gpu_util_drop, gpu_temp, ...
+    kind: str  # schema.rules.alerts: nan, stalled, crashed, quiet, gpu_util_drop, gpu_temp, ...
     level: str  # info, warning, error
     message: str
     step: int | None = None
@@ -141,7 +141,7 @@ def _stack_excerpt(body: str) -> str:
 
 
 def run_status(cache: SeriesCache, ref: RunRef, now: float) -> list[Alert]:
-    """A run whose status is stalled or crashed (schema/status.py), at its last step."""
+    """A run whose status is stalled or crashed (schema/store/status.py), at its last step."""
     run = cache.run(ref)
     if run is None or run.status not in (STALLED, CRASHED):
         return []

@@ -1,7 +1,7 @@
 """The viewer's data: what the sources write (worker threads) and the charts read (GUI thread).
 
 - runs and events, as the store has them;
-- one summary per series (schema.rollup aggregate and rollup levels, from the store's `series`
+- one summary per series (schema.store.rollup aggregate and rollup levels, from the store's `series`
   rows, then kept current by folding live points in): key lists, latest values, the run table,
   alerts and the comparison table read these, O(series);
 - a live tail per series: the raw points that arrived since the source connected, the newest
@@ -27,8 +27,8 @@ import numpy as np
 
 from resplot.data.model import Event, RunInfo, RunRef, Series
 from resplot.data.tiles import DEFAULT_LIMIT_BYTES, Tile, TileCache
-from schema import buckets
-from schema.rollup import STEP_HI, STEP_LO, fold, is_restart, merge
+from schema.store import buckets
+from schema.store.rollup import STEP_HI, STEP_LO, fold, is_restart, merge
 
 LIVE_POINTS = 20_000  # raw points kept per series (the newest)
 

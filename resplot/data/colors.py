@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from schema.status import CRASHED, FAILED, FINISHED, KILLED, RUNNING, STALLED
+from schema.store.status import CRASHED, FAILED, FINISHED, KILLED, RUNNING, STALLED
 
 # Tableau 10, then ten more picked to stay apart from them and from each other (dark, light
 # and saturated hues the first ten lack), so that 20 runs on one chart are told apart.

@@ -1,6 +1,6 @@
 """The run table's rows as plain data: one row per run, except that the runs of one multi-rank
-job (its group, across every source: schema/ranks.py) are one row, which unfolds into a row per
-host and, under each host, its ranks' runs. No Qt: resplot/ui/run_table.py shows these.
+job (its group, across every source: schema/rules/ranks.py) are one row, which unfolds into a row
+per host and, under each host, its ranks' runs. No Qt: resplot/ui/run_table.py shows these.
 
 A host row carries the host's telemetry: its GPUs as the job's runs on that host logged them
 (the local rank 0's run, or the trainer's telemetry run of a host with `every_rank` off).
@@ -16,10 +16,10 @@ from reslog.text import safe
 from resplot.data.cache import SeriesCache
 from resplot.data.model import RunInfo, RunRef
 from resplot.data.ranks import job_label
-from schema.alerts import gpu_key
-from schema.ranks import ranks_text
-from schema.rollup import VMAX, VSUM, N
-from schema.status import CRASHED, FAILED, FINISHED, KILLED, RUNNING, STALLED
+from schema.rules.alerts import gpu_key
+from schema.rules.ranks import ranks_text
+from schema.store.rollup import VMAX, VSUM, N
+from schema.store.status import CRASHED, FAILED, FINISHED, KILLED, RUNNING, STALLED
 
 # The order statuses are said in when a job's runs differ: what needs a look first.
 URGENCY = (STALLED, CRASHED, FAILED, KILLED, RUNNING, FINISHED)

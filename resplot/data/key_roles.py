@@ -18,7 +18,7 @@ import re
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-from schema.rollup import LAST, MIN_AT, STEP_LO, VMAX, VMIN, N
+from schema.store.rollup import LAST, MIN_AT, STEP_LO, VMAX, VMIN, N
 
 ROLES: dict[str, tuple[str, ...]] = {
     # reslog, then nanoGPT / Hugging Face (train/…), Lightning (train_loss), torchtitan.

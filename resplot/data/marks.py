@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from schema.status import CRASHED, FAILED, FINISHED, KILLED, RUNNING
+from schema.store.status import CRASHED, FAILED, FINISHED, KILLED, RUNNING
 
 MERGE_PX = 4.0  # non-finite points closer than this on screen are one stretch
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from schema.records import Event, RunInfo, RunRef
-from schema.rollup import is_restart
+from schema.store.records import Event, RunInfo, RunRef
+from schema.store.rollup import is_restart
 
 __all__ = ["Event", "RunInfo", "RunRef", "Series"]
 
@@ -28,7 +28,7 @@ class Series:
         """Append points in arrival order; True when a restart dropped superseded points.
 
         A step lower than the one before it, logged later, is a restart (a resume from an older
-        checkpoint; schema.rollup.is_restart): every earlier point at that step or later is
+        checkpoint; schema.store.rollup.is_restart): every earlier point at that step or later is
         dropped, as TensorBoard purges orphaned data, so the chart shows the newer take."""
         n, m = self._n, len(steps)
         if m == 0:
@@ -71,13 +71,13 @@ class Series:
 
 def restarts(steps: np.ndarray, walls: np.ndarray) -> np.ndarray:
     """Positions (>= 1, arrival order) of the points that start the series over after the point
-    before them: schema.rollup.is_restart over whole arrays."""
+    before them: schema.store.rollup.is_restart over whole arrays."""
     return np.flatnonzero((steps[1:] < steps[:-1]) & (walls[1:] > walls[:-1])) + 1
 
 
 def newest_take(steps: np.ndarray, walls: np.ndarray) -> np.ndarray:
     """Boolean mask of the points (in arrival order) that stand after restarts; the numpy twin
-    of schema.rollup.newest_take (a restart step supersedes earlier points at or after it),
+    of schema.store.rollup.newest_take (a restart step supersedes earlier points at or after it),
     held to it on random sequences by tests/test_restart_rule.py."""
     n = len(steps)
     big = np.iinfo(np.int64).max

@@ -15,7 +15,7 @@ from resplot.data.colors import shade
 from resplot.data.key_roles import TIMING_ROLES, gpu_series, host_series, key_for, mfu_scale
 from resplot.data.model import RunRef
 from resplot.data.state import ViewState
-from schema.compare import select_keys
+from schema.rules.compare import select_keys
 
 MAX_STACKED_RUNS = 4
 TIMING_PARTS = ("data", "forward", "backward", "optimizer")

@@ -1,7 +1,7 @@
 """What the Ranks page draws of one job: rank x step matrices of step time and of each phase,
 grouped by host, with the job's stragglers and hang marked. No Qt, no matplotlib.
 
-A job is the runs of one group across every source in the cache (schema/ranks.py): each host's
+A job is the runs of one group across every source in the cache (schema/rules/ranks.py): each host's
 store comes through its own source, and the group (torchrun's run id, or `init(group=)`) joins
 them. Rows are ranks, ordered by host then rank; columns are step ranges a whole number of
 rollup buckets wide, aligned on bucket edges, so each cell holds whole buckets and its extremes
@@ -9,11 +9,11 @@ are exact: the largest and smallest value the phase took in those steps (raw poi
 range is narrow enough, else the buckets' own extremes), as every chart draws them
 (resplot/data/views.py). A cell's mean is the mean of its buckets' means (of its points, raw).
 
-Stragglers are judged by schema/stragglers.py on the data the matrices were made from: per step
-on raw points, per bucket mean when zoomed out (`judged_per` says which; the rule's window then
+Stragglers are judged by schema/rules/stragglers.py on the data the matrices were made from: per
+step on raw points, per bucket mean when zoomed out (`judged_per` says which; the rule's window then
 counts buckets, about as many steps as on raw points), the excesses over the other ranks worked
 out with numpy over the whole history at once (resplot/data/straggler_matrix.py); the hang by
-schema/hangs.py from the ranks' statuses, stall events and GPU readings in the cache.
+schema/rules/hangs.py from the ranks' statuses, stall events and GPU readings in the cache.
 """
 
 from __future__ import annotations
@@ -37,12 +37,13 @@ from resplot.data.views import (
     over_budget,
     series_view,
 )
-from schema import buckets, hangs
-from schema.alerts import HANG, STRAGGLER
-from schema.ranks import STEP, jobs, key, own_work, phase_of, ranks_text
-from schema.rollup import LAST, STEP_HI, STEP_LO
-from schema.status import STALLED
-from schema.stragglers import Straggler, StragglerRule
+from schema.rules import hangs
+from schema.rules.alerts import HANG, STRAGGLER
+from schema.rules.ranks import STEP, jobs, key, own_work, phase_of, ranks_text
+from schema.rules.stragglers import Straggler, StragglerRule
+from schema.store import buckets
+from schema.store.rollup import LAST, STEP_HI, STEP_LO
+from schema.store.status import STALLED
 
 # What a heatmap cell shows of the steps it holds: Matrix fields, and how the page says each.
 STATS = {"max": "largest", "mean": "mean", "min": "smallest"}
@@ -127,7 +128,7 @@ class Matrix:
 class Mark:
     """Something to mark on the heatmap: rows and a step range, what it is, what it says."""
 
-    kind: str  # schema.alerts: straggler, hang
+    kind: str  # schema.rules.alerts: straggler, hang
     rows: tuple[int, ...]
     first: int
     last: int | None  # None: still going

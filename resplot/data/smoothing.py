@@ -32,7 +32,7 @@ from itertools import pairwise
 import numpy as np
 
 from resplot.data.key_roles import ROLES
-from schema.rollup import STEP_HI, STEP_LO, N
+from schema.store.rollup import STEP_HI, STEP_LO, N
 
 # exp(±600) stays far from float64 overflow (~exp(709)); blocks are cut so exponents stay inside.
 _BLOCK_LOG = 600.0

@@ -1,5 +1,5 @@
-"""The straggler rule (schema/stragglers.py) over a job's whole history at once: what the Ranks
-page judges on every refresh. StragglerDetector fed step by step spent ~25 ms a rank a refresh
+"""The straggler rule (schema/rules/stragglers.py) over a job's whole history at once: what the
+Ranks page judges on every refresh. StragglerDetector fed step by step spent ~25 ms a rank a refresh
 in Python dicts (64 ranks: over a second); here each phase is a ranks x steps matrix and every
 rank's excess over the median of the others is worked out with numpy, column by column, exactly
 as the rule's `_excess` does it. Only the ranks and phases whose slow steps ever fill the rule's
@@ -19,8 +19,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from schema.ranks import STEP, own_work
-from schema.stragglers import Straggler, StragglerDetector, StragglerRule
+from schema.rules.ranks import STEP, own_work
+from schema.rules.stragglers import Straggler, StragglerDetector, StragglerRule
 
 Series = tuple[np.ndarray, np.ndarray]  # steps, values
 

@@ -1,10 +1,10 @@
 """Tiles: a fixed range of one series at one rollup level, the unit the viewer fetches and keeps.
 
 Tile (level l, index i) covers the buckets [i * TILE_BUCKETS, (i + 1) * TILE_BUCKETS) of level l
-(schema.buckets), at level 0 the raw points of those steps. A chart asks for the tiles its
+(schema.store.buckets), at level 0 the raw points of those steps. A chart asks for the tiles its
 view needs at the level its width wants; tiles arrive through the source's worker thread and
 live in an LRU cache bounded by bytes (default 256 MB). Points that arrive live after a tile
-was read are folded into it with schema.rollup, the writer's own fold, so a cached tile stays
+was read are folded into it with schema.store.rollup, the writer's own fold, so a cached tile stays
 equal to what the store holds without being read again.
 
 No Qt here. Not thread-safe by itself: SeriesCache calls it under its lock. A tile's columns are
@@ -18,8 +18,8 @@ from collections.abc import Callable, Hashable
 
 import numpy as np
 
-from schema import buckets
-from schema.rollup import AGG_COLUMNS, AGG_FLOATS, fold_buckets, merge
+from schema.store import buckets
+from schema.store.rollup import AGG_COLUMNS, AGG_FLOATS, fold_buckets, merge
 
 RAW_COLUMNS = ("step", "wall", "value")
 DEFAULT_LIMIT_BYTES = 256 << 20
@@ -33,7 +33,7 @@ def empty_columns(level: int) -> dict[str, np.ndarray]:
 
 
 def agg_at(cols: dict, i: int) -> tuple:
-    """Row i of aggregate columns (a tile's, or a series section's) as a schema.rollup
+    """Row i of aggregate columns (a tile's, or a series section's) as a schema.store.rollup
     aggregate: the wire's NaN back to None where it stands for "no finite value" or a NaN last
     value, and its 0 back to None in steps that are not there."""
     out = []

@@ -23,8 +23,8 @@ import numpy as np
 from resplot.data.cache import SeriesCache
 from resplot.data.model import RunRef
 from resplot.data.tiles import empty_columns
-from schema import buckets
-from schema.rollup import STEP_HI, STEP_LO, N
+from schema.store import buckets
+from schema.store.rollup import STEP_HI, STEP_LO, N
 
 # Where no stored level gives a bucket per pixel, the host reads every raw point of the view
 # whatever it sends. It sends them as they are while that is no more bytes than the fine
@@ -42,11 +42,11 @@ FINE_PER_PIXEL = 4
 # 1, fewer buckets than pixels, as its notes say (zoomed in, it has fine levels again). The
 # budget is what the host's fold gets through in about a second or two, by what the source said
 # it folds with (SeriesCache.fold: the agent's `hello`, numpy in resplot's own process for
-# PostgreSQL). numpy, ~0.36 µs a point read and folded from the chunks (schema/folding_numpy.py;
-# up to 4 processes on the host): 20M points, a 60-run x 20,000-step sweep's training page
-# (6M at 5 keys) or the system page of 8 runs x 66 keys (2.6M). The builtins, ~4 µs a point
-# (an agent on a host without numpy, or an old agent that does not say): 1M, the training page
-# of 8 runs (0.96M).
+# PostgreSQL). numpy, ~0.36 µs a point read and folded from the chunks
+# (schema/store/folding_numpy.py; up to 4 processes on the host): 20M points, a 60-run x 20,000-step
+# sweep's training page (6M at 5 keys) or the system page of 8 runs x 66 keys (2.6M). The builtins,
+# ~4 µs a point (an agent on a host without numpy, or an old agent that does not say): 1M, the
+# training page of 8 runs (0.96M).
 FINE_POINTS_PER_PAGE = {"numpy": 20_000_000, "builtins": 1_000_000}
 
 

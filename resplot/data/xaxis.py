@@ -22,7 +22,7 @@ import numpy as np
 from resplot.data.decimate import in_order
 from resplot.data.key_roles import key_for, step_counter
 from resplot.data.model import Event, RunInfo
-from schema.rollup import LAST, STEP_HI, VMAX
+from schema.store.rollup import LAST, STEP_HI, VMAX
 
 TOKENS_KEY = "train/tokens"
 LABELS = {

@@ -41,9 +41,9 @@ from resplot.draw.tracks import (
     Track,
     tokens_guide,
 )
-from schema.compare import metric_stats
-from schema.status import FINISHED
-from schema.user_files import replacing
+from schema.rules.compare import metric_stats
+from schema.store.status import FINISHED
+from schema.store.user_files import replacing
 
 # Where non-finite points are marked, in axes height fractions.
 SAVE_FORMATS = ("png", "svg", "pdf")

@@ -47,7 +47,7 @@ from resplot.draw.axes_setup import NOTE_PT
 from resplot.draw.charts import save_figure
 from resplot.draw.follow import FollowsData
 from resplot.draw.ticks import CompactFormatter
-from schema.alerts import HANG, STRAGGLER
+from schema.rules.alerts import HANG, STRAGGLER
 
 CELL_PX = 4  # the narrowest cell the page asks for: a 1,000 px map is 250 columns
 ROW_LABEL_PX = 11  # rank numbers are labelled when rows are at least this tall, else every n-th

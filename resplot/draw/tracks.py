@@ -26,8 +26,8 @@ from resplot.data.smoothing import (
     warmup_steps,
 )
 from resplot.data.views import FINE_PER_PIXEL, SeriesView, ViewMemo, series_view
-from schema.rollup import STEP_HI, STEP_LO
-from schema.status import RUNNING
+from schema.store.rollup import STEP_HI, STEP_LO
+from schema.store.status import RUNNING
 
 NONFINITE_Y = {"nan": 0.96, "+inf": 0.99, "-inf": 0.01}  # axes fraction of NaN/inf markers
 BUCKET_POINTS = 4  # points a bucket view holds per bucket (its extremes, last value, last point)

@@ -29,13 +29,13 @@ from resplot.data.pages import panels_for
 from resplot.data.smoothing import smoothable, unit_of
 from resplot.data.state import ViewState
 from resplot.data.xaxis import TOKENS_KEY
-from resplot.exports import summaries
 from resplot.report import levels as budget
 from resplot.report.pack import Packer
-from schema import buckets
-from schema.alerts import ALERT
-from schema.compare import comparison_table
-from schema.rollup import STEP_HI, STEP_LO
+from resplot.ui.exports import summaries
+from schema.rules.alerts import ALERT
+from schema.rules.compare import comparison_table
+from schema.store import buckets
+from schema.store.rollup import STEP_HI, STEP_LO
 
 REPORT_PAGES = ("training", "system", "timing", "ranks")
 DEFAULT_MAX_MB = 10.0

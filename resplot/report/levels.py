@@ -3,7 +3,7 @@ no I/O: `choose()` is tested on its own.
 
 Every series is embedded either raw (every point) or as columns of one width W (first step,
 min and max with their steps, last, as the viewer's tiles: a stored rollup level, or a fine
-level the host folds from the raw points, schema/buckets.py). The page builds every coarser
+level the host folds from the raw points, schema/store/buckets.py). The page builds every coarser
 width from those columns itself (exactly: extremes and lasts combine), so a zoom draws at least
 one exact column a pixel down to W steps a pixel; a series embedded raw is exact at every zoom.
 
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from schema import buckets
-from schema.rollup import STEP_HI, STEP_LO, N
+from schema.store import buckets
+from schema.store.rollup import STEP_HI, STEP_LO, N
 
 # Bytes a point or a column takes in the file (deflated, base64, float64 values: about; the
 # builder measures the real size and asks again with the ratio it measured).

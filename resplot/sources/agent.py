@@ -36,14 +36,14 @@ from resplot.sources.client import (
     rows_table,
     table_columns,
 )
-from schema import buckets
-from schema.errors import StoreError, StoreNotFound
-from schema.read import run_from_row
-from schema.status import row_status
+from schema.store import buckets
+from schema.store.errors import StoreError, StoreNotFound
+from schema.store.read import run_from_row
+from schema.store.status import row_status
 
 
 class _Row:
-    """schema.read.run_from_row reads `row._mapping`; the agent sends plain dicts."""
+    """schema.store.read.run_from_row reads `row._mapping`; the agent sends plain dicts."""
 
     __slots__ = ("_mapping",)
 

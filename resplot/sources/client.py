@@ -20,7 +20,7 @@ import numpy as np
 from reslog.agent import wire
 from reslog.agent.bundle import boot_bytes
 from reslog.agent.wire import KEY_BITS, POINT_LAYOUTS, ROW_LAYOUTS
-from schema.errors import NotAStore, SchemaTooNew, SchemaTooOld, StoreError, StoreNotFound
+from schema.store.errors import NotAStore, SchemaTooNew, SchemaTooOld, StoreError, StoreNotFound
 
 PROTOCOL = wire.PROTOCOL
 

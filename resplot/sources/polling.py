@@ -17,7 +17,7 @@ from resplot.sources.base import AuthFailed, Source
 from resplot.sources.client import AgentConnectionError
 from resplot.sources.spec import Spec
 from resplot.ssh.options import SSHOptions
-from schema.errors import StoreError
+from schema.store.errors import StoreError
 
 BACKOFF_FIRST_S = 1.0
 BACKOFF_CAP_S = 30.0

@@ -1,15 +1,15 @@
 """A PostgreSQL store (many hosts logging into one server), read through SQLAlchemy with the
-same schema.envelope reads the agent does for SQLite: series rows on the first poll, then live
+same schema.store.envelope reads the agent does for SQLite: series rows on the first poll, then live
 points and the tiles the charts want, each poll in one REPEATABLE READ snapshot.
 
 PostgreSQL hands out ids from a sequence at insert time, not at commit: a writer can commit
 row 100 after another writer's row 105 is already visible. A plain "id > cursor" would skip 100
 forever, so each poll re-reads an overlap window of `overlap` rows below the cursor and drops
 the points it has already applied. A point's id is its row's sequence value times
-PG_ROW_STRIDE plus its column (schema/chunk_write.py), so the window is `overlap` strides of
+PG_ROW_STRIDE plus its column (schema/store/chunk_write.py), so the window is `overlap` strides of
 ids. A row is only missed if more than `overlap` newer rows were committed while its
 transaction stayed open (reslog's writer commits one flush at a time, far below that). Points
-stored before chunks (legacy rows, schema/chunk_read.py) are never written late: the window
+stored before chunks (legacy rows, schema/store/chunk_read.py) are never written late: the window
 stops at the newest of them.
 """
 
@@ -30,15 +30,15 @@ from resplot.sources.apply import Points, Reply, apply_reply
 from resplot.sources.base import PollResult, Progress, Source
 from resplot.sources.client import table_columns
 from resplot.sources.spec import PostgresSpec
-from schema import buckets, chunk_read, envelope, folding_numpy
-from schema.chunk_write import PG_ROW_STRIDE
-from schema.errors import StoreError
-from schema.gc_pause import gc_paused
-from schema.read import fetch_points, key_names, list_runs
-from schema.rollup import AGG_COLUMNS
-from schema.store import open_store
-from schema.store_reader import StoreReader
-from schema.tables import events
+from schema.store import buckets, chunk_read, envelope, folding_numpy
+from schema.store.chunk_write import PG_ROW_STRIDE
+from schema.store.connect import open_store
+from schema.store.errors import StoreError
+from schema.store.gc_pause import gc_paused
+from schema.store.read import fetch_points, key_names, list_runs
+from schema.store.reader import StoreReader
+from schema.store.rollup import AGG_COLUMNS
+from schema.store.tables import events
 
 
 class _Window:
@@ -213,7 +213,7 @@ class PostgresSource(Source):
         by_name = {name: kid for kid, name in self.keys.items()}
         takes = envelope.series_with_takes(cur)
         out = []
-        with gc_paused():  # the fine tiles' raw rows (schema/gc_pause.py)
+        with gc_paused():  # the fine tiles' raw rows (schema/store/gc_pause.py)
             for uid, key, level, first, count in tile_ranges(wanted):
                 run_id, key_id = by_uid.get(uid), by_name.get(key)
                 if run_id is None or key_id is None:
@@ -284,7 +284,7 @@ def fine_tiles(
 ) -> list[tuple[int, dict[str, np.ndarray]]]:
     """(index, columns) of `count` fine tiles from `first`, every one listed (empty ones too):
     the range's points read as decoded chunk columns and folded with numpy in one go
-    (schema/folding_numpy.py, ~10x quicker a point than rows through the builtins), the same
+    (schema/store/folding_numpy.py, ~10x quicker a point than rows through the builtins), the same
     buckets the agent sends."""
     sh, per = buckets.shift(level), buckets.TILE_BUCKETS
     start, stop = (first * per) << sh, ((first + count) * per) << sh

@@ -92,9 +92,9 @@ class PostgresSpec:
     @property
     def label(self) -> str:
         """The URL without its password: how runs from this server are labelled (the store's
-        one label, schema.store.url_label; imported here, not at the top, so that parsing a
+        one label, schema.store.connect.url_label; imported here, not at the top, so that parsing a
         spec needs no database library)."""
-        from schema.store import url_label
+        from schema.store.connect import url_label
 
         return url_label(self.url)
 

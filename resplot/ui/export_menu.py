@@ -8,7 +8,7 @@ from pathlib import Path
 from PyQt5.QtCore import QThread, pyqtSignal
 from PyQt5.QtWidgets import QFileDialog, QMenu, QMessageBox
 
-from resplot.exports import export_points
+from resplot.ui.exports import export_points
 
 POINT_FILTERS = {
     "csv": "CSV, long (*.csv)",

@@ -1,6 +1,6 @@
 """The window's "keep a local copy": sources mirrored into local stores as they are watched.
 
-Each kept source is synced (resplot.sync) into its own mirror under the data directory, on a
+Each kept source is synced (resplot.sources.sync) into its own mirror under the data directory, on a
 worker thread, every `interval` seconds. When a kept source stops answering (the rented box was
 released, its disk is gone) its mirror is shown in its place, marked "(local copy)"; when it
 answers again, the mirror is hidden again (the runs would otherwise show twice). The list of kept
@@ -25,10 +25,10 @@ from PyQt5.QtCore import QObject, pyqtSignal
 from resplot.sources.base import AuthFailed
 from resplot.sources.client import AgentConnectionError
 from resplot.sources.spec import parse_spec
+from resplot.sources.sync import Mirror
 from resplot.ssh.options import SSHOptions
-from resplot.sync import Mirror
-from schema.errors import StoreError
-from schema.user_files import make_private_folders, private_folder, write_file
+from schema.store.errors import StoreError
+from schema.store.user_files import make_private_folders, private_folder, write_file
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """Desktop notifications for what `reslog watch` would print: a run's alerts (NaN loss, stalled,
-crashed, quiet, throttling...: schema.alerts says what each kind means) and its end (finished,
+crashed, quiet, throttling...: schema.rules.alerts says what each kind means) and its end (finished,
 failed, killed), each said once when it starts.
 
 Shown through the system tray (QSystemTrayIcon). Where there is no tray (some Linux desktops, a
@@ -18,7 +18,7 @@ from PyQt5.QtWidgets import QApplication, QStyle, QSystemTrayIcon, QWidget
 from reslog.text import safe
 from resplot.data.alerts import Alert
 from resplot.data.model import RunInfo, RunRef
-from schema.alerts import END_STATUSES, RENAMED
+from schema.rules.alerts import END_STATUSES, RENAMED
 
 ALL_KINDS = "*"
 

@@ -19,7 +19,7 @@ from resplot.sources.base import AuthFailed, PollResult, Source, SourceState
 from resplot.sources.polling import backoff_s
 from resplot.sources.spec import Spec
 from resplot.ssh.options import SSHOptions
-from schema.errors import StoreError
+from schema.store.errors import StoreError
 
 AUTH_BACKOFF_S = 60.0  # the same keys will not start working by themselves
 

@@ -32,7 +32,7 @@ from resplot.data.model import RunInfo, RunRef
 from resplot.data.names import distinct_parts
 from resplot.data.state import ViewState
 from resplot.data.xaxis import own_step
-from schema.compare import (
+from schema.rules.compare import (
     PER_RANK,
     differing_config,
     duration_s,
@@ -262,7 +262,7 @@ class RunTableModel(QAbstractItemModel):
             "step": own_step({k: s.agg for k, s in summaries.items()}, self.cache.events(ref)),
             "tokens/s": _stats(self.cache, ref, "train/tokens_per_s")[0],
             "duration": f"{duration_s(run) / 3600.0:.2f} h",
-            # The export's rule (schema.compare): GPUs seen in telemetry, else no GPU-hours.
+            # The export's rule (schema.rules.compare): GPUs seen in telemetry, else no GPU-hours.
             "GPU-hours": gpu_hours(run, summaries),
             "host": run.host or ref.source,
         }

@@ -26,7 +26,7 @@ from resplot.data.model import RunRef
 from resplot.data.names import distinct_parts
 from resplot.data.state import ViewState
 from resplot.sources.base import SourceState
-from schema.rollup import WALL_HI
+from schema.store.rollup import WALL_HI
 
 
 def short_paths(paths: set[str]) -> dict[str, str]:

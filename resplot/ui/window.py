@@ -21,7 +21,6 @@ from PyQt5.QtWidgets import (
     QTabWidget,
 )
 
-from resplot import settings as settings_mod
 from resplot.data import alerts as alerts_mod
 from resplot.data.cache import SeriesCache
 from resplot.data.key_roles import counter_keys, rising_keys
@@ -32,12 +31,13 @@ from resplot.data.state import PAGES, ViewState
 from resplot.draw import fonts
 from resplot.draw.charts import ChartPage, save_figure
 from resplot.draw.ranks import RanksPage
-from resplot.exports import export_table
 from resplot.sources.spec import parse_spec
 from resplot.ssh.options import SSHOptions
 from resplot.ui import controls, ranks_view, shortcuts, status_bar, window_layout
+from resplot.ui import settings as settings_mod
 from resplot.ui.dialogs import AddSourceDialog, HostKeyAsker
 from resplot.ui.export_menu import ExportWorker, ask_export, start_points_export
+from resplot.ui.exports import export_table
 from resplot.ui.notify import Notifier
 from resplot.ui.page_view import PageView
 from resplot.ui.poller import Poller

@@ -32,9 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
-from schema import chunk_codec as stdlib_codec
-from schema import chunk_codec_numpy as numpy_codec
-from schema.chunk_codec import DELTA, DELTA2, SHUFFLE, XOR, shuffle
+from schema.store import chunk_codec as stdlib_codec
+from schema.store import chunk_codec_numpy as numpy_codec
+from schema.store.chunk_codec import DELTA, DELTA2, SHUFFLE, XOR, shuffle
 
 STEP_S = 0.3
 T0_NS = 1_764_000_000_123_456_789
@@ -281,8 +281,8 @@ def measure(name: str, series: list, size: int, points: int, quick: bool) -> dic
 def baseline(steps: int, rng: np.random.Generator) -> dict:
     """A real store written through reslog: its bytes a point and scan() ns a point."""
     import reslog
-    from schema.store import open_store
-    from schema.store_reader import StoreReader
+    from schema.store.connect import open_store
+    from schema.store.reader import StoreReader
 
     _, _, keys = training(steps, rng)
     names = list(keys)

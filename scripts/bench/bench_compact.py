@@ -7,8 +7,8 @@ The issue's workload as a 0005 store (a `points` row a point): 20 training keys 
 (0.3 s a step) and 12 NVML fields x 8 GPUs every second (every 3rd step), its rows inserted in
 one of two orders: step by step (every key of a step, then the next step: ids line up across
 the keys of a step) or flush by flush as reslog's writer before 0006 did (a flush of 10 steps,
-its points key by key). Each is converted to chunks (schema.chunk_convert, one series a chunk)
-and then compacted (schema.chunk_compact); printed: the chunks' bytes a point (blobs only, and
+its points key by key). Each is converted to chunks (schema.store.chunk_convert, one series a chunk)
+and then compacted (schema.store.chunk_compact); printed: the chunks' bytes a point (blobs only, and
 the whole file after VACUUM) and the wall and process CPU seconds of each step.
 """
 
@@ -24,8 +24,8 @@ from pathlib import Path
 from alembic import command
 from bench_convert import row_store
 
-from schema import chunk_compact, chunk_convert, migrate
-from schema.store import make_engine, open_store, resolve_store
+from schema.store import chunk_compact, chunk_convert, migrate
+from schema.store.connect import make_engine, open_store, resolve_store
 
 TRAIN, GPUS, FIELDS, FLUSH = 20, 8, 12, 10
 

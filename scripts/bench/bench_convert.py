@@ -6,7 +6,7 @@
 A 0005 store (a `points` row a point) of --runs runs shaped like the scale benchmark: 20
 training keys every step, 30 GPU keys every 4th step, for --steps steps, its rows inserted
 straight into SQLite (rollups left out: the conversion does not read them). Printed, for the
-conversion alone (schema.chunk_convert.convert on a fresh copy) and for the whole command
+conversion alone (schema.store.chunk_convert.convert on a fresh copy) and for the whole command
 (`reslog upgrade --no-backup`: migration, conversion, VACUUM): wall and process CPU seconds,
 points per second of each, and the file's bytes before and after; and the baseline measured in
 the same run on another copy: reading every row back by id (the floor of any conversion) and
@@ -27,8 +27,8 @@ from pathlib import Path
 
 from alembic import command
 
-from schema import chunk_convert, migrate
-from schema.store import make_engine, open_store, resolve_store
+from schema.store import chunk_convert, migrate
+from schema.store.connect import make_engine, open_store, resolve_store
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -140,7 +140,7 @@ def main() -> None:
     print(f"{'what':<40} {'wall s':>8} {'CPU s':>8} {'points/s wall':>14} {'points/CPU-s':>13}")
     for what, ws, cs in (
         ("baseline: read every row back by id", read_w, read_c),
-        ("conversion (schema.chunk_convert)", conv_w, conv_c),
+        ("conversion (schema.store.chunk_convert)", conv_w, conv_c),
         ("reslog upgrade --no-backup (all of it)", whole_w, whole_c),
     ):
         print(f"{what:<40} {ws:>8.2f} {cs:>8.2f} {n / ws:>14,.0f} {n / cs:>13,.0f}")

@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from reslog.agent.wire import BUCKET_ROW  # noqa: E402
-from schema import buckets, chunk_read, envelope  # noqa: E402
-from schema.rollup_writer import RollupWriter  # noqa: E402
-from schema.store import open_store  # noqa: E402
+from schema.store import buckets, chunk_read, envelope  # noqa: E402
+from schema.store.connect import open_store  # noqa: E402
+from schema.store.rollup_writer import RollupWriter  # noqa: E402
 from tests.fixtures.stores import key_id, make_run  # noqa: E402
 
 KEYS = ("loss", "lr", "grad_norm", "tokens_per_s", "mfu")

@@ -46,7 +46,7 @@ def main() -> None:
 
     from reslog.agent import store as agent_store
     from reslog.agent import tile_workers
-    from schema import chunk_read, envelope, folding
+    from schema.store import chunk_read, envelope, folding
 
     scale_store.build(args.store, 8, 20_000)
     st = agent_store.Store(str(args.store))

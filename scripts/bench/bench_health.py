@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from reslog.tools.watch import Watcher  # noqa: E402
-from schema import read  # noqa: E402
-from schema.status import effective_status  # noqa: E402
-from schema.store import open_store  # noqa: E402
+from schema.store import read  # noqa: E402
+from schema.store.connect import open_store  # noqa: E402
+from schema.store.status import effective_status  # noqa: E402
 
 CHILD = r"""
 import sys, time, reslog

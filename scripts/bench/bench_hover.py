@@ -44,8 +44,8 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import numpy as np  # noqa: E402
 from PyQt5.QtWidgets import QApplication  # noqa: E402
 
-from resplot import settings as settings_mod  # noqa: E402
 from resplot.data.cache import SeriesCache  # noqa: E402
+from resplot.ui import settings as settings_mod  # noqa: E402
 from resplot.ui.window import MainWindow, make_poller  # noqa: E402
 from tests.fixtures.stores import BASE_TIME, make_run, new_store  # noqa: E402
 

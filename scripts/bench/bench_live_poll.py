@@ -55,7 +55,7 @@ def series_values(i: int, s: np.ndarray) -> dict[str, np.ndarray]:
 
 def build_store(path: Path, runs: int, steps: int) -> None:
     """The sweep, written once through the rollup writer (kept in the temp folder)."""
-    from schema.rollup_writer import RollupWriter
+    from schema.store.rollup_writer import RollupWriter
     from tests.fixtures.stores import BASE_TIME, key_id, make_run, new_store
 
     marker = built_marker(path)
@@ -100,8 +100,8 @@ class Sweep:
     """Appends steps to every series of every run of the store (a live sweep's writers)."""
 
     def __init__(self, path: Path, runs: int, steps: int) -> None:
-        from schema import read
-        from schema.store import open_store
+        from schema.store import read
+        from schema.store.connect import open_store
 
         self.engine = open_store(path)
         with self.engine.connect() as conn:
@@ -289,9 +289,9 @@ def main() -> None:
     args = ap.parse_args()
     child = args.modes == "before"
 
-    from resplot import settings as settings_mod
     from resplot.sources.polling import Loaded
     from resplot.sources.spec import parse_spec
+    from resplot.ui import settings as settings_mod
     from resplot.ui.window import MainWindow
 
     app = QApplication.instance() or QApplication([])

@@ -10,7 +10,7 @@ Parts (each in fresh subprocesses, one at a time, so nothing shares a process or
             TensorBoard, MLflow (sqlite), trackio from .bench-venv (setup_competitors.sh).
   ingest    reslog points/s, first log() to finish() returned, every point stored.
   gil       wait share (wall − thread CPU) of a 1 ms pure-Python step, with and without reslog.
-  readback  160,000 points (the caller part's reslog store) through schema.read.
+  readback  160,000 points (the caller part's reslog store) through schema.store.read.
   kill      SIGKILL a process logging at a known rate; points lost, in flush intervals.
 """
 
@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 from competitors import BENCH_VENV, KEYS, PROJECT_VENV, payloads, setup_sqlite  # noqa: E402
 from log_report import report  # noqa: E402
 
-from schema import chunk_read  # noqa: E402
+from schema.store import chunk_read  # noqa: E402
 
 PARTS = ("caller", "ingest", "gil", "readback", "kill")
 
@@ -297,8 +297,8 @@ def best_of(repeats: int, fn) -> tuple[float, float, int]:
 
 def part_readback(db: Path, repeats: int = 3) -> dict[str, Any]:
     from reslog.agent.store import Store
-    from schema import read
-    from schema.store import open_store
+    from schema.store import read
+    from schema.store.connect import open_store
 
     t0 = time.perf_counter()
     engine = open_store(str(db), readonly=True)

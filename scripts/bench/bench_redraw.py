@@ -87,7 +87,7 @@ def bench_raw(data, repeat: int) -> tuple[float, float]:
 
 def build_store(data, path: Path) -> None:
     """The series as runs of a store, through the writer's rollup keeper (once)."""
-    from schema.rollup_writer import RollupWriter
+    from schema.store.rollup_writer import RollupWriter
     from tests.fixtures.stores import key_id, make_run, new_store
 
     marker = built_marker(path)

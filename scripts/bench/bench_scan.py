@@ -28,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 import reslog
-from schema import chunk_codec, chunk_layout
+from schema.store import chunk_codec, chunk_layout
 
 TARGET_NS = 100  # issue 30: scan() of a 100k-point key <= 100 ns a point
 

@@ -220,8 +220,8 @@ def soak(args) -> None:
     from PyQt5.QtCore import QElapsedTimer, QTimer
     from PyQt5.QtWidgets import QApplication
 
-    from resplot import settings as settings_mod
     from resplot.data.cache import SeriesCache
+    from resplot.ui import settings as settings_mod
     from resplot.ui.window import MainWindow, make_poller
     from tests.fixtures.sweep import PROJECT, make_sweep
 

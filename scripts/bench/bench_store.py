@@ -11,7 +11,7 @@ The workload is scripts/bench/bench_codec.py's (1 run: 20 training keys every st
 step, and 12 NVML fields x 8 GPUs every second, values as real loops produce them). It is
 written the way reslog's writer writes it: one transaction a second of training (the writer's
 flush interval), holding that second's training rows as one logging group and its NVML sample
-as another, through schema.rollup_writer.RollupWriter (rollups folded in, as always); then the
+as another, through schema.store.rollup_writer.RollupWriter (rollups folded in, as always); then the
 run is finished (this tree seals its head chunks there). Each variant runs in a fresh process
 with its own tree on sys.path: "before" is `git archive` of --before.
 
@@ -46,9 +46,9 @@ sys.path.insert(1, bench_dir)
 import numpy as np
 import bench_codec
 import reslog
-from schema.rollup_writer import RollupWriter
-from schema.store import open_store
-from schema.writes import resolve_keys
+from schema.store.rollup_writer import RollupWriter
+from schema.store.connect import open_store
+from schema.store.writes import resolve_keys
 
 rng = np.random.default_rng(1)
 t_steps, t_walls, t_keys = bench_codec.training(steps, rng)
@@ -139,7 +139,7 @@ else:
         vacuumed = conn.exec_driver_sql(total).scalar()
     engine.dispose()
 
-from schema.store_reader import StoreReader
+from schema.store.reader import StoreReader
 reader = reslog.open(store)
 list(reader.scan("store", "train/lr"))
 best = []

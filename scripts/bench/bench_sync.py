@@ -47,7 +47,7 @@ def init(self, *args, **kw):
     clients.append(self)
 client_mod.AgentClient.__init__ = init
 from resplot.sources.spec import parse_spec
-from resplot.sync import Mirror
+from resplot.sources.sync import Mirror
 t0, c0 = time.perf_counter(), time.process_time()
 with Mirror(sys.argv[2]) as m:
     report = m.sync(parse_spec(sys.argv[1]))

@@ -36,9 +36,9 @@ def main() -> None:
     from PyQt5.QtCore import Qt
     from PyQt5.QtWidgets import QApplication
 
-    from resplot import settings as settings_mod
     from resplot.data.cache import SeriesCache
     from resplot.data.model import RunInfo, RunRef
+    from resplot.ui import settings as settings_mod
     from resplot.ui.window import MainWindow
 
     app = QApplication.instance() or QApplication([])

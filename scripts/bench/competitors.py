@@ -72,7 +72,7 @@ def setup_append(work: Path) -> tuple[LogFn, CloseFn, Callable[[], int | None]]:
 def setup_sqlite(work: Path) -> tuple[LogFn, CloseFn, Callable[[], int | None]]:
     import sqlite3
 
-    from schema.store import open_store
+    from schema.store.connect import open_store
 
     path = work / "raw.db"
     open_store(str(path), create=True).dispose()  # the real tables and indexes, via Alembic
@@ -122,7 +122,7 @@ def setup_reslog(work: Path) -> tuple[LogFn, CloseFn, Callable[[], int | None]]:
         run.log(metrics, step=step)
 
     def stored() -> int:
-        from schema import chunk_read
+        from schema.store import chunk_read
 
         with sqlite3.connect(path) as conn:
             return chunk_read.point_count(conn.cursor(), "?")

@@ -132,8 +132,8 @@ def report(results: dict[str, Any], args) -> str:
         found["readback_s"] = min(r[k]["wall_s"] for k in ("fetch_points", "series", "agent"))
         cpu_only["readback_s"] = min(r[k]["cpu_s"] for k in ("fetch_points", "series", "agent"))
         ways = {
-            "fetch_points": "`schema.read.fetch_points` (one query, whole run)",
-            "series": f"`schema.read.series` × {r['keys']} keys",
+            "fetch_points": "`schema.store.read.fetch_points` (one query, whole run)",
+            "series": f"`schema.store.read.series` × {r['keys']} keys",
             "agent": "`reslog.agent.Store.points` (packed binary rows, as sent over SSH)",
         }
         out += [

@@ -56,7 +56,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from scale_children import ZOOMS  # noqa: E402 (the bench folder is on the path from here)
 
-from schema.sqlite_file import backup_into, readonly_uri  # noqa: E402
+from schema.store.sqlite_file import backup_into, readonly_uri  # noqa: E402
 
 BEFORE = "47f46fc"  # the last commit before rollups (issue 8)
 SIZES = {"3.4M": 10_000, "6.8M": 20_000, "34M": 100_000, "100M": 300_000}  # steps a run, 8 runs

@@ -43,8 +43,8 @@ def child_first(store: str, port: int, cfg: str) -> dict[str, Any]:
     from PyQt5.QtCore import QTimer
     from PyQt5.QtWidgets import QApplication
 
-    from resplot import settings as settings_mod
     from resplot.data.cache import SeriesCache
+    from resplot.ui import settings as settings_mod
     from resplot.ui.poller import Poller
     from resplot.ui.window import MainWindow
 
@@ -197,8 +197,8 @@ def child_history(store: str) -> dict[str, Any]:
     import pandas  # noqa: F401 - imported before the clock starts
 
     import reslog
-    from schema.store import open_store
-    from schema.store_reader import StoreReader
+    from schema.store.connect import open_store
+    from schema.store.reader import StoreReader
 
     with reslog.open(store) as st:
         times = []
@@ -296,9 +296,9 @@ def child_kill(store: str, flush: float) -> dict[str, Any]:
     import struct
 
     from reslog.tools.maintenance import check_store
-    from schema import chunk_read, read
-    from schema.rollup_repair import check_series
-    from schema.store import open_store
+    from schema.store import chunk_read, read
+    from schema.store.connect import open_store
+    from schema.store.rollup_repair import check_series
 
     counter = Path(tempfile.mkstemp()[1])
     counter.write_bytes(b"\0" * 8)
@@ -334,7 +334,7 @@ def points_only() -> None:
     the same way (from the records grouped by key set, series by series), inserted the same
     way; only the rollups' fold and upserts are left out."""
     import reslog.training.writer as writer_mod
-    from schema import rollup_writer
+    from schema.store import rollup_writer
 
     class PointsOnly(rollup_writer.RollupWriter):
         def insert(self, conn, rows, groups=None):
@@ -347,12 +347,12 @@ def points_only() -> None:
 def child_writer(rollups: str, steps: int, first_shift: int | None = None) -> dict[str, Any]:
     """Writer-thread CPU per point logging the store's shape into a fresh store; with
     `first_shift`, rollups whose first level is 2**first_shift steps wide instead of
-    schema.buckets' (what storing finer levels would cost the writer: docs/store.md)."""
+    schema.store.buckets' (what storing finer levels would cost the writer: docs/store.md)."""
     from scale_store import SYSTEM, TRAIN
 
     import reslog
     import reslog.training.writer as writer_mod
-    from schema import buckets
+    from schema.store import buckets
 
     if first_shift is not None:
         buckets.FIRST_SHIFT = first_shift

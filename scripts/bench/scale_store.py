@@ -101,8 +101,8 @@ def made_by() -> dict[str, str]:
     """What a built store depends on besides its shape: one built with other bucket widths
     holds other rollups, one of another schema revision would be refused. A marker that
     differs makes the store be built again."""
-    from schema import buckets
-    from schema.revision import HEAD_REVISION
+    from schema.store import buckets
+    from schema.store.revision import HEAD_REVISION
 
     return {"widths": f"{buckets.FIRST_SHIFT}/{buckets.LEVEL_SHIFT}", "schema": HEAD_REVISION}
 
@@ -132,7 +132,7 @@ def build(path: Path, runs: int = 8, steps: int = 100_000, procs: int = 2) -> di
     for p in path.parent.glob(path.name + "*"):
         p.unlink()
     path.parent.mkdir(parents=True, exist_ok=True)
-    from schema.store import open_store
+    from schema.store.connect import open_store
 
     open_store(str(path), create=True).dispose()  # the schema, before two writers race for it
     t0 = time.perf_counter()
@@ -152,10 +152,10 @@ def build(path: Path, runs: int = 8, steps: int = 100_000, procs: int = 2) -> di
     seconds = time.perf_counter() - t0
     import sqlite3
 
-    from schema.sqlite_file import readonly_uri
+    from schema.store.sqlite_file import readonly_uri
 
     con = sqlite3.connect(readonly_uri(path), uri=True)
-    from schema import chunk_read
+    from schema.store import chunk_read
 
     stored = chunk_read.point_count(con.cursor(), "?")
     con.close()

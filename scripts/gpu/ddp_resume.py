@@ -53,8 +53,8 @@ def losses(store: Path, run: str) -> dict[int, float]:
 
 
 def run_config(store: Path, run: str) -> dict:
-    from schema.read import find_run
-    from schema.store import open_store
+    from schema.store.connect import open_store
+    from schema.store.read import find_run
 
     engine = open_store(str(store), readonly=True)
     try:

@@ -163,9 +163,9 @@ def read_points(store: str | Path, run: str) -> dict[str, list[tuple[int, float,
     """{key: [(step, wall, value), ...] in id order} of one run (uid or name) of a SQLite store:
     what the writer committed, read back with the schema's own helpers."""
 
-    from schema import chunk_read
-    from schema.read import dbapi_cursor, find_run, key_names
-    from schema.store import open_store
+    from schema.store import chunk_read
+    from schema.store.connect import open_store
+    from schema.store.read import dbapi_cursor, find_run, key_names
 
     engine = open_store(str(store), readonly=True)
     try:

@@ -347,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
             return speed.exit_code()
 
         timers = gpucheck.Result("timers", args.out, args.cpu_dry_run)
-        from schema.ranks import PHASES
+        from schema.rules.ranks import PHASES
 
         # The phases a step marked (h2d and comm only where they happen) tile the step.
         summed = sum(sum(t.get(ph, 0.0) for ph in PHASES) for _, t in resolved) / max(

@@ -13,7 +13,7 @@ from sqlalchemy import Engine, select
 
 from reslog.tools.importers import ImportError_, shown
 from reslog.tools.importers.runs import ImportedRun, import_offsets, write_run
-from schema.tables import runs
+from schema.store.tables import runs
 
 KINDS = ("tensorboard", "wandb", "csv", "parquet")
 # Sources that grow while a run writes them: a second import appends what is new.
@@ -123,7 +123,7 @@ def import_runs(
 def _compact(engine: Engine, uids: list[str]) -> None:
     """Merge the chunks each appending import left beside the earlier ones (a new import
     writes each group's chunks whole already; docs/store.md, "Compaction")."""
-    from schema.chunk_compact import compact
+    from schema.store.chunk_compact import compact
 
     with engine.connect() as conn:
         found = conn.execute(select(runs.c.id).where(runs.c.uid.in_(uids))).scalars().all()

@@ -59,10 +59,10 @@ from reslog.tools.importers.runs import (
     write_run,
 )
 from reslog.training.values import storable_text
-from schema.rollup_writer import RollupWriter
-from schema.status import FINISHED
-from schema.tables import events, runs
-from schema.writes import insert_run, resolve_keys
+from schema.store.rollup_writer import RollupWriter
+from schema.store.status import FINISHED
+from schema.store.tables import events, runs
+from schema.store.writes import insert_run, resolve_keys
 
 LONG = ("key", "step", "value")
 NEPTUNE = ("project_id", "run_id", "attribute_path", "attribute_type", "step")
@@ -379,7 +379,7 @@ class LongFile:
         for key, (steps, walls, values) in per_key.items():
             kid = self.key_ids[key]
             state.keys.add(key)
-            stored = [None if v != v else v for v in values]  # NaN is NULL (schema.tables)
+            stored = [None if v != v else v for v in values]  # NaN is NULL (schema.store.tables)
             rows += zip(
                 [state.run_id] * len(steps), [kid] * len(steps), steps, walls, stored, strict=True
             )

@@ -17,11 +17,11 @@ from sqlalchemy import Engine, select
 
 from reslog.redact import redact
 from reslog.training.values import MAX_KEY_LEN, as_json, storable_text
-from schema.rollup_writer import RollupWriter
-from schema.sql import positional_insert
-from schema.status import FINISHED
-from schema.tables import events, runs
-from schema.writes import insert_run, resolve_keys
+from schema.store.rollup_writer import RollupWriter
+from schema.store.sql import positional_insert
+from schema.store.status import FINISHED
+from schema.store.tables import events, runs
+from schema.store.writes import insert_run, resolve_keys
 
 
 @dataclass
@@ -281,7 +281,7 @@ def _insert_points(conn, engine: Engine, run_id: int, run: ImportedRun) -> None:
     groups: dict[tuple[tuple, bytes], tuple] = {}
     for key, (steps, walls_, values) in run.series.items():
         kid = ids[key]
-        stored = [None if v != v else v for v in values]  # NaN is NULL (schema.tables)
+        stored = [None if v != v else v for v in values]  # NaN is NULL (schema.store.tables)
         rows += zip([run_id] * len(steps), [kid] * len(steps), steps, walls_, stored, strict=True)
         shape = (tuple(steps), array("d", walls_).tobytes())
         group = groups.get(shape)

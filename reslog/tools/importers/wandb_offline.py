@@ -34,7 +34,7 @@ from typing import Any
 from reslog.tools.importers import ImportError_, exists_as_file, read_regular, shown
 from reslog.tools.importers.protobuf import ProtobufError, fields, signed, text
 from reslog.tools.importers.runs import ImportedRun
-from schema.status import CRASHED, FAILED
+from schema.store.status import CRASHED, FAILED
 
 HEADER = b":W&B"
 BLOCK = 32768

@@ -1,0 +1,802 @@
+"""Reading points back from chunks and from the rows written before them: the one iterator.
+
+Points live in two places (docs/store.md, "Points as compressed columns"): chunks, each the
+points of one keyset (keys logged together) as compressed columns with their ids, and the
+`points` rows of stores written before revision 0006 that `reslog upgrade` has not converted
+yet. Every reader of raw points (schema/store/envelope.py, schema/store/read.py, the agent,
+resplot's PostgreSQL source, `reslog check`) takes both through these functions, so the rules below
+exist once:
+
+- A point's id: row i of a chunk with k value columns holds k points, with ids
+  `ids[i] .. ids[i] + k - 1` in column order. Ids are unique in the store and only grow, as
+  `points.id` did, so "what is new since cursor C" is "ids > C" whatever sealing or a
+  conversion did in between: they move points into other chunks with the same ids, in one
+  transaction.
+- Superseded points (a row in `takes`: from point id `since_id` on, the series restarted at
+  `step`) are left out by id and step, as the row store's NOT EXISTS probe did.
+- Values come out as floats with NaN as None (the row store's convention, which every caller
+  of these row functions keeps); `series_columns` gives the columns as they are stored.
+
+Standard library only, Python 3.8 syntax: this file ships inside the agent's archive. Where
+numpy imports (and schema/store/chunk_codec_numpy.py is there), chunks decode through it.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from heapq import merge as heap_merge
+
+from schema.store import chunk_codec
+
+_numpy: tuple | None = None  # (numpy, schema.store.chunk_codec_numpy) or (None, None), once tried
+# Inside shared_chunks(): chunk id -> (its version 1 streams of every column or None, its
+# decoded steps, walls and ids), so the keys of a keyset read in one snapshot (a page's tiles)
+# decode those once; and the bytes it holds, bounded by SHARED_BYTES.
+_shared: dict | None = None
+_shared_bytes = [0]
+SHARED_BYTES = 64 << 20
+
+
+def numpy_modules() -> tuple:
+    """(numpy, schema.store.chunk_codec_numpy), or (None, None) where numpy does not import (the
+    agent's host may have none): imported on first use, so `reslog ls` and `import reslog`
+    never pay for numpy."""
+    global _numpy
+    if _numpy is None:
+        try:
+            import numpy
+
+            from schema.store import chunk_codec_numpy
+        except ImportError:  # pragma: no cover - exercised by the agent's Python 3.8 test
+            _numpy = (None, None)
+        else:
+            _numpy = (numpy, chunk_codec_numpy)
+    return _numpy
+
+
+def numpy_if_imported():
+    """numpy if numpy_modules() has imported it, else None: never imports, nor waits on an
+    import in flight on another thread (the agent's `hello` starts one)."""
+    mods = _numpy
+    return mods[0] if mods is not None else None
+
+
+def has_numpy() -> bool:
+    return numpy_modules()[0] is not None
+
+
+def numpy_fold():
+    """schema.store.folding_numpy where numpy imports, else None."""
+    if not has_numpy():
+        return None
+    try:
+        from schema.store import folding_numpy
+    except ImportError:  # pragma: no cover - numpy imported a moment ago
+        return None
+    return folding_numpy
+
+
+# Points per step read a caller's `limit` may pull in before an early stop is considered.
+_TAKES_SQL = "SELECT since_id, step FROM takes WHERE run_id = {p} AND key_id = {p}"
+
+
+def decode(blob, columns=None) -> chunk_codec.Chunk:
+    """A chunk's columns (numpy arrays where numpy imports, else arrays)."""
+    data = bytes(blob)  # sqlite3 gives bytes, psycopg memoryview
+    fast = numpy_modules()[1]
+    return fast.decode(data, columns) if fast is not None else chunk_codec.decode(data, columns)
+
+
+def key_list(text: str) -> list:
+    return [int(x) for x in text.split(",")] if text else []
+
+
+# -- where a key's points are ----------------------------------------------------------------------
+
+
+def keyset_columns(cur, p: str, run_id: int, key_id: int) -> list:
+    """[(keyset id, column, k)] of the run's keysets holding the key."""
+    cur.execute(f"SELECT id, key_ids FROM keysets WHERE run_id = {p}", (run_id,))
+    out = []
+    for ks, text in cur.fetchall():
+        keys = key_list(text)
+        if key_id in keys:
+            out.append((int(ks), keys.index(key_id), len(keys)))
+    return out
+
+
+def takes_of(cur, p: str, run_id: int, key_id: int) -> list:
+    """[(since_id, step)] of the series' takes."""
+    cur.execute(_TAKES_SQL.format(p=p), (run_id, key_id))
+    return [(int(a), int(b)) for a, b in cur.fetchall()]
+
+
+def _current(takes: list, point_id: int, step: int) -> bool:
+    return not any(at <= step and since > point_id for since, at in takes)
+
+
+# -- one series by step ------------------------------------------------------------------------
+
+
+def _legacy_rows(cur, p, run_id, key_id, start, stop, before_id, after) -> list:
+    sql = (
+        f"SELECT id, step, wall, value FROM points WHERE run_id = {p} AND key_id = {p}"
+        f" AND step >= {p} AND step < {p}"
+    )
+    params = [run_id, key_id, start, stop]
+    if before_id is not None:
+        sql += f" AND id < {p}"
+        params.append(before_id)
+    if after is not None:
+        sql += f" AND (step > {p} OR id > {p})"
+        params += list(after)
+    cur.execute(sql, params)
+    return cur.fetchall()
+
+
+def _chunk_rows(blob, col: int, k: int, start, stop, before_id, after) -> list:
+    """(id, step, wall, value) of one chunk's column with start <= step < stop."""
+    return _column_rows(decode(blob, [col]), col, start, stop, before_id, after)
+
+
+def _column_rows(c, col: int, start, stop, before_id, after) -> list:
+    """(id, step, wall, value) of a decoded chunk's column with start <= step < stop."""
+    np = numpy_modules()[0]
+    if np is not None:
+        steps, walls, values = c.steps, c.walls, c.values[0]
+        ids = c.ids + col
+        keep = (steps >= start) & (steps < stop)
+        if before_id is not None:
+            keep &= ids < before_id
+        if after is not None:
+            keep &= (steps > after[0]) | (ids > after[1])
+        if not keep.all():
+            ids, steps, walls, values = ids[keep], steps[keep], walls[keep], values[keep]
+        vals = [None if v != v else v for v in values.tolist()]
+        return list(zip(ids.tolist(), steps.tolist(), walls.tolist(), vals))
+    out = []
+    for i, s in enumerate(c.steps):
+        if not start <= s < stop:
+            continue
+        pid = c.ids[i] + col
+        if before_id is not None and pid >= before_id:
+            continue
+        if after is not None and not (s > after[0] or pid > after[1]):
+            continue
+        v = c.values[0][i]
+        out.append((pid, s, c.walls[i], None if v != v else v))
+    return out
+
+
+def series_rows(
+    cur, p: str, run_id: int, key_id: int, start: int, stop: int, *,
+    has_takes: bool, before_id: int | None = None, after_id: int | None = None,
+    limit: int | None = None,
+) -> list:  # fmt: skip
+    """(id, step, wall, value) of the series' current points with start <= step < stop, by
+    step then id (value None = NaN), at most `limit` of them; with `after_id`, only those after
+    (start, after_id) in that order (paging: the last row's step as `start`, its id as
+    `after_id`). `before_id`: only points with a smaller id. Where numpy imports, these are
+    series_columns' points (filtered and ordered by numpy, then a tuple made once a point,
+    instead of a tuple a point sorted by a Python key function)."""
+    if has_numpy():
+        ids, steps, walls, values = series_columns(
+            cur, p, run_id, key_id, start, stop, has_takes=has_takes, after_id=after_id,
+            limit=limit, before_id=before_id,
+        )  # fmt: skip
+        vals = [None if v != v else v for v in values.tolist()]
+        return list(zip(ids.tolist(), steps.tolist(), walls.tolist(), vals))
+    after = None if after_id is None else (start, after_id)
+    rows = _legacy_rows(cur, p, run_id, key_id, start, stop, before_id, after)
+    converting = bool(rows)
+    for ks, col, k in keyset_columns(cur, p, run_id, key_id):
+        cur.execute(
+            f"SELECT data FROM chunks WHERE keyset_id = {p} AND step_lo < {p} AND step_hi >= {p}"
+            " ORDER BY step_lo, id_lo",
+            (ks, stop, start),
+        )
+        for (blob,) in cur.fetchall():
+            rows.extend(_chunk_rows(blob, col, k, start, stop, before_id, after))
+    if has_takes:
+        takes = takes_of(cur, p, run_id, key_id)
+        if takes:
+            rows = [r for r in rows if _current(takes, r[0], r[1])]
+    rows.sort(key=_step_id)
+    if converting:
+        rows = _once(rows)
+    return rows if limit is None else rows[:limit]
+
+
+def _once(rows: list) -> list:
+    """Sorted rows (id first or (step, id) first) with a point read twice kept once: rows and
+    chunks are two statements, and an upgrade converting the run between them (one
+    transaction: the rows gone, the chunks there) shows its points in both."""
+    out = rows[:1]
+    for row in rows[1:]:
+        if row[0] != out[-1][0]:
+            out.append(row)
+    return out
+
+
+def _step_id(row) -> tuple:
+    return (row[1], row[0])
+
+
+def blob_reader(cur):
+    """The sqlite3 connection behind `cur` where it has incremental blob I/O (Python 3.11+'s
+    `blobopen`), else None (PostgreSQL, an older Python: blobs are fetched whole)."""
+    con = getattr(cur, "connection", None)
+    return con if hasattr(con, "blobopen") else None
+
+
+def read_chunk(con, chunk_id: int, columns) -> chunk_codec.Streams:
+    """The verified streams of one chunk's steps, walls, ids and value columns `columns`,
+    read straight from SQLite: a version 2 chunk's header and directory, then only those
+    streams' bytes (a key of a 20-key keyset reads a tenth of the blob); a version 1 chunk
+    whole, as its one CRC needs."""
+    with con.blobopen("chunks", "data", chunk_id, readonly=True) as blob:
+        return chunk_codec.read_streams(lambda at, size: blob[at : at + size], len(blob), columns)
+
+
+class _Snapshot:
+    """`with _Snapshot(cur) as con:` the sqlite3 connection with blob I/O, inside one read
+    transaction (begun here unless one is open, rolled back at the end: a reader holds no
+    snapshot after it), or None where blobs are fetched whole by the listing statement."""
+
+    def __init__(self, cur) -> None:
+        self.cur, self.con = cur, blob_reader(cur)
+        self.own = self.con is not None and not self.con.in_transaction
+
+    def __enter__(self):
+        if self.own:
+            self.cur.execute("BEGIN")
+        return self.con
+
+    def __exit__(self, *exc) -> None:
+        if self.own and self.con.in_transaction:
+            self.con.execute("ROLLBACK")
+
+
+def _streams(con, chunk_id: int, col: int, data: tuple) -> chunk_codec.Streams:
+    """A chunk's steps, walls, ids and column `col`, verified: through blob I/O where `con`
+    is given, else from the blob its listing fetched (`data`: (blob,))."""
+    if con is not None:
+        return read_chunk(con, chunk_id, [col])
+    return chunk_codec.picked_streams(data[0], [col])
+
+
+def _decoded(con, chunk_id: int, col: int, data: tuple, keyset_id: int, run_id: int):
+    """_streams() decoded (numpy where it imports), a failure naming the chunk."""
+    fast = numpy_modules()[1]
+    try:
+        s = _streams(con, chunk_id, col, data)
+        return (fast or chunk_codec).decode_streams(s)
+    except ValueError as exc:
+        raise _named(exc, chunk_id, keyset_id, run_id) from None
+
+
+def _named(exc: ValueError, chunk_id: int, keyset_id: int, run_id: int) -> ValueError:
+    return ValueError(f"{exc} (chunk {chunk_id} of run {run_id}, keyset {keyset_id})")
+
+
+def _chunks_over(cur, p: str, keyset_id: int, first: int, last: int, con) -> list:
+    """(id, step_lo, step_hi, n, data, id_hi) of the keyset's chunks holding steps in [first,
+    last], by first step then first id; `data` is (blob,) where `con` is None (no blob I/O:
+    the blobs come whole with the listing), else ()."""
+    blob_sql = "" if con is not None else ", data"
+    cur.execute(
+        f"SELECT id, step_lo, step_hi, n, id_hi{blob_sql} FROM chunks WHERE keyset_id = {p}"
+        f" AND step_lo <= {p} AND step_hi >= {p} ORDER BY step_lo, id_lo",
+        (keyset_id, last, first),
+    )
+    return [
+        (int(r[0]), int(r[1]), int(r[2]), int(r[3]), tuple(r[5:]), int(r[4]))
+        for r in cur.fetchall()
+    ]
+
+
+def series_columns(
+    cur, p: str, run_id: int, key_id: int, start: int, stop: int, *,
+    has_takes: bool, after_id: int | None = None, limit: int | None = None,
+    before_id: int | None = None,
+) -> tuple:  # fmt: skip
+    """series_rows as numpy columns (ids, steps, walls, values), straight from the decoded
+    chunks without a Python object a point: the same points in the same order (by step, then
+    id), NaN as NaN. Paging as series_rows (`after_id`, `limit`); chunks are read by step and
+    reading stops once `limit` points lie below the next chunk's first step; `before_id`: only
+    points with a smaller id (the agent's snapshot). Needs numpy.
+
+    On SQLite with incremental blob I/O every statement and blob read is in one read
+    transaction (one snapshot, as the single statement that fetched the blobs was), and of
+    each chunk only the streams decoded are read and verified; a chunk that fails its CRC
+    raises ValueError naming it."""
+    np, fast = numpy_modules()
+    if np is None:
+        raise RuntimeError("series_columns needs numpy")
+    with _Snapshot(cur) as con:
+        return _series_columns(
+            cur, p, run_id, key_id, start, stop, has_takes, after_id, limit, before_id,
+            np, fast, con,
+        )  # fmt: skip
+
+
+def _series_columns(
+    cur, p, run_id, key_id, start, stop, has_takes, after_id, limit, before_id, np, fast, con
+) -> tuple:
+    after = None if after_id is None else (start, after_id)
+    takes = takes_of(cur, p, run_id, key_id) if has_takes else []
+    legacy = _legacy_rows(cur, p, run_id, key_id, start, stop, before_id, after)
+    chunks = []
+    for ks, col, _k in keyset_columns(cur, p, run_id, key_id):
+        chunks += [
+            (lo, hi, cid, n, ks, col, data, id_hi)
+            for cid, lo, hi, n, data, id_hi in _chunks_over(cur, p, ks, start, stop - 1, con)
+        ]
+    chunks.sort(key=lambda c: c[0])
+    # The columns are decoded straight into arrays of every point the chunks hold: no array
+    # a chunk to concatenate (a chunk cut by the range, a cursor or a take is filtered first).
+    out = _Columns(np, len(legacy) + sum(c[3] for c in chunks))
+    if legacy:
+        ids, steps, walls, values = zip(*legacy)
+        part = (
+            np.array(ids, dtype=np.int64), np.array(steps, dtype=np.int64),
+            np.array(walls, dtype=np.float64),
+            np.array([np.nan if v is None else v for v in values], dtype=np.float64),
+        )  # fmt: skip
+        out.add(_kept(part, start, stop, None, takes))
+    for lo, hi, chunk_id, _n, ks, col, data, id_hi in chunks:
+        # Every point of this chunk and the later ones has a step >= lo.
+        if limit is not None and out.at >= limit and _nth(np, out, limit) < lo:
+            break
+        whole_chunk = start <= lo and hi < stop and after is None and not takes
+        below = before_id is None or id_hi < before_id
+        try:
+            shared = _shared
+            if shared is not None and whole_chunk and below:
+                if _shared_into(con, chunk_id, col, data, shared, out):
+                    continue
+                raise ValueError("corrupt chunk: a stored chunk without its ids stream")
+            if con is not None:
+                streams = read_chunk(con, chunk_id, [col])
+            else:
+                streams = chunk_codec.picked_streams(data[0], [col])
+            if streams.ids is None:
+                raise ValueError("corrupt chunk: a stored chunk without its ids stream")
+            # Every point of the chunk kept: decoded straight into the columns. A snapshot's
+            # bound (`before_id`, the agent's tiles) cuts only a chunk written after it.
+            if below and whole_chunk:
+                out.reserve(streams.n)
+                fast.decode_into(streams, out.columns, out.at, col)
+                out.at += streams.n
+                continue
+            c = fast.decode_streams(streams)
+        except ValueError as exc:
+            raise _named(exc, chunk_id, ks, run_id) from None
+        part = (c.ids + col if col else c.ids, c.steps, c.walls, c.values[0])
+        if not below:
+            keep = part[0] < before_id
+            part = tuple(column[keep] for column in part)
+        out.add(_kept(part, start, stop, after, takes))
+    ids, steps, walls, values = (column[: out.at] for column in out.columns)
+    if not _in_order(np, steps, ids):
+        order = np.lexsort((ids, steps))
+        ids, steps, walls, values = ids[order], steps[order], walls[order], values[order]
+    if legacy and len(ids) > 1:  # a run converted between the two reads: each point once
+        first = np.concatenate(([True], ids[1:] != ids[:-1]))
+        ids, steps, walls, values = ids[first], steps[first], walls[first], values[first]
+    if limit is not None:
+        ids, steps, walls, values = ids[:limit], steps[:limit], walls[:limit], values[:limit]
+    return ids, steps, walls, values
+
+
+@contextmanager
+def shared_chunks():
+    """Within: series_columns() reads a chunk's steps, walls and ids (and a version 1 chunk,
+    verified whole) once for every key of its keyset it reads, up to SHARED_BYTES. Only for
+    reads in one snapshot (the agent's tiles of one reply, in one process): a chunk id names
+    the same bytes there. A page's series are keys of a few keysets: the 6.8M store's 40 fine
+    series read each of their runs' chunks 5 times, each whole (version 1, 20 or 90 keys)."""
+    global _shared
+    before, _shared = _shared, {}
+    _shared_bytes[0] = 0
+    try:
+        yield
+    finally:
+        _shared = before
+
+
+def _shared_into(con, chunk_id: int, col: int, data: tuple, shared: dict, out) -> bool:
+    """Column `col` of a chunk decoded into `out` (whole), its steps, walls and ids taken from
+    `shared` or kept there; False (nothing done) where the chunk has no ids stream."""
+    fast = numpy_modules()[1]
+    kept = shared.get(chunk_id)
+    streams = kept[0] if kept is not None else None
+    if streams is None:
+        if con is not None:
+            with con.blobopen("chunks", "data", chunk_id, readonly=True) as blob:
+                whole = blob[0:1] == b"\x01"  # version 1: read and verified whole anyway
+                streams = chunk_codec.read_streams(
+                    lambda at, size: blob[at : at + size], len(blob), None if whole else [col]
+                )
+        else:
+            whole = bytes(data[0][:1]) == b"\x01"
+            streams = chunk_codec.picked_streams(data[0], None if whole else [col])
+    if streams.ids is None:
+        return False
+    if streams.version == 1 and not 0 <= col < len(streams.values):
+        raise ValueError(f"the chunk has {len(streams.values)} value columns, not a column {col}")
+    n = streams.n
+    out.reserve(n)
+    ids, steps, walls, values = (c[out.at : out.at + n] for c in out.columns)
+    if kept is None:
+        fast.decode_words(*streams.steps, n, steps)
+        fast.decode_floats(*streams.walls, n, walls)
+        fast.decode_words(*streams.ids, n, ids)
+        v1 = streams.version == 1
+        size = 24 * n + (sum(len(v[1]) for v in streams.values) if v1 else 0)
+        if _shared_bytes[0] + size <= SHARED_BYTES:
+            shared[chunk_id] = (streams if v1 else None, steps.copy(), walls.copy(), ids.copy())
+            _shared_bytes[0] += size
+    else:
+        steps[:], walls[:], ids[:] = kept[1], kept[2], kept[3]
+    if col:
+        ids += col
+    fast.decode_floats(*streams.values[col if streams.version == 1 else 0], n, values)
+    out.at += n
+    return True
+
+
+def _nth(np, out, limit: int) -> int:
+    """The `limit`-th smallest step held."""
+    return int(np.partition(out.columns[1][: out.at], limit - 1)[limit - 1])
+
+
+class _Columns:
+    """(ids, steps, walls, values) arrays filled from the front; `at`: the points held."""
+
+    def __init__(self, np, size: int) -> None:
+        self.np, self.at = np, 0
+        # One allocation for the four: freed, it raises glibc's mmap and trim thresholds past
+        # a scan's size, so the next scan's columns come from the heap instead of fresh pages
+        # (four 800 KB columns, each mapped and faulted in anew: ~20 ns a point here).
+        block = np.empty(4 * size, dtype=np.int64)
+        self.columns = (
+            block[:size],
+            block[size : 2 * size],
+            block[2 * size : 3 * size].view(np.float64),
+            block[3 * size :].view(np.float64),
+        )
+
+    def reserve(self, n: int) -> None:
+        """Room for n more points (a chunk whose row undercounts its points: grown, not cut;
+        `reslog check` reports the row)."""
+        if self.at + n > len(self.columns[0]):
+            grown = self.at + n
+            self.columns = tuple(
+                self.np.concatenate((c[: self.at], self.np.empty(grown - self.at, c.dtype)))
+                for c in self.columns
+            )
+
+    def add(self, part: tuple) -> None:
+        m = len(part[0])
+        self.reserve(m)
+        for column, values in zip(self.columns, part):
+            column[self.at : self.at + m] = values
+        self.at += m
+
+
+def _in_order(np, steps, ids) -> bool:
+    """Whether the points are already by step, then id (a run's chunks almost always are:
+    sorting 100,000 points costs more than decoding them)."""
+    if len(steps) < 2:
+        return True
+    rising = steps[1:] > steps[:-1]
+    if rising.all():
+        return True
+    return bool((rising | ((steps[1:] == steps[:-1]) & (ids[1:] > ids[:-1]))).all())
+
+
+def _kept(part: tuple, start: int, stop: int, after, takes: list) -> tuple:
+    """The (ids, steps, walls, values) columns of `part` in [start, stop), after `after`
+    (step, id) and not superseded by `takes`."""
+    ids, steps, walls, values = part
+    keep = (steps >= start) & (steps < stop)
+    if after is not None:
+        keep &= (steps > after[0]) | (ids > after[1])
+    for since, at in takes:
+        keep &= ~((steps >= at) & (ids < since))
+    if keep.all():
+        return part
+    return ids[keep], steps[keep], walls[keep], values[keep]
+
+
+def count_rows(
+    cur, p: str, run_id: int, key_id: int, start: int, stop: int, limit: int, *, has_takes: bool
+) -> int:
+    """The series' current points with start <= step < stop, counted up to `limit`: chunks
+    wholly inside the range count by their row count, the others are decoded."""
+    cur.execute(
+        f"SELECT count(*) FROM (SELECT 1 FROM points WHERE run_id = {p} AND key_id = {p}"
+        f" AND step >= {p} AND step < {p} LIMIT {p}) AS c",
+        (run_id, key_id, start, stop, limit),
+    )
+    total = int(cur.fetchone()[0])
+    takes = takes_of(cur, p, run_id, key_id) if has_takes else []
+    with _Snapshot(cur) as con:
+        for ks, col, _k in keyset_columns(cur, p, run_id, key_id):
+            if total >= limit:
+                break
+            for chunk_id, lo, hi, n, data, _id_hi in _chunks_over(cur, p, ks, start, stop - 1, con):
+                if not takes and lo >= start and hi < stop:
+                    total += int(n)  # counted by its row: not read
+                else:
+                    c = _decoded(con, chunk_id, col, data, ks, run_id)
+                    found = _column_rows(c, col, start, stop, None, None)
+                    if takes:
+                        found = [r for r in found if _current(takes, r[0], r[1])]
+                    total += len(found)
+                if total >= limit:
+                    break
+    return min(total, limit)
+
+
+def first_values(cur, p: str, run_id: int, key_id: int, steps: list, *, has_takes: bool) -> dict:
+    """{step: value of the first current point there (by id)} for each of `steps` that has one
+    (value None = NaN); reads only the chunks whose step range holds one of them."""
+    out: dict = {}
+    if not steps:
+        return out
+    wanted = set(steps)
+    for i in range(0, len(steps), 500):
+        part = steps[i : i + 500]
+        marks = ", ".join([p] * len(part))
+        cur.execute(
+            f"SELECT step, id, value FROM points WHERE run_id = {p} AND key_id = {p}"
+            f" AND step IN ({marks})",
+            [run_id, key_id, *part],
+        )
+        found = cur.fetchall()
+        if found:
+            _keep_first(out, found, has_takes and takes_of(cur, p, run_id, key_id))
+    lo, hi = min(steps), max(steps)
+    ordered = sorted(wanted)
+    takes = takes_of(cur, p, run_id, key_id) if has_takes else []
+    np = numpy_modules()[0]
+    wanted_array = None if np is None else np.array(ordered, dtype=np.int64)
+    with _Snapshot(cur) as con:
+        for ks, col, _k in keyset_columns(cur, p, run_id, key_id):
+            for chunk_id, s_lo, s_hi, _n, data, _hi in _chunks_over(cur, p, ks, lo, hi, con):
+                if not _any_between(ordered, s_lo, s_hi):
+                    continue
+                c = _decoded(con, chunk_id, col, data, ks, run_id)
+                if wanted_array is not None:  # the chunk's rows at wanted steps, by numpy
+                    at = np.flatnonzero(np.isin(c.steps, wanted_array))
+                    found = zip(
+                        c.steps[at].tolist(),
+                        (c.ids[at] + col).tolist(),
+                        c.values[0][at].tolist(),
+                    )
+                else:
+                    found = [
+                        (s, c.ids[i] + col, c.values[0][i])
+                        for i, s in enumerate(c.steps)
+                        if s in wanted
+                    ]
+                _keep_first(out, [(s, int(pid), float(v)) for s, pid, v in found], takes)
+    return {s: v for s, (_pid, v) in out.items()}
+
+
+def _as_list(column) -> list:
+    return column.tolist()
+
+
+def _any_between(ordered: list, lo: int, hi: int) -> bool:
+    from bisect import bisect_left
+
+    i = bisect_left(ordered, lo)
+    return i < len(ordered) and ordered[i] <= hi
+
+
+def _keep_first(out: dict, found: list, takes) -> None:
+    """Fold (step, id, value) rows into out[step] = (id, value) keeping the smallest id."""
+    for step, pid, value in found:
+        if takes and not _current(takes, pid, step):
+            continue
+        if value is not None and value != value:
+            value = None
+        have = out.get(step)
+        if have is None or pid < have[0]:
+            out[step] = (pid, value)
+
+
+# -- everything new since a cursor -------------------------------------------------------------
+
+
+def max_point_id(cur) -> int:
+    """The highest point id stored (0: none): the cursor of "everything so far"."""
+    cur.execute("SELECT max(id_hi) FROM chunks")
+    high = cur.fetchone()[0] or 0
+    cur.execute("SELECT max(id) FROM points")
+    return max(int(high), int(cur.fetchone()[0] or 0))
+
+
+def legacy_max_id(cur) -> int:
+    """The highest id of the legacy `points` rows (0: none). Nothing writes such rows any more
+    and revision 0006 starts chunk ids past them, so a reader's overlap window for ids that
+    commit out of order (PostgreSQL) need not reach below it."""
+    cur.execute("SELECT max(id) FROM points")
+    return int(cur.fetchone()[0] or 0)
+
+
+def point_count(cur, p: str, run_id: int | None = None, key_id: int | None = None) -> int:
+    """The points stored, superseded ones included, of one run (None: all) and key (None: all):
+    chunks are counted by their rows, never decoded."""
+    where_c, where_l, params = [], [], []
+    if run_id is not None:
+        where_c.append(f"c.run_id = {p}")
+        where_l.append(f"run_id = {p}")
+        params.append(run_id)
+    cur.execute(
+        "SELECT k.key_ids, sum(c.n) FROM chunks c JOIN keysets k ON k.id = c.keyset_id"
+        + (" WHERE " + " AND ".join(where_c) if where_c else "")
+        + " GROUP BY k.id, k.key_ids",
+        params,
+    )
+    total = 0
+    for text, rows in cur.fetchall():
+        keys = key_list(text)
+        total += int(rows) * (len(keys) if key_id is None else keys.count(key_id))
+    if key_id is not None:
+        where_l.append(f"key_id = {p}")
+        params.append(key_id)
+    cur.execute(
+        "SELECT count(*) FROM points" + (" WHERE " + " AND ".join(where_l) if where_l else ""),
+        params,
+    )
+    return total + int(cur.fetchone()[0])
+
+
+def points_after(
+    cur, p: str, run_ids, after: int, *, key_ids=None, upto: int | None = None,
+    limit: int | None = None,
+) -> list:  # fmt: skip
+    """(id, run_id, key_id, step, wall, value) of the points with after < id (<= upto), of the
+    runs `run_ids` (None: every run) and keys `key_ids` (None: all), in id order, the first
+    `limit` of them (value None = NaN). Chunks are read in id order and reading stops once
+    `limit` points are in hand below the next chunk's first id."""
+    wanted = None if key_ids is None else {int(k) for k in key_ids}
+    where_l, params_l = [f"id > {p}"], [after]
+    where_c, params_c = [f"c.id_hi > {p}"], [after]
+    if upto is not None:
+        where_l.append(f"id <= {p}")
+        params_l.append(upto)
+        where_c.append(f"c.id_lo <= {p}")
+        params_c.append(upto)
+    if run_ids is not None:
+        runs = [int(r) for r in run_ids]
+        if not runs:
+            return []
+        marks = ", ".join([p] * len(runs))
+        where_l.append(f"run_id IN ({marks})")
+        params_l += runs
+        where_c.append(f"c.run_id IN ({marks})")
+        params_c += runs
+    if wanted is not None:
+        if not wanted:
+            return []
+        marks = ", ".join([p] * len(wanted))
+        where_l.append(f"key_id IN ({marks})")
+        params_l += sorted(wanted)
+    sql = f"SELECT id, run_id, key_id, step, wall, value FROM points WHERE {' AND '.join(where_l)}"
+    sql += " ORDER BY id"
+    if limit is not None:
+        sql += f" LIMIT {p}"
+        params_l.append(limit)
+    cur.execute(sql, params_l)
+    legacy = cur.fetchall()
+    # The chunks' bounds first, their blobs one by one as they are needed: a page of a long
+    # catch-up (resplot sync of a large store) reads only the chunks it returns.
+    cur.execute(
+        "SELECT c.id, c.id_lo, c.run_id, k.key_ids FROM chunks c"
+        f" JOIN keysets k ON k.id = c.keyset_id WHERE {' AND '.join(where_c)} ORDER BY c.id_lo",
+        params_c,
+    )
+    parts: list = []
+    held = 0
+    for chunk_id, id_lo, run_id, key_text in cur.fetchall():
+        if limit is not None and held >= limit:
+            # Every point of this chunk and the later ones has an id >= id_lo: stop once the
+            # `limit` smallest in hand lie below it.
+            everything = sorted(heap_merge(*parts))
+            if everything[limit - 1][0] < id_lo:
+                parts, held = [everything[:limit]], limit
+                break
+            parts, held = [everything[:limit]], limit
+        cur.execute(f"SELECT data FROM chunks WHERE id = {p}", (chunk_id,))
+        found = cur.fetchone()
+        if found is None:
+            # Sealed meanwhile (a reader outside a transaction sees each statement's own
+            # snapshot): its points are in the sealed chunk now, with the same ids; read again.
+            return points_after(cur, p, run_ids, after, key_ids=key_ids, upto=upto, limit=limit)
+        rows = _chunk_points(found[0], int(run_id), key_list(key_text), wanted, after, upto)
+        if rows:
+            parts.append(rows)
+            held += len(rows)
+    merged = _once(list(heap_merge(legacy, *parts))) if parts else list(legacy)
+    return merged if limit is None else merged[:limit]
+
+
+def _chunk_points(blob, run_id: int, keys: list, wanted, after: int, upto) -> list:
+    """(id, run_id, key_id, step, wall, value) of a chunk's points in (after, upto], by id."""
+    cols = [i for i, k in enumerate(keys) if wanted is None or k in wanted]
+    if not cols:
+        return []
+    c = decode(blob, cols)
+    steps, walls, ids = _as_list(c.steps), _as_list(c.walls), _as_list(c.ids)
+    out = []
+    for j, col in enumerate(cols):
+        key = keys[col]
+        values = _as_list(c.values[j])
+        for i, base in enumerate(ids):
+            pid = base + col
+            if pid <= after or (upto is not None and pid > upto):
+                continue
+            v = values[i]
+            out.append((pid, run_id, key, steps[i], walls[i], None if v != v else v))
+    out.sort()
+    return out
+
+
+# -- whole series and runs -----------------------------------------------------------------------
+
+
+def series_all(cur, p: str, run_id: int, key_id: int) -> list:
+    """(id, step, wall, value) of every point of one series, superseded ones included, in id
+    (arrival) order (value None = NaN)."""
+    rows = series_rows(cur, p, run_id, key_id, -(2**63), 2**63 - 1, has_takes=False)
+    rows.sort()
+    return rows
+
+
+def run_keys(cur, p: str, run_id: int) -> set:
+    """The keys that have points in one run."""
+    found = set()
+    cur.execute(f"SELECT key_ids FROM keysets WHERE run_id = {p}", (run_id,))
+    for (text,) in cur.fetchall():
+        found.update(key_list(text))
+    cur.execute(f"SELECT DISTINCT key_id FROM points WHERE run_id = {p}", (run_id,))
+    found.update(int(k) for (k,) in cur.fetchall())
+    return found
+
+
+def chunked_series(cur) -> set:
+    """Every (run, key) that has points in chunks."""
+    cur.execute(
+        "SELECT k.run_id, k.key_ids FROM keysets k WHERE EXISTS"
+        " (SELECT 1 FROM chunks c WHERE c.keyset_id = k.id)"
+    )
+    return {(int(r), key) for r, text in cur.fetchall() for key in key_list(text)}
+
+
+def newest_ids(cur, p: str, run_id: int, count: int) -> list:
+    """The ids of the run's `count` newest points, newest first."""
+    cur.execute(
+        f"SELECT id FROM points WHERE run_id = {p} ORDER BY id DESC LIMIT {p}", (run_id, count)
+    )
+    ids = [int(i) for (i,) in cur.fetchall()]
+    cur.execute(
+        f"SELECT id_lo, id_hi, data FROM chunks WHERE run_id = {p} ORDER BY id_hi DESC", (run_id,)
+    )
+    for _lo, id_hi, blob in cur.fetchall():
+        ids.sort(reverse=True)
+        if len(ids) >= count and ids[count - 1] > int(id_hi):
+            break
+        c = decode(blob, [])
+        k = _columns_of(blob)
+        ids.extend(base + j for base in _as_list(c.ids) for j in range(k))
+    ids.sort(reverse=True)
+    return ids[:count]
+
+
+def _columns_of(blob) -> int:
+    return int(bytes(blob[1:2])[0])
