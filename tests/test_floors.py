@@ -20,6 +20,10 @@ DESKTOP = ("resplot",)
 # folder -> module prefixes nothing under it may import
 FLOORS: dict[str, tuple[str, ...]] = {
     "schema": ("reslog", "resplot", "trainer", *QT, *MATPLOTLIB, "paramiko", "torch"),
+    # The store never imports the rules read over it (records carry a run's status: the store's).
+    "schema/store": ("schema.rules",),
+    # The rules judge records already read: plain Python, no database.
+    "schema/rules": ("sqlalchemy",),
     "reslog": ("resplot", "trainer", *QT, *MATPLOTLIB, "paramiko"),
     "reslog/training": ("reslog.tools", "resplot", *QT, *MATPLOTLIB, "paramiko", "pandas"),
     "reslog/agent": ("reslog.training", "reslog.tools", "resplot", "sqlalchemy", "numpy"),
@@ -33,9 +37,7 @@ FLOORS: dict[str, tuple[str, ...]] = {
         "resplot.sources",
         "resplot.ssh",
         "resplot.cli",
-        "resplot.sources.sync",
-        "resplot.ui.exports",
-        "resplot.ui.settings",
+        "resplot.report",
     ),
     "resplot/draw": (*QT, "paramiko", "resplot.ui", "resplot.sources", "resplot.ssh"),
     "resplot/sources": (*QT, *MATPLOTLIB, "resplot.draw", "resplot.ui"),
