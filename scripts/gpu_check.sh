@@ -128,7 +128,7 @@ if wants pytest; then
     K=(-k "not kernel_agrees")
     [ -n "${GPU_CHECK_PYTEST_ALL:-}" ] && K=()
     step pytest 120 "$VPY" -m pytest -q -rs -m cuda "${K[@]}" -p no:cacheprovider \
-        --junitxml "$OUT/pytest-cuda.xml" tests/test_cuda.py tests/test_kernels.py
+        --junitxml "$OUT/pytest-cuda.xml" tests/trainer/test_cuda.py tests/trainer/test_kernels.py
     "$VPY" scripts/gpu/summary.py --out "$OUT" --pytest-junit "$OUT/pytest-cuda.xml" "${DRY[@]}" \
         >/dev/null
 fi

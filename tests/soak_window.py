@@ -1,5 +1,5 @@
-"""The window used as a person uses it while a run logs: run by tests/test_gui_soak.py in a
-child pytest process, so that a crash (SIGSEGV) fails that test instead of killing the runner.
+"""The window used as a person uses it while a run logs: run by tests/resplot/ui/test_gui_soak.py in
+a child pytest process, so that a crash (SIGSEGV) fails that test instead of killing the runner.
 Not collected by itself (its name does not start with test_).
 
 For RESPLOT_SOAK_S seconds (default 60), with a real process logging through reslog into a real

@@ -2,8 +2,8 @@
 runs without a GPU: each script refuses with exit 3 and a sentence, runs its CPU dry run on a
 tiny model (the same code as on the GPU, the numbers never judged), writes its result, and the
 summary turns results into a table and an exit code. NVML and nvidia-smi cannot run here:
-`FakeNvml` (tests/test_system.py) and a stand-in `nvidia-smi` script take their place, and
-say so; the real ones are what scripts/gpu_check.sh checks on a GPU host."""
+`FakeNvml` (tests/reslog/training/test_system.py) and a stand-in `nvidia-smi` script take their
+place, and say so; the real ones are what scripts/gpu_check.sh checks on a GPU host."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ import summary  # noqa: E402
 import telemetry  # noqa: E402
 
 from reslog.training.system import visible_devices  # noqa: E402
-from tests.test_system import FakeNvml, gpu  # noqa: E402
+from tests.reslog.training.test_system import FakeNvml, gpu  # noqa: E402
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
 

@@ -78,7 +78,7 @@ def restarts(steps: np.ndarray, walls: np.ndarray) -> np.ndarray:
 def newest_take(steps: np.ndarray, walls: np.ndarray) -> np.ndarray:
     """Boolean mask of the points (in arrival order) that stand after restarts; the numpy twin
     of schema.store.rollup.newest_take (a restart step supersedes earlier points at or after it),
-    held to it on random sequences by tests/test_restart_rule.py."""
+    held to it on random sequences by tests/resplot/data/test_restart_rule.py."""
     n = len(steps)
     big = np.iinfo(np.int64).max
     floors = np.full(n, big, dtype=np.int64)

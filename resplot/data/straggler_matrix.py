@@ -5,7 +5,7 @@ rank's excess over the median of the others is worked out with numpy, column by 
 as the rule's `_excess` does it. Only the ranks and phases whose slow steps ever fill the rule's
 sustained share of a window go to the rule's own verdict (`StragglerDetector.add_marks`), so
 what is named, from when and by how much is the rule's, not a copy of it;
-tests/test_straggler_matrix.py holds the two to the same findings on random jobs.
+tests/resplot/data/test_straggler_matrix.py holds the two to the same findings on random jobs.
 
 The rule's step-by-step feed judges a step once every rank has logged it; over a history (the
 page's, and `finish()`) every step is judged with the ranks that logged it, which is what this

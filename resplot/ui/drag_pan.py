@@ -8,8 +8,8 @@ the chart's notes kept in place. Mouse moves are coalesced to one a turn of the 
 When the drag pauses (PAUSE_MS) or ends, the page is refreshed and drawn exactly (the window's
 `view_changed`), and that frame is the base of the next previews: a preview is never left on
 screen, and the frame after the release is the pixels of a full draw of the same limits
-(tests/test_drag_pan.py). The y axes keep their range while previewing and fit the data in
-view at each exact frame (ChartPage._refit_y).
+(tests/resplot/ui/test_drag_pan.py). The y axes keep their range while previewing and fit the data
+in view at each exact frame (ChartPage._refit_y).
 
 Only a pan (the same x span) is previewed; the right button's drag-zoom draws exact frames.
 """

@@ -8,8 +8,8 @@ A tree behind the window's sort/filter proxy. Every change is announced as Qt do
 rows that come and go at any level with begin/endInsertRows and begin/endRemoveRows, a change of
 columns or of order as a reset, tick boxes and colours as dataChanged (one range per parent);
 never a bare layoutChanged (issue 21: one without layoutAboutToBeChanged left the proxy stale
-persistent indexes, and the next click crashed the window). tests/test_run_table_model.py holds
-it to Qt's own model tester.
+persistent indexes, and the next click crashed the window). tests/resplot/ui/test_run_table_model.py
+holds it to Qt's own model tester.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ missing, so callers that may run without numpy (the agent never has it) write
     except ImportError:
         from schema.store import chunk_codec as codec
 
-tests/test_chunk_codec.py holds the two to the same bytes and the same bits.
+tests/schema/test_chunk_codec.py holds the two to the same bytes and the same bits.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The columns of the runs and events tables, in table order, as plain names.
 
 Standard library only, Python 3.8 syntax: the agent's archive ships it (reslog/agent/bundle.py)
-and reads rows with it, where schema.store.tables (SQLAlchemy) cannot go. tests/test_schema.py holds
-these to schema.store.tables.
+and reads rows with it, where schema.store.tables (SQLAlchemy) cannot go.
+tests/schema/test_schema.py holds these to schema.store.tables.
 """
 
 RUN_COLUMNS = (

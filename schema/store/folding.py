@@ -7,8 +7,8 @@ the same number of points in every whole bucket; where that is a few (MAX_CHUNK)
 buckets are folded column-wise by the builtins over equal chunks (`map(min, ...)`,
 `tuple.index`), with no Python code run per bucket. The buckets at the ends, the irregular
 series and the buckets holding NaN or inf take `schema.store.rollup.fold`, the writer's own fold,
-bucket by bucket: both ways give the same aggregates (tests/test_fine_levels.py compares them
-over every shape of series).
+bucket by bucket: both ways give the same aggregates (tests/resplot/sources/test_fine_levels.py
+compares them over every shape of series).
 
 Standard library only, Python 3.8 syntax: this file ships inside the agent's archive.
 """

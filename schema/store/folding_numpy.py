@@ -1,12 +1,12 @@
 """Raw points folded into fixed-width buckets with numpy: schema/store/folding.py's fine tiles from
 decoded chunk columns, with no Python object a point.
 
-The same aggregates as `schema.store.rollup.fold` bucket by bucket (tests/test_folding_numpy.py
-compares every field over random series with NaN, infinities, ties and flags), packed in
-envelope.BUCKET_LAYOUT as `folding.pack_folded` packs them. One difference: `vsum` adds a
-bucket's values in numpy's order (pairwise within long buckets) where the builtin `sum` adds
-them one by one, so the two can differ in the last bits, as two groupings of the same points
-already do (`reslog check` compares vsum with a relative tolerance of 1e-9).
+The same aggregates as `schema.store.rollup.fold` bucket by bucket
+(tests/schema/test_folding_numpy.py compares every field over random series with NaN, infinities,
+ties and flags), packed in envelope.BUCKET_LAYOUT as `folding.pack_folded` packs them. One
+difference: `vsum` adds a bucket's values in numpy's order (pairwise within long buckets) where the
+builtin `sum` adds them one by one, so the two can differ in the last bits, as two groupings of the
+same points already do (`reslog check` compares vsum with a relative tolerance of 1e-9).
 
 Imported only where numpy is (the agent falls back to schema/store/folding.py without it).
 """
@@ -46,7 +46,7 @@ def fold_columns(steps: np.ndarray, walls: np.ndarray, values: np.ndarray, start
 def _fold_finite(out, steps, walls, values, starts, ends) -> np.ndarray:
     """_fold_any() where every value is finite (a training metric's usual tile): no NaN or
     infinity to count, mask or leave out, so a third of the passes over the points go (the
-    same bytes: tests/test_folding_numpy.py)."""
+    same bytes: tests/schema/test_folding_numpy.py)."""
     n = len(values)
     out["n"] = ends - starts
     low = np.minimum.reduceat(values, starts)

@@ -9,7 +9,7 @@ not installed are listed with the reason (flash-attn has no wheel on PyPI: see d
 
     python scripts/gpu/kernel_parity.py --out OUTDIR [--only NAME,...]
 
-tests/test_cuda.py runs the same cases under the ``cuda`` marker.
+tests/trainer/test_cuda.py runs the same cases under the ``cuda`` marker.
 """
 
 from __future__ import annotations
@@ -274,7 +274,7 @@ def cases() -> dict[str, Callable[[], list[Row]]]:
     return out
 
 
-# The case names, in the order they run (tests/test_cuda.py parametrizes over them).
+# The case names, in the order they run (tests/trainer/test_cuda.py parametrizes over them).
 NAMES = (
     "sdpa (torch's choice)",
     "sdpa[flash_attention]",

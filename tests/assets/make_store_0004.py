@@ -4,8 +4,8 @@ revision (commit 6e2ea10, `git worktree add /tmp/r4 6e2ea10`), from its root:
 
     python /path/to/tests/assets/make_store_0004.py OUT.db
 
-tests/test_rollup_widths.py upgrades a copy and checks that the rollups are rebuilt at today's
-widths from the points, which the upgrade leaves as they were.
+tests/schema/test_rollup_widths.py upgrades a copy and checks that the rollups are rebuilt at
+today's widths from the points, which the upgrade leaves as they were.
 """
 
 from __future__ import annotations

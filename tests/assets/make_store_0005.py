@@ -6,7 +6,7 @@ one keeping a `points` row a point. Run with the code of that revision (commit b
 
 Three runs: several keys logged together and apart, NaN, ±inf and -0.0 values (the rows keep
 NaN as NULL and give -0.0 back as 0.0), a run resumed from an older checkpoint (a take),
-events; 3,840 points in 290 KB. tests/test_store_0005.py upgrades a copy to
+events; 3,840 points in 290 KB. tests/schema/test_store_0005.py upgrades a copy to
 chunks and checks that every point comes out as it went in.
 """
 

@@ -1,5 +1,5 @@
-"""What tests/test_matplotlib_public.py must find: private matplotlib names reached by an
-import, an attribute and a hasattr string (never imported by resplot)."""
+"""What tests/resplot/draw/test_matplotlib_public.py must find: private matplotlib names reached by
+an import, an attribute and a hasattr string (never imported by resplot)."""
 
 import matplotlib._path  # noqa: F401
 from matplotlib import _api  # noqa: F401
