@@ -61,6 +61,7 @@ class ReadoutView(QWidget):
             )
         }
         self._statics: dict[tuple[str, int], QStaticText] = {}
+        self._colors: dict[str, QColor] = {}
         self.text_: Text | None = None
         self._widths: list[int] = []
         self._widths_of: dict[tuple[str, bool], int] = {}
@@ -152,17 +153,10 @@ class ReadoutView(QWidget):
         return "" if self.text_ is None else self.text_.plain()
 
     # -- painting ----------------------------------------------------------------------------
-    def _draw_spans(self, p: QPainter, x: int, y: int, spans: list[Span], color: QColor) -> None:
-        space = self.fm.horizontalAdvance(" ")
-        for span in spans:
-            p.setPen(DETAIL if span.grey else color)
-            self._draw(p, x, y, span.text, self.bold if span.bold else self.font_)
-            x += self._span_w(span) + space
-
-    def _draw(self, p: QPainter, x: int, y: int, text: str, font: QFont) -> None:
-        """drawText at baseline y, through a QStaticText kept per text and font: a run's name
-        and most values are the same from one move to the next, and laying a text out was
-        most of a paint (~0.1 ms a piece, 40 rows' three a move)."""
+    def _static(self, text: str, font: QFont) -> QStaticText:
+        """A text laid out once and kept per text and font: a run's name and most values are
+        the same from one move to the next, and laying a text out was most of a paint (~0.1 ms
+        a piece, 40 rows' three a move)."""
         key = (text, id(font))
         static = self._statics.get(key)
         if static is None:
@@ -171,8 +165,12 @@ class ReadoutView(QWidget):
             static = self._statics[key] = QStaticText(text)
             static.setTextFormat(Qt.PlainText)
             static.prepare(QTransform(), font)
+        return static
+
+    def _draw(self, p: QPainter, x: int, y: int, text: str, font: QFont) -> None:
+        """drawText at baseline y, through the kept QStaticText (the same pixels)."""
         p.setFont(font)
-        p.drawStaticText(QPointF(x, y - self._ascents[id(font)]), static)
+        p.drawStaticText(QPointF(x, y - self._ascents[id(font)]), self._static(text, font))
 
     def paintEvent(self, _event) -> None:
         if self.text_ is None:
@@ -194,40 +192,67 @@ class ReadoutView(QWidget):
         p.end()
 
     def _paint_text(self, p: QPainter, text: Text) -> None:
+        """The readout's text, each piece by drawStaticText at its baseline; the painter's pen
+        and font are set only when they change (setting them for every piece, with the widths
+        measured again, was most of a paint's ~2.5 ms at 21 rows: the drawing is the same)."""
         p.fillRect(self.rect(), BACK)
         p.setPen(QPen(QColor("#bbbbbb")))
         p.drawRect(self.rect().adjusted(0, 0, -1, -1))
         row = self.row_px()
         ascent = self.fm_bold.ascent() + 1
+        space = self._w(" ")
+        pen: list = [None, None]  # the painter's pen colour and font as last set here
+
+        def draw(x: int, y: int, piece: str, font: QFont, color: QColor) -> None:
+            """As _draw, at baseline y + ascent (y: the row's top)."""
+            if pen[0] is not color:
+                p.setPen(color)
+                pen[0] = color
+            if pen[1] is not font:
+                p.setFont(font)
+                pen[1] = font
+            top = y + ascent - self._ascents[id(font)]
+            p.drawStaticText(QPointF(x, top), self._static(piece, font))
+
+        def spans_at(x: int, y: int, spans: list[Span], color: QColor) -> None:
+            for span in spans:
+                font = self.bold if span.bold else self.font_
+                draw(x, y, span.text, font, DETAIL if span.grey else color)
+                x += self._w(span.text, span.bold) + space
+
         y = PAD
         black = QColor("#000000")
-        self._draw_spans(p, PAD, y + ascent, text.head, black)
+        ended = QColor(ENDED)
+        spans_at(PAD, y, text.head, black)
         y += row
         xs = [PAD]
         for w in self._widths[:-1]:
             xs.append(xs[-1] + w + GAP)
+        rights = [xs[c + 1] + self._widths[c + 1] for c in range(len(self._widths) - 1)]
         if any(text.columns):
-            p.setPen(black)
             for c, head in enumerate(text.columns):
-                right = xs[c + 1] + self._widths[c + 1]
-                self._draw(p, right - self._w(head, True), y + ascent, head, self.bold)
+                draw(rights[c] - self._w(head, True), y, head, self.bold, black)
             y += row
         swatch = self.fm.height() - 4
         for line in text.lines:
-            color = QColor(ENDED) if line.row.ended else black
+            color = ended if line.row.ended else black
             if line.row.hovered:
                 p.fillRect(QRect(1, y, self.width() - 2, row), HOVERED_BACK)
             p.fillRect(QRect(PAD, y + (row - swatch) // 2, swatch, swatch),
-                       QColor(line.row.color))  # fmt: skip
-            p.setPen(color)
+                       self._color(line.row.color))  # fmt: skip
             font = self.bold if line.row.hovered else self.font_
-            self._draw(p, PAD + swatch + 4, y + ascent, line.name, font)
+            draw(PAD + swatch + 4, y, line.name, font, color)
             for c, spans in enumerate(line.cells):
-                right = xs[c + 1] + self._widths[c + 1]
                 grey = [Span(s.text, s.bold, True) for s in spans] if line.row.ended else spans
-                self._draw_spans(p, right - self._spans_w(spans), y + ascent, grey, color)
+                spans_at(rights[c] - self._spans_w(spans), y, grey, color)
             y += row
-        p.setPen(NOTE)
         for note in text.notes:
-            self._draw(p, PAD, y + ascent, note, self.italic)
+            draw(PAD, y, note, self.italic, NOTE)
             y += row
+
+    def _color(self, name: str) -> QColor:
+        """A run colour's QColor, made once per colour."""
+        got = self._colors.get(name)
+        if got is None:
+            got = self._colors[name] = QColor(name)
+        return got
