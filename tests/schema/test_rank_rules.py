@@ -187,7 +187,7 @@ def test_a_real_stack_is_parsed_and_the_blocking_frame_found():
     body = stack_of_a_thread_blocked_in(blocked_here)
     frames = hangs.training_frames(body)
     assert frames[-1].func == "wait" and "blocked_here" in [f.func for f in frames]
-    assert hangs.where_stuck(frames).startswith("tests/schema/test_rank_rules.py:")
+    assert hangs.where_stuck(frames).startswith("schema/test_rank_rules.py:")
     assert (
         "in blocked_here: release.wait(10) (innermost: python3.11/threading.py:"
         in hangs.where_stuck(frames)
