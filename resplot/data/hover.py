@@ -399,6 +399,13 @@ def _chart(tracks: dict) -> _Chart:
     return got
 
 
+def forget(charts: list[dict]) -> None:
+    """Drop what is kept of these charts' tracks (a page giving back its charts: the kept
+    arrays held the tracks, and so their axes, alive)."""
+    for tracks in charts:
+        _charts.pop(id(tracks), None)
+
+
 def readings(tracks: dict, x: float) -> list[Reading]:
     """One reading per track (Item -> Track of one chart) with data, sorted by value, highest
     first (the smoothed value where there is one); NaN readings last. Every track of the chart

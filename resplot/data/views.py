@@ -10,7 +10,8 @@ drawn through their exact extremes and last point: (min_at, vmin), (max_at, vmax
 straight down (or up) at the later extreme to the last value and on to (step_hi, last), so the
 per-pixel M4 of data/decimate.py keeps a one-step spike or dip visible at every zoom and the
 line runs from bucket to bucket as the raw line does. Smoothing on an envelope runs over bucket
-means.
+means. A view holds the series' neighbouring point (bucket) past each end, read from the tiles
+beyond the view's where those hold it (a sparse key; EDGE_TILES), so lines reach both edges.
 """
 
 from __future__ import annotations
@@ -48,6 +49,17 @@ FINE_PER_PIXEL = 4
 # ~4 µs a point (an agent on a host without numpy, or an old agent that does not say): 1M, the
 # training page of 8 runs (0.96M).
 FINE_POINTS_PER_PAGE = {"numpy": 20_000_000, "builtins": 1_000_000}
+# A view reaches past each end to the series' neighbouring point (the line runs to the chart's
+# edge). Where a series is sparse that point can lie in a tile before (after) those covering
+# the view: the view then reads up to EDGE_TILES more tiles on that side, asking for 1, 2, 4 ...
+# at a time as the ones before come empty (a point up to 16 tiles off: 16,384 steps at the raw
+# level, 5 round trips at most). A neighbour further off is not looked for: the line stops at
+# the view's last point on that side, as it did before neighbours were looked for at all.
+EDGE_TILES = 16
+# A series with fewer points than this a tile (on average over its steps) is sparse: its
+# neighbouring points past a view's edges often lie in the tiles just outside those covering
+# the view, so those two are asked for with the view's own (one round trip, not two).
+SPARSE_PER_TILE = 64
 
 
 def fine_budget(cache: SeriesCache, source: str) -> int:
@@ -84,10 +96,12 @@ class SeriesView:
     neginf: np.ndarray
     wanted_level: int  # the level the view asked for (differs while its tiles load)
     first_steps: np.ndarray | None = None  # per bucket: its first step (level 0: None)
+    # A tile past an edge that may hold the neighbouring point is still to come.
+    edges_pending: bool = False
 
     @property
     def complete(self) -> bool:
-        return self.level == self.wanted_level
+        return self.level == self.wanted_level and not self.edges_pending
 
     @property
     def width(self) -> int:
@@ -153,6 +167,68 @@ def _tiles(cache: SeriesCache, ref: RunRef, key: str, level: int, lo: int, hi: i
         else:
             tiles.append(tile)
     return tiles, missing
+
+
+def _edges(
+    cache: SeriesCache, ref: RunRef, key: str, summary, level: int, lo: int, hi: int, tiles: list
+) -> tuple[list, bool]:
+    """`tiles` (those covering [lo, hi], all cached) with the tiles before and after them up to
+    the ones holding the series' neighbouring points past lo and hi, where `tiles` hold none;
+    and whether such a tile is still to come (it is asked for, EDGE_TILES says how far)."""
+    agg = summary.agg
+    span = buckets.tiles_for(level, lo, hi)
+    ends = buckets.tiles_for(level, agg[STEP_LO], agg[STEP_HI])
+    # The first point's (bucket's last) step and the last point's (bucket's first) step, of
+    # the tiles that hold any (no copy of their columns: this runs every frame).
+    held = [t.cols for t in tiles if len(t.cols["step" if level == 0 else "n"])]
+    first = held[0]["step" if level == 0 else "step_hi"][:1] if held else ()
+    last = held[-1]["step" if level == 0 else "step_lo"][-1:] if held else ()
+    before: list = []
+    after: list = []
+    pending = False
+    # Walk out from the view on each side (way -1: before lo, +1: after hi) unless that side is
+    # done: the series has no point past that edge, or the view's tiles hold one at or past it
+    # (a point at the edge reaches it).
+    done_before = lo <= agg[STEP_LO] or (len(first) > 0 and first[0] <= lo)
+    done_after = hi >= agg[STEP_HI] or (len(last) > 0 and last[-1] >= hi)
+    sides = (
+        (-1, done_before, span.start - 1, ends.start - 1, before),
+        (1, done_after, span.stop, ends.stop, after),
+    )
+    for way, done, start, stop, out in sides:
+        if done:
+            continue
+        for d in range(EDGE_TILES):
+            index = start + way * d
+            if (index - stop) * way >= 0:
+                break  # past the series' own tiles
+            tile = cache.tile(ref, key, level, index)
+            if tile is None:
+                # Ask for this one and as many more as were found empty (1, 2, 4 ...).
+                far = [start + way * e for e in range(d, min(2 * d + 1, EDGE_TILES))]
+                cache.want_tiles(ref, key, level, [i for i in far if (i - stop) * way < 0])
+                pending = True
+                break
+            out.append(tile)
+            if len(tile.cols["step" if level == 0 else "n"]):
+                break  # it holds the neighbour
+    return [*before[::-1], *tiles, *after], pending
+
+
+def _edge_tiles_ahead(summary, level: int, lo: int, hi: int) -> list[int]:
+    """For a sparse series (SPARSE_PER_TILE), the tile before and the tile after those covering
+    [lo, hi], on each side where the series has points past that edge."""
+    agg = summary.agg
+    ends = buckets.tiles_for(level, agg[STEP_LO], agg[STEP_HI])
+    if agg[N] >= SPARSE_PER_TILE * len(ends):
+        return []
+    span = buckets.tiles_for(level, lo, hi)
+    out = []
+    if lo > agg[STEP_LO] and span.start > ends.start:
+        out.append(span.start - 1)
+    if hi < agg[STEP_HI] and span.stop < ends.stop:
+        out.append(span.stop)
+    return out
 
 
 def _concat(tiles, level: int) -> dict[str, np.ndarray]:
@@ -278,6 +354,7 @@ def series_view(
     )
     tiles, missing = _tiles(cache, ref, key, wanted, lo, hi)
     if missing:
+        missing += _edge_tiles_ahead(summary, wanted, lo, hi)
         # Meanwhile: the nearest level whose tiles are all cached (coarser ones first).
         ladder = buckets.by_width(summary.levels)
         at = ladder.index(wanted)
@@ -294,20 +371,26 @@ def series_view(
             cache.want_tiles(ref, key, 1, list(buckets.tiles_for(1, lo, hi)))
         cache.want_tiles(ref, key, wanted, missing)
         return None
+    tiles, pending = _edges(cache, ref, key, summary, wanted, lo, hi, tiles)
     if memo is None:
-        return _view(tiles, wanted, lo, hi, wanted)
-    stamp = (wanted, lo, hi, *(t.cols for t in tiles))
+        view = _view(tiles, wanted, lo, hi, wanted)
+        view.edges_pending = pending
+        return view
+    stamp = (wanted, lo, hi, pending, *(t.cols for t in tiles))
     if _same(stamp, memo.stamp):
         return memo.view
     if wanted == 0:
-        memo.stamp, memo.view, memo.cols = stamp, _view(tiles, wanted, lo, hi, wanted), None
-        return memo.view
+        view = _view(tiles, wanted, lo, hi, wanted)
+        view.edges_pending = pending
+        memo.stamp, memo.view, memo.cols = stamp, view, None
+        return view
     cols = _concat(tiles, wanted)
     a, b = _bucket_cut(cols, lo, hi)
     whole = (a, b) == (0, len(cols["n"]))
     view = _appended(memo, cols, wanted) if whole else None
     if view is None:
         view = _bucket_view(cols, wanted, lo, hi, wanted)
+    view.edges_pending = pending
     memo.stamp, memo.view, memo.cols = stamp, view, cols if whole else None
     return view
 
@@ -344,8 +427,8 @@ def _same(a: tuple, b: tuple) -> bool:
     """Stamps alike: numbers equal, columns the same objects."""
     return (
         len(a) == len(b)
-        and a[:3] == b[:3]
-        and all(x is y for x, y in zip(a[3:], b[3:], strict=True))
+        and a[:4] == b[:4]
+        and all(x is y for x, y in zip(a[4:], b[4:], strict=True))
     )
 
 

@@ -32,6 +32,18 @@ def _scratch_renderer(w: int, h: int, dpi: float) -> RendererAgg:
     return found
 
 
+def scratch_bytes() -> int:
+    """Bytes of this thread's scratch canvas (one RGBA canvas of the last page drawn)."""
+    found = getattr(_scratch, "renderer", None)
+    return 0 if found is None else memoryview(found.buffer_rgba()).nbytes
+
+
+def release_scratch() -> None:
+    """Give back this thread's scratch canvas (a page's size, 10-80 MB); the next bitmap
+    drawn makes one again."""
+    _scratch.renderer = None
+
+
 def drawn_alone(
     draw: Callable[[RendererAgg], None], renderer: RendererAgg, box, margin: int
 ) -> tuple[int, int, np.ndarray]:

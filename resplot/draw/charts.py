@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from reslog.text import safe
-from resplot.data import layout, marks, xaxis
+from resplot.data import hover, layout, marks, xaxis
 from resplot.data.cache import SeriesCache
 from resplot.data.decimate import Grid
 from resplot.data.model import RunRef
@@ -168,6 +168,20 @@ class ChartPage(ChartLimits):
         self._views.append([])
         self._notes.append(note)
         self._legends.append(AxesLegend())
+
+    def user_view(self) -> bool:
+        """Whether the view is the user's: x zoomed or panned, or a chart's y (kept until
+        Follow data)."""
+        return not self.follow or bool(self._user_y)
+
+    def release(self) -> None:
+        """Give back the charts (resplot/ui/page_release.py): the figure cleared, and with it
+        the axes, tracks, legends and notes (their bitmaps); the layout forgotten, so the next
+        refresh builds the page anew, as a first view."""
+        hover.forget(self.tracks)
+        self._rebuild([], self.x_mode, self.grid)
+        self._layout = None
+        self.specs, self._x_steps = [], {}
 
     def chart_axes(self) -> list:
         """The axes that draw data (not the All page's section cards); they share x."""

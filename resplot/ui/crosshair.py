@@ -116,6 +116,17 @@ class Crosshair(QObject):
             self._blit(self._dirty)
         self._dirty = []
 
+    def release(self) -> None:
+        """Hidden, and holding nothing of the page: its saved pixels, its colours, and the
+        chart transform and box the dots were set to (they kept that chart's axes alive)."""
+        self.hide()
+        self.dots.set_offsets(np.empty((0, 2)))
+        self.dots.set_offset_transform(IdentityTransform())
+        self.dots.set_clip_box(None)
+        self.rules.set_segments([])
+        self._under, self._dirty, self._dots_of, self.drawn = [], [], False, False
+        self._rgba.clear()
+
     def _blit(self, boxes: list[Bbox]) -> None:
         """Mark the strips that changed for Qt's next paint, as one region: Qt paints it once
         with whatever else changed meanwhile (where the readout was), each strip copied on its

@@ -137,6 +137,10 @@ class DragPan(QObject):
             self.exact_frames += 1
             self.exact()
 
+    def release(self) -> None:
+        """Drop the frame the previews move (a copy of the rows shown) and the charts' boxes."""
+        self._base, self._charts, self._xlim = None, [], None
+
     def _paused(self) -> None:
         if self.active and self._stale:
             self._stale = False

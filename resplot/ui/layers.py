@@ -78,6 +78,10 @@ class Layers:
         for ax in hidden:
             ax.set_animated(False)
 
+    def release(self) -> None:
+        """Drop the saved axes (a page's pixels): the next draw is a full draw."""
+        self.background, self.drawn, self._size = None, [], None
+
     def _on_draw(self, _event) -> None:
         if self.canvas.is_saving() or not self.enabled:
             self.background = None  # a saved file's draw: its size and dpi are the file's

@@ -25,6 +25,7 @@ from resplot.draw.legends import strip_html
 from resplot.ui.crosshair import Crosshair
 from resplot.ui.drag_pan import DragPan
 from resplot.ui.layers import Layers
+from resplot.ui.page_release import PageRelease
 from resplot.ui.region_paint import paint_region
 
 
@@ -64,6 +65,10 @@ class ChartToolbar(NavigationToolbar2QT):
                 super().drag_pan(event)
         if drag is not None and drag.active:
             drag.moved()
+
+    def release(self) -> None:
+        """Forget the zoom tool's back and forward views (of axes given back)."""
+        self.update()
 
     def release_pan(self, event) -> None:
         drag = self.drag
@@ -108,6 +113,21 @@ class PageCanvas(FigureCanvasQTAgg):
         self.draw_due = False
         self.draws_held = False  # a previewed drag-pan move: the pan tool's draw_idle is not
         self.drag: DragPan | None = None
+
+    def release(self) -> None:
+        """Give back the Agg buffer (the whole page's RGBA, 10-80 MB): the renderer is made
+        anew for a one-pixel figure and the figure's size put back, so the next draw makes
+        one of the page's size."""
+        figure = self.figure
+        size = figure.get_size_inches()
+        figure.set_size_inches(1 / figure.dpi, 1 / figure.dpi, forward=False)
+        self.get_renderer()
+        figure.set_size_inches(size, forward=False)
+
+    def held_bytes(self) -> int:
+        """Bytes of the Agg buffer the canvas holds."""
+        renderer = getattr(self, "renderer", None)
+        return 0 if renderer is None else memoryview(renderer.buffer_rgba()).nbytes
 
     def mouseMoveEvent(self, event) -> None:
         # While the left button pans, moves go to the pan tool alone, coalesced (the hover
@@ -225,6 +245,7 @@ class PageView(QWidget):
         bar.valueChanged.connect(self._scrolled)
         bar.rangeChanged.connect(self._scrolled)
         self.canvas.mpl_connect("button_press_event", self._on_press)
+        self.release = PageRelease(self, on_view_changed)  # unshown a minute: charts given back
 
     def _view_moved(self) -> None:
         """The x range moved (a zoom, a pan): the window refreshes and draws the page, except
