@@ -86,8 +86,8 @@ def test_a_view_at_the_series_ends_asks_for_nothing_past_them(sparse):
 
 def test_a_sparse_view_gets_its_neighbours_tiles_with_its_own(sparse):
     # valid/loss holds ~2 points a raw tile: the tiles just past the view's (0 and 2) are asked
-    # for with its own (1), so one round trip brings the neighbours (tests/test_scale.py pans
-    # at full resolution and counts on one).
+    # for with its own (1), so one round trip brings the neighbours (tests/resplot/ui/test_scale.py
+    # pans at full resolution and counts on one).
     cache = sparse.cache
     ref = cache.runs()[0].ref
     assert series_view(cache, ref, "valid/loss", 1_100, 2_040, PIXELS, level=0) is None

@@ -21,7 +21,7 @@ from resplot.draw.legend_bitmap import BitmapLegend
 from resplot.draw.text_bitmap import BitmapText
 from tests.fixtures.sweep import make_sweep
 from tests.fixtures.windows import open_window, settle
-from tests.test_memory_flat import _drag
+from tests.resplot.ui.test_memory_flat import _drag
 
 
 def _of_figure(figure) -> list[Artist]:
