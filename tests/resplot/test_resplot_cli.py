@@ -170,6 +170,7 @@ def test_the_window_refuses_a_source_it_can_never_read_before_opening(
     assert err.startswith("resplot: error:") and message in err
 
 
+@pytest.mark.slow
 def test_a_directory_named_like_a_command_is_still_opened_as_a_store(store, tmp_path, monkeypatch):
     home = tmp_path / "cwd"
     (home / "plots").mkdir(parents=True)

@@ -138,6 +138,7 @@ def log_run(store: Path, name: str, steps: range, *, restart_at: int | None = No
     return run
 
 
+@pytest.mark.slow
 def test_sync_copies_every_row_and_the_same_rollups(tmp_path):
     source = tmp_path / "box" / "reslog.db"
     log_run(source, "a", range(0, 3000), restart_at=1500)
@@ -163,6 +164,7 @@ def test_sync_copies_every_row_and_the_same_rollups(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_a_cut_sync_resumes_and_a_second_sync_copies_nothing(tmp_path, monkeypatch):
     source = tmp_path / "box" / "reslog.db"
     monkeypatch.setattr(chunk_write, "SEAL_ROWS", 256)  # sealed chunks of 256 rows: many
@@ -220,6 +222,7 @@ def test_sync_follows_a_live_run_and_takes_its_final_status(tmp_path):
     assert unsealed(mirror) == 0  # the sync that copied its end sealed it
 
 
+@pytest.mark.slow
 def test_the_mirror_outlives_the_source_store(tmp_path, capsys):
     source = tmp_path / "box" / "reslog.db"
     log_run(source, "kept", range(0, 400))
@@ -250,6 +253,7 @@ def test_sync_over_ssh(ssh_config, tmp_path):
     assert_same(contents(mirror), contents(source))
 
 
+@pytest.mark.slow
 def test_two_sources_into_one_mirror_keep_their_own_cursors(tmp_path):
     one, two = tmp_path / "a" / "reslog.db", tmp_path / "b" / "reslog.db"
     log_run(one, "one", range(0, 300))

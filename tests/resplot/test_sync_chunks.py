@@ -58,6 +58,7 @@ def check_ok(store: Path, capsys) -> None:
     assert reslog_main(["check", str(store), "--full"]) == 0, capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_sealed_chunks_arrive_byte_for_byte_and_a_second_store_gets_its_own_ids(tmp_path, capsys):
     one, two = tmp_path / "a" / "reslog.db", tmp_path / "b" / "reslog.db"
     log_run(one, "one", range(0, 1500), restart_at=600)
@@ -95,6 +96,7 @@ def test_sealed_chunks_arrive_byte_for_byte_and_a_second_store_gets_its_own_ids(
     check_ok(mirror, capsys)
 
 
+@pytest.mark.slow
 def test_a_head_sealed_on_the_host_between_two_syncs_is_copied_once(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(chunk_write, "SEAL_ROWS", 300)
     source, mirror = tmp_path / "box" / "reslog.db", tmp_path / "mirror.db"
@@ -185,6 +187,7 @@ def test_a_sync_killed_at_any_moment_resumes_with_nothing_lost_or_repeated(
     check_ok(mirror, capsys)
 
 
+@pytest.mark.slow
 def test_a_damaged_chunk_stops_the_sync_and_writes_nothing_of_its_batch(
     tmp_path, monkeypatch, capsys
 ):
@@ -318,6 +321,7 @@ def test_a_restart_inside_the_keys_logged_together_is_the_writers_take(tmp_path,
     check_ok(mirror, capsys)
 
 
+@pytest.mark.slow
 def test_keysets_sealed_out_of_step_are_cut_inside_chunks_and_copied_once(
     tmp_path, monkeypatch, capsys
 ):
@@ -374,6 +378,7 @@ def test_legacy_rows_come_as_rows_then_the_chunks_after_them_as_they_are(
     check_ok(mirror, capsys)
 
 
+@pytest.mark.slow
 def test_copied_heads_of_a_live_run_are_sealed_once_they_pile_up(tmp_path, monkeypatch, capsys):
     """A live run synced often: the host's heads come as they are; once a keyset's copies
     reach the writer's bound (here 4 heads, the host's own at 256) the mirror seals them."""

@@ -485,6 +485,7 @@ def test_the_agent_archive_carries_the_codec_and_it_runs_without_numpy(tmp_path)
             assert done.stdout == expected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", ["zlib", "zlib_ng"])
 def test_zlib_ng_and_the_stdlib_zlib_read_the_same_bits_and_refuse_the_same_lies(
     monkeypatch, module

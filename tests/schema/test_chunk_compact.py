@@ -111,6 +111,7 @@ def any_store(request) -> str:
     return request.getfixturevalue("pg_store")
 
 
+@pytest.mark.slow
 def test_compaction_keeps_every_point_to_the_bit_and_checks(any_store):
     engine = new_store(any_store)
     try:
@@ -223,6 +224,7 @@ def row_major_store(path: str, steps: int, chunk_rows: int | None = None) -> Eng
     return open_store(path)
 
 
+@pytest.mark.slow
 def test_bytes_a_point_of_an_upgraded_store_before_and_after(any_store):
     engine = row_major_store(any_store, 9_000)
     try:
@@ -451,6 +453,7 @@ def test_reslog_upgrade_compacts_with_its_progress_bar(tmp_path, capfd):
     assert check_store(str(path), full=True).problems == []
 
 
+@pytest.mark.slow
 def test_a_mirror_synced_a_batch_at_a_time_across_compactions_gets_every_point_once(
     tmp_path, monkeypatch
 ):
@@ -526,6 +529,7 @@ def test_two_compactions_of_one_store_at_once_take_turns(any_store):
     assert check_store(any_store, full=True).problems == []
 
 
+@pytest.mark.slow
 def test_compaction_without_numpy_writes_what_it_read(store_path, monkeypatch):
     """reslog on a host without numpy: arrays and the standard-library codec, the same points
     to the bit."""
@@ -572,6 +576,7 @@ def test_an_import_appending_to_a_run_merges_its_chunks_with_the_earlier_ones(tm
     assert check_store(str(store), full=True).problems == []
 
 
+@pytest.mark.slow
 def test_a_mirror_whose_cursor_fell_inside_a_row_copies_the_rest_of_it_once(tmp_path, monkeypatch):
     """A mirror synced one per-key chunk (its cursor then sits inside a row of the store's ids:
     key 0 of a step copied, keys 1-7 not), then the source compacted those chunks into rows:

@@ -120,6 +120,7 @@ def same_series(a: dict, b: dict) -> bool:
     return bits(a) == bits(b)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("with_numpy", [True, False])
 def test_upgrade_converts_rows_into_sealed_chunks_keeping_every_point(
     store_path, monkeypatch, with_numpy
@@ -165,6 +166,7 @@ def test_upgrade_converts_rows_into_sealed_chunks_keeping_every_point(
         engine.dispose()
 
 
+@pytest.mark.slow
 def test_a_conversion_stopped_halfway_reads_whole_and_the_next_upgrade_finishes(
     store_path, monkeypatch
 ):

@@ -99,6 +99,7 @@ def check_series(engine, run_id: int, key_id: int, rng: random.Random) -> int:
     return len(rows)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2])
 def test_chunks_fold_to_the_rollups_the_writer_stored_flush_by_flush(store_path, seed):
     engine = new_store(store_path)

@@ -310,6 +310,7 @@ def make_old_store(path: Path, rng: random.Random) -> None:
         assert conn.execute("SELECT count(*) FROM points WHERE run_id = ?", (run_id,)).fetchone()
 
 
+@pytest.mark.slow
 def test_upgrade_fills_in_the_rollups_of_an_older_store(store_path, monkeypatch):
     make_old_store(store_path, random.Random(11))
     with pytest.raises(Exception, match="upgrade it with: reslog upgrade"):

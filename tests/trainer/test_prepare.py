@@ -135,6 +135,7 @@ def test_prepare_without_any_text_is_an_error(tmp_path):
         prepare([tmp_path / "raw"], tmp_path / "out", vocab_size=300, log=str)
 
 
+@pytest.mark.slow
 def test_prepare_uses_uint32_for_a_large_vocabulary(raw, tmp_path):
     # A real 70k-token vocabulary would need a big corpus; extend a trained one instead.
     small = tmp_path / "small"
@@ -163,6 +164,7 @@ def test_cli_reports_errors_without_a_traceback(raw, tmp_path):
     assert "Traceback" not in again.stderr
 
 
+@pytest.mark.slow
 def test_stdlib_corpus_is_deterministic_and_capped(tmp_path):
     a = build_corpus(tmp_path / "a.jsonl", max_bytes=300_000)
     b = build_corpus(tmp_path / "b.jsonl", max_bytes=300_000)

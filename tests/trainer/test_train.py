@@ -112,6 +112,7 @@ def test_golden_loss_curve_of_the_debug_model(tmp_path):
 # --------------------------------------------------------------------------- resume
 
 
+@pytest.mark.slow
 def test_checkpoint_and_resume_continue_bit_for_bit_in_the_same_run(tmp_path):
     steps = ["--train.steps", "12", "--train.eval_every", "4", "--train.save_final", "true"]
     full_dir, split_dir = tmp_path / "full", tmp_path / "split"
@@ -531,6 +532,7 @@ def _unfused(main: dict, trainer: Trainer) -> dict:
     return {**main, "model": model, "optimizer": {"state": state, "param_groups": groups}}
 
 
+@pytest.mark.slow
 def test_a_checkpoint_of_the_unfused_model_resumes_exactly_like_the_fused_one(tmp_path):
     steps = ["--train.steps", "8", "--train.eval_every", "0", "--logging.enabled", "false"]
     first = Trainer(debug_cfg(tmp_path / "fused", *steps), logger=RecordingLogger())

@@ -16,6 +16,7 @@ from trainer.metrics import Logger, make_logger
 from trainer.train import main
 
 
+@pytest.mark.slow
 def test_the_reslog_run_receives_the_expected_keys_events_and_config(tmp_path):
     rc = main(
         [
@@ -182,6 +183,7 @@ class LateTimer:
         return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lag", [1, 3])
 def test_timings_that_resolve_steps_late_are_stored_at_their_own_step(tmp_path, lag, recwarn):
     from trainer.train import Trainer

@@ -130,6 +130,7 @@ def test_huggingface_trainer_logs_train_eval_and_predict_into_one_run_cell_by_ce
     assert "train_loss" in info.summary and "train/train_loss" not in series
 
 
+@pytest.mark.slow
 def test_huggingface_callback_is_silent_off_rank_zero(store, tmp_path):
     from transformers import TrainerControl, TrainerState, TrainingArguments
 
@@ -225,6 +226,7 @@ def lightning_trainer(logger, steps: int = 6):
     )
 
 
+@pytest.mark.slow
 def test_lightning_logger_takes_hyperparameters_metrics_and_the_final_status(store):
     from reslog.integrations.lightning import ReslogLogger
 

@@ -272,6 +272,7 @@ def test_points_stream_at_full_resolution_in_bounded_chunks(store_path, tmp_path
                                                    repr((n - 1) * 0.5)]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_wide_csv_joins_keys_window_by_window(store_path, tmp_path, monkeypatch):
     engine = new_store(store_path)
     make_run(engine, points={"a": [(i, float(i)) for i in range(1000)],

@@ -54,6 +54,7 @@ class WatchProcess:
         return self.proc.stderr.read()
 
 
+@pytest.mark.slow
 def test_watch_reports_each_change_once_and_runs_the_hook(store_path, tmp_path):
     # Before the watch starts: a finished run with a NaN. That is the baseline, not news.
     old = reslog.init(store=store_path, name="old", system=False)
@@ -155,6 +156,7 @@ def test_a_failing_hook_is_reported_and_the_watch_goes_on(store_path, tmp_path):
     assert "--exec exited with status 3 for second running" in err
 
 
+@pytest.mark.slow
 def test_hook_values_are_escaped_and_capped_and_a_nul_never_ends_the_watch(store_path, tmp_path):
     """A NUL in a run name killed the watch (traceback, every later alert lost), and a name over
     128 KiB made every hook of its run fail (the kernel refuses such an environment value)."""

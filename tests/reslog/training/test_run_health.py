@@ -114,6 +114,7 @@ def test_a_killed_run_reads_crashed_at_once_in_the_cli_and_through_the_agent(
 # ---- stalls -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_hung_run_is_flagged_stalled_with_the_hanging_frame_then_recovers(
     store_path, child_factory
 ):
@@ -154,6 +155,7 @@ def test_the_stall_event_says_each_gpus_utilisation_by_ordinal():
     assert "in test_the_stall_event_says_each_gpus_utilisation_by_ordinal" in body
 
 
+@pytest.mark.slow
 def test_pauses_shorter_than_stall_after_never_flag(store_path, child_factory):
     child = child_factory(store_path, interval=0.1, stall_after=2.5)
     for _ in range(3):
@@ -230,6 +232,7 @@ def test_a_store_replaced_mid_run_is_kept_beside_it_untouched(store_path, child_
     assert read_run(rescued)[0].status == "finished"
 
 
+@pytest.mark.slow
 def test_a_backlog_larger_than_the_freed_space_lands_chunk_by_chunk(tmp_path, child_factory):
     store = tmp_path / "reslog.db"
     child = child_factory(store, chunk=2000)

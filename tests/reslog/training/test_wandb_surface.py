@@ -292,6 +292,7 @@ def test_group_and_job_type_filter_reslog_ls(store, capsys):
     ]
 
 
+@pytest.mark.slow
 def test_watch_logs_parameter_and_gradient_norms_every_log_freq_forwards(store):
     run = wandb.init(project="p", system=False)
     model = tiny_model()

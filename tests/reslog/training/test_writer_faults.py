@@ -65,6 +65,7 @@ def test_locked_store_keeps_data_in_memory_and_writes_it_after_release(store_pat
     assert series["x"] == [(i, float(i)) for i in range(200)]
 
 
+@pytest.mark.slow
 def test_a_store_locked_by_another_writer_is_queued_for_not_shrunk_or_warned(store_path, recwarn):
     """A lock another process holds past the writer's busy timeout is contention between
     writers, not a fault: the writer asks again at once (it used to back off exponentially, up
@@ -121,6 +122,7 @@ def test_buffer_overflow_drops_are_counted_and_recorded_as_an_event(store_path):
     assert drop.level == "warning" and drop.title.startswith("100 points dropped")
 
 
+@pytest.mark.slow
 def test_read_only_store_warns_once_and_recovers_when_writable_again(tmp_path):
     folder = tmp_path / "ro"
     folder.mkdir()
@@ -155,6 +157,7 @@ def test_read_only_store_warns_once_and_recovers_when_writable_again(tmp_path):
     assert read_run(store)[0].status == "finished"
 
 
+@pytest.mark.slow
 def test_full_disk_warns_once_and_recovers_when_space_returns(tmp_path):
     store = tmp_path / "reslog.db"
     child = Child(store, obey_file_modes=True)

@@ -105,6 +105,7 @@ def test_a_60_run_sweep_draws_an_exact_bucket_a_pixel_on_every_chart(sweep, monk
     assert charted == RUNS * len(KEYS)
 
 
+@pytest.mark.slow
 def test_an_agent_without_numpy_keeps_the_old_budget_and_says_so(sweep, monkeypatch):
     path, _logged = sweep
     for drop_fold in (False, True):  # RESLOG_AGENT_NUMPY=0; an agent that does not say

@@ -80,6 +80,7 @@ def _xs() -> list[float]:
     return [*xs, math.inf, -math.inf]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("smoothing", [0.0, 0.6])
 def test_batched_readings_are_the_ones_read_a_series_at_a_time(sweep, smoothing):
     cache, source, refs = sweep
@@ -181,6 +182,7 @@ class _View:
         self.steps, self.mid_steps, self.level = steps, steps.copy(), level
 
 
+@pytest.mark.slow
 def test_the_kept_axis_outlives_a_redraw_that_brings_the_same_arrays():
     """A page redraw prepares every track again: new arrays, mostly the same content. The
     axis kept for a track stands then (rebuilding 200 was the first move after each redraw),
@@ -207,6 +209,7 @@ def test_the_kept_axis_outlives_a_redraw_that_brings_the_same_arrays():
     assert fresh is not axis and fresh.finite_x[0] == 1.0
 
 
+@pytest.mark.slow
 def test_a_chart_kept_between_moves_is_read_again_when_a_track_changes(sweep):
     """`readings` keeps each chart's tracks joined between moves (one fancy index a move, not
     a loop over 200 series); a track prepared again (new arrays: another smoothing, a zoom)

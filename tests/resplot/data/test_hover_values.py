@@ -56,6 +56,7 @@ def test_inside_a_nan_stretch_the_hover_says_nan_at_once(zoomed_out):
         assert abs(reading.step - step) < 2
 
 
+@pytest.mark.slow
 def test_the_hovered_value_is_the_logged_one_once_its_tile_arrives(zoomed_out):
     cache, source, tracks, _track, loss = zoomed_out
     step = 71_234

@@ -149,6 +149,7 @@ def test_the_straggler_is_marked_and_a_cell_hovers_its_breakdown(job_cache):
     assert 384 <= wide.stragglers[0].since <= 448
 
 
+@pytest.mark.slow
 def test_a_hung_job_marks_the_rank_that_never_came(tmp_path, monkeypatch):
     job = open_job(tmp_path, monkeypatch, group="job-h")
     log_steps(job, 1, 2)

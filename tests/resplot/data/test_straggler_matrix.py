@@ -90,6 +90,7 @@ def test_the_matrix_names_what_the_rule_names(seed, ranks, steps, holes, window)
     assert findings(by_matrix(job, hosts, rule)) == expected
 
 
+@pytest.mark.slow
 def test_the_seeds_name_stragglers_and_healthy_jobs_none():
     """The parity above is not vacuous: its jobs name stragglers (with holes and a short window
     too), and some name none."""

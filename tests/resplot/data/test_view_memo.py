@@ -60,6 +60,7 @@ def _same_arrays(a, b) -> None:
             assert x == y, f.name
 
 
+@pytest.mark.slow
 def test_a_poll_works_out_only_the_newest_buckets_again(live, monkeypatch):
     source, run_id, path = live
     cache = source.cache

@@ -132,6 +132,7 @@ def test_throttle_reasons_are_one_bar_per_stretch(tmp_path):
     assert bars.get_label() == "capped GPU0"
 
 
+@pytest.mark.slow
 def test_a_placeholder_before_training_sets_no_y_range(tmp_path):
     # nanoGPT logs mfu = running_mfu * 100 with running_mfu = -1 until it has measured one:
     # -100 at iteration 0, then 30-40 %.

@@ -43,6 +43,7 @@ def _strip_above_the_charts(page) -> None:
     assert box.x1 <= page.figure.bbox.x1 + 1  # all of it inside the figure
 
 
+@pytest.mark.slow
 def test_a_snapshot_of_twenty_runs_names_every_run(sweep, tmp_path, capsys):
     with Loaded([parse_spec(str(sweep))]) as loaded:
         refs = [r.ref for r in loaded.cache.runs()]
@@ -130,6 +131,7 @@ def test_a_legend_over_the_series_is_the_same_pixels_at_every_draw_its_first_inc
     assert legend.renders == 2
 
 
+@pytest.mark.slow
 def test_a_bitmap_legend_is_drawn_afresh_for_new_text_or_a_new_corner_not_on_a_zoom():
     canvas, ax, legend = _legend_figure(True)
     _pixels(canvas)

@@ -405,6 +405,7 @@ def test_rows_are_grouped_per_series_in_arrival_order(sparse):
     assert group_rows(np.empty(0, np.int64), np.empty(0, np.int64)) == []
 
 
+@pytest.mark.slow
 def test_a_run_that_goes_silent_turns_crashed_without_any_store_change(tmp_path):
     from schema.store.status import STALE_AFTER_MIN_S
 
