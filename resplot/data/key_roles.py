@@ -6,9 +6,9 @@ Each role lists the names seen in those projects, most specific first; a run's s
 role is the first name it logged. Names are matched exactly (and in Lightning's `_step` and
 `_epoch` forms: `train_loss_step`), or as a glob where they hold `*` (Lightning's
 LearningRateMonitor logs `lr-AdamW`, `lr-SGD`, ...). The System page finds per-GPU series by
-pattern (GPU_NAMES: reslog's `sys/gpu0/temp_c`, the short `sys/gpu0/temp`, wandb's
-`system/gpu.0.temp`, Lightning's `gpu_id: 0/temperature.gpu (°C)`), the Timing page its parts
-by TIMING_ROLES (torchtitan's `time_metrics/end_to_end(s)`).
+pattern (RESLOG_GPU_NAMES: reslog's `sys/gpu0/temp_c`, the short `sys/gpu0/temp`; GPU_NAMES:
+wandb's `system/gpu.0.temp`, Lightning's `gpu_id: 0/temperature.gpu (°C)`), the Timing page
+its parts by TIMING_ROLES (torchtitan's `time_metrics/end_to_end(s)`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import re
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
+from schema.rules.alerts import gpu_key
 from schema.store.rollup import LAST, MIN_AT, STEP_LO, VMAX, VMIN, N
 
 ROLES: dict[str, tuple[str, ...]] = {
@@ -110,26 +111,30 @@ def _gpu(pattern: str, role: str, unit: str) -> GpuName:
     return GpuName(re.compile(pattern), role, unit)
 
 
-# Most specific first: reslog's own names, short forms of them, wandb's system metrics (kept
-# by `reslog import wandb` and `import reslog as wandb` users), Lightning's GPU stats monitor.
+# reslog's own names and short forms of them: the part after `sys/gpu{i}/` (the key parsed by
+# schema.rules.alerts.gpu_key, the one parse of reslog's GPU keys), most specific first.
+RESLOG_GPU_NAMES: tuple[GpuName, ...] = (
+    _gpu(r"util", "util", "%"),
+    _gpu(r"mem_used_gib", "mem_used", "GiB"),
+    _gpu(r"mem_total_gib", "mem_total", "GiB"),
+    _gpu(r"temp_c", "temp", "°C"),
+    _gpu(r"power_w", "power", "W"),
+    _gpu(r"power_limit_w", "power_limit", "W"),
+    _gpu(r"fan_pct", "fan", "%"),
+    _gpu(r"sm_clock_mhz", "sm_clock", "MHz"),
+    _gpu(r"throttle", "throttle", ""),
+    _gpu(r"(?:utilization|util_pct|gpu_util)", "util", "%"),
+    _gpu(r"(?:mem_used|memory_used)_gb", "mem_used", "GB"),
+    _gpu(r"(?:mem_used|memory_used)_mb", "mem_used", "MB"),
+    _gpu(r"(?:temp|temperature)", "temp", "°C"),
+    _gpu(r"(?:power|power_draw)", "power", "W"),
+    _gpu(r"(?:power_limit|power_cap)", "power_limit", "W"),
+    _gpu(r"fan", "fan", "%"),
+    _gpu(r"(?:sm_clock|clock_sm)", "sm_clock", "MHz"),
+)
+# Other tools' names, the GPU's ordinal as the first group: wandb's system metrics (kept by
+# `reslog import wandb` and `import reslog as wandb` users), Lightning's GPU stats monitor.
 GPU_NAMES: tuple[GpuName, ...] = (
-    _gpu(r"sys/gpu(\d+)/util$", "util", "%"),
-    _gpu(r"sys/gpu(\d+)/mem_used_gib$", "mem_used", "GiB"),
-    _gpu(r"sys/gpu(\d+)/mem_total_gib$", "mem_total", "GiB"),
-    _gpu(r"sys/gpu(\d+)/temp_c$", "temp", "°C"),
-    _gpu(r"sys/gpu(\d+)/power_w$", "power", "W"),
-    _gpu(r"sys/gpu(\d+)/power_limit_w$", "power_limit", "W"),
-    _gpu(r"sys/gpu(\d+)/fan_pct$", "fan", "%"),
-    _gpu(r"sys/gpu(\d+)/sm_clock_mhz$", "sm_clock", "MHz"),
-    _gpu(r"sys/gpu(\d+)/throttle$", "throttle", ""),
-    _gpu(r"sys/gpu(\d+)/(?:utilization|util_pct|gpu_util)$", "util", "%"),
-    _gpu(r"sys/gpu(\d+)/(?:mem_used|memory_used)_gb$", "mem_used", "GB"),
-    _gpu(r"sys/gpu(\d+)/(?:mem_used|memory_used)_mb$", "mem_used", "MB"),
-    _gpu(r"sys/gpu(\d+)/(?:temp|temperature)$", "temp", "°C"),
-    _gpu(r"sys/gpu(\d+)/(?:power|power_draw)$", "power", "W"),
-    _gpu(r"sys/gpu(\d+)/(?:power_limit|power_cap)$", "power_limit", "W"),
-    _gpu(r"sys/gpu(\d+)/fan$", "fan", "%"),
-    _gpu(r"sys/gpu(\d+)/(?:sm_clock|clock_sm)$", "sm_clock", "MHz"),
     _gpu(r"(?:system/)?gpu\.(?:process\.)?(\d+)\.gpu$", "util", "%"),
     _gpu(r"(?:system/)?gpu\.(?:process\.)?(\d+)\.memoryAllocatedBytes$", "mem_used", "bytes"),
     _gpu(r"(?:system/)?gpu\.(?:process\.)?(\d+)\.temp$", "temp", "°C"),
@@ -159,13 +164,12 @@ def gpu_series(keys: Collection[str]) -> dict[tuple[str, int], tuple[str, str]]:
     role matches, over every tool's naming; torchtitan's peak memory as GPU 0's memory."""
     found: dict[tuple[str, int], tuple[int, str, str]] = {}
     for key in keys:
-        for rank, name in enumerate(GPU_NAMES):
-            m = name.pattern.match(key)
-            if m is not None:
-                slot = (name.role, int(m.group(1)))
-                if slot not in found or rank < found[slot][0]:
-                    found[slot] = (rank, key, name.unit)
-                break
+        match = _gpu_name(key)
+        if match is not None:
+            rank, name, ordinal = match
+            slot = (name.role, ordinal)
+            if slot not in found or rank < found[slot][0]:
+                found[slot] = (rank, key, name.unit)
     out = {slot: (key, unit) for slot, (_r, key, unit) in found.items()}
     if ("mem_used", 0) not in out:
         for key, unit in HOST_NAMES["gpu0_mem_used"]:
@@ -173,6 +177,21 @@ def gpu_series(keys: Collection[str]) -> dict[tuple[str, int], tuple[str, str]]:
                 out[("mem_used", 0)] = (key, unit)
                 break
     return out
+
+
+def _gpu_name(key: str) -> tuple[int, GpuName, int] | None:
+    """(rank: reslog's names first, the name, GPU ordinal) of the first name `key` matches."""
+    parsed = gpu_key(key)
+    if parsed is not None:
+        ordinal, what = parsed
+        for rank, name in enumerate(RESLOG_GPU_NAMES):
+            if name.pattern.fullmatch(what):
+                return rank, name, ordinal
+    for rank, name in enumerate(GPU_NAMES, len(RESLOG_GPU_NAMES)):
+        m = name.pattern.match(key)
+        if m is not None:
+            return rank, name, int(m.group(1))
+    return None
 
 
 def host_series(keys: Collection[str], role: str) -> tuple[str, str] | None:

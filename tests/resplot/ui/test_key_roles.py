@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from resplot.data.key_roles import counter_keys, key_for, rising_keys
+from resplot.data.key_roles import counter_keys, gpu_series, key_for, rising_keys
 from tests.fixtures.stores import BASE_TIME, make_run, new_store
 from tests.fixtures.windows import open_window, settle
 
@@ -129,3 +129,23 @@ def test_rising_keys_are_offered_as_x_axes_from_the_summaries_alone():
         ("two", agg([0, 1])),  # too few points to tell
     ]
     assert rising_keys(aggs) == ["samples_seen"]
+
+
+def test_gpu_series_read_reslogs_keys_through_the_one_gpu_key_parse():
+    keys = [
+        "sys/gpu0/temp_c",
+        "sys/gpu0/temp",  # a short form beside reslog's own: reslog's wins
+        "sys/gpu1/temperature",
+        "sys/gpu12/power_w",
+        "sys/gpu2/bogus",
+        "system/gpu.3.temp",
+        "gpu_id: 4/power.draw (W)",
+        "train/gpu0/temp_c",
+    ]
+    assert gpu_series(keys) == {
+        ("temp", 0): ("sys/gpu0/temp_c", "°C"),
+        ("temp", 1): ("sys/gpu1/temperature", "°C"),
+        ("power", 12): ("sys/gpu12/power_w", "W"),
+        ("temp", 3): ("system/gpu.3.temp", "°C"),
+        ("power", 4): ("gpu_id: 4/power.draw (W)", "W"),
+    }
