@@ -45,6 +45,7 @@ SCHEMA_MODULES = (
     "schema.store.folding_numpy",
     "schema.store.gc_pause",
     "schema.store.liveness",
+    "schema.store.points_by_id",
     "schema.store.revision",
     "schema.store.rollup",
     "schema.store.series_rows",

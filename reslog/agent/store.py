@@ -35,7 +35,7 @@ from reslog.agent.wire import (
     AgentError,
     Sections,
 )
-from schema.store import buckets, chunk_read
+from schema.store import buckets, chunk_read, points_by_id
 from schema.store.columns import EVENT_COLUMNS, RUN_COLUMNS
 from schema.store.envelope import (
     has_takes,
@@ -132,7 +132,7 @@ def _int_list(req: dict, name: str, width: int, limit: int) -> list:
 
 def _high(cur) -> int:
     """The newest point id of the snapshot (0: no point yet), chunks and legacy rows alike."""
-    return chunk_read.max_point_id(cur)
+    return points_by_id.max_point_id(cur)
 
 
 def _pack_live(cur, rows: list) -> tuple:
@@ -389,7 +389,7 @@ class Store:
         """Points with after < id <= high, at most `limit` of them, as packed rows."""
         if high <= after:
             return {"points_cursor": after, "more": False}
-        rows = chunk_read.points_after(cur, "?", None, after, upto=high, limit=limit)
+        rows = points_by_id.points_after(cur, "?", None, after, upto=high, limit=limit)
         if len(rows) == limit:
             last, more = rows[-1][0], rows[-1][0] < high
         else:
@@ -561,7 +561,7 @@ class Store:
         max_bytes = max(1, min(req_int(req, "max_bytes", CHUNK_BYTES), CHUNK_BYTES))
         sections = Sections()
         out.update({"chunks": [], "points_cursor": after, "more": False})
-        legacy = chunk_read.legacy_max_id(cur)
+        legacy = points_by_id.legacy_max_id(cur)
         if legacy > after:
             out["rows"] = True
             out["rows_upto"] = legacy

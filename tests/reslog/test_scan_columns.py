@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import event
 
 import reslog
-from schema.store import chunk_codec, chunk_read
+from schema.store import chunk_codec, chunk_read, points_by_id
 from schema.store.chunk_check import check_chunks
 from schema.store.envelope import marker
 from schema.store.reader import StoreReader
@@ -264,7 +264,7 @@ def test_keys_read_in_one_snapshot_share_their_chunks_steps_walls_and_ids(
     run = chunk_rows(engine)[0][1]
     conn = sqlite3.connect(store_path)
     cur = conn.cursor()
-    high = chunk_read.max_point_id(cur)
+    high = points_by_id.max_point_id(cur)
 
     def read(key: str, start: int = 0, stop: int = STEPS) -> list:
         cols = chunk_read.series_columns(

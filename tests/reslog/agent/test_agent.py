@@ -36,7 +36,7 @@ from resplot.sources.client import (
     decode_rows,
 )
 from schema import HEAD_REVISION
-from schema.store import buckets, chunk_read, envelope
+from schema.store import buckets, chunk_read, envelope, points_by_id
 from schema.store.errors import NotAStore, SchemaTooNew, StoreNotFound
 from schema.store.read import fetch_points
 from schema.store.reader import StoreReader
@@ -239,7 +239,7 @@ def test_a_first_poll_starts_at_the_end_with_every_series_row(sample):
     assert header["runs"][2]["status"] == "running"  # raw: the client derives "crashed"
     with engine.connect() as conn:
         dbapi = conn.connection.dbapi_connection.cursor()
-        high = chunk_read.max_point_id(dbapi)
+        high = points_by_id.max_point_id(dbapi)
         stored = envelope.series_rows(dbapi, "?")
     assert header["points_cursor"] == header["high"] == high and not header["more"]
     assert "points" not in sections  # history comes from series rows and tiles, not points

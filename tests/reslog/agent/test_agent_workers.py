@@ -11,7 +11,7 @@ import pytest
 
 from reslog.agent import tile_workers
 from reslog.agent.store import Store
-from schema.store import buckets, chunk_read
+from schema.store import buckets, points_by_id
 from tests.fixtures.stores import add_points, make_run, new_store
 
 STEPS = 40 * 1024  # 40 raw tiles a series
@@ -162,7 +162,7 @@ def test_raw_and_fine_tiles_read_only_the_points_up_to_the_replys_high(store_pat
     from reslog.agent.wire import BUCKET_ROW, RAW_TILE_ROW
 
     conn = sqlite3.connect(store_path)
-    high = chunk_read.max_point_id(conn.cursor())
+    high = points_by_id.max_point_id(conn.cursor())
     before = [_read_tile(conn.cursor(), (1, 1, lv, 39 >> sh, False, high))
               for lv, sh in ((0, 0), (-2, 2))]  # fmt: skip
     engine = new_store(store_path)
