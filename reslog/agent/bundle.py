@@ -30,7 +30,15 @@ from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-AGENT_FILES = ("__init__.py", "__main__.py", "serve.py", "store.py", "tile_workers.py", "wire.py")
+AGENT_FILES = (
+    "__init__.py",
+    "__main__.py",
+    "serve.py",
+    "store.py",
+    "tile_read.py",
+    "tile_workers.py",
+    "wire.py",
+)
 # The schema modules the agent imports; each imports only the standard library and these.
 # Named as imported (a move's rewrite of the module path finds them); their packages get stubs.
 SCHEMA_MODULES = (

@@ -364,7 +364,7 @@ def test_raw_tiles_read_in_runs_are_the_tiles_read_one_by_one(tmp_path, monkeypa
     byte, as a read a tile, across a restart (superseded points left out), NaN, a sparse
     series of 100 tiles (empty tiles kept) and ranges longer than a run."""
     from reslog.agent import serve as agent_serve
-    from reslog.agent import store as agent_store
+    from reslog.agent import tile_read
 
     long = long_store(tmp_path, n=40_000)
     sparse = tmp_path / "sparse.db"
@@ -373,8 +373,8 @@ def test_raw_tiles_read_in_runs_are_the_tiles_read_one_by_one(tmp_path, monkeypa
     cases = [(long, [[1, 1, 0, 0, 40], [1, 2, 0, 3, 30]]), (sparse, [[1, 1, 0, 0, 100]])]
     for path, ranges in cases:
         replies = []
-        for run in (1, agent_store.RAW_TILES_A_READ):
-            monkeypatch.setattr(agent_store, "RAW_TILES_A_READ", run)
+        for run in (1, tile_read.RAW_TILES_A_READ):
+            monkeypatch.setattr(tile_read, "RAW_TILES_A_READ", run)
             agent = agent_serve.Agent()
             req = {"op": "poll", "store": str(path), "points_after": -1, "tiles": ranges}
             header, payload = agent.handle(req)
@@ -395,7 +395,7 @@ def test_fine_tiles_read_in_runs_are_the_tiles_read_one_by_one(tmp_path, monkeyp
     restart (superseded points left out), NaN, a sparse series (empty tiles kept) and ranges
     longer than a read."""
     from reslog.agent import serve as agent_serve
-    from reslog.agent import store as agent_store
+    from reslog.agent import tile_read
 
     long = long_store(tmp_path, n=40_000)
     sparse = tmp_path / "sparse.db"
@@ -407,8 +407,8 @@ def test_fine_tiles_read_in_runs_are_the_tiles_read_one_by_one(tmp_path, monkeyp
                  (sparse, [[1, 1, level, 0, tiles]])]  # fmt: skip
         for path, ranges in cases:
             replies = []
-            for steps in (1, agent_store.STEPS_A_READ):
-                monkeypatch.setattr(agent_store, "STEPS_A_READ", steps)
+            for steps in (1, tile_read.STEPS_A_READ):
+                monkeypatch.setattr(tile_read, "STEPS_A_READ", steps)
                 agent = agent_serve.Agent()
                 req = {"op": "poll", "store": str(path), "points_after": -1, "tiles": ranges}
                 header, payload = agent.handle(req)
