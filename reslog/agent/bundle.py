@@ -45,6 +45,7 @@ SCHEMA_MODULES = (
     "schema.store.buckets",
     "schema.store.chunk_codec",
     "schema.store.chunk_codec_numpy",
+    "schema.store.chunk_columns",
     "schema.store.chunk_layout",
     "schema.store.chunk_read",
     "schema.store.columns",

@@ -35,7 +35,7 @@ from reslog.agent.wire import (
     AgentError,
     Sections,
 )
-from schema.store import buckets, chunk_read, points_by_id
+from schema.store import buckets, chunk_columns, chunk_read, points_by_id
 from schema.store.columns import EVENT_COLUMNS, RUN_COLUMNS
 from schema.store.envelope import (
     has_takes,
@@ -368,8 +368,8 @@ class Store:
             # worker forked mid-import would wait for good on a lock no thread of it holds.
             chunk_read.numpy_fold()
         # A run's series in one process: keys of its keysets, whose chunks' steps, walls and
-        # ids that process decodes once (chunk_read.shared_chunks); runs dealt out in turn.
-        with chunk_read.shared_chunks():
+        # ids that process decodes once (chunk_columns.shared_chunks); runs dealt out in turn.
+        with chunk_columns.shared_chunks():
             packed = tile_workers.read_all(
                 jobs, read, self._connect, settled, workers, tile_read.run_of
             )

@@ -15,7 +15,8 @@ schema/store/points_by_id.py's), so the rules below exist once:
 - Superseded points (a row in `takes`: from point id `since_id` on, the series restarted at
   `step`) are left out by id and step, as the row store's NOT EXISTS probe did.
 - Values come out as floats with NaN as None (the row store's convention, which every caller
-  of these row functions keeps); `series_columns` gives the columns as they are stored.
+  of these row functions keeps); `series_columns` gives the columns as they are stored (its
+  arrays and the chunks shared within one snapshot: schema/store/chunk_columns.py).
 
 Standard library only, Python 3.8 syntax: this file ships inside the agent's archive. Where
 numpy imports (and schema/store/chunk_codec_numpy.py is there), chunks decode through it.
@@ -23,17 +24,9 @@ numpy imports (and schema/store/chunk_codec_numpy.py is there), chunks decode th
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
-from schema.store import chunk_codec
+from schema.store import chunk_codec, chunk_columns
 
 _numpy: tuple | None = None  # (numpy, schema.store.chunk_codec_numpy) or (None, None), once tried
-# Inside shared_chunks(): chunk id -> (its version 1 streams of every column or None, its
-# decoded steps, walls and ids), so the keys of a keyset read in one snapshot (a page's tiles)
-# decode those once; and the bytes it holds, bounded by SHARED_BYTES.
-_shared: dict | None = None
-_shared_bytes = [0]
-SHARED_BYTES = 64 << 20
 
 
 def numpy_modules() -> tuple:
@@ -334,7 +327,7 @@ def _series_columns(
     chunks.sort(key=lambda c: c[0])
     # The columns are decoded straight into arrays of every point the chunks hold: no array
     # a chunk to concatenate (a chunk cut by the range, a cursor or a take is filtered first).
-    out = _Columns(np, len(legacy) + sum(c[3] for c in chunks))
+    out = chunk_columns.Columns(np, len(legacy) + sum(c[3] for c in chunks))
     if legacy:
         ids, steps, walls, values = zip(*legacy)
         part = (
@@ -342,17 +335,17 @@ def _series_columns(
             np.array(walls, dtype=np.float64),
             np.array([np.nan if v is None else v for v in values], dtype=np.float64),
         )  # fmt: skip
-        out.add(_kept(part, start, stop, None, takes))
+        out.add(chunk_columns.kept_columns(part, start, stop, None, takes))
     for lo, hi, chunk_id, _n, ks, col, data, id_hi in chunks:
         # Every point of this chunk and the later ones has a step >= lo.
-        if limit is not None and out.at >= limit and _nth(np, out, limit) < lo:
+        if limit is not None and out.at >= limit and chunk_columns.nth_step(np, out, limit) < lo:
             break
         whole_chunk = start <= lo and hi < stop and after is None and not takes
         below = before_id is None or id_hi < before_id
         try:
-            shared = _shared
+            shared = chunk_columns.shared_cache()
             if shared is not None and whole_chunk and below:
-                if _shared_into(con, chunk_id, col, data, shared, out):
+                if chunk_columns.shared_into(fast, con, chunk_id, col, data, shared, out):
                     continue
                 raise ValueError("corrupt chunk: a stored chunk without its ids stream")
             if con is not None:
@@ -375,9 +368,9 @@ def _series_columns(
         if not below:
             keep = part[0] < before_id
             part = tuple(column[keep] for column in part)
-        out.add(_kept(part, start, stop, after, takes))
+        out.add(chunk_columns.kept_columns(part, start, stop, after, takes))
     ids, steps, walls, values = (column[: out.at] for column in out.columns)
-    if not _in_order(np, steps, ids):
+    if not chunk_columns.in_step_order(np, steps, ids):
         order = np.lexsort((ids, steps))
         ids, steps, walls, values = ids[order], steps[order], walls[order], values[order]
     if legacy and len(ids) > 1:  # a run converted between the two reads: each point once
@@ -386,127 +379,6 @@ def _series_columns(
     if limit is not None:
         ids, steps, walls, values = ids[:limit], steps[:limit], walls[:limit], values[:limit]
     return ids, steps, walls, values
-
-
-@contextmanager
-def shared_chunks():
-    """Within: series_columns() reads a chunk's steps, walls and ids (and a version 1 chunk,
-    verified whole) once for every key of its keyset it reads, up to SHARED_BYTES. Only for
-    reads in one snapshot (the agent's tiles of one reply, in one process): a chunk id names
-    the same bytes there. A page's series are keys of a few keysets: the 6.8M store's 40 fine
-    series read each of their runs' chunks 5 times, each whole (version 1, 20 or 90 keys)."""
-    global _shared
-    before, _shared = _shared, {}
-    _shared_bytes[0] = 0
-    try:
-        yield
-    finally:
-        _shared = before
-
-
-def _shared_into(con, chunk_id: int, col: int, data: tuple, shared: dict, out) -> bool:
-    """Column `col` of a chunk decoded into `out` (whole), its steps, walls and ids taken from
-    `shared` or kept there; False (nothing done) where the chunk has no ids stream."""
-    fast = numpy_modules()[1]
-    kept = shared.get(chunk_id)
-    streams = kept[0] if kept is not None else None
-    if streams is None:
-        if con is not None:
-            with con.blobopen("chunks", "data", chunk_id, readonly=True) as blob:
-                whole = blob[0:1] == b"\x01"  # version 1: read and verified whole anyway
-                streams = chunk_codec.read_streams(
-                    lambda at, size: blob[at : at + size], len(blob), None if whole else [col]
-                )
-        else:
-            whole = bytes(data[0][:1]) == b"\x01"
-            streams = chunk_codec.picked_streams(data[0], None if whole else [col])
-    if streams.ids is None:
-        return False
-    if streams.version == 1 and not 0 <= col < len(streams.values):
-        raise ValueError(f"the chunk has {len(streams.values)} value columns, not a column {col}")
-    n = streams.n
-    out.reserve(n)
-    ids, steps, walls, values = (c[out.at : out.at + n] for c in out.columns)
-    if kept is None:
-        fast.decode_words(*streams.steps, n, steps)
-        fast.decode_floats(*streams.walls, n, walls)
-        fast.decode_words(*streams.ids, n, ids)
-        v1 = streams.version == 1
-        size = 24 * n + (sum(len(v[1]) for v in streams.values) if v1 else 0)
-        if _shared_bytes[0] + size <= SHARED_BYTES:
-            shared[chunk_id] = (streams if v1 else None, steps.copy(), walls.copy(), ids.copy())
-            _shared_bytes[0] += size
-    else:
-        steps[:], walls[:], ids[:] = kept[1], kept[2], kept[3]
-    if col:
-        ids += col
-    fast.decode_floats(*streams.values[col if streams.version == 1 else 0], n, values)
-    out.at += n
-    return True
-
-
-def _nth(np, out, limit: int) -> int:
-    """The `limit`-th smallest step held."""
-    return int(np.partition(out.columns[1][: out.at], limit - 1)[limit - 1])
-
-
-class _Columns:
-    """(ids, steps, walls, values) arrays filled from the front; `at`: the points held."""
-
-    def __init__(self, np, size: int) -> None:
-        self.np, self.at = np, 0
-        # One allocation for the four: freed, it raises glibc's mmap and trim thresholds past
-        # a scan's size, so the next scan's columns come from the heap instead of fresh pages
-        # (four 800 KB columns, each mapped and faulted in anew: ~20 ns a point here).
-        block = np.empty(4 * size, dtype=np.int64)
-        self.columns = (
-            block[:size],
-            block[size : 2 * size],
-            block[2 * size : 3 * size].view(np.float64),
-            block[3 * size :].view(np.float64),
-        )
-
-    def reserve(self, n: int) -> None:
-        """Room for n more points (a chunk whose row undercounts its points: grown, not cut;
-        `reslog check` reports the row)."""
-        if self.at + n > len(self.columns[0]):
-            grown = self.at + n
-            self.columns = tuple(
-                self.np.concatenate((c[: self.at], self.np.empty(grown - self.at, c.dtype)))
-                for c in self.columns
-            )
-
-    def add(self, part: tuple) -> None:
-        m = len(part[0])
-        self.reserve(m)
-        for column, values in zip(self.columns, part):
-            column[self.at : self.at + m] = values
-        self.at += m
-
-
-def _in_order(np, steps, ids) -> bool:
-    """Whether the points are already by step, then id (a run's chunks almost always are:
-    sorting 100,000 points costs more than decoding them)."""
-    if len(steps) < 2:
-        return True
-    rising = steps[1:] > steps[:-1]
-    if rising.all():
-        return True
-    return bool((rising | ((steps[1:] == steps[:-1]) & (ids[1:] > ids[:-1]))).all())
-
-
-def _kept(part: tuple, start: int, stop: int, after, takes: list) -> tuple:
-    """The (ids, steps, walls, values) columns of `part` in [start, stop), after `after`
-    (step, id) and not superseded by `takes`."""
-    ids, steps, walls, values = part
-    keep = (steps >= start) & (steps < stop)
-    if after is not None:
-        keep &= (steps > after[0]) | (ids > after[1])
-    for since, at in takes:
-        keep &= ~((steps >= at) & (ids < since))
-    if keep.all():
-        return part
-    return ids[keep], steps[keep], walls[keep], values[keep]
 
 
 def count_rows(
