@@ -30,13 +30,22 @@ from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-AGENT_FILES = ("__init__.py", "__main__.py", "serve.py", "store.py", "tile_workers.py", "wire.py")
+AGENT_FILES = (
+    "__init__.py",
+    "__main__.py",
+    "serve.py",
+    "store.py",
+    "tile_read.py",
+    "tile_workers.py",
+    "wire.py",
+)
 # The schema modules the agent imports; each imports only the standard library and these.
 # Named as imported (a move's rewrite of the module path finds them); their packages get stubs.
 SCHEMA_MODULES = (
     "schema.store.buckets",
     "schema.store.chunk_codec",
     "schema.store.chunk_codec_numpy",
+    "schema.store.chunk_columns",
     "schema.store.chunk_layout",
     "schema.store.chunk_read",
     "schema.store.columns",
@@ -45,6 +54,7 @@ SCHEMA_MODULES = (
     "schema.store.folding_numpy",
     "schema.store.gc_pause",
     "schema.store.liveness",
+    "schema.store.points_by_id",
     "schema.store.revision",
     "schema.store.rollup",
     "schema.store.series_rows",

@@ -13,7 +13,7 @@ import os
 import sqlite3
 import stat
 
-from reslog.agent import tile_workers
+from reslog.agent import tile_read, tile_workers
 from reslog.agent.wire import (
     BUCKET_LAYOUT,
     BUCKET_ROW,
@@ -35,12 +35,10 @@ from reslog.agent.wire import (
     AgentError,
     Sections,
 )
-from schema.store import buckets, chunk_read
+from schema.store import buckets, chunk_columns, chunk_read, points_by_id
 from schema.store.columns import EVENT_COLUMNS, RUN_COLUMNS
 from schema.store.envelope import (
     has_takes,
-    packed_buckets,
-    packed_fine,
     packed_raw,
     series_row,
     series_rows,
@@ -132,7 +130,7 @@ def _int_list(req: dict, name: str, width: int, limit: int) -> list:
 
 def _high(cur) -> int:
     """The newest point id of the snapshot (0: no point yet), chunks and legacy rows alike."""
-    return chunk_read.max_point_id(cur)
+    return points_by_id.max_point_id(cur)
 
 
 def _pack_live(cur, rows: list) -> tuple:
@@ -152,92 +150,6 @@ def _pack_live(cur, rows: list) -> tuple:
         pack(r, (k << 1) | (v is None), s, w, 0.0 if v is None else v) for _i, r, k, s, w, v in rows
     ]
     return LAYOUT_WIDE, b"".join(wide)
-
-
-def _packed_raw_numpy(
-    cur, run_id: int, key_id: int, start: int, stop: int, has: bool, high: int
-) -> bytes:
-    """packed_raw(..., RAW_TILE_ROW, ids=False) byte for byte, packed by numpy from the decoded
-    columns: a tuple and a struct.pack a point cost ~1 us, 0.8 s of the 34M store's first view
-    (8 series drawn raw, 800k points)."""
-    np = chunk_read.numpy_modules()[0]
-    _ids, steps, walls, values = chunk_read.series_columns(
-        cur, "?", run_id, key_id, start, stop, has_takes=has, before_id=high + 1
-    )
-    null = np.isnan(values)
-    rows = np.empty(len(steps), dtype=_raw_tile_dtype(np))
-    rows["step"], rows["wall"], rows["null"] = steps, walls, null
-    rows["value"] = np.where(null, 0.0, values)  # NaN travels as 0 and the flag
-    return rows.tobytes()
-
-
-def _raw_tile_dtype(np, layout: str = RAW_TILE_LAYOUT):
-    """A layout (RAW_TILE_LAYOUT) as a packed numpy record (little-endian, no padding: the
-    bytes of its struct row, RAW_TILE_ROW)."""
-    codes = {"q": "<i8", "d": "<f8", "B": "u1"}
-    fields = [field.split(":") for field in layout.split(",")]
-    return np.dtype([(name, codes[code]) for name, code in fields])
-
-
-# Consecutive raw tiles of a series read with one query and one decode of the chunks under
-# them (at most 64: 65,536 steps, 1.6 MB of rows a read), then cut into tiles by step. A
-# sparse series drawn raw (an eval key: a point in 1,000 steps) had a read a tile, each
-# decoding a whole chunk for a point or none: the 34M store's 776 raw tiles took 900 ms so,
-# 20 ms in runs of 64.
-RAW_TILES_A_READ = 64
-# Consecutive fine tiles of a series likewise, up to the same 65,536 steps a read (a tile of
-# 8-step buckets covers 8,192): one decode of each chunk under them and one fold, instead of a
-# decode of every chunk a tile touches and a fold a tile (the 6.8M page's 120 tiles of level -3
-# decoded 320 chunks of 40 series for 240). The buckets are the same: none spans two tiles.
-STEPS_A_READ = RAW_TILES_A_READ * buckets.TILE_BUCKETS
-
-
-def _tiles_a_read(level: int) -> int:
-    """Consecutive tiles of `level` read at once where numpy folds and packs them (else 1):
-    RAW_TILES_A_READ raw ones, fine ones up to STEPS_A_READ steps, stored ones 1."""
-    if level > 0 or not chunk_read.has_numpy():
-        return 1
-    return max(1, STEPS_A_READ // buckets.tile_range(level, 1)[0])
-
-
-def _per_tile(data: bytes, level: int, index: int, count: int) -> list:
-    """The rows of `count` raw or fine tiles from `index` on, read at once, cut at the tiles'
-    first steps (rows come by step: a raw point's, a bucket's first); one tile: as it is."""
-    if count == 1:
-        return [data]
-    np = chunk_read.numpy_modules()[0]
-    if level == 0:
-        row, steps = RAW_TILE_ROW, np.frombuffer(data, dtype=_raw_tile_dtype(np))["step"]
-    else:
-        table = np.frombuffer(data, dtype=_raw_tile_dtype(np, BUCKET_LAYOUT))
-        row, steps = BUCKET_ROW, table["step_lo"]
-    firsts = [buckets.tile_range(level, index + i)[0] for i in range(1, count)]
-    bounds = [0, *np.searchsorted(steps, firsts).tolist(), len(steps)]
-    view = memoryview(data)  # slices without a copy: the reply joins them once
-    return [view[bounds[i] * row.size : bounds[i + 1] * row.size] for i in range(count)]
-
-
-def _read_tile(cur, job) -> bytes:
-    """One tile's rows, packed: raw points (level 0), buckets of a fine level folded from them
-    (levels < 0), or stored buckets. Raw points are read up to the reply's `high`, so any
-    snapshot from the reply's on reads them alike."""
-    run_id, key_id, level, index, has, high, *more = job
-    count = more[0] if more else 1  # raw or fine tiles read at once (_tiles_a_read)
-    size = buckets.TILE_BUCKETS
-    lo = index * size
-    if level == 0:
-        if chunk_read.has_numpy():  # `count` consecutive raw tiles at once (RAW_TILES_A_READ)
-            return _packed_raw_numpy(cur, run_id, key_id, lo, lo + count * size, has, high)
-        return packed_raw(cur, "?", run_id, key_id, lo, lo + size, RAW_TILE_ROW, has_takes=has,
-                          ids=False, before_id=high + 1)  # fmt: skip
-    if buckets.is_fine(level):
-        return packed_fine(cur, "?", run_id, key_id, level, lo, lo + count * size - 1,
-                           BUCKET_ROW, has_takes=has, before_id=high + 1)  # fmt: skip
-    return packed_buckets(cur, "?", run_id, key_id, level, lo, lo + size - 1, BUCKET_ROW)
-
-
-def _run_of(job) -> int:
-    return job[0]
 
 
 class Store:
@@ -389,7 +301,7 @@ class Store:
         """Points with after < id <= high, at most `limit` of them, as packed rows."""
         if high <= after:
             return {"points_cursor": after, "more": False}
-        rows = chunk_read.points_after(cur, "?", None, after, upto=high, limit=limit)
+        rows = points_by_id.points_after(cur, "?", None, after, upto=high, limit=limit)
         if len(rows) == limit:
             last, more = rows[-1][0], rows[-1][0] < high
         else:
@@ -426,7 +338,7 @@ class Store:
             if not buckets.is_level(level) or count < 1:
                 raise AgentError("BadRequest", f"bad tile range (level {level}, count {count})")
             has = level <= 0 and (run_id, key_id) in takes  # read from raw points
-            run = _tiles_a_read(level)
+            run = tile_read.tiles_a_read(level)
             jobs += [
                 (run_id, key_id, level, index, has, high, min(run, first + count - index))
                 for index in range(first, first + count, run)
@@ -448,7 +360,7 @@ class Store:
         ]
 
         def read(worker_cur, job):
-            return _read_tile(cur if worker_cur is None else worker_cur, job)
+            return tile_read.read_tile(cur if worker_cur is None else worker_cur, job)
 
         workers = tile_workers.worker_count() if len(jobs) >= tile_workers.MIN_JOBS else 0
         if workers:
@@ -456,15 +368,17 @@ class Store:
             # worker forked mid-import would wait for good on a lock no thread of it holds.
             chunk_read.numpy_fold()
         # A run's series in one process: keys of its keysets, whose chunks' steps, walls and
-        # ids that process decodes once (chunk_read.shared_chunks); runs dealt out in turn.
-        with chunk_read.shared_chunks():
-            packed = tile_workers.read_all(jobs, read, self._connect, settled, workers, _run_of)
+        # ids that process decodes once (chunk_columns.shared_chunks); runs dealt out in turn.
+        with chunk_columns.shared_chunks():
+            packed = tile_workers.read_all(
+                jobs, read, self._connect, settled, workers, tile_read.run_of
+            )
         parts = {"buckets": ([], []), "raw": ([], [])}
         for job, data in zip(jobs, packed):
             run_id, key_id, level, index, _has, _high, count = job
             row = RAW_TILE_ROW if level == 0 else BUCKET_ROW
             chunks, about = parts["raw" if level == 0 else "buckets"]
-            for i, piece in enumerate(_per_tile(data, level, index, count)):
+            for i, piece in enumerate(tile_read.per_tile(data, level, index, count)):
                 chunks.append(piece)
                 about.append([run_id, key_id, level, index + i, len(piece) // row.size])
         for name, layout in (("buckets", BUCKET_LAYOUT), ("raw", RAW_TILE_LAYOUT)):
@@ -561,7 +475,7 @@ class Store:
         max_bytes = max(1, min(req_int(req, "max_bytes", CHUNK_BYTES), CHUNK_BYTES))
         sections = Sections()
         out.update({"chunks": [], "points_cursor": after, "more": False})
-        legacy = chunk_read.legacy_max_id(cur)
+        legacy = points_by_id.legacy_max_id(cur)
         if legacy > after:
             out["rows"] = True
             out["rows_upto"] = legacy

@@ -30,7 +30,7 @@ from resplot.sources.apply import Points, Reply, apply_reply
 from resplot.sources.base import PollResult, Progress, Source
 from resplot.sources.client import table_columns
 from resplot.sources.spec import PostgresSpec
-from schema.store import buckets, chunk_read, envelope, folding_numpy
+from schema.store import buckets, chunk_read, envelope, folding_numpy, points_by_id
 from schema.store.chunk_write import PG_ROW_STRIDE
 from schema.store.connect import open_store
 from schema.store.errors import StoreError
@@ -176,9 +176,9 @@ class PostgresSource(Source):
     def _start_at_the_end(self, conn, cur) -> None:
         """The live cursor at the newest id, every id of the overlap window below it counted as
         applied (the series rows read in this snapshot hold them)."""
-        self.points.floor = chunk_read.legacy_max_id(cur)
-        self.points.high = chunk_read.max_point_id(cur)
-        inside = chunk_read.points_after(cur, "%s", None, self.points.low, upto=self.points.high)
+        self.points.floor = points_by_id.legacy_max_id(cur)
+        self.points.high = points_by_id.max_point_id(cur)
+        inside = points_by_id.points_after(cur, "%s", None, self.points.low, upto=self.points.high)
         self.points.advance(np.asarray([r[0] for r in inside], dtype=np.int64))
 
     def _names(self, conn, key_ids) -> dict[int, str]:

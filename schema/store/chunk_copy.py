@@ -2,7 +2,7 @@
 store's point ids, and their rollups kept in the same transaction (docs/store.md, "Mirrors").
 
 Ids. A mirror holds runs of many stores, each with its own ids from 1, and its readers page
-by "id > C" store-wide (`chunk_read.points_after` keeps a point once per id), so a copied
+by "id > C" store-wide (`points_by_id.points_after` keeps a point once per id), so a copied
 point takes an id of the mirror: a batch of the source's points with after < id <= upto
 becomes one block of the mirror's ids, `id + delta` with `delta = next_id - (after + 1)`, in
 the source's order. A mirror fed by one store gets delta 0 for good, and its chunks' bytes
@@ -29,8 +29,9 @@ from typing import NamedTuple
 from sqlalchemy import Connection
 
 from schema.store import chunk_codec
-from schema.store.chunk_read import decode, max_point_id, numpy_modules
+from schema.store.chunk_read import decode, numpy_modules
 from schema.store.chunk_write import HEAD_KINDS, SEAL_HEADS, SEAL_ROWS
+from schema.store.points_by_id import max_point_id
 from schema.store.rollup_writer import Pending, RollupWriter
 
 

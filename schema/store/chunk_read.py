@@ -4,8 +4,8 @@ Points live in two places (docs/store.md, "Points as compressed columns"): chunk
 points of one keyset (keys logged together) as compressed columns with their ids, and the
 `points` rows of stores written before revision 0006 that `reslog upgrade` has not converted
 yet. Every reader of raw points (schema/store/envelope.py, schema/store/read.py, the agent,
-resplot's PostgreSQL source, `reslog check`) takes both through these functions, so the rules below
-exist once:
+resplot's PostgreSQL source, `reslog check`) takes both through these functions (and, by id,
+schema/store/points_by_id.py's), so the rules below exist once:
 
 - A point's id: row i of a chunk with k value columns holds k points, with ids
   `ids[i] .. ids[i] + k - 1` in column order. Ids are unique in the store and only grow, as
@@ -15,7 +15,8 @@ exist once:
 - Superseded points (a row in `takes`: from point id `since_id` on, the series restarted at
   `step`) are left out by id and step, as the row store's NOT EXISTS probe did.
 - Values come out as floats with NaN as None (the row store's convention, which every caller
-  of these row functions keeps); `series_columns` gives the columns as they are stored.
+  of these row functions keeps); `series_columns` gives the columns as they are stored (its
+  arrays and the chunks shared within one snapshot: schema/store/chunk_columns.py).
 
 Standard library only, Python 3.8 syntax: this file ships inside the agent's archive. Where
 numpy imports (and schema/store/chunk_codec_numpy.py is there), chunks decode through it.
@@ -23,18 +24,9 @@ numpy imports (and schema/store/chunk_codec_numpy.py is there), chunks decode th
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from heapq import merge as heap_merge
-
-from schema.store import chunk_codec
+from schema.store import chunk_codec, chunk_columns
 
 _numpy: tuple | None = None  # (numpy, schema.store.chunk_codec_numpy) or (None, None), once tried
-# Inside shared_chunks(): chunk id -> (its version 1 streams of every column or None, its
-# decoded steps, walls and ids), so the keys of a keyset read in one snapshot (a page's tiles)
-# decode those once; and the bytes it holds, bounded by SHARED_BYTES.
-_shared: dict | None = None
-_shared_bytes = [0]
-SHARED_BYTES = 64 << 20
 
 
 def numpy_modules() -> tuple:
@@ -203,11 +195,11 @@ def series_rows(
             rows = [r for r in rows if _current(takes, r[0], r[1])]
     rows.sort(key=_step_id)
     if converting:
-        rows = _once(rows)
+        rows = each_once(rows)
     return rows if limit is None else rows[:limit]
 
 
-def _once(rows: list) -> list:
+def each_once(rows: list) -> list:
     """Sorted rows (id first or (step, id) first) with a point read twice kept once: rows and
     chunks are two statements, and an upgrade converting the run between them (one
     transaction: the rows gone, the chunks there) shows its points in both."""
@@ -335,7 +327,7 @@ def _series_columns(
     chunks.sort(key=lambda c: c[0])
     # The columns are decoded straight into arrays of every point the chunks hold: no array
     # a chunk to concatenate (a chunk cut by the range, a cursor or a take is filtered first).
-    out = _Columns(np, len(legacy) + sum(c[3] for c in chunks))
+    out = chunk_columns.Columns(np, len(legacy) + sum(c[3] for c in chunks))
     if legacy:
         ids, steps, walls, values = zip(*legacy)
         part = (
@@ -343,17 +335,17 @@ def _series_columns(
             np.array(walls, dtype=np.float64),
             np.array([np.nan if v is None else v for v in values], dtype=np.float64),
         )  # fmt: skip
-        out.add(_kept(part, start, stop, None, takes))
+        out.add(chunk_columns.kept_columns(part, start, stop, None, takes))
     for lo, hi, chunk_id, _n, ks, col, data, id_hi in chunks:
         # Every point of this chunk and the later ones has a step >= lo.
-        if limit is not None and out.at >= limit and _nth(np, out, limit) < lo:
+        if limit is not None and out.at >= limit and chunk_columns.nth_step(np, out, limit) < lo:
             break
         whole_chunk = start <= lo and hi < stop and after is None and not takes
         below = before_id is None or id_hi < before_id
         try:
-            shared = _shared
+            shared = chunk_columns.shared_cache()
             if shared is not None and whole_chunk and below:
-                if _shared_into(con, chunk_id, col, data, shared, out):
+                if chunk_columns.shared_into(fast, con, chunk_id, col, data, shared, out):
                     continue
                 raise ValueError("corrupt chunk: a stored chunk without its ids stream")
             if con is not None:
@@ -376,9 +368,9 @@ def _series_columns(
         if not below:
             keep = part[0] < before_id
             part = tuple(column[keep] for column in part)
-        out.add(_kept(part, start, stop, after, takes))
+        out.add(chunk_columns.kept_columns(part, start, stop, after, takes))
     ids, steps, walls, values = (column[: out.at] for column in out.columns)
-    if not _in_order(np, steps, ids):
+    if not chunk_columns.in_step_order(np, steps, ids):
         order = np.lexsort((ids, steps))
         ids, steps, walls, values = ids[order], steps[order], walls[order], values[order]
     if legacy and len(ids) > 1:  # a run converted between the two reads: each point once
@@ -387,127 +379,6 @@ def _series_columns(
     if limit is not None:
         ids, steps, walls, values = ids[:limit], steps[:limit], walls[:limit], values[:limit]
     return ids, steps, walls, values
-
-
-@contextmanager
-def shared_chunks():
-    """Within: series_columns() reads a chunk's steps, walls and ids (and a version 1 chunk,
-    verified whole) once for every key of its keyset it reads, up to SHARED_BYTES. Only for
-    reads in one snapshot (the agent's tiles of one reply, in one process): a chunk id names
-    the same bytes there. A page's series are keys of a few keysets: the 6.8M store's 40 fine
-    series read each of their runs' chunks 5 times, each whole (version 1, 20 or 90 keys)."""
-    global _shared
-    before, _shared = _shared, {}
-    _shared_bytes[0] = 0
-    try:
-        yield
-    finally:
-        _shared = before
-
-
-def _shared_into(con, chunk_id: int, col: int, data: tuple, shared: dict, out) -> bool:
-    """Column `col` of a chunk decoded into `out` (whole), its steps, walls and ids taken from
-    `shared` or kept there; False (nothing done) where the chunk has no ids stream."""
-    fast = numpy_modules()[1]
-    kept = shared.get(chunk_id)
-    streams = kept[0] if kept is not None else None
-    if streams is None:
-        if con is not None:
-            with con.blobopen("chunks", "data", chunk_id, readonly=True) as blob:
-                whole = blob[0:1] == b"\x01"  # version 1: read and verified whole anyway
-                streams = chunk_codec.read_streams(
-                    lambda at, size: blob[at : at + size], len(blob), None if whole else [col]
-                )
-        else:
-            whole = bytes(data[0][:1]) == b"\x01"
-            streams = chunk_codec.picked_streams(data[0], None if whole else [col])
-    if streams.ids is None:
-        return False
-    if streams.version == 1 and not 0 <= col < len(streams.values):
-        raise ValueError(f"the chunk has {len(streams.values)} value columns, not a column {col}")
-    n = streams.n
-    out.reserve(n)
-    ids, steps, walls, values = (c[out.at : out.at + n] for c in out.columns)
-    if kept is None:
-        fast.decode_words(*streams.steps, n, steps)
-        fast.decode_floats(*streams.walls, n, walls)
-        fast.decode_words(*streams.ids, n, ids)
-        v1 = streams.version == 1
-        size = 24 * n + (sum(len(v[1]) for v in streams.values) if v1 else 0)
-        if _shared_bytes[0] + size <= SHARED_BYTES:
-            shared[chunk_id] = (streams if v1 else None, steps.copy(), walls.copy(), ids.copy())
-            _shared_bytes[0] += size
-    else:
-        steps[:], walls[:], ids[:] = kept[1], kept[2], kept[3]
-    if col:
-        ids += col
-    fast.decode_floats(*streams.values[col if streams.version == 1 else 0], n, values)
-    out.at += n
-    return True
-
-
-def _nth(np, out, limit: int) -> int:
-    """The `limit`-th smallest step held."""
-    return int(np.partition(out.columns[1][: out.at], limit - 1)[limit - 1])
-
-
-class _Columns:
-    """(ids, steps, walls, values) arrays filled from the front; `at`: the points held."""
-
-    def __init__(self, np, size: int) -> None:
-        self.np, self.at = np, 0
-        # One allocation for the four: freed, it raises glibc's mmap and trim thresholds past
-        # a scan's size, so the next scan's columns come from the heap instead of fresh pages
-        # (four 800 KB columns, each mapped and faulted in anew: ~20 ns a point here).
-        block = np.empty(4 * size, dtype=np.int64)
-        self.columns = (
-            block[:size],
-            block[size : 2 * size],
-            block[2 * size : 3 * size].view(np.float64),
-            block[3 * size :].view(np.float64),
-        )
-
-    def reserve(self, n: int) -> None:
-        """Room for n more points (a chunk whose row undercounts its points: grown, not cut;
-        `reslog check` reports the row)."""
-        if self.at + n > len(self.columns[0]):
-            grown = self.at + n
-            self.columns = tuple(
-                self.np.concatenate((c[: self.at], self.np.empty(grown - self.at, c.dtype)))
-                for c in self.columns
-            )
-
-    def add(self, part: tuple) -> None:
-        m = len(part[0])
-        self.reserve(m)
-        for column, values in zip(self.columns, part):
-            column[self.at : self.at + m] = values
-        self.at += m
-
-
-def _in_order(np, steps, ids) -> bool:
-    """Whether the points are already by step, then id (a run's chunks almost always are:
-    sorting 100,000 points costs more than decoding them)."""
-    if len(steps) < 2:
-        return True
-    rising = steps[1:] > steps[:-1]
-    if rising.all():
-        return True
-    return bool((rising | ((steps[1:] == steps[:-1]) & (ids[1:] > ids[:-1]))).all())
-
-
-def _kept(part: tuple, start: int, stop: int, after, takes: list) -> tuple:
-    """The (ids, steps, walls, values) columns of `part` in [start, stop), after `after`
-    (step, id) and not superseded by `takes`."""
-    ids, steps, walls, values = part
-    keep = (steps >= start) & (steps < stop)
-    if after is not None:
-        keep &= (steps > after[0]) | (ids > after[1])
-    for since, at in takes:
-        keep &= ~((steps >= at) & (ids < since))
-    if keep.all():
-        return part
-    return ids[keep], steps[keep], walls[keep], values[keep]
 
 
 def count_rows(
@@ -586,10 +457,6 @@ def first_values(cur, p: str, run_id: int, key_id: int, steps: list, *, has_take
     return {s: v for s, (_pid, v) in out.items()}
 
 
-def _as_list(column) -> list:
-    return column.tolist()
-
-
 def _any_between(ordered: list, lo: int, hi: int) -> bool:
     from bisect import bisect_left
 
@@ -607,144 +474,6 @@ def _keep_first(out: dict, found: list, takes) -> None:
         have = out.get(step)
         if have is None or pid < have[0]:
             out[step] = (pid, value)
-
-
-# -- everything new since a cursor -------------------------------------------------------------
-
-
-def max_point_id(cur) -> int:
-    """The highest point id stored (0: none): the cursor of "everything so far"."""
-    cur.execute("SELECT max(id_hi) FROM chunks")
-    high = cur.fetchone()[0] or 0
-    cur.execute("SELECT max(id) FROM points")
-    return max(int(high), int(cur.fetchone()[0] or 0))
-
-
-def legacy_max_id(cur) -> int:
-    """The highest id of the legacy `points` rows (0: none). Nothing writes such rows any more
-    and revision 0006 starts chunk ids past them, so a reader's overlap window for ids that
-    commit out of order (PostgreSQL) need not reach below it."""
-    cur.execute("SELECT max(id) FROM points")
-    return int(cur.fetchone()[0] or 0)
-
-
-def point_count(cur, p: str, run_id: int | None = None, key_id: int | None = None) -> int:
-    """The points stored, superseded ones included, of one run (None: all) and key (None: all):
-    chunks are counted by their rows, never decoded."""
-    where_c, where_l, params = [], [], []
-    if run_id is not None:
-        where_c.append(f"c.run_id = {p}")
-        where_l.append(f"run_id = {p}")
-        params.append(run_id)
-    cur.execute(
-        "SELECT k.key_ids, sum(c.n) FROM chunks c JOIN keysets k ON k.id = c.keyset_id"
-        + (" WHERE " + " AND ".join(where_c) if where_c else "")
-        + " GROUP BY k.id, k.key_ids",
-        params,
-    )
-    total = 0
-    for text, rows in cur.fetchall():
-        keys = key_list(text)
-        total += int(rows) * (len(keys) if key_id is None else keys.count(key_id))
-    if key_id is not None:
-        where_l.append(f"key_id = {p}")
-        params.append(key_id)
-    cur.execute(
-        "SELECT count(*) FROM points" + (" WHERE " + " AND ".join(where_l) if where_l else ""),
-        params,
-    )
-    return total + int(cur.fetchone()[0])
-
-
-def points_after(
-    cur, p: str, run_ids, after: int, *, key_ids=None, upto: int | None = None,
-    limit: int | None = None,
-) -> list:  # fmt: skip
-    """(id, run_id, key_id, step, wall, value) of the points with after < id (<= upto), of the
-    runs `run_ids` (None: every run) and keys `key_ids` (None: all), in id order, the first
-    `limit` of them (value None = NaN). Chunks are read in id order and reading stops once
-    `limit` points are in hand below the next chunk's first id."""
-    wanted = None if key_ids is None else {int(k) for k in key_ids}
-    where_l, params_l = [f"id > {p}"], [after]
-    where_c, params_c = [f"c.id_hi > {p}"], [after]
-    if upto is not None:
-        where_l.append(f"id <= {p}")
-        params_l.append(upto)
-        where_c.append(f"c.id_lo <= {p}")
-        params_c.append(upto)
-    if run_ids is not None:
-        runs = [int(r) for r in run_ids]
-        if not runs:
-            return []
-        marks = ", ".join([p] * len(runs))
-        where_l.append(f"run_id IN ({marks})")
-        params_l += runs
-        where_c.append(f"c.run_id IN ({marks})")
-        params_c += runs
-    if wanted is not None:
-        if not wanted:
-            return []
-        marks = ", ".join([p] * len(wanted))
-        where_l.append(f"key_id IN ({marks})")
-        params_l += sorted(wanted)
-    sql = f"SELECT id, run_id, key_id, step, wall, value FROM points WHERE {' AND '.join(where_l)}"
-    sql += " ORDER BY id"
-    if limit is not None:
-        sql += f" LIMIT {p}"
-        params_l.append(limit)
-    cur.execute(sql, params_l)
-    legacy = cur.fetchall()
-    # The chunks' bounds first, their blobs one by one as they are needed: a page of a long
-    # catch-up (resplot sync of a large store) reads only the chunks it returns.
-    cur.execute(
-        "SELECT c.id, c.id_lo, c.run_id, k.key_ids FROM chunks c"
-        f" JOIN keysets k ON k.id = c.keyset_id WHERE {' AND '.join(where_c)} ORDER BY c.id_lo",
-        params_c,
-    )
-    parts: list = []
-    held = 0
-    for chunk_id, id_lo, run_id, key_text in cur.fetchall():
-        if limit is not None and held >= limit:
-            # Every point of this chunk and the later ones has an id >= id_lo: stop once the
-            # `limit` smallest in hand lie below it.
-            everything = sorted(heap_merge(*parts))
-            if everything[limit - 1][0] < id_lo:
-                parts, held = [everything[:limit]], limit
-                break
-            parts, held = [everything[:limit]], limit
-        cur.execute(f"SELECT data FROM chunks WHERE id = {p}", (chunk_id,))
-        found = cur.fetchone()
-        if found is None:
-            # Sealed meanwhile (a reader outside a transaction sees each statement's own
-            # snapshot): its points are in the sealed chunk now, with the same ids; read again.
-            return points_after(cur, p, run_ids, after, key_ids=key_ids, upto=upto, limit=limit)
-        rows = _chunk_points(found[0], int(run_id), key_list(key_text), wanted, after, upto)
-        if rows:
-            parts.append(rows)
-            held += len(rows)
-    merged = _once(list(heap_merge(legacy, *parts))) if parts else list(legacy)
-    return merged if limit is None else merged[:limit]
-
-
-def _chunk_points(blob, run_id: int, keys: list, wanted, after: int, upto) -> list:
-    """(id, run_id, key_id, step, wall, value) of a chunk's points in (after, upto], by id."""
-    cols = [i for i, k in enumerate(keys) if wanted is None or k in wanted]
-    if not cols:
-        return []
-    c = decode(blob, cols)
-    steps, walls, ids = _as_list(c.steps), _as_list(c.walls), _as_list(c.ids)
-    out = []
-    for j, col in enumerate(cols):
-        key = keys[col]
-        values = _as_list(c.values[j])
-        for i, base in enumerate(ids):
-            pid = base + col
-            if pid <= after or (upto is not None and pid > upto):
-                continue
-            v = values[i]
-            out.append((pid, run_id, key, steps[i], walls[i], None if v != v else v))
-    out.sort()
-    return out
 
 
 # -- whole series and runs -----------------------------------------------------------------------
@@ -776,27 +505,3 @@ def chunked_series(cur) -> set:
         " (SELECT 1 FROM chunks c WHERE c.keyset_id = k.id)"
     )
     return {(int(r), key) for r, text in cur.fetchall() for key in key_list(text)}
-
-
-def newest_ids(cur, p: str, run_id: int, count: int) -> list:
-    """The ids of the run's `count` newest points, newest first."""
-    cur.execute(
-        f"SELECT id FROM points WHERE run_id = {p} ORDER BY id DESC LIMIT {p}", (run_id, count)
-    )
-    ids = [int(i) for (i,) in cur.fetchall()]
-    cur.execute(
-        f"SELECT id_lo, id_hi, data FROM chunks WHERE run_id = {p} ORDER BY id_hi DESC", (run_id,)
-    )
-    for _lo, id_hi, blob in cur.fetchall():
-        ids.sort(reverse=True)
-        if len(ids) >= count and ids[count - 1] > int(id_hi):
-            break
-        c = decode(blob, [])
-        k = _columns_of(blob)
-        ids.extend(base + j for base in _as_list(c.ids) for j in range(k))
-    ids.sort(reverse=True)
-    return ids[:count]
-
-
-def _columns_of(blob) -> int:
-    return int(bytes(blob[1:2])[0])

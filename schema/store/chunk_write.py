@@ -35,7 +35,8 @@ from sqlalchemy import Connection
 from sqlalchemy.engine import Dialect
 
 from schema.store import chunk_codec
-from schema.store.chunk_read import decode, max_point_id, numpy_modules
+from schema.store.chunk_read import decode, numpy_modules
+from schema.store.points_by_id import max_point_id
 
 SEAL_ROWS = 4096
 SEAL_HEADS = 256  # a keyset logged rarely is sealed before its heads pile up

@@ -14,7 +14,7 @@ from itertools import pairwise
 
 from sqlalchemy import Connection, Engine, select
 
-from schema.store import chunk_read
+from schema.store import chunk_read, points_by_id
 from schema.store.envelope import marker
 from schema.store.errors import AmbiguousRun, UnknownRun
 from schema.store.records import Event, RunInfo, RunRef, run_info
@@ -107,7 +107,7 @@ def run_by_id(conn: Connection, run_id: int, source: str, store: str) -> RunInfo
 def tail_cursor(conn: Connection, run_id: int, lines: int) -> int:
     """The point id to follow a run from so that its `lines` newest points come first (0: all
     of them). Ids are shared by every run in the store: this counts the run's points, not ids."""
-    newest = chunk_read.newest_ids(*_cur(conn), run_id, max(0, lines) + 1)
+    newest = points_by_id.newest_ids(*_cur(conn), run_id, max(0, lines) + 1)
     return newest[-1] if len(newest) > max(0, lines) else 0
 
 
@@ -138,7 +138,7 @@ def fetch_points(
     limit: int | None = None,
 ) -> PointRows:
     """Points with id > after, for these runs (and keys), in id order. NULL value → NaN."""
-    rows = chunk_read.points_after(
+    rows = points_by_id.points_after(
         *_cur(conn),
         list(run_ids),
         after,

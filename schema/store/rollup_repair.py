@@ -15,7 +15,7 @@ from itertools import pairwise
 
 from sqlalchemy import Connection, bindparam, delete, func, inspect, select
 
-from schema.store import buckets, chunk_read
+from schema.store import buckets, chunk_read, points_by_id
 from schema.store.chunk_rollup import fold_chunks
 from schema.store.envelope import SERIES_COLUMNS, agg_of, bucket_rows
 from schema.store.read import series_points
@@ -36,7 +36,7 @@ def _stream(conn: Connection, writers: dict[int, RollupWriter], run_ids: list | 
     cur, p = _cursor(conn), placeholder(conn.dialect)
     done, last = 0, 0
     while True:
-        rows = chunk_read.points_after(cur, p, run_ids, last, limit=BATCH)
+        rows = points_by_id.points_after(cur, p, run_ids, last, limit=BATCH)
         if not rows:
             return done
         by_run: dict[int, tuple[list, list]] = {}

@@ -46,7 +46,7 @@ def main() -> None:
 
     from reslog.agent import store as agent_store
     from reslog.agent import tile_workers
-    from schema.store import chunk_read, envelope, folding
+    from schema.store import envelope, folding, points_by_id
 
     scale_store.build(args.store, 8, 20_000)
     st = agent_store.Store(str(args.store))
@@ -55,7 +55,7 @@ def main() -> None:
     ids = dict(cur.execute("SELECT name, id FROM keys").fetchall())
     runs = [r for (r,) in cur.execute("SELECT id FROM runs ORDER BY id")]
     ranges = [[run, ids[key], LEVEL, 0, 3] for run in runs for key in KEYS]
-    points = sum(chunk_read.point_count(cur, "?", run, ids[key]) for run in runs for key in KEYS)
+    points = sum(points_by_id.point_count(cur, "?", run, ids[key]) for run in runs for key in KEYS)
 
     ways = {
         "baseline": (lambda rows, start, width, row: folding.pack_each(

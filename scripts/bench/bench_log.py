@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 from competitors import BENCH_VENV, KEYS, PROJECT_VENV, payloads, setup_sqlite  # noqa: E402
 from log_report import report  # noqa: E402
 
-from schema.store import chunk_read  # noqa: E402
+from schema.store import points_by_id  # noqa: E402
 
 PARTS = ("caller", "ingest", "gil", "readback", "kill")
 
@@ -109,7 +109,7 @@ def probe_ingest(work: Path, steps: int) -> dict[str, Any]:
     run.finish()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     with sqlite3.connect(work / "ingest.db") as conn:
-        stored = chunk_read.point_count(conn.cursor(), "?")
+        stored = points_by_id.point_count(conn.cursor(), "?")
     # The same points by raw executemany, right after, so both see the same machine load.
     raw_dir = work / "ingest-raw"
     raw_dir.mkdir(exist_ok=True)
@@ -272,7 +272,7 @@ def part_kill(work: Path, trials: int, rate: float, flush: float) -> dict[str, A
             proc.wait()
             logged_steps = struct.unpack("q", counter[0:8])[0]
         with sqlite3.connect(d / "kill.db") as conn:
-            stored = chunk_read.point_count(conn.cursor(), "?")
+            stored = points_by_id.point_count(conn.cursor(), "?")
         lost_points = logged_steps * len(KEYS) - stored
         lost_s = lost_points / len(KEYS) / rate
         results.append(

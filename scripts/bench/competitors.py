@@ -122,10 +122,10 @@ def setup_reslog(work: Path) -> tuple[LogFn, CloseFn, Callable[[], int | None]]:
         run.log(metrics, step=step)
 
     def stored() -> int:
-        from schema.store import chunk_read
+        from schema.store import points_by_id
 
         with sqlite3.connect(path) as conn:
-            return chunk_read.point_count(conn.cursor(), "?")
+            return points_by_id.point_count(conn.cursor(), "?")
 
     return log, run.finish, stored
 

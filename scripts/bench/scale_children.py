@@ -296,7 +296,7 @@ def child_kill(store: str, flush: float) -> dict[str, Any]:
     import struct
 
     from reslog.tools.maintenance import check_store
-    from schema.store import chunk_read, read
+    from schema.store import points_by_id, read
     from schema.store.connect import open_store
     from schema.store.rollup_repair import check_series
 
@@ -312,7 +312,7 @@ def child_kill(store: str, flush: float) -> dict[str, Any]:
     engine = open_store(store, readonly=True)
     with engine.connect() as conn:
         run_id = conn.exec_driver_sql("SELECT id FROM runs WHERE uid = ?", (uid,)).scalar()
-        stored = chunk_read.point_count(*read.dbapi_cursor(conn), run_id)
+        stored = points_by_id.point_count(*read.dbapi_cursor(conn), run_id)
         keys = [r[0] for r in conn.exec_driver_sql(
             "SELECT key_id FROM series WHERE run_id = ?", (run_id,)).all()]  # fmt: skip
         problems = [p for k in keys for p in check_series(conn, run_id, k)]

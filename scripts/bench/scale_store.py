@@ -155,9 +155,9 @@ def build(path: Path, runs: int = 8, steps: int = 100_000, procs: int = 2) -> di
     from schema.store.sqlite_file import readonly_uri
 
     con = sqlite3.connect(readonly_uri(path), uri=True)
-    from schema.store import chunk_read
+    from schema.store import points_by_id
 
-    stored = chunk_read.point_count(con.cursor(), "?")
+    stored = points_by_id.point_count(con.cursor(), "?")
     con.close()
     if stored != logged or logged != want["points"]:
         raise SystemExit(f"{path}: logged {logged:,}, stored {stored:,}, wanted {want['points']:,}")

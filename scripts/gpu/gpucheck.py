@@ -163,7 +163,7 @@ def read_points(store: str | Path, run: str) -> dict[str, list[tuple[int, float,
     """{key: [(step, wall, value), ...] in id order} of one run (uid or name) of a SQLite store:
     what the writer committed, read back with the schema's own helpers."""
 
-    from schema.store import chunk_read
+    from schema.store import points_by_id
     from schema.store.connect import open_store
     from schema.store.read import dbapi_cursor, find_run, key_names
 
@@ -173,7 +173,7 @@ def read_points(store: str | Path, run: str) -> dict[str, list[tuple[int, float,
             run_id, _ = find_run(conn, run)
             names = key_names(conn)
             out: dict[str, list[tuple[int, float, float | None]]] = {}
-            rows = chunk_read.points_after(*dbapi_cursor(conn), [run_id], 0)
+            rows = points_by_id.points_after(*dbapi_cursor(conn), [run_id], 0)
             for _id, _run, key_id, step, wall, value in rows:
                 out.setdefault(names[key_id], []).append((step, wall, value))
             return out

@@ -17,7 +17,7 @@ from sqlalchemy import create_engine, make_url, text
 
 import reslog
 from reslog.training import writer as writer_module
-from schema.store import chunk_read
+from schema.store import points_by_id
 from tests.fixtures.postgres import own_postgres  # noqa: F401 - a fixture
 from tests.fixtures.tcpproxy import TCPProxy
 from tests.reslog.test_reslog_api import read_run
@@ -50,7 +50,7 @@ def test_log_finish_and_read_back_with_nan_and_infinities(pg_store):
     # holds on every backend
     engine = create_engine(pg_store)
     with engine.connect() as conn:
-        raw = chunk_read.points_after(conn.connection.dbapi_connection.cursor(), "%s", None, 0)
+        raw = points_by_id.points_after(conn.connection.dbapi_connection.cursor(), "%s", None, 0)
     engine.dispose()
     assert len(raw) == 3 * 300 + 3
     assert [r[3] for r in raw if r[5] is None] == [1000]

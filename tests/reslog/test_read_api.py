@@ -246,11 +246,11 @@ def test_scan_columns_are_the_row_scans_points_over_legacy_rows_chunks_and_a_tak
 
 
 def test_point_count_counts_chunk_rows_times_their_keys_and_legacy_rows(tmp_path):
-    """chunk_read.point_count (the benchmarks' and scripts' count) never decodes a chunk: it
+    """points_by_id.point_count (the benchmarks' and scripts' count) never decodes a chunk: it
     must agree with every point read back, per run and key, for keys logged together."""
     import sqlite3
 
-    from schema.store import chunk_read
+    from schema.store import points_by_id
 
     path = tmp_path / "s.db"
     a = reslog.init(project="p", name="a", store=path, system=False)
@@ -263,13 +263,13 @@ def test_point_count_counts_chunk_rows_times_their_keys_and_legacy_rows(tmp_path
     with sqlite3.connect(path) as conn:
         conn.execute(  # a legacy row (a store from before chunks: its id below the counter's)
             "INSERT INTO points (id, run_id, key_id, step, wall, value) VALUES (?, ?, 1, 99, 0, 1)",
-            (chunk_read.max_point_id(conn.cursor()) + 1, b.id),
+            (points_by_id.max_point_id(conn.cursor()) + 1, b.id),
         )
         conn.execute("UPDATE point_ids SET next_id = next_id + 1")
         cur = conn.cursor()
-        every = chunk_read.points_after(cur, "?", None, 0)
-        assert chunk_read.point_count(cur, "?") == len(every) == 300 * 2 + 100 + 7 + 1
+        every = points_by_id.points_after(cur, "?", None, 0)
+        assert points_by_id.point_count(cur, "?") == len(every) == 300 * 2 + 100 + 7 + 1
         for run_id in (1, b.id):
             for key_id in (1, 2, 3):
                 want = sum(1 for r in every if r[1] == run_id and r[2] == key_id)
-                assert chunk_read.point_count(cur, "?", run_id, key_id) == want
+                assert points_by_id.point_count(cur, "?", run_id, key_id) == want

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import event
 
 import reslog
-from schema.store import chunk_codec, chunk_read
+from schema.store import chunk_codec, chunk_columns, chunk_read, points_by_id
 from schema.store.chunk_check import check_chunks
 from schema.store.envelope import marker
 from schema.store.reader import StoreReader
@@ -246,7 +246,7 @@ def test_history_reads_first_values_and_raw_points_from_the_key_streams(store_pa
 def test_keys_read_in_one_snapshot_share_their_chunks_steps_walls_and_ids(
     store_path, monkeypatch, version
 ):
-    """Inside chunk_read.shared_chunks() (the agent's tiles of one reply) each chunk's steps,
+    """Inside chunk_columns.shared_chunks() (the agent's tiles of one reply) each chunk's steps,
     walls and ids are decoded once for all the keys read from it (a version 1 chunk read and
     verified once whole): every key's columns are the bits read without it, past the byte
     bound too; a damaged chunk still fails, naming it."""
@@ -264,7 +264,7 @@ def test_keys_read_in_one_snapshot_share_their_chunks_steps_walls_and_ids(
     run = chunk_rows(engine)[0][1]
     conn = sqlite3.connect(store_path)
     cur = conn.cursor()
-    high = chunk_read.max_point_id(cur)
+    high = points_by_id.max_point_id(cur)
 
     def read(key: str, start: int = 0, stop: int = STEPS) -> list:
         cols = chunk_read.series_columns(
@@ -274,19 +274,19 @@ def test_keys_read_in_one_snapshot_share_their_chunks_steps_walls_and_ids(
 
     keys = ["k0", "k3", "k11", "k3"]
     want = [read(k) for k in keys] + [read("k5", 100, 8_000)]
-    for bound, kept in ((chunk_read.SHARED_BYTES, 2), (0, 0)):  # 0: each decoded as it comes
-        monkeypatch.setattr(chunk_read, "SHARED_BYTES", bound)
-        with chunk_read.shared_chunks():
+    for bound, kept in ((chunk_columns.SHARED_BYTES, 2), (0, 0)):  # 0: each decoded as it comes
+        monkeypatch.setattr(chunk_columns, "SHARED_BYTES", bound)
+        with chunk_columns.shared_chunks():
             got = [read(k) for k in keys] + [read("k5", 100, 8_000)]
-            assert len(chunk_read._shared) == kept  # both chunks, kept once
-        assert got == want and chunk_read._shared is None
+            assert len(chunk_columns._shared) == kept  # both chunks, kept once
+        assert got == want and chunk_columns._shared is None
     assert len(want[0][1]) == STEPS and want[1][3] != want[2][3]
     cid, run_id, _ks, blob = chunk_rows(engine)[0]
     broken = bytearray(blob)
     broken[len(broken) - 100] ^= 0x04  # in the last value column's stream
     rewrite(engine, cid, bytes(broken))
     with (
-        chunk_read.shared_chunks(),
+        chunk_columns.shared_chunks(),
         pytest.raises(ValueError, match=rf"CRC-32 does not match.*chunk {cid} of run {run_id}"),
     ):
         read("k11")

@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 
 import reslog
 from reslog.tools.maintenance import check_store, upgrade_store
-from schema.store import chunk_compact, chunk_convert, chunk_read, migrate
+from schema.store import chunk_compact, chunk_convert, chunk_read, migrate, points_by_id
 from schema.store.connect import make_engine, open_store, resolve_store
 from schema.store.read import dbapi_cursor, fetch_points
 from schema.store.rollup_writer import RollupWriter
@@ -189,7 +189,7 @@ def test_the_kept_old_store_upgraded_and_compacted_reads_every_point_as_before(t
         for engine in (a, b):
             with engine.connect() as conn:
                 cur, p = dbapi_cursor(conn)
-                got = chunk_read.points_after(cur, p, None, 0)
+                got = points_by_id.points_after(cur, p, None, 0)
             if engine is a:
                 expected = got
         assert got == expected and len(got) == 3_840
@@ -263,7 +263,7 @@ def test_a_reader_polling_by_cursor_neither_loses_nor_repeats_across_compactions
         seen_live: list[int] = []
         tail_cursor = live_cursor = 0
         with engine.connect() as conn:
-            high = chunk_read.max_point_id(dbapi_cursor(conn)[0])
+            high = points_by_id.max_point_id(dbapi_cursor(conn)[0])
         rng = random.Random(11)
         while True:
             # `reslog tail`'s read, and the agent's live poll (points after C up to its
@@ -271,7 +271,7 @@ def test_a_reader_polling_by_cursor_neither_loses_nor_repeats_across_compactions
             with engine.connect() as conn:
                 page = fetch_points(conn, [run_id], after=tail_cursor, limit=rng.randrange(50, 900))
                 cur, p = dbapi_cursor(conn)
-                live = chunk_read.points_after(
+                live = points_by_id.points_after(
                     cur, p, None, live_cursor, upto=high, limit=rng.randrange(50, 900)
                 )
             seen_tail += page.ids

@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 
 import reslog
 from reslog.tools.maintenance import check_store, upgrade_store
-from schema.store import chunk_codec, chunk_convert, chunk_read
+from schema.store import chunk_codec, chunk_convert, chunk_read, points_by_id
 from schema.store.chunk_write import SEAL_ROWS
 from schema.store.connect import make_engine, open_store, resolve_store
 from schema.store.read import series as read_series
@@ -42,7 +42,7 @@ def every_point(engine: Engine, rows_only: bool = False) -> list[tuple]:
             cur.execute("SELECT id, run_id, key_id, step, wall, value FROM points ORDER BY id")
             rows = cur.fetchall()
         else:
-            rows = chunk_read.points_after(cur, placeholder(conn.dialect), None, 0)
+            rows = points_by_id.points_after(cur, placeholder(conn.dialect), None, 0)
     return [(*r[:5], None if r[5] is None else struct.pack("<d", r[5])) for r in rows]
 
 

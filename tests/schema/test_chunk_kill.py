@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from reslog.tools.maintenance import check_store
-from schema.store import chunk_read
+from schema.store import chunk_read, points_by_id
 from schema.store.connect import open_store
 from schema.store.envelope import marker
 
@@ -84,7 +84,7 @@ def test_sigkill_while_sealing_leaves_whole_log_calls_and_a_store_that_checks(ki
                 assert [r[3] for r in rows] == [s + j / 10 for s in steps]
                 counts.add(len(steps))
             assert len(counts) == 1 and counts.pop() > 0  # whole log() calls
-        everything = chunk_read.points_after(cur, p, None, 0)
+        everything = points_by_id.points_after(cur, p, None, 0)
         assert len({r[0] for r in everything}) == len(everything)
     engine.dispose()
     report = check_store(str(store_path))

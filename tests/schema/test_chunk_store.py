@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import reslog
-from schema.store import chunk_read
+from schema.store import chunk_read, points_by_id
 from schema.store.chunk_write import SEAL_ROWS
 from schema.store.envelope import marker
 from schema.store.reader import StoreReader
@@ -74,14 +74,14 @@ def test_a_flush_is_one_head_chunk_a_group_and_4096_rows_are_sealed_keeping_ids(
     writer = write_flushes(engine, run.id, flushes[:10])
     assert chunk_counts(engine) == (10, 0)  # 10 flushes of one group: 10 heads
     with engine.connect() as conn:
-        before = chunk_read.points_after(*_cur(conn), [run.id], 0)
+        before = points_by_id.points_after(*_cur(conn), [run.id], 0)
     assert len(before) == 1000 * 3
     assert len({r[0] for r in before}) == len(before)  # a point id each
     write_flushes(engine, run.id, flushes[10:41])  # 4,100 rows: sealed on the 41st flush
     heads, sealed = chunk_counts(engine)
     assert sealed == 1 and heads == 0
     with engine.connect() as conn:
-        after = chunk_read.points_after(*_cur(conn), [run.id], 0)
+        after = points_by_id.points_after(*_cur(conn), [run.id], 0)
     assert after[: len(before)] == before  # same ids, same points, after sealing
     assert len(after) == 4100 * 3
     del writer
@@ -107,7 +107,7 @@ def test_a_live_cursor_across_sealing_sees_every_point_once(store_path):
         writer.accept(pending)
         with engine.connect() as conn:  # a poll, limited as the agent pages
             while True:
-                got = chunk_read.points_after(*_cur(conn), None, cursor, limit=500)
+                got = points_by_id.points_after(*_cur(conn), None, cursor, limit=500)
                 if not got:
                     break
                 seen += got
@@ -190,8 +190,8 @@ def test_legacy_rows_and_chunks_read_as_one_series(store_path):
     with engine.connect() as conn:
         cur, p = _cur(conn)
         rows = chunk_read.series_rows(cur, p, run.id, k, 0, 100, has_takes=False)
-        after = chunk_read.points_after(cur, p, [run.id], 5)
-        assert chunk_read.max_point_id(cur) == 1009
+        after = points_by_id.points_after(cur, p, [run.id], 5)
+        assert points_by_id.max_point_id(cur) == 1009
     assert [r[1] for r in rows] == list(range(20)) and rows[3][3] is None
     assert [r[0] for r in after] == [6, 7, 8, 9, 10, *range(1000, 1010)]
 
@@ -206,7 +206,7 @@ def test_postgres_stores_the_same_chunks_with_strided_ids(pg_store):
     assert heads == 0 and sealed == 2
     with engine.connect() as conn:
         cur, p = _cur(conn)
-        got = chunk_read.points_after(cur, p, [run.id], 0)
+        got = points_by_id.points_after(cur, p, [run.id], 0)
         rows = chunk_read.series_rows(cur, p, run.id, keys[1], 0, 10_000, has_takes=False)
     assert len(got) == 4300 * 3 and len({r[0] for r in got}) == len(got)
     assert {r[0] % 256 for r in got} == {0, 1, 2}  # a row's points: v * 256 + column
@@ -283,7 +283,7 @@ def test_a_point_seen_as_a_row_and_in_a_chunk_is_read_once(store_path):
     with engine.connect() as conn:
         cur, p = _cur(conn)
         rows = chunk_read.series_rows(cur, p, run.id, k, 0, 100, has_takes=False)
-        after = chunk_read.points_after(cur, p, [run.id], 0)
+        after = points_by_id.points_after(cur, p, [run.id], 0)
         got_ids, got_steps, _w, _v = chunk_read.series_columns(
             cur, p, run.id, k, 0, 100, has_takes=False
         )

@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 import reslog
 from reslog.tools.maintenance import check_store, upgrade_store
-from schema.store import buckets, chunk_read, migrate
+from schema.store import buckets, migrate, points_by_id
 from schema.store.connect import make_engine, open_store, resolve_store
 from schema.store.errors import StoreError
 from schema.store.tables import rollups, series, takes
@@ -32,7 +32,7 @@ def dump(path: Path, sql: str) -> list[tuple]:
 def every_point(path: Path) -> list[tuple]:
     """(id, run, key, step, wall, value) of every point, rows and chunks alike, by id."""
     with sqlite3.connect(path) as conn:
-        return [tuple(r) for r in chunk_read.points_after(conn.cursor(), "?", None, 0)]
+        return [tuple(r) for r in points_by_id.points_after(conn.cursor(), "?", None, 0)]
 
 
 def test_a_store_cut_at_64_step_buckets_is_refused_then_rebuilt_at_todays_widths(tmp_path):
@@ -117,7 +117,7 @@ def test_postgresql_downgraded_to_0004_and_upgraded_gets_the_same_rollups_back(p
                 series_rows = conn.execute(select(*columns)).all()
                 cur = conn.connection.dbapi_connection.cursor()
                 rows = [
-                    chunk_read.points_after(cur, "%s", None, 0),
+                    points_by_id.points_after(cur, "%s", None, 0),
                     conn.execute(select(takes)).all(),
                     [(*r[:12], round(r[12], 6), *r[13:]) for r in level1],
                     [(*r[:vsum], round(r[vsum], 6), *r[vsum + 1 :]) for r in series_rows],

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from reslog.tools.maintenance import check_store, upgrade_store
-from schema.store import chunk_convert, chunk_read, read
+from schema.store import chunk_convert, points_by_id, read
 from schema.store.connect import open_store
 from tests.schema.test_chunk_convert import chunk_problems, rows_left
 from tests.schema.test_rollups import all_problems
@@ -50,7 +50,7 @@ def read_back(engine, wanted: dict) -> tuple[list[tuple], dict]:
     """Every point through chunk_read, and every series through schema.store.read."""
     with engine.connect() as conn:
         cur = conn.connection.dbapi_connection.cursor()
-        points = [tuple(r) for r in chunk_read.points_after(cur, "?", None, 0)]
+        points = [tuple(r) for r in points_by_id.points_after(cur, "?", None, 0)]
     series = {}
     for run, key in wanted:
         steps, walls, values = read.series(engine, run, key)

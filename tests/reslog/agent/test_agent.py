@@ -36,7 +36,7 @@ from resplot.sources.client import (
     decode_rows,
 )
 from schema import HEAD_REVISION
-from schema.store import buckets, chunk_read, envelope
+from schema.store import buckets, chunk_read, envelope, points_by_id
 from schema.store.errors import NotAStore, SchemaTooNew, StoreNotFound
 from schema.store.read import fetch_points
 from schema.store.reader import StoreReader
@@ -239,7 +239,7 @@ def test_a_first_poll_starts_at_the_end_with_every_series_row(sample):
     assert header["runs"][2]["status"] == "running"  # raw: the client derives "crashed"
     with engine.connect() as conn:
         dbapi = conn.connection.dbapi_connection.cursor()
-        high = chunk_read.max_point_id(dbapi)
+        high = points_by_id.max_point_id(dbapi)
         stored = envelope.series_rows(dbapi, "?")
     assert header["points_cursor"] == header["high"] == high and not header["more"]
     assert "points" not in sections  # history comes from series rows and tiles, not points
@@ -364,7 +364,7 @@ def test_raw_tiles_read_in_runs_are_the_tiles_read_one_by_one(tmp_path, monkeypa
     byte, as a read a tile, across a restart (superseded points left out), NaN, a sparse
     series of 100 tiles (empty tiles kept) and ranges longer than a run."""
     from reslog.agent import serve as agent_serve
-    from reslog.agent import store as agent_store
+    from reslog.agent import tile_read
 
     long = long_store(tmp_path, n=40_000)
     sparse = tmp_path / "sparse.db"
@@ -373,8 +373,8 @@ def test_raw_tiles_read_in_runs_are_the_tiles_read_one_by_one(tmp_path, monkeypa
     cases = [(long, [[1, 1, 0, 0, 40], [1, 2, 0, 3, 30]]), (sparse, [[1, 1, 0, 0, 100]])]
     for path, ranges in cases:
         replies = []
-        for run in (1, agent_store.RAW_TILES_A_READ):
-            monkeypatch.setattr(agent_store, "RAW_TILES_A_READ", run)
+        for run in (1, tile_read.RAW_TILES_A_READ):
+            monkeypatch.setattr(tile_read, "RAW_TILES_A_READ", run)
             agent = agent_serve.Agent()
             req = {"op": "poll", "store": str(path), "points_after": -1, "tiles": ranges}
             header, payload = agent.handle(req)
@@ -395,7 +395,7 @@ def test_fine_tiles_read_in_runs_are_the_tiles_read_one_by_one(tmp_path, monkeyp
     restart (superseded points left out), NaN, a sparse series (empty tiles kept) and ranges
     longer than a read."""
     from reslog.agent import serve as agent_serve
-    from reslog.agent import store as agent_store
+    from reslog.agent import tile_read
 
     long = long_store(tmp_path, n=40_000)
     sparse = tmp_path / "sparse.db"
@@ -407,8 +407,8 @@ def test_fine_tiles_read_in_runs_are_the_tiles_read_one_by_one(tmp_path, monkeyp
                  (sparse, [[1, 1, level, 0, tiles]])]  # fmt: skip
         for path, ranges in cases:
             replies = []
-            for steps in (1, agent_store.STEPS_A_READ):
-                monkeypatch.setattr(agent_store, "STEPS_A_READ", steps)
+            for steps in (1, tile_read.STEPS_A_READ):
+                monkeypatch.setattr(tile_read, "STEPS_A_READ", steps)
                 agent = agent_serve.Agent()
                 req = {"op": "poll", "store": str(path), "points_after": -1, "tiles": ranges}
                 header, payload = agent.handle(req)

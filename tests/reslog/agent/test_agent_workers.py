@@ -11,7 +11,7 @@ import pytest
 
 from reslog.agent import tile_workers
 from reslog.agent.store import Store
-from schema.store import buckets, chunk_read
+from schema.store import buckets, points_by_id
 from tests.fixtures.stores import add_points, make_run, new_store
 
 STEPS = 40 * 1024  # 40 raw tiles a series
@@ -158,21 +158,21 @@ def test_raw_and_fine_tiles_read_only_the_points_up_to_the_replys_high(store_pat
     leaves them out, so its raw and fine tiles are the reply's own."""
     import sqlite3
 
-    from reslog.agent.store import _read_tile
+    from reslog.agent.tile_read import read_tile
     from reslog.agent.wire import BUCKET_ROW, RAW_TILE_ROW
 
     conn = sqlite3.connect(store_path)
-    high = chunk_read.max_point_id(conn.cursor())
-    before = [_read_tile(conn.cursor(), (1, 1, lv, 39 >> sh, False, high))
+    high = points_by_id.max_point_id(conn.cursor())
+    before = [read_tile(conn.cursor(), (1, 1, lv, 39 >> sh, False, high))
               for lv, sh in ((0, 0), (-2, 2))]  # fmt: skip
     engine = new_store(store_path)
     add_points(engine, 1, {"a": [(39 * 1024 + i, 99.0) for i in range(5)]})  # inside tile 39
     engine.dispose()
-    after = [_read_tile(conn.cursor(), (1, 1, lv, 39 >> sh, False, high))
+    after = [read_tile(conn.cursor(), (1, 1, lv, 39 >> sh, False, high))
              for lv, sh in ((0, 0), (-2, 2))]  # fmt: skip
-    newest = _read_tile(conn.cursor(), (1, 1, 0, 39, False, high + 5))
+    newest = read_tile(conn.cursor(), (1, 1, 0, 39, False, high + 5))
     # Fine tiles read several at once (the last one holding the new points) are bounded alike.
-    runs = [_read_tile(conn.cursor(), (1, 1, -2, 6, False, h, 4)) for h in (high, high + 5)]
+    runs = [read_tile(conn.cursor(), (1, 1, -2, 6, False, h, 4)) for h in (high, high + 5)]
     conn.close()
     assert after == before and len(before[0]) % RAW_TILE_ROW.size == 0
     assert len(before[1]) % BUCKET_ROW.size == 0 and len(newest) > len(before[0])

@@ -511,16 +511,16 @@ def test_a_store_warning_is_one_line_and_another_objects_leak_is_not_news(
     connection elsewhere in the process) stays ignored, as Python's default filters have it."""
     import warnings
 
-    import reslog.tools.cli as cli
+    from reslog.tools import read_cmds
 
-    real = cli.open_store
+    real = read_cmds.open_store
 
     def open_store(*args, **kwargs):
         warnings.warn("connection <x> was deleted while still open", ResourceWarning, stacklevel=1)
         warnings.warn(f"{sample} is on a network file system (nfs4)", RuntimeWarning, stacklevel=1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(cli, "open_store", open_store)
+    monkeypatch.setattr(read_cmds, "open_store", open_store)
     code, out, err = run_cli(capsys, "ls", sample)
     assert code == 0 and "wsd" in out
     assert err == f"reslog: warning: {sample} is on a network file system (nfs4)\n"

@@ -12,11 +12,12 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from reslog.tools import cli
+from reslog.tools import cli, cli_store
 from reslog.tools.quick_read import open_snapshot
 from schema.store import read
 from schema.store.connect import open_store, store_label
@@ -110,10 +111,10 @@ def test_ls_prints_the_same_either_way(capsys, sample, monkeypatch):
     for argv in (["ls"], ["ls", "--full"], ["ls", "--group", "grp"], ["ls", "--project", "no"]):
         # One clock for both (time.time itself: the statuses read it too), so that the ages
         # and statuses printed are the same.
-        monkeypatch.setattr(cli.time, "time", lambda: 1.9e9)
+        monkeypatch.setattr(time, "time", lambda: 1.9e9)
         assert cli.main([*argv, str(sample)]) == 0
         quick = capsys.readouterr()
-        monkeypatch.setattr(cli, "open_snapshot", lambda store: None)
+        monkeypatch.setattr(cli_store, "open_snapshot", lambda store: None)
         assert cli.main([*argv, str(sample)]) == 0
         full = capsys.readouterr()
         monkeypatch.undo()

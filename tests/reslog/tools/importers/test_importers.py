@@ -17,7 +17,7 @@ from torch.utils.tensorboard import SummaryWriter
 import reslog
 from reslog.tools.cli import main
 from reslog.tools.maintenance import check_store
-from schema.store import chunk_read
+from schema.store import chunk_read, points_by_id
 from tests.reslog.test_reslog_api import read_run
 
 
@@ -74,7 +74,7 @@ def stored_points(store: Path, uid: str) -> dict[str, list[tuple[int, float, flo
 def point_count(store: Path) -> int:
     """Every point in the store (chunks and legacy rows)."""
     with sqlite3.connect(store) as conn:
-        return len(chunk_read.points_after(conn.cursor(), "?", None, 0))
+        return len(points_by_id.points_after(conn.cursor(), "?", None, 0))
 
 
 def same(a: list[tuple], b: list[tuple]) -> bool:
