@@ -77,6 +77,7 @@ def expected_rows(points: int, samples: int) -> tuple[int, int]:
     return -(-samples // 2), samples
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", list(LENGTHS))
 @pytest.mark.parametrize("samples", [1, 7, 300, 1000, 2000])
 def test_whole_runs_of_every_length_give_between_half_and_all_the_samples(store, key, samples):

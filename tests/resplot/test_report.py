@@ -305,6 +305,7 @@ def _data(path: Path) -> dict:
     return json.loads(found.group(1))
 
 
+@pytest.mark.slow
 def test_timing_and_ranks_pages_on_request(stores, tmp_path):
     import base64
     import io

@@ -72,6 +72,7 @@ def test_snapshot_custom_keys_by_glob(store, tmp_path):
     assert "valid/loss" in out.read_text()
 
 
+@pytest.mark.slow
 def test_export_points_and_tables(store, tmp_path):
     long = tmp_path / "p.csv"
     assert main(["export", store, "--format", "csv", "-o", str(long), "--keys", "train/loss"]) == 0

@@ -143,6 +143,7 @@ def test_compaction_keeps_every_point_to_the_bit_and_checks(any_store):
     assert report.problems == [], report.problems
 
 
+@pytest.mark.slow
 def test_a_live_run_is_left_to_its_writer(store_path, capsys):
     engine = new_store(store_path)
     try:
@@ -363,6 +364,7 @@ def test_sigkill_at_random_points_of_a_compaction_loses_nothing(any_store):
     assert check_store(any_store, full=True).problems == []
 
 
+@pytest.mark.slow
 def test_reslog_compact_says_what_it_did_in_one_line(store_path, capsys):
     from reslog.tools.cli import main
 
@@ -493,6 +495,7 @@ def test_a_mirror_synced_a_batch_at_a_time_across_compactions_gets_every_point_o
     assert got["points"] == want["points"]
 
 
+@pytest.mark.slow
 def test_two_compactions_of_one_store_at_once_take_turns(any_store):
     import threading
 

@@ -228,6 +228,7 @@ def test_logging_random_overlapping_key_sets_keeps_every_series_exact(store_path
     assert all_problems(engine) == []
 
 
+@pytest.mark.slow
 def test_a_run_resumed_from_an_older_checkpoint_shows_the_newer_take(store_path):
     first = reslog.init(project="p", store=store_path, system=False)
     for step in range(30_000):

@@ -276,6 +276,7 @@ def test_greedy_continues_the_learned_pattern(counting_model):
     assert out.tolist() == [[3, 4, 5, 6, 7, 8, 9, 10, 0]]
 
 
+@pytest.mark.slow
 def test_generation_longer_than_the_context_crops_it(counting_model):
     out = greedy(counting_model, torch.tensor([[0, 1]]), 20)
     assert out.shape == (1, 22)

@@ -40,6 +40,7 @@ class RecordingLogger(Logger):
 # --------------------------------------------------------------------------- learning
 
 
+@pytest.mark.slow
 def test_debug_model_loss_falls(tmp_path):
     cfg = debug_cfg(
         tmp_path, "--train.steps", "40", "--train.eval_every", "0", "--data.grad_accum", "1"
@@ -83,6 +84,7 @@ def _golden_losses(tmp_path: Path) -> list[float]:
     return [log.points["train/loss"][s] for s in range(1, 21)]
 
 
+@pytest.mark.slow
 def test_golden_loss_curve_of_the_debug_model(tmp_path):
     losses = _golden_losses(tmp_path)
     if os.environ.get("TRAINER_REGEN_GOLDEN") == "1":

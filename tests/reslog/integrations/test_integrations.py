@@ -245,6 +245,7 @@ def test_lightning_logger_takes_hyperparameters_metrics_and_the_final_status(sto
     assert again.ref.uid == info.ref.uid and again.status == "finished"
 
 
+@pytest.mark.slow
 def test_lightning_failure_finalizes_the_run_failed(store):
     from reslog.integrations.lightning import ReslogLogger
 

@@ -195,6 +195,7 @@ def test_bad_stall_after_is_refused_at_init(bad):
 # ---- no silent loss -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_store_deleted_mid_run_is_restored_with_every_point(store_path, child_factory):
     child = child_factory(store_path)
     child.send("log 1000")
@@ -212,6 +213,7 @@ def test_a_store_deleted_mid_run_is_restored_with_every_point(store_path, child_
     assert any(e.kind == "writer" and "deleted" in e.title for e in events)
 
 
+@pytest.mark.slow
 def test_a_store_replaced_mid_run_is_kept_beside_it_untouched(store_path, child_factory):
     child = child_factory(store_path)
     child.send("log 500")
@@ -253,6 +255,7 @@ def test_a_backlog_larger_than_the_freed_space_lands_chunk_by_chunk(tmp_path, ch
     assert read_run(store)[0].status == "finished"
 
 
+@pytest.mark.slow
 def test_a_run_killed_in_its_first_second_keeps_its_points(store_path, child_factory):
     child = child_factory(store_path, interval=5.0)  # a long flush interval
     child.send("log 3")

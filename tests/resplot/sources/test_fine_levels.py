@@ -168,6 +168,7 @@ def _view_checks(cache, ref, key, pixels, raw_steps, raw_values) -> None:
     assert drawn.max() == finite.max() and drawn.min() == finite.min()  # exact extremes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("steps", [2_657, 20_000, 60_000])
 def test_a_run_in_the_gap_draws_a_bucket_per_pixel_or_more(tmp_path, steps):
     path = tmp_path / "gap.db"

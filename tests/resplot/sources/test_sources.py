@@ -152,6 +152,7 @@ def test_live_points_keep_summaries_and_tiles_equal_to_the_store(tmp_path):
         source.close()
 
 
+@pytest.mark.slow
 def test_killing_the_agent_mid_stream_loses_and_duplicates_nothing(tmp_path):
     path = tmp_path / "big.db"
     engine = new_store(path)
@@ -192,6 +193,7 @@ def test_killing_the_agent_mid_stream_loses_and_duplicates_nothing(tmp_path):
         engine.dispose()
 
 
+@pytest.mark.slow
 def test_tiles_asked_for_during_a_long_backlog_wait_until_it_has_caught_up(tmp_path):
     """A reply whose live batch stops short of its snapshot would count points twice if its
     tiles were kept: they are asked for again and arrive once the stream has caught up."""
@@ -214,6 +216,7 @@ def test_tiles_asked_for_during_a_long_backlog_wait_until_it_has_caught_up(tmp_p
         engine.dispose()
 
 
+@pytest.mark.slow
 def test_more_tiles_than_one_request_holds_come_in_further_polls(tmp_path):
     """A sparse series drawn raw over a wide range wants a tile per 1024 steps: past the agent's
     per-request bound the source splits the ask over several polls and loses none."""
@@ -259,6 +262,7 @@ def _key(engine, name_index: int) -> int:
     return key_id(engine, f"k{name_index}")
 
 
+@pytest.mark.slow
 def test_glob_source_reads_good_stores_and_reports_bad_ones(tmp_path):
     runs_dir = tmp_path / "runs"
     good = new_store(runs_dir / "a.db")

@@ -95,6 +95,7 @@ def test_a_logged_counter_is_an_x_axis(win, qtbot):
     assert "not on this x axis" in note and "hf train" in note
 
 
+@pytest.mark.slow
 def test_a_snapshot_can_use_a_logged_counter_as_its_x_axis(tmp_path, capsys):
     from resplot.cli import main
 

@@ -258,6 +258,7 @@ def test_ranks_no_source_holds_are_said_and_no_job_is_said_plainly(hosts, tmp_pa
     assert page.message.get_text() == NO_JOB
 
 
+@pytest.mark.slow
 def test_snapshot_draws_the_ranks_page_and_says_what_is_wrong(hosts, tmp_path, capsys):
     a, b = (str(p) for p in hosts.values())
     out = tmp_path / "ranks.png"
@@ -385,6 +386,7 @@ def test_a_hang_is_outlined_from_its_step_on_the_rank_that_never_came(tmp_path):
     assert "blocked_here" in page.hover_text(view.edges[-1] - 1, 1.5)
 
 
+@pytest.mark.slow
 def test_a_few_huge_cells_take_the_top_colour_and_the_colour_bar_says_so(tmp_path):
     stores = {h: tmp_path / f"{h}.db" for h in ("gpu-a", "gpu-b")}
     make_job(stores, steps=2000, slow=(1, "data", 5.0, 1000, 1001))  # one 5 s hiccup

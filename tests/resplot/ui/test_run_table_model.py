@@ -268,6 +268,7 @@ def test_the_filter_finds_ranks_and_hosts_inside_a_job(table):
     assert _state.ticked == [_run(0).ref]
 
 
+@pytest.mark.slow
 def test_each_host_row_carries_its_gpus_telemetry(table, tmp_path):
     from resplot.sources.local import LocalSource
     from resplot.sources.spec import parse_spec
