@@ -374,7 +374,9 @@ def test_raw_tiles_read_in_runs_are_the_tiles_read_one_by_one(tmp_path, monkeypa
     for path, ranges in cases:
         replies = []
         for run in (1, tile_read.RAW_TILES_A_READ):
-            monkeypatch.setattr(tile_read, "RAW_TILES_A_READ", run)
+            # tiles_a_read counts raw tiles by the steps they span (STEPS_A_READ)
+            monkeypatch.setattr(tile_read, "STEPS_A_READ", run * buckets.tile_range(0, 1)[0])
+            assert tile_read.tiles_a_read(0) == run
             agent = agent_serve.Agent()
             req = {"op": "poll", "store": str(path), "points_after": -1, "tiles": ranges}
             header, payload = agent.handle(req)
