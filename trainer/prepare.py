@@ -247,7 +247,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--tokenizer-max-chars",
         type=int,
-        default=None,
         help="train the tokenizer on at most this many characters",
     )
     p.add_argument("--force", action="store_true", help="replace shards already in --out")

@@ -18,35 +18,21 @@ import subprocess
 import tempfile
 
 from reslog.agent.bundle import NO_PYTHON, launcher
-from resplot.sources.agent import AgentSource
 from resplot.sources.client import AgentClient, AgentConnectionError
 from resplot.sources.local import LocalSource, _LocalClient
-from resplot.sources.spec import SSHSpec
+from resplot.sources.remote import RemoteSource
 from resplot.ssh.errors import AuthFailed
 from resplot.ssh.options import SSHOptions
 
 
-class OpenSSHSource(LocalSource):
+class OpenSSHSource(RemoteSource, LocalSource):
     """A LocalSource whose agent process is `ssh host <the agent's launcher>`."""
 
-    compress = True
-
-    def __init__(
-        self,
-        spec: SSHSpec,
-        options: SSHOptions | None = None,
-        *,
-        label: str | None = None,
-        python: str | None = None,
-        ssh_binary: str | None = None,
-    ) -> None:
-        AgentSource.__init__(self, spec, label or spec.label, [spec.path])
-        self.parsed = spec
-        self.python = spec.interpreter(python)
+    def _attach(self, options: SSHOptions) -> None:
         # Only the config file: ssh asks its own questions (host keys, logins) and keeps its
         # own timeouts.
-        self.ssh_config = options.ssh_config if options is not None else None
-        self.ssh_binary = ssh_binary or shutil.which("ssh") or "ssh"
+        self.ssh_config = options.ssh_config
+        self.ssh_binary = shutil.which("ssh") or "ssh"
         self.process = None
         self._stderr = None
 

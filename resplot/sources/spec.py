@@ -29,33 +29,35 @@ class SpecError(ValueError):
 
 
 @dataclass(frozen=True)
-class LocalSpec:
-    """Store paths, directories or globs on this machine, several joined by ','."""
+class _Written:
+    """What every spec holds first: its text as written, which is also how it prints."""
 
     text: str
-    path: str
-
-    kind: ClassVar[str] = "local"
-
-    @property
-    def label(self) -> str:
-        return "local"
-
-    @property
-    def parts(self) -> list[str]:
-        """Each path or glob of the spec, as written."""
-        return [p for p in self.path.split(",") if p]
 
     def __str__(self) -> str:
         return self.text
 
 
 @dataclass(frozen=True)
-class SSHSpec:
+class LocalSpec(_Written):
+    """Store paths, directories or globs on this machine, several joined by ','."""
+
+    path: str
+
+    kind: ClassVar[str] = "local"
+    label: ClassVar[str] = "local"  # the runs of every local store are filed under one label
+
+    @property
+    def parts(self) -> list[str]:
+        """Each path or glob of the spec, as written."""
+        return [p for p in self.path.split(",") if p]
+
+
+@dataclass(frozen=True)
+class SSHSpec(_Written):
     """`ssh://[user@]host[:port]/path` or `[user@]host:path`, with optional `#python=PATH` and
     `#via=openssh` (the system ssh binary, sources/openssh.py)."""
 
-    text: str
     host: str
     user: str | None
     port: int | None
@@ -76,15 +78,11 @@ class SSHSpec:
         agent's launcher tries the usual places (reslog.agent.bundle.CANDIDATES)."""
         return python or self.python
 
-    def __str__(self) -> str:
-        return self.text
-
 
 @dataclass(frozen=True)
-class PostgresSpec:
+class PostgresSpec(_Written):
     """`postgresql://...`, `postgresql+driver://...` or `postgres://...`."""
 
-    text: str
     url: str
 
     kind: ClassVar[str] = "postgres"
@@ -97,9 +95,6 @@ class PostgresSpec:
         from schema.store.connect import url_label
 
         return url_label(self.url)
-
-    def __str__(self) -> str:
-        return self.text
 
 
 Spec = LocalSpec | SSHSpec | PostgresSpec

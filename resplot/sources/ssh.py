@@ -24,9 +24,9 @@ import paramiko
 
 from reslog.agent.bundle import MIN_PYTHON, NO_PYTHON, launcher, prepare
 from resplot.data.cache import SeriesCache
-from resplot.sources.agent import AgentSource
 from resplot.sources.base import PollResult, Progress
 from resplot.sources.client import AgentClient, AgentConnectionError
+from resplot.sources.remote import RemoteSource
 from resplot.sources.spec import SSHSpec
 from resplot.ssh.connection import AuthFailed, SSHConnection, SSHError
 from resplot.ssh.hostkeys import HostKeyError
@@ -236,7 +236,7 @@ class HostKeyNotTrusted(AuthFailed):
     poller shows it like a refused login (auth_failed) and retries slowly."""
 
 
-class SSHSource(AgentSource):
+class SSHSource(RemoteSource):
     """Stores on a remote host, e.g. `gpu1:runs/*.db` or `ssh://me@gpu1:2222/data/reslog.db`.
 
     Errors come out as the poller expects: AgentConnectionError for anything worth retrying
@@ -244,19 +244,8 @@ class SSHSource(AgentSource):
     for what needs a person, StoreError for store problems.
     """
 
-    compress = True
-
-    def __init__(
-        self,
-        spec: SSHSpec,
-        options: SSHOptions | None = None,
-        *,
-        label: str | None = None,
-        python: str | None = None,
-    ) -> None:
-        super().__init__(spec, label or spec.label, [spec.path])
-        options = options or SSHOptions()
-        self.python = spec.interpreter(python)
+    def _attach(self, options: SSHOptions) -> None:
+        spec = self.parsed
         self._key = (spec.host, spec.user, spec.port, self.python, str(options.ssh_config))
         self.link = _acquire_link(self._key, lambda: HostLink(spec, options, python=self.python))
         self._released = False

@@ -34,6 +34,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
+from sqlalchemy.schema import SchemaItem
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -49,6 +50,18 @@ EVENT_LEVELS = ("info", "warning", "error")
 
 # BigInteger ids on PostgreSQL; on SQLite an INTEGER PRIMARY KEY is the rowid (64-bit anyway).
 BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+def _run_id() -> Column:
+    """The run a row belongs to: deleting the run deletes the row."""
+    return Column("run_id", BigId, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False)
+
+
+def _of_run(name: str, *items: SchemaItem) -> Table:
+    """A table of rows of one run each, numbered store-wide: (id, run_id), then `items`."""
+    id_ = Column("id", BigId, primary_key=True, autoincrement=True)
+    return Table(name, metadata, id_, _run_id(), *items)
+
 
 runs = Table(
     "runs",
@@ -99,12 +112,10 @@ keys = Table(
     UniqueConstraint("name"),
 )
 
-points = Table(
+# Ids are monotonic: readers page with "id > cursor", so a reconnect neither loses nor repeats
+# rows.
+points = _of_run(
     "points",
-    metadata,
-    # Monotonic: readers page with "id > cursor", so a reconnect neither loses nor repeats rows.
-    Column("id", BigId, primary_key=True, autoincrement=True),
-    Column("run_id", BigId, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
     Column("key_id", BigId, ForeignKey("keys.id"), nullable=False),
     Column("step", BigInteger, nullable=False),
     Column("wall", Float, nullable=False),
@@ -117,21 +128,15 @@ points = Table(
 # writer logs the points of one flush as one head chunk per keyset; a keyset's heads are sealed
 # into one chunk of ~4,096 rows. `points` holds rows written before revision 0006 until
 # `reslog upgrade` converts them; readers take both (schema/store/chunk_read.py).
-keysets = Table(
+keysets = _of_run(
     "keysets",
-    metadata,
-    Column("id", BigId, primary_key=True, autoincrement=True),
-    Column("run_id", BigId, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
     # The key ids of the chunks' value columns, in column order: "3,7,9".
     Column("key_ids", Text, nullable=False),
     UniqueConstraint("run_id", "key_ids"),
 )
 
-chunks = Table(
+chunks = _of_run(
     "chunks",
-    metadata,
-    Column("id", BigId, primary_key=True, autoincrement=True),
-    Column("run_id", BigId, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
     Column("keyset_id", BigId, ForeignKey("keysets.id", ondelete="CASCADE"), nullable=False),
     # Point ids: row i's points have ids ids[i] .. ids[i] + k - 1 in column order, so a point
     # id is unique in the store and readers page with "id > cursor" as with rows.
@@ -159,11 +164,8 @@ point_ids = Table(
 # (schema/store/chunk_write.py). SQLite has no sequences and ignores it.
 point_row_ids = Sequence("point_row_ids", metadata=metadata)
 
-events = Table(
+events = _of_run(
     "events",
-    metadata,
-    Column("id", BigId, primary_key=True, autoincrement=True),
-    Column("run_id", BigId, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
     Column("wall", Float, nullable=False),
     Column("step", BigInteger, nullable=True),
     # alert, checkpoint, note, schedule, resume, drop...: free-form, new kinds need no migration.
@@ -179,7 +181,7 @@ events = Table(
 def _series_columns() -> list[Column]:
     """(run_id, key_id): the series a row of series, rollups or takes belongs to."""
     return [
-        Column("run_id", BigId, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+        _run_id(),
         Column("key_id", BigId, ForeignKey("keys.id"), nullable=False),
     ]
 
@@ -206,10 +208,21 @@ def _agg_columns() -> list[Column]:
     ]
 
 
-series = Table(
+def _per_series(name: str, *columns: Column, key: tuple[str, ...] = ()) -> Table:
+    """A table of rows of one series each: (run_id, key_id), then `columns`, clustered on
+    (run_id, key_id, *key) (WITHOUT ROWID on SQLite): a series' rows are one contiguous range."""
+    return Table(
+        name,
+        metadata,
+        *_series_columns(),
+        *columns,
+        PrimaryKeyConstraint("run_id", "key_id", *key),
+        sqlite_with_rowid=False,
+    )
+
+
+series = _per_series(
     "series",
-    metadata,
-    *_series_columns(),
     *_agg_columns(),
     # Rollup levels kept for this series (1..levels; schema.store.buckets.needed_levels).
     Column("levels", SmallInteger, nullable=False),
@@ -217,30 +230,22 @@ series = Table(
     # logged later), also by a writer that resumes the run in another process.
     Column("tail_step", BigInteger, nullable=False),
     Column("tail_wall", Float, nullable=False),
-    PrimaryKeyConstraint("run_id", "key_id"),
-    sqlite_with_rowid=False,
 )
 
-rollups = Table(
+# A tile is one contiguous range of the primary key.
+rollups = _per_series(
     "rollups",
-    metadata,
-    *_series_columns(),
     Column("level", SmallInteger, nullable=False),
     Column("bucket", BigInteger, nullable=False),
     *_agg_columns(),
-    # Clustered (WITHOUT ROWID on SQLite): a tile is one contiguous range of the primary key.
-    PrimaryKeyConstraint("run_id", "key_id", "level", "bucket"),
-    sqlite_with_rowid=False,
+    key=("level", "bucket"),
 )
 
-takes = Table(
+# From point id `since_id` on, the series restarted at `step`: its points with a smaller id
+# and a step >= `step` are superseded (TensorBoard's purge rule; the store keeps them).
+takes = _per_series(
     "takes",
-    metadata,
-    *_series_columns(),
-    # From point id `since_id` on, the series restarted at `step`: its points with a smaller id
-    # and a step >= `step` are superseded (TensorBoard's purge rule; the store keeps them).
     Column("since_id", BigInteger, nullable=False),
     Column("step", BigInteger, nullable=False),
-    PrimaryKeyConstraint("run_id", "key_id", "since_id"),
-    sqlite_with_rowid=False,
+    key=("since_id",),
 )

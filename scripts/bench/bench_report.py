@@ -20,11 +20,12 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from common import run_text
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = [
@@ -90,23 +91,8 @@ def make_store(path: Path, runs: int, steps: int, keys: int, values: str) -> Non
 def build(store: Path, out: Path, max_mb: float) -> tuple[float, str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     t = time.perf_counter()
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "resplot",
-            "report",
-            str(store),
-            "-o",
-            str(out),
-            "--max-mb",
-            str(max_mb),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    argv = [sys.executable, "-m", "resplot", "report", store, "-o", out, "--max-mb", max_mb]
+    done = run_text(argv, env=env, check=True)
     return time.perf_counter() - t, done.stderr.strip().splitlines()[-1]
 
 

@@ -33,6 +33,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from common import run_text
 from trees import tree_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -212,23 +213,10 @@ def competitor(name: str, workload: Path, tmp: Path) -> dict:
     work = tmp / name
     if not BENCH_VENV.exists():
         return {"name": name, "unavailable": "no .bench-venv (run setup_competitors.sh)"}
-    proc = subprocess.run(
-        [
-            str(BENCH_VENV),
-            str(ROOT / "scripts" / "bench" / "competitors.py"),
-            name,
-            "--workload",
-            str(workload),
-            "--workdir",
-            str(work),
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp,
-        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
-    )
+    script = ROOT / "scripts" / "bench" / "competitors.py"
+    argv = [BENCH_VENV, script, name, "--workload", workload, "--workdir", work, "--out", out]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = run_text(argv, cwd=tmp, env=env)
     if not out.exists():
         return {"name": name, "unavailable": f"exit {proc.returncode}: {proc.stderr[-300:]}"}
     return json.loads(out.read_text())

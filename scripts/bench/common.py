@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,11 @@ def built_marker(path: Path) -> Path | None:
     for p in path.parent.glob(path.name + "*"):
         p.unlink()
     return marker
+
+
+def run_text(argv: Sequence[object], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """`argv` (each item through str) run to its end, its output captured as text."""
+    return subprocess.run([str(a) for a in argv], capture_output=True, text=True, **kwargs)
 
 
 def start_writers(
