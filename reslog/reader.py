@@ -44,12 +44,36 @@ from schema.store.rollup import (
     mean,
 )
 
-HISTORY_COLUMNS = ["key", "step", "first", "min", "max", "last", "count", "min_step", "max_step",
-                   "last_step", "wall"]  # fmt: skip
+HISTORY_COLUMNS = [
+    "key",
+    "step",
+    "first",
+    "min",
+    "max",
+    "last",
+    "count",
+    "min_step",
+    "max_step",
+    "last_step",
+    "wall",
+]
 RUN_COLUMNS = [
-    "uid", "name", "project", "group", "job_type", "status", "host", "created_at", "ended_at",
-    "duration_s", "world_size", "last_step", "tags", "config", "summary",
-]  # fmt: skip
+    "uid",
+    "name",
+    "project",
+    "group",
+    "job_type",
+    "status",
+    "host",
+    "created_at",
+    "ended_at",
+    "duration_s",
+    "world_size",
+    "last_step",
+    "tags",
+    "config",
+    "summary",
+]
 SCAN_COLUMNS = ["key", "step", "wall", "value"]
 _NAN = float("nan")
 
@@ -218,8 +242,14 @@ class Reader:
             columns["last_step"] += [a[STEP_HI] for a in aggs]
             columns["wall"] += [a[WALL_HI] for a in aggs]
         pd = _pandas()
-        types = {"key": object, "step": "int64", "count": "int64", "last_step": "int64",
-                 "min_step": "Int64", "max_step": "Int64"}  # fmt: skip
+        types = {
+            "key": object,
+            "step": "int64",
+            "count": "int64",
+            "last_step": "int64",
+            "min_step": "Int64",
+            "max_step": "Int64",
+        }
         frame = pd.DataFrame(
             {c: pd.Series(columns[c], dtype=types.get(c, "float64")) for c in HISTORY_COLUMNS}
         )
@@ -260,13 +290,24 @@ class Reader:
                     copy=False,
                 )
 
-    def points(self, run: str, keys: str | Sequence[str] | None = None, *,
-               start: int | None = None, stop: int | None = None):  # fmt: skip
+    def points(
+        self,
+        run: str,
+        keys: str | Sequence[str] | None = None,
+        *,
+        start: int | None = None,
+        stop: int | None = None,
+    ):
         """scan() in one DataFrame (for ranges that fit in memory)."""
         pd = _pandas()
         chunks = list(self.scan(run, keys, start=start, stop=stop))
         if not chunks:
-            return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in
-                                 zip(SCAN_COLUMNS, [object, "int64", "float64", "float64"],
-                                     strict=True)})  # fmt: skip
+            return pd.DataFrame(
+                {
+                    c: pd.Series([], dtype=t)
+                    for c, t in zip(
+                        SCAN_COLUMNS, [object, "int64", "float64", "float64"], strict=True
+                    )
+                }
+            )
         return pd.concat(chunks, ignore_index=True)

@@ -97,10 +97,37 @@ NOT_SECRET_BEFORE_TOKEN = frozenset(
 # "<service>_key" is a credential (wandb_key, openai_key, ssh_key) unless the word before says
 # it is a lookup key of some kind.
 NOT_SECRET_BEFORE_KEY = frozenset(
-    {"sort", "primary", "foreign", "group", "cache", "rng", "prng", "seed", "dict", "hash",
-     "partition", "shard", "index", "lookup", "metric", "monitor", "sample", "data", "input",
-     "label", "target", "text", "query", "value", "attention", "attn", "sequence", "image"}
-)  # fmt: skip
+    {
+        "sort",
+        "primary",
+        "foreign",
+        "group",
+        "cache",
+        "rng",
+        "prng",
+        "seed",
+        "dict",
+        "hash",
+        "partition",
+        "shard",
+        "index",
+        "lookup",
+        "metric",
+        "monitor",
+        "sample",
+        "data",
+        "input",
+        "label",
+        "target",
+        "text",
+        "query",
+        "value",
+        "attention",
+        "attn",
+        "sequence",
+        "image",
+    }
+)
 REDACTED = "<redacted>"
 # The password in a URL's userinfo: postgresql://user:secret@host/db → user:<redacted>@host.
 _URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*):(?P<pw>[^/\s@]+)@")

@@ -34,20 +34,32 @@ class CliError(Exception):
 
 
 def _add_selection(p: argparse.ArgumentParser) -> None:
-    p.add_argument("sources", nargs="+", metavar="SOURCE",
-                   help="store path or glob, host:path, ssh://user@host:port/path, or a "
-                        "PostgreSQL URL")  # fmt: skip
-    p.add_argument("--runs", nargs="+", metavar="RUN",
-                   help="runs by name, uid or uid prefix (globs allowed); default all")  # fmt: skip
+    p.add_argument(
+        "sources",
+        nargs="+",
+        metavar="SOURCE",
+        help="store path or glob, host:path, ssh://user@host:port/path, or a PostgreSQL URL",
+    )
+    p.add_argument(
+        "--runs",
+        nargs="+",
+        metavar="RUN",
+        help="runs by name, uid or uid prefix (globs allowed); default all",
+    )
     p.add_argument("--keys", nargs="+", metavar="GLOB", help="metric keys by glob")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for sources")
     _add_ssh_config(p)
 
 
 def _add_ssh_config(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ssh-config", "-F", type=Path, metavar="FILE",
-                   help="ssh config file to use instead of ~/.ssh/config and "
-                        "/etc/ssh/ssh_config (like ssh -F)")  # fmt: skip
+    p.add_argument(
+        "--ssh-config",
+        "-F",
+        type=Path,
+        metavar="FILE",
+        help="ssh config file to use instead of ~/.ssh/config and "
+        "/etc/ssh/ssh_config (like ssh -F)",
+    )
 
 
 def ssh_options(args, asker, ask_host_key=None):
@@ -72,8 +84,11 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         "Subcommands: snapshot, export, report, sync (see `resplot report -h`).",
     )
     top.add_argument("sources", nargs="*", metavar="SOURCE", help="stores to open")
-    top.add_argument("--config", type=Path, help="settings file (default $RESPLOT_CONFIG or "
-                     "~/.config/resplot/settings.json)")  # fmt: skip
+    top.add_argument(
+        "--config",
+        type=Path,
+        help="settings file (default $RESPLOT_CONFIG or ~/.config/resplot/settings.json)",
+    )
     _add_ssh_config(top)
 
     sub = argparse.ArgumentParser(prog="resplot")
@@ -99,24 +114,30 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         help="--page ranks: each cell's largest (default), mean or smallest value",
     )
     snap.add_argument(
-        "--x", dest="x_axis", default="auto", metavar="|".join(X_AXES) + "|key:NAME",
+        "--x",
+        dest="x_axis",
+        default="auto",
+        metavar="|".join(X_AXES) + "|key:NAME",
         help="x axis (default auto: each run's define_metric step metric or step counter such "
         "as train/global_step or iter, else its step); key:NAME places points by a logged "
         "counter (key:iter, key:train/epoch)",
-    )  # fmt: skip
+    )
     snap.add_argument(
-        "--no-ignore-outliers", dest="ignore_outliers", action="store_false",
+        "--no-ignore-outliers",
+        dest="ignore_outliers",
+        action="store_false",
         help="loss charts: y range over every value (default: without the top 1 %%)",
-    )  # fmt: skip
+    )
     snap.add_argument("--smoothing", type=float, default=0.6, help="EMA weight in [0, 1)")
     snap.add_argument("--linear-y", action="store_true", help="loss on a linear axis")
     snap.add_argument("--size", default="12x7.5", help="inches WxH (default 12x7.5)")
     snap.add_argument("--dpi", type=int, default=120)
     snap.add_argument(
-        "--config", type=Path,
+        "--config",
+        type=Path,
         help="the window's settings file, for its run colours (default $RESPLOT_CONFIG or "
         "~/.config/resplot/settings.json)",
-    )  # fmt: skip
+    )
     snap.add_argument(
         "--tile-cache-mb",
         type=int,
@@ -129,11 +150,14 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     _add_selection(exp)
     exp.add_argument("-o", "--output", required=True, help="file name, or - for stdout")
     exp.add_argument(
-        "--format", required=True, choices=EXPORT_FORMATS,
+        "--format",
+        required=True,
+        choices=EXPORT_FORMATS,
         help="points: csv (long), csv-wide, parquet; table: md, latex, table-csv",
-    )  # fmt: skip
-    exp.add_argument("--metrics", nargs="+", metavar="GLOB",
-                     help="metrics summarised in the comparison table")  # fmt: skip
+    )
+    exp.add_argument(
+        "--metrics", nargs="+", metavar="GLOB", help="metrics summarised in the comparison table"
+    )
 
     rep = cmds.add_parser("report", help="one self-contained, offline, interactive HTML file")
     _add_selection(rep)
@@ -162,11 +186,18 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     rep.add_argument("--title", default="", help="the page's title")
 
     syn = cmds.add_parser("sync", help="copy runs into a local store that outlives the host")
-    syn.add_argument("paths", nargs="+", metavar="SOURCE... MIRROR",
-                     help="sources (any spec but PostgreSQL), then the local mirror store, "
-                          "created when missing")  # fmt: skip
-    syn.add_argument("--watch", type=float, metavar="SECONDS",
-                     help="sync again every SECONDS until Ctrl+C (for live runs)")  # fmt: skip
+    syn.add_argument(
+        "paths",
+        nargs="+",
+        metavar="SOURCE... MIRROR",
+        help="sources (any spec but PostgreSQL), then the local mirror store, created when missing",
+    )
+    syn.add_argument(
+        "--watch",
+        type=float,
+        metavar="SECONDS",
+        help="sync again every SECONDS until Ctrl+C (for live runs)",
+    )
     _add_ssh_config(syn)
     return top, sub
 
@@ -261,12 +292,17 @@ def cmd_snapshot(args) -> int:
             print(f"note: {note}", file=sys.stderr)
         over, missing = loaded.cache.tiles_over, page.incomplete()
     if over:
-        print(f"note: this page's tiles take {(loaded.cache.tile_limit + over) >> 20} MB, above "
-              f"the {loaded.cache.tile_limit >> 20} MB tile cache; all kept for the snapshot",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"note: this page's tiles take {(loaded.cache.tile_limit + over) >> 20} MB, above "
+            f"the {loaded.cache.tile_limit >> 20} MB tile cache; all kept for the snapshot",
+            file=sys.stderr,
+        )
     if missing:
-        print(f"warning: {missing} series drawn coarser than their charts asked for, or not at "
-              "all: their tiles did not arrive", file=sys.stderr)  # fmt: skip
+        print(
+            f"warning: {missing} series drawn coarser than their charts asked for, or not at "
+            "all: their tiles did not arrive",
+            file=sys.stderr,
+        )
     try:
         page.save(args.output, dpi=args.dpi)
     except OSError as exc:
@@ -294,17 +330,23 @@ def _snapshot_ranks(args, state, size) -> int:
         if view is None:
             raise CliError(page.message.get_text())
         if page.phase != args.phase:
-            raise CliError(f"--phase {args.phase}: the job logged no such phase; its phases: "
-                           f"{', '.join(view.matrices)}")  # fmt: skip
+            raise CliError(
+                f"--phase {args.phase}: the job logged no such phase; its phases: "
+                f"{', '.join(view.matrices)}"
+            )
     if not view.complete:
-        print("warning: some cells drawn coarser than asked for: their tiles did not arrive",
-              file=sys.stderr)  # fmt: skip
+        print(
+            "warning: some cells drawn coarser than asked for: their tiles did not arrive",
+            file=sys.stderr,
+        )
     try:
         page.save(args.output, dpi=args.dpi)
     except OSError as exc:
         raise CliError(f"cannot write {args.output}: {exc.strerror or exc}") from None
-    print(f"wrote {args.output} (ranks page: job {view.group}, {len(view.rows)} ranks, "
-          f"{args.phase})", file=sys.stderr)  # fmt: skip
+    print(
+        f"wrote {args.output} (ranks page: job {view.group}, {len(view.rows)} ranks, {args.phase})",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -329,10 +371,11 @@ def nothing_to_draw(cache, state, refs: list) -> str:
         return f"nothing to draw: the {runs} logged no metric"
     if state.page == "custom":
         globs = " ".join(state.custom_keys)
-        return (f"nothing to draw: --keys {globs} matched no key of the {runs}; their keys: "
-                f"{shown}")  # fmt: skip
-    return (f"nothing to draw: the {state.page} page found none of its series in the {runs}; "
-            f"their keys: {shown} (try --page all, or --keys GLOB)")  # fmt: skip
+        return f"nothing to draw: --keys {globs} matched no key of the {runs}; their keys: {shown}"
+    return (
+        f"nothing to draw: the {state.page} page found none of its series in the {runs}; "
+        f"their keys: {shown} (try --page all, or --keys GLOB)"
+    )
 
 
 def cmd_export(args) -> int:
@@ -343,8 +386,9 @@ def cmd_export(args) -> int:
         refs = select_runs(loaded.cache, args.runs)
         try:
             if args.format in ("csv", "csv-wide", "parquet"):
-                export_points(loaded.cache, loaded.reader, refs, args.output, args.format,
-                              args.keys)  # fmt: skip
+                export_points(
+                    loaded.cache, loaded.reader, refs, args.output, args.format, args.keys
+                )
             else:
                 fmt = "csv" if args.format == "table-csv" else args.format
                 export_table(loaded.cache, refs, args.output, fmt, args.metrics)
@@ -455,8 +499,10 @@ def cmd_sync(args) -> int:
     from schema.store.errors import StoreError
 
     if len(args.paths) < 2:
-        raise CliError("sync needs at least one SOURCE and the MIRROR store: "
-                       "resplot sync gpu-box:runs/reslog.db mirror.db")  # fmt: skip
+        raise CliError(
+            "sync needs at least one SOURCE and the MIRROR store: "
+            "resplot sync gpu-box:runs/reslog.db mirror.db"
+        )
     *texts, mirror = args.paths
     specs = check_specs(texts)
     if _looks_remote(mirror):
@@ -471,8 +517,10 @@ def cmd_sync(args) -> int:
                 except (AgentConnectionError, AuthFailed, StoreError, TimeoutError, OSError) as exc:
                     if args.watch is None:
                         raise CliError(f"{spec}: {exc}; the mirror keeps what it has") from None
-                    print(f"{spec}: {exc} (the mirror keeps what it has; trying again)",
-                          file=sys.stderr)  # fmt: skip
+                    print(
+                        f"{spec}: {exc} (the mirror keeps what it has; trying again)",
+                        file=sys.stderr,
+                    )
                     failed = True
                     continue
                 print(f"{spec} -> {mirror}: {report.line()}", file=sys.stderr)

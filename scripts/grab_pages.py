@@ -79,12 +79,15 @@ def main() -> None:
     ap.add_argument("out", type=Path)
     ap.add_argument("--steps", type=int, default=20_000)
     ap.add_argument("--sizes", nargs="+", default=["1280x800", "1920x1080"])
-    ap.add_argument("--pages", nargs="+",
-                    default=["training", "system", "timing", "all", "ranks"])  # fmt: skip
-    ap.add_argument("--no-job", dest="job", action="store_false",
-                    help="the sweep alone, without the 4-rank job")  # fmt: skip
-    ap.add_argument("--expand-job", action="store_true",
-                    help="unfold the job's row in the run table (hosts and ranks)")  # fmt: skip
+    ap.add_argument("--pages", nargs="+", default=["training", "system", "timing", "all", "ranks"])
+    ap.add_argument(
+        "--no-job", dest="job", action="store_false", help="the sweep alone, without the 4-rank job"
+    )
+    ap.add_argument(
+        "--expand-job",
+        action="store_true",
+        help="unfold the job's row in the run table (hosts and ranks)",
+    )
     ap.add_argument("--store", type=Path, help="the sweep's store (made when missing)")
     ap.add_argument("--hover-at", type=float, default=0.62, help="x of the hover, chart fraction")
     args = ap.parse_args()

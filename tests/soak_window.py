@@ -74,8 +74,9 @@ class Soak:
             # into a model that changed since is dangling, and Qt crashes on it).
             row = QPersistentModelIndex(rows[at])
             view.scrollTo(index)
-            QTest.mouseClick(view.viewport(), Qt.LeftButton, Qt.NoModifier,
-                             view.visualRect(index).center())  # fmt: skip
+            QTest.mouseClick(
+                view.viewport(), Qt.LeftButton, Qt.NoModifier, view.visualRect(index).center()
+            )
             self.rows_clicked.add(keys[at])
             self.count("table row clicks")
             if isinstance(keys[at], tuple) and keys[at][0] in ("job", "host"):
@@ -169,8 +170,9 @@ class Soak:
                     continue
                 fx, fy = ax.transData.transform((float(x[len(x) // 2]), float(y[len(y) // 2])))
                 if box.x0 < fx < box.x1 and box.y0 < fy < box.y1:
-                    QTest.mouseClick(canvas, Qt.LeftButton, Qt.NoModifier,
-                                     self._to_widget(canvas, fx, fy))  # fmt: skip
+                    QTest.mouseClick(
+                        canvas, Qt.LeftButton, Qt.NoModifier, self._to_widget(canvas, fx, fy)
+                    )
                     self.count("line clicks")
 
     def zoom(self) -> None:
@@ -199,8 +201,7 @@ class Soak:
     def switch_page(self, page: str) -> None:
         bar = self.win.tabs.tabBar()
         before, was = self.win.redraw_count, self.win.state.page
-        QTest.mouseClick(bar, Qt.LeftButton, Qt.NoModifier,
-                         bar.tabRect(PAGES.index(page)).center())  # fmt: skip
+        QTest.mouseClick(bar, Qt.LeftButton, Qt.NoModifier, bar.tabRect(PAGES.index(page)).center())
         assert self.win.state.page == page
         self.pages_seen.add(page)
         self.count("page switches")
@@ -276,8 +277,15 @@ def test_the_window_survives_a_person_clicking_while_runs_log(qtbot, tmp_path):
         # It did what it says, while runs came and data arrived.
         assert soak.pages_seen == set(PAGES)
         assert set(runs_at_start) <= soak.rows_clicked
-        for what in ("tree clicks", "hovers", "chart clicks", "line clicks", "zooms",
-                     "job row clicks", "ranks hovers shown"):  # fmt: skip
+        for what in (
+            "tree clicks",
+            "hovers",
+            "chart clicks",
+            "line clicks",
+            "zooms",
+            "job row clicks",
+            "ranks hovers shown",
+        ):
             assert done.get(what, 0) > 0, what
         assert win.redraw_count > redraws_at_start
         assert win.isVisible()

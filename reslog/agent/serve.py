@@ -318,8 +318,12 @@ def watch_client(out_fd: int, parent: int, every: float = 1.0) -> None:
 def main() -> int:
     rfile, wfile = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # a stray print must never corrupt the frame stream
-    threading.Thread(target=watch_client, args=(wfile.fileno(), os.getppid()), daemon=True,
-                     name="reslog-agent-watch").start()  # fmt: skip
+    threading.Thread(
+        target=watch_client,
+        args=(wfile.fileno(), os.getppid()),
+        daemon=True,
+        name="reslog-agent-watch",
+    ).start()
     try:
         return serve(rfile, wfile)
     except (BrokenPipeError, KeyboardInterrupt):

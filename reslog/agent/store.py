@@ -440,9 +440,18 @@ class Store:
         if after is not None:
             after = req_int(req, "after_id", 0)
         limit = max(1, min(req_int(req, "limit", RAW_LIMIT), RAW_LIMIT))
-        packed = packed_raw(cur, "?", run_id, key_id, start, stop, RAW_ROW,
-                            has_takes=has_takes(cur, "?", run_id, key_id), after_id=after,
-                            limit=limit)  # fmt: skip
+        packed = packed_raw(
+            cur,
+            "?",
+            run_id,
+            key_id,
+            start,
+            stop,
+            RAW_ROW,
+            has_takes=has_takes(cur, "?", run_id, key_id),
+            after_id=after,
+            limit=limit,
+        )
         rows = len(packed) // RAW_ROW.size
         sections = Sections()
         sections.add("raw", rows, packed, layout=RAW_LAYOUT)

@@ -88,11 +88,31 @@ def read_tile(cur, job) -> bytes:
     if level == 0:
         if chunk_read.has_numpy():  # `count` consecutive raw tiles at once (RAW_TILES_A_READ)
             return _packed_raw_numpy(cur, run_id, key_id, lo, lo + count * size, has, high)
-        return packed_raw(cur, "?", run_id, key_id, lo, lo + size, RAW_TILE_ROW, has_takes=has,
-                          ids=False, before_id=high + 1)  # fmt: skip
+        return packed_raw(
+            cur,
+            "?",
+            run_id,
+            key_id,
+            lo,
+            lo + size,
+            RAW_TILE_ROW,
+            has_takes=has,
+            ids=False,
+            before_id=high + 1,
+        )
     if buckets.is_fine(level):
-        return packed_fine(cur, "?", run_id, key_id, level, lo, lo + count * size - 1,
-                           BUCKET_ROW, has_takes=has, before_id=high + 1)  # fmt: skip
+        return packed_fine(
+            cur,
+            "?",
+            run_id,
+            key_id,
+            level,
+            lo,
+            lo + count * size - 1,
+            BUCKET_ROW,
+            has_takes=has,
+            before_id=high + 1,
+        )
     return packed_buckets(cur, "?", run_id, key_id, level, lo, lo + size - 1, BUCKET_ROW)
 
 

@@ -105,8 +105,9 @@ def read_frame(rfile, max_size: int | None = None):
         left = head_len + body_len
         while left:
             left -= len(_read_exact(rfile, min(left, 1 << 20), "being skipped"))
-        raise AgentError("BadRequest", f"a request of {head_len + body_len} bytes; at most "
-                         f"{max_size}")  # fmt: skip
+        raise AgentError(
+            "BadRequest", f"a request of {head_len + body_len} bytes; at most {max_size}"
+        )
     head = _read_exact(rfile, head_len, "header")
     body = _read_exact(rfile, body_len, "payload") if body_len else b""
     try:

@@ -82,14 +82,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--project", help="only runs of this project")
     p.add_argument("--group", help="only runs of this group (init(group=...))")
     p.add_argument("--job-type", help="only runs of this job type (init(job_type=...))")
-    p.add_argument("--full", action="store_true",
-                   help=f"whole cells (default: cut at {text.CELL_LIMIT} characters)")  # fmt: skip
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help=f"whole cells (default: cut at {text.CELL_LIMIT} characters)",
+    )
 
     p = command("show", "one run: config, summary, tags, notes, keys, events", cmd_show)
     p.add_argument("store", nargs="?", metavar="STORE", help=store_help)
     p.add_argument("run", metavar="RUN", help="uid, uid prefix or name")
-    p.add_argument("--full", action="store_true",
-                   help=f"whole values (default: cut at {text.VALUE_LIMIT} chars)")  # fmt: skip
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help=f"whole values (default: cut at {text.VALUE_LIMIT} chars)",
+    )
     p.add_argument(
         "--events",
         type=int,
@@ -139,8 +145,11 @@ def build_parser() -> argparse.ArgumentParser:
         "reslog watch --exec 'reslog notify slack \"$SLACK_WEBHOOK_URL\"'",
         cmd_notify,
     )
-    p.add_argument("kind", choices=("slack", "feishu", "dingtalk", "json"),
-                   help="the body's shape (json: every RESLOG_* field)")  # fmt: skip
+    p.add_argument(
+        "kind",
+        choices=("slack", "feishu", "dingtalk", "json"),
+        help="the body's shape (json: every RESLOG_* field)",
+    )
     p.add_argument("url", metavar="URL", help="the webhook's URL")
 
     p = command(
@@ -220,8 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="a run imported before is deleted and imported again whole",
     )
     p.add_argument("--store", help=store_help + "; created if missing")
-    p.add_argument("--project", help="project of the imported runs (default: the kind, or "
-                   "the wandb run's own)")  # fmt: skip
+    p.add_argument(
+        "--project", help="project of the imported runs (default: the kind, or the wandb run's own)"
+    )
     p.add_argument("--name", help="csv: run name when the file has no 'run' column")
     p.add_argument(
         "--progress",

@@ -156,8 +156,9 @@ def _rollups(
         report.info.append(f"rollups   agree with the raw points ({len(chosen)} series sampled)")
 
 
-def _integrity(engine: Engine, path: Path, full: bool, say: Callable[[str], None] | None,
-               report: CheckReport) -> None:  # fmt: skip
+def _integrity(
+    engine: Engine, path: Path, full: bool, say: Callable[[str], None] | None, report: CheckReport
+) -> None:
     """SQLite's own check of the file: quick_check (every page, record and constraint) unless
     `full` (integrity_check also matches every index entry with its row: 102 s against 16 s
     on a 100M-point store). Both read the whole file, so a large one is announced first."""
@@ -441,8 +442,7 @@ def progress_bar(label: str, out=sys.stderr) -> Callable[[int, int], None]:
         shown[0] = now
         pct = 100.0 * done / total if total else 100.0
         end = "\n" if done >= total else ""
-        print(f"\r{label}: {done:,} / {total:,} points ({pct:.0f}%)", end=end, file=out,
-              flush=True)  # fmt: skip
+        print(f"\r{label}: {done:,} / {total:,} points ({pct:.0f}%)", end=end, file=out, flush=True)
 
     return report
 

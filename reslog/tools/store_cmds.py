@@ -16,8 +16,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     from reslog.tools.maintenance import check_store  # Alembic: half of `reslog ls`'s start
 
     with printed_warnings():
-        report = check_store(args.store, fix=args.fix, full=args.full,
-                             say=lambda line: print(line, file=sys.stderr, flush=True))  # fmt: skip
+        report = check_store(
+            args.store,
+            fix=args.fix,
+            full=args.full,
+            say=lambda line: print(line, file=sys.stderr, flush=True),
+        )
     for line in report.info:
         print(text.safe(line))
     for line in report.problems:
@@ -70,9 +74,14 @@ def cmd_import(args: argparse.Namespace) -> int:
         engine = open_store(args.store, create=True)
     try:
         counts = import_runs(
-            engine, args.kind, [Path(p) for p in args.path], project=args.project,
-            name=args.name, replace=args.replace, progress=progress,
-        )  # fmt: skip
+            engine,
+            args.kind,
+            [Path(p) for p in args.path],
+            project=args.project,
+            name=args.name,
+            replace=args.replace,
+            progress=progress,
+        )
     except ImportError_ as exc:
         if progress is not None:
             print(file=sys.stderr)

@@ -130,11 +130,19 @@ class Watcher:
             return []
         cols = series.c
         query = (
-            select(cols.run_id, cols.key_id, keys.c.name, cols.nan, cols.posinf, cols.neginf,
-                   cols.nonfinite_at, cols.last)
+            select(
+                cols.run_id,
+                cols.key_id,
+                keys.c.name,
+                cols.nan,
+                cols.posinf,
+                cols.neginf,
+                cols.nonfinite_at,
+                cols.last,
+            )
             .join(keys, keys.c.id == cols.key_id)
             .where(cols.run_id.in_(live))
-        )  # fmt: skip
+        )
         out = []
         for run_id, key_id, name, nan, posinf, neginf, first_at, last in conn.execute(query):
             run, at = runs[run_id], (run_id, key_id)

@@ -90,8 +90,9 @@ def init(
     if on_full not in ON_FULL:
         raise ValueError(f"reslog: on_full must be one of {ON_FULL}, got {on_full!r}")
     stall_after = check_stall_after(stall_after)
-    check_run_text(project=project, name=name, group=group, job_type=job_type, tags=tags or [],
-                   notes=notes)  # fmt: skip
+    check_run_text(
+        project=project, name=name, group=group, job_type=job_type, tags=tags or [], notes=notes
+    )
     write_limit = write_timeout(make_url(resolve_store(store)))
     rank = hostinfo.rank() if rank is None else int(rank)
     world_size = hostinfo.world_size() if world_size is None else int(world_size)

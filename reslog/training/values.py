@@ -97,8 +97,14 @@ def check_key(key: Any) -> str:
 # (schema/store/tables.py; PostgreSQL enforces them), so SQLite takes no more. A 1 MiB name made
 # `reslog ls` print 10 MB and every `reslog watch --exec` hook of the run fail (an environment value
 # over 128 KiB).
-TEXT_LIMITS = {"project": 200, "name": 200, "group": 200, "job_type": 64, "tag": 128,
-               "notes": 65_536}  # fmt: skip
+TEXT_LIMITS = {
+    "project": 200,
+    "name": 200,
+    "group": 200,
+    "job_type": 64,
+    "tag": 128,
+    "notes": 65_536,
+}
 
 
 def check_run_text(**texts: Any) -> None:
@@ -113,8 +119,10 @@ def check_run_text(**texts: Any) -> None:
                 continue
             v = str(v)
             if len(v) > TEXT_LIMITS[kind]:
-                raise ValueError(f"reslog: init({arg}=...) is {len(v)} characters; at most "
-                                 f"{TEXT_LIMITS[kind]}: {v[:60]!r}…")  # fmt: skip
+                raise ValueError(
+                    f"reslog: init({arg}=...) is {len(v)} characters; at most "
+                    f"{TEXT_LIMITS[kind]}: {v[:60]!r}…"
+                )
             if "\x00" in v:
                 raise ValueError(f"reslog: init({arg}=...) contains a NUL character: {v[:80]!r}")
             try:

@@ -88,8 +88,9 @@ def nan_loss(cache: SeriesCache, ref: RunRef) -> list[Alert]:
         if not count:
             continue
         step, wall = agg[NONFINITE_AT], None  # the first step it went wrong, from the rollups
-        kinds = [k for k, n in (("NaN", agg[NAN]), ("+inf", agg[POSINF]), ("-inf", agg[NEGINF]))
-                 if n]  # fmt: skip
+        kinds = [
+            k for k, n in (("NaN", agg[NAN]), ("+inf", agg[POSINF]), ("-inf", agg[NEGINF])) if n
+        ]
         what = kinds[0] if len(kinds) == 1 else "/".join(kinds)
         live = _live(cache, ref, key)
         if live is not None and step is not None:  # seen arriving: what it was, and when
@@ -101,9 +102,15 @@ def nan_loss(cache: SeriesCache, ref: RunRef) -> list[Alert]:
                 wall = float(walls[i])
         where = f" at step {step}" if step is not None else ""
         out.append(
-            Alert(ref, kind.NAN, "error",
-                  f"{key} is {what}{where} ({count} non-finite points)", step, wall)
-        )  # fmt: skip
+            Alert(
+                ref,
+                kind.NAN,
+                "error",
+                f"{key} is {what}{where} ({count} non-finite points)",
+                step,
+                wall,
+            )
+        )
     return out
 
 
@@ -153,19 +160,32 @@ def run_status(cache: SeriesCache, ref: RunRef, now: float) -> list[Alert]:
         # The process is gone (SIGKILL, OOM, a lost host): the run stopped for good, however
         # short its silence is next to its step time. Resuming or finishing it clears this.
         return [
-            Alert(ref, CRASHED, "warning",
-                  f"crashed after step {last_step}: its process is gone or sent no heartbeat "
-                  f"for {now - run.heartbeat_at:.0f} s", last_step, last_wall)
-        ]  # fmt: skip
+            Alert(
+                ref,
+                CRASHED,
+                "warning",
+                f"crashed after step {last_step}: its process is gone or sent no heartbeat "
+                f"for {now - run.heartbeat_at:.0f} s",
+                last_step,
+                last_wall,
+            )
+        ]
     # The writer saw no log() for its stall_after (or the process is alive but silent); the
     # run's "stall" event holds every thread's stack.
     stalls = [e for e in cache.events(ref) if e.kind == "stall" and e.level == "warning"]
     where = _stack_excerpt(stalls[-1].body) if stalls else ""
     return [
-        Alert(ref, STALLED, "warning",
-              f"stalled after step {last_step}: no step for {now - last_wall:.0f} s"
-              + ("; hover for where it hangs" if where else ""), last_step, last_wall, where)
-    ]  # fmt: skip
+        Alert(
+            ref,
+            STALLED,
+            "warning",
+            f"stalled after step {last_step}: no step for {now - last_wall:.0f} s"
+            + ("; hover for where it hangs" if where else ""),
+            last_step,
+            last_wall,
+            where,
+        )
+    ]
 
 
 def quiet(cache: SeriesCache, ref: RunRef, now: float, th: Thresholds) -> list[Alert]:
@@ -198,10 +218,15 @@ def quiet(cache: SeriesCache, ref: RunRef, now: float, th: Thresholds) -> list[A
     if idle <= limit:
         return []
     return [
-        Alert(ref, QUIET, "warning",
-              f"no new step for {idle:.0f} s (median step gap {gap:.2f} s)", last_step,
-              last_wall)
-    ]  # fmt: skip
+        Alert(
+            ref,
+            QUIET,
+            "warning",
+            f"no new step for {idle:.0f} s (median step gap {gap:.2f} s)",
+            last_step,
+            last_wall,
+        )
+    ]
 
 
 def gpu_alerts(cache: SeriesCache, ref: RunRef, th: Thresholds) -> list[Alert]:
@@ -232,16 +257,26 @@ def gpu_alerts(cache: SeriesCache, ref: RunRef, th: Thresholds) -> list[Alert]:
             now_mean = float(values[recent].mean())
             if typical >= th.util_busy_pct and now_mean < th.util_drop_ratio * typical:
                 out.append(
-                    Alert(ref, GPU_UTIL_DROP, "warning",
-                          f"GPU{gpu} utilisation {now_mean:.0f}% (typically {typical:.0f}%)",
-                          int(agg[STEP_HI]), float(agg[WALL_HI]))
-                )  # fmt: skip
+                    Alert(
+                        ref,
+                        GPU_UTIL_DROP,
+                        "warning",
+                        f"GPU{gpu} utilisation {now_mean:.0f}% (typically {typical:.0f}%)",
+                        int(agg[STEP_HI]),
+                        float(agg[WALL_HI]),
+                    )
+                )
         elif what == "temp_c" and agg[VMAX] >= th.temp_c:
             out.append(
-                Alert(ref, GPU_TEMP, "warning",
-                      f"GPU{gpu} reached {agg[VMAX]:.0f} °C (≥ {th.temp_c:.0f} °C)",
-                      int(agg[MAX_AT]), None)
-            )  # fmt: skip
+                Alert(
+                    ref,
+                    GPU_TEMP,
+                    "warning",
+                    f"GPU{gpu} reached {agg[VMAX]:.0f} °C (≥ {th.temp_c:.0f} °C)",
+                    int(agg[MAX_AT]),
+                    None,
+                )
+            )
         elif what == "throttle" and agg[BITS] > 0 and agg[BITS] & sum(THROTTLE_BITS):
             seen = agg[BITS]
             reasons = ", ".join(name for bit, name in THROTTLE_BITS.items() if seen & bit)
@@ -253,19 +288,26 @@ def gpu_alerts(cache: SeriesCache, ref: RunRef, th: Thresholds) -> list[Alert]:
                 whole = len(bits) == agg[N]
                 share = f" in {pct:.0f}% of " + ("samples" if whole else f"the last {len(bits)}")
             out.append(
-                Alert(ref, THROTTLED, "warning", f"GPU{gpu} throttled ({reasons}){share}",
-                      None, None)
-            )  # fmt: skip
+                Alert(
+                    ref, THROTTLED, "warning", f"GPU{gpu} throttled ({reasons}){share}", None, None
+                )
+            )
     return out
 
 
 def logged(cache: SeriesCache, ref: RunRef) -> list[Alert]:
     return [
-        Alert(ref, kind.ALERT, ev.level if ev.level in LEVELS else "warning", ev.title, ev.step,
-              ev.wall)
+        Alert(
+            ref,
+            kind.ALERT,
+            ev.level if ev.level in LEVELS else "warning",
+            ev.title,
+            ev.step,
+            ev.wall,
+        )
         for ev in cache.events(ref)
         if ev.kind == kind.ALERT
-    ]  # fmt: skip
+    ]
 
 
 def check_run(
@@ -281,9 +323,11 @@ def check_run(
 
 
 def check_all(
-    cache: SeriesCache, refs: list[RunRef] | None = None, now: float | None = None,
+    cache: SeriesCache,
+    refs: list[RunRef] | None = None,
+    now: float | None = None,
     th: Thresholds | None = None,
-) -> dict[RunRef, list[Alert]]:  # fmt: skip
+) -> dict[RunRef, list[Alert]]:
     refs = [r.ref for r in cache.runs()] if refs is None else refs
     found = {ref: alerts for ref in refs if (alerts := check_run(cache, ref, now, th))}
     for ref, alerts in job_alerts(cache).items():

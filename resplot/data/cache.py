@@ -78,9 +78,14 @@ class SeriesCache:
             self.version += 1
 
     def add_live(
-        self, ref: RunRef, key: str, steps: np.ndarray, walls: np.ndarray, values: np.ndarray,
+        self,
+        ref: RunRef,
+        key: str,
+        steps: np.ndarray,
+        walls: np.ndarray,
+        values: np.ndarray,
         epoch: int,
-    ) -> bool:  # fmt: skip
+    ) -> bool:
         """Points of one series that arrived live (arrival order), from the source's reply
         number `epoch`: appended to the live tail and folded into the summary and into the
         tiles read before that reply. True when they restart the series (a lower step logged
@@ -196,8 +201,9 @@ class SeriesCache:
         with self._lock:
             return self._tiles.over
 
-    def take_wanted(self, source: str, store: str, *, coarse_first: bool = False
-                    ) -> list[tuple[str, str, int, int]]:  # fmt: skip
+    def take_wanted(
+        self, source: str, store: str, *, coarse_first: bool = False
+    ) -> list[tuple[str, str, int, int]]:
         """The wanted tiles of one store, handed to its source (and no longer wanted). With
         `coarse_first`, fine tiles stay wanted while any other is: a source that replies to a
         poll all at once then shows the stand-ins before the host folds the fine ones."""

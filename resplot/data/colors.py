@@ -18,11 +18,27 @@ from schema.store.status import CRASHED, FAILED, FINISHED, KILLED, RUNNING, STAL
 # Tableau 10, then ten more picked to stay apart from them and from each other (dark, light
 # and saturated hues the first ten lack), so that 20 runs on one chart are told apart.
 PALETTE = (
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
-    "#393b79", "#637939", "#e6ab02", "#843c39", "#7b4173",
-    "#66c2a5", "#fb9a99", "#000000", "#a6cee3", "#b15928",
-)  # fmt: skip
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+    "#393b79",
+    "#637939",
+    "#e6ab02",
+    "#843c39",
+    "#7b4173",
+    "#66c2a5",
+    "#fb9a99",
+    "#000000",
+    "#a6cee3",
+    "#b15928",
+)
 STYLES = ("-", "--", "-.", ":")
 NEUTRAL = "#9a9a9a"  # a run with no look yet (not plotted)
 _HEX = re.compile(r"^#[0-9a-fA-F]{6}$")

@@ -118,9 +118,15 @@ def gpus(cache: SeriesCache, members: list[RunInfo]) -> list[Gpu]:
                 found.setdefault(parsed[0], {})[parsed[1]] = summary.agg
         for index, aggs in sorted(found.items()):
             out.append(
-                Gpu(run.host, index, _mean(aggs.get("util")), _mean(aggs.get("power_w")),
-                    _mean(aggs.get("power_limit_w")), _max(aggs.get("temp_c")))
-            )  # fmt: skip
+                Gpu(
+                    run.host,
+                    index,
+                    _mean(aggs.get("util")),
+                    _mean(aggs.get("power_w")),
+                    _mean(aggs.get("power_limit_w")),
+                    _max(aggs.get("temp_c")),
+                )
+            )
     return out
 
 

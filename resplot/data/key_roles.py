@@ -24,31 +24,59 @@ from schema.store.rollup import LAST, MIN_AT, STEP_LO, VMAX, VMIN, N
 ROLES: dict[str, tuple[str, ...]] = {
     # reslog, then nanoGPT / Hugging Face (train/…), Lightning (train_loss), torchtitan.
     "train_loss": (
-        "train/loss", "loss", "train_loss", "train/loss_epoch", "train_loss_epoch",
-        "loss_metrics/global_avg_loss", "training/loss", "loss/train",
+        "train/loss",
+        "loss",
+        "train_loss",
+        "train/loss_epoch",
+        "train_loss_epoch",
+        "loss_metrics/global_avg_loss",
+        "training/loss",
+        "loss/train",
     ),
     "valid_loss": (
-        "valid/loss", "val/loss", "eval/loss", "val_loss", "eval_loss", "validation/loss",
-        "valid_loss", "loss/val", "loss/valid",
+        "valid/loss",
+        "val/loss",
+        "eval/loss",
+        "val_loss",
+        "eval_loss",
+        "validation/loss",
+        "valid_loss",
+        "loss/val",
+        "loss/valid",
     ),
     "lr": (
-        "train/lr", "lr", "train/learning_rate", "learning_rate", "lr_scheduler/lr",
-        "optim/lr", "lr-*",
+        "train/lr",
+        "lr",
+        "train/learning_rate",
+        "learning_rate",
+        "lr_scheduler/lr",
+        "optim/lr",
+        "lr-*",
     ),
     "grad_norm": ("train/grad_norm", "grad_norm", "gradient_norm", "train/gradient_norm"),
     "tokens_per_s": (
-        "train/tokens_per_s", "tokens_per_s", "throughput(tps)", "tps", "tokens_per_second",
-        "train/tokens_per_second", "perf/tokens_per_s",
+        "train/tokens_per_s",
+        "tokens_per_s",
+        "throughput(tps)",
+        "tps",
+        "tokens_per_second",
+        "train/tokens_per_second",
+        "perf/tokens_per_s",
         # Hugging Face's speed metrics (include_tokens_per_second), under its callbacks' prefix
-        "train/train_tokens_per_second", "train_tokens_per_second",
+        "train/train_tokens_per_second",
+        "train_tokens_per_second",
     ),
     "mfu": ("train/mfu", "mfu", "mfu(%)", "perf/mfu"),
     "valid_ppl": ("valid/ppl", "val/ppl", "eval/perplexity", "val/perplexity", "eval/ppl"),
     "tokens": (
-        "train/tokens", "tokens", "train/num_input_tokens_seen", "num_input_tokens_seen",
-        "tokens_seen", "ntokens",
+        "train/tokens",
+        "tokens",
+        "train/num_input_tokens_seen",
+        "num_input_tokens_seen",
+        "tokens_seen",
+        "ntokens",
     ),
-}  # fmt: skip
+}
 
 # MFU logged as a percent (nanoGPT logs running_mfu * 100; torchtitan "mfu(%)"), not 0..1.
 PERCENT_KEYS = frozenset(("mfu", "mfu(%)"))
@@ -84,17 +112,30 @@ def key_for(keys: Collection[str], role: str, table: dict | None = None) -> str 
 # the usual hand-made names.
 TIMING_ROLES: dict[str, tuple[str, ...]] = {
     "step": (
-        "time/step", "time_metrics/end_to_end(s)", "train/step_time", "step_time", "perf/step_time",
-        "time/iteration", "iter_time", "train/iter_time", "batch_time", "train/batch_time",
+        "time/step",
+        "time_metrics/end_to_end(s)",
+        "train/step_time",
+        "step_time",
+        "perf/step_time",
+        "time/iteration",
+        "iter_time",
+        "train/iter_time",
+        "batch_time",
+        "train/batch_time",
     ),
     "data": (
-        "time/data", "time_metrics/data_loading(s)", "train/data_time", "data_time",
-        "perf/data_time", "time/data_loading", "dataloader_time",
+        "time/data",
+        "time_metrics/data_loading(s)",
+        "train/data_time",
+        "data_time",
+        "perf/data_time",
+        "time/data_loading",
+        "dataloader_time",
     ),
     "forward": ("time/forward", "time/fwd", "forward_time"),
     "backward": ("time/backward", "time/bwd", "backward_time"),
     "optimizer": ("time/optimizer", "time/optim", "optimizer_time", "optim_time"),
-}  # fmt: skip
+}
 
 
 @dataclass(frozen=True)

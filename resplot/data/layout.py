@@ -33,9 +33,13 @@ class Grid:
 
 
 def grid(
-    panels: int, width_px: float, height_px: float | None = None, dpi: float = 100,
-    legend_rows: int = 0, xlabel: bool = True,
-) -> Grid:  # fmt: skip
+    panels: int,
+    width_px: float,
+    height_px: float | None = None,
+    dpi: float = 100,
+    legend_rows: int = 0,
+    xlabel: bool = True,
+) -> Grid:
     """Rows and columns for `panels` charts in a figure `width_px` wide and, when known,
     `height_px` high: of the grids whose charts are at least MIN_AXES_W_PX wide and MIN_ROW_PX
     high, the one whose charts come nearest ASPECT (6 charts at 1280×800: 2 rows of 3 at about
@@ -44,9 +48,10 @@ def grid(
     if panels <= 1:
         return Grid(1, 1)
     wide = [
-        c for c in range(1, min(MAX_COLS, panels) + 1)
+        c
+        for c in range(1, min(MAX_COLS, panels) + 1)
         if axes_px(width_px, 1e9, Grid(1, c), dpi)[0] >= MIN_AXES_W_PX
-    ] or [1]  # fmt: skip
+    ] or [1]
     if height_px is not None:
         fits = []
         for cols in wide:
@@ -85,9 +90,13 @@ def height_ratios(g: Grid, axes_h: float) -> list[float]:
 
 
 def axes_px(
-    width_px: float, height_px: float, g: Grid, dpi: float, legend_rows: int = 0,
+    width_px: float,
+    height_px: float,
+    g: Grid,
+    dpi: float,
+    legend_rows: int = 0,
     xlabel: bool = True,
-) -> tuple[float, float]:  # fmt: skip
+) -> tuple[float, float]:
     """The plotting area of each chart of grid `g` in a figure of that size, in pixels."""
     top_px, bottom_px, gap_y = _vertical_px(dpi, legend_rows, xlabel)
     left_px, right_px, gap_x = _horizontal_px(dpi)
@@ -129,9 +138,13 @@ def _horizontal_px(dpi: float) -> tuple[float, float, float]:
 
 
 def margins(
-    width_px: float, height_px: float, g: Grid, dpi: float, legend_rows: int = 0,
+    width_px: float,
+    height_px: float,
+    g: Grid,
+    dpi: float,
+    legend_rows: int = 0,
     xlabel: bool = True,
-) -> dict[str, float]:  # fmt: skip
+) -> dict[str, float]:
     """subplots_adjust() arguments for a grid of charts with titles, y labels, tick labels and
     a legend strip of `legend_rows` rows above them."""
     w, h = max(width_px, 1.0), max(height_px, 1.0)

@@ -70,9 +70,16 @@ def _name(cache: SeriesCache, ref: RunRef) -> str:
 
 
 def _items(
-    cache: SeriesCache, refs: list[RunRef], state: ViewState, key: str, style: str | None = None,
-    smooth: bool = True, suffix: str = "", marker: str = "", role: bool = False,
-) -> list[Item]:  # fmt: skip
+    cache: SeriesCache,
+    refs: list[RunRef],
+    state: ViewState,
+    key: str,
+    style: str | None = None,
+    smooth: bool = True,
+    suffix: str = "",
+    marker: str = "",
+    role: bool = False,
+) -> list[Item]:
     """One item per run that logged `key` (with role=True: `key` is a key_roles role, and each
     run contributes the key it logged for it). The run's look gives colour, and the line style
     unless `style` sets one (a validation series is dashed for every run)."""
@@ -82,8 +89,18 @@ def _items(
         if name is not None and cache.summary(ref, name) is not None:
             label = _name(cache, ref) + suffix
             look = state.look(ref)
-            out.append(Item(ref, name, label, look.color, style or look.style, smooth, marker,
-                            suffix.strip()))  # fmt: skip
+            out.append(
+                Item(
+                    ref,
+                    name,
+                    label,
+                    look.color,
+                    style or look.style,
+                    smooth,
+                    marker,
+                    suffix.strip(),
+                )
+            )
     return out
 
 
@@ -102,16 +119,23 @@ def training(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[P
         # Percent scale by the first run's key: runs logging 0..1 and 0..100 rarely mix.
         PanelSpec("MFU", "MFU", mfu, percent=mfu_scale(mfu[0].key) if mfu else 1.0),
         PanelSpec(
-            "Validation perplexity", "ppl",
-            role("valid_ppl", style="--", smooth=False, marker="o"), log_y=state.log_y,
+            "Validation perplexity",
+            "ppl",
+            role("valid_ppl", style="--", smooth=False, marker="o"),
+            log_y=state.log_y,
         ),
-    ]  # fmt: skip
+    ]
 
 
 def _per_gpu(
-    cache: SeriesCache, refs: list[RunRef], state: ViewState, by_run: dict[RunRef, dict],
-    role: str, style: str = "-", suffix: str = "",
-) -> tuple[list[Item], list[str]]:  # fmt: skip
+    cache: SeriesCache,
+    refs: list[RunRef],
+    state: ViewState,
+    by_run: dict[RunRef, dict],
+    role: str,
+    style: str = "-",
+    suffix: str = "",
+) -> tuple[list[Item], list[str]]:
     """One item per GPU of each run that logged `role` under any tool's name (`by_run`: each
     run's key_roles.gpu_series), in the run's colour, lighter per GPU; and the units they were
     logged in."""
@@ -126,8 +150,9 @@ def _per_gpu(
             key, unit = found
             color = shade(state.look(ref).color, n, len(gpus))
             part = f"GPU{gpu}{suffix}"
-            out.append(Item(ref, key, f"{_name(cache, ref)} {part}", color, style,
-                            smooth=False, part=part))  # fmt: skip
+            out.append(
+                Item(ref, key, f"{_name(cache, ref)} {part}", color, style, smooth=False, part=part)
+            )
             units.append(unit)
     return out, units
 
@@ -155,8 +180,17 @@ def system(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[Pan
             found = host_series(cache.keys(ref), role)
             if found is not None and cache.summary(ref, found[0]) is not None:
                 look = state.look(ref)
-                host.append(Item(ref, found[0], _name(cache, ref) + suffix, look.color, style,
-                                 smooth=False, part=suffix.strip()))  # fmt: skip
+                host.append(
+                    Item(
+                        ref,
+                        found[0],
+                        _name(cache, ref) + suffix,
+                        look.color,
+                        style,
+                        smooth=False,
+                        part=suffix.strip(),
+                    )
+                )
     return [
         PanelSpec("GPU utilisation", "%", gpu("util")[0]),
         PanelSpec("GPU memory", _unit(used_units + total_units, "GiB"), used + total),
@@ -185,8 +219,9 @@ def timing(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> list[Pan
                 items.append(Item(ref, key, p, color, smooth=False, part=p))
         items.append(Item(ref, steps[ref], "other", color, smooth=False, part="other"))
         name = _name(cache, ref)
-        panels.append(PanelSpec(f"Step time: {name}", "s", items, kind="stacked", stack_ref=ref,
-                                subject=name))  # fmt: skip
+        panels.append(
+            PanelSpec(f"Step time: {name}", "s", items, kind="stacked", stack_ref=ref, subject=name)
+        )
     title = "Step time"
     if len(with_parts) > MAX_STACKED_RUNS:  # said, not silent: the stacks need room each
         title += f" (breakdowns above: first {MAX_STACKED_RUNS} of {len(with_parts)} runs)"
@@ -286,9 +321,12 @@ def all_metrics(cache: SeriesCache, refs: list[RunRef], state: ViewState) -> lis
 
 
 BUILDERS = {
-    "training": training, "system": system, "timing": timing, "custom": custom,
+    "training": training,
+    "system": system,
+    "timing": timing,
+    "custom": custom,
     "all": all_metrics,
-}  # fmt: skip
+}
 
 
 def panels_for(

@@ -106,10 +106,16 @@ def layout(
     rows.sort(key=lambda r: (not r.hovered, r.ended))  # stable: the order above within each
     shown = rows if len(rows) <= max_rows else rows[: max(0, max_rows - 1)]
     return Readout(
-        title, where, column_names, shown, len(rows) - len(shown), at_step, step_slack,
+        title,
+        where,
+        column_names,
+        shown,
+        len(rows) - len(shown),
+        at_step,
+        step_slack,
         envelope=any(r.envelope for r in found),
         smoothed=any(r.smoothed is not None for r in found),
-    )  # fmt: skip
+    )
 
 
 @dataclass(frozen=True)

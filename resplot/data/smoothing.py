@@ -110,8 +110,9 @@ def warmup_steps(weight: float, unit: float) -> int:
     return math.ceil(math.log(WARMUP_LEFT) / math.log(weight) * unit)
 
 
-def smooth(steps: np.ndarray, values: np.ndarray, weight: float,
-           unit: float | None = None) -> np.ndarray:  # fmt: skip
+def smooth(
+    steps: np.ndarray, values: np.ndarray, weight: float, unit: float | None = None
+) -> np.ndarray:
     """Debiased EMA of `values` (a new array, same length); `weight` in [0, 1), decaying by
     weight ** (Δstep / unit) (unit None: the median spacing of `steps`)."""
     return Smoother(weight, unit).update(steps, values)

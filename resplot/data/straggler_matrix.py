@@ -73,10 +73,13 @@ def judge(
             marks = [
                 (int(s), bool(f), float(e), None if math.isnan(w) else float(w))
                 for s, f, e, w in zip(
-                    steps[cols].tolist(), flags.tolist(), excess[i, cols].tolist(),
-                    wait.tolist(), strict=True,
+                    steps[cols].tolist(),
+                    flags.tolist(),
+                    excess[i, cols].tolist(),
+                    wait.tolist(),
+                    strict=True,
                 )
-            ]  # fmt: skip
+            ]
             detector.add_marks(rank, phase, marks)
             keys += [(s.found_at, order[phase], rank) for s in detector.found[len(keys) :]]
     # detector.found holds each finding as it ended (a recovery replaces it in place).

@@ -109,8 +109,9 @@ class SeriesView:
         return buckets.width(self.level)
 
 
-def choose_level(summary, lo: int, hi: int, pixels: int,
-                 fine_per_pixel: int = FINE_PER_PIXEL) -> int:  # fmt: skip
+def choose_level(
+    summary, lo: int, hi: int, pixels: int, fine_per_pixel: int = FINE_PER_PIXEL
+) -> int:
     """0 (raw) when [lo, hi] should hold at most RAW_PER_PIXEL points per pixel (assuming the
     series' points are spread evenly), else the coarsest stored level with a bucket per pixel,
     or where none is that fine, the raw points again while they are at most RAW_PER_PIXEL *
@@ -141,8 +142,9 @@ def _clamp(summary, lo: float, hi: float) -> tuple[int, int]:
     return (lo, hi) if hi >= lo else (agg[STEP_HI], agg[STEP_HI])
 
 
-def fine_points(summary, lo: float, hi: float, pixels: int,
-                fine_per_pixel: int = FINE_PER_PIXEL) -> float:  # fmt: skip
+def fine_points(
+    summary, lo: float, hi: float, pixels: int, fine_per_pixel: int = FINE_PER_PIXEL
+) -> float:
     """The raw points the host reads for this view if it is drawn from a fine level (all of
     them, about), else 0: what a page adds up against its budget."""
     lo, hi = _clamp(summary, lo, hi)
@@ -152,8 +154,15 @@ def fine_points(summary, lo: float, hi: float, pixels: int,
     return agg[N] * min(1.0, (hi - lo + 1) / max(1, agg[STEP_HI] - agg[STEP_LO] + 1))
 
 
-def _tiles(cache: SeriesCache, ref: RunRef, key: str, level: int, lo: int, hi: int,
-           every_missing: bool = True):  # fmt: skip
+def _tiles(
+    cache: SeriesCache,
+    ref: RunRef,
+    key: str,
+    level: int,
+    lo: int,
+    hi: int,
+    every_missing: bool = True,
+):
     """The cached tiles covering [lo, hi] at `level`, and the missing ones' indices (only the
     first without `every_missing`: enough to know a stand-in level will not do, where looking
     up all of them cost 100 lookups a series for raw tiles over a long run)."""
@@ -242,9 +251,21 @@ def _raw_view(cols, lo: int, hi: int, wanted: int) -> SeriesView:
     a, b = max(0, a - 1), min(len(steps), b + 1)  # one point past each end: lines reach edges
     s, w, v = steps[a:b], cols["wall"][a:b], cols["value"][a:b]
     return SeriesView(
-        0, s, w, v, s, w, v, v, s, np.full(len(s), -1, np.int64),
-        np.isnan(v), v == np.inf, v == -np.inf, wanted,
-    )  # fmt: skip
+        0,
+        s,
+        w,
+        v,
+        s,
+        w,
+        v,
+        v,
+        s,
+        np.full(len(s), -1, np.int64),
+        np.isnan(v),
+        v == np.inf,
+        v == -np.inf,
+        wanted,
+    )
 
 
 def _bucket_cut(cols, lo: int, hi: int) -> tuple[int, int]:
@@ -334,10 +355,16 @@ class ViewMemo:
 
 
 def series_view(
-    cache: SeriesCache, ref: RunRef, key: str, lo: float, hi: float, pixels: int,
-    level: int | None = None, fine_per_pixel: int = FINE_PER_PIXEL,
+    cache: SeriesCache,
+    ref: RunRef,
+    key: str,
+    lo: float,
+    hi: float,
+    pixels: int,
+    level: int | None = None,
+    fine_per_pixel: int = FINE_PER_PIXEL,
     memo: ViewMemo | None = None,
-) -> SeriesView | None:  # fmt: skip
+) -> SeriesView | None:
     """The view of [lo, hi] (steps, both included; infinite: the series' ends) for a chart
     `pixels` wide, at `level` if given; None when the series is unknown or nothing covering
     the range is cached yet (its tiles are asked for). A page of many series asks for fewer
@@ -452,8 +479,9 @@ class Logged:
     pending: bool = False
 
 
-def value_at(cache: SeriesCache, ref: RunRef, key: str, step: int,
-             view: SeriesView | None = None) -> Logged | None:  # fmt: skip
+def value_at(
+    cache: SeriesCache, ref: RunRef, key: str, step: int, view: SeriesView | None = None
+) -> Logged | None:
     """The logged value nearest to `step` (the hover's number): from the raw tiles when they
     are cached; otherwise those tiles are asked for (the next poll brings them) and, when
     `view` is a bucket view whose bucket at `step` holds only NaN, NaN. None when the series
@@ -489,8 +517,13 @@ def value_at(cache: SeriesCache, ref: RunRef, key: str, step: int,
     if view is not None and view.first_steps is not None and len(view.first_steps):
         # The bucket holding `step` (or the nearest one): all NaN means nothing else was
         # logged there, whatever its raw points say.
-        b = int(np.clip(np.searchsorted(view.first_steps, step, side="right") - 1, 0,
-                        len(view.first_steps) - 1))  # fmt: skip
+        b = int(
+            np.clip(
+                np.searchsorted(view.first_steps, step, side="right") - 1,
+                0,
+                len(view.first_steps) - 1,
+            )
+        )
         if step > view.last_steps[b] and b + 1 < len(view.first_steps):
             gap = (step - view.last_steps[b], view.first_steps[b + 1] - step)
             b += int(gap[1] < gap[0])

@@ -48,19 +48,36 @@ def dress(ax, spec: PanelSpec) -> tuple[LineCollection, object, object]:
         ax.set_yticks(range(len(names)), names, fontsize=7)
         ax.set_ylim(-0.6, len(names) - 0.4)
     events = LineCollection(
-        [], linewidths=0.8, linestyles="dotted", transform=ax.get_xaxis_transform(),
+        [],
+        linewidths=0.8,
+        linestyles="dotted",
+        transform=ax.get_xaxis_transform(),
         zorder=0.5,
-    )  # fmt: skip
+    )
     ax.add_collection(events, autolim=False)
     empty = ax.text(
-        0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center",
-        color="#999999", fontsize=8,
-    )  # fmt: skip
+        0.5,
+        0.5,
+        "no data",
+        transform=ax.transAxes,
+        ha="center",
+        va="center",
+        color="#999999",
+        fontsize=8,
+    )
     # Drawn from a bitmap while it says the same (each live poll draws it with the series).
     note = BitmapText(
-        0.995, 0.01, "", transform=ax.transAxes, ha="right", va="bottom",
-        color="#888888", fontsize=NOTE_PT, zorder=5, clip_on=False,
-    )  # fmt: skip
+        0.995,
+        0.01,
+        "",
+        transform=ax.transAxes,
+        ha="right",
+        va="bottom",
+        color="#888888",
+        fontsize=NOTE_PT,
+        zorder=5,
+        clip_on=False,
+    )
     ax.add_artist(note)
     return events, empty, note
 
@@ -81,8 +98,25 @@ def section_card(ax, spec: PanelSpec) -> tuple[LineCollection, object, object]:
         color="#333333",
     )
     what = "click to unfold" if spec.title.startswith("▸") else "click to fold"
-    hint = ax.text(0.995, 0.5, what, transform=ax.transAxes, ha="right", va="center",
-                   fontsize=NOTE_PT, color="#888888")  # fmt: skip
-    ax.add_patch(Rectangle((0, 0), 1, 1, transform=ax.transAxes, facecolor="#f3f5f9",
-                           edgecolor="#d0d5de", zorder=-1))  # fmt: skip
+    hint = ax.text(
+        0.995,
+        0.5,
+        what,
+        transform=ax.transAxes,
+        ha="right",
+        va="center",
+        fontsize=NOTE_PT,
+        color="#888888",
+    )
+    ax.add_patch(
+        Rectangle(
+            (0, 0),
+            1,
+            1,
+            transform=ax.transAxes,
+            facecolor="#f3f5f9",
+            edgecolor="#d0d5de",
+            zorder=-1,
+        )
+    )
     return LineCollection([]), hint, hint

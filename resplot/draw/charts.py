@@ -129,8 +129,14 @@ class ChartPage(ChartLimits):
         n = len(specs)
         if n == 0:
             self.message = self.figure.text(
-                0.5, 0.5, self.empty_text, ha="center", va="center", color="#666666", wrap=True,
-            )  # fmt: skip
+                0.5,
+                0.5,
+                self.empty_text,
+                ha="center",
+                va="center",
+                color="#666666",
+                wrap=True,
+            )
             return
         rows, cols = grid.rows, grid.cols
         self.grid = grid
@@ -207,9 +213,14 @@ class ChartPage(ChartLimits):
         if fonts.enable_for(texts):  # CJK names or keys: texts made from now on fall back
             self._layout = None
         height = self.view_height_px or self.figure.bbox.height
-        grid = layout.grid(len(specs), self.figure.bbox.width, height, self.figure.dpi,
-                           self.strip.rows if self.strip_in_figure else 0,
-                           self.x_labels)  # fmt: skip
+        grid = layout.grid(
+            len(specs),
+            self.figure.bbox.width,
+            height,
+            self.figure.dpi,
+            self.strip.rows if self.strip_in_figure else 0,
+            self.x_labels,
+        )
         # The All page's sections each begin a row, their cards a band of their own.
         starts, bands = _starts_and_bands(specs)
         cells, rows = layout.slots(starts, grid.cols, bands)
@@ -243,8 +254,10 @@ class ChartPage(ChartLimits):
             # guided x axis reads a guide series for each run), not once a chart.
             page_refs = list(dict.fromkeys([*refs, *(it.ref for s in specs for it in s.items)]))
             widths = [self._pixels(i) for i in range(len(specs))]
-            by_width = {px: self._contexts(cache, state, page_refs, xlim, px)
-                        for px in dict.fromkeys(widths)}  # fmt: skip
+            by_width = {
+                px: self._contexts(cache, state, page_refs, xlim, px)
+                for px in dict.fromkeys(widths)
+            }
             contexts = [by_width[px] for px in widths]
             if over_budget(cache, self._fine_points(cache, specs, contexts)):
                 self._fine = 0  # past the budget: level 1 where it gives fewer buckets than pixels
@@ -294,8 +307,10 @@ class ChartPage(ChartLimits):
 
     def _strip_entries(self, cache, state, refs, specs) -> list[Entry]:
         names = dict(self.run_names)
-        if self.strip.rows_for([Entry(n, "") for n in names.values()],
-                               self.figure.bbox.width) > STRIP_ROWS:  # fmt: skip
+        if (
+            self.strip.rows_for([Entry(n, "") for n in names.values()], self.figure.bbox.width)
+            > STRIP_ROWS
+        ):
             # A sweep's long names, whole, took 4 rows at 1280 px: the part that tells them
             # apart (the hover readout and the table's tooltips have the whole names).
             short = distinct_parts(list(self.run_names.values()))
@@ -319,8 +334,7 @@ class ChartPage(ChartLimits):
         """The run strip, and the axes laid out below it in pixels (resplot.data.layout)."""
         self.strip.update(entries)
         w, h = self.figure.bbox.width, self.figure.bbox.height
-        margins = layout.margins(w, h, self.grid, self.figure.dpi, self.strip.rows,
-                                 self.x_labels)  # fmt: skip
+        margins = layout.margins(w, h, self.grid, self.figure.dpi, self.strip.rows, self.x_labels)
         ratios = None
         if self._gridspec is not None and self._gridspec.nrows == self.grid.rows:
             axes_h = layout.axes_px(
@@ -410,8 +424,14 @@ class ChartPage(ChartLimits):
     def _prepare_panel(self, i, spec, cache, state, contexts) -> None:
         """The views of a panel's series at its width (before the page's x range is known)."""
         for track in self._sync_tracks(i, spec).values():
-            track.prepare(cache, contexts[track.item.ref], state.x_axis, state.smoothing,
-                          self._pixels(i), self._fine)  # fmt: skip
+            track.prepare(
+                cache,
+                contexts[track.item.ref],
+                state.x_axis,
+                state.smoothing,
+                self._pixels(i),
+                self._fine,
+            )
 
     def _refresh_panel(self, i, spec, cache, state, refs, xlim, shown, contexts) -> None:
         if spec.kind == "section":
@@ -434,18 +454,28 @@ class ChartPage(ChartLimits):
                     self._remember_x(track)
         if spec.kind == "stacked" and spec.stack_ref is not None:
             ref = spec.stack_ref
-            artists, views = draw_stack(ax, spec, cache, contexts[ref], state.x_axis, pixels,
-                                        self._fine)  # fmt: skip
+            artists, views = draw_stack(
+                ax, spec, cache, contexts[ref], state.x_axis, pixels, self._fine
+            )
         elif spec.kind == "throttle":
-            artists, views = draw_throttle(ax, spec, cache, contexts, state.x_axis, pixels,
-                                           xlim, self._fine)  # fmt: skip
+            artists, views = draw_throttle(
+                ax, spec, cache, contexts, state.x_axis, pixels, xlim, self._fine
+            )
         else:
             artists, views = [], []
         self._extra[i] += artists
         self._views[i] += views
         hidden = set(state.hidden_events)
-        left_out = draw_events(self._events[i], cache, refs, contexts, state.x_axis, hidden,
-                               self.highlighted, self.selected)  # fmt: skip
+        left_out = draw_events(
+            self._events[i],
+            cache,
+            refs,
+            contexts,
+            state.x_axis,
+            hidden,
+            self.highlighted,
+            self.selected,
+        )
         self._events_left_out.discard(i)
         if left_out:
             self._events_left_out.add(i)

@@ -25,23 +25,28 @@ PART_COLORS = {
 BAR_PT = 6.0  # height of a throttle bar (a '|' marker of 8 pt before)
 
 
-def draw_stack(ax, spec: PanelSpec, cache: SeriesCache, ctx: RunContext, mode: str,
-               pixels: int, fine: int) -> tuple[list, list]:  # fmt: skip
+def draw_stack(
+    ax, spec: PanelSpec, cache: SeriesCache, ctx: RunContext, mode: str, pixels: int, fine: int
+) -> tuple[list, list]:
     """One run's step time split into data/forward/backward/optimizer/other: the mean of
     each part per bucket (or per step at full resolution), stacked. The keys are the
     panel's items' (whatever the run named them: key_roles.TIMING_ROLES)."""
     ref = spec.stack_ref
     keys = {item.part: item.key for item in spec.items}
-    total = series_view(cache, ref, keys.get("other", "time/step"), ctx.lo, ctx.hi, pixels,
-                        fine_per_pixel=fine)  # fmt: skip
+    total = series_view(
+        cache, ref, keys.get("other", "time/step"), ctx.lo, ctx.hi, pixels, fine_per_pixel=fine
+    )
     if total is None or len(total.mid_steps) == 0:
         return [], []
     grid = total.mid_steps
     parts = []
     for name in TIMING_PARTS:
         key = keys.get(name)
-        part = None if key is None else series_view(cache, ref, key, ctx.lo, ctx.hi, pixels,
-                                                     total.level)  # fmt: skip
+        part = (
+            None
+            if key is None
+            else series_view(cache, ref, key, ctx.lo, ctx.hi, pixels, total.level)
+        )
         col = np.zeros(len(grid))
         if part is not None and part.level == total.level and len(part.mid_steps):
             idx = np.clip(np.searchsorted(part.mid_steps, grid), 0, len(part.mid_steps) - 1)
@@ -66,8 +71,9 @@ def draw_stack(ax, spec: PanelSpec, cache: SeriesCache, ctx: RunContext, mode: s
     return [*polys], [total]
 
 
-def draw_throttle(ax, spec: PanelSpec, cache: SeriesCache, contexts, mode: str, pixels: int,
-                  xlim, fine: int) -> tuple[list, list]:  # fmt: skip
+def draw_throttle(
+    ax, spec: PanelSpec, cache: SeriesCache, contexts, mode: str, pixels: int, xlim, fine: int
+) -> tuple[list, list]:
     """Throttle reasons as bars, a row per reason and a lane per series: from raw samples,
     or from each bucket's OR of the flags when zoomed out (exact: any throttling in a bucket
     shows). A throttled pixel column is marked, and a stretch of them is one bar: a card
@@ -78,8 +84,7 @@ def draw_throttle(ax, spec: PanelSpec, cache: SeriesCache, contexts, mode: str, 
     n = max(len(spec.items), 1)
     for j, item in enumerate(spec.items):
         ctx = contexts[item.ref]
-        view = series_view(cache, item.ref, item.key, ctx.lo, ctx.hi, pixels,
-                           fine_per_pixel=fine)  # fmt: skip
+        view = series_view(cache, item.ref, item.key, ctx.lo, ctx.hi, pixels, fine_per_pixel=fine)
         if view is None:
             continue
         views.append(view)
@@ -107,9 +112,12 @@ def draw_throttle(ax, spec: PanelSpec, cache: SeriesCache, contexts, mode: str, 
             segments.extend([(a, y), (b, y)] for a, b in pairs)
         if segments:
             bars = LineCollection(
-                segments, linewidths=BAR_PT, colors=item.color, capstyle="butt",
+                segments,
+                linewidths=BAR_PT,
+                colors=item.color,
+                capstyle="butt",
                 label=item.label,
-            )  # fmt: skip
+            )
             ax.add_collection(bars, autolim=False)
             flat = np.asarray(segments).reshape(-1, 2)
             bars._resplot_limits = [flat.min(axis=0), flat.max(axis=0)]

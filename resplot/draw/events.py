@@ -14,8 +14,16 @@ from resplot.data.model import RunRef
 COLORS = {"alert": "#d62728", "checkpoint": "#7f7f7f", "resume": "#1f77b4"}
 
 
-def draw_events(events: LineCollection, cache: SeriesCache, refs: list[RunRef], contexts,
-                mode: str, hidden: set[str], highlighted, selected) -> bool:  # fmt: skip
+def draw_events(
+    events: LineCollection,
+    cache: SeriesCache,
+    refs: list[RunRef],
+    contexts,
+    mode: str,
+    hidden: set[str],
+    highlighted,
+    selected,
+) -> bool:
     """Set the chart's event lines; True when some run's events were left out (too many runs
     and it is neither highlighted nor selected)."""
     shown, left_out = marks.event_runs(refs, highlighted, selected)

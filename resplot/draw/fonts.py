@@ -21,11 +21,24 @@ from pathlib import Path
 from matplotlib import font_manager, rcParams
 
 FAMILIES = (
-    "Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans CJK TC", "Noto Sans CJK KR",
-    "Noto Sans SC", "Source Han Sans SC", "Source Han Sans CN", "Source Han Sans",
-    "WenQuanYi Zen Hei", "WenQuanYi Micro Hei", "Microsoft YaHei", "PingFang SC",
-    "Hiragino Sans GB", "SimHei", "Heiti SC", "Droid Sans Fallback", "Noto Serif CJK SC",
-)  # fmt: skip
+    "Noto Sans CJK SC",
+    "Noto Sans CJK JP",
+    "Noto Sans CJK TC",
+    "Noto Sans CJK KR",
+    "Noto Sans SC",
+    "Source Han Sans SC",
+    "Source Han Sans CN",
+    "Source Han Sans",
+    "WenQuanYi Zen Hei",
+    "WenQuanYi Micro Hei",
+    "Microsoft YaHei",
+    "PingFang SC",
+    "Hiragino Sans GB",
+    "SimHei",
+    "Heiti SC",
+    "Droid Sans Fallback",
+    "Noto Serif CJK SC",
+)
 # File names of those fonts, for fonts installed after matplotlib built its cache.
 _FILES = re.compile(
     r"(NotoSansCJK|NotoSerifCJK|NotoSansSC|SourceHanSans|wqy-zenhei|wqy-microhei|msyh|PingFang|"

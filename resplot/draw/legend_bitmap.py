@@ -39,10 +39,14 @@ class BitmapLegend(Legend):
             return
         box = self.get_window_extent(renderer)
         key = (
-            tuple(t.get_text() for t in self.texts), round(box.width, 3), round(box.height, 3),
-            renderer.dpi, tuple(rcParams["font.family"]), round(box.x0 % 1, 3),
+            tuple(t.get_text() for t in self.texts),
+            round(box.width, 3),
+            round(box.height, 3),
+            renderer.dpi,
+            tuple(rcParams["font.family"]),
+            round(box.x0 % 1, 3),
             round(box.y0 % 1, 3),
-        )  # fmt: skip
+        )
         room = MARGIN_PX + 1
         inside = room <= min(box.x0, box.y0, renderer.width - box.x1, renderer.height - box.y1)
         if not inside:  # partly off the canvas (a tiny chart): a cut bitmap would lose a part

@@ -106,12 +106,25 @@ class AxesLegend:
             if items and len(items) <= AXES_LEGEND_MAX:
                 # Proxies: a track's line may be hidden under its envelope band.
                 handles = [
-                    Line2D([], [], color=it.color, linestyle=it.style, linewidth=1.4,
-                           marker=it.marker or "None", markersize=3.5)
+                    Line2D(
+                        [],
+                        [],
+                        color=it.color,
+                        linestyle=it.style,
+                        linewidth=1.4,
+                        marker=it.marker or "None",
+                        markersize=3.5,
+                    )
                     for it in items
-                ]  # fmt: skip
-                add_legend(ax, handles, [it.label for it in items], loc="upper right",
-                           fontsize=LEGEND_PT, framealpha=0.6)  # fmt: skip
+                ]
+                add_legend(
+                    ax,
+                    handles,
+                    [it.label for it in items],
+                    loc="upper right",
+                    fontsize=LEGEND_PT,
+                    framealpha=0.6,
+                )
             elif ax.get_legend() is not None:
                 remove_legend(ax)
         legend = ax.get_legend()
@@ -169,15 +182,25 @@ class RunStrip:
         if not entries:
             return
         handles = [
-            Patch(facecolor=e.color, alpha=0.85) if e.patch
+            Patch(facecolor=e.color, alpha=0.85)
+            if e.patch
             else Line2D([], [], color=e.color, linestyle=e.style, linewidth=1.8)
             for e in entries
-        ]  # fmt: skip
+        ]
         self.legend = self.figure.legend(
-            handles, [e.label for e in entries], loc="upper left", bbox_to_anchor=(0.0, 1.0),
-            ncols=cols, fontsize=LEGEND_PT, frameon=False, borderaxespad=0.3,
-            handlelength=2.0, columnspacing=1.0, labelspacing=0.5, borderpad=0.2,
-        )  # fmt: skip
+            handles,
+            [e.label for e in entries],
+            loc="upper left",
+            bbox_to_anchor=(0.0, 1.0),
+            ncols=cols,
+            fontsize=LEGEND_PT,
+            frameon=False,
+            borderaxespad=0.3,
+            handlelength=2.0,
+            columnspacing=1.0,
+            labelspacing=0.5,
+            borderpad=0.2,
+        )
 
 
 NB_HYPHEN = "\u2011"  # looks like "-", never ends a line

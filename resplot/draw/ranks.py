@@ -101,9 +101,13 @@ class RanksPage(FollowsData):
         self.ax.xaxis.set_major_formatter(CompactFormatter())
         cmap = colormaps["viridis"].with_extremes(bad=MISSING_COLOR)
         self.image = self.ax.imshow(
-            np.full((1, 1), np.nan), cmap=cmap, aspect="auto", interpolation="nearest",
-            origin="upper", extent=(0, 1, 1, 0),
-        )  # fmt: skip
+            np.full((1, 1), np.nan),
+            cmap=cmap,
+            aspect="auto",
+            interpolation="nearest",
+            origin="upper",
+            extent=(0, 1, 1, 0),
+        )
         self.colorbar = self.figure.colorbar(self.image, cax=self.cax)
         self.colorbar.formatter = FuncFormatter(_ms)
         # The step time below the culprit's map: the same steps (shared x) and colours.
@@ -123,14 +127,16 @@ class RanksPage(FollowsData):
         self.pair = False  # two maps: the culprit's and the step time's
         self._lines: list[tuple[str, str]] = []  # the alerts said above, wrapped, and colour
         self.title = self.figure.text(0.01, 0.99, "", fontsize=TITLE_PT + 1, va="top")
-        self.note = self.figure.text(0.01, 0.95, "", fontsize=NOTE_PT + 1, va="top",
-                                     color="#555555")  # fmt: skip
+        self.note = self.figure.text(
+            0.01, 0.95, "", fontsize=NOTE_PT + 1, va="top", color="#555555"
+        )
         self.mark_texts = [
             self.figure.text(0.01, 0.9, "", fontsize=NOTE_PT + 1, va="top")
             for _ in range(MARK_LINES + 1)
         ]
-        self.message = self.figure.text(0.5, 0.5, "", ha="center", va="center", wrap=True,
-                                        color="#666666", fontsize=9)  # fmt: skip
+        self.message = self.figure.text(
+            0.5, 0.5, "", ha="center", va="center", wrap=True, color="#666666", fontsize=9
+        )
         self._artists: list = []  # mark outlines: made again each refresh
         self._host_artists: list = []  # host names and separators, made again when they move
         self._host_key: tuple = ()
@@ -328,7 +334,7 @@ class RanksPage(FollowsData):
             for ax in self.axes:
                 self._rank_ticks(view, ax)
                 self._hosts(view, ax)
-            self._host_key = placed  # fmt: skip
+            self._host_key = placed
         self._marks(view)
         if self.pair:
             self._scores(view)
@@ -405,15 +411,36 @@ class RanksPage(FollowsData):
         for host, rows in view.hosts:
             text = cell(host, HOST_CHARS)
             self._host_artists.append(
-                ax.text(0, (rows.start + rows.stop) / 2, text, transform=names, ha="right",
-                             va="center", fontsize=8, color="#333333", clip_on=False)
-            )  # fmt: skip
+                ax.text(
+                    0,
+                    (rows.start + rows.stop) / 2,
+                    text,
+                    transform=names,
+                    ha="right",
+                    va="center",
+                    fontsize=8,
+                    color="#333333",
+                    clip_on=False,
+                )
+            )
             if rows.start > 0:
-                across = Line2D([0, 1], [rows.start, rows.start], transform=mixed,
-                                color="white", linewidth=2.0, zorder=3)  # fmt: skip
+                across = Line2D(
+                    [0, 1],
+                    [rows.start, rows.start],
+                    transform=mixed,
+                    color="white",
+                    linewidth=2.0,
+                    zorder=3,
+                )
                 self._host_artists.append(ax.add_line(across))
-                beside = Line2D([0.9 * margin, 0], [rows.start, rows.start], transform=mixed,
-                                color="#999999", linewidth=0.8, clip_on=False)  # fmt: skip
+                beside = Line2D(
+                    [0.9 * margin, 0],
+                    [rows.start, rows.start],
+                    transform=mixed,
+                    color="#999999",
+                    linewidth=0.8,
+                    clip_on=False,
+                )
                 self._host_artists.append(ax.add_line(beside))
 
     def _say_marks(self, view: JobView) -> None:

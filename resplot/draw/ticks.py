@@ -55,9 +55,10 @@ def compact_labels(values: Sequence[float]) -> list[str]:
     if top < 1e-3:
         parts = [
             (v / 10 ** math.floor(math.log10(abs(v))), math.floor(math.log10(abs(v))))
-            if math.isfinite(v) and v else None
+            if math.isfinite(v) and v
+            else None
             for v in values
-        ]  # fmt: skip
+        ]
         # As few mantissa digits as keep the values apart.
         for digits in range(4):
             out = ["0" if p is None else f"{_strip(f'{p[0]:.{digits}f}')}e{p[1]}" for p in parts]

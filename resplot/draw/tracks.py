@@ -83,8 +83,16 @@ class Track:
     def __init__(self, ax, item: Item) -> None:
         self.item = item
         self.ax = ax
-        self.line = Line2D([], [], linewidth=1.4, label=item.label, marker=item.marker or "None",
-                           markersize=3.5, color=item.color, linestyle=item.style)  # fmt: skip
+        self.line = Line2D(
+            [],
+            [],
+            linewidth=1.4,
+            label=item.label,
+            marker=item.marker or "None",
+            markersize=3.5,
+            color=item.color,
+            linestyle=item.style,
+        )
         ax.add_line(self.line)
         # An edge, so that a column range of zero height still shows as a line.
         self.band = _band(ax, item.color, linewidth=1.0)
@@ -121,8 +129,15 @@ class Track:
         if self.raw is None or self.raw_band is None:
             item = self.item
             # Below every track's main line and band (zorder 2 and 1), whatever the order made.
-            self.raw = Line2D([], [], linewidth=0.8, alpha=0.25, color=item.color,
-                              linestyle=item.style, zorder=1.9)  # fmt: skip
+            self.raw = Line2D(
+                [],
+                [],
+                linewidth=0.8,
+                alpha=0.25,
+                color=item.color,
+                linestyle=item.style,
+                zorder=1.9,
+            )
             self.raw_band = _band(self.ax, item.color, linewidth=0, alpha=0.25, zorder=0.9)
             self.ax.add_line(self.raw)
             if self.faded:
@@ -133,21 +148,40 @@ class Track:
     def _bad(self) -> tuple[Line2D, PolyCollection]:
         if self.bad is None or self.bad_span is None:
             self.bad = Line2D(
-                [], [], linestyle="none", marker="x", markersize=6, markeredgewidth=1.6,
-                color=self.item.color, transform=self.ax.get_xaxis_transform(), clip_on=False,
-            )  # fmt: skip
+                [],
+                [],
+                linestyle="none",
+                marker="x",
+                markersize=6,
+                markeredgewidth=1.6,
+                color=self.item.color,
+                transform=self.ax.get_xaxis_transform(),
+                clip_on=False,
+            )
             self.ax.add_line(self.bad)
-            self.bad_span = PolyCollection([], facecolors=self.item.color, alpha=0.1,
-                                           linewidths=0, zorder=0.4,
-                                           transform=self.ax.get_xaxis_transform())  # fmt: skip
+            self.bad_span = PolyCollection(
+                [],
+                facecolors=self.item.color,
+                alpha=0.1,
+                linewidths=0,
+                zorder=0.4,
+                transform=self.ax.get_xaxis_transform(),
+            )
             self.ax.add_collection(self.bad_span, autolim=False)
             if self.faded:
                 self.bad.set_alpha(0.12)
         return self.bad, self.bad_span
 
     def remove(self) -> None:
-        for artist in (self.raw, self.line, self.bad, self.raw_band, self.band, self.bad_span,
-                       self.end):  # fmt: skip
+        for artist in (
+            self.raw,
+            self.line,
+            self.bad,
+            self.raw_band,
+            self.band,
+            self.bad_span,
+            self.end,
+        ):
             if artist is not None:
                 artist.remove()
 
@@ -170,13 +204,25 @@ class Track:
         if faded == self.faded:
             return
         self.faded = faded
-        for artist, alpha in ((self.line, 1.0), (self.band, 1.0), (self.bad, 1.0),
-                              (self.raw, 0.25), (self.raw_band, 0.25)):  # fmt: skip
+        for artist, alpha in (
+            (self.line, 1.0),
+            (self.band, 1.0),
+            (self.bad, 1.0),
+            (self.raw, 0.25),
+            (self.raw_band, 0.25),
+        ):
             if artist is not None:
                 artist.set_alpha(alpha * (0.12 if faded else 1.0))
 
-    def prepare(self, cache: SeriesCache, ctx: RunContext, mode: str, weight: float, pixels: int,
-                fine_per_pixel: int = FINE_PER_PIXEL) -> SeriesView | None:  # fmt: skip
+    def prepare(
+        self,
+        cache: SeriesCache,
+        ctx: RunContext,
+        mode: str,
+        weight: float,
+        pixels: int,
+        fine_per_pixel: int = FINE_PER_PIXEL,
+    ) -> SeriesView | None:
         """The series' view at this resolution, its x and its smoothed curve (no artist yet:
         place() cuts them into the chart's pixel columns)."""
         item = self.item
@@ -199,8 +245,11 @@ class Track:
             return view
         self._prepared = stamp
         self._generation += 1  # what place() worked from changed
-        x = None if view is None else xaxis.x_values(mode, ctx.run, view.steps, view.walls,
-                                                       ctx.guide)  # fmt: skip
+        x = (
+            None
+            if view is None
+            else xaxis.x_values(mode, ctx.run, view.steps, view.walls, ctx.guide)
+        )
         if view is None or x is None:
             self.clear()
             self.unplaced = view is not None  # data, but this x axis cannot place it
@@ -208,8 +257,11 @@ class Track:
         self.unplaced = False
         self.view = view
         self.x = x
-        x_mid = x if view.level == 0 else xaxis.x_values(
-            mode, ctx.run, view.mid_steps, view.mid_walls, ctx.guide)  # fmt: skip
+        x_mid = (
+            x
+            if view.level == 0
+            else xaxis.x_values(mode, ctx.run, view.mid_steps, view.mid_walls, ctx.guide)
+        )
         self.x_mid = x_mid
         self.smoothed = None
         if item.smooth and weight > 0 and len(view.mid_steps) and smoothable(item.key):
@@ -301,8 +353,11 @@ class Track:
     def _mark_nonfinite(self, view: SeriesView, x_mid: np.ndarray, pixels: int, xlim) -> None:
         """One marker at the start of each stretch of NaN (+inf, -inf), the stretch shaded."""
         finite_x = x_mid[np.isfinite(x_mid)]
-        lo, hi = xlim if xlim is not None else (
-            (finite_x.min(), finite_x.max()) if len(finite_x) else (0.0, 1.0))  # fmt: skip
+        lo, hi = (
+            xlim
+            if xlim is not None
+            else ((finite_x.min(), finite_x.max()) if len(finite_x) else (0.0, 1.0))
+        )
         merge = marks.MERGE_PX * (hi - lo) / max(pixels, 1)
         bx, by, spans = [], [], []
         for flags, kind in ((view.nan, "nan"), (view.posinf, "+inf"), (view.neginf, "-inf")):
@@ -463,8 +518,9 @@ class RunContext:
     guide: xaxis.Guide | None
 
 
-def tokens_guide(cache: SeriesCache, ref: RunRef, lo: float, hi: float, pixels: int,
-                 key: str = xaxis.TOKENS_KEY):  # fmt: skip
+def tokens_guide(
+    cache: SeriesCache, ref: RunRef, lo: float, hi: float, pixels: int, key: str = xaxis.TOKENS_KEY
+):
     """(steps, count) of a run's cumulative counter `key` (train/tokens, iter, epoch) over a
     step range: its points, or each bucket's last value (the count at its last step)."""
     view = series_view(cache, ref, key, lo, hi, pixels)

@@ -331,8 +331,14 @@ class AgentReader:
                 continue
             failing_since, delay = None, 0.5
             if len(cols["step"]):
-                yield list(zip(cols["step"].tolist(), cols["wall"].tolist(),
-                               cols["value"].tolist(), strict=True))  # fmt: skip
+                yield list(
+                    zip(
+                        cols["step"].tolist(),
+                        cols["wall"].tolist(),
+                        cols["value"].tolist(),
+                        strict=True,
+                    )
+                )
             if not more or last is None:
                 return
             lo, after = last
@@ -475,11 +481,17 @@ class AgentSource(Source):
             total.merge(self._poll_once(client, view, cache, progress, series, tiles))
         return total
 
-    def _poll_once(self, client: AgentClient, view: StoreView, cache: SeriesCache,
-                   progress: Progress | None, series, tiles: list) -> PollResult:  # fmt: skip
+    def _poll_once(
+        self,
+        client: AgentClient,
+        view: StoreView,
+        cache: SeriesCache,
+        progress: Progress | None,
+        series,
+        tiles: list,
+    ) -> PollResult:
         total = PollResult()
-        rid = client.send_poll(view.path, view.cursor, limit=self.limit, series=series,
-                               tiles=tiles)  # fmt: skip
+        rid = client.send_poll(view.path, view.cursor, limit=self.limit, series=series, tiles=tiles)
         while True:
             header, sections = client.receive(rid)
             more = bool(header.get("more")) or bool(header.get("events_more"))

@@ -318,15 +318,28 @@ class AgentClient:
         return decode_points(sections), int(header["points_cursor"]), bool(header["more"])
 
     def raw(
-        self, store: str, run_id: int, key_id: int, start: int, stop: int, *,
-        after_id: int | None = None, limit: int = 200_000,
-    ) -> tuple[dict[str, np.ndarray], tuple[int, int] | None, bool]:  # fmt: skip
+        self,
+        store: str,
+        run_id: int,
+        key_id: int,
+        start: int,
+        stop: int,
+        *,
+        after_id: int | None = None,
+        limit: int = 200_000,
+    ) -> tuple[dict[str, np.ndarray], tuple[int, int] | None, bool]:
         """One page of a series' raw points with start <= step < stop: (columns step, wall,
         value, id; (step, id) of the last point, to go on from; more)."""
         header, sections = self.call(
-            "raw", store=store, run_id=run_id, key_id=key_id, start=start, stop=stop,
-            after_id=after_id, limit=limit,
-        )  # fmt: skip
+            "raw",
+            store=store,
+            run_id=run_id,
+            key_id=key_id,
+            start=start,
+            stop=stop,
+            after_id=after_id,
+            limit=limit,
+        )
         last = header.get("last")
         return decode_rows(sections["raw"]), (tuple(last) if last else None), header["more"]
 

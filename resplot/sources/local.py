@@ -23,8 +23,9 @@ from resplot.sources.spec import LocalSpec
 
 
 class LocalSource(AgentSource):
-    def __init__(self, spec: LocalSpec, label: str | None = None, *,
-                 python: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, spec: LocalSpec, label: str | None = None, *, python: str | None = None
+    ) -> None:
         patterns = [str(Path(p).expanduser().absolute()) for p in spec.parts]
         super().__init__(spec, label or spec.label, patterns)
         self.python = python or sys.executable

@@ -192,8 +192,9 @@ class PostgresSource(Source):
         else:
             found = (envelope.series_row(cur, "%s", run, key) for run, key in pairs)
             rows = [r for r in found if r is not None]
-        columns = {name: np.asarray([r[i] for r in rows]) for i, name in
-                   enumerate(envelope.SERIES_COLUMNS)}  # fmt: skip
+        columns = {
+            name: np.asarray([r[i] for r in rows]) for i, name in enumerate(envelope.SERIES_COLUMNS)
+        }
         if not rows:
             columns = {name: np.empty(0) for name in envelope.SERIES_COLUMNS}
         names = self._names(conn, [r[1] for r in rows])
@@ -203,8 +204,9 @@ class PostgresSource(Source):
                 out.setdefault(self._ref(run_id), {})[names[key_id]] = summary
         return out
 
-    def _tiles(self, conn, cur, cache: SeriesCache, *, coarse_first: bool
-               ) -> list[tuple[RunRef, str, Tile]]:  # fmt: skip
+    def _tiles(
+        self, conn, cur, cache: SeriesCache, *, coarse_first: bool
+    ) -> list[tuple[RunRef, str, Tile]]:
         wanted = cache.take_wanted(self.label, self.store, coarse_first=coarse_first)
         if not wanted:
             return []
@@ -224,9 +226,15 @@ class PostgresSource(Source):
                         out.append((self._ref(run_id), key, Tile(level, index, cols, self.epoch)))
                     continue
                 for index, rows in envelope.tile_rows(
-                    cur, "%s", run_id, key_id, level, first, count,
+                    cur,
+                    "%s",
+                    run_id,
+                    key_id,
+                    level,
+                    first,
+                    count,
                     has_takes=(run_id, key_id) in takes,
-                ):  # fmt: skip
+                ):
                     cols = tile_columns(rows, RAW_COLUMNS if level == 0 else AGG_COLUMNS)
                     out.append((self._ref(run_id), key, Tile(level, index, cols, self.epoch)))
         return out
@@ -241,10 +249,16 @@ class PostgresSource(Source):
         walls = np.asarray(batch.walls, dtype=np.float64)[fresh]
         values = np.asarray(batch.values, dtype=np.float64)[fresh]
         return [
-            Points((run_id, key_id), self._ref(run_id), names[key_id], steps[idx], walls[idx],
-                   values[idx])
+            Points(
+                (run_id, key_id),
+                self._ref(run_id),
+                names[key_id],
+                steps[idx],
+                walls[idx],
+                values[idx],
+            )
             for run_id, key_id, idx in group_rows(run_ids, key_ids)
-        ]  # fmt: skip
+        ]
 
     def _events(self, conn) -> list[Event]:
         query = (

@@ -147,19 +147,22 @@ def _ssh(text: str, user: str | None, host: str, port: int | None, path: str) ->
     head, _, fragment = path.rpartition("#")
     if fragment.startswith(tuple(f"{name}=" for name in _OPTIONS)):
         if not head:
-            raise SpecError(f"{text.strip()!r} is not an SSH source (want host:path or "
-                            "ssh://host/path)")  # fmt: skip
+            raise SpecError(
+                f"{text.strip()!r} is not an SSH source (want host:path or ssh://host/path)"
+            )
         path = head
         for part in fragment.split("&"):
             name, eq, value = part.partition("=")
             if not eq or name not in _OPTIONS:
-                raise SpecError(f"{text.strip()!r}: unknown option {part!r} (want python=PATH "
-                                "or via=openssh)")  # fmt: skip
+                raise SpecError(
+                    f"{text.strip()!r}: unknown option {part!r} (want python=PATH or via=openssh)"
+                )
             options[name] = value.strip() or None
     if options.get("via") not in (None, "openssh"):
         raise SpecError(f"{text.strip()!r}: via={options['via']} is not known (want via=openssh)")
-    return SSHSpec(text, host.strip("[]"), user, port, path, options.get("python"),
-                   options.get("via"))  # fmt: skip
+    return SSHSpec(
+        text, host.strip("[]"), user, port, path, options.get("python"), options.get("via")
+    )
 
 
 __all__ = ["LocalSpec", "PostgresSpec", "SSHSpec", "Spec", "SpecError", "parse_spec"]

@@ -40,10 +40,25 @@ from schema.store.writes import insert_run, resolve_keys
 
 BATCH_POINTS = 200_000  # points per request and per mirror transaction
 RUN_FIELDS = (
-    "uid", "project", "name", "status", "created_at", "heartbeat_at", "ended_at", "host", "pid",
-    "rank", "world_size", "command", "git_commit", "config", "summary", "tags", "notes",
+    "uid",
+    "project",
+    "name",
+    "status",
+    "created_at",
+    "heartbeat_at",
+    "ended_at",
+    "host",
+    "pid",
+    "rank",
+    "world_size",
+    "command",
+    "git_commit",
+    "config",
+    "summary",
+    "tags",
+    "notes",
     "heartbeat_interval",
-)  # fmt: skip
+)
 EVENT_FIELDS = ("wall", "step", "kind", "level", "title", "body")
 
 
@@ -131,8 +146,15 @@ class Mirror:
             source.close()
         return report
 
-    def _sync_store(self, client: AgentClient, spec: str, store: str, report: SyncReport,
-                    max_batches: int | None, progress) -> None:  # fmt: skip
+    def _sync_store(
+        self,
+        client: AgentClient,
+        spec: str,
+        store: str,
+        report: SyncReport,
+        max_batches: int | None,
+        progress,
+    ) -> None:
         stored = self._cursor(spec, store)  # as committed in the mirror
         ask = dict(stored)  # what to ask the source for
         while max_batches is None or report.batches < max_batches:
@@ -224,8 +246,11 @@ class Mirror:
             ).first()
         if row is None:
             return {"store_id": "", "points_after": 0, "events_after": 0}
-        return {"store_id": row.store_id, "points_after": int(row.points_after),
-                "events_after": int(row.events_after)}  # fmt: skip
+        return {
+            "store_id": row.store_id,
+            "points_after": int(row.points_after),
+            "events_after": int(row.events_after),
+        }
 
     def _apply(
         self,
@@ -335,9 +360,13 @@ class Mirror:
         """Insert in the source's id order, per run, through the rollup writer."""
         per_run: dict[int, list[tuple]] = {}
         for run_id, key_id, step, wall, value in zip(
-            batch.run_ids.tolist(), batch.key_ids.tolist(), batch.steps.tolist(),
-            batch.walls.tolist(), batch.values.tolist(), strict=True,
-        ):  # fmt: skip
+            batch.run_ids.tolist(),
+            batch.key_ids.tolist(),
+            batch.steps.tolist(),
+            batch.walls.tolist(),
+            batch.values.tolist(),
+            strict=True,
+        ):
             mirror_run = run_map[run_id]
             value = None if value != value else value  # NaN is NULL in a store
             per_run.setdefault(mirror_run, []).append(

@@ -258,9 +258,11 @@ def _load_key(path: Path, hop: HostConfig, secrets: Secrets, attempt: _Attempt):
         return None
     for _ in range(max(1, hop.number_of_password_prompts)):
         prompt = Prompt(
-            "passphrase", hop.label, (Question(f"Enter passphrase for key '{path}': "),),
+            "passphrase",
+            hop.label,
+            (Question(f"Enter passphrase for key '{path}': "),),
             key_path=str(path),
-        )  # fmt: skip
+        )
         answers = secrets.answer(prompt, [None])
         if not answers or not answers[0]:
             break
@@ -325,9 +327,12 @@ def _interactive(transport, hop: HostConfig, secrets: Secrets, attempt: _Attempt
         if not questions:
             return []  # an information-only round
         prompt = Prompt(
-            "keyboard-interactive", hop.label, tuple(Question(t, bool(e)) for t, e in questions),
-            name=name, instructions=instructions,
-        )  # fmt: skip
+            "keyboard-interactive",
+            hop.label,
+            tuple(Question(t, bool(e)) for t, e in questions),
+            name=name,
+            instructions=instructions,
+        )
         # A password prompt is kept for the session; a one-time code is asked every time.
         ids = [_ident("kbd", hop, t) if _is_password(t, e) else None for t, e in questions]
         answers = secrets.answer(prompt, ids)

@@ -176,9 +176,15 @@ def _host_config(host: str, hostname: str, opts, config_path: str | None) -> Hos
 
     def expand(value: str, what: str) -> str:
         return expand_tokens(
-            value, host=hostname, host_arg=host, port=str(resolved_port),
-            remote_user=remote_user, host_key_alias=alias, jump=str(jump or ""), what=what,
-        )  # fmt: skip
+            value,
+            host=hostname,
+            host_arg=host,
+            port=str(resolved_port),
+            remote_user=remote_user,
+            host_key_alias=alias,
+            jump=str(jump or ""),
+            what=what,
+        )
 
     def files(values, what: str) -> tuple[str, ...]:
         if values and values[0].lower() == "none":
@@ -189,8 +195,13 @@ def _host_config(host: str, hostname: str, opts, config_path: str | None) -> Hos
     if command is not None and str(command).lower() == "none":
         command = None
     if command is not None:
-        tokens = {"h": hostname, "k": alias or hostname, "n": host, "p": str(resolved_port),
-                  "r": remote_user}  # fmt: skip
+        tokens = {
+            "h": hostname,
+            "k": alias or hostname,
+            "n": host,
+            "p": str(resolved_port),
+            "r": remote_user,
+        }
         command = percent_expand(str(command), tokens, "ProxyCommand")
     alive_count = opts.get("serveralivecountmax")
     agent = opts.get("identityagent")

@@ -209,9 +209,11 @@ class SSHConnection:
                 raise
             self._last_alive = time.monotonic()
             threading.Thread(
-                target=self._keepalive, args=(self._transports[-1],), daemon=True,
+                target=self._keepalive,
+                args=(self._transports[-1],),
+                daemon=True,
                 name=f"ssh-keepalive-{self.config.alias}",
-            ).start()  # fmt: skip
+            ).start()
             return self
 
     def close(self) -> None:

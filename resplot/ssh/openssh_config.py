@@ -69,17 +69,41 @@ DEFAULT_GLOBAL_KNOWN_HOSTS = tuple(
 _ACCUMULATE = {"identityfile", "certificatefile"}
 _LISTS = {"userknownhostsfile", "globalknownhostsfile", "sendenv", "setenv", "canonicaldomains"}
 _BOOLEANS = {
-    "identitiesonly", "hashknownhosts", "batchmode", "passwordauthentication",
-    "kbdinteractiveauthentication", "pubkeyauthentication", "forwardagent", "compression",
-}  # fmt: skip
+    "identitiesonly",
+    "hashknownhosts",
+    "batchmode",
+    "passwordauthentication",
+    "kbdinteractiveauthentication",
+    "pubkeyauthentication",
+    "forwardagent",
+    "compression",
+}
 _INTEGERS = {"serveralivecountmax", "numberofpasswordprompts", "connectionattempts"}
 _TIMES = {"connecttimeout", "serveraliveinterval"}
-_SINGLE = {
-    "hostname", "user", "port", "hostkeyalias", "stricthostkeychecking", "identityagent",
-    "preferredauthentications", "canonicalizehostname", "addkeystoagent", "controlmaster",
-    "controlpath", "controlpersist", "loglevel", "requesttty", "remotecommand",
-} | _BOOLEANS | _INTEGERS | _TIMES  # fmt: skip
+_SINGLE = (
+    {
+        "hostname",
+        "user",
+        "port",
+        "hostkeyalias",
+        "stricthostkeychecking",
+        "identityagent",
+        "preferredauthentications",
+        "canonicalizehostname",
+        "addkeystoagent",
+        "controlmaster",
+        "controlpath",
+        "controlpersist",
+        "loglevel",
+        "requesttty",
+        "remotecommand",
+    }
+    | _BOOLEANS
+    | _INTEGERS
+    | _TIMES
+)
 # Keywords OpenSSH accepts that resolve nothing resplot uses; read and dropped silently.
+# Laid out by hand: 75 keywords as a paragraph (the formatter would put one a line).
 _KNOWN_OTHERS = {
     "addressfamily", "bindaddress", "bindinterface", "canonicalizefallbacklocal",
     "canonicalizemaxdots", "canonicalizepermittedcnames", "casignaturealgorithms", "checkhostip",
@@ -485,9 +509,12 @@ def server_alive_interval(options: Options) -> int:
 def _run_exec(command: str) -> bool:
     try:
         done = subprocess.run(
-            shell_argv(command), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            timeout=30, check=False,
-        )  # fmt: skip
+            shell_argv(command),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            timeout=30,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         log.warning("ssh config: Match exec %r failed: %s", command, exc)
         return False

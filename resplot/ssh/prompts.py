@@ -122,9 +122,13 @@ def askpass_asker(program: str) -> Asker:
                 env["SSH_ASKPASS_PROMPT"] = "none"  # not a secret; OpenSSH's hint is the same
             try:
                 done = subprocess.run(
-                    [program, text], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                    env=env, timeout=600, check=False,
-                )  # fmt: skip
+                    [program, text],
+                    stdout=subprocess.PIPE,
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                    timeout=600,
+                    check=False,
+                )
             except (OSError, subprocess.TimeoutExpired) as exc:
                 log.warning("SSH_ASKPASS %s failed: %s", program, exc)
                 return None

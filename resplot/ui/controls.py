@@ -90,8 +90,10 @@ def build_menus(win) -> None:
     for kind in EVENT_KINDS:
         action = events.addAction(f"{kind.capitalize()}s")
         action.setCheckable(True)
-        action.setToolTip(f"vertical lines at {kind}s; with more than {EVENT_RUNS_MAX} runs on a "
-                          "chart, of the highlighted or selected runs only")  # fmt: skip
+        action.setToolTip(
+            f"vertical lines at {kind}s; with more than {EVENT_RUNS_MAX} runs on a "
+            "chart, of the highlighted or selected runs only"
+        )
         action.toggled.connect(lambda on, k=kind: win.show_events(k, on))
         win.event_actions[kind] = action
     win.by_name_action = view.addAction("Hover readout sorted by name (Ctrl+R)")

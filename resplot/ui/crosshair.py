@@ -279,12 +279,20 @@ class Crosshair(QObject):
         max_rows = max(3, int(visible.height() / self.label.row_px()) - 4)
         for _ in range(3):
             self.readout = readout_mod.layout(
-                spec.title if spec is not None else "", found, x=x, where=where,
-                names=self.page.run_names, ends=ends, tolerance=tolerance, hovered=hovered,
-                by=self.order, max_rows=max_rows, at_step=round(x) if step_axis else None,
+                spec.title if spec is not None else "",
+                found,
+                x=x,
+                where=where,
+                names=self.page.run_names,
+                ends=ends,
+                tolerance=tolerance,
+                hovered=hovered,
+                by=self.order,
+                max_rows=max_rows,
+                at_step=round(x) if step_axis else None,
                 step_slack=int(tolerance) if step_axis else 0,
                 columns=[item.part for item in tracks],
-            )  # fmt: skip
+            )
             self.label.show_readout(self.readout, max(MIN_WIDTH_PX, int(ax.bbox.width / ratio)))
             over = self.label.height() - visible.height()
             if over <= 0 or max_rows <= 3:

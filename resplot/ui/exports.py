@@ -28,9 +28,11 @@ def summaries(cache: SeriesCache, refs: list[RunRef]) -> list[RunSummary]:
 
 
 def export_runs(
-    cache: SeriesCache, reader_of: Callable[[RunRef], object], refs: list[RunRef],
+    cache: SeriesCache,
+    reader_of: Callable[[RunRef], object],
+    refs: list[RunRef],
     keys: list[str] | None = None,
-) -> list[ExportRun]:  # fmt: skip
+) -> list[ExportRun]:
     """ExportRuns whose points are read through `reader_of(ref).scan(key, start, stop)`."""
     out = []
     for d in summaries(cache, refs):
@@ -38,22 +40,30 @@ def export_runs(
         reader = reader_of(d.run.ref)
         out.append(
             ExportRun(
-                d.run, {k: a for k, a in d.series.items() if k in wanted},
+                d.run,
+                {k: a for k, a in d.series.items() if k in wanted},
                 lambda key, a, b, _r=reader: _r.scan(key, a, b),
             )
-        )  # fmt: skip
+        )
     return out
 
 
 def export_points(
-    cache: SeriesCache, reader_of: Callable[[RunRef], object], refs: list[RunRef],
-    path: str | os.PathLike[str], fmt: str, keys: list[str] | None = None,
-) -> None:  # fmt: skip
+    cache: SeriesCache,
+    reader_of: Callable[[RunRef], object],
+    refs: list[RunRef],
+    path: str | os.PathLike[str],
+    fmt: str,
+    keys: list[str] | None = None,
+) -> None:
     write_points(export_runs(cache, reader_of, refs, keys), path, fmt, keys)
 
 
 def export_table(
-    cache: SeriesCache, refs: list[RunRef], path: str | os.PathLike[str], fmt: str,
+    cache: SeriesCache,
+    refs: list[RunRef],
+    path: str | os.PathLike[str],
+    fmt: str,
     metrics: list[str] | None = None,
-) -> None:  # fmt: skip
+) -> None:
     write_table(summaries(cache, refs), path, fmt, metrics)

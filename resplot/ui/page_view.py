@@ -176,8 +176,9 @@ class PageView(QWidget):
 
     def __init__(self, name: str, on_view_changed, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.page = ChartPage(name, Figure(figsize=(10, 6), dpi=100), self._view_moved,
-                              strip_in_figure=False)  # fmt: skip
+        self.page = ChartPage(
+            name, Figure(figsize=(10, 6), dpi=100), self._view_moved, strip_in_figure=False
+        )
         self.page.headroom = True  # a live page follows in steps (resplot/data/headroom.py)
         self.canvas = PageCanvas(self.page.figure)
         # Zoom, pan, home and save: shown by the window in the tab bar's corner (a row of its

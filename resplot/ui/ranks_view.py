@@ -55,8 +55,14 @@ class RanksView(QWidget):
         row = QHBoxLayout()
         row.setContentsMargins(6, 2, 6, 0)
         self.job_label = QLabel("job:", self)
-        for widget in (self.job_label, self.job_combo, QLabel("phase:", self), self.phase_combo,
-                       QLabel("cell:", self), self.stat_combo):  # fmt: skip
+        for widget in (
+            self.job_label,
+            self.job_combo,
+            QLabel("phase:", self),
+            self.phase_combo,
+            QLabel("cell:", self),
+            self.stat_combo,
+        ):
             row.addWidget(widget)
         row.addStretch(1)
         layout = QVBoxLayout(self)

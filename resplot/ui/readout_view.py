@@ -119,8 +119,10 @@ class ReadoutView(QWidget):
             {"raw": False, "steps": True},
             {"raw": False, "steps": False},
         ]
-        tries += [{"raw": False, "steps": False, "max_columns": n}
-                  for n in range(len(readout.columns) - 1, 0, -1)]  # fmt: skip
+        tries += [
+            {"raw": False, "steps": False, "max_columns": n}
+            for n in range(len(readout.columns) - 1, 0, -1)
+        ]
         names = tuple(r.name for r in readout.rows)
         text = None
         for options in tries:
@@ -238,8 +240,9 @@ class ReadoutView(QWidget):
             color = ended if line.row.ended else black
             if line.row.hovered:
                 p.fillRect(QRect(1, y, self.width() - 2, row), HOVERED_BACK)
-            p.fillRect(QRect(PAD, y + (row - swatch) // 2, swatch, swatch),
-                       self._color(line.row.color))  # fmt: skip
+            p.fillRect(
+                QRect(PAD, y + (row - swatch) // 2, swatch, swatch), self._color(line.row.color)
+            )
             font = self.bold if line.row.hovered else self.font_
             draw(PAD + swatch + 4, y, line.name, font, color)
             for c, spans in enumerate(line.cells):

@@ -61,8 +61,9 @@ class RunNameDelegate(CompactDelegate):
         style = option.widget.style() if option.widget is not None else None
         text_rect = (
             style.subElementRect(QStyle.SE_ItemViewItemText, option, option.widget)
-            if style is not None else option.rect
-        )  # fmt: skip
+            if style is not None
+            else option.rect
+        )
         room = text_rect.width() - 2
         metrics = option.fontMetrics
         if metrics.horizontalAdvance(name) <= room:
@@ -138,8 +139,9 @@ class RunTable(QWidget):
         self.view.setItemDelegateForColumn(0, RunNameDelegate(model, self.view))
         header = self.view.header()
         header.setContextMenuPolicy(Qt.CustomContextMenu)
-        header.customContextMenuRequested.connect(lambda pos: self.column_menu().exec_(
-            header.mapToGlobal(pos)))  # fmt: skip
+        header.customContextMenuRequested.connect(
+            lambda pos: self.column_menu().exec_(header.mapToGlobal(pos))
+        )
         # A reset (the columns changed: another config key differs) folds every row: the jobs
         # unfolded by hand are unfolded again.
         self.expanded: set[tuple] = set()

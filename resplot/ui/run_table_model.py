@@ -153,8 +153,11 @@ class RunTableModel(QAbstractItemModel):
         node.cells = self._cells(entry, now, headers, node_id)
         # A job's own text leaves its hosts out: "gpu-b" finds that host's row and ranks,
         # not the whole job through its host column.
-        own = [v for h, v in zip(headers, node.cells, strict=True)
-               if v is not None and not (entry.kind == "job" and h == "host")]  # fmt: skip
+        own = [
+            v
+            for h, v in zip(headers, node.cells, strict=True)
+            if v is not None and not (entry.kind == "job" and h == "host")
+        ]
         node.search = " ".join(str(v) for v in own).lower()
         if entry.run is not None:
             run = entry.run
@@ -222,8 +225,9 @@ class RunTableModel(QAbstractItemModel):
         """dataChanged over `columns` of every row, one range per parent (Qt's rule)."""
         if parent.children:
             first = self.createIndex(0, columns.start, parent.children[0].id)
-            last = self.createIndex(len(parent.children) - 1, columns.stop - 1,
-                                    parent.children[-1].id)  # fmt: skip
+            last = self.createIndex(
+                len(parent.children) - 1, columns.stop - 1, parent.children[-1].id
+            )
             if roles is None:
                 self.dataChanged.emit(first, last)
             else:
@@ -299,14 +303,15 @@ class RunTableModel(QAbstractItemModel):
             "run": entry.label,
             "status": job_rows.status_of(members),
             "alerts": (alerts[0].message + (f" (+{len(alerts) - 1})" if len(alerts) > 1 else ""))
-            if alerts else "",
+            if alerts
+            else "",
             "step": max(steps) if steps else None,
             "duration": f"{max(duration_s(r) for r in members) / 3600.0:.2f} h",
             "GPU-hours": sum(hours) if hours else None,
             "host": ", ".join(hosts),
             # The settings that differ by rank, named: each rank's row has its own values.
             PER_RANK: f"by rank: {', '.join(self.per_rank)}" if self.per_rank else "",
-        }  # fmt: skip
+        }
 
     # -- lookups ----------------------------------------------------------------------------
     def entry_at(self, index: QModelIndex) -> Entry | None:
@@ -415,10 +420,11 @@ class RunTableModel(QAbstractItemModel):
         if role == Qt.ToolTipRole and alerts:
             named = entry.run is None  # a job's or host's row: say which rank's run
             return "\n".join(
-                (f"{safe(r.name)}: " if named else "") + f"[{a.level}] {safe(a.message)}"
+                (f"{safe(r.name)}: " if named else "")
+                + f"[{a.level}] {safe(a.message)}"
                 + (f"\n{safe(a.detail, lines=True)}" if a.detail else "")
                 for r, a in alerts
-            )  # fmt: skip
+            )
         if role == Qt.BackgroundRole and alerts:
             worst = max(LEVELS.get(a.level, 1) for _r, a in alerts)
             return QBrush(QColor("#f8d0d0" if worst >= 2 else "#fbe9c8"))
@@ -427,8 +433,7 @@ class RunTableModel(QAbstractItemModel):
     def _tooltip(self, entry: Entry) -> str:
         if entry.run is not None:
             run = entry.run
-            return (f"{safe(run.name)}\n{run.ref.uid}\n{safe(run.ref.source)}: "
-                    f"{safe(run.ref.store)}")  # fmt: skip
+            return f"{safe(run.name)}\n{run.ref.uid}\n{safe(run.ref.source)}: {safe(run.ref.store)}"
         group = entry.members[0].group
         runs = len(entry.members)
         what = "job" if entry.kind == "job" else "host of job"

@@ -164,8 +164,16 @@ class MainWindow(QMainWindow):
 
     def _apply_state_to_widgets(self) -> None:
         s = self.state
-        widgets = (self.poll_spin, self.pause_action, self.x_combo, self.smooth_spin,
-                   self.log_check, self.keys_edit, self.tabs, self.outliers_check)  # fmt: skip
+        widgets = (
+            self.poll_spin,
+            self.pause_action,
+            self.x_combo,
+            self.smooth_spin,
+            self.log_check,
+            self.keys_edit,
+            self.tabs,
+            self.outliers_check,
+        )
         for w in widgets:
             w.blockSignals(True)
         self.poll_spin.setValue(s.poll_interval)
@@ -535,7 +543,9 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(
                 f"the charts in view hold {held} MB of tiles, above tile_cache_mb ({limit} MB): "
                 f"all kept; raise tile_cache_mb in {self.settings_path or 'the settings'} or "
-                "plot fewer runs", 30000)  # fmt: skip
+                "plot fewer runs",
+                30000,
+            )
         self._said_over = bool(over)
 
     def _refresh_side(self) -> None:

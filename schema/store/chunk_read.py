@@ -161,10 +161,18 @@ def _column_rows(c, col: int, start, stop, before_id, after) -> list:
 
 
 def series_rows(
-    cur, p: str, run_id: int, key_id: int, start: int, stop: int, *,
-    has_takes: bool, before_id: int | None = None, after_id: int | None = None,
+    cur,
+    p: str,
+    run_id: int,
+    key_id: int,
+    start: int,
+    stop: int,
+    *,
+    has_takes: bool,
+    before_id: int | None = None,
+    after_id: int | None = None,
     limit: int | None = None,
-) -> list:  # fmt: skip
+) -> list:
     """(id, step, wall, value) of the series' current points with start <= step < stop, by
     step then id (value None = NaN), at most `limit` of them; with `after_id`, only those after
     (start, after_id) in that order (paging: the last row's step as `start`, its id as
@@ -173,9 +181,17 @@ def series_rows(
     instead of a tuple a point sorted by a Python key function)."""
     if has_numpy():
         ids, steps, walls, values = series_columns(
-            cur, p, run_id, key_id, start, stop, has_takes=has_takes, after_id=after_id,
-            limit=limit, before_id=before_id,
-        )  # fmt: skip
+            cur,
+            p,
+            run_id,
+            key_id,
+            start,
+            stop,
+            has_takes=has_takes,
+            after_id=after_id,
+            limit=limit,
+            before_id=before_id,
+        )
         vals = [None if v != v else v for v in values.tolist()]
         return list(zip(ids.tolist(), steps.tolist(), walls.tolist(), vals))
     after = None if after_id is None else (start, after_id)
@@ -288,10 +304,18 @@ def _chunks_over(cur, p: str, keyset_id: int, first: int, last: int, con) -> lis
 
 
 def series_columns(
-    cur, p: str, run_id: int, key_id: int, start: int, stop: int, *,
-    has_takes: bool, after_id: int | None = None, limit: int | None = None,
+    cur,
+    p: str,
+    run_id: int,
+    key_id: int,
+    start: int,
+    stop: int,
+    *,
+    has_takes: bool,
+    after_id: int | None = None,
+    limit: int | None = None,
     before_id: int | None = None,
-) -> tuple:  # fmt: skip
+) -> tuple:
     """series_rows as numpy columns (ids, steps, walls, values), straight from the decoded
     chunks without a Python object a point: the same points in the same order (by step, then
     id), NaN as NaN. Paging as series_rows (`after_id`, `limit`); chunks are read by step and
@@ -307,9 +331,20 @@ def series_columns(
         raise RuntimeError("series_columns needs numpy")
     with _Snapshot(cur) as con:
         return _series_columns(
-            cur, p, run_id, key_id, start, stop, has_takes, after_id, limit, before_id,
-            np, fast, con,
-        )  # fmt: skip
+            cur,
+            p,
+            run_id,
+            key_id,
+            start,
+            stop,
+            has_takes,
+            after_id,
+            limit,
+            before_id,
+            np,
+            fast,
+            con,
+        )
 
 
 def _series_columns(
@@ -331,10 +366,11 @@ def _series_columns(
     if legacy:
         ids, steps, walls, values = zip(*legacy)
         part = (
-            np.array(ids, dtype=np.int64), np.array(steps, dtype=np.int64),
+            np.array(ids, dtype=np.int64),
+            np.array(steps, dtype=np.int64),
             np.array(walls, dtype=np.float64),
             np.array([np.nan if v is None else v for v in values], dtype=np.float64),
-        )  # fmt: skip
+        )
         out.add(chunk_columns.kept_columns(part, start, stop, None, takes))
     for lo, hi, chunk_id, _n, ks, col, data, id_hi in chunks:
         # Every point of this chunk and the later ones has a step >= lo.

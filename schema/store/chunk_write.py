@@ -104,12 +104,22 @@ class ChunkWriter:
             ks = self._keyset(conn, keys)
             # Heads as raw words through the standard library: a flush's few rows cost
             # deflate's and numpy's fixed costs a column for nothing; sealing compresses.
-            blob = chunk_codec.encode(steps, walls, *values, ids=ids, kinds=HEAD_KINDS,
-                                      decimal=False)  # fmt: skip
+            blob = chunk_codec.encode(
+                steps, walls, *values, ids=ids, kinds=HEAD_KINDS, decimal=False
+            )
             rows.append(
-                (self.run_id, ks, ids[0], ids[-1] + len(keys) - 1, len(steps), min(steps),
-                 max(steps), 0, blob)
-            )  # fmt: skip
+                (
+                    self.run_id,
+                    ks,
+                    ids[0],
+                    ids[-1] + len(keys) - 1,
+                    len(steps),
+                    min(steps),
+                    max(steps),
+                    0,
+                    blob,
+                )
+            )
             for col, key in enumerate(keys):
                 ids_of[key] = (ids, col)
             head = self._head(conn, ks)
@@ -204,8 +214,9 @@ class ChunkWriter:
             values = [[v for c in decoded for v in c.values[j]] for j in range(k)]
             lo, hi, first, last = min(steps), max(steps), ids[0], ids[-1]
         blob = codec.encode(steps, walls, *values, ids=ids)
-        self._insert(conn, [(self.run_id, keyset_id, first, last + k - 1, len(steps), lo, hi, 1,
-                             blob)])  # fmt: skip
+        self._insert(
+            conn, [(self.run_id, keyset_id, first, last + k - 1, len(steps), lo, hi, 1, blob)]
+        )
         marks = ", ".join([p] * len(heads))
         conn.exec_driver_sql(
             f"DELETE FROM chunks WHERE id IN ({marks})", tuple(int(i) for i, _b in heads)

@@ -6,9 +6,30 @@ tests/schema/test_schema.py holds these to schema.store.tables.
 """
 
 RUN_COLUMNS = (
-    "id", "uid", "project", "name", "status", "created_at", "heartbeat_at", "ended_at", "host",
-    "pid", "rank", "world_size", "command", "git_commit", "config", "summary", "tags", "notes",
-    "heartbeat_interval", "run_group", "job_type", "proc_host", "proc_start", "stall_after",
+    "id",
+    "uid",
+    "project",
+    "name",
+    "status",
+    "created_at",
+    "heartbeat_at",
+    "ended_at",
+    "host",
+    "pid",
+    "rank",
+    "world_size",
+    "command",
+    "git_commit",
+    "config",
+    "summary",
+    "tags",
+    "notes",
+    "heartbeat_interval",
+    "run_group",
+    "job_type",
+    "proc_host",
+    "proc_start",
+    "stall_after",
     "stalled_since",
-)  # fmt: skip
+)
 EVENT_COLUMNS = ("id", "run_id", "wall", "step", "kind", "level", "title", "body")

@@ -59,9 +59,15 @@ raw_points = chunk_read.series_rows
 
 
 def _raw_rows(
-    cur, p: str, run_id: int, key_id: int, start: int, stop: int, has_takes: bool,
+    cur,
+    p: str,
+    run_id: int,
+    key_id: int,
+    start: int,
+    stop: int,
+    has_takes: bool,
     before_id: int | None = None,
-) -> list:  # fmt: skip
+) -> list:
     """(step, wall, value) of the series' current points with start <= step < stop, by step
     then id."""
     rows = chunk_read.series_rows(
@@ -97,9 +103,17 @@ def bucket_rows(cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: 
 
 
 def fine_rows(
-    cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: int, *, has_takes: bool,
+    cur,
+    p: str,
+    run_id: int,
+    key_id: int,
+    level: int,
+    lo: int,
+    hi: int,
+    *,
+    has_takes: bool,
     before_id: int | None = None,
-) -> list:  # fmt: skip
+) -> list:
     """bucket_rows() of a fine level (lo <= bucket <= hi), folded from the raw points (those
     with an id below `before_id` when given: a snapshot's points, read in a later one)."""
     rows, start, width = _fine_raw(cur, p, run_id, key_id, level, lo, hi, has_takes, before_id)
@@ -116,9 +130,16 @@ def _fine_raw(cur, p, run_id, key_id, level, lo: int, hi: int, has_takes, before
 
 
 def tile_rows(
-    cur, p: str, run_id: int, key_id: int, level: int, first: int, count: int, *,
+    cur,
+    p: str,
+    run_id: int,
+    key_id: int,
+    level: int,
+    first: int,
+    count: int,
+    *,
     has_takes: bool,
-) -> list:  # fmt: skip
+) -> list:
     """[(tile index, rows)] of `count` tiles from `first` (schema.store.buckets.TILE_BUCKETS buckets
     each; level 0: steps), read with one query: level 0 rows are raw (step, wall, value),
     others buckets (AGG_COLUMNS), stored or (fine levels) folded from raw points. Every tile of
@@ -147,8 +168,9 @@ def tile_rows(
 # None cannot be packed: NULLs are coalesced in SQL, and a `nulls` column flags those the counts
 # cannot tell (vsum: bit 0, last: bit 1; vmin/vmax/min_at/max_at are NULL exactly when a bucket
 # has no finite value, nonfinite_at when it has no NaN or inf). docs/protocol.md, "Sections".
-BUCKET_LAYOUT = ",".join([f"{c}:{'d' if c in AGG_FLOATS else 'q'}" for c in AGG_COLUMNS]
-                         + ["nulls:q"])  # fmt: skip
+BUCKET_LAYOUT = ",".join(
+    [f"{c}:{'d' if c in AGG_FLOATS else 'q'}" for c in AGG_COLUMNS] + ["nulls:q"]
+)
 RAW_LAYOUT = "step:q,wall:d,value:d,null:B,id:q"  # a raw page: ids to page on
 RAW_TILE_LAYOUT = "step:q,wall:d,value:d,null:B"  # a raw tile
 _PACKED_BUCKET_COLUMNS = (
@@ -159,16 +181,27 @@ _PACKED_BUCKET_COLUMNS = (
 )
 
 
-def packed_buckets(cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: int,
-                   row: struct.Struct) -> bytes:  # fmt: skip
+def packed_buckets(
+    cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: int, row: struct.Struct
+) -> bytes:
     """bucket_rows() packed in BUCKET_LAYOUT, straight off the cursor (no list of tuples)."""
     _bucket_range(cur, p, _PACKED_BUCKET_COLUMNS, run_id, key_id, level, lo, hi)
     return b"".join(starmap(row.pack, cur))
 
 
-def packed_fine(cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: int,
-                row: struct.Struct, *, has_takes: bool,
-                before_id: int | None = None) -> bytes:  # fmt: skip
+def packed_fine(
+    cur,
+    p: str,
+    run_id: int,
+    key_id: int,
+    level: int,
+    lo: int,
+    hi: int,
+    row: struct.Struct,
+    *,
+    has_takes: bool,
+    before_id: int | None = None,
+) -> bytes:
     """fine_rows() packed in BUCKET_LAYOUT, as packed_buckets() packs stored ones: from the
     chunks' decoded columns through numpy where it imports (~10x quicker a point), else from
     rows through the builtins."""
@@ -185,10 +218,20 @@ def packed_fine(cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: 
 
 
 def packed_raw(
-    cur, p: str, run_id: int, key_id: int, start: int, stop: int, row: struct.Struct, *,
-    has_takes: bool, ids: bool = True, after_id: int | None = None, limit: int | None = None,
+    cur,
+    p: str,
+    run_id: int,
+    key_id: int,
+    start: int,
+    stop: int,
+    row: struct.Struct,
+    *,
+    has_takes: bool,
+    ids: bool = True,
+    after_id: int | None = None,
+    limit: int | None = None,
     before_id: int | None = None,
-) -> bytes:  # fmt: skip
+) -> bytes:
     """raw_points() packed in RAW_LAYOUT, or RAW_TILE_LAYOUT without `ids`."""
     found = raw_points(
         cur,
@@ -219,8 +262,9 @@ def series_row(cur, p: str, run_id: int, key_id: int):
 
 def has_takes(cur, p: str, run_id: int, key_id: int) -> bool:
     """Whether one series ever started over (its raw reads must leave superseded points out)."""
-    cur.execute(f"SELECT 1 FROM takes WHERE run_id = {p} AND key_id = {p} LIMIT 1",
-                [run_id, key_id])  # fmt: skip
+    cur.execute(
+        f"SELECT 1 FROM takes WHERE run_id = {p} AND key_id = {p} LIMIT 1", [run_id, key_id]
+    )
     return cur.fetchone() is not None
 
 
@@ -246,8 +290,9 @@ class SeriesReader:
         self.run_id, self.key_id, self.has_takes = run_id, key_id, has_takes
 
     def count(self, start: int, stop: int, limit: int) -> int:
-        return count_raw(self.cur, self.p, self.run_id, self.key_id, start, stop, limit,
-                         has_takes=self.has_takes)  # fmt: skip
+        return count_raw(
+            self.cur, self.p, self.run_id, self.key_id, start, stop, limit, has_takes=self.has_takes
+        )
 
     def buckets(self, level: int, lo: int, hi: int) -> list:
         return bucket_rows(self.cur, self.p, self.run_id, self.key_id, level, lo, hi)
@@ -258,8 +303,9 @@ class SeriesReader:
         if stop <= start:
             return []
         if level == 0:
-            rows = _raw_rows(self.cur, self.p, self.run_id, self.key_id, start, stop,
-                             self.has_takes)  # fmt: skip
+            rows = _raw_rows(
+                self.cur, self.p, self.run_id, self.key_id, start, stop, self.has_takes
+            )
             return [point_agg(*row) for row in rows]
         sh = buckets.shift(level)
         lo = -((-start) >> sh)  # first bucket starting at or after `start`

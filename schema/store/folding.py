@@ -44,8 +44,9 @@ def pack_folded(rows: list, start: int, width: int, row: struct.Struct) -> bytes
     def pack_middle(columns: list) -> list:
         return [b"".join(map(row.pack, *columns, repeat(0)))]  # the last: `nulls`, none here
 
-    return b"".join(_folded(rows, start, width, 0, pack_middle,
-                            lambda aggs: [pack_each(aggs, row)]))  # fmt: skip
+    return b"".join(
+        _folded(rows, start, width, 0, pack_middle, lambda aggs: [pack_each(aggs, row)])
+    )
 
 
 def pack_each(aggs: list, row: struct.Struct) -> bytes:
@@ -90,9 +91,13 @@ def _tuples(columns: list) -> list:
 
 
 def _folded(
-    rows: list, start: int, width: int, missing: Any, middle: Callable[[list], list],
+    rows: list,
+    start: int,
+    width: int,
+    missing: Any,
+    middle: Callable[[list], list],
     each: Callable[[list], list],
-) -> list:  # fmt: skip
+) -> list:
     """The pieces of a fold, in step order: the ends (and all of an irregular series) by
     fold_each() given to `each`, the whole equal buckets between as columns given to `middle`
     (`missing` fills the columns a finite bucket has no value for)."""
@@ -153,12 +158,23 @@ def _chunk_columns(steps: tuple, walls: tuple, values: tuple, k: int, missing: A
             bits[i] = fold(list(ss[i]), list(ws[i]), list(vs[i]), ordered=True)[BITS]
     zeros = repeat(0)
     return [
-        repeat(k, len(vs)), zeros, zeros, zeros, vmins, vmaxs,
+        repeat(k, len(vs)),
+        zeros,
+        zeros,
+        zeros,
+        vmins,
+        vmaxs,
         map(getitem, ss, map(tuple.index, vs, vmins)),
         map(getitem, ss, map(tuple.index, vs, vmaxs)),
-        sums, steps[::k], steps[k - 1 :: k], values[k - 1 :: k],
-        wall_lo, wall_hi, bits, repeat(missing),
-    ]  # fmt: skip
+        sums,
+        steps[::k],
+        steps[k - 1 :: k],
+        values[k - 1 :: k],
+        wall_lo,
+        wall_hi,
+        bits,
+        repeat(missing),
+    ]
 
 
 def _chunks(seq: tuple, k: int) -> list:

@@ -25,8 +25,9 @@ BUCKET_DTYPE = np.dtype(
 )
 
 
-def fold_columns(steps: np.ndarray, walls: np.ndarray, values: np.ndarray, start: int,
-                 width: int) -> np.ndarray:  # fmt: skip
+def fold_columns(
+    steps: np.ndarray, walls: np.ndarray, values: np.ndarray, start: int, width: int
+) -> np.ndarray:
     """The buckets of `width` steps from `start` holding points (steps sorted, then by id), as
     a BUCKET_DTYPE array by step: what `folding.fold_width` gives, packed."""
     n = len(steps)
@@ -91,10 +92,12 @@ def _fold_any(out, steps, walls, values, starts, ends, finite) -> np.ndarray:
     big = np.int64(n)
     # The first point equal to the extreme: its step is the smallest (points by step), and its
     # value is the one the builtin min() keeps (the first of equals: -0.0 or 0.0 as logged).
-    first_min = np.minimum.reduceat(np.where(finite & (values == low[per_point]), index, big),
-                                    starts)  # fmt: skip
-    first_max = np.minimum.reduceat(np.where(finite & (values == high[per_point]), index, big),
-                                    starts)  # fmt: skip
+    first_min = np.minimum.reduceat(
+        np.where(finite & (values == low[per_point]), index, big), starts
+    )
+    first_max = np.minimum.reduceat(
+        np.where(finite & (values == high[per_point]), index, big), starts
+    )
     safe_min = np.minimum(first_min, n - 1)
     safe_max = np.minimum(first_max, n - 1)
     out["vmin"] = np.where(has_finite, values[safe_min], 0.0)
@@ -136,7 +139,8 @@ def _bits(values, finite, starts, has_finite, low, high) -> np.ndarray:
     return np.where(flags, ored, not_flags)
 
 
-def packed(steps: np.ndarray, walls: np.ndarray, values: np.ndarray, start: int,
-           width: int) -> bytes:  # fmt: skip
+def packed(
+    steps: np.ndarray, walls: np.ndarray, values: np.ndarray, start: int, width: int
+) -> bytes:
     """fold_columns() as the bytes of BUCKET_LAYOUT rows (the agent's fine tiles)."""
     return fold_columns(steps, walls, values, start, width).tobytes()

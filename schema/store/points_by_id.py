@@ -60,9 +60,15 @@ def point_count(cur, p: str, run_id: int | None = None, key_id: int | None = Non
 
 
 def points_after(
-    cur, p: str, run_ids, after: int, *, key_ids=None, upto: int | None = None,
+    cur,
+    p: str,
+    run_ids,
+    after: int,
+    *,
+    key_ids=None,
+    upto: int | None = None,
     limit: int | None = None,
-) -> list:  # fmt: skip
+) -> list:
     """(id, run_id, key_id, step, wall, value) of the points with after < id (<= upto), of the
     runs `run_ids` (None: every run) and keys `key_ids` (None: all), in id order, the first
     `limit` of them (value None = NaN). Chunks are read in id order and reading stops once

@@ -114,9 +114,12 @@ class StoreReader:
             cur = self._cursor(conn)
             row = envelope.series_row(cur, self.p, run_id, key_id)
             reader = envelope.SeriesReader(
-                cur, self.engine.dialect.paramstyle, run_id, key_id,
+                cur,
+                self.engine.dialect.paramstyle,
+                run_id,
+                key_id,
                 has_takes=envelope.has_takes(cur, self.p, run_id, key_id),
-            )  # fmt: skip
+            )
             return reader.sample(row, start, stop, samples)
 
     def _scan_range(
@@ -164,9 +167,13 @@ class StoreReader:
             lo, after = last(batch - 1)
 
     def scan(
-        self, run_id: int, key_id: int, start: int | None = None, stop: int | None = None,
+        self,
+        run_id: int,
+        key_id: int,
+        start: int | None = None,
+        stop: int | None = None,
         batch: int = 100_000,
-    ) -> Iterator[list[Point]]:  # fmt: skip
+    ) -> Iterator[list[Point]]:
         """The series' current points with start <= step < stop, by step, in lists of at most
         `batch` points (_pages). Points logged while a scan runs may or may not be in it."""
 
@@ -182,9 +189,13 @@ class StoreReader:
         return self._pages(run_id, key_id, start, stop, batch, read)
 
     def scan_columns(
-        self, run_id: int, key_id: int, start: int | None = None, stop: int | None = None,
+        self,
+        run_id: int,
+        key_id: int,
+        start: int | None = None,
+        stop: int | None = None,
         batch: int = 100_000,
-    ) -> Iterator[tuple]:  # fmt: skip
+    ) -> Iterator[tuple]:
         """scan() as numpy columns: (steps, walls, values) arrays of at most `batch` points a
         page, decoded straight from the chunks (schema/store/chunk_read.series_columns), the same
         points in the same order."""

@@ -29,11 +29,41 @@ from functools import reduce
 from operator import or_
 
 AGG_COLUMNS = (
-    "n", "nan", "posinf", "neginf", "vmin", "vmax", "min_at", "max_at", "vsum",
-    "step_lo", "step_hi", "last", "wall_lo", "wall_hi", "bits", "nonfinite_at",
-)  # fmt: skip
-(N, NAN, POSINF, NEGINF, VMIN, VMAX, MIN_AT, MAX_AT, VSUM, STEP_LO, STEP_HI, LAST,
- WALL_LO, WALL_HI, BITS, NONFINITE_AT) = range(len(AGG_COLUMNS))  # fmt: skip
+    "n",
+    "nan",
+    "posinf",
+    "neginf",
+    "vmin",
+    "vmax",
+    "min_at",
+    "max_at",
+    "vsum",
+    "step_lo",
+    "step_hi",
+    "last",
+    "wall_lo",
+    "wall_hi",
+    "bits",
+    "nonfinite_at",
+)
+(
+    N,
+    NAN,
+    POSINF,
+    NEGINF,
+    VMIN,
+    VMAX,
+    MIN_AT,
+    MAX_AT,
+    VSUM,
+    STEP_LO,
+    STEP_HI,
+    LAST,
+    WALL_LO,
+    WALL_HI,
+    BITS,
+    NONFINITE_AT,
+) = range(len(AGG_COLUMNS))
 # The float fields; the others are integers (counts, steps, flags). Wire layouts and arrays
 # of aggregates take their types from here.
 AGG_FLOATS = frozenset(("vmin", "vmax", "vsum", "last", "wall_lo", "wall_hi"))
@@ -114,9 +144,23 @@ def _fold(steps, values, step_lo, step_hi, wall_lo, wall_hi, ordered: bool) -> t
     if last is not None and last != last:
         last = None
     return (
-        len(values), nan, posinf, neginf, vmin, vmax, min_at, max_at, float(total),
-        step_lo, step_hi, last, wall_lo, wall_hi, _bits(finite, vmin, vmax, total), bad_at,
-    )  # fmt: skip
+        len(values),
+        nan,
+        posinf,
+        neginf,
+        vmin,
+        vmax,
+        min_at,
+        max_at,
+        float(total),
+        step_lo,
+        step_hi,
+        last,
+        wall_lo,
+        wall_hi,
+        _bits(finite, vmin, vmax, total),
+        bad_at,
+    )
 
 
 def merge(a: tuple, b: tuple) -> tuple:
@@ -145,12 +189,23 @@ def merge(a: tuple, b: tuple) -> tuple:
         else (b[NONFINITE_AT] if a[NONFINITE_AT] is None else min(a[NONFINITE_AT], b[NONFINITE_AT]))
     )
     return (
-        a[N] + b[N], a[NAN] + b[NAN], a[POSINF] + b[POSINF], a[NEGINF] + b[NEGINF],
-        vmin, vmax, min_at, max_at, a[VSUM] + b[VSUM],
-        min(a[STEP_LO], b[STEP_LO]), max(a[STEP_HI], b[STEP_HI]),
+        a[N] + b[N],
+        a[NAN] + b[NAN],
+        a[POSINF] + b[POSINF],
+        a[NEGINF] + b[NEGINF],
+        vmin,
+        vmax,
+        min_at,
+        max_at,
+        a[VSUM] + b[VSUM],
+        min(a[STEP_LO], b[STEP_LO]),
+        max(a[STEP_HI], b[STEP_HI]),
         b[LAST] if b[STEP_HI] >= a[STEP_HI] else a[LAST],
-        min(a[WALL_LO], b[WALL_LO]), max(a[WALL_HI], b[WALL_HI]), bits, bad,
-    )  # fmt: skip
+        min(a[WALL_LO], b[WALL_LO]),
+        max(a[WALL_HI], b[WALL_HI]),
+        bits,
+        bad,
+    )
 
 
 def merge_all(aggs) -> tuple:

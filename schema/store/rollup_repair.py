@@ -29,8 +29,13 @@ BATCH = 200_000
 SAMPLE_POINTS = 2_000_000  # points `reslog check` reads back to compare with the rollups
 
 
-def _stream(conn: Connection, writers: dict[int, RollupWriter], run_ids: list | None,
-            progress: Progress | None, total: int) -> int:  # fmt: skip
+def _stream(
+    conn: Connection,
+    writers: dict[int, RollupWriter],
+    run_ids: list | None,
+    progress: Progress | None,
+    total: int,
+) -> int:
     """Account every point (of `run_ids`; None: all), in id order and batches; returns how
     many."""
     cur, p = _cursor(conn), placeholder(conn.dialect)
@@ -218,8 +223,10 @@ def sample_series(
     one whatever its size): reading points back costs ~2.5 s a million on a large store (a
     table lookup a point), and the check's time should not grow with the store. `present`:
     point_series(conn), when the caller has it."""
-    sizes = {(int(r), int(k)): int(n) for r, k, n in
-             conn.execute(select(series.c.run_id, series.c.key_id, series.c.n)).all()}  # fmt: skip
+    sizes = {
+        (int(r), int(k)): int(n)
+        for r, k, n in conn.execute(select(series.c.run_id, series.c.key_id, series.c.n)).all()
+    }
     if present is None:
         present = point_series(conn)
     missing = [s for s in present if s not in sizes]

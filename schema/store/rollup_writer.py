@@ -385,8 +385,16 @@ class RollupWriter:
         for level in range(1, state.levels + 1):
             b = buckets.bucket_of(step, level)
             if level == 1:
-                found = raw_points(cur, p, rid, key, buckets.bucket_start(b, 1), step,
-                                   has_takes=True, before_id=since_id)  # fmt: skip
+                found = raw_points(
+                    cur,
+                    p,
+                    rid,
+                    key,
+                    buckets.bucket_start(b, 1),
+                    step,
+                    has_takes=True,
+                    before_id=since_id,
+                )
                 parts = (
                     [fold([r[1] for r in found], [r[2] for r in found], [r[3] for r in found])]
                     if found

@@ -38,13 +38,16 @@ def main() -> int:
         times = []
         for _ in range(args.rounds):
             t0 = time.perf_counter()
-            src = SSHSource(parse_spec(f"target:{root}/s.db"), SSHOptions(ssh_config=cfg),
-                            python=sys.executable)  # fmt: skip
+            src = SSHSource(
+                parse_spec(f"target:{root}/s.db"), SSHOptions(ssh_config=cfg), python=sys.executable
+            )
             src.poll(SeriesCache())
             times.append(time.perf_counter() - t0)
             src.close()
-        print(f"first poll over SSH, ms: median {statistics.median(times[1:]) * 1000:.0f}, "
-              f"min {min(times) * 1000:.0f} ({args.rounds} rounds)")  # fmt: skip
+        print(
+            f"first poll over SSH, ms: median {statistics.median(times[1:]) * 1000:.0f}, "
+            f"min {min(times) * 1000:.0f} ({args.rounds} rounds)"
+        )
     return 0
 
 

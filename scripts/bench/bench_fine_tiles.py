@@ -35,8 +35,9 @@ LEVEL = -3  # what a training-page chart of a 1,400-pixel window asks for at 20,
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--store", type=Path,
-                   default=Path(tempfile.gettempdir()) / "reslog-scale" / "6.8M.db")  # fmt: skip
+    p.add_argument(
+        "--store", type=Path, default=Path(tempfile.gettempdir()) / "reslog-scale" / "6.8M.db"
+    )
     p.add_argument("--repeat", type=int, default=7)
     p.add_argument("--workers", default="0,1")
     args = p.parse_args()
@@ -58,10 +59,14 @@ def main() -> None:
     points = sum(points_by_id.point_count(cur, "?", run, ids[key]) for run in runs for key in KEYS)
 
     ways = {
-        "baseline": (lambda rows, start, width, row: folding.pack_each(
-                         folding.fold_each(rows, start, width), row), tile_workers._read_all),
+        "baseline": (
+            lambda rows, start, width, row: folding.pack_each(
+                folding.fold_each(rows, start, width), row
+            ),
+            tile_workers._read_all,
+        ),
         "this tree": (envelope.pack_folded, tile_workers.read_all),
-    }  # fmt: skip
+    }
     timed: dict[tuple[str, int], list[float]] = {}
     for workers in [int(w) for w in args.workers.split(",")]:
         os.environ["RESLOG_AGENT_WORKERS"] = str(workers)
@@ -76,15 +81,19 @@ def main() -> None:
                 timed.setdefault((name, workers), []).append(time.perf_counter() - t0)
                 cur.execute("COMMIT")
     conn.close()
-    print(f"{len(ranges)} series, {points:,} raw points, level {LEVEL}; median (best) of "
-          f"{args.repeat}")  # fmt: skip
+    print(
+        f"{len(ranges)} series, {points:,} raw points, level {LEVEL}; median (best) of "
+        f"{args.repeat}"
+    )
     print("| workers | baseline | this tree | ratio |")
     print("| ---: | ---: | ---: | ---: |")
     for workers in [int(w) for w in args.workers.split(",")]:
         a, b = timed[("baseline", workers)], timed[("this tree", workers)]
-        print(f"| {workers} | {statistics.median(a) * 1e3:.0f} ms ({min(a) * 1e3:.0f}) | "
-              f"{statistics.median(b) * 1e3:.0f} ms ({min(b) * 1e3:.0f}) | "
-              f"{statistics.median(a) / statistics.median(b):.2f}x |")  # fmt: skip
+        print(
+            f"| {workers} | {statistics.median(a) * 1e3:.0f} ms ({min(a) * 1e3:.0f}) | "
+            f"{statistics.median(b) * 1e3:.0f} ms ({min(b) * 1e3:.0f}) | "
+            f"{statistics.median(a) / statistics.median(b):.2f}x |"
+        )
 
 
 if __name__ == "__main__":

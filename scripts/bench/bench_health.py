@@ -49,8 +49,11 @@ wait_for_allreduce()
 def start(store: Path, stall_after: float) -> tuple[subprocess.Popen, float]:
     proc = subprocess.Popen(
         [sys.executable, "-c", CHILD, str(store), str(stall_after)],
-        stdout=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.stdout.readline().startswith("ready")
     last_log = float(proc.stdout.readline().split()[1])
     return proc, last_log
@@ -139,8 +142,10 @@ def main() -> None:
     print("| measure | median s (max) | target |")
     print("|---|---|---|")
     print(f"| kill → `crashed`, reader on the run's host | {cell(crash['host'])} | ≤ 3 |")
-    print(f"| kill → `crashed`, reader on another host (baseline: heartbeat rule) | "
-          f"{cell(crash['other host'])} | (was ~30) |")  # fmt: skip
+    print(
+        f"| kill → `crashed`, reader on another host (baseline: heartbeat rule) | "
+        f"{cell(crash['other host'])} | (was ~30) |"
+    )
     print(f"| kill → `reslog watch` CRASHED line (1 s polls) | {cell(crash['watch'])} | ≤ 2 |")
     print(f"| hang → `stalled`, past stall_after={args.stall_after:g} s | {cell(stalls)} | ≤ 2 |")
     print(f"| stall event names the hanging frame | {sum(frames)}/{len(frames)} | all |")

@@ -70,8 +70,10 @@ def child(store: str, lengths: list[int], repeat: int) -> dict:
     out = {}
     for n in lengths:
         got = {}
-        for name, window in (("whole", {}), ("window", {"start": n * 485 // 1000,
-                                                        "stop": n * 515 // 1000})):  # fmt: skip
+        for name, window in (
+            ("whole", {}),
+            ("window", {"start": n * 485 // 1000, "stop": n * 515 // 1000}),
+        ):
             times, df = [], None
             for _ in range(repeat):
                 t0 = time.perf_counter()
@@ -79,8 +81,12 @@ def child(store: str, lengths: list[int], repeat: int) -> dict:
                 times.append(time.perf_counter() - t0)
             assert df is not None
             top = float(df["max"].max()) if "max" in df.columns else float(df["loss"].max())
-            got[name] = {"rows": len(df), "best_s": min(times),
-                         "median_s": statistics.median(times), "max": top}  # fmt: skip
+            got[name] = {
+                "rows": len(df),
+                "best_s": min(times),
+                "median_s": statistics.median(times),
+                "max": top,
+            }
         out[str(n)] = got
     return out
 
@@ -131,8 +137,12 @@ def main() -> int:
         for part in ("whole", "window"):
             now = results["this tree"][str(n)][part]
             span = n if part == "whole" else n * 515 // 1000 - n * 485 // 1000
-            cells = [f"{n:,}", "all" if part == "whole" else f"middle 3 % ({span:,})",
-                     f"{now['rows']:,}", timing(now)]  # fmt: skip
+            cells = [
+                f"{n:,}",
+                "all" if part == "whole" else f"middle 3 % ({span:,})",
+                f"{now['rows']:,}",
+                timing(now),
+            ]
             if BEFORE in results:
                 old = results[BEFORE][str(n)][part]
                 cells += [f"{old['rows']:,}", timing(old)]
@@ -142,8 +152,9 @@ def main() -> int:
                 failed.append(f"{n} {part}: {now['rows']} rows, not {lo}-{hi}")
             if part == "whole" and now["max"] != SPIKE:
                 failed.append(f"{n}: the maximum is {now['max']}, not the spike")
-    worst = max(results["this tree"][str(n)][p]["median_s"] for n in lengths
-                for p in ("whole", "window"))  # fmt: skip
+    worst = max(
+        results["this tree"][str(n)][p]["median_s"] for n in lengths for p in ("whole", "window")
+    )
     print(f"\nslowest median: {worst * 1000:.1f} ms (target 100 ms)")
     for line in failed:
         print("FAILED:", line)

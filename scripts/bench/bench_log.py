@@ -233,9 +233,12 @@ def probe_kill_child(work: Path, rate: float, flush: float) -> None:
     fd = os.open(work / "counter", os.O_RDWR)
     counter = mmap.mmap(fd, 16)
     run = reslog.init(
-        project="bench", name="kill", store=str(work / "kill.db"), system=False,
+        project="bench",
+        name="kill",
+        store=str(work / "kill.db"),
+        system=False,
         flush_interval=flush,
-    )  # fmt: skip
+    )
     counter[8:16] = struct.pack("q", 1)  # ready
     t0 = time.perf_counter()
     step = 0

@@ -103,17 +103,20 @@ def main() -> None:
     timing_state.assign_looks(refs)
     chart = ChartPage("timing", Figure(figsize=size, dpi=100))
     FigureCanvasAgg(chart.figure)
-    until_complete(chart, cache, timing_state, sources,
-                   lambda: chart.refresh(cache, timing_state, refs))  # fmt: skip
+    until_complete(
+        chart, cache, timing_state, sources, lambda: chart.refresh(cache, timing_state, refs)
+    )
     base_refresh = median_ms(lambda: chart.refresh(cache, timing_state, refs), args.repeat)
     base_draw = median_ms(chart.figure.canvas.draw, args.repeat)
     for source in sources:
         source.close()
 
     cells = view.matrices["step"].vmax.size
-    print(f"\nRanks page: {args.ranks} ranks on {len(hosts)} hosts, {args.steps:,} steps, "
-          f"{len(view.matrices)} phases; {cells:,} cells a phase ({view.cell_steps} steps a "
-          f"cell, level {view.level}); first complete view in {rounds} rounds")  # fmt: skip
+    print(
+        f"\nRanks page: {args.ranks} ranks on {len(hosts)} hosts, {args.steps:,} steps, "
+        f"{len(view.matrices)} phases; {cells:,} cells a phase ({view.cell_steps} steps a "
+        f"cell, level {view.level}); first complete view in {rounds} rounds"
+    )
     print(f"\n| {'what':<44} | {'Ranks page':>11} | {'Timing page':>11} | {'ratio':>6} |")
     print(f"|{'-' * 46}|{'-' * 13}|{'-' * 13}|{'-' * 8}|")
     rows = [

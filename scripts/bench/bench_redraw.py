@@ -96,8 +96,9 @@ def build_store(data, path: Path) -> None:
     engine = new_store(path)
     key = key_id(engine, "train/loss")
     for i, (steps, walls, loss) in enumerate(data):
-        run = make_run(engine, name=f"run-{i}", status="running", created_at=1.7e9,
-                       heartbeat_at=1.7e9 + 1e7)  # fmt: skip
+        run = make_run(
+            engine, name=f"run-{i}", status="running", created_at=1.7e9, heartbeat_at=1.7e9 + 1e7
+        )
         writer = RollupWriter(engine.dialect, run.id)
         for a in range(0, len(steps), 200_000):
             part = slice(a, a + 200_000)
@@ -148,8 +149,7 @@ def bench_resplot(data, repeat: int, smoothing: float = 0.6) -> dict[str, tuple[
         epoch += 1
         for ref in refs:
             steps = np.arange(n, n + 100)
-            cache.add_live(ref, "train/loss", steps, 1.7e9 + steps * 0.3, np.full(100, 2.0),
-                           epoch)  # fmt: skip
+            cache.add_live(ref, "train/loss", steps, 1.7e9 + steps * 0.3, np.full(100, 2.0), epoch)
         n += 100
         page.refresh(cache, state, refs)
         canvas.draw()
@@ -206,8 +206,12 @@ def main() -> None:
     ap.add_argument("--points", type=int, default=1_000_000)
     ap.add_argument("--series", type=int, default=10)
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--smoothing", type=float, default=0.6,
-                    help="0: each series drawn as its exact line, no faint band")  # fmt: skip
+    ap.add_argument(
+        "--smoothing",
+        type=float,
+        default=0.6,
+        help="0: each series drawn as its exact line, no faint band",
+    )
     ap.add_argument("--markdown", type=Path, help="update this file's redraw section")
     args = ap.parse_args()
     data = make_data(args.series, args.points)

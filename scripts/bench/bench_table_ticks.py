@@ -46,15 +46,32 @@ def main() -> None:
     runs = []
     for n in range(args.runs):
         runs.append(
-            RunInfo(RunRef("local", "/s.db", f"uid{n:04d}"), "sweep", f"run-{n}", "running",
-                    t0 + n, t0 + n, config={"lr": n})
-        )  # fmt: skip
+            RunInfo(
+                RunRef("local", "/s.db", f"uid{n:04d}"),
+                "sweep",
+                f"run-{n}",
+                "running",
+                t0 + n,
+                t0 + n,
+                config={"lr": n},
+            )
+        )
     for r in range(args.ranks):
         host = f"gpu-{r // 8}"
         runs.append(
-            RunInfo(RunRef(host, f"/{host}.db", f"rank{r:04d}"), "job", f"ddp-rank{r}", "running",
-                    t0 + r, t0 + r, host=host, rank=r, world_size=args.ranks, group="job-1")
-        )  # fmt: skip
+            RunInfo(
+                RunRef(host, f"/{host}.db", f"rank{r:04d}"),
+                "job",
+                f"ddp-rank{r}",
+                "running",
+                t0 + r,
+                t0 + r,
+                host=host,
+                rank=r,
+                world_size=args.ranks,
+                group="job-1",
+            )
+        )
     cache = SeriesCache()
     cache.set_runs(runs)
     win = MainWindow(cache, settings_mod.Settings(), None)
@@ -80,14 +97,22 @@ def main() -> None:
         return statistics.median(times) * 1000
 
     rows = [
-        ("the job row's tick box", timed(
-            lambda on: model.setData(job, Qt.Checked if on else Qt.Unchecked, Qt.CheckStateRole))),
-        ("All / None over every run", timed(
-            lambda on: win.table.tick_visible("all" if on else "none"))),
+        (
+            "the job row's tick box",
+            timed(
+                lambda on: model.setData(job, Qt.Checked if on else Qt.Unchecked, Qt.CheckStateRole)
+            ),
+        ),
+        (
+            "All / None over every run",
+            timed(lambda on: win.table.tick_visible("all" if on else "none")),
+        ),
         ("one run from its menu", timed(lambda on: win.tick(runs[0].ref, on))),
-    ]  # fmt: skip
-    print(f"tree {args.tree}: {args.runs} runs and a job of {args.ranks} ranks, median of "
-          f"{args.repeat}")  # fmt: skip
+    ]
+    print(
+        f"tree {args.tree}: {args.runs} runs and a job of {args.ranks} ranks, median of "
+        f"{args.repeat}"
+    )
     print("| action | ms |\n| --- | ---: |")
     for name, ms in rows:
         print(f"| {name} | {ms:.1f} |" if ms >= 0.1 else f"| {name} | < 0.1 |")

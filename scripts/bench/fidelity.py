@@ -77,21 +77,35 @@ def build(path: Path, n: int) -> None:
     y = values(n)
     for lo in range(0, n, CHUNK):
         hi = min(n, lo + CHUNK)
-        add_points(engine, run.id, {"train/loss": zip(range(lo, hi), y[lo:hi].tolist(),
-                                                       strict=True)})  # fmt: skip
+        add_points(
+            engine, run.id, {"train/loss": zip(range(lo, hi), y[lo:hi].tolist(), strict=True)}
+        )
     engine.dispose()
     marker.write_text(str(n))
 
 
-def run_child(tree: Path, store: Path, proxy, cfg: Path, agent_dir: Path, width: int,
-              out: Path) -> dict[str, Any]:  # fmt: skip
+def run_child(
+    tree: Path, store: Path, proxy, cfg: Path, agent_dir: Path, width: int, out: Path
+) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(tree), "QT_QPA_PLATFORM": "offscreen"}
     proxy.reset_counters()
     proc = subprocess.run(
-        [sys.executable, str(HERE / "fidelity_child.py"), str(store), str(proxy.port), str(cfg),
-         str(agent_dir), str(width), str(out)],
-        cwd=tree, env=env, capture_output=True, text=True, timeout=1800,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(HERE / "fidelity_child.py"),
+            str(store),
+            str(proxy.port),
+            str(cfg),
+            str(agent_dir),
+            str(width),
+            str(out),
+        ],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"fidelity_child failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     result = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -139,8 +153,11 @@ def exact_m4(saved, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarra
 def compare(npz: Path, x: np.ndarray, y: np.ndarray, reference: np.ndarray) -> dict[str, int]:
     saved = np.load(npz)
     ink = saved["ink"]
-    return {"diff": int((ink != reference).sum()), "far": far(ink, reference),
-            "lit": int(reference.sum())}  # fmt: skip
+    return {
+        "diff": int((ink != reference).sum()),
+        "far": far(ink, reference),
+        "lit": int(reference.sum()),
+    }
 
 
 def _px(r: dict | None) -> str:
@@ -156,8 +173,18 @@ def _groups(r: dict | None) -> str:
 
 
 def fmt_row(n: int, w: int, new: dict, old: dict | None, m4: dict) -> str:
-    cells = [f"{n:,}", f"{w:,}", _groups(new), _groups(old), _px(new), _px(old),
-             f"{m4['diff']:,}", f"{new['lit']:,}", _view(new), _view(old)]  # fmt: skip
+    cells = [
+        f"{n:,}",
+        f"{w:,}",
+        _groups(new),
+        _groups(old),
+        _px(new),
+        _px(old),
+        f"{m4['diff']:,}",
+        f"{new['lit']:,}",
+        _view(new),
+        _view(old),
+    ]
     return "| " + " | ".join(cells) + " |"
 
 

@@ -59,13 +59,21 @@ def main(store: str, port: str, cfg: str, agent_dir: str, width: str, out: str) 
     # The code before issue 22 uploads the agent into `agent_dir`; from it on, the agent runs
     # from memory and the source takes no folder.
     upload = {"agent_dir": agent_dir} if "agent_dir" in signature(SSHSource).parameters else {}
-    source = SSHSource(parse_spec(f"target:{store}"), SSHOptions(ssh_config=cfg),
-                       python=sys.executable, **upload)  # fmt: skip
+    source = SSHSource(
+        parse_spec(f"target:{store}"), SSHOptions(ssh_config=cfg), python=sys.executable, **upload
+    )
     cache = SeriesCache()
     source.poll(cache)
     refs = [r.ref for r in cache.runs()]
-    page = render(cache, state, refs, size=(fig_w / DPI, HEIGHT_PX / DPI), dpi=DPI,
-                  fetch=lambda: source.poll(cache), rounds=8)  # fmt: skip
+    page = render(
+        cache,
+        state,
+        refs,
+        size=(fig_w / DPI, HEIGHT_PX / DPI),
+        dpi=DPI,
+        fetch=lambda: source.poll(cache),
+        rounds=8,
+    )
     tracks = [t for ts in page.tracks for t in ts.values()]
     done = bool(tracks) and page.incomplete() == 0
     first_s = time.perf_counter() - t0
@@ -92,12 +100,26 @@ def main(store: str, port: str, cfg: str, agent_dir: str, width: str, out: str) 
     ink = (rgba[..., :3].astype(int).sum(axis=2) < 3 * 250) & (rgba[..., 3] > 0)
     x0, y0, w, h = ax.bbox.bounds
     np.savez_compressed(
-        out, ink=ink, bounds=np.array([x0, y0, w, h]), xlim=np.array([lo, hi]),
-        ylim=np.array(ax.get_ylim()), figsize=np.array(page.figure.get_size_inches()),
+        out,
+        ink=ink,
+        bounds=np.array([x0, y0, w, h]),
+        xlim=np.array([lo, hi]),
+        ylim=np.array(ax.get_ylim()),
+        figsize=np.array(page.figure.get_size_inches()),
         position=np.array(ax.get_position().bounds),
-    )  # fmt: skip
-    print(json.dumps({"first_s": first_s, "complete": done, "level": int(view.level),
-                      "groups": groups, "axes_px": w, "groups_per_px": groups / w}))  # fmt: skip
+    )
+    print(
+        json.dumps(
+            {
+                "first_s": first_s,
+                "complete": done,
+                "level": int(view.level),
+                "groups": groups,
+                "axes_px": w,
+                "groups_per_px": groups / w,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

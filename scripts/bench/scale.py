@@ -88,8 +88,9 @@ def child(part: str, *args: str, timeout: float = 900, stdin=None) -> dict[str, 
     """Run `scale_children.py part args` and return the JSON it prints last."""
     cmd = [sys.executable, str(HERE / "scale_children.py"), part, *args]
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
-                          input=stdin, env=env)  # fmt: skip
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, input=stdin, env=env
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"{part} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -98,8 +99,9 @@ def child(part: str, *args: str, timeout: float = 900, stdin=None) -> dict[str, 
 def timed(cmd: list[str], env=None, cwd=ROOT) -> tuple[float, float, int]:
     """(wall s, peak RSS MB, exit status) of a command, by wait4."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     _pid, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -113,8 +115,9 @@ def code_tree(work: Path, commit: str) -> Path:
     tree = work / f"base-{commit}"
     if not (tree / "resplot").is_dir():
         tree.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit], check=True,
-                                 capture_output=True).stdout  # fmt: skip
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", commit], check=True, capture_output=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     return tree
 
@@ -160,8 +163,13 @@ def build_sweep(path: Path) -> None:
 
     def make(path: Path) -> None:
         for r in range(50):
-            run = reslog.init(project="sweep", name=f"lr{r}", store=path, system=False,
-                              config={"lr": 1e-4 * (r + 1)})  # fmt: skip
+            run = reslog.init(
+                project="sweep",
+                name=f"lr{r}",
+                store=path,
+                system=False,
+                config={"lr": 1e-4 * (r + 1)},
+            )
             for s in range(4000):
                 run.log({k: 2 + r / 50 + 1 / (s + 10) for k in TRAIN}, step=s)
             run.finish(timeout=600)
@@ -175,10 +183,20 @@ def build_sweep(path: Path) -> None:
 def _first_view(store: Path, proxy, cfg: Path) -> dict[str, Any]:
     """One window's first view, zooms and idle polls (scale_children.child_first)."""
     proc = subprocess.Popen(
-        [sys.executable, str(HERE / "scale_children.py"), "first", str(store), str(proxy.port),
-         str(cfg)], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            str(HERE / "scale_children.py"),
+            "first",
+            str(store),
+            str(proxy.port),
+            str(cfg),
+        ],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
         env={**os.environ, "QT_QPA_PLATFORM": "offscreen"},
-    )  # fmt: skip
+    )
     marks: dict[str, int] = {}
     result: dict[str, Any] = {}
     for line in proc.stdout:
@@ -235,9 +253,19 @@ def measure_snapshot(store: Path, work: Path, before: bool) -> dict[str, Any]:
         tree = before_tree(work)
         copy = before_store(store)
         env = {**os.environ, "PYTHONPATH": str(tree)}
-        cmd = [sys.executable, "-c", "import sys; from resplot.cli import main; sys.exit(main())",
-               "snapshot", str(copy), "--timeout", "900", "-o", str(work / "before.png"),
-               "--page", "training"]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-c",
+            "import sys; from resplot.cli import main; sys.exit(main())",
+            "snapshot",
+            str(copy),
+            "--timeout",
+            "900",
+            "-o",
+            str(work / "before.png"),
+            "--page",
+            "training",
+        ]
         wall, rss, rc = timed(cmd, env=env, cwd=tree)
         out["before_snapshot_training_s"], out["before_snapshot_training_rss_mb"] = wall, rss
     return out
@@ -248,8 +276,10 @@ def environment() -> str:
 
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     cpu = platform.processor() or platform.machine()
-    return (f"{cpu}, {os.cpu_count()} cores, load average {load}; Python "
-            f"{platform.python_version()}, SQLite {sqlite3.sqlite_version}")  # fmt: skip
+    return (
+        f"{cpu}, {os.cpu_count()} cores, load average {load}; Python "
+        f"{platform.python_version()}, SQLite {sqlite3.sqlite_version}"
+    )
 
 
 def fmt(v: Any, unit: str = "") -> str:
@@ -263,9 +293,15 @@ def fmt(v: Any, unit: str = "") -> str:
 def overhead_rows(kind: str, label: str) -> list[tuple[str, str, str, str]]:
     """A step kind's overhead and quartiles; the baseline column: the writer without rollups."""
     name = f"overhead_{kind}"
-    return [(label, f"{name}_pct", " %", f"{name}_off_pct"),
-            (f"  quartiles of its {OVERHEAD_PAIRS} block pairs", f"{name}_iqr", " %",
-             f"{name}_off_iqr")]  # fmt: skip
+    return [
+        (label, f"{name}_pct", " %", f"{name}_off_pct"),
+        (
+            f"  quartiles of its {OVERHEAD_PAIRS} block pairs",
+            f"{name}_iqr",
+            " %",
+            f"{name}_off_iqr",
+        ),
+    ]
 
 
 ROWS = [
@@ -291,9 +327,13 @@ ROWS = [
     *overhead_rows("torch", "logging overhead on a 1 ms step of torch ops"),
     *overhead_rows("python", "  on a 1 ms pure-Python step (holds the GIL)"),
 ]
-TARGET_OF = {"latency_p50_s": "latency_s", "latency_max_s": "latency_s",
-             "lost_intervals": "kill_intervals", "overhead_torch_pct": "overhead_pct",
-             "overhead_python_pct": "overhead_pct"}  # fmt: skip
+TARGET_OF = {
+    "latency_p50_s": "latency_s",
+    "latency_max_s": "latency_s",
+    "lost_intervals": "kill_intervals",
+    "overhead_torch_pct": "overhead_pct",
+    "overhead_python_pct": "overhead_pct",
+}
 
 
 def report(results: dict[str, dict[str, Any]], seconds: float) -> str:
@@ -312,23 +352,51 @@ def report(results: dict[str, dict[str, Any]], seconds: float) -> str:
             row += [fmt(r.get(key), unit), fmt(r.get(base), unit) if base else ""]
         target = TARGETS.get(TARGET_OF.get(key, key))
         largest = results[sizes[-1]].get(key)
-        met = "" if target is None or largest is None else ("met" if largest <= target
-                                                             else "NOT met")  # fmt: skip
+        met = (
+            "" if target is None or largest is None else ("met" if largest <= target else "NOT met")
+        )
         row += [fmt(target, unit) if target is not None else "", met]
         lines.append("| " + " | ".join(row) + " |")
     if len(sizes) >= 2:
         a, b = results[sizes[0]], results[sizes[-1]]
-        grow = {k: b[k] / a[k] for k in ("first_s", "snapshot_training_s", "history_s", "zoom_s")
-                if a.get(k) and b.get(k)}  # fmt: skip
+        grow = {
+            k: b[k] / a[k]
+            for k in ("first_s", "snapshot_training_s", "history_s", "zoom_s")
+            if a.get(k) and b.get(k)
+        }
         times = b["points"] / a["points"]
         growth = ", ".join(f"{k} ×{v:.2f}" for k, v in grow.items())
-        lines += ["", f"{times:.1f}× the points ({sizes[0]} → {sizes[-1]}): {growth} "
-                  "(target at 10×: first view ≤ ×1.3)"]  # fmt: skip
-    extra = {size: {k: v for k, v in r.items() if k in ("levels", "zoom_levels", "series",
-             "tile_mb", "first_draws", "rows", "spike", "check_rollups", "killed_run_problems",
-             "sweep_redraw_s", "sweep_runs", "points", "build_s", "firsts_s", "zooms_s")
-             or k.startswith("overhead_")}
-             for size, r in results.items()}  # fmt: skip
+        lines += [
+            "",
+            f"{times:.1f}× the points ({sizes[0]} → {sizes[-1]}): {growth} "
+            "(target at 10×: first view ≤ ×1.3)",
+        ]
+    extra = {
+        size: {
+            k: v
+            for k, v in r.items()
+            if k
+            in (
+                "levels",
+                "zoom_levels",
+                "series",
+                "tile_mb",
+                "first_draws",
+                "rows",
+                "spike",
+                "check_rollups",
+                "killed_run_problems",
+                "sweep_redraw_s",
+                "sweep_runs",
+                "points",
+                "build_s",
+                "firsts_s",
+                "zooms_s",
+            )
+            or k.startswith("overhead_")
+        }
+        for size, r in results.items()
+    }
     lines += ["", "Details: " + json.dumps(extra)]
     return "\n".join(lines) + "\n"
 
@@ -369,16 +437,24 @@ def main(argv: list[str] | None = None) -> int:
             store = work / f"{size}.db"
             built = build(store, 8, SIZES[size])
             r: dict[str, Any] = {"points": built["points"], "build_s": built["seconds"]}
-            print(f"{size}: {built['points']:,} points, {built['bytes'] / 2**30:.2f} GiB",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"{size}: {built['points']:,} points, {built['bytes'] / 2**30:.2f} GiB",
+                file=sys.stderr,
+            )
             if "first" in parts:
                 r.update(measure_first(store, env, work, with_raw=not args.no_raw))
             if "snapshot" in parts:
                 r.update(measure_snapshot(store, work, before=not args.no_before))
             if "history" in parts:
                 h = child("history", str(store))
-                r.update({"history_s": h["history_s"], "history_raw_s": h["raw_s"],
-                          "rows": h["rows"], "spike": h["spike"]})  # fmt: skip
+                r.update(
+                    {
+                        "history_s": h["history_s"],
+                        "history_raw_s": h["raw_s"],
+                        "rows": h["rows"],
+                        "spike": h["spike"],
+                    }
+                )
             if "latency" in parts:
                 from tests.fixtures.tcpproxy import TCPProxy
 
@@ -399,17 +475,29 @@ def main(argv: list[str] | None = None) -> int:
             woff = min(x["us_per_point"] for x in off)
             slow_on = min(x["slow_ms_per_flush"] for x in on)
             slow_off = min(x["slow_ms_per_flush"] for x in off)
-            largest.update({"writer_us": won, "writer_off_us": woff, "writer_ratio": won / woff,
-                            "slow_ms_per_flush": slow_on,
-                            "slow_off_ms_per_flush": slow_off})  # fmt: skip
+            largest.update(
+                {
+                    "writer_us": won,
+                    "writer_off_us": woff,
+                    "writer_ratio": won / woff,
+                    "slow_ms_per_flush": slow_on,
+                    "slow_off_ms_per_flush": slow_off,
+                }
+            )
             for shift in filter(None, args.first_shifts.split(",")):
                 # Interleaved with the bare inserts again: its own baseline, the same drift.
-                runs = [child("writer", mode, "20000", *([shift] if mode == "on" else []))
-                        for _ in range(4) for mode in ("on", "off")]  # fmt: skip
+                runs = [
+                    child("writer", mode, "20000", *([shift] if mode == "on" else []))
+                    for _ in range(4)
+                    for mode in ("on", "off")
+                ]
                 w_on = min(x["us_per_point"] for x in runs[0::2])
                 w_off = min(x["us_per_point"] for x in runs[1::2])
-                print(f"writer, first level 2**{shift} steps: {w_on:.3f} µs a point against "
-                      f"{w_off:.3f} bare: {w_on / w_off:.3f}x", file=sys.stderr)  # fmt: skip
+                print(
+                    f"writer, first level 2**{shift} steps: {w_on:.3f} µs a point against "
+                    f"{w_off:.3f} bare: {w_on / w_off:.3f}x",
+                    file=sys.stderr,
+                )
                 largest[f"writer_ratio_shift{shift}"] = w_on / w_off
         if "overhead" in parts:
             for kind in ("torch", "python"):

@@ -116,8 +116,14 @@ def child_first(store: str, port: int, cfg: str) -> dict[str, Any]:
     out["first_draws_at"] = [round(t - t0, 3) for t in draw_at]  # from the start
     out["first_picture_s"] = pictured[0] - t0 if pictured else None
     out["series"] = sum(len(s.items) for s in win.current_page().specs)
-    out["levels"] = sorted({t.view.level for ts in win.current_page().tracks for t in ts.values()
-                            if t.view is not None})  # fmt: skip
+    out["levels"] = sorted(
+        {
+            t.view.level
+            for ts in win.current_page().tracks
+            for t in ts.values()
+            if t.view is not None
+        }
+    )
     phase("zoom")
     page = win.current_page()
     hi = max(s.agg[10] for r in cache.runs() for s in cache.summaries(r.ref).values())
@@ -131,8 +137,9 @@ def child_first(store: str, port: int, cfg: str) -> dict[str, Any]:
         zooms.append(done_at[-1] - t0 if done_at else None)
     out["zoom_s"] = None if None in zooms else statistics.median(zooms)
     out["zooms_s"] = zooms
-    out["zoom_levels"] = sorted({t.view.level for ts in page.tracks for t in ts.values()
-                                 if t.view is not None})  # fmt: skip
+    out["zoom_levels"] = sorted(
+        {t.view.level for ts in page.tracks for t in ts.values() if t.view is not None}
+    )
     out["tile_mb"] = cache.tile_bytes / 2**20
     phase("idle")
     source = poller.source(label)
@@ -143,8 +150,9 @@ def child_first(store: str, port: int, cfg: str) -> dict[str, Any]:
         source.poll(cache)
     phase("idle-end")
     out["window_rss_mb"] = peak_rss_mb()
-    agents = [p for p in psutil.process_iter(["cmdline"])
-              if boot_code() in (p.info["cmdline"] or [])]  # fmt: skip
+    agents = [
+        p for p in psutil.process_iter(["cmdline"]) if boot_code() in (p.info["cmdline"] or [])
+    ]
     hwm = []
     for p in agents:
         for line in Path(f"/proc/{p.pid}/status").read_text().splitlines():
@@ -246,8 +254,9 @@ def child_latency(store: str, cfg: str, n: int) -> dict[str, Any]:
     app = QApplication.instance() or QApplication([])
     cache = SeriesCache()
     poller = Poller(cache, interval=1.0)
-    poller.add_source(parse_spec(f"target:{store}"), SSHOptions(ssh_config=cfg),
-                      python=sys.executable)  # fmt: skip
+    poller.add_source(
+        parse_spec(f"target:{store}"), SSHOptions(ssh_config=cfg), python=sys.executable
+    )
     delays: list[float] = []
 
     def arrived(refs) -> None:
@@ -263,16 +272,23 @@ def child_latency(store: str, cfg: str, n: int) -> dict[str, Any]:
     poller.dataArrived.connect(arrived)
     poller.start()
     time.sleep(2)  # connected and caught up before the writer starts
-    writer = subprocess.Popen([sys.executable, "-c", writer_code, store, str(n)], cwd=ROOT,
-                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    writer = subprocess.Popen(
+        [sys.executable, "-c", writer_code, store, str(n)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     writer.stdout.readline()
     QTimer.singleShot(int((n * 1.2 + 30) * 1000), app.quit)
     app.exec_()
     poller.stop()
     writer.kill()
     writer.wait()
-    return {"latency_p50_s": statistics.median(delays), "latency_max_s": max(delays),
-            "n": len(delays)}  # fmt: skip
+    return {
+        "latency_p50_s": statistics.median(delays),
+        "latency_max_s": max(delays),
+        "n": len(delays),
+    }
 
 
 KILLED = r"""
@@ -302,8 +318,12 @@ def child_kill(store: str, flush: float) -> dict[str, Any]:
 
     counter = Path(tempfile.mkstemp()[1])
     counter.write_bytes(b"\0" * 8)
-    proc = subprocess.Popen([sys.executable, "-c", KILLED, store, str(flush), str(counter)],
-                            cwd=ROOT, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED, store, str(flush), str(counter)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     uid = proc.stdout.readline().strip()
     time.sleep(3.3)
     proc.send_signal(signal.SIGKILL)
@@ -313,20 +333,25 @@ def child_kill(store: str, flush: float) -> dict[str, Any]:
     with engine.connect() as conn:
         run_id = conn.exec_driver_sql("SELECT id FROM runs WHERE uid = ?", (uid,)).scalar()
         stored = points_by_id.point_count(*read.dbapi_cursor(conn), run_id)
-        keys = [r[0] for r in conn.exec_driver_sql(
-            "SELECT key_id FROM series WHERE run_id = ?", (run_id,)).all()]  # fmt: skip
+        keys = [
+            r[0]
+            for r in conn.exec_driver_sql(
+                "SELECT key_id FROM series WHERE run_id = ?", (run_id,)
+            ).all()
+        ]
         problems = [p for k in keys for p in check_series(conn, run_id, k)]
     engine.dispose()
     report = check_store(store, sample=24)
     rate = 20 / 0.0021  # points a second (the loop's sleep plus its own time)
     return {
-        "logged": logged, "stored": stored,
+        "logged": logged,
+        "stored": stored,
         "lost_intervals": max(0, logged - stored) / rate / flush,
         "killed_run_problems": len(problems),
         # The killed run is "running" with a stale heartbeat: check reports that, as it should;
         # what this measures is whether any rollups disagree with their points.
         "check_rollups": "; ".join([p for p in report.problems if "rollups" in p][:3]) or "OK",
-    }  # fmt: skip
+    }
 
 
 def points_only() -> None:
@@ -385,8 +410,9 @@ def child_writer(rollups: str, steps: int, first_shift: int | None = None) -> di
     run.finish(timeout=600)
     shutil.rmtree(work)
     # A slow run: one step a flush, 110 keys.
-    slow = reslog.init(project="w", store=Path(tempfile.mkdtemp()) / "s.db", system=False,
-                       flush_interval=0.02)  # fmt: skip
+    slow = reslog.init(
+        project="w", store=Path(tempfile.mkdtemp()) / "s.db", system=False, flush_interval=0.02
+    )
     spent_fast = spent[0]
     spent[0] = 0.0
     flushes0 = slow._writer.flushes
@@ -395,8 +421,11 @@ def child_writer(rollups: str, steps: int, first_shift: int | None = None) -> di
         time.sleep(0.03)
     slow.finish()
     flushes = max(1, slow._writer.flushes - flushes0)
-    return {"us_per_point": spent_fast / n * 1e6, "points": n,
-            "slow_ms_per_flush": spent[0] / flushes * 1e3}  # fmt: skip
+    return {
+        "us_per_point": spent_fast / n * 1e6,
+        "points": n,
+        "slow_ms_per_flush": spent[0] / flushes * 1e3,
+    }
 
 
 def child_overhead(blocks: int, steps: int, kind: str, rollups: str) -> dict[str, Any]:
@@ -479,10 +508,14 @@ def child_overhead(blocks: int, steps: int, kind: str, rollups: str) -> dict[str
     shutil.rmtree(work_dir)
     ratios = [(w / o - 1) * 100 for w, o in zip(with_, without, strict=True)]
     q1, median, q3 = statistics.quantiles(ratios, n=4)
-    return {f"overhead_{kind}_pct": median, f"overhead_{kind}_q1": q1, f"overhead_{kind}_q3": q3,
-            f"overhead_{kind}_step_ms": statistics.median(without) / steps * 1e3,
-            # the most points a logging block left to the writer, against what it logged
-            f"overhead_{kind}_backlog": backlog / (logged / (2 * blocks))}  # fmt: skip
+    return {
+        f"overhead_{kind}_pct": median,
+        f"overhead_{kind}_q1": q1,
+        f"overhead_{kind}_q3": q3,
+        f"overhead_{kind}_step_ms": statistics.median(without) / steps * 1e3,
+        # the most points a logging block left to the writer, against what it logged
+        f"overhead_{kind}_backlog": backlog / (logged / (2 * blocks)),
+    }
 
 
 def child_sweep(store: str) -> dict[str, Any]:
@@ -509,15 +542,19 @@ def child_sweep(store: str) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     part, rest = argv[0], argv[1:]
-    fn = {"first": lambda: child_first(rest[0], int(rest[1]), rest[2]),
-          "raw": lambda: child_raw(*rest), "connect": lambda: child_connect(*rest),
-          "history": lambda: child_history(rest[0]),
-          "latency": lambda: child_latency(rest[0], rest[1], int(rest[2])),
-          "kill": lambda: child_kill(rest[0], float(rest[1])),
-          "writer": lambda: child_writer(rest[0], int(rest[1]),
-                                         int(rest[2]) if len(rest) > 2 else None),
-          "overhead": lambda: child_overhead(int(rest[0]), int(rest[1]), rest[2], rest[3]),
-          "sweep": lambda: child_sweep(rest[0])}[part]  # fmt: skip
+    fn = {
+        "first": lambda: child_first(rest[0], int(rest[1]), rest[2]),
+        "raw": lambda: child_raw(*rest),
+        "connect": lambda: child_connect(*rest),
+        "history": lambda: child_history(rest[0]),
+        "latency": lambda: child_latency(rest[0], rest[1], int(rest[2])),
+        "kill": lambda: child_kill(rest[0], float(rest[1])),
+        "writer": lambda: child_writer(
+            rest[0], int(rest[1]), int(rest[2]) if len(rest) > 2 else None
+        ),
+        "overhead": lambda: child_overhead(int(rest[0]), int(rest[1]), rest[2], rest[3]),
+        "sweep": lambda: child_sweep(rest[0]),
+    }[part]
     print(json.dumps(fn()), flush=True)
     return 0
 

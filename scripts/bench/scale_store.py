@@ -29,19 +29,51 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 TRAIN = [
-    "train/loss", "train/lr", "train/grad_norm", "train/tokens", "train/tokens_per_s",
-    "train/mfu", "time/step", "time/data", "time/forward", "time/backward", "time/optimizer",
-    "train/loss_scale", "train/clip_frac", "train/param_norm", "train/update_ratio",
-    "train/lm_loss", "train/z_loss", "train/seq_len", "train/batch_tokens", "train/epoch",
-]  # fmt: skip
+    "train/loss",
+    "train/lr",
+    "train/grad_norm",
+    "train/tokens",
+    "train/tokens_per_s",
+    "train/mfu",
+    "time/step",
+    "time/data",
+    "time/forward",
+    "time/backward",
+    "time/optimizer",
+    "train/loss_scale",
+    "train/clip_frac",
+    "train/param_norm",
+    "train/update_ratio",
+    "train/lm_loss",
+    "train/z_loss",
+    "train/seq_len",
+    "train/batch_tokens",
+    "train/epoch",
+]
 GPU_FIELDS = [
-    "util", "mem_used_gib", "mem_total_gib", "temp_c", "power_w", "power_limit_w", "fan_pct",
-    "sm_clock_mhz", "mem_clock_mhz", "throttle",
-]  # fmt: skip
+    "util",
+    "mem_used_gib",
+    "mem_total_gib",
+    "temp_c",
+    "power_w",
+    "power_limit_w",
+    "fan_pct",
+    "sm_clock_mhz",
+    "mem_clock_mhz",
+    "throttle",
+]
 HOST = [
-    "sys/cpu_pct", "sys/ram_pct", "sys/ram_used_gib", "sys/disk_read_mb_s", "sys/disk_write_mb_s",
-    "sys/net_recv_mb_s", "sys/net_sent_mb_s", "sys/load1", "sys/proc_rss_gib", "sys/proc_threads",
-]  # fmt: skip
+    "sys/cpu_pct",
+    "sys/ram_pct",
+    "sys/ram_used_gib",
+    "sys/disk_read_mb_s",
+    "sys/disk_write_mb_s",
+    "sys/net_recv_mb_s",
+    "sys/net_sent_mb_s",
+    "sys/load1",
+    "sys/proc_rss_gib",
+    "sys/proc_threads",
+]
 SYSTEM = [f"sys/gpu{g}/{f}" for g in range(8) for f in GPU_FIELDS] + HOST
 SPIKE, DIP = 31_337, 71_717
 BACKLOG = 400_000  # points the writer may be behind before the loop waits for it
@@ -55,8 +87,13 @@ def log_run(store: str, r: int, steps: int) -> int:
     import reslog
 
     rng = random.Random(r)
-    run = reslog.init(project="scale", name=f"run{r}", store=store, system=False,
-                      config={"lr": 3e-4 * (1 + r), "seed": r})  # fmt: skip
+    run = reslog.init(
+        project="scale",
+        name=f"run{r}",
+        store=store,
+        system=False,
+        config={"lr": 3e-4 * (1 + r), "seed": r},
+    )
     writer = run._writer  # the backlog, so the loop never outruns the bounded buffer
     spike = SPIKE * steps // 100_000 + r * (steps // 100)
     dip = DIP * steps // 100_000 + r
@@ -138,10 +175,11 @@ def build(path: Path, runs: int = 8, steps: int = 100_000, procs: int = 2) -> di
     t0 = time.perf_counter()
     queue: multiprocessing.Queue = multiprocessing.Queue()
     workers = [
-        multiprocessing.Process(target=_worker, args=(str(path), list(range(i, runs, procs)),
-                                                      steps, queue))
+        multiprocessing.Process(
+            target=_worker, args=(str(path), list(range(i, runs, procs)), steps, queue)
+        )
         for i in range(procs)
-    ]  # fmt: skip
+    ]
     for w in workers:
         w.start()
     logged = sum(queue.get() for _ in workers)

@@ -24,9 +24,17 @@ EXIT_NO_CUDA = 3  # distinct from a failed check (1) and a usage error (2)
 
 # Trainer overrides for a measured loop: no validation, no checkpoint, a log every step, quiet.
 JUST_STEPS = [
-    "--train.eval_every", "0", "--train.ckpt_every", "0", "--train.save_final", "false",
-    "--logging.log_every", "1", "--logging.print_every", "0",
-]  # fmt: skip
+    "--train.eval_every",
+    "0",
+    "--train.ckpt_every",
+    "0",
+    "--train.save_final",
+    "false",
+    "--logging.log_every",
+    "1",
+    "--logging.print_every",
+    "0",
+]
 
 
 def child_env() -> dict[str, str]:

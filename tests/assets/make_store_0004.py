@@ -19,8 +19,7 @@ import reslog
 out = sys.argv[1]
 # Every 32nd step up to 17,568: at 64-step buckets the series spans 64 level-2 buckets, so the
 # old store keeps two levels; NaN, +inf and a spike in the loss; an integer flags key.
-first = reslog.init(project="old", name="before-0005", store=out, system=False,
-                    config={"lr": 3e-4})  # fmt: skip
+first = reslog.init(project="old", name="before-0005", store=out, system=False, config={"lr": 3e-4})
 for i in range(550):
     step = 32 * i
     loss = 4.0 * math.exp(-i / 200) + 0.01 * (i % 7)

@@ -83,9 +83,17 @@ class TextCachingRenderer(RendererAgg):
         flags = get_hinting_flag()
         # features and language may be lists (language: [(tag, start, end), ...]): their repr
         # is hashable and says the same; get_font's own cache keys on the rc settings
-        key = (s, tuple(fonts), size, self.dpi, flags, repr(features), repr(language),
-               rcParams["text.kerning_factor"],
-               rcParams["font.enable_last_resort"])  # fmt: skip
+        key = (
+            s,
+            tuple(fonts),
+            size,
+            self.dpi,
+            flags,
+            repr(features),
+            repr(language),
+            rcParams["text.kerning_factor"],
+            rcParams["font.enable_last_resort"],
+        )
         items = _layouts.get_fresh(key)
         if items is None:
             font = get_font(fonts)
@@ -105,8 +113,17 @@ class TextCachingRenderer(RendererAgg):
         for ft_object, glyph_index, dx, dy in items:  # dy is upwards
             tx = round(0x40 * (x + dx * cos - dy * sin))
             ty = round(0x40 * (height - y + dx * sin + dy * cos))  # FreeType's y is upwards
-            key = (ft_object, size, self.dpi, glyph_index, angle, tx & 63, ty & 63, flags,
-                   antialiased)  # fmt: skip
+            key = (
+                ft_object,
+                size,
+                self.dpi,
+                glyph_index,
+                angle,
+                tx & 63,
+                ty & 63,
+                flags,
+                antialiased,
+            )
             found = _glyphs.get_fresh(key)
             if found is None:
                 if matrix is None:

@@ -143,9 +143,13 @@ def test_a_server_that_never_answers_fails_init_and_ls_with_a_message():
         with pytest.raises(reslog.StoreError, match=r"cannot open .*timeout"):
             reslog.init(store=url, system=False)
         done = subprocess.run(
-            [sys.executable, "-m", "reslog.tools.cli", "ls", url], capture_output=True, text=True,
-            timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )  # fmt: skip
+            [sys.executable, "-m", "reslog.tools.cli", "ls", url],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         assert done.returncode != 0 and "timeout" in done.stderr
     finally:
         silent.close()
@@ -234,8 +238,7 @@ def test_a_silent_server_outage_is_recorded_from_the_write_that_hung(pg_store, m
         url = make_url(pg_store).set(port=proxy.port)
         url = url.update_query_dict({"write_timeout": "3", "connect_timeout": "2"})
         with pytest.warns(RuntimeWarning, match="hung for 3 s"):
-            run = reslog.init(store=url.render_as_string(False), system=False,
-                              flush_interval=0.1)  # fmt: skip
+            run = reslog.init(store=url.render_as_string(False), system=False, flush_interval=0.1)
             run.log({"x": 0.0})
             wait_until(lambda: run._writer.committed >= 1)
             proxy.pause()

@@ -54,8 +54,14 @@ def raw_bytes(folder: Path) -> bytes:
 def test_secrets_never_reach_the_store_file(tmp_path):
     store = tmp_path / "runs" / "reslog.db"
     code = CHILD.replace("STORE_PATH", repr(str(store)))
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
     assert done.returncode == 1 and "RuntimeError" in done.stderr
     data = raw_bytes(store.parent)
     assert b"leaky" in data and b"<redacted>" in data

@@ -46,13 +46,27 @@ def raw(store, key, start=None, stop=None):
 def test_history_is_long_sorted_and_at_most_samples_rows_per_key(store):
     with reslog.open(store) as st:
         df = st.history("long", ["train/loss", "train/lr", "valid/loss"], samples=500)
-    assert list(df.columns) == ["key", "step", "first", "min", "max", "last", "count", "min_step",
-                                "max_step", "last_step", "wall"]  # fmt: skip
+    assert list(df.columns) == [
+        "key",
+        "step",
+        "first",
+        "min",
+        "max",
+        "last",
+        "count",
+        "min_step",
+        "max_step",
+        "last_step",
+        "wall",
+    ]
     assert list(df.sort_values(["key", "step"]).index) == list(df.index)
     per_key = df.groupby("key")["count"].agg(["size", "sum"])
     assert (per_key["size"] <= 500).all() and per_key["size"]["train/loss"] > 250
-    assert per_key["sum"].to_dict() == {"train/loss": N_STEPS, "train/lr": N_STEPS,
-                                        "valid/loss": 60}  # fmt: skip
+    assert per_key["sum"].to_dict() == {
+        "train/loss": N_STEPS,
+        "train/lr": N_STEPS,
+        "valid/loss": 60,
+    }
     assert df.attrs["levels"]["valid/loss"] == 0  # 60 points: every one of them
 
 
@@ -171,8 +185,10 @@ def test_postgresql_answers_the_same(pg_store, store):
     try:
         run = make_run(engine, name="long")
         points = raw(store, ["train/loss"])
-        rows = [(int(s), float(v), float(w)) for s, w, v in
-                zip(points.step, points.wall, points["value"], strict=True)]  # fmt: skip
+        rows = [
+            (int(s), float(v), float(w))
+            for s, w, v in zip(points.step, points.wall, points["value"], strict=True)
+        ]
         from tests.fixtures.stores import add_points
 
         add_points(engine, run.id, {"train/loss": rows})

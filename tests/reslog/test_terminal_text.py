@@ -39,8 +39,12 @@ def hostile_store(tmp_path):
         notes=f"n{CLEAR}",
         points={f"loss{RED}": [(0, 1.0)], "gpu/util": [(0, 50.0)]},
     )
-    add_events(engine, made.id, [("alert", f"title{TITLE}{RLO}gnp.exe", 0, "warning",
-                                 f"line one\nline two{CLEAR}")], wall0=1.7e9)  # fmt: skip
+    add_events(
+        engine,
+        made.id,
+        [("alert", f"title{TITLE}{RLO}gnp.exe", 0, "warning", f"line one\nline two{CLEAR}")],
+        wall0=1.7e9,
+    )
     engine.dispose()
     return store
 

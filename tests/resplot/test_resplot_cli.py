@@ -59,8 +59,22 @@ def test_snapshot_writes_each_format(store, tmp_path, ext, capsys):
 @pytest.mark.parametrize("page", ["system", "timing", "custom"])
 def test_snapshot_pages_runs_and_x_axis(store, tmp_path, page):
     out = tmp_path / f"{page}.svg"
-    args = ["snapshot", store, "-o", str(out), "--page", page, "--runs", "lr-0.001",
-            "--x", "tokens", "--smoothing", "0.9", "--keys", "train/*"]  # fmt: skip
+    args = [
+        "snapshot",
+        store,
+        "-o",
+        str(out),
+        "--page",
+        page,
+        "--runs",
+        "lr-0.001",
+        "--x",
+        "tokens",
+        "--smoothing",
+        "0.9",
+        "--keys",
+        "train/*",
+    ]
     assert main(args) == 0
     svg = out.read_text()
     assert "lr-0.001" in svg and "lr-0.0003" not in svg
@@ -92,8 +106,12 @@ def test_export_points_and_tables(store, tmp_path):
     assert main(["export", store, "--format", "latex", "-o", str(tex)]) == 0
     assert "\\toprule" in tex.read_text()
     table = tmp_path / "t.csv"
-    assert main(["export", store, "--format", "table-csv", "-o", str(table),
-                 "--metrics", "train/loss"]) == 0  # fmt: skip
+    assert (
+        main(
+            ["export", store, "--format", "table-csv", "-o", str(table), "--metrics", "train/loss"]
+        )
+        == 0
+    )
     header = next(csv.reader(io.StringIO(table.read_text())))
     assert "train/loss min" in header
 
@@ -107,10 +125,9 @@ def test_export_points_and_tables(store, tmp_path):
         (["snapshot", "{store}", "-o", "{tmp}/x.png", "--smoothing", "1.5"], "smoothing must be"),
         (["snapshot", "{store}", "-o", "{tmp}/x.png", "--size", "big"], "--size must look"),
         (["export", "{store}", "--format", "parquet", "-o", "-"], "Parquet is binary"),
-        (["export", "{store}", "--format", "csv", "-o", "{tmp}/no/such/dir/x.csv"],
-         "cannot write"),
+        (["export", "{store}", "--format", "csv", "-o", "{tmp}/no/such/dir/x.csv"], "cannot write"),
     ],
-)  # fmt: skip
+)
 def test_errors_are_one_line_and_non_zero(store, tmp_path, capsys, argv, message):
     subs = {"{store}": store, "{missing}": str(tmp_path / "missing.db"), "{tmp}": str(tmp_path)}
     for k, v in subs.items():
@@ -125,12 +142,27 @@ def test_errors_are_one_line_and_non_zero(store, tmp_path, capsys, argv, message
 def test_console_entry_point_runs_headless(store, tmp_path):
     out = tmp_path / "s.png"
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "MPLBACKEND": "Agg"}
-    ok = subprocess.run([sys.executable, "-m", "resplot", "snapshot", store, "-o", str(out)],
-                        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)  # fmt: skip
+    ok = subprocess.run(
+        [sys.executable, "-m", "resplot", "snapshot", store, "-o", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert ok.returncode == 0, ok.stderr
     assert out.stat().st_size > 10_000
-    argv = [sys.executable, "-m", "resplot", "export", str(tmp_path / "nope.db"),
-            "--format", "csv", "-o", "-"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "resplot",
+        "export",
+        str(tmp_path / "nope.db"),
+        "--format",
+        "csv",
+        "-o",
+        "-",
+    ]
     bad = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert bad.returncode == 1 and "Traceback" not in bad.stderr
     assert bad.stderr.startswith("resplot: error:")

@@ -34,8 +34,10 @@ def contents(path: Path) -> dict[str, list]:
     try:
         run = "(SELECT uid FROM runs WHERE runs.id = t.run_id)"
         key = "(SELECT name FROM keys WHERE keys.id = t.key_id)"
-        agg = ("n, nan, posinf, neginf, vmin, vmax, min_at, max_at, vsum, step_lo, step_hi, last, "
-               "wall_lo, wall_hi, bits, nonfinite_at")  # fmt: skip
+        agg = (
+            "n, nan, posinf, neginf, vmin, vmax, min_at, max_at, vsum, step_lo, step_hi, last, "
+            "wall_lo, wall_hi, bits, nonfinite_at"
+        )
         return {
             "runs": con.execute(
                 "SELECT uid, project, name, status, host, config, summary, tags FROM runs "
@@ -120,8 +122,9 @@ def log_run(store: Path, name: str, steps: range, *, restart_at: int | None = No
     """A finished run written by reslog: NaN and inf values, an event, and optionally a restart
     (steps going back, as a run resumed from a checkpoint does); `pace`: a pause after every
     `pace` steps, so the writer flushes (and seals) as it goes."""
-    run = reslog.init(project="sync", name=name, store=str(store), system=False,
-                      flush_interval=0.05)  # fmt: skip
+    run = reslog.init(
+        project="sync", name=name, store=str(store), system=False, flush_interval=0.05
+    )
     for s in steps:
         value = math.nan if s % 97 == 5 else (math.inf if s % 251 == 7 else 1.0 / (s + 1))
         run.log({"train/loss": value, "train/lr": 3e-4 * (s % 10)}, step=s)
@@ -186,8 +189,9 @@ def test_a_cut_sync_resumes_and_a_second_sync_copies_nothing(tmp_path, monkeypat
 def test_sync_follows_a_live_run_and_takes_its_final_status(tmp_path):
     source = tmp_path / "box" / "reslog.db"
     mirror = tmp_path / "mirror.db"
-    run = reslog.init(project="sync", name="live", store=str(source), system=False,
-                      flush_interval=0.05)  # fmt: skip
+    run = reslog.init(
+        project="sync", name="live", store=str(source), system=False, flush_interval=0.05
+    )
     stop = threading.Event()
 
     def train() -> None:

@@ -18,13 +18,21 @@ from tests.fixtures.stored_points import all_points
 meta = MetaData()
 # Shaped as the store's points and rollups tables: an id in arrival order, a composite key.
 pts = Table(
-    "pts", meta, Column("id", Integer, primary_key=True), Column("key_id", Integer),
-    Column("step", Integer), Column("wall", Float), Column("value", Float),
-)  # fmt: skip
+    "pts",
+    meta,
+    Column("id", Integer, primary_key=True),
+    Column("key_id", Integer),
+    Column("step", Integer),
+    Column("wall", Float),
+    Column("value", Float),
+)
 agg = Table(
-    "agg", meta, Column("key_id", Integer, primary_key=True),
-    Column("bucket", Integer, primary_key=True), Column("n", Integer),
-)  # fmt: skip
+    "agg",
+    meta,
+    Column("key_id", Integer, primary_key=True),
+    Column("bucket", Integer, primary_key=True),
+    Column("n", Integer),
+)
 
 
 @pytest.fixture

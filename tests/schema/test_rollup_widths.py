@@ -59,8 +59,9 @@ def test_a_store_cut_at_64_step_buckets_is_refused_then_rebuilt_at_todays_widths
     try:
         assert all_problems(engine) == []  # every level of every series equals the brute force
         with engine.connect() as conn:
-            stored = conn.execute(select(rollups.c.level, rollups.c.bucket, rollups.c.step_lo,
-                                         rollups.c.step_hi)).all()  # fmt: skip
+            stored = conn.execute(
+                select(rollups.c.level, rollups.c.bucket, rollups.c.step_lo, rollups.c.step_hi)
+            ).all()
             levels = dict(conn.execute(select(series.c.key_id, series.c.levels)).all())
         for level, bucket, lo, hi in stored:
             assert buckets.bucket_of(lo, level) == bucket == buckets.bucket_of(hi, level)
@@ -136,8 +137,9 @@ def test_postgresql_downgraded_to_0004_and_upgraded_gets_the_same_rollups_back(p
             assert conn.execute(select(takes)).first() is not None  # width-free: kept
         migrate.upgrade(engine)
         assert all_problems(engine) == []
-        for name, was, now in zip(("points", "takes", "level 1", "series"), before, state(),
-                                  strict=True):  # fmt: skip
+        for name, was, now in zip(
+            ("points", "takes", "level 1", "series"), before, state(), strict=True
+        ):
             assert len(was) == len(now), name
             assert [(a, b) for a, b in zip(was, now, strict=True) if a != b] == [], name
     finally:

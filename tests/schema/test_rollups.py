@@ -56,9 +56,24 @@ def agg(**fields):
 
 def test_fold_keeps_exact_extremes_their_steps_nan_and_inf_apart():
     a = fold([10, 11, 12, 13, 14], [1.0, 2.0, 3.0, 4.0, 5.0], [3.0, None, INF, -2.5, 7.0])
-    assert a == agg(n=5, nan=1, posinf=1, neginf=0, vmin=-2.5, vmax=7.0, min_at=13, max_at=14,
-                    vsum=7.5, step_lo=10, step_hi=14, last=7.0, wall_lo=1.0, wall_hi=5.0,
-                    bits=-1, nonfinite_at=11)  # fmt: skip
+    assert a == agg(
+        n=5,
+        nan=1,
+        posinf=1,
+        neginf=0,
+        vmin=-2.5,
+        vmax=7.0,
+        min_at=13,
+        max_at=14,
+        vsum=7.5,
+        step_lo=10,
+        step_hi=14,
+        last=7.0,
+        wall_lo=1.0,
+        wall_hi=5.0,
+        bits=-1,
+        nonfinite_at=11,
+    )
 
 
 def test_ties_pick_the_smallest_step_and_last_is_the_newest_point_of_the_last_step():
@@ -91,8 +106,10 @@ def test_merge_in_any_grouping_equals_one_fold():
         n = rng.randint(2, 40)
         steps = sorted(rng.randint(0, 60) for _ in range(n))
         walls = [float(i) for i in range(n)]
-        values = [rng.choice([NAN, INF, -INF, 1.0, 2.0, rng.random(), rng.randint(0, 9)])
-                  for _ in range(n)]  # fmt: skip
+        values = [
+            rng.choice([NAN, INF, -INF, 1.0, 2.0, rng.random(), rng.randint(0, 9)])
+            for _ in range(n)
+        ]
         cut = sorted(rng.sample(range(1, n), min(n - 1, rng.randint(1, 4))))
         parts = [slice(a, b) for a, b in zip([0, *cut], [*cut, n], strict=True)]
         merged = merge_all(fold(steps[p], walls[p], values[p]) for p in parts)
@@ -275,8 +292,9 @@ def test_rollups_agree_with_the_points_after_random_sigkills(store_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for round_ in range(5):
         args = [sys.executable, "-c", KILLED, str(store_path), str(round_)]
-        proc = subprocess.Popen([*args, *([uid] if uid else [])], stdout=subprocess.PIPE,
-                                text=True, env=env, cwd=ROOT)  # fmt: skip
+        proc = subprocess.Popen(
+            [*args, *([uid] if uid else [])], stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT
+        )
         uid = proc.stdout.readline().strip()
         time.sleep(rng.uniform(0.5, 1.5))
         proc.send_signal(signal.SIGKILL)
@@ -361,8 +379,9 @@ def test_the_check_samples_series_within_a_points_budget_and_always_those_withou
 ):
     engine = new_store(store_path)
     sizes = {"big": 400, "mid": 120, "small1": 30, "small2": 30, "tiny": 5}
-    run = make_run(engine, name="r", points={k: [(s, 1.0) for s in range(n)]
-                                             for k, n in sizes.items()})  # fmt: skip
+    run = make_run(
+        engine, name="r", points={k: [(s, 1.0) for s in range(n)] for k, n in sizes.items()}
+    )
     bypassed = key_id(engine, "bypassed")
     with engine.begin() as conn:  # a writer that does not keep rollups
         conn.exec_driver_sql(
@@ -395,8 +414,9 @@ def test_the_check_reads_a_series_by_its_own_index_and_in_arrival_order(store_pa
     run = make_run(engine, name="r", points={"other": [(s, 2.0) for s in range(300)]})
     k = key_id(engine, "loss")
     with engine.begin() as conn:  # steps 0-9, then a restart at 5 logged later
-        for i, (step, wall) in enumerate([*[(s, float(s)) for s in range(10)],
-                                          *[(s, 20.0 + s) for s in range(5, 8)]]):  # fmt: skip
+        for i, (step, wall) in enumerate(
+            [*[(s, float(s)) for s in range(10)], *[(s, 20.0 + s) for s in range(5, 8)]]
+        ):
             conn.exec_driver_sql(
                 "INSERT INTO points (run_id, key_id, step, wall, value) VALUES (?, ?, ?, ?, ?)",
                 (run.id, k, step, wall, float(i)),

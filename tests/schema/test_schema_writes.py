@@ -10,8 +10,14 @@ from schema.store.tables import keys, runs
 from schema.store.writes import IN_CHUNK, insert_run, resolve_keys
 from tests.fixtures.stores import new_store
 
-ROW = {"uid": "u1", "project": "p", "name": "n", "status": "running", "created_at": 1.0,
-       "heartbeat_at": 1.0}  # fmt: skip
+ROW = {
+    "uid": "u1",
+    "project": "p",
+    "name": "n",
+    "status": "running",
+    "created_at": 1.0,
+    "heartbeat_at": 1.0,
+}
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

@@ -60,24 +60,45 @@ def torchrun(tmp_path: Path, faults: list[dict], *args: str) -> subprocess.Popen
         "HOSTS": json.dumps(HOSTS),
     }
     cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "4",
-        "-m", "tests.fixtures.faulty_trainer",
-        "--config", str(ROOT / "trainer/configs/debug.toml"),
-        "--train.ckpt_dir", str(tmp_path / "ckpt"),
-        "--train.threads", "1",
-        "--train.eval_every", "0",
-        "--data.grad_accum", "1",
-        "--logging.store", str(tmp_path / "runs" / "reslog.db"),
-        "--logging.name", "job",
-        "--logging.print_every", "0",
-        "--logging.system", "false",
-        "--logging.flush_interval", "0.2",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "4",
+        "-m",
+        "tests.fixtures.faulty_trainer",
+        "--config",
+        str(ROOT / "trainer/configs/debug.toml"),
+        "--train.ckpt_dir",
+        str(tmp_path / "ckpt"),
+        "--train.threads",
+        "1",
+        "--train.eval_every",
+        "0",
+        "--data.grad_accum",
+        "1",
+        "--logging.store",
+        str(tmp_path / "runs" / "reslog.db"),
+        "--logging.name",
+        "job",
+        "--logging.print_every",
+        "0",
+        "--logging.system",
+        "false",
+        "--logging.flush_interval",
+        "0.2",
         *args,
-    ]  # fmt: skip
+    ]
     return subprocess.Popen(
-        cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cmd,
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         start_new_session=True,
-    )  # fmt: skip
+    )
 
 
 def watch(tmp_path: Path) -> Lines:
@@ -87,9 +108,13 @@ def watch(tmp_path: Path) -> Lines:
         open_store(store, create=True).dispose()
     proc = subprocess.Popen(
         [sys.executable, "-m", "reslog.tools.cli", "watch", *stores, "--interval", "0.5"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)}, preexec_fn=restore_ctrl_c,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        preexec_fn=restore_ctrl_c,
+    )
     lines = Lines(proc)
     assert wait_until(lambda: lines.having("watching"), timeout=60), lines.lines
     return lines
@@ -144,8 +169,11 @@ def test_a_clean_four_rank_job_gives_no_alert(tmp_path):
         assert wait_until(lambda: len(lines.having("FINISHED")) == 4, timeout=60), lines.lines
     runs = [r for found in hosts.values() for _, r in found]
     assert sorted((r.rank, r.host) for r in runs) == [
-        (0, "gpu-a"), (1, "gpu-a"), (2, "gpu-b"), (3, "gpu-b")
-    ]  # fmt: skip
+        (0, "gpu-a"),
+        (1, "gpu-a"),
+        (2, "gpu-b"),
+        (3, "gpu-b"),
+    ]
     assert len({r.group for r in runs}) == 1 and runs[0].group
     assert not [ln for ln in lines.lines if "STRAGGLER" in ln or "HANG" in ln], lines.lines
     for host in ("gpu-a", "gpu-b"):

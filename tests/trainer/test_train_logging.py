@@ -132,9 +132,8 @@ def test_make_logger_gives_every_rank_a_run_of_the_job_and_each_host_one_sampler
             runs = sorted(list_runs(conn), key=lambda item: item[1].rank)
             names = key_names(conn)
             keys = {
-                info.rank: {names[k] for k in run_key_ids(conn, run_id)}
-                for run_id, info in runs
-            }  # fmt: skip
+                info.rank: {names[k] for k in run_key_ids(conn, run_id)} for run_id, info in runs
+            }
     finally:
         engine.dispose()
     assert [(r.name, r.rank, r.world_size, r.status, r.group) for _, r in runs] == [

@@ -490,9 +490,14 @@ def _neptune_rows(table, file: Path, project: str | None, runs: dict) -> None:
 
 
 def _param(kind: str, col: dict, i: int) -> Any:
-    column = {"float": "float_value", "int": "int_value", "string": "string_value",
-              "bool": "bool_value", "datetime": "datetime_value",
-              "string_set": "string_set_value"}[kind]  # fmt: skip
+    column = {
+        "float": "float_value",
+        "int": "int_value",
+        "string": "string_value",
+        "bool": "bool_value",
+        "datetime": "datetime_value",
+        "string_set": "string_set_value",
+    }[kind]
     value = col.get(column, [None] * (i + 1))[i]
     if isinstance(value, datetime):
         return value.isoformat()

@@ -58,8 +58,14 @@ _I = struct.Struct("<I").unpack_from
 # TensorProto dtypes read as scalars: DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_BOOL, DT_HALF
 # (half: tensor_content or half_val), DT_BFLOAT16 (half_val).
 DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_BOOL, DT_HALF, DT_BF16 = 1, 2, 3, 9, 10, 19, 14
-_CONTENT = {DT_FLOAT: "<f", DT_DOUBLE: "<d", DT_INT32: "<i", DT_INT64: "<q", DT_BOOL: "<?",
-            DT_HALF: "<e"}  # fmt: skip
+_CONTENT = {
+    DT_FLOAT: "<f",
+    DT_DOUBLE: "<d",
+    DT_INT32: "<i",
+    DT_INT64: "<q",
+    DT_BOOL: "<?",
+    DT_HALF: "<e",
+}
 # Summary.Value's legacy non-scalar fields, by number, as TensorBoard's plugins name them.
 _LEGACY = {3: "histograms", 4: "images", 5: "histograms", 6: "audio"}
 HPARAMS_PLUGIN = "hparams"
@@ -429,8 +435,9 @@ def _tensor(buf: bytes, pos: int, end: int) -> float | None:
         elif field == 6:
             pos = _repeated(buf, pos, wire, 1, "<d", vals)
         elif field in (7, 10, 11, 13):
-            pos = _repeated(buf, pos, wire, 0, "", vals, signed=field != 13, half=field == 13,
-                            dtype=dtype)  # fmt: skip
+            pos = _repeated(
+                buf, pos, wire, 0, "", vals, signed=field != 13, half=field == 13, dtype=dtype
+            )
         else:
             pos = skip(buf, pos, wire)
     if shaped:
@@ -440,8 +447,15 @@ def _tensor(buf: bytes, pos: int, end: int) -> float | None:
         if fmt is None or len(content) != struct.calcsize(fmt):
             return None
         return float(struct.unpack(fmt, content)[0])
-    if len(vals) == 1 and dtype in (DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_BOOL, DT_HALF,
-                                    DT_BF16):  # fmt: skip
+    if len(vals) == 1 and dtype in (
+        DT_FLOAT,
+        DT_DOUBLE,
+        DT_INT32,
+        DT_INT64,
+        DT_BOOL,
+        DT_HALF,
+        DT_BF16,
+    ):
         return vals[0]
     return None
 

@@ -232,9 +232,15 @@ def read_wandb_file(path: Path, project: str | None) -> ImportedRun:
     if exit_code is None:
         run.status = CRASHED  # no exit record: the process died or is still running
         run.events.append(
-            (run.created_at or 0.0, None, "note", "warning", "no exit record in the wandb file",
-             "the run never finished (killed, crashed or still running) when it was imported")
-        )  # fmt: skip
+            (
+                run.created_at or 0.0,
+                None,
+                "note",
+                "warning",
+                "no exit record in the wandb file",
+                "the run never finished (killed, crashed or still running) when it was imported",
+            )
+        )
     elif exit_code != 0:
         run.status = FAILED
     return run

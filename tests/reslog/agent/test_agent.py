@@ -74,8 +74,13 @@ def poll(client: AgentClient, path: str, cursor: StoreCursor | None = None, **kw
 
 
 def cursor_of(header) -> StoreCursor:
-    return StoreCursor(header["points_cursor"], header["events_cursor"], header["keys_cursor"],
-                       header["runs_fp"], header["beats_fp"])  # fmt: skip
+    return StoreCursor(
+        header["points_cursor"],
+        header["events_cursor"],
+        header["keys_cursor"],
+        header["runs_fp"],
+        header["beats_fp"],
+    )
 
 
 # ---- frames and the archive -------------------------------------------------------------------
@@ -168,9 +173,11 @@ def test_the_archive_is_stdlib_only_python38_and_reproducible():
                 top = mod.split(".")[0]
                 if top in ours:  # our own modules must be in the archive itself
                     parts = mod.split(".")
-                    found = any("/".join(parts[:i]) + ".py" in inside
-                                or "/".join(parts[:i]) + "/__init__.py" in inside
-                                for i in range(len(parts), 0, -1))  # fmt: skip
+                    found = any(
+                        "/".join(parts[:i]) + ".py" in inside
+                        or "/".join(parts[:i]) + "/__init__.py" in inside
+                        for i in range(len(parts), 0, -1)
+                    )
                     assert found, f"{name} imports {mod}, which the archive lacks"
                 else:
                     assert top in sys.stdlib_module_names or top == "__future__", (name, mod)
@@ -257,22 +264,36 @@ def test_live_points_after_the_cursor_page_without_loss_or_repeat(sample):
         header, _ = poll(client, path, series=True)
         cursor = cursor_of(header)
         for run in made:
-            add_points(engine, run.id, {"train/loss": [(s, s * 0.5) for s in range(1000, 1010)],
-                                        "new/key": [(1000, math.nan)]})  # fmt: skip
+            add_points(
+                engine,
+                run.id,
+                {
+                    "train/loss": [(s, s * 0.5) for s in range(1000, 1010)],
+                    "new/key": [(1000, math.nan)],
+                },
+            )
         seen = []
         while True:
             header, sections = poll(client, path, cursor, limit=7)
             batch = decode_points(sections)
             assert len(batch) <= 7
-            seen += list(zip(batch.run_ids.tolist(), batch.key_ids.tolist(),
-                             batch.steps.tolist(), batch.values.tolist(), strict=True))  # fmt: skip
+            seen += list(
+                zip(
+                    batch.run_ids.tolist(),
+                    batch.key_ids.tolist(),
+                    batch.steps.tolist(),
+                    batch.values.tolist(),
+                    strict=True,
+                )
+            )
             cursor = cursor_of(header)
             if not header["more"]:
                 break
         with engine.connect() as conn:
             want = fetch_points(conn, [m.id for m in made], after=high_before(made))
-        assert [r[:3] for r in seen] == list(zip(want.run_ids, want.key_ids, want.steps,
-                                                  strict=True))  # fmt: skip
+        assert [r[:3] for r in seen] == list(
+            zip(want.run_ids, want.key_ids, want.steps, strict=True)
+        )
         assert sum(math.isnan(r[3]) for r in seen) == 3
         assert {name for _i, name in header.get("keys", [])} <= {"new/key"}
 
@@ -354,8 +375,12 @@ def assert_rows_equal(cols: dict, rows: list, names) -> None:
     for i, name in enumerate(names):
         if name is None:  # a column the section does not carry
             continue
-        want = [math.nan if r[i] is None and name in cols and cols[name].dtype.kind == "f"
-                else (0 if r[i] is None else r[i]) for r in rows]  # fmt: skip
+        want = [
+            math.nan
+            if r[i] is None and name in cols and cols[name].dtype.kind == "f"
+            else (0 if r[i] is None else r[i])
+            for r in rows
+        ]
         assert np.array_equal(cols[name], np.array(want, dtype=cols[name].dtype), equal_nan=True)
 
 
@@ -405,8 +430,10 @@ def test_fine_tiles_read_in_runs_are_the_tiles_read_one_by_one(tmp_path, monkeyp
     make_run(new_store(sparse), name="eval", points={"valid/loss": values})
     for level in range(-1, -buckets.FINE_SHIFT - 1, -1):
         tiles = 102_400 // buckets.tile_range(level, 1)[0] + 2  # the last one past the points
-        cases = [(long, [[1, 1, level, 0, tiles // 2 + 1], [1, 2, level, 1, tiles]]),
-                 (sparse, [[1, 1, level, 0, tiles]])]  # fmt: skip
+        cases = [
+            (long, [[1, 1, level, 0, tiles // 2 + 1], [1, 2, level, 1, tiles]]),
+            (sparse, [[1, 1, level, 0, tiles]]),
+        ]
         for path, ranges in cases:
             replies = []
             for steps in (1, tile_read.STEPS_A_READ):
@@ -464,10 +491,17 @@ def test_raw_pages_stream_a_series_like_the_store_reader(tmp_path):
     got, lo, after = [], -(2**63), None
     with agent_process() as (client, _):
         while True:
-            cols, last, more = client.raw(str(path), 1, 1, lo, 2**63 - 1, after_id=after,
-                                          limit=7_777)  # fmt: skip
-            got += list(zip(cols["step"].tolist(), cols["wall"].tolist(),
-                            cols["value"].tolist(), strict=True))  # fmt: skip
+            cols, last, more = client.raw(
+                str(path), 1, 1, lo, 2**63 - 1, after_id=after, limit=7_777
+            )
+            got += list(
+                zip(
+                    cols["step"].tolist(),
+                    cols["wall"].tolist(),
+                    cols["value"].tolist(),
+                    strict=True,
+                )
+            )
             if not more:
                 break
             lo, after = last
@@ -612,11 +646,18 @@ def test_a_runs_list_larger_than_16_mib_is_served(tmp_path):
         conn.execute(
             runs.insert(),
             [
-                {"uid": f"u{i:08d}", "project": "p", "name": f"run{i}", "status": "finished",
-                 "created_at": 1.7e9 + i, "heartbeat_at": 1.7e9 + i, "config": config}
+                {
+                    "uid": f"u{i:08d}",
+                    "project": "p",
+                    "name": f"run{i}",
+                    "status": "finished",
+                    "created_at": 1.7e9 + i,
+                    "heartbeat_at": 1.7e9 + i,
+                    "config": config,
+                }
                 for i in range(3000)
             ],
-        )  # fmt: skip
+        )
     engine.dispose()
     with agent_process() as (client, _proc):
         rows = poll(client, str(path))[0]["runs"]

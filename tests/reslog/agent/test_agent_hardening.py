@@ -128,8 +128,9 @@ def test_the_agent_ends_when_its_client_is_gone_even_if_its_stdin_stays_open():
     """The reader of its replies goes away while something else still holds its stdin open
     (an SSH session the server keeps, a wedged parent): it used to wait on stdin for good."""
     stdin_r, stdin_w = os.pipe()
-    proc = subprocess.Popen(bundle.local_argv(sys.executable), stdin=stdin_r,
-                            stdout=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        bundle.local_argv(sys.executable), stdin=stdin_r, stdout=subprocess.PIPE
+    )
     os.close(stdin_r)
     writer = os.fdopen(stdin_w, "wb", buffering=0)  # kept open until the end
     try:

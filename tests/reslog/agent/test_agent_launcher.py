@@ -37,8 +37,12 @@ def old_python(version: str) -> str:
     """A real interpreter of `version` ("3.6", "2.7"), as hosts have them (pyenv here and in
     CI)."""
     for path in sorted(PYENV.glob(f"{version}.*/bin/python{version}")):
-        probe = subprocess.run([str(path), "-c", "import sys; print(sys.version_info[:2])"],
-                               capture_output=True, text=True, check=False)  # fmt: skip
+        probe = subprocess.run(
+            [str(path), "-c", "import sys; print(sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if probe.returncode == 0 and probe.stdout.strip() == str(
             tuple(map(int, version.split(".")))
         ):
@@ -57,8 +61,13 @@ def good_python() -> str:
 def start_launcher(python: str | None, env: dict[str, str], **kw) -> subprocess.Popen:
     """The launcher as an SSH server runs a command: `sh -c <command>` under the login."""
     command = bundle.launcher(python, **kw)
-    return subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)  # fmt: skip
+    return subprocess.Popen(
+        ["/bin/sh", "-c", command],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
 
 
 def host(tmp_path: Path, on_path: dict[str, str], in_home: dict[str, str]) -> dict[str, str]:
@@ -76,8 +85,11 @@ def host(tmp_path: Path, on_path: dict[str, str], in_home: dict[str, str]) -> di
 
 
 def test_the_launcher_passes_an_old_python_and_finds_a_conda_one(tmp_path):
-    env = host(tmp_path, {"python3": old_python("3.6"), "python": old_python("2.7")},
-               {"miniconda3/bin/python3": good_python()})  # fmt: skip
+    env = host(
+        tmp_path,
+        {"python3": old_python("3.6"), "python": old_python("2.7")},
+        {"miniconda3/bin/python3": good_python()},
+    )
     proc = start_launcher(None, env)
     assert proc.stdin is not None and proc.stdout is not None
     client = AgentClient(proc.stdout, proc.stdin)
@@ -86,8 +98,9 @@ def test_the_launcher_passes_an_old_python_and_finds_a_conda_one(tmp_path):
     client.close()
     assert proc.wait(timeout=30) == 0
     probe = "import platform; print(platform.python_version())"
-    version = subprocess.run([good_python(), "-c", probe], capture_output=True, text=True,
-                             check=True).stdout.strip()  # fmt: skip
+    version = subprocess.run(
+        [good_python(), "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert info["python"] == version
     cmdline = Path(f"/proc/{info['pid']}/cmdline")
     assert not cmdline.exists()  # it ended with the session

@@ -163,13 +163,15 @@ def test_raw_and_fine_tiles_read_only_the_points_up_to_the_replys_high(store_pat
 
     conn = sqlite3.connect(store_path)
     high = points_by_id.max_point_id(conn.cursor())
-    before = [read_tile(conn.cursor(), (1, 1, lv, 39 >> sh, False, high))
-              for lv, sh in ((0, 0), (-2, 2))]  # fmt: skip
+    before = [
+        read_tile(conn.cursor(), (1, 1, lv, 39 >> sh, False, high)) for lv, sh in ((0, 0), (-2, 2))
+    ]
     engine = new_store(store_path)
     add_points(engine, 1, {"a": [(39 * 1024 + i, 99.0) for i in range(5)]})  # inside tile 39
     engine.dispose()
-    after = [read_tile(conn.cursor(), (1, 1, lv, 39 >> sh, False, high))
-             for lv, sh in ((0, 0), (-2, 2))]  # fmt: skip
+    after = [
+        read_tile(conn.cursor(), (1, 1, lv, 39 >> sh, False, high)) for lv, sh in ((0, 0), (-2, 2))
+    ]
     newest = read_tile(conn.cursor(), (1, 1, 0, 39, False, high + 5))
     # Fine tiles read several at once (the last one holding the new points) are bounded alike.
     runs = [read_tile(conn.cursor(), (1, 1, -2, 6, False, h, 4)) for h in (high, high + 5)]

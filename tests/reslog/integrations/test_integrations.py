@@ -112,8 +112,14 @@ def test_huggingface_trainer_logs_train_eval_and_predict_into_one_run_cell_by_ce
     for entry in result["history"]:
         step = entry["step"]
         for key, value in entry.items():
-            if key in ("step", "train_runtime", "train_samples_per_second",
-                       "train_steps_per_second", "train_loss", "total_flos"):  # fmt: skip
+            if key in (
+                "step",
+                "train_runtime",
+                "train_samples_per_second",
+                "train_steps_per_second",
+                "train_loss",
+                "total_flos",
+            ):
                 continue
             name = "eval/" + key[5:] if key.startswith("eval_") else "train/" + key
             expected.setdefault(name, []).append((step, float(value)))

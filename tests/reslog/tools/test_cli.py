@@ -58,8 +58,16 @@ def test_ls_shows_runs_with_effective_status_step_and_host(capsys, sample):
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].split() == [
-        "uid", "project", "name", "status", "step", "last", "point", "duration", "host"
-    ]  # fmt: skip
+        "uid",
+        "project",
+        "name",
+        "status",
+        "step",
+        "last",
+        "point",
+        "duration",
+        "host",
+    ]
     rows = {line.split()[2]: line.split() for line in lines[1:]}
     assert rows["wsd-0.5"][:5] == ["aaaa0001", "z2all", "wsd-0.5", "finished", "400"]
     assert rows["wsd-0.5"][-2:] == ["2h00m", "gpu-box"]

@@ -268,15 +268,23 @@ def test_points_stream_at_full_resolution_in_bounded_chunks(store_path, tmp_path
     assert sum(chunks) == n and max(chunks) <= 110_000 and len(chunks) >= 3
     export.write_points([data], tmp_path / "all.csv", "csv")
     rows = list(csv.reader((tmp_path / "all.csv").open()))
-    assert len(rows) == n + 1 and rows[-1][3:] == [str(n - 1), repr(1_700_000_000.0 + n - 1),
-                                                   repr((n - 1) * 0.5)]  # fmt: skip
+    assert len(rows) == n + 1 and rows[-1][3:] == [
+        str(n - 1),
+        repr(1_700_000_000.0 + n - 1),
+        repr((n - 1) * 0.5),
+    ]
 
 
 @pytest.mark.slow
 def test_wide_csv_joins_keys_window_by_window(store_path, tmp_path, monkeypatch):
     engine = new_store(store_path)
-    make_run(engine, points={"a": [(i, float(i)) for i in range(1000)],
-                             "b": [(i, -float(i)) for i in range(0, 1000, 7)]})  # fmt: skip
+    make_run(
+        engine,
+        points={
+            "a": [(i, float(i)) for i in range(1000)],
+            "b": [(i, -float(i)) for i in range(0, 1000, 7)],
+        },
+    )
     monkeypatch.setattr(export, "WINDOW_POINTS", 50)  # many windows
     export.write_points(load(engine), tmp_path / "w.csv", "csv-wide")
     rows = list(csv.reader((tmp_path / "w.csv").open()))

@@ -137,10 +137,14 @@ def stall(engine_path: Path, run_uid: str, body: str, wall: float = 1000.0) -> N
             conn.execute(update(runs).where(runs.c.id == run_id).values(stalled_since=wall))
             conn.execute(
                 events.insert().values(
-                    run_id=run_id, wall=wall, kind="stall", level="warning",
-                    title="stalled: no step logged for 3 s (stall_after 3 s)", body=body,
+                    run_id=run_id,
+                    wall=wall,
+                    kind="stall",
+                    level="warning",
+                    title="stalled: no step logged for 3 s (stall_after 3 s)",
+                    body=body,
                 )
-            )  # fmt: skip
+            )
     finally:
         engine.dispose()
 
@@ -193,8 +197,11 @@ def test_reslog_show_names_the_job_ranks_stragglers_and_hang(tmp_path, monkeypat
             run.finish()
     out = subprocess.run(
         [sys.executable, "-m", "reslog.tools.cli", "show", str(tmp_path / "gpu-b.db"), "j-rank3"],
-        capture_output=True, text=True, cwd=ROOT, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     text = out.stdout
     assert "job       job-3: 2 of 4 ranks in this store (ranks 0, 1 elsewhere)" in text

@@ -29,15 +29,24 @@ class WatchProcess:
         fields = "$RESLOG_RUN|$RESLOG_RUN_ID|$RESLOG_STATUS|$RESLOG_STORE|$RESLOG_MESSAGE"
         hook = f'echo "{fields}" >> {hook_log}'
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "reslog.tools.cli", "watch", str(store), "--interval", "0.2",
-             "--exec", hook],
+            [
+                sys.executable,
+                "-m",
+                "reslog.tools.cli",
+                "watch",
+                str(store),
+                "--interval",
+                "0.2",
+                "--exec",
+                hook,
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
             preexec_fn=restore_ctrl_c,
-        )  # fmt: skip
+        )
         self.lines: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -137,11 +146,24 @@ def test_watch_sees_throttling_onset_once_and_finish(store_path):
 def test_a_failing_hook_is_reported_and_the_watch_goes_on(store_path, tmp_path):
     reslog.init(store=store_path, name="first", system=False).finish()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "reslog.tools.cli", "watch", str(store_path), "--interval", "0.2",
-         "--exec", "exit 3"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)}, preexec_fn=restore_ctrl_c,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "reslog.tools.cli",
+            "watch",
+            str(store_path),
+            "--interval",
+            "0.2",
+            "--exec",
+            "exit 3",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        preexec_fn=restore_ctrl_c,
+    )
     try:
         assert proc.stdout.readline().startswith("watching")
         run = reslog.init(store=store_path, name="second", system=False)
@@ -173,8 +195,16 @@ def test_hook_values_are_escaped_and_capped_and_a_nul_never_ends_the_watch(store
         engine.dispose()
         run = reslog.init(store=store_path, name="after", system=False)
         run.finish()
-        lines = wait_until(lambda: (hook_log.exists() and len(hook_log.read_text().splitlines())
-                                    >= 3 and hook_log.read_text()) or None)  # fmt: skip
+        lines = wait_until(
+            lambda: (
+                (
+                    hook_log.exists()
+                    and len(hook_log.read_text().splitlines()) >= 3
+                    and hook_log.read_text()
+                )
+                or None
+            )
+        )
         assert watch.proc.poll() is None  # still watching
     finally:
         err = watch.stop()
@@ -205,12 +235,22 @@ def test_reslog_notify_builds_its_json_so_a_title_cannot_add_fields():
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/hook?token=secret"
     message = 'x", "channel": "#general", "text": "pwned'
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "RESLOG_RUN": 'r"un', "RESLOG_STATUS": "alert",
-           "RESLOG_MESSAGE": message}  # fmt: skip
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "RESLOG_RUN": 'r"un',
+        "RESLOG_STATUS": "alert",
+        "RESLOG_MESSAGE": message,
+    }
     try:
         for kind in ("slack", "feishu", "dingtalk"):
-            done = subprocess.run([sys.executable, "-m", "reslog.tools.cli", "notify", kind, url],
-                                  env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+            done = subprocess.run(
+                [sys.executable, "-m", "reslog.tools.cli", "notify", kind, url],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert done.returncode == 0, done.stderr
     finally:
         server.shutdown()

@@ -117,9 +117,13 @@ def test_the_same_process_cannot_open_a_run_it_still_logs(store_path):
     with pytest.raises(RunInUse, match="still being logged by this process; finish"):
         reslog.init(project="p", id="mine", resume="allow", store=store_path, system=False)
     again = reslog.init(
-        project="p", id="mine", resume="allow", store=store_path, system=False,
+        project="p",
+        id="mine",
+        resume="allow",
+        store=store_path,
+        system=False,
         reinit="finish_previous",
-    )  # fmt: skip
+    )
     assert run._status == "finished" and again.uid == "mine"
     again.finish()
 
@@ -136,9 +140,16 @@ def test_elsewhere_a_fresh_heartbeat_refuses_and_a_stale_one_lets_the_run_resume
         conn.execute(
             update(runs)
             .where(runs.c.uid == "far")
-            .values(status="running", host="gpu-7", pid=4242, proc_host="other-boot/pid:[1]",
-                    proc_start="123", heartbeat_at=now - 3.0, heartbeat_interval=1.0)
-        )  # fmt: skip
+            .values(
+                status="running",
+                host="gpu-7",
+                pid=4242,
+                proc_host="other-boot/pid:[1]",
+                proc_start="123",
+                heartbeat_at=now - 3.0,
+                heartbeat_interval=1.0,
+            )
+        )
     with pytest.raises(RunInUse) as err:
         reslog.init(project="p", id="far", resume="allow", store=store_path, system=False)
     assert "by pid 4242 on gpu-7 (its heartbeat is 3s old)" in str(err.value)

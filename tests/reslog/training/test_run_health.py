@@ -357,8 +357,11 @@ def test_store_open_failures_are_store_errors_with_the_right_verb(tmp_path):
     prefix = ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}", "--"]
     out = subprocess.run(
         [*(prefix if os.geteuid() == 0 else []), sys.executable, "-c", script],
-        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert "cannot write a run into" in out.stdout and "readonly database" in out.stdout, out
 
 

@@ -143,8 +143,12 @@ def test_save_copies_files_beside_the_store_with_their_digests(store, tmp_path, 
         json.loads(e.body) | {"title": e.title} for e in read_run(store)[2] if e.kind == "file"
     ]
     assert [f["title"] for f in files] == [
-        "ckpt/a.pt", "ckpt/b.pt", "notes.txt", "notes.txt", "late.txt",
-    ]  # fmt: skip
+        "ckpt/a.pt",
+        "ckpt/b.pt",
+        "notes.txt",
+        "notes.txt",
+        "late.txt",
+    ]
     assert files[0]["sha256"] == hashlib.sha256(b"weights-a").hexdigest()
     assert files[0]["source"] == str(tmp_path / "ckpt" / "a.pt") and files[0]["size"] == 9
     assert files[3]["sha256"] == hashlib.sha256(b"v2, changed").hexdigest()
@@ -199,8 +203,11 @@ def test_a_config_file_and_config_key_filters(store, tmp_path):
     )
     run = wandb.init(project="p", config=str(path), system=False)
     assert dict(run.config) == {
-        "lr": 0.001, "batch_size": 32, "model": {"layers": 2, "dim": 64}, "secret_token": "abc",
-    }  # fmt: skip
+        "lr": 0.001,
+        "batch_size": 32,
+        "model": {"layers": 2, "dim": 64},
+        "secret_token": "abc",
+    }
     run.finish()
     assert read_run(store)[0].config["secret_token"] == "<redacted>"
     cfg = {"lr": 0.1, "seed": 1, "debug": True}

@@ -25,8 +25,9 @@ def _cache(status="running", loss=None, step_s=1.0, n=100, **sys_series) -> Seri
     cache.add_live(REF, "train/loss", steps, walls, loss, epoch=1)
     for key, values in sys_series.items():
         values = np.asarray(values, dtype=float)
-        cache.add_live(REF, key.replace("__", "/"), steps[: len(values)],
-                       walls[: len(values)], values, epoch=1)  # fmt: skip
+        cache.add_live(
+            REF, key.replace("__", "/"), steps[: len(values)], walls[: len(values)], values, epoch=1
+        )
     return cache
 
 
@@ -111,8 +112,9 @@ def test_finished_run_is_never_stalled():
 
 def test_gpu_utilisation_drop():
     util = np.r_[np.full(80, 98.0), np.full(20, 20.0)]
-    alerts = check_run(_cache(sys__gpu1__util=util), REF, now=T0 + 100,
-                       th=Thresholds(util_window_s=19))  # fmt: skip
+    alerts = check_run(
+        _cache(sys__gpu1__util=util), REF, now=T0 + 100, th=Thresholds(util_window_s=19)
+    )
     assert kinds(alerts) == ["gpu_util_drop"] and "GPU1 utilisation 20%" in alerts[0].message
 
 
@@ -126,8 +128,9 @@ def test_temperature_and_throttle_reasons():
     throttle = np.zeros(100)
     throttle[50:60] = 0x4 | 0x1  # power cap (+ idle, which is not a slowdown)
     throttle[70] = 0x40
-    alerts = check_run(_cache(sys__gpu0__temp_c=temp, sys__gpu0__throttle=throttle), REF,
-                       now=T0 + 100)  # fmt: skip
+    alerts = check_run(
+        _cache(sys__gpu0__temp_c=temp, sys__gpu0__throttle=throttle), REF, now=T0 + 100
+    )
     assert kinds(alerts) == ["gpu_temp", "throttled"]
     msgs = " | ".join(a.message for a in alerts)
     assert "GPU0 reached 88 °C" in msgs
@@ -135,8 +138,9 @@ def test_temperature_and_throttle_reasons():
 
 
 def test_idle_and_application_clock_bits_are_not_throttling():
-    alerts = check_run(_cache(sys__gpu0__throttle=np.full(100, 0x1 | 0x2 | 0x100)), REF,
-                       now=T0 + 100)  # fmt: skip
+    alerts = check_run(
+        _cache(sys__gpu0__throttle=np.full(100, 0x1 | 0x2 | 0x100)), REF, now=T0 + 100
+    )
     assert alerts == []
 
 
@@ -144,8 +148,12 @@ def test_alerts_logged_by_the_run_are_included_most_severe_first():
     loss = np.linspace(4, 2, 100)
     loss[5] = np.nan
     cache = _cache(loss=loss)
-    cache.add_events([Event(REF, 1, T0 + 3, 3, "alert", "warning", "grad norm spiked"),
-                      Event(REF, 2, T0 + 4, 4, "checkpoint", "info", "step 4")])  # fmt: skip
+    cache.add_events(
+        [
+            Event(REF, 1, T0 + 3, 3, "alert", "warning", "grad norm spiked"),
+            Event(REF, 2, T0 + 4, 4, "checkpoint", "info", "step 4"),
+        ]
+    )
     alerts = check_run(cache, REF, now=T0 + 100)
     assert [a.kind for a in alerts] == ["nan", "alert"]
     assert alerts[1].message == "grad norm spiked"
@@ -161,8 +169,9 @@ def test_alerts_from_history_alone_use_the_summary_rows():
     temp = np.r_[np.full(90, 70.0), np.full(10, 91.0)]
     throttle = np.zeros(100)
     throttle[3] = 0x4
-    cache = _history(train__loss=loss, sys__gpu2__temp_c=temp, sys__gpu2__throttle=throttle,
-                     step_s=10.0)  # fmt: skip
+    cache = _history(
+        train__loss=loss, sys__gpu2__temp_c=temp, sys__gpu2__throttle=throttle, step_s=10.0
+    )
     alerts = check_run(cache, REF, now=T0 + 990 + 200, th=Thresholds(quiet_min_s=1.0))
     by_kind = {a.kind: a for a in alerts}
     assert sorted(by_kind) == ["gpu_temp", "nan", "quiet", "throttled"]

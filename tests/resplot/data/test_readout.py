@@ -38,8 +38,16 @@ def _found() -> list[Reading]:
 def _layout(found, **kw):
     end = kw.pop("end", {})
     ends = {r.item: end.get(r.item.ref, 1000.0) for r in found}
-    args = {"x": 1000.0, "where": "step 1,000", "names": NAMES, "ends": ends, "tolerance": 5.0,
-            "at_step": 1000, "step_slack": 10, "columns": ["train", "valid"]}  # fmt: skip
+    args = {
+        "x": 1000.0,
+        "where": "step 1,000",
+        "names": NAMES,
+        "ends": ends,
+        "tolerance": 5.0,
+        "at_step": 1000,
+        "step_slack": 10,
+        "columns": ["train", "valid"],
+    }
     args.update(kw)
     return layout("Loss", found, **args)
 
@@ -107,10 +115,16 @@ def test_nan_and_smoothed_values():
 
 def test_many_series_of_a_run_get_a_row_each():
     found = [
-        Reading(Item(REFS[0], f"sys/gpu{g}/util", "x", "#000000", part=f"GPU{g}"), 5, 5.0,
-                float(g), None, False)
+        Reading(
+            Item(REFS[0], f"sys/gpu{g}/util", "x", "#000000", part=f"GPU{g}"),
+            5,
+            5.0,
+            float(g),
+            None,
+            False,
+        )
         for g in range(8)
-    ]  # fmt: skip
+    ]
     readout = _layout(found, columns=[f"GPU{g}" for g in range(8)])
     assert readout.columns == [""] and len(readout.rows) == 8
     assert readout.rows[0].name.endswith("GPU7")

@@ -139,8 +139,9 @@ def test_the_same_weight_smooths_the_same_curve_at_every_zoom(smoothing_store):
     refs = [r.ref for r in cache.runs() if r.name == "long"]
     for weight in (0.6, 0.99):
         _p, near = _chart_tracks(cache, source, refs, ["train/loss"], weight, xlim=(20_000, 21_000))
-        _p, nearer = _chart_tracks(cache, source, refs, ["train/loss"], weight,
-                                   xlim=(20_400, 20_600))  # fmt: skip
+        _p, nearer = _chart_tracks(
+            cache, source, refs, ["train/loss"], weight, xlim=(20_400, 20_600)
+        )
         a, b = near[("long", "train/loss")], nearer[("long", "train/loss")]
         assert a.view.level == b.view.level == 0
         common = np.intersect1d(a.view.mid_steps, b.view.mid_steps)
@@ -190,8 +191,21 @@ def test_warmup_covers_what_still_weighs():
     agg = [0] * 16
     agg[0], agg[9], agg[10] = 2_500, 0, 9_996  # n, step_lo, step_hi: every 4th step
     assert unit_of(tuple(agg)) == 4.0
-    assert not any(map(smoothable, ["lr", "train/lr", "lr-AdamW", "sys/gpu0/temp_c",
-                                    "valid/loss", "val_loss", "eval/ppl", "test/acc"]))  # fmt: skip
+    assert not any(
+        map(
+            smoothable,
+            [
+                "lr",
+                "train/lr",
+                "lr-AdamW",
+                "sys/gpu0/temp_c",
+                "valid/loss",
+                "val_loss",
+                "eval/ppl",
+                "test/acc",
+            ],
+        )
+    )
     assert all(map(smoothable, ["train/loss", "loss", "train/grad_norm", "interval"]))
 
 

@@ -26,8 +26,15 @@ def random_job(seed: int, ranks: int, steps: int, holes: float = 0.0):
     stretches = []
     for _ in range(rng.randint(0, 3)):
         first = rng.randint(1, steps)
-        stretches.append((rng.randrange(ranks), rng.choice(PHASES), rng.uniform(0.004, 0.2),
-                          first, first + rng.randint(5, 120)))  # fmt: skip
+        stretches.append(
+            (
+                rng.randrange(ranks),
+                rng.choice(PHASES),
+                rng.uniform(0.004, 0.2),
+                first,
+                first + rng.randint(5, 120),
+            )
+        )
     out: dict[int, dict[int, dict[str, float]]] = {r: {} for r in range(ranks)}
     for step in range(1, steps + 1):
         own = {r: healthy_step(rng) for r in range(ranks)}
@@ -62,17 +69,27 @@ def by_matrix(job, hosts, rule):
         names = {p for phases in steps.values() for p in phases}
         for name in names:
             at = [s for s in sorted(steps) if name in steps[s]]
-            series[(rank, name)] = (np.array(at, np.int64),
-                                    np.array([steps[s][name] for s in at], float))  # fmt: skip
+            series[(rank, name)] = (
+                np.array(at, np.int64),
+                np.array([steps[s][name] for s in at], float),
+            )
     return judge(series, hosts, rule)
 
 
 def findings(found):
     return sorted(
-        (s.rank, s.host, s.phase, s.since, s.found_at, s.until, round(s.excess_s, 12),
-         None if s.others_wait_s is None else round(s.others_wait_s, 12))
+        (
+            s.rank,
+            s.host,
+            s.phase,
+            s.since,
+            s.found_at,
+            s.until,
+            round(s.excess_s, 12),
+            None if s.others_wait_s is None else round(s.others_wait_s, 12),
+        )
         for s in found
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.parametrize(
@@ -94,14 +111,24 @@ def test_the_matrix_names_what_the_rule_names(seed, ranks, steps, holes, window)
 def test_the_seeds_name_stragglers_and_healthy_jobs_none():
     """The parity above is not vacuous: its jobs name stragglers (with holes and a short window
     too), and some name none."""
-    cases = [(range(8), 4, 400, 0.0, 20), (range(8, 12), 8, 300, 0.02, 20),
-             (range(16, 20), 5, 300, 0.05, 3)]  # fmt: skip
+    cases = [
+        (range(8), 4, 400, 0.0, 20),
+        (range(8, 12), 8, 300, 0.02, 20),
+        (range(16, 20), 5, 300, 0.05, 3),
+    ]
     for seeds, ranks, steps, holes, window in cases:
         named = [
-            len(by_rule(random_job(s, ranks, steps, holes), {r: "h" for r in range(ranks)},
-                        StragglerRule(window=window)))
+            len(
+                by_rule(
+                    random_job(s, ranks, steps, holes),
+                    {r: "h" for r in range(ranks)},
+                    StragglerRule(window=window),
+                )
+            )
             for s in seeds
-        ]  # fmt: skip
+        ]
         assert sum(named) >= 2, (ranks, named)
-    assert 0 in [len(by_rule(random_job(s, 4, 400), {r: "h" for r in range(4)},
-                             StragglerRule())) for s in range(8)]  # fmt: skip
+    assert 0 in [
+        len(by_rule(random_job(s, 4, 400), {r: "h" for r in range(4)}, StragglerRule()))
+        for s in range(8)
+    ]

@@ -31,10 +31,22 @@ def loaded(tmp_path):
     nan = [(s, float("nan") if s >= 2000 else v) for s, v in _loss(0.1)]
     make_run(engine, name="nan", points={"train/loss": nan}, created_at=BASE_TIME)
     make_run(engine, name="done", points={"train/loss": _loss(0.2)}, created_at=BASE_TIME + 1)
-    make_run(engine, name="live", status="running", heartbeat_at=time.time() + 3600,
-             points={"train/loss": _loss(0.3)}, created_at=BASE_TIME + 2)  # fmt: skip
-    make_run(engine, name="dead", status="running", heartbeat_at=BASE_TIME + 3 + 2999 + 600,
-             points={"train/loss": _loss(0.4)}, created_at=BASE_TIME + 3)  # fmt: skip
+    make_run(
+        engine,
+        name="live",
+        status="running",
+        heartbeat_at=time.time() + 3600,
+        points={"train/loss": _loss(0.3)},
+        created_at=BASE_TIME + 2,
+    )
+    make_run(
+        engine,
+        name="dead",
+        status="running",
+        heartbeat_at=BASE_TIME + 3 + 2999 + 600,
+        points={"train/loss": _loss(0.4)},
+        created_at=BASE_TIME + 3,
+    )
     engine.dispose()
     with Loaded([parse_spec(str(path))]) as out:
         yield out

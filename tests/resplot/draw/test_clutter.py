@@ -32,8 +32,9 @@ def test_which_runs_show_events_and_when_points_are_marked():
 @pytest.fixture
 def win(qtbot, tmp_path):
     make_sweep(tmp_path / "sweep.db", steps=STEPS)
-    w = open_window(qtbot, [tmp_path / "sweep.db"], tmp_path / "settings.json", runs=12,
-                    size=(1280, 800))  # fmt: skip
+    w = open_window(
+        qtbot, [tmp_path / "sweep.db"], tmp_path / "settings.json", runs=12, size=(1280, 800)
+    )
     yield w
     w.close()
 

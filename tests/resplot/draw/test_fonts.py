@@ -25,10 +25,14 @@ def cjk_store(tmp_path):
     path = tmp_path / "中文.db"
     engine = new_store(path)
     steps = range(0, 200, 2)
-    make_run(engine, name=NAME, points={
-        KEY: [(s, 3.0 + np.exp(-s / 40)) for s in steps],
-        "train/loss": [(s, 3.0 + np.exp(-s / 40)) for s in steps],
-    })  # fmt: skip
+    make_run(
+        engine,
+        name=NAME,
+        points={
+            KEY: [(s, 3.0 + np.exp(-s / 40)) for s in steps],
+            "train/loss": [(s, 3.0 + np.exp(-s / 40)) for s in steps],
+        },
+    )
     engine.dispose()
     return path
 

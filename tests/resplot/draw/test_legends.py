@@ -24,10 +24,15 @@ def sweep(tmp_path):
     engine = new_store(path)
     for i, name in enumerate(NAMES):
         steps = range(0, 500, 5)
-        make_run(engine, name=name, created_at=BASE_TIME + i, points={
-            "train/loss": [(s, 3.0 + 0.05 * i + np.exp(-s / 100)) for s in steps],
-            "valid/loss": [(s, 3.1 + 0.05 * i) for s in steps[::20]],
-        })  # fmt: skip
+        make_run(
+            engine,
+            name=name,
+            created_at=BASE_TIME + i,
+            points={
+                "train/loss": [(s, 3.0 + 0.05 * i + np.exp(-s / 100)) for s in steps],
+                "valid/loss": [(s, 3.1 + 0.05 * i) for s in steps[::20]],
+            },
+        )
     engine.dispose()
     return path
 

@@ -105,8 +105,9 @@ ZOOMS = {"whole": (0.0, 1.0), "10%": (0.3, 0.4), "1%": (0.31, 0.32), "100 steps"
 CASES = [(n, z) for n in (1_000, 10_000, 100_000) for z in ZOOMS if n * 0.01 >= 100 or z != "1%"]
 
 
-@pytest.mark.parametrize(("n", "zoom"), [(n, ZOOMS[z]) for n, z in CASES],
-                         ids=[f"{n}-{z}" for n, z in CASES])  # fmt: skip
+@pytest.mark.parametrize(
+    ("n", "zoom"), [(n, ZOOMS[z]) for n, z in CASES], ids=[f"{n}-{z}" for n, z in CASES]
+)
 def test_columns_draw_what_every_raw_point_draws(loaded, n, zoom):
     cache, source, refs, values, _path = loaded
     y = values[n]
@@ -175,10 +176,14 @@ def test_a_finished_store_draws_the_same_bytes_twice(loaded, tmp_path):
             page = render(cache, state, refs, fetch=lambda s=fresh, c=cache: s.poll(c))
             levels = {t.view.level for ts in page.tracks for t in ts.values()}
             paths = [
-                (t.item.ref.uid, np.asarray(t.line.get_xydata()).tobytes(),
-                 None if t.raw is None else np.asarray(t.raw.get_xydata()).tobytes())
-                for ts in page.tracks for t in ts.values()
-            ]  # fmt: skip
+                (
+                    t.item.ref.uid,
+                    np.asarray(t.line.get_xydata()).tobytes(),
+                    None if t.raw is None else np.asarray(t.raw.get_xydata()).tobytes(),
+                )
+                for ts in page.tracks
+                for t in ts.values()
+            ]
             png = tmp_path / f"snap{attempt}.png"
             page.save(png)
             drawn.append((levels, paths, png.read_bytes()))

@@ -21,8 +21,24 @@ from tests.fixtures.compare import assert_cache_matches_store, same_agg, want_ev
 from tests.fixtures.stores import add_points, key_id, make_run, new_store
 from tests.reslog.agent.test_agent import agent_process, decode_rows, poll
 
-AGG = ("n", "nan", "posinf", "neginf", "vmin", "vmax", "min_at", "max_at", "vsum", "step_lo",
-       "step_hi", "last", "wall_lo", "wall_hi", "bits", "nonfinite_at")  # fmt: skip
+AGG = (
+    "n",
+    "nan",
+    "posinf",
+    "neginf",
+    "vmin",
+    "vmax",
+    "min_at",
+    "max_at",
+    "vsum",
+    "step_lo",
+    "step_hi",
+    "last",
+    "wall_lo",
+    "wall_hi",
+    "bits",
+    "nonfinite_at",
+)
 
 
 def brute(points: list[tuple[int, float, float]], shift: int) -> dict[int, tuple]:
@@ -60,8 +76,10 @@ def resumed(tmp_path_factory):
         again.log({"loss": 1.0}, step=s)
     again.finish()
     with reslog.open(path) as st:
-        raw = {k: list(st.points("long", k)[["step", "wall", "value"]].itertuples(index=False))
-               for k in ("loss", "gpu")}  # fmt: skip
+        raw = {
+            k: list(st.points("long", k)[["step", "wall", "value"]].itertuples(index=False))
+            for k in ("loss", "gpu")
+        }
     engine = new_store(path)
     ids = {name: key_id(engine, name) for name in ("loss", "gpu")}
     engine.dispose()
@@ -176,8 +194,9 @@ def test_a_run_in_the_gap_draws_a_bucket_per_pixel_or_more(tmp_path, steps):
     rng = np.random.default_rng(steps)
     values = 3.0 + rng.standard_normal(steps)
     values[steps // 3] = 99.0
-    make_run(engine, name="r", points={"loss": list(zip(range(steps), values.tolist(),
-                                                        strict=True))})  # fmt: skip
+    make_run(
+        engine, name="r", points={"loss": list(zip(range(steps), values.tolist(), strict=True))}
+    )
     cache = SeriesCache()
     source = LocalSource(parse_spec(str(path)))
     try:
@@ -252,8 +271,9 @@ def test_postgres_serves_the_same_fine_tiles(pg_store, resumed):
     engine = new_store(pg_store)
     try:
         run = make_run(engine, name="long")
-        add_points(engine, run.id, {"loss": [(int(s), float(v), float(w)) for s, w, v in
-                                              raw["loss"]]})  # fmt: skip
+        add_points(
+            engine, run.id, {"loss": [(int(s), float(v), float(w)) for s, w, v in raw["loss"]]}
+        )
         cache = SeriesCache()
         source = open_source(parse_spec(pg_store))
         try:
@@ -319,10 +339,11 @@ def test_a_page_past_its_fine_budget_draws_level_1_and_says_so(tmp_path, monkeyp
             monkeypatch.setattr(
                 views, "FINE_POINTS_PER_PAGE", {"numpy": budget, "builtins": budget}
             )
-            page = charts.render(cache, state, refs, size=(6, 3),
-                                 fetch=lambda: source.poll(cache))  # fmt: skip
-            got[budget] = ({t.view.level for t in page.tracks[0].values()},
-                           page._notes[0].get_text())  # fmt: skip
+            page = charts.render(cache, state, refs, size=(6, 3), fetch=lambda: source.poll(cache))
+            got[budget] = (
+                {t.view.level for t in page.tracks[0].values()},
+                page._notes[0].get_text(),
+            )
         assert got[50_000][0] == {1}
         assert "min–max per 128 steps, coarser than pixels" in got[50_000][1]
         assert all(level < 0 for level in got[70_000][0])

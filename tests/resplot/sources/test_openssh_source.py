@@ -33,8 +33,9 @@ def _ssh_client():
 
 def store_at(path):
     engine = new_store(path)
-    make_run(engine, name="via-openssh", points={"train/loss": [(s, 1.0 / (s + 1))
-                                                               for s in range(200)]})  # fmt: skip
+    make_run(
+        engine, name="via-openssh", points={"train/loss": [(s, 1.0 / (s + 1)) for s in range(200)]}
+    )
     engine.dispose()
     return path
 
@@ -68,8 +69,11 @@ def test_a_python_too_old_for_the_agent_is_named_through_the_ssh_binary(ssh_conf
     from tests.reslog.agent.test_agent_launcher import old_python
 
     store = store_at(tmp_path / "reslog.db")
-    src = OpenSSHSource(parse_spec(f"target:{store}#via=openssh"),
-                        SSHOptions(ssh_config=ssh_config), python=old_python("3.6"))  # fmt: skip
+    src = OpenSSHSource(
+        parse_spec(f"target:{store}#via=openssh"),
+        SSHOptions(ssh_config=ssh_config),
+        python=old_python("3.6"),
+    )
     try:
         with pytest.raises(AgentConnectionError, match=r"needs Python >= 3\.8.*\(3\.6\."):
             src.poll(SeriesCache())
@@ -87,8 +91,11 @@ def test_an_open_controlmaster_is_reused(sshd_env, tmp_path, monkeypatch):
     store = store_at(tmp_path / "reslog.db")
     before = sshd_env.target.log_text().count("Accepted publickey")
     for _ in range(2):
-        src = OpenSSHSource(parse_spec(f"target:{store}#via=openssh"), SSHOptions(ssh_config=cfg),
-                            python=sys.executable)  # fmt: skip
+        src = OpenSSHSource(
+            parse_spec(f"target:{store}#via=openssh"),
+            SSHOptions(ssh_config=cfg),
+            python=sys.executable,
+        )
         try:
             src.poll(SeriesCache())
         finally:
@@ -97,8 +104,12 @@ def test_an_open_controlmaster_is_reused(sshd_env, tmp_path, monkeypatch):
         # One login for every ssh command since: they went through the master.
         assert sshd_env.target.log_text().count("Accepted publickey") == before + 1
     finally:
-        subprocess.run(["ssh", "-F", str(cfg), "-O", "exit", "target"], capture_output=True,
-                       check=False, timeout=30)  # fmt: skip
+        subprocess.run(
+            ["ssh", "-F", str(cfg), "-O", "exit", "target"],
+            capture_output=True,
+            check=False,
+            timeout=30,
+        )
         shutil.rmtree(control, ignore_errors=True)
 
 
@@ -107,8 +118,9 @@ def test_a_refused_login_reads_as_auth_failed(sshd_env, tmp_path, monkeypatch):
     from tests.fixtures.sshd import generate_key
 
     generate_key(tmp_path / "stranger")
-    cfg = sshd_env.make_ssh_config(tmp_path / "ssh", identity=tmp_path / "stranger",
-                                   extra="Host *\n  BatchMode yes\n")  # fmt: skip
+    cfg = sshd_env.make_ssh_config(
+        tmp_path / "ssh", identity=tmp_path / "stranger", extra="Host *\n  BatchMode yes\n"
+    )
     src = OpenSSHSource(parse_spec("target:/x.db#via=openssh"), SSHOptions(ssh_config=cfg))
     try:
         with pytest.raises(AuthFailed, match="Permission denied"):

@@ -38,9 +38,14 @@ def obeying_modes() -> list[str]:
 
 
 def reslog_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*obeying_modes(), sys.executable, "-m", "reslog.tools.cli", *args],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    return subprocess.run(
+        [*obeying_modes(), sys.executable, "-m", "reslog.tools.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
 
 
 def freeze(folder: Path) -> None:
@@ -68,11 +73,17 @@ def test_reslog_ls_and_open_read_a_store_in_a_read_only_folder(archived):
     done = reslog_cli("ls", str(archived))
     assert done.returncode == 0, done.stderr
     assert "done" in done.stdout and "finished" in done.stdout
-    code = (f"import reslog; s = reslog.open({str(archived)!r}); "
-            "print(len(s.history('done', 'loss')))")  # fmt: skip
-    read = subprocess.run([*obeying_modes(), sys.executable, "-c", code], capture_output=True,
-                          text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                          timeout=120)  # fmt: skip
+    code = (
+        f"import reslog; s = reslog.open({str(archived)!r}); print(len(s.history('done', 'loss')))"
+    )
+    read = subprocess.run(
+        [*obeying_modes(), sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
     assert read.returncode == 0 and read.stdout.strip() == "50", read.stderr
     assert sorted(p.name for p in archived.parent.iterdir()) == ["reslog.db"]  # nothing made
 
@@ -109,8 +120,13 @@ def test_a_write_ahead_log_that_cannot_be_read_there_is_said_so(tmp_path):
     folder = tmp_path / "crashed"
     store = folder / "reslog.db"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(store)], stdout=subprocess.PIPE,
-                            text=True, cwd=ROOT, env=env)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(store)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
     assert proc.stdout.readline().strip() == "ok"
     proc.send_signal(signal.SIGKILL)  # its -wal keeps the committed rows, not yet checkpointed
     proc.wait(timeout=30)

@@ -163,11 +163,17 @@ def test_killing_the_agent_mid_stream_loses_and_duplicates_nothing(tmp_path):
     source.poll(cache)  # the live cursor at the (empty) end
     for chunk in range(4):  # interleaved runs and keys, several inserts
         for run_id in runs:
-            add_points(engine, run_id, {
-                f"k{k}": [(s, math.nan if s % 97 == 0 else s * (k + 1.0))
-                          for s in range(chunk * 100, chunk * 100 + 100)]
-                for k in range(3)
-            })  # fmt: skip
+            add_points(
+                engine,
+                run_id,
+                {
+                    f"k{k}": [
+                        (s, math.nan if s % 97 == 0 else s * (k + 1.0))
+                        for s in range(chunk * 100, chunk * 100 + 100)
+                    ]
+                    for k in range(3)
+                },
+            )
     batches = []
     first_pid = None
 

@@ -37,15 +37,20 @@ ssh_config = sshd_fixtures.ssh_config
 pytestmark = pytest.mark.sshd
 
 
-def source(spec: str, cfg: Path, tmp_path: Path, python: str | None = sys.executable,
-           **options) -> SSHSource:  # fmt: skip
+def source(
+    spec: str, cfg: Path, tmp_path: Path, python: str | None = sys.executable, **options
+) -> SSHSource:
     return SSHSource(parse_spec(spec), SSHOptions(ssh_config=cfg, **options), python=python)
 
 
 def live_points(cache: SeriesCache) -> int:
     """Points that arrived live, over every series."""
-    return sum(len(cache.live(r.ref, k)[0]) for r in cache.runs() for k in cache.keys(r.ref)
-               if cache.live(r.ref, k) is not None)  # fmt: skip
+    return sum(
+        len(cache.live(r.ref, k)[0])
+        for r in cache.runs()
+        for k in cache.keys(r.ref)
+        if cache.live(r.ref, k) is not None
+    )
 
 
 def poll_until(src: SSHSource, cache: SeriesCache, done, timeout: float = 60.0) -> int:
@@ -85,8 +90,11 @@ def test_ssh_url_and_scp_forms_name_host_user_port_path_and_interpreter():
 
 
 def test_open_source_gives_an_ssh_source_for_host_path_specs(ssh_config, tmp_path):
-    src = open_source(parse_spec("target:/nonexistent/*.db"), SSHOptions(ssh_config=ssh_config),
-                      python=sys.executable)  # fmt: skip
+    src = open_source(
+        parse_spec("target:/nonexistent/*.db"),
+        SSHOptions(ssh_config=ssh_config),
+        python=sys.executable,
+    )
     try:
         assert isinstance(src, SSHSource)
     finally:
@@ -101,8 +109,9 @@ def agent_command_line(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
 
 
-def test_the_agent_runs_from_memory_and_nothing_is_written_on_the_host(ssh_config, tmp_path,
-                                                                       monkeypatch):  # fmt: skip
+def test_the_agent_runs_from_memory_and_nothing_is_written_on_the_host(
+    ssh_config, tmp_path, monkeypatch
+):
     engine = new_store(tmp_path / "s" / "reslog.db")
     make_run(engine, name="a", points={"train/loss": [(0, 2.0), (1, 1.5)]})
     src = source(f"target:{tmp_path}/s/reslog.db", ssh_config, tmp_path)
@@ -132,9 +141,11 @@ def test_a_host_without_sftp_serves_its_stores(tmp_path, monkeypatch):
         assert "Subsystem" not in (root / "nosftp_config").read_text()
         (tmp_path / "known").write_text(server.known_hosts_line())
         cfg = tmp_path / "cfg"
-        cfg.write_text(f"Host nosftp\n  HostName 127.0.0.1\n  Port {server.port}\n"
-                       f"  IdentityFile {key}\n  IdentitiesOnly yes\n"
-                       f"  UserKnownHostsFile {tmp_path / 'known'}\n")  # fmt: skip
+        cfg.write_text(
+            f"Host nosftp\n  HostName 127.0.0.1\n  Port {server.port}\n"
+            f"  IdentityFile {key}\n  IdentitiesOnly yes\n"
+            f"  UserKnownHostsFile {tmp_path / 'known'}\n"
+        )
         engine = new_store(tmp_path / "reslog.db")
         make_run(engine, name="a", points={"train/loss": [(0, 2.0), (1, 1.5)]})
         src = source(f"nosftp:{tmp_path}/reslog.db", cfg, tmp_path)
@@ -416,9 +427,11 @@ def test_a_cut_mid_fetch_then_healed_loses_and_duplicates_no_point(sshd_env, tmp
         src.poll(cache)  # runs and summaries; the live cursor at the end
         engine = new_store(db)
         for run in cache.runs():
-            add_points(engine, 1 + int(run.name[-1]), {
-                f"train/k{k}": [(s, 0.5) for s in range(25_000, 40_000)] for k in range(4)
-            })  # fmt: skip
+            add_points(
+                engine,
+                1 + int(run.name[-1]),
+                {f"train/k{k}": [(s, 0.5) for s in range(25_000, 40_000)] for k in range(4)},
+            )
         want_every_tile(cache, level=1)  # and every raw point of the history, as tiles
         cutter = threading.Thread(target=cut_when_streaming)
         cutter.start()
@@ -427,8 +440,9 @@ def test_a_cut_mid_fetch_then_healed_loses_and_duplicates_no_point(sshd_env, tmp
         cutter.join()
         assert cut_at == [1]
         assert live_points(cache) < 4 * 4 * 15_000  # the cut really landed mid-fetch
-        poll_until(src, cache, lambda: live_points(cache) >= 4 * 4 * 15_000
-                   and cache.wanted_count() == 0)  # fmt: skip
+        poll_until(
+            src, cache, lambda: live_points(cache) >= 4 * 4 * 15_000 and cache.wanted_count() == 0
+        )
         src.poll(cache)  # and one more: nothing new, nothing repeated
         assert live_points(cache) == 4 * 4 * 15_000
         assert assert_cache_matches_store(cache, engine, src.label, str(db)) == 16
@@ -522,8 +536,9 @@ def exported_points(path: Path) -> list[tuple]:
 
 
 @pytest.mark.parametrize("fault", ["cut", "stall"])
-def test_an_export_resumes_from_the_page_a_cut_or_a_stall_broke(sshd_env, tmp_path, monkeypatch,
-                                                                fault):  # fmt: skip
+def test_an_export_resumes_from_the_page_a_cut_or_a_stall_broke(
+    sshd_env, tmp_path, monkeypatch, fault
+):
     """`resplot export` failed on any connection cut or a stall longer than the request
     timeout ("cannot write out.csv"), where `resplot sync` recovers exactly."""
     from resplot.ui.exports import export_points

@@ -85,8 +85,14 @@ def test_identity_files_accumulate_across_stanzas_in_order_with_tokens_expanded(
 def test_without_identity_file_the_default_keys_are_tried(tmp_path):
     h = resolve_host("gpu", config_path=write(tmp_path / "c", ""))
     assert [p.name for p in h.key_file_candidates()] == [  # OpenSSH's order (ssh -G prints it)
-        "id_rsa", "id_ecdsa", "id_ecdsa_sk", "id_ed25519", "id_ed25519_sk", "id_xmss", "id_dsa",
-    ]  # fmt: skip
+        "id_rsa",
+        "id_ecdsa",
+        "id_ecdsa_sk",
+        "id_ed25519",
+        "id_ed25519_sk",
+        "id_xmss",
+        "id_dsa",
+    ]
 
 
 def test_negated_patterns_exclude_a_host_from_a_wildcard_stanza(tmp_path):

@@ -67,10 +67,21 @@ def cert_server(tmp_path_factory) -> Iterator[CertServer]:
     import getpass
 
     subprocess.run(
-        [keygen, "-q", "-s", str(ca), "-I", "resplot-test", "-n", getpass.getuser(),
-         "-V", "-5m:+1h", str(key) + ".pub"],
+        [
+            keygen,
+            "-q",
+            "-s",
+            str(ca),
+            "-I",
+            "resplot-test",
+            "-n",
+            getpass.getuser(),
+            "-V",
+            "-5m:+1h",
+            str(key) + ".pub",
+        ],
         check=True,
-    )  # fmt: skip
+    )
     cert = root / "issued-cert.pub"
     Path(f"{key}-cert.pub").rename(cert)
     empty = root / "authorized_keys"

@@ -86,7 +86,15 @@ def _key(tmp_path: Path) -> str:
 def test_cli_ssh_config_option_must_name_a_file(tmp_path, capsys):
     from resplot.cli import main
 
-    argv = ["export", "gpu:runs.db", "--ssh-config", str(tmp_path / "nope"), "--format", "csv",
-            "-o", "-"]  # fmt: skip
+    argv = [
+        "export",
+        "gpu:runs.db",
+        "--ssh-config",
+        str(tmp_path / "nope"),
+        "--format",
+        "csv",
+        "-o",
+        "-",
+    ]
     assert main(argv) == 1
     assert "--ssh-config" in capsys.readouterr().err

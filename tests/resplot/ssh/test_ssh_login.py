@@ -158,13 +158,19 @@ def test_a_failing_askpass_program_counts_as_cancelled(tmp_path):
         ({"SSH_ASKPASS": "/bin/true", "DISPLAY": ":0"}, True, "terminal"),
         ({"SSH_ASKPASS": "/bin/true", "DISPLAY": ":0"}, False, "askpass"),
         ({"SSH_ASKPASS": "/bin/true"}, False, None),  # no display: ssh does not use it either
-        ({"SSH_ASKPASS": "/bin/true", "DISPLAY": ":0", "SSH_ASKPASS_REQUIRE": "prefer"}, True,
-         "askpass"),
+        (
+            {"SSH_ASKPASS": "/bin/true", "DISPLAY": ":0", "SSH_ASKPASS_REQUIRE": "prefer"},
+            True,
+            "askpass",
+        ),
         ({"SSH_ASKPASS": "/bin/true", "SSH_ASKPASS_REQUIRE": "force"}, False, "askpass"),
-        ({"SSH_ASKPASS": "/bin/true", "DISPLAY": ":0", "SSH_ASKPASS_REQUIRE": "never"}, False,
-         None),
+        (
+            {"SSH_ASKPASS": "/bin/true", "DISPLAY": ":0", "SSH_ASKPASS_REQUIRE": "never"},
+            False,
+            None,
+        ),
     ],
-)  # fmt: skip
+)
 def test_who_answers_follows_openssh_rules(env, tty, expected, monkeypatch):
     monkeypatch.setattr("shutil.which", lambda name: None)  # no ssh-askpass on PATH here
     from resplot.ssh.prompts import terminal_asker
@@ -254,9 +260,12 @@ def test_the_login_dialog_shows_each_question_with_its_echo(qtbot):
     from resplot.ui.prompt_dialog import LoginDialog, PromptAsker
 
     prompt = Prompt(
-        "keyboard-interactive", "me@gpu", (Question("Password: "), Question("Token: ", True)),
-        name="Duo two-factor", instructions="Enter the code from your phone",
-    )  # fmt: skip
+        "keyboard-interactive",
+        "me@gpu",
+        (Question("Password: "), Question("Token: ", True)),
+        name="Duo two-factor",
+        instructions="Enter the code from your phone",
+    )
 
     def fill(dialog: LoginDialog) -> bool:
         qtbot.addWidget(dialog)
@@ -384,9 +393,12 @@ def test_the_terminal_asks_secrets_without_echo_and_the_rest_with_it(tmp_path):
     )
     child = subprocess.Popen(
         [sys.executable, "-c", code, os.ttyname(slave), str(out)],
-        stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
         cwd=Path(__file__).resolve().parents[3],
-    )  # fmt: skip
+    )
     os.close(slave)
     seen = b""
 

@@ -31,13 +31,16 @@ def test_the_system_ssh_directory(platform, env, expected):
 @pytest.mark.parametrize(
     ("platform", "env", "expected"),
     [
-        ("win32", {"ComSpec": r"C:\Windows\system32\cmd.exe"},
-         [r"C:\Windows\system32\cmd.exe", "/c", "nc %h"]),
+        (
+            "win32",
+            {"ComSpec": r"C:\Windows\system32\cmd.exe"},
+            [r"C:\Windows\system32\cmd.exe", "/c", "nc %h"],
+        ),
         ("win32", {}, ["cmd.exe", "/c", "nc %h"]),
         ("linux", {"SHELL": "/bin/zsh"}, ["/bin/zsh", "-c", "exec nc %h"]),
         ("darwin", {}, ["/bin/sh", "-c", "exec nc %h"]),
     ],
-)  # fmt: skip
+)
 def test_commands_run_through_the_platform_shell(platform, env, expected):
     assert shell_argv("nc %h", platform, env) == expected
 

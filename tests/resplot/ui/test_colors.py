@@ -52,8 +52,13 @@ def _sweep(path, n: int, offset: float = 0.0, project: str = "proj"):
     engine = new_store(path)
     for i in range(n):
         loss = [(s, 3.0 + offset + 0.1 * i + np.exp(-s / 50)) for s in range(0, 200, 2)]
-        make_run(engine, name=f"{path.stem}-{i}", project=project, points={"train/loss": loss},
-                 created_at=BASE_TIME + i)  # fmt: skip
+        make_run(
+            engine,
+            name=f"{path.stem}-{i}",
+            project=project,
+            points={"train/loss": loss},
+            created_at=BASE_TIME + i,
+        )
     engine.dispose()
 
 

@@ -28,8 +28,20 @@ SOAK = "tests/soak_window.py"
 def _run_soak(prefix: list[str], platform: str, seconds: float, tmp_path: Path) -> None:
     env = {**os.environ, "QT_QPA_PLATFORM": platform, "RESPLOT_SOAK_S": str(seconds)}
     env.pop("PYTEST_ADDOPTS", None)
-    cmd = [*prefix, sys.executable, "-X", "faulthandler", "-m", "pytest", "-q", "-s",
-           "-p", "no:cacheprovider", f"--basetemp={tmp_path / 'soak'}", SOAK]  # fmt: skip
+    cmd = [
+        *prefix,
+        sys.executable,
+        "-X",
+        "faulthandler",
+        "-m",
+        "pytest",
+        "-q",
+        "-s",
+        "-p",
+        "no:cacheprovider",
+        f"--basetemp={tmp_path / 'soak'}",
+        SOAK,
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     out = (proc.stdout + proc.stderr)[-6000:]
     # A crash is a negative code (killed by a signal) or 128+signal through a shell.

@@ -38,12 +38,26 @@ def shown_safely(text: str | None) -> bool:
 def hostile_store(tmp_path):
     path = tmp_path / "hostile.db"
     engine = new_store(path)
-    points = {"train/loss": [(s, 4.0 - s / 100) for s in range(100)],
-              KEY: [(s, 1.0 + s / 100) for s in range(100)]}  # fmt: skip
-    bad = make_run(engine, name=NAME, project=f"proj{BIDI}x", host=f"gpu{BIDI}b",
-                   config={"lr": 3e-4, "note": f"x\x1b[31mred{BIDI}"}, points=points)  # fmt: skip
-    make_run(engine, name="lr1e-3-plain", project=f"proj{BIDI}x", config={"lr": 1e-3, "note": ""},
-             points=points, created_at=1_700_000_001.0)  # fmt: skip
+    points = {
+        "train/loss": [(s, 4.0 - s / 100) for s in range(100)],
+        KEY: [(s, 1.0 + s / 100) for s in range(100)],
+    }
+    bad = make_run(
+        engine,
+        name=NAME,
+        project=f"proj{BIDI}x",
+        host=f"gpu{BIDI}b",
+        config={"lr": 3e-4, "note": f"x\x1b[31mred{BIDI}"},
+        points=points,
+    )
+    make_run(
+        engine,
+        name="lr1e-3-plain",
+        project=f"proj{BIDI}x",
+        config={"lr": 1e-3, "note": ""},
+        points=points,
+        created_at=1_700_000_001.0,
+    )
     engine.dispose()
     return path, bad
 
@@ -107,8 +121,12 @@ def test_the_window_shows_hostile_names_as_escapes(qtbot, tmp_path, hostile_stor
     assert asked == [f"Colour of {safe(NAME)}"]
     # A notification of an alert logged with escapes in its text, and the status bar.
     engine = new_store(path)
-    add_events(engine, bad.id, [("alert", f"loss{BIDI} \x1b]52;c;ZXZpbA==\x07", 99, "error")],
-               wall0=1_700_000_000.0)  # fmt: skip
+    add_events(
+        engine,
+        bad.id,
+        [("alert", f"loss{BIDI} \x1b]52;c;ZXZpbA==\x07", 99, "error")],
+        wall0=1_700_000_000.0,
+    )
     engine.dispose()
     qtbot.waitUntil(lambda: len(win.notifier.shown) == 1, timeout=30_000)
     (note,) = win.notifier.shown

@@ -65,9 +65,11 @@ def test_nanogpt_and_hugging_face_runs_fill_the_training_page(win):
         assert len(line.get_xdata()) > 0, (title, key)
         drawn.setdefault(title, set()).add((names[ref], key))
     assert drawn["Loss"] == {
-        ("nanogpt", "train/loss"), ("nanogpt", "val/loss"),
-        ("hf", "train/loss"), ("hf", "eval/loss"),
-    }  # fmt: skip
+        ("nanogpt", "train/loss"),
+        ("nanogpt", "val/loss"),
+        ("hf", "train/loss"),
+        ("hf", "eval/loss"),
+    }
     assert drawn["Learning rate"] == {("nanogpt", "lr"), ("hf", "train/learning_rate")}
     assert drawn["Gradient norm"] == {("hf", "train/grad_norm")}
     assert drawn["MFU"] == {("nanogpt", "mfu")}

@@ -28,7 +28,8 @@ def _sweep(path) -> None:
             for leaf in ("util", "temp_c", "power_w", "mem_used_gib")
         }
         make_run(
-            engine, name="学习率扫描-运行" if i == 8 else f"lr{lr:g}-wd{i // 3}-seed{i}",
+            engine,
+            name="学习率扫描-运行" if i == 8 else f"lr{lr:g}-wd{i // 3}-seed{i}",
             created_at=BASE_TIME + i,
             config={"lr": lr, "wd": i // 3, "seed": i, "model": {"layers": 12}},
             points={
@@ -40,10 +41,17 @@ def _sweep(path) -> None:
                 "train/mfu": [(s, 0.4 + 0.01 * i) for s in steps],
                 "valid/ppl": [(s, 14.0 - i * 0.1) for s in steps[::50]],
                 **gpu,
-                **{f"time/{p}": [(s, t) for s in steps[::25]] for p, t in
-                   (("data", 0.01), ("forward", 0.1), ("backward", 0.2), ("step", 0.35))},
+                **{
+                    f"time/{p}": [(s, t) for s in steps[::25]]
+                    for p, t in (
+                        ("data", 0.01),
+                        ("forward", 0.1),
+                        ("backward", 0.2),
+                        ("step", 0.35),
+                    )
+                },
             },
-        )  # fmt: skip
+        )
     engine.dispose()
 
 
@@ -74,8 +82,9 @@ def _texts(page):
         for axis in (ax.xaxis, ax.yaxis):
             offset = axis.get_offset_text()
             if offset.get_visible() and offset.get_text():
-                out.append((f"axes{n} offset {offset.get_text()!r}",
-                            offset.get_window_extent(renderer)))  # fmt: skip
+                out.append(
+                    (f"axes{n} offset {offset.get_text()!r}", offset.get_window_extent(renderer))
+                )
         note = page._notes[n]
         if note.get_text():
             out.append((f"axes{n} note", note.get_window_extent(renderer)))
@@ -117,17 +126,18 @@ def test_a_sweeps_long_names_never_run_into_other_text(qtbot, tmp_path, page):
     from tests.fixtures.sweep import make_sweep
 
     make_sweep(tmp_path / "sweep.db", steps=500)
-    win = open_window(qtbot, [tmp_path / "sweep.db"], tmp_path / "settings.json", runs=12,
-                      size=(1280, 800))  # fmt: skip
+    win = open_window(
+        qtbot, [tmp_path / "sweep.db"], tmp_path / "settings.json", runs=12, size=(1280, 800)
+    )
     win.set_page(page)
     settle(qtbot, win)
     _assert_no_overlap(win.current_page())
     titles = [ax.get_title(loc="left") for ax in win.current_page().axes]
     if page == "timing":  # each stack's title still names its run by what sets it apart
         assert {t for t in titles if t.startswith("Step time: ")} == {
-            f"Step time: …lr{lr}-wd0.2-seed{i}…" for i, lr in ((11, "0.0006"), (10, "0.0003"),
-                                                             (9, "0.0002"), (8, "0.0001"))
-        }  # fmt: skip
+            f"Step time: …lr{lr}-wd0.2-seed{i}…"
+            for i, lr in ((11, "0.0006"), (10, "0.0003"), (9, "0.0002"), (8, "0.0001"))
+        }
     win.close()
 
 
@@ -137,8 +147,13 @@ def test_the_run_table_fits_a_laptop(qtbot, sweep, tmp_path):
     # How each run is doing first (status, step, the losses, alerts), then what tells the
     # sweep apart.
     assert headers[:3] == ["run", "status", "step"]
-    assert headers[3:8] == ["train/loss last", "train/loss min", "valid/loss last",
-                            "valid/loss min", "alerts"]  # fmt: skip
+    assert headers[3:8] == [
+        "train/loss last",
+        "train/loss min",
+        "valid/loss last",
+        "valid/loss min",
+        "alerts",
+    ]
     assert set(headers[8:11]) == {"lr", "seed", "wd"}
     view = win.table.view
     rows_shown = view.viewport().height() // win.table.row_height()
@@ -208,8 +223,9 @@ def test_at_1280_by_800_a_training_chart_is_300_by_180_and_six_runs_show(qtbot, 
     from tests.fixtures.sweep import make_sweep
 
     make_sweep(tmp_path / "sweep.db", steps=1000)
-    win = open_window(qtbot, [tmp_path / "sweep.db"], tmp_path / "settings.json", runs=12,
-                      size=(1280, 800))  # fmt: skip
+    win = open_window(
+        qtbot, [tmp_path / "sweep.db"], tmp_path / "settings.json", runs=12, size=(1280, 800)
+    )
     page = win.current_page()
     for ax, spec in zip(page.axes, page.specs, strict=True):
         assert ax.bbox.width >= 300 and ax.bbox.height >= 180, (spec.title, ax.bbox.bounds)
@@ -249,8 +265,9 @@ def test_a_first_window_fits_the_screen_and_dragged_splits_are_kept(qtbot, tmp_p
     win.toggle_tree()
     assert win.top_split.sizes()[0] == 0
     win.save_settings()
-    again = MainWindow(SeriesCache(), settings_mod.load(tmp_path / "settings.json"),
-                       tmp_path / "settings.json")  # fmt: skip
+    again = MainWindow(
+        SeriesCache(), settings_mod.load(tmp_path / "settings.json"), tmp_path / "settings.json"
+    )
     qtbot.addWidget(again)
     again.show()
     assert again.splits_by_hand and again.top_split.sizes()[0] == 0
@@ -262,8 +279,9 @@ def test_run_names_keep_what_tells_a_sweep_apart_and_columns_can_be_hidden(qtbot
     from tests.fixtures.sweep import make_sweep, sweep_name
 
     make_sweep(tmp_path / "sweep.db", steps=500)
-    win = open_window(qtbot, [tmp_path / "sweep.db"], tmp_path / "settings.json", runs=12,
-                      size=(1280, 800))  # fmt: skip
+    win = open_window(
+        qtbot, [tmp_path / "sweep.db"], tmp_path / "settings.json", runs=12, size=(1280, 800)
+    )
     view, proxy = win.table.view, win.table.proxy
     view.setColumnWidth(0, 220)
     delegate = view.itemDelegateForColumn(0)
@@ -304,7 +322,9 @@ def scales(tmp_path):
     steps = range(0, 2000, 10)
     for i in range(3):
         make_run(
-            engine, name=f"scale-{i}", created_at=BASE_TIME + i,
+            engine,
+            name=f"scale-{i}",
+            created_at=BASE_TIME + i,
             points={
                 "train/loss": [(s, 2.45 + 0.4 * np.exp(-s / 500) + 0.01 * i) for s in steps],
                 "train/lr": [(s, 3.0e-5 + 1e-7 * (s % 7)) for s in steps],
@@ -313,7 +333,7 @@ def scales(tmp_path):
                 "time/step": [(s, 0.36) for s in steps],
                 "time/forward": [(s, 0.1) for s in steps],
             },
-        )  # fmt: skip
+        )
     engine.dispose()
     return path
 
@@ -321,9 +341,10 @@ def scales(tmp_path):
 def _labelled(ax, axis) -> list[str]:
     lo, hi = sorted(axis.get_view_interval())
     return [
-        t.get_text() for t, loc in zip(axis.get_ticklabels(), axis.get_ticklocs(), strict=False)
+        t.get_text()
+        for t, loc in zip(axis.get_ticklabels(), axis.get_ticklocs(), strict=False)
         if t.get_text() and lo <= loc <= hi
-    ]  # fmt: skip
+    ]
 
 
 @pytest.mark.parametrize("page_name", ["training", "timing", "custom"])
@@ -362,8 +383,9 @@ def test_status_bar_fields_never_run_into_each_other(qtbot, tmp_path):
     from tests.fixtures.sweep import make_sweep
 
     make_sweep(tmp_path / "sweep.db", steps=300)
-    win = open_window(qtbot, [tmp_path / "sweep.db"], tmp_path / "settings.json", runs=12,
-                      size=(1280, 800))  # fmt: skip
+    win = open_window(
+        qtbot, [tmp_path / "sweep.db"], tmp_path / "settings.json", runs=12, size=(1280, 800)
+    )
     # No poll meanwhile: each says the source's round trip ("live, 8 ms" -> "live, 48 ms"), and
     # a longer text measured before the status bar lays it out again read as cut (a loaded CI)
     win.set_paused(True)
@@ -373,8 +395,11 @@ def test_status_bar_fields_never_run_into_each_other(qtbot, tmp_path):
     win._refresh_side = lambda: None
     win.alert_label.setText("x" * 400 + " a very long alert")
     qtbot.wait(50)
-    fields = [w for w in (win.alert_label, win.shown_label, win.loading_label, win.sources_label)
-              if w.isVisible()]  # fmt: skip
+    fields = [
+        w
+        for w in (win.alert_label, win.shown_label, win.loading_label, win.sources_label)
+        if w.isVisible()
+    ]
     assert len(fields) >= 3
     for a, b in itertools.combinations(fields, 2):
         assert not a.geometry().intersects(b.geometry()), (a.text()[:20], b.text()[:20])

@@ -90,8 +90,12 @@ def win(qtbot, tmp_path):
     engine = new_store(path)
     # Hugging Face's WandbCallback: define_metric("*", step_metric="train/global_step").
     metric = ("metric", "*", None, "info", '{"step_metric": "train/global_step"}')
-    runs = (("lightning", _lightning(), ()), ("hf", _huggingface(), (metric,)),
-            ("nanogpt", _nanogpt(), ()), ("torchtitan", _torchtitan(), ()))  # fmt: skip
+    runs = (
+        ("lightning", _lightning(), ()),
+        ("hf", _huggingface(), (metric,)),
+        ("nanogpt", _nanogpt(), ()),
+        ("torchtitan", _torchtitan(), ()),
+    )
     for n, (name, points, events) in enumerate(runs):
         make_run(engine, name=name, points=points, events=events, created_at=BASE_TIME + n)
     engine.dispose()
@@ -119,11 +123,14 @@ def test_the_system_and_timing_pages_read_other_tools_names(win, qtbot):
     settle(qtbot, win)
     drawn = _drawn(win)
     assert drawn["GPU temperature"] == {
-        ("lightning", "gpu_id: 0/temperature.gpu (°C)"), ("hf", "system/gpu.0.temp"),
+        ("lightning", "gpu_id: 0/temperature.gpu (°C)"),
+        ("hf", "system/gpu.0.temp"),
         ("nanogpt", "sys/gpu0/temp"),
-    }  # fmt: skip
-    assert drawn["GPU power vs limit"] == {("hf", "system/gpu.0.powerWatts"),
-                                           ("nanogpt", "sys/gpu0/power")}  # fmt: skip
+    }
+    assert drawn["GPU power vs limit"] == {
+        ("hf", "system/gpu.0.powerWatts"),
+        ("nanogpt", "sys/gpu0/power"),
+    }
     assert ("torchtitan", "memory/max_reserved(GiB)") in drawn["GPU memory"]
     memory = next(s for s in win.current_page().specs if s.title == "GPU memory")
     assert set(memory.ylabel.split(", ")) == {"MB", "bytes", "GiB"}  # as logged, said

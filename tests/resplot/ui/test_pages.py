@@ -66,10 +66,14 @@ def test_with_no_run_ticked_the_page_says_how_to_plot_one(qtbot, tmp_path):
 def test_a_chart_is_pinned_to_the_custom_page_and_stays_there(qtbot, tmp_path):
     path = tmp_path / "pin.db"
     engine = new_store(path)
-    make_run(engine, name="r", points={
-        "train/loss": [(s, 3.0 - 0.01 * s) for s in range(50)],
-        "train/grad_norm": [(s, 1.0) for s in range(50)],
-    })  # fmt: skip
+    make_run(
+        engine,
+        name="r",
+        points={
+            "train/loss": [(s, 3.0 - 0.01 * s) for s in range(50)],
+            "train/grad_norm": [(s, 1.0) for s in range(50)],
+        },
+    )
     engine.dispose()
     settings = tmp_path / "settings.json"
     win = open_window(qtbot, [path], settings, runs=1)
@@ -113,8 +117,12 @@ def test_the_all_metrics_page_shows_every_key_in_sections_and_searches_them(qtbo
     settle(qtbot, win)
     view, page = win.pages["all"], win.current_page()
     assert _charts(win) == sorted(keys, key=lambda k: ("/" not in k, k))
-    assert _cards(win) == ["▾ eval · 8 charts", "▾ sys · 8 charts", "▾ train · 8 charts",
-                           "▾ (no prefix) · 1 chart"]  # fmt: skip
+    assert _cards(win) == [
+        "▾ eval · 8 charts",
+        "▾ sys · 8 charts",
+        "▾ train · 8 charts",
+        "▾ (no prefix) · 1 chart",
+    ]
     # Each section's card begins a row of the grid, its charts follow it.
     for ax, spec in zip(page.axes, page.specs, strict=True):
         if spec.kind == "section":

@@ -50,8 +50,13 @@ def draw(paths, **state):
     for name, value in state.items():
         setattr(view_state, name, value)
     try:
-        page = render_ranks(cache, view_state, size=(12.8, 6), dpi=100,
-                            fetch=lambda: [s.poll(cache) for s in sources])  # fmt: skip
+        page = render_ranks(
+            cache,
+            view_state,
+            size=(12.8, 6),
+            dpi=100,
+            fetch=lambda: [s.poll(cache) for s in sources],
+        )
     finally:
         for source in sources:
             source.close()
@@ -78,8 +83,12 @@ def test_the_map_is_the_job_grouped_by_host_with_the_straggler_outlined(hosts):
     assert view is not None and view.complete and page.phase == "data"
     assert page.follow  # drawing set the limits, not the user: still following every step
     # The image is the phase's exact per-cell largest values, rows by host then rank.
-    assert [(r.rank, r.host) for r in view.rows] == [(0, "gpu-a"), (1, "gpu-a"), (2, "gpu-b"),
-                                                     (3, "gpu-b")]  # fmt: skip
+    assert [(r.rank, r.host) for r in view.rows] == [
+        (0, "gpu-a"),
+        (1, "gpu-a"),
+        (2, "gpu-b"),
+        (3, "gpu-b"),
+    ]
     shown = np.ma.filled(page.image.get_array(), np.nan)
     assert np.array_equal(shown, view.matrices["data"].vmax, equal_nan=True)
     assert page.image.get_extent() == [view.edges[0], view.edges[-1], 4, 0]

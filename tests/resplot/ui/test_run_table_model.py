@@ -165,9 +165,19 @@ def test_the_window_pairs_its_signals_while_runs_arrive_and_ticks_change(qtbot, 
 
 def _rank(rank: int, status: str = "running", group: str = "job-1") -> RunInfo:
     ref = RunRef("gpu-a" if rank < 2 else "gpu-b", f"/{rank // 2}.db", f"rank{rank:03d}")
-    return RunInfo(ref, "p", f"ddp-rank{rank}", status, T0 + 10 + rank, T0 + 10 + rank,
-                   host="gpu-a" if rank < 2 else "gpu-b", rank=rank, world_size=4,
-                   group=group, config={"lr": 1})  # fmt: skip
+    return RunInfo(
+        ref,
+        "p",
+        f"ddp-rank{rank}",
+        status,
+        T0 + 10 + rank,
+        T0 + 10 + rank,
+        host="gpu-a" if rank < 2 else "gpu-b",
+        rank=rank,
+        world_size=4,
+        group=group,
+        config={"lr": 1},
+    )
 
 
 def _tree(model, parent=None, depth=0) -> list[tuple[int, str]]:

@@ -43,8 +43,13 @@ def big_store(tmp_path_factory):
         for s in range(STEPS):
             loss = 2.0 + 3.0 * math.exp(-s / 20_000) + 0.001 * ((s * 7919) % 13)
             loss = {SPIKE + r: 50.0, DIP + r: -1.0}.get(s, loss)
-            m = {"train/loss": loss, "train/lr": 1e-3, "train/grad_norm": 1.0,
-                 "train/tokens": float(s * 4096), "time/step": 0.25}  # fmt: skip
+            m = {
+                "train/loss": loss,
+                "train/lr": 1e-3,
+                "train/grad_norm": 1.0,
+                "train/tokens": float(s * 4096),
+                "time/step": 0.25,
+            }
             if s % 500 == 0:
                 m["valid/loss"] = loss
             if s % 8 == 0:
@@ -169,11 +174,23 @@ def test_a_view_needing_more_than_the_bound_keeps_its_tiles_and_says_so(big_stor
         assert loaded.cache.tile_bytes == loaded.cache.tile_limit + loaded.cache.tiles_over
     out = tmp_path / "page.png"
     proc = subprocess.run(
-        [sys.executable, "-m", "resplot.cli", "snapshot", str(big_store), "-o", str(out),
-         "--tile-cache-mb", "1"],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "resplot.cli",
+            "snapshot",
+            str(big_store),
+            "-o",
+            str(out),
+            "--tile-cache-mb",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
         env={**os.environ, "QT_QPA_PLATFORM": "offscreen"},
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stderr
     assert "above the 1 MB tile cache; all kept for the snapshot" in proc.stderr
     assert "warning" not in proc.stderr and out.stat().st_size > 10_000
@@ -206,9 +223,11 @@ def test_the_window_draws_a_stand_in_only_when_it_has_one(qtbot, big_store, tmp_
     def drawn() -> bool:
         page = win.current_page()
         return (
-            any(page.tracks) and cache.wanted_count() == 0 and not win._redraw_timer.isActive()
+            any(page.tracks)
+            and cache.wanted_count() == 0
+            and not win._redraw_timer.isActive()
             and page.incomplete() == 0
-        )  # fmt: skip
+        )
 
     qtbot.waitUntil(drawn, timeout=60_000)
     poller.set_paused(True)
@@ -242,10 +261,14 @@ def fine_store(tmp_path: Path) -> Path:
     rng = np.random.default_rng(7)
     for r in range(3):
         loss = (3.0 + rng.standard_normal(20_000) * 0.1).tolist()
-        make_run(engine, name=f"r{r}", points={
-            "train/loss": list(enumerate(loss)),
-            "train/lr": [(s, 1e-3 * (1 - s / 20_000)) for s in range(20_000)],
-        })  # fmt: skip
+        make_run(
+            engine,
+            name=f"r{r}",
+            points={
+                "train/loss": list(enumerate(loss)),
+                "train/lr": [(s, 1e-3 * (1 - s / 20_000)) for s in range(20_000)],
+            },
+        )
     engine.dispose()
     return path
 
@@ -362,8 +385,9 @@ def test_the_window_says_once_when_the_view_holds_more_than_tile_cache_mb(
     # As tile_cache_mb = 1 would (the setting's least is 16).
     win, cache, poller = open_window(qtbot, big_store, tmp_path, tile_limit=1 << 20)
     qtbot.waitUntil(lambda: cache.tiles_over > 0 and cache.wanted_count() == 0, timeout=60_000)
-    qtbot.waitUntil(lambda: "above tile_cache_mb (1 MB)" in win.statusBar().currentMessage(),
-                    timeout=10_000)  # fmt: skip
+    qtbot.waitUntil(
+        lambda: "above tile_cache_mb (1 MB)" in win.statusBar().currentMessage(), timeout=10_000
+    )
     assert str(tmp_path / "settings.json") in win.statusBar().currentMessage()
     tracks = [t for ts in win.current_page().tracks for t in ts.values()]
     assert tracks and all(t.view is not None for t in tracks)  # every series drawn, none dropped

@@ -31,8 +31,7 @@ def _store(path, n: int, t0: float) -> None:
     engine = new_store(path)
     for i in range(n):
         loss = [(s, 3.0 + 0.01 * i + np.exp(-s / 30)) for s in range(0, 60, 3)]
-        make_run(engine, name=f"{path.stem}{i}", points={"train/loss": loss},
-                 created_at=t0 + i)  # fmt: skip
+        make_run(engine, name=f"{path.stem}{i}", points={"train/loss": loss}, created_at=t0 + i)
     engine.dispose()
 
 

@@ -54,11 +54,20 @@ def store(store_path):
     # lr-3e-4 chose "trainer/global_step" as its x axis (define_metric, as Lightning does)
     metric = ("metric", "*", None, "info", '{"step_metric": "trainer/global_step"}')
     global_step = {"trainer/global_step": [(s, 10.0 * s) for s in range(N)]}
-    make_run(engine, name="lr-3e-4", config={"lr": 3e-4, "schedule": "cosine"},
-             points={**_points(0.0), **global_step},
-             events=[("checkpoint", "step 200", 200), metric])  # fmt: skip
-    make_run(engine, name="lr-1e-3", config={"lr": 1e-3, "schedule": "cosine"},
-             points=_points(0.3, nan_at=300), created_at=BASE_TIME + 10)  # fmt: skip
+    make_run(
+        engine,
+        name="lr-3e-4",
+        config={"lr": 3e-4, "schedule": "cosine"},
+        points={**_points(0.0), **global_step},
+        events=[("checkpoint", "step 200", 200), metric],
+    )
+    make_run(
+        engine,
+        name="lr-1e-3",
+        config={"lr": 1e-3, "schedule": "cosine"},
+        points=_points(0.3, nan_at=300),
+        created_at=BASE_TIME + 10,
+    )
     engine.dispose()
     return store_path
 
@@ -351,8 +360,9 @@ def test_host_key_question_from_a_worker_thread_runs_on_the_gui_thread(window, q
     from resplot.ui.dialogs import HostKeyAsker
 
     seen = []
-    asker = HostKeyAsker(window, answer=lambda h, t, f: seen.append(threading.current_thread())
-                         or h == "trusted")  # fmt: skip
+    asker = HostKeyAsker(
+        window, answer=lambda h, t, f: seen.append(threading.current_thread()) or h == "trusted"
+    )
     results = {}
 
     def worker():

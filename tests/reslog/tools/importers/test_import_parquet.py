@@ -137,8 +137,11 @@ def write_neptune_export(folder: Path) -> dict[str, list[dict]]:
     ]
     project = folder / "acme_lm"
     project.mkdir(parents=True)
-    for name, rows in (("RUN-1_part_0", parent[:60]), ("RUN-1_part_1", parent[60:]),
-                       ("RUN-2_part_0", fork)):  # fmt: skip
+    for name, rows in (
+        ("RUN-1_part_0", parent[:60]),
+        ("RUN-1_part_1", parent[60:]),
+        ("RUN-2_part_0", fork),
+    ):
         pq.write_table(
             pa.Table.from_pylist(rows, schema=NEPTUNE_SCHEMA), project / f"{name}.parquet"
         )
