@@ -29,6 +29,7 @@ from resplot.sources.client import AgentClient, AgentRemoteError, decode_points
 from resplot.sources.spec import LocalSpec, PostgresSpec, Spec, parse_spec
 from resplot.ssh.options import SSHOptions
 from schema.store.chunk_copy import ChunkCopier, Copied, verify
+from schema.store.columns import RUN_COLUMNS
 from schema.store.connect import open_store
 from schema.store.errors import StoreError
 from schema.store.mirror import mirror_cursors, mirror_metadata
@@ -39,26 +40,11 @@ from schema.store.user_files import check_not_planted
 from schema.store.writes import insert_run, resolve_keys
 
 BATCH_POINTS = 200_000  # points per request and per mirror transaction
-RUN_FIELDS = (
-    "uid",
-    "project",
-    "name",
-    "status",
-    "created_at",
-    "heartbeat_at",
-    "ended_at",
-    "host",
-    "pid",
-    "rank",
-    "world_size",
-    "command",
-    "git_commit",
-    "config",
-    "summary",
-    "tags",
-    "notes",
-    "heartbeat_interval",
-)
+# A run's columns as the source holds them, but its id (the mirror's own) and the writer
+# process's identity (proc_host, proc_start: the liveness of a process on the source's host,
+# which the mirror judges by heartbeat). Missing ones (a store of an earlier version) take
+# the mirror's defaults.
+RUN_FIELDS = tuple(c for c in RUN_COLUMNS if c not in ("id", "proc_host", "proc_start"))
 EVENT_FIELDS = ("wall", "step", "kind", "level", "title", "body")
 
 
@@ -341,7 +327,7 @@ class Mirror:
         """source run id → mirror run id; new runs inserted, known ones refreshed (by uid)."""
         mapping = {}
         for row in rows:
-            values = {k: row[k] for k in RUN_FIELDS}
+            values = {k: row[k] for k in RUN_FIELDS if k in row}
             found = conn.execute(select(runs.c.id).where(runs.c.uid == row["uid"])).scalar()
             if found is None:
                 found = insert_run(conn, values)

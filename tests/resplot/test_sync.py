@@ -288,3 +288,22 @@ def test_sync_usage_errors(argv, message, tmp_path, capsys):
 def test_a_postgres_source_is_refused_by_the_api_too(tmp_path):
     with Mirror(tmp_path / "m.db") as m, pytest.raises(SyncError, match="not supported"):
         m.sync(parse_spec("postgresql+psycopg://u@127.0.0.1:1/db"))
+
+
+def test_a_runs_group_and_job_type_reach_the_mirror(tmp_path):
+    """A sweep's group and a run's job type are columns of a later store version than the
+    first: the mirror keeps them as the source holds them (its sweep stays one group)."""
+    source, mirror = tmp_path / "box" / "reslog.db", tmp_path / "mirror.db"
+    source.parent.mkdir()
+    run = reslog.init(
+        project="p", name="lr3e-4", group="sweep-a", job_type="train", store=source, system=False
+    )
+    run.log({"loss": 1.0}, step=0)
+    run.finish()
+    with Mirror(mirror) as m:
+        m.sync(parse_spec(str(source)))
+    query = "SELECT uid, run_group, job_type FROM runs"
+    want = sqlite3.connect(readonly_uri(source), uri=True).execute(query).fetchall()
+    got = sqlite3.connect(readonly_uri(mirror), uri=True).execute(query).fetchall()
+    assert want[0][1:] == ("sweep-a", "train")
+    assert got == want
