@@ -15,7 +15,7 @@ import pytest
 from resplot.data.views import EDGE_TILES, ViewMemo, series_view
 from resplot.sources.polling import Loaded
 from resplot.sources.spec import parse_spec
-from schema import buckets
+from schema.store import buckets
 from tests.fixtures.stores import make_run, new_store
 
 PIXELS = 600
