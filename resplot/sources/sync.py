@@ -42,8 +42,7 @@ from schema.store.writes import insert_run, resolve_keys
 BATCH_POINTS = 200_000  # points per request and per mirror transaction
 # A run's columns as the source holds them, but its id (the mirror's own) and the writer
 # process's identity (proc_host, proc_start: the liveness of a process on the source's host,
-# which the mirror judges by heartbeat). Missing ones (a store of an earlier version) take
-# the mirror's defaults.
+# which the mirror judges by heartbeat). The agent reads every one of RUN_COLUMNS.
 RUN_FIELDS = tuple(c for c in RUN_COLUMNS if c not in ("id", "proc_host", "proc_start"))
 EVENT_FIELDS = ("wall", "step", "kind", "level", "title", "body")
 
@@ -327,7 +326,7 @@ class Mirror:
         """source run id → mirror run id; new runs inserted, known ones refreshed (by uid)."""
         mapping = {}
         for row in rows:
-            values = {k: row[k] for k in RUN_FIELDS if k in row}
+            values = {k: row[k] for k in RUN_FIELDS}
             found = conn.execute(select(runs.c.id).where(runs.c.uid == row["uid"])).scalar()
             if found is None:
                 found = insert_run(conn, values)

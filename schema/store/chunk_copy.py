@@ -95,11 +95,11 @@ def _split_rows(chunks: list[Copied], after: int, upto: int) -> list[Copied]:
             lo, hi = max(0, after + 1 - base), min(k - 1, upto - base)
             if (lo == 0 and hi == k - 1) or lo > hi:
                 continue  # a whole row (copied with its chunk) or none of it in range
-            values = [[_list(v)[i]] for v in d.values[lo : hi + 1]]
+            row = [_list(column[i : i + 1]) for column in (d.steps, d.walls, *d.values)]
             blob = chunk_codec.encode(
-                [_list(d.steps)[i]],
-                [_list(d.walls)[i]],
-                *values,
+                row[0],
+                row[1],
+                *row[2 + lo : 3 + hi],
                 ids=[base + lo],
                 kinds=HEAD_KINDS,
                 decimal=False,
