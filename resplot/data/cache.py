@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import NamedTuple
 
 import numpy as np
@@ -55,8 +56,12 @@ class SeriesCache:
         self._events: dict[RunRef, list[Event]] = defaultdict(list)
         self._tiles = TileCache(tile_bytes)
         self._wanted: dict[tuple[str, str], set[tuple[str, str, int, int]]] = defaultdict(set)
+        # Taken by a source's poll and not yet put (or the poll ended without them): still
+        # waited for, so a page refreshed meanwhile does not draw itself empty.
+        self._taken: dict[tuple[str, str], set[tuple[str, str, int, int]]] = defaultdict(set)
         self._folds: dict[str, str] = {}  # source label -> what its host folds fine tiles with
         self.version = 0
+        self.tiles_put = 0  # every tile put so far: a view that read this many has them all
 
     # -- writer side (sources) ------------------------------------------------------------------
     def set_runs(self, runs: Iterable[RunInfo]) -> None:
@@ -136,7 +141,10 @@ class SeriesCache:
     def put_tile(self, ref: RunRef, key: str, tile: Tile) -> None:
         with self._lock:
             self._tiles.put((ref, key, tile.level, tile.index), tile)
-            self._wanted[(ref.source, ref.store)].discard((ref.uid, key, tile.level, tile.index))
+            place, which = (ref.source, ref.store), (ref.uid, key, tile.level, tile.index)
+            self._wanted[place].discard(which)
+            self._taken[place].discard(which)
+            self.tiles_put += 1
             self.version += 1
 
     def forget_series(self, ref: RunRef, key: str) -> None:
@@ -172,8 +180,9 @@ class SeriesCache:
                 for ref in [r for r in table if which(r)]:
                     del table[ref]
             self._tiles.drop(lambda k: which(k[0]))
-            for place in [p for p in self._wanted if which(RunRef(p[0], p[1], ""))]:
-                del self._wanted[place]
+            for table in (self._wanted, self._taken):
+                for place in [p for p in table if which(RunRef(p[0], p[1], ""))]:
+                    del table[place]
             self.version += 1
 
     # -- tiles the charts want -------------------------------------------------------------------
@@ -204,9 +213,10 @@ class SeriesCache:
     def take_wanted(
         self, source: str, store: str, *, coarse_first: bool = False
     ) -> list[tuple[str, str, int, int]]:
-        """The wanted tiles of one store, handed to its source (and no longer wanted). With
-        `coarse_first`, fine tiles stay wanted while any other is: a source that replies to a
-        poll all at once then shows the stand-ins before the host folds the fine ones."""
+        """The wanted tiles of one store, handed to its source: no longer wanted, but waited
+        for (`wanted_count`) until put or until the poll that took them ends (`fetching`).
+        With `coarse_first`, fine tiles stay wanted while any other is: a source that replies
+        to a poll all at once then shows the stand-ins before the host folds the fine ones."""
         with self._lock:
             wanted = self._wanted.pop((source, store), set())
             if coarse_first:
@@ -214,11 +224,26 @@ class SeriesCache:
                 if fine and len(fine) < len(wanted):
                     self._wanted[(source, store)] = fine
                     wanted -= fine
+            self._taken[(source, store)] |= wanted
             return sorted(wanted)
 
+    @contextmanager
+    def fetching(self, source: str) -> Iterator[None]:
+        """Around one poll of `source`: the tiles it takes and does not put (a failed read, a
+        series gone) are no longer waited for once it ends, however it ends."""
+        try:
+            yield
+        finally:
+            with self._lock:
+                for place in [p for p in self._taken if p[0] == source]:
+                    del self._taken[place]
+
     def wanted_count(self) -> int:
+        """Tiles the charts asked for that are not in the cache yet: still to be taken by
+        a poll, or taken by one that is reading them."""
         with self._lock:
-            return sum(len(w) for w in self._wanted.values())
+            places = self._wanted.keys() | self._taken.keys()
+            return sum(len(self._wanted.get(p, set()) | self._taken.get(p, set())) for p in places)
 
     def set_tile_limit(self, limit_bytes: int) -> None:
         with self._lock:

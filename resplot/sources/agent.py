@@ -420,7 +420,7 @@ class AgentSource(Source):
                 raise
 
     def poll(self, cache: SeriesCache, progress: Progress | None = None) -> PollResult:
-        with self._lock:
+        with self._lock, cache.fetching(self.label):
             return self._poll(cache, progress)
 
     def _poll(self, cache: SeriesCache, progress: Progress | None) -> PollResult:

@@ -111,7 +111,7 @@ class PostgresSource(Source):
 
     def poll(self, cache: SeriesCache, progress: Progress | None = None) -> PollResult:
         started = time.perf_counter()
-        with self._lock:
+        with self._lock, cache.fetching(self.label):
             try:
                 result = self._poll(self._engine(), cache, progress)
             except (OperationalError, DBAPIError) as exc:
