@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from logged_keys import GPU_SUFFIXES
 
 from schema.store import chunk_codec as stdlib_codec
 from schema.store import chunk_codec_numpy as numpy_codec
@@ -39,22 +40,8 @@ from schema.store.chunk_codec import DELTA, DELTA2, SHUFFLE, XOR, shuffle
 STEP_S = 0.3
 T0_NS = 1_764_000_000_123_456_789
 GPUS = 8
-# reslog/training/system.py's nine GPU fields (sys/gpu{i}/...), and three more an NVML sampler
-# of another tracker takes
-NVML_FIELDS = (
-    "util",
-    "mem_used_gib",
-    "mem_total_gib",
-    "temp_c",
-    "power_w",
-    "power_limit_w",
-    "fan_pct",
-    "sm_clock_mhz",
-    "throttle",
-    "mem_util",
-    "pcie_tx_mbs",
-    "pcie_rx_mbs",
-)
+# reslog's GPU fields (sys/gpu{i}/...), and three more an NVML sampler of another tracker takes
+NVML_FIELDS = (*GPU_SUFFIXES, "mem_util", "pcie_tx_mbs", "pcie_rx_mbs")
 
 
 def _f32(x: np.ndarray) -> np.ndarray:

@@ -26,18 +26,10 @@ import time
 from pathlib import Path
 
 from common import run_text
+from logged_keys import TRAIN_STEP, VALID
 
 ROOT = Path(__file__).resolve().parents[2]
-KEYS = [
-    "train/loss",
-    "train/lr",
-    "train/grad_norm",
-    "train/tokens",
-    "train/tokens_per_s",
-    "train/mfu",
-    "valid/loss",
-    "valid/ppl",
-]
+KEYS = [*TRAIN_STEP, *VALID]
 
 
 def make_store(path: Path, runs: int, steps: int, keys: int, values: str) -> None:

@@ -28,13 +28,10 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from logged_keys import GPU_SUFFIXES, TRAIN_STEP  # noqa: E402 (the bench folder is on the path)
+
 TRAIN = [
-    "train/loss",
-    "train/lr",
-    "train/grad_norm",
-    "train/tokens",
-    "train/tokens_per_s",
-    "train/mfu",
+    *TRAIN_STEP,
     "time/step",
     "time/data",
     "time/forward",
@@ -50,18 +47,8 @@ TRAIN = [
     "train/batch_tokens",
     "train/epoch",
 ]
-GPU_FIELDS = [
-    "util",
-    "mem_used_gib",
-    "mem_total_gib",
-    "temp_c",
-    "power_w",
-    "power_limit_w",
-    "fan_pct",
-    "sm_clock_mhz",
-    "mem_clock_mhz",
-    "throttle",
-]
+# reslog's GPU fields and one more (the memory clock), 10 a GPU as issue 8's shape has them
+GPU_FIELDS = [*GPU_SUFFIXES, "mem_clock_mhz"]
 HOST = [
     "sys/cpu_pct",
     "sys/ram_pct",
