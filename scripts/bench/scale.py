@@ -55,6 +55,7 @@ if str(ROOT) not in sys.path:
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from scale_children import ZOOMS  # noqa: E402 (the bench folder is on the path from here)
+from trees import tree_of  # noqa: E402
 
 from schema.store.sqlite_file import backup_into, readonly_uri  # noqa: E402
 
@@ -114,11 +115,7 @@ def code_tree(work: Path, commit: str) -> Path:
     """The tree of `commit`, unpacked once under `work` (git archive)."""
     tree = work / f"base-{commit}"
     if not (tree / "resplot").is_dir():
-        tree.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", commit], check=True, capture_output=True
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+        tree_of(commit, tree)
     return tree
 
 
