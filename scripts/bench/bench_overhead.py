@@ -31,6 +31,11 @@ from trainer.config import load_config  # noqa: E402
 from trainer.metrics import Logger, NullLogger  # noqa: E402
 from trainer.train import Trainer  # noqa: E402
 
+# The measured loop's overrides, one list with the GPU checks' (scripts/gpu/speed.py times the
+# same on/off loop on a GPU): gpucheck.py imports only the standard library at load.
+sys.path.insert(0, str(ROOT / "scripts" / "gpu"))
+from gpucheck import JUST_STEPS  # noqa: E402
+
 
 class TimedLogger(Logger):
     """Forwards to a logger and adds up the training thread's time inside its calls."""
@@ -77,18 +82,9 @@ def main(argv: list[str] | None = None) -> int:
             [
                 "--train.steps",
                 str(total),
-                "--train.eval_every",
-                "0",
-                "--train.ckpt_every",
-                "0",
-                "--train.save_final",
-                "false",
+                *JUST_STEPS,
                 "--train.threads",
                 str(args.threads),
-                "--logging.print_every",
-                "0",
-                "--logging.log_every",
-                "1",
                 "--logging.system_interval",
                 "1.0",
                 "--logging.project",
