@@ -41,6 +41,12 @@ class Batches:
     seed: int = 0
     part: RankPart = field(default_factory=RankPart)
 
+    def __post_init__(self) -> None:
+        if self.batch_size < 1 or self.seq_len < 1:
+            raise ValueError(
+                f"batch_size and seq_len must be >= 1, got {self.batch_size}, {self.seq_len}"
+            )
+
     @property
     def tokens_per_batch(self) -> int:
         """Tokens in one batch of this rank (``batch_size * seq_len``)."""
