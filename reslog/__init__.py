@@ -153,9 +153,10 @@ def _forwarder(name: str) -> Any:
     forward.__signature__ = signature.replace(parameters=list(signature.parameters.values())[1:])
     forward.__qualname__ = forward.__name__ = name
     forward.__module__ = __name__
+    doc = inspect.cleandoc(method.__doc__ or "")
     forward.__doc__ = (
         f"run.{name} on the current run (the most recent unfinished `reslog.init()`); "
-        "RuntimeError without one.\n\n" + inspect.cleandoc(method.__doc__ or "")
+        "RuntimeError without one." + (f"\n\n{doc}" if doc else "")
     )
     return forward
 
