@@ -103,15 +103,9 @@ class ShardLoader:
         if prefetch < 0:
             raise ValueError(f"prefetch must be >= 0, got {prefetch}")
         self.shard_dir = Path(shard_dir)
-        self.batches = batches
-        b = batches
-        self.batch_size, self.seq_len, self.split, self.seed = (
-            b.batch_size,
-            b.seq_len,
-            b.split,
-            b.seed,
-        )
-        self.rank, self.world_size = b.part.rank, b.part.world_size
+        b = self.batches = batches
+        self.batch_size, self.seq_len, self.split = b.batch_size, b.seq_len, b.split
+        self.seed, self.rank, self.world_size = b.seed, b.part.rank, b.part.world_size
         self.prefetch, self.shuffle, self.loop = prefetch, shuffle, loop
         self.pin_memory = torch.cuda.is_available() if pin_memory is None else pin_memory
         self.stream = TokenStream(shard_dir, self.split)
