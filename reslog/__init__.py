@@ -19,7 +19,6 @@ from __future__ import annotations
 import functools
 import importlib
 import sys
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from reslog.training import disabled
@@ -134,6 +133,34 @@ def _make_init() -> Any:
     return init
 
 
+# wandb's module-level functions that act on the current run: each is the `Run` method of that
+# name (its signature and docstring), made on first use like `init` since `Run` needs SQLAlchemy.
+_FORWARDED = ("log", "define_metric", "watch", "unwatch", "save", "log_artifact", "mark_preempting")
+
+
+def _forwarder(name: str) -> Any:
+    import inspect
+
+    from reslog.training.run import Run
+
+    method = getattr(Run, name)
+
+    @functools.wraps(method)
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        return getattr(_current_or_raise(), name)(*args, **kwargs)
+
+    signature = inspect.signature(method)
+    forward.__signature__ = signature.replace(parameters=list(signature.parameters.values())[1:])
+    forward.__qualname__ = forward.__name__ = name
+    forward.__module__ = __name__
+    doc = inspect.cleandoc(method.__doc__ or "")
+    forward.__doc__ = (
+        f"run.{name} on the current run (the most recent unfinished `reslog.init()`); "
+        "RuntimeError without one." + (f"\n\n{doc}" if doc else "")
+    )
+    return forward
+
+
 def _active() -> Run | DisabledRun | None:
     """The current run: the most recent unfinished init(), a disabled one included."""
     return current() or disabled.current()
@@ -150,6 +177,9 @@ def __getattr__(name: str) -> Any:
         return _version()
     if name == "init":
         value = globals()["init"] = _make_init()
+        return value
+    if name in _FORWARDED:
+        value = globals()[name] = _forwarder(name)
         return value
     if name in _LAZY:
         module, attr = _LAZY[name]
@@ -175,11 +205,6 @@ def _current_or_raise() -> Run | DisabledRun:
     return run
 
 
-def log(metrics: Mapping[str, Any], step: int | None = None, commit: bool | None = None) -> None:
-    """Log to the current run (the most recent unfinished `reslog.init()`)."""
-    _current_or_raise().log(metrics, step=step, commit=commit)
-
-
 def finish(
     status: str | None = None,
     timeout: float | None = None,
@@ -197,26 +222,6 @@ def finish(
 def alert(title: str, text: str = "", level: Any = "warning", wait_duration: Any = None) -> None:
     """wandb.alert(title, text, level) on the current run."""
     _current_or_raise().alert(title, level=level, text=text)
-
-
-def define_metric(name: str, step_metric: str | None = None, **options: Any) -> None:
-    """wandb.define_metric on the current run (see Run.define_metric)."""
-    _current_or_raise().define_metric(name, step_metric, **options)
-
-
-def watch(
-    models: Any,
-    criterion: Any = None,
-    log: str | None = "gradients",
-    log_freq: int = 1000,
-    **kw: Any,
-) -> None:
-    """wandb.watch on the current run (see reslog.training.model_watch)."""
-    _current_or_raise().watch(models, criterion, log=log, log_freq=log_freq, **kw)
-
-
-def unwatch(models: Any = None) -> None:
-    _current_or_raise().unwatch(models)
 
 
 def termlog(string: str = "", newline: bool = True, repeat: bool = True) -> None:
@@ -244,26 +249,5 @@ def login(key: str | None = None, relogin: bool | None = None, **kw: Any) -> boo
     return True
 
 
-def save(glob_str: Any, base_path: Any = None, policy: str = "live") -> list[str]:
-    """wandb.save on the current run (see Run.save)."""
-    return _current_or_raise().save(glob_str, base_path, policy)
-
-
-def log_artifact(
-    artifact_or_path: Any,
-    name: str | None = None,
-    type: str | None = None,
-    aliases: list[str] | None = None,
-    tags: list[str] | None = None,
-) -> Artifact:
-    """wandb.log_artifact on the current run (see Run.log_artifact)."""
-    return _current_or_raise().log_artifact(artifact_or_path, name, type, aliases, tags)
-
-
-def mark_preempting() -> None:
-    """wandb.mark_preempting on the current run."""
-    _current_or_raise().mark_preempting()
-
-
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY, "init"})
+    return sorted({*globals(), *_LAZY, *_FORWARDED, "init"})

@@ -66,6 +66,7 @@ def calibrate_steps(config: Path, data_dir: Path, seconds: float) -> tuple[int, 
         from trainer.config import load_config
         from trainer.data import ShardLoader, read_manifest
         from trainer.model import Transformer
+        from trainer.parts import Batches
     except ImportError as e:
         say(f"cannot time the model ({e}); using the config's step count")
         return None
@@ -78,7 +79,7 @@ def calibrate_steps(config: Path, data_dir: Path, seconds: float) -> tuple[int, 
     model = Transformer(cfg.model)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.optim.lr)
     d = cfg.data
-    with ShardLoader(data_dir, d.batch_size, d.seq_len, prefetch=1) as loader:
+    with ShardLoader(data_dir, Batches(d.batch_size, d.seq_len), prefetch=1) as loader:
 
         def step() -> None:
             for _ in range(d.grad_accum):

@@ -26,6 +26,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from trainer.parts import Batches
+
 MANIFEST = "manifest.json"
 
 
@@ -91,38 +93,31 @@ class ShardLoader:
     def __init__(
         self,
         shard_dir: str | Path,
-        batch_size: int,
-        seq_len: int,
+        batches: Batches,
         *,
-        split: str = "train",
-        rank: int = 0,
-        world_size: int = 1,
-        seed: int = 0,
         prefetch: int = 2,
         shuffle: bool = True,
         loop: bool = True,
         pin_memory: bool | None = None,
     ):
-        if batch_size < 1 or seq_len < 1:
-            raise ValueError(f"batch_size and seq_len must be >= 1, got {batch_size}, {seq_len}")
-        if not 0 <= rank < world_size:
-            raise ValueError(f"rank {rank} out of range for world_size {world_size}")
         if prefetch < 0:
             raise ValueError(f"prefetch must be >= 0, got {prefetch}")
         self.shard_dir = Path(shard_dir)
-        self.batch_size, self.seq_len = batch_size, seq_len
-        self.split, self.rank, self.world_size = split, rank, world_size
-        self.seed, self.prefetch, self.shuffle, self.loop = seed, prefetch, shuffle, loop
+        b = self.batches = batches
+        self.batch_size, self.seq_len, self.split = b.batch_size, b.seq_len, b.split
+        self.seed, self.rank, self.world_size = b.seed, b.part.rank, b.part.world_size
+        self.prefetch, self.shuffle, self.loop = prefetch, shuffle, loop
         self.pin_memory = torch.cuda.is_available() if pin_memory is None else pin_memory
-        self.stream = TokenStream(shard_dir, split)
+        self.stream = TokenStream(shard_dir, self.split)
         self.vocab_size = self.stream.vocab_size
-        self.num_sequences = max(0, (self.stream.n_tokens - 1) // seq_len)
-        self.steps_per_epoch = self.num_sequences // (world_size * batch_size)
+        self.num_sequences = max(0, (self.stream.n_tokens - 1) // self.seq_len)
+        per_step = self.world_size * self.batch_size
+        self.steps_per_epoch = self.num_sequences // per_step
         if self.steps_per_epoch == 0:
-            need = world_size * batch_size * seq_len + 1
             raise ValueError(
-                f"split {split!r} in {shard_dir} has {self.stream.n_tokens} tokens; one step of "
-                f"{world_size} x {batch_size} x {seq_len} needs at least {need}"
+                f"split {self.split!r} in {shard_dir} has {self.stream.n_tokens} tokens; one step "
+                f"of {self.world_size} x {self.batch_size} x {self.seq_len} needs at least "
+                f"{per_step * self.seq_len + 1}"
             )
         self._epoch, self._step = 0, 0  # position of the next batch the caller will receive
         self._perm_epoch, self._perm = -1, np.empty(0, dtype=np.int64)
@@ -133,8 +128,7 @@ class ShardLoader:
 
     @property
     def tokens_per_batch(self) -> int:
-        """Tokens in one batch of this rank (``batch_size * seq_len``)."""
-        return self.batch_size * self.seq_len
+        return self.batches.tokens_per_batch
 
     @property
     def epoch(self) -> int:

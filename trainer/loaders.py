@@ -11,6 +11,7 @@ import torch
 
 from trainer.config import Config, ConfigError
 from trainer.data import ShardLoader, read_manifest
+from trainer.parts import Batches, RankPart
 
 
 class SyntheticLoader:
@@ -19,34 +20,24 @@ class SyntheticLoader:
     towards ln(4). The chain depends on ``seed``; batch ``s`` of rank ``r`` of a split depends
     only on (seed, split, s, r): the state is one int, and "valid" walks the same chain."""
 
-    def __init__(
-        self,
-        vocab_size: int,
-        batch_size: int,
-        seq_len: int,
-        *,
-        split: str = "train",
-        rank: int = 0,
-        world_size: int = 1,
-        seed: int = 0,
-    ):
-        self.vocab_size, self.batch_size, self.seq_len = vocab_size, batch_size, seq_len
-        self.rank, self.world_size, self.seed = rank, world_size, seed
-        self._split_id = 0 if split == "train" else 1 + sum(split.encode())
-        self.successors = np.random.default_rng(seed).integers(0, vocab_size, (vocab_size, 4))
+    def __init__(self, vocab_size: int, batches: Batches):
+        self.vocab_size, self.batches, self.seed = vocab_size, batches, batches.seed
+        self._split_id = 0 if batches.split == "train" else 1 + sum(batches.split.encode())
+        self.successors = np.random.default_rng(self.seed).integers(0, vocab_size, (vocab_size, 4))
         self._step = 0
 
     @property
     def tokens_per_batch(self) -> int:
-        return self.batch_size * self.seq_len
+        return self.batches.tokens_per_batch
 
     def __iter__(self) -> SyntheticLoader:
         return self
 
     def __next__(self) -> tuple[torch.Tensor, torch.Tensor]:
-        rng = np.random.default_rng((self.seed, self._split_id, self._step, self.rank))
+        rank = self.batches.part.rank
+        rng = np.random.default_rng((self.seed, self._split_id, self._step, rank))
         self._step += 1
-        B, T = self.batch_size, self.seq_len
+        B, T = self.batches.batch_size, self.batches.seq_len
         seq = np.empty((B, T + 1), dtype=np.int64)
         seq[:, 0] = rng.integers(0, self.vocab_size, B)
         choice = rng.integers(0, 4, (B, T))
@@ -70,15 +61,13 @@ def make_loader(
 ) -> SyntheticLoader | ShardLoader:
     """This rank's loader of ``split``; ``evaluation``: the shards once, in order, unprefetched."""
     d = cfg.data
-    # Both sources cut the same (split, rank, world_size, seed) out of their stream.
-    where = {"split": split, "rank": rank, "world_size": world_size, "seed": cfg.train.seed}
+    # Both sources cut the same batches out of their stream.
+    batches = Batches(d.batch_size, d.seq_len, split, cfg.train.seed, RankPart(rank, world_size))
     if d.source == "synthetic":
-        return SyntheticLoader(vocab_size, d.batch_size, d.seq_len, **where)
+        return SyntheticLoader(vocab_size, batches)
     return ShardLoader(
         d.dir,
-        d.batch_size,
-        d.seq_len,
-        **where,
+        batches,
         prefetch=0 if evaluation else d.prefetch,
         shuffle=not evaluation,
         loop=not evaluation,

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from schema.store.user_files import copy_file, replacing, write_file
-from trainer.readers import ReadStats, find_sources, read_texts
+from trainer.readers import ReadStats, TextReader, find_sources
 from trainer.tokenizer import Tokenizer, file_sha256
 
 FORMAT_VERSION = 1
@@ -74,7 +74,7 @@ class ShardWriter:
 
 
 def _texts(sources: list[Path], text_field: str, stats: ReadStats, max_chars: int | None):
-    texts: Iterator[str] = read_texts(sources, text_field, stats)
+    texts: Iterator[str] = TextReader(text_field).read_texts(sources, stats)
     if max_chars is None:
         return texts
     budget = [max_chars]
@@ -160,7 +160,7 @@ def prepare(
     stats = ReadStats()
     doc = 0
     t1 = time.perf_counter()
-    for batch in _batched(read_texts(sources, text_field, stats), _ENCODE_BATCH):
+    for batch in _batched(TextReader(text_field).read_texts(sources, stats), _ENCODE_BATCH):
         for ids in tok.encode_batch(batch):
             split = "valid" if k and doc % k == 0 else "train"
             writers[split].add([tok.bos_id, *ids, tok.eos_id])

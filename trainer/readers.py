@@ -17,6 +17,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from trainer.parts import RankPart
+
 SUFFIXES = (".jsonl", ".json", ".parquet")
 
 # A decode error this far before the end of the buffer cannot be cured by reading more data
@@ -108,6 +110,10 @@ def _text_of(obj: object, text_field: str) -> tuple[str | None, str | None]:
     return text, None
 
 
+# One record of a file: (line, text, None) when good, (line, None, reason) when bad.
+_Record = tuple[int, str | None, str | None]
+
+
 def _count_file(stats: ReadStats | None) -> ReadStats:
     """The caller's stats, or fresh ones, with this file counted (every reader starts so)."""
     stats = stats if stats is not None else ReadStats()
@@ -126,37 +132,6 @@ def _accept(text: str | None, reason: str | None, path, line, stats: ReadStats) 
     stats.records += 1
     stats.chars += len(text)
     return text
-
-
-def read_jsonl(
-    path: str | Path,
-    text_field: str = "content",
-    stats: ReadStats | None = None,
-    rank: int = 0,
-    world_size: int = 1,
-) -> Iterator[str]:
-    """Texts of a JSON-lines file; rank r of w takes non-blank lines r, r+w, r+2w, ..."""
-    stats = _count_file(stats)
-    index = 0
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, start=1):
-            if not raw.strip():
-                continue
-            mine = index % world_size == rank
-            index += 1
-            if not mine:
-                continue
-            try:
-                obj = json.loads(raw.decode("utf-8"))
-            except UnicodeDecodeError as e:
-                stats.problem(path, lineno, f"invalid UTF-8: {e.reason} at byte {e.start}")
-                continue
-            except json.JSONDecodeError as e:
-                stats.problem(path, lineno, f"bad JSON: {e.msg} (column {e.colno})")
-                continue
-            text = _accept(*_text_of(obj, text_field), path, lineno, stats)
-            if text is not None:
-                yield text
 
 
 class _ChunkedText:
@@ -281,80 +256,98 @@ def _resync(w: _ChunkedText, start: int) -> int:
             return -1
 
 
-def read_json(
-    path: str | Path,
-    text_field: str = "content",
-    stats: ReadStats | None = None,
-    rank: int = 0,
-    world_size: int = 1,
-    chunk_chars: int = _CHUNK_CHARS,
-) -> Iterator[str]:
-    """Texts of a JSON file holding an array of records; rank r of w takes elements r, r+w, ..."""
-    stats = _count_file(stats)
-    for index, (line, obj) in enumerate(iter_json_array(path, stats, chunk_chars)):
-        if index % world_size != rank:
-            continue
-        text = _accept(*_text_of(obj, text_field), path, line, stats)
-        if text is not None:
-            yield text
+@dataclass(frozen=True)
+class TextReader:
+    """Reads raw files: the ``text_field`` of each record in this rank's ``part`` of each file.
 
+    ``chunk_chars``: how much of a ``.json`` file is parsed at a time. Every method counts the
+    file in ``stats`` (fresh ones when None) and every malformed record as a problem there.
+    """
 
-def read_parquet(
-    path: str | Path,
-    text_field: str = "content",
-    stats: ReadStats | None = None,
-    rank: int = 0,
-    world_size: int = 1,
-) -> Iterator[str]:
-    """Texts of a parquet file, one row group at a time; rank r of w takes groups r, r+w, ..."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    text_field: str = "content"
+    part: RankPart = field(default_factory=RankPart)
+    chunk_chars: int = _CHUNK_CHARS
 
-    stats = _count_file(stats)
-    try:
-        pf = pq.ParquetFile(path)
-    except (pa.ArrowException, OSError) as e:
-        stats.problem(path, 1, f"not a readable parquet file: {e}")
-        return
-    names = pf.schema_arrow.names
-    if text_field not in names:
-        stats.problem(path, 1, f"missing text column {text_field!r} (columns: {names})")
-        return
-    col_type = pf.schema_arrow.field(text_field).type
-    if not (pa.types.is_string(col_type) or pa.types.is_large_string(col_type)):
-        stats.problem(path, 1, f"text column {text_field!r} is {col_type}, expected string")
-        return
-    meta = pf.metadata
-    first_row = [0]
-    for g in range(meta.num_row_groups):
-        first_row.append(first_row[-1] + meta.row_group(g).num_rows)
-    for g in range(rank, meta.num_row_groups, world_size):
-        try:
-            column = pf.read_row_group(g, columns=[text_field]).column(0)
-        except (pa.ArrowException, OSError) as e:
-            stats.problem(path, first_row[g] + 1, f"unreadable row group {g}: {e}")
-            continue
-        for i, text in enumerate(column.to_pylist()):
-            reason = f"text column {text_field!r} is null" if text is None else None
-            text = _accept(text, reason, path, first_row[g] + i + 1, stats)
+    def read_texts(
+        self, paths: Iterable[str | Path], stats: ReadStats | None = None
+    ) -> Iterator[str]:
+        """Texts of every file in ``paths`` in order (see `read_file`)."""
+        stats = stats if stats is not None else ReadStats()
+        for p in paths:
+            yield from self.read_file(p, stats)
+
+    def read_file(self, path: str | Path, stats: ReadStats | None = None) -> Iterator[str]:
+        """Texts of one file, read by the reader for its suffix; the rest counted in ``stats``."""
+        readers = {".jsonl": self._jsonl, ".json": self._json, ".parquet": self._parquet}
+        records = readers.get(Path(path).suffix.lower())
+        if records is None:
+            raise ValueError(f"{path}: unsupported file type (expected one of {SUFFIXES})")
+        stats = _count_file(stats)
+        for line, text, reason in records(path, stats):
+            text = _accept(text, reason, path, line, stats)
             if text is not None:
                 yield text
 
+    # Each reader yields (line, text, reason) for the records of this rank's part: a text or the
+    # reason it is bad; problems found before a record is parsed go to ``stats`` directly.
 
-def read_texts(
-    paths: Iterable[str | Path],
-    text_field: str = "content",
-    stats: ReadStats | None = None,
-    rank: int = 0,
-    world_size: int = 1,
-) -> Iterator[str]:
-    """Texts of every file in ``paths`` in order, each read by the reader for its suffix."""
-    if not 0 <= rank < world_size:
-        raise ValueError(f"rank {rank} out of range for world_size {world_size}")
-    stats = stats if stats is not None else ReadStats()
-    readers = {".jsonl": read_jsonl, ".json": read_json, ".parquet": read_parquet}
-    for p in paths:
-        reader = readers.get(Path(p).suffix.lower())
-        if reader is None:
-            raise ValueError(f"{p}: unsupported file type (expected one of {SUFFIXES})")
-        yield from reader(p, text_field, stats, rank, world_size)
+    def _jsonl(self, path: str | Path, stats: ReadStats) -> Iterator[_Record]:
+        """A JSON-lines file; rank r of w takes non-blank lines r, r+w, r+2w, ..."""
+        index = 0
+        with open(path, "rb") as f:
+            for lineno, raw in enumerate(f, start=1):
+                if not raw.strip():
+                    continue
+                mine = self.part.owns(index)
+                index += 1
+                if not mine:
+                    continue
+                try:
+                    obj = json.loads(raw.decode("utf-8"))
+                except UnicodeDecodeError as e:
+                    stats.problem(path, lineno, f"invalid UTF-8: {e.reason} at byte {e.start}")
+                    continue
+                except json.JSONDecodeError as e:
+                    stats.problem(path, lineno, f"bad JSON: {e.msg} (column {e.colno})")
+                    continue
+                yield (lineno, *_text_of(obj, self.text_field))
+
+    def _json(self, path: str | Path, stats: ReadStats) -> Iterator[_Record]:
+        """A JSON array of records; rank r of w takes elements r, r+w, r+2w, ..."""
+        elements = iter_json_array(path, stats, self.chunk_chars)
+        for index, (line, obj) in enumerate(elements):
+            if self.part.owns(index):
+                yield (line, *_text_of(obj, self.text_field))
+
+    def _parquet(self, path: str | Path, stats: ReadStats) -> Iterator[_Record]:
+        """A parquet file, one row group at a time; rank r of w takes groups r, r+w, ..."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        text_field = self.text_field
+        try:
+            pf = pq.ParquetFile(path)
+        except (pa.ArrowException, OSError) as e:
+            stats.problem(path, 1, f"not a readable parquet file: {e}")
+            return
+        names = pf.schema_arrow.names
+        if text_field not in names:
+            stats.problem(path, 1, f"missing text column {text_field!r} (columns: {names})")
+            return
+        col_type = pf.schema_arrow.field(text_field).type
+        if not (pa.types.is_string(col_type) or pa.types.is_large_string(col_type)):
+            stats.problem(path, 1, f"text column {text_field!r} is {col_type}, expected string")
+            return
+        meta = pf.metadata
+        first_row = [0]
+        for g in range(meta.num_row_groups):
+            first_row.append(first_row[-1] + meta.row_group(g).num_rows)
+        for g in self.part.indices(meta.num_row_groups):
+            try:
+                column = pf.read_row_group(g, columns=[text_field]).column(0)
+            except (pa.ArrowException, OSError) as e:
+                stats.problem(path, first_row[g] + 1, f"unreadable row group {g}: {e}")
+                continue
+            for i, text in enumerate(column.to_pylist()):
+                reason = f"text column {text_field!r} is null" if text is None else None
+                yield first_row[g] + i + 1, text, reason

@@ -27,11 +27,12 @@ import torch  # noqa: E402
 
 from trainer.corpus import build_corpus  # noqa: E402
 from trainer.data import ShardLoader  # noqa: E402
+from trainer.parts import Batches  # noqa: E402
 from trainer.prepare import prepare  # noqa: E402
 
 
 def loader_rate(data: Path, B: int, T: int, prefetch: int, seconds: float) -> float:
-    with ShardLoader(data, B, T, prefetch=prefetch) as loader:
+    with ShardLoader(data, Batches(B, T), prefetch=prefetch) as loader:
         next(loader)
         n, t0 = 0, time.perf_counter()
         while time.perf_counter() - t0 < seconds:
@@ -72,7 +73,7 @@ def model_rate(model, opt, B: int, T: int, vocab: int, seconds: float) -> float:
 
 def fed_loop(model, opt, data: Path, B: int, T: int, seconds: float) -> tuple[float, float]:
     """(tokens/s of the loop, fraction of wall time spent blocked in next())."""
-    with ShardLoader(data, B, T, prefetch=2) as loader:
+    with ShardLoader(data, Batches(B, T), prefetch=2) as loader:
         x, y = next(loader)
         wait = 0.0
         n, t0 = 0, time.perf_counter()

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from trainer.data import ShardLoader
+from trainer.parts import Batches, RankPart
 from trainer.prepare import ShardWriter
 
 
@@ -42,7 +43,7 @@ def loader_threads():
 
 
 def test_batches_are_packed_shifted_int64(shards):
-    with ShardLoader(shards, batch_size=4, seq_len=16) as loader:
+    with ShardLoader(shards, Batches(4, 16)) as loader:
         x, y = next(loader)
         assert x.shape == y.shape == (4, 16)
         assert x.dtype == y.dtype == torch.int64
@@ -58,7 +59,7 @@ def test_every_token_is_an_input_once_per_epoch_across_ranks(shards):
     # 10_000 tokens, T=16 -> 624 sequences; 3 ranks x 4 -> 52 steps, none left over.
     world, B, T = 3, 4, 16
     loaders = [
-        ShardLoader(shards, B, T, rank=r, world_size=world, seed=5, prefetch=r)  # 0, 1, 2
+        ShardLoader(shards, Batches(B, T, seed=5, part=RankPart(r, world)), prefetch=r)  # 0, 1, 2
         for r in range(world)
     ]
     steps = loaders[0].steps_per_epoch
@@ -77,10 +78,10 @@ def test_every_token_is_an_input_once_per_epoch_across_ranks(shards):
 
 def test_order_is_deterministic_per_seed_and_differs_between_epochs(shards):
     def first_tokens(seed, n):
-        with ShardLoader(shards, 2, 8, seed=seed) as loader:
+        with ShardLoader(shards, Batches(2, 8, seed=seed)) as loader:
             return [x[:, 0].tolist() for x, _ in take(loader, n)]
 
-    steps = ShardLoader(shards, 2, 8).steps_per_epoch
+    steps = ShardLoader(shards, Batches(2, 8)).steps_per_epoch
     a, b, c = first_tokens(1, steps + 3), first_tokens(1, steps + 3), first_tokens(2, 3)
     assert a == b
     assert a[:3] != c
@@ -89,16 +90,16 @@ def test_order_is_deterministic_per_seed_and_differs_between_epochs(shards):
 
 def test_resume_gives_the_same_next_batches(shards):
     B, T, k, n = 3, 32, 7, 12
-    with ShardLoader(shards, B, T, seed=3) as reference:
+    with ShardLoader(shards, Batches(B, T, seed=3)) as reference:
         expected = take(reference, k + n)
 
-    with ShardLoader(shards, B, T, seed=3, prefetch=2) as first:
+    with ShardLoader(shards, Batches(B, T, seed=3), prefetch=2) as first:
         got = take(first, k)
         state = first.state_dict()  # prefetched batches beyond k must not count
     assert state["step"] == k
     state = json.loads(json.dumps(state))  # survives a checkpoint round trip
 
-    with ShardLoader(shards, B, T, seed=3) as resumed:
+    with ShardLoader(shards, Batches(B, T, seed=3)) as resumed:
         resumed.load_state_dict(state)
         got += take(resumed, n)
     for (xe, ye), (xg, yg) in zip(expected, got, strict=True):
@@ -106,13 +107,13 @@ def test_resume_gives_the_same_next_batches(shards):
 
 
 def test_resume_across_an_epoch_boundary(shards):
-    with ShardLoader(shards, 8, 64, seed=0) as loader:
+    with ShardLoader(shards, Batches(8, 64, seed=0)) as loader:
         steps = loader.steps_per_epoch
         expected = take(loader, steps + 4)
-    with ShardLoader(shards, 8, 64, seed=0) as loader:
+    with ShardLoader(shards, Batches(8, 64, seed=0)) as loader:
         take(loader, steps - 1)
         state = loader.state_dict()
-    with ShardLoader(shards, 8, 64, seed=0) as loader:
+    with ShardLoader(shards, Batches(8, 64, seed=0)) as loader:
         loader.load_state_dict(state)
         rest = take(loader, 5)
         assert loader.epoch == 1
@@ -120,19 +121,25 @@ def test_resume_across_an_epoch_boundary(shards):
 
 
 def test_load_state_dict_refuses_other_data_or_settings(shards, tmp_path):
-    with ShardLoader(shards, 2, 16) as loader:
+    with ShardLoader(shards, Batches(2, 16)) as loader:
         state = loader.state_dict()
-    with ShardLoader(shards, 2, 32) as other, pytest.raises(ValueError, match="seq_len"):
+    with ShardLoader(shards, Batches(2, 32)) as other, pytest.raises(ValueError, match="seq_len"):
         other.load_state_dict(state)
-    with ShardLoader(shards, 2, 16, seed=9) as other, pytest.raises(ValueError, match="seed"):
+    with (
+        ShardLoader(shards, Batches(2, 16, seed=9)) as other,
+        pytest.raises(ValueError, match="seed"),
+    ):
         other.load_state_dict(state)
     smaller = make_shards(tmp_path / "small", n_tokens=5_000, shard_tokens=700)
-    with ShardLoader(smaller, 2, 16) as other, pytest.raises(ValueError, match="num_sequences"):
+    with (
+        ShardLoader(smaller, Batches(2, 16)) as other,
+        pytest.raises(ValueError, match="num_sequences"),
+    ):
         other.load_state_dict(state)
 
 
 def test_validation_split_in_order_for_one_epoch(shards):
-    with ShardLoader(shards, 2, 16, split="valid", shuffle=False, loop=False) as loader:
+    with ShardLoader(shards, Batches(2, 16, split="valid"), shuffle=False, loop=False) as loader:
         batches = list(loader)
         assert len(batches) == loader.steps_per_epoch == 299 // 16 // 2
         with pytest.raises(StopIteration):
@@ -143,7 +150,7 @@ def test_validation_split_in_order_for_one_epoch(shards):
 
 def test_close_leaves_no_thread_behind(shards):
     before = len(loader_threads())
-    loader = ShardLoader(shards, 2, 16, prefetch=2)
+    loader = ShardLoader(shards, Batches(2, 16), prefetch=2)
     take(loader, 3)  # the producer is now blocked on a full queue
     assert len(loader_threads()) == before + 1
     loader.close()
@@ -154,9 +161,9 @@ def test_close_leaves_no_thread_behind(shards):
 
 
 def test_close_before_first_batch_and_after_load_state(shards):
-    loader = ShardLoader(shards, 2, 16)
+    loader = ShardLoader(shards, Batches(2, 16))
     loader.close()
-    loader = ShardLoader(shards, 2, 16)
+    loader = ShardLoader(shards, Batches(2, 16))
     take(loader, 1)
     loader.load_state_dict(loader.state_dict())  # restarts the producer lazily
     assert len(loader_threads()) == 0
@@ -167,28 +174,28 @@ def test_close_before_first_batch_and_after_load_state(shards):
 
 def test_too_little_data_and_missing_manifest_are_clear_errors(shards, tmp_path):
     with pytest.raises(ValueError, match="needs at least"):
-        ShardLoader(shards, 64, 256, split="valid")
+        ShardLoader(shards, Batches(64, 256, split="valid"))
     with pytest.raises(ValueError, match="split 'test'"):
-        ShardLoader(shards, 2, 16, split="test")
+        ShardLoader(shards, Batches(2, 16, split="test"))
     with pytest.raises(FileNotFoundError, match=r"trainer\.prepare"):
-        ShardLoader(tmp_path / "nowhere", 2, 16)
+        ShardLoader(tmp_path / "nowhere", Batches(2, 16))
     (shards / "train_00003.bin").write_bytes(b"\x00" * 12)  # truncated shard
     with pytest.raises(ValueError, match=r"train_00003\.bin"):
-        ShardLoader(shards, 2, 16)
+        ShardLoader(shards, Batches(2, 16))
 
 
 def test_uint16_shards(tmp_path):
     path = make_shards(tmp_path / "u16", n_tokens=3_000, shard_tokens=512, dtype=np.uint16)
-    with ShardLoader(path, 2, 10, seed=1) as loader:
+    with ShardLoader(path, Batches(2, 10, seed=1)) as loader:
         x, y = next(loader)
     assert torch.equal(y, x + 1) and int(x.max()) < 3_000
 
 
 def test_resume_with_a_different_world_size_converts_the_position(shards):
-    with ShardLoader(shards, 2, 16, world_size=2, rank=0) as loader:
+    with ShardLoader(shards, Batches(2, 16, part=RankPart(0, 2))) as loader:
         take(loader, 10)  # 10 steps x 2 ranks x 2 sequences = 40 sequences consumed
         state = loader.state_dict()
-    with ShardLoader(shards, 8, 16) as loader:
+    with ShardLoader(shards, Batches(8, 16)) as loader:
         with pytest.warns(UserWarning, match="approximate"):
             loader.load_state_dict(state)
         assert loader.state_dict()["step"] == 5 and loader.epoch == 0

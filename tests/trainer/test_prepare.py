@@ -13,6 +13,7 @@ import pytest
 
 from trainer.corpus import build_corpus
 from trainer.data import ShardLoader
+from trainer.parts import Batches
 from trainer.prepare import prepare
 from trainer.tokenizer import EOS, Tokenizer, file_sha256
 
@@ -107,7 +108,7 @@ def test_prepare_writes_shards_that_decode_back_to_the_text(raw, tmp_path):
     ]
 
     # The loader reads exactly what prepare wrote.
-    with ShardLoader(out, 2, 16, shuffle=False) as loader:
+    with ShardLoader(out, Batches(2, 16), shuffle=False) as loader:
         x, y = next(loader)
     stream = read_split(out, manifest, "train")
     assert x[0].tolist() == stream[:16].tolist() and y[0].tolist() == stream[1:17].tolist()

@@ -8,14 +8,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from trainer.parts import RankPart
 from trainer.readers import (
     ReadStats,
+    TextReader,
     find_sources,
     iter_json_array,
-    read_json,
-    read_jsonl,
-    read_parquet,
-    read_texts,
 )
 
 _DEFAULT = object()
@@ -47,7 +45,7 @@ def test_jsonl_reads_good_lines_and_reports_bad_ones_with_line_numbers(tmp_path)
     path.open("ab").write(b'{"content": "\xff\xfe bad utf-8"}\n')  # line 9
 
     stats = ReadStats()
-    texts = list(read_jsonl(path, stats=stats))
+    texts = list(TextReader().read_file(path, stats))
 
     assert texts == [record(0)["content"], record(5)["content"]]
     assert (stats.records, stats.bad, stats.empty, stats.files) == (2, 5, 1, 1)
@@ -64,7 +62,7 @@ def test_problem_list_is_capped_but_every_problem_is_counted(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text("not json\n" * 50, encoding="utf-8")
     stats = ReadStats(max_problems=5)
-    assert list(read_jsonl(path, stats=stats)) == []
+    assert list(TextReader().read_file(path, stats)) == []
     assert stats.bad == 50 and len(stats.problems) == 5
     assert "and 45 more" in stats.summary()
 
@@ -72,7 +70,7 @@ def test_problem_list_is_capped_but_every_problem_is_counted(tmp_path):
 def test_configurable_text_field(tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_text(json.dumps({"text": "hello", "content": "other"}) + "\n", encoding="utf-8")
-    assert list(read_jsonl(path, text_field="text")) == ["hello"]
+    assert list(TextReader("text").read_file(path)) == ["hello"]
 
 
 @pytest.mark.parametrize("chunk", [1, 7, 64, 1 << 16])
@@ -90,7 +88,7 @@ def test_json_array_streamed_in_small_chunks_equals_json_load(tmp_path, chunk):
     with open(path, encoding="utf-8") as f:
         assert elements == json.load(f)
     assert stats.bad == 0
-    texts = list(read_json(path, chunk_chars=chunk))
+    texts = list(TextReader(chunk_chars=chunk).read_file(path))
     assert texts == [r["content"] for r in records]
 
 
@@ -109,7 +107,7 @@ def test_truncated_json_array_keeps_complete_records(tmp_path):
 
     for chunk in (3, 50, 1 << 16):
         stats = ReadStats()
-        texts = list(read_json(path, stats=stats, chunk_chars=chunk))
+        texts = list(TextReader(chunk_chars=chunk).read_file(path, stats))
         assert texts == [r["content"] for r in records[:7]]
         assert stats.bad == 1
         assert "truncated JSON array" in stats.problems[0].message
@@ -120,7 +118,7 @@ def test_json_array_missing_closing_bracket(tmp_path):
     path = tmp_path / "open.json"
     path.write_text(json.dumps([record(0), record(1)])[:-1] + "\n")
     stats = ReadStats()
-    assert len(list(read_json(path, stats=stats))) == 2
+    assert len(list(TextReader().read_file(path, stats))) == 2
     assert stats.bad == 1 and "missing ']'" in stats.problems[0].message
 
 
@@ -131,7 +129,7 @@ def test_json_array_skips_a_malformed_element_and_reads_the_rest(tmp_path):
     path.write_text("[\n" + ",\n".join([good[0], good[1], bad, good[2], good[3]]) + "\n]\n")
     for chunk in (4, 1 << 16):
         stats = ReadStats()
-        texts = list(read_json(path, stats=stats, chunk_chars=chunk))
+        texts = list(TextReader(chunk_chars=chunk).read_file(path, stats))
         assert texts == [record(i)["content"] for i in range(4)]
         assert stats.bad == 1
         assert stats.problems[0].line == 4
@@ -142,7 +140,7 @@ def test_json_records_with_bad_fields_are_counted(tmp_path):
     path = tmp_path / "fields.json"
     path.write_text(json.dumps([record(0), {"id": 1}, record(2, content=None), "str", record(4)]))
     stats = ReadStats()
-    assert list(read_json(path, stats=stats)) == [record(0)["content"], record(4)["content"]]
+    assert list(TextReader().read_file(path, stats)) == [record(0)["content"], record(4)["content"]]
     assert stats.bad == 3
 
 
@@ -150,7 +148,7 @@ def test_json_file_that_is_not_an_array(tmp_path):
     path = tmp_path / "obj.json"
     path.write_text(json.dumps(record(0)))
     stats = ReadStats()
-    assert list(read_json(path, stats=stats)) == []
+    assert list(TextReader().read_file(path, stats)) == []
     assert stats.bad == 1 and "not a JSON array" in stats.problems[0].message
 
 
@@ -172,7 +170,7 @@ def test_parquet_strided_by_rank_gives_disjoint_row_groups_covering_all_rows(tmp
     groups = write_parquet(path, n_groups=7, rows_per_group=5)
     assert pq.ParquetFile(path).metadata.num_row_groups == 7
     world = 3
-    per_rank = [list(read_parquet(path, rank=r, world_size=world)) for r in range(world)]
+    per_rank = [list(TextReader(part=RankPart(r, world)).read_file(path)) for r in range(world)]
     for r in range(world):
         assert per_rank[r] == [t for g in range(r, 7, world) for t in groups[g]]
     everything = [t for texts in per_rank for t in texts]
@@ -184,17 +182,17 @@ def test_parquet_null_text_and_missing_column_are_reported(tmp_path):
     path = tmp_path / "nulls.parquet"
     write_parquet(path, n_groups=2, rows_per_group=4, bad_row=5)
     stats = ReadStats()
-    assert len(list(read_parquet(path, stats=stats))) == 7
+    assert len(list(TextReader().read_file(path, stats))) == 7
     assert stats.bad == 1 and stats.problems[0].line == 6 and "null" in stats.problems[0].message
 
     stats = ReadStats()
-    assert list(read_parquet(path, text_field="body", stats=stats)) == []
+    assert list(TextReader("body").read_file(path, stats)) == []
     assert "missing text column 'body'" in stats.problems[0].message
 
     other = tmp_path / "ints.parquet"
     pq.write_table(pa.table({"content": [1, 2]}), other)
     stats = ReadStats()
-    assert list(read_parquet(other, stats=stats)) == []
+    assert list(TextReader().read_file(other, stats)) == []
     assert "expected string" in stats.problems[0].message
 
 
@@ -202,7 +200,7 @@ def test_garbage_parquet_is_a_problem_not_a_crash(tmp_path):
     path = tmp_path / "junk.parquet"
     path.write_bytes(b"this is not parquet at all")
     stats = ReadStats()
-    assert list(read_parquet(path, stats=stats)) == []
+    assert list(TextReader().read_file(path, stats)) == []
     assert stats.bad == 1 and "not a readable parquet file" in stats.problems[0].message
 
 
@@ -216,7 +214,7 @@ def test_find_sources_and_read_texts_over_a_folder(tmp_path):
     sources = find_sources([tmp_path])
     assert [p.name for p in sources] == ["b.jsonl", "c.parquet", "a.json"]
     stats = ReadStats()
-    texts = list(read_texts(sources, stats=stats))
+    texts = list(TextReader().read_texts(sources, stats))
     assert texts == [record(1)["content"], "group 0 row 0", "group 0 row 1", record(2)["content"]]
     assert stats.files == 3 and stats.records == 4
 
@@ -229,6 +227,6 @@ def test_find_sources_and_read_texts_over_a_folder(tmp_path):
 def test_jsonl_strided_by_rank(tmp_path):
     path = tmp_path / "r.jsonl"
     path.write_text("".join(json.dumps(record(i)) + "\n" for i in range(10)))
-    parts = [list(read_jsonl(path, rank=r, world_size=3)) for r in range(3)]
+    parts = [list(TextReader(part=RankPart(r, 3)).read_file(path)) for r in range(3)]
     assert parts[1] == [record(i)["content"] for i in (1, 4, 7)]
     assert sorted(t for p in parts for t in p) == sorted(record(i)["content"] for i in range(10))

@@ -55,16 +55,17 @@ _D = struct.Struct("<d").unpack_from
 _F = struct.Struct("<f").unpack_from
 _Q = struct.Struct("<Q").unpack_from
 _I = struct.Struct("<I").unpack_from
-# TensorProto dtypes read as scalars: DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_BOOL, DT_HALF
-# (half: tensor_content or half_val), DT_BFLOAT16 (half_val).
-DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_BOOL, DT_HALF, DT_BF16 = 1, 2, 3, 9, 10, 19, 14
-_CONTENT = {
-    DT_FLOAT: "<f",
-    DT_DOUBLE: "<d",
-    DT_INT32: "<i",
-    DT_INT64: "<q",
-    DT_BOOL: "<?",
-    DT_HALF: "<e",
+DT_BF16 = 14  # DT_BFLOAT16: its 16 bits come in half_val only
+# The TensorProto dtypes read as scalars, by number, with the struct format of a tensor_content
+# holding one value (None: that dtype has no tensor_content form here).
+_SCALAR_DTYPES: dict[int, str | None] = {
+    1: "<f",  # DT_FLOAT
+    2: "<d",  # DT_DOUBLE
+    3: "<i",  # DT_INT32
+    9: "<q",  # DT_INT64
+    10: "<?",  # DT_BOOL
+    19: "<e",  # DT_HALF (tensor_content or half_val)
+    DT_BF16: None,
 }
 # Summary.Value's legacy non-scalar fields, by number, as TensorBoard's plugins name them.
 _LEGACY = {3: "histograms", 4: "images", 5: "histograms", 6: "audio"}
@@ -443,19 +444,11 @@ def _tensor(buf: bytes, pos: int, end: int) -> float | None:
     if shaped:
         return None
     if content is not None:
-        fmt = _CONTENT.get(dtype)
+        fmt = _SCALAR_DTYPES.get(dtype)
         if fmt is None or len(content) != struct.calcsize(fmt):
             return None
         return float(struct.unpack(fmt, content)[0])
-    if len(vals) == 1 and dtype in (
-        DT_FLOAT,
-        DT_DOUBLE,
-        DT_INT32,
-        DT_INT64,
-        DT_BOOL,
-        DT_HALF,
-        DT_BF16,
-    ):
+    if len(vals) == 1 and dtype in _SCALAR_DTYPES:
         return vals[0]
     return None
 
