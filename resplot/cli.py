@@ -7,18 +7,20 @@
     resplot report SOURCE... -o report.html      one offline, interactive HTML file
     resplot sync SOURCE... MIRROR                copy runs into a local store (incremental)
 
-Errors are printed as one line (`resplot: error: ...`) with a non-zero exit status.
+Errors are printed as one line (`resplot: error: ...`) with a non-zero exit status. Here: the
+parser, `main`, the window and `sync`; snapshot, export and report are in headless_cmds.py.
 """
 
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import sys
 from pathlib import Path
 
+from resplot.cli_sources import CliError, check_specs, ssh_options
+
 try:
-    from resplot.data.state import PAGES, RANK_STATS, X_AXES, StateError, ViewState
+    from resplot.data.state import PAGES, RANK_STATS, X_AXES
 except ModuleNotFoundError as exc:  # `pip install reslog` alone (a GPU host) has no viewer
     _MISSING: ModuleNotFoundError | None = exc
 else:
@@ -27,10 +29,6 @@ else:
 GUI_EXTRA = "pip install 'reslog[gui]'"
 EXPORT_FORMATS = ("csv", "csv-wide", "parquet", "md", "latex", "table-csv")
 EXIT_USAGE, EXIT_ERROR = 2, 1
-
-
-class CliError(Exception):
-    """A user-facing failure: printed without a traceback."""
 
 
 def _add_selection(p: argparse.ArgumentParser) -> None:
@@ -60,21 +58,6 @@ def _add_ssh_config(p: argparse.ArgumentParser) -> None:
         help="ssh config file to use instead of ~/.ssh/config and "
         "/etc/ssh/ssh_config (like ssh -F)",
     )
-
-
-def ssh_options(args, asker, ask_host_key=None):
-    """What every SSH source gets (resplot.ssh.options.SSHOptions): who answers a login (asked
-    once per host per session), who is asked about unknown host keys, and the ssh config file
-    when one was named."""
-    from resplot.ssh.options import SSHOptions
-    from resplot.ssh.prompts import Secrets
-
-    config = None
-    if args.ssh_config is not None:
-        if not args.ssh_config.expanduser().is_file():
-            raise CliError(f"--ssh-config {args.ssh_config}: no such file")
-        config = args.ssh_config.expanduser()
-    return SSHOptions(ask_host_key=ask_host_key, secrets=Secrets(asker), ssh_config=config)
 
 
 def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
@@ -202,21 +185,6 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     return top, sub
 
 
-def _load(args):
-    """The sources opened and read (runs, keys, summaries); the caller closes them. A login
-    that needs a password asks on the terminal, or through SSH_ASKPASS (as ssh does)."""
-    from resplot.sources.polling import Loaded
-    from resplot.ssh.errors import SSHError
-    from resplot.ssh.prompts import default_asker
-
-    specs = check_specs(args.sources)
-    ssh = ssh_options(args, default_asker())
-    try:
-        return Loaded(specs, timeout=args.timeout, ssh=ssh)
-    except (OSError, TimeoutError, ValueError, SSHError) as exc:  # SSHError: refused logins
-        raise CliError(str(exc)) from None
-
-
 def _looks_like_command(word: str) -> bool:
     """A bare word (no path, host or URL characters) that names no file here: a mistyped
     subcommand, not a store."""
@@ -226,260 +194,7 @@ def _looks_like_command(word: str) -> bool:
     return bool(re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", word)) and not os.path.exists(word)
 
 
-def select_runs(cache, patterns: list[str] | None) -> list:
-    runs = cache.runs()
-    if not runs:
-        raise CliError("no runs found in the given sources")
-    if not patterns:
-        return [r.ref for r in runs]
-    chosen = []
-    for pat in patterns:
-        hits = [
-            r.ref
-            for r in runs
-            if r.name == pat or r.ref.uid.startswith(pat) or fnmatch.fnmatchcase(r.name, pat)
-        ]
-        if not hits:
-            names = ", ".join(sorted({r.name for r in runs})[:20])
-            raise CliError(f"no run matches {pat!r}; runs: {names}")
-        chosen += [h for h in hits if h not in chosen]
-    return chosen
-
-
-def _size(text: str) -> tuple[float, float]:
-    try:
-        w, h = (float(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise CliError(f"--size must look like 12x7.5 (inches), got {text!r}") from None
-    if w <= 0 or h <= 0 or w * h > 2000:
-        raise CliError(f"--size {text!r} is out of range")
-    return w, h
-
-
-def cmd_snapshot(args) -> int:
-    from resplot.draw import fonts
-    from resplot.draw.charts import SAVE_FORMATS, render
-
-    if args.output.suffix.lower().lstrip(".") not in SAVE_FORMATS:
-        raise CliError(f"-o {args.output}: use a .png, .svg or .pdf file name")
-    state = ViewState(page=args.page)
-    try:
-        state.set_x_axis(args.x_axis)
-        state.set_smoothing(args.smoothing)
-    except StateError as exc:
-        raise CliError(str(exc)) from None
-    state.log_y = not args.linear_y
-    state.ignore_outliers = args.ignore_outliers
-    if args.keys:
-        state.set_custom_keys(args.keys)
-        if args.page == "training" and "--page" not in sys.argv:
-            state.page = "custom"
-    size = _size(args.size)
-    if args.tile_cache_mb < 1:
-        raise CliError(f"--tile-cache-mb must be at least 1, got {args.tile_cache_mb}")
-    state.colors = window_colors(args.config)
-    if args.page == "ranks":
-        return _snapshot_ranks(args, state, size)
-    with _load(args) as loaded:
-        loaded.cache.set_tile_limit(args.tile_cache_mb << 20)
-        refs = select_runs(loaded.cache, args.runs)
-        page = render(loaded.cache, state, refs, size=size, dpi=args.dpi, fetch=loaded.fetch)
-        if not page.axes:
-            raise CliError(nothing_to_draw(loaded.cache, state, refs))
-        texts = [r.name for r in loaded.cache.runs()] + loaded.cache.all_keys()
-        note = fonts.missing_note(texts)
-        if note:
-            print(f"note: {note}", file=sys.stderr)
-        over, missing = loaded.cache.tiles_over, page.incomplete()
-    if over:
-        print(
-            f"note: this page's tiles take {(loaded.cache.tile_limit + over) >> 20} MB, above "
-            f"the {loaded.cache.tile_limit >> 20} MB tile cache; all kept for the snapshot",
-            file=sys.stderr,
-        )
-    if missing:
-        print(
-            f"warning: {missing} series drawn coarser than their charts asked for, or not at "
-            "all: their tiles did not arrive",
-            file=sys.stderr,
-        )
-    try:
-        page.save(args.output, dpi=args.dpi)
-    except OSError as exc:
-        raise CliError(f"cannot write {args.output}: {exc.strerror or exc}") from None
-    print(f"wrote {args.output} ({state.page} page, {len(refs)} runs)", file=sys.stderr)
-    return 0
-
-
-def _snapshot_ranks(args, state, size) -> int:
-    """`snapshot --page ranks`: one job's rank x step heatmap (resplot/draw/ranks.py)."""
-    from resplot.data.ranks import job_label, jobs_in, newest_first
-    from resplot.draw.ranks import NO_JOB, render_ranks
-
-    state.ranks_phase, state.ranks_stat = args.phase, args.cell
-    with _load(args) as loaded:
-        found = jobs_in(loaded.cache)
-        if not found:
-            raise CliError(NO_JOB.replace("\n", " "))
-        if args.job is not None and args.job not in found:
-            jobs = "; ".join(f"{g}: {job_label(g, found[g])}" for g in newest_first(found))
-            raise CliError(f"--job {args.job}: no such job in the given sources; jobs: {jobs}")
-        state.ranks_job = args.job or ""
-        page = render_ranks(loaded.cache, state, size=size, dpi=args.dpi, fetch=loaded.fetch)
-        view = page.view
-        if view is None:
-            raise CliError(page.message.get_text())
-        if page.phase != args.phase:
-            raise CliError(
-                f"--phase {args.phase}: the job logged no such phase; its phases: "
-                f"{', '.join(view.matrices)}"
-            )
-    if not view.complete:
-        print(
-            "warning: some cells drawn coarser than asked for: their tiles did not arrive",
-            file=sys.stderr,
-        )
-    try:
-        page.save(args.output, dpi=args.dpi)
-    except OSError as exc:
-        raise CliError(f"cannot write {args.output}: {exc.strerror or exc}") from None
-    print(
-        f"wrote {args.output} (ranks page: job {view.group}, {len(view.rows)} ranks, {args.phase})",
-        file=sys.stderr,
-    )
-    return 0
-
-
-def window_colors(config: Path | None) -> dict:
-    """The window's colour for each run (its settings' book, read only), so that a snapshot
-    draws a run as the window does; runs the window never drew get free colours."""
-    from resplot.ui import settings as settings_mod
-
-    settings = settings_mod.load(config, move_bad=False)
-    if settings.problem:
-        print(f"note: {settings.problem}; colours assigned afresh", file=sys.stderr)
-    return dict(settings.state.colors)
-
-
-def nothing_to_draw(cache, state, refs: list) -> str:
-    """Why a snapshot has no chart: the page, or the key globs, matched none of the runs' keys
-    (and which keys they have, to choose from)."""
-    keys = sorted({k for ref in refs for k in cache.keys(ref)})
-    shown = ", ".join(keys[:12]) + (f" (+{len(keys) - 12} more)" if len(keys) > 12 else "")
-    runs = f"{len(refs)} run{'s' if len(refs) != 1 else ''}"
-    if not keys:
-        return f"nothing to draw: the {runs} logged no metric"
-    if state.page == "custom":
-        globs = " ".join(state.custom_keys)
-        return f"nothing to draw: --keys {globs} matched no key of the {runs}; their keys: {shown}"
-    return (
-        f"nothing to draw: the {state.page} page found none of its series in the {runs}; "
-        f"their keys: {shown} (try --page all, or --keys GLOB)"
-    )
-
-
-def cmd_export(args) -> int:
-    from reslog.tools.export import ExportError
-    from resplot.ui.exports import export_points, export_table
-
-    with _load(args) as loaded:
-        refs = select_runs(loaded.cache, args.runs)
-        try:
-            if args.format in ("csv", "csv-wide", "parquet"):
-                export_points(
-                    loaded.cache, loaded.reader, refs, args.output, args.format, args.keys
-                )
-            else:
-                fmt = "csv" if args.format == "table-csv" else args.format
-                export_table(loaded.cache, refs, args.output, fmt, args.metrics)
-        except ExportError as exc:
-            raise CliError(str(exc)) from None
-        except ConnectionError as exc:  # the source, after its retries (AgentConnectionError)
-            raise CliError(f"cannot read the source: {exc}; {args.output} not written") from None
-        except OSError as exc:
-            raise CliError(f"cannot write {args.output}: {exc.strerror or exc}") from None
-    if args.output != "-":
-        print(f"wrote {args.output} ({len(refs)} runs)", file=sys.stderr)
-    return 0
-
-
-def cmd_report(args) -> int:
-    from resplot.report import ReportError, build_report
-
-    if args.max_mb <= 0:
-        raise CliError(f"--max-mb must be positive, got {args.max_mb:g}")
-    state = ViewState()
-    pages = list(dict.fromkeys(args.pages))
-    if args.keys:
-        state.set_custom_keys(args.keys)
-        pages.append("custom")
-    with _load(args) as loaded:
-        refs = select_runs(loaded.cache, args.runs)
-        try:
-            report = build_report(
-                loaded.cache,
-                refs,
-                loaded.fetch,
-                tuple(pages),
-                int(args.max_mb * (1 << 20)),
-                args.metrics,
-                args.title,
-                state,
-            )
-        except ReportError as exc:
-            raise CliError(str(exc)) from None
-        except ConnectionError as exc:  # the source, after its retries (AgentConnectionError)
-            raise CliError(f"cannot read the source: {exc}; {args.output} not written") from None
-    try:
-        report.write(args.output)
-    except OSError as exc:
-        raise CliError(f"cannot write {args.output}: {exc.strerror or exc}") from None
-    for note in report.notes:
-        print(f"note: {note}", file=sys.stderr)
-    print(
-        f"wrote {args.output} ({report.bytes / (1 << 20):.2f} MB, {len(refs)} runs, "
-        f"{report.series} series, {report.raw_series} raw)",
-        file=sys.stderr,
-    )
-    return 0
-
-
 COMMANDS = ("snapshot", "export", "report", "sync")
-
-
-def check_specs(texts: list[str]) -> list:
-    """The specs parsed (resplot.sources.spec). Fail now, not in a window that waits forever, on
-    a spec that can never be read: one that does not parse, or a local path (or glob) that names
-    nothing. Remote ones are checked when they connect, since only the host knows its files."""
-    import glob
-    import os
-
-    from resplot.sources.spec import LocalSpec, SpecError, parse_spec
-
-    specs = []
-    for text in texts:
-        try:
-            spec = parse_spec(text)
-        except SpecError as exc:
-            raise CliError(str(exc)) from None
-        specs.append(spec)
-        if not isinstance(spec, LocalSpec):
-            continue
-        for part in spec.parts:
-            path = os.path.expanduser(part)
-            if glob.has_magic(path):
-                if glob.glob(path, recursive=True):
-                    continue
-                where = os.path.dirname(path.split("*")[0].split("?")[0].split("[")[0]) or "."
-                if os.path.isdir(where):
-                    continue  # stores may appear there later (a run about to start)
-                raise CliError(f"no store matches {part!r}: {where} does not exist")
-            if os.path.exists(path):
-                if not os.access(path, os.R_OK):
-                    raise CliError(f"cannot read {part!r}: permission denied")
-                continue
-            raise CliError(f"no store matches {part!r}: no such file or directory")
-    return specs
 
 
 def _unknown_command(word: str) -> CliError:
@@ -595,10 +310,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv and argv[0] in COMMANDS:
             args = sub.parse_args(argv)
+            from resplot import headless_cmds as headless
+
             run = {
-                "snapshot": cmd_snapshot,
-                "export": cmd_export,
-                "report": cmd_report,
+                "snapshot": headless.cmd_snapshot,
+                "export": headless.cmd_export,
+                "report": headless.cmd_report,
                 "sync": cmd_sync,
             }
             return run[args.command](args)

@@ -37,6 +37,8 @@ FLOORS: dict[str, tuple[str, ...]] = {
         "resplot.sources",
         "resplot.ssh",
         "resplot.cli",
+        "resplot.cli_sources",
+        "resplot.headless_cmds",
         "resplot.report",
     ),
     "resplot/draw": (*QT, "paramiko", "resplot.ui", "resplot.sources", "resplot.ssh"),

@@ -19,6 +19,8 @@ from typing import Any
 
 import psutil
 
+from schema.rules.alerts import GPU_SERIES
+
 # The name docs/system-metrics.md gives for filtering these messages, whatever the module path.
 log = logging.getLogger("reslog.system")
 
@@ -74,16 +76,23 @@ def _read_throttle(nvml, h) -> float:
     return float(fn(h))
 
 
+def _names(*measures: str) -> tuple[str, ...]:
+    """reslog's key suffixes for these measures: the names schema.rules.alerts.GPU_SERIES gives
+    them (and the viewer finds them by)."""
+    by_measure = {measure: name for name, (measure, _unit) in GPU_SERIES.items()}
+    return tuple(by_measure[m] for m in measures)
+
+
 # field name → (reader, metric suffixes it fills). Memory gives two values in one call.
 GPU_FIELDS: dict[str, tuple[Callable[[Any, Any], Any], tuple[str, ...]]] = {
-    "util": (_read_util, ("util",)),
-    "mem": (_read_mem, ("mem_used_gib", "mem_total_gib")),
-    "temp": (_read_temp, ("temp_c",)),
-    "power": (_read_power, ("power_w",)),
-    "power_limit": (_read_power_limit, ("power_limit_w",)),
-    "fan": (_read_fan, ("fan_pct",)),
-    "sm_clock": (_read_sm_clock, ("sm_clock_mhz",)),
-    "throttle": (_read_throttle, ("throttle",)),
+    "util": (_read_util, _names("util")),
+    "mem": (_read_mem, _names("mem_used", "mem_total")),
+    "temp": (_read_temp, _names("temp")),
+    "power": (_read_power, _names("power")),
+    "power_limit": (_read_power_limit, _names("power_limit")),
+    "fan": (_read_fan, _names("fan")),
+    "sm_clock": (_read_sm_clock, _names("sm_clock")),
+    "throttle": (_read_throttle, _names("throttle")),
 }
 
 

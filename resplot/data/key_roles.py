@@ -18,7 +18,7 @@ import re
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-from schema.rules.alerts import gpu_key
+from schema.rules.alerts import GPU_SERIES, gpu_key
 from schema.store.rollup import LAST, MIN_AT, STEP_LO, VMAX, VMIN, N
 
 ROLES: dict[str, tuple[str, ...]] = {
@@ -152,18 +152,11 @@ def _gpu(pattern: str, role: str, unit: str) -> GpuName:
     return GpuName(re.compile(pattern), role, unit)
 
 
-# reslog's own names and short forms of them: the part after `sys/gpu{i}/` (the key parsed by
-# schema.rules.alerts.gpu_key, the one parse of reslog's GPU keys), most specific first.
+# reslog's own names (schema.rules.alerts.GPU_SERIES, with their units) and short forms of them:
+# the part after `sys/gpu{i}/` (the key parsed by schema.rules.alerts.gpu_key, the one parse of
+# reslog's GPU keys), most specific first.
 RESLOG_GPU_NAMES: tuple[GpuName, ...] = (
-    _gpu(r"util", "util", "%"),
-    _gpu(r"mem_used_gib", "mem_used", "GiB"),
-    _gpu(r"mem_total_gib", "mem_total", "GiB"),
-    _gpu(r"temp_c", "temp", "°C"),
-    _gpu(r"power_w", "power", "W"),
-    _gpu(r"power_limit_w", "power_limit", "W"),
-    _gpu(r"fan_pct", "fan", "%"),
-    _gpu(r"sm_clock_mhz", "sm_clock", "MHz"),
-    _gpu(r"throttle", "throttle", ""),
+    *(_gpu(re.escape(name), role, unit) for name, (role, unit) in GPU_SERIES.items()),
     _gpu(r"(?:utilization|util_pct|gpu_util)", "util", "%"),
     _gpu(r"(?:mem_used|memory_used)_gb", "mem_used", "GB"),
     _gpu(r"(?:mem_used|memory_used)_mb", "mem_used", "MB"),
@@ -174,22 +167,28 @@ RESLOG_GPU_NAMES: tuple[GpuName, ...] = (
     _gpu(r"(?:sm_clock|clock_sm)", "sm_clock", "MHz"),
 )
 # Other tools' names, the GPU's ordinal as the first group: wandb's system metrics (kept by
-# `reslog import wandb` and `import reslog as wandb` users), Lightning's GPU stats monitor.
-GPU_NAMES: tuple[GpuName, ...] = (
-    _gpu(r"(?:system/)?gpu\.(?:process\.)?(\d+)\.gpu$", "util", "%"),
-    _gpu(r"(?:system/)?gpu\.(?:process\.)?(\d+)\.memoryAllocatedBytes$", "mem_used", "bytes"),
-    _gpu(r"(?:system/)?gpu\.(?:process\.)?(\d+)\.temp$", "temp", "°C"),
-    _gpu(r"(?:system/)?gpu\.(?:process\.)?(\d+)\.powerWatts$", "power", "W"),
-    _gpu(r"(?:system/)?gpu\.(?:process\.)?(\d+)\.enforcedPowerLimitWatts$", "power_limit", "W"),
-    _gpu(r"(?:system/)?gpu\.(?:process\.)?(\d+)\.smClock$", "sm_clock", "MHz"),
-    _gpu(r"(?:system/)?gpu\.(?:process\.)?(\d+)\.fanSpeed$", "fan", "%"),
-    _gpu(r"gpu_id: (\d+)/utilization\.gpu \(%\)$", "util", "%"),
-    _gpu(r"gpu_id: (\d+)/memory\.used \(MB\)$", "mem_used", "MB"),
-    _gpu(r"gpu_id: (\d+)/memory\.total \(MB\)$", "mem_total", "MB"),
-    _gpu(r"gpu_id: (\d+)/temperature\.gpu \(°C\)$", "temp", "°C"),
-    _gpu(r"gpu_id: (\d+)/fan\.speed \(%\)$", "fan", "%"),
-    _gpu(r"gpu_id: (\d+)/power\.draw \(W\)$", "power", "W"),
-    _gpu(r"gpu_id: (\d+)/clocks\.current\.sm \(MHz\)$", "sm_clock", "MHz"),
+# `reslog import wandb` and `import reslog as wandb` users), `system/gpu.0.temp`, and
+# Lightning's GPU stats monitor, `gpu_id: 0/temperature.gpu (°C)`.
+_WANDB_GPU = r"(?:system/)?gpu\.(?:process\.)?(\d+)\."
+_LIGHTNING_GPU = r"gpu_id: (\d+)/"
+GPU_NAMES: tuple[GpuName, ...] = tuple(
+    _gpu(f"{prefix}{name}$", role, unit)
+    for prefix, name, role, unit in (
+        (_WANDB_GPU, r"gpu", "util", "%"),
+        (_WANDB_GPU, r"memoryAllocatedBytes", "mem_used", "bytes"),
+        (_WANDB_GPU, r"temp", "temp", "°C"),
+        (_WANDB_GPU, r"powerWatts", "power", "W"),
+        (_WANDB_GPU, r"enforcedPowerLimitWatts", "power_limit", "W"),
+        (_WANDB_GPU, r"smClock", "sm_clock", "MHz"),
+        (_WANDB_GPU, r"fanSpeed", "fan", "%"),
+        (_LIGHTNING_GPU, r"utilization\.gpu \(%\)", "util", "%"),
+        (_LIGHTNING_GPU, r"memory\.used \(MB\)", "mem_used", "MB"),
+        (_LIGHTNING_GPU, r"memory\.total \(MB\)", "mem_total", "MB"),
+        (_LIGHTNING_GPU, r"temperature\.gpu \(°C\)", "temp", "°C"),
+        (_LIGHTNING_GPU, r"fan\.speed \(%\)", "fan", "%"),
+        (_LIGHTNING_GPU, r"power\.draw \(W\)", "power", "W"),
+        (_LIGHTNING_GPU, r"clocks\.current\.sm \(MHz\)", "sm_clock", "MHz"),
+    )
 )
 # Host series (no GPU ordinal): role -> (name, unit), most specific first. torchtitan's peak
 # memory is its rank's GPU (GPU 0 of the run on the System page).

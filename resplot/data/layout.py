@@ -8,7 +8,7 @@ No Qt here.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 TITLE_PT = 9.0
 TICK_PT = 7.0
@@ -32,35 +32,42 @@ class Grid:
     bands: tuple[int, ...] = ()  # rows that are section bands (BAND_PX high), not charts
 
 
-def grid(
-    panels: int,
-    width_px: float,
-    height_px: float | None = None,
-    dpi: float = 100,
-    legend_rows: int = 0,
-    xlabel: bool = True,
-) -> Grid:
-    """Rows and columns for `panels` charts in a figure `width_px` wide and, when known,
-    `height_px` high: of the grids whose charts are at least MIN_AXES_W_PX wide and MIN_ROW_PX
-    high, the one whose charts come nearest ASPECT (6 charts at 1280×800: 2 rows of 3 at about
-    380×180 px, not 3 rows of 2 at 590×100). When none fits the height the page scrolls: then
-    as many columns as keep charts MIN_AXES_W_PX wide (3 at 1280 px)."""
+@dataclass(frozen=True)
+class Frame:
+    """The figure a grid of charts is laid out in: its size in pixels and dots per inch, the
+    rows of the run legend above the charts, and whether the bottom row has an x label (the
+    window leaves it out: its toolbar names the x axis)."""
+
+    width_px: float
+    height_px: float
+    dpi: float = 100
+    legend_rows: int = 0
+    xlabel: bool = True
+
+
+def grid(panels: int, frame: Frame) -> Grid:
+    """Rows and columns for `panels` charts in `frame`: of the grids whose charts are at least
+    MIN_AXES_W_PX wide and MIN_ROW_PX high, the one whose charts come nearest ASPECT (6 charts
+    at 1280×800: 2 rows of 3 at about 380×180 px, not 3 rows of 2 at 590×100). When none fits
+    the height the page scrolls: then as many columns as keep charts MIN_AXES_W_PX wide (3 at
+    1280 px)."""
     if panels <= 1:
         return Grid(1, 1)
+    # A chart's width depends on the figure's width, dpi and columns only.
+    endless = Frame(frame.width_px, 1e9, frame.dpi)
     wide = [
         c
         for c in range(1, min(MAX_COLS, panels) + 1)
-        if axes_px(width_px, 1e9, Grid(1, c), dpi)[0] >= MIN_AXES_W_PX
+        if axes_px(endless, Grid(1, c))[0] >= MIN_AXES_W_PX
     ] or [1]
-    if height_px is not None:
-        fits = []
-        for cols in wide:
-            g = Grid(-(-panels // cols), cols)
-            w, h = axes_px(width_px, height_px, g, dpi, legend_rows, xlabel)
-            if h >= MIN_ROW_PX:
-                fits.append((abs(math.log(w / h / ASPECT)), cols, g))
-        if fits:
-            return min(fits)[2]
+    fits = []
+    for cols in wide:
+        g = Grid(-(-panels // cols), cols)
+        w, h = axes_px(frame, g)
+        if h >= MIN_ROW_PX:
+            fits.append((abs(math.log(w / h / ASPECT)), cols, g))
+    if fits:
+        return min(fits)[2]
     cols = max(wide)
     return Grid(-(-panels // cols), cols)
 
@@ -89,22 +96,15 @@ def height_ratios(g: Grid, axes_h: float) -> list[float]:
     return [BAND_PX / max(axes_h, 1.0) if r in g.bands else 1.0 for r in range(g.rows)]
 
 
-def axes_px(
-    width_px: float,
-    height_px: float,
-    g: Grid,
-    dpi: float,
-    legend_rows: int = 0,
-    xlabel: bool = True,
-) -> tuple[float, float]:
-    """The plotting area of each chart of grid `g` in a figure of that size, in pixels."""
-    top_px, bottom_px, gap_y = _vertical_px(dpi, legend_rows, xlabel)
-    left_px, right_px, gap_x = _horizontal_px(dpi)
+def axes_px(frame: Frame, g: Grid) -> tuple[float, float]:
+    """The plotting area of each chart of grid `g` in `frame`, in pixels."""
+    top_px, bottom_px, gap_y = _vertical_px(frame)
+    left_px, right_px, gap_x = _horizontal_px(frame.dpi)
     bands = len(g.bands)
     charts = max(1, g.rows - bands)
-    axes_h = (height_px - top_px - bottom_px - gap_y * (g.rows - 1) - BAND_PX * bands) / charts
-    axes_w = (width_px - left_px - right_px - gap_x * (g.cols - 1)) / g.cols
-    return axes_w, axes_h
+    height = frame.height_px - top_px - bottom_px - gap_y * (g.rows - 1) - BAND_PX * bands
+    axes_w = (frame.width_px - left_px - right_px - gap_x * (g.cols - 1)) / g.cols
+    return axes_w, height / charts
 
 
 def legend_columns(labels: list[str], width_px: float, dpi: float) -> int:
@@ -121,14 +121,15 @@ def legend_height_px(rows: int, dpi: float) -> float:
     return 0.0 if rows == 0 else (rows * 1.5 + 0.6) * LEGEND_PT * dpi / 72.0
 
 
-def _vertical_px(dpi: float, legend_rows: int, xlabel: bool = True) -> tuple[float, float, float]:
-    """(top, bottom, gap between rows) in pixels; `xlabel`: the bottom row has an x label (the
-    window leaves it out: its toolbar names the x axis)."""
+def _vertical_px(frame: Frame) -> tuple[float, float, float]:
+    """(top, bottom, gap between rows) in pixels."""
+    dpi = frame.dpi
     px = dpi / 72.0
     title = TITLE_PT * 1.6 * px  # a title and its pad above each axes
     xticks = TICK_PT * 1.9 * px  # tick labels below each axes (plus tick length)
-    xlabel = LABEL_PT * 1.6 * px if xlabel else 0.0  # the x label under the bottom row
-    return legend_height_px(legend_rows, dpi) + title + 4, xticks + xlabel + 4, title + xticks + 4
+    xlabel = LABEL_PT * 1.6 * px if frame.xlabel else 0.0  # the x label under the bottom row
+    legend = legend_height_px(frame.legend_rows, dpi)
+    return legend + title + 4, xticks + xlabel + 4, title + xticks + 4
 
 
 def _horizontal_px(dpi: float) -> tuple[float, float, float]:
@@ -137,20 +138,13 @@ def _horizontal_px(dpi: float) -> tuple[float, float, float]:
     return ylabels + 4, 10.0, ylabels + 8
 
 
-def margins(
-    width_px: float,
-    height_px: float,
-    g: Grid,
-    dpi: float,
-    legend_rows: int = 0,
-    xlabel: bool = True,
-) -> dict[str, float]:
+def margins(frame: Frame, g: Grid) -> dict[str, float]:
     """subplots_adjust() arguments for a grid of charts with titles, y labels, tick labels and
-    a legend strip of `legend_rows` rows above them."""
-    w, h = max(width_px, 1.0), max(height_px, 1.0)
-    top_px, bottom_px, gap_y = _vertical_px(dpi, legend_rows, xlabel)
-    left_px, right_px, gap_x = _horizontal_px(dpi)
-    axes_w, axes_h = axes_px(w, h, g, dpi, legend_rows, xlabel)
+    a legend strip of `frame.legend_rows` rows above them."""
+    w, h = max(frame.width_px, 1.0), max(frame.height_px, 1.0)
+    top_px, bottom_px, gap_y = _vertical_px(frame)
+    left_px, right_px, gap_x = _horizontal_px(frame.dpi)
+    axes_w, axes_h = axes_px(replace(frame, width_px=w, height_px=h), g)
     axes_h, axes_w = max(axes_h, 10.0), max(axes_w, 10.0)
     # A GridSpec's hspace is a fraction of its mean row (bands are rows of BAND_PX).
     mean_h = (axes_h * (g.rows - len(g.bands)) + BAND_PX * len(g.bands)) / max(g.rows, 1)
@@ -164,9 +158,10 @@ def margins(
     }
 
 
-def min_height_px(g: Grid, dpi: float, legend_rows: int, xlabel: bool = True) -> int:
-    """The figure height at which each chart is MIN_ROW_PX high (below it, the window scrolls)."""
-    top, bottom, gap = _vertical_px(dpi, legend_rows, xlabel)
+def min_height_px(frame: Frame, g: Grid) -> int:
+    """The figure height at which each chart is MIN_ROW_PX high (below it, the window scrolls);
+    `frame`'s own size does not count."""
+    top, bottom, gap = _vertical_px(frame)
     bands = len(g.bands)
     charts = (g.rows - bands) * MIN_ROW_PX + bands * BAND_PX
     return int(charts + (g.rows - 1) * gap + top + bottom) + 1

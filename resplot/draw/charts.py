@@ -213,14 +213,8 @@ class ChartPage(ChartLimits):
         if fonts.enable_for(texts):  # CJK names or keys: texts made from now on fall back
             self._layout = None
         height = self.view_height_px or self.figure.bbox.height
-        grid = layout.grid(
-            len(specs),
-            self.figure.bbox.width,
-            height,
-            self.figure.dpi,
-            self.strip.rows if self.strip_in_figure else 0,
-            self.x_labels,
-        )
+        legend_rows = self.strip.rows if self.strip_in_figure else 0
+        grid = layout.grid(len(specs), self._frame(self.figure.bbox.width, height, legend_rows))
         # The All page's sections each begin a row, their cards a band of their own.
         starts, bands = _starts_and_bands(specs)
         cells, rows = layout.slots(starts, grid.cols, bands)
@@ -334,13 +328,11 @@ class ChartPage(ChartLimits):
         """The run strip, and the axes laid out below it in pixels (resplot.data.layout)."""
         self.strip.update(entries)
         w, h = self.figure.bbox.width, self.figure.bbox.height
-        margins = layout.margins(w, h, self.grid, self.figure.dpi, self.strip.rows, self.x_labels)
+        frame = self._frame(w, h, self.strip.rows)
+        margins = layout.margins(frame, self.grid)
         ratios = None
         if self._gridspec is not None and self._gridspec.nrows == self.grid.rows:
-            axes_h = layout.axes_px(
-                w, h, self.grid, self.figure.dpi, self.strip.rows, self.x_labels
-            )[1]
-            ratios = layout.height_ratios(self.grid, axes_h)
+            ratios = layout.height_ratios(self.grid, layout.axes_px(frame, self.grid)[1])
         # Laid out again only when something moved: it marks the page for a full draw.
         placed = (w, h, tuple(sorted(margins.items())), None if ratios is None else tuple(ratios))
         if placed != self._placed:
@@ -350,9 +342,13 @@ class ChartPage(ChartLimits):
             self._placed = placed
         fit_titles(self.axes, self.specs, self.figure, self.grid.cols)
 
+    def _frame(self, width_px: float, height_px: float, legend_rows: int) -> layout.Frame:
+        return layout.Frame(width_px, height_px, self.figure.dpi, legend_rows, self.x_labels)
+
     def min_height(self) -> int:
         """Pixels the page needs to give each chart a readable height (the window scrolls)."""
-        return layout.min_height_px(self.grid, self.figure.dpi, self.strip.rows, self.x_labels)
+        w, h = self.figure.bbox.width, self.figure.bbox.height
+        return layout.min_height_px(self._frame(w, h, self.strip.rows), self.grid)
 
     def _sync_tracks(self, i: int, spec: PanelSpec) -> dict[Item, Track]:
         tracks = self.tracks[i]

@@ -27,6 +27,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
+from matplotlib.text import Text
 from matplotlib.ticker import FuncFormatter
 from matplotlib.transforms import blended_transform_factory, offset_copy
 
@@ -363,31 +364,20 @@ class RanksPage(FollowsData):
         beside = offset_copy(mixed, fig=self.figure, x=6, units="points")
         rows = len(view.rows)
         every = max(1, math.ceil(ROW_LABEL_PX / max(1e-9, self.ax.bbox.height / max(1, rows))))
-        head = self.ax.text(
-            1,
-            0,
-            "worst score: rel · ind",
-            transform=beside,
-            ha="left",
-            va="bottom",
-            fontsize=7,
-            color="#555555",
-            clip_on=False,
+        head = _outside(
+            self.ax, 1, 0, "worst score: rel · ind", beside, va="bottom", color="#555555"
         )
         self._artists.append(head)
         for i, (rel, ind) in enumerate(view.scores(self.shown)):
             if i % every or math.isnan(rel):
                 continue
             low = min(rel, ind) < LOW_SCORE
-            text = self.ax.text(
+            text = _outside(
+                self.ax,
                 1,
                 i + 0.5,
                 f"{rel:.2f} · {ind:.2f}",
-                transform=beside,
-                ha="left",
-                va="center",
-                fontsize=7,
-                clip_on=False,
+                beside,
                 color="#b0005a" if low else "#333333",
                 fontweight="bold" if low else "normal",
             )
@@ -410,18 +400,9 @@ class RanksPage(FollowsData):
         margin = -ax.get_position().x0 * self.figure.bbox.width / max(1.0, ax.bbox.width)
         for host, rows in view.hosts:
             text = cell(host, HOST_CHARS)
+            y = (rows.start + rows.stop) / 2
             self._host_artists.append(
-                ax.text(
-                    0,
-                    (rows.start + rows.stop) / 2,
-                    text,
-                    transform=names,
-                    ha="right",
-                    va="center",
-                    fontsize=8,
-                    color="#333333",
-                    clip_on=False,
-                )
+                _outside(ax, 0, y, text, names, ha="right", fontsize=8, color="#333333")
             )
             if rows.start > 0:
                 across = Line2D(
@@ -482,6 +463,13 @@ class RanksPage(FollowsData):
                         zorder=4,
                     )
                     self._artists.append(ax.add_patch(rect))
+
+
+def _outside(ax, x: float, y: float, text: str, transform, **style) -> Text:
+    """A text beside a map, outside its axes and so never clipped (the scores right of it, the
+    hosts left of it): left-aligned, centred on its row, at 7 pt unless `style` says else."""
+    style = {"ha": "left", "va": "center", "fontsize": 7, **style}
+    return ax.text(x, y, text, transform=transform, clip_on=False, **style)
 
 
 def render_ranks(

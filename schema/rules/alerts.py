@@ -1,4 +1,5 @@
-"""What the trackers alert on: every alert kind with what it means, and the GPU key parse.
+"""What the trackers alert on: every alert kind with what it means, the GPU key parse and reslog's
+per-GPU series.
 
 `reslog watch` prints a run's new status or an alert kind (its hooks get it as RESLOG_STATUS);
 the viewer shows alerts in its run table and status bar (resplot/data/alerts.py) and says each
@@ -83,3 +84,19 @@ def gpu_key(name: str) -> tuple[int, str] | None:
     """(GPU ordinal, what) of a per-GPU system key `sys/gpu{i}/{what}`; None for another key."""
     m = _GPU_KEY.match(name)
     return None if m is None else (int(m.group(1)), m.group(2))
+
+
+# reslog's per-GPU series, `sys/gpu{i}/{name}`: name -> (what it measures, its unit). reslog's
+# telemetry writes them (reslog/training/system.py reads each from NVML); the viewer's System
+# page finds them by these names (resplot/data/key_roles.py). docs/system-metrics.md says more.
+GPU_SERIES: dict[str, tuple[str, str]] = {
+    "util": ("util", "%"),
+    "mem_used_gib": ("mem_used", "GiB"),
+    "mem_total_gib": ("mem_total", "GiB"),
+    "temp_c": ("temp", "°C"),
+    "power_w": ("power", "W"),
+    "power_limit_w": ("power_limit", "W"),
+    "fan_pct": ("fan", "%"),
+    "sm_clock_mhz": ("sm_clock", "MHz"),
+    "throttle": ("throttle", ""),
+}

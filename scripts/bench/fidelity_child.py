@@ -46,7 +46,7 @@ def figure_width(width: int) -> float:
     """The figure width (pixels) whose one chart's axes are `width` pixels wide."""
     fig_w = float(width) + 80
     for _ in range(4):
-        m = layout.margins(fig_w, HEIGHT_PX, layout.Grid(1, 1), DPI, 1)
+        m = layout.margins(layout.Frame(fig_w, HEIGHT_PX, DPI, 1), layout.Grid(1, 1))
         fig_w += width - (m["right"] - m["left"]) * fig_w
     return fig_w
 

@@ -22,6 +22,7 @@ import pynvml
 import pytest
 
 from reslog.training.system import SystemSampler, _Rate, visible_devices
+from schema.rules.alerts import GPU_SERIES
 
 GIB = 1 << 30
 HOST_KEYS = {"sys/ram_used_gib", "sys/ram_pct", "sys/proc_rss_gib"}
@@ -191,6 +192,15 @@ def test_every_gpu_field_is_read_and_converted_to_the_documented_units():
     assert all(isinstance(v, float) for v in metrics.values())
     assert abs(wall - time.time()) < 60
     assert nvml.initialised == 0, "nvmlShutdown must balance nvmlInit when the sampler stops"
+
+
+def test_the_sampler_writes_every_gpu_series_schema_names_and_no_other():
+    """schema.rules.alerts.GPU_SERIES is the list the viewer finds reslog's GPU series by: a
+    name there that the sampler never writes, or one it writes that is not there, is a chart
+    the System page cannot fill."""
+    _, samples = run_fake(FakeNvml([gpu(0)]))
+    written = sorted(key.removeprefix("sys/gpu0/") for key in samples[0][0] if "gpu0/" in key)
+    assert written == sorted(GPU_SERIES)
 
 
 def test_older_binding_with_throttle_reasons_name_still_reports_throttle():

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 from matplotlib.colors import to_hex
 
-from resplot.cli import main, window_colors
+from resplot.cli import main
 from resplot.data.cache import SeriesCache
 from resplot.data.state import ViewState
+from resplot.headless_cmds import window_colors
 from resplot.ui import settings as settings_mod
 from resplot.ui.window import MainWindow, make_poller
 from tests.fixtures.stores import BASE_TIME, make_run, new_store
