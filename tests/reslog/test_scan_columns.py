@@ -205,13 +205,13 @@ def test_a_series_of_exactly_batch_points_is_one_read_and_no_transaction_stays_o
 
     reader = StoreReader(engine, store=str(store_path))
     row_id, _ = reader.find("r")
-    pages = list(reader.scan_columns(row_id, key_id(engine, "k5"), batch=STEPS))
+    pages = list(reader.scan(row_id, key_id(engine, "k5"), batch=STEPS, columns=True))
     assert [len(p[0]) for p in pages] == [STEPS]
     reads = [s for s in statements if "FROM chunks" in s]
     assert len(reads) == 1, reads  # one keyset, one read: no second, empty page
     assert connections and not any(c.in_transaction for c in connections)
     # One point fewer a page: two pages, the second of one point.
-    pages = list(reader.scan_columns(row_id, key_id(engine, "k5"), batch=STEPS - 1))
+    pages = list(reader.scan(row_id, key_id(engine, "k5"), batch=STEPS - 1, columns=True))
     assert [len(p[0]) for p in pages] == [STEPS - 1, 1]
     steps = np.concatenate([p[0] for p in pages])
     assert steps.tolist() == list(range(STEPS))

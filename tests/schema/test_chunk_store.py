@@ -131,7 +131,7 @@ def test_columns_come_back_to_the_bit_through_reslog_and_in_batches(store_path):
     reader = StoreReader(engine, store=str(store_path))
     row_id, _ = reader.find("bits")
     kid = key_id(engine, "x")
-    parts = list(reader.scan_columns(row_id, kid, batch=1000))
+    parts = list(reader.scan(row_id, kid, batch=1000, columns=True))
     assert len(parts) >= 2
     steps = np.concatenate([p[0] for p in parts])
     values = np.concatenate([p[2] for p in parts])
