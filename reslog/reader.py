@@ -277,8 +277,8 @@ class Reader:
             # Columns decoded from the chunks go into the frame as they are (copy=False: no
             # block of walls and values stacked), the key as one object broadcast: no Python
             # object a point (docs/store.md, "Points as compressed columns").
-            for steps, walls, values in self._store.scan_columns(
-                row_id, key_id, start, stop, batch
+            for steps, walls, values in self._store.scan(
+                row_id, key_id, start, stop, batch, columns=True
             ):
                 yield pd.DataFrame(
                     {

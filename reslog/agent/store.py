@@ -36,6 +36,7 @@ from reslog.agent.wire import (
     Sections,
 )
 from schema.store import buckets, chunk_columns, chunk_read, points_by_id
+from schema.store.chunk_read import Page, Series
 from schema.store.columns import EVENT_COLUMNS, RUN_COLUMNS
 from schema.store.envelope import (
     has_takes,
@@ -440,18 +441,8 @@ class Store:
         if after is not None:
             after = req_int(req, "after_id", 0)
         limit = max(1, min(req_int(req, "limit", RAW_LIMIT), RAW_LIMIT))
-        packed = packed_raw(
-            cur,
-            "?",
-            run_id,
-            key_id,
-            start,
-            stop,
-            RAW_ROW,
-            has_takes=has_takes(cur, "?", run_id, key_id),
-            after_id=after,
-            limit=limit,
-        )
+        series = Series(cur, "?", run_id, key_id, has_takes(cur, "?", run_id, key_id))
+        packed = packed_raw(series, start, stop, RAW_ROW, Page(after_id=after, limit=limit))
         rows = len(packed) // RAW_ROW.size
         sections = Sections()
         sections.add("raw", rows, packed, layout=RAW_LAYOUT)

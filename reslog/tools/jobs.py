@@ -65,9 +65,8 @@ def phase_rows(
     cur, p = read.dbapi_cursor(conn)
     rows = []  # (step, id, key id, value) of every phase point after the cursor
     for key_id in phase_keys:
-        found = chunk_read.series_rows(
-            cur, p, run_id, key_id, after + 1, _NO_STEP, has_takes=False, limit=limit
-        )
+        series = chunk_read.Series(cur, p, run_id, key_id, False)
+        found = chunk_read.series_rows(series, after + 1, _NO_STEP, chunk_read.Page(limit=limit))
         rows += [(step, pid, key_id, value) for pid, step, _wall, value in found]
     rows.sort()
     rows = rows[:limit]

@@ -225,16 +225,8 @@ class PostgresSource(Source):
                     for index, cols in fine_tiles(cur, run_id, key_id, level, first, count, has):
                         out.append((self._ref(run_id), key, Tile(level, index, cols, self.epoch)))
                     continue
-                for index, rows in envelope.tile_rows(
-                    cur,
-                    "%s",
-                    run_id,
-                    key_id,
-                    level,
-                    first,
-                    count,
-                    has_takes=(run_id, key_id) in takes,
-                ):
+                series = chunk_read.Series(cur, "%s", run_id, key_id, (run_id, key_id) in takes)
+                for index, rows in envelope.tile_rows(series, level, first, count):
                     cols = tile_columns(rows, RAW_COLUMNS if level == 0 else AGG_COLUMNS)
                     out.append((self._ref(run_id), key, Tile(level, index, cols, self.epoch)))
         return out
@@ -302,9 +294,8 @@ def fine_tiles(
     buckets the agent sends."""
     sh, per = buckets.shift(level), buckets.TILE_BUCKETS
     start, stop = (first * per) << sh, ((first + count) * per) << sh
-    _ids, steps, walls, values = chunk_read.series_columns(
-        cur, "%s", run_id, key_id, start, stop, has_takes=has_takes
-    )
+    series = chunk_read.Series(cur, "%s", run_id, key_id, has_takes)
+    _ids, steps, walls, values = chunk_read.series_columns(series, start, stop)
     cols = table_columns(folding_numpy.fold_columns(steps, walls, values, start, 1 << sh))
     edges = np.searchsorted(cols["step_lo"] >> sh, (first + np.arange(count + 1)) * per)
     return [

@@ -30,7 +30,7 @@ from sqlalchemy import Connection
 
 from schema.store import chunk_codec
 from schema.store.chunk_read import decode, numpy_modules
-from schema.store.chunk_write import HEAD_KINDS, SEAL_HEADS, SEAL_ROWS
+from schema.store.chunk_write import HEAD_KINDS, SEAL_HEADS, SEAL_ROWS, chunk_row, head_row
 from schema.store.points_by_id import max_point_id
 from schema.store.rollup_writer import Pending, RollupWriter
 
@@ -157,24 +157,11 @@ class ChunkCopier:
             ids = [i + delta for i in ids]
             if whole:
                 self.whole += 1
-                blob = _shifted(c.data, delta)
+                rows.append(
+                    chunk_row(c.run_id, ks, ids, steps, k, c.sealed, _shifted(c.data, delta))
+                )
             else:
-                blob = chunk_codec.encode(
-                    steps, walls, *values, ids=ids, kinds=HEAD_KINDS, decimal=False
-                )
-            rows.append(
-                (
-                    c.run_id,
-                    ks,
-                    ids[0],
-                    ids[-1] + k - 1,
-                    len(ids),
-                    min(steps),
-                    max(steps),
-                    c.sealed if whole else 0,
-                    blob,
-                )
-            )
+                rows.append(head_row(c.run_id, ks, steps, walls, values, ids))
             group = held.setdefault(c.run_id, {}).get(tuple(c.key_ids))
             if group is None:
                 held[c.run_id][tuple(c.key_ids)] = [steps, walls, values, ids]

@@ -24,6 +24,8 @@ numpy imports (and schema/store/chunk_codec_numpy.py is there), chunks decode th
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 from schema.store import chunk_codec, chunk_columns
 
 _numpy: tuple | None = None  # (numpy, schema.store.chunk_codec_numpy) or (None, None), once tried
@@ -103,6 +105,41 @@ def takes_of(cur, p: str, run_id: int, key_id: int) -> list:
     return [(int(a), int(b)) for a, b in cur.fetchall()]
 
 
+class Series(NamedTuple):
+    """One series read through one DBAPI cursor: `p` is the cursor's placeholder
+    (schema.store.series_rows.marker), `has_takes` whether the series ever started over (only
+    then are its superseded points looked for: an ordinary series pays nothing). What every
+    read of a series' points here and in schema/store/envelope.py takes first."""
+
+    cur: Any
+    p: str
+    run_id: int
+    key_id: int
+    has_takes: bool
+
+    def keysets(self) -> list:
+        """keyset_columns() of the series."""
+        return keyset_columns(self.cur, self.p, self.run_id, self.key_id)
+
+    def takes(self) -> list:
+        """takes_of() the series where it has takes, else [] (not read)."""
+        return takes_of(self.cur, self.p, self.run_id, self.key_id) if self.has_takes else []
+
+
+class Page(NamedTuple):
+    """Which of a step range's points a read gives (each None: no bound): with `after_id`, only
+    those after (start, after_id) by step then id (paging: the last row's step as `start`, its
+    id as `after_id`); with `before_id`, only points with a smaller id (a snapshot's points,
+    read in a later one); at most `limit` of them."""
+
+    after_id: int | None = None
+    before_id: int | None = None
+    limit: int | None = None
+
+
+EVERY = Page()  # every current point of the range
+
+
 def _current(takes: list, point_id: int, step: int) -> bool:
     return not any(at <= step and since > point_id for since, at in takes)
 
@@ -110,12 +147,13 @@ def _current(takes: list, point_id: int, step: int) -> bool:
 # -- one series by step ------------------------------------------------------------------------
 
 
-def _legacy_rows(cur, p, run_id, key_id, start, stop, before_id, after) -> list:
+def _legacy_rows(s: Series, start, stop, before_id, after) -> list:
+    cur, p = s.cur, s.p
     sql = (
         f"SELECT id, step, wall, value FROM points WHERE run_id = {p} AND key_id = {p}"
         f" AND step >= {p} AND step < {p}"
     )
-    params = [run_id, key_id, start, stop]
+    params = [s.run_id, s.key_id, start, stop]
     if before_id is not None:
         sql += f" AND id < {p}"
         params.append(before_id)
@@ -160,44 +198,23 @@ def _column_rows(c, col: int, start, stop, before_id, after) -> list:
     return out
 
 
-def series_rows(
-    cur,
-    p: str,
-    run_id: int,
-    key_id: int,
-    start: int,
-    stop: int,
-    *,
-    has_takes: bool,
-    before_id: int | None = None,
-    after_id: int | None = None,
-    limit: int | None = None,
-) -> list:
+def series_rows(s: Series, start: int, stop: int, page: Page = EVERY) -> list:
     """(id, step, wall, value) of the series' current points with start <= step < stop, by
-    step then id (value None = NaN), at most `limit` of them; with `after_id`, only those after
-    (start, after_id) in that order (paging: the last row's step as `start`, its id as
-    `after_id`). `before_id`: only points with a smaller id. Where numpy imports, these are
-    series_columns' points (filtered and ordered by numpy, then a tuple made once a point,
+    step then id (value None = NaN), at most `page.limit` of them; with `page.after_id`, only
+    those after (start, after_id) in that order (paging: the last row's step as `start`, its id
+    as `after_id`). `page.before_id`: only points with a smaller id. Where numpy imports, these
+    are series_columns' points (filtered and ordered by numpy, then a tuple made once a point,
     instead of a tuple a point sorted by a Python key function)."""
     if has_numpy():
-        ids, steps, walls, values = series_columns(
-            cur,
-            p,
-            run_id,
-            key_id,
-            start,
-            stop,
-            has_takes=has_takes,
-            after_id=after_id,
-            limit=limit,
-            before_id=before_id,
-        )
+        ids, steps, walls, values = series_columns(s, start, stop, page)
         vals = [None if v != v else v for v in values.tolist()]
         return list(zip(ids.tolist(), steps.tolist(), walls.tolist(), vals))
-    after = None if after_id is None else (start, after_id)
-    rows = _legacy_rows(cur, p, run_id, key_id, start, stop, before_id, after)
+    cur, p = s.cur, s.p
+    before_id, limit = page.before_id, page.limit
+    after = None if page.after_id is None else (start, page.after_id)
+    rows = _legacy_rows(s, start, stop, before_id, after)
     converting = bool(rows)
-    for ks, col, k in keyset_columns(cur, p, run_id, key_id):
+    for ks, col, k in s.keysets():
         cur.execute(
             f"SELECT data FROM chunks WHERE keyset_id = {p} AND step_lo < {p} AND step_hi >= {p}"
             " ORDER BY step_lo, id_lo",
@@ -205,10 +222,9 @@ def series_rows(
         )
         for (blob,) in cur.fetchall():
             rows.extend(_chunk_rows(blob, col, k, start, stop, before_id, after))
-    if has_takes:
-        takes = takes_of(cur, p, run_id, key_id)
-        if takes:
-            rows = [r for r in rows if _current(takes, r[0], r[1])]
+    takes = s.takes()
+    if takes:
+        rows = [r for r in rows if _current(takes, r[0], r[1])]
     rows.sort(key=_step_id)
     if converting:
         rows = each_once(rows)
@@ -303,24 +319,12 @@ def _chunks_over(cur, p: str, keyset_id: int, first: int, last: int, con) -> lis
     ]
 
 
-def series_columns(
-    cur,
-    p: str,
-    run_id: int,
-    key_id: int,
-    start: int,
-    stop: int,
-    *,
-    has_takes: bool,
-    after_id: int | None = None,
-    limit: int | None = None,
-    before_id: int | None = None,
-) -> tuple:
+def series_columns(s: Series, start: int, stop: int, page: Page = EVERY) -> tuple:
     """series_rows as numpy columns (ids, steps, walls, values), straight from the decoded
     chunks without a Python object a point: the same points in the same order (by step, then
-    id), NaN as NaN. Paging as series_rows (`after_id`, `limit`); chunks are read by step and
-    reading stops once `limit` points lie below the next chunk's first step; `before_id`: only
-    points with a smaller id (the agent's snapshot). Needs numpy.
+    id), NaN as NaN. Paging as series_rows (`page.after_id`, `page.limit`); chunks are read by
+    step and reading stops once `limit` points lie below the next chunk's first step;
+    `page.before_id`: only points with a smaller id (the agent's snapshot). Needs numpy.
 
     On SQLite with incremental blob I/O every statement and blob read is in one read
     transaction (one snapshot, as the single statement that fetched the blobs was), and of
@@ -329,32 +333,18 @@ def series_columns(
     np, fast = numpy_modules()
     if np is None:
         raise RuntimeError("series_columns needs numpy")
-    with _Snapshot(cur) as con:
-        return _series_columns(
-            cur,
-            p,
-            run_id,
-            key_id,
-            start,
-            stop,
-            has_takes,
-            after_id,
-            limit,
-            before_id,
-            np,
-            fast,
-            con,
-        )
+    with _Snapshot(s.cur) as con:
+        return _series_columns(s, start, stop, page, np, fast, con)
 
 
-def _series_columns(
-    cur, p, run_id, key_id, start, stop, has_takes, after_id, limit, before_id, np, fast, con
-) -> tuple:
-    after = None if after_id is None else (start, after_id)
-    takes = takes_of(cur, p, run_id, key_id) if has_takes else []
-    legacy = _legacy_rows(cur, p, run_id, key_id, start, stop, before_id, after)
+def _series_columns(s: Series, start, stop, page: Page, np, fast, con) -> tuple:
+    cur, p, run_id = s.cur, s.p, s.run_id
+    before_id, limit = page.before_id, page.limit
+    after = None if page.after_id is None else (start, page.after_id)
+    takes = s.takes()
+    legacy = _legacy_rows(s, start, stop, before_id, after)
     chunks = []
-    for ks, col, _k in keyset_columns(cur, p, run_id, key_id):
+    for ks, col, _k in s.keysets():
         chunks += [
             (lo, hi, cid, n, ks, col, data, id_hi)
             for cid, lo, hi, n, data, id_hi in _chunks_over(cur, p, ks, start, stop - 1, con)
@@ -417,20 +407,19 @@ def _series_columns(
     return ids, steps, walls, values
 
 
-def count_rows(
-    cur, p: str, run_id: int, key_id: int, start: int, stop: int, limit: int, *, has_takes: bool
-) -> int:
+def count_rows(s: Series, start: int, stop: int, limit: int) -> int:
     """The series' current points with start <= step < stop, counted up to `limit`: chunks
     wholly inside the range count by their row count, the others are decoded."""
+    cur, p, run_id = s.cur, s.p, s.run_id
     cur.execute(
         f"SELECT count(*) FROM (SELECT 1 FROM points WHERE run_id = {p} AND key_id = {p}"
         f" AND step >= {p} AND step < {p} LIMIT {p}) AS c",
-        (run_id, key_id, start, stop, limit),
+        (run_id, s.key_id, start, stop, limit),
     )
     total = int(cur.fetchone()[0])
-    takes = takes_of(cur, p, run_id, key_id) if has_takes else []
+    takes = s.takes()
     with _Snapshot(cur) as con:
-        for ks, col, _k in keyset_columns(cur, p, run_id, key_id):
+        for ks, col, _k in s.keysets():
             if total >= limit:
                 break
             for chunk_id, lo, hi, n, data, _id_hi in _chunks_over(cur, p, ks, start, stop - 1, con):
@@ -447,9 +436,10 @@ def count_rows(
     return min(total, limit)
 
 
-def first_values(cur, p: str, run_id: int, key_id: int, steps: list, *, has_takes: bool) -> dict:
+def first_values(s: Series, steps: list) -> dict:
     """{step: value of the first current point there (by id)} for each of `steps` that has one
     (value None = NaN); reads only the chunks whose step range holds one of them."""
+    cur, p, run_id = s.cur, s.p, s.run_id
     out: dict = {}
     if not steps:
         return out
@@ -460,18 +450,18 @@ def first_values(cur, p: str, run_id: int, key_id: int, steps: list, *, has_take
         cur.execute(
             f"SELECT step, id, value FROM points WHERE run_id = {p} AND key_id = {p}"
             f" AND step IN ({marks})",
-            [run_id, key_id, *part],
+            [run_id, s.key_id, *part],
         )
         found = cur.fetchall()
         if found:
-            _keep_first(out, found, has_takes and takes_of(cur, p, run_id, key_id))
+            _keep_first(out, found, s.takes())
     lo, hi = min(steps), max(steps)
     ordered = sorted(wanted)
-    takes = takes_of(cur, p, run_id, key_id) if has_takes else []
+    takes = s.takes()
     np = numpy_modules()[0]
     wanted_array = None if np is None else np.array(ordered, dtype=np.int64)
     with _Snapshot(cur) as con:
-        for ks, col, _k in keyset_columns(cur, p, run_id, key_id):
+        for ks, col, _k in s.keysets():
             for chunk_id, s_lo, s_hi, _n, data, _hi in _chunks_over(cur, p, ks, lo, hi, con):
                 if not _any_between(ordered, s_lo, s_hi):
                     continue
@@ -518,7 +508,7 @@ def _keep_first(out: dict, found: list, takes) -> None:
 def series_all(cur, p: str, run_id: int, key_id: int) -> list:
     """(id, step, wall, value) of every point of one series, superseded ones included, in id
     (arrival) order (value None = NaN)."""
-    rows = series_rows(cur, p, run_id, key_id, -(2**63), 2**63 - 1, has_takes=False)
+    rows = series_rows(Series(cur, p, run_id, key_id, False), -(2**63), 2**63 - 1)
     rows.sort()
     return rows
 

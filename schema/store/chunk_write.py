@@ -57,6 +57,30 @@ def _floats(values) -> list:
     return [_NAN if v is None else float(v) for v in values]
 
 
+def chunk_row(run_id: int, keyset_id: int, ids, steps, k: int, sealed: int, data) -> tuple:
+    """A `chunks` row (run_id, keyset_id, id_lo, id_hi, n, step_lo, step_hi, sealed, data) of a
+    chunk of k keys whose row i has steps[i] and the points ids[i] .. ids[i] + k - 1."""
+    return (
+        run_id,
+        keyset_id,
+        ids[0],
+        ids[-1] + k - 1,
+        len(ids),
+        min(steps),
+        max(steps),
+        sealed,
+        data,
+    )
+
+
+def head_row(run_id: int, keyset_id: int, steps, walls, values: list, ids) -> tuple:
+    """chunk_row() of a head chunk (unsealed) of one value column a key, `values`, encoded as
+    raw words through the standard library: a flush's few rows cost deflate's and numpy's
+    fixed costs a column for nothing; sealing compresses."""
+    blob = chunk_codec.encode(steps, walls, *values, ids=ids, kinds=HEAD_KINDS, decimal=False)
+    return chunk_row(run_id, keyset_id, ids, steps, len(values), 0, blob)
+
+
 class ChunkWriter:
     """The chunks of one run."""
 
@@ -102,24 +126,7 @@ class ChunkWriter:
         touched = set()
         for (_g, keys, steps, walls, values), ids in zip(pieces, bases, strict=True):
             ks = self._keyset(conn, keys)
-            # Heads as raw words through the standard library: a flush's few rows cost
-            # deflate's and numpy's fixed costs a column for nothing; sealing compresses.
-            blob = chunk_codec.encode(
-                steps, walls, *values, ids=ids, kinds=HEAD_KINDS, decimal=False
-            )
-            rows.append(
-                (
-                    self.run_id,
-                    ks,
-                    ids[0],
-                    ids[-1] + len(keys) - 1,
-                    len(steps),
-                    min(steps),
-                    max(steps),
-                    0,
-                    blob,
-                )
-            )
+            rows.append(head_row(self.run_id, ks, steps, walls, values, ids))
             for col, key in enumerate(keys):
                 ids_of[key] = (ids, col)
             head = self._head(conn, ks)

@@ -30,6 +30,7 @@ from bisect import bisect_left
 from itertools import starmap
 
 from schema.store import buckets, chunk_read
+from schema.store.chunk_read import EVERY, Page, Series
 from schema.store.folding import fold_width, pack_folded
 from schema.store.rollup import (
     AGG_COLUMNS,
@@ -58,29 +59,15 @@ STEP_HI_AT = SERIES_COLUMNS.index("step_hi")
 raw_points = chunk_read.series_rows
 
 
-def _raw_rows(
-    cur,
-    p: str,
-    run_id: int,
-    key_id: int,
-    start: int,
-    stop: int,
-    has_takes: bool,
-    before_id: int | None = None,
-) -> list:
+def _raw_rows(s: Series, start: int, stop: int, page: Page = EVERY) -> list:
     """(step, wall, value) of the series' current points with start <= step < stop, by step
     then id."""
-    rows = chunk_read.series_rows(
-        cur, p, run_id, key_id, start, stop, has_takes=has_takes, before_id=before_id
-    )
-    return [r[1:] for r in rows]
+    return [r[1:] for r in chunk_read.series_rows(s, start, stop, page)]
 
 
-def count_raw(
-    cur, p: str, run_id: int, key_id: int, start: int, stop: int, limit: int, *, has_takes: bool
-) -> int:
+def count_raw(s: Series, start: int, stop: int, limit: int) -> int:
     """Current points with start <= step < stop, counted up to `limit`."""
-    return chunk_read.count_rows(cur, p, run_id, key_id, start, stop, limit, has_takes=has_takes)
+    return chunk_read.count_rows(s, start, stop, limit)
 
 
 # -- rollups ------------------------------------------------------------------------------------
@@ -102,44 +89,23 @@ def bucket_rows(cur, p: str, run_id: int, key_id: int, level: int, lo: int, hi: 
     return cur.fetchall()
 
 
-def fine_rows(
-    cur,
-    p: str,
-    run_id: int,
-    key_id: int,
-    level: int,
-    lo: int,
-    hi: int,
-    *,
-    has_takes: bool,
-    before_id: int | None = None,
-) -> list:
+def fine_rows(s: Series, level: int, lo: int, hi: int, before_id: int | None = None) -> list:
     """bucket_rows() of a fine level (lo <= bucket <= hi), folded from the raw points (those
     with an id below `before_id` when given: a snapshot's points, read in a later one)."""
-    rows, start, width = _fine_raw(cur, p, run_id, key_id, level, lo, hi, has_takes, before_id)
+    rows, start, width = _fine_raw(s, level, lo, hi, before_id)
     sh = buckets.shift(level)
     return [(agg[STEP_LO] >> sh, *agg) for agg in fold_width(rows, start, width)]
 
 
-def _fine_raw(cur, p, run_id, key_id, level, lo: int, hi: int, has_takes, before_id) -> tuple:
+def _fine_raw(s: Series, level: int, lo: int, hi: int, before_id: int | None) -> tuple:
     """(_raw_rows() of the steps that buckets lo..hi of a fine `level` cover, the first of those
     steps, the level's width): what a fold of them into its buckets takes."""
     sh = buckets.shift(level)
-    rows = _raw_rows(cur, p, run_id, key_id, lo << sh, (hi + 1) << sh, has_takes, before_id)
+    rows = _raw_rows(s, lo << sh, (hi + 1) << sh, Page(before_id=before_id))
     return rows, lo << sh, 1 << sh
 
 
-def tile_rows(
-    cur,
-    p: str,
-    run_id: int,
-    key_id: int,
-    level: int,
-    first: int,
-    count: int,
-    *,
-    has_takes: bool,
-) -> list:
+def tile_rows(s: Series, level: int, first: int, count: int) -> list:
     """[(tile index, rows)] of `count` tiles from `first` (schema.store.buckets.TILE_BUCKETS buckets
     each; level 0: steps), read with one query: level 0 rows are raw (step, wall, value),
     others buckets (AGG_COLUMNS), stored or (fine levels) folded from raw points. Every tile of
@@ -147,13 +113,13 @@ def tile_rows(
     lo = first * buckets.TILE_BUCKETS
     hi = (first + count) * buckets.TILE_BUCKETS  # exclusive, in buckets (level 0: steps)
     if level == 0:
-        found = _raw_rows(cur, p, run_id, key_id, lo, hi, has_takes)
+        found = _raw_rows(s, lo, hi)
         where = [r[0] for r in found]  # steps
     else:
         if buckets.is_fine(level):
-            rows = fine_rows(cur, p, run_id, key_id, level, lo, hi - 1, has_takes=has_takes)
+            rows = fine_rows(s, level, lo, hi - 1)
         else:
-            rows = bucket_rows(cur, p, run_id, key_id, level, lo, hi - 1)
+            rows = bucket_rows(s.cur, s.p, s.run_id, s.key_id, level, lo, hi - 1)
         found = [r[1:] for r in rows]
         where = [r[0] for r in rows]  # buckets
     out, start = [], 0
@@ -190,17 +156,7 @@ def packed_buckets(
 
 
 def packed_fine(
-    cur,
-    p: str,
-    run_id: int,
-    key_id: int,
-    level: int,
-    lo: int,
-    hi: int,
-    row: struct.Struct,
-    *,
-    has_takes: bool,
-    before_id: int | None = None,
+    s: Series, level: int, lo: int, hi: int, row: struct.Struct, before_id: int | None = None
 ) -> bytes:
     """fine_rows() packed in BUCKET_LAYOUT, as packed_buckets() packs stored ones: from the
     chunks' decoded columns through numpy where it imports (~10x quicker a point), else from
@@ -209,46 +165,22 @@ def packed_fine(
     if folding_numpy is not None:
         sh = buckets.shift(level)
         start, stop = lo << sh, (hi + 1) << sh
-        _ids, steps, walls, values = chunk_read.series_columns(
-            cur, p, run_id, key_id, start, stop, has_takes=has_takes, before_id=before_id
-        )
+        page = Page(before_id=before_id)
+        _ids, steps, walls, values = chunk_read.series_columns(s, start, stop, page)
         return folding_numpy.packed(steps, walls, values, start, 1 << sh)
-    rows, start, width = _fine_raw(cur, p, run_id, key_id, level, lo, hi, has_takes, before_id)
+    rows, start, width = _fine_raw(s, level, lo, hi, before_id)
     return pack_folded(rows, start, width, row)
 
 
 def packed_raw(
-    cur,
-    p: str,
-    run_id: int,
-    key_id: int,
-    start: int,
-    stop: int,
-    row: struct.Struct,
-    *,
-    has_takes: bool,
-    ids: bool = True,
-    after_id: int | None = None,
-    limit: int | None = None,
-    before_id: int | None = None,
+    s: Series, start: int, stop: int, row: struct.Struct, page: Page = EVERY, *, ids: bool = True
 ) -> bytes:
     """raw_points() packed in RAW_LAYOUT, or RAW_TILE_LAYOUT without `ids`."""
-    found = raw_points(
-        cur,
-        p,
-        run_id,
-        key_id,
-        start,
-        stop,
-        has_takes=has_takes,
-        before_id=before_id,
-        after_id=after_id,
-        limit=limit,
-    )
+    found = raw_points(s, start, stop, page)
     if ids:
-        packed = [(s, w, 0.0 if v is None else v, v is None, i) for i, s, w, v in found]
+        packed = [(st, w, 0.0 if v is None else v, v is None, i) for i, st, w, v in found]
     else:
-        packed = [(s, w, 0.0 if v is None else v, v is None) for _i, s, w, v in found]
+        packed = [(st, w, 0.0 if v is None else v, v is None) for _i, st, w, v in found]
     return b"".join(starmap(row.pack, packed))
 
 
@@ -286,16 +218,14 @@ class SeriesReader:
     """The envelope reads of one series on one cursor."""
 
     def __init__(self, cur, paramstyle: str, run_id: int, key_id: int, *, has_takes: bool):
-        self.cur, self.p = cur, marker(paramstyle)
-        self.run_id, self.key_id, self.has_takes = run_id, key_id, has_takes
+        self.series = Series(cur, marker(paramstyle), run_id, key_id, has_takes)
 
     def count(self, start: int, stop: int, limit: int) -> int:
-        return count_raw(
-            self.cur, self.p, self.run_id, self.key_id, start, stop, limit, has_takes=self.has_takes
-        )
+        return count_raw(self.series, start, stop, limit)
 
     def buckets(self, level: int, lo: int, hi: int) -> list:
-        return bucket_rows(self.cur, self.p, self.run_id, self.key_id, level, lo, hi)
+        s = self.series
+        return bucket_rows(s.cur, s.p, s.run_id, s.key_id, level, lo, hi)
 
     def part(self, level: int, start: int, stop: int) -> list:
         """Aggregates exactly covering [start, stop), by step: whole buckets of a stored
@@ -303,9 +233,7 @@ class SeriesReader:
         if stop <= start:
             return []
         if level == 0:
-            rows = _raw_rows(
-                self.cur, self.p, self.run_id, self.key_id, start, stop, self.has_takes
-            )
+            rows = _raw_rows(self.series, start, stop)
             return [point_agg(*row) for row in rows]
         sh = buckets.shift(level)
         lo = -((-start) >> sh)  # first bucket starting at or after `start`
@@ -361,7 +289,7 @@ class SeriesReader:
                 k = -(-len(rows) // samples)
                 rows = merge_to(rows, samples)
                 return level, k * buckets.width(level), rows, self.firsts(rows)
-        raw = _raw_rows(self.cur, self.p, self.run_id, self.key_id, lo, hi, self.has_takes)
+        raw = _raw_rows(self.series, lo, hi)
         width = -(-(hi - lo) // samples)
         rows = fold_width(raw, lo, width)
         if len(rows) < need and width > 1:  # clustered points: rows of whole steps, merged
@@ -379,11 +307,7 @@ class SeriesReader:
         hundred to a query."""
         out = {r[STEP_LO]: r[LAST] for r in rows if r[N] == 1}
         steps = [r[STEP_LO] for r in rows if r[N] != 1]
-        out.update(
-            chunk_read.first_values(
-                self.cur, self.p, self.run_id, self.key_id, steps, has_takes=self.has_takes
-            )
-        )
+        out.update(chunk_read.first_values(self.series, steps))
         return out
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from sqlalchemy import Connection, Engine
 
 from schema.store import chunk_read, envelope
+from schema.store.chunk_read import Page, Series
 from schema.store.connect import engine_label
 from schema.store.gc_pause import gc_paused
 from schema.store.read import fetch_events, find_run, key_names, list_runs
@@ -139,13 +140,12 @@ class StoreReader:
     def _pages(
         self, run_id: int, key_id: int, start: int | None, stop: int | None, batch: int, read
     ) -> Iterator:
-        """The paging of scan() and scan_columns(): the series' points with start <= step <
-        stop in pages of at most `batch`, each page one read transaction going on after the
-        last (by step and id), so memory stays bounded however long the series is. `read(cur,
-        lo, hi, has_takes, after_id, limit)` gives (n, head, last): the n points it read,
-        head(m) the first m as the caller yields them, last(i) the (step, id) of point i. A
-        page asks for one point more than it yields, so a series of exactly `batch` points is
-        one read, not a second, empty one."""
+        """The paging of scan(): the series' points with start <= step < stop in pages of at
+        most `batch`, each page one read transaction going on after the last (by step and id),
+        so memory stays bounded however long the series is. `read(series, lo, hi, page)` gives
+        (n, head, last): the n points it read, head(m) the first m as the caller yields them,
+        last(i) the (step, id) of point i. A page asks for one point more than it yields, so a
+        series of exactly `batch` points is one read, not a second, empty one."""
         found, after = None, None
         while True:
             with self.engine.connect() as conn:
@@ -157,7 +157,8 @@ class StoreReader:
                     has_takes, lo, hi = found
                 if lo >= hi:
                     return
-                n, head, last = read(cur, lo, hi, has_takes, after, batch + 1)
+                series = Series(cur, self.p, run_id, key_id, has_takes)
+                n, head, last = read(series, lo, hi, Page(after_id=after, limit=batch + 1))
             if not n:
                 return
             if n <= batch:
@@ -173,51 +174,38 @@ class StoreReader:
         start: int | None = None,
         stop: int | None = None,
         batch: int = 100_000,
-    ) -> Iterator[list[Point]]:
-        """The series' current points with start <= step < stop, by step, in lists of at most
-        `batch` points (_pages). Points logged while a scan runs may or may not be in it."""
-
-        def read(cur, lo, hi, has_takes, after, limit):
-            where = (cur, self.p, run_id, key_id, lo, hi)
-            found = envelope.raw_points(*where, has_takes=has_takes, after_id=after, limit=limit)
-            return (
-                len(found),
-                lambda m: [(s, w, _NAN if v is None else v) for _id, s, w, v in found[:m]],
-                lambda i: (found[i][1], found[i][0]),
-            )
-
+        *,
+        columns: bool = False,
+    ) -> Iterator:
+        """The series' current points with start <= step < stop, by step, in pages of at most
+        `batch` points (_pages): lists of (step, wall, value) points (NaN for a stored NULL),
+        or with `columns` (steps, walls, values) numpy arrays decoded straight from the chunks
+        (schema/store/chunk_read.series_columns), the same points in the same order. Points
+        logged while a scan runs may or may not be in it."""
+        read = self._column_page if columns else _row_page
         return self._pages(run_id, key_id, start, stop, batch, read)
 
-    def scan_columns(
-        self,
-        run_id: int,
-        key_id: int,
-        start: int | None = None,
-        stop: int | None = None,
-        batch: int = 100_000,
-    ) -> Iterator[tuple]:
-        """scan() as numpy columns: (steps, walls, values) arrays of at most `batch` points a
-        page, decoded straight from the chunks (schema/store/chunk_read.series_columns), the same
-        points in the same order."""
-        sqlite = self.engine.dialect.name == "sqlite"
+    def _column_page(self, series: Series, lo: int, hi: int, page: Page) -> tuple:
+        """A page of scan(columns=True), as _pages reads it."""
+        if self.engine.dialect.name == "sqlite":
+            # Reading one key's streams hops through its chunks' overflow pages; mapped, a
+            # page costs a pointer instead of a read() into the page cache (2 MB by default: a
+            # scan of a long run never hits it). Read-only: SQLite writes through write()
+            # whatever this says.
+            series.cur.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+        ids, steps, walls, values = chunk_read.series_columns(series, lo, hi, page)
 
-        def read(cur, lo, hi, has_takes, after, limit):
-            if sqlite:
-                # Reading one key's streams hops through its chunks' overflow pages; mapped,
-                # a page costs a pointer instead of a read() into the page cache (2 MB by
-                # default: a scan of a long run never hits it). Read-only: SQLite writes
-                # through write() whatever this says.
-                cur.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
-            where = (cur, self.p, run_id, key_id, lo, hi)
-            ids, steps, walls, values = chunk_read.series_columns(
-                *where, has_takes=has_takes, after_id=after, limit=limit
-            )
+        def head(m: int) -> tuple:
+            return (steps, walls, values) if m == len(ids) else (steps[:m], walls[:m], values[:m])
 
-            def head(m: int) -> tuple:
-                return (
-                    (steps, walls, values) if m == len(ids) else (steps[:m], walls[:m], values[:m])
-                )
+        return len(ids), head, lambda i: (int(steps[i]), int(ids[i]))
 
-            return len(ids), head, lambda i: (int(steps[i]), int(ids[i]))
 
-        return self._pages(run_id, key_id, start, stop, batch, read)
+def _row_page(series: Series, lo: int, hi: int, page: Page) -> tuple:
+    """A page of scan() as (step, wall, value) points, as _pages reads it."""
+    found = envelope.raw_points(series, lo, hi, page)
+    return (
+        len(found),
+        lambda m: [(s, w, _NAN if v is None else v) for _id, s, w, v in found[:m]],
+        lambda i: (found[i][1], found[i][0]),
+    )

@@ -28,6 +28,7 @@ from sqlalchemy import Connection, delete
 from sqlalchemy.engine import Dialect
 
 from schema.store import buckets
+from schema.store.chunk_read import Page, Series
 from schema.store.chunk_write import ChunkWriter
 from schema.store.envelope import (
     SERIES_COLUMNS,
@@ -386,14 +387,10 @@ class RollupWriter:
             b = buckets.bucket_of(step, level)
             if level == 1:
                 found = raw_points(
-                    cur,
-                    p,
-                    rid,
-                    key,
+                    Series(cur, p, rid, key, True),
                     buckets.bucket_start(b, 1),
                     step,
-                    has_takes=True,
-                    before_id=since_id,
+                    Page(before_id=since_id),
                 )
                 parts = (
                     [fold([r[1] for r in found], [r[2] for r in found], [r[3] for r in found])]

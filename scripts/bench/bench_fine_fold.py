@@ -77,15 +77,11 @@ def tiles(path: Path, series: list, steps: int, numpy: bool) -> tuple[float, int
                     lo = index * buckets.TILE_BUCKETS
                     size += len(
                         envelope.packed_fine(
-                            cur,
-                            "?",
-                            run_id,
-                            kid,
+                            chunk_read.Series(cur, "?", run_id, kid, False),
                             level,
                             lo,
                             lo + buckets.TILE_BUCKETS - 1,
                             BUCKET_ROW,
-                            has_takes=False,
                         )
                     )
             took = time.process_time() - t

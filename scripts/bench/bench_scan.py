@@ -1,5 +1,5 @@
 """`reslog.open().scan()` of one key: DataFrames from decoded chunk columns (today's path,
-StoreReader.scan_columns) against DataFrames built from the row tuples of StoreReader.scan
+StoreReader.scan(columns=True)) against DataFrames built from the row tuples of StoreReader.scan
 (the path before issue 30 item 4), measured in the same run on the same store.
 
     PYTHONPATH=. .venv/bin/python scripts/bench/bench_scan.py [--steps 100000] [--keys 10]

@@ -203,7 +203,7 @@ def test_postgresql_answers_the_same(pg_store, store):
 
 
 def test_scan_columns_are_the_row_scans_points_over_legacy_rows_chunks_and_a_take(tmp_path):
-    """scan() builds its frames from decoded chunk columns (StoreReader.scan_columns): the
+    """scan() builds its frames from decoded chunk columns (StoreReader.scan(columns=True)): the
     same points, in the same order, as the row-by-row scan, at any batch size, over a run
     whose older points are legacy `points` rows (a store from before chunks), its newer ones
     chunks, with a restart (a take superseding part of the legacy rows) and NaNs."""
@@ -239,7 +239,7 @@ def test_scan_columns_are_the_row_scans_points_over_legacy_rows_chunks_and_a_tak
     ):
         want_steps = list(range(start or 0, stop or 6010))
         rows = [p for page in reader.scan(run.id, kid, start, stop, batch) for p in page]
-        pages = list(reader.scan_columns(run.id, kid, start, stop, batch))
+        pages = list(reader.scan(run.id, kid, start, stop, batch, columns=True))
         assert all(len(page[0]) <= batch for page in pages)
         cols = [
             (int(s), float(w), float(v)) for page in pages for s, w, v in zip(*page, strict=True)

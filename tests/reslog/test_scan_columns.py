@@ -68,9 +68,8 @@ def reference(engine, key: str) -> tuple:
     with engine.connect() as conn:
         run_id = conn.exec_driver_sql("SELECT id FROM runs").scalar()
         cur = conn.connection.dbapi_connection.cursor()
-        rows = chunk_read.series_rows(
-            cur, marker("qmark"), run_id, kid, -(2**63), 2**63 - 1, has_takes=False
-        )
+        series = chunk_read.Series(cur, marker("qmark"), run_id, kid, False)
+        rows = chunk_read.series_rows(series, -(2**63), 2**63 - 1)
     return (
         [r[1] for r in rows],
         [r[2] for r in rows],
@@ -206,13 +205,13 @@ def test_a_series_of_exactly_batch_points_is_one_read_and_no_transaction_stays_o
 
     reader = StoreReader(engine, store=str(store_path))
     row_id, _ = reader.find("r")
-    pages = list(reader.scan_columns(row_id, key_id(engine, "k5"), batch=STEPS))
+    pages = list(reader.scan(row_id, key_id(engine, "k5"), batch=STEPS, columns=True))
     assert [len(p[0]) for p in pages] == [STEPS]
     reads = [s for s in statements if "FROM chunks" in s]
     assert len(reads) == 1, reads  # one keyset, one read: no second, empty page
     assert connections and not any(c.in_transaction for c in connections)
     # One point fewer a page: two pages, the second of one point.
-    pages = list(reader.scan_columns(row_id, key_id(engine, "k5"), batch=STEPS - 1))
+    pages = list(reader.scan(row_id, key_id(engine, "k5"), batch=STEPS - 1, columns=True))
     assert [len(p[0]) for p in pages] == [STEPS - 1, 1]
     steps = np.concatenate([p[0] for p in pages])
     assert steps.tolist() == list(range(STEPS))
@@ -267,9 +266,8 @@ def test_keys_read_in_one_snapshot_share_their_chunks_steps_walls_and_ids(
     high = points_by_id.max_point_id(cur)
 
     def read(key: str, start: int = 0, stop: int = STEPS) -> list:
-        cols = chunk_read.series_columns(
-            cur, "?", run, ids[key], start, stop, has_takes=False, before_id=high + 1
-        )
+        series = chunk_read.Series(cur, "?", run, ids[key], False)
+        cols = chunk_read.series_columns(series, start, stop, chunk_read.Page(before_id=high + 1))
         return [c.view(np.int64).tolist() for c in cols]
 
     keys = ["k0", "k3", "k11", "k3"]

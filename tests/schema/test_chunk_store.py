@@ -131,7 +131,7 @@ def test_columns_come_back_to_the_bit_through_reslog_and_in_batches(store_path):
     reader = StoreReader(engine, store=str(store_path))
     row_id, _ = reader.find("bits")
     kid = key_id(engine, "x")
-    parts = list(reader.scan_columns(row_id, kid, batch=1000))
+    parts = list(reader.scan(row_id, kid, batch=1000, columns=True))
     assert len(parts) >= 2
     steps = np.concatenate([p[0] for p in parts])
     values = np.concatenate([p[2] for p in parts])
@@ -152,10 +152,9 @@ def test_a_restart_supersedes_by_id_and_step_in_rows_and_columns(store_path):
     write_flushes(engine, run.id, [first, second], seal=True)
     with engine.connect() as conn:
         cur, p = _cur(conn)
-        rows = chunk_read.series_rows(cur, p, run.id, k, 0, 1000, has_takes=True)
-        _ids, steps, _walls, values = chunk_read.series_columns(
-            cur, p, run.id, k, 0, 1000, has_takes=True
-        )
+        series = chunk_read.Series(cur, p, run.id, k, True)
+        rows = chunk_read.series_rows(series, 0, 1000)
+        _ids, steps, _walls, values = chunk_read.series_columns(series, 0, 1000)
         everything = chunk_read.series_all(cur, p, run.id, k)
     assert [r[1] for r in rows] == list(range(120))
     assert [r[3] for r in rows] == [1.0] * 60 + [2.0] * 60
@@ -189,7 +188,7 @@ def test_legacy_rows_and_chunks_read_as_one_series(store_path):
     )
     with engine.connect() as conn:
         cur, p = _cur(conn)
-        rows = chunk_read.series_rows(cur, p, run.id, k, 0, 100, has_takes=False)
+        rows = chunk_read.series_rows(chunk_read.Series(cur, p, run.id, k, False), 0, 100)
         after = points_by_id.points_after(cur, p, [run.id], 5)
         assert points_by_id.max_point_id(cur) == 1009
     assert [r[1] for r in rows] == list(range(20)) and rows[3][3] is None
@@ -207,7 +206,7 @@ def test_postgres_stores_the_same_chunks_with_strided_ids(pg_store):
     with engine.connect() as conn:
         cur, p = _cur(conn)
         got = points_by_id.points_after(cur, p, [run.id], 0)
-        rows = chunk_read.series_rows(cur, p, run.id, keys[1], 0, 10_000, has_takes=False)
+        rows = chunk_read.series_rows(chunk_read.Series(cur, p, run.id, keys[1], False), 0, 10_000)
     assert len(got) == 4300 * 3 and len({r[0] for r in got}) == len(got)
     assert {r[0] % 256 for r in got} == {0, 1, 2}  # a row's points: v * 256 + column
     want = [v for groups in flushes for _s, _w, cols in groups for v in cols[keys[1]]]
@@ -282,11 +281,10 @@ def test_a_point_seen_as_a_row_and_in_a_chunk_is_read_once(store_path):
         )
     with engine.connect() as conn:
         cur, p = _cur(conn)
-        rows = chunk_read.series_rows(cur, p, run.id, k, 0, 100, has_takes=False)
+        series = chunk_read.Series(cur, p, run.id, k, False)
+        rows = chunk_read.series_rows(series, 0, 100)
         after = points_by_id.points_after(cur, p, [run.id], 0)
-        got_ids, got_steps, _w, _v = chunk_read.series_columns(
-            cur, p, run.id, k, 0, 100, has_takes=False
-        )
+        got_ids, got_steps, _w, _v = chunk_read.series_columns(series, 0, 100)
     assert [r[0] for r in rows] == ids
     assert [r[0] for r in after] == ids
     assert got_ids.tolist() == ids and got_steps.tolist() == steps

@@ -14,6 +14,7 @@ from resplot.sources.client import (
     decode_rows,
 )
 from schema.store import buckets, envelope
+from schema.store.chunk_read import Series
 from schema.store.reader import StoreReader
 from schema.store.rollup import AGG_COLUMNS
 from tests.fixtures.stores import add_points, make_run, new_store
@@ -29,7 +30,7 @@ def test_tiles_hold_exactly_the_stored_rows_and_raw_tiles_leave_superseded_point
         cur = conn.connection.dbapi_connection.cursor()
         want2 = envelope.bucket_rows(cur, "?", 1, 1, 2, 0, 1023)
         want1 = envelope.bucket_rows(cur, "?", 1, 1, 1, 0, 1023)
-        raw = envelope.raw_points(cur, "?", 1, 1, 39 * 1024, 40 * 1024, has_takes=True)
+        raw = envelope.raw_points(Series(cur, "?", 1, 1, True), 39 * 1024, 40 * 1024)
     with agent_process() as (client, _):
         ranges = [[1, 1, 2, 0, 1], [1, 1, 1, 0, 2], [1, 1, 0, 39, 1]]
         _header, sections = poll(client, str(path), series=True, tiles=ranges)
@@ -147,7 +148,7 @@ def test_packed_rows_bring_back_the_stores_nulls(tmp_path):
     with engine.connect() as conn:
         cur = conn.connection.dbapi_connection.cursor()
         want1 = envelope.bucket_rows(cur, "?", run.id, 1, 1, 0, 1023)
-        raw = envelope.raw_points(cur, "?", run.id, 1, 0, 1024, has_takes=False)
+        raw = envelope.raw_points(Series(cur, "?", run.id, 1, False), 0, 1024)
     column = {name: i + 1 for i, name in enumerate(AGG_COLUMNS)}
     assert [r[column["vmin"]] is None for r in want1[:3]] == [True, True, False]
     assert [r[column["last"]] is None for r in want1[:3]] == [True, False, True]
