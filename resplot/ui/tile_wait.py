@@ -32,6 +32,7 @@ class TileWait:
         self.stand_in.setInterval(STAND_IN_DELAY_MS)
         self.stand_in.timeout.connect(lambda: win.page_view().present())
         self._pictured: dict[str, bool] = {}  # page: whether its last draw showed data
+        self._tiles_read = -1  # the cache's tiles_put when the last redraw read it
 
     def watch(self, page: str, view) -> None:
         """Follow the draws of one page's view (a chart page or the Ranks page)."""
@@ -53,6 +54,15 @@ class TileWait:
             return
         self.stand_in.stop()
         view.present()
+
+    def reading(self) -> None:
+        """A redraw starts reading the cache."""
+        self._tiles_read = self.win.cache.tiles_put
+
+    def drew_every_tile(self) -> bool:
+        """Whether the last redraw read every tile the cache holds: none has come since (a
+        tile put by a poller is drawn only once its signal, queued, reaches this thread)."""
+        return self._tiles_read == self.win.cache.tiles_put
 
     def pictured(self, page: str) -> bool:
         """Whether the last draw of `page` showed data."""

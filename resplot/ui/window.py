@@ -75,7 +75,6 @@ class MainWindow(QMainWindow):
         self.source_labels: dict[str, str] = {}  # spec -> poller label
         self._source_texts: dict[str, str] = {}  # poller label -> its state, as shown
         self.redraw_count = 0
-        self._tiles_read = -1  # the cache's tiles_put when the last redraw read it
         self.ask_host_key = HostKeyAsker(self)
         self.exports: list[ExportWorker] = []
         self.local_copies = None  # resplot.ui.local_copies.LocalCopies, when attached
@@ -493,7 +492,7 @@ class MainWindow(QMainWindow):
         self._redraw_timer.stop()
         self._last_redraw = time.monotonic()
         self.redraw_count += 1
-        self._tiles_read = self.cache.tiles_put
+        self.tile_wait.reading()
         self._refresh_side()
         refs = self.plotted_refs()
         if self.state.assign_looks(refs):
@@ -527,11 +526,6 @@ class MainWindow(QMainWindow):
                 text += f" · not a regex, matched as text: {'; '.join(bad)}"
             view.count.setText(text)
         self._after_refresh(view)
-
-    def drew_every_tile(self) -> bool:
-        """Whether the last redraw read every tile the cache holds: none has come since (a
-        tile put by a poller is drawn only once its signal, queued, reaches this thread)."""
-        return self._tiles_read == self.cache.tiles_put and not self._redraw_timer.isActive()
 
     def _after_refresh(self, view: PageView | RanksView) -> None:
         """Draw what the page's refresh set, or fetch the tiles it asked for first."""
