@@ -19,7 +19,6 @@ def test_a_mirror_synced_a_batch_at_a_time_across_compactions_gets_every_point_o
     import resplot.sources.sync as sync_mod
     from resplot.sources.spec import parse_spec
     from resplot.sources.sync import Mirror
-    from tests.resplot.test_sync import contents
 
     source, mirror = tmp_path / "box" / "reslog.db", tmp_path / "mirror.db"
     source.parent.mkdir()
@@ -44,9 +43,7 @@ def test_a_mirror_synced_a_batch_at_a_time_across_compactions_gets_every_point_o
             m.sync(parse_spec(str(source)))
     finally:
         engine.dispose()
-    got, want = contents(mirror), contents(source)
-    assert len(want["points"]) == 1_500 * 8 + 375 * 4
-    assert got["points"] == want["points"]
+    assert_copied(mirror, source)
 
 
 @pytest.mark.slow
@@ -57,7 +54,6 @@ def test_a_mirror_whose_cursor_fell_inside_a_row_copies_the_rest_of_it_once(tmp_
     import resplot.sources.sync as sync_mod
     from resplot.sources.spec import parse_spec
     from resplot.sources.sync import Mirror
-    from tests.resplot.test_sync import contents
 
     source, mirror = tmp_path / "box" / "reslog.db", tmp_path / "mirror.db"
     source.parent.mkdir()
@@ -74,6 +70,14 @@ def test_a_mirror_whose_cursor_fell_inside_a_row_copies_the_rest_of_it_once(tmp_
             m.sync(parse_spec(str(source)))
     finally:
         engine.dispose()
+    assert_copied(mirror, source)
+
+
+def assert_copied(mirror, source) -> None:
+    """The mirror holds every point of the row-major source (1,500 steps x 8 keys and 375 x 4),
+    each once."""
+    from tests.resplot.test_sync import contents
+
     got, want = contents(mirror), contents(source)
     assert len(want["points"]) == 1_500 * 8 + 375 * 4
     assert got["points"] == want["points"]
