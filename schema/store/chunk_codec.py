@@ -154,11 +154,29 @@ def unshuffle(data: bytes, width: int = 8) -> bytes:
     return bytes(out)
 
 
-def deflate(data: bytes) -> bytes:
+PLANE_BLOCKS_FROM = 256  # points a stream: below, one deflate block (see deflate)
+
+
+def deflate(planes: bytes, width: int = 8) -> bytes:
+    """Raw deflate of byte planes (`shuffle`'s output), a deflate block a plane where the
+    planes are long: each gets its own Huffman table, and a plane of noise (a float's low
+    mantissa bytes) becomes a stored block, which inflates as a copy. Measured on a 10,000-point
+    chunk: random values 6.86 -> 6.74 bytes a point and inflated in 13.7 -> 8.0 ns a point,
+    a noisy loss 6.27 -> 6.20 B and 5.7 -> 1.9 ns (docs/store.md, "A block a byte plane").
+    Any inflater reads either form: readers of the chunks written before need no change."""
     # Raw deflate: the chunk's CRC already guards the bytes, so zlib's header and Adler-32
     # (6 bytes a stream) are left out. compressobj, as zlib.compress takes wbits only on 3.11+.
     z = zlib.compressobj(LEVEL, zlib.DEFLATED, -15)
-    return z.compress(data) + z.flush()
+    size = len(planes) // width
+    if size < PLANE_BLOCKS_FROM:  # a block's own header and table would outweigh its gain
+        return z.compress(planes) + z.flush()
+    out, view = [], memoryview(planes)
+    for k in range(width - 1):
+        # Z_BLOCK ends the block without the 4 bytes of padding a sync flush writes; matches
+        # still reach back across planes.
+        out += (z.compress(view[k * size : (k + 1) * size]), z.flush(zlib.Z_BLOCK))
+    out += (z.compress(view[(width - 1) * size :]), z.flush())
+    return b"".join(out)
 
 
 def inflate(payload: bytes, size: int) -> bytes:

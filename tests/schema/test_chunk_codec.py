@@ -510,3 +510,30 @@ def test_zlib_ng_and_the_stdlib_zlib_read_the_same_bits_and_refuse_the_same_lies
     data = bytes(range(256)) * 40
     assert codec.crc32(data) == zlib.crc32(data)
     assert codec.inflate(codec.deflate(data), len(data)) == data
+
+
+def test_a_long_stream_is_a_deflate_block_a_byte_plane_which_any_inflater_reads():
+    """deflate() ends a deflate block after each byte plane of a stream of at least
+    PLANE_BLOCKS_FROM points, so a plane of noise (a float's low mantissa bytes) is stored as
+    it is, at a byte a byte, instead of sharing one Huffman table with the planes that
+    compress; shorter streams stay one block. Either is plain raw deflate."""
+    from zlib_ng import zlib_ng
+
+    def one_block(planes: bytes) -> bytes:
+        z = zlib.compressobj(codec.LEVEL, zlib.DEFLATED, -15)
+        return z.compress(planes) + z.flush()
+
+    rng = random.Random(7)
+    for n in (codec.PLANE_BLOCKS_FROM, 4 * codec.PLANE_BLOCKS_FROM + 3):
+        noise = rng.randbytes(6 * n)
+        planes = noise + bytes(n) + b"\x3f" * n  # six noise planes, a zero plane, an exponent
+        blocks = codec.deflate(planes)
+        for inflater in (zlib, zlib_ng):
+            assert inflater.decompress(blocks, -15) == planes
+        assert codec.inflate(blocks, len(planes)) == planes
+        whole = one_block(planes)
+        # The six noise planes stored: their bytes and a few bytes of block header each.
+        assert len(blocks) <= 6 * n + 6 * 8 + 64, (n, len(blocks))
+        assert len(blocks) < len(whole), (n, len(blocks), len(whole))
+    short = rng.randbytes(8 * (codec.PLANE_BLOCKS_FROM - 1))
+    assert codec.deflate(short) == one_block(short)
