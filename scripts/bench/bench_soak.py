@@ -16,7 +16,8 @@ QT_QPA_PLATFORM says otherwise.
 Every `--every` seconds one row: minutes, RSS (MB), the tile cache's bytes, actions done, the
 longest event-loop stall in the interval (a 10 ms timer's lateness) and how many passed 250 ms;
 `--counts` adds live matplotlib artists and numpy arrays (a gc walk, ~50 ms); `--trace` ends
-with tracemalloc's largest growths between minute 5 (or half time) and the end. Targets
+with tracemalloc's largest growths between minute 5 (or half time) and the end; `--holders
+Path,QStaticText` with what holds the objects of those types made since then (holders.py). Targets
 (issue 31): RSS growth ≤ 100 MB after the first 5 minutes; no stall over 250 ms on an idle
 machine.
 
@@ -38,6 +39,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from holders import Mark, report
 from trees import tree_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -285,6 +287,7 @@ def soak(args) -> None:
             next_row = start
             base_snap = None
             base_types = None
+            mark = None
             head = "| min | RSS MB | tiles MB | actions | longest stall ms | stalls > 250 ms |"
             if args.counts:
                 head += " artists | Line2D | Text | gc objects | py blocks k | malloc MB |"
@@ -311,6 +314,8 @@ def soak(args) -> None:
                     next_row += args.every
                     if base_types is None and now - start >= min(300, end - now):
                         base_types = type_counts()
+                        if args.holders:
+                            mark = Mark(args.holders.split(","))
                         if args.trace:
                             base_snap = tracemalloc.take_snapshot()
                     last[0] = clock.elapsed()  # the row's own time is not the window's stall
@@ -332,6 +337,11 @@ def soak(args) -> None:
                     "objects that grew most since minute 5 (or half time): "
                     + ", ".join(f"{name} +{n}" for name, n in grown)
                 )
+            if mark is not None:
+                made = mark.new()
+                print(f"what holds the {len(made)} {args.holders} objects made since then:")
+                for line in report(made):
+                    print(line)
             if args.trace and base_snap is not None:
                 snap = tracemalloc.take_snapshot()
                 print("tracemalloc, largest growth since the base snapshot:")
@@ -356,6 +366,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=31)
     ap.add_argument("--counts", action="store_true")
     ap.add_argument("--trace", action="store_true")
+    ap.add_argument("--holders", help="types whose new objects' holders to report, e.g. Path")
     ap.add_argument("--before", help="git revision to soak first, for comparison")
     args = ap.parse_args()
     if args.before:
