@@ -119,6 +119,7 @@ class Actions:
     def __init__(self, app, win, rng: random.Random) -> None:
         self.app, self.win, self.rng = app, win, rng
         self.done: dict[str, int] = {}
+        self.last = ""  # the kind of the last action done
 
     def wait(self, ms: float) -> None:
         end = time.monotonic() + ms / 1000
@@ -213,6 +214,21 @@ class Actions:
                 )
                 tool()  # off again
         self.done[kind] = self.done.get(kind, 0) + 1
+        self.last = kind
+
+
+def print_stalls_by_action(after: dict[str, list[float]]) -> None:
+    """The event loop's longest lateness between each action and the next, by kind."""
+    print("| action | done | median ms | 90th pct ms | longest ms | over 250 ms |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for kind, late in sorted(after.items(), key=lambda kv: -sum(x > STALL_MS for x in kv[1])):
+        late = sorted(late)
+        p90 = late[min(len(late) - 1, int(0.9 * len(late)))]
+        over = sum(x > STALL_MS for x in late)
+        print(
+            f"| {kind} | {len(late)} | {late[len(late) // 2]:.0f} | {p90:.0f} | {late[-1]:.0f}"
+            f" | {over} |"
+        )
 
 
 def soak(args) -> None:
@@ -267,6 +283,10 @@ def soak(args) -> None:
             acts.wait(3000)
             # The event loop's lateness: a 10 ms timer that notes how late it fires.
             worst = [0.0, 0]  # longest gap over the tick in this interval (ms), gaps > 250 ms
+            # The longest gap from an action to the next one, by the action's kind: which of
+            # them the stalls follow.
+            after: dict[str, list[float]] = {}
+            since_action = [0.0]
             clock = QElapsedTimer()
             clock.start()
             last = [clock.elapsed()]
@@ -277,6 +297,7 @@ def soak(args) -> None:
                 last[0] = now
                 worst[0] = max(worst[0], late)
                 worst[1] += late > STALL_MS
+                since_action[0] = max(since_action[0], late)
 
             timer = QTimer()
             timer.setInterval(TICK_MS)
@@ -321,10 +342,13 @@ def soak(args) -> None:
                     last[0] = clock.elapsed()  # the row's own time is not the window's stall
                 if now >= end:
                     break
+                since_action[0] = 0.0
                 acts.one()
                 acts.wait(args.pause_ms)
+                after.setdefault(acts.last, []).append(since_action[0])
             timer.stop()
             print(f"actions: {acts.done}; runs: {len(cache.runs())}; redraws: {win.redraw_count}")
+            print_stalls_by_action(after)
             # What of the RSS is freed heap that malloc kept (fragmentation), not memory held.
             rss = rss_mb()
             trim = getattr(ctypes.CDLL("libc.so.6"), "malloc_trim", None)
