@@ -14,6 +14,7 @@ import pytest
 from PyQt5.QtCore import QItemSelectionModel, Qt
 from PyQt5.QtTest import QAbstractItemModelTester
 
+from resplot.data.alerts import Alert
 from resplot.data.cache import SeriesCache
 from resplot.data.model import RunInfo, RunRef
 from resplot.data.state import ViewState
@@ -105,6 +106,38 @@ def test_ticks_and_colours_are_data_changes_not_layout_changes(table, qtbot):
     index = widget.proxy.index(2, 1)
     qtbot.mouseClick(view.viewport(), Qt.LeftButton, pos=view.visualRect(index).center())
     assert widget.selected_refs() == [widget.ref_at(index)]
+
+
+def test_a_refresh_announces_only_the_rows_whose_cells_changed(table):
+    """A poll refreshes the table: announcing every row made the view read every cell again
+    and fit its columns to them each time. Only a row that shows something new is announced:
+    new cells, or new alerts for its run (a quiet run's alert says for how long: new each
+    poll), whose tooltip and colour the row shows."""
+    cache, _state, model, _widget, log = table
+    runs = [_run(n, lr=n) for n in range(5)]
+    cache.set_runs(runs)
+    model.refresh({}, now=T0 + 100)
+    changed: list[tuple[int, int, int, int]] = []
+    model.dataChanged.connect(
+        lambda a, b, _roles=None: changed.append((a.row(), b.row(), a.column(), b.column()))
+    )
+    model.refresh({}, now=T0 + 100)
+    assert changed == []  # nothing new: nothing announced
+    cache.set_runs([dataclasses.replace(runs[3], status="finished")])
+    model.refresh({}, now=T0 + 100)
+    row = [r.ref for r in model.runs].index(runs[3].ref)
+    assert changed == [(row, row, 0, len(model.headers) - 1)]
+    assert model.data(model.index(row, model.headers.index("status"))) == "finished"
+    changed.clear()
+    for seconds in (60, 61):
+        changed.clear()
+        alert = Alert(runs[0].ref, "quiet", "warning", f"no new step for {seconds} s")
+        model.refresh({runs[0].ref: [alert]}, now=T0 + 100)
+        row = [r.ref for r in model.runs].index(runs[0].ref)
+        assert changed == [(row, row, 0, len(model.headers) - 1)]
+        alerts = model.index(row, model.headers.index("alerts"))
+        assert model.data(alerts, Qt.ToolTipRole) == f"[warning] no new step for {seconds} s"
+    log.assert_paired()
 
 
 def test_a_sorted_and_filtered_view_follows_removals_and_resets(table):
