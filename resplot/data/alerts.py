@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reslog.text import safe
+from reslog.text import duration, safe
 from resplot.data import ranks
 from resplot.data.cache import SeriesCache, Summary
 from resplot.data.model import RunRef
@@ -165,7 +165,7 @@ def run_status(cache: SeriesCache, ref: RunRef, now: float) -> list[Alert]:
                 CRASHED,
                 "warning",
                 f"crashed after step {last_step}: its process is gone or sent no heartbeat "
-                f"for {now - run.heartbeat_at:.0f} s",
+                f"for {duration(now - run.heartbeat_at)}",
                 last_step,
                 last_wall,
             )
@@ -179,7 +179,7 @@ def run_status(cache: SeriesCache, ref: RunRef, now: float) -> list[Alert]:
             ref,
             STALLED,
             "warning",
-            f"stalled after step {last_step}: no step for {now - last_wall:.0f} s"
+            f"stalled after step {last_step}: no step for {duration(now - last_wall)}"
             + ("; hover for where it hangs" if where else ""),
             last_step,
             last_wall,
@@ -222,7 +222,7 @@ def quiet(cache: SeriesCache, ref: RunRef, now: float, th: Thresholds) -> list[A
             ref,
             QUIET,
             "warning",
-            f"no new step for {idle:.0f} s (median step gap {gap:.2f} s)",
+            f"no new step for {duration(idle)} (median step gap {gap:.2f} s)",
             last_step,
             last_wall,
         )

@@ -76,14 +76,14 @@ def test_quiet_run_after_k_times_its_median_step_time():
     th = Thresholds(quiet_factor=5.0, quiet_min_s=1.0)
     assert check_run(cache, REF, now=T0 + 990 + 45, th=th) == []
     alerts = check_run(cache, REF, now=T0 + 990 + 60, th=th)
-    assert kinds(alerts) == ["quiet"] and "no new step for 60 s" in alerts[0].message
+    assert kinds(alerts) == ["quiet"] and "no new step for 1m00s" in alerts[0].message
 
 
 def test_a_run_its_writer_flagged_stalled_is_an_alert_at_once():
     cache = _cache(status="stalled", step_s=10.0)  # the writer's stall_after already passed
     (alert,) = check_run(cache, REF, now=T0 + 990 + 30)
     assert alert.kind == "stalled" and alert.step == 99
-    assert "stalled after step 99: no step for 30 s" in alert.message
+    assert "stalled after step 99: no step for 30s" in alert.message
 
 
 def test_a_stalled_alert_carries_where_the_run_hangs():
@@ -103,6 +103,13 @@ def test_a_stalled_alert_carries_where_the_run_hangs():
 def test_a_crashed_run_is_an_alert_naming_its_last_step():
     (alert,) = check_run(_cache(status="crashed", step_s=10.0), REF, now=T0 + 995)
     assert alert.kind == "crashed" and alert.message.startswith("crashed after step 99")
+
+
+def test_how_long_a_run_has_been_silent_reads_in_days_hours_and_minutes():
+    """A run that crashed two days ago said "no heartbeat for 187200 s"."""
+    gone = T0 + 1000  # its last heartbeat (100 steps of 10 s)
+    (alert,) = check_run(_cache(status="crashed", step_s=10.0), REF, now=gone + 2 * 86400 + 14400)
+    assert alert.message.endswith("sent no heartbeat for 2d04h")
 
 
 def test_finished_run_is_never_stalled():
@@ -179,4 +186,4 @@ def test_alerts_from_history_alone_use_the_summary_rows():
     assert by_kind["nan"].step == 7
     assert by_kind["gpu_temp"].step == 90 and "GPU2 reached 91 °C" in by_kind["gpu_temp"].message
     assert by_kind["throttled"].message == "GPU2 throttled (power cap)"
-    assert "no new step for 200 s (median step gap 10.00 s)" in by_kind["quiet"].message
+    assert "no new step for 3m20s (median step gap 10.00 s)" in by_kind["quiet"].message

@@ -433,7 +433,7 @@ def test_a_passing_message_too_long_for_the_status_bar_is_cut_with_an_ellipsis(q
     bar = win.statusBar()
     long = (
         "llama-125m-wsd-lr0.0006-wd0.2-seed11-bs512-ctx2048: crashed: crashed after step "
-        "19999: its process is gone or sent no heartbeat for 55 s " * 3
+        "19999: its process is gone or sent no heartbeat for 55s " * 3
     )
     bar.showMessage(long)
     qtbot.wait(50)
