@@ -271,7 +271,10 @@ def test_the_chunks_op_sends_the_stored_bytes_in_bounded_replies_under_python_3_
     python = _old_python()
     monkeypatch.setattr(chunk_write, "SEAL_ROWS", 256)
     source = tmp_path / "box" / "reslog.db"
-    log_run(source, "a", range(0, 1200), pace=300)
+    # Eight pauses, each a flush that seals ~300 rows: at least four chunks even where a busy
+    # machine runs the writer late and two pauses' rows come in one flush (CI once had three
+    # chunks of 1,200 steps and four pauses).
+    log_run(source, "a", range(0, 2400), pace=300)
     stored = [(lo, hi, n, sealed, bytes(data)) for lo, hi, n, sealed, data in chunk_rows(source)]
     got, after, replies = [], 0, 0
     with agent_process(python=python) as (client, _):
