@@ -169,9 +169,8 @@ class RunTableModel(QAbstractItemModel):
                 and any(m.ref in alerted for m in n.entry.members)
             ]
         for node in changed:
-            row = node.parent.children.index(node)
-            first = self.createIndex(row, 0, node.id)
-            self.dataChanged.emit(first, self.createIndex(row, len(headers) - 1, node.id))
+            first, last = (self.createIndex(node.row, c, node.id) for c in (0, len(headers) - 1))
+            self.dataChanged.emit(first, last)
 
     def _node(self, entry: Entry, now: float, headers: list[str]) -> _Node:
         """The entry's node and its subtree, with cells (not yet in the live tree)."""
