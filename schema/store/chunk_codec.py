@@ -162,7 +162,7 @@ def deflate(planes: bytes, width: int = 8) -> bytes:
     planes are long: each gets its own Huffman table, and a plane of noise (a float's low
     mantissa bytes) becomes a stored block, which inflates as a copy. Measured on a 10,000-point
     chunk: random values 6.86 -> 6.74 bytes a point and inflated in 13.7 -> 8.0 ns a point,
-    a noisy loss 6.27 -> 6.20 B and 5.7 -> 1.9 ns (docs/store.md, "A block a byte plane").
+    a noisy loss 6.27 -> 6.20 B and 5.7 -> 1.9 ns (docs/store.md, "A deflate block a byte plane").
     Any inflater reads either form: readers of the chunks written before need no change."""
     # Raw deflate: the chunk's CRC already guards the bytes, so zlib's header and Adler-32
     # (6 bytes a stream) are left out. compressobj, as zlib.compress takes wbits only on 3.11+.
