@@ -22,6 +22,7 @@ from PyQt5.QtWidgets import (
 
 from resplot.draw.charts import ChartPage
 from resplot.draw.legends import strip_html
+from resplot.draw.text_stamps import StampRenderer
 from resplot.ui.crosshair import Crosshair
 from resplot.ui.drag_pan import DragPan
 from resplot.ui.layers import Layers
@@ -113,6 +114,16 @@ class PageCanvas(FigureCanvasQTAgg):
         self.draw_due = False
         self.draws_held = False  # a previewed drag-pan move: the pan tool's draw_idle is not
         self.drag: DragPan | None = None
+        self._stamp_key: tuple | None = None  # the renderer's (width, height, dpi)
+
+    def get_renderer(self) -> StampRenderer:
+        # matplotlib's own, but its text drawn from stamps (resplot/draw/text_stamps.py).
+        w, h = self.get_width_height(physical=True)
+        key = (w, h, self.figure.dpi)
+        if self._stamp_key != key or not isinstance(getattr(self, "renderer", None), StampRenderer):
+            self.renderer = StampRenderer(w, h, self.figure.dpi)
+            self._stamp_key = key
+        return self.renderer
 
     def release(self) -> None:
         """Give back the Agg buffer (the whole page's RGBA, 10-80 MB): the renderer is made

@@ -1,0 +1,141 @@
+"""The window's text drawn from a bitmap of each string (a stamp), made once per string, font,
+colour and angle.
+
+matplotlib 3.11 shapes every string with libraqm and renders it glyph by glyph at every draw:
+~1.5 ms a tick label here, and a full draw of the Training page draws ~70 of them (tick
+labels, titles, axis labels): a third of a page's draw, paid at every zoom, pan's end, resize
+and page switch (docs/benchmarks/viewer.md, "Text from stamps"). StampRenderer, the window's
+Agg renderer, draws a plain string once, alone, into a small transparent bitmap at a whole-pixel
+origin, keeps it, and composites it wherever the string is drawn again at that pixel's origin
+rounded: the text lands at most half a pixel from where matplotlib would put it, with the same
+glyphs and antialiasing. Every string is drawn from its stamp, its first draw included, so a
+frame never depends on the draws before it (a blitted frame is the pixels of a full draw:
+resplot/ui/layers.py and bitmap_draw.py's docstring).
+
+Left to matplotlib: mathtext, a string clipped by a path, and every other renderer (PNG, SVG and
+PDF exports of `resplot export`/`snapshot` use their own). Public API only: the renderer's
+`draw_text`, `draw_image` and `get_text_width_height_descent`, and graphics contexts.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+
+import numpy as np
+from matplotlib import rcParams
+from matplotlib.backends.backend_agg import RendererAgg
+
+MARGIN_PX = 3  # glyphs overhang their advance (italics, bearings), antialiasing past them
+STAMP_BYTES = 8 << 20  # kept, the least recently drawn dropped first (a tick label ~2 KB)
+
+# (string, font, angle, colour, antialiasing, dpi, hinting, features, language) ->
+# (origin within the stamp: x from its left, y from its bottom; RGBA rows bottom first)
+_stamps: OrderedDict[tuple, tuple[int, int, np.ndarray]] = OrderedDict()
+_lock = threading.Lock()
+_bytes = [0]  # held by _stamps
+made = [0]  # stamps drawn afresh (tests and benchmarks read it)
+
+
+def forget() -> None:
+    """Drop every stamp."""
+    with _lock:
+        _stamps.clear()
+        _bytes[0] = 0
+
+
+def held() -> tuple[int, int]:
+    """(stamps, bytes) held."""
+    return len(_stamps), _bytes[0]
+
+
+class StampRenderer(RendererAgg):
+    """RendererAgg whose plain strings are composited from stamps (the module's docstring)."""
+
+    def draw_text(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
+        if ismath or not s or gc.get_clip_path()[0] is not None:
+            return super().draw_text(gc, x, y, s, prop, angle, ismath=ismath, mtext=mtext)
+        key = (
+            s,
+            _font(prop),
+            round(float(angle), 6),
+            tuple(gc.get_rgb()),
+            gc.get_alpha(),
+            gc.get_forced_alpha(),
+            bool(gc.get_antialiased()),
+            self.dpi,
+            rcParams["text.hinting"],
+            rcParams["text.hinting_factor"],
+            tuple(rcParams["font.family"]),
+            None if mtext is None else _frozen(mtext.get_fontfeatures()),
+            None if mtext is None else mtext.get_language(),
+        )
+        with _lock:
+            stamp = _stamps.get(key)
+            if stamp is not None:
+                _stamps.move_to_end(key)
+        if stamp is None:
+            stamp = self._stamp(gc, s, prop, angle, mtext)
+            with _lock:
+                if key not in _stamps:
+                    _stamps[key] = stamp
+                    _bytes[0] += stamp[2].nbytes
+                while _bytes[0] > STAMP_BYTES and len(_stamps) > 1:
+                    _bytes[0] -= _stamps.popitem(last=False)[1][2].nbytes
+        ox, oy, rgba = stamp
+        # draw_text's y runs down from the top at the baseline; draw_image's up from the bottom.
+        left, bottom = round(x) - ox, round(self.height - y) - oy
+        paste = self.new_gc()
+        try:
+            paste.set_clip_rectangle(gc.get_clip_rectangle())
+            self.draw_image(paste, left, bottom, rgba)
+        finally:
+            paste.restore()
+        return None
+
+    def _stamp(self, gc, s, prop, angle, mtext) -> tuple[int, int, np.ndarray]:
+        """The string drawn alone at a whole-pixel origin on a transparent bitmap just big
+        enough for it at its angle."""
+        w, h, d = self.get_text_width_height_descent(s, prop, ismath=False)
+        a = math.radians(angle)
+        cos, sin = math.cos(a), math.sin(a)
+        corners = [
+            (cx * cos - cy * sin, cx * sin + cy * cos) for cx in (0, w) for cy in (-d, h - d)
+        ]
+        xs, ys = [c[0] for c in corners], [c[1] for c in corners]
+        ox = math.ceil(-min(xs)) + MARGIN_PX
+        oy = math.ceil(-min(ys)) + MARGIN_PX
+        width = ox + math.ceil(max(xs)) + MARGIN_PX + 1
+        height = oy + math.ceil(max(ys)) + MARGIN_PX + 1
+        alone = RendererAgg(width, height, self.dpi)
+        pen = alone.new_gc()
+        try:
+            pen.copy_properties(gc)
+            pen.set_clip_rectangle(None)
+            pen.set_clip_path(None)
+            RendererAgg.draw_text(alone, pen, ox, height - oy, s, prop, angle, mtext=mtext)
+        finally:
+            pen.restore()
+        rows = np.asarray(alone.buffer_rgba())[::-1].copy()  # bottom row first
+        made[0] += 1
+        return ox, oy, rows
+
+
+def _font(prop) -> tuple:
+    """What of a FontProperties picks and sizes the glyphs (it is mutable: not a key itself)."""
+    return (
+        tuple(prop.get_family()),
+        prop.get_style(),
+        prop.get_variant(),
+        prop.get_weight(),
+        prop.get_stretch(),
+        prop.get_size_in_points(),
+        prop.get_file(),
+    )
+
+
+def _frozen(value):
+    if isinstance(value, list | tuple):
+        return tuple(value)
+    return value
