@@ -27,7 +27,7 @@ import numpy as np
 from matplotlib import rcParams
 from matplotlib.backends.backend_agg import RendererAgg
 
-MARGIN_PX = 3  # glyphs overhang their advance (italics, bearings), antialiasing past them
+MARGIN_PT = 2.2  # glyphs overhang their advance (italics, bearings), antialiasing past them
 STAMP_BYTES = 8 << 20  # kept, the least recently drawn dropped first (a tick label ~2 KB)
 
 # (string, font, angle, colour, antialiasing, dpi, hinting, features, language) ->
@@ -104,10 +104,11 @@ class StampRenderer(RendererAgg):
             (cx * cos - cy * sin, cx * sin + cy * cos) for cx in (0, w) for cy in (-d, h - d)
         ]
         xs, ys = [c[0] for c in corners], [c[1] for c in corners]
-        ox = math.ceil(-min(xs)) + MARGIN_PX
-        oy = math.ceil(-min(ys)) + MARGIN_PX
-        width = ox + math.ceil(max(xs)) + MARGIN_PX + 1
-        height = oy + math.ceil(max(ys)) + MARGIN_PX + 1
+        margin = math.ceil(MARGIN_PT * self.dpi / 72)  # 3 px at 100 dpi
+        ox = math.ceil(-min(xs)) + margin
+        oy = math.ceil(-min(ys)) + margin
+        width = ox + math.ceil(max(xs)) + margin + 1
+        height = oy + math.ceil(max(ys)) + margin + 1
         alone = RendererAgg(width, height, self.dpi)
         pen = alone.new_gc()
         try:

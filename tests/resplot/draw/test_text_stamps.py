@@ -27,9 +27,11 @@ def _no_stamps():
     text_stamps.forget()
 
 
-def _drawn(cls, texts, size=(240, 120), clip: Bbox | None = None) -> np.ndarray:
+def _drawn(
+    cls, texts, size=(240, 120), clip: Bbox | None = None, dpi: float = 100, **font
+) -> np.ndarray:
     """RGBA of `texts` ((x, y from the top, string, angle, colour, points)) drawn on white."""
-    renderer = cls(*size, 100)
+    renderer = cls(*size, dpi)
     background = renderer.new_gc()
     background.set_foreground("white")
     renderer.draw_image(background, 0, 0, np.full((size[1], size[0], 4), 255, np.uint8))
@@ -39,7 +41,7 @@ def _drawn(cls, texts, size=(240, 120), clip: Bbox | None = None) -> np.ndarray:
         gc.set_foreground(colour)
         if clip is not None:
             gc.set_clip_rectangle(clip)
-        renderer.draw_text(gc, x, y, s, FontProperties(size=points), angle)
+        renderer.draw_text(gc, x, y, s, FontProperties(size=points, **font), angle)
         gc.restore()
     return np.asarray(renderer.buffer_rgba()).astype(int)
 
@@ -79,6 +81,18 @@ def test_a_string_between_pixels_lands_at_most_half_a_pixel_from_matplotlibs():
         assert np.all(np.abs(moved) <= 0.55), (x, y, moved)
         ink_direct = (255 - direct[..., :3]).sum()
         assert abs((255 - stamped[..., :3]).sum() - ink_direct) <= 0.03 * ink_direct
+
+
+@pytest.mark.parametrize("dpi", [100, 200])
+@pytest.mark.parametrize("style", ["normal", "italic"])
+def test_a_stamp_holds_every_glyph_whole(dpi, style):
+    """Glyphs reach past their advance box (italic overhang, ‖, j's tail): the stamp's margin
+    keeps all of their ink, at a HiDPI screen's dpi too."""
+    texts = [(20, 50, "jf‖W_g", 0, "black", 11), (200, 110, "fjy‖", 90, "black", 11)]
+    size = (480, 240)
+    direct = _drawn(RendererAgg, texts, size, dpi=dpi, style=style)
+    stamped = _drawn(StampRenderer, texts, size, dpi=dpi, style=style)
+    assert np.abs(direct - stamped).max() <= 3
 
 
 def test_a_stamp_is_made_once_per_string_and_look():
