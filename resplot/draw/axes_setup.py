@@ -12,7 +12,6 @@ from matplotlib.ticker import NullFormatter, PercentFormatter
 from resplot.data.alerts import THROTTLE_BITS
 from resplot.data.layout import TITLE_PT
 from resplot.data.pages import PanelSpec
-from resplot.draw.text_bitmap import BitmapText
 from resplot.draw.ticks import CompactFormatter, ReadableLogLocator
 
 NOTE_PT = 6.5
@@ -74,8 +73,9 @@ def dress(ax, spec: PanelSpec) -> tuple[LineCollection, object, object]:
         color="#999999",
         fontsize=8,
     )
-    # Drawn from a bitmap while it says the same (each live poll draws it with the series).
-    note = BitmapText(
+    # Each live poll draws it with the series: the window's text stamps make that a copy of
+    # the same bitmap (resplot/draw/text_stamps.py).
+    note = ax.text(
         0.995,
         0.01,
         "",
@@ -87,7 +87,6 @@ def dress(ax, spec: PanelSpec) -> tuple[LineCollection, object, object]:
         zorder=5,
         clip_on=False,
     )
-    ax.add_artist(note)
     return events, empty, note
 
 

@@ -1,5 +1,5 @@
 """An artist drawn once into a bitmap and composited from it after: what BitmapLegend
-(resplot/draw/legend_bitmap.py) and BitmapText (resplot/draw/text_bitmap.py) share.
+(resplot/draw/legend_bitmap.py) is drawn with.
 
 A bitmap composited over the canvas is not, to the last colour level, the artist drawn
 directly over it: Agg blends each of the artist's layers (a legend's translucent frame, its

@@ -18,7 +18,6 @@ from PyQt5.QtGui import QImage
 
 from resplot.draw.bitmap_draw import scratch_bytes
 from resplot.draw.legend_bitmap import BitmapLegend
-from resplot.draw.text_bitmap import BitmapText
 from tests.fixtures.sweep import make_sweep
 from tests.fixtures.windows import open_window, settle
 from tests.resplot.ui.test_memory_flat import _drag
@@ -92,7 +91,7 @@ def test_an_unshown_page_gives_back_its_charts_and_draws_them_again(qtbot, tmp_p
         assert built > 500, built  # the All page: a chart for each key
         old_axes = weakref.ref(ax)
         legends = [a.get_legend() for a in page.axes if a.get_legend() is not None]
-        notes = [t for a in page.axes for t in a.texts if isinstance(t, BitmapText)]
+        notes = [note for note in page._notes if note.get_text()]
         assert legends and isinstance(legends[0], BitmapLegend) and notes
         old_legend, old_note = weakref.ref(legends[0]), weakref.ref(notes[0])
         old_line = weakref.ref(next(iter(page.tracks[page.axes.index(ax)].values())).line)
@@ -100,7 +99,7 @@ def test_an_unshown_page_gives_back_its_charts_and_draws_them_again(qtbot, tmp_p
         buffer = np.prod(canvas.get_width_height(physical=True)) * 4  # RGBA
         assert canvas.held_bytes() == buffer
         assert view.layers.background is not None
-        assert scratch_bytes() > 0  # the legends' and notes' scratch canvas
+        assert scratch_bytes() > 0  # the legends' scratch canvas
 
         view.release.after_s = 0.05  # the test's timeout, not the minute
         _show(qtbot, win, "training")
