@@ -2,7 +2,7 @@
 reporting RSS and event-loop stalls over time.
 
     .venv/bin/python scripts/bench/bench_soak.py [--minutes 60] [--every 30] [--counts]
-        [--trace] [--before REV]
+        [--trace] [--stacks] [--before REV]
     xvfb-run -a -s "-screen 0 1920x1080x24" env QT_QPA_PLATFORM=xcb \\
         .venv/bin/python scripts/bench/bench_soak.py --minutes 10
 
@@ -17,7 +17,9 @@ Every `--every` seconds one row: minutes, RSS (MB), the tile cache's bytes, acti
 longest event-loop stall in the interval (a 10 ms timer's lateness) and how many passed 250 ms;
 `--counts` adds live matplotlib artists and numpy arrays (a gc walk, ~50 ms); `--trace` ends
 with tracemalloc's largest growths between minute 5 (or half time) and the end; `--holders
-Path,QStaticText` with what holds the objects of those types made since then (holders.py). Targets
+Path,QStaticText` with what holds the objects of those types made since then (holders.py);
+`--stacks` with where the GUI thread was while the tick was over 250 ms late, sampled every 50 ms
+(stall_stacks.py). Targets
 (issue 31): RSS growth ≤ 100 MB after the first 5 minutes; no stall over 250 ms on an idle
 machine.
 
@@ -40,6 +42,7 @@ from collections import Counter
 from pathlib import Path
 
 from holders import Mark, report
+from stall_stacks import StallSampler
 from trees import tree_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -291,7 +294,14 @@ def soak(args) -> None:
             clock.start()
             last = [clock.elapsed()]
 
+            sampler = None
+            if args.stacks:
+                sampler = StallSampler(CODE, lambda: acts.last or "")
+                sampler.start()
+
             def tick() -> None:
+                if sampler is not None:
+                    sampler.tick()
                 now = clock.elapsed()
                 late = now - last[0] - TICK_MS
                 last[0] = now
@@ -340,6 +350,8 @@ def soak(args) -> None:
                         if args.trace:
                             base_snap = tracemalloc.take_snapshot()
                     last[0] = clock.elapsed()  # the row's own time is not the window's stall
+                    if sampler is not None:
+                        sampler.tick()
                 if now >= end:
                     break
                 since_action[0] = 0.0
@@ -347,8 +359,12 @@ def soak(args) -> None:
                 acts.wait(args.pause_ms)
                 after.setdefault(acts.last, []).append(since_action[0])
             timer.stop()
+            if sampler is not None:
+                sampler.stop()
             print(f"actions: {acts.done}; runs: {len(cache.runs())}; redraws: {win.redraw_count}")
             print_stalls_by_action(after)
+            if sampler is not None:
+                print(sampler.report())
             # What of the RSS is freed heap that malloc kept (fragmentation), not memory held.
             rss = rss_mb()
             trim = getattr(ctypes.CDLL("libc.so.6"), "malloc_trim", None)
@@ -390,6 +406,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=31)
     ap.add_argument("--counts", action="store_true")
     ap.add_argument("--trace", action="store_true")
+    ap.add_argument("--stacks", action="store_true", help="where the GUI thread was in stalls")
     ap.add_argument("--holders", help="types whose new objects' holders to report, e.g. Path")
     ap.add_argument("--before", help="git revision to soak first, for comparison")
     args = ap.parse_args()
