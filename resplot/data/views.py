@@ -548,20 +548,48 @@ def values_at(
             continue
         agg = summary.agg
         step = int(min(max(step, agg[STEP_LO]), agg[STEP_HI]))
-        here = tile(ref, key, 0, tile_of(step))
+        index = tile_of(step)
+        here = tile(ref, key, 0, index)
         s = here.cols["step"] if here is not None else None
         n = 0 if s is None else len(s)
+        if n == 0:
+            out.append(value_at(cache, ref, key, step, view))  # none yet, or an empty tile
+            continue
         # Python numbers from here on (.item): numpy scalars' arithmetic and comparisons were
         # half of a series' ~25 µs.
-        if n == 0 or not s.item(0) <= step <= s.item(n - 1):
-            out.append(value_at(cache, ref, key, step, view))  # a neighbour tile, or none yet
-            continue
-        i = int(s.searchsorted(step))  # < n: step <= the last
-        if i > 0 and step - s.item(i - 1) <= s.item(i) - step:
-            i -= 1
+        if step < s.item(0):  # nearest: this tile's first point or the previous tile's last
+            found = _nearer(step, _last(tile(ref, key, 0, index - 1)), (here, 0))
+        elif step > s.item(n - 1):  # a sparse key between its points: the same, after
+            found = _nearer(step, (here, n - 1), _first(tile(ref, key, 0, index + 1)))
+        else:
+            i = int(s.searchsorted(step))  # < n: step <= the last
+            if i > 0 and step - s.item(i - 1) <= s.item(i) - step:
+                i -= 1
+            found = (here, i)
+        near, i = found
+        s = near.cols["step"]
         at = s.item(i)
-        if i + 1 < n and s.item(i + 1) == at:
+        if i + 1 < len(s) and s.item(i + 1) == at:
             i = int(s.searchsorted(at, side="right")) - 1  # the newest of points at one step
-        cols = here.cols
+        cols = near.cols
         out.append(Logged(int(at), float(cols["value"].item(i)), float(cols["wall"].item(i)), True))
     return out
+
+
+def _first(t) -> tuple | None:
+    """(tile, index) of a cached tile's first point, None if it is not cached or empty."""
+    return None if t is None or len(t.cols["step"]) == 0 else (t, 0)
+
+
+def _last(t) -> tuple | None:
+    return None if t is None or len(t.cols["step"]) == 0 else (t, len(t.cols["step"]) - 1)
+
+
+def _nearer(step: int, before: tuple | None, after: tuple | None) -> tuple:
+    """The nearer to `step` of a point before it and one after (value_at's rule: the earlier
+    on a tie); either may be None (its tile not cached), not both."""
+    if before is None or after is None:
+        return before if after is None else after
+    gap_before = step - before[0].cols["step"].item(before[1])
+    gap_after = after[0].cols["step"].item(after[1]) - step
+    return before if gap_before <= gap_after else after

@@ -109,6 +109,8 @@ def test_values_at_answers_as_value_at_does(sweep):
     cache, source, refs = sweep
     steps = [-10, 0, 1, 999, 1_000, 1_500, 4_095, 4_096, 4_097, 20_500, 24_999, 25_000, 30_000]
     steps += [54_999, 55_000, 59_999, 70_000]
+    # Between a sparse key's points, on both sides of tile edges (a tile is 4,096 steps).
+    steps += [1_400, 1_600, 3_999, 4_000, 4_001, 4_500, 8_191, 8_192, 8_600, 12_345, 58_800]
     for _poll in range(3):
         queries = [
             (ref, key, s, None)
@@ -123,6 +125,32 @@ def test_values_at_answers_as_value_at_does(sweep):
         ] or all(_same_logged(g, w) for g, w in zip(got, want, strict=True))
         source.poll(cache)
     assert any(g is not None and g.exact for g in got)
+
+
+def test_a_sparse_key_between_its_points_is_read_from_the_cached_tiles(sweep, monkeypatch):
+    """Validation every 1,000 steps: most hovered steps fall between two points, often past
+    the last one of their tile. Once the tiles are cached that is answered from them, not by
+    value_at's copies of the tiles (half of the 100-run hover's moves went that way)."""
+    cache, source, refs = sweep
+    valid = next(ref for ref in refs if cache.summary(ref, "valid/loss") is not None)
+    steps = [1_400, 1_600, 4_000, 4_100, 4_500, 8_600, 12_345, 58_800]
+    queries = [(valid, "valid/loss", s, None) for s in steps]
+    for _poll in range(2):  # the raw tiles asked for, then cached
+        values_at(cache, queries)
+        source.poll(cache)
+    want = [value_at(cache, *q) for q in queries]
+    assert all(w.exact for w in want)
+    from resplot.data import views
+
+    def slow(*_args, **_kwargs):
+        raise AssertionError("value_at's path for a cached tile")
+
+    monkeypatch.setattr(views, "value_at", slow)
+    got = values_at(cache, queries)
+    assert [astuple(g) for g in got] == [astuple(w) for w in want]
+    # 4,500 lies in the tile from 4,096, whose only point is 5,000: the tie goes to 4,000, the
+    # previous tile's last point.
+    assert got[steps.index(4_500)].step == 4_000
 
 
 def _same_logged(a, b) -> bool:
