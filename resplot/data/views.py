@@ -499,10 +499,10 @@ def value_at(
         # The nearest point may lie in a neighbouring tile (a sparse key, a gap): look there
         # when this tile has none on that side, and it is cached.
         if len(steps) == 0 or steps[0] > step:
-            before = cache.tile(ref, key, 0, index - 1)
+            before = _neighbour(cache, ref, key, agg, index - 1)
             near = [before, *near] if before is not None else near
         if len(steps) == 0 or steps[-1] < step:
-            after = cache.tile(ref, key, 0, index + 1)
+            after = _neighbour(cache, ref, key, agg, index + 1)
             near = [*near, after] if after is not None else near
         cols = {name: np.concatenate([t.cols[name] for t in near]) for name in near[0].cols}
         s = cols["step"]
@@ -558,9 +558,11 @@ def values_at(
         # Python numbers from here on (.item): numpy scalars' arithmetic and comparisons were
         # half of a series' ~25 µs.
         if step < s.item(0):  # nearest: this tile's first point or the previous tile's last
-            found = _nearer(step, _last(tile(ref, key, 0, index - 1)), (here, 0))
+            before = _neighbour(cache, ref, key, agg, index - 1)
+            found = _nearer(step, _last(before), (here, 0))
         elif step > s.item(n - 1):  # a sparse key between its points: the same, after
-            found = _nearer(step, (here, n - 1), _first(tile(ref, key, 0, index + 1)))
+            after = _neighbour(cache, ref, key, agg, index + 1)
+            found = _nearer(step, (here, n - 1), _first(after))
         else:
             i = int(s.searchsorted(step))  # < n: step <= the last
             if i > 0 and step - s.item(i - 1) <= s.item(i) - step:
@@ -574,6 +576,17 @@ def values_at(
         cols = near.cols
         out.append(Logged(int(at), float(cols["value"].item(i)), float(cols["wall"].item(i)), True))
     return out
+
+
+def _neighbour(cache: SeriesCache, ref: RunRef, key: str, agg: tuple, index: int):
+    """The raw tile `index` next to the hovered one, or None; one not cached yet inside the
+    series' steps is asked for: until it comes the nearest point is this tile's (a sparse key
+    hovered just past a tile's start read the point after it, a tile away, until some move
+    happened to ask for the tile before)."""
+    found = cache.tile(ref, key, 0, index)
+    if found is None and buckets.tile_of(agg[STEP_LO]) <= index <= buckets.tile_of(agg[STEP_HI]):
+        cache.want_tiles(ref, key, 0, [index])
+    return found
 
 
 def _first(t) -> tuple | None:

@@ -153,6 +153,21 @@ def test_a_sparse_key_between_its_points_is_read_from_the_cached_tiles(sweep, mo
     assert got[steps.index(4_500)].step == 4_000
 
 
+def test_a_sparse_key_hovered_early_in_a_tile_reads_the_nearest_point_a_poll_later(sweep):
+    """Validation every 1,000 steps, hovered at 1,400: its tile (1,024-2,047) holds only 2,000;
+    the nearer 1,000 is in the tile before, which the hover now asks for. Before, it was read
+    only once some other move asked for that tile, and 2,000 showed meanwhile."""
+    cache, source, refs = sweep
+    valid = next(ref for ref in refs if cache.summary(ref, "valid/loss") is not None)
+    query = [(valid, "valid/loss", 1_400, None)]
+    for _poll in range(3):
+        values_at(cache, query)
+        source.poll(cache)
+    (got,) = values_at(cache, query)
+    assert (got.step, got.exact) == (1_000, True)
+    assert value_at(cache, valid, "valid/loss", 1_400).step == 1_000
+
+
 def _same_logged(a, b) -> bool:
     if a is None or b is None:
         return a is b
