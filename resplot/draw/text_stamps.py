@@ -12,9 +12,10 @@ glyphs and antialiasing. Every string is drawn from its stamp, its first draw in
 frame never depends on the draws before it (a blitted frame is the pixels of a full draw:
 resplot/ui/layers.py and bitmap_draw.py's docstring).
 
-Left to matplotlib: mathtext, a string clipped by a path, and every other renderer (PNG, SVG and
-PDF exports of `resplot export`/`snapshot` use their own). Public API only: the renderer's
-`draw_text`, `draw_image` and `get_text_width_height_descent`, and graphics contexts.
+Left to matplotlib: mathtext, a string clipped by a path, and every other renderer (SVG and PDF
+files, and `resplot snapshot`/`export`, which draw without the window; a PNG saved from the
+window is drawn by its canvas, stamps and all). Public API only: the renderer's `draw_text`,
+`draw_image` and `get_text_width_height_descent`, and graphics contexts.
 """
 
 from __future__ import annotations
