@@ -491,28 +491,10 @@ def value_at(
         return None
     agg = summary.agg
     step = int(min(max(step, agg[STEP_LO]), agg[STEP_HI]))
+    found = _logged_near(cache, ref, key, agg, step)
+    if found is not None:
+        return found
     index = buckets.tile_of(step)
-    here = cache.tile(ref, key, 0, index)
-    if here is not None:
-        near = [here]
-        steps = here.cols["step"]
-        # The nearest point may lie in a neighbouring tile (a sparse key, a gap): look there
-        # when this tile has none on that side, and it is cached.
-        if len(steps) == 0 or steps[0] > step:
-            before = _neighbour(cache, ref, key, agg, index - 1)
-            near = [before, *near] if before is not None else near
-        if len(steps) == 0 or steps[-1] < step:
-            after = _neighbour(cache, ref, key, agg, index + 1)
-            near = [*near, after] if after is not None else near
-        cols = {name: np.concatenate([t.cols[name] for t in near]) for name in near[0].cols}
-        s = cols["step"]
-        if len(s):
-            i = int(np.clip(np.searchsorted(s, step), 0, len(s) - 1))
-            if i > 0 and step - s[i - 1] <= s[i] - step:
-                i -= 1
-            # Several points at one step: the newest, as the line ends there.
-            i = int(np.searchsorted(s, s[i], side="right")) - 1
-            return Logged(int(s[i]), float(cols["value"][i]), float(cols["wall"][i]), True)
     cache.want_tiles(ref, key, 0, [index])
     if view is not None and view.first_steps is not None and len(view.first_steps):
         # The bucket holding `step` (or the nearest one): all NaN means nothing else was
@@ -537,45 +519,54 @@ def values_at(
     cache: SeriesCache, queries: list[tuple[RunRef, str, int, SeriesView | None]]
 ) -> list[Logged | None]:
     """`value_at` for many series at once (the hover reads every series of a chart a move):
-    the same answers, the common case (the step inside a cached raw tile's steps) without
-    value_at's copies of every column (~0.1 ms a series, 200 series a move at 100 runs)."""
+    the same answers; value_at's asks and NaN buckets only where the step's raw tile is not
+    cached."""
     out: list[Logged | None] = []
-    summary_of, tile, tile_of = cache.summary, cache.tile, buckets.tile_of
     for ref, key, step, view in queries:
-        summary = summary_of(ref, key)
+        summary = cache.summary(ref, key)
         if summary is None:
             out.append(None)
             continue
         agg = summary.agg
-        step = int(min(max(step, agg[STEP_LO]), agg[STEP_HI]))
-        index = tile_of(step)
-        here = tile(ref, key, 0, index)
-        s = here.cols["step"] if here is not None else None
-        n = 0 if s is None else len(s)
-        if n == 0:
-            out.append(value_at(cache, ref, key, step, view))  # none yet, or an empty tile
-            continue
-        # Python numbers from here on (.item): numpy scalars' arithmetic and comparisons were
-        # half of a series' ~25 µs.
-        if step < s.item(0):  # nearest: this tile's first point or the previous tile's last
-            before = _neighbour(cache, ref, key, agg, index - 1)
-            found = _nearer(step, _last(before), (here, 0))
-        elif step > s.item(n - 1):  # a sparse key between its points: the same, after
-            after = _neighbour(cache, ref, key, agg, index + 1)
-            found = _nearer(step, (here, n - 1), _first(after))
-        else:
-            i = int(s.searchsorted(step))  # < n: step <= the last
-            if i > 0 and step - s.item(i - 1) <= s.item(i) - step:
-                i -= 1
-            found = (here, i)
-        near, i = found
-        s = near.cols["step"]
-        at = s.item(i)
-        if i + 1 < len(s) and s.item(i + 1) == at:
-            i = int(s.searchsorted(at, side="right")) - 1  # the newest of points at one step
-        cols = near.cols
-        out.append(Logged(int(at), float(cols["value"].item(i)), float(cols["wall"].item(i)), True))
+        at = int(min(max(step, agg[STEP_LO]), agg[STEP_HI]))
+        found = _logged_near(cache, ref, key, agg, at)
+        out.append(found if found is not None else value_at(cache, ref, key, step, view))
     return out
+
+
+def _logged_near(cache: SeriesCache, ref: RunRef, key: str, agg: tuple, step: int):
+    """The logged point nearest to `step` (inside the series' steps) in its cached raw tile or,
+    past that tile's first or last point, the cached neighbour's (a sparse key, a gap; the
+    earlier on a tie, the newest of points at one step): a Logged, or None when the step's
+    tile is not cached or no cached tile near it holds a point."""
+    index = buckets.tile_of(step)
+    here = cache.tile(ref, key, 0, index)
+    if here is None:
+        return None
+    s = here.cols["step"]
+    n = len(s)
+    # Python numbers from here on (.item): numpy scalars' arithmetic and comparisons were
+    # half of a series' ~25 µs.
+    if n == 0 or step < s.item(0):
+        before = _last(_neighbour(cache, ref, key, agg, index - 1))
+        after = _first(_neighbour(cache, ref, key, agg, index + 1)) if n == 0 else (here, 0)
+        found = _nearer(step, before, after)
+    elif step > s.item(n - 1):
+        found = _nearer(step, (here, n - 1), _first(_neighbour(cache, ref, key, agg, index + 1)))
+    else:
+        i = int(s.searchsorted(step))  # < n: step <= the last
+        if i > 0 and step - s.item(i - 1) <= s.item(i) - step:
+            i -= 1
+        found = (here, i)
+    if found is None:
+        return None
+    near, i = found
+    s = near.cols["step"]
+    at = s.item(i)
+    if i + 1 < len(s) and s.item(i + 1) == at:
+        i = int(s.searchsorted(at, side="right")) - 1  # the newest of points at one step
+    cols = near.cols
+    return Logged(int(at), float(cols["value"].item(i)), float(cols["wall"].item(i)), True)
 
 
 def _neighbour(cache: SeriesCache, ref: RunRef, key: str, agg: tuple, index: int):
@@ -598,9 +589,9 @@ def _last(t) -> tuple | None:
     return None if t is None or len(t.cols["step"]) == 0 else (t, len(t.cols["step"]) - 1)
 
 
-def _nearer(step: int, before: tuple | None, after: tuple | None) -> tuple:
-    """The nearer to `step` of a point before it and one after (value_at's rule: the earlier
-    on a tie); either may be None (its tile not cached), not both."""
+def _nearer(step: int, before: tuple | None, after: tuple | None) -> tuple | None:
+    """The nearer to `step` of a point before it and one after (the earlier on a tie); either
+    may be None (its tile not cached or empty)."""
     if before is None or after is None:
         return before if after is None else after
     gap_before = step - before[0].cols["step"].item(before[1])
