@@ -295,8 +295,8 @@ def fine_tiles(
     sh, per = buckets.shift(level), buckets.TILE_BUCKETS
     start, stop = (first * per) << sh, ((first + count) * per) << sh
     series = chunk_read.Series(cur, "%s", run_id, key_id, has_takes)
-    _ids, steps, walls, values = chunk_read.series_columns(series, start, stop)
-    cols = table_columns(folding_numpy.fold_columns(steps, walls, values, start, 1 << sh))
+    p = chunk_read.series_points(series, start, stop)
+    cols = table_columns(folding_numpy.fold_columns(p.steps, p.walls, p.values, start, 1 << sh))
     edges = np.searchsorted(cols["step_lo"] >> sh, (first + np.arange(count + 1)) * per)
     return [
         (first + k, {name: a[edges[k] : edges[k + 1]].copy() for name, a in cols.items()})

@@ -225,21 +225,24 @@ def decode(blob: bytes, columns: Sequence[int] | None = None) -> Chunk:
     return decode_streams(picked_streams(blob, columns))
 
 
-def decode_into(s: Streams, columns: tuple, at: int, id_offset: int = 0) -> None:
-    """A chunk of one value column decoded into `columns` (ids, steps, walls, values: longer
-    arrays) from row `at` on, `id_offset` added to its ids (the column's index in its row)."""
-    ids, steps, walls, values = (c[at : at + s.n] for c in columns)
+def decode_into(s: Streams, columns: tuple, at: int) -> None:
+    """A chunk of one value column decoded into `columns` (steps, walls, values: longer
+    arrays) from row `at` on; its ids are left to decode_ids (a scan returns none)."""
+    steps, walls, values = (c[at : at + s.n] for c in columns)
     decode_words(*s.steps, s.n, steps)
     decode_floats(*s.walls, s.n, walls)
     decode_floats(*s.values[0], s.n, values)
-    kind, payload = s.ids
+
+
+def decode_ids(kind: int, payload: bytes, n: int, out: np.ndarray, offset: int = 0) -> None:
+    """A chunk's id stream into `out` (n int64s), `offset` added (a point's value column)."""
     if kind == LINEAR and len(payload) == LINEAR_WORDS.size:  # the offset in the same pass
         first, step = LINEAR_WORDS.unpack(payload)
-        linear_words(first + id_offset, step, s.n, ids)
+        linear_words(first + offset, step, n, out)
         return
-    decode_words(kind, payload, s.n, ids)
-    if id_offset:
-        ids += id_offset
+    decode_words(kind, payload, n, out)
+    if offset:
+        out += offset
 
 
 def decode_streams(s: Streams) -> Chunk:

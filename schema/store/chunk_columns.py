@@ -63,20 +63,19 @@ def shared_into(fast, con, chunk_id: int, col: int, data: tuple, shared: dict, o
         raise ValueError(f"the chunk has {len(streams.values)} value columns, not a column {col}")
     n = streams.n
     out.reserve(n)
-    ids, steps, walls, values = (c[out.at : out.at + n] for c in out.columns)
+    steps, walls, values = (c[out.at : out.at + n] for c in out.columns)
     if kept is None:
         fast.decode_words(*streams.steps, n, steps)
         fast.decode_floats(*streams.walls, n, walls)
-        fast.decode_words(*streams.ids, n, ids)
+        ids = fast.decode_words(*streams.ids, n)
         v1 = streams.version == 1
         size = 24 * n + (sum(len(v[1]) for v in streams.values) if v1 else 0)
         if _shared_bytes[0] + size <= SHARED_BYTES:
-            shared[chunk_id] = (streams if v1 else None, steps.copy(), walls.copy(), ids.copy())
+            shared[chunk_id] = (streams if v1 else None, steps.copy(), walls.copy(), ids)
             _shared_bytes[0] += size
     else:
-        steps[:], walls[:], ids[:] = kept[1], kept[2], kept[3]
-    if col:
-        ids += col
+        steps[:], walls[:], ids = kept[1], kept[2], kept[3]
+    out.defer_ids(n, ids, col)
     fast.decode_floats(*streams.values[col if streams.version == 1 else 0], n, values)
     out.at += n
     return True
@@ -84,24 +83,30 @@ def shared_into(fast, con, chunk_id: int, col: int, data: tuple, shared: dict, o
 
 def nth_step(np, out, limit: int) -> int:
     """The `limit`-th smallest step held."""
-    return int(np.partition(out.columns[1][: out.at], limit - 1)[limit - 1])
+    return int(np.partition(out.columns[0][: out.at], limit - 1)[limit - 1])
 
 
 class Columns:
-    """(ids, steps, walls, values) arrays filled from the front; `at`: the points held."""
+    """(steps, walls, values) arrays filled from the front (`at`: the points held), and the
+    points' ids, put together only when asked for (`ids()`): a scan returns no ids, and a read
+    needs them only to order points of one step or to end a page. Deferred, a 100k-point
+    scan writes a quarter less fresh memory (each new page faulted in costs ~4 us on this
+    VM) and decodes no id stream (docs/benchmarks/store.md, "ids when asked for")."""
 
-    def __init__(self, np, size: int) -> None:
-        self.np, self.at = np, 0
-        # One allocation for the four: freed, it raises glibc's mmap and trim thresholds past
+    def __init__(self, np, size: int, fast) -> None:
+        self.np, self.fast, self.at = np, fast, 0
+        # One allocation for the three: freed, it raises glibc's mmap and trim thresholds past
         # a scan's size, so the next scan's columns come from the heap instead of fresh pages
-        # (four 800 KB columns, each mapped and faulted in anew: ~20 ns a point here).
-        block = np.empty(4 * size, dtype=np.int64)
+        # (each column mapped and faulted in anew: ~20 ns a point here).
+        block = np.empty(3 * size, dtype=np.int64)
         self.columns = (
             block[:size],
-            block[size : 2 * size],
-            block[2 * size : 3 * size].view(np.float64),
-            block[3 * size :].view(np.float64),
+            block[size : 2 * size].view(np.float64),
+            block[2 * size :].view(np.float64),
         )
+        # (at, n, ids, offset): rows at..at+n hold ids `ids` + offset, where `ids` is an
+        # array or an id stream (kind, payload) not yet decoded.
+        self._ids: list = []
 
     def reserve(self, n: int) -> None:
         """Room for n more points (a chunk whose row undercounts its points: grown, not cut;
@@ -113,22 +118,60 @@ class Columns:
                 for c in self.columns
             )
 
+    def defer_ids(self, n: int, ids, offset: int = 0) -> None:
+        """The ids of the next n points (from `at`): an array or an id stream (kind, payload)."""
+        self._ids.append((self.at, n, ids, offset))
+
     def add(self, part: tuple) -> None:
+        """Points (ids, steps, walls, values) after those held."""
         m = len(part[0])
         self.reserve(m)
-        for column, values in zip(self.columns, part):
+        self.defer_ids(m, part[0])
+        for column, values in zip(self.columns, part[1:]):
             column[self.at : self.at + m] = values
         self.at += m
+
+    def ids(self):
+        """The ids of the points held, in their order (decoded now)."""
+        out = self.np.empty(self.at, dtype=self.np.int64)
+        for at, n, ids, offset in self._ids:
+            into = out[at : at + n]
+            if isinstance(ids, tuple):
+                self.fast.decode_ids(*ids, n, into, offset)
+                continue
+            into[:] = ids
+            if offset:
+                into += offset
+        self._ids = [(0, self.at, out, 0)]
+        return out
+
+
+class Points:
+    """A read's steps, walls and values, and its ids made on first use (`ids()`, from
+    `make_ids`, or `ids` given as an array)."""
+
+    __slots__ = ("_ids", "_make_ids", "steps", "values", "walls")
+
+    def __init__(self, steps, walls, values, ids=None, make_ids=None) -> None:
+        self.steps, self.walls, self.values = steps, walls, values
+        self._ids, self._make_ids = ids, make_ids
+
+    def ids(self):
+        if self._ids is None:
+            self._ids = self._make_ids()
+        return self._ids
 
 
 def in_step_order(np, steps, ids) -> bool:
     """Whether the points are already by step, then id (a run's chunks almost always are:
-    sorting 100,000 points costs more than decoding them)."""
+    sorting 100,000 points costs more than decoding them); `ids()` gives the ids, asked for
+    only where two points share a step."""
     if len(steps) < 2:
         return True
     rising = steps[1:] > steps[:-1]
     if rising.all():
         return True
+    ids = ids()
     return bool((rising | ((steps[1:] == steps[:-1]) & (ids[1:] > ids[:-1]))).all())
 
 

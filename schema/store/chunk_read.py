@@ -330,14 +330,21 @@ def series_columns(s: Series, start: int, stop: int, page: Page = EVERY) -> tupl
     transaction (one snapshot, as the single statement that fetched the blobs was), and of
     each chunk only the streams decoded are read and verified; a chunk that fails its CRC
     raises ValueError naming it."""
+    p = series_points(s, start, stop, page)
+    return p.ids(), p.steps, p.walls, p.values
+
+
+def series_points(s: Series, start: int, stop: int, page: Page = EVERY) -> chunk_columns.Points:
+    """series_columns' points, their ids decoded only if `ids()` is called (a reader of steps,
+    walls and values alone decodes no id stream). Needs numpy."""
     np, fast = numpy_modules()
     if np is None:
         raise RuntimeError("series_columns needs numpy")
     with _Snapshot(s.cur) as con:
-        return _series_columns(s, start, stop, page, np, fast, con)
+        return _series_points(s, start, stop, page, np, fast, con)
 
 
-def _series_columns(s: Series, start, stop, page: Page, np, fast, con) -> tuple:
+def _series_points(s: Series, start, stop, page: Page, np, fast, con) -> chunk_columns.Points:
     cur, p, run_id = s.cur, s.p, s.run_id
     before_id, limit = page.before_id, page.limit
     after = None if page.after_id is None else (start, page.after_id)
@@ -352,7 +359,7 @@ def _series_columns(s: Series, start, stop, page: Page, np, fast, con) -> tuple:
     chunks.sort(key=lambda c: c[0])
     # The columns are decoded straight into arrays of every point the chunks hold: no array
     # a chunk to concatenate (a chunk cut by the range, a cursor or a take is filtered first).
-    out = chunk_columns.Columns(np, len(legacy) + sum(c[3] for c in chunks))
+    out = chunk_columns.Columns(np, len(legacy) + sum(c[3] for c in chunks), fast)
     if legacy:
         ids, steps, walls, values = zip(*legacy)
         part = (
@@ -384,7 +391,8 @@ def _series_columns(s: Series, start, stop, page: Page, np, fast, con) -> tuple:
             # bound (`before_id`, the agent's tiles) cuts only a chunk written after it.
             if below and whole_chunk:
                 out.reserve(streams.n)
-                fast.decode_into(streams, out.columns, out.at, col)
+                fast.decode_into(streams, out.columns, out.at)
+                out.defer_ids(streams.n, streams.ids, col)
                 out.at += streams.n
                 continue
             c = fast.decode_streams(streams)
@@ -395,16 +403,27 @@ def _series_columns(s: Series, start, stop, page: Page, np, fast, con) -> tuple:
             keep = part[0] < before_id
             part = tuple(column[keep] for column in part)
         out.add(chunk_columns.kept_columns(part, start, stop, after, takes))
-    ids, steps, walls, values = (column[: out.at] for column in out.columns)
-    if not chunk_columns.in_step_order(np, steps, ids):
+    steps, walls, values = (column[: out.at] for column in out.columns)
+    if not chunk_columns.in_step_order(np, steps, out.ids):
+        ids = out.ids()
         order = np.lexsort((ids, steps))
         ids, steps, walls, values = ids[order], steps[order], walls[order], values[order]
-    if legacy and len(ids) > 1:  # a run converted between the two reads: each point once
+        out = chunk_columns.Points(steps, walls, values, ids)
+    else:
+        out = chunk_columns.Points(steps, walls, values, make_ids=out.ids)
+    if legacy and len(steps) > 1:  # a run converted between the two reads: each point once
+        ids = out.ids()
         first = np.concatenate(([True], ids[1:] != ids[:-1]))
-        ids, steps, walls, values = ids[first], steps[first], walls[first], values[first]
-    if limit is not None:
-        ids, steps, walls, values = ids[:limit], steps[:limit], walls[:limit], values[:limit]
-    return ids, steps, walls, values
+        out = chunk_columns.Points(steps[first], walls[first], values[first], ids[first])
+    if limit is not None and len(out.steps) > limit:
+        whole = out
+        out = chunk_columns.Points(
+            whole.steps[:limit],
+            whole.walls[:limit],
+            whole.values[:limit],
+            make_ids=lambda: whole.ids()[:limit],
+        )
+    return out
 
 
 def count_rows(s: Series, start: int, stop: int, limit: int) -> int:

@@ -166,8 +166,8 @@ def packed_fine(
         sh = buckets.shift(level)
         start, stop = lo << sh, (hi + 1) << sh
         page = Page(before_id=before_id)
-        _ids, steps, walls, values = chunk_read.series_columns(s, start, stop, page)
-        return folding_numpy.packed(steps, walls, values, start, 1 << sh)
+        p = chunk_read.series_points(s, start, stop, page)
+        return folding_numpy.packed(p.steps, p.walls, p.values, start, 1 << sh)
     rows, start, width = _fine_raw(s, level, lo, hi, before_id)
     return pack_folded(rows, start, width, row)
 

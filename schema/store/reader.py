@@ -193,12 +193,14 @@ class StoreReader:
             # scan of a long run never hits it). Read-only: SQLite writes through write()
             # whatever this says.
             series.cur.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
-        ids, steps, walls, values = chunk_read.series_columns(series, lo, hi, page)
+        p = chunk_read.series_points(series, lo, hi, page)
+        steps, walls, values = p.steps, p.walls, p.values
 
         def head(m: int) -> tuple:
-            return (steps, walls, values) if m == len(ids) else (steps[:m], walls[:m], values[:m])
+            return (steps, walls, values) if m == len(steps) else (steps[:m], walls[:m], values[:m])
 
-        return len(ids), head, lambda i: (int(steps[i]), int(ids[i]))
+        # The ids only for the page's end (a scan longer than a page): none decoded otherwise.
+        return len(steps), head, lambda i: (int(steps[i]), int(p.ids()[i]))
 
 
 def _row_page(series: Series, lo: int, hi: int, page: Page) -> tuple:

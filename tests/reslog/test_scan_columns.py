@@ -289,3 +289,53 @@ def test_keys_read_in_one_snapshot_share_their_chunks_steps_walls_and_ids(
     ):
         read("k11")
     conn.close()
+
+
+def test_a_scan_decodes_no_id_stream_and_points_of_one_step_still_order_by_id(
+    store_path, monkeypatch
+):
+    """A scan returns steps, walls and values: the chunks' id streams are decoded only where a
+    read needs them (two points at one step, a page's end, series_columns' ids), and then
+    every point is where the builtin reader (no numpy) puts it."""
+    from schema.store import chunk_codec_numpy
+
+    logged(store_path)
+    engine = new_store(store_path)
+    decoded: list[int] = []
+    real = chunk_codec_numpy.decode_ids
+    monkeypatch.setattr(
+        chunk_codec_numpy, "decode_ids", lambda *a: decoded.append(a[2]) or real(*a)
+    )
+    whole = scanned(store_path, "k3")
+    assert len(whole) == STEPS and decoded == []
+    paged = scanned(store_path, "k3", batch=4_000)  # each page ends at a (step, id) cursor
+    assert decoded and bits(paged["value"]) == bits(whole["value"])
+
+    # The last step logged again, then 199 more (a step logged twice is no restart): two
+    # points at step 8,999, in two chunks.
+    run_id = chunk_rows(engine)[0][1]
+    kid = {k: key_id(engine, k) for k in KEYS}
+    again = list(range(STEPS - 1, STEPS + 199))
+    walls = [1.8e9 + s for s in again]
+    flush = [(again, walls, {kid[k]: [-s for s in again] for k in KEYS})]
+    write_flushes(engine, run_id, [flush], seal=True)
+    decoded.clear()
+    frame = scanned(store_path, "k3")
+    assert decoded  # the tie broken by id
+    assert frame["step"].tolist() == sorted(list(range(STEPS)) + again)
+
+    def rows(page: chunk_read.Page) -> list:
+        with engine.connect() as conn:
+            cur = conn.connection.dbapi_connection.cursor()
+            series = chunk_read.Series(cur, "?", run_id, kid["k3"], False)
+            return chunk_read.series_rows(series, STEPS - 100, STEPS + 300, page)
+
+    pages = [chunk_read.Page(limit=100), chunk_read.Page(limit=150), chunk_read.EVERY]
+    with_numpy = [rows(page) for page in pages]
+    monkeypatch.setattr(chunk_read, "_numpy", (None, None))
+    assert with_numpy == [rows(page) for page in pages]
+    ids = [r[0] for r in with_numpy[-1]]
+    assert len(with_numpy[-1]) == 300 and len(set(ids)) == len(ids)
+    last = STEPS - 1
+    at_last = [v for s, v in zip(frame["step"], frame["value"], strict=True) if s == last]
+    assert at_last == [value(3, last), -last]  # the point logged first (the smaller id) first
