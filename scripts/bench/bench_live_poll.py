@@ -37,7 +37,7 @@ if str(ROOT) not in sys.path:
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import numpy as np  # noqa: E402
-from common import built_marker, update_section  # noqa: E402
+from common import built, built_marker, update_section  # noqa: E402
 from PyQt5.QtWidgets import QApplication  # noqa: E402
 
 SECTION = "## resplot: a live poll drawn in layers (issue 31)"
@@ -93,7 +93,7 @@ def build_store(path: Path, runs: int, steps: int) -> None:
                 pending = writer.insert(conn, rows)
             writer.accept(pending)
     engine.dispose()
-    marker.write_text("done")
+    marker.write_text(built())
 
 
 class Sweep:

@@ -32,7 +32,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
-from common import built_marker, update_section  # noqa: E402
+from common import built, built_marker, update_section  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
@@ -108,7 +108,7 @@ def build_store(data, path: Path) -> None:
                 pending = writer.insert(conn, rows)
             writer.accept(pending)
     engine.dispose()
-    marker.write_text("done")
+    marker.write_text(built())
 
 
 def bench_resplot(data, repeat: int, smoothing: float = 0.6) -> dict[str, tuple[float, float]]:

@@ -24,13 +24,22 @@ def update_section(path: Path, section: str, text: str) -> None:
 
 def built_marker(path: Path) -> Path | None:
     """For a store a benchmark builds once and keeps (in the temp folder): None when it is
-    built; else the marker file to write once it is, what a half-built one left removed."""
+    built at the store schema's current revision; else the marker file to write (with
+    built()) once it is, what a half-built or older one left removed (a store kept from
+    before a schema change would stop the benchmark at `reslog upgrade`)."""
     marker = path.with_name(path.name + ".done")
-    if marker.exists():
+    if marker.exists() and marker.read_text() == built():
         return None
     for p in path.parent.glob(path.name + "*"):
         p.unlink()
     return marker
+
+
+def built() -> str:
+    """What a built store's marker says: the schema revision it was built at."""
+    from schema.store.revision import HEAD_REVISION
+
+    return f"schema {HEAD_REVISION}"
 
 
 def run_text(argv: Sequence[object], **kwargs: Any) -> subprocess.CompletedProcess[str]:
