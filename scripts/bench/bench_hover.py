@@ -389,8 +389,12 @@ def main() -> None:
                     "--size",
                     "x".join(map(str, args.size)),
                     *(["--hover-only"] if args.hover_only else []),
+                    *(["--sections"] if args.sections else []),
+                    *(["--profile"] if args.profile else []),
                 ]
                 proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+                if args.sections or args.profile:  # what the child printed of its parts
+                    print(proc.stderr, file=sys.stderr, flush=True)
                 line = next(
                     (ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None
                 )
