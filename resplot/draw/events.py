@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 from matplotlib.collections import LineCollection
+from matplotlib.colors import to_rgba_array
 
 from resplot.data import marks, xaxis
 from resplot.data.cache import SeriesCache
@@ -39,8 +40,16 @@ def draw_events(
             if x is not None and np.isfinite(x):
                 segments.append([(x, 0.0), (x, 1.0)])
                 colors.append(color)
-    events.set_segments(segments)
-    events.set_color(colors or ["#7f7f7f"])
+    # Set only when they changed: a set marks the chart's saved picture out of date (events
+    # lie under the series, in the picture the window keeps: resplot/ui/layers.py).
+    rgba = to_rgba_array(colors or ["#7f7f7f"])
+    old = events.get_segments()
+    if len(old) != len(segments) or not all(
+        np.array_equal(a, b) for a, b in zip(old, segments, strict=True)
+    ):
+        events.set_segments(segments)
+    if not np.array_equal(events.get_color(), rgba):
+        events.set_color(rgba)
     if not left_out:
         return False
     kinds = set(COLORS) - hidden

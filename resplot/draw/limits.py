@@ -189,6 +189,18 @@ class ChartLimits(FollowsData):
             own.add(ax.get_legend())
         return sorted((a for a in ax.get_children() if a in own), key=lambda a: a.get_zorder())
 
+    def settled_artists(self, i: int) -> set:
+        """Chart i's artists that a live poll leaves as they are: the series of runs that
+        ended (resplot/draw/tracks.py, SETTLED) and the event lines. The window keeps them in
+        its saved picture of the chart, up to the first artist in drawing order that is not
+        one of them (resplot/ui/layers.py)."""
+        if i >= len(self.tracks):
+            return set()
+        out = {a for track in self.tracks[i].values() for a in track.settled_artists()}
+        if i < len(self._events):
+            out.add(self._events[i])
+        return out
+
 
 def fit_data_limits(ax, tracks, extra: list) -> None:
     """Set a followed chart's data limits (what autoscaling fits) from its tracks' lines and

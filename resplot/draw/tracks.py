@@ -27,7 +27,7 @@ from resplot.data.smoothing import (
 )
 from resplot.data.views import FINE_PER_PIXEL, SeriesView, ViewMemo, series_view
 from schema.store.rollup import STEP_HI, STEP_LO
-from schema.store.status import RUNNING
+from schema.store.status import FAILED, FINISHED, KILLED, RUNNING
 
 NONFINITE_Y = {"nan": 0.96, "+inf": 0.99, "-inf": 0.01}  # axes fraction of NaN/inf markers
 BUCKET_POINTS = 4  # points a bucket view holds per bucket (its extremes, last value, last point)
@@ -42,6 +42,21 @@ def _band(ax, color: str, **kw) -> Polygon:
     band.set_visible(False)
     ax.add_artist(band)
     return band
+
+
+# A live run's series lie over every settled run's: from LIVE_FLOOR up are the live runs' series
+# (their own order kept, squeezed under the spines at 2.5) and what lies over all series. The
+# window keeps a picture of its page with the settled series in it and draws a live poll's
+# series over that (resplot/ui/layers.py): a run followed beside finished ones costs its own
+# series a poll, not every run's. Settled: a run that ended itself (a crashed or stalled one
+# may still come back: its heartbeat only stopped).
+LIVE_FLOOR = 2.05
+SETTLED = (FINISHED, FAILED, KILLED)
+
+
+def tier_zorder(base: float, live: bool) -> float:
+    """The zorder of a series artist whose settled zorder is `base` (0-2)."""
+    return LIVE_FLOOR + 0.1 * base if live else base
 
 
 # Pages with more series than this fill dense stretches as their min/max band: Agg strokes the
@@ -83,6 +98,7 @@ class Track:
     def __init__(self, ax, item: Item) -> None:
         self.item = item
         self.ax = ax
+        self.live = False  # the run streams in: its series in the live tier (LIVE_FLOOR)
         self.line = Line2D(
             [],
             [],
@@ -140,6 +156,7 @@ class Track:
             )
             self.raw_band = _band(self.ax, item.color, linewidth=0, alpha=0.25, zorder=0.9)
             self.ax.add_line(self.raw)
+            self._tier(self.live, [(self.raw, 1.9), (self.raw_band, 0.9)])
             if self.faded:
                 self.raw.set_alpha(0.25 * 0.12)
                 self.raw_band.set_alpha(0.25 * 0.12)
@@ -168,6 +185,7 @@ class Track:
                 transform=self.ax.get_xaxis_transform(),
             )
             self.ax.add_collection(self.bad_span, autolim=False)
+            self._tier(self.live, [(self.bad, 2.0), (self.bad_span, 0.4)])
             if self.faded:
                 self.bad.set_alpha(0.12)
         return self.bad, self.bad_span
@@ -189,11 +207,13 @@ class Track:
         self._prepared = self._placed = ()
         self.limits = []
         self.changed = True
+        # Only what is not clear already: a change marks a settled series' saved picture out
+        # of date (resplot/ui/layers.py), and a series without data here is cleared each poll.
         for artist in (self.raw, self.line, self.bad):
-            if artist is not None:
+            if artist is not None and len(artist.get_xdata(orig=True)):
                 artist.set_data([], [])
         for band in (self.band, self.raw_band, self.bad_span, self.end):
-            if band is not None:
+            if band is not None and band.get_visible():
                 band.set_visible(False)
         self.band_xy = []
         self.view = None
@@ -270,6 +290,30 @@ class Track:
                 self._prepared = ()  # its warm-up's tiles are not here yet: again next time
         return view
 
+    def _tiered(self) -> list:
+        """(artist, settled zorder) of the series' artists made so far (the end mark, at 4,
+        lies over every series either way)."""
+        out = [(self.line, 2.0), (self.band, 1.0)]
+        if self.raw is not None and self.raw_band is not None:
+            out += [(self.raw, 1.9), (self.raw_band, 0.9)]
+        if self.bad is not None and self.bad_span is not None:
+            out += [(self.bad, 2.0), (self.bad_span, 0.4)]
+        return out
+
+    def _tier(self, live: bool, artists: list) -> None:
+        for artist, base in artists:
+            artist.set_zorder(tier_zorder(base, live))
+
+    def settled_artists(self) -> list:
+        """The series' artists, where its run ended (none while it is live)."""
+        return [] if self.live else [artist for artist, _base in self._tiered()]
+
+    def set_live(self, live: bool) -> None:
+        """Put the series in the live tier (over every settled series) or back."""
+        if live != self.live:
+            self.live = live
+            self._tier(live, self._tiered())
+
     def x_range(self) -> tuple[float, float] | None:
         """The smallest and largest x this track draws (None: nothing to draw)."""
         if self.view is None:
@@ -289,6 +333,7 @@ class Track:
         if view is None:
             return
         run = self.ctx.run if self.ctx is not None else None
+        self.set_live(run is None or run.status not in SETTLED)
         summary = self.cache.summary(self.item.ref, self.item.key) if self.cache else None
         stamp = (
             self._generation,

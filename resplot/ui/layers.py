@@ -7,6 +7,15 @@ therefore costs the series' draw, not the page's: their artists are `animated`, 
 to them does not mark the figure stale, and a figure that is not stale has nothing new under
 its series.
 
+The series of runs that are not streaming in (finished, crashed, stalled) are settled: their
+artists sit under every live run's (resplot/draw/tracks.py, LIVE_FLOOR) and go into the saved
+picture, drawn once after the axes, up to the first artist in drawing order that is not
+settled (ChartPage.settled_artists); a poll draws the rest: the live runs' series and what
+lies over all series (end marks, notes, legend, spines). A settled artist changed since (its `stale`
+flag, which matplotlib sets on any change, an animated artist's included) or a series moving
+between the tiers makes the next draw a full one. A blitted frame is a full draw's pixels: a
+full draw is the same sequence.
+
 Charts outside the visible part of a scrolled page are left out of a full draw (their axes
 `animated` for it) and drawn when they scroll into view.
 
@@ -31,8 +40,10 @@ class Layers:
         for all of them."""
         self.canvas, self.page, self.view_rows = canvas, page, view_rows
         self.enabled = True  # False: every draw is a full draw (the benchmark's "before")
-        self.background = None  # the axes as the last full draw left them, series excluded
+        # The axes and settled series as the last full draw left them, the live ones excluded.
+        self.background = None
         self.drawn: list[int] = []  # the charts the last full draw drew
+        self.settled: list = []  # the settled series' artists in it, chart by chart
         self._size: tuple | None = None  # the canvas's size at that draw
         self.full_draws = 0  # draws of the whole page (tests and benchmarks read them)
         self.blits = 0  # series drawn over the saved axes
@@ -80,47 +91,70 @@ class Layers:
 
     def release(self) -> None:
         """Drop the saved axes (a page's pixels): the next draw is a full draw."""
-        self.background, self.drawn, self._size = None, [], None
+        self.background, self.drawn, self.settled, self._size = None, [], [], None
+
+    def _tiers(self) -> list[tuple[int, list, list]]:
+        """(chart, settled artists, the rest) of each chart drawn, in drawing order."""
+        out = []
+        for i in self.drawn:
+            if i < len(self.page.axes):
+                artists = self.page.layer_artists(i)  # by zorder: the settled ones first
+                settled = self.page.settled_artists(i)
+                k = next((n for n, a in enumerate(artists) if a not in settled), len(artists))
+                out.append((i, artists[:k], artists[k:]))
+        return out
 
     def _on_draw(self, _event) -> None:
         if self.canvas.is_saving() or not self.enabled:
             self.background = None  # a saved file's draw: its size and dpi are the file's
             return
+        tiers = self._tiers()
+        self._draw(tiers, settled=True)
+        self.settled = [a for _i, settled, _rest in tiers for a in settled]
+        for artist in self.settled:
+            artist.stale = False  # as drawn (an invisible one too: its draw is a no-op)
         self.background = self.canvas.copy_from_bbox(self.page.figure.bbox)
         self._size = self.canvas.get_width_height(physical=True)
-        self._draw_series()
+        self._draw(tiers, settled=False)
         self.full_draws += 1
 
-    def _draw_series(self) -> None:
+    def _draw(self, tiers: list, settled: bool) -> None:
         figure = self.page.figure
-        for i in self.drawn:
-            if i < len(self.page.axes):
-                # Quietly: drawing a legend lays its frame out again, which would mark the
-                # figure stale (a full draw at the next poll).
-                with quietly(self.page.axes[i]):
-                    for artist in self.page.layer_artists(i):
-                        figure.draw_artist(artist)
+        for i, low, high in tiers:
+            # Quietly: drawing a legend lays its frame out again, which would mark the figure
+            # stale (a full draw at the next poll).
+            with quietly(self.page.axes[i]):
+                for artist in low if settled else high:
+                    figure.draw_artist(artist)
 
-    def needs_full_draw(self) -> bool:
-        """Whether anything under the series changed since the last full draw (a limit, the
-        size, a title, a new series' artists, ...), or other charts came into view."""
-        return (
+    def needs_full_draw(self, tiers: list | None = None) -> bool:
+        """Whether anything under the live series changed since the last full draw (a limit,
+        the size, a title, a new series' artists, a settled series, a series between the
+        tiers, ...), or other charts came into view."""
+        if (
             not self.enabled
             or self.background is None
             or self.page.figure.stale
             or self._size != self.canvas.get_width_height(physical=True)
             or self.in_view() != self.drawn
+        ):
+            return True
+        settled = [a for _i, low, _high in tiers or self._tiers() for a in low]
+        return len(settled) != len(self.settled) or any(
+            a is not b or a.stale for a, b in zip(settled, self.settled, strict=True)
         )
 
     def present(self) -> bool:
-        """Show the page's current state: its series over the saved axes when nothing under
-        them changed (True), else a full draw (queued, as `draw_idle`)."""
+        """Show the page's current state: its live series over the saved axes and settled
+        series when nothing under them changed (True), else a full draw (queued, as
+        `draw_idle`)."""
         self.mark()
-        if self.needs_full_draw():
+        tiers = self._tiers()
+        if self.needs_full_draw(tiers):
             self.canvas.draw_idle()
             return False
         self.canvas.restore_region(self.background)
-        self._draw_series()
+        self._draw(tiers, settled=False)
         for told in self.on_blit:  # the hover line draws itself into the same frame
             told()
         self.canvas.blit(self._shown_bbox())

@@ -3,14 +3,17 @@ the page drawn in layers (resplot/ui/layers.py: the series over the saved axes, 
 with headroom) against a full draw every poll (the code before issue 31), in one process.
 
     .venv/bin/python scripts/bench/bench_live_poll.py [--runs 12] [--steps 200000] [--polls 30]
+        [--live K]
     .venv/bin/python scripts/bench/bench_live_poll.py --markdown docs/benchmarks/viewer.md
 
 The real MainWindow (Qt offscreen) on the Training page of a real SQLite store of `--runs` runs
 × `--steps` steps (train/loss, train/lr, train/grad_norm, train/tokens_per_s at every step,
-valid/loss every 500), read through a local agent by the headless poll (Loaded). Each poll
-appends `--add` steps to every series of every run in the store, reads them (`fetch`: the
-poller's worker thread in the window, not timed as GUI time), then times on the GUI thread the
-window's redraw and the draw it queues (`processEvents`). Per size (1280×800, 1920×1080) and
+valid/loss every 500), read through a local agent by the headless poll (Loaded). With
+`--live K` only the K oldest runs get points (the others are marked finished: a run followed
+beside finished ones). Each poll appends `--add` steps to every series of every (live) run in
+the store, reads them (`fetch`: the poller's worker thread in the window, not timed as GUI
+time), then times on the GUI thread the window's redraw and the draw it queues
+(`processEvents`). Per size (1280×800, 1920×1080) and
 mode, alternating: `full` (layers off, limits refitted every poll: every poll a full draw) and
 `layers`. Reported: median GUI-thread CPU and wall time of a poll, full draws, the share of one
 core at the default 1 s poll (GUI thread + the worker's read and apply), and whether the last
@@ -99,13 +102,22 @@ def build_store(path: Path, runs: int, steps: int) -> None:
 class Sweep:
     """Appends steps to every series of every run of the store (a live sweep's writers)."""
 
-    def __init__(self, path: Path, runs: int, steps: int) -> None:
+    def __init__(self, path: Path, runs: int, steps: int, live: int | None = None) -> None:
+        """`live`: the runs (oldest first) that get points; the others are marked finished."""
         from schema.store import read
         from schema.store.connect import open_store
 
         self.engine = open_store(path)
         with self.engine.connect() as conn:
             self.ids = [row_id for row_id, _run in read.list_runs(conn, store=str(path))]
+        if live is not None:
+            with self.engine.begin() as conn:
+                for run_id in self.ids[live:]:
+                    conn.exec_driver_sql(
+                        "UPDATE runs SET status = 'finished', ended_at = heartbeat_at WHERE id = ?",
+                        (run_id,),
+                    )
+            self.ids = self.ids[:live]
         self.next = steps
 
     def add(self, n: int) -> None:
@@ -282,6 +294,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=200_000)
     ap.add_argument("--polls", type=int, default=30)
     ap.add_argument("--add", type=int, default=10, help="steps each poll adds to every series")
+    ap.add_argument(
+        "--live", type=int, help="runs that get points each poll, the others finished (all)"
+    )
     ap.add_argument("--sizes", default="1280x800,1920x1080")
     ap.add_argument("--markdown", type=Path, help="update this file's section")
     ap.add_argument("--tree", type=Path, help="also time this checkout (the code before)")
@@ -303,7 +318,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         live = Path(tmp) / "live.db"
         shutil.copyfile(path, live)  # written whole and closed: no WAL beside it
-        sweep = Sweep(live, args.runs, args.steps)
+        sweep = Sweep(live, args.runs, args.steps, args.live)
         results = []
         with Loaded([parse_spec(str(live))]) as loaded:
             for size in args.sizes.split(","):
@@ -365,6 +380,7 @@ def before(args) -> list:
         str(args.polls),
         "--add",
         str(args.add),
+        *(["--live", str(args.live)] if args.live is not None else []),
         "--sizes",
         args.sizes,
     ]
@@ -392,12 +408,18 @@ def summarize(results, args, legends: dict[str, float]) -> str:
         canvases[size] = canvas
         merged.setdefault((size, mode), []).append(r)
     tree = " --tree BEFORE" if args.tree else ""
+    live = f" --live {args.live}" if args.live is not None else ""
+    fed = (
+        "every series"
+        if args.live is None
+        else f"the series of {args.live} runs (the others finished)"
+    )
     lines = [
         SECTION,
         "",
         f"`.venv/bin/python scripts/bench/bench_live_poll.py --polls {args.polls} --add "
-        f"{args.add}{tree}` ({args.runs} runs × {args.steps:,} steps, 4 keys at every step, "
-        f"Training page, Qt offscreen; each poll adds {args.add} steps to every series; the "
+        f"{args.add}{live}{tree}` ({args.runs} runs × {args.steps:,} steps, 4 keys at every step, "
+        f"Training page, Qt offscreen; each poll adds {args.add} steps to {fed}; the "
         "two modes "
         "alternated twice per size in one process; `before`: the same polls under the code "
         "before issue 31 (`--tree`, a checkout of it), in a child process right after; "

@@ -286,3 +286,123 @@ def test_the_hover_line_stays_in_a_blitted_frame_and_its_pixels_follow_it(window
     bare = column(px)
     assert (with_line != bare).any()  # the line was there to keep
     assert (after == bare).all()  # hiding put back exactly the page's pixels
+
+
+@pytest.fixture
+def mixed(qtbot, store_path, tmp_path):
+    """Two runs that finished and one streaming in, on the Training page (smoothed)."""
+    import time
+
+    engine = new_store(store_path)
+    for i, status in enumerate(["finished", "finished", "running"]):
+        make_run(
+            engine,
+            name=f"lr-{i}e-4",
+            status=status,
+            created_at=BASE_TIME + i,
+            heartbeat_at=time.time() + 1e6 if status == "running" else None,
+            points=_points(i),
+        )
+    engine.dispose()
+    with Loaded([parse_spec(str(store_path))]) as source:
+        source.path = store_path
+        win = MainWindow(source.cache, settings_mod.Settings(), tmp_path / "settings.json")
+        qtbot.addWidget(win)
+        win.resize(1280, 800)
+        win.show()
+        win.set_custom_keys(["train/*"])
+        win.set_smoothing(0.6)
+        win.on_runs_changed()
+        show(win, source)
+        yield win, source
+        win.close()
+
+
+def _run(win, name: str):
+    return next(run for run in win.cache.runs() if run.name == name)
+
+
+def _feed(win, loaded, name: str, steps: np.ndarray) -> None:
+    """Points for every series of one run, read by the headless poll, then the redraw."""
+    engine = open_store(loaded.path)
+    with engine.connect() as conn:
+        ids = {run.name: row_id for row_id, run in read.list_runs(conn, store=str(loaded.path))}
+    keys = win.cache.summaries(_run(win, name).ref)
+    series = {key: [(int(s), 2.5) for s in steps] for key in keys}
+    add_points(engine, ids[name], series)
+    engine.dispose()
+    loaded.fetch()
+    win.redraw_now()
+    QApplication.processEvents()
+
+
+def test_a_poll_draws_the_live_run_over_a_picture_of_the_finished_ones(mixed, monkeypatch):
+    """The finished runs' series are in the saved picture, under the live run's: a poll that
+    brings the live run points draws its series alone (and what lies over every series), and
+    the frame is a full draw's pixels."""
+    win, loaded = mixed
+    _feed(win, loaded, "lr-2e-4", np.arange(N, N + 2))  # the live run's first poll
+    show(win, loaded)
+    view = win.page_view()
+    page = view.page
+    live = _run(win, "lr-2e-4").ref
+    tracks = [t for ts in page.tracks for t in ts.values() if t.view is not None]
+    assert {t.item.ref for t in tracks if t.live} == {live}
+    settled = [a for t in tracks if not t.live for a in t.settled_artists()]
+    for i, ts in enumerate(page.tracks):  # the live run's series lie over the finished ones'
+        low = [a.get_zorder() for t in ts.values() if not t.live for a in t.settled_artists()]
+        high = [a.get_zorder() for t in ts.values() if t.live for a, _z in t._tiered()]
+        if low and high:
+            assert max(low) < min(high) < max(high) < page.axes[i].spines["left"].get_zorder()
+    drawn: list = []
+    real = page.figure.draw_artist
+    monkeypatch.setattr(page.figure, "draw_artist", lambda a: drawn.append(a) or real(a))
+    full, blits = counts(win)
+    _feed(win, loaded, "lr-2e-4", np.arange(N + 2, N + 7))
+    assert counts(win) == (full, blits + 1)
+    assert drawn and not {id(a) for a in drawn} & {id(a) for a in settled}
+    assert any(t.changed for t in tracks if t.item.ref == live)
+    blitted = _shown_rows(view)
+    view.layers.enabled = False  # every artist drawn by matplotlib's own full draw
+    try:
+        view.layers.mark()
+        view.canvas.draw()
+        whole = _shown_rows(view)
+    finally:
+        view.layers.enabled = True
+    differ = np.argwhere((blitted != whole).any(axis=2))
+    assert len(differ) == 0, f"{len(differ)} pixels differ, first at {differ[:5].tolist()}"
+
+
+def test_a_finished_runs_series_changing_or_a_run_ending_draws_the_page(mixed, monkeypatch):
+    """A settled series that changes (a finished run's late points) is not in the saved
+    picture any more: the next draw is a full one; so is a run moving between the tiers (it
+    ended), after which its series are in the picture and a redraw draws none of them."""
+    win, loaded = mixed
+    view = win.page_view()
+    page = view.page
+    full = counts(win)[0]
+    _feed(win, loaded, "lr-0e-4", np.arange(N, N + 5))  # a finished run's late flush
+    assert counts(win)[0] == full + 1
+    show(win, loaded)
+    engine = open_store(loaded.path)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "UPDATE runs SET status = 'finished', ended_at = heartbeat_at WHERE name = 'lr-2e-4'"
+        )
+    engine.dispose()
+    loaded.fetch()
+    full = counts(win)[0]
+    show(win, loaded)
+    assert counts(win)[0] == full + 1
+    tracks = [t for ts in page.tracks for t in ts.values() if t.view is not None]
+    assert tracks and not any(t.live for t in tracks)
+    drawn: list = []
+    real = page.figure.draw_artist
+    monkeypatch.setattr(page.figure, "draw_artist", lambda a: drawn.append(a) or real(a))
+    full, blits = counts(win)
+    win.redraw_now()
+    QApplication.processEvents()
+    assert counts(win) == (full, blits + 1)
+    series = {id(a) for t in tracks for a, _z in t._tiered()}
+    assert drawn and not {id(a) for a in drawn} & series
