@@ -17,6 +17,7 @@ beyond the view's where those hold it (a sparse key; EDGE_TILES), so lines reach
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -492,26 +493,27 @@ def value_at(
     agg = summary.agg
     step = int(min(max(step, agg[STEP_LO]), agg[STEP_HI]))
     found = _logged_near(cache, ref, key, agg, step)
-    if found is not None:
-        return found
-    index = buckets.tile_of(step)
-    cache.want_tiles(ref, key, 0, [index])
-    if view is not None and view.first_steps is not None and len(view.first_steps):
-        # The bucket holding `step` (or the nearest one): all NaN means nothing else was
-        # logged there, whatever its raw points say.
-        b = int(
-            np.clip(
-                np.searchsorted(view.first_steps, step, side="right") - 1,
-                0,
-                len(view.first_steps) - 1,
-            )
-        )
-        if step > view.last_steps[b] and b + 1 < len(view.first_steps):
-            gap = (step - view.last_steps[b], view.first_steps[b + 1] - step)
-            b += int(gap[1] < gap[0])
-        only_nan = view.nan[b] and not (view.posinf[b] or view.neginf[b])
-        if only_nan and not np.isfinite(view.means[b]):
-            return Logged(step, float("nan"), float(view.mid_walls[b]), True, True)
+    return found if found is not None else _pending(cache, ref, key, step, view)
+
+
+def _pending(
+    cache: SeriesCache, ref: RunRef, key: str, step: int, view: SeriesView | None
+) -> Logged:
+    """value_at where the raw tile holding `step` (inside the series' steps) is not cached:
+    that tile asked for, and NaN: exact where the bucket view's bucket there holds only NaN."""
+    cache.want_tiles(ref, key, 0, [buckets.tile_of(step)])
+    firsts = view.first_steps if view is not None else None
+    if firsts is not None and len(firsts):
+        # The bucket at `step` (or the nearest): all NaN means nothing else was logged there.
+        # Python numbers (.item): numpy's scalar calls were most of a pending lookup's cost.
+        last = len(firsts) - 1
+        b = min(max(int(firsts.searchsorted(step, side="right")) - 1, 0), last)
+        end = view.last_steps.item(b)
+        if step > end and b < last and firsts.item(b + 1) - step < step - end:
+            b += 1
+        only_nan = view.nan.item(b) and not (view.posinf.item(b) or view.neginf.item(b))
+        if only_nan and not math.isfinite(view.means.item(b)):
+            return Logged(step, float("nan"), float(view.mid_walls.item(b)), True, True)
     return Logged(step, float("nan"), float("nan"), False, True)
 
 
@@ -530,7 +532,7 @@ def values_at(
         agg = summary.agg
         at = int(min(max(step, agg[STEP_LO]), agg[STEP_HI]))
         found = _logged_near(cache, ref, key, agg, at)
-        out.append(found if found is not None else value_at(cache, ref, key, step, view))
+        out.append(found if found is not None else _pending(cache, ref, key, at, view))
     return out
 
 
