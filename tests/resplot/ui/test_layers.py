@@ -187,6 +187,23 @@ def _shown_rows(view) -> np.ndarray:
     return rgba[int(rows[0] * ratio) : int(rows[1] * ratio)]
 
 
+def _full_draw_rows(view) -> np.ndarray:
+    """The same state drawn by matplotlib's own full draw (no layers): its shown pixels."""
+    view.layers.enabled = False
+    try:
+        view.layers.mark()
+        view.canvas.draw()
+        return _shown_rows(view)
+    finally:
+        view.layers.enabled = True
+
+
+def _assert_same_pixels(a: np.ndarray, b: np.ndarray) -> None:
+    assert a.shape == b.shape
+    differ = np.argwhere((a != b).any(axis=2))
+    assert len(differ) == 0, f"{len(differ)} pixels differ, first at {differ[:5].tolist()}"
+
+
 @pytest.mark.parametrize("name", ["training", "system", "timing", "custom", "all"])
 def test_a_blitted_frame_is_the_pixels_of_a_full_draw(window, loaded, name):
     show(window, loaded, name)
@@ -199,16 +216,7 @@ def test_a_blitted_frame_is_the_pixels_of_a_full_draw(window, loaded, name):
     QApplication.processEvents()
     assert view.layers.blits >= blits + 2  # both drawn over the saved axes
     blitted = _shown_rows(view)
-    view.layers.enabled = False  # every artist drawn by matplotlib's own full draw
-    try:
-        view.layers.mark()
-        view.canvas.draw()
-        full = _shown_rows(view)
-    finally:
-        view.layers.enabled = True
-    assert blitted.shape == full.shape
-    differ = np.argwhere((blitted != full).any(axis=2))
-    assert len(differ) == 0, f"{len(differ)} pixels differ, first at {differ[:5].tolist()}"
+    _assert_same_pixels(blitted, _full_draw_rows(view))
 
 
 def test_charts_scrolled_in_are_the_pixels_of_the_next_full_draw(window, loaded):
@@ -225,16 +233,7 @@ def test_charts_scrolled_in_are_the_pixels_of_the_next_full_draw(window, loaded)
     QApplication.processEvents()
     assert view.layers.full_draws == full + 1
     scrolled = _shown_rows(view)
-    view.layers.enabled = False
-    try:
-        view.layers.mark()
-        view.canvas.draw()
-        again = _shown_rows(view)
-    finally:
-        view.layers.enabled = True
-    assert scrolled.shape == again.shape
-    differ = np.argwhere((scrolled != again).any(axis=2))
-    assert len(differ) == 0, f"{len(differ)} pixels differ, first at {differ[:5].tolist()}"
+    _assert_same_pixels(scrolled, _full_draw_rows(view))
 
 
 def test_charts_out_of_view_are_drawn_when_they_scroll_in(window, loaded):
@@ -363,15 +362,7 @@ def test_a_poll_draws_the_live_run_over_a_picture_of_the_finished_ones(mixed, mo
     assert drawn and not {id(a) for a in drawn} & {id(a) for a in settled}
     assert any(t.changed for t in tracks if t.item.ref == live)
     blitted = _shown_rows(view)
-    view.layers.enabled = False  # every artist drawn by matplotlib's own full draw
-    try:
-        view.layers.mark()
-        view.canvas.draw()
-        whole = _shown_rows(view)
-    finally:
-        view.layers.enabled = True
-    differ = np.argwhere((blitted != whole).any(axis=2))
-    assert len(differ) == 0, f"{len(differ)} pixels differ, first at {differ[:5].tolist()}"
+    _assert_same_pixels(blitted, _full_draw_rows(view))
 
 
 def test_a_finished_runs_series_changing_or_a_run_ending_draws_the_page(mixed, monkeypatch):
