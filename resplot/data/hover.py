@@ -4,7 +4,7 @@ value. No Qt here; resplot/data/readout.py lays the readings out, resplot/ui/cro
 them.
 
 At full resolution the nearest point is a drawn stored point, its value exactly as stored.
-Zoomed out to an envelope, the value is still the logged one (resplot.data.views.value_at):
+Zoomed out to an envelope, the value is still the logged one (resplot.data.logged.value_at):
 from the raw tile of that step when it is cached, which the hover asks for when it is not
 (until it arrives, the nearest bucket extreme, and the readout says so); inside a stretch of
 NaN it is NaN.
@@ -20,8 +20,8 @@ import numpy as np
 
 from reslog.text import number
 from resplot.data.decimate import in_order
+from resplot.data.logged import value_at, values_at
 from resplot.data.pages import Item
-from resplot.data.views import value_at, values_at
 
 
 def value_text(value: float | None) -> str:

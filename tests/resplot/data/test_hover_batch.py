@@ -18,8 +18,8 @@ import pytest
 from resplot.data import hover as hover_mod
 from resplot.data.cache import SeriesCache
 from resplot.data.hover import readings, readings_each
+from resplot.data.logged import value_at, values_at
 from resplot.data.state import ViewState
-from resplot.data.views import value_at, values_at
 from resplot.draw.charts import render
 from resplot.sources import open_source, parse_spec
 from tests.fixtures.stores import make_run, new_store
@@ -140,12 +140,12 @@ def test_a_sparse_key_between_its_points_is_read_from_the_cached_tiles(sweep, mo
         source.poll(cache)
     want = [value_at(cache, *q) for q in queries]
     assert all(w.exact for w in want)
-    from resplot.data import views
+    from resplot.data import logged
 
     def slow(*_args, **_kwargs):
         raise AssertionError("value_at's path for a cached tile")
 
-    monkeypatch.setattr(views, "value_at", slow)
+    monkeypatch.setattr(logged, "value_at", slow)
     got = values_at(cache, queries)
     assert [astuple(g) for g in got] == [astuple(w) for w in want]
     # 4,500 lies in the tile from 4,096, whose only point is 5,000: the tie goes to 4,000, the

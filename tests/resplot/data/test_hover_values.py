@@ -16,8 +16,8 @@ import pytest
 from resplot.data import hover as hover_mod
 from resplot.data.cache import SeriesCache
 from resplot.data.hover import readings, x_span
+from resplot.data.logged import value_at
 from resplot.data.state import ViewState
-from resplot.data.views import value_at
 from resplot.draw.charts import render
 from resplot.sources import open_source, parse_spec
 from tests.fixtures.stores import make_run, new_store
