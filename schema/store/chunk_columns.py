@@ -147,18 +147,17 @@ class Columns:
 
 
 class Points:
-    """A read's steps, walls and values, and its ids made on first use (`ids()`, from
-    `make_ids`, or `ids` given as an array)."""
+    """A read's steps, walls and values, and its ids (`ids()`): an array, or made on first use
+    by the zero-argument function given instead."""
 
-    __slots__ = ("_ids", "_make_ids", "steps", "values", "walls")
+    __slots__ = ("_ids", "steps", "values", "walls")
 
-    def __init__(self, steps, walls, values, ids=None, make_ids=None) -> None:
-        self.steps, self.walls, self.values = steps, walls, values
-        self._ids, self._make_ids = ids, make_ids
+    def __init__(self, steps, walls, values, ids) -> None:
+        self.steps, self.walls, self.values, self._ids = steps, walls, values, ids
 
     def ids(self):
-        if self._ids is None:
-            self._ids = self._make_ids()
+        if callable(self._ids):
+            self._ids = self._ids()
         return self._ids
 
 

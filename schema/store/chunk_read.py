@@ -404,26 +404,26 @@ def _series_points(s: Series, start, stop, page: Page, np, fast, con) -> chunk_c
             part = tuple(column[keep] for column in part)
         out.add(chunk_columns.kept_columns(part, start, stop, after, takes))
     steps, walls, values = (column[: out.at] for column in out.columns)
-    if not chunk_columns.in_step_order(np, steps, out.ids):
-        ids = out.ids()
+    points = chunk_columns.Points(steps, walls, values, out.ids)
+    if not chunk_columns.in_step_order(np, steps, points.ids):
+        ids = points.ids()
         order = np.lexsort((ids, steps))
-        ids, steps, walls, values = ids[order], steps[order], walls[order], values[order]
-        out = chunk_columns.Points(steps, walls, values, ids)
-    else:
-        out = chunk_columns.Points(steps, walls, values, make_ids=out.ids)
-    if legacy and len(steps) > 1:  # a run converted between the two reads: each point once
-        ids = out.ids()
+        points = chunk_columns.Points(steps[order], walls[order], values[order], ids[order])
+    if legacy and len(points.steps) > 1:  # a run converted between the two reads: each point once
+        ids = points.ids()
         first = np.concatenate(([True], ids[1:] != ids[:-1]))
-        out = chunk_columns.Points(steps[first], walls[first], values[first], ids[first])
-    if limit is not None and len(out.steps) > limit:
-        whole = out
-        out = chunk_columns.Points(
+        points = chunk_columns.Points(
+            points.steps[first], points.walls[first], points.values[first], ids[first]
+        )
+    if limit is not None and len(points.steps) > limit:
+        whole = points
+        points = chunk_columns.Points(
             whole.steps[:limit],
             whole.walls[:limit],
             whole.values[:limit],
-            make_ids=lambda: whole.ids()[:limit],
+            lambda: whole.ids()[:limit],
         )
-    return out
+    return points
 
 
 def count_rows(s: Series, start: int, stop: int, limit: int) -> int:
