@@ -512,9 +512,7 @@ class ChartPage(ChartLimits):
             counts.append(len(x))
         on = marks.markers_shown(counts)
         for t in marked:
-            want = t.item.marker if on else "None"
-            if t.line.get_marker() != want:  # a set marks a settled series' picture stale
-                t.line.set_marker(want)
+            t.show_markers(on)
 
     def _note(self, i: int, smoothing: float) -> None:
         """Say on the chart what it draws when that is not every raw point: the bucket width of

@@ -144,19 +144,12 @@ class Track:
     def _faint(self) -> tuple[Line2D, Polygon]:
         if self.raw is None or self.raw_band is None:
             item = self.item
-            # Below every track's main line and band (zorder 2 and 1), whatever the order made.
             self.raw = Line2D(
-                [],
-                [],
-                linewidth=0.8,
-                alpha=0.25,
-                color=item.color,
-                linestyle=item.style,
-                zorder=1.9,
+                [], [], linewidth=0.8, alpha=0.25, color=item.color, linestyle=item.style
             )
-            self.raw_band = _band(self.ax, item.color, linewidth=0, alpha=0.25, zorder=0.9)
+            self.raw_band = _band(self.ax, item.color, linewidth=0, alpha=0.25)
             self.ax.add_line(self.raw)
-            self._tier(self.live, [(self.raw, 1.9), (self.raw_band, 0.9)])
+            self._tier(self.live, self._tiered())  # their zorders
             if self.faded:
                 self.raw.set_alpha(0.25 * 0.12)
                 self.raw_band.set_alpha(0.25 * 0.12)
@@ -181,11 +174,10 @@ class Track:
                 facecolors=self.item.color,
                 alpha=0.1,
                 linewidths=0,
-                zorder=0.4,
                 transform=self.ax.get_xaxis_transform(),
             )
             self.ax.add_collection(self.bad_span, autolim=False)
-            self._tier(self.live, [(self.bad, 2.0), (self.bad_span, 0.4)])
+            self._tier(self.live, self._tiered())  # their zorders
             if self.faded:
                 self.bad.set_alpha(0.12)
         return self.bad, self.bad_span
@@ -291,8 +283,9 @@ class Track:
         return view
 
     def _tiered(self) -> list:
-        """(artist, settled zorder) of the series' artists made so far (the end mark, at 4,
-        lies over every series either way)."""
+        """(artist, settled zorder) of the series' artists made so far: the faint raw series
+        under every track's main line and band whatever the order made, the NaN shading
+        lowest (the end mark, at 4, lies over every series either way)."""
         out = [(self.line, 2.0), (self.band, 1.0)]
         if self.raw is not None and self.raw_band is not None:
             out += [(self.raw, 1.9), (self.raw_band, 0.9)]
@@ -302,7 +295,15 @@ class Track:
 
     def _tier(self, live: bool, artists: list) -> None:
         for artist, base in artists:
-            artist.set_zorder(tier_zorder(base, live))
+            z = tier_zorder(base, live)
+            if artist.get_zorder() != z:  # a set marks a settled series' picture stale
+                artist.set_zorder(z)
+
+    def show_markers(self, on: bool) -> None:
+        """The item's point markers on the line, or none (ChartPage's declutter)."""
+        want = self.item.marker if on else "None"
+        if self.line.get_marker() != want:  # a set marks a settled series' picture stale
+            self.line.set_marker(want)
 
     def settled_artists(self) -> list:
         """The series' artists, where its run ended (none while it is live)."""
