@@ -11,13 +11,17 @@
 - the tiles charts want and nobody has fetched yet, for each store, which its source's worker
   takes with the next poll.
 
-Every change happens under one lock and bumps `version`. Nothing is swapped in place: arrays a
-reader holds stay valid (live tails only grow or are copied when trimmed, tiles replace their
-columns when a live point is folded in).
+Every change happens under one lock and bumps `version`; a change to what a series' views are
+built from (its summary, its tiles put, folded into, evicted or dropped) also moves that
+series' `changes` count, so a chart holding a view of a series that did not change keeps it
+without looking at its tiles (resplot/data/views.py, ViewMemo). Nothing is swapped in place:
+arrays a reader holds stay valid (live tails only grow or are copied when trimmed, tiles replace
+their columns when a live point is folded in).
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
@@ -54,7 +58,11 @@ class SeriesCache:
         self._summaries: dict[RunRef, dict[str, Summary]] = defaultdict(dict)
         self._live: dict[RunRef, dict[str, Series]] = defaultdict(dict)
         self._events: dict[RunRef, list[Event]] = defaultdict(list)
-        self._tiles = TileCache(tile_bytes)
+        self._tiles = TileCache(tile_bytes, on_gone=lambda k: self._changed(k[0], k[1]))
+        # Per series, the tick of its last change (ticks only grow: a series forgotten and read
+        # again never repeats a count a view was stamped with).
+        self._changes: dict[tuple[RunRef, str], int] = {}
+        self._tick = itertools.count(1)
         self._wanted: dict[tuple[str, str], set[tuple[str, str, int, int]]] = defaultdict(set)
         # Taken by a source's poll and not yet put (or the poll ended without them): still
         # waited for, so a page refreshed meanwhile does not draw itself empty.
@@ -62,6 +70,21 @@ class SeriesCache:
         self._folds: dict[str, str] = {}  # source label -> what its host folds fine tiles with
         self.version = 0
         self.tiles_put = 0  # every tile put so far: a view that read this many has them all
+
+    def _changed(self, ref: RunRef, key: str) -> None:
+        self._changes[(ref, key)] = next(self._tick)
+
+    def changes(self, ref: RunRef, key: str) -> int:
+        """A count that moves whenever what the series' views are built from changes (0: never
+        changed, or forgotten)."""
+        with self._lock:
+            return self._changes.get((ref, key), 0)
+
+    def keep_tiles(self, keys: Iterable[TileKey]) -> None:
+        """Count these tiles part of the view since begin_view(), as reading them would (a view
+        kept whole reads none)."""
+        with self._lock:
+            self._tiles.keep.update(keys)
 
     # -- writer side (sources) ------------------------------------------------------------------
     def set_runs(self, runs: Iterable[RunInfo]) -> None:
@@ -80,6 +103,8 @@ class SeriesCache:
         """Series rows as the store has them (the points up to the reply that carried them)."""
         with self._lock:
             self._summaries[ref].update(summaries)
+            for key in summaries:
+                self._changed(ref, key)
             self.version += 1
 
     def add_live(
@@ -109,6 +134,7 @@ class SeriesCache:
             if len(tail) > 2 * LIVE_POINTS:
                 self._live[ref][key] = tail.newest(LIVE_POINTS)
             self.version += 1
+            self._changed(ref, key)  # its summary, and the tiles folded into below
             if restart:
                 self._forget_series(ref, key)
                 return True
@@ -141,6 +167,7 @@ class SeriesCache:
     def put_tile(self, ref: RunRef, key: str, tile: Tile) -> None:
         with self._lock:
             self._tiles.put((ref, key, tile.level, tile.index), tile)
+            self._changed(ref, key)
             place, which = (ref.source, ref.store), (ref.uid, key, tile.level, tile.index)
             self._wanted[place].discard(which)
             self._taken[place].discard(which)
@@ -155,6 +182,7 @@ class SeriesCache:
     def _forget_series(self, ref: RunRef, key: str) -> None:
         self._summaries[ref].pop(key, None)
         self._tiles.drop(lambda k: k[0] == ref and k[1] == key)
+        self._changed(ref, key)
 
     def set_fold(self, source: str, fold: str) -> None:
         """What `source`'s host folds fine tiles with ("numpy" or "builtins"): a page's budget
@@ -180,6 +208,9 @@ class SeriesCache:
                 for ref in [r for r in table if which(r)]:
                     del table[ref]
             self._tiles.drop(lambda k: which(k[0]))
+            # Forgotten after their tiles' drop (which counts as a change): back to 0.
+            for series in [s for s in self._changes if which(s[0])]:
+                del self._changes[series]
             for table in (self._wanted, self._taken):
                 for place in [p for p in table if which(RunRef(p[0], p[1], ""))]:
                     del table[place]

@@ -120,12 +120,18 @@ class TileCache:
     tiles need more than the limit holds them all, and `over` says by how much (SeriesCache
     reports it), instead of evicting tiles as fast as they arrive and never drawing them."""
 
-    def __init__(self, limit_bytes: int = DEFAULT_LIMIT_BYTES) -> None:
+    def __init__(
+        self,
+        limit_bytes: int = DEFAULT_LIMIT_BYTES,
+        on_gone: Callable[[Hashable], None] | None = None,
+    ) -> None:
+        """`on_gone`: told the key of every tile evicted or dropped."""
         self.limit_bytes = int(limit_bytes)
         self._tiles: OrderedDict[Hashable, Tile] = OrderedDict()
         self.bytes = 0
         self.evicted = 0
         self.keep: set[Hashable] = set()
+        self._on_gone = on_gone
 
     def __len__(self) -> int:
         return len(self._tiles)
@@ -163,10 +169,14 @@ class TileCache:
                 return
             self.bytes -= self._tiles.pop(key).nbytes
             self.evicted += 1
+            if self._on_gone is not None:
+                self._on_gone(key)
 
     def drop(self, which: Callable[[Hashable], bool]) -> None:
         for key in [k for k in self._tiles if which(k)]:
             self.bytes -= self._tiles.pop(key).nbytes
+            if self._on_gone is not None:
+                self._on_gone(key)
 
     def items(self, which: Callable[[Hashable], bool]) -> list[tuple[Hashable, Tile]]:
         """Tiles whose key matches, without touching their recency."""

@@ -352,6 +352,12 @@ class ViewMemo:
     stamp: tuple = ()
     view: SeriesView | None = None
     cols: dict | None = None  # the columns of a view of every bucket (None: another view)
+    # The question the view answers, with the series' change count then (SeriesCache.changes),
+    # and the tiles it read: the same question of a series that has not changed since gets
+    # the view without a tile looked up (a poll's settled runs: ~40 lookups a series), its
+    # tiles counted in view again. Empty while the view waits for an edge's tile.
+    asked: tuple = ()
+    tiles: list = dataclasses.field(default_factory=list)
 
 
 def series_view(
@@ -370,6 +376,12 @@ def series_view(
     the range is cached yet (its tiles are asked for). A page of many series asks for fewer
     fine buckets a pixel (`fine_per_pixel`): it fills them as bands anyway. With a `memo`, the
     view it holds when nothing it was built from changed."""
+    asked = ()
+    if memo is not None:
+        asked = (cache.changes(ref, key), lo, hi, pixels, level, fine_per_pixel)
+        if memo.view is not None and asked == memo.asked:
+            cache.keep_tiles(memo.tiles)
+            return memo.view
     summary = cache.summary(ref, key)
     if summary is None:
         return None
@@ -403,6 +415,8 @@ def series_view(
         view = _view(tiles, wanted, lo, hi, wanted)
         view.edges_pending = pending
         return view
+    memo.asked = () if pending else asked
+    memo.tiles = [(ref, key, t.level, t.index) for t in tiles]
     stamp = (wanted, lo, hi, pending, *(t.cols for t in tiles))
     if _same(stamp, memo.stamp):
         return memo.view

@@ -19,6 +19,20 @@ class RunRef:
     store: str  # path on that host, or URL
     uid: str
 
+    def __hash__(self) -> int:
+        # Worked out once: a run's tiles are keyed by it (resplot's cache hashes it for every
+        # tile it looks up, thousands a redraw). The same value as the hash dataclass makes.
+        try:
+            return self.__dict__["_hash"]
+        except KeyError:
+            value = hash((self.source, self.store, self.uid))
+            object.__setattr__(self, "_hash", value)
+            return value
+
+    def __reduce__(self):
+        # Pickled by its fields: a string's hash differs from process to process.
+        return (RunRef, (self.source, self.store, self.uid))
+
 
 @dataclass
 class RunInfo:

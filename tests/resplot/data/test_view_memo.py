@@ -107,3 +107,70 @@ def test_tiles_fetched_again_alike_rebuild_the_view(live):
     again = _view(cache, ref, memo)
     assert again is not first
     _same_arrays(again, first)
+
+
+def _counting_tiles(cache, monkeypatch) -> list:
+    looked: list = []
+    real = cache.tile
+    monkeypatch.setattr(cache, "tile", lambda *a: looked.append(a) or real(*a))
+    return looked
+
+
+def test_a_series_that_did_not_change_is_not_looked_at(live, monkeypatch):
+    """A poll that brought a series nothing (a finished run's beside a live one) gets the view
+    it had without a tile looked up, and those tiles still count as the view's: a bound of one
+    byte evicts none of them. Another question of it, or another series' change, is not
+    that."""
+    source, _run_id, _path = live
+    cache = source.cache
+    ref = cache.runs()[0].ref
+    memo = ViewMemo()
+    series_view(cache, ref, "loss", -np.inf, np.inf, PIXELS, memo=memo)
+    source.fetch()
+    first = _view(cache, ref, memo)
+    looked = _counting_tiles(cache, monkeypatch)
+
+    cache.begin_view()  # a page's next refresh
+    cache.forget_series(ref, "not-plotted")  # another series changed
+    assert series_view(cache, ref, "loss", -np.inf, np.inf, PIXELS, memo=memo) is first
+    assert looked == []
+    held = cache.tile_bytes
+    cache.set_tile_limit(1)
+    assert cache.tile_bytes == held  # in view: kept past the bound
+    cache.set_tile_limit(256 << 20)
+
+    series_view(cache, ref, "loss", 0, N // 2, PIXELS, memo=memo)  # zoomed: another question
+    assert looked
+
+
+@pytest.mark.parametrize("change", ["put", "evicted", "forgotten", "store dropped"])
+def test_a_change_to_what_the_view_was_built_from_builds_it_again(live, change):
+    """Every change to a series' summary or tiles moves its count (SeriesCache.changes): the
+    memo's view is not given back for it."""
+    source, _run_id, _path = live
+    cache = source.cache
+    ref = cache.runs()[0].ref
+    memo = ViewMemo()
+    series_view(cache, ref, "loss", -np.inf, np.inf, PIXELS, memo=memo)
+    source.fetch()
+    first = _view(cache, ref, memo)
+    count = cache.changes(ref, "loss")
+    if change == "put":
+        tile = cache.tiles_of(ref, "loss")[-1]
+        cols = {name: arr.copy() for name, arr in tile.cols.items()}  # the same, read again
+        cache.put_tile(ref, "loss", type(tile)(tile.level, tile.index, cols, tile.epoch))
+    elif change == "evicted":
+        cache.begin_view()
+        cache.set_tile_limit(1)
+        cache.set_tile_limit(256 << 20)
+    elif change == "forgotten":
+        cache.forget_series(ref, "loss")
+    else:
+        cache.drop_store(ref.source, ref.store)
+    assert cache.changes(ref, "loss") != count
+    again = series_view(cache, ref, "loss", -np.inf, np.inf, PIXELS, memo=memo)
+    assert again is not first
+    if change == "put":
+        _same_arrays(again, first)  # built again from the new columns: the same view
+    else:
+        assert again is None  # its tiles (or summary) are gone: asked for again
