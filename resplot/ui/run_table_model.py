@@ -135,7 +135,7 @@ class RunTableModel(QAbstractItemModel):
         }
         self._details = {}
         fresh = [self._node(e, now, headers) for e in top]
-        changed: list[_Node] = []
+        changed: list[tuple[_Node, range | list[int]]] = []  # rows and their columns
         if headers != self.headers or not self._sync(self._root, fresh, changed):
             self.beginResetModel()
             self.headers = headers
@@ -152,25 +152,29 @@ class RunTableModel(QAbstractItemModel):
             # names' shared words the name column elides) changed: every row.
             self._changed(self._root, range(len(headers)))
             return
-        # Only the rows whose cells changed (a live run's step, its age) or whose runs'
-        # alerts did (their tooltip and colour; a quiet run's says for how long, so it changes
-        # each poll), not every row of every column each poll: the sorting proxy and the view
-        # then look again at those rows only (refresh() 11 -> 9 ms a poll with 14 runs, two
-        # live; the table's own paints, for the live rows, stay).
+        # Only the cells that changed (a live run's step, its age) and the alerts cell of the
+        # rows whose runs' alerts did (its colour; a quiet run's alert says for how long, so it
+        # changes each poll; tooltips are read when shown), not every row of every column each
+        # poll: the sorting proxy and the view then look again at those rows only (refresh()
+        # 11 -> 9 ms a poll with 14 runs, two live). A cell at a time: Qt's item views repaint
+        # the whole viewport for a change of more than one cell (5.5 ms a poll for two live
+        # rows at 1280x800), a cell's rect for one.
         old_alerts = shown_before[0]
         alerted = {r for r in {*alerts, *old_alerts} if alerts.get(r) != old_alerts.get(r)}
         if alerted:
-            seen = {id(n) for n in changed}
+            column = [headers.index("alerts")]
             changed += [
-                n
+                (n, column)
                 for n in self._nodes.values()
-                if n.entry is not None
-                and id(n) not in seen
-                and any(m.ref in alerted for m in n.entry.members)
+                if n.entry is not None and any(m.ref in alerted for m in n.entry.members)
             ]
-        for node in changed:
-            first, last = (self.createIndex(node.row, c, node.id) for c in (0, len(headers) - 1))
-            self.dataChanged.emit(first, last)
+        cells: dict[int, tuple[_Node, set[int]]] = {}
+        for node, columns in changed:
+            cells.setdefault(id(node), (node, set()))[1].update(columns)
+        for node, columns in cells.values():
+            for column in sorted(columns):
+                index = self.createIndex(node.row, column, node.id)
+                self.dataChanged.emit(index, index)
 
     def _node(self, entry: Entry, now: float, headers: list[str]) -> _Node:
         """The entry's node and its subtree, with cells (not yet in the live tree)."""
@@ -196,11 +200,12 @@ class RunTableModel(QAbstractItemModel):
             node.children.append(sub)
         return node
 
-    def _sync(self, parent: _Node, fresh: list[_Node], changed: list[_Node]) -> bool:
+    def _sync(self, parent: _Node, fresh: list[_Node], changed: list) -> bool:
         """Make `parent`'s live children `fresh` by removing and inserting rows, each announced
         (recursively, at every level), the rows that stay and show other cells or another
-        search text added to `changed`; False when the rows that stay changed their order
-        (the caller resets instead)."""
+        search text added to `changed` with those cells' columns (another search text alone:
+        the first, for the filter to look again); False when the rows that stay changed their
+        order (the caller resets instead)."""
         live = parent.children
         at = self._index(parent)
         wanted = {n.key for n in fresh}
@@ -215,8 +220,13 @@ class RunTableModel(QAbstractItemModel):
         for i, node in enumerate(fresh):
             if i < len(live) and live[i].key == node.key:
                 old = live[i]
-                if old.cells != node.cells or old.search != node.search:
-                    changed.append(old)
+                columns = [
+                    c for c, (a, b) in enumerate(zip(old.cells, node.cells, strict=True)) if a != b
+                ]
+                if not columns and old.search != node.search:
+                    columns = [0]
+                if columns:
+                    changed.append((old, columns))
                 old.entry, old.cells, old.search = node.entry, node.cells, node.search
                 if not self._sync(old, node.children, changed):
                     return False

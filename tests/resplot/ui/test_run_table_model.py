@@ -108,11 +108,12 @@ def test_ticks_and_colours_are_data_changes_not_layout_changes(table, qtbot):
     assert widget.selected_refs() == [widget.ref_at(index)]
 
 
-def test_a_refresh_announces_only_the_rows_whose_cells_changed(table):
+def test_a_refresh_announces_only_the_cells_that_changed(table):
     """A poll refreshes the table: announcing every row made the view read every cell again
-    and fit its columns to them each time. Only a row that shows something new is announced:
-    new cells, or new alerts for its run (a quiet run's alert says for how long: new each
-    poll), whose tooltip and colour the row shows."""
+    and fit its columns to them each time, and a change of more than one cell makes Qt's view
+    repaint its whole viewport. Only a cell that shows something new is announced, one at a
+    time; a row whose run's alerts changed (a quiet run's alert says for how long: new each
+    poll), its alerts cell (its colour; tooltips are read when shown)."""
     cache, _state, model, _widget, log = table
     runs = [_run(n, lr=n) for n in range(5)]
     cache.set_runs(runs)
@@ -126,18 +127,52 @@ def test_a_refresh_announces_only_the_rows_whose_cells_changed(table):
     cache.set_runs([dataclasses.replace(runs[3], status="finished")])
     model.refresh({}, now=T0 + 100)
     row = [r.ref for r in model.runs].index(runs[3].ref)
-    assert changed == [(row, row, 0, len(model.headers) - 1)]
-    assert model.data(model.index(row, model.headers.index("status"))) == "finished"
-    changed.clear()
+    status = model.headers.index("status")
+    assert changed == [(row, row, status, status)]
+    assert model.data(model.index(row, status)) == "finished"
+    alerted = [r.ref for r in model.runs].index(runs[0].ref)
+    column = model.headers.index("alerts")
     for seconds in (60, 61):
         changed.clear()
         alert = Alert(runs[0].ref, "quiet", "warning", f"no new step for {seconds} s")
         model.refresh({runs[0].ref: [alert]}, now=T0 + 100)
-        row = [r.ref for r in model.runs].index(runs[0].ref)
-        assert changed == [(row, row, 0, len(model.headers) - 1)]
-        alerts = model.index(row, model.headers.index("alerts"))
+        assert changed == [(alerted, alerted, column, column)]  # its colour, its text
+        alerts = model.index(alerted, column)
         assert model.data(alerts, Qt.ToolTipRole) == f"[warning] no new step for {seconds} s"
     log.assert_paired()
+
+
+def test_a_live_row_repaints_its_changed_cells_not_the_table(table, qtbot):
+    """The view paints only the cells a refresh announced (a poll's live rows), not the whole
+    viewport as it does for a change of several cells at once."""
+    from PyQt5.QtCore import QEvent, QObject, QRect
+
+    cache, _state, model, widget, _log = table
+    widget.resize(900, 400)
+    runs = [_run(n, lr=n) for n in range(8)]
+    cache.set_runs(runs)
+    model.refresh({}, now=T0 + 100)
+    qtbot.wait(50)  # its first paint
+    painted: list[QRect] = []
+
+    class Paints(QObject):
+        def eventFilter(self, _obj, event) -> bool:
+            if event.type() == QEvent.Paint:
+                painted.append(event.region().boundingRect())
+            return False
+
+    viewport = widget.view.viewport()
+    spy = Paints()
+    viewport.installEventFilter(spy)
+    cache.set_runs([dataclasses.replace(runs[2], status="crashed")])
+    model.refresh({}, now=T0 + 100)
+    qtbot.waitUntil(lambda: bool(painted))
+    viewport.removeEventFilter(spy)
+    row = [r.ref for r in model.runs].index(runs[2].ref)
+    cell = widget.view.visualRect(
+        widget.proxy.mapFromSource(model.index(row, model.headers.index("status")))
+    )
+    assert painted and all(cell.contains(rect) for rect in painted), (cell, painted)
 
 
 def test_a_sorted_and_filtered_view_follows_removals_and_resets(table):
