@@ -125,3 +125,11 @@ def tidy(win) -> None:
         shown = bool(label.text())
         label.setVisible(shown)
         label.rule.setVisible(shown)  # type: ignore[attr-defined]
+
+
+def show_alert(win, text: str) -> None:
+    """The most severe alert's text in its field, red while there is one."""
+    win.alert_label.setText(text)
+    style = "color: #b00000;" if text else ""
+    if win.alert_label.styleSheet() != style:  # set at every poll, it repainted the bar
+        win.alert_label.setStyleSheet(style)

@@ -556,9 +556,7 @@ class MainWindow(QMainWindow):
         self.model.refresh(self.alerts, now)
         self.tree.refresh(self.cache, now, self.state)
         names = {r.ref: r.name for r in self.cache.runs()}
-        text = alerts_mod.summary(self.alerts, names)
-        self.alert_label.setText(text)
-        self.alert_label.setStyleSheet("color: #b00000;" if text else "")
+        status_bar.show_alert(self, alerts_mod.summary(self.alerts, names))
 
     # -- export -----------------------------------------------------------------------------
     def export_refs(self) -> list[RunRef]:
