@@ -147,7 +147,10 @@ class Track:
             self.raw = Line2D(
                 [], [], linewidth=0.8, alpha=0.25, color=item.color, linestyle=item.style
             )
-            self.raw_band = _band(self.ax, item.color, linewidth=0, alpha=0.25)
+            # Never snapped to the pixel grid: Agg snaps a band whose edges are all level or
+            # upright (a flat series), and a live one's newest column flipped that each poll
+            # (a full draw each time: resplot/ui/tails.py); at a quarter alpha, alike.
+            self.raw_band = _band(self.ax, item.color, linewidth=0, alpha=0.25, snap=False)
             self.ax.add_line(self.raw)
             self._tier(self.live, self._tiered())  # their zorders
             if self.faded:

@@ -19,6 +19,9 @@ blitted frame is a full draw's pixels: a full draw is the same sequence.
 Charts outside the visible part of a scrolled page are left out of a full draw (their axes
 `animated` for it) and drawn when they scroll into view.
 
+A live series' body (all but its newest pixels) goes into the saved picture too, under every
+artist a poll draws, and a poll draws its tail (resplot/ui/tails.py).
+
 The hover line (resplot/ui/crosshair.py) saves the page after the series are drawn: its
 `draw_event` handler runs after this one (connected later), and a blit hands it the new page.
 """
@@ -30,6 +33,7 @@ from collections.abc import Callable
 from matplotlib.transforms import Bbox
 
 from resplot.draw.limits import quietly
+from resplot.ui.tails import Tails
 
 VIEW_MARGIN_PX = 24  # a chart this near the visible part is drawn with it (its title above)
 
@@ -44,6 +48,7 @@ class Layers:
         self.background = None
         self.drawn: list[int] = []  # the charts the last full draw drew
         self.settled: list = []  # the settled series' artists in it, chart by chart
+        self.tails = Tails()  # the live series cut into a body (in it) and a tail
         self._size: tuple | None = None  # the canvas's size at that draw
         self.full_draws = 0  # draws of the whole page (tests and benchmarks read them)
         self.blits = 0  # series drawn over the saved axes
@@ -92,6 +97,7 @@ class Layers:
     def release(self) -> None:
         """Drop the saved axes (a page's pixels): the next draw is a full draw."""
         self.background, self.drawn, self.settled, self._size = None, [], [], None
+        self.tails.clear()
 
     def _tiers(self) -> list[tuple[int, list, list]]:
         """(chart, settled artists, the rest) of each chart drawn, in drawing order."""
@@ -113,6 +119,11 @@ class Layers:
         self.settled = [a for _i, settled, _rest in tiers for a in settled]
         for artist in self.settled:
             artist.stale = False  # as drawn (an invisible one too: its draw is a no-op)
+        self.tails.clear()
+        for i, _settled, live in tiers:
+            ax = self.page.axes[i]
+            with quietly(ax):
+                self.tails.cut(ax, live)  # their bodies, under all the rest of the tier
         self.background = self.canvas.copy_from_bbox(self.page.figure.bbox)
         self._size = self.canvas.get_width_height(physical=True)
         self._draw(tiers, settled=False)
@@ -124,13 +135,18 @@ class Layers:
             # Quietly: drawing a legend lays its frame out again, which would mark the figure
             # stale (a full draw at the next poll).
             with quietly(self.page.axes[i]):
-                for artist in low if settled else high:
-                    figure.draw_artist(artist)
+                if settled:
+                    for artist in low:
+                        figure.draw_artist(artist)
+                    continue
+                for artist in high:
+                    if not self.tails.draw(artist):  # a live series' tail, or all of it
+                        figure.draw_artist(artist)
 
     def needs_full_draw(self, tiers: list | None = None) -> bool:
         """Whether anything under the live series changed since the last full draw (a limit,
         the size, a title, a new series' artists, a settled series, a series between the
-        tiers, ...), or other charts came into view."""
+        tiers, a live series' body, ...), or other charts came into view."""
         if (
             not self.enabled
             or self.background is None
@@ -139,10 +155,13 @@ class Layers:
             or self.in_view() != self.drawn
         ):
             return True
-        settled = [a for _i, low, _high in tiers or self._tiers() for a in low]
-        return len(settled) != len(self.settled) or any(
+        tiers = tiers or self._tiers()
+        settled = [a for _i, low, _high in tiers for a in low]
+        if len(settled) != len(self.settled) or any(
             a is not b or a.stale for a, b in zip(settled, self.settled, strict=True)
-        )
+        ):
+            return True
+        return not self.tails.fresh([(self.page.axes[i], high) for i, _low, high in tiers])
 
     def present(self) -> bool:
         """Show the page's current state: its live series over the saved axes and settled

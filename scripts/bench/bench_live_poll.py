@@ -3,7 +3,7 @@ the page drawn in layers (resplot/ui/layers.py: the series over the saved axes, 
 with headroom) against a full draw every poll (the code before issue 31), in one process.
 
     .venv/bin/python scripts/bench/bench_live_poll.py [--runs 12] [--steps 200000] [--polls 30]
-        [--live K]
+        [--live K] [--smoothing W]
     .venv/bin/python scripts/bench/bench_live_poll.py --markdown docs/benchmarks/viewer.md
 
 The real MainWindow (Qt offscreen) on the Training page of a real SQLite store of `--runs` runs
@@ -16,8 +16,11 @@ time), then times on the GUI thread the window's redraw and the draw it queues
 (`processEvents`). Per size (1280×800, 1920×1080) and
 mode, alternating: `full` (layers off, limits refitted every poll: every poll a full draw) and
 `layers`. Reported: median GUI-thread CPU and wall time of a poll, full draws, the share of one
-core at the default 1 s poll (GUI thread + the worker's read and apply), and whether the last
-blitted frame is pixel-equal to a full draw of the same state.
+core at the default 1 s poll (GUI thread + the worker's read and apply), whether the last
+blitted frame is pixel-equal to a full draw of the same state (the window's own), and in how
+many pixels that full draw differs from matplotlib drawing every series whole (where live
+series' bodies meet their tails, resplot/ui/tails.py). `--smoothing 0` draws raw lines (the
+System page's telemetry, keys that are not smoothed) instead of the default's smoothed curves.
 """
 
 from __future__ import annotations
@@ -197,8 +200,10 @@ def run_polls(win, loaded, sweep: Sweep, polls: int, add: int) -> dict:
     }
 
 
-def pixel_equal(win, loaded, sweep: Sweep, add: int) -> bool:
-    """One more poll drawn in layers, then the same state drawn whole: the same pixels?"""
+def pixel_equal(win, loaded, sweep: Sweep, add: int) -> tuple[bool, float]:
+    """One more poll drawn in layers, then the same state drawn anew as the window draws a
+    page it holds no picture of: the same pixels? And the share of the pixels in which that
+    full draw differs from matplotlib's drawing every series whole (resplot/ui/tails.py)."""
     view = win.page_view()
     blits = view.layers.blits
     sweep.add(add)
@@ -206,19 +211,24 @@ def pixel_equal(win, loaded, sweep: Sweep, add: int) -> bool:
     win.redraw_now()
     QApplication.processEvents()
     if view.layers.blits == blits:
-        return False  # not blitted: nothing to compare
+        return False, float("nan")  # not blitted: nothing to compare
     blitted = np.asarray(view.canvas.buffer_rgba()).copy()
+    view.layers.release()
+    view.canvas.draw()
+    full = np.asarray(view.canvas.buffer_rgba()).copy()
     view.layers.enabled = False
     view.layers.mark()
     view.canvas.draw()
-    full = np.asarray(view.canvas.buffer_rgba()).copy()
+    whole = np.asarray(view.canvas.buffer_rgba()).copy()
     view.layers.enabled = True
     view.layers.mark()
     view.canvas.draw()
     rows = view.layers.view_rows()
     if rows is not None:
-        blitted, full = blitted[int(rows[0]) : int(rows[1])], full[int(rows[0]) : int(rows[1])]
-    return blitted.shape == full.shape and bool((blitted == full).all())
+        cut = slice(int(rows[0]), int(rows[1]))
+        blitted, full, whole = blitted[cut], full[cut], whole[cut]
+    equal = blitted.shape == full.shape and bool((blitted == full).all())
+    return equal, float((full != whole).any(axis=2).mean())
 
 
 def timed_ms(fn, repeat: int) -> float:
@@ -297,6 +307,9 @@ def main() -> None:
     ap.add_argument(
         "--live", type=int, help="runs that get points each poll, the others finished (all)"
     )
+    ap.add_argument(
+        "--smoothing", type=float, help="the window's smoothing (its default: 0.6; 0: raw lines)"
+    )
     ap.add_argument("--sizes", default="1280x800,1920x1080")
     ap.add_argument("--markdown", type=Path, help="update this file's section")
     ap.add_argument("--tree", type=Path, help="also time this checkout (the code before)")
@@ -326,6 +339,8 @@ def main() -> None:
                 win = MainWindow(loaded.cache, settings_mod.Settings(), Path(tmp) / "s.json")
                 win.resize(w, h)
                 win.show()
+                if args.smoothing is not None:
+                    win.set_smoothing(args.smoothing)
                 win.on_runs_changed()
                 drawn(win, loaded)
                 canvas = win.page_view().canvas
@@ -345,10 +360,12 @@ def main() -> None:
                 if not child:
                     set_mode(win, True)
                     drawn(win, loaded)
-                    equal = pixel_equal(win, loaded, sweep, args.add)
+                    equal, apart = pixel_equal(win, loaded, sweep, args.add)
                     results.append((size, "", "pixel-equal", equal))
+                    results.append((size, "", "whole apart", apart))
                     results.append((size, "", "full draw", full_draw_ms(win)))
                     print(size, "blitted frame pixel-equal to a full draw:", equal, flush=True)
+                    print(size, f"full draw vs every series whole: {apart:.2%} of pixels")
                 win.close()
                 app.processEvents()
     if child:
@@ -381,6 +398,7 @@ def before(args) -> list:
         "--add",
         str(args.add),
         *(["--live", str(args.live)] if args.live is not None else []),
+        *(["--smoothing", str(args.smoothing)] if args.smoothing is not None else []),
         "--sizes",
         args.sizes,
     ]
@@ -397,10 +415,13 @@ def before(args) -> list:
 
 def summarize(results, args, legends: dict[str, float]) -> str:
     merged: dict[tuple[str, str], list] = {}
-    canvases, equal, full_ms = {}, {}, {}
+    canvases, equal, full_ms, apart = {}, {}, {}, {}
     for size, canvas, mode, r in results:
         if mode == "pixel-equal":
             equal[size] = r
+            continue
+        if mode == "whole apart":
+            apart[size] = r
             continue
         if mode == "full draw":
             full_ms[size] = r
@@ -409,6 +430,8 @@ def summarize(results, args, legends: dict[str, float]) -> str:
         merged.setdefault((size, mode), []).append(r)
     tree = " --tree BEFORE" if args.tree else ""
     live = f" --live {args.live}" if args.live is not None else ""
+    if args.smoothing is not None:
+        live += f" --smoothing {args.smoothing:g}"
     fed = (
         "every series"
         if args.live is None
@@ -419,7 +442,9 @@ def summarize(results, args, legends: dict[str, float]) -> str:
         "",
         f"`.venv/bin/python scripts/bench/bench_live_poll.py --polls {args.polls} --add "
         f"{args.add}{live}{tree}` ({args.runs} runs × {args.steps:,} steps, 4 keys at every step, "
-        f"Training page, Qt offscreen; each poll adds {args.add} steps to {fed}; the "
+        f"Training page, Qt offscreen, smoothing "
+        f"{0.6 if args.smoothing is None else args.smoothing:g}; "
+        f"each poll adds {args.add} steps to {fed}; the "
         "two modes "
         "alternated twice per size in one process; `before`: the same polls under the code "
         "before issue 31 (`--tree`, a checkout of it), in a child process right after; "
@@ -445,6 +470,9 @@ def summarize(results, args, legends: dict[str, float]) -> str:
         "",
         "A full draw of the page (CPU, median of 5): "
         + ", ".join(f"{size} {ms:.0f} ms" for size, ms in full_ms.items())
+        + ". Pixels in which it differs from matplotlib drawing every series whole (where "
+        "live series' bodies meet their tails): "
+        + ", ".join(f"{size} {share:.2%}" for size, share in apart.items())
         + ".",
         "",
         "| a chart legend of 4 series, one draw (CPU, median of 15) | ms |",

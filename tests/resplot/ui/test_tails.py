@@ -1,0 +1,215 @@
+"""A live series cut into a body, drawn once into the saved picture, and a tail, drawn at every
+poll (resplot/ui/tails.py): a blit is the pixels of a full draw of the same state, and every
+change a cut cannot carry (a body's vertices, the end past the next boundary, the style, a new
+series, the snap Agg would choose) asks for a full draw.
+
+Real matplotlib Agg canvases, drawn the way resplot/ui/layers.py draws a page.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Polygon
+
+from resplot.ui import tails as tails_mod
+from resplot.ui.tails import CHUNK_PX, Tails
+
+N = 3000
+
+
+def _walk(seed: int, n: int = N) -> np.ndarray:
+    return np.cumsum(np.random.default_rng(seed).normal(size=n))
+
+
+class Page:
+    """One chart whose series are drawn over its saved axes, as the window's layers do."""
+
+    def __init__(self) -> None:
+        self.figure = Figure(figsize=(6, 3), dpi=100)
+        self.canvas = FigureCanvasAgg(self.figure)
+        self.ax = self.figure.add_subplot(1, 1, 1)
+        self.ax.set_xlim(0, 1.2 * N)
+        self.ax.set_ylim(-120, 120)
+        self.series: list = []
+        self.tails = Tails()
+        self.background = None
+
+    def add(self, artist):
+        artist.set_animated(True)  # left out of the canvas's own draw: drawn below
+        if isinstance(artist, Line2D):
+            self.ax.add_line(artist)
+        else:
+            self.ax.add_artist(artist)
+        self.series.append(artist)
+        return artist
+
+    def line(self, y: np.ndarray, **kw) -> Line2D:
+        return self.add(Line2D(np.arange(len(y), dtype=float), y, linewidth=1.4, **kw))
+
+    def band(self, y: np.ndarray, **kw) -> Polygon:
+        x = np.arange(len(y), dtype=float)
+        xy = np.column_stack([np.r_[x, x[::-1]], np.r_[y + 3, (y - 3)[::-1]]])
+        return self.add(Polygon(xy, closed=True, linewidth=0, alpha=0.25, **kw))
+
+    def _series(self) -> None:
+        for artist in self.series:
+            if not self.tails.draw(artist):
+                self.figure.draw_artist(artist)
+
+    def full(self) -> np.ndarray:
+        self.canvas.draw()
+        self.tails.clear()
+        self.tails.cut(self.ax, self.series)
+        self.background = self.canvas.copy_from_bbox(self.figure.bbox)
+        self._series()
+        return np.asarray(self.canvas.buffer_rgba()).copy()
+
+    def fresh(self) -> bool:
+        return self.tails.fresh([(self.ax, self.series)])
+
+    def blit(self) -> np.ndarray:
+        self.canvas.restore_region(self.background)
+        self._series()
+        return np.asarray(self.canvas.buffer_rgba()).copy()
+
+    def plain(self) -> np.ndarray:
+        """matplotlib drawing every series whole."""
+        self.canvas.draw()
+        for artist in self.series:
+            self.figure.draw_artist(artist)
+        return np.asarray(self.canvas.buffer_rgba()).copy()
+
+
+def _grow(artist, y: np.ndarray) -> None:
+    """The series with more points at its end (its first ones as they were)."""
+    x = np.arange(len(y), dtype=float)
+    if isinstance(artist, Line2D):
+        artist.set_data(x, y)
+    else:
+        artist.set_xy(np.column_stack([np.r_[x, x[::-1]], np.r_[y + 3, (y - 3)[::-1]]]))
+
+
+def _drawn_by(page: Page) -> list:
+    """The artists a blit of the page draws, in order."""
+    drawn: list = []
+    real = page.figure.draw_artist
+    page.figure.draw_artist = lambda a: (drawn.append(a), real(a))[1]
+    try:
+        page.blit()
+    finally:
+        del page.figure.draw_artist
+    return drawn
+
+
+def _page():
+    page = Page()
+    ys = [_walk(1), _walk(2), _walk(3)]
+    band = page.band(ys[0], color="C0")
+    lines = [page.line(y, color=f"C{i}") for i, y in enumerate(ys)]
+    dashed = page.line(_walk(4), color="C5", linestyle="--")  # drawn whole, after the cuts
+    return page, ys, band, lines, dashed
+
+
+def test_a_poll_draws_the_tails_a_full_draw_of_the_same_state_would():
+    page, ys, band, lines, _dashed = _page()
+    page.full()
+    assert len(page.tails.cuts) == 4  # the band and the three lines; not the dashed line
+    for step in range(1, 4):
+        grown = [np.r_[y, _walk(10 + step, 3 * step) + y[-1]] for y in ys]
+        _grow(band, grown[0])
+        for line, y in zip(lines, grown, strict=True):
+            _grow(line, y)
+        assert page.fresh()
+        drawn = _drawn_by(page)
+        # The cut series were not drawn whole: their twins drew their tails, a few columns.
+        assert not {id(a) for a in drawn} & {id(a) for a in [band, *lines]}
+        for artist in [band, *lines]:
+            twin = page.tails.cuts[id(artist)].twin
+            assert twin in drawn
+            part, whole = (
+                (len(twin.get_xydata()), len(artist.get_xydata()))
+                if isinstance(artist, Line2D)
+                else (len(twin.get_xy()), len(artist.get_xy()))
+            )
+            assert part < whole / 4
+        assert np.array_equal(page.blit(), page.full())  # the same cuts, drawn anew
+
+
+def test_the_page_differs_from_whole_series_only_near_the_cuts():
+    """Where a body meets its tail and nowhere else: the columns left of every boundary but
+    the few a stroke's cap, join and simplification reach are matplotlib's own."""
+    page, *_ = _page()
+    cut = page.full()
+    plain = page.plain()
+    differ = np.flatnonzero((cut != plain).any(axis=2).any(axis=0))
+    boundaries = [page.ax.transData.transform((c.split_x, 0))[0] for c in page.tails.cuts.values()]
+    assert len(differ) < 0.05 * cut.shape[1]
+    assert all(min(abs(x - b) for b in boundaries) < CHUNK_PX for x in differ)
+
+
+def test_a_change_the_cuts_cannot_carry_asks_for_a_full_draw():
+    page, ys, band, lines, _dashed = _page()
+    page.full()
+    assert page.fresh()
+    moved = ys[1].copy()
+    moved[100] += 5  # a body's vertex (another level of detail, another smoothing)
+    _grow(lines[1], moved)
+    assert not page.fresh()
+    _grow(lines[1], ys[1])
+    assert page.fresh()
+    lines[2].set_alpha(0.12)  # faded (another run highlighted)
+    assert not page.fresh()
+    lines[2].set_alpha(None)
+    assert page.fresh()
+    far = np.r_[ys[0], _walk(9, N // 8) + ys[0][-1]]  # past the next boundary
+    _grow(band, far)
+    assert not page.fresh()
+    _grow(band, ys[0])
+    assert page.fresh()
+    new = page.line(_walk(7), color="C7")  # a series come since, drawn first: to be cut
+    page.series.insert(0, page.series.pop())
+    assert not page.fresh()
+    page.full()
+    assert page.fresh() and id(new) in page.tails.cuts and len(page.tails.cuts) == 5
+
+
+def test_only_series_before_the_first_one_drawn_whole_are_cut():
+    """A body drawn into the saved picture must have nothing under it that the full draw
+    draws over it: the cuts stop at the first visible artist not cut."""
+    page = Page()
+    first = page.line(_walk(1))
+    page.line(_walk(2), linestyle="--")
+    later = page.line(_walk(3))
+    page.full()
+    assert id(first) in page.tails.cuts and id(later) not in page.tails.cuts
+    hidden = Page()
+    a = hidden.line(_walk(1))
+    hidden.line(_walk(2), linestyle="--").set_visible(False)  # draws nothing: no stop
+    b = hidden.line(_walk(3))
+    hidden.full()
+    assert {id(a), id(b)} <= set(hidden.tails.cuts)
+
+
+def test_both_parts_snap_as_agg_would_snap_the_whole_series():
+    """Agg snaps a path of at most 1,024 vertices whose segments are all level or upright: a
+    flat series is snapped in both parts, and a tail that turns sloped makes the whole one
+    unsnapped (a full draw); an artist's own snap setting stands."""
+    page = Page()
+    flat = page.line(np.full(600, 10.0))
+    band = page.band(np.full(600, -40.0), snap=False)
+    page.full()
+    assert page.tails.cuts[id(flat)].twin.get_snap() is True
+    assert page.tails.cuts[id(band)].twin.get_snap() is False
+    assert np.array_equal(page.blit(), page.full())
+    _grow(flat, np.r_[np.full(600, 10.0), [11.0]])  # a sloped last segment
+    assert not page.fresh()
+    page.full()
+    assert page.tails.cuts[id(flat)].twin.get_snap() is False
+    long = Page()
+    many = long.line(np.full(2000, 10.0))
+    long.full()
+    assert long.tails.cuts[id(many)].twin.get_snap() is False  # > 1,024 vertices
+    assert not tails_mod._snaps(many, 10, body_square=True)
