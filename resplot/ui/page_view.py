@@ -128,6 +128,14 @@ class PageCanvas(FigureCanvasQTAgg):
             self._stamp_key = key
         return self.renderer
 
+    def inaxes(self, xy):
+        # matplotlib's rule (the topmost visible axes holding the point, the last drawn of
+        # equals), by each axes' box: its patch is that rectangle here, and the patches' path
+        # test, run at every mouse event, cost 1.6 ms of a 100-run page's hover move.
+        x, y = xy
+        found = [a for a in self.figure.get_axes() if a.get_visible() and a.bbox.contains(x, y)]
+        return max(reversed(found), key=lambda a: a.zorder) if found else None
+
     def release(self) -> None:
         """Give back the Agg buffer (the whole page's RGBA, 10-80 MB): the renderer is made
         anew for a one-pixel figure and the figure's size put back, so the next draw makes
