@@ -20,7 +20,10 @@ Charts outside the visible part of a scrolled page are left out of a full draw (
 `animated` for it) and drawn when they scroll into view.
 
 A live series' body (all but its newest pixels) goes into the saved picture too, under every
-artist a poll draws, and a poll draws its tail (resplot/ui/tails.py).
+artist a poll draws, and a poll draws its tail (resplot/ui/tails.py). The picture as it was
+before the bodies is kept too: a cut that no longer holds (a live run highlighted, a series
+past its next boundary, a new one) is made again from it, the bodies drawn anew, with no full
+draw of the page.
 
 The hover line (resplot/ui/crosshair.py) saves the page after the series are drawn: its
 `draw_event` handler runs after this one (connected later), and a blit hands it the new page.
@@ -49,9 +52,11 @@ class Layers:
         self.drawn: list[int] = []  # the charts the last full draw drew
         self.settled: list = []  # the settled series' artists in it, chart by chart
         self.tails = Tails()  # the live series cut into a body (in it) and a tail
+        self.under_cuts = None  # the saved picture before the bodies were drawn into it
         self._size: tuple | None = None  # the canvas's size at that draw
         self.full_draws = 0  # draws of the whole page (tests and benchmarks read them)
         self.blits = 0  # series drawn over the saved axes
+        self.recuts = 0  # blits that cut the live series again first
         # Told when the series are drawn over the saved axes, before the blit shows them (the
         # hover line, drawn into the same frame).
         self.on_blit: list[Callable[[], None]] = []
@@ -97,6 +102,7 @@ class Layers:
     def release(self) -> None:
         """Drop the saved axes (a page's pixels): the next draw is a full draw."""
         self.background, self.drawn, self.settled, self._size = None, [], [], None
+        self.under_cuts = None
         self.tails.clear()
 
     def _tiers(self) -> list[tuple[int, list, list]]:
@@ -112,22 +118,29 @@ class Layers:
 
     def _on_draw(self, _event) -> None:
         if self.canvas.is_saving() or not self.enabled:
-            self.background = None  # a saved file's draw: its size and dpi are the file's
+            # A saved file's draw: its size and dpi are the file's.
+            self.background = self.under_cuts = None
             return
         tiers = self._tiers()
         self._draw(tiers, settled=True)
         self.settled = [a for _i, settled, _rest in tiers for a in settled]
         for artist in self.settled:
             artist.stale = False  # as drawn (an invisible one too: its draw is a no-op)
+        self.under_cuts = self.canvas.copy_from_bbox(self.page.figure.bbox)
+        self._cut(tiers)
+        self._size = self.canvas.get_width_height(physical=True)
+        self._draw(tiers, settled=False)
+        self.full_draws += 1
+
+    def _cut(self, tiers: list) -> None:
+        """Cut the live series and draw their bodies (under all the rest of the live tier)
+        into the picture, and save it."""
         self.tails.clear()
         for i, _settled, live in tiers:
             ax = self.page.axes[i]
             with quietly(ax):
-                self.tails.cut(ax, live)  # their bodies, under all the rest of the tier
+                self.tails.cut(ax, live)
         self.background = self.canvas.copy_from_bbox(self.page.figure.bbox)
-        self._size = self.canvas.get_width_height(physical=True)
-        self._draw(tiers, settled=False)
-        self.full_draws += 1
 
     def _draw(self, tiers: list, settled: bool) -> None:
         figure = self.page.figure
@@ -146,7 +159,8 @@ class Layers:
     def needs_full_draw(self, tiers: list | None = None) -> bool:
         """Whether anything under the live series changed since the last full draw (a limit,
         the size, a title, a new series' artists, a settled series, a series between the
-        tiers, a live series' body, ...), or other charts came into view."""
+        tiers, ...), or other charts came into view. (A live series' cut is made again by the
+        blit: `present`.)"""
         if (
             not self.enabled
             or self.background is None
@@ -155,13 +169,10 @@ class Layers:
             or self.in_view() != self.drawn
         ):
             return True
-        tiers = tiers or self._tiers()
-        settled = [a for _i, low, _high in tiers for a in low]
-        if len(settled) != len(self.settled) or any(
+        settled = [a for _i, low, _high in tiers or self._tiers() for a in low]
+        return len(settled) != len(self.settled) or any(
             a is not b or a.stale for a, b in zip(settled, self.settled, strict=True)
-        ):
-            return True
-        return not self.tails.fresh([(self.page.axes[i], high) for i, _low, high in tiers])
+        )
 
     def present(self) -> bool:
         """Show the page's current state: its live series over the saved axes and settled
@@ -172,7 +183,12 @@ class Layers:
         if self.needs_full_draw(tiers):
             self.canvas.draw_idle()
             return False
-        self.canvas.restore_region(self.background)
+        if self.tails.fresh([(self.page.axes[i], high) for i, _low, high in tiers]):
+            self.canvas.restore_region(self.background)
+        else:
+            self.canvas.restore_region(self.under_cuts)
+            self._cut(tiers)
+            self.recuts += 1
         self._draw(tiers, settled=False)
         for told in self.on_blit:  # the hover line draws itself into the same frame
             told()

@@ -14,7 +14,8 @@ A blit is a full draw's pixels because a full draw is the same sequence: every c
 the state alone (the boundary from the series' own end), bodies first. Before a blit each cut
 is checked: the body still the series' first vertices (a change anywhere but the end: another
 level of detail, smoothing, x range), its style the same, its end still before the next
-boundary, and no other series to cut (one come, one grown long); else the blit is a full draw.
+boundary, and no other series to cut (one come, one grown long); else the cuts are made again
+(resplot/ui/layers.py: from the picture as it was before the bodies).
 A page drawn this way differs from matplotlib drawing each series whole only where a body and
 its tail meet (they overlap at one vertex or column) and where a live body lay over another
 live artist drawn after it, by a level or two of antialiasing. Both parts are snapped to the

@@ -227,14 +227,22 @@ def test_a_blitted_frame_is_the_pixels_of_a_full_draw(window, loaded, name):
     full, blits = view.layers.full_draws, view.layers.blits
     poll(window, loaded, np.arange(N, N + 3))
     assert (view.layers.full_draws, view.layers.blits) == (full, blits + 1)
-    _assert_same_pixels(_shown_rows(view), _full_draw_rows(view))
+    blitted = _shown_rows(view)
+    full, recuts = view.layers.full_draws, view.layers.recuts
+    window.highlight(window.cache.runs()[0].ref)  # the others faded: their cuts made again
+    window.redraw_now()
+    QApplication.processEvents()
+    assert view.layers.full_draws == full
+    assert view.layers.recuts == recuts + (1 if view.layers.tails.cuts else 0)
+    highlighted = _shown_rows(view)
+    _assert_same_pixels(highlighted, _full_draw_rows(view))
+    window.highlight(None)
+    window.redraw_now()
+    QApplication.processEvents()
+    _assert_same_pixels(_shown_rows(view), blitted)  # back as it was, cut again
     # The page as matplotlib draws every series whole, but where live series' bodies meet
     # their tails (resplot/ui/tails.py).
     _assert_near_pixels(_full_draw_rows(view), _plain_draw_rows(view))
-    window.highlight(window.cache.runs()[0].ref)  # the others faded
-    window.redraw_now()
-    QApplication.processEvents()
-    _assert_same_pixels(_shown_rows(view), _full_draw_rows(view))
 
 
 def test_charts_scrolled_in_are_the_pixels_of_the_next_full_draw(window, loaded):
