@@ -51,6 +51,17 @@ def _view(cache, ref, memo=None):
     raise AssertionError("the view's tiles did not come")
 
 
+def _first_view(live):
+    """The live series' first complete view through a memo (its tiles asked for, fetched)."""
+    source, _run_id, _path = live
+    cache = source.cache
+    ref = cache.runs()[0].ref
+    memo = ViewMemo()
+    series_view(cache, ref, "loss", -np.inf, np.inf, PIXELS, memo=memo)
+    source.fetch()
+    return source, cache, ref, memo, _view(cache, ref, memo)
+
+
 def _same_arrays(a, b) -> None:
     for f in dataclasses.fields(a):
         x, y = getattr(a, f.name), getattr(b, f.name)
@@ -92,13 +103,7 @@ def test_tiles_fetched_again_alike_rebuild_the_view(live):
     """Evicted and fetched again, the tiles bring the same buckets in new arrays: nothing kept
     from the memo's view changed and nothing is new. That indexed past the buckets (an
     IndexError in the window's redraw); it is the view a rebuild gives."""
-    source, _run_id, _path = live
-    cache = source.cache
-    ref = cache.runs()[0].ref
-    memo = ViewMemo()
-    series_view(cache, ref, "loss", -np.inf, np.inf, PIXELS, memo=memo)
-    source.fetch()
-    first = _view(cache, ref, memo)
+    source, cache, ref, memo, first = _first_view(live)
     cache.begin_view()  # no view holds the tiles: the tight bound evicts them all
     cache.set_tile_limit(1)
     cache.set_tile_limit(256 << 20)
@@ -121,13 +126,7 @@ def test_a_series_that_did_not_change_is_not_looked_at(live, monkeypatch):
     it had without a tile looked up, and those tiles still count as the view's: a bound of one
     byte evicts none of them. Another question of it, or another series' change, is not
     that."""
-    source, _run_id, _path = live
-    cache = source.cache
-    ref = cache.runs()[0].ref
-    memo = ViewMemo()
-    series_view(cache, ref, "loss", -np.inf, np.inf, PIXELS, memo=memo)
-    source.fetch()
-    first = _view(cache, ref, memo)
+    _source, cache, ref, memo, first = _first_view(live)
     looked = _counting_tiles(cache, monkeypatch)
 
     cache.begin_view()  # a page's next refresh
@@ -147,13 +146,7 @@ def test_a_series_that_did_not_change_is_not_looked_at(live, monkeypatch):
 def test_a_change_to_what_the_view_was_built_from_builds_it_again(live, change):
     """Every change to a series' summary or tiles moves its count (SeriesCache.changes): the
     memo's view is not given back for it."""
-    source, _run_id, _path = live
-    cache = source.cache
-    ref = cache.runs()[0].ref
-    memo = ViewMemo()
-    series_view(cache, ref, "loss", -np.inf, np.inf, PIXELS, memo=memo)
-    source.fetch()
-    first = _view(cache, ref, memo)
+    _source, cache, ref, memo, first = _first_view(live)
     count = cache.changes(ref, "loss")
     if change == "put":
         tile = cache.tiles_of(ref, "loss")[-1]
