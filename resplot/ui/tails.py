@@ -5,10 +5,14 @@ A poll adds points at a live series' end: in the chart's pixel columns (data/dec
 the last column or two change, but drawing the series over the saved picture stroked all of
 its ~2,500 vertices again, every series of every live run (~50 of the ~60 ms a 12-run page's
 series took to draw a poll). So each long solid line and each long edgeless band (a faint raw
-envelope) of the live tier is cut at a chunk boundary: a multiple of CHUNK_PX from its axes'
-left edge, at least MARGIN_PX left of its last point. Its part left of the boundary (the body)
-is drawn at the full draw, under everything the blit draws; the rest (the tail, from the last
-vertex or column at or before the boundary on) at every blit, by a twin artist of its style.
+envelope) of the live tier is cut at a chunk boundary: a whole pixel, a multiple of CHUNK_PX
+from its axes' left edge, at least MARGIN_PX left of its last point. Its part left of the
+boundary (the body) is drawn at the full draw, under everything the blit draws; the rest (the
+tail) at every blit, each by a twin artist of its style clipped at the boundary. Each part
+holds its vertices (a band: its columns) up to PAD_PX past the boundary, so that every pixel
+is stroked or filled as the whole series would be there, joins included; the clip gives each
+pixel column to one of them (a body ending at the boundary and a tail starting there left a
+faint seam in a dense zig-zag: two caps instead of a join).
 
 A blit is a full draw's pixels because a full draw is the same sequence: every cut made from
 the state alone (the boundary from the series' own end), bodies first. Before a blit each cut
@@ -16,12 +20,13 @@ is checked: the body still the series' first vertices (a change anywhere but the
 level of detail, smoothing, x range), its style the same, its end still before the next
 boundary, and no other series to cut (one come, one grown long); else the cuts are made again
 (resplot/ui/layers.py: from the picture as it was before the bodies).
-A page drawn this way differs from matplotlib drawing each series whole only where a body and
-its tail meet (they overlap at one vertex or column) and where a live body lay over another
-live artist drawn after it, by a level or two of antialiasing. Both parts are snapped to the
-pixel grid as Agg would snap the whole series (it snaps a path of at most AUTO_SNAP_MAX
-vertices whose segments are all level or upright): a short flat tail of a sloped line, snapped
-on its own, was crisper than the rest of it.
+
+A page drawn this way differs from matplotlib drawing each series whole only by a level or so
+of antialiasing: at the clip, and where a part is simplified otherwise than the whole
+(matplotlib leaves out vertices within 1/9 pixel of a straight run in a path of 128 or more).
+Both parts are snapped to the pixel grid as Agg would snap the whole series (it snaps a path of
+at most AUTO_SNAP_MAX vertices whose segments are all level or upright): a short flat tail of a
+sloped line, snapped on its own, was crisper than the rest of it.
 """
 
 from __future__ import annotations
@@ -32,27 +37,30 @@ from dataclasses import dataclass
 import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.patches import Polygon
+from matplotlib.transforms import Bbox
 
 CHUNK_PX = 64  # bodies end on multiples of this from the axes' left edge
 MARGIN_PX = 8  # ... at least this far left of the series' last point (the columns a poll changes)
 MIN_VERTICES = 64  # a shorter series is drawn whole
+PAD_PX = 3  # each part reaches this far past the boundary (half a stroke, its join, antialias)
 AUTO_SNAP_MAX = 1024  # Agg snaps a path of at most this many vertices if it can (path_converters.h)
 LEVEL = 1e-4  # a segment moving less than this (pixels) along x or y is upright or level to Agg
 
 
 @dataclass
 class Cut:
-    """Where one artist was cut: the data x of its boundary, the last vertex (line) or column
-    (band) of its body, the data x its end may reach before the boundary moves, its body as
-    drawn (a band's: its tops, then its bottoms as the polygon holds them), its style then,
-    and the twin that draws its parts."""
+    """Where one artist was cut: its boundary (display x, a whole pixel), the last vertex (line)
+    or column (band) of its body and the first of its tail, the data x its end may reach
+    before the boundary moves, its body as drawn (a band's: its tops and its bottoms, left to
+    right), its style then, the twins that draw its parts, and the snap they draw with."""
 
-    split_x: float
-    at: int
+    boundary: float
+    body_end: int
+    tail_start: int
     ends: tuple[float, float]
     body: tuple[np.ndarray, ...]
     style: tuple
-    twin: Line2D | Polygon
+    twins: tuple[Line2D | Polygon, Line2D | Polygon]  # the body's, the tail's
     snap: bool  # both parts snapped (the whole series would be)
     body_square: bool  # every segment of the body level or upright
 
@@ -85,35 +93,35 @@ def _style(artist) -> tuple:
     )
 
 
-def _line_xy(line: Line2D) -> np.ndarray | None:
-    """A long solid line's vertices, or None: not one to cut."""
-    if (
-        not line.get_visible()
-        or line.get_linestyle() not in ("-", "solid")
-        or line.get_marker() not in ("None", "none", "", " ", None)
-        or line.get_drawstyle() != "default"
-    ):
-        return None
-    xy = line.get_xydata()
-    return xy if len(xy) >= MIN_VERTICES else None
-
-
-def _band_halves(band: Polygon) -> tuple[np.ndarray, np.ndarray] | None:
-    """A long edgeless band's tops (left to right) and bottoms as its polygon holds them
-    (right to left), as tracks.py fills it; None: not one to cut."""
-    if (
-        not band.get_visible()
-        or band.get_hatch()
-        or (band.get_linewidth() > 0 and band.get_edgecolor()[3] > 0)
-    ):
-        return None
-    xy = band.get_xy()
-    if len(xy) < MIN_VERTICES:
-        return None
-    if len(xy) % 2:
-        xy = xy[:-1]  # the closing vertex
-    n = len(xy) // 2
-    return xy[:n], xy[n:]
+def _columns(artist) -> tuple[np.ndarray, ...] | None:
+    """A cuttable artist's vertices, one row a column, as parallel arrays: a long solid line's
+    (x, y) rows; a long edgeless band's tops and bottoms, left to right (as tracks.py fills
+    it); None: not one to cut."""
+    if isinstance(artist, Line2D):
+        if (
+            not artist.get_visible()
+            or artist.get_linestyle() not in ("-", "solid")
+            or artist.get_marker() not in ("None", "none", "", " ", None)
+            or artist.get_drawstyle() != "default"
+        ):
+            return None
+        xy = artist.get_xydata()
+        return (xy,) if len(xy) >= MIN_VERTICES else None
+    if isinstance(artist, Polygon):
+        if (
+            not artist.get_visible()
+            or artist.get_hatch()
+            or (artist.get_linewidth() > 0 and artist.get_edgecolor()[3] > 0)
+        ):
+            return None
+        xy = artist.get_xy()
+        if len(xy) < MIN_VERTICES:
+            return None
+        if len(xy) % 2:
+            xy = xy[:-1]  # the closing vertex
+        n = len(xy) // 2
+        return xy[:n], xy[n:][::-1]
+    return None
 
 
 def _rising(x: np.ndarray) -> bool:
@@ -136,41 +144,37 @@ def _square(artist, *runs: np.ndarray) -> bool:
     return True
 
 
-def _vertices(artist) -> int:
-    """The vertices of the path Agg draws of the whole artist."""
-    return len(artist.get_xydata() if isinstance(artist, Line2D) else artist.get_xy())
+def _runs(columns: tuple[np.ndarray, ...], part: slice) -> tuple[np.ndarray, ...]:
+    """The runs of vertices whose segments a part draws (a band's right end joins its last
+    top to its last bottom)."""
+    runs = tuple(c[part] for c in columns)
+    if len(columns) == 2 and part.stop is None:
+        runs += (np.stack([columns[0][-1], columns[1][-1]]),)
+    return runs
 
 
-def _runs(artist, at: int, tail: bool) -> tuple[np.ndarray, ...]:
-    """The runs of vertices whose segments make the body (or the tail, from `at` on, with the
-    segment joining a band's last top to its last bottom)."""
-    if isinstance(artist, Line2D):
-        xy = artist.get_xydata()
-        return (xy[at:],) if tail else (xy[: at + 1],)
-    top, bottom = _band_halves(artist)  # type: ignore[misc]
-    n = len(top)
-    if tail:
-        return top[at:], bottom[: n - at], np.stack([top[-1], bottom[0]])
-    return top[: at + 1], bottom[n - at - 1 :]
+def _snaps(artist, columns, tail_start: int, body_square: bool) -> bool:
+    """Whether Agg snaps the whole artist: as it says, or (auto) at most AUTO_SNAP_MAX
+    vertices, each segment level or upright (the body's known; the tail's looked at only when
+    that can matter)."""
+    if artist.get_snap() is not None:
+        return bool(artist.get_snap())
+    vertices = len(artist.get_xydata() if isinstance(artist, Line2D) else artist.get_xy())
+    return (
+        vertices <= AUTO_SNAP_MAX
+        and body_square
+        and _square(artist, *_runs(columns, slice(tail_start, None)))
+    )
 
 
-def _plan(ax, artist) -> tuple[float, int, tuple[float, float]] | None:
-    """(boundary's data x, body's last vertex or column, the end's data x range keeping that
-    boundary) of an artist's cut as its data say now; None: drawn whole."""
-    if isinstance(artist, Line2D):
-        xy = _line_xy(artist)
-        if xy is None or not _rising(xy[:, 0]):
-            return None
-        x = xy[:, 0]
-    elif isinstance(artist, Polygon):
-        halves = _band_halves(artist)
-        if halves is None:
-            return None
-        top, bottom = halves
-        x = top[:, 0]
-        if not (np.array_equal(x, bottom[::-1, 0]) and _rising(x)):
-            return None
-    else:
+def _plan(ax, artist) -> tuple[float, int, int, tuple[float, float]] | None:
+    """(boundary, body's last vertex or column, tail's first, the end's data x range keeping
+    that boundary) of an artist's cut as its data say now; None: drawn whole."""
+    columns = _columns(artist)
+    if columns is None:
+        return None
+    x = columns[0][:, 0]
+    if not _rising(x) or (len(columns) == 2 and not np.array_equal(x, columns[1][:, 0])):
         return None
     to_display = artist.get_transform()
     end = to_display.transform((x[-1], 0.0))[0]
@@ -180,22 +184,21 @@ def _plan(ax, artist) -> tuple[float, int, tuple[float, float]] | None:
     chunks = math.floor((end - MARGIN_PX - left) / CHUNK_PX)
     if chunks <= 0:
         return None
-    boundary = left + chunks * CHUNK_PX
+    boundary = float(round(left + chunks * CHUNK_PX))
     to_data = to_display.inverted()
-    split_x, lo, hi = to_data.transform(
-        [(boundary, 0.0), (boundary + MARGIN_PX, 0.0), (boundary + MARGIN_PX + CHUNK_PX, 0.0)]
+    low, high, lo, hi = to_data.transform(
+        [
+            (boundary - PAD_PX, 0.0),
+            (boundary + PAD_PX, 0.0),
+            (left + chunks * CHUNK_PX + MARGIN_PX, 0.0),
+            (left + (chunks + 1) * CHUNK_PX + MARGIN_PX, 0.0),
+        ]
     )[:, 0]
-    at = int(np.searchsorted(x, split_x, side="right")) - 1
-    if at < 1 or at > len(x) - 2:
+    tail_start = int(np.searchsorted(x, low, side="right")) - 1  # the last at or before it
+    body_end = int(np.searchsorted(x, high, side="left"))  # the first at or past it
+    if tail_start < 1 or body_end > len(x) - 2:
         return None
-    return float(split_x), at, (float(lo), float(hi))
-
-
-def _body(artist, at: int) -> tuple[np.ndarray, ...]:
-    if isinstance(artist, Line2D):
-        return (artist.get_xydata()[: at + 1],)
-    top, bottom = _band_halves(artist)  # type: ignore[misc]
-    return top[: at + 1], bottom[len(top) - at - 1 :]
+    return boundary, body_end, tail_start, (float(lo), float(hi))
 
 
 def _still(cut: Cut, artist) -> bool:
@@ -203,71 +206,43 @@ def _still(cut: Cut, artist) -> bool:
     comparison of the body)."""
     if _style(artist) != cut.style:
         return False
-    at = cut.at
-    if isinstance(artist, Line2D):
-        xy = _line_xy(artist)
-        if xy is None:
-            return False
-        x, bodies = xy[:, 0], (xy,)
-        tail_ok = True
-    else:
-        halves = _band_halves(artist)
-        if halves is None:
-            return False
-        top, bottom = halves
-        n = len(top)
-        x, bodies = top[:, 0], (top, bottom[n - at - 1 :])
-        tail_ok = np.array_equal(x[at:], bottom[: n - at][::-1, 0])
+    columns = _columns(artist)
+    if columns is None:
+        return False
+    x = columns[0][:, 0]
+    end, tail = cut.body_end, slice(cut.tail_start, None)
     lo, hi = cut.ends
     return (
-        tail_ok
-        and len(x) > at + 1
+        len(x) > end + 1
         and lo <= x[-1] < hi
-        and x[at + 1] > cut.split_x
-        and _rising(x[at:])
+        and _rising(x[tail])
+        and (len(columns) == 1 or np.array_equal(x[tail], columns[1][tail, 0]))
         and all(
-            np.array_equal(have[: len(was)], was, equal_nan=True)
-            for have, was in zip(bodies, cut.body, strict=True)
+            np.array_equal(have[: end + 1], was, equal_nan=True)
+            for have, was in zip(columns, cut.body, strict=True)
         )
-        and _snaps(artist, at, cut.body_square) == cut.snap
+        and _snaps(artist, columns, cut.tail_start, cut.body_square) == cut.snap
     )
 
 
-def _snaps(artist, at: int, body_square: bool) -> bool:
-    """Whether Agg snaps the whole artist: as it says, or (auto) at most AUTO_SNAP_MAX
-    vertices, each segment level or upright (the body's known; the tail's looked at only when
-    that can matter)."""
-    if artist.get_snap() is not None:
-        return bool(artist.get_snap())
-    return (
-        _vertices(artist) <= AUTO_SNAP_MAX
-        and body_square
-        and _square(artist, *_runs(artist, at, tail=True))
-    )
-
-
-def _twin(artist, snap: bool) -> Line2D | Polygon:
+def _twin(artist, snap: bool, clip: Bbox) -> Line2D | Polygon:
     twin = Line2D([], []) if isinstance(artist, Line2D) else Polygon(np.zeros((0, 2)))
     twin.update_from(artist)  # style, transform, clip box and path, visibility, alpha
     twin.set_snap(snap)  # as Agg snaps the whole artist, or not
+    twin.set_clip_box(clip)
     # In the figure, not the axes: its changes (a poll's new tail) mark nothing stale.
     twin.set_figure(artist.get_figure())
     return twin
 
 
-def _set_part(twin, artist, at: int, tail: bool) -> None:
-    """The twin holds the artist's body (up to vertex or column `at`) or its tail (from it)."""
-    if isinstance(artist, Line2D):
-        xy = artist.get_xydata()
-        part = xy[at:] if tail else xy[: at + 1]
-        twin.set_data(part[:, 0], part[:, 1])
-        return
-    top, bottom = _band_halves(artist)  # type: ignore[misc]
-    n = len(top)
-    if tail:
-        twin.set_xy(np.concatenate([top[at:], bottom[: n - at]]))
+def _set_part(twin, columns: tuple[np.ndarray, ...], part: slice) -> None:
+    """The twin holds these columns of the artist's."""
+    if len(columns) == 1:
+        xy = columns[0][part]
+        twin.set_data(xy[:, 0], xy[:, 1])
     else:
-        twin.set_xy(np.concatenate([top[: at + 1], bottom[n - at - 1 :]]))
+        top, bottom = columns
+        twin.set_xy(np.concatenate([top[part], bottom[part][::-1]]))
 
 
 class Tails:
@@ -292,15 +267,24 @@ class Tails:
                 if artist.get_visible():
                     return
                 continue
-            split_x, at, ends = plan
-            body = tuple(part.copy() for part in _body(artist, at))
-            square = artist.get_snap() is None and _square(artist, *_runs(artist, at, tail=False))
-            snap = _snaps(artist, at, square)
-            twin = _twin(artist, snap)
-            self.cuts[id(artist)] = Cut(split_x, at, ends, body, _style(artist), twin, snap, square)
+            boundary, body_end, tail_start, ends = plan
+            columns = _columns(artist)
+            body = slice(None, body_end + 1)
+            square = artist.get_snap() is None and _square(artist, *_runs(columns, body))
+            snap = _snaps(artist, columns, tail_start, square)
+            clip = artist.get_clip_box() or figure.bbox
+            x0, y0, x1, y1 = clip.extents
+            twins = (
+                _twin(artist, snap, Bbox.from_extents(x0, y0, boundary, y1)),
+                _twin(artist, snap, Bbox.from_extents(boundary, y0, x1, y1)),
+            )
+            kept = tuple(c[body].copy() for c in columns)
+            self.cuts[id(artist)] = Cut(
+                boundary, body_end, tail_start, ends, kept, _style(artist), twins, snap, square
+            )
             self._held.append(artist)
-            _set_part(twin, artist, at, tail=False)
-            figure.draw_artist(twin)
+            _set_part(twins[0], columns, body)
+            figure.draw_artist(twins[0])
 
     def fresh(self, charts: list[tuple[object, list]]) -> bool:
         """Whether every artist of these charts (axes, live tier) is cut as the state says now
@@ -325,6 +309,7 @@ class Tails:
         cut = self.cuts.get(id(artist))
         if cut is None:
             return False
-        _set_part(cut.twin, artist, cut.at, tail=True)
-        artist.get_figure().draw_artist(cut.twin)
+        tail = cut.twins[1]
+        _set_part(tail, _columns(artist), slice(cut.tail_start, None))  # type: ignore[arg-type]
+        artist.get_figure().draw_artist(tail)
         return True
