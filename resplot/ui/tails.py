@@ -3,16 +3,19 @@ full draw, a live poll draws the tail alone (resplot/ui/layers.py).
 
 A poll adds points at a live series' end: in the chart's pixel columns (data/decimate.py) only
 the last column or two change, but drawing the series over the saved picture stroked all of
-its ~2,500 vertices again, every series of every live run (~50 of the ~60 ms a 12-run page's
-series took to draw a poll). So each long solid line and each long edgeless band (a faint raw
-envelope) of the live tier is cut at a chunk boundary: a whole pixel, a multiple of CHUNK_PX
-from its axes' left edge, at least MARGIN_PX left of its last point. Its part left of the
-boundary (the body) is drawn at the full draw, under everything the blit draws; the rest (the
-tail) at every blit, each by a twin artist of its style clipped at the boundary. Each part
-holds its vertices (a band: its columns) up to PAD_PX past the boundary, so that every pixel
-is stroked or filled as the whole series would be there, joins included; the clip gives each
-pixel column to one of them (a body ending at the boundary and a tail starting there left a
-faint seam in a dense zig-zag: two caps instead of a join).
+its vertices again, every series of every live run: for raw lines (a per-pixel min/max
+zig-zag, ~2,300 vertices) 387-435 ms a poll of 12 live runs at 1280×800, against 106-123 ms
+drawing tails (docs/benchmarks/viewer.md; a smoothed curve's few hundred vertices cost about
+what matplotlib spends around any artist's draw, whole or tail). So each long solid line and
+each long edgeless band (a faint raw envelope) of the live tier is cut at a chunk boundary: a
+whole pixel, a multiple of CHUNK_PX from its axes' left edge, at least MARGIN_PX left of its
+last point. Its part left of the boundary (the body) is drawn at the full draw, under
+everything the blit draws; the rest (the tail) at every blit, each by a twin artist of its
+style clipped at the boundary. Each part holds its vertices (a band: its columns) up to PAD_PX
+past the boundary, so that every pixel is stroked or filled as the whole series would be
+there, joins included; the clip gives each pixel column to one of them (a body ending at the
+boundary and a tail starting there left a faint seam in a dense zig-zag: two caps instead of
+a join).
 
 A blit is a full draw's pixels because a full draw is the same sequence: every cut made from
 the state alone (the boundary from the series' own end), bodies first. Before a blit each cut
