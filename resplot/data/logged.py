@@ -37,6 +37,12 @@ def value_at(
     are cached; otherwise those tiles are asked for (the next poll brings them) and, when
     `view` is a bucket view whose bucket at `step` holds only NaN, NaN. None when the series
     is unknown or has no point near `step` yet."""
+    return _value(cache, ref, key, step, view)
+
+
+def _value(
+    cache: SeriesCache, ref: RunRef, key: str, step: int, view: SeriesView | None
+) -> Logged | None:
     summary = cache.summary(ref, key)
     if summary is None:
         return None
@@ -70,20 +76,9 @@ def _pending(
 def values_at(
     cache: SeriesCache, queries: list[tuple[RunRef, str, int, SeriesView | None]]
 ) -> list[Logged | None]:
-    """`value_at` for many series at once (the hover reads every series of a chart a move):
-    the same answers; value_at's asks and NaN buckets only where the step's raw tile is not
-    cached."""
-    out: list[Logged | None] = []
-    for ref, key, step, view in queries:
-        summary = cache.summary(ref, key)
-        if summary is None:
-            out.append(None)
-            continue
-        agg = summary.agg
-        at = int(min(max(step, agg[STEP_LO]), agg[STEP_HI]))
-        found = _logged_near(cache, ref, key, agg, at)
-        out.append(found if found is not None else _pending(cache, ref, key, at, view))
-    return out
+    """`value_at` for each (run, key, step, view) of many series (the hover reads every
+    series of a chart a move)."""
+    return [_value(cache, ref, key, step, view) for ref, key, step, view in queries]
 
 
 def _logged_near(cache: SeriesCache, ref: RunRef, key: str, agg: tuple, step: int):
