@@ -135,7 +135,7 @@ class RunTableModel(QAbstractItemModel):
         }
         self._details = {}
         fresh = [self._node(e, now, headers) for e in top]
-        changed: list[tuple[_Node, range | list[int]]] = []  # rows and their columns
+        changed: list[tuple[_Node, list[int]]] = []  # rows and their changed columns
         if headers != self.headers or not self._sync(self._root, fresh, changed):
             self.beginResetModel()
             self.headers = headers
@@ -200,7 +200,9 @@ class RunTableModel(QAbstractItemModel):
             node.children.append(sub)
         return node
 
-    def _sync(self, parent: _Node, fresh: list[_Node], changed: list) -> bool:
+    def _sync(
+        self, parent: _Node, fresh: list[_Node], changed: list[tuple[_Node, list[int]]]
+    ) -> bool:
         """Make `parent`'s live children `fresh` by removing and inserting rows, each announced
         (recursively, at every level), the rows that stay and show other cells or another
         search text added to `changed` with those cells' columns (another search text alone:
