@@ -94,7 +94,7 @@ class AxesLegend:
 
     def __init__(self) -> None:
         self.items: tuple = ()
-        self.placed: tuple[float, tuple] = (-np.inf, ())  # when, and the view limits then
+        self.placed: tuple[float, tuple] = (-np.inf, ())  # when, and the limits and size then
         self.drawn: tuple = ()  # level and completeness of each track's view then
 
     def update(self, ax, tracks: dict, follow: bool, latest: dict) -> None:
@@ -133,23 +133,28 @@ class AxesLegend:
         for text, item in zip(legend.get_texts(), items, strict=False):
             value = value_text(latest.get(item))
             text.set_text(f"{item.label}  {value}" if value else item.label)
-        now, view = time.monotonic(), (ax.get_xlim(), ax.get_ylim())
+        # The corner depends on the limits, the axes' size in pixels (the legend's share of
+        # the chart) and what each series draws; placed for other ones, it may cover data.
+        now = time.monotonic()
+        view = (ax.get_xlim(), ax.get_ylim(), (ax.bbox.width, ax.bbox.height))
         placed_at, placed_view = self.placed
         drawn = tuple(
             (t.view.level, t.view.complete) if t.view is not None else None for t in tracks.values()
         )
-        # Following live data the limits move every poll: re-place by time. After a zoom or
-        # pan (follow off) the limits change only by the user's hand: re-place at once; and
-        # when what is drawn changes in kind (first data, another level, detail loaded).
-        due = (
-            now - placed_at >= LEGEND_REPLACE_S
-            or (not follow and view != placed_view)
-            or drawn != self.drawn
+        moved = view != placed_view or any(t.changed for t in tracks.values())
+        # Following a live run its limits and lines move every poll: re-placed at most every
+        # LEGEND_REPLACE_S. Anything else moves them only now and then (a zoom, a resize, the
+        # page laid out, data loaded): re-placed at once, so that a chart's corner is that of
+        # what it shows, not of when it was placed. And whenever what is drawn changes in kind
+        # (first data, another level, detail loaded).
+        streaming = follow and any(t.live for t in tracks.values())
+        due = drawn != self.drawn or (
+            moved and (not streaming or now - placed_at >= LEGEND_REPLACE_S)
         )
         if due:  # the page calls this once its limits are set: the corner is for them
             texts = [t.get_text() for t in legend.get_texts()]
             legend.set_loc(legend_corner(ax, tracks.values(), texts))
-            self.placed = (now, (ax.get_xlim(), ax.get_ylim()))
+            self.placed = (now, view)
             self.drawn = drawn
 
 

@@ -165,6 +165,48 @@ def test_a_bitmap_legend_is_drawn_afresh_for_new_text_or_a_new_corner_not_on_a_z
     assert legend.renders == 3 and np.abs(back - _pixels(plain)).max() <= 1
 
 
+def test_a_chart_laid_out_again_places_its_legend_for_its_new_size_at_once(tmp_path):
+    """The corner with least data depends on the legend's share of the chart. A page whose
+    width changed (the window fits its canvas; a scroll bar comes) placed its legends for the
+    old width until LEGEND_REPLACE_S had passed and a refresh came: finished runs bring none,
+    so a legend stayed over the data, and the same page drawn again differed (flaky in
+    tests/resplot/ui/test_page_release.py). Three runs: high over the first half, low at the
+    start, middling at the end: at 210 px the legend's width covers the high line in the
+    upper right and goes lower right; at 510 px the upper right is free."""
+    path = tmp_path / "three.db"
+    engine = new_store(path)
+    for name, steps, value in (
+        ("early-low", range(0, 100), 1.0),
+        ("late-mid", range(900, 1000), 1.5),
+        ("first-half-high", range(0, 500), 2.0),
+    ):
+        make_run(engine, name=name, points={"train/gnorm": [(s, value) for s in steps]})
+    engine.dispose()
+    loaded = Loaded([parse_spec(str(path))])
+    try:
+        cache = loaded.cache
+        refs = [run.ref for run in cache.runs()]
+
+        def drawn(size) -> tuple:
+            state = ViewState()
+            state.smoothing, state.page = 0.0, "all"
+            page = render(cache, state, refs, size=size, fetch=loaded.fetch)
+            return page, state
+
+        narrow, state = drawn((3, 6))
+        (ax,) = [a for a in narrow.axes if a.get_legend() is not None]
+        assert ax.get_legend()._loc in (4, "lower right")  # as the test's data is made
+        assert narrow.follow
+        narrow.figure.set_size_inches(6, 6)  # laid out again, a moment later
+        narrow.refresh(cache, state, refs)
+        wide, _state = drawn((6, 6))
+        (wide_ax,) = [a for a in wide.axes if a.get_legend() is not None]
+        assert wide_ax.get_legend()._loc in (1, "upper right")
+        assert ax.get_legend()._loc == wide_ax.get_legend()._loc
+    finally:
+        loaded.close()
+
+
 def test_a_bitmap_legend_exports_to_svg_as_text():
     import io
 
