@@ -170,10 +170,12 @@ def _snaps(artist, columns, tail_start: int, body_square: bool) -> bool:
     )
 
 
-def _plan(ax, artist) -> tuple[float, int, int, tuple[float, float]] | None:
+def _plan(
+    ax, artist, columns: tuple[np.ndarray, ...] | None
+) -> tuple[float, int, int, tuple[float, float]] | None:
     """(boundary, body's last vertex or column, tail's first, the end's data x range keeping
-    that boundary) of an artist's cut as its data say now; None: drawn whole."""
-    columns = _columns(artist)
+    that boundary) of an artist's cut as its data (`columns`: _columns) say now; None: drawn
+    whole."""
     if columns is None:
         return None
     x = columns[0][:, 0]
@@ -265,13 +267,13 @@ class Tails:
         draw of the whole artists would draw over it."""
         figure = ax.get_figure()
         for artist in artists:
-            plan = _plan(ax, artist)
-            if plan is None:
+            columns = _columns(artist)
+            plan = _plan(ax, artist, columns)
+            if plan is None or columns is None:
                 if artist.get_visible():
                     return
                 continue
             boundary, body_end, tail_start, ends = plan
-            columns = _columns(artist)
             body = slice(None, body_end + 1)
             square = artist.get_snap() is None and _square(artist, *_runs(columns, body))
             snap = _snaps(artist, columns, tail_start, square)
@@ -297,7 +299,7 @@ class Tails:
             for artist in artists:
                 cut = self.cuts.get(id(artist))
                 if cut is None:
-                    if _plan(ax, artist) is not None:
+                    if _plan(ax, artist, _columns(artist)) is not None:
                         return False  # to be cut now (a new series, one grown long)
                     if artist.get_visible():
                         break  # the cuts' end (cut() stopped there too)
