@@ -28,7 +28,7 @@ from resplot.data.pages import TIMING_PARTS, Item, PanelSpec, panels_for
 from resplot.data.state import ViewState
 from resplot.data.views import FINE_PER_PIXEL, fine_points, over_budget
 from resplot.draw import fonts
-from resplot.draw.axes_setup import NOTE_PT, dress, section_card, unplaced
+from resplot.draw.axes_setup import NOTE_PT, dress, section_card
 from resplot.draw.composites import PART_COLORS, draw_stack, draw_throttle
 from resplot.draw.events import draw_events
 from resplot.draw.legends import AxesLegend, Entry, RunStrip
@@ -155,12 +155,8 @@ class ChartPage(ChartLimits):
             self._add_axes(ax, *dress(ax, spec))
             ax.callbacks.connect("ylim_changed", lambda _ax, i=i: self._on_ylim_changed(i))
         charts = [ax for ax, spec in zip(self.axes, specs, strict=True) if spec.kind != "section"]
-        labelled = charts[-cols:] if self.x_labels else []
-        for ax in charts:
-            if ax in labelled:
-                ax.set_xlabel(xaxis.label(mode), fontsize=8)
-            else:
-                unplaced(ax.xaxis)
+        for ax in charts[-cols:] if self.x_labels else []:
+            ax.set_xlabel(xaxis.label(mode), fontsize=8)
         if first is None:
             return  # only folded sections
         if mode == "wall":

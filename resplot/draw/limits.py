@@ -21,6 +21,7 @@ from matplotlib.transforms import Bbox
 from resplot.data import headroom
 from resplot.data.state import ViewState
 from resplot.data.yrange import padded, placeholder_lead, robust_limits, visible_limits
+from resplot.draw.axis_art import AxisArt
 from resplot.draw.follow import FollowsData
 
 
@@ -187,6 +188,7 @@ class ChartLimits(FollowsData):
         }
         if ax.get_legend() is not None:
             own.add(ax.get_legend())
+        own.discard(AxisArt.of(ax))  # the ticks and labels: under the series, saved
         return sorted((a for a in ax.get_children() if a in own), key=lambda a: a.get_zorder())
 
     def settled_artists(self, i: int) -> set:

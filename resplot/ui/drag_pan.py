@@ -26,6 +26,8 @@ from matplotlib.colors import to_rgba
 from matplotlib.transforms import Bbox
 from PyQt5.QtCore import QObject, QTimer
 
+from resplot.draw.axis_art import AxisArt
+
 PAUSE_MS = 100  # a drag holding still this long gets its exact frame
 EDGE_PX = 2  # the axes' own edge (spines, antialiased) stays where it is
 
@@ -189,7 +191,8 @@ class DragPan(QObject):
             box = ax.bbox
             top, bottom = height - int(np.ceil(box.y1)) + EDGE_PX, height - int(box.y0) - EDGE_PX
             left, right = int(box.x0) + EDGE_PX, min(width, int(np.ceil(box.x1)) - EDGE_PX)
-            labels = ax.xaxis.get_tightbbox(renderer)
+            art = AxisArt.of(ax)
+            labels = art.x_labels_extent(renderer) if art else ax.xaxis.get_tightbbox(renderer)
             under = bottom + 2 * EDGE_PX
             if labels is not None:
                 under = max(under, min(height, height - int(labels.y0)))

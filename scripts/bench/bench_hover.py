@@ -216,6 +216,12 @@ def measure(args) -> dict:
             zoom(span)
             settle(app, win, deadline + 60)
         times, cpus = [], []
+        profile = None
+        if args.profile:
+            import cProfile
+
+            profile = cProfile.Profile()
+            profile.enable()
         for _ in range(max(1, args.repeat // 10)):
             for span in spans:
                 time.sleep(0.06)
@@ -223,6 +229,12 @@ def measure(args) -> dict:
                 zoom(span, pause=False)
                 times.append((time.perf_counter() - t) * 1000)
                 cpus.append((time.thread_time() - c) * 1000)
+        if profile is not None:
+            import pstats
+
+            profile.disable()
+            print("-- the zooms --", file=sys.stderr)
+            pstats.Stats(profile, stream=sys.stderr).sort_stats("cumulative").print_stats(45)
         out["zoom_ms"] = statistics.median(times)
         out["zoom_cpu_ms"] = statistics.median(cpus)
         settle(app, win, deadline + 60)
@@ -340,7 +352,9 @@ def main() -> None:
     )
     ap.add_argument("--hover-only", action="store_true", help="skip the zoom and the pan")
     ap.add_argument("--sections", action="store_true", help="CPU ms a move by part (stderr)")
-    ap.add_argument("--profile", action="store_true", help="cProfile the hover moves (stderr)")
+    ap.add_argument(
+        "--profile", action="store_true", help="cProfile the hover moves and the zooms (stderr)"
+    )
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--store", type=Path, help="a store made by make_store, for one --runs")
     args = ap.parse_args()
