@@ -114,17 +114,27 @@ def x_values(
     raise ValueError(f"unknown x-axis mode {mode!r}")
 
 
-def event_x(
-    mode: str, run: RunInfo | None, step: int | None, wall: float, guide: Guide | None
-) -> float | None:
-    """Where an event goes on the x-axis (events without a step cannot go on step/tokens)."""
+def event_xs(
+    mode: str,
+    run: RunInfo | None,
+    steps: list[int | None],
+    walls: list[float],
+    guide: Guide | None,
+) -> np.ndarray:
+    """Where events go on the x-axis, NaN where one cannot (an event without a step on a
+    step or tokens axis, a mode the run cannot place)."""
+    walls_a = np.asarray(walls, np.float64)
+    out = np.full(len(walls_a), np.nan)
     if mode in ("wall", "relative"):
-        xs = x_values(mode, run, np.zeros(1, dtype=np.int64), np.array([wall]))
-    elif step is None:
-        return None
-    else:
-        xs = x_values(mode, run, np.array([step]), np.array([wall]), guide)
-    return None if xs is None else float(xs[0])
+        xs = x_values(mode, run, np.zeros(len(walls_a), dtype=np.int64), walls_a)
+        return out if xs is None else xs
+    has = np.array([s is not None for s in steps], bool)
+    if has.any():
+        at = np.array([s for s in steps if s is not None], np.int64)
+        xs = x_values(mode, run, at, walls_a[has], guide)
+        if xs is not None:
+            out[has] = xs
+    return out
 
 
 def step_metric(events: Iterable[Event]) -> str | None:

@@ -5,7 +5,6 @@ card, which takes a chart's cell."""
 
 from __future__ import annotations
 
-from matplotlib.collections import LineCollection
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import NullFormatter, PercentFormatter
 
@@ -13,13 +12,14 @@ from resplot.data.alerts import THROTTLE_BITS
 from resplot.data.layout import TITLE_PT
 from resplot.data.pages import PanelSpec
 from resplot.draw.axis_art import AxisArt, hide_axes
+from resplot.draw.events import EventLines
 from resplot.draw.ticks import CompactFormatter, ReadableLogLocator
 
 NOTE_PT = 6.5
 GRID = {"alpha": 0.25, "linewidth": 0.6}
 
 
-def dress(ax, spec: PanelSpec) -> tuple[LineCollection, object, object]:
+def dress(ax, spec: PanelSpec) -> tuple[EventLines, object, object]:
     """Set up a chart's axes for `spec`; (its event lines, its "no data" text, its note)."""
     # y fixed: matplotlib would otherwise measure every top tick label at each draw to
     # lift the title over them (~20 ms a page), and layout.py leaves it the room.
@@ -55,14 +55,7 @@ def dress(ax, spec: PanelSpec) -> tuple[LineCollection, object, object]:
         names = list(THROTTLE_BITS.values())
         ax.set_yticks(range(len(names)), names, fontsize=7)
         ax.set_ylim(-0.6, len(names) - 0.4)
-    events = LineCollection(
-        [],
-        linewidths=0.8,
-        linestyles="dotted",
-        transform=ax.get_xaxis_transform(),
-        zorder=0.5,
-    )
-    ax.add_collection(events, autolim=False)
+    events = EventLines(ax)
     empty = ax.text(
         0.5,
         0.5,
@@ -90,7 +83,7 @@ def dress(ax, spec: PanelSpec) -> tuple[LineCollection, object, object]:
     return events, empty, note
 
 
-def section_card(ax, spec: PanelSpec) -> tuple[LineCollection, object, object]:
+def section_card(ax, spec: PanelSpec) -> tuple[EventLines, object, object]:
     """An All-page section's card: its prefix and chart count, in a band across the page above
     its charts (a click on it folds or unfolds the section: resplot/ui/page_view.py)."""
     ax.set_axis_off()
@@ -127,4 +120,4 @@ def section_card(ax, spec: PanelSpec) -> tuple[LineCollection, object, object]:
             zorder=-1,
         )
     )
-    return LineCollection([]), hint, hint
+    return EventLines(), hint, hint

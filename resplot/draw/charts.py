@@ -13,7 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from matplotlib.collections import LineCollection
 from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -30,7 +29,7 @@ from resplot.data.views import FINE_PER_PIXEL, fine_points, over_budget
 from resplot.draw import fonts
 from resplot.draw.axes_setup import NOTE_PT, dress, section_card
 from resplot.draw.composites import PART_COLORS, draw_stack, draw_throttle
-from resplot.draw.events import draw_events
+from resplot.draw.events import EventLines, draw_events
 from resplot.draw.legends import AxesLegend, Entry, RunStrip
 from resplot.draw.limits import ChartLimits, fit_data_limits, quietly, shown_limits
 from resplot.draw.titles import fit_titles
@@ -69,7 +68,7 @@ class ChartPage(ChartLimits):
         self._layout: tuple | None = None
         self._gridspec = None  # the figure's grid of charts (section bands: shorter rows)
         self._extra: list[list] = []  # per axes: artists rebuilt every refresh (stacks)
-        self._events: list[LineCollection] = []
+        self._events: list[EventLines] = []
         self._empty: list = []
         self._legends: list[AxesLegend] = []
         self._views: list[list] = []  # per axes: the series views drawn by the last refresh
@@ -276,6 +275,8 @@ class ChartPage(ChartLimits):
             for i, spec in enumerate(specs):
                 self._update_legend(i, spec, cache)
             self._whole_end_marks()
+            for events in self._events:
+                events.show()  # for the limits now set
         finally:
             self._updating = False
 

@@ -1,6 +1,10 @@
-"""Events on a chart: checkpoints, resumes and alerts as vertical lines (one LineCollection per
-chart), each kind switchable (View → Event markers, ViewState.hidden_events), and with more than
-a few runs on the chart only those of the highlighted or selected runs (resplot/data/marks.py)."""
+"""Events on a chart: checkpoints, resumes and alerts as vertical lines, each kind switchable
+(View → Event markers, ViewState.hidden_events), and with more than a few runs on the chart
+only those of the highlighted or selected runs (resplot/data/marks.py).
+
+A kind's lines are one path (NaN between lines), however many: a run that logs an event a
+second adds 3,600 lines an hour to every chart, which were a Path object each, compared one by
+one at every refresh."""
 
 from __future__ import annotations
 
@@ -12,11 +16,90 @@ from resplot.data import marks, xaxis
 from resplot.data.cache import SeriesCache
 from resplot.data.model import RunRef
 
-COLORS = {"alert": "#d62728", "checkpoint": "#7f7f7f", "resume": "#1f77b4"}
+# In drawing order: an alert's line over a checkpoint's at the same step.
+COLORS = {"checkpoint": "#7f7f7f", "resume": "#1f77b4", "alert": "#d62728"}
+
+
+class EventLines:
+    """A chart's event lines: one LineCollection holding a path a kind, each line a segment
+    of it (NaN between them), in the kind's colour; none for a chart without events (a
+    section's card). Of a kind's lines in one pixel column only one is drawn (the others
+    would draw the same dotted column), and none outside the view."""
+
+    def __init__(self, ax=None) -> None:
+        self.ax = ax
+        self.collection: LineCollection | None = None
+        self._xs: dict[str, np.ndarray] = {kind: np.zeros(0) for kind in COLORS}
+        self._drawn: dict[str, np.ndarray] = dict(self._xs)
+        if ax is None:
+            return
+        self.collection = LineCollection(
+            [],
+            linewidths=0.8,
+            linestyles="dotted",
+            transform=ax.get_xaxis_transform(),
+            zorder=0.5,  # over the grid, under every series
+        )
+        ax.add_collection(self.collection, autolim=False)
+
+    def artists(self) -> list[LineCollection]:
+        return [] if self.collection is None else [self.collection]
+
+    def xs(self, kind: str) -> np.ndarray:
+        """Where kind's events are (data x), in drawing order."""
+        return self._xs[kind]
+
+    def drawn(self, kind: str) -> np.ndarray:
+        """Where the lines of kind drawn are: one a pixel column of the view."""
+        return self._drawn[kind]
+
+    def count(self) -> int:
+        """Lines drawn, every kind."""
+        return sum(len(xs) for xs in self._drawn.values())
+
+    def placed(self) -> int:
+        """Events placed on the chart, every kind (drawn or sharing a line's pixel column)."""
+        return sum(len(xs) for xs in self._xs.values())
+
+    def set(self, by_kind: dict[str, np.ndarray]) -> None:
+        """The events' x's, a kind (drawn by `show`)."""
+        self._xs = {kind: np.asarray(by_kind.get(kind, ()), float) for kind in COLORS}
+
+    def show(self) -> None:
+        """Lay the lines out for the chart's limits and size; the collection is set only when
+        they moved (a set marks the chart's saved picture out of date: events lie under the
+        series, resplot/ui/layers.py)."""
+        if self.collection is None:
+            return
+        drawn = {kind: self._thinned(xs) for kind, xs in self._xs.items()}
+        if all(np.array_equal(self._drawn[k], xs) for k, xs in drawn.items()):
+            return
+        self._drawn = drawn
+        paths, colors = [], []
+        for kind, xs in drawn.items():
+            if len(xs):
+                along = np.repeat(xs, 3)
+                along[2::3] = np.nan
+                paths.append(np.column_stack([along, np.tile([0.0, 1.0, np.nan], len(xs))]))
+                colors.append(COLORS[kind])
+        self.collection.set_segments(paths)
+        self.collection.set_color(to_rgba_array(colors or ["#7f7f7f"]))
+
+    def _thinned(self, xs: np.ndarray) -> np.ndarray:
+        """The first of `xs` in each pixel column inside the view."""
+        if not len(xs):
+            return xs
+        ax = self.ax
+        px = ax.transData.transform(np.column_stack([xs, np.zeros(len(xs))]))[:, 0]
+        box = ax.bbox
+        inside = np.isfinite(px) & (px >= box.x0 - 1) & (px <= box.x1 + 1)
+        xs, px = xs[inside], px[inside]
+        _, first = np.unique(np.floor(px), return_index=True)
+        return xs[np.sort(first)]
 
 
 def draw_events(
-    events: LineCollection,
+    events: EventLines,
     cache: SeriesCache,
     refs: list[RunRef],
     contexts,
@@ -28,28 +111,24 @@ def draw_events(
     """Set the chart's event lines; True when some run's events were left out (too many runs
     and it is neither highlighted nor selected)."""
     shown, left_out = marks.event_runs(refs, highlighted, selected)
-    segments, colors = [], []
+    by_kind: dict[str, list[np.ndarray]] = {kind: [] for kind in COLORS}
     for ref in shown:
+        evs = [ev for ev in cache.events(ref) if ev.kind in by_kind and ev.kind not in hidden]
+        if not evs:
+            continue
         ctx = contexts.get(ref)
-        run = cache.run(ref)
-        for ev in cache.events(ref):
-            color = COLORS.get(ev.kind)
-            if color is None or ev.kind in hidden:
-                continue
-            x = xaxis.event_x(mode, run, ev.step, ev.wall, ctx.guide if ctx else None)
-            if x is not None and np.isfinite(x):
-                segments.append([(x, 0.0), (x, 1.0)])
-                colors.append(color)
-    # Set only when they changed: a set marks the chart's saved picture out of date (events
-    # lie under the series, in the picture the window keeps: resplot/ui/layers.py).
-    rgba = to_rgba_array(colors or ["#7f7f7f"])
-    old = events.get_segments()
-    if len(old) != len(segments) or not all(
-        np.array_equal(a, b) for a, b in zip(old, segments, strict=True)
-    ):
-        events.set_segments(segments)
-    if not np.array_equal(events.get_color(), rgba):
-        events.set_color(rgba)
+        xs = xaxis.event_xs(
+            mode,
+            cache.run(ref),
+            [ev.step for ev in evs],
+            [ev.wall for ev in evs],
+            ctx.guide if ctx else None,
+        )
+        kinds = np.array([ev.kind for ev in evs])
+        placed = np.isfinite(xs)
+        for kind in by_kind:
+            by_kind[kind].append(xs[placed & (kinds == kind)])
+    events.set({kind: np.concatenate(parts or [np.zeros(0)]) for kind, parts in by_kind.items()})
     if not left_out:
         return False
     kinds = set(COLORS) - hidden

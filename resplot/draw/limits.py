@@ -200,7 +200,7 @@ class ChartLimits(FollowsData):
             return set()
         out = {a for track in self.tracks[i].values() for a in track.settled_artists()}
         if i < len(self._events):
-            out.add(self._events[i])
+            out.update(self._events[i].artists())
         return out
 
 

@@ -21,6 +21,9 @@ blitted frame is pixel-equal to a full draw of the same state (the window's own)
 many pixels that full draw differs from matplotlib drawing every series whole (where live
 series' bodies meet their tails, resplot/ui/tails.py). `--smoothing 0` draws raw lines (the
 System page's telemetry, keys that are not smoothed) instead of the default's smoothed curves.
+`--events N` gives each live run N checkpoint events spread over its steps (a run that logs one
+a second: 3,600 an hour) and selects the first live run in the table, so its events are drawn
+on every chart (with more than five runs plotted only the highlighted or selected runs' are).
 """
 
 from __future__ import annotations
@@ -105,8 +108,11 @@ def build_store(path: Path, runs: int, steps: int) -> None:
 class Sweep:
     """Appends steps to every series of every run of the store (a live sweep's writers)."""
 
-    def __init__(self, path: Path, runs: int, steps: int, live: int | None = None) -> None:
-        """`live`: the runs (oldest first) that get points; the others are marked finished."""
+    def __init__(
+        self, path: Path, runs: int, steps: int, live: int | None = None, events: int = 0
+    ) -> None:
+        """`live`: the runs (oldest first) that get points; the others are marked finished.
+        `events`: checkpoint events each live run has logged, spread over its steps."""
         from schema.store import read
         from schema.store.connect import open_store
 
@@ -122,6 +128,13 @@ class Sweep:
                     )
             self.ids = self.ids[:live]
         self.next = steps
+        if events:
+            from tests.fixtures.stores import BASE_TIME, add_events
+
+            at = np.linspace(0, steps - 1, events).astype(int)
+            for run_id in self.ids:
+                specs = [("checkpoint", f"step {k}", int(k)) for k in at]
+                add_events(self.engine, run_id, specs, wall0=BASE_TIME)
 
     def add(self, n: int) -> None:
         from tests.fixtures.stores import BASE_TIME, add_points
@@ -159,7 +172,8 @@ def set_mode(win, layers: bool) -> None:
     view.layers.mark()
 
 
-def run_polls(win, loaded, sweep: Sweep, polls: int, add: int) -> dict:
+def run_polls(win, loaded, sweep: Sweep, polls: int, add: int, profile=None) -> dict:
+    """`profile`: a cProfile.Profile, on while the GUI thread works (not the fetches)."""
     view = win.page_view()
     gui_cpu, gui_wall, proc_cpu = [], [], []
     layers = getattr(view, "layers", None)
@@ -174,8 +188,12 @@ def run_polls(win, loaded, sweep: Sweep, polls: int, add: int) -> dict:
         loaded.fetch()  # the poller's worker thread in the window
         fetch_cpu = time.process_time() - p0
         t0, c0 = time.perf_counter(), time.thread_time()
+        if profile is not None:
+            profile.enable()
         win.redraw_now()
         QApplication.processEvents()  # the queued full draw, its paint
+        if profile is not None:
+            profile.disable()
         gui_cpu.append(time.thread_time() - c0)
         gui_wall.append(time.perf_counter() - t0)
         proc_cpu.append(fetch_cpu + gui_cpu[-1])
@@ -310,6 +328,12 @@ def main() -> None:
     ap.add_argument(
         "--smoothing", type=float, help="the window's smoothing (its default: 0.6; 0: raw lines)"
     )
+    ap.add_argument(
+        "--events", type=int, default=0, help="checkpoint events of each live run (its own drawn)"
+    )
+    ap.add_argument(
+        "--profile", action="store_true", help="cProfile the layered polls' GUI work (stderr)"
+    )
     ap.add_argument("--sizes", default="1280x800,1920x1080")
     ap.add_argument("--markdown", type=Path, help="update this file's section")
     ap.add_argument("--tree", type=Path, help="also time this checkout (the code before)")
@@ -331,7 +355,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         live = Path(tmp) / "live.db"
         shutil.copyfile(path, live)  # written whole and closed: no WAL beside it
-        sweep = Sweep(live, args.runs, args.steps, args.live)
+        sweep = Sweep(live, args.runs, args.steps, args.live, args.events)
         results = []
         with Loaded([parse_spec(str(live))]) as loaded:
             for size in args.sizes.split(","):
@@ -343,13 +367,29 @@ def main() -> None:
                     win.set_smoothing(args.smoothing)
                 win.on_runs_changed()
                 drawn(win, loaded)
+                if args.events:
+                    first = min(loaded.cache.runs(), key=lambda r: r.created_at)
+                    win.table.select(first.ref)
+                    drawn(win, loaded)
                 canvas = win.page_view().canvas
                 modes = args.modes.split(",")
                 for mode in modes + modes:
                     # `before`: the code before as it ships (in layers where it has them).
                     set_mode(win, mode in ("layers", "before"))
                     drawn(win, loaded)
-                    r = run_polls(win, loaded, sweep, args.polls // 2, args.add)
+                    profile = None
+                    if args.profile and mode == "layers":
+                        import cProfile
+
+                        profile = cProfile.Profile()
+                    r = run_polls(win, loaded, sweep, args.polls // 2, args.add, profile)
+                    if profile is not None:
+                        import pstats
+
+                        print(f"-- {size}, polls drawn in layers --", file=sys.stderr)
+                        pstats.Stats(profile, stream=sys.stderr).sort_stats(
+                            "cumulative"
+                        ).print_stats(50)
                     results.append((size, f"{canvas.width()}x{canvas.height()}", mode, r))
                     print(
                         size,
@@ -399,6 +439,7 @@ def before(args) -> list:
         str(args.add),
         *(["--live", str(args.live)] if args.live is not None else []),
         *(["--smoothing", str(args.smoothing)] if args.smoothing is not None else []),
+        *(["--events", str(args.events)] if args.events else []),
         "--sizes",
         args.sizes,
     ]

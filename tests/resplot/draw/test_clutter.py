@@ -40,7 +40,8 @@ def win(qtbot, tmp_path):
 
 
 def _event_lines(win) -> int:
-    return len(win.current_page()._events[0].get_segments())
+    # events placed (the runs' checkpoints share steps: one line a pixel column draws them)
+    return win.current_page()._events[0].placed()
 
 
 def test_a_sweeps_events_show_for_the_highlighted_or_selected_runs(win, qtbot):
@@ -54,6 +55,7 @@ def test_a_sweeps_events_show_for_the_highlighted_or_selected_runs(win, qtbot):
     win.table.select(runs[sweep_name(4)])
     settle(qtbot, win)
     assert _event_lines(win) == 8  # the highlighted run's and the selected run's
+    assert page._events[0].count() == 4  # at the same steps: a line each
     win.show_events("checkpoint", False)  # View → Event markers → Checkpoints
     settle(qtbot, win)
     assert _event_lines(win) == 0 and win.state.hidden_events == ["checkpoint"]
