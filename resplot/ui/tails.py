@@ -65,7 +65,9 @@ class Cut:
     style: tuple
     twins: tuple[Line2D | Polygon, Line2D | Polygon]  # the body's, the tail's
     snap: bool  # both parts snapped (the whole series would be)
-    body_square: bool  # every segment of the body level or upright
+    # every segment of the body level or upright; None: not looked at (too many vertices for
+    # Agg to snap the artist then)
+    body_square: bool | None
 
 
 def _style(artist) -> tuple:
@@ -156,15 +158,18 @@ def _runs(columns: tuple[np.ndarray, ...], part: slice) -> tuple[np.ndarray, ...
     return runs
 
 
-def _snaps(artist, columns, tail_start: int, body_square: bool) -> bool:
+def _vertices(artist) -> int:
+    return len(artist.get_xydata() if isinstance(artist, Line2D) else artist.get_xy())
+
+
+def _snaps(artist, columns, tail_start: int, body_square: bool | None) -> bool:
     """Whether Agg snaps the whole artist: as it says, or (auto) at most AUTO_SNAP_MAX
     vertices, each segment level or upright (the body's known; the tail's looked at only when
     that can matter)."""
     if artist.get_snap() is not None:
         return bool(artist.get_snap())
-    vertices = len(artist.get_xydata() if isinstance(artist, Line2D) else artist.get_xy())
-    return (
-        vertices <= AUTO_SNAP_MAX
+    return bool(
+        _vertices(artist) <= AUTO_SNAP_MAX
         and body_square
         and _square(artist, *_runs(columns, slice(tail_start, None)))
     )
@@ -227,6 +232,12 @@ def _still(cut: Cut, artist) -> bool:
             for have, was in zip(columns, cut.body, strict=True)
         )
         and _snaps(artist, columns, cut.tail_start, cut.body_square) == cut.snap
+        # a body not looked at, of an artist Agg may snap now: cut it again
+        and not (
+            cut.body_square is None
+            and artist.get_snap() is None
+            and _vertices(artist) <= AUTO_SNAP_MAX
+        )
     )
 
 
@@ -275,7 +286,13 @@ class Tails:
                 continue
             boundary, body_end, tail_start, ends = plan
             body = slice(None, body_end + 1)
-            square = artist.get_snap() is None and _square(artist, *_runs(columns, body))
+            # Whether the body is square matters only where Agg may snap the whole artist:
+            # looking cost a transform of every vertex at each full draw.
+            square = (
+                None
+                if artist.get_snap() is not None or _vertices(artist) > AUTO_SNAP_MAX
+                else _square(artist, *_runs(columns, body))
+            )
             snap = _snaps(artist, columns, tail_start, square)
             clip = artist.get_clip_box() or figure.bbox
             x0, y0, x1, y1 = clip.extents

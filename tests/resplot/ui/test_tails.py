@@ -229,3 +229,24 @@ def test_both_parts_snap_as_agg_would_snap_the_whole_series():
     many = long.line(np.full(2000, 10.0))
     long.full()
     assert long.tails.cuts[id(many)].twins[0].get_snap() is False  # > 1,024 vertices
+
+
+def test_a_long_series_body_is_not_measured_and_is_cut_again_when_it_could_snap():
+    """Whether a body's segments are all level or upright matters only where Agg may snap the
+    whole artist (at most 1,024 vertices): a longer series' body is not looked at (a transform
+    of every vertex at each full draw), and where its tail has shrunk since to a size Agg would
+    snap, the series is cut again rather than trusted; the blit is the full draw's pixels."""
+    page = Page()
+    body_x = np.linspace(0, 3000, 1000)
+    flat = page.line(np.zeros(1))
+    flat.set_data(np.r_[body_x, np.linspace(3000.5, 3010, 1100)], np.full(2100, 10.0))
+    page.full()
+    cut = page.tails.cuts[id(flat)]
+    assert cut.body_square is None and cut.body_end < 1000  # the dense end is the tail's
+    assert np.array_equal(page.blit(), page.full())
+    flat.set_data(np.r_[body_x, np.linspace(3000.5, 3010, 20)], np.full(1020, 10.0))
+    assert not page.fresh()  # the same body; the whole now 1,020 level vertices: snapped
+    page.full()
+    cut = page.tails.cuts[id(flat)]
+    assert cut.body_square is True and all(t.get_snap() is True for t in cut.twins)
+    assert np.array_equal(page.blit(), page.full())
