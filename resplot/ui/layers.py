@@ -57,6 +57,7 @@ class Layers:
         self.full_draws = 0  # draws of the whole page (tests and benchmarks read them)
         self.blits = 0  # series drawn over the saved axes
         self.recuts = 0  # blits that cut the live series again first
+        self._layered: list[list] | None = None  # during a full draw: each chart's series
         # Told when the series are drawn over the saved axes, before the blit shows them (the
         # hover line, drawn into the same frame).
         self.on_blit: list[Callable[[], None]] = []
@@ -75,18 +76,22 @@ class Layers:
         bottom = height - (rows[1] + VIEW_MARGIN_PX) * ratio
         return [i for i, ax in enumerate(axes) if ax.bbox.y1 >= bottom and ax.bbox.y0 <= top]
 
-    def mark(self) -> None:
+    def mark(self, layered: list[list] | None = None) -> list[list]:
         """Make every chart's series `animated` (or not, while disabled): a full draw then
-        leaves them out, and a change to them does not mark the figure stale."""
-        for i in range(len(self.page.axes)):
-            for artist in self.page.layer_artists(i):
+        leaves them out, and a change to them does not mark the figure stale. Returns each
+        chart's series (ChartPage.layer_artists), or takes them."""
+        if layered is None:
+            layered = [self.page.layer_artists(i) for i in range(len(self.page.axes))]
+        for artists in layered:
+            for artist in artists:
                 artist.set_animated(self.enabled)
+        return layered
 
     # -- drawing ---------------------------------------------------------------------------------
     def begin_full_draw(self) -> list:
         """Before the canvas draws the page: leave the charts out of view out of it; returns
         them (their axes, `animated` until end_full_draw)."""
-        self.mark()
+        self._layered = self.mark()  # the draw's series, read once (_on_draw's tiers)
         axes = self.page.axes
         self.drawn = self.in_view() if self.enabled else list(range(len(axes)))
         keep = set(self.drawn)
@@ -96,6 +101,7 @@ class Layers:
         return hidden
 
     def end_full_draw(self, hidden: list) -> None:
+        self._layered = None
         for ax in hidden:
             ax.set_animated(False)
 
@@ -105,12 +111,14 @@ class Layers:
         self.under_cuts = None
         self.tails.clear()
 
-    def _tiers(self) -> list[tuple[int, list, list]]:
-        """(chart, settled artists, the rest) of each chart drawn, in drawing order."""
+    def _tiers(self, layered: list[list] | None = None) -> list[tuple[int, list, list]]:
+        """(chart, settled artists, the rest) of each chart drawn, in drawing order
+        (`layered`: every chart's ChartPage.layer_artists, if known)."""
         out = []
         for i in self.drawn:
             if i < len(self.page.axes):
-                artists = self.page.layer_artists(i)  # by zorder: the settled ones first
+                # by zorder: the settled ones first
+                artists = self.page.layer_artists(i) if layered is None else layered[i]
                 settled = self.page.settled_artists(i)
                 k = next((n for n, a in enumerate(artists) if a not in settled), len(artists))
                 out.append((i, artists[:k], artists[k:]))
@@ -121,7 +129,7 @@ class Layers:
             # A saved file's draw: its size and dpi are the file's.
             self.background = self.under_cuts = None
             return
-        tiers = self._tiers()
+        tiers = self._tiers(self._layered)
         self._draw(tiers, settled=True)
         self.settled = [a for _i, settled, _rest in tiers for a in settled]
         for artist in self.settled:
@@ -178,8 +186,7 @@ class Layers:
         """Show the page's current state: its live series over the saved axes and settled
         series when nothing under them changed (True), else a full draw (queued, as
         `draw_idle`)."""
-        self.mark()
-        tiers = self._tiers()
+        tiers = self._tiers(self.mark())
         if self.needs_full_draw(tiers):
             self.canvas.draw_idle()
             return False
