@@ -14,6 +14,9 @@ formatters, limits and scales are what this reads) but are not drawn: `hide_axes
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+
 import matplotlib as mpl
 import numpy as np
 from matplotlib import colors as mcolors
@@ -29,7 +32,13 @@ EDGE_RTOL = 1e-10
 # A minor tick this close to a major one (a fraction of the view, in scale coordinates) is the
 # major one (matplotlib's Axis.get_minorticklocs).
 MINOR_RTOL = 1e-5
-MAX_LAYOUTS = 512  # strings whose layout an axis keeps (a zoom brings new ones)
+# A label's layout, by string, font and alignment: (draw origin x, y; box x0, y0, x1, y1),
+# relative to its anchor. Every chart's axes share them; the least recently used go first.
+# (Exports draw on worker threads.)
+_layouts: OrderedDict[tuple, tuple[float, ...]] = OrderedDict()
+_lock = threading.Lock()
+MAX_LAYOUTS = 4096
+_origins: dict[float, _Origin] = {}
 
 
 class _Ticks:
@@ -72,7 +81,6 @@ class _Ticks:
             part.set_figure(ax.figure)
             part.axes = ax
         self._label: Text | None = None  # every label's style and place, the string aside
-        self._layouts: dict[tuple, tuple[float, float, Bbox]] = {}
         self.shown: list[Bbox] = []  # the boxes of the labels the last draw drew
 
     def _lines(self) -> list[Line2D]:
@@ -163,11 +171,11 @@ class _Ticks:
                     text.draw(renderer)
                     self.shown.append(text.get_window_extent(renderer))
                     continue
-                dx, dy, box = got
+                dx, dy, x0, y0, x1, y1 = got
                 oy = dy + y
                 oy = height - oy if renderer.flipy() else oy
                 renderer.draw_text(gc, dx + x, oy, s, prop, 0.0, mtext=proto)
-                self.shown.append(box.translated(x, y))
+                self.shown.append(Bbox.from_extents(x0 + x, y0 + y, x1 + x, y1 + y))
         finally:
             gc.restore()
 
@@ -185,34 +193,46 @@ class _Ticks:
         text.set_text(s)
         return text
 
-    def _layout(self, renderer, s: str) -> tuple[float, float, Bbox] | None:
-        """(where a Text anchored at 0, 0 draws string `s`, its box), both relative to the
-        anchor: matplotlib's own layout of it, read once (a Text drawn on a renderer that
-        only notes where its string goes). None where that does not hold: mathtext, and
-        renderers other than Agg's (their text metrics are their own)."""
+    def _layout(self, renderer, s: str) -> tuple[float, ...] | None:
+        """(where a Text anchored at 0, 0 draws string `s`: x, y; its box: x0, y0, x1, y1),
+        relative to the anchor: matplotlib's own layout of it, read once (a Text drawn on a
+        renderer that only notes where its string goes). None where that does not hold:
+        mathtext, and renderers other than Agg's (their text metrics are their own)."""
         if not isinstance(renderer, RendererAgg) or is_math_text(s):
             return None
-        prop = self._proto().get_fontproperties()
+        proto = self._proto()
+        prop = proto.get_fontproperties()
         key = (
             s,
             renderer.dpi,
+            proto.get_horizontalalignment(),
+            proto.get_verticalalignment(),
             prop.get_size_in_points(),
             tuple(prop.get_family()),
+            prop.get_weight(),
             tuple(mpl.rcParams["font.family"]),  # a CJK fallback added (resplot/draw/fonts.py)
             mpl.rcParams["text.hinting"],
             mpl.rcParams["text.hinting_factor"],
         )
-        got = self._layouts.get(key)
-        if got is None:
-            if len(self._layouts) > MAX_LAYOUTS:
-                self._layouts.clear()
-            probe = self._text_at(s, 0.0, 0.0)
-            noted = _Origin(renderer.dpi)
+        with _lock:
+            got = _layouts.get(key)
+            if got is not None:
+                _layouts.move_to_end(key)
+                return got
+        probe = self._text_at(s, 0.0, 0.0)
+        with _lock:
+            # One noting renderer a dpi: matplotlib keeps text metrics by renderer.
+            noted = _origins.get(renderer.dpi) or _origins.setdefault(
+                renderer.dpi, _Origin(renderer.dpi)
+            )
+            noted.origin = None
             probe.draw(noted)
             if noted.origin is None:
                 return None
-            x, y = noted.origin
-            got = self._layouts[key] = (x, y, probe.get_window_extent(noted))
+            box = probe.get_window_extent(noted)
+            got = _layouts[key] = (*noted.origin, box.x0, box.y0, box.x1, box.y1)
+            while len(_layouts) > MAX_LAYOUTS:
+                _layouts.popitem(last=False)
         return got
 
     def _new_label(self) -> Text:
