@@ -77,14 +77,11 @@ class _Ticks:
             )
             line.set_transform(where("tick1"))
             self.marks[which] = line
-        for part in self._lines():
+        # Not the axes' children (a set_data each draw marks nothing stale): the figure only.
+        for part in (*([self.grid] if self.grid is not None else []), *self.marks.values()):
             part.set_figure(ax.figure)
-            part.axes = ax
         self._label: Text | None = None  # every label's style and place, the string aside
         self.shown: list[Bbox] = []  # the boxes of the labels the last draw drew
-
-    def _lines(self) -> list[Line2D]:
-        return [*([self.grid] if self.grid is not None else []), *self.marks.values()]
 
     def _pad_pt(self) -> float:
         """The labels' distance from the axes in points: the tick's length and its pad."""
