@@ -126,12 +126,7 @@ class _Ticks:
             zeros = np.zeros(len(locs))
             line.set_data((locs, zeros) if self.name == "x" else (zeros, locs))
         if self.grid is not None:
-            # Each grid line a segment of one path, NaN between them (a move, not a line).
-            n = len(major)
-            along = np.repeat(major, 3)
-            across = np.tile([0.0, 1.0, np.nan], n)
-            if n:
-                along[2::3] = np.nan
+            along, across = lines_across(major)
             self.grid.set_data((along, across) if self.name == "x" else (across, along))
             self.grid.draw(renderer)
         for line in self.marks.values():
@@ -253,9 +248,6 @@ class _Ticks:
         text.set_figure(ax.figure)
         return text
 
-    def extents(self, _renderer=None) -> list[Bbox]:
-        return list(self.shown)
-
 
 class AxisArt(Artist):
     """The x and y axes of one chart (`hide_axes` has matplotlib's own not drawn). Drawn at
@@ -287,44 +279,49 @@ class AxisArt(Artist):
         # The axis labels and the x offset (a date axis's year) below or left of the labels,
         # as matplotlib places them (Axis._update_label_position and its offset text).
         xlabel, ylabel = ax.xaxis.label, ax.yaxis.label
-        x_boxes = x.extents(renderer) if xlabel.get_text() or _offset(ax.xaxis) else []
         if xlabel.get_text():
-            bottom = min([ax.bbox.y0 - _mark_px(ax, "x")] + [b.y0 for b in x_boxes])
+            bottom = min([ax.bbox.y0 - _mark_px(ax, "x")] + [b.y0 for b in x.shown])
             _place(xlabel, (xlabel.get_position()[0], bottom - ax.xaxis.labelpad * dpi / 72))
             xlabel.draw(renderer)
         if ylabel.get_text():
-            boxes = y.extents(renderer)
-            left = min([ax.bbox.x0 - _mark_px(ax, "y")] + [b.x0 for b in boxes])
+            left = min([ax.bbox.x0 - _mark_px(ax, "y")] + [b.x0 for b in y.shown])
             _place(ylabel, (left - ax.yaxis.labelpad * dpi / 72, ylabel.get_position()[1]))
             ylabel.draw(renderer)
         offset = ax.xaxis.get_offset_text()
-        text = _offset(ax.xaxis)
+        text = ax.xaxis.get_major_formatter().get_offset() or ""
         if offset.get_text() != text:
             offset.set_text(text)
         if text:
-            bottom = Bbox.union(x_boxes).y0 if x_boxes else ax.bbox.y0
+            bottom = Bbox.union(x.shown).y0 if x.shown else ax.bbox.y0
             _place(offset, (offset.get_position()[0], bottom - ax.xaxis.OFFSETTEXTPAD * dpi / 72))
             offset.draw(renderer)
         self.stale = False
 
     def x_labels_extent(self, renderer) -> Bbox | None:
         """Where the x tick labels, the x label and offset were drawn (None: nothing)."""
-        boxes = self.ticks["x"].extents(renderer)
-        for text in (self.ax.xaxis.label, self.ax.xaxis.get_offset_text()):
-            if text.get_text():
-                boxes.append(text.get_window_extent(renderer))
+        boxes = [*self.ticks["x"].shown, *_axis_texts(self.ax.xaxis, renderer)]
         return Bbox.union(boxes) if boxes else None
 
     def get_window_extent(self, renderer=None) -> Bbox:
         renderer = renderer or self._renderer or self.figure.canvas.get_renderer()
-        boxes = [self.ax.bbox]
-        for ticks in self.ticks.values():
-            boxes += ticks.extents(renderer)
+        boxes = [self.ax.bbox, *self.ticks["x"].shown, *self.ticks["y"].shown]
         for axis in (self.ax.xaxis, self.ax.yaxis):
-            for text in (axis.label, axis.get_offset_text()):
-                if text.get_text():
-                    boxes.append(text.get_window_extent(renderer))
+            boxes += _axis_texts(axis, renderer)
         return Bbox.union(boxes)
+
+
+def _axis_texts(axis, renderer) -> list[Bbox]:
+    """The boxes of an axis's label and offset text, those that say something."""
+    texts = (axis.label, axis.get_offset_text())
+    return [t.get_window_extent(renderer) for t in texts if t.get_text()]
+
+
+def lines_across(locs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A line across the axes (0 to 1 in axes coordinates) at each of `locs`, as one path's
+    (along, across) coordinates: NaN between lines (a move, not a segment)."""
+    along = np.repeat(np.asarray(locs, float), 3)
+    along[2::3] = np.nan
+    return along, np.tile([0.0, 1.0, np.nan], len(locs))
 
 
 class _Origin(RendererAgg):
@@ -343,10 +340,6 @@ def _place(text: Text, xy: tuple[float, float]) -> None:
     # Only a move marks it stale (and so the figure: a full draw at the window's next poll).
     if tuple(text.get_position()) != xy:
         text.set_position(xy)
-
-
-def _offset(axis) -> str:
-    return axis.get_major_formatter().get_offset() or ""
 
 
 def _mark_px(ax, name: str) -> float:

@@ -15,6 +15,7 @@ from matplotlib.colors import to_rgba_array
 from resplot.data import marks, xaxis
 from resplot.data.cache import SeriesCache
 from resplot.data.model import RunRef
+from resplot.draw.axis_art import lines_across
 
 # In drawing order: an alert's line over a checkpoint's at the same step.
 COLORS = {"checkpoint": "#7f7f7f", "resume": "#1f77b4", "alert": "#d62728"}
@@ -78,9 +79,7 @@ class EventLines:
         paths, colors = [], []
         for kind, xs in drawn.items():
             if len(xs):
-                along = np.repeat(xs, 3)
-                along[2::3] = np.nan
-                paths.append(np.column_stack([along, np.tile([0.0, 1.0, np.nan], len(xs))]))
+                paths.append(np.column_stack(lines_across(xs)))
                 colors.append(COLORS[kind])
         self.collection.set_segments(paths)
         self.collection.set_color(to_rgba_array(colors or ["#7f7f7f"]))

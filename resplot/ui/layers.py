@@ -76,12 +76,11 @@ class Layers:
         bottom = height - (rows[1] + VIEW_MARGIN_PX) * ratio
         return [i for i, ax in enumerate(axes) if ax.bbox.y1 >= bottom and ax.bbox.y0 <= top]
 
-    def mark(self, layered: list[list] | None = None) -> list[list]:
+    def mark(self) -> list[list]:
         """Make every chart's series `animated` (or not, while disabled): a full draw then
         leaves them out, and a change to them does not mark the figure stale. Returns each
-        chart's series (ChartPage.layer_artists), or takes them."""
-        if layered is None:
-            layered = [self.page.layer_artists(i) for i in range(len(self.page.axes))]
+        chart's series (ChartPage.layer_artists)."""
+        layered = [self.page.layer_artists(i) for i in range(len(self.page.axes))]
         for artists in layered:
             for artist in artists:
                 artist.set_animated(self.enabled)
