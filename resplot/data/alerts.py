@@ -172,7 +172,7 @@ def run_status(cache: SeriesCache, ref: RunRef, now: float) -> list[Alert]:
         ]
     # The writer saw no log() for its stall_after (or the process is alive but silent); the
     # run's "stall" event holds every thread's stack.
-    stalls = [e for e in cache.events(ref) if e.kind == "stall" and e.level == "warning"]
+    stalls = [e for e in cache.events(ref, "stall") if e.level == "warning"]
     where = _stack_excerpt(stalls[-1].body) if stalls else ""
     return [
         Alert(
@@ -305,8 +305,7 @@ def logged(cache: SeriesCache, ref: RunRef) -> list[Alert]:
             ev.step,
             ev.wall,
         )
-        for ev in cache.events(ref)
-        if ev.kind == kind.ALERT
+        for ev in cache.events(ref, kind.ALERT)
     ]
 
 

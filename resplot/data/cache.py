@@ -58,6 +58,10 @@ class SeriesCache:
         self._summaries: dict[RunRef, dict[str, Summary]] = defaultdict(dict)
         self._live: dict[RunRef, dict[str, Series]] = defaultdict(dict)
         self._events: dict[RunRef, list[Event]] = defaultdict(list)
+        # The same events by kind: a run logging a checkpoint a second holds thousands, which
+        # the alerts, the x axis's step metric and the table each scanned at every poll.
+        self._by_kind: dict[RunRef, dict[str, list[Event]]] = defaultdict(dict)
+        self._event_changes: dict[RunRef, int] = {}  # per run, the tick of its last event
         self._tiles = TileCache(tile_bytes, on_gone=lambda k: self._changed(k[0], k[1]))
         # Per series, the tick of its last change (ticks only grow: a series forgotten and read
         # again never repeats a count a view was stamped with).
@@ -80,6 +84,11 @@ class SeriesCache:
         with self._lock:
             return self._changes.get((ref, key), 0)
 
+    def event_changes(self, ref: RunRef) -> int:
+        """A count that moves whenever the run's events change (0: none, or forgotten)."""
+        with self._lock:
+            return self._event_changes.get(ref, 0)
+
     def keep_tiles(self, keys: Iterable[TileKey]) -> None:
         """Count these tiles part of the view since begin_view(), as reading them would (a view
         kept whole reads none)."""
@@ -97,6 +106,8 @@ class SeriesCache:
         with self._lock:
             for ev in new:
                 self._events[ev.run].append(ev)
+                self._by_kind[ev.run].setdefault(ev.kind, []).append(ev)
+                self._event_changes[ev.run] = next(self._tick)
             self.version += 1
 
     def set_summaries(self, ref: RunRef, summaries: dict[str, Summary]) -> None:
@@ -204,7 +215,14 @@ class SeriesCache:
 
     def _drop(self, which) -> None:
         with self._lock:
-            for table in (self._runs, self._summaries, self._live, self._events):
+            for table in (
+                self._runs,
+                self._summaries,
+                self._live,
+                self._events,
+                self._by_kind,
+                self._event_changes,
+            ):
                 for ref in [r for r in table if which(r)]:
                     del table[ref]
             self._tiles.drop(lambda k: which(k[0]))
@@ -331,6 +349,14 @@ class SeriesCache:
             found = self._tiles.items(lambda k: k[0] == ref and k[1] == key)
             return [t for _k, t in sorted(found, key=lambda kt: (kt[0][2], kt[0][3]))]
 
-    def events(self, ref: RunRef) -> list[Event]:
+    def events(self, ref: RunRef, kind: str | None = None) -> list[Event]:
+        """The run's events in the order they came, all or those of one kind."""
         with self._lock:
-            return list(self._events.get(ref, ()))
+            if kind is None:
+                return list(self._events.get(ref, ()))
+            return list(self._by_kind.get(ref, {}).get(kind, ()))
+
+    def event_kinds(self, ref: RunRef) -> set[str]:
+        """The kinds of event the run has logged."""
+        with self._lock:
+            return set(self._by_kind.get(ref, ()))

@@ -526,7 +526,7 @@ def job_hang(cache: SeriesCache, members: list[RunInfo]) -> hangs.Hang | None:
         summaries = cache.summaries(run.ref)
         stall = None
         if run.status == STALLED:
-            stall = next((e for e in reversed(cache.events(run.ref)) if e.kind == "stall"), None)
+            stall = next(reversed(cache.events(run.ref, "stall")), None)
             if stall is not None and stall.level == "info":
                 stall = None  # the newest says it resumed
         newest = max((s.agg[STEP_HI] for s in summaries.values()), default=None)

@@ -29,7 +29,7 @@ from resplot.data.views import FINE_PER_PIXEL, fine_points, over_budget
 from resplot.draw import fonts
 from resplot.draw.axes_setup import NOTE_PT, dress, section_card
 from resplot.draw.composites import PART_COLORS, draw_stack, draw_throttle
-from resplot.draw.events import EventLines, draw_events
+from resplot.draw.events import EventLines, EventPlaces, draw_events
 from resplot.draw.legends import AxesLegend, Entry, RunStrip
 from resplot.draw.limits import ChartLimits, fit_data_limits, quietly, shown_limits
 from resplot.draw.titles import fit_titles
@@ -69,6 +69,7 @@ class ChartPage(ChartLimits):
         self._gridspec = None  # the figure's grid of charts (section bands: shorter rows)
         self._extra: list[list] = []  # per axes: artists rebuilt every refresh (stacks)
         self._events: list[EventLines] = []
+        self._event_places = EventPlaces()  # each run's, shared by the charts
         self._empty: list = []
         self._legends: list[AxesLegend] = []
         self._views: list[list] = []  # per axes: the series views drawn by the last refresh
@@ -246,6 +247,7 @@ class ChartPage(ChartLimits):
             # A run's context depends on the chart's width only: worked out once a width (a
             # guided x axis reads a guide series for each run), not once a chart.
             page_refs = list(dict.fromkeys([*refs, *(it.ref for s in specs for it in s.items)]))
+            self._event_places.keep(page_refs)
             widths = [self._pixels(i) for i in range(len(specs))]
             by_width = {
                 px: self._contexts(cache, state, page_refs, xlim, px)
@@ -388,7 +390,7 @@ class ChartPage(ChartLimits):
         for ref in refs:
             lo, hi = self._step_range(ref, state.x_axis, xlim)
             guide = None
-            key = xaxis.guide_key(state.x_axis, cache.keys(ref), cache.events(ref))
+            key = xaxis.guide_key(state.x_axis, cache.keys(ref), cache.events(ref, "metric"))
             if key is not None:
                 guide = tokens_guide(cache, ref, lo, hi, pixels, key)
             out[ref] = RunContext(cache.run(ref), lo, hi, guide)
@@ -465,6 +467,7 @@ class ChartPage(ChartLimits):
         hidden = set(state.hidden_events)
         left_out = draw_events(
             self._events[i],
+            self._event_places,
             cache,
             refs,
             contexts,

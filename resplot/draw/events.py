@@ -97,8 +97,64 @@ class EventLines:
         return xs[np.sort(first)]
 
 
+class EventPlaces:
+    """Where each run's events go on the x axis, kind by kind, kept while nothing they are
+    placed from changed (the run's events, the axis, the hidden kinds, the run's start on a
+    relative axis, a guided axis's guide): a run that logs an event a second holds thousands,
+    and every chart of a page placed all of them again at every poll (8.7 ms of a 62 ms poll,
+    two live runs of 3,600 events, scripts/bench/bench_live_poll.py --events 3600)."""
+
+    def __init__(self) -> None:
+        self._held: dict[RunRef, tuple[tuple, dict[str, np.ndarray]]] = {}
+
+    def keep(self, refs) -> None:
+        """Forget the runs not in `refs` (a page's runs: removed ones are not held)."""
+        keep = set(refs)
+        for ref in [r for r in self._held if r not in keep]:
+            del self._held[ref]
+
+    def of(
+        self, cache: SeriesCache, ref: RunRef, ctx, mode: str, hidden: frozenset[str]
+    ) -> dict[str, np.ndarray]:
+        """The x's of the run's events of each kind shown (NaN-placed ones left out)."""
+        run = cache.run(ref)
+        guide = () if ctx is None or ctx.guide is None else tuple(ctx.guide)
+        start = run.created_at if run is not None and mode == "relative" else None
+        stamp = (cache.event_changes(ref), mode, hidden, start, *guide)
+        held = self._held.get(ref)
+        if held is not None and _same(stamp, held[0]):
+            return held[1]
+        by_kind: dict[str, np.ndarray] = {}
+        for kind in COLORS:
+            evs = [] if kind in hidden else cache.events(ref, kind)
+            if not evs:
+                continue
+            xs = xaxis.event_xs(
+                mode,
+                run,
+                [ev.step for ev in evs],
+                [ev.wall for ev in evs],
+                ctx.guide if ctx else None,
+            )
+            xs = xs[np.isfinite(xs)]
+            if len(xs):
+                by_kind[kind] = xs
+        self._held[ref] = (stamp, by_kind)
+        return by_kind
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    """Stamps alike: the first four equal, the guide's arrays the same objects."""
+    return (
+        len(a) == len(b)
+        and a[:4] == b[:4]
+        and all(x is y for x, y in zip(a[4:], b[4:], strict=True))
+    )
+
+
 def draw_events(
     events: EventLines,
+    places: EventPlaces,
     cache: SeriesCache,
     refs: list[RunRef],
     contexts,
@@ -110,25 +166,13 @@ def draw_events(
     """Set the chart's event lines; True when some run's events were left out (too many runs
     and it is neither highlighted nor selected)."""
     shown, left_out = marks.event_runs(refs, highlighted, selected)
+    frozen = frozenset(hidden)
     by_kind: dict[str, list[np.ndarray]] = {kind: [] for kind in COLORS}
     for ref in shown:
-        evs = [ev for ev in cache.events(ref) if ev.kind in by_kind and ev.kind not in hidden]
-        if not evs:
-            continue
-        ctx = contexts.get(ref)
-        xs = xaxis.event_xs(
-            mode,
-            cache.run(ref),
-            [ev.step for ev in evs],
-            [ev.wall for ev in evs],
-            ctx.guide if ctx else None,
-        )
-        kinds = np.array([ev.kind for ev in evs])
-        placed = np.isfinite(xs)
-        for kind in by_kind:
-            by_kind[kind].append(xs[placed & (kinds == kind)])
+        for kind, xs in places.of(cache, ref, contexts.get(ref), mode, frozen).items():
+            by_kind[kind].append(xs)
     events.set({kind: np.concatenate(parts or [np.zeros(0)]) for kind, parts in by_kind.items()})
     if not left_out:
         return False
     kinds = set(COLORS) - hidden
-    return any(ev.kind in kinds for ref in refs if ref not in shown for ev in cache.events(ref))
+    return any(not cache.event_kinds(ref).isdisjoint(kinds) for ref in refs if ref not in shown)

@@ -304,7 +304,9 @@ class RunTableModel(QAbstractItemModel):
             "run": run.name,
             "status": run.status,
             "alerts": alerts[0].message if alerts else "",
-            "step": own_step({k: s.agg for k, s in summaries.items()}, self.cache.events(ref)),
+            "step": own_step(
+                {k: s.agg for k, s in summaries.items()}, self.cache.events(ref, "metric")
+            ),
             "tokens/s": _stats(self.cache, ref, "train/tokens_per_s")[0],
             "duration": f"{duration_s(run) / 3600.0:.2f} h",
             # The export's rule (schema.rules.compare): GPUs seen in telemetry, else no GPU-hours.
@@ -333,7 +335,7 @@ class RunTableModel(QAbstractItemModel):
             if (
                 s := own_step(
                     {k: v.agg for k, v in self.cache.summaries(r.ref).items()},
-                    self.cache.events(r.ref),
+                    self.cache.events(r.ref, "metric"),
                 )
             )
             is not None

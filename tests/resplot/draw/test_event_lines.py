@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 
 from resplot.data import xaxis
 from resplot.data.cache import SeriesCache
-from resplot.draw.events import COLORS, EventLines, draw_events
+from resplot.draw.events import COLORS, EventLines, EventPlaces, draw_events
 from schema.store.records import Event, RunInfo, RunRef
 
 REF = RunRef("local", "/tmp/x.db", "run-a")
@@ -136,15 +136,33 @@ def test_draw_events_hides_a_kind_and_leaves_stepless_events_off_a_step_axis():
         ]
     )
     _fig, ax = _axes()
-    lines = EventLines(ax)
-    left_out = draw_events(lines, cache, [REF], {}, "step", set(), None, set())
+    lines, places = EventLines(ax), EventPlaces()
+    left_out = draw_events(lines, places, cache, [REF], {}, "step", set(), None, set())
     lines.show()
     assert not left_out
     assert lines.xs("checkpoint").tolist() == [100.0]
     assert lines.xs("alert").tolist() == [300.0]
     assert lines.xs("resume").tolist() == [500.0]
-    draw_events(lines, cache, [REF], {}, "step", {"alert"}, None, set())
+    draw_events(lines, places, cache, [REF], {}, "step", {"alert"}, None, set())
     lines.show()
     assert lines.xs("alert").tolist() == [] and lines.count() == 2
-    draw_events(lines, cache, [REF], {}, "wall", set(), None, set())
+    draw_events(lines, places, cache, [REF], {}, "wall", set(), None, set())
     assert len(lines.xs("alert")) == 2  # on a wall-clock axis the stepless alert has a place
+
+
+def test_event_places_are_kept_until_the_runs_events_or_the_axis_change():
+    cache = SeriesCache()
+    cache.set_runs([RunInfo(REF, "p", "a", "running", T0, T0)])
+    cache.add_events([_event(100, T0 + 1, "checkpoint", 1)])
+    places = EventPlaces()
+    first = places.of(cache, REF, None, "step", frozenset())
+    assert first["checkpoint"].tolist() == [100.0]
+    assert places.of(cache, REF, None, "step", frozenset()) is first  # nothing changed
+    cache.add_events([_event(200, T0 + 2, "checkpoint", 2)])
+    again = places.of(cache, REF, None, "step", frozenset())
+    assert again["checkpoint"].tolist() == [100.0, 200.0]
+    assert places.of(cache, REF, None, "step", frozenset({"checkpoint"})) == {}
+    relative = places.of(cache, REF, None, "relative", frozenset())
+    assert relative["checkpoint"].tolist() == pytest.approx([1 / 3600, 2 / 3600])
+    cache.drop_source(REF.source)  # forgotten: nothing to place
+    assert places.of(cache, REF, None, "relative", frozenset()) == {}
