@@ -296,7 +296,8 @@ class ChartPage(ChartLimits):
                 x = np.asarray(end.get_xdata(), float)
                 y = np.asarray(end.get_ydata(), float)
                 inside = bool(np.all((x >= x0) & (x <= x1) & (y >= y0) & (y <= y1)))
-                end.set_clip_on(not inside)
+                if end.get_clip_on() == inside:
+                    end.set_clip_on(not inside)
 
     @property
     def x_label(self) -> str:

@@ -32,6 +32,7 @@ class EventLines:
         self.collection: LineCollection | None = None
         self._xs: dict[str, np.ndarray] = {kind: np.zeros(0) for kind in COLORS}
         self._drawn: dict[str, np.ndarray] = dict(self._xs)
+        self._shown_for: tuple = ()  # the x's, limits and size the drawn lines were laid out for
         if ax is None:
             return
         self.collection = LineCollection(
@@ -64,7 +65,9 @@ class EventLines:
 
     def set(self, by_kind: dict[str, np.ndarray]) -> None:
         """The events' x's, a kind (drawn by `show`)."""
-        self._xs = {kind: np.asarray(by_kind.get(kind, ()), float) for kind in COLORS}
+        xs = {kind: np.asarray(by_kind.get(kind, ()), float) for kind in COLORS}
+        # The same x's keep their arrays: `show` knows them by identity.
+        self._xs = {k: self._xs[k] if np.array_equal(self._xs[k], v) else v for k, v in xs.items()}
 
     def show(self) -> None:
         """Lay the lines out for the chart's limits and size; the collection is set only when
@@ -72,6 +75,20 @@ class EventLines:
         series, resplot/ui/layers.py)."""
         if self.collection is None:
             return
+        ax = self.ax
+        shown_for = (
+            tuple(self._xs.values()),
+            ax.get_xscale(),
+            *ax.viewLim.intervalx,
+            ax.bbox.bounds,
+        )
+        if (
+            self._shown_for
+            and all(a is b for a, b in zip(shown_for[0], self._shown_for[0], strict=True))
+            and shown_for[1:] == self._shown_for[1:]
+        ):
+            return  # laid out for these already (a poll that moved nothing under them)
+        self._shown_for = shown_for
         drawn = {kind: self._thinned(xs) for kind, xs in self._xs.items()}
         if all(np.array_equal(self._drawn[k], xs) for k, xs in drawn.items()):
             return

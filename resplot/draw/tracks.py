@@ -120,6 +120,7 @@ class Track:
         self.bad: Line2D | None = None
         self.bad_span: PolyCollection | None = None  # shaded stretches of NaN / inf
         self.end: Line2D | None = None  # the run's state where the line ends
+        self._end_look: tuple = ()  # its colour, marker and sizes as last set
         self.band_xy: list[np.ndarray] = []  # vertices drawn as bands (for the limits)
         self.view: SeriesView | None = None  # what the last update drew
         self.x = np.empty(0)  # x of view.steps
@@ -471,13 +472,16 @@ class Track:
             end = xaxis.x_values(mode, run, np.zeros(1, np.int64), np.array([gone]))
             if end is not None and end[0] > at[0]:
                 xs, ys = [at[0], float(end[0])], [at[1], at[1]]
-        self.end.set_color(self.item.color)
-        self.end.set_markevery([len(xs) - 1])
         color = self.item.color
-        self.end.set_marker(mark.marker)
-        self.end.set_markersize(mark.size)
-        self.end.set_markeredgecolor(mark.edge or color)
-        self.end.set_markerfacecolor(mark.face or color)
+        look = (color, len(xs), mark.marker, mark.size, mark.edge or color, mark.face or color)
+        if look != self._end_look:  # a live dot moves every poll; its look seldom changes
+            self._end_look = look
+            self.end.set_color(color)
+            self.end.set_markevery([len(xs) - 1])
+            self.end.set_marker(mark.marker)
+            self.end.set_markersize(mark.size)
+            self.end.set_markeredgecolor(mark.edge or color)
+            self.end.set_markerfacecolor(mark.face or color)
         self.end.set_data(xs, ys)
         self.end.set_visible(True)
 

@@ -33,9 +33,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from matplotlib.spines import Spine
 from matplotlib.transforms import Bbox
 
 from resplot.draw.limits import quietly
+from resplot.draw.spines import draw_spines
 from resplot.ui.tails import Tails
 
 VIEW_MARGIN_PX = 24  # a chart this near the visible part is drawn with it (its title above)
@@ -159,9 +161,21 @@ class Layers:
                     for artist in low:
                         figure.draw_artist(artist)
                     continue
+                spines = []  # drawn together (resplot/draw/spines.py), in their place
                 for artist in high:
-                    if not self.tails.draw(artist):  # a live series' tail, or all of it
-                        figure.draw_artist(artist)
+                    if isinstance(artist, Spine):
+                        if artist.get_visible():
+                            spines.append(artist)
+                        continue
+                    if spines:
+                        draw_spines(figure, spines)
+                        spines = []
+                    # An invisible artist draws nothing (one cut is made visible again by a
+                    # new cut first: Tails.fresh).
+                    if artist.get_visible() and not self.tails.draw(artist):
+                        figure.draw_artist(artist)  # not cut: all of it
+                if spines:
+                    draw_spines(figure, spines)
 
     def needs_full_draw(self, tiers: list | None = None) -> bool:
         """Whether anything under the live series changed since the last full draw (a limit,

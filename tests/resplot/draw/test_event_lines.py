@@ -97,6 +97,30 @@ def test_the_same_lines_again_mark_nothing_stale():
     assert lines.collection.stale
 
 
+def test_the_lines_are_laid_out_again_only_when_the_events_limits_or_size_move(monkeypatch):
+    fig, ax = _axes()
+    lines = EventLines(ax)
+    thinned = []
+    real = lines._thinned
+    monkeypatch.setattr(lines, "_thinned", lambda xs: thinned.append(len(xs)) or real(xs))
+    lines.set({"checkpoint": np.array([100.0, 200.0])})
+    lines.show()
+    laid = len(thinned)
+    assert laid == len(COLORS)
+    lines.set({"checkpoint": np.array([100.0, 200.0])})  # equal x's, new arrays
+    lines.show()
+    assert len(thinned) == laid  # nothing moved: kept
+    ax.set_xlim(150, 1000)
+    lines.show()
+    assert len(thinned) == 2 * laid and lines.drawn("checkpoint").tolist() == [200.0]
+    fig.set_size_inches(8, 2.5)
+    lines.show()
+    assert len(thinned) == 3 * laid
+    lines.set({"checkpoint": np.array([100.0, 200.0, 300.0])})
+    lines.show()
+    assert lines.drawn("checkpoint").tolist() == [200.0, 300.0]
+
+
 def test_a_section_card_has_no_event_lines():
     lines = EventLines()
     lines.set({"alert": np.array([1.0])})
