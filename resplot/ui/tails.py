@@ -48,6 +48,7 @@ MIN_VERTICES = 64  # a shorter series is drawn whole
 PAD_PX = 3  # each part reaches this far past the boundary (half a stroke, its join, antialias)
 AUTO_SNAP_MAX = 1024  # Agg snaps a path of at most this many vertices if it can (path_converters.h)
 LEVEL = 1e-4  # a segment moving less than this (pixels) along x or y is upright or level to Agg
+PROBE_VERTICES = 16  # _square looks at these first
 
 
 @dataclass
@@ -137,16 +138,24 @@ def _square(artist, *runs: np.ndarray) -> bool:
     """Whether every segment of these runs of vertices (data) is level or upright on screen,
     as Agg's auto snap asks (segments to or from a NaN vertex are not drawn)."""
     to_display = artist.get_transform()
-    for run in runs:
-        if len(run) < 2:
-            continue
-        with np.errstate(invalid="ignore"):
-            p = to_display.transform(run)
-            d = np.abs(np.diff(p, axis=0))
-            drawn = np.isfinite(p[:-1]).all(axis=1) & np.isfinite(p[1:]).all(axis=1)
-            if np.any(drawn & (d[:, 0] >= LEVEL) & (d[:, 1] >= LEVEL)):
+    # A series' first few segments nearly always hold a slanted one: looked at first, the
+    # rest only when they do not (every full draw asks this of each live series).
+    for part in (slice(0, PROBE_VERTICES), slice(None)):
+        for run in runs:
+            if _slanted(to_display, run[part]):
                 return False
     return True
+
+
+def _slanted(to_display, run: np.ndarray) -> bool:
+    """Whether a segment of this run of vertices is neither level nor upright on screen."""
+    if len(run) < 2:
+        return False
+    with np.errstate(invalid="ignore"):
+        p = to_display.transform(run)
+        d = np.abs(np.diff(p, axis=0))
+        drawn = np.isfinite(p[:-1]).all(axis=1) & np.isfinite(p[1:]).all(axis=1)
+        return bool(np.any(drawn & (d[:, 0] >= LEVEL) & (d[:, 1] >= LEVEL)))
 
 
 def _runs(columns: tuple[np.ndarray, ...], part: slice) -> tuple[np.ndarray, ...]:

@@ -250,3 +250,19 @@ def test_a_long_series_body_is_not_measured_and_is_cut_again_when_it_could_snap(
     cut = page.tails.cuts[id(flat)]
     assert cut.body_square is True and all(t.get_snap() is True for t in cut.twins)
     assert np.array_equal(page.blit(), page.full())
+
+
+def test_a_run_is_square_only_when_every_drawn_segment_is_level_or_upright():
+    from resplot.ui.tails import PROBE_VERTICES, _square
+
+    page = Page()
+    line = page.add(Line2D([], [], linewidth=1.0))
+    steps = np.repeat(np.arange(60.0), 2)[1:]  # a staircase: level, upright, level, ...
+    stairs = np.column_stack([steps, np.repeat(np.arange(60.0), 2)[:-1]])
+    assert _square(line, stairs)
+    late = stairs.copy()
+    late[PROBE_VERTICES + 20, 1] += 0.5  # one slanted pair past the first look
+    assert not _square(line, late)
+    assert not _square(line, stairs, np.array([[0.0, 0.0], [1.0, 1.0]]))  # in another run
+    gap = np.array([[0.0, 0.0], [np.nan, np.nan], [5.0, 7.0], [5.0, 9.0]])
+    assert _square(line, gap)  # no segment drawn to or from the NaN
