@@ -5,6 +5,7 @@ with headroom) against a full draw every poll (the code before issue 31), in one
     .venv/bin/python scripts/bench/bench_live_poll.py [--runs 12] [--steps 200000] [--polls 30]
         [--live K] [--smoothing W]
     .venv/bin/python scripts/bench/bench_live_poll.py --markdown docs/benchmarks/viewer.md
+    .venv/bin/python scripts/bench/bench_live_poll.py --tree BEFORE --pairs 4  # alternated
 
 The real MainWindow (Qt offscreen) on the Training page of a real SQLite store of `--runs` runs
 × `--steps` steps (train/loss, train/lr, train/grad_norm, train/tokens_per_s at every step,
@@ -337,6 +338,12 @@ def main() -> None:
     ap.add_argument("--sizes", default="1280x800,1920x1080")
     ap.add_argument("--markdown", type=Path, help="update this file's section")
     ap.add_argument("--tree", type=Path, help="also time this checkout (the code before)")
+    ap.add_argument(
+        "--pairs",
+        type=int,
+        default=0,
+        help="with --tree: time both trees in this many alternated pairs of child processes",
+    )
     ap.add_argument("--modes", default="full,layers", help=argparse.SUPPRESS)
     args = ap.parse_args()
     child = args.modes == "before"
@@ -412,7 +419,7 @@ def main() -> None:
         print("RESULTS " + json.dumps(results))
         return
     if args.tree is not None:
-        results += before(args)
+        results += pairs(args) if args.pairs else before(args)
     legends = bench_legends()
     print(legends)
     table = summarize(results, args, legends)
@@ -422,8 +429,10 @@ def main() -> None:
         print(f"updated {args.markdown}")
 
 
-def before(args) -> list:
-    """The same polls under the checkout `args.tree` (the code before), in a child process."""
+def before(args, tree: Path | None = None, label: str = "before") -> list:
+    """The same polls drawn in layers under the checkout `tree` (default `args.tree`, the code
+    before), in a child process; its rows' mode is `label`."""
+    tree = (tree or args.tree).resolve()
     cmd = [
         sys.executable,
         str(Path(__file__).resolve()),
@@ -443,15 +452,23 @@ def before(args) -> list:
         "--sizes",
         args.sizes,
     ]
-    env = {
-        **os.environ,
-        "BENCH_TREE": str(args.tree.resolve()),
-        "PYTHONPATH": str(args.tree.resolve()),
-    }
+    env = {**os.environ, "BENCH_TREE": str(tree), "PYTHONPATH": str(tree)}
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
     print(out)
     line = next(ln for ln in out.splitlines() if ln.startswith("RESULTS "))
-    return [tuple(r) for r in json.loads(line[len("RESULTS ") :])]
+    return [(size, canvas, label, r) for size, canvas, _mode, r in json.loads(line[8:])]
+
+
+def pairs(args) -> list:
+    """`args.pairs` child processes of this tree and as many of `args.tree`, alternated (the
+    first of each pair changes sides): this machine drifts by ±20 % between runs a minute
+    apart, more than one change to a poll is worth."""
+    out = []
+    for k in range(args.pairs):
+        sides = [(ROOT, "after"), (args.tree, "before")]
+        for tree, label in sides if k % 2 == 0 else sides[::-1]:
+            out += before(args, tree, f"{label}, alternated")
+    return out
 
 
 def summarize(results, args, legends: dict[str, float]) -> str:
@@ -470,6 +487,8 @@ def summarize(results, args, legends: dict[str, float]) -> str:
         canvases[size] = canvas
         merged.setdefault((size, mode), []).append(r)
     tree = " --tree BEFORE" if args.tree else ""
+    if args.tree and args.pairs:
+        tree += f" --pairs {args.pairs}"
     live = f" --live {args.live}" if args.live is not None else ""
     if args.smoothing is not None:
         live += f" --smoothing {args.smoothing:g}"
@@ -488,7 +507,9 @@ def summarize(results, args, legends: dict[str, float]) -> str:
         f"each poll adds {args.add} steps to {fed}; the "
         "two modes "
         "alternated twice per size in one process; `before`: the same polls under the code "
-        "before issue 31 (`--tree`, a checkout of it), in a child process right after; "
+        "before (`--tree`, a checkout of it), in a child process right after; with `--pairs "
+        "K`, `after, alternated` and `before, alternated`: this tree's and that checkout's "
+        "layered polls in K pairs of child processes, the order swapped each pair; "
         "medians):",
         "",
         "| size (canvas) | mode | GUI thread CPU / poll | GUI wall / poll (p90) | full draws "
