@@ -213,16 +213,10 @@ class _Ticks:
                 return got
         probe = self._text_at(s, 0.0, 0.0)
         with _lock:
-            # One noting renderer a dpi: matplotlib keeps text metrics by renderer.
-            noted = _origins.get(renderer.dpi) or _origins.setdefault(
-                renderer.dpi, _Origin(renderer.dpi)
-            )
-            noted.origin = None
-            probe.draw(noted)
-            if noted.origin is None:
+            origin, box = _noted(probe, renderer.dpi)
+            if origin is None:
                 return None
-            box = probe.get_window_extent(noted)
-            got = _layouts[key] = (*noted.origin, box.x0, box.y0, box.x1, box.y1)
+            got = _layouts[key] = (*origin, box.x0, box.y0, box.x1, box.y1)
             while len(_layouts) > MAX_LAYOUTS:
                 _layouts.popitem(last=False)
         return got
@@ -322,6 +316,25 @@ def lines_across(locs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     along = np.repeat(np.asarray(locs, float), 3)
     along[2::3] = np.nan
     return along, np.tile([0.0, 1.0, np.nan], len(locs))
+
+
+def text_origin(text: Text, dpi: float) -> tuple[float, float] | None:
+    """Where `text`, as it is placed now, hands its string to the renderer (figure pixels
+    from the bottom: the x and y of `draw_text`), matplotlib's own layout read on a renderer
+    that only notes it; None where it would draw none (mathtext, an empty string)."""
+    with _lock:
+        return _noted(text, dpi)[0]
+
+
+def _noted(text: Text, dpi: float) -> tuple[tuple[float, float] | None, Bbox | None]:
+    """(origin, box) of a Text drawn on the noting renderer of `dpi` (the lock held)."""
+    # One noting renderer a dpi: matplotlib keeps text metrics by renderer.
+    noted = _origins.get(dpi) or _origins.setdefault(dpi, _Origin(dpi))
+    noted.origin = None
+    text.draw(noted)
+    if noted.origin is None:
+        return None, None
+    return noted.origin, text.get_window_extent(noted)
 
 
 class _Origin(RendererAgg):

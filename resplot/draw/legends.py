@@ -19,7 +19,7 @@ from matplotlib.patches import Patch
 
 from resplot.data.hover import value_text
 from resplot.data.layout import LEGEND_PT, legend_columns
-from resplot.draw.legend_bitmap import add_legend, remove_legend
+from resplot.draw.legend_bitmap import VALUE_SEP, add_legend, remove_legend
 
 LEGEND_CORNERS = ("upper right", "upper left", "lower right", "lower left")
 AXES_LEGEND_MAX = 8
@@ -132,7 +132,7 @@ class AxesLegend:
             return
         for text, item in zip(legend.get_texts(), items, strict=False):
             value = value_text(latest.get(item))
-            text.set_text(f"{item.label}  {value}" if value else item.label)
+            text.set_text(f"{item.label}{VALUE_SEP}{value}" if value else item.label)
         # The corner depends on the limits, the axes' size in pixels (the legend's share of
         # the chart) and what each series draws; placed for other ones, it may cover data.
         now = time.monotonic()
