@@ -23,6 +23,8 @@ box has the same fraction of a pixel: one a corner.
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -35,11 +37,15 @@ from matplotlib.legend import Legend
 
 from resplot.draw.axis_art import text_origin
 from resplot.draw.bitmap_draw import drawn_alone, paste
+from resplot.draw.text_stamps import font_key
 
 MARGIN_PX = 2  # the frame's line and antialiasing reach past the box
 BITMAPS = 4  # kept per legend: one for each corner it was placed in
 VALUE_SEP = "  "  # between a series' name and its latest value (resplot/draw/legends.py)
 _DIGITS = re.compile("[0-9]")
+ADVANCES = 1024  # names' advances kept (a page's legends hold a few dozen)
+_advances: OrderedDict[tuple, float] = OrderedDict()
+_lock = threading.Lock()
 
 
 class BitmapLegend(Legend):
@@ -143,6 +149,29 @@ class BitmapLegend(Legend):
         return x, y, rgba, origins
 
 
+def _advance(renderer, s: str, prop) -> float:
+    """How far the pen moves over `s` (its metrics' width: text metrics are whole pixels and
+    count trailing spaces), kept a string and font: a legend's names each poll."""
+    key = (
+        s,
+        font_key(prop),
+        renderer.dpi,
+        rcParams["text.hinting"],
+        rcParams["text.hinting_factor"],
+    )
+    with _lock:
+        found = _advances.get(key)
+        if found is not None:
+            _advances.move_to_end(key)
+            return found
+    found = renderer.get_text_width_height_descent(s, prop, ismath=False)[0]
+    with _lock:
+        _advances[key] = found
+        while len(_advances) > ADVANCES:
+            _advances.popitem(last=False)
+    return found
+
+
 def _draw_entry(renderer, text, x: float, y: float) -> None:
     """A legend text's string drawn from (x, y), its origin (figure pixels from the bottom):
     an entry "NAME  VALUE" as its name and its value, the value where its glyphs follow the
@@ -151,9 +180,7 @@ def _draw_entry(renderer, text, x: float, y: float) -> None:
     name, sep, value = s.rpartition(VALUE_SEP)
     parts = [(0.0, s)] if not sep or not name else [(0.0, name)]
     if sep and name and value:
-        prop = text.get_fontproperties()
-        advance = renderer.get_text_width_height_descent(name + sep, prop, ismath=False)[0]
-        parts.append((advance, value))
+        parts.append((_advance(renderer, name + sep, text.get_fontproperties()), value))
     gc = renderer.new_gc()
     try:
         gc.set_foreground(mcolors.to_rgba(text.get_color()), isRGBA=True)

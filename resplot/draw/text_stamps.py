@@ -62,7 +62,7 @@ class StampRenderer(RendererAgg):
             return super().draw_text(gc, x, y, s, prop, angle, ismath=ismath, mtext=mtext)
         key = (
             s,
-            _font(prop),
+            font_key(prop),
             round(float(angle), 6),
             tuple(gc.get_rgb()),
             gc.get_alpha(),
@@ -141,7 +141,7 @@ class StampRenderer(RendererAgg):
         return ox - x0, oy - y0, rows[y0 : lines[-1] + 1, x0 : cols[-1] + 1].copy()
 
 
-def _font(prop) -> tuple:
+def font_key(prop) -> tuple:
     """What of a FontProperties picks and sizes the glyphs (it is mutable: not a key itself)."""
     return (
         tuple(prop.get_family()),
