@@ -517,14 +517,20 @@ def line_limits(line: Line2D, y: bool = True) -> tuple[bool, bool, np.ndarray]:
 def extent_points(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
     """Up to three points whose data limits (extents and smallest positive values, as
     `Bbox.update_from_data_xy` takes them) are those of the finite points (xs, ys)."""
-    ok = np.isfinite(xs) & np.isfinite(ys)
-    xs, ys = xs[ok], ys[ok]
+    with np.errstate(over="ignore", invalid="ignore"):
+        finite = bool(np.isfinite(np.add.reduce(xs) + np.add.reduce(ys)))  # NaN, inf carry
+    if not finite:  # (or a sum that overflowed: the exact path either way)
+        ok = np.isfinite(xs) & np.isfinite(ys)
+        xs, ys = xs[ok], ys[ok]
     if not len(xs):
         return np.empty((0, 2))
-    points = [(xs.min(), ys.min()), (xs.max(), ys.max())]
-    px, py = xs[xs > 0], ys[ys > 0]
-    if len(px) or len(py):
-        points.append((px.min() if len(px) else xs.min(), py.min() if len(py) else ys.min()))
+    x0, x1, y0, y1 = xs.min(), xs.max(), ys.min(), ys.max()
+    points = [(x0, y0), (x1, y1)]
+    # The smallest positive value (a log axis's limit): the smallest value where all are.
+    px = x0 if x0 > 0 else (xs[xs > 0].min() if x1 > 0 else None)
+    py = y0 if y0 > 0 else (ys[ys > 0].min() if y1 > 0 else None)
+    if px is not None or py is not None:
+        points.append((x0 if px is None else px, y0 if py is None else py))
     return np.array(points)
 
 
