@@ -134,6 +134,10 @@ class SeriesCache:
         to be read again from the store, which has rebuilt them for the newer take."""
         if len(steps) == 0:
             return False
+        # The new points' aggregate depends on them alone: folded (a Python loop over them)
+        # before the lock, which the GUI thread asks for hundreds of times a refresh.
+        vals = [None if v != v else v for v in values.tolist()]
+        new = fold(steps.tolist(), walls.tolist(), vals)
         with self._lock:
             old = self._summaries[ref].get(key)
             tail = self._live[ref].get(key)
@@ -149,10 +153,7 @@ class SeriesCache:
             if restart:
                 self._forget_series(ref, key)
                 return True
-            vals = [None if v != v else v for v in values.tolist()]
-            agg = fold(steps.tolist(), walls.tolist(), vals)
-            if old is not None:
-                agg = merge(old.agg, agg)
+            agg = merge(old.agg, new) if old is not None else new
             # The levels the writer keeps for this span (it adds them in the same transaction).
             levels = max(
                 old.levels if old else 1, buckets.needed_levels(agg[STEP_HI] - agg[STEP_LO])
