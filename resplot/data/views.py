@@ -418,7 +418,7 @@ def series_view(
     memo.asked = () if pending else asked
     memo.tiles = [(ref, key, t.level, t.index) for t in tiles]
     stamp = (wanted, lo, hi, pending, *(t.cols for t in tiles))
-    if _same(stamp, memo.stamp):
+    if same_stamp(stamp, memo.stamp):
         return memo.view
     if wanted == 0:
         view = _view(tiles, wanted, lo, hi, wanted)
@@ -464,8 +464,9 @@ def _appended(memo: ViewMemo, cols: dict, level: int) -> SeriesView | None:
     return SeriesView(**{f.name: join(f.name) for f in dataclasses.fields(SeriesView)})
 
 
-def _same(a: tuple, b: tuple) -> bool:
-    """Stamps alike: numbers equal, columns the same objects."""
+def same_stamp(a: tuple, b: tuple) -> bool:
+    """Stamps alike: their first four entries equal, the rest (columns, arrays) the same
+    objects."""
     return (
         len(a) == len(b)
         and a[:4] == b[:4]

@@ -15,6 +15,7 @@ from matplotlib.colors import to_rgba_array
 from resplot.data import marks, xaxis
 from resplot.data.cache import SeriesCache
 from resplot.data.model import RunRef
+from resplot.data.views import same_stamp
 from resplot.draw.axis_art import lines_across
 
 # In drawing order: an alert's line over a checkpoint's at the same step.
@@ -139,7 +140,7 @@ class EventPlaces:
         start = run.created_at if run is not None and mode == "relative" else None
         stamp = (cache.event_changes(ref), mode, hidden, start, *guide)
         held = self._held.get(ref)
-        if held is not None and _same(stamp, held[0]):
+        if held is not None and same_stamp(stamp, held[0]):
             return held[1]
         by_kind: dict[str, np.ndarray] = {}
         for kind in COLORS:
@@ -158,15 +159,6 @@ class EventPlaces:
                 by_kind[kind] = xs
         self._held[ref] = (stamp, by_kind)
         return by_kind
-
-
-def _same(a: tuple, b: tuple) -> bool:
-    """Stamps alike: the first four equal, the guide's arrays the same objects."""
-    return (
-        len(a) == len(b)
-        and a[:4] == b[:4]
-        and all(x is y for x, y in zip(a[4:], b[4:], strict=True))
-    )
 
 
 def draw_events(
