@@ -61,7 +61,8 @@ def _size(text: str) -> tuple[float, float]:
 
 def cmd_snapshot(args) -> int:
     from resplot.draw import fonts
-    from resplot.draw.charts import SAVE_FORMATS, render
+    from resplot.draw.charts import render
+    from resplot.draw.figure_files import SAVE_FORMATS
 
     if args.output.suffix.lower().lstrip(".") not in SAVE_FORMATS:
         raise CliError(f"-o {args.output}: use a .png, .svg or .pdf file name")

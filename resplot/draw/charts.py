@@ -30,6 +30,7 @@ from resplot.draw import fonts
 from resplot.draw.axes_setup import NOTE_PT, dress, section_card
 from resplot.draw.composites import PART_COLORS, draw_stack, draw_throttle
 from resplot.draw.events import EventLines, EventPlaces, draw_events
+from resplot.draw.figure_files import save_figure
 from resplot.draw.legends import AxesLegend, Entry, RunStrip
 from resplot.draw.limits import ChartLimits, fit_data_limits, quietly, shown_limits
 from resplot.draw.titles import fit_titles
@@ -42,10 +43,7 @@ from resplot.draw.tracks import (
 )
 from schema.rules.compare import metric_stats
 from schema.store.status import FINISHED
-from schema.store.user_files import replacing
 
-# Where non-finite points are marked, in axes height fractions.
-SAVE_FORMATS = ("png", "svg", "pdf")
 STRIP_ROWS = 2  # more rows of whole run names: the strip names the part that differs
 
 
@@ -562,20 +560,6 @@ class ChartPage(ChartLimits):
 def _starts_and_bands(specs: list[PanelSpec]) -> tuple[list[bool], list[bool]]:
     """Which panels begin a row, and which are a row of their own (section cards)."""
     return [s.starts_row for s in specs], [s.kind == "section" for s in specs]
-
-
-def save_figure(figure: Figure, path: str | Path, dpi: int = 120) -> None:
-    """PNG, SVG or PDF by the file's extension."""
-    path = Path(path)
-    fmt = path.suffix.lower().lstrip(".")
-    if fmt not in SAVE_FORMATS:
-        raise ValueError(
-            f"cannot save a chart as {path.name!r}: use a .png, .svg or .pdf file name"
-        )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # A fresh file beside the target, renamed over it: never written through a planted link.
-    with replacing(path, "wb") as out:
-        figure.savefig(out, format=fmt, dpi=dpi)
 
 
 def render(

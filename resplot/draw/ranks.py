@@ -45,7 +45,7 @@ from resplot.data.ranks import (
 )
 from resplot.data.state import ViewState
 from resplot.draw.axes_setup import NOTE_PT
-from resplot.draw.charts import save_figure
+from resplot.draw.figure_files import save_figure
 from resplot.draw.follow import FollowsData
 from resplot.draw.ticks import CompactFormatter
 from schema.rules.alerts import HANG, STRAGGLER

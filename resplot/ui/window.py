@@ -29,7 +29,7 @@ from resplot.data.pages import metric_keys, search_terms
 from resplot.data.selection import default_selection, empty_text, project_size, shown_text
 from resplot.data.state import PAGES, ViewState
 from resplot.draw import fonts
-from resplot.draw.charts import ChartPage, save_figure
+from resplot.draw.charts import ChartPage
 from resplot.draw.ranks import RanksPage
 from resplot.sources.spec import parse_spec
 from resplot.ssh.options import SSHOptions
@@ -570,7 +570,7 @@ class MainWindow(QMainWindow):
         export_table(self.cache, self.export_refs(), path, fmt, self.state.table_metrics)
 
     def export_chart(self, path: str | Path) -> None:
-        save_figure(self.current_page().figure, path)
+        self.current_page().save(path)  # PNG, SVG or PDF by its extension
 
     # -- sources UI ---------------------------------------------------------------------------
     def _ask_add_source(self) -> None:
