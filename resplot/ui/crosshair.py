@@ -26,13 +26,13 @@ from matplotlib.collections import CircleCollection, LineCollection
 from matplotlib.colors import to_rgba
 from matplotlib.transforms import Bbox, IdentityTransform
 from PyQt5.QtCore import QObject, QRect, pyqtSignal
-from PyQt5.QtGui import QRegion
 
 from resplot.data import readout as readout_mod
 from resplot.data import xaxis
 from resplot.data.hover import Reading, chart_ends, readings
 from resplot.data.model import RunRef
 from resplot.ui.readout_view import ReadoutView
+from resplot.ui.region_paint import update_boxes
 
 CLICK_PX = 10  # how near a click must be to a series' point to pick its run
 HOVER_PX = 24  # how near the pointer a series' point must be for its run to count as hovered
@@ -102,7 +102,7 @@ class Crosshair(QObject):
     def _draw_due(self) -> bool:
         return bool(getattr(self.canvas, "draw_due", False))
 
-    def _erase(self) -> None:
+    def erase(self) -> None:
         """Put back the page's pixels under the overlay (saved before it was drawn)."""
         for region in self._under:
             self.canvas.restore_region(region)
@@ -112,7 +112,7 @@ class Crosshair(QObject):
         self.label.hide()
         self.found, self.readout, self.axes_index, self._at = [], None, None, None
         if self._dirty and not self._draw_due():
-            self._erase()
+            self.erase()
             self._blit(self._dirty)
         self._dirty = []
 
@@ -128,16 +128,8 @@ class Crosshair(QObject):
         self._rgba.clear()
 
     def _blit(self, boxes: list[Bbox]) -> None:
-        """Mark the strips that changed for Qt's next paint, as one region: Qt paints it once
-        with whatever else changed meanwhile (where the readout was), each strip copied on its
-        own (PageCanvas.paintEvent). A repaint a strip, as matplotlib's blit does, flushed the
-        window's backing store for each (~0.3 ms a strip, five a move)."""
-        rects = [_qt_rect(box, self.canvas) for box in _merged(boxes)]
-        if rects:
-            region = QRegion()
-            for rect in rects:
-                region += rect
-            self.canvas.update(region)
+        """Mark the strips that changed for Qt's next paint (region_paint.update_boxes)."""
+        update_boxes(self.canvas, _merged(boxes))
 
     def _pixel_box(self, x0: float, y0: float, x1: float, y1: float) -> Bbox | None:
         """Whole figure pixels around a box, inside the figure (None: outside it)."""
@@ -148,7 +140,7 @@ class Crosshair(QObject):
 
     def _draw_overlay(self, index: int, x: float, dots: bool) -> list[Bbox]:
         """Draw the line on every chart and the dots of chart `index` into the canvas's
-        buffer, the pixels under them saved first (`_erase` puts them back: no copy of the
+        buffer, the pixels under them saved first (`erase` puts them back: no copy of the
         whole canvas is kept, ~10-80 MB a page at 1920 px wide); the boxes they cover."""
         figure = self.page.figure
         boxes, artists, segments = [], [], []
@@ -259,7 +251,7 @@ class Crosshair(QObject):
         self._at = x
         self._dots_of = self._set_dots(ax, found, hovered)
         if self.drawn and not self._draw_due():
-            self._erase()
+            self.erase()
             drawn = self._draw_overlay(index, x, self._dots_of)
             self._blit(self._dirty + drawn)
             self._dirty = drawn
@@ -345,13 +337,3 @@ def _merged(boxes: list[Bbox]) -> list[Bbox]:
         else:
             out.append([x0, y0, x1, y1])
     return [Bbox([[x0, y0], [x1, y1]]) for x0, y0, x1, y1 in out]
-
-
-def _qt_rect(box: Bbox, canvas) -> QRect:
-    """A box of figure pixels as the widget's rectangle (logical pixels, y down), grown to
-    whole pixels."""
-    ratio = canvas.device_pixel_ratio or 1.0
-    height = canvas.figure.bbox.height
-    left, right = math.floor(box.x0 / ratio), math.ceil(box.x1 / ratio)
-    top, bottom = math.floor((height - box.y1) / ratio), math.ceil((height - box.y0) / ratio)
-    return QRect(left, top, right - left, bottom - top)

@@ -68,6 +68,8 @@ class DragPan(QObject):
         )
         self.toolbar = None  # the pan tool's (it sets the limits of each move)
         self.on_begin: list[Callable[[], None]] = []  # the hover line leaves the frame
+        # A preview drew into the canvas's buffer (the page's layers draw all of it next).
+        self.on_preview: list[Callable[[], None]] = []
         self.active = False  # the left button pans with previews
         self.frames = 0  # previews shown (tests and the benchmark read it)
         self.exact_frames = 0  # exact frames asked for during or at the end of drags
@@ -236,6 +238,8 @@ class DragPan(QObject):
         r0, r1 = self._rows
         if buf.shape[0] < r1 or buf.shape[1:] != self._base.shape[1:]:
             return  # resized since: the exact frame comes at the pause
+        for told in self.on_preview:
+            told()
         for chart in self._charts:
             dx = round((a0 - b0) / span * chart.width)
             self._shift(buf, chart, dx)

@@ -38,6 +38,8 @@ from matplotlib.transforms import Bbox
 
 from resplot.draw.limits import quietly
 from resplot.draw.spines import draw_spines
+from resplot.ui.reach import Box, disjoint, join, meet, reach, redraw_box, whole_pixels
+from resplot.ui.region_paint import update_boxes
 from resplot.ui.tails import Tails
 
 VIEW_MARGIN_PX = 24  # a chart this near the visible part is drawn with it (its title above)
@@ -59,6 +61,14 @@ class Layers:
         self.full_draws = 0  # draws of the whole page (tests and benchmarks read them)
         self.blits = 0  # series drawn over the saved axes
         self.recuts = 0  # blits that cut the live series again first
+        self.patches = 0  # blits that drew only the boxes where the series changed
+        # The canvas's buffer holds the last frame drawn here (nothing else drew into it since
+        # but the hover line, which `before_patch` takes out): a blit may then draw only where
+        # the series changed (resplot/ui/reach.py).
+        self.intact = False
+        # The live artists' reaches (display pixels) as last drawn; None: they draw nothing.
+        self.reaches: dict = {}
+        self.before_patch: list[Callable[[], None]] = []
         self._layered: list[list] | None = None  # during a full draw: each chart's series
         # Told when the series are drawn over the saved axes, before the blit shows them (the
         # hover line, drawn into the same frame).
@@ -111,6 +121,12 @@ class Layers:
         self.background, self.drawn, self.settled, self._size = None, [], [], None
         self.under_cuts = None
         self.tails.clear()
+        self.intact, self.reaches = False, {}
+
+    def scribbled(self) -> None:
+        """Something else drew into the canvas's buffer (a drag's preview): the next blit
+        draws the whole page over the saved picture."""
+        self.intact = False
 
     def _tiers(self, layered: list[list] | None = None) -> list[tuple[int, list, list]]:
         """(chart, settled artists, the rest) of each chart drawn, in drawing order
@@ -129,6 +145,7 @@ class Layers:
         if self.canvas.is_saving() or not self.enabled:
             # A saved file's draw: its size and dpi are the file's.
             self.background = self.under_cuts = None
+            self.intact = False
             return
         tiers = self._tiers(self._layered)
         self._draw(tiers, settled=True)
@@ -139,6 +156,8 @@ class Layers:
         self._cut(tiers)
         self._size = self.canvas.get_width_height(physical=True)
         self._draw(tiers, settled=False)
+        self._reached(tiers)
+        self.intact = True
         self.full_draws += 1
 
     def _cut(self, tiers: list) -> None:
@@ -154,28 +173,94 @@ class Layers:
     def _draw(self, tiers: list, settled: bool) -> None:
         figure = self.page.figure
         for i, low, high in tiers:
-            # Quietly: drawing a legend lays its frame out again, which would mark the figure
-            # stale (a full draw at the next poll).
-            with quietly(self.page.axes[i]):
-                if settled:
+            if settled:
+                # Quietly: drawing a legend lays its frame out again, which would mark the
+                # figure stale (a full draw at the next poll).
+                with quietly(self.page.axes[i]):
                     for artist in low:
                         figure.draw_artist(artist)
+            else:
+                self._draw_live(i, high)
+
+    def _draw_live(self, i: int, artists: list) -> None:
+        """Draw these live artists of chart i (in order) over the canvas's buffer."""
+        figure = self.page.figure
+        with quietly(self.page.axes[i]):
+            spines = []  # drawn together (resplot/draw/spines.py), in their place
+            for artist in artists:
+                if isinstance(artist, Spine):
+                    if artist.get_visible():
+                        spines.append(artist)
                     continue
-                spines = []  # drawn together (resplot/draw/spines.py), in their place
-                for artist in high:
-                    if isinstance(artist, Spine):
-                        if artist.get_visible():
-                            spines.append(artist)
-                        continue
-                    if spines:
-                        draw_spines(figure, spines)
-                        spines = []
-                    # An invisible artist draws nothing (one cut is made visible again by a
-                    # new cut first: Tails.fresh).
-                    if artist.get_visible() and not self.tails.draw(artist):
-                        figure.draw_artist(artist)  # not cut: all of it
                 if spines:
                     draw_spines(figure, spines)
+                    spines = []
+                # An invisible artist draws nothing (one cut is made visible again by a new
+                # cut first: Tails.fresh).
+                if artist.get_visible() and not self.tails.draw(artist):
+                    figure.draw_artist(artist)  # not cut: all of it
+            if spines:
+                draw_spines(figure, spines)
+
+    # -- where a blit draws ------------------------------------------------------------------
+    def _figure_box(self) -> Box:
+        w, h = self.canvas.get_width_height(physical=True)
+        return (0.0, 0.0, float(w), float(h))
+
+    def _reach(self, artist, renderer, figure_box: Box) -> Box | None:
+        """The pixels a live artist's draw may touch (a cut one's: its tail's)."""
+        tail = self.tails.tail_box(artist)
+        if tail is not None:
+            return meet(tail, figure_box) if artist.get_visible() else None
+        return reach(artist, renderer, figure_box)
+
+    def _reached(self, tiers: list) -> None:
+        """Note where each live artist drew (all of them were drawn)."""
+        renderer = self.canvas.get_renderer()
+        figure_box = self._figure_box()
+        self.reaches = {}
+        for _i, _low, high in tiers:
+            for artist in high:
+                self.reaches[artist] = self._reach(artist, renderer, figure_box)
+                artist.stale = False  # as drawn (an animated artist tells no one)
+
+    def _changes(self, tiers: list) -> list[Box] | None:
+        """The boxes (whole pixels, disjoint) where live artists changed since the last frame:
+        each changed one's reach then and now (empty: nothing changed); None: draw them all
+        (an artist not drawn by the last frame)."""
+        renderer = self.canvas.get_renderer()
+        figure_box = self._figure_box()
+        changed: list[Box] = []
+        for _i, _low, high in tiers:
+            for artist in high:
+                if not artist.stale:
+                    continue
+                if artist not in self.reaches:
+                    return None
+                now = self._reach(artist, renderer, figure_box)
+                box = join(self.reaches[artist], now)
+                self.reaches[artist] = now
+                artist.stale = False
+                if box is not None and (pixels := whole_pixels(box, figure_box)) is not None:
+                    changed.append(pixels)
+        return disjoint(changed)
+
+    def _patch(self, tiers: list, boxes: list[Box]) -> None:
+        """Put back the saved picture in `boxes` and draw there every live artist that reaches
+        into it, in drawing order (resplot/ui/reach.py)."""
+        for box in boxes:
+            meets = [
+                (i, [a for a in high if (r := self.reaches.get(a)) is not None and meet(r, box)])
+                for i, _low, high in tiers
+            ]
+            reaches = [self.reaches[a] for _i, artists in meets for a in artists]
+
+            def draw(meets=meets) -> None:
+                for i, artists in meets:
+                    if artists:
+                        self._draw_live(i, artists)
+
+            redraw_box(self.canvas, self.background, box, reaches, draw)
 
     def needs_full_draw(self, tiers: list | None = None) -> bool:
         """Whether anything under the live series changed since the last full draw (a limit,
@@ -198,21 +283,36 @@ class Layers:
     def present(self) -> bool:
         """Show the page's current state: its live series over the saved axes and settled
         series when nothing under them changed (True), else a full draw (queued, as
-        `draw_idle`)."""
+        `draw_idle`). Where the buffer holds the last frame, only the boxes where live
+        artists changed are drawn and shown (resplot/ui/reach.py)."""
         tiers = self._tiers(self.mark())
         if self.needs_full_draw(tiers):
             self.canvas.draw_idle()
             return False
-        if self.tails.fresh([(self.page.axes[i], high) for i, _low, high in tiers]):
-            self.canvas.restore_region(self.background)
-        else:
+        boxes: list[Box] | None = None
+        if not self.tails.fresh([(self.page.axes[i], high) for i, _low, high in tiers]):
             self.canvas.restore_region(self.under_cuts)
             self._cut(tiers)
             self.recuts += 1
-        self._draw(tiers, settled=False)
+        elif self.intact and (boxes := self._changes(tiers)) == []:
+            return True  # nothing drawn changed
+        elif boxes is None:
+            self.canvas.restore_region(self.background)
+        if boxes is None:
+            self._draw(tiers, settled=False)
+            self._reached(tiers)
+        else:
+            for hook in self.before_patch:  # the hover line out of the frame
+                hook()
+            self._patch(tiers, boxes)
+            self.patches += 1
+        self.intact = True
         for told in self.on_blit:  # the hover line draws itself into the same frame
             told()
-        self.canvas.blit(self._shown_bbox())
+        if boxes is None:
+            self.canvas.blit(self._shown_bbox())
+        else:
+            update_boxes(self.canvas, [Bbox.from_extents(*box) for box in boxes])
         self.blits += 1
         return True
 

@@ -256,6 +256,7 @@ class PageView(QWidget):
         self.canvas.layers = self.layers
         self.crosshair = Crosshair(self.canvas, self.page, self.toolbar)
         self.layers.on_blit.append(self._blitted)
+        self.layers.before_patch.append(self.crosshair.erase)
         # After the layers and the crosshair: its draw_event handler takes the finished frame.
         self.drag = DragPan(
             self.canvas, self.page, self._view_rows, lambda: self.layers.drawn, on_view_changed
@@ -264,6 +265,7 @@ class PageView(QWidget):
         self.drag.on_begin.append(self.crosshair.hide)
         self.canvas.drag = self.toolbar.drag = self.drag
         self.layers.on_blit.append(self.drag.rebase)
+        self.drag.on_preview.append(self.layers.scribbled)
         bar = self.scroll.verticalScrollBar()
         bar.valueChanged.connect(self._scrolled)
         bar.rangeChanged.connect(self._scrolled)

@@ -335,6 +335,16 @@ class Tails:
                 seen += 1
         return seen == len(self.cuts)
 
+    def tail_box(self, artist) -> tuple[float, float, float, float] | None:
+        """The display box a cut artist's tail is drawn in (its clip: right of the boundary);
+        None: not cut."""
+        cut = self.cuts.get(id(artist))
+        if cut is None:
+            return None
+        x0, y0, x1, y1 = cut.twins[1].get_clip_box().extents
+        pad = PAD_PX  # antialiasing at the clip's fractional edges
+        return (float(x0) - pad, float(y0) - pad, float(x1) + pad, float(y1) + pad)
+
     def draw(self, artist) -> bool:
         """Draw an artist's tail if it is cut (True), else nothing (False: draw it whole)."""
         cut = self.cuts.get(id(artist))

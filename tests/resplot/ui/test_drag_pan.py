@@ -165,6 +165,8 @@ def test_a_preview_is_the_last_exact_frame_moved_by_the_drags_pixels(win, qtbot)
         _press(view, a)
         _move(view, QPointF(a.x() - 40, a.y() + 30))  # 40 px to the left (and down)
         frame = np.asarray(view.canvas.buffer_rgba()).copy()
+        # The buffer is not the page's last frame: its next blit draws all of the live tier.
+        assert not view.layers.intact
         _release(view, QPointF(a.x() - 40, a.y() + 30))
         _drawn(qtbot, win)
     finally:

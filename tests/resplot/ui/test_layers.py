@@ -224,9 +224,12 @@ def test_a_blitted_frame_is_the_pixels_of_a_full_draw(window, loaded, name):
     show(window, loaded, name)
     view = window.page_view()
     assert view.page.axes and view.layers.background is not None
-    full, blits = view.layers.full_draws, view.layers.blits
+    full, blits, patches = view.layers.full_draws, view.layers.blits, view.layers.patches
     poll(window, loaded, np.arange(N, N + 3))
     assert (view.layers.full_draws, view.layers.blits) == (full, blits + 1)
+    # Drawn only where the live series changed (resplot/ui/reach.py); the step-time stack
+    # is made anew at each refresh (new artists: all of the live tier drawn).
+    assert view.layers.patches == patches + (name != "timing")
     blitted = _shown_rows(view)
     full, recuts = view.layers.full_draws, view.layers.recuts
     window.highlight(window.cache.runs()[0].ref)  # the others faded: their cuts made again
@@ -420,6 +423,42 @@ def test_a_finished_runs_series_changing_or_a_run_ending_draws_the_page(mixed, m
     full, blits = counts(win)
     win.redraw_now()
     QApplication.processEvents()
+    assert counts(win) == (full, blits) and not drawn  # nothing changed: nothing drawn
+    view.layers.scribbled()  # (as a drag's preview does): the whole live tier drawn again
+    win.redraw_now()
+    QApplication.processEvents()
     assert counts(win) == (full, blits + 1)
     series = {id(a) for t in tracks for a, _z in t._tiered()}
     assert drawn and not {id(a) for a in drawn} & series
+
+
+@pytest.mark.parametrize("where", [0.3, 0.97])
+def test_a_poll_under_the_hover_line_is_the_frame_a_full_draw_makes(window, loaded, where):
+    """The hover line lies in the canvas's buffer: a poll drawing only where the series
+    changed takes it out first and draws it again after, whether it crosses those boxes (near
+    the live end) or not."""
+    show(window, loaded, "training")
+    view = window.page_view()
+    lo, hi = view.page.axes[0].get_xlim()
+    view.crosshair.show_at(0, lo + where * (hi - lo))
+    QApplication.processEvents()
+    patches = view.layers.patches
+    poll(window, loaded, np.arange(N, N + 3))
+    assert view.layers.patches == patches + 1
+    _assert_same_pixels(_shown_rows(view), _full_draw_rows(view))
+
+
+def test_after_a_drag_preview_a_poll_draws_the_whole_live_tier(window, loaded):
+    """A drag's preview draws a moved picture into the canvas's buffer: the next blit cannot
+    draw only where the series changed."""
+    show(window, loaded, "training")
+    view = window.page_view()
+    assert view.layers.intact
+    for told in view.drag.on_preview:
+        told()
+    assert not view.layers.intact
+    patches, blits = view.layers.patches, view.layers.blits
+    poll(window, loaded, np.arange(N, N + 3))
+    assert (view.layers.patches, view.layers.blits) == (patches, blits + 1)
+    assert view.layers.intact
+    _assert_same_pixels(_shown_rows(view), _full_draw_rows(view))

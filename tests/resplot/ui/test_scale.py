@@ -321,14 +321,14 @@ def test_a_first_view_draws_level_1_only_while_the_fine_tiles_are_late(
         tracks = [t for ts in page.tracks for t in ts.values()]
         return sorted({t.view.level for t in tracks if t.view is not None})
 
-    drawn = []  # the page's levels at each draw of it asked for (and not held)
+    drawn = []  # the page's levels at each draw of it (not held)
 
     def draw_idle(canvas) -> None:  # drawn now, not at the next turn of the event loop
         if canvas is view.canvas:
-            drawn.append(levels())
             canvas.draw()
 
     monkeypatch.setattr(FigureCanvasQTAgg, "draw_idle", draw_idle)
+    view.canvas.mpl_connect("draw_event", lambda _e: drawn.append(levels()))
     # New data in the same limits is drawn over the saved axes (resplot/ui/layers.py): a draw.
     view.layers.on_blit.append(lambda: drawn.append(levels()))
     source = poller.source(poller.labels()[0])
