@@ -38,7 +38,17 @@ from matplotlib.transforms import Bbox
 
 from resplot.draw.limits import quietly
 from resplot.draw.spines import draw_spines
-from resplot.ui.reach import Box, disjoint, join, meet, reach, redraw_box, whole_pixels
+from resplot.ui.reach import (
+    Box,
+    changed,
+    disjoint,
+    join,
+    meet,
+    reach,
+    redraw_box,
+    settle,
+    whole_pixels,
+)
 from resplot.ui.region_paint import update_boxes
 from resplot.ui.tails import Tails
 
@@ -222,7 +232,7 @@ class Layers:
         for _i, _low, high in tiers:
             for artist in high:
                 self.reaches[artist] = self._reach(artist, renderer, figure_box)
-                artist.stale = False  # as drawn (an animated artist tells no one)
+                settle(artist)
 
     def _changes(self, tiers: list) -> list[Box] | None:
         """The boxes (whole pixels, disjoint) where live artists changed since the last frame:
@@ -230,20 +240,20 @@ class Layers:
         (an artist not drawn by the last frame)."""
         renderer = self.canvas.get_renderer()
         figure_box = self._figure_box()
-        changed: list[Box] = []
+        boxes: list[Box] = []
         for _i, _low, high in tiers:
             for artist in high:
-                if not artist.stale:
+                if not changed(artist):
                     continue
                 if artist not in self.reaches:
                     return None
                 now = self._reach(artist, renderer, figure_box)
                 box = join(self.reaches[artist], now)
                 self.reaches[artist] = now
-                artist.stale = False
+                settle(artist)
                 if box is not None and (pixels := whole_pixels(box, figure_box)) is not None:
-                    changed.append(pixels)
-        return disjoint(changed)
+                    boxes.append(pixels)
+        return disjoint(boxes)
 
     def _patch(self, tiers: list, boxes: list[Box]) -> None:
         """Put back the saved picture in `boxes` and draw there every live artist that reaches

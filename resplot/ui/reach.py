@@ -72,6 +72,20 @@ def reach(artist, renderer, figure_box: Box) -> Box | None:
     return box if clip is None else meet(box, clip)
 
 
+def changed(artist) -> bool:
+    """Whether an artist, or one it is made of, changed since it was drawn (matplotlib's stale
+    flags: a legend is not told when one of its texts changes)."""
+    return artist.stale or any(changed(child) for child in artist.get_children())
+
+
+def settle(artist) -> None:
+    """As drawn: the artist and those it is made of not stale (an animated artist, or one of
+    its children, tells no one: only a change marks anything stale)."""
+    artist.stale = False
+    for child in artist.get_children():
+        settle(child)
+
+
 def _clip(artist) -> Box | None:
     """The box an artist is clipped to (its axes'), as Agg clips: a marker or a bitmap may
     light the pixel column and row just past it (its clip is inclusive)."""

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from PyQt5.QtWidgets import QApplication
 
+from resplot.draw.limits import quietly
 from resplot.sources.polling import Loaded
 from resplot.sources.spec import parse_spec
 from resplot.ui import settings as settings_mod
@@ -94,10 +95,10 @@ def show(win, loaded, page: str | None = None) -> None:
     QApplication.processEvents()
 
 
-def poll(win, loaded, steps: np.ndarray, runs: int | None = None) -> None:
+def poll(win, loaded, steps: np.ndarray, runs: int | None = None, bumps: dict | None = None):
     """A live run's poll: every series of every run (of the first `runs`) gets its last value
-    again at `steps`, written to the store and read by the headless poll, then the window's
-    redraw."""
+    again (plus `bumps[key]`) at `steps`, written to the store and read by the headless poll,
+    then the window's redraw."""
     cache = win.cache
     engine = open_store(loaded.path)
     with engine.connect() as conn:
@@ -107,6 +108,7 @@ def poll(win, loaded, steps: np.ndarray, runs: int | None = None) -> None:
         for key, summary in cache.summaries(run.ref).items():
             last = metric_stats(summary.agg)[0]
             value = 1.0 if last is None or not np.isfinite(last) else float(last)
+            value += (bumps or {}).get(key, 0.0)
             series[key] = [(int(s), value) for s in steps]
         add_points(engine, ids[run.name], series)
     engine.dispose()
@@ -461,4 +463,23 @@ def test_after_a_drag_preview_a_poll_draws_the_whole_live_tier(window, loaded):
     poll(window, loaded, np.arange(N, N + 3))
     assert (view.layers.patches, view.layers.blits) == (patches, blits + 1)
     assert view.layers.intact
+    _assert_same_pixels(_shown_rows(view), _full_draw_rows(view))
+
+
+def test_a_legends_new_value_is_drawn_by_the_poll_that_brings_it(window, loaded):
+    """A legend's text changing tells the legend nothing (matplotlib's stale flag stays with
+    the text): a blit drawing only where something changed draws the legend too, wherever it
+    lies (here nothing else changed)."""
+    show(window, loaded, "training")
+    view = window.page_view()
+    legend = view.page.axes[0].get_legend()
+    assert legend is not None and legend.get_visible()
+    text = legend.get_texts()[0]
+    name, sep, value = text.get_text().rpartition("  ")
+    assert sep and value
+    with quietly(view.page.axes[0]):
+        text.set_text(f"{name}{sep}{float(value) + 0.002:.4g}")  # what AxesLegend.update does
+    patches = view.layers.patches
+    assert view.layers.present()  # (no refresh: it would set the value back)
+    assert view.layers.patches == patches + 1
     _assert_same_pixels(_shown_rows(view), _full_draw_rows(view))
