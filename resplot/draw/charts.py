@@ -20,7 +20,7 @@ from matplotlib.lines import Line2D
 from reslog.text import safe
 from resplot.data import hover, layout, marks, xaxis
 from resplot.data.cache import SeriesCache
-from resplot.data.decimate import Grid
+from resplot.data.decimate import Grid, in_order
 from resplot.data.model import RunRef
 from resplot.data.names import distinct_parts
 from resplot.data.pages import TIMING_PARTS, Item, PanelSpec, panels_for
@@ -399,8 +399,7 @@ class ChartPage(ChartLimits):
         view = track.view
         if view is None or len(track.x) < 2:
             return
-        order = np.argsort(track.x, kind="stable")
-        x, steps = track.x[order], view.steps[order].astype(np.float64)
+        x, steps = in_order(track.x, view.steps.astype(np.float64))
         known = self._x_steps.get(track.item.ref)
         if known is None or len(x) > len(known[0]) or x[-1] - x[0] > known[0][-1] - known[0][0]:
             self._x_steps[track.item.ref] = (x, steps)
@@ -448,7 +447,7 @@ class ChartPage(ChartLimits):
             view = track.view
             if view is not None:
                 self._views[i].append(view)
-                if xlim is None:
+                if xlim is None and state.x_axis != "step":  # (steps are the x: no map)
                     self._remember_x(track)
         if spec.kind == "stacked" and spec.stack_ref is not None:
             ref = spec.stack_ref
