@@ -75,15 +75,7 @@ class BitmapLegend(Legend):
             return
         # Laid out for its texts' shapes, each digit a 0: digits are alike (tabular), and text
         # metrics whole pixels, so a new latest value of the same digits is the same layout.
-        shapes = tuple(_DIGITS.sub("0", t.get_text()) for t in texts)
-        laid_out = (
-            shapes,
-            self.corner,
-            tuple(self.axes.bbox.bounds),
-            renderer.dpi,
-            tuple(rcParams["font.family"]),
-            tuple(t.get_visible() for t in texts),
-        )
+        shapes, laid_out = self._layout_key(renderer)
         if laid_out != self._laid_out:
             with self._shaped(shapes):
                 self._box = self.get_window_extent(renderer)
@@ -118,6 +110,31 @@ class BitmapLegend(Legend):
             if origin is not None:
                 _draw_entry(renderer, text, box.x0 + origin[0], box.y0 + origin[1])
         self.stale = False
+
+    def _layout_key(self, renderer) -> tuple[tuple[str, ...], tuple]:
+        """The texts' shapes, and what the box's layout depends on."""
+        texts = self.texts
+        shapes = tuple(_DIGITS.sub("0", t.get_text()) for t in texts)
+        return shapes, (
+            shapes,
+            self.corner,
+            tuple(self.axes.bbox.bounds),
+            renderer.dpi,
+            tuple(rcParams["font.family"]),
+            tuple(t.get_visible() for t in texts),
+        )
+
+    def get_window_extent(self, renderer=None):
+        """The box the last draw laid out, while that layout holds (a live poll asks where the
+        legend is at each new value: matplotlib lays the whole legend out again, ~1.7 ms)."""
+        if (
+            renderer is not None
+            and self._box is not None
+            and self.axes is not None
+            and self._layout_key(renderer)[1] == self._laid_out
+        ):
+            return self._box.frozen()
+        return super().get_window_extent(renderer)
 
     @contextmanager
     def _shaped(self, shapes: tuple[str, ...]) -> Iterator[None]:
