@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import numpy as np
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 from matplotlib.spines import Spine
@@ -38,10 +39,7 @@ def reach(artist, renderer, figure_box: Box) -> Box | None:
     points = renderer.points_to_pixels(1.0)
     try:
         if isinstance(artist, Line2D):
-            extent = artist.get_window_extent(renderer)  # its vertices, padded by marker size
-            pad = (artist.get_linewidth() + artist.get_markeredgewidth()) * points / 2
-            if artist.get_marker() not in ("None", "none", "", " ", None):
-                pad += MARKER_SNAP_PX
+            return _line_reach(artist, points)
         elif isinstance(artist, Text):
             extent = artist.get_window_extent(renderer)
             patch = artist.get_bbox_patch()
@@ -94,6 +92,23 @@ def _clip(artist) -> Box | None:
         return None
     x0, y0, x1, y1 = (float(v) for v in clip.extents)
     return (x0 - PAD_PX, y0 - PAD_PX, x1 + PAD_PX, y1 + PAD_PX)
+
+
+def _line_reach(line: Line2D, points: float) -> Box | None:
+    """A line's vertices on screen, padded by its stroke and markers (what get_window_extent
+    says, but with the stroke: its Path and Bbox cost 8x the transform, a live poll asks it of
+    every end mark)."""
+    xy = line.get_transform().transform(line.get_xydata())
+    xy = xy[np.isfinite(xy).all(axis=1)]
+    if not len(xy):
+        return None
+    (x0, y0), (x1, y1) = xy.min(axis=0), xy.max(axis=0)
+    pad = (line.get_linewidth() + line.get_markeredgewidth()) * points / 2 + PAD_PX
+    if line.get_marker() not in ("None", "none", "", " ", None):
+        pad += line.get_markersize() * points / 2 + MARKER_SNAP_PX
+    box = (float(x0) - pad, float(y0) - pad, float(x1) + pad, float(y1) + pad)
+    clip = _clip(line)
+    return box if clip is None else meet(box, clip)
 
 
 def _clip_or(artist, figure_box: Box) -> Box:
