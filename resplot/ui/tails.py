@@ -336,14 +336,25 @@ class Tails:
         return seen == len(self.cuts)
 
     def tail_box(self, artist) -> tuple[float, float, float, float] | None:
-        """The display box a cut artist's tail is drawn in (its clip: right of the boundary);
-        None: not cut."""
+        """The display box a cut artist's tail may touch (None: not cut): right of its
+        boundary, inside its clip, around its vertices from the tail's first on, padded by its
+        stroke (a miter join reaches twice its width out) and antialiasing."""
         cut = self.cuts.get(id(artist))
         if cut is None:
             return None
-        x0, y0, x1, y1 = cut.twins[1].get_clip_box().extents
-        pad = PAD_PX  # antialiasing at the clip's fractional edges
-        return (float(x0) - pad, float(y0) - pad, float(x1) + pad, float(y1) + pad)
+        x0, y0, x1, y1 = (float(v) for v in cut.twins[1].get_clip_box().extents)
+        columns = _columns(artist)
+        if columns is not None:
+            with np.errstate(invalid="ignore"):
+                xy = artist.get_transform().transform(
+                    np.concatenate([c[cut.tail_start :] for c in columns])
+                )
+            xy = xy[np.isfinite(xy).all(axis=1)]
+            if len(xy):
+                pad = 2.0 * artist.get_linewidth() * artist.get_figure().dpi / 72.0
+                (_, low), (right, high) = xy.min(axis=0) - pad, xy.max(axis=0) + pad
+                y0, y1, x1 = max(y0, float(low)), min(y1, float(high)), min(x1, float(right))
+        return (x0 - PAD_PX, y0 - PAD_PX, x1 + PAD_PX, y1 + PAD_PX)
 
     def draw(self, artist) -> bool:
         """Draw an artist's tail if it is cut (True), else nothing (False: draw it whole)."""
