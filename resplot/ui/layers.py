@@ -299,13 +299,16 @@ class Layers:
         if self.needs_full_draw(tiers):
             self.canvas.draw_idle()
             return False
-        boxes: list[Box] | None = None
-        if not self.tails.fresh([(self.page.axes[i], high) for i, _low, high in tiers]):
+        fresh = self.tails.fresh([(self.page.axes[i], high) for i, _low, high in tiers])
+        # Only where live artists changed, where the buffer holds the last frame and the cuts
+        # hold (None: all of the live tier).
+        boxes = self._changes(tiers) if fresh and self.intact else None
+        if boxes == []:
+            return True  # nothing drawn changed
+        if not fresh:
             self.canvas.restore_region(self.under_cuts)
             self._cut(tiers)
             self.recuts += 1
-        elif self.intact and (boxes := self._changes(tiers)) == []:
-            return True  # nothing drawn changed
         elif boxes is None:
             self.canvas.restore_region(self.background)
         if boxes is None:

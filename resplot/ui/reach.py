@@ -40,7 +40,7 @@ def reach(artist, renderer, figure_box: Box) -> Box | None:
     try:
         if isinstance(artist, Line2D):
             return _line_reach(artist, points)
-        elif isinstance(artist, Text):
+        if isinstance(artist, Text):
             extent = artist.get_window_extent(renderer)
             patch = artist.get_bbox_patch()
             pad = 0.0
@@ -123,6 +123,7 @@ def meet(a: Box, b: Box) -> Box | None:
 
 
 def join(a: Box | None, b: Box | None) -> Box | None:
+    """The box around both (None: neither)."""
     if a is None or b is None:
         return b if a is None else a
     return (min(a[0], b[0]), min(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3]))
@@ -171,7 +172,7 @@ def put_back(canvas, region, box: Box) -> None:
     )
 
 
-def redraw_box(canvas, background, box: Box, reaches: list[Box], draw: Callable[[], None]):
+def redraw_box(canvas, background, box: Box, reaches: list[Box], draw: Callable[[], None]) -> None:
     """Put `background` back in `box` and `draw` over it (artists whose reaches meet the box,
     drawn whole), every pixel outside the box left as it was: inside it the pixels are a full
     draw's, with no clip of Agg's (clipping a path at a box edge shifts the antialiasing of
