@@ -38,7 +38,6 @@ from resplot.ui import settings as settings_mod
 from resplot.ui.dialogs import AddSourceDialog, HostKeyAsker
 from resplot.ui.export_menu import ExportWorker, ask_export, start_points_export
 from resplot.ui.exports import export_table
-from resplot.ui.heap import tune_heap
 from resplot.ui.notify import Notifier
 from resplot.ui.page_view import PageView
 from resplot.ui.poller import Poller
@@ -66,7 +65,6 @@ class MainWindow(QMainWindow):
         poller=None,
     ) -> None:
         super().__init__()
-        tune_heap()  # what a long session frees goes back to the system (resplot/ui/heap.py)
         self.setWindowTitle("resplot")
         self.cache = cache
         self.settings = settings or settings_mod.Settings()
