@@ -37,38 +37,62 @@ def reach(artist, renderer, figure_box: Box) -> Box | None:
     if not artist.get_visible():
         return None
     points = renderer.points_to_pixels(1.0)
+    extent: Box | None
     try:
         if isinstance(artist, Line2D):
-            return _line_reach(artist, points)
-        if isinstance(artist, Text):
-            extent = artist.get_window_extent(renderer)
+            # Its vertices on screen: Line2D.get_window_extent builds a Path and a Bbox around
+            # the same transform (8x its cost; a live poll asks it of every end mark), and
+            # leaves the stroke out.
+            extent = on_screen(artist.get_transform(), artist.get_xydata())
+            pad = (artist.get_linewidth() + artist.get_markeredgewidth()) * points / 2
+            if artist.get_marker() not in ("None", "none", "", " ", None):
+                pad += artist.get_markersize() * points / 2 + MARKER_SNAP_PX
+        elif isinstance(artist, Text):
+            extent = _extents(artist.get_window_extent(renderer))
             patch = artist.get_bbox_patch()
             pad = 0.0
             if patch is not None:
-                extent = Bbox.union([extent, patch.get_window_extent(renderer)])
+                extent = join(extent, _extents(patch.get_window_extent(renderer)))
                 pad = patch.get_linewidth() * points / 2
         elif isinstance(artist, Spine):
             # Its edge (the ticks are the axis's, drawn under the series: its window extent
             # would lay them out, ~1 ms a spine at every full draw).
-            xy = artist.get_transform().transform(artist.get_path().vertices)
-            extent = Bbox([xy.min(axis=0), xy.max(axis=0)])
+            extent = on_screen(artist.get_transform(), artist.get_path().vertices)
             pad = artist.get_linewidth() * points / 2
         elif isinstance(artist, Legend):
-            extent = artist.get_window_extent(renderer)  # its box with its frame
+            extent = _extents(artist.get_window_extent(renderer))  # its box with its frame
             pad = artist.get_frame().get_linewidth() * points / 2
         else:
             return _clip_or(artist, figure_box)
     except (ValueError, TypeError, RuntimeError):
         return figure_box
-    x0, y0, x1, y1 = (float(v) for v in extent.extents)
-    if x0 > x1 or y0 > y1:
+    if extent is None:
         return None  # no finite vertex
-    if not all(math.isfinite(v) for v in (x0, y0, x1, y1)):
+    if not all(math.isfinite(v) for v in extent):
         return _clip_or(artist, figure_box)
-    pad += PAD_PX
-    box = (x0 - pad, y0 - pad, x1 + pad, y1 + pad)
+    box = grown(extent, pad + PAD_PX)
     clip = _clip(artist)
     return box if clip is None else meet(box, clip)
+
+
+def on_screen(transform, vertices) -> Box | None:
+    """The box around vertices (data) on screen, their finite ones (None: none)."""
+    xy = transform.transform(vertices)
+    xy = xy[np.isfinite(xy).all(axis=1)]
+    if not len(xy):
+        return None
+    (x0, y0), (x1, y1) = xy.min(axis=0), xy.max(axis=0)
+    return (float(x0), float(y0), float(x1), float(y1))
+
+
+def _extents(bbox) -> Box | None:
+    """A matplotlib box as a Box (None: a null box, around nothing)."""
+    x0, y0, x1, y1 = (float(v) for v in bbox.extents)
+    return None if x0 > x1 or y0 > y1 else (x0, y0, x1, y1)
+
+
+def grown(box: Box, pad: float) -> Box:
+    return (box[0] - pad, box[1] - pad, box[2] + pad, box[3] + pad)
 
 
 def changed(artist) -> bool:
@@ -91,25 +115,7 @@ def _clip(artist) -> Box | None:
     clip = artist.get_clip_box() if artist.get_clip_on() else None
     if clip is None:
         return None
-    x0, y0, x1, y1 = (float(v) for v in clip.extents)
-    return (x0 - PAD_PX, y0 - PAD_PX, x1 + PAD_PX, y1 + PAD_PX)
-
-
-def _line_reach(line: Line2D, points: float) -> Box | None:
-    """A line's vertices on screen, padded by its stroke and markers (what get_window_extent
-    says, but with the stroke: its Path and Bbox cost 8x the transform, a live poll asks it of
-    every end mark)."""
-    xy = line.get_transform().transform(line.get_xydata())
-    xy = xy[np.isfinite(xy).all(axis=1)]
-    if not len(xy):
-        return None
-    (x0, y0), (x1, y1) = xy.min(axis=0), xy.max(axis=0)
-    pad = (line.get_linewidth() + line.get_markeredgewidth()) * points / 2 + PAD_PX
-    if line.get_marker() not in ("None", "none", "", " ", None):
-        pad += line.get_markersize() * points / 2 + MARKER_SNAP_PX
-    box = (float(x0) - pad, float(y0) - pad, float(x1) + pad, float(y1) + pad)
-    clip = _clip(line)
-    return box if clip is None else meet(box, clip)
+    return grown(tuple(float(v) for v in clip.extents), PAD_PX)  # type: ignore[arg-type]
 
 
 def _clip_or(artist, figure_box: Box) -> Box:

@@ -42,6 +42,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Polygon
 from matplotlib.transforms import Bbox
 
+from resplot.ui.reach import grown, on_screen
+
 CHUNK_PX = 64  # bodies end on multiples of this from the axes' left edge
 MARGIN_PX = 8  # ... at least this far left of the series' last point (the columns a poll changes)
 MIN_VERTICES = 64  # a shorter series is drawn whole
@@ -342,19 +344,21 @@ class Tails:
         cut = self.cuts.get(id(artist))
         if cut is None:
             return None
-        x0, y0, x1, y1 = (float(v) for v in cut.twins[1].get_clip_box().extents)
+        clip = tuple(float(v) for v in cut.twins[1].get_clip_box().extents)
         columns = _columns(artist)
+        tail = None
         if columns is not None:
             with np.errstate(invalid="ignore"):
-                xy = artist.get_transform().transform(
-                    np.concatenate([c[cut.tail_start :] for c in columns])
+                tail = on_screen(
+                    artist.get_transform(), np.concatenate([c[cut.tail_start :] for c in columns])
                 )
-            xy = xy[np.isfinite(xy).all(axis=1)]
-            if len(xy):
-                pad = 2.0 * artist.get_linewidth() * artist.get_figure().dpi / 72.0
-                (_, low), (right, high) = xy.min(axis=0) - pad, xy.max(axis=0) + pad
-                y0, y1, x1 = max(y0, float(low)), min(y1, float(high)), min(x1, float(right))
-        return (x0 - PAD_PX, y0 - PAD_PX, x1 + PAD_PX, y1 + PAD_PX)
+        if tail is not None:
+            _, low, right, high = grown(
+                tail, 2.0 * artist.get_linewidth() * artist.get_figure().dpi / 72.0
+            )
+            x0, y0, x1, y1 = clip
+            clip = (x0, max(y0, low), min(x1, right), min(y1, high))
+        return grown(clip, PAD_PX)  # type: ignore[arg-type]
 
     def draw(self, artist) -> bool:
         """Draw an artist's tail if it is cut (True), else nothing (False: draw it whole)."""
