@@ -279,8 +279,10 @@ def cmd_open(args) -> int:
     for spec in args.sources:
         settings.state.add_source(spec)
     from resplot.data.cache import SeriesCache
+    from resplot.ui.collector import freeze_startup
 
     cache = SeriesCache()
+    freeze_startup()  # the imports' objects, before the window's (resplot/ui/collector.py)
     window = MainWindow(cache, settings, path)
     poller = make_poller(cache, settings.state.poll_interval, window.ask_host_key)
     from resplot.ui.prompt_dialog import PromptAsker

@@ -19,7 +19,8 @@ longest event-loop stall in the interval (a 10 ms timer's lateness) and how many
 with tracemalloc's largest growths between minute 5 (or half time) and the end; `--holders
 Path,QStaticText` with what holds the objects of those types made since then (holders.py);
 `--stacks` with where the GUI thread was while the tick was over 250 ms late, sampled every 50 ms
-(stall_stacks.py). Targets
+(stall_stacks.py). At the end: the cyclic garbage collector's passes on the GUI thread by
+generation (how many, their time, the longest; resplot/ui/collector.py). Targets
 (issue 31): RSS growth ≤ 100 MB after the first 5 minutes; no stall over 250 ms on an idle
 machine.
 
@@ -37,6 +38,7 @@ import random
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -54,6 +56,41 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 STALL_MS = 250.0
 TICK_MS = 10
+
+
+class CollectorPasses:
+    """The cyclic garbage collector's passes on the GUI thread, timed by generation: a full
+    pass traverses every object the collector sees, a stall of its own."""
+
+    def __init__(self) -> None:
+        self.times: dict[int, list[float]] = {0: [], 1: [], 2: []}
+        self._start = 0.0
+        self._thread = threading.get_ident()
+        gc.callbacks.append(self._note)
+
+    def _note(self, phase: str, info: dict) -> None:
+        if threading.get_ident() != self._thread:
+            return
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.times[info["generation"]].append((time.perf_counter() - self._start) * 1000)
+
+    def stop(self) -> None:
+        gc.callbacks.remove(self._note)
+
+    def report(self) -> str:
+        parts = []
+        for generation, times in self.times.items():
+            if times:
+                times = sorted(times)
+                parts.append(
+                    f"generation {generation}: {len(times)} passes, {sum(times):.0f} ms in all, "
+                    f"median {times[len(times) // 2]:.1f} ms, longest {times[-1]:.0f} ms, "
+                    f"{sum(t > STALL_MS for t in times)} over {STALL_MS:.0f} ms"
+                )
+        frozen = gc.get_freeze_count()
+        return f"collector passes ({frozen} objects frozen): " + "; ".join(parts)
 
 
 def rss_mb() -> float:
@@ -244,6 +281,14 @@ def soak(args) -> None:
     from resplot.data.cache import SeriesCache
     from resplot.ui import settings as settings_mod
     from resplot.ui.window import MainWindow, make_poller
+
+    try:
+        from resplot.ui.collector import freeze_startup
+    except ImportError:  # a tree from before it: nothing frozen, as `resplot open` was then
+
+        def freeze_startup() -> int:
+            return 0
+
     from tests.fixtures.sweep import PROJECT, make_sweep
 
     if args.trace:
@@ -276,6 +321,7 @@ def soak(args) -> None:
                 raise SystemExit("a logging process did not start")
         try:
             cache = SeriesCache()
+            freeze_startup()  # as `resplot open` does
             win = MainWindow(cache, settings_mod.Settings(), Path(tmp) / "settings.json")
             win.resize(1920, 1080)
             win.show()
@@ -309,6 +355,7 @@ def soak(args) -> None:
                 worst[1] += late > STALL_MS
                 since_action[0] = max(since_action[0], late)
 
+            passes = CollectorPasses()
             timer = QTimer()
             timer.setInterval(TICK_MS)
             timer.timeout.connect(tick)
@@ -359,8 +406,10 @@ def soak(args) -> None:
                 acts.wait(args.pause_ms)
                 after.setdefault(acts.last, []).append(since_action[0])
             timer.stop()
+            passes.stop()
             if sampler is not None:
                 sampler.stop()
+            print(passes.report())
             print(f"actions: {acts.done}; runs: {len(cache.runs())}; redraws: {win.redraw_count}")
             print_stalls_by_action(after)
             if sampler is not None:
