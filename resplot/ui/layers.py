@@ -130,7 +130,7 @@ class Layers:
         """Drop the saved axes (a page's pixels): the next draw is a full draw."""
         self.background, self.drawn, self.settled, self._size = None, [], [], None
         self.under_cuts = None
-        self.tails.clear()
+        self.tails.clear(twins=True)
         self.intact, self.reaches = False, {}
 
     def scribbled(self) -> None:
