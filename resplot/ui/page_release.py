@@ -16,32 +16,15 @@ user's view must not change behind their back."""
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import ctypes.util
-import functools
 import gc
 from collections.abc import Callable
 
 from PyQt5.QtCore import QEvent, QObject, QTimer
 
 from resplot.draw.bitmap_draw import release_scratch
+from resplot.ui.heap_trim import trim_heap
 
 RELEASE_AFTER_S = 60.0  # unshown this long, a page gives back its charts
-
-
-@functools.cache
-def _libc():
-    # find_library runs ldconfig (or a compiler) to find it: once a session, not a release.
-    return ctypes.CDLL(ctypes.util.find_library("c"))
-
-
-def trim_heap() -> None:
-    """Hand the freed heap back to the system: glibc keeps what thousands of small artists
-    freed (~100 MB after the All page) in its arenas, so the RSS would not fall without it."""
-    # Not glibc (macOS, musl): its allocator returns memory its own way.
-    with contextlib.suppress(OSError, AttributeError, TypeError):
-        _libc().malloc_trim(0)
 
 
 class PageRelease(QObject):

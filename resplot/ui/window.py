@@ -38,6 +38,7 @@ from resplot.ui import settings as settings_mod
 from resplot.ui.dialogs import AddSourceDialog, HostKeyAsker
 from resplot.ui.export_menu import ExportWorker, ask_export, start_points_export
 from resplot.ui.exports import export_table
+from resplot.ui.heap_trim import HeapTrim
 from resplot.ui.notify import Notifier
 from resplot.ui.page_view import PageView
 from resplot.ui.poller import Poller
@@ -90,6 +91,7 @@ class MainWindow(QMainWindow):
         self._closed = False
         self._said_over = False  # the status bar has said the tiles in view pass the bound
         self.tile_wait = TileWait(self)
+        self.heap_trim = HeapTrim(self)  # the freed heap handed back each minute
         self._side_timer = QTimer(self)
         self._side_timer.setInterval(SIDE_REFRESH_MS)
         self._side_timer.timeout.connect(self._refresh_side)
