@@ -4,15 +4,8 @@ a freeze is for a process's life."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
+from tests.fixtures.python_child import run_json
 from tests.fixtures.stores import BASE_TIME, make_run, new_store
-
-ROOT = Path(__file__).resolve().parents[3]
 
 # The first turn of the window's event loop: what the collector sees, then quit.
 OPEN_AND_LOOK = """
@@ -65,26 +58,12 @@ print(json.dumps({"frozen": frozen, "collected": found, "alive": gone() is not N
 """
 
 
-def _child(code: str, *args: str) -> dict:
-    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
-    done = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=180,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def test_the_window_freezes_its_imports_and_not_its_own_objects(tmp_path):
     path = tmp_path / "runs.db"
     engine = new_store(path)
     make_run(engine, name="a", created_at=BASE_TIME, points={"train/loss": [(0, 2.0), (1, 1.5)]})
     engine.dispose()
-    seen = _child(OPEN_AND_LOOK, str(path))
+    seen = run_json(OPEN_AND_LOOK, str(path))
     assert seen["rc"] == 0
     # PyQt5, matplotlib, numpy, SQLAlchemy: some 100,000 objects made by imports
     assert seen["frozen"] > 50_000
@@ -95,6 +74,6 @@ def test_the_window_freezes_its_imports_and_not_its_own_objects(tmp_path):
 
 
 def test_cycles_made_after_the_freeze_are_still_collected():
-    seen = _child(CYCLES_AFTER)
+    seen = run_json(CYCLES_AFTER)
     assert seen["frozen"] > 0
     assert seen["collected"] >= 2 and not seen["alive"]

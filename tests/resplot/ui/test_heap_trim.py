@@ -4,13 +4,7 @@ process, whose heap is its own."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.fixtures.python_child import run_json
 
 HOLES_THEN_TRIMS = """
 import gc, json, time
@@ -40,17 +34,7 @@ print(json.dumps({"held": held, "after": rss(), "trims": trim.trims, "kept": len
 
 
 def test_the_heap_freed_between_blocks_in_use_is_handed_back_by_the_timer():
-    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
-    done = subprocess.run(
-        [sys.executable, "-c", HOLES_THEN_TRIMS],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    seen = run_json(HOLES_THEN_TRIMS, timeout=120)
     assert seen["trims"] >= 1 and seen["kept"] == 1563
     assert seen["held"] - seen["after"] > 100  # MB: the holes, not the blocks kept (3 MB)
 
