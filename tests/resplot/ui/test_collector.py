@@ -4,8 +4,12 @@ a freeze is for a process's life."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.fixtures.python_child import run_json
 from tests.fixtures.stores import BASE_TIME, make_run, new_store
+
+pytestmark = pytest.mark.integration  # a child process each
 
 # The first turn of the window's event loop: what the collector sees, then quit.
 OPEN_AND_LOOK = """

@@ -4,7 +4,11 @@ process, whose heap is its own."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.fixtures.python_child import run_json
+
+pytestmark = pytest.mark.integration  # a child process, the window
 
 HOLES_THEN_TRIMS = """
 import gc, json, time
