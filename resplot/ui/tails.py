@@ -200,7 +200,8 @@ def _plans(ax, items: list[tuple[object, tuple[np.ndarray, ...] | None]]) -> lis
     chart's, as a rule) taken to the screen and back together (two transforms of a few points
     cost what the rest of a plan does, ~40 µs an artist)."""
     out: list[Plan | None] = [None] * len(items)
-    groups: dict[int, tuple[object, list[int]]] = {}  # id(transform) -> (it, items)
+    # id(transform) -> (it, [(item, its x)])
+    groups: dict[int, tuple[object, list[tuple[int, np.ndarray]]]] = {}
     for k, (artist, columns) in enumerate(items):
         if columns is None:
             continue
@@ -208,27 +209,26 @@ def _plans(ax, items: list[tuple[object, tuple[np.ndarray, ...] | None]]) -> lis
         if not _rising(x) or (len(columns) == 2 and not np.array_equal(x, columns[1][:, 0])):
             continue
         to_display = artist.get_transform()
-        groups.setdefault(id(to_display), (to_display, []))[1].append(k)
+        groups.setdefault(id(to_display), (to_display, []))[1].append((k, x))
     left = ax.bbox.x0
-    for to_display, ks in groups.values():
-        lasts = [items[k][1][0][-1, 0] for k in ks]  # type: ignore[index]
-        ends = to_display.transform(np.column_stack([lasts, np.zeros(len(ks))]))[:, 0]
+    for to_display, xs_of in groups.values():
+        lasts = [x[-1] for _k, x in xs_of]
+        ends = to_display.transform(np.column_stack([lasts, np.zeros(len(lasts))]))[:, 0]
         with np.errstate(invalid="ignore"):
             chunks = np.floor((ends - MARGIN_PX - left) / CHUNK_PX)
         keep = np.isfinite(ends) & (chunks > 0)
         if not keep.any():
             continue
-        ks, chunks = [k for k, kept in zip(ks, keep, strict=True) if kept], chunks[keep]
+        xs_of, chunks = [kx for kx, kept in zip(xs_of, keep, strict=True) if kept], chunks[keep]
         at = left + chunks * CHUNK_PX
         boundaries = np.round(at)
         probes = np.column_stack(
             [boundaries - PAD_PX, boundaries + PAD_PX, at + MARGIN_PX, at + CHUNK_PX + MARGIN_PX]
         ).ravel()
         xs = to_display.inverted().transform(np.column_stack([probes, np.zeros(len(probes))]))
-        for k, boundary, (low, high, lo, hi) in zip(
-            ks, boundaries, xs[:, 0].reshape(-1, 4), strict=True
+        for (k, x), boundary, (low, high, lo, hi) in zip(
+            xs_of, boundaries, xs[:, 0].reshape(-1, 4), strict=True
         ):
-            x = items[k][1][0][:, 0]  # type: ignore[index]
             tail_start = int(np.searchsorted(x, low, side="right")) - 1  # the last at or before
             body_end = int(np.searchsorted(x, high, side="left"))  # the first at or past it
             if tail_start >= 1 and body_end <= len(x) - 2:
@@ -266,15 +266,16 @@ def _still(cut: Cut, artist) -> bool:
     )
 
 
-def _made_from(artist) -> tuple:
-    """What a twin copies from its artist (update_from): its style and where it draws."""
+def _made_from(artist, style: tuple) -> tuple:
+    """What a twin copies from its artist (update_from): its style (_style) and where it
+    draws."""
     extra = (
         ()
         if isinstance(artist, Line2D)
         else (artist.get_fill(), artist.get_joinstyle(), artist.get_capstyle())
     )
     return (
-        _style(artist),
+        style,
         *extra,
         artist.get_transform(),
         artist.get_clip_path(),
@@ -318,10 +319,10 @@ class Tails:
         cut = {} if twins else {key: self._twins[key] for key in self.cuts if key in self._twins}
         self.cuts, self._held, self._twins = {}, [], cut
 
-    def _twins_of(self, artist, snap: bool, boundary: float) -> tuple:
+    def _twins_of(self, artist, style: tuple, snap: bool, boundary: float) -> tuple:
         """The artist's twins (body, tail): last cut's where what they copy is the same, with
         this cut's snap and clips (the artist's clip box, left and right of the boundary)."""
-        made = _made_from(artist)
+        made = _made_from(artist, style)
         kept = self._twins.get(id(artist))
         if kept is not None and kept[0] is artist and kept[1] == made:
             twins = kept[2]
@@ -357,10 +358,11 @@ class Tails:
                 else _square(artist, *_runs(columns, body))
             )
             snap = _snaps(artist, columns, tail_start, square)
-            twins = self._twins_of(artist, snap, boundary)
+            style = _style(artist)
+            twins = self._twins_of(artist, style, snap, boundary)
             kept = tuple(c[body].copy() for c in columns)
             self.cuts[id(artist)] = Cut(
-                boundary, body_end, tail_start, ends, kept, _style(artist), twins, snap, square
+                boundary, body_end, tail_start, ends, kept, style, twins, snap, square
             )
             self._held.append(artist)
             _set_part(twins[0], columns, body)
