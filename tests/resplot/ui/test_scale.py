@@ -348,7 +348,10 @@ def test_a_first_view_draws_level_1_only_while_the_fine_tiles_are_late(
     source.poll(cache, replied)
     assert waits == [(True, FIRST_STAND_IN_DELAY_MS)]
     assert drawn[-1] and all(buckets.is_fine(lv) for lv in drawn[-1])
-    assert drawn[:-1] == ([[1]] if fine_late else [])  # level 1 drawn only while they were late
+    # Level 1 drawn only while they were late. How often is not the rule: CI once drew level 1
+    # twice in the wait (not seen again in 40 runs beside three busy loops here).
+    assert drawn[:-1] if fine_late else not drawn[:-1]
+    assert all(levels == [1] for levels in drawn[:-1]), drawn
     drawn.clear()
     page.axes[0].set_xlim(9_000, 9_400)  # raw tiles wanted; fine ones stand in
     win.redraw_now()
