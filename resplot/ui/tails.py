@@ -154,9 +154,10 @@ def _slanted(to_display, run: np.ndarray) -> bool:
         return False
     with np.errstate(invalid="ignore"):
         p = to_display.transform(run)
-        d = np.abs(np.diff(p, axis=0))
-        drawn = np.isfinite(p[:-1]).all(axis=1) & np.isfinite(p[1:]).all(axis=1)
-        return bool(np.any(drawn & (d[:, 0] >= LEVEL) & (d[:, 1] >= LEVEL)))
+        d = np.abs(p[1:] - p[:-1])
+    # A segment is drawn where both ends are finite, which is where its run is (NaN and inf
+    # compare false against inf).
+    return bool(((d >= LEVEL) & (d < np.inf)).all(axis=1).any())
 
 
 def _runs(columns: tuple[np.ndarray, ...], part: slice) -> tuple[np.ndarray, ...]:

@@ -291,3 +291,7 @@ def test_a_run_is_square_only_when_every_drawn_segment_is_level_or_upright():
     assert not _square(line, stairs, np.array([[0.0, 0.0], [1.0, 1.0]]))  # in another run
     gap = np.array([[0.0, 0.0], [np.nan, np.nan], [5.0, 7.0], [5.0, 9.0]])
     assert _square(line, gap)  # no segment drawn to or from the NaN
+    for far in (np.inf, -np.inf):  # nor to or from a vertex off at infinity
+        assert _square(line, np.array([[0.0, 0.0], [far, 3.0], [5.0, 7.0], [5.0, 9.0]]))
+        assert _square(line, np.array([[0.0, 0.0], [2.0, far], [5.0, 7.0], [5.0, 9.0]]))
+    assert not _square(line, np.array([[0.0, 0.0], [np.inf, 3.0], [5.0, 7.0], [6.0, 9.0]]))
