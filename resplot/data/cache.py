@@ -36,6 +36,10 @@ from schema.store import buckets
 from schema.store.rollup import STEP_HI, STEP_LO, fold, is_restart, merge
 
 LIVE_POINTS = 20_000  # raw points kept per series (the newest)
+# A zoom's detail tiles no chart has read for this long go (expire_detail): a 30-minute soak of
+# random zooms grew the cache by 117 MB inside its 256 MB bound (docs/benchmarks/viewer.md),
+# with tiles of views left long ago. Zooming back there shows level 1 while they load again.
+DETAIL_IDLE_S = 300.0
 
 
 class Summary(NamedTuple):
@@ -252,7 +256,7 @@ class SeriesCache:
         cached even past the bound (`tiles_over` says by how much); the previous view's go
         back to plain least-recently-used."""
         with self._lock:
-            self._tiles.keep = set()
+            self._tiles.begin_view()
 
     @property
     def tiles_over(self) -> int:
@@ -294,6 +298,16 @@ class SeriesCache:
         with self._lock:
             places = self._wanted.keys() | self._taken.keys()
             return sum(len(self._wanted.get(p, set()) | self._taken.get(p, set())) for p in places)
+
+    def expire_detail(self, idle_s: float = DETAIL_IDLE_S) -> int:
+        """Drop the detail tiles (raw and fine levels, what a zoom reads) no chart has read
+        for `idle_s` seconds, out of the view in use; the bytes dropped. The overview tiles
+        (stored levels) every page is drawn from stay until the bound evicts them."""
+        with self._lock:
+            freed = self._tiles.expire(idle_s, lambda k: k[2] <= 0)
+            if freed:
+                self.version += 1
+            return freed
 
     def set_tile_limit(self, limit_bytes: int) -> None:
         with self._lock:

@@ -3,9 +3,10 @@
 Tile (level l, index i) covers the buckets [i * TILE_BUCKETS, (i + 1) * TILE_BUCKETS) of level l
 (schema.store.buckets), at level 0 the raw points of those steps. A chart asks for the tiles its
 view needs at the level its width wants; tiles arrive through the source's worker thread and
-live in an LRU cache bounded by bytes (default 256 MB). Points that arrive live after a tile
-was read are folded into it with schema.store.rollup, the writer's own fold, so a cached tile stays
-equal to what the store holds without being read again.
+live in an LRU cache bounded by bytes (default 256 MB); a zoom's detail tiles idle for minutes
+leave it earlier (SeriesCache.expire_detail). Points that arrive live after a tile was read are
+folded into it with schema.store.rollup, the writer's own fold, so a cached tile stays equal to
+what the store holds without being read again.
 
 No Qt here. Not thread-safe by itself: SeriesCache calls it under its lock. A tile's columns are
 replaced, never changed in place, so a reader holding them keeps a consistent snapshot.
@@ -13,6 +14,7 @@ replaced, never changed in place, so a reader holding them keeps a consistent sn
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 
@@ -128,8 +130,10 @@ class TileCache:
         """`on_gone`: told the key of every tile evicted or dropped."""
         self.limit_bytes = int(limit_bytes)
         self._tiles: OrderedDict[Hashable, Tile] = OrderedDict()
+        self._used: dict[Hashable, float] = {}  # key: time.monotonic() of its last put or get
         self.bytes = 0
         self.evicted = 0
+        self.expired = 0
         self.keep: set[Hashable] = set()
         self._on_gone = on_gone
 
@@ -145,6 +149,7 @@ class TileCache:
         tile = self._tiles.get(key)
         if tile is not None:
             self._tiles.move_to_end(key)
+            self._used[key] = time.monotonic()
         return tile
 
     def put(self, key: Hashable, tile: Tile) -> None:
@@ -152,6 +157,7 @@ class TileCache:
         if old is not None:
             self.bytes -= old.nbytes
         self._tiles[key] = tile
+        self._used[key] = time.monotonic()
         self.bytes += tile.nbytes
         self._shrink(spare=key)
 
@@ -167,16 +173,44 @@ class TileCache:
             key = next(iter(self._tiles))
             if key in self.keep or key == spare:
                 return
-            self.bytes -= self._tiles.pop(key).nbytes
+            self._remove(key)
             self.evicted += 1
-            if self._on_gone is not None:
-                self._on_gone(key)
+
+    def begin_view(self) -> None:
+        """The view changes: the tiles it kept were in use until now (a view kept whole
+        between polls reads none), and none is kept until the next one reads or keeps it."""
+        now = time.monotonic()
+        for key in self.keep:
+            if key in self._used:
+                self._used[key] = now
+        self.keep = set()
+
+    def expire(self, idle_s: float, which: Callable[[Hashable], bool]) -> int:
+        """Drop the tiles `which` matches that no one has read for `idle_s` seconds and the
+        charts in view do not keep; the bytes dropped."""
+        before = time.monotonic() - idle_s
+        gone = [
+            key
+            for key, used in self._used.items()
+            if used <= before and key not in self.keep and which(key)
+        ]
+        freed = 0
+        for key in gone:
+            freed += self._remove(key)
+        self.expired += len(gone)
+        return freed
 
     def drop(self, which: Callable[[Hashable], bool]) -> None:
         for key in [k for k in self._tiles if which(k)]:
-            self.bytes -= self._tiles.pop(key).nbytes
-            if self._on_gone is not None:
-                self._on_gone(key)
+            self._remove(key)
+
+    def _remove(self, key: Hashable) -> int:
+        nbytes = self._tiles.pop(key).nbytes
+        del self._used[key]
+        self.bytes -= nbytes
+        if self._on_gone is not None:
+            self._on_gone(key)
+        return nbytes
 
     def items(self, which: Callable[[Hashable], bool]) -> list[tuple[Hashable, Tile]]:
         """Tiles whose key matches, without touching their recency."""

@@ -15,6 +15,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import functools
+from collections.abc import Callable
 
 from PyQt5.QtCore import QObject, QTimer
 
@@ -35,16 +36,26 @@ def trim_heap() -> None:
 
 
 class HeapTrim(QObject):
-    """Trims the heap every `every_s` while its parent (the window) lives; `trims` counts."""
+    """Trims the heap every `every_s` while its parent (the window) lives; `trims` counts.
+    `before` runs first at each trim: what lets go of memory then (the tile cache's idle
+    detail tiles) has it handed back by the same trim."""
 
-    def __init__(self, parent: QObject, every_s: float = TRIM_EVERY_S) -> None:
+    def __init__(
+        self,
+        parent: QObject,
+        every_s: float = TRIM_EVERY_S,
+        before: Callable[[], object] | None = None,
+    ) -> None:
         super().__init__(parent)
         self.trims = 0
+        self._before = before
         self.timer = QTimer(self)
         self.timer.setInterval(max(1, int(every_s * 1000)))
         self.timer.timeout.connect(self._trim)
         self.timer.start()
 
     def _trim(self) -> None:
+        if self._before is not None:
+            self._before()
         trim_heap()
         self.trims += 1

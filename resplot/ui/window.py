@@ -91,7 +91,7 @@ class MainWindow(QMainWindow):
         self._closed = False
         self._said_over = False  # the status bar has said the tiles in view pass the bound
         self.tile_wait = TileWait(self)
-        self.heap_trim = HeapTrim(self)  # the freed heap handed back each minute
+        self.heap_trim = HeapTrim(self, before=self.cache.expire_detail)  # each minute
         self._side_timer = QTimer(self)
         self._side_timer.setInterval(SIDE_REFRESH_MS)
         self._side_timer.timeout.connect(self._refresh_side)

@@ -37,3 +37,35 @@ def test_tiles_the_view_uses_stay_past_the_bound_and_the_excess_is_reported():
     cache.keep = {3}  # the view moved on: the bound holds again at the next change
     cache.set_limit(2 * SIZE)
     assert cache.over == 0 and cache.get(3) is not None and len(cache) == 2
+
+
+def test_tiles_no_one_read_for_a_while_expire_unless_in_view(monkeypatch):
+    """`expire` drops the matching tiles idle for `idle_s`, oldest first, never one the view
+    keeps; reading a tile makes it recent again."""
+    import resplot.data.tiles as tiles_mod
+
+    clock = [1000.0]  # the cache's time.monotonic(), moved by hand
+    monkeypatch.setattr(tiles_mod.time, "monotonic", lambda: clock[0])
+    gone = []
+    cache = TileCache(limit_bytes=100 * SIZE, on_gone=gone.append)
+    for i in range(4):
+        cache.put(("raw", i), raw_tile(i))
+    cache.put(("overview", 0), raw_tile(8))
+    clock[0] += 200
+    assert cache.get(("raw", 1)) is not None  # read again: recent
+    cache.keep = {("raw", 2)}  # in view
+    cache.put(("raw", 4), raw_tile(4))
+    clock[0] += 150  # raw 0, 3 and the overview idle for 350 s; raw 1 and 4 for 150 s
+    freed = cache.expire(300, lambda k: k[0] == "raw")
+    assert freed == 2 * SIZE and cache.expired == 2
+    assert sorted(gone) == [("raw", 0), ("raw", 3)]
+    assert cache.bytes == 4 * SIZE and len(cache) == 4
+    assert cache.expire(300, lambda k: k[0] == "raw") == 0  # nothing idle left to match
+    clock[0] += 200  # raw 2 was in view all along, unread (a view kept whole reads none)
+    cache.begin_view()  # ... until now: idle from here
+    assert not cache.keep
+    clock[0] += 299
+    assert cache.expire(300, lambda k: k[0] == "raw") == 2 * SIZE  # raw 1 and 4
+    assert sorted(gone[2:]) == [("raw", 1), ("raw", 4)]
+    clock[0] += 1
+    assert cache.expire(300, lambda k: True) == 2 * SIZE and cache.bytes == 0

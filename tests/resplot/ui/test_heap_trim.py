@@ -43,12 +43,33 @@ def test_the_heap_freed_between_blocks_in_use_is_handed_back_by_the_timer():
     assert seen["held"] - seen["after"] > 100  # MB: the holes, not the blocks kept (3 MB)
 
 
-def test_the_window_trims_each_minute(qtbot):
-    from resplot.data.cache import SeriesCache
+def test_the_window_trims_each_minute_after_letting_idle_zoom_detail_go(qtbot, monkeypatch):
+    import numpy as np
+
+    import resplot.data.tiles as tiles_mod
+    from resplot.data.cache import DETAIL_IDLE_S, SeriesCache
+    from resplot.data.model import RunRef
+    from resplot.data.tiles import Tile, empty_columns
     from resplot.ui.heap_trim import TRIM_EVERY_S
     from resplot.ui.window import MainWindow
 
-    win = MainWindow(SeriesCache())
+    clock = [1000.0]  # the tile cache's time.monotonic(), moved by hand
+    monkeypatch.setattr(tiles_mod.time, "monotonic", lambda: clock[0])
+    cache = SeriesCache()
+    ref = RunRef("local", "a.db", "u1")
+    for level in (0, -2, 1):  # raw and fine: a zoom's detail; 1: the overview
+        cols = {c: np.zeros(10, a.dtype) for c, a in empty_columns(level).items()}
+        cache.put_tile(ref, "loss", Tile(level, 0, cols, 0))
+    held = cache.tile_bytes
+    win = MainWindow(cache)
     qtbot.addWidget(win)
     assert win.heap_trim.timer.isActive()
     assert win.heap_trim.timer.interval() == int(TRIM_EVERY_S * 1000) == 60_000
+    clock[0] += DETAIL_IDLE_S - 1
+    win.heap_trim.timer.timeout.emit()
+    assert win.heap_trim.trims == 1 and cache.tile_bytes == held  # not idle long enough yet
+    clock[0] += 1
+    win.heap_trim.timer.timeout.emit()
+    assert win.heap_trim.trims == 2
+    level_1 = Tile(1, 0, {c: np.zeros(10, a.dtype) for c, a in empty_columns(1).items()}, 0)
+    assert cache.tile_bytes == level_1.nbytes  # the overview's tile alone
