@@ -256,7 +256,7 @@ class SeriesCache:
         cached even past the bound (`tiles_over` says by how much); the previous view's go
         back to plain least-recently-used."""
         with self._lock:
-            self._tiles.begin_view()
+            self._tiles.keep = set()
 
     @property
     def tiles_over(self) -> int:
