@@ -196,8 +196,9 @@ def test_a_view_needing_more_than_the_bound_keeps_its_tiles_and_says_so(big_stor
     assert "warning" not in proc.stderr and out.stat().st_size > 10_000
 
 
-def open_window(qtbot, store, tmp_path, tile_limit: int | None = None):
-    """The real window on `store` through a local source, polling every 0.2 s."""
+def open_window(qtbot, store, tmp_path, tile_limit: int | None = None, paused: bool = False):
+    """The real window on `store` through a local source, polling every 0.2 s (`paused`:
+    its worker never polls; the test polls the source itself)."""
     from resplot.data.cache import SeriesCache
     from resplot.ui import settings as settings_mod
     from resplot.ui.window import MainWindow, make_poller
@@ -209,6 +210,8 @@ def open_window(qtbot, store, tmp_path, tile_limit: int | None = None):
     qtbot.addWidget(win)
     win.resize(1400, 900)
     win.show()
+    if paused:  # before the worker starts: its first poll would run beside the test's own
+        win.set_paused(True)
     poller = make_poller(cache, 0.2, win.ask_host_key)
     win.attach_poller(poller)
     win.add_source(str(store))
@@ -312,8 +315,7 @@ def test_a_first_view_draws_level_1_only_while_the_fine_tiles_are_late(
 
     from resplot.ui.tile_wait import FIRST_STAND_IN_DELAY_MS, STAND_IN_DELAY_MS
 
-    win, cache, poller = open_window(qtbot, fine_store(tmp_path), tmp_path)
-    win.set_paused(True)
+    win, cache, poller = open_window(qtbot, fine_store(tmp_path), tmp_path, paused=True)
     view = win.page_view()
     page = view.page
 
@@ -349,7 +351,8 @@ def test_a_first_view_draws_level_1_only_while_the_fine_tiles_are_late(
     assert waits == [(True, FIRST_STAND_IN_DELAY_MS)]
     assert drawn[-1] and all(buckets.is_fine(lv) for lv in drawn[-1])
     # Level 1 drawn only while they were late. How often is not the rule: CI once drew level 1
-    # twice in the wait (not seen again in 40 runs beside three busy loops here).
+    # twice in the wait (not seen in 40 runs here; the window was paused after its worker had
+    # started, whose first poll could put tiles beside the test's and draw them).
     assert drawn[:-1] if fine_late else not drawn[:-1]
     assert all(levels == [1] for levels in drawn[:-1]), drawn
     drawn.clear()
@@ -368,8 +371,7 @@ def test_the_first_runs_lay_out_an_empty_page_at_once(qtbot, tmp_path):
     stores reports them one store at a time)."""
     from resplot.ui.window import REDRAW_DELAY_MS
 
-    win, cache, poller = open_window(qtbot, fine_store(tmp_path), tmp_path)
-    win.set_paused(True)
+    win, cache, poller = open_window(qtbot, fine_store(tmp_path), tmp_path, paused=True)
     source = poller.source(poller.labels()[0])
     source.poll(cache)  # runs and series rows
     win._redraw_timer.stop()
