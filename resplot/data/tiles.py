@@ -135,6 +135,7 @@ class TileCache:
         self.evicted = 0
         self.expired = 0
         self.keep: set[Hashable] = set()
+        self._all_kept: set[Hashable] | None = None  # the `keep` every cached tile was in
         self._on_gone = on_gone
 
     def __len__(self) -> int:
@@ -159,22 +160,35 @@ class TileCache:
         self._tiles[key] = tile
         self._used[key] = time.monotonic()
         self.bytes += tile.nbytes
+        if key not in self.keep:
+            self._all_kept = None
         self._shrink(spare=key)
 
     def set_limit(self, limit_bytes: int) -> None:
         self.limit_bytes = int(limit_bytes)
+        self._all_kept = None
         self._shrink()
 
     def _shrink(self, spare: Hashable = None) -> None:
-        """Evict least recently used tiles until under the limit. The charts' tiles were all
-        used (moved to the recent end) or have arrived since the view began, so the first kept
-        tile met ends the scan: what lies past it is in view too, or newer."""
-        while self.bytes > self.limit_bytes and self._tiles:
+        """Evict least recently used tiles until under the limit, never one the view keeps.
+        A view kept whole between polls keeps its tiles without reading them (ViewMemo), so a
+        kept tile can lie at the old end: it goes to the recent end (it is in use) and the scan
+        goes on, until only kept tiles are left. Then, until a tile the view does not keep is
+        put or the view changes, there is nothing to scan for: a page held over the bound
+        loads thousands of tiles, and each would have scanned all the others."""
+        if self._all_kept is self.keep:
+            return
+        passed = 0  # kept tiles moved to the recent end by this scan
+        while self.bytes > self.limit_bytes and passed < len(self._tiles):
             key = next(iter(self._tiles))
             if key in self.keep or key == spare:
-                return
+                self._tiles.move_to_end(key)
+                passed += 1
+                continue
             self._remove(key)
             self.evicted += 1
+        if self.bytes > self.limit_bytes and (spare is None or spare in self.keep):
+            self._all_kept = self.keep
 
     def expire(self, idle_s: float, which: Callable[[Hashable], bool]) -> int:
         """Drop the tiles `which` matches that no one has read for `idle_s` seconds and the

@@ -69,3 +69,24 @@ def test_tiles_no_one_read_for_a_while_expire_unless_in_view(monkeypatch):
     assert cache.expire(300, lambda k: k[0] == "raw") == 0
     clock[0] += 1
     assert cache.expire(300, lambda k: True) == 2 * SIZE and cache.bytes == 0
+
+
+def test_a_tile_kept_without_being_read_does_not_stop_the_eviction_of_older_ones():
+    """A view kept whole between polls keeps its tiles without reading them (ViewMemo): the
+    oldest tile can be a kept one, and the ones behind it that no chart uses still go."""
+    cache = TileCache(limit_bytes=3 * SIZE)
+    for i in range(3):
+        cache.put(i, raw_tile(i))
+    cache.keep = {0}  # kept by a view that read it long ago
+    cache.put(3, raw_tile(3))
+    assert cache.over == 0 and cache.bytes == 3 * SIZE and cache.evicted == 1
+    assert cache.peek(0) is not None and cache.peek(1) is None  # 1 went, not the kept 0
+    cache.keep = {0, 2, 3, 4}  # every tile left in view: held over the bound, and said so
+    cache.put(4, raw_tile(4))
+    assert cache.over == SIZE and len(cache) == 4 and cache.evicted == 1
+    cache.put(5, raw_tile(5))  # no view asked for it: the newest, spared by its own put ...
+    assert cache.over == 2 * SIZE and cache.peek(5) is not None
+    cache.keep.add(6)
+    cache.put(6, raw_tile(6))  # ... and the first to go when another tile comes
+    assert cache.peek(5) is None and cache.over == 2 * SIZE and cache.evicted == 2
+    assert sorted(k for k in range(7) if cache.peek(k) is not None) == [0, 2, 3, 4, 6]
