@@ -1,5 +1,6 @@
 """When the window draws a page whose tiles are on their way: at once when they come, a coarser
-stand-in only if they are slow, never a page of empty axes in between."""
+stand-in only if they are slow, never a page of empty axes in between. And what it says when
+the tiles in view hold more than the cache's bound."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ FIRST_STAND_IN_DELAY_MS = 100
 
 class TileWait:
     """A MainWindow's rule for drawing the page in view while the tiles its last refresh asked
-    for load (`after_refresh`), and whether their arrival should draw at once (`awaiting`)."""
+    for load (`after_refresh`), whether their arrival should draw at once (`awaiting`), and
+    its word when the tiles in view pass the bound (`say_over`)."""
 
     def __init__(self, win) -> None:
         self.win = win
@@ -33,6 +35,7 @@ class TileWait:
         self.stand_in.timeout.connect(lambda: win.page_view().present())
         self._pictured: dict[str, bool] = {}  # page: whether its last draw showed data
         self._tiles_read = -1  # the cache's tiles_put when the last redraw read it
+        self._said_over = False  # the status bar has said the tiles in view pass the bound
 
     def watch(self, page: str, view) -> None:
         """Follow the draws of one page's view (a chart page or the Ranks page)."""
@@ -54,6 +57,21 @@ class TileWait:
             return
         self.stand_in.stop()
         view.present()
+
+    def say_over(self) -> None:
+        """Once each time it happens: the charts in view need more tile memory than
+        tile_cache_mb, so the cache holds them above it (rather than drop tiles it draws)."""
+        win = self.win
+        over = win.cache.tiles_over
+        if over and not self._said_over:
+            held, limit = (win.cache.tile_limit + over) >> 20, win.cache.tile_limit >> 20
+            win.statusBar().showMessage(
+                f"the charts in view hold {held} MB of tiles, above tile_cache_mb ({limit} MB): "
+                f"all kept; raise tile_cache_mb in {win.settings_path or 'the settings'} or "
+                "plot fewer runs",
+                30000,
+            )
+        self._said_over = bool(over)
 
     def reading(self) -> None:
         """A redraw starts reading the cache."""

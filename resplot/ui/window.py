@@ -89,7 +89,6 @@ class MainWindow(QMainWindow):
         self._last_redraw = 0.0  # time.monotonic() of the last redraw_now
         self._view_redraw_posted = False  # a zoom or pan's redraw is posted (view_changed)
         self._closed = False
-        self._said_over = False  # the status bar has said the tiles in view pass the bound
         self.tile_wait = TileWait(self)
         self.heap_trim = HeapTrim(self, before=self.cache.expire_detail)  # each minute
         self._side_timer = QTimer(self)
@@ -531,25 +530,11 @@ class MainWindow(QMainWindow):
 
     def _after_refresh(self, view: PageView | RanksView) -> None:
         """Draw what the page's refresh set, or fetch the tiles it asked for first."""
-        self._say_tiles_over()
+        self.tile_wait.say_over()
         waiting = self.cache.wanted_count()
         self.loading_label.setText(f"loading {waiting} tiles…" if waiting else "")
         status_bar.tidy(self)
         self.tile_wait.after_refresh(view, waiting)
-
-    def _say_tiles_over(self) -> None:
-        """Once each time it happens: the charts in view need more tile memory than
-        tile_cache_mb, so the cache holds them above it (rather than drop tiles it draws)."""
-        over = self.cache.tiles_over
-        if over and not self._said_over:
-            held, limit = (self.cache.tile_limit + over) >> 20, self.cache.tile_limit >> 20
-            self.statusBar().showMessage(
-                f"the charts in view hold {held} MB of tiles, above tile_cache_mb ({limit} MB): "
-                f"all kept; raise tile_cache_mb in {self.settings_path or 'the settings'} or "
-                "plot fewer runs",
-                30000,
-            )
-        self._said_over = bool(over)
 
     def _refresh_side(self) -> None:
         now = time.time()
