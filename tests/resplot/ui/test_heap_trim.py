@@ -57,9 +57,15 @@ def test_the_window_trims_each_minute_after_letting_idle_zoom_detail_go(qtbot, m
     monkeypatch.setattr(tiles_mod.time, "monotonic", lambda: clock[0])
     cache = SeriesCache()
     ref = RunRef("local", "a.db", "u1")
-    for level in (0, -2, 1):  # raw and fine: a zoom's detail; 1: the overview
+
+    def ten_rows(level: int) -> Tile:
         cols = {c: np.zeros(10, a.dtype) for c, a in empty_columns(level).items()}
-        cache.put_tile(ref, "loss", Tile(level, 0, cols, 0))
+        return Tile(level, 0, cols, 0)
+
+    # raw and fine: a zoom's detail; 1: the overview
+    tiles = {level: ten_rows(level) for level in (0, -2, 1)}
+    for tile in tiles.values():
+        cache.put_tile(ref, "loss", tile)
     held = cache.tile_bytes
     win = MainWindow(cache)
     qtbot.addWidget(win)
@@ -71,5 +77,4 @@ def test_the_window_trims_each_minute_after_letting_idle_zoom_detail_go(qtbot, m
     clock[0] += 1
     win.heap_trim.timer.timeout.emit()
     assert win.heap_trim.trims == 2
-    level_1 = Tile(1, 0, {c: np.zeros(10, a.dtype) for c, a in empty_columns(1).items()}, 0)
-    assert cache.tile_bytes == level_1.nbytes  # the overview's tile alone
+    assert cache.tile_bytes == tiles[1].nbytes  # the overview's tile alone
