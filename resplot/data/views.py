@@ -355,9 +355,11 @@ class ViewMemo:
     # The question the view answers, with the series' change count then (SeriesCache.changes),
     # and the tiles it read: the same question of a series that has not changed since gets
     # the view without a tile looked up (a poll's settled runs: ~40 lookups a series), its
-    # tiles counted in view again. Empty while the view waits for an edge's tile.
+    # tiles counted in view again. Empty while the view waits for an edge's tile. A frozenset:
+    # a set updated from one takes its stored hashes (a tile key's hash calls RunRef's, a
+    # Python method: 4,400 keys a poll cost ~1 ms hashed again).
     asked: tuple = ()
-    tiles: list = dataclasses.field(default_factory=list)
+    tiles: frozenset = frozenset()
 
 
 def series_view(
@@ -416,7 +418,7 @@ def series_view(
         view.edges_pending = pending
         return view
     memo.asked = () if pending else asked
-    memo.tiles = [(ref, key, t.level, t.index) for t in tiles]
+    memo.tiles = frozenset((ref, key, t.level, t.index) for t in tiles)
     stamp = (wanted, lo, hi, pending, *(t.cols for t in tiles))
     if same_stamp(stamp, memo.stamp):
         return memo.view
