@@ -140,6 +140,89 @@ def test_mathtext_is_left_to_matplotlib():
     assert (np.asarray(renderer.buffer_rgba())[..., 3] > 0).any()
 
 
+MEASURED = [
+    ("Learning rate", {"size": 9}),
+    ("1.5M", {"size": 7}),
+    ("tokens/s · smoothed", {"size": 8, "weight": "bold"}),
+    ("Validation perplexity", {"size": 10, "style": "italic"}),
+]
+
+
+def test_a_measure_is_matplotlibs_own_kept_across_renderers():
+    """A renderer of another size (a resize, another page's canvas) measures a string it has
+    measured without shaping it again, and gets what matplotlib's own renderer gives."""
+    before = text_stamps.measured[0]
+    first = StampRenderer(240, 120, 100)
+    got = [first.get_text_width_height_descent(s, FontProperties(**f), False) for s, f in MEASURED]
+    assert text_stamps.measured[0] == before + len(MEASURED)
+    direct = RendererAgg(240, 120, 100)
+    assert got == [
+        tuple(direct.get_text_width_height_descent(s, FontProperties(**f), False))
+        for s, f in MEASURED
+    ]
+    other = StampRenderer(1920, 1080, 100)
+    again = [
+        other.get_text_width_height_descent(s, FontProperties(**f), False) for s, f in MEASURED
+    ]
+    assert again == got and text_stamps.measured[0] == before + len(MEASURED)
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        ("Learning rate", {"size": 10}, 100),  # size
+        ("Learning rate", {"size": 9, "weight": "bold"}, 100),  # weight
+        ("Learning rate", {"size": 9}, 144),  # dpi
+        ("Learning rates", {"size": 9}, 100),  # string
+    ],
+)
+def test_a_measure_is_kept_by_string_font_and_dpi(changed):
+    before = text_stamps.measured[0]
+    StampRenderer(240, 120, 100).get_text_width_height_descent(
+        "Learning rate", FontProperties(size=9), False
+    )
+    s, font, dpi = changed
+    got = StampRenderer(240, 120, dpi).get_text_width_height_descent(
+        s, FontProperties(**font), False
+    )
+    assert text_stamps.measured[0] == before + 2
+    assert got == tuple(
+        RendererAgg(240, 120, dpi).get_text_width_height_descent(s, FontProperties(**font), False)
+    )
+
+
+def test_a_measure_follows_the_font_families():
+    """The CJK fallback (resplot/draw/fonts.py) changes font.family: strings measured again."""
+    import matplotlib
+
+    before = text_stamps.measured[0]
+    prop = FontProperties(size=9)
+    StampRenderer(240, 120, 100).get_text_width_height_descent("loss", prop, False)
+    with matplotlib.rc_context({"font.family": ["DejaVu Sans", "DejaVu Serif"]}):
+        StampRenderer(240, 120, 100).get_text_width_height_descent("loss", prop, False)
+    assert text_stamps.measured[0] == before + 2
+
+
+def test_measures_are_bounded(monkeypatch):
+    monkeypatch.setattr(text_stamps, "MEASURES_HELD", 50)
+    before = text_stamps.measured[0]
+    renderer = StampRenderer(240, 120, 100)
+    for k in range(200):
+        renderer.get_text_width_height_descent(f"{k}k", FontProperties(size=7), False)
+    renderer.get_text_width_height_descent("0k", FontProperties(size=7), False)
+    assert text_stamps.measured[0] == before + 201  # the oldest measure was dropped
+
+
+def test_mathtext_is_measured_by_matplotlib():
+    before = text_stamps.measured[0]
+    renderer = StampRenderer(120, 80, 100)
+    got = renderer.get_text_width_height_descent(r"\sigma^2", FontProperties(size=12), True)
+    assert text_stamps.measured[0] == before
+    assert got == RendererAgg(120, 80, 100).get_text_width_height_descent(
+        r"\sigma^2", FontProperties(size=12), True
+    )
+
+
 def test_the_windows_canvas_draws_text_from_stamps(qtbot):
     from resplot.ui.page_view import PageView
 
