@@ -279,12 +279,11 @@ def cmd_open(args) -> int:
     for spec in args.sources:
         settings.state.add_source(spec)
     from resplot.data.cache import SeriesCache
-    from resplot.ui.collector import collect_when_idle, freeze_startup
+    from resplot.ui.collector import freeze_startup
 
     cache = SeriesCache()
     freeze_startup()  # the imports' objects, before the window's (resplot/ui/collector.py)
     window = MainWindow(cache, settings, path)
-    collector = collect_when_idle(window)  # full collector passes between draws (held to exit)
     poller = make_poller(cache, settings.state.poll_interval, window.ask_host_key)
     from resplot.ui.prompt_dialog import PromptAsker
 
@@ -300,7 +299,6 @@ def cmd_open(args) -> int:
     window.attach_local_copies(copies)
     copies.start()
     app.aboutToQuit.connect(copies.stop)
-    app.aboutToQuit.connect(collector.stop)
     window.attach_poller(poller)
     window.show()
     return app.exec_()

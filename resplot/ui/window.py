@@ -489,10 +489,6 @@ class MainWindow(QMainWindow):
     def plotted_refs(self) -> list[RunRef]:
         return [r for r in self.state.ticked if self.cache.run(r) is not None]
 
-    def redraw_due(self) -> bool:
-        """A redraw is queued (the collector's idle passes wait for it: collector.py)."""
-        return self._redraw_timer.isActive()
-
     def redraw_now(self) -> None:
         self._redraw_timer.stop()
         self._last_redraw = time.monotonic()

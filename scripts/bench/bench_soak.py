@@ -289,11 +289,6 @@ def soak(args) -> None:
         def freeze_startup() -> int:
             return 0
 
-    try:
-        from resplot.ui.collector import collect_when_idle
-    except ImportError:  # a tree from before it: full passes whenever CPython starts them
-        collect_when_idle = None
-
     from tests.fixtures.sweep import PROJECT, make_sweep
 
     if args.trace:
@@ -330,7 +325,6 @@ def soak(args) -> None:
             win = MainWindow(cache, settings_mod.Settings(), Path(tmp) / "settings.json")
             win.resize(1920, 1080)
             win.show()
-            idle = collect_when_idle(win) if collect_when_idle is not None else None
             win.state.set_poll_interval(args.poll)
             win.attach_poller(make_poller(cache, args.poll, win.ask_host_key))
             win.add_source(str(store))
@@ -416,11 +410,6 @@ def soak(args) -> None:
             if sampler is not None:
                 sampler.stop()
             print(passes.report())
-            if idle is not None:
-                print(
-                    f"full passes run when idle: {idle.passes - idle.forced}, forced: {idle.forced}"
-                )
-                idle.stop()
             print(f"actions: {acts.done}; runs: {len(cache.runs())}; redraws: {win.redraw_count}")
             print_stalls_by_action(after)
             if sampler is not None:
