@@ -173,6 +173,7 @@ def test_a_new_value_draws_only_the_values_glyphs_anew():
     from resplot.draw import text_stamps
     from resplot.draw.text_stamps import StampRenderer
 
+    text_stamps.forget()  # "2.7" may be kept from an earlier test's window
     canvas, _ax, legend = _legend_figure(True)
     canvas.draw()
     renderer = StampRenderer(int(canvas.figure.bbox.width), int(canvas.figure.bbox.height), 100)
