@@ -87,6 +87,13 @@ class ChartPage(ChartLimits):
         # streams in, so that a poll redraws the data alone (the window's pages; a snapshot
         # fits its data exactly).
         self.headroom = False
+        # The charts the window shows (None: every one): set by the window's page view. In a
+        # user's view (a zoom, a pan) the others keep what they drew and are `behind`: the
+        # window leaves them out of its draws and has the page refreshed when they come into
+        # view (resplot/ui/layers.py). Follow mode refreshes every chart (the x range is the
+        # page's data).
+        self.in_view: Callable[[], list[int] | None] | None = None
+        self.behind: set[int] = set()
         self._followed: dict[int, tuple] = {}  # ylim follow mode set per axes; -1: the xlim
         self._placed: tuple | None = None  # the layout _place() last applied
         # Per run: (x, step) pairs of its widest drawn view, sorted by x: how a zoomed x range
@@ -203,8 +210,12 @@ class ChartPage(ChartLimits):
         return any(self._views)
 
     # -- refresh ------------------------------------------------------------------------------
-    def refresh(self, cache: SeriesCache, state: ViewState, refs: list[RunRef]) -> None:
-        """Bring every artist up to date with the cache and the state (no drawing)."""
+    def refresh(
+        self, cache: SeriesCache, state: ViewState, refs: list[RunRef], every: bool = False
+    ) -> None:
+        """Bring the artists up to date with the cache and the state (no drawing): those of
+        every chart, or in a user's view of the charts in view only (`behind`; `every`: all
+        the same, as a saved file draws them)."""
         cache.begin_view()
         specs = panels_for(self.page, cache, refs, state)
         texts = [s.title for s in specs] + [it.label for s in specs for it in s.items]
@@ -239,6 +250,8 @@ class ChartPage(ChartLimits):
             xlim = None if self.follow else tuple(self.chart_axes()[0].get_xlim())
             if xlim is None:
                 self._x_steps = {}
+            skip = set() if xlim is None or every else self._out_of_view()
+            self.behind = skip
             lines = sum(len(s.items) for s in specs if s.kind == "line")
             self._dense = lines > BAND_FROM_SERIES
             self._fine = DENSE_PAGE_FINE_PER_PIXEL if self._dense else FINE_PER_PIXEL
@@ -255,12 +268,15 @@ class ChartPage(ChartLimits):
             if over_budget(cache, self._fine_points(cache, specs, contexts)):
                 self._fine = 0  # past the budget: level 1 where it gives fewer buckets than pixels
             for i, spec in enumerate(specs):
-                self._prepare_panel(i, spec, cache, state, contexts[i])
+                if i not in skip:
+                    self._prepare_panel(i, spec, cache, state, contexts[i])
             # Every series of the page is cut into the same pixel columns: the x range shown
             # (when following the data, the one autoscaling would give), set before drawing.
             shown = xlim if xlim is not None else self._follow_x()
             limits = [shown_limits(ax) for ax in self.axes]  # as drawn: a change redraws the axes
             for i, spec in enumerate(specs):
+                if i in skip:
+                    continue
                 with quietly(self.axes[i]):  # its data only: drawn over the saved axes
                     self._refresh_panel(i, spec, cache, state, refs, xlim, shown, contexts[i])
             if self.follow:
@@ -268,17 +284,25 @@ class ChartPage(ChartLimits):
                     self._follow_y(i, ax, state, shown is None, limits[i])
             else:
                 for i, ax in enumerate(self.axes):
+                    if i in skip:
+                        continue
                     with quietly(ax):
                         self._refit_y(i, state, xlim)
                     if shown_limits(ax) != limits[i]:
                         ax.stale = True
             for i, spec in enumerate(specs):
-                self._update_legend(i, spec, cache)
+                if i not in skip:
+                    self._update_legend(i, spec, cache)
             self._whole_end_marks()
             for events in self._events:
                 events.show()  # for the limits now set
         finally:
             self._updating = False
+
+    def _out_of_view(self) -> set[int]:
+        """The charts the window does not show now (none without a window)."""
+        shown = self.in_view() if self.in_view is not None else None
+        return set() if shown is None else set(range(len(self.axes))) - set(shown)
 
     def _whole_end_marks(self) -> None:
         """An end mark (live dot, crash cross) on a point at the chart's edge, a run's last

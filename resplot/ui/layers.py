@@ -17,7 +17,10 @@ artist's included) or a series moving between the tiers makes the next draw a fu
 blitted frame is a full draw's pixels: a full draw is the same sequence.
 
 Charts outside the visible part of a scrolled page are left out of a full draw (their axes
-`animated` for it) and drawn when they scroll into view.
+`animated` for it) and drawn when they scroll into view. In a user's view (a zoom, a pan) the
+page refreshes only the charts in view (ChartPage.behind: the others keep what they drew):
+a chart that comes into view behind is left out of the draw too, and the page is refreshed
+(`on_behind`), then drawn.
 
 A live series' body (all but its newest pixels) goes into the saved picture too, under every
 artist a poll draws, and a poll draws its tail (resplot/ui/tails.py). The picture as it was
@@ -79,6 +82,8 @@ class Layers:
         # The live artists' reaches (display pixels) as last drawn; None: they draw nothing.
         self.reaches: dict = {}
         self.before_patch: list[Callable[[], None]] = []
+        # Asked when a chart in view is behind the page's refresh: refresh the page (and draw).
+        self.on_behind: Callable[[], None] | None = None
         self._layered: list[list] | None = None  # during a full draw: each chart's series
         # Told when the series are drawn over the saved axes, before the blit shows them (the
         # hover line, drawn into the same frame).
@@ -98,6 +103,17 @@ class Layers:
         bottom = height - (rows[1] + VIEW_MARGIN_PX) * ratio
         return [i for i, ax in enumerate(axes) if ax.bbox.y1 >= bottom and ax.bbox.y0 <= top]
 
+    def charts_due(self) -> list[int]:
+        """The charts a full draw draws: those in view that the page's last refresh brought
+        up to date (not behind)."""
+        behind = self.page.behind
+        return [i for i in self.in_view() if i not in behind]
+
+    def shown_charts(self) -> list[int] | None:
+        """What the page refreshes (ChartPage.in_view): the charts in view, None for all (every
+        draw a full draw of every chart: disabled)."""
+        return self.in_view() if self.enabled else None
+
     def mark(self) -> list[list]:
         """Make every chart's series `animated` (or not, while disabled): a full draw then
         leaves them out, and a change to them does not mark the figure stale. Returns each
@@ -114,7 +130,12 @@ class Layers:
         them (their axes, `animated` until end_full_draw)."""
         self._layered = self.mark()  # the draw's series, read once (_on_draw's tiers)
         axes = self.page.axes
-        self.drawn = self.in_view() if self.enabled else list(range(len(axes)))
+        if self.enabled:
+            self.drawn = self.charts_due()
+            if self.page.behind.intersection(self.in_view()) and self.on_behind is not None:
+                self.on_behind()  # refreshed, then drawn
+        else:
+            self.drawn = list(range(len(axes)))
         keep = set(self.drawn)
         hidden = [ax for i, ax in enumerate(axes) if i not in keep and not ax.get_animated()]
         for ax in hidden:
@@ -282,7 +303,7 @@ class Layers:
             or self.background is None
             or self.page.figure.stale
             or self._size != self.canvas.get_width_height(physical=True)
-            or self.in_view() != self.drawn
+            or self.charts_due() != self.drawn
         ):
             return True
         settled = [a for _i, low, _high in tiers or self._tiers() for a in low]

@@ -257,6 +257,8 @@ class PageView(QWidget):
         self.crosshair = Crosshair(self.canvas, self.page, self.toolbar)
         self.layers.on_blit.append(self._blitted)
         self.layers.before_patch.append(self.crosshair.erase)
+        self.layers.on_behind = on_view_changed
+        self.page.in_view = self.layers.shown_charts
         # After the layers and the crosshair: its draw_event handler takes the finished frame.
         self.drag = DragPan(
             self.canvas, self.page, self._view_rows, lambda: self.layers.drawn, on_view_changed
@@ -305,8 +307,13 @@ class PageView(QWidget):
         return top, top + viewport
 
     def _scrolled(self, *_args) -> None:
-        # Charts that were out of view at the last full draw come in: draw them now.
-        if self.layers.background is not None and self.layers.in_view() != self.layers.drawn:
+        # Charts that were out of view at the last full draw come in: draw them now, refreshed
+        # first if the page's last refresh left them behind (a user's view).
+        if self.layers.background is None:
+            return
+        if self.page.behind.intersection(self.layers.in_view()):
+            self._on_view_changed()
+        elif self.layers.charts_due() != self.layers.drawn:
             self.canvas.draw_idle()
 
     def _blitted(self) -> None:

@@ -557,7 +557,10 @@ class MainWindow(QMainWindow):
         export_table(self.cache, self.export_refs(), path, fmt, self.state.table_metrics)
 
     def export_chart(self, path: str | Path) -> None:
-        self.current_page().save(path)  # PNG, SVG or PDF by its extension
+        page = self.current_page()
+        if isinstance(page, ChartPage) and page.behind:  # charts out of a zoomed view: all drawn
+            page.refresh(self.cache, self.state, self.plotted_refs(), every=True)
+        page.save(path)  # PNG, SVG or PDF by its extension
 
     # -- sources UI ---------------------------------------------------------------------------
     def _ask_add_source(self) -> None:

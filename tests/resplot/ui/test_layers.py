@@ -281,6 +281,74 @@ def test_charts_out_of_view_are_drawn_when_they_scroll_in(window, loaded):
     assert charts - 1 in view.layers.drawn and 0 not in view.layers.drawn
 
 
+def _columns(page, charts) -> dict:
+    """The x and y of every series line of these charts (what the charts would draw)."""
+    return {
+        (i, label): (line.get_xdata().copy(), line.get_ydata().copy())
+        for i in charts
+        for label, line in enumerate(t.line for t in page.tracks[i].values())
+    }
+
+
+def test_a_zoom_refreshes_the_charts_in_view_and_the_rest_when_they_come_in(window, loaded, qtbot):
+    """In a user's view only the charts in view are refreshed; those out of view keep their
+    series as they were (`behind`) and are left out of draws until a scroll brings them in:
+    then refreshed, then drawn, to what a refresh of every chart gives."""
+    show(window, loaded, "all")
+    view, page = window.page_view(), window.page_view().page
+    charts = [i for i, s in enumerate(page.specs) if s.kind != "section"]
+    hidden = [i for i in charts if i not in view.layers.in_view()]
+    shown = [i for i in charts if i in view.layers.in_view()]
+    assert hidden and shown  # the page scrolls
+    before = _columns(page, hidden)
+    page.chart_axes()[0].set_xlim(1000, 1400)  # the toolbar's zoom
+    show(window, loaded)
+    assert page.behind & set(charts) == set(hidden)  # (and the section cards out of view)
+    assert all(page.axes[i].get_xlim() == (1000, 1400) for i in shown)
+    for i in shown:  # zoomed: nothing drawn past the range but the one point each side
+        for t in page.tracks[i].values():
+            x = np.asarray(t.line.get_xdata(), float)
+            assert len(x) and np.sum(x < 1000) <= 1 and np.sum(x > 1400) <= 1
+    after = _columns(page, hidden)
+    assert all(np.array_equal(before[k][0], after[k][0]) for k in before)  # left as they were
+    assert not set(view.layers.drawn) & set(hidden)
+    bar = view.scroll.verticalScrollBar()
+    bar.setValue(bar.maximum())
+    came_in = [i for i in hidden if i in view.layers.in_view()]
+    assert came_in
+    # the refresh the scroll asks for (the window's next redraw), then its draw
+    qtbot.waitUntil(lambda: set(came_in) <= set(view.layers.drawn), timeout=5000)
+    assert not page.behind & set(came_in)
+    scrolled = _columns(page, came_in)
+    page.refresh(window.cache, window.state, window.plotted_refs(), every=True)
+    assert not page.behind
+    whole = _columns(page, came_in)
+    for k in whole:
+        assert np.array_equal(scrolled[k][0], whole[k][0])
+        assert np.array_equal(scrolled[k][1], whole[k][1], equal_nan=True)
+
+
+def test_a_saved_page_draws_the_charts_out_of_a_zoomed_view_refreshed(window, loaded, tmp_path):
+    show(window, loaded, "all")
+    page = window.page_view().page
+    page.chart_axes()[0].set_xlim(1000, 1400)
+    show(window, loaded)
+    assert page.behind
+    window.export_chart(tmp_path / "page.png")
+    assert not page.behind
+    for i, spec in enumerate(page.specs):
+        for t in page.tracks[i].values() if spec.kind == "line" else []:
+            x = np.asarray(t.line.get_xdata(), float)
+            assert np.sum(x < 1000) <= 1 and np.sum(x > 1400) <= 1, spec.title
+
+
+def test_following_the_data_refreshes_every_chart(window, loaded):
+    show(window, loaded, "all")
+    page = window.page_view().page
+    poll(window, loaded, np.arange(N, N + 3))
+    assert page.follow and not page.behind
+
+
 def test_the_hover_line_stays_in_a_blitted_frame_and_its_pixels_follow_it(window, loaded):
     """The page's blit (series over the saved axes) and the hover line's strips meet in one
     frame: a poll under a shown line keeps the line, and moving it afterwards leaves no trace."""
