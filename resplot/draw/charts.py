@@ -250,8 +250,10 @@ class ChartPage(ChartLimits):
             xlim = None if self.follow else tuple(self.chart_axes()[0].get_xlim())
             if xlim is None:
                 self._x_steps = {}
-            skip = set() if xlim is None or every else self._out_of_view()
-            self.behind = skip
+            # In a user's view only the charts the window shows; the rest stay `behind`.
+            shown_now = None if xlim is None or every or self.in_view is None else self.in_view()
+            fresh = [i for i in range(len(specs)) if shown_now is None or i in shown_now]
+            self.behind = set(range(len(specs))) - set(fresh)
             lines = sum(len(s.items) for s in specs if s.kind == "line")
             self._dense = lines > BAND_FROM_SERIES
             self._fine = DENSE_PAGE_FINE_PER_PIXEL if self._dense else FINE_PER_PIXEL
@@ -267,42 +269,32 @@ class ChartPage(ChartLimits):
             contexts = [by_width[px] for px in widths]
             if over_budget(cache, self._fine_points(cache, specs, contexts)):
                 self._fine = 0  # past the budget: level 1 where it gives fewer buckets than pixels
-            for i, spec in enumerate(specs):
-                if i not in skip:
-                    self._prepare_panel(i, spec, cache, state, contexts[i])
+            for i in fresh:
+                self._prepare_panel(i, specs[i], cache, state, contexts[i])
             # Every series of the page is cut into the same pixel columns: the x range shown
             # (when following the data, the one autoscaling would give), set before drawing.
             shown = xlim if xlim is not None else self._follow_x()
             limits = [shown_limits(ax) for ax in self.axes]  # as drawn: a change redraws the axes
-            for i, spec in enumerate(specs):
-                if i in skip:
-                    continue
+            for i in fresh:
                 with quietly(self.axes[i]):  # its data only: drawn over the saved axes
-                    self._refresh_panel(i, spec, cache, state, refs, xlim, shown, contexts[i])
+                    self._refresh_panel(i, specs[i], cache, state, refs, xlim, shown, contexts[i])
             if self.follow:
                 for i, ax in enumerate(self.axes):
                     self._follow_y(i, ax, state, shown is None, limits[i])
             else:
-                for i, ax in enumerate(self.axes):
-                    if i in skip:
-                        continue
+                for i in fresh:
+                    ax = self.axes[i]
                     with quietly(ax):
                         self._refit_y(i, state, xlim)
                     if shown_limits(ax) != limits[i]:
                         ax.stale = True
-            for i, spec in enumerate(specs):
-                if i not in skip:
-                    self._update_legend(i, spec, cache)
+            for i in fresh:
+                self._update_legend(i, specs[i], cache)
             self._whole_end_marks()
             for events in self._events:
                 events.show()  # for the limits now set
         finally:
             self._updating = False
-
-    def _out_of_view(self) -> set[int]:
-        """The charts the window does not show now (none without a window)."""
-        shown = self.in_view() if self.in_view is not None else None
-        return set() if shown is None else set(range(len(self.axes))) - set(shown)
 
     def _whole_end_marks(self) -> None:
         """An end mark (live dot, crash cross) on a point at the chart's edge, a run's last

@@ -109,6 +109,10 @@ class Layers:
         behind = self.page.behind
         return [i for i in self.in_view() if i not in behind]
 
+    def behind_in_view(self) -> bool:
+        """Whether a chart in view is behind the page's last refresh (refresh, then draw)."""
+        return bool(self.page.behind.intersection(self.in_view()))
+
     def shown_charts(self) -> list[int] | None:
         """What the page refreshes (ChartPage.in_view): the charts in view, None for all (every
         draw a full draw of every chart: disabled)."""
@@ -132,7 +136,7 @@ class Layers:
         axes = self.page.axes
         if self.enabled:
             self.drawn = self.charts_due()
-            if self.page.behind.intersection(self.in_view()) and self.on_behind is not None:
+            if self.on_behind is not None and self.behind_in_view():
                 self.on_behind()  # refreshed, then drawn
         else:
             self.drawn = list(range(len(axes)))

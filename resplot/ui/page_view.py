@@ -311,7 +311,7 @@ class PageView(QWidget):
         # first if the page's last refresh left them behind (a user's view).
         if self.layers.background is None:
             return
-        if self.page.behind.intersection(self.layers.in_view()):
+        if self.layers.behind_in_view():
             self._on_view_changed()
         elif self.layers.charts_due() != self.layers.drawn:
             self.canvas.draw_idle()

@@ -92,7 +92,6 @@ def measure(args) -> dict:
         for span in spans * 2:  # their tiles fetched and cached
             zoom(span)
         cpu, refresh_s, draw_s = [], [], []
-        draws = view.layers.full_draws
         draw_cpu = [0.0]
         on_draw = view.canvas.draw
 
@@ -118,7 +117,6 @@ def measure(args) -> dict:
             "draw_ms": statistics.median(draw_s) * 1000,
             "charts": sum(1 for s in page.specs if s.kind != "section"),
             "in_view": sum(1 for i in view.layers.in_view() if page.specs[i].kind != "section"),
-            "full_draws": view.layers.full_draws - draws,
         }
         win.close()
     return out
