@@ -28,13 +28,17 @@ before the bodies is kept too: a cut that no longer holds (a live run highlighte
 past its next boundary, a new one) is made again from it, the bodies drawn anew, with no full
 draw of the page.
 
+A full draw the window queues runs in pieces (resplot/ui/pieces.py): the canvas draws the
+axes, then `settled_pieces` the settled series, the cuts and the live tier a chart a piece;
+a blit asked for meanwhile waits for it (`after_pieces`).
+
 The hover line (resplot/ui/crosshair.py) saves the page after the series are drawn: its
 `draw_event` handler runs after this one (connected later), and a blit hands it the new page.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from matplotlib.spines import Spine
 from matplotlib.transforms import Bbox
@@ -85,6 +89,8 @@ class Layers:
         # Asked when a chart in view is behind the page's refresh: refresh the page (and draw).
         self.on_behind: Callable[[], None] | None = None
         self._layered: list[list] | None = None  # during a full draw: each chart's series
+        self._pieced = False  # a draw in pieces did the draw_event's work (end_pieces)
+        self._put_off = False  # a blit was put off by a draw in pieces (after_pieces)
         # Told when the series are drawn over the saved axes, before the blit shows them (the
         # hover line, drawn into the same frame).
         self.on_blit: list[Callable[[], None]] = []
@@ -182,27 +188,79 @@ class Layers:
             self.background = self.under_cuts = None
             self.intact = False
             return
+        if self._pieced:  # a draw in pieces did all of it (end_pieces)
+            self._pieced = False
+            return
         tiers = self._tiers(self._layered)
         self._draw(tiers, settled=True)
+        for _ in self._over_settled(tiers):
+            pass
+        self._drawn_whole()
+
+    def settled_pieces(self) -> Iterator[None]:
+        """A full draw in pieces (resplot/ui/pieces.py), after the axes: the settled series,
+        then the live series' cuts, then the live tier, a chart a piece."""
+        tiers = self._tiers(self._layered)
+        for tier in tiers:
+            self._draw([tier], settled=True)
+            for artist in tier[1]:
+                artist.stale = False  # as drawn: a change from now on shows in end_pieces
+            yield
+        yield from self._over_settled(tiers)
+
+    def end_pieces(self) -> bool:
+        """The end of a full draw in pieces: False where the settled series drawn are no
+        longer the page's (start again). The live tier's changes since it was drawn are for
+        `after_pieces`."""
+        now = [a for _i, low, _high in self._tiers(self.mark()) for a in low]
+        if len(now) != len(self.settled) or any(
+            a is not b or a.stale for a, b in zip(now, self.settled, strict=True)
+        ):
+            return False
+        self._drawn_whole()
+        self._pieced = True  # the draw_event that follows finds it done
+        return True
+
+    def after_pieces(self) -> None:
+        """A draw in pieces is shown: the polls it kept from drawing are drawn over it (a
+        live series changed since its piece, cut again where its cut no longer holds)."""
+        if self._put_off:
+            self._put_off = False
+            self.present()
+
+    def _over_settled(self, tiers: list) -> Iterator[None]:
+        """A full draw's work once the settled series are drawn: save the picture, cut the
+        live series and draw their bodies, save it, draw the live tier and note where it
+        reaches; a chart a piece."""
         self.settled = [a for _i, settled, _rest in tiers for a in settled]
         for artist in self.settled:
             artist.stale = False  # as drawn (an invisible one too: its draw is a no-op)
         self.under_cuts = self.canvas.copy_from_bbox(self.page.figure.bbox)
-        self._cut(tiers)
+        yield from self._cut_pieces(tiers)
         self._size = self.canvas.get_width_height(physical=True)
-        self._draw(tiers, settled=False)
-        self._reached(tiers)
+        self.reaches = {}
+        for tier in tiers:
+            self._draw([tier], settled=False)
+            self._reached([tier], again=False)
+            yield
+
+    def _drawn_whole(self) -> None:
         self.intact = True
         self.full_draws += 1
 
     def _cut(self, tiers: list) -> None:
+        for _ in self._cut_pieces(tiers):
+            pass
+
+    def _cut_pieces(self, tiers: list) -> Iterator[None]:
         """Cut the live series and draw their bodies (under all the rest of the live tier)
-        into the picture, and save it."""
+        into the picture, a chart a piece, and save it."""
         self.tails.clear()
         for i, _settled, live in tiers:
             ax = self.page.axes[i]
             with quietly(ax):
                 self.tails.cut(ax, live)
+            yield
         self.background = self.canvas.copy_from_bbox(self.page.figure.bbox)
 
     def _draw(self, tiers: list, settled: bool) -> None:
@@ -249,11 +307,13 @@ class Layers:
             return meet(tail, figure_box) if artist.get_visible() else None
         return reach(artist, renderer, figure_box)
 
-    def _reached(self, tiers: list) -> None:
-        """Note where each live artist drew (all of them were drawn)."""
+    def _reached(self, tiers: list, again: bool = True) -> None:
+        """Note where each live artist of these charts drew (all of them were drawn; `again`:
+        forget the others')."""
         renderer = self.canvas.get_renderer()
         figure_box = self._figure_box()
-        self.reaches = {}
+        if again:
+            self.reaches = {}
         for _i, _low, high in tiers:
             for artist in high:
                 self.reaches[artist] = self._reach(artist, renderer, figure_box)
@@ -304,6 +364,7 @@ class Layers:
         blit: `present`.)"""
         if (
             not self.enabled
+            or self.canvas_drawing()
             or self.background is None
             or self.page.figure.stale
             or self._size != self.canvas.get_width_height(physical=True)
@@ -315,6 +376,10 @@ class Layers:
             a is not b or a.stale for a, b in zip(settled, self.settled, strict=True)
         )
 
+    def canvas_drawing(self) -> bool:
+        """Whether the canvas is drawing the page in pieces (its buffer is not a frame)."""
+        return bool(getattr(self.canvas, "drawing", False))
+
     def present(self) -> bool:
         """Show the page's current state: its live series over the saved axes and settled
         series when nothing under them changed (True), else a full draw (queued, as
@@ -322,6 +387,8 @@ class Layers:
         artists changed are drawn and shown (resplot/ui/reach.py)."""
         tiers = self._tiers(self.mark())
         if self.needs_full_draw(tiers):
+            if self.canvas_drawing():
+                self._put_off = True  # drawn once it is done (after_pieces)
             self.canvas.draw_idle()
             return False
         fresh = self.tails.fresh([(self.page.axes[i], high) for i, _low, high in tiers])

@@ -92,7 +92,17 @@ def show(win, loaded, page: str | None = None) -> None:
         loaded.fetch()
     QApplication.processEvents()  # the full draw a draw_idle queued, and the Qt layout
     win.redraw_now()
-    QApplication.processEvents()
+    drawn(win)
+
+
+def drawn(win) -> None:
+    """Run the event loop until the page's draw (in pieces: resplot/ui/pieces.py) is done."""
+    canvas = win.page_view().canvas
+    for _ in range(1000):
+        QApplication.processEvents()
+        if not canvas.draw_due:
+            return
+    raise AssertionError("the page's draw did not end")
 
 
 def poll(win, loaded, steps: np.ndarray, runs: int | None = None, bumps: dict | None = None):
@@ -114,7 +124,7 @@ def poll(win, loaded, steps: np.ndarray, runs: int | None = None, bumps: dict | 
     engine.dispose()
     loaded.fetch()
     win.redraw_now()
-    QApplication.processEvents()
+    drawn(win)
 
 
 def counts(win) -> tuple[int, int]:
@@ -261,7 +271,7 @@ def test_charts_scrolled_in_are_the_pixels_of_the_next_full_draw(window, loaded)
     bar = view.scroll.verticalScrollBar()
     full = view.layers.full_draws
     bar.setValue(bar.maximum())
-    QApplication.processEvents()
+    drawn(window)
     assert view.layers.full_draws == full + 1
     scrolled = _shown_rows(view)
     _assert_same_pixels(scrolled, _full_draw_rows(view))
@@ -276,7 +286,7 @@ def test_charts_out_of_view_are_drawn_when_they_scroll_in(window, loaded):
     assert view.layers.drawn and len(view.layers.drawn) < charts  # the last ones left out
     full = view.layers.full_draws
     bar.setValue(bar.maximum())
-    QApplication.processEvents()
+    drawn(window)
     assert view.layers.full_draws == full + 1
     assert charts - 1 in view.layers.drawn and 0 not in view.layers.drawn
 
@@ -431,7 +441,7 @@ def _feed(win, loaded, name: str, steps: np.ndarray) -> None:
     engine.dispose()
     loaded.fetch()
     win.redraw_now()
-    QApplication.processEvents()
+    drawn(win)
 
 
 def test_a_poll_draws_the_live_run_over_a_picture_of_the_finished_ones(mixed, monkeypatch):

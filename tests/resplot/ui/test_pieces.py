@@ -1,0 +1,165 @@
+"""A page's full draw in pieces between turns of the event loop (resplot/ui/pieces.py): the
+window shows the last whole frame meanwhile, the frame it ends with is a whole draw's pixels,
+a change to the page between pieces starts the draw again, and a poll between them is drawn
+with it.
+
+The real MainWindow (offscreen) over a real SQLite store read through a local agent, as in
+test_layers.py (its fixtures and helpers); `turn_s = 0` makes each piece a turn of its own.
+"""
+# ruff: noqa: F811 (test_layers.py's fixtures, imported, are the tests' arguments)
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PyQt5.QtGui import QImage
+from PyQt5.QtWidgets import QApplication
+
+from tests.resplot.ui.test_layers import (  # noqa: F401 (loaded, window, mixed: the fixtures)
+    N,
+    _assert_same_pixels,
+    _feed,
+    _full_draw_rows,
+    _shown_rows,
+    drawn,
+    loaded,
+    mixed,
+    poll,
+    show,
+    window,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def _turns(view) -> int:
+    """Run the event loop a turn at a time until the page's draw is done; how many turns."""
+    for turns in range(1, 2000):
+        QApplication.processEvents()
+        if not view.canvas.draw_due:
+            return turns
+    raise AssertionError("the page's draw did not end")
+
+
+def _painted_rows(view) -> np.ndarray:
+    """What a paint of the canvas shows now, the rows in view (RGBA, as the buffer's)."""
+    image = view.canvas.grab().toImage().convertToFormat(QImage.Format_RGBA8888)
+    ptr = image.constBits()
+    ptr.setsize(image.sizeInBytes())
+    rgba = np.frombuffer(ptr, np.uint8).reshape(image.height(), image.bytesPerLine() // 4, 4)
+    rgba = rgba[:, : image.width()].copy()  # the image's memory goes with it
+    rows = view.layers.view_rows()
+    return rgba if rows is None else rgba[int(rows[0]) : int(rows[1])]
+
+
+def _zoom(win, view, share: float) -> None:
+    """The toolbar's zoom: x limits set on every chart, then the window's refresh."""
+    ax = view.page.chart_axes()[0]
+    lo, hi = ax.get_xlim()
+    ax.set_xlim(lo + share * (hi - lo), lo + (share + 0.3) * (hi - lo))
+    win.redraw_now()
+
+
+def test_a_page_is_drawn_in_pieces_to_the_pixels_of_a_whole_draw(window, loaded):
+    show(window, loaded, "all")
+    view = window.page_view()
+    canvas = view.canvas
+    canvas.turn_s = 0.0  # a piece a turn
+    before = _shown_rows(view)
+    pieced, full, restarts = canvas.pieced_draws, view.layers.full_draws, canvas.restarts
+    _zoom(window, view, 0.2)
+    QApplication.processEvents()  # the first piece
+    assert canvas.drawing and canvas.draw_due
+    # Meanwhile the window shows the last whole frame, not the cleared, half-drawn buffer.
+    assert not np.array_equal(_shown_rows(view), before)
+    _assert_same_pixels(_painted_rows(view), before)
+    assert not view.layers.present()  # a poll's blit waits for the draw
+    turns = _turns(view) + 1
+    charts = len(view.layers.drawn)
+    assert turns > 2 * charts  # each chart's axes, its series and its live tier: a turn each
+    assert (canvas.pieced_draws, view.layers.full_draws) == (pieced + 1, full + 1)
+    assert not canvas.drawing and canvas.restarts == restarts
+    shown = _shown_rows(view)
+    _assert_same_pixels(_painted_rows(view), shown)
+    _assert_same_pixels(shown, _full_draw_rows(view))
+
+
+def test_a_zoom_between_pieces_starts_the_draw_again(window, loaded):
+    show(window, loaded, "all")
+    view = window.page_view()
+    canvas = view.canvas
+    canvas.turn_s = 0.0
+    restarts = canvas.restarts
+    _zoom(window, view, 0.1)
+    for _ in range(3):
+        QApplication.processEvents()
+    assert canvas.drawing
+    _zoom(window, view, 0.5)  # the figure is stale: what was drawn is not the page's
+    _turns(view)
+    assert canvas.restarts == restarts + 1 and canvas.pieced_draws
+    limits = view.page.chart_axes()[0].get_xlim()
+    _assert_same_pixels(_shown_rows(view), _full_draw_rows(view))
+    assert view.page.chart_axes()[0].get_xlim() == limits
+
+
+def test_a_poll_between_pieces_is_in_the_frame_it_ends_with(window, loaded):
+    """A poll that adds points inside the followed limits changes only the live tier: the
+    draw goes on, and the blit the poll would have made follows it (the first charts' live
+    series were drawn before the poll)."""
+    show(window, loaded, "training")
+    view = window.page_view()
+    canvas = view.canvas
+    canvas.turn_s = 0.0
+    view.layers.release()  # no picture held: the next present draws the whole page
+    restarts = canvas.restarts
+    window.redraw_now()
+    for _ in range(1000):  # into the live tier's pieces: the first charts' drawn
+        QApplication.processEvents()
+        if view.layers.reaches or not canvas.drawing:
+            break
+    assert canvas.drawing and view.layers.reaches
+    blits = view.layers.blits
+    poll(window, loaded, np.arange(N, N + 3))  # drawn(): to the end of the draw
+    assert canvas.restarts == restarts and not canvas.drawing
+    assert view.layers.blits == blits + 1  # the put-off poll, drawn over the new frame
+    _assert_same_pixels(_shown_rows(view), _full_draw_rows(view))
+
+
+def test_a_finished_runs_series_changing_between_pieces_starts_the_draw_again(mixed):
+    """The settled series (finished runs') are drawn into the saved picture a chart at a
+    time; one changed after it was drawn is caught at the draw's end."""
+    win, loaded = mixed
+    view = win.page_view()
+    canvas = view.canvas
+    canvas.turn_s = 0.0
+    view.layers.release()
+    restarts = canvas.restarts
+    win.redraw_now()
+    charts = len(view.layers.in_view())
+    for _ in range(charts + 2):  # the axes, and the first charts' settled series
+        QApplication.processEvents()
+    assert canvas.drawing
+    _feed(win, loaded, "lr-0e-4", np.arange(N, N + 5))  # a finished run's late flush
+    assert canvas.restarts > restarts and not canvas.drawing
+    _assert_same_pixels(_shown_rows(view), _full_draw_rows(view))
+
+
+def test_a_drag_begins_over_a_whole_frame(window, loaded):
+    """A drag's preview moves the canvas's pixels: a draw in pieces under way is finished
+    first."""
+    show(window, loaded, "training")
+    view = window.page_view()
+    canvas = view.canvas
+    canvas.turn_s = 0.0
+    _zoom(window, view, 0.2)
+    QApplication.processEvents()
+    assert canvas.drawing
+    full = view.layers.full_draws
+    view.drag.active = True  # as press_pan does before begin()
+    try:
+        view.drag.begin()
+        assert not canvas.drawing and view.layers.full_draws == full + 1
+        assert view.drag.base_xlim == view.page.chart_axes()[0].get_xlim()
+    finally:
+        view.drag.active = False
+    drawn(window)
