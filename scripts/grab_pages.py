@@ -46,6 +46,7 @@ def settle(app: QApplication, win: MainWindow, seconds: float = 30.0) -> None:
             win.redraw_count > before
             and not win._redraw_timer.isActive()
             and win.cache.wanted_count() == 0
+            and not getattr(win.page_view().canvas, "draw_due", False)  # a draw in pieces
         ):
             break
     for _ in range(20):

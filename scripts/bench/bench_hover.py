@@ -70,7 +70,9 @@ def make_store(path: Path, runs: int, steps: int) -> None:
 def settle(app, win, deadline: float) -> None:
     """Until the view's tiles are in and no redraw is due."""
     while time.monotonic() < deadline and (
-        win.cache.wanted_count() or win._redraw_timer.isActive()
+        win.cache.wanted_count()
+        or win._redraw_timer.isActive()
+        or getattr(win.page_view().canvas, "draw_due", False)  # a draw in pieces
     ):
         app.processEvents()
         time.sleep(0.005)

@@ -150,17 +150,28 @@ class Sweep:
         self.next += n
 
 
+def events_done(win) -> None:
+    """Run the event loop until the page's queued draw is done (in pieces, a turn each:
+    resplot/ui/pieces.py) and painted."""
+    QApplication.processEvents()
+    canvas = win.page_view().canvas
+    for _ in range(1000):
+        if not getattr(canvas, "draw_due", False):
+            return
+        QApplication.processEvents()
+
+
 def drawn(win, loaded) -> None:
     """Redraw until the page shows its view complete (first views, after a mode switch)."""
     for _ in range(8):
         QApplication.processEvents()
         win.redraw_now()
-        QApplication.processEvents()
+        events_done(win)
         if not win.cache.wanted_count():
             break
         loaded.fetch()
     win.redraw_now()
-    QApplication.processEvents()
+    events_done(win)
 
 
 def set_mode(win, layers: bool) -> None:
@@ -192,7 +203,7 @@ def run_polls(win, loaded, sweep: Sweep, polls: int, add: int, profile=None) -> 
         if profile is not None:
             profile.enable()
         win.redraw_now()
-        QApplication.processEvents()  # the queued full draw, its paint
+        events_done(win)  # the queued full draw, its paint
         if profile is not None:
             profile.disable()
         gui_cpu.append(time.thread_time() - c0)
@@ -204,7 +215,7 @@ def run_polls(win, loaded, sweep: Sweep, polls: int, add: int, profile=None) -> 
             loaded.fetch()
             t0, c0 = time.perf_counter(), time.thread_time()
             win.redraw_now()
-            QApplication.processEvents()
+            events_done(win)
             gui_cpu[-1] += time.thread_time() - c0
             gui_wall[-1] += time.perf_counter() - t0
     view.canvas.mpl_disconnect(cid)
