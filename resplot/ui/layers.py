@@ -62,6 +62,18 @@ from resplot.ui.tails import Tails
 VIEW_MARGIN_PX = 24  # a chart this near the visible part is drawn with it (its title above)
 
 
+def _attached(artists: list) -> list:
+    """Those of the artists still in a figure."""
+    return [a for a in artists if a.get_figure(root=True) is not None]
+
+
+def _same(now: list, then: list, stale: bool = False) -> bool:
+    """Whether two lists hold the same artists in the same order (`stale`: none changed)."""
+    return len(now) == len(then) and all(
+        a is b and not (stale and a.stale) for a, b in zip(now, then, strict=True)
+    )
+
+
 class Layers:
     def __init__(self, canvas, page, view_rows: Callable[[], tuple[float, float] | None]) -> None:
         """`view_rows`: the canvas rows (logical pixels from its top) the window shows, None
@@ -91,6 +103,7 @@ class Layers:
         self._layered: list[list] | None = None  # during a full draw: each chart's series
         self._pieced = False  # a draw in pieces did the draw_event's work (end_pieces)
         self._put_off = False  # a blit was put off by a draw in pieces (after_pieces)
+        self._live_drawn: list = []  # ... the live tier it drew (end_pieces)
         # Told when the series are drawn over the saved axes, before the blit shows them (the
         # hover line, drawn into the same frame).
         self.on_blit: list[Callable[[], None]] = []
@@ -201,9 +214,10 @@ class Layers:
         """A full draw in pieces (resplot/ui/pieces.py), after the axes: the settled series,
         then the live series' cuts, then the live tier, a chart a piece."""
         tiers = self._tiers(self._layered)
-        for tier in tiers:
-            self._draw([tier], settled=True)
-            for artist in tier[1]:
+        for i, low, high in tiers:
+            # (an artist removed since, its chart refreshed between pieces, draws nothing)
+            self._draw([(i, _attached(low), high)], settled=True)
+            for artist in low:
                 artist.stale = False  # as drawn: a change from now on shows in end_pieces
             yield
         yield from self._over_settled(tiers)
@@ -212,11 +226,17 @@ class Layers:
         """The end of a full draw in pieces: False where the settled series drawn are no
         longer the page's (start again). The live tier's changes since it was drawn are for
         `after_pieces`."""
-        now = [a for _i, low, _high in self._tiers(self.mark()) for a in low]
-        if len(now) != len(self.settled) or any(
-            a is not b or a.stale for a, b in zip(now, self.settled, strict=True)
-        ):
+        tiers = self._tiers(self.mark())
+        if not _same([a for _i, low, _high in tiers for a in low], self.settled, stale=True):
             return False
+        if not _same([a for _i, _low, high in tiers for a in high], self._live_drawn):
+            # A chart's refresh between pieces added or removed live artists (quietly: their
+            # chart is not stale): the live tier made again at once, from before the cuts.
+            self.canvas.restore_region(self.under_cuts)
+            self._cut(tiers)
+            self._draw(tiers, settled=False)
+            self._reached(tiers)
+        self._live_drawn = []
         self._drawn_whole()
         self._pieced = True  # the draw_event that follows finds it done
         return True
@@ -236,10 +256,12 @@ class Layers:
         for artist in self.settled:
             artist.stale = False  # as drawn (an invisible one too: its draw is a no-op)
         self.under_cuts = self.canvas.copy_from_bbox(self.page.figure.bbox)
+        self._live_drawn = [a for _i, _low, high in tiers for a in high]
         yield from self._cut_pieces(tiers)
         self._size = self.canvas.get_width_height(physical=True)
         self.reaches = {}
-        for tier in tiers:
+        for i, _low, high in tiers:
+            tier = (i, _low, _attached(high))
             self._draw([tier], settled=False)
             self._reached([tier], again=False)
             yield
@@ -259,7 +281,7 @@ class Layers:
         for i, _settled, live in tiers:
             ax = self.page.axes[i]
             with quietly(ax):
-                self.tails.cut(ax, live)
+                self.tails.cut(ax, _attached(live))
             yield
         self.background = self.canvas.copy_from_bbox(self.page.figure.bbox)
 
@@ -372,9 +394,7 @@ class Layers:
         ):
             return True
         settled = [a for _i, low, _high in tiers or self._tiers() for a in low]
-        return len(settled) != len(self.settled) or any(
-            a is not b or a.stale for a, b in zip(settled, self.settled, strict=True)
-        )
+        return not _same(settled, self.settled, stale=True)
 
     def canvas_drawing(self) -> bool:
         """Whether the canvas is drawing the page in pieces (its buffer is not a frame)."""

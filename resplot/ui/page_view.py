@@ -3,13 +3,12 @@ many charts (a custom page of 60 keys) scrolls instead of squeezing them or drop
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Callable
 
 from matplotlib.backend_bases import MouseButton
 from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg, NavigationToolbar2QT
 from matplotlib.figure import Figure
-from PyQt5.QtCore import QSize, Qt, QTimer, pyqtSignal
+from PyQt5.QtCore import QSize, Qt, pyqtSignal
 from PyQt5.QtGui import QCursor
 from PyQt5.QtWidgets import (
     QHBoxLayout,
@@ -28,7 +27,7 @@ from resplot.ui.crosshair import Crosshair
 from resplot.ui.drag_pan import DragPan
 from resplot.ui.layers import Layers
 from resplot.ui.page_release import PageRelease
-from resplot.ui.pieces import MAX_RESTARTS, TURN_S, Frozen, PiecewiseDraw
+from resplot.ui.pieces import QueuedDraw
 from resplot.ui.region_paint import paint_region
 
 
@@ -102,10 +101,10 @@ class PageCanvas(FigureCanvasQTAgg):
     """The canvas of a chart page, drawn in layers (resplot/ui/layers.py: a full draw leaves
     out the charts scrolled out of view), a queued full draw in pieces between turns of the
     event loop (resplot/ui/pieces.py; `draw()` draws at once). A resize draws the page again
-    (matplotlib's own rule), except while `hold_resize_draw()` says the draw that follows will show more: a
-    first view grows its canvas to fit its charts before any tile has come, and drawing those
-    empty axes (~0.3 s for a training page) held up the draw of the data that arrived
-    meanwhile."""
+    (matplotlib's own rule), except while `hold_resize_draw()` says the draw that follows will
+    show more: a first view grows its canvas to fit its charts before any tile has come, and
+    drawing those empty axes (~0.3 s for a training page) held up the draw of the data that
+    arrived meanwhile."""
 
     def __init__(self, figure: Figure) -> None:
         super().__init__(figure)
@@ -118,16 +117,7 @@ class PageCanvas(FigureCanvasQTAgg):
         self.draws_held = False  # a previewed drag-pan move: the pan tool's draw_idle is not
         self.drag: DragPan | None = None
         self._stamp_key: tuple | None = None  # the renderer's (width, height, dpi)
-        self._pieces: PiecewiseDraw | None = None  # a full draw under way in pieces
-        self._frozen: Frozen | None = None  # ... and the frame shown meanwhile
-        self._tries = 0  # ... started again in a row (the page changed under it)
-        self.restarts = 0  # draws in pieces started again (tests and benchmarks read it)
-        self.pieced_draws = 0  # full draws done in pieces (tests and benchmarks read it)
-        self.turn_s: float | None = TURN_S  # a piece's time (None: a draw in one turn)
-        self._turn = QTimer(self)  # the next piece, in the next turn of the event loop
-        self._turn.setSingleShot(True)
-        self._turn.setInterval(0)
-        self._turn.timeout.connect(self._draw_turn)
+        self.queued = QueuedDraw(self)  # draw_idle's draw, in pieces
 
     def get_renderer(self) -> StampRenderer:
         # matplotlib's own, but its text drawn from stamps (resplot/draw/text_stamps.py), and
@@ -153,8 +143,8 @@ class PageCanvas(FigureCanvasQTAgg):
         """Give back the Agg buffer (the whole page's RGBA, 10-80 MB): the renderer is made
         anew for a one-pixel figure and the figure's size put back, so the next draw makes
         one of the page's size."""
-        self.cancel_pieces()
-        self._turn.stop()  # a draw due is the page's next showing's
+        self.queued.cancel()
+        self.queued.timer.stop()  # a draw due is the page's next showing's
         self.draw_due = False
         figure = self.figure
         size = figure.get_size_inches()
@@ -181,8 +171,9 @@ class PageCanvas(FigureCanvasQTAgg):
             self.drag.end()  # the pan tool was switched off during the drag: its exact frame
 
     def paintEvent(self, event) -> None:
-        if self._frozen is not None:  # a draw in pieces: the last whole frame
-            self._frozen.paint(self, event)
+        frozen = self.queued.frozen
+        if frozen is not None:  # a draw in pieces: the last whole frame
+            frozen.paint(self, event)
             return
         # The strips that changed one by one, not their bounding box (a hover move's line on
         # two chart columns): resplot/ui/region_paint.py.
@@ -199,7 +190,7 @@ class PageCanvas(FigureCanvasQTAgg):
     def drawing(self) -> bool:
         """A full draw is under way in pieces (resplot/ui/pieces.py): the buffer is not a
         frame, the canvas shows the last one."""
-        return self._pieces is not None
+        return self.queued.pieces is not None
 
     def draw_idle(self) -> None:
         # matplotlib's own queues one draw of the whole page, done in the next turn of the
@@ -207,64 +198,16 @@ class PageCanvas(FigureCanvasQTAgg):
         if self.draws_held or (self._resizing and self.hold_resize_draw()):
             return
         self.draw_due = True
-        self.queue_draw()
-
-    def queue_draw(self) -> None:
-        """Draw (the next piece) in the next turn of the event loop."""
-        if not self._turn.isActive():
-            self._turn.start()
-
-    def _draw_turn(self) -> None:
-        if not self.draw_due or self.height() <= 0 or self.width() <= 0:
-            return
-        try:
-            pieces = self._pieces
-            if pieces is not None and not pieces.holds():
-                pieces.end()
-                pieces = None
-                self.restarts += 1
-                self._tries += 1
-            if pieces is None:
-                if self._frozen is None:
-                    self._frozen = Frozen.of(self, self.layers.view_rows() if self.layers else None)
-                pieces = self._pieces = PiecewiseDraw(self)
-            last = self._tries >= MAX_RESTARTS
-            if pieces.run(None if last else self.turn_s):
-                self._drawn_in_pieces()
-                self.pieced_draws += 1
-            else:
-                self.queue_draw()
-        except Exception:
-            # As matplotlib's idle draw: an exception out of a Qt slot would end PyQt5's app.
-            traceback.print_exc()
-            self.cancel_pieces()
-            self.draw_due = False
-            if self.layers is not None:
-                self.layers.release()  # what it saved is not a frame: the next draw is whole
-
-    def _drawn_in_pieces(self) -> None:
-        pieces, self._pieces, self._frozen, self._tries = self._pieces, None, None, 0
-        if pieces is not None:
-            pieces.end()
-        self.draw_due = False
-        self.update()
-        if self.layers is not None:
-            self.layers.after_pieces()
-
-    def cancel_pieces(self) -> None:
-        """Give up a draw in pieces (a whole draw follows, or the page is given back)."""
-        pieces, self._pieces, self._frozen, self._tries = self._pieces, None, None, 0
-        if pieces is not None:
-            pieces.end()
+        self.queued.queue()
 
     def finish_draw(self) -> None:
         """Draw now what a draw in pieces has left (the buffer must hold a frame: a drag's
         preview moves it)."""
-        if self._pieces is not None:
+        if self.drawing:
             self.draw()
 
     def draw(self) -> None:
-        self.cancel_pieces()
+        self.queued.cancel()
         hidden = self.layers.begin_full_draw() if self.layers is not None else []
         try:
             super().draw()

@@ -24,12 +24,13 @@ a poll between pieces is in the frame.
 from __future__ import annotations
 
 import time
+import traceback
 from collections.abc import Iterator
 from contextlib import suppress
 
 import numpy as np
 from matplotlib.backend_bases import DrawEvent
-from PyQt5.QtCore import QPoint
+from PyQt5.QtCore import QPoint, QTimer
 from PyQt5.QtGui import QImage, QPainter
 
 TURN_S = 0.04  # the draw yields to the event loop once a turn has drawn this long
@@ -137,3 +138,66 @@ class PiecewiseDraw:
         self._steps.close()
         if self.layers is not None:
             self.layers.end_full_draw(self.hidden)
+
+
+class QueuedDraw:
+    """A PageCanvas's queued full draw (its `draw_idle`), run a piece a turn of the event loop
+    by a zero-interval timer: started on the first turn, started again where it no longer
+    holds, finished in one turn after MAX_RESTARTS in a row."""
+
+    def __init__(self, canvas) -> None:
+        self.canvas = canvas
+        self.turn_s: float | None = TURN_S  # a turn's drawing (None: the draw in one turn)
+        self.pieces: PiecewiseDraw | None = None  # under way
+        self.frozen: Frozen | None = None  # ... and the frame shown meanwhile
+        self._tries = 0  # ... started again in a row
+        self.restarts = 0  # draws started again (tests and benchmarks read them)
+        self.done = 0  # draws done in pieces
+        self.timer = QTimer(canvas)
+        self.timer.setSingleShot(True)
+        self.timer.setInterval(0)
+        self.timer.timeout.connect(self.turn)
+
+    def queue(self) -> None:
+        """Draw (the next piece) in the next turn of the event loop."""
+        if not self.timer.isActive():
+            self.timer.start()
+
+    def turn(self) -> None:
+        canvas = self.canvas
+        if not canvas.draw_due or canvas.height() <= 0 or canvas.width() <= 0:
+            return
+        try:
+            pieces = self.pieces
+            if pieces is not None and not pieces.holds():
+                pieces.end()
+                pieces = None
+                self.restarts += 1
+                self._tries += 1
+            if pieces is None:
+                if self.frozen is None:
+                    layers = canvas.layers
+                    self.frozen = Frozen.of(canvas, layers.view_rows() if layers else None)
+                pieces = self.pieces = PiecewiseDraw(canvas)
+            if pieces.run(None if self._tries >= MAX_RESTARTS else self.turn_s):
+                self.cancel()
+                self.done += 1
+                canvas.draw_due = False
+                canvas.update()
+                if canvas.layers is not None:
+                    canvas.layers.after_pieces()
+            else:
+                self.queue()
+        except Exception:
+            # As matplotlib's idle draw: an exception out of a Qt slot would end PyQt5's app.
+            traceback.print_exc()
+            self.cancel()
+            canvas.draw_due = False
+            if canvas.layers is not None:
+                canvas.layers.release()  # what it saved is not a frame: the next draw is whole
+
+    def cancel(self) -> None:
+        """No draw under way (done, or a whole draw follows, or the page is given back)."""
+        pieces, self.pieces, self.frozen, self._tries = self.pieces, None, None, 0
+        if pieces is not None:
+            pieces.end()

@@ -111,9 +111,10 @@ def measure(args) -> dict:
 
         # The page's draw: in pieces, a turn at a time (resplot/ui/pieces.py), or whole.
         canvas.draw = timed(canvas.draw, True)
-        if hasattr(canvas, "_draw_turn"):
-            canvas._turn.timeout.disconnect()
-            canvas._turn.timeout.connect(timed(canvas._draw_turn, True))
+        queued = getattr(canvas, "queued", None)
+        if queued is not None:
+            queued.timer.timeout.disconnect()
+            queued.timer.timeout.connect(timed(queued.turn, True))
         win._redraw_timer.timeout.disconnect()
         win._redraw_timer.timeout.connect(timed(win.redraw_now, False))
         win._posted_redraw = timed(win._posted_redraw, False)  # a zoom's refresh, posted

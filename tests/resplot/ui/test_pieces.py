@@ -4,7 +4,7 @@ a change to the page between pieces starts the draw again, and a poll between th
 with it.
 
 The real MainWindow (offscreen) over a real SQLite store read through a local agent, as in
-test_layers.py (its fixtures and helpers); `turn_s = 0` makes each piece a turn of its own.
+test_layers.py (its fixtures and helpers); `queued.turn_s = 0` makes each piece a turn of its own.
 """
 # ruff: noqa: F811 (test_layers.py's fixtures, imported, are the tests' arguments)
 
@@ -64,9 +64,9 @@ def test_a_page_is_drawn_in_pieces_to_the_pixels_of_a_whole_draw(window, loaded)
     show(window, loaded, "all")
     view = window.page_view()
     canvas = view.canvas
-    canvas.turn_s = 0.0  # a piece a turn
+    canvas.queued.turn_s = 0.0  # a piece a turn
     before = _shown_rows(view)
-    pieced, full, restarts = canvas.pieced_draws, view.layers.full_draws, canvas.restarts
+    pieced, full, restarts = canvas.queued.done, view.layers.full_draws, canvas.queued.restarts
     _zoom(window, view, 0.2)
     QApplication.processEvents()  # the first piece
     assert canvas.drawing and canvas.draw_due
@@ -77,8 +77,8 @@ def test_a_page_is_drawn_in_pieces_to_the_pixels_of_a_whole_draw(window, loaded)
     turns = _turns(view) + 1
     charts = len(view.layers.drawn)
     assert turns > 2 * charts  # each chart's axes, its series and its live tier: a turn each
-    assert (canvas.pieced_draws, view.layers.full_draws) == (pieced + 1, full + 1)
-    assert not canvas.drawing and canvas.restarts == restarts
+    assert (canvas.queued.done, view.layers.full_draws) == (pieced + 1, full + 1)
+    assert not canvas.drawing and canvas.queued.restarts == restarts
     shown = _shown_rows(view)
     _assert_same_pixels(_painted_rows(view), shown)
     _assert_same_pixels(shown, _full_draw_rows(view))
@@ -88,15 +88,15 @@ def test_a_zoom_between_pieces_starts_the_draw_again(window, loaded):
     show(window, loaded, "all")
     view = window.page_view()
     canvas = view.canvas
-    canvas.turn_s = 0.0
-    restarts = canvas.restarts
+    canvas.queued.turn_s = 0.0
+    restarts = canvas.queued.restarts
     _zoom(window, view, 0.1)
     for _ in range(3):
         QApplication.processEvents()
     assert canvas.drawing
     _zoom(window, view, 0.5)  # the figure is stale: what was drawn is not the page's
     _turns(view)
-    assert canvas.restarts == restarts + 1 and canvas.pieced_draws
+    assert canvas.queued.restarts == restarts + 1 and canvas.queued.done
     limits = view.page.chart_axes()[0].get_xlim()
     _assert_same_pixels(_shown_rows(view), _full_draw_rows(view))
     assert view.page.chart_axes()[0].get_xlim() == limits
@@ -109,9 +109,9 @@ def test_a_poll_between_pieces_is_in_the_frame_it_ends_with(window, loaded):
     show(window, loaded, "training")
     view = window.page_view()
     canvas = view.canvas
-    canvas.turn_s = 0.0
+    canvas.queued.turn_s = 0.0
     view.layers.release()  # no picture held: the next present draws the whole page
-    restarts = canvas.restarts
+    restarts = canvas.queued.restarts
     window.redraw_now()
     for _ in range(1000):  # into the live tier's pieces: the first charts' drawn
         QApplication.processEvents()
@@ -120,7 +120,7 @@ def test_a_poll_between_pieces_is_in_the_frame_it_ends_with(window, loaded):
     assert canvas.drawing and view.layers.reaches
     blits = view.layers.blits
     poll(window, loaded, np.arange(N, N + 3))  # drawn(): to the end of the draw
-    assert canvas.restarts == restarts and not canvas.drawing
+    assert canvas.queued.restarts == restarts and not canvas.drawing
     assert view.layers.blits == blits + 1  # the put-off poll, drawn over the new frame
     _assert_same_pixels(_shown_rows(view), _full_draw_rows(view))
 
@@ -131,16 +131,16 @@ def test_a_finished_runs_series_changing_between_pieces_starts_the_draw_again(mi
     win, loaded = mixed
     view = win.page_view()
     canvas = view.canvas
-    canvas.turn_s = 0.0
+    canvas.queued.turn_s = 0.0
     view.layers.release()
-    restarts = canvas.restarts
+    restarts = canvas.queued.restarts
     win.redraw_now()
     charts = len(view.layers.in_view())
     for _ in range(charts + 2):  # the axes, and the first charts' settled series
         QApplication.processEvents()
     assert canvas.drawing
     _feed(win, loaded, "lr-0e-4", np.arange(N, N + 5))  # a finished run's late flush
-    assert canvas.restarts > restarts and not canvas.drawing
+    assert canvas.queued.restarts > restarts and not canvas.drawing
     _assert_same_pixels(_shown_rows(view), _full_draw_rows(view))
 
 
@@ -150,7 +150,7 @@ def test_a_drag_begins_over_a_whole_frame(window, loaded):
     show(window, loaded, "training")
     view = window.page_view()
     canvas = view.canvas
-    canvas.turn_s = 0.0
+    canvas.queued.turn_s = 0.0
     _zoom(window, view, 0.2)
     QApplication.processEvents()
     assert canvas.drawing
@@ -163,3 +163,32 @@ def test_a_drag_begins_over_a_whole_frame(window, loaded):
     finally:
         view.drag.active = False
     drawn(window)
+
+
+def test_an_artist_removed_between_pieces_is_not_drawn(window, loaded):
+    """A chart's refresh between pieces may remove a series' artist without marking the
+    figure stale (quietly: a live artist; the soak found one drawn without its figure): the
+    draw leaves it out and ends with the frame a whole draw makes."""
+    from matplotlib.lines import Line2D
+
+    from resplot.draw.limits import quietly
+
+    show(window, loaded, "training")
+    view = window.page_view()
+    canvas = view.canvas
+    canvas.queued.turn_s = 0.0
+    view.layers.release()
+    window.redraw_now()
+    QApplication.processEvents()
+    assert canvas.drawing
+    ax = view.page.axes[0]
+    gone = next(  # a run's series (cut into a body and a tail: resplot/ui/tails.py)
+        a for a in view.page.layer_artists(0) if isinstance(a, Line2D) and a.get_label()[0] != "_"
+    )
+    with quietly(ax):
+        gone.remove()
+    assert not view.page.figure.stale
+    full = view.layers.full_draws
+    _turns(view)
+    assert view.layers.full_draws == full + 1 and gone not in view.layers.reaches
+    _assert_same_pixels(_shown_rows(view), _full_draw_rows(view))

@@ -311,7 +311,7 @@ def test_a_first_view_draws_level_1_only_while_the_fine_tiles_are_late(
     page has shown data, a stand-in waits STAND_IN_DELAY_MS (which keeps a zoom from drawing
     twice). The poller is paused and polled here a reply at a time, and the host is "late"
     by holding the poll after level 1, so what the window does at each step is known."""
-    from resplot.ui.page_view import PageCanvas
+    from resplot.ui.pieces import QueuedDraw
     from resplot.ui.tile_wait import FIRST_STAND_IN_DELAY_MS, STAND_IN_DELAY_MS
 
     win, cache, poller = open_window(qtbot, fine_store(tmp_path), tmp_path, paused=True)
@@ -324,15 +324,15 @@ def test_a_first_view_draws_level_1_only_while_the_fine_tiles_are_late(
 
     drawn = []  # the page's levels at each draw of it (not held)
 
-    queue_draw = PageCanvas.queue_draw
+    queue = QueuedDraw.queue
 
-    def draw_now(canvas) -> None:  # drawn now, not in pieces from the next turn of the loop
-        if canvas is view.canvas:
-            canvas.draw()
+    def draw_now(queued) -> None:  # drawn now, not in pieces from the next turn of the loop
+        if queued.canvas is view.canvas:
+            queued.canvas.draw()
         else:
-            queue_draw(canvas)
+            queue(queued)
 
-    monkeypatch.setattr(PageCanvas, "queue_draw", draw_now)
+    monkeypatch.setattr(QueuedDraw, "queue", draw_now)
     view.canvas.mpl_connect("draw_event", lambda _e: drawn.append(levels()))
     # New data in the same limits is drawn over the saved axes (resplot/ui/layers.py): a draw.
     view.layers.on_blit.append(lambda: drawn.append(levels()))
