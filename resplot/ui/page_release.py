@@ -16,12 +16,12 @@ user's view must not change behind their back."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 
 from PyQt5.QtCore import QEvent, QObject, QTimer
 
 from resplot.draw.bitmap_draw import release_scratch
-from resplot.ui.collector import collect_all
 from resplot.ui.heap_trim import trim_heap
 
 RELEASE_AFTER_S = 60.0  # unshown this long, a page gives back its charts
@@ -72,7 +72,7 @@ class PageRelease(QObject):
         view.page.release()
         view.canvas.release()
         release_scratch()
-        collect_all()  # the artists' reference cycles (axes and their children), then the heap
+        gc.collect()  # the artists' reference cycles (axes and their children), then the heap
         trim_heap()
         self.released = True
         self.releases += 1

@@ -35,7 +35,6 @@ from resplot.sources.spec import parse_spec
 from resplot.ssh.options import SSHOptions
 from resplot.ui import controls, ranks_view, shortcuts, status_bar, window_layout
 from resplot.ui import settings as settings_mod
-from resplot.ui.collector import SessionFreeze
 from resplot.ui.dialogs import AddSourceDialog, HostKeyAsker
 from resplot.ui.export_menu import ExportWorker, ask_export, start_points_export
 from resplot.ui.exports import export_table
@@ -92,7 +91,6 @@ class MainWindow(QMainWindow):
         self._closed = False
         self.tile_wait = TileWait(self)
         self.heap_trim = HeapTrim(self, before=self.cache.expire_detail)  # each minute
-        self.session_freeze = SessionFreeze(self)  # the collector's passes kept short
         self._side_timer = QTimer(self)
         self._side_timer.setInterval(SIDE_REFRESH_MS)
         self._side_timer.timeout.connect(self._refresh_side)
