@@ -10,7 +10,8 @@ grad norm, throughput, MFU, tokens, GPU telemetry and step timings; `--steps` ea
 MainWindow (Qt offscreen) at `--size` on `--page`. A zoom is what the toolbar's does on
 release (the x limits set, then the window's refresh and the page's draw), between three
 ranges whose tiles are cached (each zoomed to twice first). Reported: the GUI thread's CPU
-time a zoom (median of `--zooms`) and the parts of it in the page's refresh and in its draw;
+time a zoom (median of `--zooms`), the parts of it in the page's refresh and in its draw, and
+the longest turn of the event loop it took (the refresh's, or one of the draw's pieces);
 with `--before REV`, that revision's code in child processes alternated with this tree's,
 `--pairs` times, and the ratio of the medians (issue 31: zoom from cached data ≤ 50 ms).
 """
