@@ -159,7 +159,12 @@ class QueuedDraw:
         self.timer.timeout.connect(self.turn)
 
     def queue(self) -> None:
-        """Draw (the next piece) in the next turn of the event loop."""
+        """Draw (the next piece) in the next turn of the event loop. Until the draw is done
+        the canvas paints the frame its buffer holds now: kept here, before a paint (a
+        resize's comes before the first piece) can make a renderer of the new size, blank."""
+        if self.frozen is None:
+            layers = self.canvas.layers
+            self.frozen = Frozen.of(self.canvas, layers.view_rows() if layers else None)
         if not self.timer.isActive():
             self.timer.start()
 
@@ -175,9 +180,6 @@ class QueuedDraw:
                 self.restarts += 1
                 self._tries += 1
             if pieces is None:
-                if self.frozen is None:
-                    layers = canvas.layers
-                    self.frozen = Frozen.of(canvas, layers.view_rows() if layers else None)
                 pieces = self.pieces = PiecewiseDraw(canvas)
             if pieces.run(None if self._tries >= MAX_RESTARTS else self.turn_s):
                 self.cancel()

@@ -192,3 +192,21 @@ def test_an_artist_removed_between_pieces_is_not_drawn(window, loaded):
     _turns(view)
     assert view.layers.full_draws == full + 1 and gone not in view.layers.reaches
     _assert_same_pixels(_shown_rows(view), _full_draw_rows(view))
+
+
+def test_a_resize_shows_the_last_frame_until_its_draw_is_done(window, loaded):
+    """A resize's paint comes before the draw's first piece: it shows the frame the canvas
+    held (where the new size overlaps it), not a blank renderer of the new size."""
+    show(window, loaded, "training")
+    view = window.page_view()
+    canvas = view.canvas
+    canvas.queued.turn_s = 0.0
+    before = _painted_rows(view)
+    window.resize(1200, 760)
+    QApplication.processEvents()  # the layout's resize, its paint, the first piece
+    assert canvas.draw_due and canvas.get_width_height() != (before.shape[1], before.shape[0])
+    painted = _painted_rows(view)
+    rows, cols = min(len(painted), len(before)), min(painted.shape[1], before.shape[1])
+    _assert_same_pixels(painted[:rows, :cols], before[:rows, :cols])
+    _turns(view)
+    _assert_same_pixels(_shown_rows(view), _full_draw_rows(view))
