@@ -260,8 +260,8 @@ class Layers:
         yield from self._cut_pieces(tiers)
         self._size = self.canvas.get_width_height(physical=True)
         self.reaches = {}
-        for i, _low, high in tiers:
-            tier = (i, _low, _attached(high))
+        for i, low, high in tiers:
+            tier = (i, low, _attached(high))
             self._draw([tier], settled=False)
             self._reached([tier], again=False)
             yield
