@@ -166,7 +166,8 @@ class Layers:
         return hidden
 
     def end_full_draw(self, hidden: list) -> None:
-        self._layered = None
+        # (what the draw read of the page holds its artists: a page given back frees them)
+        self._layered, self._live_drawn = None, []
         for ax in hidden:
             ax.set_animated(False)
 
@@ -176,6 +177,7 @@ class Layers:
         self.under_cuts = None
         self.tails.clear(twins=True)
         self.intact, self.reaches = False, {}
+        self._live_drawn, self._put_off = [], False
 
     def scribbled(self) -> None:
         """Something else drew into the canvas's buffer (a drag's preview): the next blit

@@ -210,3 +210,27 @@ def test_a_resize_shows_the_last_frame_until_its_draw_is_done(window, loaded):
     _assert_same_pixels(painted[:rows, :cols], before[:rows, :cols])
     _turns(view)
     _assert_same_pixels(_shown_rows(view), _full_draw_rows(view))
+
+
+def test_a_draw_given_up_holds_none_of_the_pages_artists(window, loaded):
+    """A page given back in the middle of a draw in pieces frees its charts' artists: what the
+    draw read of the page is let go with it (CI once found 508 artists of a given-back page
+    alive)."""
+    import gc
+    import weakref
+
+    show(window, loaded, "training")
+    view = window.page_view()
+    canvas = view.canvas
+    canvas.queued.turn_s = 0.0
+    view.layers.release()
+    window.redraw_now()
+    for _ in range(1000):  # into the live tier's pieces
+        QApplication.processEvents()
+        if view.layers.reaches or not canvas.drawing:
+            break
+    assert canvas.drawing and view.layers.reaches
+    line = weakref.ref(next(iter(view.page.tracks[0].values())).line)
+    assert view.release.release()
+    gc.collect()
+    assert line() is None and not canvas.drawing
