@@ -52,6 +52,15 @@ def _painted_rows(view) -> np.ndarray:
     return rgba if rows is None else rgba[int(rows[0]) : int(rows[1])]
 
 
+def _into_live_pieces(view) -> None:
+    """Run the event loop until the draw under way has drawn the first charts' live tier."""
+    for _ in range(1000):
+        QApplication.processEvents()
+        if view.layers.reaches or not view.canvas.drawing:
+            break
+    assert view.canvas.drawing and view.layers.reaches
+
+
 def _zoom(win, view, share: float) -> None:
     """The toolbar's zoom: x limits set on every chart, then the window's refresh."""
     ax = view.page.chart_axes()[0]
@@ -113,11 +122,7 @@ def test_a_poll_between_pieces_is_in_the_frame_it_ends_with(window, loaded):
     view.layers.release()  # no picture held: the next present draws the whole page
     restarts = canvas.queued.restarts
     window.redraw_now()
-    for _ in range(1000):  # into the live tier's pieces: the first charts' drawn
-        QApplication.processEvents()
-        if view.layers.reaches or not canvas.drawing:
-            break
-    assert canvas.drawing and view.layers.reaches
+    _into_live_pieces(view)
     blits = view.layers.blits
     poll(window, loaded, np.arange(N, N + 3))  # drawn(): to the end of the draw
     assert canvas.queued.restarts == restarts and not canvas.drawing
@@ -225,11 +230,7 @@ def test_a_draw_given_up_holds_none_of_the_pages_artists(window, loaded):
     canvas.queued.turn_s = 0.0
     view.layers.release()
     window.redraw_now()
-    for _ in range(1000):  # into the live tier's pieces
-        QApplication.processEvents()
-        if view.layers.reaches or not canvas.drawing:
-            break
-    assert canvas.drawing and view.layers.reaches
+    _into_live_pieces(view)
     line = weakref.ref(next(iter(view.page.tracks[0].values())).line)
     assert view.release.release()
     gc.collect()
