@@ -26,6 +26,7 @@ from resplot.draw.text_stamps import StampRenderer
 from resplot.ui.crosshair import Crosshair
 from resplot.ui.drag_pan import DragPan
 from resplot.ui.layers import Layers
+from resplot.ui.page_figure import PageFigure
 from resplot.ui.page_release import PageRelease
 from resplot.ui.pieces import QueuedDraw
 from resplot.ui.region_paint import paint_region
@@ -224,7 +225,7 @@ class PageView(QWidget):
     def __init__(self, name: str, on_view_changed, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.page = ChartPage(
-            name, Figure(figsize=(10, 6), dpi=100), self._view_moved, strip_in_figure=False
+            name, PageFigure(figsize=(10, 6), dpi=100), self._view_moved, strip_in_figure=False
         )
         self.page.headroom = True  # a live page follows in steps (resplot/data/headroom.py)
         self.canvas = PageCanvas(self.page.figure)

@@ -10,7 +10,6 @@ then says plainly that there is none).
 from __future__ import annotations
 
 from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg
-from matplotlib.figure import Figure
 from PyQt5.QtCore import QPoint, Qt, pyqtSignal
 from PyQt5.QtGui import QFontDatabase
 from PyQt5.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
@@ -20,6 +19,7 @@ from resplot.data.ranks import STATS, jobs_in
 from resplot.data.state import PAGES, ViewState
 from resplot.draw.ranks import PAIR, RanksPage
 from resplot.ui.crosshair import GAP_PX
+from resplot.ui.page_figure import PageFigure
 from resplot.ui.page_view import page_toolbar
 
 
@@ -33,7 +33,7 @@ class RanksView(QWidget):
 
     def __init__(self, on_view_changed, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.page = RanksPage(Figure(figsize=(10, 6), dpi=100), on_view_changed)
+        self.page = RanksPage(PageFigure(figsize=(10, 6), dpi=100), on_view_changed)
         self.canvas = FigureCanvasQTAgg(self.page.figure)
         self.toolbar = page_toolbar(self.canvas, self)
         self.job_combo = QComboBox(self)

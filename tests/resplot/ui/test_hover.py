@@ -115,6 +115,27 @@ def test_clicking_a_line_highlights_its_run_and_selects_its_row(win, qtbot):
     assert page.highlighted is None
 
 
+def test_a_click_makes_no_tick_artists(win, qtbot):
+    """matplotlib picks through every artist of the figure at each press, and an axis asked
+    for its children makes a Tick (six artists) for each tick its locator gives: resplot draws
+    none of them (AxisArt) and the collector traversed them all day (page_figure.py)."""
+    page, ax = _loss_axes(win)
+    view = win.pages["training"]
+
+    def ticks() -> list[tuple[int, int]]:
+        return [(len(a.xaxis.majorTicks), len(a.yaxis.majorTicks)) for a in page.axes]
+
+    before = ticks()
+    ref = next(r.ref for r in win.cache.runs() if r.name == "run-2")
+    pos = _qt_pos(page, ax, int(STEPS[30]), float(_loss(2)[30]))
+    qtbot.mouseMove(view.canvas, pos)
+    qtbot.mouseClick(view.canvas, Qt.LeftButton, pos=pos)
+    settle(qtbot, win)
+    assert page.highlighted == ref  # the click still picks its run
+    assert ticks() == before
+    assert max(n for pair in before for n in pair) <= 1
+
+
 @pytest.fixture
 def sweep_win(qtbot, tmp_path):
     from tests.fixtures.sweep import make_sweep
