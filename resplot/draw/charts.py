@@ -20,7 +20,7 @@ from matplotlib.lines import Line2D
 from reslog.text import safe
 from resplot.data import hover, layout, marks, xaxis
 from resplot.data.cache import SeriesCache
-from resplot.data.decimate import Grid, in_order
+from resplot.data.decimate import Grid
 from resplot.data.model import RunRef
 from resplot.data.names import distinct_parts
 from resplot.data.pages import TIMING_PARTS, Item, PanelSpec, panels_for
@@ -96,6 +96,7 @@ class ChartPage(ChartLimits):
         self.behind: set[int] = set()
         self._followed: dict[int, tuple] = {}  # ylim follow mode set per axes; -1: the xlim
         self._placed: tuple | None = None  # the layout _place() last applied
+        self._layered: dict[int, tuple] = {}  # chart -> its children then, its layer_artists
         # Per run: (x, step) pairs of its widest drawn view, sorted by x: how a zoomed x range
         # on the wall, relative or tokens axis maps back to the steps whose tiles it needs.
         self._x_steps: dict[RunRef, tuple[np.ndarray, np.ndarray]] = {}
@@ -127,6 +128,7 @@ class ChartPage(ChartLimits):
 
         self._user_y = set()
         self._followed = {}
+        self._layered = {}
         self._placed = None
         self.strip = RunStrip(self.figure)
         self._views, self._notes = [], []
@@ -412,10 +414,10 @@ class ChartPage(ChartLimits):
         return out
 
     def _remember_x(self, track: Track) -> None:
-        view = track.view
-        if view is None or len(track.x) < 2:
+        pairs = track.x_steps()
+        if pairs is None:
             return
-        x, steps = in_order(track.x, view.steps.astype(np.float64))
+        x, steps = pairs
         known = self._x_steps.get(track.item.ref)
         if known is None or len(x) > len(known[0]) or x[-1] - x[0] > known[0][-1] - known[0][0]:
             self._x_steps[track.item.ref] = (x, steps)

@@ -15,7 +15,7 @@ from matplotlib.patches import Polygon
 
 from resplot.data import marks, xaxis
 from resplot.data.cache import SeriesCache
-from resplot.data.decimate import Grid, decimate_many
+from resplot.data.decimate import Grid, decimate_many, in_order
 from resplot.data.model import RunInfo, RunRef
 from resplot.data.pages import Item
 from resplot.data.smoothing import (
@@ -138,6 +138,9 @@ class Track:
         self._prepared: tuple = ()
         self._placed: tuple = ()
         self._generation = 0
+        # x_range() and x_steps() of a generation: a poll asks every track of the page for
+        # them (the follow fit, the zoom's step map), and most tracks got no new points.
+        self._spans: dict[str, tuple[int, object]] = {}
         self.changed = True
         # Per-line data limits of the last place() (ChartPage's follow fit, without relim).
         self.limits: list[tuple[bool, bool, np.ndarray]] = []
@@ -319,10 +322,27 @@ class Track:
             self.live = live
             self._tier(live, self._tiered())
 
+    def _kept(self, name: str, make):
+        """make() once a generation (what prepare() set: view, x, x_mid)."""
+        kept = self._spans.get(name)
+        if kept is None or kept[0] != self._generation:
+            kept = self._spans[name] = (self._generation, make())
+        return kept[1]
+
     def x_range(self) -> tuple[float, float] | None:
         """The smallest and largest x this track draws (None: nothing to draw)."""
         if self.view is None:
             return None
+        return self._kept("range", self._x_range)
+
+    def x_steps(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(x, step) of the view's points sorted by x (None: fewer than two): how a zoomed x
+        range on another x axis maps back to steps."""
+        if self.view is None or len(self.x) < 2:
+            return None
+        return self._kept("steps", lambda: in_order(self.x, self.view.steps.astype(np.float64)))
+
+    def _x_range(self) -> tuple[float, float] | None:
         # Zoomed out, a stretch of NaN draws no point; its buckets' middles still place it
         # (the hover's "ended" is read from here: a NaN tail is not an end).
         x = self.x if self.view.level == 0 else np.concatenate([self.x, self.x_mid])
