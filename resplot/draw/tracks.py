@@ -70,12 +70,9 @@ BAND_FROM_SERIES = 96
 DENSE_PAGE_FINE_PER_PIXEL = 1
 
 
-def _set_band(band: Polygon, d, use: bool = True) -> np.ndarray | None:
-    """Fill `band` with a decimation's per-column envelope; its vertices, None when none (or
-    not `use`d: the line is drawn)."""
-    if not use:
-        band.set_visible(False)
-        return None
+def _set_band(band: Polygon, d) -> np.ndarray | None:
+    """Fill `band` with a decimation's per-column envelope; its vertices, None when none (the
+    line is drawn)."""
     if d.col_x is None:
         band.set_visible(False)
         return None
@@ -110,11 +107,12 @@ class Track:
             linestyle=item.style,
         )
         ax.add_line(self.line)
-        # An edge, so that a column range of zero height still shows as a line.
-        self.band = _band(ax, item.color, linewidth=1.0)
-        # The faint raw series under a smoothed line, and the NaN/inf markers, are made when
-        # first needed: a page of 600 series (the system page) mostly needs neither, and
-        # each artist costs matplotlib ~0.3 ms to add.
+        # The main line's envelope on a dense page (BAND_FROM_SERIES), the faint raw series
+        # under a smoothed line, and the NaN/inf markers are made when first needed: most
+        # pages never fill the main line's band, a page of 600 series (the system page)
+        # mostly needs neither of the others, and each artist costs matplotlib ~0.3 ms to add
+        # and the collector ~15 objects to traverse at every full pass.
+        self.band: Polygon | None = None
         self.raw: Line2D | None = None
         self.raw_band: Polygon | None = None
         self.bad: Line2D | None = None
@@ -144,6 +142,15 @@ class Track:
         self.changed = True
         # Per-line data limits of the last place() (ChartPage's follow fit, without relim).
         self.limits: list[tuple[bool, bool, np.ndarray]] = []
+
+    def _main_band(self) -> Polygon:
+        if self.band is None:
+            # An edge, so that a column range of zero height still shows as a line.
+            self.band = _band(self.ax, self.item.color, linewidth=1.0)
+            self._tier(self.live, self._tiered())  # its zorder
+            if self.faded:
+                self.band.set_alpha(0.12)
+        return self.band
 
     def _faint(self) -> tuple[Line2D, Polygon]:
         if self.raw is None or self.raw_band is None:
@@ -293,7 +300,9 @@ class Track:
         """(artist, settled zorder) of the series' artists made so far: the faint raw series
         under every track's main line and band whatever the order made, the NaN shading
         lowest (the end mark, at 4, lies over every series either way)."""
-        out = [(self.line, 2.0), (self.band, 1.0)]
+        out = [(self.line, 2.0)]
+        if self.band is not None:
+            out.append((self.band, 1.0))
         if self.raw is not None and self.raw_band is not None:
             out += [(self.raw, 1.9), (self.raw_band, 0.9)]
         if self.bad is not None and self.bad_span is not None:
@@ -405,7 +414,11 @@ class Track:
                 faint.set_data([], [])
                 self.band_xy.append(faint_xy)
             faint.set_visible(faint_xy is None)
-        main_xy = _set_band(self.band, main, band)
+        main_xy = None
+        if band:
+            main_xy = _set_band(self._main_band(), main)
+        elif self.band is not None:
+            self.band.set_visible(False)
         # The line keeps the M4 points either way (queries, export of the view); it is hidden
         # under the band where the band is drawn.
         self.line.set_data(main.x, main.y)

@@ -97,7 +97,8 @@ def draw_track(cache, source, ref, xlim, ylim, band: bool) -> tuple[np.ndarray, 
     assert track.view is not None and track.view.complete
     track.place(pixels, xlim, Grid.of(xlim, ax.bbox.x0, ax.bbox.width), band)
     for artist in (track.line, track.band):
-        artist.set_antialiased(False)
+        if artist is not None:  # (the band: made on a dense page's first place())
+            artist.set_antialiased(False)
     return _pixels(fig), track
 
 

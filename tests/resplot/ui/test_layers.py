@@ -461,7 +461,7 @@ def test_a_poll_draws_the_live_run_over_a_picture_of_the_finished_ones(mixed, mo
         low = [a.get_zorder() for t in ts.values() if not t.live for a in t.settled_artists()]
         high = [a.get_zorder() for t in ts.values() if t.live for a, _z in t._tiered()]
         if low and high:
-            assert max(low) < min(high) < max(high) < page.axes[i].spines["left"].get_zorder()
+            assert max(low) < min(high) <= max(high) < page.axes[i].spines["left"].get_zorder()
     drawn: list = []
     real = page.figure.draw_artist
     monkeypatch.setattr(page.figure, "draw_artist", lambda a: drawn.append(a) or real(a))
