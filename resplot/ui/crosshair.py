@@ -120,6 +120,7 @@ class Crosshair(QObject):
         """Hidden, and holding nothing of the page: its saved pixels, its colours, and the
         chart transform and box the dots were set to (they kept that chart's axes alive)."""
         self.hide()
+        self.label.release()
         self.dots.set_offsets(np.empty((0, 2)))
         self.dots.set_offset_transform(IdentityTransform())
         self.dots.set_clip_box(None)

@@ -26,6 +26,11 @@ from PyQt5.QtWidgets import QWidget
 from resplot.data.readout import ENDED, Readout, Span, Text, fitted_names, render
 
 FONT_PX = 11
+# Texts laid out and kept, the least recently painted out first: a move at 100 runs paints
+# ~300 pieces, its names again at the next move; a value changes with almost every move. Each
+# kept text is a Python wrapper Python's collector traverses at every full pass (the soak's
+# six pages held 6,000-7,000 with 2,048 a view, emptied when full).
+STATICS_KEPT = 1024
 PAD, GAP = 4, 8  # inside the border; between columns
 NAME_CHARS = 48  # a run's name at most; cut shorter (down to 8) before details are dropped
 NAME_CHARS_TRIED = (40, 32, 26, 22, 18, 15, 12, 10, 8)
@@ -160,14 +165,25 @@ class ReadoutView(QWidget):
         the same from one move to the next, and laying a text out was most of a paint (~0.1 ms
         a piece, 40 rows' three a move)."""
         key = (text, id(font))
-        static = self._statics.get(key)
+        static = self._statics.pop(key, None)
         if static is None:
-            if len(self._statics) > 2048:
-                self._statics.clear()
-            static = self._statics[key] = QStaticText(text)
+            if len(self._statics) >= STATICS_KEPT:
+                # The least recently painted: run names stay, a value seen once goes.
+                del self._statics[next(iter(self._statics))]
+            static = QStaticText(text)
             static.setTextFormat(Qt.PlainText)
             static.prepare(QTransform(), font)
+        self._statics[key] = static  # (the newest last)
         return static
+
+    def release(self) -> None:
+        """Hidden, and holding nothing laid out: the page is given back
+        (resplot/ui/page_release.py); a readout shown again lays its texts out anew."""
+        self.hide()
+        self._statics.clear()
+        self._widths_of.clear()
+        self._image = None
+        self.text_ = None
 
     def _draw(self, p: QPainter, x: int, y: int, text: str, font: QFont) -> None:
         """drawText at baseline y, through the kept QStaticText (the same pixels)."""

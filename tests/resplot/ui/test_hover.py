@@ -206,6 +206,28 @@ def test_the_readout_is_painted_once_a_readout_and_copied_after(win, qtbot):
     assert label.grab().toImage() != first  # another step: other values, painted anew
 
 
+def test_the_readout_keeps_its_recent_texts_laid_out_and_gives_them_back(qtbot):
+    """Bounded (each kept text is a wrapper the collector traverses): a run's name painted at
+    every move stays laid out, a value seen once goes first; a page given back keeps none."""
+    from PyQt5.QtWidgets import QWidget
+
+    from resplot.ui.readout_view import STATICS_KEPT, ReadoutView
+
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    view = ReadoutView(parent)
+    font = view.font_
+    name, first = view._static("run-07 lr3e-4", font), view._static("2.000", font)
+    for k in range(STATICS_KEPT + 10):  # a move: the name again, a new value
+        assert view._static("run-07 lr3e-4", font) is name
+        view._static(f"{3 + k / 1e4:.4f}", font)
+    assert len(view._statics) == STATICS_KEPT
+    assert view._static("2.000", font) is not first  # laid out again
+    view.release()
+    assert not view._statics and not view.isVisible()
+    assert view._static("run-07 lr3e-4", font) is not name
+
+
 def test_the_readout_draws_its_texts_as_drawtext_does(qtbot):
     """The readout lays each text out once (QStaticText, kept per text and font) and draws it
     at the baseline drawText uses: the same pixels."""

@@ -107,6 +107,9 @@ def test_an_unshown_page_gives_back_its_charts_and_draws_them_again(qtbot, tmp_p
         x0, x1 = ax.get_xlim()
         view.crosshair.show_at(page.axes.index(ax), (x0 + x1) / 2)
         assert view.crosshair.found
+        label = view.crosshair.label
+        qtbot.waitUntil(lambda: label.renders > 0, timeout=5000)
+        assert label._statics  # its texts, laid out
         view.crosshair.hide()  # its line and readout go; its dots stay set on the chart
         built = len(_of_figure(figure))
         assert built > 500, built  # the All page: a chart for each key
@@ -134,6 +137,7 @@ def test_an_unshown_page_gives_back_its_charts_and_draws_them_again(qtbot, tmp_p
         assert canvas.held_bytes() <= 4, canvas.held_bytes()  # one pixel, not the page's
         assert view.layers.background is None and view.layers.drawn == []
         assert view.crosshair.held_bytes() == 0 and not view.crosshair.found
+        assert not label._statics  # nor its texts laid out
         assert view.drag.base_xlim is None
         # The scratch canvas was given back (the training page, drawn since, has its own).
         assert scratch_bytes() < buffer
