@@ -15,7 +15,8 @@ QT_QPA_PLATFORM says otherwise.
 
 Every `--every` seconds one row: minutes, RSS (MB), the tile cache's bytes, actions done, the
 longest event-loop stall in the interval (a 10 ms timer's lateness) and how many passed 250 ms;
-`--counts` adds live matplotlib artists and numpy arrays (a gc walk, ~50 ms); `--trace` ends
+`--counts` adds live matplotlib artists and numpy arrays (a gc walk, ~50 ms) and ends with the
+kinds of object a full pass of the collector traverses, the most numerous; `--trace` ends
 with tracemalloc's largest growths between minute 5 (or half time) and the end; `--holders
 Path,QStaticText` with what holds the objects of those types made since then (holders.py);
 `--stacks` with where the GUI thread was while the tick was over 250 ms late, sampled every 50 ms
@@ -64,6 +65,7 @@ class CollectorPasses:
 
     def __init__(self) -> None:
         self.times: dict[int, list[float]] = {0: [], 1: [], 2: []}
+        self.collected: dict[int, list[int]] = {0: [], 1: [], 2: []}  # garbage found, per pass
         self._start = 0.0
         self._thread = threading.get_ident()
         gc.callbacks.append(self._note)
@@ -75,6 +77,7 @@ class CollectorPasses:
             self._start = time.perf_counter()
         else:
             self.times[info["generation"]].append((time.perf_counter() - self._start) * 1000)
+            self.collected[info["generation"]].append(info["collected"])
 
     def stop(self) -> None:
         gc.callbacks.remove(self._note)
@@ -90,7 +93,21 @@ class CollectorPasses:
                     f"{sum(t > STALL_MS for t in times)} over {STALL_MS:.0f} ms"
                 )
         frozen = gc.get_freeze_count()
-        return f"collector passes ({frozen} objects frozen): " + "; ".join(parts)
+        out = f"collector passes ({frozen} objects frozen): " + "; ".join(parts)
+        # A full pass's time is its traversal and the freeing of the cycles it found: split by
+        # the garbage each found, the quiet half against the rest.
+        full = sorted(zip(self.collected[2], self.times[2], strict=True))
+        if len(full) >= 4:
+            half = len(full) // 2
+            for name, part in (("least", full[:half]), ("most", full[half:])):
+                found = [c for c, _t in part]
+                ms = sorted(t for _c, t in part)
+                out += (
+                    f"\nfull passes that found the {name} garbage ({found[0]}-{found[-1]} "
+                    f"objects): median {ms[len(ms) // 2]:.0f} ms, "
+                    f"{sum(t > STALL_MS for t in ms)} over {STALL_MS:.0f} ms"
+                )
+        return out
 
 
 def rss_mb() -> float:
@@ -134,16 +151,18 @@ def malloc_mb() -> float:
 def counts() -> dict[str, int]:
     """Live objects of the kinds a redraw makes, Python's heap blocks, malloc's bytes in use."""
     from matplotlib.artist import Artist
+    from matplotlib.axis import Tick
     from matplotlib.lines import Line2D
     from matplotlib.text import Text
 
-    out: dict[str, int] = {"artists": 0, "Line2D": 0, "Text": 0, "gc objects": 0}
+    out: dict[str, int] = {"artists": 0, "Line2D": 0, "Text": 0, "Tick": 0, "gc objects": 0}
     for obj in gc.get_objects():
         out["gc objects"] += 1
         if isinstance(obj, Artist):
             out["artists"] += 1
             out["Line2D"] += isinstance(obj, Line2D)
             out["Text"] += isinstance(obj, Text)
+            out["Tick"] += isinstance(obj, Tick)
     out["py blocks k"] = sys.getallocatedblocks() // 1000
     out["malloc MB"] = round(malloc_mb())
     return out
@@ -368,7 +387,7 @@ def soak(args) -> None:
             mark = None
             head = "| min | RSS MB | tiles MB | actions | longest stall ms | stalls > 250 ms |"
             if args.counts:
-                head += " artists | Line2D | Text | gc objects | py blocks k | malloc MB |"
+                head += " artists | Line2D | Text | Tick | gc objects | py blocks k | malloc MB |"
             print(head)
             print("|" + "---:|" * (head.count("|") - 1))
             rows = []
@@ -420,6 +439,13 @@ def soak(args) -> None:
             if trim is not None:
                 trim(0)
                 print(f"RSS at the end {rss:.0f} MB; after malloc_trim(0) {rss_mb():.0f} MB")
+            if args.counts:
+                # What a full pass of the collector traverses (the frozen imports left out).
+                held = type_counts()
+                print(
+                    f"objects the collector traverses: {sum(held.values())}; most: "
+                    + ", ".join(f"{name} {n}" for name, n in held.most_common(16))
+                )
             if base_types is not None:
                 grown = (type_counts() - base_types).most_common(12)
                 print(
