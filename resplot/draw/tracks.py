@@ -435,15 +435,22 @@ class Track:
 
     def _mark_nonfinite(self, view: SeriesView, x_mid: np.ndarray, pixels: int, xlim) -> None:
         """One marker at the start of each stretch of NaN (+inf, -inf), the stretch shaded."""
-        finite_x = x_mid[np.isfinite(x_mid)]
-        lo, hi = (
-            xlim
-            if xlim is not None
-            else ((finite_x.min(), finite_x.max()) if len(finite_x) else (0.0, 1.0))
-        )
-        merge = marks.MERGE_PX * (hi - lo) / max(pixels, 1)
+        # Most series have none: a refresh of a page places hundreds of tracks.
+        flagged = [
+            (flags, kind)
+            for flags, kind in ((view.nan, "nan"), (view.posinf, "+inf"), (view.neginf, "-inf"))
+            if flags.any()
+        ]
         bx, by, spans = [], [], []
-        for flags, kind in ((view.nan, "nan"), (view.posinf, "+inf"), (view.neginf, "-inf")):
+        if flagged:
+            finite_x = x_mid[np.isfinite(x_mid)]
+            lo, hi = (
+                xlim
+                if xlim is not None
+                else ((finite_x.min(), finite_x.max()) if len(finite_x) else (0.0, 1.0))
+            )
+            merge = marks.MERGE_PX * (hi - lo) / max(pixels, 1)
+        for flags, kind in flagged:
             for a, b in marks.stretches(x_mid, flags, merge):
                 if xlim is not None and (b < lo or a > hi):
                     continue
