@@ -358,6 +358,28 @@ class SeriesCache:
             self._tiles.keep.add((ref, key, level, index))
             return self._tiles.get((ref, key, level, index))
 
+    def tiles(
+        self, ref: RunRef, key: str, level: int, indices: Iterable[int], every_missing: bool = True
+    ) -> tuple[list[Tile], list[int]]:
+        """tile() of each index under one hold of the lock (a view reads ~40 a series, and the
+        poller's thread takes the lock between them): the cached tiles in order, and the
+        missing indices (only the first without `every_missing`: the rest are not read)."""
+        found: list[Tile] = []
+        missing: list[int] = []
+        with self._lock:
+            keep, get = self._tiles.keep, self._tiles.get
+            for index in indices:
+                tile_key = (ref, key, level, index)
+                keep.add(tile_key)
+                tile = get(tile_key)
+                if tile is not None:
+                    found.append(tile)
+                    continue
+                missing.append(index)
+                if not every_missing:
+                    break
+        return found, missing
+
     def tiles_of(self, ref: RunRef, key: str) -> list[Tile]:
         """Every cached tile of one series (without touching their recency)."""
         with self._lock:

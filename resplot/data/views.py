@@ -166,16 +166,7 @@ def _tiles(
     """The cached tiles covering [lo, hi] at `level`, and the missing ones' indices (only the
     first without `every_missing`: enough to know a stand-in level will not do, where looking
     up all of them cost 100 lookups a series for raw tiles over a long run)."""
-    tiles, missing = [], []
-    for index in buckets.tiles_for(level, lo, hi):
-        tile = cache.tile(ref, key, level, index)
-        if tile is None:
-            missing.append(index)
-            if not every_missing:
-                break
-        else:
-            tiles.append(tile)
-    return tiles, missing
+    return cache.tiles(ref, key, level, buckets.tiles_for(level, lo, hi), every_missing)
 
 
 def _edges(

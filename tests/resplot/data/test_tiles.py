@@ -90,3 +90,26 @@ def test_a_tile_kept_without_being_read_does_not_stop_the_eviction_of_older_ones
     cache.put(6, raw_tile(6))  # ... and the first to go when another tile comes
     assert cache.peek(5) is None and cache.over == 2 * SIZE and cache.evicted == 2
     assert sorted(k for k in range(7) if cache.peek(k) is not None) == [0, 2, 3, 4, 6]
+
+
+def test_a_series_tiles_looked_up_together_as_one_at_a_time():
+    """SeriesCache.tiles (one hold of the lock for a view's ~40 lookups) finds, counts as part
+    of the view and misses what tile() does, one index at a time."""
+    from resplot.data.cache import SeriesCache
+    from schema.store.records import RunRef
+
+    ref = RunRef("local", "s.db", "r1")
+    caches = [SeriesCache(), SeriesCache(), SeriesCache()]
+    for cache in caches:
+        for i in (0, 1, 3, 5):
+            cache.put_tile(ref, "loss", raw_tile(i))
+        cache.begin_view()
+    one_by_one = [caches[0].tile(ref, "loss", 0, i) for i in range(7)]
+    found, missing = caches[1].tiles(ref, "loss", 0, range(7))
+    assert [t.index for t in found] == [t.index for t in one_by_one if t is not None]
+    assert [t.index for t in found] == [0, 1, 3, 5] and missing == [2, 4, 6]
+    assert caches[1]._tiles.keep == caches[0]._tiles.keep == {(ref, "loss", 0, i) for i in range(7)}
+    # Up to the first missing one only: the rest are not read, nor counted in view.
+    found, missing = caches[2].tiles(ref, "loss", 0, range(7), every_missing=False)
+    assert [t.index for t in found] == [0, 1] and missing == [2]
+    assert caches[2]._tiles.keep == {(ref, "loss", 0, i) for i in range(3)}

@@ -115,9 +115,18 @@ def test_tiles_fetched_again_alike_rebuild_the_view(live):
 
 
 def _counting_tiles(cache, monkeypatch) -> list:
+    """The tiles looked up from now on, one at a time (tile) or together (tiles)."""
     looked: list = []
-    real = cache.tile
-    monkeypatch.setattr(cache, "tile", lambda *a: looked.append(a) or real(*a))
+    one, many = cache.tile, cache.tiles
+
+    def tiles(ref, key, level, indices, every_missing=True):
+        indices = list(indices)
+        found, missing = many(ref, key, level, indices, every_missing)
+        looked.extend((ref, key, level, i) for i in indices[: len(found) + len(missing)])
+        return found, missing
+
+    monkeypatch.setattr(cache, "tile", lambda *a: looked.append(a) or one(*a))
+    monkeypatch.setattr(cache, "tiles", tiles)
     return looked
 
 
