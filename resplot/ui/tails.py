@@ -411,11 +411,17 @@ class Tails:
         return grown(clip, PAD_PX)  # type: ignore[arg-type]
 
     def draw(self, artist) -> bool:
-        """Draw an artist's tail if it is cut (True), else nothing (False: draw it whole)."""
+        """Draw an artist's tail if it is cut (True), else nothing (False: draw it whole). One
+        changed since its cut so that it has no tail there (a refresh between a draw's
+        pieces: a few points now, hidden, dashed) is drawn whole; the present that refresh
+        asked for cuts it again once the draw is done (Layers.after_pieces)."""
         cut = self.cuts.get(id(artist))
         if cut is None:
             return False
+        columns = _columns(artist)
+        if columns is None or len(columns[0]) <= cut.tail_start:
+            return False
         tail = cut.twins[1]
-        _set_part(tail, _columns(artist), slice(cut.tail_start, None))  # type: ignore[arg-type]
+        _set_part(tail, columns, slice(cut.tail_start, None))
         artist.get_figure().draw_artist(tail)
         return True

@@ -199,6 +199,40 @@ def test_an_artist_removed_between_pieces_is_not_drawn(window, loaded):
     _assert_same_pixels(_shown_rows(view), _full_draw_rows(view))
 
 
+def test_a_cut_series_changed_between_pieces_is_drawn_as_it_is_now(window, loaded):
+    """A refresh between pieces may change a live series cut earlier in the draw so that it
+    has no tail there any more (the soak found a tail set from no columns: a TypeError that
+    gave the draw up): it is drawn whole, and the present the refresh asked for, put off to
+    the draw's end, leaves a whole draw's frame."""
+    from resplot.draw.limits import quietly
+
+    show(window, loaded, "training")
+    view = window.page_view()
+    canvas, layers = view.canvas, view.layers
+    canvas.queued.turn_s = 0.0
+    layers.release()
+    window.redraw_now()
+    _into_live_pieces(view)  # every chart's series cut, the first chart's live tier drawn
+    page = view.page
+    cut = [
+        a
+        for i in range(len(page.axes))
+        for a in page.layer_artists(i)
+        if id(a) in layers.tails.cuts and a not in layers.reaches
+    ]
+    assert cut  # a chart whose live tier is still to draw
+    artist = cut[0]
+    xy = artist.get_xydata()
+    with quietly(artist.axes):
+        artist.set_data(xy[-2:, 0], xy[-2:, 1])  # two points: nothing to cut
+    view.present()  # what the refresh asks for: put off while the draw is under way
+    full = layers.full_draws
+    _turns(view)
+    assert layers.full_draws == full + 1 and not canvas.drawing
+    assert artist in layers.reaches
+    _assert_same_pixels(_shown_rows(view), _full_draw_rows(view))
+
+
 def test_a_resize_shows_the_last_frame_until_its_draw_is_done(window, loaded):
     """A resize's paint comes before the draw's first piece: it shows the frame the canvas
     held (where the new size overlaps it), not a blank renderer of the new size."""
