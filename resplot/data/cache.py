@@ -26,6 +26,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
@@ -109,6 +110,11 @@ class SeriesCache:
     def add_events(self, new: Iterable[Event]) -> None:
         with self._lock:
             for ev in new:
+                # Each poll's records bring their own RunRef: an event keeps the run's first
+                # one, not its poll's (a run logging events all day kept one RunRef a poll).
+                held = self._events.get(ev.run)
+                if held and held[0].run is not ev.run:
+                    ev = replace(ev, run=held[0].run)
                 self._events[ev.run].append(ev)
                 self._by_kind[ev.run].setdefault(ev.kind, []).append(ev)
                 self._event_changes[ev.run] = next(self._tick)
