@@ -61,6 +61,16 @@ def _into_live_pieces(view) -> None:
     assert view.canvas.drawing and view.layers.reaches
 
 
+def _whole_draw_begun(window, loaded):
+    """The Training page with no picture held, its whole draw queued a piece a turn."""
+    show(window, loaded, "training")
+    view = window.page_view()
+    view.canvas.queued.turn_s = 0.0
+    view.layers.release()  # no picture held: the next present draws the whole page
+    window.redraw_now()
+    return view
+
+
 def _zoom(win, view, share: float) -> None:
     """The toolbar's zoom: x limits set on every chart, then the window's refresh."""
     ax = view.page.chart_axes()[0]
@@ -178,12 +188,8 @@ def test_an_artist_removed_between_pieces_is_not_drawn(window, loaded):
 
     from resplot.draw.limits import quietly
 
-    show(window, loaded, "training")
-    view = window.page_view()
+    view = _whole_draw_begun(window, loaded)
     canvas = view.canvas
-    canvas.queued.turn_s = 0.0
-    view.layers.release()
-    window.redraw_now()
     QApplication.processEvents()
     assert canvas.drawing
     ax = view.page.axes[0]
@@ -206,12 +212,8 @@ def test_a_cut_series_changed_between_pieces_is_drawn_as_it_is_now(window, loade
     the draw's end, leaves a whole draw's frame."""
     from resplot.draw.limits import quietly
 
-    show(window, loaded, "training")
-    view = window.page_view()
+    view = _whole_draw_begun(window, loaded)
     canvas, layers = view.canvas, view.layers
-    canvas.queued.turn_s = 0.0
-    layers.release()
-    window.redraw_now()
     _into_live_pieces(view)  # every chart's series cut, the first chart's live tier drawn
     page = view.page
     cut = [
@@ -258,14 +260,9 @@ def test_a_draw_given_up_holds_none_of_the_pages_artists(window, loaded):
     import gc
     import weakref
 
-    show(window, loaded, "training")
-    view = window.page_view()
-    canvas = view.canvas
-    canvas.queued.turn_s = 0.0
-    view.layers.release()
-    window.redraw_now()
+    view = _whole_draw_begun(window, loaded)
     _into_live_pieces(view)
     line = weakref.ref(next(iter(view.page.tracks[0].values())).line)
     assert view.release.release()
     gc.collect()
-    assert line() is None and not canvas.drawing
+    assert line() is None and not view.canvas.drawing
