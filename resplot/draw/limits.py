@@ -5,7 +5,8 @@ that is). ChartPage (resplot/draw/charts.py) is one; the rules live here, the pa
 and series there.
 
 A followed chart's data limits come from its tracks' own per-line limits (Track.limits, worked
-out when a series' artists are set, kept while it gets no new points), not from `Axes.relim`:
+out by `line_limits` and `extent_points` when a series' artists are set, kept while it gets no
+new points), not from `Axes.relim`:
 relim walked every line's path through its transform at every poll (a quarter of a live
 poll's refresh, issue 31).
 """
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import numpy as np
+from matplotlib.lines import Line2D
 from matplotlib.transforms import Bbox
 
 from resplot.data import headroom
@@ -212,6 +214,35 @@ class ChartLimits(FollowsData):
         if i < len(self._events):
             out.update(self._events[i].artists())
         return out
+
+
+def line_limits(line: Line2D, y: bool = True) -> tuple[bool, bool, np.ndarray]:
+    """What `Axes.relim` takes from a line, as (update x, update y, points): a few points with
+    the extents of its finite points and, per axis, their smallest positive value (a log
+    axis's limit). Invisible lines count, as relim counts them."""
+    xs = np.asarray(line.get_xdata(), float)
+    ys = np.asarray(line.get_ydata(), float) if y else np.zeros(len(xs))
+    return True, y, extent_points(xs, ys)
+
+
+def extent_points(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
+    """Up to three points whose data limits (extents and smallest positive values, as
+    `Bbox.update_from_data_xy` takes them) are those of the finite points (xs, ys)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        finite = bool(np.isfinite(np.add.reduce(xs) + np.add.reduce(ys)))  # NaN, inf carry
+    if not finite:  # (or a sum that overflowed: the exact path either way)
+        ok = np.isfinite(xs) & np.isfinite(ys)
+        xs, ys = xs[ok], ys[ok]
+    if not len(xs):
+        return np.empty((0, 2))
+    x0, x1, y0, y1 = xs.min(), xs.max(), ys.min(), ys.max()
+    points = [(x0, y0), (x1, y1)]
+    # The smallest positive value (a log axis's limit): the smallest value where all are.
+    px = x0 if x0 > 0 else (xs[xs > 0].min() if x1 > 0 else None)
+    py = y0 if y0 > 0 else (ys[ys > 0].min() if y1 > 0 else None)
+    if px is not None or py is not None:
+        points.append((x0 if px is None else px, y0 if py is None else py))
+    return np.array(points)
 
 
 def fit_data_limits(ax, tracks, extra: list) -> None:

@@ -26,6 +26,7 @@ from resplot.data.smoothing import (
     warmup_steps,
 )
 from resplot.data.views import FINE_PER_PIXEL, SeriesView, ViewMemo, series_view
+from resplot.draw.limits import extent_points, line_limits
 from schema.store.rollup import STEP_HI, STEP_LO
 from schema.store.status import FAILED, FINISHED, KILLED, RUNNING
 
@@ -543,35 +544,6 @@ def _same(a: tuple, b: tuple) -> bool:
         ):
             return False
     return True
-
-
-def line_limits(line: Line2D, y: bool = True) -> tuple[bool, bool, np.ndarray]:
-    """What `Axes.relim` takes from a line, as (update x, update y, points): a few points with
-    the extents of its finite points and, per axis, their smallest positive value (a log
-    axis's limit). Invisible lines count, as relim counts them."""
-    xs = np.asarray(line.get_xdata(), float)
-    ys = np.asarray(line.get_ydata(), float) if y else np.zeros(len(xs))
-    return True, y, extent_points(xs, ys)
-
-
-def extent_points(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
-    """Up to three points whose data limits (extents and smallest positive values, as
-    `Bbox.update_from_data_xy` takes them) are those of the finite points (xs, ys)."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        finite = bool(np.isfinite(np.add.reduce(xs) + np.add.reduce(ys)))  # NaN, inf carry
-    if not finite:  # (or a sum that overflowed: the exact path either way)
-        ok = np.isfinite(xs) & np.isfinite(ys)
-        xs, ys = xs[ok], ys[ok]
-    if not len(xs):
-        return np.empty((0, 2))
-    x0, x1, y0, y1 = xs.min(), xs.max(), ys.min(), ys.max()
-    points = [(x0, y0), (x1, y1)]
-    # The smallest positive value (a log axis's limit): the smallest value where all are.
-    px = x0 if x0 > 0 else (xs[xs > 0].min() if x1 > 0 else None)
-    py = y0 if y0 > 0 else (ys[ys > 0].min() if y1 > 0 else None)
-    if px is not None or py is not None:
-        points.append((x0 if px is None else px, y0 if py is None else py))
-    return np.array(points)
 
 
 def _smoothed(

@@ -1,4 +1,4 @@
-"""A track's data limits (resplot/draw/tracks.py, extent_points): what `Axes.relim` takes from
+"""A track's data limits (resplot/draw/limits.py, extent_points): what `Axes.relim` takes from
 its points, the extents of the finite ones and each axis's smallest positive value (a log
 axis's limit), on a fast path where every value is finite."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
-from resplot.draw.tracks import extent_points
+from resplot.draw.limits import extent_points
 
 VALUES = np.array([-2.0, -1.0, 0.0, 0.5, 1.0, 3.0, np.nan, np.inf, -np.inf, 1e308])
 
