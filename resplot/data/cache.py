@@ -360,9 +360,8 @@ class SeriesCache:
 
     def tile(self, ref: RunRef, key: str, level: int, index: int) -> Tile | None:
         """A cached tile (None: not cached); it is part of the view since begin_view()."""
-        with self._lock:
-            self._tiles.keep.add((ref, key, level, index))
-            return self._tiles.get((ref, key, level, index))
+        found, _missing = self.tiles(ref, key, level, (index,))
+        return found[0] if found else None
 
     def tiles(
         self, ref: RunRef, key: str, level: int, indices: Iterable[int], every_missing: bool = True
