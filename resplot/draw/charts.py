@@ -9,7 +9,8 @@ headless `resplot snapshot`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -223,14 +224,8 @@ class ChartPage(ChartLimits):
         texts = [s.title for s in specs] + [it.label for s in specs for it in s.items]
         if fonts.enable_for(texts):  # CJK names or keys: texts made from now on fall back
             self._layout = None
-        height = self.view_height_px or self.figure.bbox.height
-        legend_rows = self.strip.rows if self.strip_in_figure else 0
-        grid = layout.grid(len(specs), self._frame(self.figure.bbox.width, height, legend_rows))
-        # The All page's sections each begin a row, their cards a band of their own.
-        starts, bands = _starts_and_bands(specs)
-        cells, rows = layout.slots(starts, grid.cols, bands)
-        grid = layout.Grid(rows, grid.cols, layout.band_rows(cells, bands, grid.cols))
-        key = (tuple(s.layout_key() for s in specs), state.x_axis, grid)
+        key = self._layout_key(specs, state)
+        grid = key[2]
         if key != self._layout:
             self._rebuild(specs, state.x_axis, grid)
             self._layout = key
@@ -252,25 +247,11 @@ class ChartPage(ChartLimits):
             xlim = None if self.follow else tuple(self.chart_axes()[0].get_xlim())
             if xlim is None:
                 self._x_steps = {}
-            # In a user's view only the charts the window shows; the rest stay `behind`.
-            shown_now = None if xlim is None or every or self.in_view is None else self.in_view()
-            fresh = [i for i in range(len(specs)) if shown_now is None or i in shown_now]
+            scope = self._scope(cache, state, specs, refs, xlim, every)
+            fresh, contexts = scope.fresh, scope.contexts
             self.behind = set(range(len(specs))) - set(fresh)
-            lines = sum(len(s.items) for s in specs if s.kind == "line")
-            self._dense = lines > BAND_FROM_SERIES
-            self._fine = DENSE_PAGE_FINE_PER_PIXEL if self._dense else FINE_PER_PIXEL
-            # A run's context depends on the chart's width only: worked out once a width (a
-            # guided x axis reads a guide series for each run), not once a chart.
-            page_refs = list(dict.fromkeys([*refs, *(it.ref for s in specs for it in s.items)]))
-            self._event_places.keep(page_refs)
-            widths = [self._pixels(i) for i in range(len(specs))]
-            by_width = {
-                px: self._contexts(cache, state, page_refs, xlim, px)
-                for px in dict.fromkeys(widths)
-            }
-            contexts = [by_width[px] for px in widths]
-            if over_budget(cache, self._fine_points(cache, specs, contexts)):
-                self._fine = 0  # past the budget: level 1 where it gives fewer buckets than pixels
+            self._dense, self._fine = scope.dense, scope.fine
+            self._event_places.keep(scope.page_refs)
             for i in fresh:
                 self._prepare_panel(i, specs[i], cache, state, contexts[i])
             # Every series of the page is cut into the same pixel columns: the x range shown
@@ -297,6 +278,58 @@ class ChartPage(ChartLimits):
                 events.show()  # for the limits now set
         finally:
             self._updating = False
+
+    def warm(self, cache: SeriesCache, state: ViewState, refs: list[RunRef]) -> Iterator[None]:
+        """Work out the series' views and curves the next refresh() with these arguments will
+        draw, a track at a time (a yield after each), changing nothing the page shows: that
+        refresh finds them made (Track.warm). Nothing where the page is to be laid out anew
+        (its tracks are made then) or a chart's series are new."""
+        specs = panels_for(self.page, cache, refs, state)
+        if not self.axes or self._layout_key(specs, state) != self._layout:
+            return
+        xlim = None if self.follow else tuple(self.chart_axes()[0].get_xlim())
+        scope = self._scope(cache, state, specs, refs, xlim)
+        for i in scope.fresh:
+            if specs[i].kind != "line":
+                continue
+            for item in specs[i].items:
+                track = self.tracks[i].get(item)
+                if track is None:
+                    continue
+                ctx = scope.contexts[i][item.ref]
+                pixels = self._pixels(i)
+                track.warm(cache, ctx, state.x_axis, state.smoothing, pixels, scope.fine)
+                yield
+
+    def _layout_key(self, specs: list[PanelSpec], state: ViewState) -> tuple:
+        """What the axes are laid out from: a change lays them out anew (_rebuild)."""
+        height = self.view_height_px or self.figure.bbox.height
+        legend_rows = self.strip.rows if self.strip_in_figure else 0
+        grid = layout.grid(len(specs), self._frame(self.figure.bbox.width, height, legend_rows))
+        # The All page's sections each begin a row, their cards a band of their own.
+        starts, bands = _starts_and_bands(specs)
+        cells, rows = layout.slots(starts, grid.cols, bands)
+        grid = layout.Grid(rows, grid.cols, layout.band_rows(cells, bands, grid.cols))
+        return (tuple(s.layout_key() for s in specs), state.x_axis, grid)
+
+    def _scope(self, cache, state, specs, refs, xlim, every: bool = False) -> _Scope:
+        """What a refresh at `xlim` (None: following the data) works on (see _Scope)."""
+        # In a user's view only the charts the window shows; the rest stay `behind`.
+        shown_now = None if xlim is None or every or self.in_view is None else self.in_view()
+        fresh = [i for i in range(len(specs)) if shown_now is None or i in shown_now]
+        dense = sum(len(s.items) for s in specs if s.kind == "line") > BAND_FROM_SERIES
+        fine = DENSE_PAGE_FINE_PER_PIXEL if dense else FINE_PER_PIXEL
+        # A run's context depends on the chart's width only: worked out once a width (a
+        # guided x axis reads a guide series for each run), not once a chart.
+        page_refs = list(dict.fromkeys([*refs, *(it.ref for s in specs for it in s.items)]))
+        widths = [self._pixels(i) for i in range(len(specs))]
+        by_width = {
+            px: self._contexts(cache, state, page_refs, xlim, px) for px in dict.fromkeys(widths)
+        }
+        contexts = [by_width[px] for px in widths]
+        if over_budget(cache, self._fine_points(cache, specs, contexts, fine)):
+            fine = 0  # past the budget: level 1 where it gives fewer buckets than pixels
+        return _Scope(fresh, contexts, dense, fine, page_refs)
 
     def _whole_end_marks(self) -> None:
         """An end mark (live dot, crash cross) on a point at the chart's edge, a run's last
@@ -425,14 +458,14 @@ class ChartPage(ChartLimits):
     def _pixels(self, i: int) -> int:
         return max(int(self.axes[i].bbox.width), 50)
 
-    def _fine_points(self, cache, specs, contexts) -> dict[str, float]:
+    def _fine_points(self, cache, specs, contexts, fine: int) -> dict[str, float]:
         """The raw points each source's host would read for the page's fine views."""
         total: dict[str, float] = {}
         for i, spec in enumerate(specs):
             for item in spec.items:
                 summary, ctx = cache.summary(item.ref, item.key), contexts[i][item.ref]
                 if summary is not None:
-                    n = fine_points(summary, ctx.lo, ctx.hi, self._pixels(i), self._fine)
+                    n = fine_points(summary, ctx.lo, ctx.hi, self._pixels(i), fine)
                     total[item.ref.source] = total.get(item.ref.source, 0.0) + n
         return total
 
@@ -572,6 +605,19 @@ class ChartPage(ChartLimits):
 
     def save(self, path: str | Path, dpi: int = 120) -> None:
         save_figure(self.figure, path, dpi)
+
+
+@dataclass
+class _Scope:
+    """What one refresh works on: the charts it refreshes (in a user's view, those the window
+    shows), each chart's run contexts, whether the page is dense (its series drawn as bands)
+    and the fine buckets a pixel its views ask for, and every run the page names."""
+
+    fresh: list[int]
+    contexts: list[dict[RunRef, RunContext]]
+    dense: bool
+    fine: int
+    page_refs: list[RunRef]
 
 
 def _starts_and_bands(specs: list[PanelSpec]) -> tuple[list[bool], list[bool]]:

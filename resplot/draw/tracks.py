@@ -135,6 +135,7 @@ class Track:
         # its artists as they are (`changed` says whether the last place() set them).
         self._memo = ViewMemo()
         self._prepared: tuple = ()
+        self._warmed: tuple | None = None  # (what prepare() will be asked, its work): warm()
         self._placed: tuple = ()
         self._generation = 0
         # x_range() and x_steps() of a generation: a poll asks every track of the page for
@@ -252,8 +253,59 @@ class Track:
     ) -> SeriesView | None:
         """The series' view at this resolution, its x and its smoothed curve (no artist yet:
         place() cuts them into the chart's pixel columns)."""
-        item = self.item
         self.ctx, self.mode, self.cache = ctx, mode, cache
+        view, stamp = self._view_for(cache, ctx, mode, weight, pixels, fine_per_pixel)
+        warmed, self._warmed = self._warmed, None
+        if view is not None and _same(stamp, self._prepared):
+            return view
+        self._prepared = stamp
+        self._generation += 1  # what place() worked from changed
+        if warmed is not None and _same(stamp, warmed[0]):
+            worked = warmed[1]
+        else:
+            worked = self._work(cache, view, ctx, mode, weight)
+        if worked is None:
+            self.clear()
+            self.unplaced = view is not None  # data, but this x axis cannot place it
+            return None
+        self.unplaced = False
+        self.view = view
+        self.x, self.x_mid, self.smoothed, whole = worked
+        if not whole:
+            self._prepared = ()  # its warm-up's tiles are not here yet: again next time
+        return view
+
+    def warm(
+        self,
+        cache: SeriesCache,
+        ctx: RunContext,
+        mode: str,
+        weight: float,
+        pixels: int,
+        fine_per_pixel: int = FINE_PER_PIXEL,
+    ) -> None:
+        """Work out what prepare() with these arguments will, and keep it for that call; the
+        view, x and curve the track shows (the hover reads them) stay as they are. A zoom's
+        refresh of a page worked out every series' view in one turn of the event loop
+        (resplot/ui/warm_up.py spreads this over turns)."""
+        view, stamp = self._view_for(cache, ctx, mode, weight, pixels, fine_per_pixel)
+        if view is None or _same(stamp, self._prepared):
+            return
+        if self._warmed is None or not _same(stamp, self._warmed[0]):
+            self._warmed = (stamp, self._work(cache, view, ctx, mode, weight))
+
+    def _view_for(
+        self,
+        cache: SeriesCache,
+        ctx: RunContext,
+        mode: str,
+        weight: float,
+        pixels: int,
+        fine_per_pixel: int,
+    ) -> tuple[SeriesView | None, tuple]:
+        """The series' view (kept in the memo between calls) and what the rest of prepare()
+        works from."""
+        item = self.item
         view = series_view(
             cache,
             item.ref,
@@ -267,35 +319,26 @@ class Track:
         # The run matters to x on a time axis only (its start, heartbeat); the guide's arrays
         # on the tokens axis.
         guide = () if ctx.guide is None else tuple(ctx.guide)
-        stamp = (view, mode, weight, ctx.lo, ctx.run if mode != "step" else None, *guide)
-        if view is not None and _same(stamp, self._prepared):
-            return view
-        self._prepared = stamp
-        self._generation += 1  # what place() worked from changed
-        x = (
-            None
-            if view is None
-            else xaxis.x_values(mode, ctx.run, view.steps, view.walls, ctx.guide)
-        )
-        if view is None or x is None:
-            self.clear()
-            self.unplaced = view is not None  # data, but this x axis cannot place it
+        return view, (view, mode, weight, ctx.lo, ctx.run if mode != "step" else None, *guide)
+
+    def _work(self, cache, view, ctx, mode, weight) -> tuple | None:
+        """A view's x, its buckets' x and its smoothed curve, and whether that curve's warm-up
+        was all there; None where there is no view or the x axis cannot place it."""
+        if view is None:
             return None
-        self.unplaced = False
-        self.view = view
-        self.x = x
+        x = xaxis.x_values(mode, ctx.run, view.steps, view.walls, ctx.guide)
+        if x is None:
+            return None
         x_mid = (
             x
             if view.level == 0
             else xaxis.x_values(mode, ctx.run, view.mid_steps, view.mid_walls, ctx.guide)
         )
-        self.x_mid = x_mid
-        self.smoothed = None
+        smoothed, whole = None, True
+        item = self.item
         if item.smooth and weight > 0 and len(view.mid_steps) and smoothable(item.key):
-            self.smoothed, whole = _smoothed(cache, item, view, weight, ctx.lo)
-            if not whole:
-                self._prepared = ()  # its warm-up's tiles are not here yet: again next time
-        return view
+            smoothed, whole = _smoothed(cache, item, view, weight, ctx.lo)
+        return x, x_mid, smoothed, whole
 
     def _tiered(self) -> list:
         """(artist, settled zorder) of the series' artists made so far: the faint raw series

@@ -110,6 +110,9 @@ class PageCanvas(FigureCanvasQTAgg):
     def __init__(self, figure: Figure) -> None:
         super().__init__(figure)
         self.hold_resize_draw: Callable[[], bool] = lambda: False
+        # A draw in pieces waits while this says the page's refresh is being worked out
+        # (resplot/ui/warm_up.py): drawn then, it would be drawn again.
+        self.hold_pieces: Callable[[], bool] = lambda: False
         self._resizing = False
         self.layers: Layers | None = None
         # A draw is asked for and has not run: the crosshair leaves its line to it rather than

@@ -152,6 +152,7 @@ class QueuedDraw:
         self.frozen: Frozen | None = None  # ... and the frame shown meanwhile
         self._tries = 0  # ... started again in a row
         self.restarts = 0  # draws started again (tests and benchmarks read them)
+        self.held = False  # a turn found the canvas holding its draws (hold_pieces)
         self.done = 0  # draws done in pieces
         self.timer = QTimer(canvas)
         self.timer.setSingleShot(True)
@@ -171,6 +172,9 @@ class QueuedDraw:
     def turn(self) -> None:
         canvas = self.canvas
         if not canvas.draw_due or canvas.height() <= 0 or canvas.width() <= 0:
+            return
+        if canvas.hold_pieces():
+            self.held = True  # queued again once the page is refreshed (resume_held)
             return
         try:
             pieces = self.pieces
@@ -197,6 +201,13 @@ class QueuedDraw:
             canvas.draw_due = False
             if canvas.layers is not None:
                 canvas.layers.release()  # what it saved is not a frame: the next draw is whole
+
+    def resume_held(self) -> None:
+        """Queue again the draw a turn held, if it is still due."""
+        if self.held:
+            self.held = False
+            if self.canvas.draw_due:
+                self.queue()
 
     def cancel(self) -> None:
         """No draw under way (done, or a whole draw follows, or the page is given back)."""

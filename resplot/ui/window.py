@@ -48,6 +48,7 @@ from resplot.ui.run_table import RunTable
 from resplot.ui.run_table_model import RunTableModel
 from resplot.ui.sources_tree import SourcesTree, source_state_text
 from resplot.ui.tile_wait import TileWait
+from resplot.ui.warm_up import WarmUp
 
 REDRAW_DELAY_MS = 50
 SIDE_REFRESH_MS = 1000  # ages and "stalled" change with time alone
@@ -85,8 +86,9 @@ class MainWindow(QMainWindow):
         self._redraw_timer = QTimer(self)
         self._redraw_timer.setSingleShot(True)
         self._redraw_timer.setInterval(REDRAW_DELAY_MS)
-        self._redraw_timer.timeout.connect(self.redraw_now)
+        self._redraw_timer.timeout.connect(self._redraw_due)
         self._last_redraw = 0.0  # time.monotonic() of the last redraw_now
+        self.warm_up = WarmUp()  # a redraw due: the page's series worked out over turns first
         self._view_redraw_posted = False  # a zoom or pan's redraw is posted (view_changed)
         self._closed = False
         self.tile_wait = TileWait(self)
@@ -127,6 +129,7 @@ class MainWindow(QMainWindow):
                 self.tabs.addTab(self.ranks, shortcuts.TITLES[name])
                 continue
             view = PageView(name, self.view_changed, self)
+            view.canvas.hold_pieces = lambda page=view.page: self._refresh_due(page)
             view.crosshair.runClicked.connect(self.highlight)
             view.pinRequested.connect(self.pin_keys)
             view.sectionToggled.connect(self.toggle_section)
@@ -451,6 +454,7 @@ class MainWindow(QMainWindow):
         """A zoom, pan or resize: redraw (and ask for the tiles it needs) at once, but no more
         often than every REDRAW_DELAY_MS while a drag keeps moving the view. A debounce would
         add its whole delay to every single zoom."""
+        self.warm_up.forget()  # (for the view before)
         since = (time.monotonic() - self._last_redraw) * 1000
         delay = max(0, int(REDRAW_DELAY_MS - since))
         if delay == 0:
@@ -476,6 +480,27 @@ class MainWindow(QMainWindow):
         self._view_redraw_posted = False
         if self._closed or self._last_redraw != posted_after:
             return  # closed, or a redraw since covered the view change
+        self._redraw_due()
+
+    def _refresh_due(self, page: ChartPage) -> bool:
+        """Whether a refresh of `page` is due (a redraw asked for, or its warm-up under way):
+        a draw of it now would be drawn again after."""
+        if self.warm_up.pending(page):
+            return True
+        due = self._redraw_timer.isActive() or self._view_redraw_posted
+        return due and self.current_page() is page
+
+    def _redraw_due(self) -> None:
+        """The redraw asked for (the timer's, a view change's): the chart page's series worked
+        out a turn of the event loop at a time first (resplot/ui/warm_up.py), then
+        redraw_now."""
+        if self.state.page != "ranks" and not self._closed:
+            view = self.pages[self.state.page]
+            refs = self.plotted_refs()
+            page = view.page
+            if self.warm_up.step(page, lambda: page.warm(self.cache, self.state, refs)):
+                self._redraw_timer.start(0)  # (a redraw is due meanwhile: callers see it)
+                return
         self.redraw_now()
 
     def page_view(self, page: str | None = None) -> PageView | RanksView:
@@ -490,7 +515,9 @@ class MainWindow(QMainWindow):
         return [r for r in self.state.ticked if self.cache.run(r) is not None]
 
     def redraw_now(self) -> None:
+        """Refresh the page from the cache and the state, and draw it (in pieces, queued)."""
         self._redraw_timer.stop()
+        self.warm_up.forget()
         self._last_redraw = time.monotonic()
         self.redraw_count += 1
         self.tile_wait.reading()
@@ -527,6 +554,7 @@ class MainWindow(QMainWindow):
                 text += f" · not a regex, matched as text: {'; '.join(bad)}"
             view.count.setText(text)
         self._after_refresh(view)
+        view.canvas.queued.resume_held()  # a draw held while the page warmed up
 
     def _after_refresh(self, view: PageView | RanksView) -> None:
         """Draw what the page's refresh set, or fetch the tiles it asked for first."""

@@ -117,7 +117,10 @@ def measure(args) -> dict:
             queued.timer.timeout.disconnect()
             queued.timer.timeout.connect(timed(queued.turn, True))
         win._redraw_timer.timeout.disconnect()
-        win._redraw_timer.timeout.connect(timed(win.redraw_now, False))
+        # The timer's redraw: its warm-up a turn at a time, then the refresh (or, in code
+        # before the warm-up, the refresh at once).
+        redraw_due = getattr(win, "_redraw_due", win.redraw_now)
+        win._redraw_timer.timeout.connect(timed(redraw_due, False))
         win._posted_redraw = timed(win._posted_redraw, False)  # a zoom's refresh, posted
         for k in range(args.zooms):
             time.sleep(0.06)  # past the window's 50 ms between redraws: a fresh zoom

@@ -1,6 +1,6 @@
 """A Track's artists are made when first needed: each costs matplotlib ~0.3 ms to add, and
 Python's collector ~15 objects to traverse at every full pass for as long as the page lives
-(resplot/draw/tracks.py)."""
+(resplot/draw/tracks.py); its next view worked out ahead (warm) is not shown until prepared."""
 
 from __future__ import annotations
 
@@ -93,3 +93,34 @@ def test_a_faded_tracks_band_is_made_faded(loaded):
     assert tracks[1].band.get_alpha() == pytest.approx(0.12)
     tracks[1].fade(False)
     assert tracks[1].band.get_alpha() == pytest.approx(1.0)
+
+
+def test_a_warmed_track_shows_its_view_until_prepared_then_takes_the_warm_work(loaded, monkeypatch):
+    """warm() works out what prepare() will (the view, its x, its smoothed curve) and keeps
+    it aside: the track shows what it showed (the hover reads it) until prepare() with the
+    same arguments takes that work without doing it again, the same as a track not warmed."""
+    cache, source, refs = loaded
+    ax, _tracks_placed, pixels = _tracks(loaded)
+    item = Item(refs[0], "loss", "loss", "C0", smooth=True)
+    track, plain = Track(ax, item), Track(ax, item)
+    whole = RunContext(None, 0, STEPS, None)
+    track.prepare(cache, whole, "step", 0.6, pixels)
+    shown = (track.view, track.x, track.x_mid, track.smoothed)
+    zoomed = RunContext(None, 5_000, 6_000, None)
+    for _ in range(4):  # the zoomed view's tiles and its curve's warm-up fetched
+        track.warm(cache, zoomed, "step", 0.6, pixels)
+        if track._warmed is not None and track._warmed[1][3] and track._warmed[0][0].complete:
+            break
+        source.poll(cache)
+    now = (track.view, track.x, track.x_mid, track.smoothed)
+    assert all(a is b for a, b in zip(now, shown, strict=True))
+    work = []
+    done = Track._work
+    monkeypatch.setattr(Track, "_work", lambda *a: work.append(1) or done(*a))
+    view = track.prepare(cache, zoomed, "step", 0.6, pixels)
+    assert not work and view is track._memo.view and view.steps[0] >= 4_900
+    assert track._warmed is None
+    plain.prepare(cache, zoomed, "step", 0.6, pixels)
+    assert work == [1]
+    for name in ("x", "x_mid", "smoothed"):
+        np.testing.assert_array_equal(getattr(track, name), getattr(plain, name))

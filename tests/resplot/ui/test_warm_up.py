@@ -1,0 +1,90 @@
+"""A redraw's series worked out over turns of the event loop before the page's refresh
+(resplot/ui/warm_up.py): no turn shows a page half refreshed, no draw starts before the
+refresh, and the frame it ends with is a whole draw's pixels.
+
+The real MainWindow (offscreen) over a real SQLite store read through a local agent, as in
+test_layers.py (its fixtures and helpers); `warm_up.turn_s = 0` makes each series a turn.
+"""
+# ruff: noqa: F811 (test_layers.py's fixtures, imported, are the tests' arguments)
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from PyQt5.QtWidgets import QApplication
+
+from resplot.ui import pieces
+from tests.resplot.ui.test_layers import (  # noqa: F401 (loaded, window: the fixtures)
+    _assert_same_pixels,
+    _full_draw_rows,
+    _shown_rows,
+    loaded,
+    show,
+    window,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def _views(page) -> list:
+    return [t.view for tracks in page.tracks for t in tracks.values()]
+
+
+def test_a_zoom_is_worked_out_over_turns_then_refreshed_and_drawn(window, loaded, monkeypatch):
+    show(window, loaded, "training")
+    view = window.page_view()
+    page = view.page
+    window.warm_up.turn_s = 0.0
+    before = _views(page)
+    assert all(v is not None for v in before)
+    begun = []  # at each draw in pieces begun: whether the page was refreshed then
+    start = pieces.PiecewiseDraw.__init__
+
+    def starting(self, canvas) -> None:
+        begun.append(all(a is not b for a, b in zip(_views(page), before, strict=True)))
+        start(self, canvas)
+
+    monkeypatch.setattr(pieces.PiecewiseDraw, "__init__", starting)
+    turns_before = window.warm_up.turns
+    ax = page.chart_axes()[0]
+    lo, hi = ax.get_xlim()
+    ax.set_xlim(lo + 0.4 * (hi - lo), lo + 0.6 * (hi - lo))  # the toolbar's zoom
+    view.canvas.draw_idle()
+    shown = []  # at each turn: how many series show a view made after the zoom
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        QApplication.processEvents()
+        time.sleep(0.001)  # (the redraw timer's 50 ms after the last redraw)
+        now = _views(page)
+        shown.append(sum(a is not b for a, b in zip(now, before, strict=True)))
+        busy = window._redraw_timer.isActive() or window._view_redraw_posted
+        if not busy and not view.canvas.draw_due:
+            break
+    assert time.monotonic() < deadline, "the zoom's redraw did not end"
+    series = len(before)
+    assert window.warm_up.turns - turns_before >= series - 1  # a series a turn (turn_s 0)
+    assert set(shown) == {0, series}, shown  # never some series refreshed and not the rest
+    assert shown.index(series) >= series - 1  # ... and the refresh after the warm-up
+    assert begun == [True]  # one draw, begun with the page refreshed
+    assert not window.warm_up.pending(page)
+    _assert_same_pixels(_shown_rows(view), _full_draw_rows(view))
+
+
+def test_a_redraw_asked_for_directly_refreshes_at_once(window, loaded):
+    """redraw_now() (tests, exports, the tile wait) refreshes in the same call, and drops a
+    warm-up under way: the page it was for is refreshed."""
+    show(window, loaded, "training")
+    view = window.page_view()
+    page = view.page
+    window.warm_up.turn_s = 0.0
+    before = _views(page)
+    ax = page.chart_axes()[0]
+    lo, hi = ax.get_xlim()
+    ax.set_xlim(lo, lo + 0.5 * (hi - lo))
+    window._redraw_due()  # a turn of the warm-up: one series
+    assert window.warm_up.pending(page) and window._redraw_timer.isActive()
+    assert _views(page) == before
+    window.redraw_now()
+    assert not window.warm_up.pending(page) and not window._redraw_timer.isActive()
+    assert all(a is not b for a, b in zip(_views(page), before, strict=True))
