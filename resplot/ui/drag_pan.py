@@ -170,6 +170,9 @@ class DragPan(QObject):
         the next previews move it."""
         if not self.active:
             return
+        if getattr(self.canvas, "renderer", None) is None:
+            self._base = None  # never drawn: nothing to move until the first draw
+            return
         buf = np.asarray(self.canvas.buffer_rgba())
         height, width = buf.shape[:2]
         ratio = self.canvas.device_pixel_ratio or 1.0

@@ -212,5 +212,6 @@ class QueuedDraw:
     def cancel(self) -> None:
         """No draw under way (done, or a whole draw follows, or the page is given back)."""
         pieces, self.pieces, self.frozen, self._tries = self.pieces, None, None, 0
+        self.held = False
         if pieces is not None:
             pieces.end()
