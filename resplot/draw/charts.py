@@ -219,6 +219,16 @@ class ChartPage(ChartLimits):
         """Bring the artists up to date with the cache and the state (no drawing): those of
         every chart, or in a user's view of the charts in view only (`behind`; `every`: all
         the same, as a saved file draws them)."""
+        for _ in self.refresh_steps(cache, state, refs, every):
+            pass
+
+    def refresh_steps(
+        self, cache: SeriesCache, state: ViewState, refs: list[RunRef], every: bool = False
+    ) -> Iterator[None]:
+        """refresh(), a yield after each chart's artists are set (resplot/ui/redraw_turns.py runs
+        it over turns of the event loop, the page not drawn until it ends). Between yields the
+        page is not `_updating`: a limit changed there is the user's. Dropped (closed) before
+        its end, it leaves charts set and charts not: the page is to be refreshed again."""
         cache.begin_view()
         specs = panels_for(self.page, cache, refs, state)
         texts = [s.title for s in specs] + [it.label for s in specs for it in s.items]
@@ -261,6 +271,9 @@ class ChartPage(ChartLimits):
             for i in fresh:
                 with quietly(self.axes[i]):  # its data only: drawn over the saved axes
                     self._refresh_panel(i, specs[i], cache, state, refs, xlim, shown, contexts[i])
+                self._updating = False
+                yield
+                self._updating = True
             if self.follow:
                 for i, ax in enumerate(self.axes):
                     self._follow_y(i, ax, state, shown is None, limits[i])

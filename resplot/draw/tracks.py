@@ -287,7 +287,7 @@ class Track:
         """Work out what prepare() with these arguments will, and keep it for that call; the
         view, x and curve the track shows (the hover reads them) stay as they are. A zoom's
         refresh of a page worked out every series' view in one turn of the event loop
-        (resplot/ui/warm_up.py spreads this over turns)."""
+        (resplot/ui/redraw_turns.py spreads this over turns)."""
         view, stamp = self._view_for(cache, ctx, mode, weight, pixels, fine_per_pixel)
         if view is None or _same(stamp, self._prepared):
             return

@@ -110,8 +110,8 @@ class PageCanvas(FigureCanvasQTAgg):
     def __init__(self, figure: Figure) -> None:
         super().__init__(figure)
         self.hold_resize_draw: Callable[[], bool] = lambda: False
-        # A draw in pieces waits while this says the page's refresh is being worked out
-        # (resplot/ui/warm_up.py): drawn then, it would be drawn again.
+        # A draw in pieces waits while this says a refresh of the page is due or under way
+        # (resplot/ui/redraw_turns.py): drawn then, it would be drawn again.
         self.hold_pieces: Callable[[], bool] = lambda: False
         self._resizing = False
         self.layers: Layers | None = None

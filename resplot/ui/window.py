@@ -11,6 +11,7 @@ same way.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -43,12 +44,12 @@ from resplot.ui.notify import Notifier
 from resplot.ui.page_view import PageView
 from resplot.ui.poller import Poller
 from resplot.ui.ranks_view import RanksView
+from resplot.ui.redraw_turns import RedrawTurns
 from resplot.ui.run_menu import attach_run_menus
 from resplot.ui.run_table import RunTable
 from resplot.ui.run_table_model import RunTableModel
 from resplot.ui.sources_tree import SourcesTree, source_state_text
 from resplot.ui.tile_wait import TileWait
-from resplot.ui.warm_up import WarmUp
 
 REDRAW_DELAY_MS = 50
 SIDE_REFRESH_MS = 1000  # ages and "stalled" change with time alone
@@ -88,7 +89,7 @@ class MainWindow(QMainWindow):
         self._redraw_timer.setInterval(REDRAW_DELAY_MS)
         self._redraw_timer.timeout.connect(self._redraw_due)
         self._last_redraw = 0.0  # time.monotonic() of the last redraw_now
-        self.warm_up = WarmUp()  # a redraw due: the page's series worked out over turns first
+        self.redraw_turns = RedrawTurns()  # a redraw due, run over turns of the event loop
         self._view_redraw_posted = False  # a zoom or pan's redraw is posted (view_changed)
         self._closed = False
         self.tile_wait = TileWait(self)
@@ -278,6 +279,8 @@ class MainWindow(QMainWindow):
             self._redraw_timer.start(0)
 
     def on_data_arrived(self, _refs=None) -> None:
+        if self.redraw_turns.busy:
+            self.redraw_turns.again = True
         if self.tile_wait.awaiting:
             self._redraw_timer.start(0)  # the tiles a view waits for: draw them at once
         else:
@@ -446,7 +449,10 @@ class MainWindow(QMainWindow):
 
     # -- redraw -----------------------------------------------------------------------------
     def schedule_redraw(self) -> None:
-        """Coalesce: however many calls arrive, one redraw runs REDRAW_DELAY_MS later."""
+        """Coalesce: however many calls arrive, one redraw runs REDRAW_DELAY_MS later (or
+        after the one under way)."""
+        if self.redraw_turns.busy:
+            self.redraw_turns.again = True
         if not self._redraw_timer.isActive():
             self._redraw_timer.start(REDRAW_DELAY_MS)
 
@@ -454,7 +460,7 @@ class MainWindow(QMainWindow):
         """A zoom, pan or resize: redraw (and ask for the tiles it needs) at once, but no more
         often than every REDRAW_DELAY_MS while a drag keeps moving the view. A debounce would
         add its whole delay to every single zoom."""
-        self.warm_up.forget()  # (for the view before)
+        self.redraw_turns.forget()  # (for the view before)
         since = (time.monotonic() - self._last_redraw) * 1000
         delay = max(0, int(REDRAW_DELAY_MS - since))
         if delay == 0:
@@ -485,23 +491,30 @@ class MainWindow(QMainWindow):
     def _refresh_due(self, page: ChartPage) -> bool:
         """Whether a refresh of `page` is due (a redraw asked for, or its warm-up under way):
         a draw of it now would be drawn again after."""
-        if self.warm_up.pending(page):
+        if self.redraw_turns.pending(page):
             return True
         due = self._redraw_timer.isActive() or self._view_redraw_posted
         return due and self.current_page() is page
 
     def _redraw_due(self) -> None:
-        """The redraw asked for (the timer's, a view change's): the chart page's series worked
-        out a turn of the event loop at a time first (resplot/ui/warm_up.py), then
-        redraw_now."""
-        if self.state.page != "ranks" and not self._closed:
-            view = self.pages[self.state.page]
-            refs = self.plotted_refs()
-            page = view.page
-            if self.warm_up.step(page, lambda: page.warm(self.cache, self.state, refs)):
-                self._redraw_timer.start(0)  # (a redraw is due meanwhile: callers see it)
-                return
-        self.redraw_now()
+        """The redraw asked for (the timer's, a view change's), a turn of the event loop at a
+        time (resplot/ui/redraw_turns.py): the chart page's series worked out first, then its
+        charts refreshed one by one, then drawn (in pieces)."""
+        if self.state.page == "ranks" or self._closed:
+            self.redraw_now()
+            return
+        page = self.pages[self.state.page].page
+        refs = self.plotted_refs()
+
+        def steps() -> Iterator[None]:
+            yield from page.warm(self.cache, self.state, refs)
+            yield from self._redraw()
+
+        if self.redraw_turns.step(page, steps):
+            self._redraw_timer.start(0)  # (a redraw is due meanwhile: callers see it)
+        elif self.redraw_turns.again:
+            self.redraw_turns.again = False
+            self._redraw_timer.start(0)  # what came while it ran
 
     def page_view(self, page: str | None = None) -> PageView | RanksView:
         """The widget of a page (the current one by default)."""
@@ -516,8 +529,13 @@ class MainWindow(QMainWindow):
 
     def redraw_now(self) -> None:
         """Refresh the page from the cache and the state, and draw it (in pieces, queued)."""
+        self.redraw_turns.forget()
+        for _ in self._redraw():
+            pass
+
+    def _redraw(self) -> Iterator[None]:
+        """redraw_now()'s work, a yield after each chart of a chart page is refreshed."""
         self._redraw_timer.stop()
-        self.warm_up.forget()
         self._last_redraw = time.monotonic()
         self.redraw_count += 1
         self.tile_wait.reading()
@@ -541,7 +559,7 @@ class MainWindow(QMainWindow):
         )
         view.page.empty_text = empty_text(self.state, len(refs), len(runs), loading)
         view.measure()
-        view.page.refresh(self.cache, self.state, refs)
+        yield from view.page.refresh_steps(self.cache, self.state, refs)
         view.fit()
         if view.search is not None:
             matching = len(metric_keys(self.cache, refs, self.state.metric_filter))
@@ -554,7 +572,7 @@ class MainWindow(QMainWindow):
                 text += f" · not a regex, matched as text: {'; '.join(bad)}"
             view.count.setText(text)
         self._after_refresh(view)
-        view.canvas.queued.resume_held()  # a draw held while the page warmed up
+        view.canvas.queued.resume_held()  # a draw held while the page was refreshed
 
     def _after_refresh(self, view: PageView | RanksView) -> None:
         """Draw what the page's refresh set, or fetch the tiles it asked for first."""
@@ -630,6 +648,7 @@ class MainWindow(QMainWindow):
         self._closed = True
         self._side_timer.stop()
         self._redraw_timer.stop()
+        self.redraw_turns.forget()
         self.tile_wait.stand_in.stop()
         for worker in list(self.exports):
             worker.wait()  # a half-written export is removed by the writer, never kept

@@ -269,15 +269,13 @@ def test_a_drag_whose_pan_tool_is_switched_off_ends_on_its_exact_frame(win, qtbo
     assert view.drag.frames == frames and view.crosshair.readout is not None
 
 
-def test_a_drag_begun_while_the_pages_draw_waits_for_a_refresh_moves_a_frame_drawn_then(
-    win, qtbot
-):
-    """A zoom's draw waits while the page's refresh is worked out (resplot/ui/warm_up.py): a
+def test_a_drag_begun_while_the_pages_draw_waits_for_a_refresh_moves_a_frame_drawn_then(win, qtbot):
+    """A zoom's draw waits while the page's refresh is worked out (resplot/ui/redraw_turns.py): a
     drag begun then draws the page first, so that its previews move a frame of the limits
     the pan starts from (the soak found a press on a page never drawn: no renderer)."""
     view, ax = _zoomed(qtbot, win, 1000, 1500)
     view.drag.pause_ms = HELD
-    win.warm_up.turn_s = 0.0  # a series a turn: the refresh many turns away
+    win.redraw_turns.turn_s = 0.0  # a series a turn: the refresh many turns away
     qtbot.wait(120)  # (a redraw at once, posted)
     ax.set_xlim(1100, 1400)
     view.canvas.draw_idle()
@@ -285,7 +283,7 @@ def test_a_drag_begun_while_the_pages_draw_waits_for_a_refresh_moves_a_frame_dra
         QApplication.processEvents()
         if view.canvas.queued.held:
             break
-    assert view.canvas.queued.held and view.canvas.draw_due and win.warm_up.pending(view.page)
+    assert view.canvas.queued.held and view.canvas.draw_due and win.redraw_turns.pending(view.page)
     draws = _draws(view)
     view.toolbar.pan()
     try:

@@ -109,6 +109,13 @@ def poll(win, loaded, steps: np.ndarray, runs: int | None = None, bumps: dict | 
     """A live run's poll: every series of every run (of the first `runs`) gets its last value
     again (plus `bumps[key]`) at `steps`, written to the store and read by the headless poll,
     then the window's redraw."""
+    fetch(win, loaded, steps, runs, bumps)
+    win.redraw_now()
+    drawn(win)
+
+
+def fetch(win, loaded, steps: np.ndarray, runs: int | None = None, bumps: dict | None = None):
+    """poll() up to the window's redraw: the points written and read into the cache."""
     cache = win.cache
     engine = open_store(loaded.path)
     with engine.connect() as conn:
@@ -123,8 +130,6 @@ def poll(win, loaded, steps: np.ndarray, runs: int | None = None, bumps: dict | 
         add_points(engine, ids[run.name], series)
     engine.dispose()
     loaded.fetch()
-    win.redraw_now()
-    drawn(win)
 
 
 def counts(win) -> tuple[int, int]:

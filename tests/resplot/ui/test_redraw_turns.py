@@ -1,9 +1,9 @@
 """A redraw's series worked out over turns of the event loop before the page's refresh
-(resplot/ui/warm_up.py): no turn shows a page half refreshed, no draw starts before the
+(resplot/ui/redraw_turns.py): no turn shows a page half refreshed, no draw starts before the
 refresh, and the frame it ends with is a whole draw's pixels.
 
 The real MainWindow (offscreen) over a real SQLite store read through a local agent, as in
-test_layers.py (its fixtures and helpers); `warm_up.turn_s = 0` makes each series a turn.
+test_layers.py (its fixtures and helpers); `redraw_turns.turn_s = 0` makes each series a turn.
 """
 # ruff: noqa: F811 (test_layers.py's fixtures, imported, are the tests' arguments)
 
@@ -16,9 +16,11 @@ from PyQt5.QtWidgets import QApplication
 
 from resplot.ui import pieces
 from tests.resplot.ui.test_layers import (  # noqa: F401 (loaded, window: the fixtures)
+    N,
     _assert_same_pixels,
     _full_draw_rows,
     _shown_rows,
+    fetch,
     loaded,
     show,
     window,
@@ -35,7 +37,7 @@ def test_a_zoom_is_worked_out_over_turns_then_refreshed_and_drawn(window, loaded
     show(window, loaded, "training")
     view = window.page_view()
     page = view.page
-    window.warm_up.turn_s = 0.0
+    window.redraw_turns.turn_s = 0.0
     before = _views(page)
     assert all(v is not None for v in before)
     begun = []  # at each draw in pieces begun: whether the page was refreshed then
@@ -46,7 +48,7 @@ def test_a_zoom_is_worked_out_over_turns_then_refreshed_and_drawn(window, loaded
         start(self, canvas)
 
     monkeypatch.setattr(pieces.PiecewiseDraw, "__init__", starting)
-    turns_before = window.warm_up.turns
+    turns_before = window.redraw_turns.turns
     ax = page.chart_axes()[0]
     lo, hi = ax.get_xlim()
     ax.set_xlim(lo + 0.4 * (hi - lo), lo + 0.6 * (hi - lo))  # the toolbar's zoom
@@ -63,11 +65,11 @@ def test_a_zoom_is_worked_out_over_turns_then_refreshed_and_drawn(window, loaded
             break
     assert time.monotonic() < deadline, "the zoom's redraw did not end"
     series = len(before)
-    assert window.warm_up.turns - turns_before >= series - 1  # a series a turn (turn_s 0)
+    assert window.redraw_turns.turns - turns_before >= series - 1  # a series a turn (turn_s 0)
     assert set(shown) == {0, series}, shown  # never some series refreshed and not the rest
     assert shown.index(series) >= series - 1  # ... and the refresh after the warm-up
     assert begun == [True]  # one draw, begun with the page refreshed
-    assert not window.warm_up.pending(page)
+    assert not window.redraw_turns.pending(page)
     _assert_same_pixels(_shown_rows(view), _full_draw_rows(view))
 
 
@@ -77,14 +79,46 @@ def test_a_redraw_asked_for_directly_refreshes_at_once(window, loaded):
     show(window, loaded, "training")
     view = window.page_view()
     page = view.page
-    window.warm_up.turn_s = 0.0
+    window.redraw_turns.turn_s = 0.0
     before = _views(page)
     ax = page.chart_axes()[0]
     lo, hi = ax.get_xlim()
     ax.set_xlim(lo, lo + 0.5 * (hi - lo))
     window._redraw_due()  # a turn of the warm-up: one series
-    assert window.warm_up.pending(page) and window._redraw_timer.isActive()
+    assert window.redraw_turns.pending(page) and window._redraw_timer.isActive()
     assert _views(page) == before
     window.redraw_now()
-    assert not window.warm_up.pending(page) and not window._redraw_timer.isActive()
+    assert not window.redraw_turns.pending(page) and not window._redraw_timer.isActive()
     assert all(a is not b for a, b in zip(_views(page), before, strict=True))
+
+
+def _run_events(window, until, what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not until():
+        assert time.monotonic() < deadline, what
+        QApplication.processEvents()
+        time.sleep(0.001)
+
+
+def test_data_that_come_during_a_redraw_are_drawn_by_one_more(window, loaded):
+    """A poll's points that arrive while a redraw runs over turns: the charts it refreshed
+    before them are refreshed again, by one more redraw after it."""
+    show(window, loaded, "training")
+    view = window.page_view()
+    page = view.page
+    window.redraw_turns.turn_s = 0.0
+    redraws = window.redraw_count
+    window.schedule_redraw()
+    _run_events(window, lambda: window.redraw_turns.busy, "no redraw began")
+    fetch(window, loaded, [N + 5, N + 6])  # (the poller's thread would, between turns)
+    window.on_data_arrived()
+    assert window.redraw_turns.again
+
+    def done() -> bool:
+        busy = window._redraw_timer.isActive() or window.redraw_turns.busy
+        return not busy and not view.canvas.draw_due
+
+    _run_events(window, done, "the redraws did not end")
+    assert window.redraw_count == redraws + 2
+    lasts = {int(t.view.steps[-1]) for ts in page.tracks for t in ts.values() if t.view}
+    assert lasts == {N + 6}
