@@ -19,6 +19,14 @@ import numpy as np
 
 QUANTILE = 0.99
 PAD = 0.05
+# A range this small against its values is rounding, not data (an EMA of a constant: its
+# values a few ULPs apart): flat. Padded by PAD of it, a zoomed chart's y axis spanned 1e-17
+# and labelled every tick 0.200000 (a step time of exactly 0.2 s, smoothed).
+FLAT = 1e-12
+
+
+def _flat(lo: float, hi: float) -> bool:
+    return hi - lo <= FLAT * max(abs(lo), abs(hi))
 
 
 def robust_limits(values: np.ndarray, log: bool = False) -> tuple[float, float] | None:
@@ -31,7 +39,7 @@ def robust_limits(values: np.ndarray, log: bool = False) -> tuple[float, float] 
     if len(v) < 20:
         return None
     lo, hi, top = float(v.min()), float(np.quantile(v, QUANTILE)), float(v.max())
-    if hi <= lo or (top - lo) < 1.5 * (hi - lo):
+    if _flat(lo, top) or hi <= lo or (top - lo) < 1.5 * (hi - lo):
         return None
     pad = PAD * (hi - lo)
     lo, hi = lo - pad, hi + pad
@@ -65,7 +73,7 @@ def padded(values: np.ndarray, log: bool = False) -> tuple[float, float] | None:
     if not len(v):
         return None
     lo, hi = float(v.min()), float(v.max())
-    pad = PAD * (hi - lo) if hi > lo else 0.05 * max(abs(lo), 1e-12)
+    pad = PAD * (hi - lo) if not _flat(lo, hi) else 0.05 * max(abs(lo), 1e-12)
     lo, hi = lo - pad, hi + pad
     return (10**lo, 10**hi) if log else (lo, hi)
 
@@ -88,6 +96,6 @@ def visible_limits(
     if len(v) == 0:
         return None, False
     lo, hi = float(v.min()), float(v.max())
-    pad = PAD * (hi - lo) if hi > lo else (0.05 * abs(lo) if lo else 0.5)
+    pad = PAD * (hi - lo) if not _flat(lo, hi) else (0.05 * abs(lo) if lo else 0.5)
     lo, hi = lo - pad, hi + pad
     return ((10**lo, 10**hi) if log else (lo, hi)), False
