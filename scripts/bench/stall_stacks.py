@@ -43,6 +43,10 @@ class StallSampler(threading.Thread):
             frame = sys._current_frames().get(self.main)
             if frame is not None:
                 self.samples[(f"<{self.label()}>", *self._where(frame))] += 1
+            # Not held over the wait: a frame kept alive keeps its locals, and a QPainter of
+            # a paintEvent that returned meanwhile then outlived its paint ("endPaint() called
+            # with active painter", 109 times in a 6-minute soak).
+            del frame
 
     def _where(self, frame) -> tuple[str, ...]:
         ours: list[str] = []
