@@ -170,8 +170,11 @@ class DragPan(QObject):
         the next previews move it."""
         if not self.active:
             return
-        if getattr(self.canvas, "renderer", None) is None:
-            self._base = None  # never drawn: nothing to move until the first draw
+        canvas = self.canvas
+        if getattr(canvas, "renderer", None) is None or (canvas.queued.held and canvas.draw_due):
+            # Never drawn, or the frame shown is of the view before a redraw under way (the
+            # page half refreshed: not drawn until it ends): nothing to move until its draw.
+            self._base = None
             return
         buf = np.asarray(self.canvas.buffer_rgba())
         height, width = buf.shape[:2]

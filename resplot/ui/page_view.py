@@ -205,9 +205,9 @@ class PageCanvas(FigureCanvasQTAgg):
         self.queued.queue()
 
     def finish_draw(self) -> None:
-        """Draw now what a draw in pieces has left, or a draw held for a refresh (the buffer
-        must hold a frame of the limits as they are: a drag's preview moves it)."""
-        if self.drawing or (self.draw_due and self.queued.held):
+        """Draw now what a draw in pieces has left (the buffer must hold a frame: a drag's
+        preview moves it)."""
+        if self.drawing:
             self.draw()
 
     def draw(self) -> None:
