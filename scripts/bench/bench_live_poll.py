@@ -13,8 +13,8 @@ valid/loss every 500), read through a local agent by the headless poll (Loaded).
 `--live K` only the K oldest runs get points (the others are marked finished: a run followed
 beside finished ones). Each poll appends `--add` steps to every series of every (live) run in
 the store, reads them (`fetch`: the poller's worker thread in the window, not timed as GUI
-time), then times on the GUI thread the window's redraw and the draw it queues
-(`processEvents`). Per size (1280×800, 1920×1080) and
+time), then times on the GUI thread the window's redraw (as its timer runs it: over turns of
+the event loop where the code has them) and the draw it queues (`processEvents`). Per size (1280×800, 1920×1080) and
 mode, alternating: `full` (layers off, limits refitted every poll: every poll a full draw) and
 `layers`. Reported: median GUI-thread CPU and wall time of a poll, full draws, the share of one
 core at the default 1 s poll (GUI thread + the worker's read and apply), whether the last
@@ -150,6 +150,18 @@ class Sweep:
         self.next += n
 
 
+def redraw(win) -> None:
+    """A poll's redraw as the window runs it: its timer's, over turns of the event loop where
+    the code has them (resplot/ui/redraw_turns.py), else redraw_now."""
+    due = getattr(win, "_redraw_due", None)
+    if due is None:
+        win.redraw_now()
+        return
+    due()
+    while win._redraw_timer.isActive():  # the turns after the first
+        QApplication.processEvents()
+
+
 def events_done(win) -> None:
     """Run the event loop until the page's queued draw is done (in pieces, a turn each:
     resplot/ui/pieces.py) and painted."""
@@ -202,7 +214,7 @@ def run_polls(win, loaded, sweep: Sweep, polls: int, add: int, profile=None) -> 
         t0, c0 = time.perf_counter(), time.thread_time()
         if profile is not None:
             profile.enable()
-        win.redraw_now()
+        redraw(win)
         events_done(win)  # the queued full draw, its paint
         if profile is not None:
             profile.disable()
@@ -214,7 +226,7 @@ def run_polls(win, loaded, sweep: Sweep, polls: int, add: int, profile=None) -> 
             extra += 1
             loaded.fetch()
             t0, c0 = time.perf_counter(), time.thread_time()
-            win.redraw_now()
+            redraw(win)
             events_done(win)
             gui_cpu[-1] += time.thread_time() - c0
             gui_wall[-1] += time.perf_counter() - t0
