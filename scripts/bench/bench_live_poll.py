@@ -9,22 +9,23 @@ with headroom) against a full draw every poll (the code before issue 31), in one
 
 The real MainWindow (Qt offscreen) on the Training page of a real SQLite store of `--runs` runs
 × `--steps` steps (train/loss, train/lr, train/grad_norm, train/tokens_per_s at every step,
-valid/loss every 500), read through a local agent by the headless poll (Loaded). With
-`--live K` only the K oldest runs get points (the others are marked finished: a run followed
-beside finished ones). Each poll appends `--add` steps to every series of every (live) run in
-the store, reads them (`fetch`: the poller's worker thread in the window, not timed as GUI
-time), then times on the GUI thread the window's redraw (as its timer runs it: over turns of
-the event loop where the code has them) and the draw it queues (`processEvents`). Per size (1280×800, 1920×1080) and
-mode, alternating: `full` (layers off, limits refitted every poll: every poll a full draw) and
-`layers`. Reported: median GUI-thread CPU and wall time of a poll, full draws, the share of one
-core at the default 1 s poll (GUI thread + the worker's read and apply), whether the last
-blitted frame is pixel-equal to a full draw of the same state (the window's own), and in how
-many pixels that full draw differs from matplotlib drawing every series whole (where live
-series' bodies meet their tails, resplot/ui/tails.py). `--smoothing 0` draws raw lines (the
-System page's telemetry, keys that are not smoothed) instead of the default's smoothed curves.
-`--events N` gives each live run N checkpoint events spread over its steps (a run that logs one
-a second: 3,600 an hour) and selects the first live run in the table, so its events are drawn
-on every chart (with more than five runs plotted only the highlighted or selected runs' are).
+valid/loss every 500), read through a local agent by the headless poll (Loaded). With `--live
+K` only the K oldest runs get points (the others are marked finished: a run followed beside
+finished ones). Each poll appends `--add` steps to every series of every (live) run in the
+store, reads them (`fetch`: the poller's worker thread in the window, not timed as GUI time),
+then times on the GUI thread the window's redraw (as its timer runs it: over turns of the event
+loop where the code has them) and the draw it queues (`processEvents`). Per size (1280×800,
+1920×1080) and mode, alternating: `full` (layers off, limits refitted every poll: every poll a
+full draw) and `layers`. Reported: median GUI-thread CPU and wall time of a poll, full draws,
+the share of one core at the default 1 s poll (GUI thread + the worker's read and apply),
+whether the last blitted frame is pixel-equal to a full draw of the same state (the window's
+own), and in how many pixels that full draw differs from matplotlib drawing every series whole
+(where live series' bodies meet their tails, resplot/ui/tails.py). `--smoothing 0` draws raw
+lines (the System page's telemetry, keys that are not smoothed) instead of the default's
+smoothed curves. `--events N` gives each live run N checkpoint events spread over its steps (a
+run that logs one a second: 3,600 an hour) and selects the first live run in the table, so its
+events are drawn on every chart (with more than five runs plotted only the highlighted or
+selected runs' are).
 """
 
 from __future__ import annotations
