@@ -191,6 +191,9 @@ class ChartPage(ChartLimits):
                 ax.set_xlabel(xaxis.label(self.x_mode) if ax in bottom else "", fontsize=8)
         self.grid = grid
         self._placed = None  # laid out again by _place
+        # Followed limits fitted anew, as on a page built at this size (headroom kept from
+        # the size before made them depend on the sizes the page went through).
+        self._followed = {}
 
     def _add_axes(self, ax, events, empty, note) -> None:
         self.axes.append(ax)
