@@ -120,9 +120,17 @@ class ChartPage(ChartLimits):
 
     # -- layout -------------------------------------------------------------------------------
     def _rebuild(self, specs: list[PanelSpec], mode: str, grid: layout.Grid) -> None:
+        for _ in self._build(specs, mode, grid):
+            pass
+
+    def _build(self, specs: list[PanelSpec], mode: str, grid: layout.Grid) -> Iterator[None]:
+        """The page's axes made anew for `specs`, a yield after each (refresh_steps: ~10-40 ms
+        a chart, 200-700 ms for the All page of the soak's sweep in one turn); until it ends
+        the page holds the charts made so far, each beside its spec."""
         self.figure.clear()
         self._gridspec = None
         self.axes, self.tracks, self._extra, self._events, self._empty = [], [], [], [], []
+        self.specs = []
         self._legends = []
         self._clipped = set()
         self._placeholders = {}
@@ -157,21 +165,24 @@ class ChartPage(ChartLimits):
             if spec.kind == "section":  # a band across the page above its charts
                 ax = self.figure.add_subplot(self._gridspec[row, :])
                 self._add_axes(ax, *section_card(ax, spec))
+                self.specs.append(spec)
+                yield
                 continue
             ax = self.figure.add_subplot(self._gridspec[row, col], sharex=first)
-            first = first or ax
+            if first is None:
+                first = ax  # the others share its x axis (limits, locator)
+                if mode == "wall":
+                    locator = AutoDateLocator()
+                    first.xaxis.set_major_locator(locator)
+                    first.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+                first.callbacks.connect("xlim_changed", self._on_xlim_changed)
             self._add_axes(ax, *dress(ax, spec))
             ax.callbacks.connect("ylim_changed", lambda _ax, i=i: self._on_ylim_changed(i))
+            self.specs.append(spec)
+            yield
         charts = [ax for ax, spec in zip(self.axes, specs, strict=True) if spec.kind != "section"]
         for ax in charts[-cols:] if self.x_labels else []:
             ax.set_xlabel(xaxis.label(mode), fontsize=8)
-        if first is None:
-            return  # only folded sections
-        if mode == "wall":
-            locator = AutoDateLocator()
-            first.xaxis.set_major_locator(locator)
-            first.xaxis.set_major_formatter(ConciseDateFormatter(locator))
-        first.callbacks.connect("xlim_changed", self._on_xlim_changed)
 
     def _relayout(self, specs: list[PanelSpec], grid: layout.Grid) -> None:
         """The same charts in another grid (a resize past a column's width): each axes moved
@@ -258,13 +269,16 @@ class ChartPage(ChartLimits):
             self._layout = None
         key = self._layout_key(specs, state)
         grid = key[2]
-        if key != self._layout:
-            if self.axes and self._layout is not None and key[:2] == self._layout[:2]:
-                self._relayout(specs, grid)  # the same charts, another grid: a resize
-            else:
-                self._rebuild(specs, state.x_axis, grid)
-                self.follow = True
-            self._layout = key
+        built = key != self._layout and not (
+            self.axes and self._layout is not None and key[:2] == self._layout[:2]
+        )
+        if built:
+            self._layout = None  # until built (a redraw dropped meanwhile builds it again)
+            yield from self._build(specs, state.x_axis, grid)
+            self.follow = True
+        elif key != self._layout:
+            self._relayout(specs, grid)  # the same charts, another grid: a resize
+        self._layout = key
         self.specs = specs
         self.x_mode = state.x_axis
         self.run_names = {}
@@ -289,6 +303,10 @@ class ChartPage(ChartLimits):
             self._event_places.keep(scope.page_refs)
             for i in fresh:
                 self._prepare_panel(i, specs[i], cache, state, contexts[i])
+                if built:  # every series new (none shown): a chart's views a step
+                    self._updating = False
+                    yield
+                    self._updating = True
             # Every series of the page is cut into the same pixel columns: the x range shown
             # (when following the data, the one autoscaling would give), set before drawing.
             shown = xlim if xlim is not None else self._follow_x()

@@ -122,3 +122,34 @@ def test_data_that_come_during_a_redraw_are_drawn_by_one_more(window, loaded):
     assert window.redraw_count == redraws + 2
     lasts = {int(t.view.steps[-1]) for ts in page.tracks for t in ts.values() if t.view}
     assert lasts == {N + 6}
+
+
+def test_a_page_built_anew_is_built_a_chart_a_turn_and_drawn_once_built(window, loaded):
+    """A page laid out anew (first shown, or given back) makes its charts and their series'
+    views a chart a turn: at each turn the page holds the charts made so far beside their
+    specs, nothing is drawn until it is built and refreshed, and then it is the pixels of a
+    whole draw."""
+    show(window, loaded, "all")
+    view = window.page_view()
+    page = view.page
+    charts = len(page.axes)
+    page.release()
+    window.redraw_turns.turn_s = 0.0
+    draws = []
+    view.canvas.mpl_connect("draw_event", lambda _e: draws.append(len(page.axes)))
+    turns = window.redraw_turns.turns
+    pairs = []  # at each turn: (charts made, specs beside them)
+    window.schedule_redraw()
+
+    def done() -> bool:
+        pairs.append((len(page.axes), len(page.specs)))
+        busy = window._redraw_timer.isActive() or window.redraw_turns.busy
+        return not busy and not view.canvas.draw_due and not window.cache.wanted_count()
+
+    _run_events(window, done, "the page was not built")
+    assert all(a == s for a, s in pairs), pairs
+    made = sorted({a for a, _s in pairs})
+    assert len(made) >= charts // 2 and made[-1] == charts  # (a chart a turn, turns coalesce)
+    assert window.redraw_turns.turns - turns >= charts
+    assert draws and set(draws) == {charts}  # no draw of a page half built
+    _assert_same_pixels(_shown_rows(view), _full_draw_rows(view))
