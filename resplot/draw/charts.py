@@ -116,6 +116,7 @@ class ChartPage(ChartLimits):
         self.view_height_px: float | None = None  # what the window shows of the figure
         self.run_names: dict[RunRef, str] = {}  # of the plotted runs (the hover readout's rows)
         self.x_mode = "step"  # the x axis of the last refresh
+        self._settled: tuple | None = None  # the _view_key of the last refresh drawn whole
         self.empty_text = "No series to show: tick runs, or widen the custom key globs."
 
     # -- layout -------------------------------------------------------------------------------
@@ -332,6 +333,7 @@ class ChartPage(ChartLimits):
             self._whole_end_marks()
             for events in self._events:
                 events.show()  # for the limits now set
+            self._settled = self._view_key(state, refs) if not self.incomplete() else None
         finally:
             self._updating = False
 
@@ -339,7 +341,11 @@ class ChartPage(ChartLimits):
         """Work out the series' views and curves the next refresh() with these arguments will
         draw, a track at a time (a yield after each), changing nothing the page shows: that
         refresh finds them made (Track.warm). Nothing where the page is to be laid out anew
-        (its tracks are made then) or a chart's series are new."""
+        (its tracks are made then) or a chart's series are new, nor where the view is the one
+        the last refresh drew whole (a poll: only live series' ends are new, the refresh's
+        own work; walking every series for that cost a followed poll ~3 ms)."""
+        if self._settled is not None and self._view_key(state, refs) == self._settled:
+            return
         specs = panels_for(self.page, cache, refs, state)
         if not self.axes or self._layout_key(specs, state) != self._layout:
             return
@@ -356,6 +362,15 @@ class ChartPage(ChartLimits):
                 pixels = self._pixels(i)
                 track.warm(cache, ctx, state.x_axis, state.smoothing, pixels, scope.fine)
                 yield
+
+    def _view_key(self, state: ViewState, refs: list[RunRef]) -> tuple:
+        """What the series' views of a refresh depend on besides their data: the layout, the
+        x range (following: none), the x axis, smoothing, runs, charts' widths, those shown."""
+        xlim = None if self.follow or not self.axes else tuple(self.chart_axes()[0].get_xlim())
+        shown = self.in_view() if self.in_view is not None else None
+        shown = None if shown is None else tuple(sorted(shown))
+        widths = tuple(self._pixels(i) for i in range(len(self.axes)))
+        return (self._layout, xlim, state.x_axis, state.smoothing, tuple(refs), widths, shown)
 
     def _layout_key(self, specs: list[PanelSpec], state: ViewState) -> tuple:
         """What the axes are laid out from: a change lays them out anew (_rebuild)."""

@@ -153,3 +153,37 @@ def test_a_page_built_anew_is_built_a_chart_a_turn_and_drawn_once_built(window, 
     assert window.redraw_turns.turns - turns >= charts
     assert draws and set(draws) == {charts}  # no draw of a page half built
     _assert_same_pixels(_shown_rows(view), _full_draw_rows(view))
+
+
+def test_a_poll_of_the_view_drawn_whole_warms_no_series_and_a_zoom_does(
+    window, loaded, monkeypatch
+):
+    """A poll in the view the last refresh drew whole brings live series' ends only: the
+    refresh's own work, no series walked ahead of it (ChartPage.warm); a zoom warms them."""
+    from resplot.draw.tracks import Track
+
+    show(window, loaded, "training")
+    view = window.page_view()
+    page = view.page
+    warmed = []
+    warm = Track.warm
+    monkeypatch.setattr(Track, "warm", lambda t, *a, **k: warmed.append(t) or warm(t, *a, **k))
+
+    def redrawn() -> None:
+        def done() -> bool:
+            busy = window._redraw_timer.isActive() or window.redraw_turns.busy
+            return not busy and not view.canvas.draw_due
+
+        _run_events(window, done, "the redraw did not end")
+
+    fetch(window, loaded, [N + 5])
+    window.schedule_redraw()
+    redrawn()
+    assert not warmed
+    assert {int(t.view.steps[-1]) for ts in page.tracks for t in ts.values()} == {N + 5}
+    ax = page.chart_axes()[0]
+    lo, hi = ax.get_xlim()
+    time.sleep(0.06)  # (a redraw at once, posted)
+    ax.set_xlim(lo, lo + 0.5 * (hi - lo))
+    redrawn()
+    assert len(warmed) == sum(len(ts) for ts in page.tracks)
