@@ -10,8 +10,9 @@ grad norm, throughput, MFU, tokens, GPU telemetry and step timings; `--steps` ea
 MainWindow (Qt offscreen) at `--size` on `--page`. A zoom is what the toolbar's does on
 release (the x limits set, then the window's refresh and the page's draw), between three
 ranges whose tiles are cached (each zoomed to twice first). Reported: the GUI thread's CPU
-time a zoom (median of `--zooms`), the parts of it in the page's refresh and in its draw, and
-the longest turn of the event loop it took (the refresh's, or one of the draw's pieces);
+time a zoom (median of `--zooms`), the parts of it in the page's refresh (all its turns where
+it runs over turns, resplot/ui/redraw_turns.py) and in its draw, and the longest turn of the
+event loop it took (a turn of the redraw, or one of the draw's pieces);
 with `--before REV`, that revision's code in child processes alternated with this tree's,
 `--pairs` times, and the ratio of the medians (issue 31: zoom from cached data ≤ 50 ms).
 """
@@ -57,7 +58,32 @@ def measure(args) -> dict:
         finally:
             parts["refresh"] += time.thread_time() - start
 
-    ChartPage.refresh = timed_refresh
+    def timed_steps(name: str):
+        # A page's refresh over turns (warm, then refresh_steps): each step's time counted.
+        steps = getattr(ChartPage, name)
+
+        def run(self, *a, **k):
+            it = steps(self, *a, **k)
+            try:
+                while True:
+                    start = time.thread_time()
+                    try:
+                        next(it)
+                    except StopIteration:
+                        return
+                    finally:
+                        parts["refresh"] += time.thread_time() - start
+                    yield
+            finally:
+                it.close()  # (dropped for a newer view)
+
+        setattr(ChartPage, name, run)
+
+    if hasattr(ChartPage, "refresh_steps"):
+        for name in ("warm", "refresh_steps"):
+            timed_steps(name)
+    else:  # code before the redraw over turns: the refresh in one call
+        ChartPage.refresh = timed_refresh
     with tempfile.TemporaryDirectory() as tmp, Loaded([parse_spec(str(args.store))]) as loaded:
         win = MainWindow(loaded.cache, settings_mod.Settings(), Path(tmp) / "settings.json")
         win.resize(*args.size)
@@ -117,8 +143,8 @@ def measure(args) -> dict:
             queued.timer.timeout.disconnect()
             queued.timer.timeout.connect(timed(queued.turn, True))
         win._redraw_timer.timeout.disconnect()
-        # The timer's redraw: its warm-up a turn at a time, then the refresh (or, in code
-        # before the warm-up, the refresh at once).
+        # The timer's redraw: over turns of the event loop (or, in code before them, the
+        # refresh at once).
         redraw_due = getattr(win, "_redraw_due", win.redraw_now)
         win._redraw_timer.timeout.connect(timed(redraw_due, False))
         win._posted_redraw = timed(win._posted_redraw, False)  # a zoom's refresh, posted
