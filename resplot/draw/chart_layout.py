@@ -1,0 +1,169 @@
+"""A chart page's layout: its axes made for its charts (a chart at a time: a page built anew
+is built over turns of the event loop, resplot/ui/redraw_turns.py), moved to other cells when a
+resize changes the grid, and placed in pixels below the run strip (resplot.data.layout).
+ChartPage (resplot/draw/charts.py) is one; its series and refresh live there, its limits in
+resplot/draw/limits.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+
+from resplot.data import layout, xaxis
+from resplot.data.pages import PanelSpec
+from resplot.data.state import ViewState
+from resplot.draw.axes_setup import dress, section_card
+from resplot.draw.legends import AxesLegend, Entry, RunStrip
+from resplot.draw.titles import fit_titles
+
+
+class ChartLayout:
+    """The layout part of a ChartPage (its figure, axes, per-chart lists and strip are the
+    page's)."""
+
+    def _rebuild(self, specs: list[PanelSpec], mode: str, grid: layout.Grid) -> None:
+        for _ in self._build(specs, mode, grid):
+            pass
+
+    def _build(self, specs: list[PanelSpec], mode: str, grid: layout.Grid) -> Iterator[None]:
+        """The page's axes made anew for `specs`, a yield after each (refresh_steps: ~10-40 ms
+        a chart, 200-700 ms for the All page of the soak's sweep in one turn); until it ends
+        the page holds the charts made so far, each beside its spec."""
+        self.figure.clear()
+        self._gridspec = None
+        self.axes, self.tracks, self._extra, self._events, self._empty = [], [], [], [], []
+        self.specs = []
+        self._legends = []
+        self._clipped = set()
+        self._placeholders = {}
+
+        self._user_y = set()
+        self._followed = {}
+        self._layered = {}
+        self._placed = None
+        self.strip = RunStrip(self.figure)
+        self._views, self._notes = [], []
+        self.message = None
+        n = len(specs)
+        if n == 0:
+            self.message = self.figure.text(
+                0.5,
+                0.5,
+                self.empty_text,
+                ha="center",
+                va="center",
+                color="#666666",
+                wrap=True,
+            )
+            return
+        rows, cols = grid.rows, grid.cols
+        self.grid = grid
+        starts, bands = _starts_and_bands(specs)
+        cells, _rows = layout.slots(starts, cols, bands)
+        self._gridspec = self.figure.add_gridspec(rows, cols)
+        first = None
+        for i, spec in enumerate(specs):
+            row, col = divmod(cells[i], cols)
+            if spec.kind == "section":  # a band across the page above its charts
+                ax = self.figure.add_subplot(self._gridspec[row, :])
+                self._add_axes(ax, *section_card(ax, spec))
+                self.specs.append(spec)
+                yield
+                continue
+            ax = self.figure.add_subplot(self._gridspec[row, col], sharex=first)
+            if first is None:
+                first = ax  # the others share its x axis (limits, locator)
+                if mode == "wall":
+                    locator = AutoDateLocator()
+                    first.xaxis.set_major_locator(locator)
+                    first.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+                first.callbacks.connect("xlim_changed", self._on_xlim_changed)
+            self._add_axes(ax, *dress(ax, spec))
+            ax.callbacks.connect("ylim_changed", lambda _ax, i=i: self._on_ylim_changed(i))
+            self.specs.append(spec)
+            yield
+        charts = [ax for ax, spec in zip(self.axes, specs, strict=True) if spec.kind != "section"]
+        for ax in charts[-cols:] if self.x_labels else []:
+            ax.set_xlabel(xaxis.label(mode), fontsize=8)
+
+    def _relayout(self, specs: list[PanelSpec], grid: layout.Grid) -> None:
+        """The same charts in another grid (a resize past a column's width): each axes moved
+        to its cell, its series, artists and the view kept. Building the page anew for it
+        took 150-450 ms on the All page of the soak's sweep, and then every series' view."""
+        starts, bands = _starts_and_bands(specs)
+        cells, _rows = layout.slots(starts, grid.cols, bands)
+        self._gridspec = self.figure.add_gridspec(grid.rows, grid.cols)
+        for i, (ax, spec) in enumerate(zip(self.axes, specs, strict=True)):
+            row, col = divmod(cells[i], grid.cols)
+            whole_row = spec.kind == "section"
+            ax.set_subplotspec(self._gridspec[row, :] if whole_row else self._gridspec[row, col])
+        if self.x_labels:
+            charts = [ax for ax, s in zip(self.axes, specs, strict=True) if s.kind != "section"]
+            bottom = charts[-grid.cols :]
+            for ax in charts:
+                ax.set_xlabel(xaxis.label(self.x_mode) if ax in bottom else "", fontsize=8)
+        self.grid = grid
+        self._placed = None  # laid out again by _place
+        # Followed limits fitted anew, as on a page built at this size (headroom kept from
+        # the size before made them depend on the sizes the page went through).
+        self._followed = {}
+
+    def _add_axes(self, ax, events, empty, note) -> None:
+        self.axes.append(ax)
+        self.tracks.append({})
+        self._extra.append([])
+        self._events.append(events)
+        self._empty.append(empty)
+        self._views.append([])
+        self._notes.append(note)
+        self._legends.append(AxesLegend())
+
+    def _layout_key(self, specs: list[PanelSpec], state: ViewState) -> tuple:
+        """What the axes are laid out from: a change lays them out anew (_rebuild)."""
+        height = self.view_height_px or self.figure.bbox.height
+        legend_rows = self.strip.rows if self.strip_in_figure else 0
+        grid = layout.grid(len(specs), self._frame(self.figure.bbox.width, height, legend_rows))
+        # The All page's sections each begin a row, their cards a band of their own.
+        starts, bands = _starts_and_bands(specs)
+        cells, rows = layout.slots(starts, grid.cols, bands)
+        grid = layout.Grid(rows, grid.cols, layout.band_rows(cells, bands, grid.cols))
+        return (tuple(s.layout_key() for s in specs), state.x_axis, grid)
+
+    def replace_axes(self) -> None:
+        """Lay the axes out again for the figure's current size (a canvas resize): the margins
+        are pixels turned into fractions of the size they were computed for."""
+        if self.axes:
+            self._place(self.entries if self.strip_in_figure else [])
+
+    def _place(self, entries: list[Entry]) -> None:
+        """The run strip, and the axes laid out below it in pixels (resplot.data.layout)."""
+        self.strip.update(entries)
+        w, h = self.figure.bbox.width, self.figure.bbox.height
+        frame = self._frame(w, h, self.strip.rows)
+        margins = layout.margins(frame, self.grid)
+        ratios = None
+        if self._gridspec is not None and self._gridspec.nrows == self.grid.rows:
+            ratios = layout.height_ratios(self.grid, layout.axes_px(frame, self.grid)[1])
+        # Laid out again only when something moved: it marks the page for a full draw.
+        placed = (w, h, tuple(sorted(margins.items())), None if ratios is None else tuple(ratios))
+        if placed != self._placed:
+            if ratios is not None:
+                self._gridspec.set_height_ratios(ratios)
+            self.figure.subplots_adjust(**margins)
+            self._placed = placed
+        fit_titles(self.axes, self.specs, self.figure, self.grid.cols)
+
+    def _frame(self, width_px: float, height_px: float, legend_rows: int) -> layout.Frame:
+        return layout.Frame(width_px, height_px, self.figure.dpi, legend_rows, self.x_labels)
+
+    def min_height(self) -> int:
+        """Pixels the page needs to give each chart a readable height (the window scrolls)."""
+        w, h = self.figure.bbox.width, self.figure.bbox.height
+        return layout.min_height_px(self._frame(w, h, self.strip.rows), self.grid)
+
+
+def _starts_and_bands(specs: list[PanelSpec]) -> tuple[list[bool], list[bool]]:
+    """Which panels begin a row, and which are a row of their own (section cards)."""
+    return [s.starts_row for s in specs], [s.kind == "section" for s in specs]
