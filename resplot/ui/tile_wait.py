@@ -32,10 +32,16 @@ class TileWait:
         self.stand_in = QTimer(win)
         self.stand_in.setSingleShot(True)
         self.stand_in.setInterval(STAND_IN_DELAY_MS)
-        self.stand_in.timeout.connect(lambda: win.page_view().present())
+        self.stand_in.timeout.connect(self._stand_in)
         self._pictured: dict[str, bool] = {}  # page: whether its last draw showed data
         self._tiles_read = -1  # the cache's tiles_put when the last redraw read it
         self._said_over = False  # the status bar has said the tiles in view pass the bound
+
+    def _stand_in(self) -> None:
+        """Draw the page with its coarser stand-ins, unless a redraw of it is under way over
+        turns (resplot/ui/redraw_turns.py): its charts half refreshed, and its end presents."""
+        if not self.win.redraw_turns.busy:
+            self.win.page_view().present()
 
     def watch(self, page: str, view) -> None:
         """Follow the draws of one page's view (a chart page or the Ranks page)."""

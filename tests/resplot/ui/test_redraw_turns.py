@@ -187,3 +187,24 @@ def test_a_poll_of_the_view_drawn_whole_warms_no_series_and_a_zoom_does(
     ax.set_xlim(lo, lo + 0.5 * (hi - lo))
     redrawn()
     assert len(warmed) == sum(len(ts) for ts in page.tracks)
+
+
+def test_a_stand_in_due_during_a_redraw_leaves_the_page_to_its_end(window, loaded):
+    """The tile wait's stand-in timer (a coarser level drawn while finer tiles load) fires
+    during a redraw over turns: the page's charts are half refreshed, so nothing is drawn or
+    blitted then; the redraw's end presents the page."""
+    show(window, loaded, "training")
+    view = window.page_view()
+    layers = view.layers
+    window.redraw_turns.turn_s = 0.0
+    ax = view.page.chart_axes()[0]
+    lo, hi = ax.get_xlim()
+    time.sleep(0.06)  # (a redraw at once, posted)
+    ax.set_xlim(lo, lo + 0.5 * (hi - lo))
+    _run_events(window, lambda: window.redraw_turns.busy, "no redraw began")
+    drawn = (layers.full_draws, layers.blits)
+    window.tile_wait._stand_in()
+    assert (layers.full_draws, layers.blits) == drawn
+    window.redraw_turns.forget()
+    window.tile_wait._stand_in()  # no redraw under way: the page is presented
+    assert (layers.full_draws, layers.blits) != drawn or view.canvas.draw_due
