@@ -34,13 +34,8 @@ from resplot.draw.events import EventLines, EventPlaces, draw_events
 from resplot.draw.figure_files import save_figure
 from resplot.draw.legends import AxesLegend, Entry, RunStrip
 from resplot.draw.limits import ChartLimits, fit_data_limits, quietly, shown_limits
-from resplot.draw.tracks import (
-    BAND_FROM_SERIES,
-    DENSE_PAGE_FINE_PER_PIXEL,
-    RunContext,
-    Track,
-    tokens_guide,
-)
+from resplot.draw.track_inputs import RunContext, tokens_guide
+from resplot.draw.tracks import BAND_FROM_SERIES, DENSE_PAGE_FINE_PER_PIXEL, Track
 from schema.rules.compare import metric_stats
 from schema.store.status import FINISHED
 

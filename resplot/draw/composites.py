@@ -13,7 +13,7 @@ from resplot.data.cache import SeriesCache
 from resplot.data.decimate import bucket_mean
 from resplot.data.pages import TIMING_PARTS, PanelSpec
 from resplot.data.views import series_view
-from resplot.draw.tracks import RunContext
+from resplot.draw.track_inputs import RunContext
 
 PART_COLORS = {
     "data": "#e15759",

@@ -6,8 +6,6 @@ every track (its view), then places each in the chart's pixel columns.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from matplotlib.collections import PolyCollection
 from matplotlib.lines import Line2D
@@ -16,18 +14,15 @@ from matplotlib.patches import Polygon
 from resplot.data import marks, xaxis
 from resplot.data.cache import SeriesCache
 from resplot.data.decimate import Grid, decimate_many, in_order
-from resplot.data.model import RunInfo, RunRef
+from resplot.data.model import RunInfo
 from resplot.data.pages import Item
 from resplot.data.smoothing import (
-    smooth,
-    smooth_buckets,
     smoothable,
-    unit_of,
-    warmup_steps,
 )
 from resplot.data.views import FINE_PER_PIXEL, SeriesView, ViewMemo, series_view
 from resplot.draw.limits import extent_points, line_limits
-from schema.store.rollup import STEP_HI, STEP_LO
+from resplot.draw.track_inputs import RunContext, smoothed_curve
+from schema.store.rollup import STEP_HI
 from schema.store.status import FAILED, FINISHED, KILLED, RUNNING
 
 NONFINITE_Y = {"nan": 0.96, "+inf": 0.99, "-inf": 0.01}  # axes fraction of NaN/inf markers
@@ -337,7 +332,7 @@ class Track:
         smoothed, whole = None, True
         item = self.item
         if item.smooth and weight > 0 and len(view.mid_steps) and smoothable(item.key):
-            smoothed, whole = _smoothed(cache, item, view, weight, ctx.lo)
+            smoothed, whole = smoothed_curve(cache, item, view, weight, ctx.lo)
         return x, x_mid, smoothed, whole
 
     def _tiered(self) -> list:
@@ -587,57 +582,3 @@ def _same(a: tuple, b: tuple) -> bool:
         ):
             return False
     return True
-
-
-def _smoothed(
-    cache: SeriesCache, item: Item, view: SeriesView, weight: float, lo: float
-) -> tuple[np.ndarray, bool]:
-    """The EMA of a view, in steps (resplot/data/smoothing.py): of its raw points, or of its
-    buckets' exact means. A view that starts after its series does starts the EMA earlier, by
-    as many steps as it takes the points left out to weigh nothing (at the view's level), so
-    the curve is the same at every zoom; False with it while those points' tiles load."""
-    summary = cache.summary(item.ref, item.key)
-    unit = unit_of(summary.agg) if summary is not None else 1.0
-    steps, means = view.mid_steps, view.means
-    lows, highs = view.first_steps, view.last_steps  # per bucket (None: raw points)
-    whole = True
-    first = summary.agg[STEP_LO] if summary is not None else steps[0]
-    if np.isfinite(lo) and steps[0] > first:
-        start = max(first, int(steps[0]) - warmup_steps(weight, unit))
-        before = series_view(cache, item.ref, item.key, start, int(steps[0]) - 1, 1, view.level)
-        whole = before is not None and before.complete and before.level == view.level
-        if whole:
-            take = before.mid_steps < steps[0]
-            steps = np.concatenate([before.mid_steps[take], steps])
-            means = np.concatenate([before.means[take], means])
-            if lows is not None and before.first_steps is not None:
-                lows = np.concatenate([before.first_steps[take], lows])
-                highs = np.concatenate([before.last_steps[take], highs])
-    if view.level != 0 and lows is not None and len(lows) == len(steps):
-        # Buckets: the EMA of their points, averaged over each (the same curve as zoomed in).
-        out = smooth_buckets(lows, highs, means, weight, unit)
-    else:
-        out = smooth(steps, means, weight, unit)
-    return out[len(steps) - len(view.mid_steps) :], whole
-
-
-@dataclass
-class RunContext:
-    """What every track of one run on one panel shares: the run, the step range in view
-    (±inf: the series' own ends) and, on the tokens axis, the tokens guide."""
-
-    run: RunInfo | None
-    lo: float
-    hi: float
-    guide: xaxis.Guide | None
-
-
-def tokens_guide(
-    cache: SeriesCache, ref: RunRef, lo: float, hi: float, pixels: int, key: str = xaxis.TOKENS_KEY
-):
-    """(steps, count) of a run's cumulative counter `key` (train/tokens, iter, epoch) over a
-    step range: its points, or each bucket's last value (the count at its last step)."""
-    view = series_view(cache, ref, key, lo, hi, pixels)
-    if view is None or len(view.last_steps) == 0:
-        return None
-    return view.last_steps, view.lasts

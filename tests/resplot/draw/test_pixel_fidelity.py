@@ -22,7 +22,8 @@ from resplot.data.decimate import Grid
 from resplot.data.pages import Item
 from resplot.data.state import ViewState
 from resplot.draw.charts import render
-from resplot.draw.tracks import RunContext, Track
+from resplot.draw.track_inputs import RunContext
+from resplot.draw.tracks import Track
 from resplot.sources import open_source, parse_spec
 from tests.fixtures.pixels import far
 from tests.fixtures.stores import make_run, new_store
