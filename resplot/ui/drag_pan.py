@@ -12,6 +12,11 @@ screen, and the frame after the release is the pixels of a full draw of the same
 in view at each exact frame (ChartPage._refit_y).
 
 Only a pan (the same x span) is previewed; the right button's drag-zoom draws exact frames.
+
+A drag pressed while the page is drawn in pieces (resplot/ui/pieces.py) waits for that draw:
+its moves are kept, not applied (a new limit would start the draw again), and the first
+preview moves the finished frame. Finishing the draw at the press cost one turn of the event
+loop 150-520 ms (the 30-minute soak's longest stalls, docs/benchmarks/viewer.md).
 """
 
 from __future__ import annotations
@@ -110,14 +115,17 @@ class DragPan(QObject):
         if not self._move_timer.isActive():
             self._move_timer.start()
 
-    def _apply_move(self) -> None:
+    def _apply_move(self, now: bool = False) -> None:
         if not self.active or self._move is None or self.toolbar is None:
             return
-        x, y = self._move
-        self._move = None
         if str(self.toolbar.mode) != "pan/zoom":  # the pan tool was switched off meanwhile
+            self._move = None
             self.end()
             return
+        if not now and self._frame_coming():
+            return  # kept: the frame's draw applies it (rebase); else the next move
+        x, y = self._move
+        self._move = None
         event = MouseEvent("motion_notify_event", self.canvas, x, y, buttons={MouseButton.LEFT})
         self.toolbar.drag_pan(event)
 
@@ -130,7 +138,7 @@ class DragPan(QObject):
 
     def end(self) -> None:
         """The button was released: the exact frame, unless nothing moved."""
-        self._apply_move()  # a move the release overtook
+        self._apply_move(now=True)  # a move the release overtook (or a frame's draw held)
         self.active = False
         self._move = None
         self._move_timer.stop()
@@ -162,18 +170,27 @@ class DragPan(QObject):
             self.canvas.draws_held = held
 
     def _on_draw(self, _event) -> None:
-        self.rebase()
+        self.rebase(drawn=True)
+
+    def _frame_coming(self) -> bool:
+        """Whether the page is being drawn in pieces: the buffer is not a frame yet."""
+        return bool(getattr(self.canvas, "drawing", False))
 
     # -- frames -------------------------------------------------------------------------------
-    def rebase(self) -> None:
+    def rebase(self, drawn: bool = False) -> None:
         """The canvas holds an exact frame (a draw, or the series drawn over the saved axes):
-        the next previews move it."""
+        the next previews move it. (`drawn`: a draw's end, in pieces its last.)"""
         if not self.active:
             return
         canvas = self.canvas
-        if getattr(canvas, "renderer", None) is None or (canvas.queued.held and canvas.draw_due):
+        if (
+            getattr(canvas, "renderer", None) is None
+            or (canvas.queued.held and canvas.draw_due)
+            or (self._frame_coming() and not drawn)
+        ):
             # Never drawn, or the frame shown is of the view before a redraw under way (the
-            # page half refreshed: not drawn until it ends): nothing to move until its draw.
+            # page half refreshed: not drawn until it ends), or a draw is half done: nothing
+            # to move until its draw.
             self._base = None
             return
         buf = np.asarray(self.canvas.buffer_rgba())
@@ -231,6 +248,8 @@ class DragPan(QObject):
                     fixed,
                 )
             )
+        if self._move is not None and not self._move_timer.isActive():
+            self._move_timer.start()  # moves kept while the frame was drawn
 
     def _preview(self) -> None:
         charts = self.page.chart_axes()

@@ -204,12 +204,6 @@ class PageCanvas(FigureCanvasQTAgg):
         self.draw_due = True
         self.queued.queue()
 
-    def finish_draw(self) -> None:
-        """Draw now what a draw in pieces has left (the buffer must hold a frame: a drag's
-        preview moves it)."""
-        if self.drawing:
-            self.draw()
-
     def draw(self) -> None:
         self.queued.cancel()
         hidden = self.layers.begin_full_draw() if self.layers is not None else []
@@ -293,7 +287,6 @@ class PageView(QWidget):
             self.canvas, self.page, self._view_rows, lambda: self.layers.drawn, on_view_changed
         )
         self.drag.toolbar = self.toolbar
-        self.drag.on_begin.append(self.canvas.finish_draw)  # previews move a whole frame
         self.drag.on_begin.append(self.crosshair.hide)
         self.canvas.drag = self.toolbar.drag = self.drag
         self.layers.on_blit.append(self.drag.rebase)

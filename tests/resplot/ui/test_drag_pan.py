@@ -301,3 +301,44 @@ def test_a_drag_begun_during_a_redraw_moves_nothing_until_the_page_is_drawn(win,
     full = _full_draw(view)
     differ = np.argwhere((shown != full).any(axis=2))
     assert len(differ) == 0, f"{len(differ)} pixels differ, first at {differ[:5].tolist()}"
+
+
+def test_a_drag_begun_during_a_draw_in_pieces_waits_for_its_frame(win, qtbot):
+    """A press while the page is drawn in pieces does not finish that draw in its turn (the
+    soak's longest stalls): the draw goes on a piece a turn, the moves meanwhile are kept (a
+    new limit would start it again), and the first preview moves the finished frame from
+    where the press was."""
+    view, ax = _zoomed(qtbot, win, 1000, 1500)
+    view.drag.pause_ms = HELD
+    canvas = view.canvas
+    canvas.queued.turn_s = 0.0  # a piece a turn
+    qtbot.wait(120)  # (a redraw at once, posted)
+    ax.set_xlim(1100, 1600)
+    canvas.draw_idle()
+    for _ in range(200):
+        QApplication.processEvents()
+        if canvas.drawing:
+            break
+    assert canvas.drawing
+    draws, frames, done = _draws(view), view.drag.frames, canvas.queued.done
+    view.toolbar.pan()
+    try:
+        a = _point(view, ax, 0.6)
+        _press(view, a)
+        assert canvas.drawing and draws == []  # not finished at the press
+        _move(view, QPointF(a.x() - 40, a.y()))
+        assert canvas.drawing and ax.get_xlim() == (1100, 1600)  # kept for the frame
+        qtbot.waitUntil(lambda: view.drag.frames > frames, timeout=30_000)
+        assert canvas.queued.done == done + 1 and len(draws) == 1  # that draw, in pieces
+        lo, hi = ax.get_xlim()
+        assert lo > 1100 and hi - lo == pytest.approx(500)
+        assert view.drag.base_xlim == (1100, 1600)  # the finished frame, moved
+        _release(view, QPointF(a.x() - 40, a.y()))
+        _drawn(qtbot, win)
+    finally:
+        view.toolbar.pan()
+    assert ax.get_xlim() == (lo, hi)
+    shown = _shown(view)
+    full = _full_draw(view)
+    differ = np.argwhere((shown != full).any(axis=2))
+    assert len(differ) == 0, f"{len(differ)} pixels differ, first at {differ[:5].tolist()}"

@@ -160,8 +160,9 @@ def test_a_finished_runs_series_changing_between_pieces_starts_the_draw_again(mi
 
 
 def test_a_drag_begins_over_a_whole_frame(window, loaded):
-    """A drag's preview moves the canvas's pixels: a draw in pieces under way is finished
-    first."""
+    """A drag's preview moves the canvas's pixels: a drag begun during a draw in pieces takes
+    no frame (the buffer is half drawn) and does not finish the draw in its turn; the draw's
+    end is its frame."""
     show(window, loaded, "training")
     view = window.page_view()
     canvas = view.canvas
@@ -173,6 +174,9 @@ def test_a_drag_begins_over_a_whole_frame(window, loaded):
     view.drag.active = True  # as press_pan does before begin()
     try:
         view.drag.begin()
+        assert canvas.drawing and view.layers.full_draws == full
+        assert view.drag.base_xlim is None
+        _turns(view)
         assert not canvas.drawing and view.layers.full_draws == full + 1
         assert view.drag.base_xlim == view.page.chart_axes()[0].get_xlim()
     finally:
