@@ -103,6 +103,21 @@ class RunNameDelegate(CompactDelegate):
         option.text = metrics.elidedText(short or name, Qt.ElideMiddle, room)
 
 
+class RunTreeView(QTreeView):
+    """The table's view. A cell's new value repaints that cell: QTreeView measured the whole
+    row again first where the row was the view's first (its uniform row height is taken
+    there): ~15 size hints for each changed cell of a live run shown on top, half the table's
+    cost a poll. Every row here is one line of text high (CompactDelegate), whatever it
+    holds, so a cell's change cannot change it; the first column (a job's unfolding) and
+    changes of more than one cell go the whole way."""
+
+    def dataChanged(self, top_left, bottom_right, roles=()) -> None:
+        if top_left == bottom_right and top_left.isValid() and top_left.column() > 0:
+            QAbstractItemView.dataChanged(self, top_left, bottom_right, roles)
+            return
+        super().dataChanged(top_left, bottom_right, roles)
+
+
 class _Filter(QSortFilterProxyModel):
     """Rows whose name, host, status, alerts or config values contain every word typed, or
     whose job or host does (a job's row shows while any row under it is shown)."""
@@ -144,7 +159,7 @@ class RunTable(QWidget):
             button.setToolTip(tip)
             button.clicked.connect(lambda _c=False, h=how: self.tick_visible(h))
             buttons.addWidget(button)
-        self.view = QTreeView(self)
+        self.view = RunTreeView(self)
         self.view.setModel(self.proxy)
         # The cache's order (a job's hosts and ranks in rank order) until a column's head is
         # clicked; Qt's default indicator sorted by name, descending, ranks 3, 2, 1, 0.

@@ -175,6 +175,43 @@ def test_a_live_row_repaints_its_changed_cells_not_the_table(table, qtbot):
     assert painted and all(cell.contains(rect) for rect in painted), (cell, painted)
 
 
+def test_a_change_in_the_first_row_repaints_its_cell_without_measuring_the_row(
+    table, qtbot, monkeypatch
+):
+    """A live run shown on top: QTreeView measured its whole row again (a size hint a column)
+    at each changed cell there, half the table's cost a poll. Every row is a line high
+    (CompactDelegate), so the cell is repainted with its new value and nothing is measured."""
+    from resplot.ui import run_table
+
+    cache, _state, model, widget, _log = table
+    widget.resize(900, 400)
+    runs = [_run(n, lr=n) for n in range(8)]
+    cache.set_runs(runs)
+    model.refresh({}, now=T0 + 100)
+    qtbot.wait(50)
+    top = widget.proxy.index(0, model.headers.index("status"))
+    run = next(r for r in runs if r.ref == model.ref_at(widget.proxy.mapToSource(top)))
+    viewport = widget.view.viewport()
+    cell = widget.view.visualRect(top)
+    before = viewport.grab(cell).toImage()
+    measured = []
+    hint = run_table.CompactDelegate.sizeHint
+    monkeypatch.setattr(
+        run_table.CompactDelegate,
+        "sizeHint",
+        lambda self, option, index: measured.append(index.row()) or hint(self, option, index),
+    )
+    cache.set_runs([dataclasses.replace(run, status="crashed")])
+    model.refresh({}, now=T0 + 100)
+    qtbot.wait(50)
+    shown = viewport.grab(cell).toImage()
+    assert measured == []
+    assert shown != before  # the new status painted
+    viewport.update()  # the whole viewport painted again: the same cell
+    qtbot.wait(50)
+    assert viewport.grab(cell).toImage() == shown
+
+
 def test_a_sorted_and_filtered_view_follows_removals_and_resets(table):
     cache, _state, model, widget, log = table
     cache.set_runs([_run(n, lr=n % 2) for n in range(6)])
