@@ -174,7 +174,7 @@ class DragPan(QObject):
 
     def _frame_coming(self) -> bool:
         """Whether the page is being drawn in pieces: the buffer is not a frame yet."""
-        return bool(getattr(self.canvas, "drawing", False))
+        return self.canvas.drawing
 
     # -- frames -------------------------------------------------------------------------------
     def rebase(self, drawn: bool = False) -> None:
