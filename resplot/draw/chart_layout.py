@@ -41,6 +41,7 @@ class ChartLayout:
 
         self._user_y = set()
         self._followed = {}
+        self._autoscaled = {}
         self._layered = {}
         self._placed = None
         self.strip = RunStrip(self.figure)

@@ -90,6 +90,8 @@ class ChartPage(ChartLayout, ChartLimits):
         self.in_view: Callable[[], list[int] | None] | None = None
         self.behind: set[int] = set()
         self._followed: dict[int, tuple] = {}  # ylim follow mode set per axes; -1: the xlim
+        # chart -> (what its y autoscaling depended on, the range it gave): _autoscaled_y
+        self._autoscaled: dict[int, tuple[tuple, tuple[float, float]]] = {}
         self._placed: tuple | None = None  # the layout _place() last applied
         self._layered: dict[int, tuple] = {}  # chart -> its children then, its layer_artists
         # Per run: (x, step) pairs of its widest drawn view, sorted by x: how a zoomed x range

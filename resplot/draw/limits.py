@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import matplotlib as mpl
 import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.transforms import Bbox
@@ -49,25 +50,47 @@ class ChartLimits(FollowsData):
     def _follow_y(self, i: int, ax, state: ViewState, scalex: bool, before: tuple) -> None:
         """A followed chart's y range: autoscaled (the outlier and placeholder rules, a flat
         series widened), then kept while it still fits (headroom). Worked out quietly and
-        set once, so that the same limits do not mark the page for a full draw."""
+        set once, and only when it moves: a set marks the page for a full draw, and even the
+        same limits set again invalidate every transform of the chart. A y range the user
+        set (a pan or zoom along y alone) is kept until Follow data."""
+        if i in self._user_y:
+            return
         with quietly(ax):
-            ax.autoscale_view(scalex=scalex)
-            self._clip_outliers(i, state)
-            _widen_flat(ax)
-            wanted = tuple(ax.get_ylim())
+            wanted = self._autoscaled_y(i, ax, scalex)
+            wanted = self._clip_outliers(i, state) or wanted
+            wanted = _widened(ax, wanted)
+            shown = wanted
             last = self._followed.get(i)
             if self.headroom and last is not None and self.specs[i].kind != "section":
-                kept = headroom.follow(
-                    last, wanted, log=ax.get_yscale() == "log", margin=ax.margins()[1]
+                shown = tuple(
+                    headroom.follow(
+                        last, wanted, log=ax.get_yscale() == "log", margin=ax.margins()[1]
+                    )
                 )
-                if tuple(kept) != wanted:
-                    ax.set_ylim(kept)
+            if tuple(ax.get_ylim()) != shown:
+                ax.set_ylim(shown)
         if self._views[i]:  # limits fitted to data (not an empty chart's 0..1)
             self._followed[i] = tuple(ax.get_ylim())
         else:
             self._followed.pop(i, None)
         if shown_limits(ax) != before:
             ax.stale = True  # new limits: the page's axes are drawn again
+
+    def _autoscaled_y(self, i: int, ax, scalex: bool) -> tuple[float, float]:
+        """The y range matplotlib's autoscaling gives chart i's data (its margins, sticky
+        edges, scale), worked out again only when what it depends on changed: most polls
+        add points inside the page's y data limits. Left set on the axes when worked out
+        (with x too when `scalex`: the page follows no x range of its own)."""
+        key = _autoscale_key(ax)
+        kept = self._autoscaled.get(i)
+        if not scalex and kept is not None and kept[0] == key:
+            return kept[1]
+        # Any limits set since (the kept ones, an outlier rule's) turned autoscaling off.
+        ax.set_autoscaley_on(True)
+        ax.autoscale_view(scalex=scalex)
+        wanted = tuple(ax.get_ylim())
+        self._autoscaled[i] = (key, wanted)
+        return wanted
 
     def _on_ylim_changed(self, i: int) -> None:
         if not self._updating and not self._keeping_y:
@@ -119,9 +142,10 @@ class ChartLimits(FollowsData):
             self._clipped.symmetric_difference_update({i})
             self._note(i, state.smoothing)
 
-    def _clip_outliers(self, i: int, state: ViewState) -> None:
-        """A loss chart's y range without its top 1 % (resplot.data.yrange), said in its note."""
-        spec, ax = self.specs[i], self.axes[i]
+    def _clip_outliers(self, i: int, state: ViewState) -> tuple[float, float] | None:
+        """A loss chart's y range without its top 1 % (resplot.data.yrange), said in its note,
+        or the range without a placeholder; None: autoscaling's range stands."""
+        spec = self.specs[i]
         limits = None
         robust = spec.robust_y and state.ignore_outliers and spec.kind == "line"
         tracks = list(self.tracks[i].values()) if spec.kind == "line" else []
@@ -146,8 +170,6 @@ class ChartLimits(FollowsData):
             clipped = limits is not None
         else:
             clipped = False
-        if limits is not None:
-            ax.set_ylim(*limits)
         changed = clipped != (i in self._clipped)
         changed |= self._placeholders.get(i) != placeholder
         if clipped != (i in self._clipped):
@@ -158,6 +180,7 @@ class ChartLimits(FollowsData):
             self._placeholders[i] = placeholder
         if changed:
             self._note(i, state.smoothing)
+        return None if limits is None else (float(limits[0]), float(limits[1]))
 
     def _follow_xlim(self) -> tuple[float, float] | None:
         """The x range autoscaling would give every series of the page (None: no series, or
@@ -293,10 +316,32 @@ def quietly(ax) -> Iterator[None]:
         ax.stale_callback = callback
 
 
-def _widen_flat(ax) -> None:
+def _widened(ax, limits: tuple[float, float]) -> tuple[float, float]:
     """A y range narrower than float noise around its value (a constant series whose means
-    differ in the 15th digit: matplotlib labelled it `1e-15+3.6e-1`) becomes ±5 % of it."""
-    lo, hi = ax.get_ylim()
+    differ in the 15th digit: matplotlib labelled it `1e-15+3.6e-1`) widened to ±5 % of it."""
+    lo, hi = limits
     mid = (lo + hi) / 2
     if ax.get_yscale() == "linear" and mid and 0 < abs(hi - lo) < 1e-9 * abs(mid):
-        ax.set_ylim(mid - 0.05 * abs(mid), mid + 0.05 * abs(mid))
+        return (mid - 0.05 * abs(mid), mid + 0.05 * abs(mid))
+    return limits
+
+
+def _autoscale_key(ax) -> tuple:
+    """What matplotlib's autoscaling of a chart's y depends on (Axes.autoscale_view): the
+    data limits of the axes sharing its y, their sticky edges, the margin, the scale and the
+    locator (its nonsingular rule)."""
+    shared = ax.get_shared_y_axes().get_siblings(ax)
+    margin = ax.margins()[1]
+    sticky = ()
+    if ax.use_sticky_edges and margin:
+        edges = (v for a in shared for child in a.get_children() for v in child.sticky_edges.y)
+        sticky = tuple(sorted(edges))
+    return (
+        ax,
+        tuple((tuple(a.dataLim.intervaly), float(a.dataLim.minposy)) for a in shared),
+        sticky,
+        margin,
+        ax.get_yscale(),
+        ax.yaxis.get_major_locator(),
+        mpl.rcParams["axes.autolimit_mode"],
+    )

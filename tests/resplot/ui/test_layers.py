@@ -566,3 +566,24 @@ def test_a_legends_new_value_is_drawn_by_the_poll_that_brings_it(window, loaded)
     assert view.layers.present()  # (no refresh: it would set the value back)
     assert view.layers.patches == patches + 1
     _assert_same_pixels(_shown_rows(view), _full_draw_rows(view))
+
+
+def test_a_followed_y_range_follows_the_data_past_its_headroom_each_time(window, loaded):
+    """The y range moves out past the data each time a live series leaves it, not only the
+    first: setting the kept limits turned matplotlib's autoscaling off, and from then on the
+    page fitted the limits it already had (the line went on off the top of its chart)."""
+    page = window.current_page()
+    key = "train/tokens_per_s"
+    i = next(i for i, ts in enumerate(page.tracks) if any(it.key == key for it in ts))
+    ax = page.axes[i]
+    step = N
+    for _ in range(3):
+        top = ax.get_ylim()[1]
+        poll(window, loaded, np.arange(step, step + 5), bumps={key: 2 * top})
+        step += 5
+        highest = max(
+            float(np.nanmax(t.view.values)) for t in page.tracks[i].values() if t.view is not None
+        )
+        assert highest > 2 * top  # the new points are past the range shown before
+        lo, hi = ax.get_ylim()
+        assert hi >= highest and lo < highest, (ax.get_ylim(), highest)
