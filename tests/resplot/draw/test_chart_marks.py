@@ -86,6 +86,26 @@ def test_each_line_ends_in_its_runs_status(loaded):
     assert marks.end_mark("finished") is None
 
 
+def test_a_mark_alone_strokes_no_line_and_draws_what_a_dashed_one_did(loaded):
+    """A live dot and a crash's cross on a step axis are a point each: their artist has no
+    line style (matplotlib stroked the one vertex of a dashed line, drawing nothing, at every
+    draw of every live mark); the pixels are those of the dashed mark."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    page, tracks = _page(loaded)
+    canvas = FigureCanvasAgg(page.figure)
+    for name in ("live", "dead"):
+        end = tracks[name].end
+        assert end.get_visible() and len(end.get_xdata()) == 1
+        assert end.get_linestyle() == "None"
+    canvas.draw()
+    alone = np.asarray(canvas.buffer_rgba()).copy()
+    for name in ("live", "dead"):
+        tracks[name].end.set_linestyle("--")
+    canvas.draw()
+    assert np.array_equal(alone, np.asarray(canvas.buffer_rgba()))
+
+
 def test_the_loss_range_ignores_the_step_zero_outlier_and_says_so(loaded):
     page, _ = _page(loaded)
     lo, hi = page.axes[0].get_ylim()
