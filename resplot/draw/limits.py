@@ -85,8 +85,11 @@ class ChartLimits(FollowsData):
         kept = self._autoscaled.get(i)
         if not scalex and kept is not None and kept[0] == key:
             return kept[1]
-        # Any limits set since (the kept ones, an outlier rule's) turned autoscaling off.
+        # Any limits set since (the kept ones, an outlier rule's, the followed x range)
+        # turned autoscaling off: it then left them as they were.
         ax.set_autoscaley_on(True)
+        if scalex:
+            ax.set_autoscalex_on(True)
         ax.autoscale_view(scalex=scalex)
         wanted = tuple(ax.get_ylim())
         self._autoscaled[i] = (key, wanted)

@@ -1,0 +1,74 @@
+"""Follow mode's limits on a ChartPage (resplot/draw/limits.py), from real stores: where the
+page follows no x range of its own (one x), matplotlib's rules fit it, whatever limits were
+set before; the autoscaling kept between refreshes gives what a fresh fit gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from resplot.data.state import ViewState
+from resplot.draw.charts import render
+from resplot.sources.polling import Loaded
+from resplot.sources.spec import parse_spec
+from tests.fixtures.stores import BASE_TIME, make_run, new_store
+
+
+@pytest.fixture
+def loaded(tmp_path):
+    path = tmp_path / "follow.db"
+    engine = new_store(path)
+    long = [(s, 2.0 + np.exp(-s / 500)) for s in range(3000)]
+    make_run(engine, name="long", points={"train/loss": long}, created_at=BASE_TIME)
+    # A run that has logged one point so far, past the other's steps (resumed at 8000).
+    make_run(engine, name="new", points={"train/loss": [(8000, 2.5)]}, created_at=BASE_TIME + 1)
+    engine.dispose()
+    with Loaded([parse_spec(str(path))]) as out:
+        yield out
+
+
+def _refs(loaded) -> dict[str, object]:
+    return {r.name: r.ref for r in loaded.cache.runs()}
+
+
+def _refresh(page, loaded, state, refs) -> None:
+    """Refresh until the tiles the page asks for are in (what the window's poll does)."""
+    for _ in range(6):
+        page.refresh(loaded.cache, state, refs)
+        if not loaded.cache.wanted_count():
+            return
+        loaded.fetch()
+    raise AssertionError("the page's tiles did not come")
+
+
+def test_a_single_point_is_shown_after_a_followed_range_that_leaves_it_out(loaded):
+    """The page followed one run's steps 0-3000; then only a run with one point at step 8000
+    is plotted. The page has no x range of its own for one x (matplotlib's rules fit it),
+    but the range it had set turned matplotlib's x autoscaling off: the chart kept 0-3000
+    and showed nothing."""
+    refs = _refs(loaded)
+    state = ViewState(page="custom", custom_keys=["train/loss"])
+    page = render(loaded.cache, state, [refs["long"]], fetch=loaded.fetch)
+    assert page.axes[0].get_xlim()[1] < 8000
+    _refresh(page, loaded, state, [refs["new"]])
+    (track,) = page.tracks[0].values()
+    assert list(track.line.get_xdata()) == [8000]
+    lo, hi = page.axes[0].get_xlim()
+    assert lo < 8000 < hi, (lo, hi)
+
+
+def test_the_kept_autoscaling_gives_a_fresh_fit(loaded):
+    """Refreshes that change nothing the y fit depends on reuse it; the limits are those a
+    page built anew on the same data fits."""
+    refs = _refs(loaded)
+    state = ViewState(page="custom", custom_keys=["train/loss"])
+    both = [refs["long"], refs["new"]]
+    page = render(loaded.cache, state, both, fetch=loaded.fetch)
+    fitted = page.axes[0].get_ylim()
+    kept = dict(page._autoscaled)
+    for _ in range(2):
+        page.refresh(loaded.cache, state, both)
+    assert page._autoscaled[0] is kept[0]  # not worked out again
+    assert page.axes[0].get_ylim() == fitted
+    fresh = render(loaded.cache, state, both, fetch=loaded.fetch)
+    assert fresh.axes[0].get_ylim() == fitted
