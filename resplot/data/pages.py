@@ -15,7 +15,7 @@ from resplot.data.colors import shade
 from resplot.data.key_roles import TIMING_ROLES, gpu_series, host_series, key_for, mfu_scale
 from resplot.data.model import RunRef
 from resplot.data.state import ViewState
-from schema.rules.compare import select_keys
+from schema.rules.compare import metric_stats, select_keys
 
 MAX_STACKED_RUNS = 4
 TIMING_PARTS = ("data", "forward", "backward", "optimizer")
@@ -52,6 +52,9 @@ class PanelSpec:
     robust_y: bool = False  # a loss: its y range may ignore outliers (state.ignore_outliers)
     subject: str = ""  # a run's name in the title: what gives way when the title is too long
     section: str = ""  # the All page's key prefix this chart (or section card) belongs to
+    # A log y asked for, but a series reaches 0 or below: a log axis cannot place those values
+    # (matplotlib leaves them out), so the chart is drawn linear and its note says why.
+    log_refused: bool = False
 
     @property
     def starts_row(self) -> bool:
@@ -334,4 +337,19 @@ def panels_for(
 ) -> list[PanelSpec]:
     """The page's panels that have something to draw (an empty page returns []), and the All
     page's section cards."""
-    return [p for p in BUILDERS[page](cache, refs, state) if p.items or p.kind == "section"]
+    out = [p for p in BUILDERS[page](cache, refs, state) if p.items or p.kind == "section"]
+    for spec in out:
+        if spec.log_y and _reaches_zero(cache, spec.items):
+            spec.log_y, spec.log_refused = False, True
+    return out
+
+
+def _reaches_zero(cache: SeriesCache, items: list[Item]) -> bool:
+    """Whether a series of these has a finite value at or below 0 (of all its points: the
+    axis stays the same at every zoom; ±inf are marked at the chart's edge either way)."""
+    for item in items:
+        summary = cache.summary(item.ref, item.key)
+        smallest = metric_stats(summary.agg)[1] if summary is not None else None
+        if smallest is not None and smallest <= 0:  # (NaN: no finite value)
+            return True
+    return False

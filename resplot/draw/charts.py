@@ -510,6 +510,8 @@ class ChartPage(ChartLayout, ChartLimits):
             parts.append("y: top 1 % ignored")
         if i in self._placeholders:
             parts.append(f"y: placeholder {self._placeholders[i]:g} at the start left out")
+        if self.specs[i].log_refused:
+            parts.append("y: linear, values ≤ 0 (no log)")
         if i in self._events_left_out and i == min(self._events_left_out):  # said once a page
             parts.append(f"events: >{marks.EVENT_RUNS_MAX} runs, click or select one")
         unplaced = sorted({t.item.label for t in self.tracks[i].values() if t.unplaced})

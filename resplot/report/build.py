@@ -207,6 +207,8 @@ def build_report(
             continue
         panels = []
         for spec in panels_for(page, cache, refs, state):
+            if spec.log_refused:
+                notes.append(f"{page} page, {spec.title}: y linear, values ≤ 0 (no log)")
             items = []
             for item in spec.items:
                 i = index.setdefault((item.ref, item.key), len(index))

@@ -438,3 +438,19 @@ def test_a_postgresql_store_reports_exact_columns(pg_store, tmp_path):
         assert cols["vmin"][i] == values[a:b].min() and cols["vmax"][i] == values[a:b].max()
         assert values[int(mn_at[i])] == cols["vmin"][i] and values[int(mx_at[i])] == cols["vmax"][i]
     assert cols["vmax"].max() == values.max()  # the largest value, kept
+
+
+def test_a_log_panel_whose_series_reach_zero_is_linear_and_noted(tmp_path):
+    """As in the window (tests/resplot/draw/test_log_axis.py): a loss below 0 cannot be placed
+    on a log axis, so its panel is drawn linear and the report's notes say which."""
+    path = tmp_path / "nll.db"
+    engine = new_store(path)
+    nll = [(s, 2.5 - s / 1000) for s in range(3000)]
+    make_run(engine, name="nll", points={"train/loss": nll}, created_at=BASE_TIME)
+    engine.dispose()
+    out = tmp_path / "nll.html"
+    assert main(["report", str(path), "-o", str(out), "--pages", "training"]) == 0
+    data = _data(out)
+    (loss,) = [p for p in data["pages"][0]["panels"] if p["title"] == "Loss"]
+    assert loss["log"] is False
+    assert "training page, Loss: y linear, values ≤ 0 (no log)" in data["notes"]
