@@ -27,6 +27,7 @@ from schema.store.status import FAILED, FINISHED, KILLED, RUNNING
 
 NONFINITE_Y = {"nan": 0.96, "+inf": 0.99, "-inf": 0.01}  # axes fraction of NaN/inf markers
 BUCKET_POINTS = 4  # points a bucket view holds per bucket (its extremes, last value, last point)
+LONE_MARKER = "o"  # on a point no segment of its line reaches (Track._set_markers)
 
 
 def _band(ax, color: str, **kw) -> Polygon:
@@ -121,6 +122,8 @@ class Track:
         self.x_mid = np.empty(0)  # x of view.mid_steps
         self.smoothed: np.ndarray | None = None  # at view.mid_steps (what the hover reads)
         self.faded = False
+        self._markers_on = True  # the item's point markers shown (ChartPage's declutter)
+        self._lone: list[int] = []  # the main line's points no segment reaches (_set_markers)
         self.unplaced = False  # has data the x axis cannot place (no tokens / counter logged)
         self.ctx: RunContext | None = None  # what the last prepare() drew from
         self.mode = "step"
@@ -356,9 +359,24 @@ class Track:
 
     def show_markers(self, on: bool) -> None:
         """The item's point markers on the line, or none (ChartPage's declutter)."""
-        want = self.item.marker if on else "None"
-        if self.line.get_marker() != want:  # a set marks a settled series' picture stale
-            self.line.set_marker(want)
+        self._markers_on = on
+        self._set_markers()
+
+    def _set_markers(self) -> None:
+        """The item's point markers while shown, else a dot on each point of the line that no
+        segment reaches (a series' only point, a value between NaNs): a line draws nothing
+        there, and the value was on no chart."""
+        if self.item.marker and self._markers_on:
+            marker, every = self.item.marker, None
+        elif self._lone:
+            marker, every = LONE_MARKER, self._lone
+        else:
+            marker, every = "None", None
+        # Set only when they change: a set marks a settled series' picture stale.
+        if self.line.get_marker() != marker:
+            self.line.set_marker(marker)
+        if self.line.get_markevery() != every:
+            self.line.set_markevery(every)
 
     def settled_artists(self) -> list:
         """The series' artists, where its run ended (none while it is live)."""
@@ -461,6 +479,8 @@ class Track:
         # The line keeps the M4 points either way (queries, export of the view); it is hidden
         # under the band where the band is drawn.
         self.line.set_data(main.x, main.y)
+        self._lone = lone_points(main.y)
+        self._set_markers()
         self.line.set_visible(main_xy is None)
         if main_xy is not None:
             self.band_xy.append(main_xy)
@@ -566,6 +586,17 @@ class Track:
             self.end.set_markerfacecolor(mark.face or color)
         self.end.set_data(xs, ys)
         self.end.set_visible(True)
+
+
+def lone_points(y) -> list[int]:
+    """The indices of finite values whose neighbours are both missing or not finite: a line
+    through them draws no segment there."""
+    ok = np.isfinite(np.asarray(y, float))
+    if not ok.any():
+        return []
+    before = np.r_[False, ok[:-1]]
+    after = np.r_[ok[1:], False]
+    return np.flatnonzero(ok & ~before & ~after).tolist()
 
 
 def _same(a: tuple, b: tuple) -> bool:

@@ -454,3 +454,37 @@ def test_a_log_panel_whose_series_reach_zero_is_linear_and_noted(tmp_path):
     (loss,) = [p for p in data["pages"][0]["panels"] if p["title"] == "Loss"]
     assert loss["log"] is False
     assert "training page, Loss: y linear, values ≤ 0 (no log)" in data["notes"]
+
+
+def test_a_point_no_segment_reaches_is_a_dot(tmp_path, browser):
+    """As in the window (tests/resplot/draw/test_chart_marks.py): a value between NaNs was a
+    moveTo with no lineTo after it, drawn nowhere; it is a dot of the series' colour."""
+    path = tmp_path / "lone.db"
+    engine = new_store(path)
+    loss = [(s, 1.0 if s in (500, 501, 502, 1500) else float("nan")) for s in range(2000)]
+    make_run(engine, name="lone", points={"train/loss": loss}, created_at=BASE_TIME)
+    engine.dispose()
+    out = tmp_path / "lone.html"
+    assert main(["report", str(path), "-o", str(out), "--pages", "training"]) == 0
+    _open(browser, out)
+    assert _errors(browser) == []
+    found = browser.execute_script(
+        """
+        const c = resplotReport.charts[0], dpr = window.devicePixelRatio || 1;
+        const color = c.panel.items[0].color;
+        const probe = document.createElement("canvas").getContext("2d");
+        probe.fillStyle = color; probe.fillRect(0, 0, 1, 1);
+        const want = probe.getImageData(0, 0, 1, 1).data;
+        const ctx = c.canvas.getContext("2d");
+        const near = (x) => {
+          const col = Math.round(resplotReport.pixelOf(0, x) * dpr);
+          const img = ctx.getImageData(col - 3, 0, 7, c.canvas.height).data;
+          for (let i = 0; i < img.length; i += 4)
+            if (Math.abs(img[i] - want[0]) + Math.abs(img[i + 1] - want[1])
+                + Math.abs(img[i + 2] - want[2]) < 60 && img[i + 3] > 200) return true;
+          return false;
+        };
+        return [near(1500), near(1000)];
+        """
+    )
+    assert found == [True, False]  # the lone point's dot; nothing where every value is NaN

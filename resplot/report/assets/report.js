@@ -387,8 +387,20 @@
 
   function stroke(ctx, pts) {
     ctx.beginPath();
-    for (let i = 0; i < pts.length; i += 3) { if (pts[i + 2]) ctx.moveTo(pts[i], pts[i + 1]); else ctx.lineTo(pts[i], pts[i + 1]); }
+    const lone = []; // points no segment reaches (a series' only one, one between gaps): dots
+    for (let i = 0; i < pts.length; i += 3) {
+      if (pts[i + 2]) {
+        ctx.moveTo(pts[i], pts[i + 1]);
+        if (i + 3 >= pts.length || pts[i + 5]) lone.push(pts[i], pts[i + 1]);
+      } else ctx.lineTo(pts[i], pts[i + 1]);
+    }
     ctx.stroke();
+    if (!lone.length) return;
+    ctx.beginPath();
+    for (let i = 0; i < lone.length; i += 2) {
+      ctx.moveTo(lone[i] + 2, lone[i + 1]); ctx.arc(lone[i], lone[i + 1], 2, 0, 2 * Math.PI);
+    }
+    ctx.fill(); // (the caller's fillStyle: the series' colour)
   }
 
   function paint(chart, dpr) {

@@ -306,3 +306,35 @@ def test_an_end_mark_at_the_top_of_the_y_range_is_drawn_whole(loaded):
     ax.set_ylim(y - 0.5, y - 0.1)  # its value above the range: clipped, not drawn outside
     page.refresh(loaded.cache, st, refs)
     assert end.get_clip_on()
+
+
+def test_a_point_no_segment_reaches_is_drawn_as_a_dot(tmp_path):
+    """A series' only point (a metric logged once) and a value between NaNs: a line through
+    them draws no segment there, and they were on no chart. Each gets a dot of the line's
+    colour; points a segment reaches get none."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    path = tmp_path / "lone.db"
+    engine = new_store(path)
+    gaps = [(s, 1.0 if s in (500, 501, 502, 1500) else float("nan")) for s in range(0, 2000)]
+    once = {"final/acc": [(7, 3.0)], "eval/gaps": gaps}
+    make_run(engine, name="once", points=once, created_at=BASE_TIME)
+    engine.dispose()
+    with Loaded([parse_spec(str(path))]) as loaded:
+        refs = [r.ref for r in loaded.cache.runs()]
+        state = ViewState(page="custom", custom_keys=["final/acc", "eval/gaps"], smoothing=0.0)
+        page = render(loaded.cache, state, refs, fetch=loaded.fetch)
+        canvas = FigureCanvasAgg(page.figure)
+        canvas.draw()
+        image = np.asarray(canvas.buffer_rgba())
+        lines = {key: line for (_title, _ref, key), line in page.lines().items()}
+        for key, x_lone in (("final/acc", [7.0]), ("eval/gaps", [1500.0])):
+            line = lines[key]
+            assert line.get_marker() == "o"
+            x = np.asarray(line.get_xdata(), float)
+            assert sorted(x[list(line.get_markevery())]) == x_lone  # not 500-502: a segment
+            ax = line.axes
+            px, py = ax.transData.transform((x_lone[0], 3.0 if key == "final/acc" else 1.0))
+            row = image.shape[0] - round(float(py))
+            dot = image[row - 1 : row + 2, int(px) - 1 : int(px) + 2, :3]
+            assert (dot < 200).any(axis=2).all(), f"{key}: no dot at its point"
