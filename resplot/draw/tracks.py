@@ -221,6 +221,8 @@ class Track:
         for band in (self.band, self.raw_band, self.bad_span, self.end):
             if band is not None and band.get_visible():
                 band.set_visible(False)
+        self._lone = []  # (markevery's indices are into the data: none now)
+        self._set_markers()
         self.band_xy = []
         self.view = None
         self.smoothed = None
