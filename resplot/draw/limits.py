@@ -131,6 +131,7 @@ class ChartLimits(FollowsData):
             if line.get_visible():
                 x, y = np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)
                 ys.append(y[(x >= lo) & (x <= hi)])
+                ys.append(_crossing(x, y, (lo, hi)))
         ys += [xy[(xy[:, 0] >= lo) & (xy[:, 0] <= hi), 1] for t in tracks for xy in t.band_xy]
         placeholder = self._placeholders.get(i)
         if placeholder is not None:  # left out of a zoom's range as of the whole chart's
@@ -317,6 +318,23 @@ def quietly(ax) -> Iterator[None]:
         yield
     finally:
         ax.stale_callback = callback
+
+
+def _crossing(x: np.ndarray, y: np.ndarray, edges: tuple[float, float]) -> np.ndarray:
+    """Where a line's segments cross these x values (a zoomed range's edges), as drawn: a
+    sparse series zoomed between two of its points draws a segment across the view with no
+    point inside it, and the y range is to fit that segment. x in order (a line along steps or
+    time); nothing for a segment to or from a non-finite point."""
+    if len(x) < 2 or not np.all(x[1:] >= x[:-1]):
+        return np.empty(0)
+    out = []
+    for edge in edges:
+        k = int(np.searchsorted(x, edge, side="right"))
+        if 0 < k < len(x) and x[k - 1] < edge < x[k]:
+            (x0, x1), (y0, y1) = x[k - 1 : k + 1], y[k - 1 : k + 1]
+            if np.isfinite(y0) and np.isfinite(y1):
+                out.append(y0 + (y1 - y0) * (edge - x0) / (x1 - x0))
+    return np.asarray(out, float)
 
 
 def _widened(ax, limits: tuple[float, float]) -> tuple[float, float]:

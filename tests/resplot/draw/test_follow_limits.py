@@ -72,3 +72,24 @@ def test_the_kept_autoscaling_gives_a_fresh_fit(loaded):
     assert page.axes[0].get_ylim() == fitted
     fresh = render(loaded.cache, state, both, fetch=loaded.fetch)
     assert fresh.axes[0].get_ylim() == fitted
+
+
+def test_a_zoom_between_two_points_fits_the_segment_across_it(tmp_path):
+    """An evaluation every 1,000 steps zoomed to steps 1,200-1,800: no point lies inside, the
+    segment from step 1,000 to 2,000 crosses the view, and the y range fits what that segment
+    shows there (0.12-0.18), not the whole series' 0-1 (nothing inside to fit, it was kept)."""
+    path = tmp_path / "sparse.db"
+    engine = new_store(path)
+    acc = [(s, s / 10_000) for s in range(0, 10_001, 1000)]
+    make_run(engine, name="eval", points={"eval/acc": acc}, created_at=BASE_TIME)
+    engine.dispose()
+    with Loaded([parse_spec(str(path))]) as loaded:
+        refs = [r.ref for r in loaded.cache.runs()]
+        state = ViewState(page="custom", custom_keys=["eval/acc"])
+        page = render(loaded.cache, state, refs, fetch=loaded.fetch)
+        ax = page.axes[0]
+        ax.set_xlim(1200, 1800)  # the user's zoom
+        _refresh(page, loaded, state, refs)
+        assert not page.follow
+        lo, hi = ax.get_ylim()
+        assert 0.10 < lo < 0.12 and 0.18 < hi < 0.20, (lo, hi)
