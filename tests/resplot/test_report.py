@@ -488,3 +488,24 @@ def test_a_point_no_segment_reaches_is_a_dot(tmp_path, browser):
         """
     )
     assert found == [True, False]  # the lone point's dot; nothing where every value is NaN
+
+
+def test_a_zoom_between_two_points_fits_the_segment_across_it(tmp_path, browser):
+    """As in the window (tests/resplot/draw/test_follow_limits.py): a loss logged every 1,000
+    steps zoomed to 1,200-1,800 has no value inside; the y range was 0-1 by default, and the
+    segment from 51 to 52 across the view was off the chart."""
+    path = tmp_path / "sparse.db"
+    engine = new_store(path)
+    loss = [(s, 50.0 + s / 1000) for s in range(0, 10_001, 1000)]
+    make_run(engine, name="sparse", points={"train/loss": loss}, created_at=BASE_TIME)
+    engine.dispose()
+    out = tmp_path / "sparse.html"
+    assert main(["report", str(path), "-o", str(out), "--pages", "training"]) == 0
+    _open(browser, out)
+    browser.execute_script("resplotReport.setRange(1200, 1800)")
+    frame = browser.execute_script(
+        "const f = resplotReport.charts[0].frame; return [f.y0, f.y1, f.log]"
+    )
+    lo, hi = (10**v for v in frame[:2]) if frame[2] else frame[:2]
+    assert lo < 51.2 and 51.8 < hi < 53, frame  # the segment's 51.2-51.8, fitted
+    assert _errors(browser) == []

@@ -339,10 +339,19 @@
       // y range: every drawn value in view (extremes included: a spike sets the range)
       let lo = Infinity, hi = -Infinity;
       const log = chart.panel.log && view.logy;
-      for (const p of chart.paths) if (p) for (let i = 0; i < p.xs.length; i++) {
-        const x = p.xs[i], y = p.ys[i];
-        if (x < x0 || x > x1 || !isFinite(y) || (log && y <= 0)) continue;
-        if (y < lo) lo = y; if (y > hi) hi = y;
+      for (const p of chart.paths) if (p) {
+        for (let i = 0; i < p.xs.length; i++) {
+          const x = p.xs[i], y = p.ys[i];
+          if (x < x0 || x > x1 || !isFinite(y) || (log && y <= 0)) continue;
+          if (y < lo) lo = y; if (y > hi) hi = y;
+        }
+        // A segment across an edge of the view, where it crosses it: a sparse series zoomed
+        // between two of its points has no value inside, and its segment was off the chart.
+        for (const e of [x0, x1]) {
+          const y = crossing(p.xs, p.ys, e);
+          if (!isFinite(y) || (log && y <= 0)) continue;
+          if (y < lo) lo = y; if (y > hi) hi = y;
+        }
       }
       if (!(hi >= lo)) { lo = log ? 0.1 : 0; hi = log ? 10 : 1; }
       if (log) { lo = Math.log10(lo); hi = Math.log10(hi); }
@@ -353,6 +362,17 @@
       paint(chart, dpr);
     }
     paintTop(chart, dpr);
+  }
+
+  // The value at x = e of the segment between the points either side of it (NaN: none there,
+  // or one of them not finite, which breaks the line).
+  function crossing(xs, ys, e) {
+    let a = 0, b = xs.length;
+    while (a < b) { const m = (a + b) >> 1; if (xs[m] > e) b = m; else a = m + 1; }
+    if (a === 0 || a === xs.length || !(xs[a - 1] < e)) return NaN;
+    const y0 = ys[a - 1], y1 = ys[a];
+    if (!isFinite(y0) || !isFinite(y1)) return NaN;
+    return y0 + (y1 - y0) * (e - xs[a - 1]) / (xs[a] - xs[a - 1]);
   }
 
   function X(f, x) { return PAD.l + (x - f.x0) / (f.x1 - f.x0) * f.px; }
