@@ -2,6 +2,7 @@
 
 - non-finite values: one marker at the first NaN (+inf, -inf) of each stretch, and the stretch
   shaded, where one `x` per point or bucket drew ~3,000 markers as a thick bar;
+- a point no segment of its line reaches (a series' only point, a value between NaNs): a dot;
 - the run's status at the end of its line: running runs a live dot, crashed / failed / killed
   runs a cross, any other status (a new one, e.g. "stalled") a neutral diamond; finished runs
   end plainly (on time axes, resplot/draw/tracks.py adds a dashed tail to the last heartbeat).
@@ -70,6 +71,17 @@ EVENT_KINDS = ("checkpoint", "resume", "alert")  # drawn as vertical lines, each
 EVENT_RUNS_MAX = 5  # more runs on a chart: events of the highlighted or selected runs only
 MARKER_POINTS_MAX = 40  # a series shows its points (validation) when no more are in view
 MARKERS_MAX = 160  # and the chart holds no more of them than this in all
+
+
+def lone_points(y) -> list[int]:
+    """The indices of finite values whose neighbours are both missing or not finite: a line
+    through them draws no segment there."""
+    ok = np.isfinite(np.asarray(y, float))
+    if not ok.any():
+        return []
+    before = np.r_[False, ok[:-1]]
+    after = np.r_[ok[1:], False]
+    return np.flatnonzero(ok & ~before & ~after).tolist()
 
 
 def event_runs(refs: list, highlighted, selected) -> tuple[list, bool]:

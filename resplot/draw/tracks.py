@@ -1,7 +1,9 @@
 """One series on one axes (a Track): its line, its min/max band, the faint raw series under a
 smoothed line and NaN/±inf markers, set from the series' view at the chart's resolution.
 ChartPage (resplot/draw/charts.py) keeps one Track per plotted item; on refresh it prepares
-every track (its view), then places each in the chart's pixel columns.
+every track (its view), then places each in the chart's pixel columns. The marks it sets
+besides its lines and bands (point markers and lone points' dots, NaN/±inf, the run's end) are
+TrackMarks (resplot/draw/track_marks.py).
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from matplotlib.patches import Polygon
 from resplot.data import marks, xaxis
 from resplot.data.cache import SeriesCache
 from resplot.data.decimate import Grid, decimate_many, in_order
-from resplot.data.model import RunInfo
 from resplot.data.pages import Item
 from resplot.data.smoothing import (
     smoothable,
@@ -22,12 +23,11 @@ from resplot.data.smoothing import (
 from resplot.data.views import FINE_PER_PIXEL, SeriesView, ViewMemo, series_view
 from resplot.draw.limits import extent_points, line_limits
 from resplot.draw.track_inputs import RunContext, smoothed_curve
+from resplot.draw.track_marks import TrackMarks
 from schema.store.rollup import STEP_HI
-from schema.store.status import FAILED, FINISHED, KILLED, RUNNING
+from schema.store.status import FAILED, FINISHED, KILLED
 
-NONFINITE_Y = {"nan": 0.96, "+inf": 0.99, "-inf": 0.01}  # axes fraction of NaN/inf markers
 BUCKET_POINTS = 4  # points a bucket view holds per bucket (its extremes, last value, last point)
-LONE_MARKER = "o"  # on a point no segment of its line reaches (Track._set_markers)
 
 
 def _band(ax, color: str, **kw) -> Polygon:
@@ -84,7 +84,7 @@ def _set_band(band: Polygon, d) -> np.ndarray | None:
     return xy
 
 
-class Track:
+class Track(TrackMarks):
     """One Item on one axes: the raw series (faint when smoothed), the smoothed line, and
     markers for NaN/inf. Dense data (several points per pixel column) is drawn as its min/max
     envelope; sparse data as a line through the points."""
@@ -359,27 +359,6 @@ class Track:
             if artist.get_zorder() != z:  # a set marks a settled series' picture stale
                 artist.set_zorder(z)
 
-    def show_markers(self, on: bool) -> None:
-        """The item's point markers on the line, or none (ChartPage's declutter)."""
-        self._markers_on = on
-        self._set_markers()
-
-    def _set_markers(self) -> None:
-        """The item's point markers while shown, else a dot on each point of the line that no
-        segment reaches (a series' only point, a value between NaNs): a line draws nothing
-        there, and the value was on no chart."""
-        if self.item.marker and self._markers_on:
-            marker, every = self.item.marker, None
-        elif self._lone:
-            marker, every = LONE_MARKER, self._lone
-        else:
-            marker, every = "None", None
-        # Set only when they change: a set marks a settled series' picture stale.
-        if self.line.get_marker() != marker:
-            self.line.set_marker(marker)
-        if self.line.get_markevery() != every:
-            self.line.set_markevery(every)
-
     def settled_artists(self) -> list:
         """The series' artists, where its run ended (none while it is live)."""
         return [] if self.live else [artist for artist, _base in self._tiered()]
@@ -481,7 +460,7 @@ class Track:
         # The line keeps the M4 points either way (queries, export of the view); it is hidden
         # under the band where the band is drawn.
         self.line.set_data(main.x, main.y)
-        self._lone = lone_points(main.y)
+        self._lone = marks.lone_points(main.y)
         self._set_markers()
         self.line.set_visible(main_xy is None)
         if main_xy is not None:
@@ -493,112 +472,6 @@ class Track:
             self.limits.append(line_limits(self.bad, y=False))
         # The bands: added with add_artist, out of relim; their vertices count as the page's.
         self.limits += [(True, True, extent_points(xy[:, 0], xy[:, 1])) for xy in self.band_xy]
-
-    def _mark_nonfinite(self, view: SeriesView, x_mid: np.ndarray, pixels: int, xlim) -> None:
-        """One marker at the start of each stretch of NaN (+inf, -inf), the stretch shaded."""
-        # Most series have none: a refresh of a page places hundreds of tracks.
-        flagged = [
-            (flags, kind)
-            for flags, kind in ((view.nan, "nan"), (view.posinf, "+inf"), (view.neginf, "-inf"))
-            if flags.any()
-        ]
-        bx, by, spans = [], [], []
-        if flagged:
-            finite_x = x_mid[np.isfinite(x_mid)]
-            lo, hi = (
-                xlim
-                if xlim is not None
-                else ((finite_x.min(), finite_x.max()) if len(finite_x) else (0.0, 1.0))
-            )
-            merge = marks.MERGE_PX * (hi - lo) / max(pixels, 1)
-        for flags, kind in flagged:
-            for a, b in marks.stretches(x_mid, flags, merge):
-                if xlim is not None and (b < lo or a > hi):
-                    continue
-                bx.append(a)
-                by.append(NONFINITE_Y[kind])
-                if b > a:
-                    spans.append(np.array([[a, 0.0], [b, 0.0], [b, 1.0], [a, 1.0]]))
-        if bx:
-            bad, shade = self._bad()
-            bad.set_data(bx, by)
-            bad.set_visible(True)
-            shade.set_verts(spans)
-            shade.set_visible(bool(spans))
-        elif self.bad is not None and self.bad_span is not None:
-            self.bad.set_data([], [])
-            self.bad.set_visible(False)
-            self.bad_span.set_visible(False)
-
-    def _ends_in(self, view: SeriesView, xlim) -> tuple[float, float] | None:
-        """The x range the series' end mark may go in: None when the view does not hold the
-        series' last point (a zoom that ends before the run does: its last point drawn is
-        one past the view's edge, not where the run ended), else the x range shown."""
-        summary = self.cache.summary(self.item.ref, self.item.key) if self.cache else None
-        if summary is not None and len(view.steps) and view.steps.max() < summary.agg[STEP_HI]:
-            return None
-        if xlim is None:
-            return (-np.inf, np.inf)
-        lo, hi = sorted(xlim)
-        return (lo, hi)
-
-    def _mark_end(
-        self,
-        x: np.ndarray,
-        y: np.ndarray,
-        run: RunInfo | None,
-        mode: str,
-        room: tuple[float, float] | None = (-np.inf, np.inf),
-    ) -> None:
-        """The run's state where its line ends (a live dot, a cross for a crash…), where
-        that end is inside `room` (the x range shown; None: not in the view): a mark at the
-        view's edge, half cut, said the run ended there. On a time axis a run that stopped
-        without finishing gets a dashed tail from its last point to its last sign of life
-        (heartbeat), the cross at its end."""
-        status = run.status if run is not None else None
-        mark = marks.end_mark(status) if self.item.marker == "" and room is not None else None
-        at = marks.last_finite(np.asarray(x, float), np.asarray(y, float)) if mark else None
-        if at is not None and room is not None and not room[0] <= at[0] <= room[1]:
-            at = None
-        if mark is None or at is None:
-            if self.end is not None:
-                self.end.set_visible(False)
-            return
-        if self.end is None:
-            self.end = Line2D([], [], linestyle="None", linewidth=1.0, zorder=4)
-            self.ax.add_line(self.end)
-        xs, ys = [at[0]], [at[1]]
-        if run is not None and status != RUNNING and mode in ("wall", "relative"):
-            gone = run.ended_at or run.heartbeat_at
-            end = xaxis.x_values(mode, run, np.zeros(1, np.int64), np.array([gone]))
-            if end is not None and end[0] > at[0]:
-                xs, ys = [at[0], float(end[0])], [at[1], at[1]]
-        color = self.item.color
-        look = (color, len(xs), mark.marker, mark.size, mark.edge or color, mark.face or color)
-        if look != self._end_look:  # a live dot moves every poll; its look seldom changes
-            self._end_look = look
-            # The mark alone has no segment to dash: matplotlib still strokes its one vertex
-            # (nothing drawn, ~0.1 ms a live poll's draw of each live series' mark).
-            self.end.set_linestyle("--" if len(xs) > 1 else "None")
-            self.end.set_color(color)
-            self.end.set_markevery([len(xs) - 1])
-            self.end.set_marker(mark.marker)
-            self.end.set_markersize(mark.size)
-            self.end.set_markeredgecolor(mark.edge or color)
-            self.end.set_markerfacecolor(mark.face or color)
-        self.end.set_data(xs, ys)
-        self.end.set_visible(True)
-
-
-def lone_points(y) -> list[int]:
-    """The indices of finite values whose neighbours are both missing or not finite: a line
-    through them draws no segment there."""
-    ok = np.isfinite(np.asarray(y, float))
-    if not ok.any():
-        return []
-    before = np.r_[False, ok[:-1]]
-    after = np.r_[ok[1:], False]
-    return np.flatnonzero(ok & ~before & ~after).tolist()
 
 
 def _same(a: tuple, b: tuple) -> bool:
