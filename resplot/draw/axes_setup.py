@@ -5,6 +5,7 @@ card, which takes a chart's cell."""
 
 from __future__ import annotations
 
+from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import NullFormatter, PercentFormatter
 
@@ -19,8 +20,9 @@ NOTE_PT = 6.5
 GRID = {"alpha": 0.25, "linewidth": 0.6}
 
 
-def dress(ax, spec: PanelSpec) -> tuple[EventLines, object, object]:
-    """Set up a chart's axes for `spec`; (its event lines, its "no data" text, its note)."""
+def dress(ax, spec: PanelSpec, x_mode: str = "step") -> tuple[EventLines, object, object]:
+    """Set up a chart's axes for `spec` on the x axis `x_mode` (resplot/data/xaxis.py); (its
+    event lines, its "no data" text, its note)."""
     # y fixed: matplotlib would otherwise measure every top tick label at each draw to
     # lift the title over them (~20 ms a page), and layout.py leaves it the room.
     ax.set_title(spec.title, fontsize=TITLE_PT, loc="left", y=1.0)
@@ -42,7 +44,14 @@ def dress(ax, spec: PanelSpec) -> tuple[EventLines, object, object]:
     # Every label says its own scale (1.5M, 3e-4): an offset text above the axis sat
     # on the chart's title (resplot/draw/ticks.py).
     ax.yaxis.set_major_formatter(CompactFormatter())
-    ax.xaxis.set_major_formatter(CompactFormatter())
+    if x_mode == "wall":
+        # Dates (days since 1970): as 1.5M-style numbers they read "19.675931k". The charts
+        # share one x ticker, so each chart dressed sets it for all of them.
+        locator = AutoDateLocator()
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+    else:
+        ax.xaxis.set_major_formatter(CompactFormatter())
     if spec.log_y:
         ax.set_yscale("log")
         # Losses span less than a decade: label 2, 3, 5 as plain numbers, not 10^x.

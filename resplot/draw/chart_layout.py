@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
-
 from resplot.data import layout, xaxis
 from resplot.data.pages import PanelSpec
 from resplot.data.state import ViewState
@@ -76,12 +74,8 @@ class ChartLayout:
             ax = self.figure.add_subplot(self._gridspec[row, col], sharex=first)
             if first is None:
                 first = ax  # the others share its x axis (limits, locator)
-                if mode == "wall":
-                    locator = AutoDateLocator()
-                    first.xaxis.set_major_locator(locator)
-                    first.xaxis.set_major_formatter(ConciseDateFormatter(locator))
                 first.callbacks.connect("xlim_changed", self._on_xlim_changed)
-            self._add_axes(ax, *dress(ax, spec))
+            self._add_axes(ax, *dress(ax, spec, mode))
             ax.callbacks.connect("ylim_changed", lambda _ax, i=i: self._on_ylim_changed(i))
             self.specs.append(spec)
             yield

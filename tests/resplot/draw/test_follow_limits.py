@@ -1,6 +1,7 @@
 """Follow mode's limits on a ChartPage (resplot/draw/limits.py), from real stores: where the
 page follows no x range of its own (one x), matplotlib's rules fit it, whatever limits were
-set before; the autoscaling kept between refreshes gives what a fresh fit gives."""
+set before; the autoscaling kept between refreshes gives what a fresh fit gives. A wall-time
+page's ticks are times of day."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 
 from resplot.data.state import ViewState
+from resplot.draw.axis_art import AxisArt
 from resplot.draw.charts import render
 from resplot.sources.polling import Loaded
 from resplot.sources.spec import parse_spec
@@ -55,6 +57,29 @@ def test_a_single_point_is_shown_after_a_followed_range_that_leaves_it_out(loade
     assert list(track.line.get_xdata()) == [8000]
     lo, hi = page.axes[0].get_xlim()
     assert lo < 8000 < hi, (lo, hi)
+
+
+def test_a_wall_time_page_labels_times_of_day(tmp_path):
+    """Every chart of a wall-time page labels its x ticks as times: the charts share one x
+    ticker, and each chart's set-up put back the number formatter after the first had set the
+    dates (the ticks read "19.675931k", days since 1970)."""
+    path = tmp_path / "wall.db"
+    engine = new_store(path)
+    steps = range(0, 3000, 10)
+    points = {
+        "train/loss": [(s, 2.0 + np.exp(-s / 500)) for s in steps],
+        "train/lr": [(s, 1e-3) for s in steps],
+    }
+    make_run(engine, name="run", points=points, created_at=BASE_TIME)
+    engine.dispose()
+    state = ViewState(page="training", x_axis="wall")
+    with Loaded([parse_spec(str(path))]) as loaded:
+        refs = [r.ref for r in loaded.cache.runs()]
+        page = render(loaded.cache, state, refs, fetch=loaded.fetch)
+    assert len(page.chart_axes()) == 2
+    for ax in page.chart_axes():
+        _major, labels, _minor = AxisArt.of(ax).ticks["x"].locations()
+        assert len(labels) >= 3 and all(":" in text for text in labels), labels
 
 
 def test_the_kept_autoscaling_gives_a_fresh_fit(loaded):
