@@ -27,6 +27,8 @@ from resplot.data.yrange import padded, placeholder_lead, robust_limits, visible
 from resplot.draw.axis_art import AxisArt
 from resplot.draw.follow import FollowsData
 
+ONE_WALL_TIME_DAYS = 60 / 86400  # the x range either side of the one wall time of a page
+
 
 class ChartLimits(FollowsData):
     """The limits part of a ChartPage (its axes, specs, tracks and follow state are the
@@ -188,12 +190,16 @@ class ChartLimits(FollowsData):
 
     def _follow_xlim(self) -> tuple[float, float] | None:
         """The x range autoscaling would give every series of the page (None: no series, or
-        one x: matplotlib's own rules then)."""
+        one x: matplotlib's own rules then, ±5 % of it, but for one wall time)."""
         found = [r for ts in self.tracks for t in ts.values() if (r := t.x_range()) is not None]
         if not found:
             return None
         lo, hi = min(r[0] for r in found), max(r[1] for r in found)
         if not hi > lo:
+            if self.x_mode == "wall" and np.isfinite(lo):
+                # ±5 % of a date (days since 1970) is ±2 years: a run's first point, until
+                # its second came, sat alone on an axis of years.
+                return lo - ONE_WALL_TIME_DAYS, lo + ONE_WALL_TIME_DAYS
             return None
         margin = self.chart_axes()[0].margins()[0] * (hi - lo)
         return lo - margin, hi + margin

@@ -1,7 +1,7 @@
 """Follow mode's limits on a ChartPage (resplot/draw/limits.py), from real stores: where the
 page follows no x range of its own (one x), matplotlib's rules fit it, whatever limits were
-set before; the autoscaling kept between refreshes gives what a fresh fit gives. A wall-time
-page's ticks are times of day."""
+set before (one wall time: a minute either side); the autoscaling kept between refreshes gives
+what a fresh fit gives. A wall-time page's ticks are times of day."""
 
 from __future__ import annotations
 
@@ -80,6 +80,25 @@ def test_a_wall_time_page_labels_times_of_day(tmp_path):
     for ax in page.chart_axes():
         _major, labels, _minor = AxisArt.of(ax).ticks["x"].locations()
         assert len(labels) >= 3 and all(":" in text for text in labels), labels
+
+
+def test_one_wall_time_is_shown_on_a_minutes_range(loaded):
+    """A run with one point so far on the wall-time axis: matplotlib's rule for one value
+    (±5 % of it) gave ±2 years around its date (days since 1970); the page fits a minute either
+    side of it, and its ticks say times of day (they said days since 1970: "19.676018k")."""
+    refs = _refs(loaded)
+    state = ViewState(page="custom", custom_keys=["train/loss"], x_axis="wall")
+    page = render(loaded.cache, state, [refs["long"]], fetch=loaded.fetch)
+    _refresh(page, loaded, state, [refs["new"]])
+    (track,) = page.tracks[0].values()
+    (x,) = track.line.get_xdata()
+    lo, hi = page.axes[0].get_xlim()
+    assert lo < x < hi
+    assert (hi - lo) * 86400 == pytest.approx(120, rel=0.01), (lo, hi)
+    _major, labels, _minor = AxisArt.of(page.axes[0]).ticks["x"].locations()
+    # Concise dates: "00:26" on the minute, the seconds between ("15", "30").
+    assert any(":" in text for text in labels), labels
+    assert all(text.replace(":", "").isdigit() for text in labels), labels
 
 
 def test_the_kept_autoscaling_gives_a_fresh_fit(loaded):
