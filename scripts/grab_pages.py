@@ -91,6 +91,7 @@ def main() -> None:
     )
     ap.add_argument("--store", type=Path, help="the sweep's store (made when missing)")
     ap.add_argument("--hover-at", type=float, default=0.62, help="x of the hover, chart fraction")
+    ap.add_argument("--x-axis", default="step", help="step, wall, relative or tokens")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     store = args.store or args.out / "sweep.db"
@@ -103,7 +104,9 @@ def main() -> None:
     for size in args.sizes:
         w, h = (int(v) for v in size.split("x"))
         cache = SeriesCache()
-        win = MainWindow(cache, settings_mod.Settings(), args.out / "settings.json")
+        settings = settings_mod.Settings()
+        settings.state.x_axis = args.x_axis
+        win = MainWindow(cache, settings, args.out / "settings.json")
         win.resize(w, h)
         win.show()
         win.attach_poller(make_poller(cache, 1.0, win.ask_host_key))
