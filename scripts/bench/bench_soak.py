@@ -66,6 +66,7 @@ class CollectorPasses:
     def __init__(self) -> None:
         self.times: dict[int, list[float]] = {0: [], 1: [], 2: []}
         self.collected: dict[int, list[int]] = {0: [], 1: [], 2: []}  # garbage found, per pass
+        self.full_ends: list[float] = []  # perf_counter() at the end of each full pass
         self._start = 0.0
         self._thread = threading.get_ident()
         gc.callbacks.append(self._note)
@@ -78,6 +79,17 @@ class CollectorPasses:
         else:
             self.times[info["generation"]].append((time.perf_counter() - self._start) * 1000)
             self.collected[info["generation"]].append(info["collected"])
+            if info["generation"] == 2:
+                self.full_ends.append(time.perf_counter())
+
+    def in_stalls(self, stalls: list[tuple[float, float]]) -> str:
+        """How many of the stalls (perf_counter() spans) had a full pass end inside them."""
+        ends = self.full_ends
+        hit = sum(any(a < t <= b for t in ends) for a, b in stalls)
+        return (
+            f"stalls over {STALL_MS:.0f} ms with a full collector pass in them: "
+            f"{hit} of {len(stalls)}"
+        )
 
     def stop(self) -> None:
         gc.callbacks.remove(self._note)
@@ -358,6 +370,7 @@ def soak(args) -> None:
             clock = QElapsedTimer()
             clock.start()
             last = [clock.elapsed()]
+            stalls: list[tuple[float, float]] = []  # perf_counter() spans of the stalls
 
             sampler = None
             if args.stacks:
@@ -369,6 +382,9 @@ def soak(args) -> None:
                     sampler.tick()
                 now = clock.elapsed()
                 late = now - last[0] - TICK_MS
+                if late > STALL_MS:
+                    end = time.perf_counter()
+                    stalls.append((end - (now - last[0]) / 1000, end))
                 last[0] = now
                 worst[0] = max(worst[0], late)
                 worst[1] += late > STALL_MS
@@ -429,6 +445,7 @@ def soak(args) -> None:
             if sampler is not None:
                 sampler.stop()
             print(passes.report())
+            print(passes.in_stalls(stalls))
             print(f"actions: {acts.done}; runs: {len(cache.runs())}; redraws: {win.redraw_count}")
             print_stalls_by_action(after)
             if sampler is not None:
