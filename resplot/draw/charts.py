@@ -136,8 +136,10 @@ class ChartPage(ChartLayout, ChartLimits):
 
     def incomplete(self) -> int:
         """Series of the last refresh drawn coarser than their charts asked for, or not at all
-        (their tiles have not arrived)."""
-        tracks = [t for ts in self.tracks for t in ts.values()]
+        (their tiles have not arrived). A series the x axis cannot place (a run that did not
+        log the counter the axis is) is not one: its chart's note says so, and no tile that
+        comes changes it."""
+        tracks = [t for ts in self.tracks for t in ts.values() if not t.unplaced]
         return sum(1 for t in tracks if t.view is None or not t.view.complete)
 
     def shows_data(self) -> bool:

@@ -95,6 +95,10 @@ def test_a_logged_counter_is_an_x_axis(win, qtbot):
     assert len(page.lines()[("Loss", hf, "train/loss")].get_xdata()) == 0
     note = page._notes[[s.title for s in page.specs].index("Loss")].get_text()
     assert "not on this x axis" in note and "hf train" in note
+    # Its series are not waiting for tiles: the page is whole, and settles (a poll that brings
+    # nothing new leaves it alone; the unplaced series kept it unsettled, walked each poll).
+    assert page.incomplete() == 0
+    assert page._settled is not None
 
 
 @pytest.mark.slow
@@ -104,10 +108,14 @@ def test_a_snapshot_can_use_a_logged_counter_as_its_x_axis(tmp_path, capsys):
     path = tmp_path / "nano.db"
     engine = new_store(path)
     make_run(engine, name="nanogpt", points=_nanogpt())
+    make_run(engine, name="hf", points=_huggingface(), created_at=BASE_TIME + 1)
     engine.dispose()
     out = tmp_path / "iter.png"
     assert main(["snapshot", str(path), "-o", str(out), "--x", "key:iter"]) == 0
     assert out.stat().st_size > 0
+    # The hf run has no iter (its charts' notes say so): not "tiles did not arrive".
+    err = capsys.readouterr().err
+    assert "did not arrive" not in err, err
     assert main(["snapshot", str(path), "-o", str(out), "--x", "iterations"]) == 1
     assert "key:NAME" in capsys.readouterr().err
 
