@@ -5,6 +5,8 @@ what a fresh fit gives. A wall-time page's ticks are times of day."""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import numpy as np
 import pytest
 
@@ -80,6 +82,12 @@ def test_a_wall_time_page_labels_times_of_day(tmp_path):
     for ax in page.chart_axes():
         _major, labels, _minor = AxisArt.of(ax).ticks["x"].locations()
         assert len(labels) >= 3 and all(":" in text for text in labels), labels
+        # No date under the labels: the page leaves it no row (it sat on the next title).
+        assert ax.xaxis.get_major_formatter().get_offset() == ""
+    # The hover's x says the whole date and time (the first point's: the run's start).
+    (track,) = page.tracks[0].values()
+    start = datetime.fromtimestamp(BASE_TIME, timezone.utc).strftime("%Y-%m-%d %H:%M")
+    assert page.chart_axes()[0].format_xdata(track.line.get_xdata()[0]).startswith(start)
 
 
 def test_one_wall_time_is_shown_on_a_minutes_range(loaded):
