@@ -29,6 +29,7 @@ class Note:
     kind: str
     title: str
     message: str
+    name: str = ""  # the run's (an alert's title is "name: kind")
 
 
 class Notifier:
@@ -76,8 +77,9 @@ class Notifier:
             for alert in found:
                 active.add((ref, alert.kind))
                 if self._started and (ref, alert.kind) not in self._active:
-                    title = f"{names.get(ref, ref.uid[:8])}: {alert.kind.replace('_', ' ')}"
-                    notes.append(Note(ref, alert.kind, title, alert.message))
+                    title = f"{names.get(ref, ref.uid[:8])}: {_words(alert.kind)}"
+                    name = names.get(ref, ref.uid[:8])
+                    notes.append(Note(ref, alert.kind, title, alert.message, name))
         self._active = active
         self._started = True
         notes = [n for n in notes if not self.is_muted(n.run, n.kind)]
@@ -87,13 +89,25 @@ class Notifier:
 
     def _show(self, note: Note) -> None:
         # A run's name and an alert's text come from the store: shown, never obeyed.
-        note = Note(note.run, note.kind, safe(note.title), safe(note.message))
+        note = Note(note.run, note.kind, safe(note.title), safe(note.message), safe(note.name))
         self.shown.append(note)
         if self.tray is not None:
             self.tray.showMessage(note.title, note.message or note.title)
             return
-        text = f"{note.title}: {note.message}" if note.message else note.title
+        if note.message and note.name and note.message.startswith(_words(note.kind)):
+            # "alpha: stalled after step 7", not "alpha: stalled: stalled after step 7": the
+            # status bar is narrow, and cuts the end off.
+            text = f"{note.name}: {note.message}"
+        elif note.message:
+            text = f"{note.title}: {note.message}"
+        else:
+            text = note.title
         if not self._said_no_tray:
             self._said_no_tray = True
             text += " (no system tray on this desktop: notifications show in this status bar)"
         self.say(text)
+
+
+def _words(kind: str) -> str:
+    """An alert's kind as words (`nan_inf` -> `nan inf`)."""
+    return kind.replace("_", " ")
