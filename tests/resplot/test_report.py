@@ -160,6 +160,14 @@ def test_report_opens_offline_lists_every_run_and_reads_the_hover(stores, tmp_pa
             assert math.isclose(frame["x1"] - frame["x0"], 4096.0 * 2999, rel_tol=0.06)
         if mode == "relative":  # hours since each run's start (a point a second)
             assert 0.8 < frame["x1"] < 1.0
+        if mode == "wall":  # ticks on whole minutes (decimal steps of a day put them at 00:59)
+            ticks = browser.execute_script("return resplotReport.xLabels(0)")
+            seconds = [round(t * 86400) for t, _label in ticks]
+            step = seconds[1] - seconds[0]
+            assert len(ticks) >= 3 and step % 60 == 0 and 3600 % step == 0, ticks
+            assert all(s % step == 0 for s in seconds), ticks
+            labels = [label for _t, label in ticks]
+            assert len(set(labels)) == len(labels) and all(len(x) == 11 for x in labels), labels
     control("smooth", "0")
     assert browser.execute_script("return resplotReport.view.smoothing") == 0
     control("logy", False)

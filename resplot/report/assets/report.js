@@ -249,6 +249,27 @@
     for (let t = Math.ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) out.push(Math.abs(t) < step * 1e-9 ? 0 : t);
     return out;
   }
+  // Wall-time ticks (x in days since 1970, labelled in UTC): on whole seconds, minutes, hours
+  // or days (niceTicks' decimal steps of a day put them at 22:48, 00:00, 01:12, 02:23).
+  const TIME_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800,
+    21600, 43200, 86400, 172800, 604800, 1209600];
+  function timeTicks(lo, hi, n) {
+    const raw = (hi - lo) * DAY / n;
+    const sec = TIME_STEPS.find((s) => s >= raw);
+    if (sec === undefined) return niceTicks(lo, hi, n);  // months and more: days, decimally
+    const step = sec / DAY, out = [];
+    for (let k = Math.ceil(lo / step - 1e-9); k * step <= hi + step * 1e-9; k++) out.push(k * step);
+    return out;
+  }
+  // A chart's x ticks and their labels, about one each 90 pixels.
+  function xTickLabels(f) {
+    // A time's label ("11-15 02:00") fits 80 pixels; its steps go 1, 2, 3, 6 hours.
+    const n = Math.max(2, Math.floor(f.px / 90));
+    const xt = view.xmode === "wall" ? timeTicks(f.x0, f.x1, Math.max(2, f.px / 80))
+      : niceTicks(f.x0, f.x1, n);
+    const spacing = xt.length > 1 ? xt[1] - xt[0] : Math.abs(xt[0]) || 1;
+    return xt.map((t) => [t, fmtX(t, spacing)]);
+  }
   function fmt(v) {
     if (!isFinite(v)) return String(v);
     const a = Math.abs(v);
@@ -260,7 +281,8 @@
   function fmtX(v, spacing) {
     const m = view.xmode;
     if (m === "wall") {
-      const iso = new Date(v * DAY * 1000).toISOString();
+      // To the second: a tick k × 1 h in days is 00:59:59.999 in floating point.
+      const iso = new Date(Math.round(v * DAY) * 1000).toISOString();
       return spacing !== undefined && spacing * DAY < 60 ? iso.slice(11, 19) : iso.slice(5, 16).replace("T", " ");
     }
     if (m === "relative") return (spacing ? v.toFixed(decimals(spacing)) : fmt(v)) + "h";
@@ -439,12 +461,10 @@
       ctx.fillText(fmt(v), PAD.l - 4, y);
     }
     ctx.textAlign = "center"; ctx.textBaseline = "top";
-    const xt = niceTicks(f.x0, f.x1, Math.max(2, Math.floor(f.px / 90)));
-    const spacing = xt.length > 1 ? xt[1] - xt[0] : Math.abs(xt[0]) || 1;
-    for (const t of xt) {
+    for (const [t, label] of xTickLabels(f)) {
       const x = X(f, t);
       ctx.beginPath(); ctx.moveTo(x, PAD.t); ctx.lineTo(x, PAD.t + f.py); ctx.stroke();
-      const label = fmtX(t, spacing), half = ctx.measureText(label).width / 2;
+      const half = ctx.measureText(label).width / 2;
       ctx.fillText(label, Math.min(Math.max(x, half), f.W - half - 1), PAD.t + f.py + 4);
     }
     ctx.strokeStyle = "#999"; ctx.strokeRect(PAD.l, PAD.t, f.px, f.py);
@@ -768,6 +788,7 @@
   window.resplotReport = {
     data: D, runs, get series() { return series; }, charts, view, setRange, drawAll, toggleRun, showPage,
     pixelOf(chartIndex, x) { const c = charts[chartIndex]; return X(c.frame, x); },
+    xLabels(chartIndex) { return xTickLabels(charts[chartIndex].frame); },
     drawn(chartIndex) {
       const c = charts[chartIndex];
       return c.paths.map((p, k) => p && { label: c.panel.items[k].label, key: series[c.panel.items[k].s].key,
