@@ -3,11 +3,12 @@ where it logs one, else its step), step, wall time, time since the run started, 
 run's step metric.
 
 Wall time is in matplotlib date units (days since 1970-01-01, matplotlib's default epoch) so
-date tick formatters apply; relative time is in hours; tokens come from the run's cumulative
-`train/tokens` series (its points, or each bucket's last value when zoomed out) interpolated on
-step, so points logged at other steps get a token count too. Any other logged counter (`iter`,
-`epoch`, `train/global_step`) is an x axis the same way: mode "key:NAME" places points by NAME's
-value interpolated on step (resplot.data.key_roles.counter_keys lists the candidates), and "metric"
+date tick formatters apply (labelled in the local time zone: resplot/draw/axes_setup.py);
+relative time is in hours; tokens come from the run's cumulative `train/tokens` series (its
+points, or each bucket's last value when zoomed out) interpolated on step, so points logged at
+other steps get a token count too. Any other logged counter (`iter`, `epoch`,
+`train/global_step`) is an x axis the same way: mode "key:NAME" places points by NAME's value
+interpolated on step (resplot.data.key_roles.counter_keys lists the candidates), and "metric"
 by the key the run named in `define_metric(..., step_metric=KEY)`: see step_metric().
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Iterable, Mapping
 
 import numpy as np
@@ -53,6 +55,10 @@ def steps_like(mode: str) -> bool:
 
 
 def label(mode: str) -> str:
+    """The axis's name under a snapshot's charts and in the hover ("wall time (CET)": the
+    times are this machine's local ones)."""
+    if mode == "wall":
+        return f"{LABELS[mode]} ({time.strftime('%Z')})"
     return mode[len(KEY_PREFIX) :] if is_key_mode(mode) else LABELS[mode]
 
 

@@ -5,6 +5,7 @@ card, which takes a chart's cell."""
 
 from __future__ import annotations
 
+from dateutil.tz import tzlocal
 from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import NullFormatter, PercentFormatter
@@ -46,12 +47,14 @@ def dress(ax, spec: PanelSpec, x_mode: str = "step") -> tuple[EventLines, object
     ax.yaxis.set_major_formatter(CompactFormatter())
     if x_mode == "wall":
         # Dates (days since 1970): as 1.5M-style numbers they read "19.675931k". The charts
-        # share one x ticker, so each chart dressed sets it for all of them. Times of day,
-        # the date at midnight; no offset text (the date under every chart's labels sat on
-        # the next row's title: no row is left for it), the hover says the whole date.
-        locator = AutoDateLocator()
+        # share one x ticker, so each chart dressed sets it for all of them. Times of day in
+        # this machine's time zone (as `reslog show` prints them; matplotlib's default is
+        # UTC), the date at midnight; no offset text (the date under every chart's labels
+        # sat on the next row's title: no row is left for it), the hover says the whole date.
+        local = tzlocal()
+        locator = AutoDateLocator(tz=local)
         ax.xaxis.set_major_locator(locator)
-        ax.xaxis.set_major_formatter(ConciseDateFormatter(locator, show_offset=False))
+        ax.xaxis.set_major_formatter(ConciseDateFormatter(locator, tz=local, show_offset=False))
     else:
         ax.xaxis.set_major_formatter(CompactFormatter())
     if spec.log_y:

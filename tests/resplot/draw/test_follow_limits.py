@@ -5,7 +5,8 @@ what a fresh fit gives. A wall-time page's ticks are times of day."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+import time
+from datetime import datetime
 
 import numpy as np
 import pytest
@@ -61,10 +62,21 @@ def test_a_single_point_is_shown_after_a_followed_range_that_leaves_it_out(loade
     assert lo < 8000 < hi, (lo, hi)
 
 
-def test_a_wall_time_page_labels_times_of_day(tmp_path):
+@pytest.fixture(params=["UTC0", "XYZ-5:30"])
+def zone(request, monkeypatch):
+    """This process's local time zone (a POSIX TZ: no zone database needed), as a user's."""
+    monkeypatch.setenv("TZ", request.param)
+    time.tzset()
+    yield request.param
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_a_wall_time_page_labels_local_times_of_day(tmp_path, zone):
     """Every chart of a wall-time page labels its x ticks as times: the charts share one x
     ticker, and each chart's set-up put back the number formatter after the first had set the
-    dates (the ticks read "19.675931k", days since 1970)."""
+    dates (the ticks read "19.675931k", days since 1970). The times are the local ones, as
+    `reslog show` prints them (matplotlib's default is UTC), and the axis says its zone."""
     path = tmp_path / "wall.db"
     engine = new_store(path)
     steps = range(0, 3000, 10)
@@ -84,10 +96,11 @@ def test_a_wall_time_page_labels_times_of_day(tmp_path):
         assert len(labels) >= 3 and all(":" in text for text in labels), labels
         # No date under the labels: the page leaves it no row (it sat on the next title).
         assert ax.xaxis.get_major_formatter().get_offset() == ""
-    # The hover's x says the whole date and time (the first point's: the run's start).
+    # The hover's x says the whole local date and time (the first point's: the run's start).
     (track,) = page.tracks[0].values()
-    start = datetime.fromtimestamp(BASE_TIME, timezone.utc).strftime("%Y-%m-%d %H:%M")
+    start = datetime.fromtimestamp(BASE_TIME).strftime("%Y-%m-%d %H:%M")
     assert page.chart_axes()[0].format_xdata(track.line.get_xdata()[0]).startswith(start)
+    assert page.x_label == f"wall time ({zone[:3]})"
 
 
 def test_one_wall_time_is_shown_on_a_minutes_range(loaded):
