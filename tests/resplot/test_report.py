@@ -6,6 +6,8 @@ the test's temp folder)."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import math
 from pathlib import Path
 
@@ -168,6 +170,19 @@ def test_report_opens_offline_lists_every_run_and_reads_the_hover(stores, tmp_pa
             assert all(s % step == 0 for s in seconds), ticks
             labels = [label for _t, label in ticks]
             assert len(set(labels)) == len(labels) and all(len(x) == 11 for x in labels), labels
+    # Wall times in the browser's time zone, as the window labels them: India's (+5:30) puts
+    # the ticks on its own whole hours and minutes, not UTC's.
+    browser.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": "Asia/Kolkata"})
+    try:
+        control("xmode", "wall")
+        ticks = browser.execute_script("return resplotReport.xLabels(0)")
+    finally:
+        browser.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": ""})
+    india = dt.timezone(dt.timedelta(hours=5, minutes=30))
+    for t, label in ticks:
+        at = dt.datetime.fromtimestamp(round(t * 86400), india)
+        assert label == at.strftime("%m-%d %H:%M") and at.second == 0, ticks
+    control("xmode", "step")
     control("smooth", "0")
     assert browser.execute_script("return resplotReport.view.smoothing") == 0
     control("logy", False)

@@ -249,16 +249,22 @@
     for (let t = Math.ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) out.push(Math.abs(t) < step * 1e-9 ? 0 : t);
     return out;
   }
-  // Wall-time ticks (x in days since 1970, labelled in UTC): on whole seconds, minutes, hours
-  // or days (niceTicks' decimal steps of a day put them at 22:48, 00:00, 01:12, 02:23).
+  // Wall-time ticks (x in days since 1970, labelled in the browser's time zone, as the
+  // window labels its own): on whole seconds, minutes, hours or days of local time
+  // (niceTicks' decimal steps of a day put them at 22:48, 00:00, 01:12, 02:23).
   const TIME_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800,
     21600, 43200, 86400, 172800, 604800, 1209600];
   function timeTicks(lo, hi, n) {
     const raw = (hi - lo) * DAY / n;
     const sec = TIME_STEPS.find((s) => s >= raw);
     if (sec === undefined) return niceTicks(lo, hi, n);  // months and more: days, decimally
-    const step = sec / DAY, out = [];
-    for (let k = Math.ceil(lo / step - 1e-9); k * step <= hi + step * 1e-9; k++) out.push(k * step);
+    const zone = -new Date(lo * DAY * 1000).getTimezoneOffset() * 60;  // seconds east of UTC
+    const out = [];
+    for (let k = Math.ceil((lo * DAY + zone) / sec - 1e-9); ; k++) {
+      const t = (k * sec - zone) / DAY;
+      if (t > hi + (sec / DAY) * 1e-9) break;
+      out.push(t);
+    }
     return out;
   }
   // A chart's x ticks and their labels, about one each 90 pixels.
@@ -282,8 +288,10 @@
     const m = view.xmode;
     if (m === "wall") {
       // To the second: a tick k × 1 h in days is 00:59:59.999 in floating point.
-      const iso = new Date(Math.round(v * DAY) * 1000).toISOString();
-      return spacing !== undefined && spacing * DAY < 60 ? iso.slice(11, 19) : iso.slice(5, 16).replace("T", " ");
+      const d = new Date(Math.round(v * DAY) * 1000), two = (n) => String(n).padStart(2, "0");
+      const hm = `${two(d.getHours())}:${two(d.getMinutes())}`;
+      return spacing !== undefined && spacing * DAY < 60 ? `${hm}:${two(d.getSeconds())}`
+        : `${two(d.getMonth() + 1)}-${two(d.getDate())} ${hm}`;
     }
     if (m === "relative") return (spacing ? v.toFixed(decimals(spacing)) : fmt(v)) + "h";
     const a = Math.abs(v);
