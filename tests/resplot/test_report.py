@@ -7,7 +7,6 @@ the test's temp folder)."""
 from __future__ import annotations
 
 import datetime as dt
-
 import math
 from pathlib import Path
 
