@@ -91,7 +91,7 @@ def main() -> None:
     )
     ap.add_argument("--store", type=Path, help="the sweep's store (made when missing)")
     ap.add_argument("--hover-at", type=float, default=0.62, help="x of the hover, chart fraction")
-    ap.add_argument("--x-axis", default="step", help="step, wall, relative or tokens")
+    ap.add_argument("--x-axis", help="the x axis (default: the window's, auto): wall, tokens, ...")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     store = args.store or args.out / "sweep.db"
@@ -105,7 +105,8 @@ def main() -> None:
         w, h = (int(v) for v in size.split("x"))
         cache = SeriesCache()
         settings = settings_mod.Settings()
-        settings.state.x_axis = args.x_axis
+        if args.x_axis:
+            settings.state.x_axis = args.x_axis
         win = MainWindow(cache, settings, args.out / "settings.json")
         win.resize(w, h)
         win.show()
