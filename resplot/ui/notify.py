@@ -77,8 +77,8 @@ class Notifier:
             for alert in found:
                 active.add((ref, alert.kind))
                 if self._started and (ref, alert.kind) not in self._active:
-                    title = f"{names.get(ref, ref.uid[:8])}: {_words(alert.kind)}"
                     name = names.get(ref, ref.uid[:8])
+                    title = f"{name}: {_words(alert.kind)}"
                     notes.append(Note(ref, alert.kind, title, alert.message, name))
         self._active = active
         self._started = True
