@@ -18,15 +18,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reslog.text import number
 from resplot.data.decimate import in_order
 from resplot.data.logged import value_at, values_at
+from resplot.data.numbers import short_value
 from resplot.data.pages import Item
 
 
 def value_text(value: float | None) -> str:
-    """A value for a legend or readout: 4 significant digits ("" when unknown)."""
-    return "" if value is None else number(value, 4)
+    """A value for a legend or readout: 4 significant digits, `428k` ("" when unknown)."""
+    return "" if value is None else short_value(value)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib.ticker import Formatter, LogLocator, MaxNLocator
 
-SI = {3: "k", 6: "M", 9: "G", 12: "T", 15: "P"}
+from resplot.data.numbers import SI, short_value
+
 MAX_DECIMALS = 6
 
 
@@ -95,21 +96,6 @@ class CompactFormatter(Formatter):
         significant digits, `6.342G`, `12.35k`, `0.0125`. A tick's style, made for values
         a tick apart, said `6G` for a hover anywhere between 5.5 and 6.5 billion tokens."""
         return short_value(value)
-
-
-def short_value(value: float) -> str:
-    """A value to four significant digits, with an SI suffix from 10^4 up."""
-    if not math.isfinite(value):
-        return str(value)
-    top = abs(value)
-    if top >= 1e4:
-        power = min(15, 3 * math.floor(math.log10(top) / 3))
-        mantissa = f"{value / 10**power:.4g}"
-        if abs(float(mantissa)) >= 1000 and power < 15:  # 999.96k rounds up to 1000k
-            power += 3
-            mantissa = f"{value / 10**power:.4g}"
-        return mantissa + SI[power]
-    return f"{value:.4g}"
 
 
 class ReadableLogLocator(LogLocator):

@@ -1,12 +1,10 @@
 """Tick labels and the pointer's x (resplot/draw/ticks.py): every label carries its own scale,
 the fewest digits that tell a tick from its neighbours; one value alone (where the pointer is)
-gets four significant digits."""
+gets four significant digits (tests/resplot/data/test_numbers.py)."""
 
 from __future__ import annotations
 
-import pytest
-
-from resplot.draw.ticks import CompactFormatter, compact_labels, short_value
+from resplot.draw.ticks import CompactFormatter, compact_labels
 
 
 def test_tick_labels_carry_their_scale_with_the_digits_the_ticks_need():
@@ -15,24 +13,6 @@ def test_tick_labels_carry_their_scale_with_the_digits_the_ticks_need():
     assert compact_labels([1.5e6, 3e6]) == ["1.5M", "3M"]
     assert compact_labels([1e-4, 2e-4, 3e-4]) == ["1e-4", "2e-4", "3e-4"]
     assert compact_labels([0.25, 0.5, 0.75]) == ["0.25", "0.50", "0.75"]
-
-
-@pytest.mark.parametrize(
-    ("value", "text"),
-    [
-        (6_342_000_000, "6.342G"),
-        (12_345, "12.35k"),
-        (999_960, "1M"),
-        (3960, "3960"),
-        (2.2222222, "2.222"),
-        (0.0125, "0.0125"),
-        (-45_678, "-45.68k"),
-        (0, "0"),
-        (float("nan"), "nan"),
-    ],
-)
-def test_a_value_alone_has_four_significant_digits(value, text):
-    assert short_value(value) == text
 
 
 def test_the_pointer_x_is_not_a_tick_label():
