@@ -472,8 +472,11 @@ class ChartPage(ChartLayout, ChartLimits):
         for item in tracks:
             summary = cache.summary(item.ref, item.key)
             latest[item] = metric_stats(summary.agg if summary is not None else None)[0]
+        # The note ("smoothed raw points", "min–max per 8 steps") sits in the lower right
+        # corner: a legend placed there covered it.
+        taken = ("lower right",) if self._notes[i].get_text() else ()
         with quietly(self.axes[i]):  # the legend is drawn with the data (resplot/ui/layers.py)
-            self._legends[i].update(self.axes[i], tracks, self.follow, latest)
+            self._legends[i].update(self.axes[i], tracks, self.follow, latest, taken)
 
     def _declutter_markers(self, tracks: dict[Item, Track], xlim) -> None:
         """Point markers (validation) only while few points are in view (data/marks.py)."""

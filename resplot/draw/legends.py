@@ -42,13 +42,15 @@ def _to_axes(ax, xy: np.ndarray) -> np.ndarray:
         return ax.transLimits.transform(ax.transScale.transform(xy))
 
 
-def legend_corner(ax, tracks, labels: list[str]) -> str:
-    """The corner where a legend of `labels` covers the fewest data columns.
+def legend_corner(ax, tracks, labels: list[str], taken: tuple[str, ...] = ()) -> str:
+    """The corner where a legend of `labels` covers the fewest data columns, of those not
+    `taken` (the chart's note holds the lower right one while it says something).
 
     Matplotlib's loc="best" only sees line vertices and misses the envelope bands that dense
     series are drawn as; this counts both (bands as vertical [min, max] spans), and lines
     sampled between their points too, so that a sparse line crossing a corner counts.
     """
+    corners = tuple(c for c in LEGEND_CORNERS if c not in taken) or LEGEND_CORNERS
     w_px, h_px = max(ax.bbox.width, 1.0), max(ax.bbox.height, 1.0)
     pt = ax.figure.dpi / 72.0
     # Legend metrics in font sizes: text and handle, label spacing, border pads, axes pad.
@@ -74,12 +76,12 @@ def legend_corner(ax, tracks, labels: list[str]) -> str:
             hi, lo = a[:half], a[half:][::-1]
             cols.append((hi[:, 0], lo[:, 1], hi[:, 1]))
     if not cols:
-        return LEGEND_CORNERS[0]
+        return corners[0]
     x = np.concatenate([c[0] for c in cols])
     ylo = np.concatenate([c[1] for c in cols])
     yhi = np.concatenate([c[2] for c in cols])
-    best, best_n = LEGEND_CORNERS[0], None
-    for corner in LEGEND_CORNERS:
+    best, best_n = corners[0], None
+    for corner in corners:
         x0, x1 = (1.0 - width, 1.0) if "right" in corner else (0.0, width)
         y0, y1 = (1.0 - height, 1.0) if "upper" in corner else (0.0, height)
         with np.errstate(invalid="ignore"):
@@ -96,9 +98,13 @@ class AxesLegend:
         self.items: tuple = ()
         self.placed: tuple[float, tuple] = (-np.inf, ())  # when, and the limits and size then
         self.drawn: tuple = ()  # level and completeness of each track's view then
+        self.taken: tuple[str, ...] = ()  # the corners left free then
 
-    def update(self, ax, tracks: dict, follow: bool, latest: dict) -> None:
-        """`tracks`: Item -> Track; `latest`: Item -> latest value (None: unknown)."""
+    def update(
+        self, ax, tracks: dict, follow: bool, latest: dict, taken: tuple[str, ...] = ()
+    ) -> None:
+        """`tracks`: Item -> Track; `latest`: Item -> latest value (None: unknown); `taken`:
+        corners the legend leaves free (legend_corner)."""
         items = tuple(tracks)
         if items != self.items:
             self.items = items
@@ -148,14 +154,14 @@ class AxesLegend:
         # what it shows, not of when it was placed. And whenever what is drawn changes in kind
         # (first data, another level, detail loaded).
         streaming = follow and any(t.live for t in tracks.values())
-        due = drawn != self.drawn or (
+        due = (drawn, taken) != (self.drawn, self.taken) or (
             moved and (not streaming or now - placed_at >= LEGEND_REPLACE_S)
         )
         if due:  # the page calls this once its limits are set: the corner is for them
             texts = [t.get_text() for t in legend.get_texts()]
-            legend.set_loc(legend_corner(ax, tracks.values(), texts))
+            legend.set_loc(legend_corner(ax, tracks.values(), texts, taken))
             self.placed = (now, view)
-            self.drawn = drawn
+            self.drawn, self.taken = drawn, taken
 
 
 class RunStrip:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from resplot.cli import main
 from resplot.data.state import ViewState
@@ -225,6 +226,35 @@ def test_a_chart_laid_out_again_places_its_legend_for_its_new_size_at_once(tmp_p
         assert ax.get_legend()._loc == wide_ax.get_legend()._loc
     finally:
         loaded.close()
+
+
+def test_a_legend_leaves_the_charts_note_its_corner(tmp_path):
+    """A chart's note ("smoothed raw points") sits in its lower right corner, and the legend's
+    corner was chosen by data alone: a throughput high everywhere but its first steps put the
+    legend there, over the note (the demo's snapshot)."""
+    path = tmp_path / "ramp.db"
+    engine = new_store(path)
+    points = [(s, 1.0 if s < 50 else 3.0 + 0.05 * np.sin(s / 7)) for s in range(1000)]
+    make_run(engine, name="ramp", points={"train/loss": points})
+    engine.dispose()
+    with Loaded([parse_spec(str(path))]) as loaded:
+        refs = [run.ref for run in loaded.cache.runs()]
+        state = ViewState()
+        state.page = "all"
+        page = render(loaded.cache, state, refs, size=(6, 4), fetch=loaded.fetch)
+    (i,) = [k for k, a in enumerate(page.axes) if a.get_legend() is not None]
+    note = page._notes[i]
+    assert "smoothed" in note.get_text()
+    legend = page.axes[i].get_legend()
+    canvas = FigureCanvasAgg(page.figure)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    assert not legend.get_window_extent(renderer).overlaps(note.get_window_extent(renderer))
+    # With nothing to say the corner is the data's own choice again.
+    state.smoothing = 0.0
+    page.refresh(loaded.cache, state, refs)
+    assert not note.get_text()
+    assert legend._loc in (4, "lower right")
 
 
 def test_a_bitmap_legend_exports_to_svg_as_text():
