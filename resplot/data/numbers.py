@@ -11,6 +11,11 @@ import math
 SI = {3: "k", 6: "M", 9: "G", 12: "T", 15: "P"}
 
 
+def si_power(top: float) -> int:
+    """The power of ten (3, 6, ... 15) whose SI suffix labels values up to `top` (>= 10^4)."""
+    return min(15, 3 * math.floor(math.log10(top) / 3))
+
+
 def short_value(value: float) -> str:
     """`value` to four significant digits, with an SI suffix from 10^4 up; nan and ±inf spelled
     as Python does."""
@@ -18,7 +23,7 @@ def short_value(value: float) -> str:
         return str(value)
     top = abs(value)
     if top >= 1e4:
-        power = min(15, 3 * math.floor(math.log10(top) / 3))
+        power = si_power(top)
         mantissa = f"{value / 10**power:.4g}"
         if abs(float(mantissa)) >= 1000 and power < 15:  # 999.96k rounds up to 1000k
             power += 3

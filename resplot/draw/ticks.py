@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib.ticker import Formatter, LogLocator, MaxNLocator
 
-from resplot.data.numbers import SI, short_value
+from resplot.data.numbers import SI, short_value, si_power
 
 MAX_DECIMALS = 6
 
@@ -47,7 +47,7 @@ def compact_labels(values: Sequence[float]) -> list[str]:
         return ["" for _ in values]
     top = max(abs(v) for v in finite)
     if top >= 1e4:
-        power = min(15, 3 * math.floor(math.log10(top) / 3))
+        power = si_power(top)
         d = _decimals([v / 10**power for v in finite])
         return [
             _strip(f"{v / 10**power:.{d}f}") + SI[power] if math.isfinite(v) and v else "0"
