@@ -285,9 +285,11 @@ def timed_ms(fn, repeat: int) -> float:
 
 
 def bench_legends(repeat: int = 15) -> dict[str, float]:
-    """One chart legend of 4 series drawn on a 1280×800 Agg canvas: matplotlib's own Legend,
-    the bitmap legend with the same text (a zoom or resize redraw), and with new text (a live
-    poll: each series' latest value changes)."""
+    """One chart legend of 4 series drawn on a 1280×800 canvas by the window's renderer (its
+    text from stamps: resplot/draw/text_stamps.py): matplotlib's own Legend, the bitmap legend
+    with the same text (a zoom or resize redraw), and with new text (a live poll: a series'
+    latest value changes, a string never drawn before). On plain Agg every string is shaped
+    again at each draw, which hid what the bitmap saves (stop 59)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.legend import Legend
@@ -295,6 +297,7 @@ def bench_legends(repeat: int = 15) -> dict[str, float]:
 
     from resplot.data.layout import LEGEND_PT
     from resplot.draw.legend_bitmap import add_legend
+    from resplot.draw.text_stamps import StampRenderer
 
     fig = Figure(figsize=(12.8, 8), dpi=100)
     canvas = FigureCanvasAgg(fig)
@@ -302,9 +305,10 @@ def bench_legends(repeat: int = 15) -> dict[str, float]:
     handles = [Line2D([], [], color=f"C{i}", linewidth=1.4) for i in range(4)]
     labels = [f"sweep-lr{i + 1}e-4-bs512  2.{i}31" for i in range(4)]
     canvas.draw()
-    renderer = canvas.get_renderer()
+    renderer = StampRenderer(1280, 800, fig.dpi)
     kw = {"loc": "upper right", "fontsize": LEGEND_PT, "framealpha": 0.6}
     plain = Legend(ax, handles, labels, **kw)
+    plain.draw(renderer)
     out = {"matplotlib Legend": timed_ms(lambda: plain.draw(renderer), repeat)}
     bitmap = add_legend(ax, handles, labels, **kw)
     bitmap.draw(renderer)
@@ -317,7 +321,6 @@ def bench_legends(repeat: int = 15) -> dict[str, float]:
         bitmap.draw(renderer)
 
     out["bitmap, new text"] = timed_ms(new_text, repeat)
-    n[0] = 0
 
     def plain_new_text() -> None:
         n[0] += 1
