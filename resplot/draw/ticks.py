@@ -21,12 +21,17 @@ from resplot.data.numbers import SI, short_value, si_power
 MAX_DECIMALS = 6
 
 
+def _smallest_gap(values: Sequence[float]) -> float:
+    """The smallest distance between two different values (0 where there are none)."""
+    gaps = [b - a for a, b in itertools.pairwise(sorted(set(values))) if b > a]
+    return min(gaps) if gaps else 0.0
+
+
 def _decimals(values: Sequence[float]) -> int:
     """The fewest decimals that tell the values apart (and show each within a tenth of the
     smallest gap between them)."""
     vals = sorted(set(values))
-    gaps = [b - a for a, b in itertools.pairwise(vals) if b > a]
-    gap = min(gaps) if gaps else 0.0
+    gap = _smallest_gap(vals)
     for d in range(MAX_DECIMALS + 1):
         texts = [f"{v:.{d}f}" for v in vals]
         close = all(abs(float(t) - v) <= gap / 10 for t, v in zip(texts, vals, strict=True))
@@ -60,10 +65,17 @@ def compact_labels(values: Sequence[float]) -> list[str]:
             else None
             for v in values
         ]
-        # As few mantissa digits as keep the values apart.
-        for digits in range(4):
+        gap = _smallest_gap(finite)
+        # As few mantissa digits as keep the values apart, each within a tenth of the
+        # smallest gap (one digit labelled ticks at 2.5e-5 and 7.5e-5 `2e-5` and `7e-5`).
+        for digits in range(MAX_DECIMALS + 1):
             out = ["0" if p is None else f"{_strip(f'{p[0]:.{digits}f}')}e{p[1]}" for p in parts]
-            if len(set(out)) == len(set(values)):
+            close = all(
+                abs(float(text) - v) <= gap / 10
+                for text, v in zip(out, values, strict=True)
+                if math.isfinite(v)
+            )
+            if len(set(out)) == len(set(values)) and (gap == 0.0 or close):
                 break
         return out
     if len(set(finite)) == 1:

@@ -531,3 +531,83 @@ def test_a_zoom_between_two_points_fits_the_segment_across_it(tmp_path, browser)
     lo, hi = (10**v for v in frame[:2]) if frame[2] else frame[:2]
     assert lo < 51.2 and 51.8 < hi < 53, frame  # the segment's 51.2-51.8, fitted
     assert _errors(browser) == []
+
+
+def test_numbers_read_as_the_windows(tmp_path, browser):
+    """The report's tick labels and readout x in the window's style (resplot/draw/ticks.py,
+    resplot/data/numbers.py), the same strings for the same values: it wrote `6.00e-4`,
+    `430000` and `6B` where the window writes `6e-4`, `430k` and `6G`. Its own functions are
+    checked against Python's on ticks of every scale, halfway values and random ones; then the
+    charts' own ticks."""
+    import random
+
+    from resplot.data.numbers import short_value
+    from resplot.draw.ticks import compact_labels
+
+    path = tmp_path / "scales.db"
+    engine = new_store(path)
+    steps = range(0, 400_000, 1000)
+    make_run(
+        engine,
+        name="scales",
+        created_at=BASE_TIME,
+        points={
+            "train/loss": [(s, 3.0 - s / 400_000) for s in steps],
+            "lr": [(s, 6e-4 * (1 - s / 400_000)) for s in steps],
+            "train/tokens": [(s, 16_384.0 * s) for s in steps],
+        },
+    )
+    engine.dispose()
+    out = tmp_path / "scales.html"
+    assert main(["report", str(path), "-o", str(out), "--pages", "training"]) == 0
+    _open(browser, out)
+    assert _errors(browser) == []
+
+    rng = random.Random(7)
+    lists = [
+        [0, 0.0002, 0.0004, 0.0006],
+        [2.5e-5, 5e-5, 7.5e-5],
+        [0.125, 0.25, 0.375],  # halfway values: Python rounds to even, toFixed away from 0
+        [0, 100_000, 200_000, 300_000, 400_000],
+        [2e9, 4e9, 6e9],
+        [-1, 0, 1],
+        [0.5],
+        [1e15, 2e15],
+    ]
+    for _ in range(200):
+        step = rng.choice([1, 2, 2.5, 5]) * 10.0 ** rng.randint(-8, 11)
+        first = round(rng.uniform(-5, 5) * 10.0 ** rng.randint(-7, 12) / step) * step
+        lists.append([first + k * step for k in range(rng.randint(1, 7))])
+    values = [2.957, 0.00028, 11_480, 428_000, 8.378e9, 999_960, 0, -1234.5, 1e-7, 1e20, 2.5e-5]
+    values += [rng.uniform(-1, 1) * 10.0 ** rng.randint(-9, 16) for _ in range(300)]
+    labels, shorts = browser.execute_script(
+        "return [arguments[0].map(resplotReport.compactLabels),"
+        " arguments[1].map(resplotReport.shortValue)]",
+        lists,
+        values,
+    )
+    assert labels == [compact_labels(v) for v in lists]
+    assert shorts == [short_value(v) for v in values]
+
+    # The charts: ticks as the window labels the same values.
+    titles = browser.execute_script("return resplotReport.charts.map(c => c.panel.title)")
+    lr = titles.index("Learning rate")
+    for chart in range(len(titles)):
+        ticks = browser.execute_script("return resplotReport.yLabels(arguments[0])", chart)
+        assert len(ticks) >= 2, (titles[chart], ticks)
+        assert [label for _v, label in ticks] == compact_labels([v for v, _label in ticks])
+    lr_labels = [
+        label
+        for _v, label in browser.execute_script("return resplotReport.yLabels(arguments[0])", lr)
+    ]
+    assert all("e-4" in label or label == "0" for label in lr_labels), lr_labels
+    x = browser.execute_script("return resplotReport.xLabels(0)")
+    assert [label for _t, label in x] == compact_labels([t for t, _label in x])
+    assert any(label.endswith("k") for _t, label in x), x  # steps to 400,000: `100k`, not 100000
+    browser.execute_script(
+        "const e = document.getElementById('xmode'); e.value = 'tokens';"
+        "e.dispatchEvent(new Event('change'))"
+    )
+    x = browser.execute_script("return resplotReport.xLabels(0)")
+    assert all(label.endswith("G") or label == "0" for _t, label in x), x  # 6.5G tokens, not B
+    assert _errors(browser) == []

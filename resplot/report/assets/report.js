@@ -272,36 +272,128 @@
   function xTickLabels(f) {
     const xt = view.xmode === "wall" ? timeTicks(f.x0, f.x1, Math.max(2, f.px / 80))
       : niceTicks(f.x0, f.x1, Math.max(2, Math.floor(f.px / 90)));
-    const spacing = xt.length > 1 ? xt[1] - xt[0] : Math.abs(xt[0]) || 1;
-    return xt.map((t) => [t, fmtX(t, spacing)]);
-  }
-  function fmt(v) {
-    if (!isFinite(v)) return String(v);
-    const a = Math.abs(v);
-    if (a !== 0 && (a >= 1e6 || a < 1e-3)) return v.toExponential(2).replace("e+", "e");
-    return String(+v.toPrecision(4));
-  }
-  // An x value as a tick (`spacing`: the ticks' step, so that neighbours never read the same)
-  // or, without it, as the readout's header.
-  function fmtX(v, spacing) {
-    const m = view.xmode;
-    if (m === "wall") {
-      // To the second: a tick k × 1 h in days is 00:59:59.999 in floating point.
-      const d = new Date(Math.round(v * DAY) * 1000), two = (n) => String(n).padStart(2, "0");
-      const hm = `${two(d.getHours())}:${two(d.getMinutes())}`;
-      return spacing !== undefined && spacing * DAY < 60 ? `${hm}:${two(d.getSeconds())}`
-        : `${two(d.getMonth() + 1)}-${two(d.getDate())} ${hm}`;
+    if (view.xmode === "wall") {
+      const spacing = xt.length > 1 ? xt[1] - xt[0] : Math.abs(xt[0]) || 1;
+      return xt.map((t) => [t, wallLabel(t, spacing)]);
     }
-    if (m === "relative") return (spacing ? v.toFixed(decimals(spacing)) : fmt(v)) + "h";
-    const a = Math.abs(v);
-    for (const [unit, suffix] of [[1e9, "B"], [1e6, "M"], [1e3, "k"]]) {
-      if (a >= 10 * unit) {
-        return (spacing ? (v / unit).toFixed(decimals(spacing / unit)) : +(v / unit).toPrecision(6)) + suffix;
+    const unit = view.xmode === "relative" ? "h" : "";
+    const labels = compactLabels(xt);
+    return xt.map((t, k) => [t, labels[k] + unit]);
+  }
+  // A chart's y ticks in view and their labels.
+  function yTickLabels(f) {
+    const values = (f.log ? logTicks(f.y0, f.y1).map((t) => Math.pow(10, t)) : niceTicks(f.y0, f.y1, 5))
+      .filter((v) => { const y = Y(f, v); return y >= PAD.t - 1 && y <= PAD.t + f.py + 1; });
+    const labels = compactLabels(values);
+    return values.map((v, k) => [v, labels[k]]);
+  }
+  // Numbers as the window writes them (resplot/data/numbers.py, resplot/draw/ticks.py): SI
+  // suffixes from 10^4 up (`12.5k`, `1.5M`, `6.342G`), powers of ten below 10^-3 on ticks
+  // (`3e-4`), plain decimals between; the report wrote `430000`, `6.00e-4` and `6B` beside
+  // the window's `430k`, `6e-4` and `6G`.
+  const SI = { 3: "k", 6: "M", 9: "G", 12: "T", 15: "P" };
+  const MAX_DECIMALS = 6;
+  function siPower(top) { return Math.min(15, 3 * Math.floor(Math.log10(top) / 3)); }
+  function strip(text) { return text.includes(".") ? text.replace(/0+$/, "").replace(/\.$/, "") : text; }
+  // `v` with `n` digits after the point (`exponential`: after the first digit), rounded as
+  // Python rounds: a value exactly halfway between two goes to the even one (toFixed and
+  // toExponential go away from zero: 0.125 to "0.13" where Python writes "0.12").
+  function pyRound(v, n, exponential) {
+    const js = exponential ? v.toExponential(n) : v.toFixed(n);
+    const long = exponential ? v.toExponential(Math.min(100, n + 30)) : v.toFixed(Math.min(100, n + 30));
+    const [digits, exp] = long.split("e");
+    const at = digits.indexOf(".") + n + 1;  // the first digit dropped
+    if (digits[at] !== "5" || !/^0*$/.test(digits.slice(at + 1))) return js;
+    const kept = digits.slice(0, n ? at : at - 1);
+    if (Number(kept[kept.length - 1]) % 2) return js;  // away from zero is to even here
+    return exp === undefined ? kept : `${kept}e${exp}`;
+  }
+  // Python's `{v:.{p}g}`: p significant digits, trailing zeros dropped, an exponent of at
+  // least two digits where the value is below 10^-4 or has more than p digits before the point.
+  function formatG(v, p) {
+    if (!isFinite(v)) return Number.isNaN(v) ? "nan" : v > 0 ? "inf" : "-inf";
+    if (v === 0) return "0";
+    const [mantissa, exp] = pyRound(v, p - 1, true).split("e");
+    const e = Number(exp);
+    if (e < -4 || e >= p) {
+      const digits = String(Math.abs(e)).padStart(2, "0");
+      return `${strip(mantissa)}e${e < 0 ? "-" : "+"}${digits}`;
+    }
+    return strip(pyRound(v, Math.max(0, p - 1 - e), false));
+  }
+  // A value alone (the readout's x): four significant digits, an SI suffix from 10^4 up.
+  function shortValue(v) {
+    if (!isFinite(v)) return formatG(v, 4);
+    const top = Math.abs(v);
+    if (top < 1e4) return formatG(v, 4);
+    let power = siPower(top), mantissa = formatG(v / Number(`1e${power}`), 4);
+    if (Math.abs(Number(mantissa)) >= 1000 && power < 15) {  // 999.96k rounds up to 1000k
+      power += 3;
+      mantissa = formatG(v / Number(`1e${power}`), 4);
+    }
+    return mantissa + SI[power];
+  }
+  function smallestGap(values) {
+    const vals = [...new Set(values)].sort((a, b) => a - b);
+    let gap = Infinity;
+    for (let i = 1; i < vals.length; i++) if (vals[i] > vals[i - 1]) gap = Math.min(gap, vals[i] - vals[i - 1]);
+    return gap === Infinity ? 0 : gap;
+  }
+  // The fewest decimals that tell the values apart (each within a tenth of the smallest gap).
+  function fewestDecimals(values) {
+    const vals = [...new Set(values)].sort((a, b) => a - b), gap = smallestGap(vals);
+    for (let d = 0; d <= MAX_DECIMALS; d++) {
+      const texts = vals.map((v) => pyRound(v, d, false));
+      const close = vals.every((v, k) => Math.abs(Number(texts[k]) - v) <= gap / 10);
+      if (new Set(texts).size === vals.length && (gap === 0 || close)) return d;
+    }
+    return MAX_DECIMALS;
+  }
+  // Tick labels in one style for all of a chart's ticks (ticks.py's compact_labels).
+  function compactLabels(values) {
+    const finite = values.filter(isFinite);
+    if (!finite.length) return values.map(() => "");
+    const top = Math.max(...finite.map(Math.abs));
+    if (top >= 1e4) {
+      const power = siPower(top), unit = Number(`1e${power}`);
+      const d = fewestDecimals(finite.map((v) => v / unit));
+      return values.map((v) => (isFinite(v) && v ? strip(pyRound(v / unit, d, false)) + SI[power] : "0"));
+    }
+    if (top < 1e-3) {
+      const parts = values.map((v) => {
+        if (!isFinite(v) || !v) return null;
+        const e = Math.floor(Math.log10(Math.abs(v)));
+        return [v / Number(`1e${e}`), e];  // (V8's 10 ** -4 is not the double nearest 1e-4)
+      });
+      // As few mantissa digits as keep them apart, each within a tenth of the smallest gap.
+      const gap = smallestGap(finite);
+      let out = [];
+      for (let digits = 0; digits <= MAX_DECIMALS; digits++) {
+        out = parts.map((p) => (p === null ? "0" : `${strip(pyRound(p[0], digits, false))}e${p[1]}`));
+        const close = values.every((v, k) => !isFinite(v) || Math.abs(Number(out[k]) - v) <= gap / 10);
+        if (new Set(out).size === new Set(values).size && (gap === 0 || close)) break;
       }
+      return out;
     }
-    return spacing ? v.toFixed(decimals(spacing)) : String(+v.toPrecision(6));
+    if (new Set(finite).size === 1) return values.map((v) => (isFinite(v) ? formatG(v, 4) : ""));
+    const d = fewestDecimals(finite);
+    return values.map((v) => (isFinite(v) ? pyRound(v, d, false) : ""));
   }
-  function decimals(spacing) { return Math.max(0, Math.min(6, Math.ceil(-Math.log10(spacing) - 1e-9))); }
+  // An x value as the readout's header (the ticks: xTickLabels).
+  function fmtX(v) {
+    const m = view.xmode;
+    if (m === "wall") return wallLabel(v, undefined);
+    return shortValue(v) + (m === "relative" ? "h" : "");
+  }
+  // A wall time (days since 1970) in the browser's zone, to the second where the ticks are
+  // under a minute apart (`spacing`, in days).
+  function wallLabel(v, spacing) {
+    // To the second: a tick k × 1 h in days is 00:59:59.999 in floating point.
+    const d = new Date(Math.round(v * DAY) * 1000), two = (n) => String(n).padStart(2, "0");
+    const hm = `${two(d.getHours())}:${two(d.getMinutes())}`;
+    return spacing !== undefined && spacing * DAY < 60 ? `${hm}:${two(d.getSeconds())}`
+      : `${two(d.getMonth() + 1)}-${two(d.getDate())} ${hm}`;
+  }
 
   // ---- charts ----------------------------------------------------------------------------
   const charts = [];
@@ -459,13 +551,11 @@
     ctx.font = "11px system-ui, sans-serif";
     ctx.strokeStyle = "#e6e6e6"; ctx.fillStyle = "#555"; ctx.lineWidth = 1;
     // grid and ticks
-    const yt = f.log ? logTicks(f.y0, f.y1) : niceTicks(f.y0, f.y1, 5);
     ctx.textAlign = "right"; ctx.textBaseline = "middle";
-    for (const t of yt) {
-      const v = f.log ? Math.pow(10, t) : t, y = Y(f, v);
-      if (y < PAD.t - 1 || y > PAD.t + f.py + 1) continue;
+    for (const [v, label] of yTickLabels(f)) {
+      const y = Y(f, v);
       ctx.beginPath(); ctx.moveTo(PAD.l, y); ctx.lineTo(PAD.l + f.px, y); ctx.stroke();
-      ctx.fillText(fmt(v), PAD.l - 4, y);
+      ctx.fillText(label, PAD.l - 4, y);
     }
     ctx.textAlign = "center"; ctx.textBaseline = "top";
     for (const [t, label] of xTickLabels(f)) {
@@ -796,6 +886,8 @@
     data: D, runs, get series() { return series; }, charts, view, setRange, drawAll, toggleRun, showPage,
     pixelOf(chartIndex, x) { const c = charts[chartIndex]; return X(c.frame, x); },
     xLabels(chartIndex) { return xTickLabels(charts[chartIndex].frame); },
+    yLabels(chartIndex) { return yTickLabels(charts[chartIndex].frame); },
+    compactLabels, shortValue,
     drawn(chartIndex) {
       const c = charts[chartIndex];
       return c.paths.map((p, k) => p && { label: c.panel.items[k].label, key: series[c.panel.items[k].s].key,

@@ -15,6 +15,15 @@ def test_tick_labels_carry_their_scale_with_the_digits_the_ticks_need():
     assert compact_labels([0.25, 0.5, 0.75]) == ["0.25", "0.50", "0.75"]
 
 
+def test_small_ticks_keep_the_digits_that_say_their_value():
+    """Ticks at 2.5e-5, 5e-5, 7.5e-5 (a learning rate's axis) were labelled `2e-5`, `5e-5`,
+    `7e-5`: one mantissa digit told them apart, 20 % off. Each label now reads within a tenth
+    of the ticks' spacing, as plain decimals already did."""
+    assert compact_labels([2.5e-5, 5e-5, 7.5e-5]) == ["2.5e-5", "5e-5", "7.5e-5"]
+    assert compact_labels([0, 2.5e-4, 5e-4, 7.5e-4]) == ["0", "2.5e-4", "5e-4", "7.5e-4"]
+    assert compact_labels([-7.5e-4, -7.25e-4, -7e-4]) == ["-7.5e-4", "-7.25e-4", "-7e-4"]
+
+
 def test_the_pointer_x_is_not_a_tick_label():
     """The hover said `tokens 6G` anywhere from 5.5 to 6.5 billion tokens: format_data_short
     fell back to the tick style, whose one value got no decimals."""
