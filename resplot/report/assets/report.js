@@ -270,12 +270,12 @@
   // A chart's x ticks and their labels: about one each 90 pixels, a time's ("11-15 02:00")
   // each 80 (its steps go 1, 2, 3, 6 hours: at 90 a 5.6-hour span got 2-hour ticks).
   function xTickLabels(f) {
-    const xt = view.xmode === "wall" ? timeTicks(f.x0, f.x1, Math.max(2, f.px / 80))
-      : niceTicks(f.x0, f.x1, Math.max(2, Math.floor(f.px / 90)));
     if (view.xmode === "wall") {
+      const xt = timeTicks(f.x0, f.x1, Math.max(2, f.px / 80));
       const spacing = xt.length > 1 ? xt[1] - xt[0] : Math.abs(xt[0]) || 1;
       return xt.map((t) => [t, wallLabel(t, spacing)]);
     }
+    const xt = niceTicks(f.x0, f.x1, Math.max(2, Math.floor(f.px / 90)));
     const unit = view.xmode === "relative" ? "h" : "";
     const labels = compactLabels(xt);
     return xt.map((t, k) => [t, labels[k] + unit]);
