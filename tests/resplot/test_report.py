@@ -16,7 +16,7 @@ import pytest
 import reslog
 from resplot.cli import main
 from resplot.report.levels import Need, choose
-from tests.fixtures.browser import HEIGHT, WIDTH
+from tests.fixtures.browser import HEIGHT, WIDTH, console_errors, open_report
 from tests.fixtures.stores import BASE_TIME, make_run, new_store
 
 SPIKE_STEP = 12_345
@@ -64,20 +64,6 @@ def stores(tmp_path_factory) -> dict[str, str]:
     return {"small": small, "long": long}
 
 
-def _open(driver, path: Path) -> None:
-    driver.get(path.as_uri())
-    for _ in range(100):
-        if driver.execute_script("return document.body && document.body.dataset.ready === '1'"):
-            return
-        driver.implicitly_wait(0)
-        driver.execute_script("return new Promise(r => setTimeout(r, 50))")
-    raise AssertionError("the report page never finished building")
-
-
-def _errors(driver) -> list[str]:
-    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
-
-
 def _logged(store: str, run: str, key: str) -> tuple[np.ndarray, np.ndarray]:
     with reslog.open(store) as r:
         df = r.points(run, key)
@@ -90,8 +76,8 @@ def test_report_opens_offline_lists_every_run_and_reads_the_hover(stores, tmp_pa
     assert main(["report", stores["small"], "-o", str(out), "--pages", "training", "system"]) == 0
     html = out.read_text(encoding="utf-8")
     assert "基线 baseline" in html and "<script src" not in html and "<link" not in html
-    _open(browser, out)
-    assert _errors(browser) == []
+    open_report(browser, out)
+    assert console_errors(browser) == []
     # Nothing was requested: no resource entry beyond the page itself.
     assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
     legend = browser.execute_script(
@@ -194,7 +180,7 @@ def test_report_opens_offline_lists_every_run_and_reads_the_hover(stores, tmp_pa
     browser.find_elements("css selector", "#runs input[type=checkbox]")[2].click()
     drawn = browser.execute_script("return resplotReport.drawn(0).filter(Boolean)")
     assert {d["label"] for d in drawn} == {"基线 baseline train", "基线 baseline valid"}
-    assert _errors(browser) == []
+    assert console_errors(browser) == []
 
 
 @pytest.mark.slow
@@ -202,8 +188,8 @@ def test_zoomed_columns_hold_the_stores_extremes_and_the_spike(stores, tmp_path,
     out = tmp_path / "long.html"
     assert main(["report", stores["long"], "-o", str(out), "--max-mb", "0.4"]) == 0
     assert out.stat().st_size <= 0.4 * (1 << 20)
-    _open(browser, out)
-    assert _errors(browser) == []
+    open_report(browser, out)
+    assert console_errors(browser) == []
     notes = browser.execute_script("return document.getElementById('notes').textContent")
     width = browser.execute_script("return resplotReport.data.budget.width")
     assert width > 1 and f"columns of {width} steps" in notes  # what was left out, said
@@ -284,7 +270,7 @@ def test_zoomed_columns_hold_the_stores_extremes_and_the_spike(stores, tmp_path,
     lo3, hi3 = browser.execute_script("return resplotReport.view.range")
     assert math.isclose(hi3 - lo3, hi2 - lo2, rel_tol=1e-9) and lo3 > lo2
     check(lo3, hi3)
-    assert _errors(browser) == []
+    assert console_errors(browser) == []
 
 
 def test_the_budget_chooses_levels_and_is_never_passed():
@@ -373,8 +359,8 @@ def test_hostile_names_stay_names(tmp_path, browser):
     engine.dispose()
     out = tmp_path / "hostile.html"
     assert main(["report", str(store), "-o", str(out)]) == 0
-    _open(browser, out)
-    assert _errors(browser) == []
+    open_report(browser, out)
+    assert console_errors(browser) == []
     legend = browser.execute_script(
         "return [...document.querySelectorAll('#legend > span')].map(e => e.textContent)"
     )
@@ -391,7 +377,7 @@ def test_charts_out_of_view_are_drawn_when_scrolled_in(stores, tmp_path, browser
         "Emulation.setDeviceMetricsOverride",
         {"width": WIDTH, "height": 150, "deviceScaleFactor": 1, "mobile": False},
     )
-    _open(browser, out)
+    open_report(browser, out)
     browser.find_elements("css selector", "#tabs button")[1].click()  # the --keys page
     charts = "resplotReport.charts.filter(c => c.page === 1)"
     titles = browser.execute_script(f"return {charts}.map(c => c.panel.title)")
@@ -408,7 +394,7 @@ def test_charts_out_of_view_are_drawn_when_scrolled_in(stores, tmp_path, browser
     index = browser.execute_script(f"return resplotReport.charts.indexOf({charts}[3])")
     drawn = [d for d in browser.execute_script("return resplotReport.drawn(arguments[0])", index)]
     assert [d["label"] for d in drawn] == ["基线 baseline", "lr-1e-3", "wsd-0.5"]
-    assert _errors(browser) == []
+    assert console_errors(browser) == []
 
 
 def _columns(path: Path) -> tuple[dict, dict]:
@@ -476,138 +462,3 @@ def test_a_log_panel_whose_series_reach_zero_is_linear_and_noted(tmp_path):
     (loss,) = [p for p in data["pages"][0]["panels"] if p["title"] == "Loss"]
     assert loss["log"] is False
     assert "training page, Loss: y linear, values ≤ 0 (no log)" in data["notes"]
-
-
-def test_a_point_no_segment_reaches_is_a_dot(tmp_path, browser):
-    """As in the window (tests/resplot/draw/test_chart_marks.py): a value between NaNs was a
-    moveTo with no lineTo after it, drawn nowhere; it is a dot of the series' colour."""
-    path = tmp_path / "lone.db"
-    engine = new_store(path)
-    loss = [(s, 1.0 if s in (500, 501, 502, 1500) else float("nan")) for s in range(2000)]
-    make_run(engine, name="lone", points={"train/loss": loss}, created_at=BASE_TIME)
-    engine.dispose()
-    out = tmp_path / "lone.html"
-    assert main(["report", str(path), "-o", str(out), "--pages", "training"]) == 0
-    _open(browser, out)
-    assert _errors(browser) == []
-    found = browser.execute_script(
-        """
-        const c = resplotReport.charts[0], dpr = window.devicePixelRatio || 1;
-        const color = c.panel.items[0].color;
-        const probe = document.createElement("canvas").getContext("2d");
-        probe.fillStyle = color; probe.fillRect(0, 0, 1, 1);
-        const want = probe.getImageData(0, 0, 1, 1).data;
-        const ctx = c.canvas.getContext("2d");
-        const near = (x) => {
-          const col = Math.round(resplotReport.pixelOf(0, x) * dpr);
-          const img = ctx.getImageData(col - 3, 0, 7, c.canvas.height).data;
-          for (let i = 0; i < img.length; i += 4)
-            if (Math.abs(img[i] - want[0]) + Math.abs(img[i + 1] - want[1])
-                + Math.abs(img[i + 2] - want[2]) < 60 && img[i + 3] > 200) return true;
-          return false;
-        };
-        return [near(1500), near(1000)];
-        """
-    )
-    assert found == [True, False]  # the lone point's dot; nothing where every value is NaN
-
-
-def test_a_zoom_between_two_points_fits_the_segment_across_it(tmp_path, browser):
-    """As in the window (tests/resplot/draw/test_follow_limits.py): a loss logged every 1,000
-    steps zoomed to 1,200-1,800 has no value inside; the y range was 0-1 by default, and the
-    segment from 51 to 52 across the view was off the chart."""
-    path = tmp_path / "sparse.db"
-    engine = new_store(path)
-    loss = [(s, 50.0 + s / 1000) for s in range(0, 10_001, 1000)]
-    make_run(engine, name="sparse", points={"train/loss": loss}, created_at=BASE_TIME)
-    engine.dispose()
-    out = tmp_path / "sparse.html"
-    assert main(["report", str(path), "-o", str(out), "--pages", "training"]) == 0
-    _open(browser, out)
-    browser.execute_script("resplotReport.setRange(1200, 1800)")
-    frame = browser.execute_script(
-        "const f = resplotReport.charts[0].frame; return [f.y0, f.y1, f.log]"
-    )
-    lo, hi = (10**v for v in frame[:2]) if frame[2] else frame[:2]
-    assert lo < 51.2 and 51.8 < hi < 53, frame  # the segment's 51.2-51.8, fitted
-    assert _errors(browser) == []
-
-
-def test_numbers_read_as_the_windows(tmp_path, browser):
-    """The report's tick labels and readout x in the window's style (resplot/draw/ticks.py,
-    resplot/data/numbers.py), the same strings for the same values: it wrote `6.00e-4`,
-    `430000` and `6B` where the window writes `6e-4`, `430k` and `6G`. Its own functions are
-    checked against Python's on ticks of every scale, halfway values and random ones; then the
-    charts' own ticks."""
-    import random
-
-    from resplot.data.numbers import short_value
-    from resplot.draw.ticks import compact_labels
-
-    path = tmp_path / "scales.db"
-    engine = new_store(path)
-    steps = range(0, 400_000, 1000)
-    make_run(
-        engine,
-        name="scales",
-        created_at=BASE_TIME,
-        points={
-            "train/loss": [(s, 3.0 - s / 400_000) for s in steps],
-            "lr": [(s, 6e-4 * (1 - s / 400_000)) for s in steps],
-            "train/tokens": [(s, 16_384.0 * s) for s in steps],
-        },
-    )
-    engine.dispose()
-    out = tmp_path / "scales.html"
-    assert main(["report", str(path), "-o", str(out), "--pages", "training"]) == 0
-    _open(browser, out)
-    assert _errors(browser) == []
-
-    rng = random.Random(7)
-    lists = [
-        [0, 0.0002, 0.0004, 0.0006],
-        [2.5e-5, 5e-5, 7.5e-5],
-        [0.125, 0.25, 0.375],  # halfway values: Python rounds to even, toFixed away from 0
-        [0, 100_000, 200_000, 300_000, 400_000],
-        [2e9, 4e9, 6e9],
-        [-1, 0, 1],
-        [0.5],
-        [1e15, 2e15],
-    ]
-    for _ in range(200):
-        step = rng.choice([1, 2, 2.5, 5]) * 10.0 ** rng.randint(-8, 11)
-        first = round(rng.uniform(-5, 5) * 10.0 ** rng.randint(-7, 12) / step) * step
-        lists.append([first + k * step for k in range(rng.randint(1, 7))])
-    values = [2.957, 0.00028, 11_480, 428_000, 8.378e9, 999_960, 0, -1234.5, 1e-7, 1e20, 2.5e-5]
-    values += [rng.uniform(-1, 1) * 10.0 ** rng.randint(-9, 16) for _ in range(300)]
-    labels, shorts = browser.execute_script(
-        "return [arguments[0].map(resplotReport.compactLabels),"
-        " arguments[1].map(resplotReport.shortValue)]",
-        lists,
-        values,
-    )
-    assert labels == [compact_labels(v) for v in lists]
-    assert shorts == [short_value(v) for v in values]
-
-    # The charts: ticks as the window labels the same values.
-    titles = browser.execute_script("return resplotReport.charts.map(c => c.panel.title)")
-    lr = titles.index("Learning rate")
-    for chart in range(len(titles)):
-        ticks = browser.execute_script("return resplotReport.yLabels(arguments[0])", chart)
-        assert len(ticks) >= 2, (titles[chart], ticks)
-        assert [label for _v, label in ticks] == compact_labels([v for v, _label in ticks])
-    lr_labels = [
-        label
-        for _v, label in browser.execute_script("return resplotReport.yLabels(arguments[0])", lr)
-    ]
-    assert all("e-4" in label or label == "0" for label in lr_labels), lr_labels
-    x = browser.execute_script("return resplotReport.xLabels(0)")
-    assert [label for _t, label in x] == compact_labels([t for t, _label in x])
-    assert any(label.endswith("k") for _t, label in x), x  # steps to 400,000: `100k`, not 100000
-    browser.execute_script(
-        "const e = document.getElementById('xmode'); e.value = 'tokens';"
-        "e.dispatchEvent(new Event('change'))"
-    )
-    x = browser.execute_script("return resplotReport.xLabels(0)")
-    assert all(label.endswith("G") or label == "0" for _t, label in x), x  # 6.5G tokens, not B
-    assert _errors(browser) == []
