@@ -1,10 +1,14 @@
-"""The tile cache's bound: least recently used tiles go first, the view's own tiles never."""
+"""The tile cache's bound: least recently used tiles go first, the view's own tiles never; live
+points folded into a cached tile."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from resplot.data.tiles import Tile, TileCache
+from resplot.data.tiles import Tile, TileCache, _agg_values, agg_at, empty_columns
+from schema.store import buckets
+from schema.store.rollup import fold_buckets, merge
 
 
 def raw_tile(index: int, points: int = 100) -> Tile:
@@ -113,3 +117,51 @@ def test_a_series_tiles_looked_up_together_as_one_at_a_time():
     found, missing = caches[2].tiles(ref, "loss", 0, range(7), every_missing=False)
     assert [t.index for t in found] == [0, 1] and missing == [2]
     assert caches[2]._tiles.keep == {(ref, "loss", 0, i) for i in range(3)}
+
+
+def _fold_bucket_by_bucket(tile: Tile, steps, walls, values) -> dict:
+    """The live fold as it was before it was batched: each new bucket its own np.insert."""
+    shift = buckets.shift(tile.level)
+    vals = [None if v != v else v for v in values.tolist()]
+    deltas = fold_buckets(steps.tolist(), walls.tolist(), vals, shift)
+    new = {name: arr.copy() for name, arr in tile.cols.items()}
+    have = new["step_lo"] >> shift
+    for b, delta in sorted(deltas.items()):
+        i = int(np.searchsorted(have, b))
+        if i < len(have) and have[i] == b:
+            for name, v in _agg_values(merge(agg_at(new, i), delta)).items():
+                new[name][i] = v
+        else:
+            for name, v in _agg_values(delta).items():
+                new[name] = np.insert(new[name], i, v)
+            have = np.insert(have, i, b)
+    return new
+
+
+@pytest.mark.parametrize("level", [-1, -3, 1, 2])
+@pytest.mark.parametrize("seed", range(6))
+def test_live_points_fold_into_a_tile_as_bucket_by_bucket_merges(level, seed):
+    """Live points folded into an aggregate tile: new buckets before, between and after the
+    cached ones, merges into cached ones, NaN and infinities, steps repeated and out of order:
+    the same columns, bit for bit, as merging them one bucket at a time."""
+    rng = np.random.default_rng(seed)
+    width = buckets.width(level)
+    span = width * 300
+    steps = np.sort(rng.choice(span, 400, replace=False)).astype(np.int64)
+    old = steps[rng.random(len(steps)) < 0.5]
+    shift = buckets.shift(level)
+    tile = Tile(level, 0, empty_columns(level), epoch=0)
+    tile.fold(old, 1e9 + old * 0.5, rng.normal(size=len(old)))
+    for _poll in range(4):
+        new = rng.choice(steps, 60)  # arrival order: out of order, repeats
+        values = rng.normal(size=len(new)) * 10.0 ** rng.integers(-3, 4)
+        values[rng.random(len(new)) < 0.1] = rng.choice([np.nan, np.inf, -np.inf])
+        walls = 1e9 + new * 0.5 + rng.random(len(new))
+        want = _fold_bucket_by_bucket(tile, new, walls, values)
+        tile.fold(new, walls, values)
+        assert set(tile.cols) == set(want)
+        for name, column in want.items():
+            got = tile.cols[name]
+            assert got.dtype == column.dtype, name
+            assert got.tobytes() == column.tobytes(), name
+    assert np.all(np.diff(tile.cols["step_lo"] >> shift) > 0)  # one row a bucket, in order
