@@ -32,7 +32,7 @@ from typing import NamedTuple
 import numpy as np
 
 from resplot.data.model import Event, RunInfo, RunRef, Series
-from resplot.data.tiles import DEFAULT_LIMIT_BYTES, Tile, TileCache
+from resplot.data.tiles import DEFAULT_LIMIT_BYTES, Tile, TileCache, folded
 from schema.store import buckets
 from schema.store.rollup import STEP_HI, STEP_LO, fold, is_restart, merge
 
@@ -144,10 +144,25 @@ class SeriesCache:
         to be read again from the store, which has rebuilt them for the newer take."""
         if len(steps) == 0:
             return False
-        # The new points' aggregate depends on them alone: folded (a Python loop over them)
-        # before the lock, which the GUI thread asks for hundreds of times a refresh.
+        # The new points' aggregate and their folds into the cached tiles depend on them and
+        # on what this source's worker (the one thread that writes this run) put there before:
+        # worked out before the lock, which the GUI thread asks for hundreds of times a refresh
+        # (a poll of two live runs folds thousands of points; under the lock the GUI thread
+        # waited out 100-250 ms polls, docs/benchmarks/viewer.md).
         vals = [None if v != v else v for v in values.tolist()]
         new = fold(steps.tolist(), walls.tolist(), vals)
+        with self._lock:
+            old = self._summaries[ref].get(key)
+            levels = self._levels(old, merge(old.agg, new) if old is not None else new)
+            targets = self._tiles_to_fold(ref, key, levels, steps, epoch)
+        ready = {
+            tile_key: (
+                tile,
+                cols,
+                folded(tile.level, cols, steps[inside], walls[inside], values[inside]),
+            )
+            for tile_key, tile, cols, inside in targets
+        }
         with self._lock:
             old = self._summaries[ref].get(key)
             tail = self._live[ref].get(key)
@@ -164,27 +179,43 @@ class SeriesCache:
                 self._forget_series(ref, key)
                 return True
             agg = merge(old.agg, new) if old is not None else new
-            # The levels the writer keeps for this span (it adds them in the same transaction).
-            levels = max(
-                old.levels if old else 1, buckets.needed_levels(agg[STEP_HI] - agg[STEP_LO])
-            )
             newest = (int(steps[-1]), float(walls[-1]))
+            levels = self._levels(old, agg)
             self._summaries[ref][key] = Summary(agg, levels, newest)
-            # Only the tiles these steps fall in (a level or two of the newest, mostly): this
-            # runs for every series of every poll, so never a walk over the whole cache.
-            first, last = int(steps.min()), int(steps.max())
-            for level in buckets.by_width(levels):  # raw, fine and stored tiles alike
-                for index in buckets.tiles_for(level, first, last):
-                    tile = self._tiles.peek((ref, key, level, index))
-                    if tile is None or tile.epoch >= epoch:
-                        continue  # not cached, or read in this reply's snapshot (has them)
-                    lo, hi = tile.span
-                    inside = (steps >= lo) & (steps < hi)
-                    if inside.any():
-                        before = tile.nbytes
-                        tile.fold(steps[inside], walls[inside], values[inside])
-                        self._tiles.resized(tile, before)
+            for tile_key, tile, cols, inside in self._tiles_to_fold(ref, key, levels, steps, epoch):
+                before = tile.nbytes
+                done = ready.get(tile_key)
+                if done is not None and done[0] is tile and done[1] is cols:
+                    tile.cols = done[2]
+                else:  # put or changed since (not by this thread): folded here
+                    tile.fold(steps[inside], walls[inside], values[inside])
+                self._tiles.resized(tile, before)
             return False
+
+    @staticmethod
+    def _levels(old: Summary | None, agg: tuple) -> int:
+        """The levels the writer keeps for a series of this span (it adds them in the same
+        transaction as the points)."""
+        return max(old.levels if old else 1, buckets.needed_levels(agg[STEP_HI] - agg[STEP_LO]))
+
+    def _tiles_to_fold(self, ref, key, levels: int, steps, epoch) -> list:
+        """(tile key, tile, its columns, which points) of the cached tiles live points fall in
+        and were not read with (lock held)."""
+        # Only the tiles these steps fall in (a level or two of the newest, mostly): this
+        # runs for every series of every poll, so never a walk over the whole cache.
+        first, last = int(steps.min()), int(steps.max())
+        out = []
+        for level in buckets.by_width(levels):  # raw, fine and stored tiles alike
+            for index in buckets.tiles_for(level, first, last):
+                tile_key = (ref, key, level, index)
+                tile = self._tiles.peek(tile_key)
+                if tile is None or tile.epoch >= epoch:
+                    continue  # not cached, or read in this reply's snapshot (has them)
+                lo, hi = tile.span
+                inside = (steps >= lo) & (steps < hi)
+                if inside.any():
+                    out.append((tile_key, tile, tile.cols, inside))
+        return out
 
     def put_tile(self, ref: RunRef, key: str, tile: Tile) -> None:
         with self._lock:
