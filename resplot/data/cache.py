@@ -155,14 +155,12 @@ class SeriesCache:
             old = self._summaries[ref].get(key)
             levels = self._levels(old, merge(old.agg, new) if old is not None else new)
             targets = self._tiles_to_fold(ref, key, levels, steps, epoch)
-        ready = {
-            tile_key: (
-                tile,
-                cols,
-                folded(tile.level, cols, steps[inside], walls[inside], values[inside]),
-            )
-            for tile_key, tile, cols, inside in targets
-        }
+        # New columns for them; the cached ones stay as readers see them. Only this thread
+        # folds into or puts this run's tiles: in between, the GUI thread can only let one go.
+        done = [
+            (tile_key, tile, folded(tile.level, tile.cols, steps[at], walls[at], values[at]))
+            for tile_key, tile, at in targets
+        ]
         with self._lock:
             old = self._summaries[ref].get(key)
             tail = self._live[ref].get(key)
@@ -180,16 +178,12 @@ class SeriesCache:
                 return True
             agg = merge(old.agg, new) if old is not None else new
             newest = (int(steps[-1]), float(walls[-1]))
-            levels = self._levels(old, agg)
-            self._summaries[ref][key] = Summary(agg, levels, newest)
-            for tile_key, tile, cols, inside in self._tiles_to_fold(ref, key, levels, steps, epoch):
-                before = tile.nbytes
-                done = ready.get(tile_key)
-                if done is not None and done[0] is tile and done[1] is cols:
-                    tile.cols = done[2]
-                else:  # put or changed since (not by this thread): folded here
-                    tile.fold(steps[inside], walls[inside], values[inside])
-                self._tiles.resized(tile, before)
+            self._summaries[ref][key] = Summary(agg, self._levels(old, agg), newest)
+            for tile_key, tile, cols in done:
+                if self._tiles.peek(tile_key) is tile:  # not evicted or dropped meanwhile
+                    before = tile.nbytes
+                    tile.cols = cols
+                    self._tiles.resized(tile, before)
             return False
 
     @staticmethod
@@ -199,8 +193,8 @@ class SeriesCache:
         return max(old.levels if old else 1, buckets.needed_levels(agg[STEP_HI] - agg[STEP_LO]))
 
     def _tiles_to_fold(self, ref, key, levels: int, steps, epoch) -> list:
-        """(tile key, tile, its columns, which points) of the cached tiles live points fall in
-        and were not read with (lock held)."""
+        """(tile key, tile, which points) of the cached tiles live points fall in and were not
+        read with (lock held)."""
         # Only the tiles these steps fall in (a level or two of the newest, mostly): this
         # runs for every series of every poll, so never a walk over the whole cache.
         first, last = int(steps.min()), int(steps.max())
@@ -214,7 +208,7 @@ class SeriesCache:
                 lo, hi = tile.span
                 inside = (steps >= lo) & (steps < hi)
                 if inside.any():
-                    out.append((tile_key, tile, tile.cols, inside))
+                    out.append((tile_key, tile, inside))
         return out
 
     def put_tile(self, ref: RunRef, key: str, tile: Tile) -> None:

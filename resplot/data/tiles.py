@@ -82,10 +82,6 @@ class Tile:
         """[first step, last step + 1) this tile covers."""
         return buckets.tile_range(self.level, self.index)
 
-    def fold(self, steps: np.ndarray, walls: np.ndarray, values: np.ndarray) -> None:
-        """Add live points (arrival order, all inside this tile's span)."""
-        self.cols = folded(self.level, self.cols, steps, walls, values)
-
 
 def folded(
     level: int,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from resplot.data.tiles import Tile, TileCache, _agg_values, agg_at, empty_columns
+from resplot.data.tiles import Tile, TileCache, _agg_values, agg_at, empty_columns, folded
 from schema.store import buckets
 from schema.store.rollup import fold_buckets, merge
 
@@ -151,14 +151,14 @@ def test_live_points_fold_into_a_tile_as_bucket_by_bucket_merges(level, seed):
     old = steps[rng.random(len(steps)) < 0.5]
     shift = buckets.shift(level)
     tile = Tile(level, 0, empty_columns(level), epoch=0)
-    tile.fold(old, 1e9 + old * 0.5, rng.normal(size=len(old)))
+    tile.cols = folded(level, tile.cols, old, 1e9 + old * 0.5, rng.normal(size=len(old)))
     for _poll in range(4):
         new = rng.choice(steps, 60)  # arrival order: out of order, repeats
         values = rng.normal(size=len(new)) * 10.0 ** rng.integers(-3, 4)
         values[rng.random(len(new)) < 0.1] = rng.choice([np.nan, np.inf, -np.inf])
         walls = 1e9 + new * 0.5 + rng.random(len(new))
         want = _fold_bucket_by_bucket(tile, new, walls, values)
-        tile.fold(new, walls, values)
+        tile.cols = folded(level, tile.cols, new, walls, values)
         assert set(tile.cols) == set(want)
         for name, column in want.items():
             got = tile.cols[name]
