@@ -48,10 +48,15 @@ def _ema(log_a: np.ndarray, x: np.ndarray, prev: float = 0.0) -> np.ndarray:
     n = len(x)
     out = np.empty(n, dtype=np.float64)
     forget = log_a < _FORGET_LOG
+    if n and not forget.any():  # raw points, fine buckets: one run (a zoom smooths ~50 series)
+        _ema_run(log_a, x, prev, out)
+        return out
     out[forget] = x[forget]
     # Runs of points that remember: [lo, hi) between forgetting ones, each run's prev the point
     # before it.
-    edges = np.flatnonzero(np.diff(forget, prepend=True, append=True))
+    flags = np.ones(n + 2, dtype=bool)
+    flags[1:-1] = forget
+    edges = np.flatnonzero(flags[1:] != flags[:-1])
     for lo, hi in zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True):
         _ema_run(log_a[lo:hi], x[lo:hi], prev if lo == 0 else float(out[lo - 1]), out[lo:hi])
     return out
@@ -62,10 +67,13 @@ def _ema_run(log_a: np.ndarray, x: np.ndarray, prev: float, out: np.ndarray) -> 
     n = len(x)
     gain = -np.expm1(log_a)  # 1 - a_i, accurate when a_i is close to 1
     cum = np.cumsum(log_a)  # non-increasing
-    # Block boundaries: every time the accumulated decay passes another _BLOCK_LOG.
-    cuts = np.searchsorted(-cum, np.arange(_BLOCK_LOG, -cum[-1] + _BLOCK_LOG, _BLOCK_LOG))
-    bounds = np.unique(np.concatenate(([0], cuts, [n])))
-    for lo, hi in pairwise(bounds.tolist()):
+    if -cum[-1] < _BLOCK_LOG:
+        bounds = [0, n]  # one block
+    else:
+        # Block boundaries: every time the accumulated decay passes another _BLOCK_LOG.
+        cuts = np.searchsorted(-cum, np.arange(_BLOCK_LOG, -cum[-1] + _BLOCK_LOG, _BLOCK_LOG))
+        bounds = np.unique(np.concatenate(([0], cuts, [n]))).tolist()
+    for lo, hi in pairwise(bounds):
         rel = cum[lo:hi] - (cum[lo - 1] if lo > 0 else 0.0)  # log of decay since block start
         y = np.exp(rel) * (prev + np.cumsum(gain[lo:hi] * x[lo:hi] * np.exp(-rel)))
         out[lo:hi] = y
@@ -170,7 +178,9 @@ class Smoother:
 
     def _advance(self, s: np.ndarray, x: np.ndarray) -> np.ndarray:
         prev_step = s[0] if self._last_step is None else self._last_step
-        delta = np.diff(s, prepend=prev_step)
+        delta = np.empty_like(s)
+        delta[0] = s[0] - prev_step
+        np.subtract(s[1:], s[:-1], out=delta[1:])
         if self._base is None:
             positive = delta[delta > 0]
             self._base = float(np.median(positive)) if len(positive) else 1.0

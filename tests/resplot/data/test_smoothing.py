@@ -53,6 +53,24 @@ def test_step_gap_decays_by_the_distance():
     assert out[-1] > 0.99  # TensorBoard's index EMA gives 0.5 here
 
 
+@pytest.mark.parametrize("weight", [0.1, 0.6, 0.99])
+def test_gaps_that_forget_between_runs_that_remember_equal_the_hand_loop(weight):
+    """The EMA in pieces: runs of points that remember (one block, or several where their
+    decay passes exp(-600)) between points after a gap long enough to forget the past."""
+    rng = np.random.default_rng(3)
+    gaps = rng.choice([1, 1, 1, 1, 3, 400, 20_000], size=4000)
+    steps = np.cumsum(gaps)
+    values = rng.standard_normal(len(steps)).cumsum()
+    last = total = 0.0
+    prev = steps[0] - 1
+    expected = []
+    for s, v in zip(steps, values, strict=True):
+        a = weight ** max(s - prev, 1)
+        last, total, prev = a * last + (1 - a) * v, a * total + (1 - a), s
+        expected.append(last / total)
+    np.testing.assert_allclose(smooth(steps, values, weight, 1.0), expected, rtol=1e-9, atol=1e-12)
+
+
 def test_nan_and_inf_pass_through_and_do_not_poison_the_ema():
     values = np.array([1.0, 2.0, np.nan, np.inf, -np.inf, 3.0])
     steps = np.array([0, 1, 2, 3, 4, 5])
