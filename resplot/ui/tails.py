@@ -316,9 +316,14 @@ class Tails:
 
     def clear(self, twins: bool = False) -> None:
         """Forget the cuts (a full draw makes them again); `twins`: their twins too (the page
-        given back). The twins of artists not cut since the last clear go either way."""
-        cut = {} if twins else {key: self._twins[key] for key in self.cuts if key in self._twins}
-        self.cuts, self._held, self._twins = {}, [], cut
+        given back). The twins of artists no longer in a figure go either way; those of an
+        artist left uncut by a draw are kept for the next that cuts it (a zoom in leaves a
+        live series too short to cut, the zoom back out cut it again: ~9 twins made a zoom
+        of the Training page)."""
+        kept: dict[int, tuple[object, tuple, tuple]] = {}
+        if not twins:
+            kept = {k: v for k, v in self._twins.items() if v[0].get_figure(root=True) is not None}
+        self.cuts, self._held, self._twins = {}, [], kept
 
     def _twins_of(self, artist, style: tuple, snap: bool, boundary: float) -> tuple:
         """The artist's twins (body, tail): last cut's where what they copy is the same, with

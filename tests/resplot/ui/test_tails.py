@@ -218,6 +218,29 @@ def test_a_full_draw_cuts_with_the_last_ones_twins_restyled_where_the_series_cha
     assert np.array_equal(restyled, page.full())
 
 
+def test_a_series_left_uncut_by_a_draw_keeps_its_twins_until_it_leaves_the_figure():
+    """A zoom in can leave a live series too short to cut, and the zoom back out cuts it
+    again: with the twins it had (the Training page made ~9 a zoom anew). A series taken off
+    the chart takes its twins with it at the next full draw."""
+    page, ys, _band, lines, _dashed = _page()
+    page.full()
+    twins = page.tails.cuts[id(lines[1])].twins
+    lines[1].set_data(np.arange(10.0), ys[1][:10])  # too few vertices to cut
+    page.full()
+    assert id(lines[1]) not in page.tails.cuts
+    lines[1].set_data(np.arange(N, dtype=float), ys[1])
+    whole = page.full()
+    assert page.tails.cuts[id(lines[1])].twins is twins
+    page.tails = Tails()
+    assert np.array_equal(whole, page.full())  # the kept twins draw what new ones do
+    gone = lines[2]
+    page.series.remove(gone)
+    gone.remove()
+    page.full()
+    assert id(gone) not in page.tails._twins
+    assert id(lines[1]) in page.tails._twins
+
+
 def test_only_series_before_the_first_one_drawn_whole_are_cut():
     """A body drawn into the saved picture must have nothing under it that the full draw
     draws over it: the cuts stop at the first visible artist not cut."""
