@@ -14,6 +14,7 @@ from resplot.data.alerts import THROTTLE_BITS
 from resplot.data.layout import TITLE_PT
 from resplot.data.pages import PanelSpec
 from resplot.draw.axis_art import AxisArt, hide_axes
+from resplot.draw.clip_box import share_clip_box
 from resplot.draw.events import EventLines
 from resplot.draw.ticks import CompactFormatter, ReadableLogLocator
 
@@ -41,6 +42,7 @@ def dress(ax, spec: PanelSpec, x_mode: str = "step") -> tuple[EventLines, object
     art = AxisArt(ax, grid=GRID, labelsize=7)
     ax.add_artist(art)
     art.set_clip_on(False)  # its labels lie outside the axes
+    share_clip_box(ax, art)
     hide_axes(ax)
     # Every label says its own scale (1.5M, 3e-4): an offset text above the axis sat
     # on the chart's title (resplot/draw/ticks.py).
@@ -94,6 +96,7 @@ def dress(ax, spec: PanelSpec, x_mode: str = "step") -> tuple[EventLines, object
         zorder=5,
         clip_on=False,
     )
+    share_clip_box(ax, empty, note)
     return events, empty, note
 
 
@@ -101,7 +104,7 @@ def section_card(ax, spec: PanelSpec) -> tuple[EventLines, object, object]:
     """An All-page section's card: its prefix and chart count, in a band across the page above
     its charts (a click on it folds or unfolds the section: resplot/ui/page_view.py)."""
     ax.set_axis_off()
-    ax.text(
+    title = ax.text(
         0.005,
         0.5,
         spec.title,
@@ -123,7 +126,7 @@ def section_card(ax, spec: PanelSpec) -> tuple[EventLines, object, object]:
         fontsize=NOTE_PT,
         color="#888888",
     )
-    ax.add_patch(
+    card = ax.add_patch(
         Rectangle(
             (0, 0),
             1,
@@ -134,4 +137,5 @@ def section_card(ax, spec: PanelSpec) -> tuple[EventLines, object, object]:
             zorder=-1,
         )
     )
+    share_clip_box(ax, title, hint, card)
     return EventLines(), hint, hint

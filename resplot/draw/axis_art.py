@@ -27,6 +27,8 @@ from matplotlib.lines import TICKDOWN, TICKLEFT, Line2D
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox, IdentityTransform
 
+from resplot.draw.clip_box import axes_clip_box
+
 # matplotlib's own tolerance for a tick at the view's edge (transforms._interval_contains_close)
 EDGE_RTOL = 1e-10
 # A minor tick this close to a major one (a fraction of the view, in scale coordinates) is the
@@ -62,7 +64,7 @@ class _Ticks:
                 **{"linewidth": mpl.rcParams["grid.linewidth"], **grid},
             )
             self.grid.set_transform(where("grid"))
-            self.grid.set_clip_path(ax.patch)  # as matplotlib's grid lines: inside the axes
+            self.grid.set_clip_box(axes_clip_box(ax))  # as matplotlib's grid: inside the axes
         rc = f"{name}tick"
         self.marks = {}
         for which in ("major", "minor"):

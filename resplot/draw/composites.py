@@ -13,6 +13,7 @@ from resplot.data.cache import SeriesCache
 from resplot.data.decimate import bucket_mean
 from resplot.data.pages import TIMING_PARTS, PanelSpec
 from resplot.data.views import series_view
+from resplot.draw.clip_box import share_clip_box
 from resplot.draw.track_inputs import RunContext
 
 PART_COLORS = {
@@ -119,6 +120,7 @@ def draw_throttle(
                 label=item.label,
             )
             ax.add_collection(bars, autolim=False)
+            share_clip_box(ax, bars)
             flat = np.asarray(segments).reshape(-1, 2)
             bars._resplot_limits = [flat.min(axis=0), flat.max(axis=0)]
             artists.append(bars)

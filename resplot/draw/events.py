@@ -17,6 +17,7 @@ from resplot.data.cache import SeriesCache
 from resplot.data.model import RunRef
 from resplot.data.views import same_stamp
 from resplot.draw.axis_art import lines_across
+from resplot.draw.clip_box import share_clip_box
 
 # In drawing order: an alert's line over a checkpoint's at the same step.
 COLORS = {"checkpoint": "#7f7f7f", "resume": "#1f77b4", "alert": "#d62728"}
@@ -44,6 +45,7 @@ class EventLines:
             zorder=0.5,  # over the grid, under every series
         )
         ax.add_collection(self.collection, autolim=False)
+        share_clip_box(ax, self.collection)
 
     def artists(self) -> list[LineCollection]:
         return [] if self.collection is None else [self.collection]

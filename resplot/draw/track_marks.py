@@ -13,6 +13,7 @@ from matplotlib.lines import Line2D
 from resplot.data import marks, xaxis
 from resplot.data.model import RunInfo
 from resplot.data.views import SeriesView
+from resplot.draw.clip_box import share_clip_box
 from schema.store.rollup import STEP_HI
 from schema.store.status import RUNNING
 
@@ -117,6 +118,7 @@ class TrackMarks:
         if self.end is None:
             self.end = Line2D([], [], linestyle="None", linewidth=1.0, zorder=4)
             self.ax.add_line(self.end)
+            share_clip_box(self.ax, self.end)
         xs, ys = [at[0]], [at[1]]
         if run is not None and status != RUNNING and mode in ("wall", "relative"):
             gone = run.ended_at or run.heartbeat_at

@@ -21,6 +21,7 @@ from resplot.data.smoothing import (
     smoothable,
 )
 from resplot.data.views import FINE_PER_PIXEL, SeriesView, ViewMemo, series_view
+from resplot.draw.clip_box import share_clip_box
 from resplot.draw.limits import extent_points, line_limits
 from resplot.draw.track_inputs import RunContext, smoothed_curve
 from resplot.draw.track_marks import TrackMarks
@@ -38,6 +39,7 @@ def _band(ax, color: str, **kw) -> Polygon:
     band = Polygon(np.zeros((0, 2)), closed=True, facecolor=color, edgecolor=color, **kw)
     band.set_visible(False)
     ax.add_artist(band)
+    share_clip_box(ax, band)
     return band
 
 
@@ -104,6 +106,7 @@ class Track(TrackMarks):
             linestyle=item.style,
         )
         ax.add_line(self.line)
+        share_clip_box(ax, self.line)
         # The main line's envelope on a dense page (BAND_FROM_SERIES), the faint raw series
         # under a smoothed line, and the NaN/inf markers are made when first needed: most
         # pages never fill the main line's band, a page of 600 series (the system page)
@@ -163,6 +166,7 @@ class Track(TrackMarks):
             # (a full draw each time: resplot/ui/tails.py); at a quarter alpha, alike.
             self.raw_band = _band(self.ax, item.color, linewidth=0, alpha=0.25, snap=False)
             self.ax.add_line(self.raw)
+            share_clip_box(self.ax, self.raw)
             self._tier(self.live, self._tiered())  # their zorders
             if self.faded:
                 self.raw.set_alpha(0.25 * 0.12)
@@ -191,6 +195,7 @@ class Track(TrackMarks):
                 transform=self.ax.get_xaxis_transform(),
             )
             self.ax.add_collection(self.bad_span, autolim=False)
+            share_clip_box(self.ax, self.bad, self.bad_span)
             self._tier(self.live, self._tiered())  # their zorders
             if self.faded:
                 self.bad.set_alpha(0.12)
