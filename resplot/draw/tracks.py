@@ -111,7 +111,7 @@ class Track(TrackMarks):
         # under a smoothed line, and the NaN/inf markers are made when first needed: most
         # pages never fill the main line's band, a page of 600 series (the system page)
         # mostly needs neither of the others, and each artist costs matplotlib ~0.3 ms to add
-        # and the collector ~15 objects to traverse at every full pass.
+        # and the collector ~13 objects to traverse at every full pass (resplot/draw/clip_box.py).
         self.band: Polygon | None = None
         self.raw: Line2D | None = None
         self.raw_band: Polygon | None = None

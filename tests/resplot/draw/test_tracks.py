@@ -1,5 +1,5 @@
 """A Track's artists are made when first needed: each costs matplotlib ~0.3 ms to add, and
-Python's collector ~15 objects to traverse at every full pass for as long as the page lives
+Python's collector ~13 objects to traverse at every full pass for as long as the page lives
 (resplot/draw/tracks.py); its next view worked out ahead (warm) is not shown until prepared."""
 
 from __future__ import annotations
