@@ -17,7 +17,7 @@ from matplotlib.transforms import Bbox, TransformedBbox
 
 from resplot.data.cache import SeriesCache
 from resplot.data.state import ViewState
-from resplot.draw.charts import ChartPage
+from resplot.draw.charts import render
 from resplot.draw.clip_box import axes_clip_box, share_clip_box
 from resplot.sources import open_source, parse_spec
 from tests.fixtures.stores import make_run, new_store
@@ -105,14 +105,8 @@ def test_every_artist_a_chart_page_adds_to_a_chart_shares_its_clip_box(tmp_path)
         source.poll(cache)
         refs = [r.ref for r in cache.runs()]
         state = ViewState(page="training", smoothing=0.6)
-        state.assign_looks(refs)
-        page = ChartPage("training", Figure(figsize=(12.8, 8), dpi=100), strip_in_figure=False)
-        FigureCanvasAgg(page.figure)
-        for _ in range(4):  # the tiles each view asks for arrive at the next poll
-            page.refresh(cache, state, refs)
-            source.poll(cache)
-        page.refresh(cache, state, refs)
-        page.figure.canvas.draw()
+        page = render(cache, state, refs, size=(12.8, 8), fetch=lambda: source.poll(cache))
+        FigureCanvasAgg(page.figure).draw()
     finally:
         source.close()
     kinds: set[str] = set()
