@@ -67,7 +67,11 @@ class CollectorPasses:
         self.times: dict[int, list[float]] = {0: [], 1: [], 2: []}
         self.collected: dict[int, list[int]] = {0: [], 1: [], 2: []}  # garbage found, per pass
         self.full_ends: list[float] = []  # perf_counter() at the end of each full pass
+        # The GUI thread's CPU time in each full pass: against its wall time, what the other
+        # processes (the loggers, the poller's SQLite reads) took of the cores meanwhile.
+        self.full_cpu: list[float] = []
         self._start = 0.0
+        self._start_cpu = 0.0
         self._thread = threading.get_ident()
         gc.callbacks.append(self._note)
 
@@ -76,11 +80,13 @@ class CollectorPasses:
             return
         if phase == "start":
             self._start = time.perf_counter()
+            self._start_cpu = time.thread_time()
         else:
             self.times[info["generation"]].append((time.perf_counter() - self._start) * 1000)
             self.collected[info["generation"]].append(info["collected"])
             if info["generation"] == 2:
                 self.full_ends.append(time.perf_counter())
+                self.full_cpu.append((time.thread_time() - self._start_cpu) * 1000)
 
     def in_stalls(self, stalls: list[tuple[float, float]]) -> str:
         """How many of the stalls (perf_counter() spans) had a full pass end inside them."""
@@ -109,6 +115,13 @@ class CollectorPasses:
         # A full pass's time is its traversal and the freeing of the cycles it found: split by
         # the garbage each found, the quiet half against the rest.
         full = sorted(zip(self.collected[2], self.times[2], strict=True))
+        if self.full_cpu:
+            cpu, wall = sorted(self.full_cpu), sorted(self.times[2])
+            mid = len(cpu) // 2
+            out += (
+                f"\nfull passes' CPU time on the GUI thread: median {cpu[mid]:.0f} ms, "
+                f"longest {cpu[-1]:.0f} ms (wall: median {wall[mid]:.0f} ms)"
+            )
         if len(full) >= 4:
             half = len(full) // 2
             for name, part in (("least", full[:half]), ("most", full[half:])):
