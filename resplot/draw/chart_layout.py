@@ -8,6 +8,7 @@ resplot/draw/limits.py.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from resplot.data import layout, xaxis
 from resplot.data.pages import PanelSpec
@@ -26,11 +27,31 @@ class ChartLayout:
             pass
 
     def _build(self, specs: list[PanelSpec], mode: str, grid: layout.Grid) -> Iterator[None]:
-        """The page's axes made anew for `specs`, a yield after each (refresh_steps: ~10-40 ms
-        a chart, 200-700 ms for the All page of the soak's sweep in one turn); until it ends
-        the page holds the charts made so far, each beside its spec."""
-        discard_axes(self.figure)
-        self.figure.clear()
+        """The page's axes made anew for `specs`, a yield after each chart made (refresh_steps:
+        ~10-40 ms a chart, 200-700 ms for the All page of the soak's sweep in one turn); until
+        it ends the page holds the charts made so far, each beside its spec. A chart the page
+        shows already (the same spec, the same x axis) is kept, moved to its new cell with its
+        series and their views: a section folded, a search typed, a key come or a run gone
+        make only the charts that are new (_kept_charts)."""
+        kept = self._kept_charts(specs, mode)
+        before = _Charts(
+            self.axes,
+            self.tracks,
+            self._extra,
+            self._events,
+            self._empty,
+            self._views,
+            self._notes,
+            self._legends,
+        )
+        if kept:
+            keep = {id(before.axes[j]) for j in kept.values()}
+            discard_axes(self.figure, [ax for ax in before.axes if id(ax) not in keep])
+            clear_figure_artists(self.figure)
+        else:
+            discard_axes(self.figure)
+            self.figure.clear()
+            self._x_root = None
         self._gridspec = None
         self.axes, self.tracks, self._extra, self._events, self._empty = [], [], [], [], []
         self.specs = []
@@ -63,26 +84,73 @@ class ChartLayout:
         starts, bands = _starts_and_bands(specs)
         cells, _rows = layout.slots(starts, cols, bands)
         self._gridspec = self.figure.add_gridspec(rows, cols)
-        first = None
+        try:
+            yield from self._lay_out(specs, mode, cells, cols, kept, before)
+        finally:
+            # A build dropped before its end (refresh_steps) leaves no chart it had yet to
+            # take drawn in the figure: the next build starts from the charts taken.
+            taken = {id(ax) for ax in self.axes}
+            left = [ax for ax in self.figure.axes if id(ax) not in taken]
+            if left:
+                discard_axes(self.figure, left)
+
+    def _lay_out(
+        self,
+        specs: list[PanelSpec],
+        mode: str,
+        cells: list[int],
+        cols: int,
+        kept: dict[int, int],
+        before: _Charts,
+    ) -> Iterator[None]:
+        """_build's charts, each kept or made in its cell, a yield after each made."""
         for i, spec in enumerate(specs):
             row, col = divmod(cells[i], cols)
-            if spec.kind == "section":  # a band across the page above its charts
-                ax = self.figure.add_subplot(self._gridspec[row, :])
+            section = spec.kind == "section"  # a band across the page above its charts
+            cell = self._gridspec[row, :] if section else self._gridspec[row, col]
+            j = kept.get(i)
+            if j is not None:
+                ax = before.axes[j]
+                ax.set_subplotspec(cell)
+                self._take_axes(before, j)
+            elif section:
+                ax = self.figure.add_subplot(cell)
                 self._add_axes(ax, *section_card(ax, spec))
-                self.specs.append(spec)
-                yield
-                continue
-            ax = self.figure.add_subplot(self._gridspec[row, col], sharex=first)
-            if first is None:
-                first = ax  # the others share its x axis (limits, locator)
-                first.callbacks.connect("xlim_changed", self._on_xlim_changed)
-            self._add_axes(ax, *dress(ax, spec, mode))
-            ax.callbacks.connect("ylim_changed", lambda _ax, i=i: self._on_ylim_changed(i))
+            else:
+                # Every chart shares x with the page's first (limits, locator); it hears the
+                # changes of them all.
+                ax = self.figure.add_subplot(cell, sharex=self._x_root)
+                if self._x_root is None:
+                    self._x_root = ax
+                    ax.callbacks.connect("xlim_changed", self._on_xlim_changed)
+                self._add_axes(ax, *dress(ax, spec, mode))
+                ax.callbacks.connect("ylim_changed", self._on_chart_ylim_changed)
             self.specs.append(spec)
-            yield
+            if j is None:
+                yield
         charts = [ax for ax, spec in zip(self.axes, specs, strict=True) if spec.kind != "section"]
-        for ax in charts[-cols:] if self.x_labels else []:
-            ax.set_xlabel(xaxis.label(mode), fontsize=8)
+        bottom = charts[-cols:] if self.x_labels else []
+        for ax in charts if kept else bottom:
+            ax.set_xlabel(xaxis.label(mode) if ax in bottom else "", fontsize=8)
+
+    def _kept_charts(self, specs: list[PanelSpec], mode: str) -> dict[int, int]:
+        """Which charts shown now the page can keep for `specs` on x axis `mode`: new index ->
+        old index, for each spec dressed as an old chart was (the same x axis). None unless
+        the chart the others share x with is kept: each holds the axes it was made sharing
+        with (matplotlib's own reference), which would keep that one alive."""
+        if not self.axes or mode != self.x_mode or len(self.specs) != len(self.axes):
+            return {}
+        shown: dict[tuple, list[int]] = {}
+        for j, spec in enumerate(self.specs):
+            shown.setdefault(_dressed_as(spec), []).append(j)
+        kept = {}
+        for i, spec in enumerate(specs):
+            same = shown.get(_dressed_as(spec))
+            if same:
+                kept[i] = same.pop(0)
+        if not any(self.axes[j] is self._x_root for j in kept.values()):
+            return {}
+        return kept
 
     def _relayout(self, specs: list[PanelSpec], grid: layout.Grid) -> None:
         """The same charts in another grid (a resize past a column's width): each axes moved
@@ -105,6 +173,17 @@ class ChartLayout:
         # Followed limits fitted anew, as on a page built at this size (headroom kept from
         # the size before made them depend on the sizes the page went through).
         self._followed = {}
+
+    def _take_axes(self, before: _Charts, j: int) -> None:
+        """Keep chart j of `before` (its axes, series, events, notes, legend) as the next."""
+        self.axes.append(before.axes[j])
+        self.tracks.append(before.tracks[j])
+        self._extra.append(before.extra[j])
+        self._events.append(before.events[j])
+        self._empty.append(before.empty[j])
+        self._views.append(before.views[j])
+        self._notes.append(before.notes[j])
+        self._legends.append(before.legends[j])
 
     def _add_axes(self, ax, events, empty, note) -> None:
         self.axes.append(ax)
@@ -160,17 +239,46 @@ class ChartLayout:
         return layout.min_height_px(self._frame(w, h, self.strip.rows), self.grid)
 
 
-def discard_axes(figure) -> None:
-    """Take every axes out of `figure`, each artist in it detached (as `Axes.clear()` leaves
-    them: a twin or a saved reach that outlives the page holds no chart). `figure.clear()`
-    clears each axes first, which makes its ticks, titles, patch and grid anew only to throw
-    them away: ~2 ms and ~100 objects for the collector an axes (the All page of the soak's
-    sweep: 100 ms against 6 at each rebuild and release)."""
-    for ax in tuple(figure.axes):
+class _Charts(NamedTuple):
+    """A page's per-chart lists as they were before a build (what a kept chart takes along)."""
+
+    axes: list
+    tracks: list
+    extra: list
+    events: list
+    empty: list
+    views: list
+    notes: list
+    legends: list
+
+
+def _dressed_as(spec: PanelSpec) -> tuple:
+    """What a chart's axes are set up from (dress, section_card): a spec alike keeps them."""
+    return (*spec.layout_key(), spec.ylabel, spec.log_refused, spec.section, spec.stack_ref)
+
+
+def discard_axes(figure, axes: list | None = None) -> None:
+    """Take these axes (every one) out of `figure`, each artist in them detached (as
+    `Axes.clear()` leaves them: a twin or a saved reach that outlives the page holds no
+    chart). `figure.clear()` clears each axes first, which makes its ticks, titles, patch and
+    grid anew only to throw them away: ~2 ms and ~100 objects for the collector an axes (the
+    All page of the soak's sweep: 100 ms against 6 at each rebuild and release)."""
+    for ax in tuple(figure.axes) if axes is None else axes:
         kinds = (ax.lines, ax.patches, ax.texts, ax.collections, ax.images, ax.artists, ax.tables)
         for artist in [a for kind in kinds for a in kind]:
             artist.remove()
         figure.delaxes(ax)
+
+
+def clear_figure_artists(figure) -> None:
+    """What `figure.clear()` does but for the axes it holds: the figure's own artists (the run
+    strip's, a message) removed, the toolbar's back and forward views forgotten."""
+    kinds = (figure.texts, figure.lines, figure.patches, figure.images, figure.legends)
+    for artist in [a for kind in kinds for a in kind] + list(figure.artists):
+        artist.remove()
+    toolbar = figure.canvas.toolbar
+    if toolbar is not None:
+        toolbar.update()
 
 
 def _starts_and_bands(specs: list[PanelSpec]) -> tuple[list[bool], list[bool]]:

@@ -97,6 +97,13 @@ class ChartLimits(FollowsData):
         self._autoscaled[i] = (key, wanted)
         return wanted
 
+    def _on_chart_ylim_changed(self, ax) -> None:
+        # By the axes, not its index: a chart kept by a rebuild (chart_layout) moves.
+        for i, shown in enumerate(self.axes):
+            if shown is ax:
+                self._on_ylim_changed(i)
+                return
+
     def _on_ylim_changed(self, i: int) -> None:
         if not self._updating and not self._keeping_y:
             self._user_y.add(i)  # a zoom box or a pan: the user's y range is kept
