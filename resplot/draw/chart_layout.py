@@ -31,8 +31,9 @@ class ChartLayout:
         ~10-40 ms a chart, 200-700 ms for the All page of the soak's sweep in one turn); until
         it ends the page holds the charts made so far, each beside its spec. A chart the page
         shows already (the same spec, the same x axis) is kept, moved to its new cell with its
-        series and their views: a section folded, a search typed, a key come or a run gone
-        make only the charts that are new (_kept_charts)."""
+        series and their views, while the chart every other shares x with stays: a section
+        folded, a search typed, a key come or a run gone make only the charts that are new
+        (_kept_charts)."""
         kept = self._kept_charts(specs, mode)
         before = _Charts(
             self.axes,
