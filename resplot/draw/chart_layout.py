@@ -31,9 +31,8 @@ class ChartLayout:
         ~10-40 ms a chart, 200-700 ms for the All page of the soak's sweep in one turn); until
         it ends the page holds the charts made so far, each beside its spec. A chart the page
         shows already (the same spec, the same x axis) is kept, moved to its new cell with its
-        series and their views, while the chart every other shares x with stays: a section
-        folded, a search typed, a key come or a run gone make only the charts that are new
-        (_kept_charts)."""
+        series and their views: a section folded, a search typed, a key come or a run gone
+        make only the charts that are new (_kept_charts)."""
         kept = self._kept_charts(specs, mode)
         before = _Charts(
             self.axes,
@@ -90,7 +89,7 @@ class ChartLayout:
         finally:
             # A build dropped before its end (refresh_steps) leaves no chart it had yet to
             # take drawn in the figure: the next build starts from the charts taken.
-            taken = {id(ax) for ax in self.axes}
+            taken = {id(ax) for ax in [*self.axes, self._x_root]}
             left = [ax for ax in self.figure.axes if id(ax) not in taken]
             if left:
                 discard_axes(self.figure, left)
@@ -118,12 +117,7 @@ class ChartLayout:
                 ax = self.figure.add_subplot(cell)
                 self._add_axes(ax, *section_card(ax, spec))
             else:
-                # Every chart shares x with the page's first (limits, locator); it hears the
-                # changes of them all.
-                ax = self.figure.add_subplot(cell, sharex=self._x_root)
-                if self._x_root is None:
-                    self._x_root = ax
-                    ax.callbacks.connect("xlim_changed", self._on_xlim_changed)
+                ax = self.figure.add_subplot(cell, sharex=self._x_anchor())
                 self._add_axes(ax, *dress(ax, spec, mode))
                 ax.callbacks.connect("ylim_changed", self._on_chart_ylim_changed)
             self.specs.append(spec)
@@ -133,12 +127,28 @@ class ChartLayout:
         bottom = charts[-cols:] if self.x_labels else []
         for ax in charts if kept else bottom:
             ax.set_xlabel(xaxis.label(mode) if ax in bottom else "", fontsize=8)
+        if charts:
+            # The shared ticker sizes its ticks by the axis it was given: a chart's (not the
+            # anchor's, nor the one a chart taken out handed it to).
+            ticker = charts[0].xaxis
+            ticker.get_major_locator().set_axis(ticker)
+            ticker.get_major_formatter().set_axis(ticker)
+
+    def _x_anchor(self):
+        """The axes every chart shares x with (limits, locator, formatter): invisible, never a
+        chart, so that any chart can go while the others stay (each axes holds the one it was
+        made sharing with). It hears the x range change from every chart."""
+        if self._x_root is None:
+            anchor = self.figure.add_axes((0, 0, 1, 1), label="x anchor")
+            anchor.set_visible(False)
+            anchor.set_navigate(False)
+            anchor.callbacks.connect("xlim_changed", self._on_xlim_changed)
+            self._x_root = anchor
+        return self._x_root
 
     def _kept_charts(self, specs: list[PanelSpec], mode: str) -> dict[int, int]:
         """Which charts shown now the page can keep for `specs` on x axis `mode`: new index ->
-        old index, for each spec dressed as an old chart was (the same x axis). None unless
-        the chart the others share x with is kept: each holds the axes it was made sharing
-        with (matplotlib's own reference), which would keep that one alive."""
+        old index, for each spec dressed as an old chart was (the same x axis)."""
         if not self.axes or mode != self.x_mode or len(self.specs) != len(self.axes):
             return {}
         shown: dict[tuple, list[int]] = {}
@@ -149,8 +159,6 @@ class ChartLayout:
             same = shown.get(_dressed_as(spec))
             if same:
                 kept[i] = same.pop(0)
-        if not any(self.axes[j] is self._x_root for j in kept.values()):
-            return {}
         return kept
 
     def _relayout(self, specs: list[PanelSpec], grid: layout.Grid) -> None:

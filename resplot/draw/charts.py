@@ -98,7 +98,7 @@ class ChartPage(ChartLayout, ChartLimits):
         # on the wall, relative or tokens axis maps back to the steps whose tiles it needs.
         self._x_steps: dict[RunRef, tuple[np.ndarray, np.ndarray]] = {}
         self._updating = False
-        self._x_root = None  # the chart every other shares x with (chart_layout)
+        self._x_root = None  # the axes every chart shares x with (chart_layout._x_anchor)
         self._dense = False  # more series than BAND_FROM_SERIES: bands, one fine bucket a pixel
         self._fine = FINE_PER_PIXEL
         self.message = None
