@@ -150,16 +150,10 @@ def main() -> None:
             args.store = Path(tmp) / "sweep.db"
         if not args.store.exists():
             make_sweep(args.store, steps=args.steps)
-        trees = {"this tree": ROOT}
-        if args.before:
-            from trees import tree_of
+        from trees import alternated
 
-            trees = {args.before: tree_of(args.before, Path(tmp) / "before"), **trees}
-        rows: dict[str, list[dict]] = {name: [] for name in trees}
-        for pair in range(args.pairs):
-            order = list(trees.items())
-            for name, tree in order if pair % 2 == 0 else order[::-1]:
-                rows[name].append(child(args, tree))
+        before = Path(tmp) / "before"
+        rows = alternated(args.before, before, args.pairs, lambda tree: child(args, tree))
     size = f"{args.size[0]}×{args.size[1]}"
     print(
         f"\nAll page at {size}, 12 runs × {args.steps:,} steps, the {args.section} section "

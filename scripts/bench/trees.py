@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -17,3 +18,20 @@ def tree_of(rev: str, into: Path) -> Path:
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     return into
+
+
+def alternated(
+    before: str | None, into: Path, pairs: int, run: Callable[[Path], dict]
+) -> dict[str, list[dict]]:
+    """`run(tree)` `pairs` times for this tree and, with `before`, for that revision's code
+    (unpacked into `into`), the order swapped every pair (what runs first runs on a cooler
+    machine): each tree's results by its name ("this tree", or the revision)."""
+    trees = {"this tree": ROOT}
+    if before:
+        trees = {before: tree_of(before, into), **trees}
+    rows: dict[str, list[dict]] = {name: [] for name in trees}
+    for pair in range(pairs):
+        order = list(trees.items())
+        for name, tree in order if pair % 2 == 0 else order[::-1]:
+            rows[name].append(run(tree))
+    return rows

@@ -9,6 +9,7 @@ import gc
 import weakref
 
 import numpy as np
+import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -176,43 +177,40 @@ def test_a_build_dropped_midway_leaves_no_chart_it_had_yet_to_take(tmp_path):
         source.close()
 
 
-def test_another_x_axis_builds_every_chart_anew(tmp_path):
-    cache, source, runs = _open(tmp_path / "axis.db")
+@pytest.fixture
+def training(tmp_path):
+    """The Training page of the two runs, rendered: (cache, source, refs, state, page)."""
+    cache, source, runs = _open(tmp_path / "training.db")
+    refs = list(runs.values())
+    state = ViewState(page="training")
     try:
-        refs = list(runs.values())
-        state = ViewState(page="training")
         page = render(cache, state, refs, size=(12.8, 8), fetch=lambda: source.poll(cache))
-        old = set(map(id, page.axes))
-        state.x_axis = "wall"
-        _refreshed(page, cache, source, state, refs)
-        assert page.axes and not old & set(map(id, page.axes))
-        fresh = render(cache, state, refs, size=(12.8, 8), fetch=lambda: source.poll(cache))
-        assert np.array_equal(_pixels(page), _pixels(fresh))
+        yield cache, source, refs, state, page
     finally:
         source.close()
 
 
-def test_a_released_page_holds_no_axes_and_builds_again(tmp_path):
-    path = tmp_path / "release.db"
-    _store(path)
-    cache = SeriesCache()
-    source = open_source(parse_spec(str(path)))
-    try:
-        source.poll(cache)
-        refs = [r.ref for r in cache.runs()]
-        state = ViewState(page="training")
-        page = render(cache, state, refs, size=(12.8, 8), fetch=lambda: source.poll(cache))
-        before = _pixels(page)
-        old = [weakref.ref(ax) for ax in page.axes]
-        page.release()
-        assert page.figure.axes == [] and page.axes == []
-        gc.collect()
-        assert all(r() is None for r in old)
-        page.refresh(cache, state, refs)
-        page.refresh(cache, state, refs)
-        assert np.array_equal(_pixels(page), before)
-    finally:
-        source.close()
+def test_another_x_axis_builds_every_chart_anew(training):
+    cache, source, refs, state, page = training
+    old = set(map(id, page.axes))
+    state.x_axis = "wall"
+    _refreshed(page, cache, source, state, refs)
+    assert page.axes and not old & set(map(id, page.axes))
+    fresh = render(cache, state, refs, size=(12.8, 8), fetch=lambda: source.poll(cache))
+    assert np.array_equal(_pixels(page), _pixels(fresh))
+
+
+def test_a_released_page_holds_no_axes_and_builds_again(training):
+    cache, _source, refs, state, page = training
+    before = _pixels(page)
+    old = [weakref.ref(ax) for ax in page.axes]
+    page.release()
+    assert page.figure.axes == [] and page.axes == []
+    gc.collect()
+    assert all(r() is None for r in old)
+    page.refresh(cache, state, refs)
+    page.refresh(cache, state, refs)
+    assert np.array_equal(_pixels(page), before)
 
 
 def _figure_of_four() -> Figure:
