@@ -123,10 +123,7 @@ class ChartLayout:
             self.specs.append(spec)
             if j is None:
                 yield
-        charts = [ax for ax, spec in zip(self.axes, specs, strict=True) if spec.kind != "section"]
-        bottom = charts[-cols:] if self.x_labels else []
-        for ax in charts if kept else bottom:
-            ax.set_xlabel(xaxis.label(mode) if ax in bottom else "", fontsize=8)
+        charts = self._label_x(specs, cols, mode)
         if charts:
             # The shared ticker sizes its ticks by the axis it was given: a chart's (not the
             # anchor's, nor the one a chart taken out handed it to).
@@ -172,16 +169,22 @@ class ChartLayout:
             row, col = divmod(cells[i], grid.cols)
             whole_row = spec.kind == "section"
             ax.set_subplotspec(self._gridspec[row, :] if whole_row else self._gridspec[row, col])
-        if self.x_labels:
-            charts = [ax for ax, s in zip(self.axes, specs, strict=True) if s.kind != "section"]
-            bottom = charts[-grid.cols :]
-            for ax in charts:
-                ax.set_xlabel(xaxis.label(self.x_mode) if ax in bottom else "", fontsize=8)
+        self._label_x(specs, grid.cols, self.x_mode)
         self.grid = grid
         self._placed = None  # laid out again by _place
         # Followed limits fitted anew, as on a page built at this size (headroom kept from
         # the size before made them depend on the sizes the page went through).
         self._followed = {}
+
+    def _label_x(self, specs: list[PanelSpec], cols: int, mode: str) -> list:
+        """Name the x axis under the bottom row's charts (where the page shows it), no other;
+        the charts, not the section cards, in order."""
+        charts = [ax for ax, spec in zip(self.axes, specs, strict=True) if spec.kind != "section"]
+        if self.x_labels:
+            bottom = charts[-cols:]
+            for ax in charts:
+                ax.set_xlabel(xaxis.label(mode) if ax in bottom else "", fontsize=8)
+        return charts
 
     def _take_axes(self, before: _Charts, j: int) -> None:
         """Keep chart j of `before` (its axes, series, events, notes, legend) as the next."""
