@@ -287,7 +287,14 @@ def _made_from(artist, style: tuple) -> tuple:
 
 def _twin(artist) -> Line2D | Polygon:
     twin = Line2D([], []) if isinstance(artist, Line2D) else Polygon(np.zeros((0, 2)))
-    twin.update_from(artist)  # style, transform, clip box and path, visibility, alpha
+    return _styled(twin, artist)
+
+
+def _styled(twin, artist) -> Line2D | Polygon:
+    """The twin drawing as its artist does: its style, transform, clip box and path,
+    visibility and alpha. (Its clip box and snap are set by each cut, its data by each draw:
+    a twin restyled is one made anew.)"""
+    twin.update_from(artist)
     # In the figure, not the axes: its changes (a poll's new tail) mark nothing stale.
     twin.set_figure(artist.get_figure())
     return twin
@@ -330,11 +337,18 @@ class Tails:
         this cut's snap and clips (the artist's clip box, left and right of the boundary)."""
         made = _made_from(artist, style)
         kept = self._twins.get(id(artist))
-        if kept is not None and kept[0] is artist and kept[1] == made:
-            twins = kept[2]
-        else:
+        if kept is None or kept[0] is not artist or kept[1][-1] is not made[-1]:
             twins = (_twin(artist), _twin(artist))
-            self._twins[id(artist)] = (artist, made, twins)
+        else:
+            # Restyled in place where the series was (a run highlighted fades the others, a
+            # run ended moves to the settled tier): twins made anew each time were ~30,000
+            # objects a minute of cyclic garbage in the soak (a Line2D twin's MarkerStyle
+            # holds a bound method of itself), each full collector pass's to free.
+            twins = kept[2]
+            if kept[1] != made:
+                for twin in twins:
+                    _styled(twin, artist)
+        self._twins[id(artist)] = (artist, made, twins)
         clip = artist.get_clip_box() or artist.get_figure().bbox
         x0, y0, x1, y1 = clip.extents
         for twin, (left, right) in zip(twins, ((x0, boundary), (boundary, x1)), strict=True):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import matplotlib
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Polygon
@@ -195,8 +196,8 @@ def test_a_change_the_cuts_cannot_carry_asks_for_a_full_draw():
 
 def test_a_full_draw_cuts_with_the_last_ones_twins_restyled_where_the_series_changed():
     """A twin is made once and kept from one full draw to the next (making and styling one
-    cost ~0.2 ms); a series restyled since gets twins of its new style, and the page is what a
-    page cut for the first time draws."""
+    cost ~0.2 ms); a series restyled since has its twins restyled (made anew they were cyclic
+    garbage), and the page is what a page cut for the first time draws."""
     page, _ys, band, lines, _dashed = _page()
     page.full()
     before = {id(a): page.tails.cuts[id(a)].twins for a in [band, *lines]}
@@ -207,12 +208,15 @@ def test_a_full_draw_cuts_with_the_last_ones_twins_restyled_where_the_series_cha
     assert np.array_equal(moved, page.full())
     before = {id(a): page.tails.cuts[id(a)].twins for a in [band, *lines]}
     lines[1].set_color("C9")
+    lines[2].set_alpha(0.12)  # faded: another run highlighted
     band.set_facecolor("C8")
     restyled = page.full()
     now = {id(a): page.tails.cuts[id(a)].twins for a in [band, *lines]}
     assert now[id(lines[0])] is before[id(lines[0])] and now[id(lines[2])] is before[id(lines[2])]
-    assert now[id(lines[1])] is not before[id(lines[1])] and now[id(band)] is not before[id(band)]
-    assert now[id(lines[1])][1].get_color() == "C9"
+    assert now[id(lines[1])] is before[id(lines[1])] and now[id(band)] is before[id(band)]
+    assert all(t.get_color() == "C9" for t in now[id(lines[1])])
+    assert all(t.get_alpha() == 0.12 for t in now[id(lines[2])])
+    assert all(to_hex(t.get_facecolor()) == to_hex("C8") for t in now[id(band)])
     assert np.array_equal(page.blit(), restyled)
     page.tails = Tails()
     assert np.array_equal(restyled, page.full())
