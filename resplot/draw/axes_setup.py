@@ -13,7 +13,7 @@ from matplotlib.ticker import NullFormatter, PercentFormatter
 from resplot.data.alerts import THROTTLE_BITS
 from resplot.data.layout import TITLE_PT
 from resplot.data.pages import PanelSpec
-from resplot.draw.axis_art import AxisArt, hide_axes
+from resplot.draw.axis_art import AxisArt, drop_tick_artists, hide_axes
 from resplot.draw.clip_box import share_clip_box
 from resplot.draw.events import EventLines
 from resplot.draw.ticks import CompactFormatter, ReadableLogLocator
@@ -71,6 +71,7 @@ def dress(ax, spec: PanelSpec, x_mode: str = "step") -> tuple[EventLines, object
         names = list(THROTTLE_BITS.values())
         ax.set_yticks(range(len(names)), names, fontsize=7)
         ax.set_ylim(-0.6, len(names) - 0.4)
+        drop_tick_artists(ax)  # made again by set_yticks
     events = EventLines(ax)
     empty = ax.text(
         0.5,
@@ -104,6 +105,7 @@ def section_card(ax, spec: PanelSpec) -> tuple[EventLines, object, object]:
     """An All-page section's card: its prefix and chart count, in a band across the page above
     its charts (a click on it folds or unfolds the section: resplot/ui/page_view.py)."""
     ax.set_axis_off()
+    drop_tick_artists(ax)
     title = ax.text(
         0.005,
         0.5,

@@ -366,3 +366,17 @@ def hide_axes(ax) -> None:
     """Leave matplotlib's own axis drawing out (AxisArt draws it)."""
     ax.xaxis.set_visible(False)
     ax.yaxis.set_visible(False)
+    drop_tick_artists(ax)
+
+
+def drop_tick_artists(ax) -> None:
+    """Let go of the Tick artists matplotlib made for the axes' x and y axes (a major and a
+    minor tick each, made by the Axes' own `tick_params` and `grid` calls): a chart whose axis
+    is not drawn never uses them, and they were half of what a chart's axes held, ~720 of its
+    ~1,460 objects (each Tick five artists), for every pass of the cyclic collector to
+    traverse. The tick lists are lazy in matplotlib: whatever asks for a tick again (a
+    `set_yticks`) gets one made as before, with the tick parameters the axis keeps."""
+    for axis in (ax.xaxis, ax.yaxis):
+        for name in ("majorTicks", "minorTicks"):
+            if name in vars(axis):
+                delattr(axis, name)

@@ -14,6 +14,7 @@ from resplot.data import layout, xaxis
 from resplot.data.pages import PanelSpec
 from resplot.data.state import ViewState
 from resplot.draw.axes_setup import dress, section_card
+from resplot.draw.axis_art import drop_tick_artists
 from resplot.draw.legends import AxesLegend, Entry, RunStrip
 from resplot.draw.titles import fit_titles
 
@@ -139,6 +140,7 @@ class ChartLayout:
             anchor = self.figure.add_axes((0, 0, 1, 1), label="x anchor")
             anchor.set_visible(False)
             anchor.set_navigate(False)
+            drop_tick_artists(anchor)
             anchor.callbacks.connect("xlim_changed", self._on_xlim_changed)
             self._x_root = anchor
         return self._x_root
