@@ -30,6 +30,7 @@ from resplot.ui.page_figure import PageFigure
 from resplot.ui.page_release import PageRelease
 from resplot.ui.pieces import QueuedDraw
 from resplot.ui.region_paint import paint_region
+from resplot.ui.view_history import ViewHistory
 
 
 class ChartToolbar(NavigationToolbar2QT):
@@ -41,6 +42,42 @@ class ChartToolbar(NavigationToolbar2QT):
 
     page: ChartPage | None = None
     drag: DragPan | None = None  # the left button's drag, previewed (resplot/ui/drag_pan.py)
+
+    def __init__(self, *args, **kwargs) -> None:
+        # Back, Forward and Home move in a bounded history of views, not matplotlib's stack
+        # (resplot/ui/view_history.py). Made first: the toolbar's set-up asks for its buttons.
+        self.history = ViewHistory()
+        super().__init__(*args, **kwargs)
+
+    def push_current(self) -> None:
+        self.history.push(self.canvas.figure)
+        self.set_history_buttons()
+
+    def update(self) -> None:
+        """Forget the back and forward views."""
+        self.history.clear()
+        self.set_history_buttons()
+
+    def home(self, *_args) -> None:
+        self.show_view(self.history.home())
+
+    def back(self, *_args) -> None:
+        self.show_view(self.history.back())
+
+    def forward(self, *_args) -> None:
+        self.show_view(self.history.forward())
+
+    def show_view(self, moved: bool) -> None:
+        self.set_history_buttons()
+        if moved:
+            self.canvas.draw_idle()
+
+    def set_history_buttons(self) -> None:
+        for action in self.actions():
+            if action.text() == "Back":
+                action.setEnabled(self.history.can_back())
+            elif action.text() == "Forward":
+                action.setEnabled(self.history.can_forward())
 
     def press_pan(self, event) -> None:
         super().press_pan(event)
