@@ -11,11 +11,10 @@ import numpy as np
 from matplotlib.axis import Tick
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from resplot.data.cache import SeriesCache
 from resplot.data.state import ViewState
 from resplot.draw import axes_setup, axis_art, chart_layout
 from resplot.draw.charts import render
-from resplot.sources import open_source, parse_spec
+from tests.fixtures.polled import polled
 from tests.fixtures.stores import make_run, new_store
 
 
@@ -42,10 +41,7 @@ def test_a_page_holds_no_tick_artists_and_draws_what_it_drew_with_them(tmp_path,
         },
     )
     engine.dispose()
-    cache = SeriesCache()
-    source = open_source(parse_spec(str(path)))
-    try:
-        source.poll(cache)
+    with polled(path) as (cache, source):
         refs = [r.ref for r in cache.runs()]
         state = ViewState(page="all")
         page = render(cache, state, refs, size=(12.8, 8), fetch=lambda: source.poll(cache))
@@ -68,5 +64,3 @@ def test_a_page_holds_no_tick_artists_and_draws_what_it_drew_with_them(tmp_path,
         chart = page.chart_axes()[0]
         tick = chart.yaxis.get_major_ticks()[0]
         assert tick.label1.get_fontsize() == 7
-    finally:
-        source.close()
