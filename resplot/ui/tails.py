@@ -337,13 +337,14 @@ class Tails:
         this cut's snap and clips (the artist's clip box, left and right of the boundary)."""
         made = _made_from(artist, style)
         kept = self._twins.get(id(artist))
-        if kept is None or kept[0] is not artist or kept[1][-1] is not made[-1]:
+        figure = made[-1]  # a twin is put in its artist's figure once (set_figure)
+        if kept is None or kept[0] is not artist or kept[1][-1] is not figure:
             twins = (_twin(artist), _twin(artist))
         else:
             # Restyled in place where the series was (a run highlighted fades the others, a
-            # run ended moves to the settled tier): twins made anew each time were ~30,000
-            # objects a minute of cyclic garbage in the soak (a Line2D twin's MarkerStyle
-            # holds a bound method of itself), each full collector pass's to free.
+            # run ended moves to the settled tier): made anew, ~970 twins' MarkerStyles a
+            # minute were cyclic garbage in the soak (each holds a bound method of itself),
+            # for every full collector pass to free.
             twins = kept[2]
             if kept[1] != made:
                 for twin in twins:
