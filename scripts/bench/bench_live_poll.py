@@ -362,6 +362,7 @@ def main() -> None:
     ap.add_argument(
         "--profile", action="store_true", help="cProfile the layered polls' GUI work (stderr)"
     )
+    ap.add_argument("--profile-out", type=Path, help="with --profile: also dump the stats here")
     ap.add_argument("--sizes", default="1280x800,1920x1080")
     ap.add_argument("--markdown", type=Path, help="update this file's section")
     ap.add_argument("--tree", type=Path, help="also time this checkout (the code before)")
@@ -421,6 +422,8 @@ def main() -> None:
                         import pstats
 
                         print(f"-- {size}, polls drawn in layers --", file=sys.stderr)
+                        if args.profile_out:
+                            profile.dump_stats(args.profile_out)
                         pstats.Stats(profile, stream=sys.stderr).sort_stats(
                             "cumulative"
                         ).print_stats(50)
