@@ -194,6 +194,32 @@ def test_a_change_the_cuts_cannot_carry_asks_for_a_full_draw():
     assert page.fresh() and id(new) in page.tails.cuts and len(page.tails.cuts) == 5
 
 
+def test_a_body_with_gaps_stays_cut_when_its_values_come_again_and_not_when_one_moves():
+    """A body is compared by its bytes: a series with NaN gaps (a metric not logged at every
+    step) polled anew, its body the same values in new arrays, keeps its cut; a gap filled or a
+    value moved, or a zero that comes back written as -0.0, cuts it again (the safe side)."""
+    page = Page()
+    y = _walk(5)
+    y[200:260] = np.nan
+    y[900] = 0.0
+    line = page.line(y, color="C3")
+    page.full()
+    assert id(line) in page.tails.cuts
+    _grow(line, np.r_[y.copy(), _walk(6, 5) + y[-1]])  # new arrays, the same body
+    assert page.fresh()
+    for change in (
+        lambda b: b.__setitem__(230, 1.0),  # a gap filled
+        lambda b: b.__setitem__(100, b[100] + 1e-9),  # a value moved
+        lambda b: b.__setitem__(900, -0.0),  # equal, written otherwise
+    ):
+        body = y.copy()
+        change(body)
+        _grow(line, np.r_[body, _walk(6, 5) + y[-1]])
+        assert not page.fresh()
+    _grow(line, y.copy())
+    assert page.fresh()
+
+
 def test_a_full_draw_cuts_with_the_last_ones_twins_restyled_where_the_series_changed():
     """A twin is made once and kept from one full draw to the next (making and styling one
     cost ~0.2 ms); a series restyled since has its twins restyled (made anew they were cyclic
