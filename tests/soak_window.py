@@ -7,11 +7,11 @@ store (tests/fixtures/live_logger.py: a new run every few seconds) next to a 12-
 4-rank job over two hosts (tests/fixtures/job.py: a store and a source per host), it clicks every
 row of the run table (the job's row unfolded: its hosts and ranks too) and of the sources tree,
 hovers and clicks every chart (and a line on it) and the Ranks page's map, switches every page,
-zooms with the toolbar and follows the data again, and resizes the window to 1280×800 and back;
-real mouse and key events (QTest), under whatever platform the parent chose (offscreen, or xcb
-under Xvfb). The first part leaves every tick box to the default selection (a user who has not
-ticked anything: how the crash of issue 21 was met); the second half also ticks and unticks by
-hand.
+zooms and drag-pans with the toolbar and follows the data again, and resizes the window to
+1280×800 and back; real mouse and key events (QTest), under whatever platform the parent chose
+(offscreen, or xcb under Xvfb). The first part leaves every tick box to the default selection (a
+user who has not ticked anything: how the crash of issue 21 was met); the second half also ticks
+and unticks by hand.
 """
 
 from __future__ import annotations
@@ -193,6 +193,15 @@ class Soak:
         QTest.mouseRelease(canvas, Qt.LeftButton, Qt.NoModifier, b)
         view.toolbar.zoom()  # the tool off again
         self.count("zooms")
+        # A drag-pan whose moves and release come together (as a real X server batches them):
+        # the release overtakes the last queued move.
+        view.toolbar.pan()
+        QTest.mousePress(canvas, Qt.LeftButton, Qt.NoModifier, b)
+        for k in (1, 2, 3):
+            QTest.mouseMove(canvas, QPoint(b.x() - 15 * k, b.y()))
+        QTest.mouseRelease(canvas, Qt.LeftButton, Qt.NoModifier, QPoint(b.x() - 45, b.y()))
+        view.toolbar.pan()  # the tool off again
+        self.count("pans")
         QTest.mouseMove(canvas, a)
         self.count("hovers")
         self.win.reset_view()
@@ -283,6 +292,7 @@ def test_the_window_survives_a_person_clicking_while_runs_log(qtbot, tmp_path):
             "chart clicks",
             "line clicks",
             "zooms",
+            "pans",
             "job row clicks",
             "ranks hovers shown",
         ):

@@ -136,9 +136,14 @@ class DragPan(QObject):
         self._pause.start(self.pause_ms)
         self._preview()
 
+    def flush(self) -> None:
+        """Apply the move still queued (one the release overtook, or a frame's draw held):
+        called before the pan tool lets the drag go, while it can still move the limits."""
+        self._apply_move(now=True)
+
     def end(self) -> None:
-        """The button was released: the exact frame, unless nothing moved."""
-        self._apply_move(now=True)  # a move the release overtook (or a frame's draw held)
+        """The button was released: the exact frame, unless nothing moved. A move still
+        queued is dropped (flush() applied it where the pan tool still panned)."""
         self.active = False
         self._move = None
         self._move_timer.stop()

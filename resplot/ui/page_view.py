@@ -115,6 +115,10 @@ class ChartToolbar(NavigationToolbar2QT):
         if drag is None or not drag.active:
             super().release_pan(event)
             return
+        # Under a real X server a release can come in the same batch as the last moves, before
+        # the queued move ran: it moves the limits before the pan tool lets the drag go (after,
+        # matplotlib's drag_pan has nothing to pan and raised).
+        drag.flush()
         with drag.holding_draws():
             super().release_pan(event)
         drag.end()

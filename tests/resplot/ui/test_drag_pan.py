@@ -205,6 +205,32 @@ def test_moves_that_come_together_are_one_preview(win, qtbot):
         view.toolbar.pan()
 
 
+def test_a_release_that_overtakes_the_last_move_pans_to_it_first(win, qtbot, capsys):
+    """Under a real X server the release can come in the same batch as the last moves, before
+    the queued move ran: the limits go where the pointer was released (the move applied while
+    the pan tool still pans; applied after it let go, matplotlib's drag_pan raised and the
+    move was lost), and the drag ends on its exact frame."""
+    view, ax = _zoomed(qtbot, win, 1000, 1500)
+    view.drag.pause_ms = HELD
+    width = ax.bbox.width
+    exact = view.drag.exact_frames
+    view.toolbar.pan()
+    try:
+        a = _point(view, ax, 0.5)
+        _press(view, a)
+        _move(view, QPointF(a.x() - 20, a.y()))  # applied
+        assert ax.get_xlim()[0] == pytest.approx(1000 + 20 / width * 500, abs=1e-6)
+        _move(view, QPointF(a.x() - 50, a.y()), process=False)  # queued ...
+        _release(view, QPointF(a.x() - 50, a.y()))  # ... and overtaken
+        assert ax.get_xlim()[0] == pytest.approx(1000 + 50 / width * 500, abs=1e-6)
+        assert not view.drag.active and view.drag.exact_frames == exact + 1
+        _drawn(qtbot, win)
+        assert ax.get_xlim()[0] == pytest.approx(1000 + 50 / width * 500, abs=1e-6)
+    finally:
+        view.toolbar.pan()
+    assert "Traceback" not in capsys.readouterr().err
+
+
 def test_a_drag_that_holds_still_gets_its_exact_frame_and_previews_from_it(win, qtbot):
     view, ax = _zoomed(qtbot, win, 1000, 1500)
     view.drag.pause_ms = 30

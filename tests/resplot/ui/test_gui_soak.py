@@ -47,6 +47,11 @@ def _run_soak(prefix: list[str], platform: str, seconds: float, tmp_path: Path) 
     # A crash is a negative code (killed by a signal) or 128+signal through a shell.
     assert proc.returncode == 0, f"the window's soak ended with rc {proc.returncode}:\n{out}"
     assert "1 passed" in proc.stdout, out
+    # matplotlib's callbacks and Qt's event handlers print an exception and go on: the window
+    # stays up, but what the person did was lost.
+    both = proc.stdout + proc.stderr
+    at = both.find("Traceback")
+    assert at < 0, f"the window's soak printed an exception:\n{both[at : at + 3000]}"
     print(next((ln for ln in proc.stdout.splitlines() if ln.startswith("soak:")), ""))
 
 
