@@ -176,8 +176,8 @@ class Soak:
                     self.count("line clicks")
 
     def zoom(self) -> None:
-        """A rubber-band zoom with the toolbar's zoom tool on the first chart, a hover in the
-        zoomed view, then "Follow data" (the window's reset)."""
+        """A rubber-band zoom with the toolbar's zoom tool on the first chart, a drag-pan with
+        its pan tool, a hover in the zoomed view, then "Follow data" (the window's reset)."""
         view = self.win.page_view()
         page, canvas = view.page, view.canvas
         if not page.axes or self.over():

@@ -207,13 +207,13 @@ def test_a_body_with_gaps_stays_cut_when_its_values_come_again_and_not_when_one_
     assert id(line) in page.tails.cuts
     _grow(line, np.r_[y.copy(), _walk(6, 5) + y[-1]])  # new arrays, the same body
     assert page.fresh()
-    for change in (
-        lambda b: b.__setitem__(230, 1.0),  # a gap filled
-        lambda b: b.__setitem__(100, b[100] + 1e-9),  # a value moved
-        lambda b: b.__setitem__(900, -0.0),  # equal, written otherwise
+    for at, value in (
+        (230, 1.0),  # a gap filled
+        (100, y[100] + 1e-9),  # a value moved
+        (900, -0.0),  # equal, written otherwise
     ):
         body = y.copy()
-        change(body)
+        body[at] = value
         _grow(line, np.r_[body, _walk(6, 5) + y[-1]])
         assert not page.fresh()
     _grow(line, y.copy())
