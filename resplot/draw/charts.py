@@ -29,7 +29,7 @@ from resplot.data.views import FINE_PER_PIXEL, fine_points, over_budget
 from resplot.draw import fonts
 from resplot.draw.axes_setup import NOTE_PT
 from resplot.draw.chart_layout import ChartLayout
-from resplot.draw.composites import PART_COLORS, draw_stack, draw_throttle
+from resplot.draw.composites import PART_COLORS, Stack, draw_throttle
 from resplot.draw.events import EventLines, EventPlaces, draw_events
 from resplot.draw.figure_files import save_figure
 from resplot.draw.legends import AxesLegend, Entry, RunStrip
@@ -60,7 +60,8 @@ class ChartPage(ChartLayout, ChartLimits):
         self.tracks: list[dict[Item, Track]] = []
         self._layout: tuple | None = None
         self._gridspec = None  # the figure's grid of charts (section bands: shorter rows)
-        self._extra: list[list] = []  # per axes: artists rebuilt every refresh (stacks)
+        self._extra: list[list] = []  # per axes: its stack's or throttle bars' artists
+        self._stacks: list[Stack | None] = []  # per axes: its step-time stack, kept
         self._events: list[EventLines] = []
         self._event_places = EventPlaces()  # each run's, shared by the charts
         self._empty: list = []
@@ -415,8 +416,14 @@ class ChartPage(ChartLayout, ChartLimits):
             return
         ax = self.axes[i]
         pixels = max(int(ax.bbox.width), 50)
+        stack = self._stacks[i]
+        if stack is not None and (spec.kind != "stacked" or spec.stack_ref is None):
+            stack.remove()
+            stack = self._stacks[i] = None
+        kept = set(stack.polys) if stack is not None else set()
         for artist in self._extra[i]:
-            artist.remove()
+            if artist not in kept:  # (throttle bars: made anew)
+                artist.remove()
         self._extra[i] = []
         self._views[i] = []
         tracks = self.tracks[i]
@@ -430,9 +437,10 @@ class ChartPage(ChartLayout, ChartLimits):
                 if xlim is None and state.x_axis != "step":  # (steps are the x: no map)
                     self._remember_x(track)
         if spec.kind == "stacked" and spec.stack_ref is not None:
-            ref = spec.stack_ref
-            artists, views = draw_stack(
-                ax, spec, cache, contexts[ref], state.x_axis, pixels, self._fine
+            if stack is None:
+                stack = self._stacks[i] = Stack()
+            artists, views = stack.refresh(
+                ax, spec, cache, contexts[spec.stack_ref], state.x_axis, pixels, self._fine
             )
         elif spec.kind == "throttle":
             artists, views = draw_throttle(

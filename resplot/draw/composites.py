@@ -1,6 +1,7 @@
 """Panels drawn from several series at once: a run's step time stacked by part (data wait,
-forward, backward, optimizer, other), and GPU throttle reasons as bars. Each returns the artists
-it added (rebuilt every refresh) and the series views it drew."""
+forward, backward, optimizer, other: a Stack, its polygons kept between refreshes), and GPU
+throttle reasons as bars (rebuilt every refresh). Each gives the artists it drew and the series
+views it drew them from."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from resplot.data import xaxis
 from resplot.data.alerts import THROTTLE_BITS
 from resplot.data.cache import SeriesCache
 from resplot.data.decimate import bucket_mean
+from resplot.data.model import RunInfo
 from resplot.data.pages import TIMING_PARTS, PanelSpec
-from resplot.data.views import series_view
+from resplot.data.views import SeriesView, ViewMemo, series_view
 from resplot.draw.clip_box import share_clip_box
 from resplot.draw.track_inputs import RunContext
+from resplot.draw.tracks import SETTLED
 
 PART_COLORS = {
     "data": "#e15759",
@@ -26,50 +29,131 @@ PART_COLORS = {
 BAR_PT = 6.0  # height of a throttle bar (a '|' marker of 8 pt before)
 
 
-def draw_stack(
-    ax, spec: PanelSpec, cache: SeriesCache, ctx: RunContext, mode: str, pixels: int, fine: int
-) -> tuple[list, list]:
-    """One run's step time split into data/forward/backward/optimizer/other: the mean of
-    each part per bucket (or per step at full resolution), stacked. The keys are the
-    panel's items' (whatever the run named them: key_roles.TIMING_ROLES)."""
-    ref = spec.stack_ref
-    keys = {item.part: item.key for item in spec.items}
-    total = series_view(
-        cache, ref, keys.get("other", "time/step"), ctx.lo, ctx.hi, pixels, fine_per_pixel=fine
-    )
-    if total is None or len(total.mid_steps) == 0:
-        return [], []
-    grid = total.mid_steps
-    parts = []
-    for name in TIMING_PARTS:
-        key = keys.get(name)
-        part = (
+class Stack:
+    """One run's step time split into data/forward/backward/optimizer/other: the mean of each
+    part per bucket (or per step at full resolution), stacked. The keys are the panel's
+    items' (whatever the run named them: key_roles.TIMING_ROLES).
+
+    Its polygons are kept between refreshes: set again in place where a view changed (a live
+    run's poll), and left as they are where none did, so that a finished run's stack stays in
+    the window's saved picture (resplot/ui/layers.py). Made anew at every refresh, each
+    poll of the Timing page drew its whole live tier again and left ~5 artists' objects a
+    chart to the collector."""
+
+    def __init__(self) -> None:
+        self.polys: list = []
+        self.run: RunInfo | None = None  # the run the last refresh drew
+        self._memos: dict[str, ViewMemo] = {}
+        self._drawn: tuple = ((), ())  # (plain values, objects) the polygons were set from
+
+    def settled_artists(self) -> list:
+        """Its polygons where its run ended (a live poll leaves them as they are)."""
+        return list(self.polys) if self.run is not None and self.run.status in SETTLED else []
+
+    def remove(self) -> None:
+        for poly in self.polys:
+            poly.remove()
+        self.polys = []
+        self._drawn = ((), ())
+
+    def _view(self, cache: SeriesCache, ref, key: str, ctx, pixels: int, **kw):
+        memo = self._memos.setdefault(key, ViewMemo())
+        return series_view(cache, ref, key, ctx.lo, ctx.hi, pixels, memo=memo, **kw)
+
+    def refresh(
+        self,
+        ax,
+        spec: PanelSpec,
+        cache: SeriesCache,
+        ctx: RunContext,
+        mode: str,
+        pixels: int,
+        fine: int,
+    ) -> tuple[list, list]:
+        """Its polygons (set for this state) and the views they were drawn from."""
+        ref = spec.stack_ref
+        self.run = ctx.run
+        keys = {item.part: item.key for item in spec.items}
+        total_key = keys.get("other", "time/step")
+        total = self._view(cache, ref, total_key, ctx, pixels, fine_per_pixel=fine)
+        if total is None or len(total.mid_steps) == 0:
+            self.remove()
+            return [], []
+        parts = [
             None
-            if key is None
-            else series_view(cache, ref, key, ctx.lo, ctx.hi, pixels, total.level)
+            if (key := keys.get(name)) is None
+            else self._view(cache, ref, key, ctx, pixels, level=total.level)
+            for name in TIMING_PARTS
+        ]
+        # What the polygons are drawn from: views and arrays are the same objects while
+        # their data is (the views' memos), the rest equal.
+        guide = () if ctx.guide is None else tuple(ctx.guide)
+        drawn = (
+            (ref, mode, pixels, ctx.lo, ctx.hi, ctx.run if mode != "step" else None),
+            (total, *parts, *guide),
         )
+        if self.polys and _alike(drawn, self._drawn):
+            return list(self.polys), [total]
+        x, bys = _stacked(total, parts, mode, ctx, pixels)
+        if x is None:
+            self.remove()
+            return [], [total]
+        self._drawn = drawn
+        self._set(ax, x, bys)
+        return list(self.polys), [total]
+
+    def _set(self, ax, bx: np.ndarray, bys: list[np.ndarray]) -> None:
+        names = [*TIMING_PARTS, "other"]
+        if len(self.polys) != len(bys):
+            self.remove()
+            self.polys = ax.stackplot(
+                bx, *bys, colors=[PART_COLORS[n] for n in names], labels=names, alpha=0.85
+            )
+        else:
+            # As stackplot stacks them (its float type, its baseline of zero).
+            y = np.vstack(bys)
+            stack = np.cumsum(y, axis=0, dtype=np.promote_types(y.dtype, np.float32))
+            below = [0.0, *stack[:-1]]
+            for poly, lo, hi in zip(self.polys, below, stack, strict=True):
+                poly.set_data(bx, lo, hi)
+        if len(bx):
+            top = np.sum(bys, axis=0)
+            self.polys[0]._resplot_limits = np.column_stack(
+                [np.concatenate((bx, bx)), np.concatenate((np.zeros(len(bx)), top))]
+            )
+        elif hasattr(self.polys[0], "_resplot_limits"):
+            del self.polys[0]._resplot_limits
+        # The parts' colours are named once, in the run strip above the charts: a stack fills
+        # its axes (any corner would cover it) and a legend above it ran into its title.
+
+
+def _alike(a: tuple, b: tuple) -> bool:
+    """Stamps alike: their plain values equal, their objects the same ones."""
+    return (
+        a[0] == b[0]
+        and len(a[1]) == len(b[1])
+        and all(x is y for x, y in zip(a[1], b[1], strict=True))
+    )
+
+
+def _stacked(total: SeriesView, parts: list, mode: str, ctx: RunContext, pixels: int):
+    """(x, the stacked parts and the rest, each a pixel column's mean), x None where this x
+    axis cannot place the run."""
+    grid = total.mid_steps
+    cols = []
+    for part in parts:
         col = np.zeros(len(grid))
         if part is not None and part.level == total.level and len(part.mid_steps):
             idx = np.clip(np.searchsorted(part.mid_steps, grid), 0, len(part.mid_steps) - 1)
             col = np.where(part.mid_steps[idx] == grid, part.means[idx], 0.0)
-        parts.append(np.nan_to_num(col, nan=0.0, posinf=0.0, neginf=0.0))
+        cols.append(np.nan_to_num(col, nan=0.0, posinf=0.0, neginf=0.0))
     whole = np.nan_to_num(total.means, nan=0.0, posinf=0.0, neginf=0.0)
-    other = np.clip(whole - np.sum(parts, axis=0), 0.0, None)
+    other = np.clip(whole - np.sum(cols, axis=0), 0.0, None)
     x = xaxis.x_values(mode, ctx.run, grid, total.mid_walls, ctx.guide)
     if x is None:
-        return [], [total]
+        return None, []
     order = np.argsort(x, kind="stable")
-    bx, bys = bucket_mean(x[order], [p[order] for p in [*parts, other]], pixels)
-    names = [*TIMING_PARTS, "other"]
-    polys = ax.stackplot(bx, *bys, colors=[PART_COLORS[n] for n in names], labels=names, alpha=0.85)
-    if len(bx):
-        top = np.sum(bys, axis=0)
-        polys[0]._resplot_limits = np.column_stack(
-            [np.concatenate((bx, bx)), np.concatenate((np.zeros(len(bx)), top))]
-        )
-    # The parts' colours are named once, in the run strip above the charts: a stack fills
-    # its axes (any corner would cover it) and a legend above it ran into its title.
-    return [*polys], [total]
+    return bucket_mean(x[order], [p[order] for p in [*cols, other]], pixels)
 
 
 def draw_throttle(

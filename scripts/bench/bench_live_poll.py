@@ -25,7 +25,9 @@ lines (the System page's telemetry, keys that are not smoothed) instead of the d
 smoothed curves. `--events N` gives each live run N checkpoint events spread over its steps (a
 run that logs one a second: 3,600 an hour) and selects the first live run in the table, so its
 events are drawn on every chart (with more than five runs plotted only the highlighted or
-selected runs' are).
+selected runs' are). `--page timing` follows the Timing page instead, of a store whose runs
+also log each step's timed parts (data, forward, backward, optimizer, step: its step-time
+stacks, resplot/draw/composites.py).
 """
 
 from __future__ import annotations
@@ -53,19 +55,33 @@ from PyQt5.QtWidgets import QApplication  # noqa: E402
 
 SECTION = "## resplot: a live poll drawn in layers (issue 31)"
 KEYS = ("train/loss", "train/lr", "train/grad_norm", "train/tokens_per_s")
+# With --page timing: each step's timed parts too (the Timing page's stacks and step time).
+TIMING_KEYS = ("time/data", "time/forward", "time/backward", "time/optimizer", "time/step")
 
 
-def series_values(i: int, s: np.ndarray) -> dict[str, np.ndarray]:
-    return {
+def series_values(i: int, s: np.ndarray, timing: bool = False) -> dict[str, np.ndarray]:
+    out = {
         "train/loss": 2.5 + 0.05 * i + 2 * np.exp(-s / 30_000) + 0.02 * np.sin(s * (i + 1)),
         "train/lr": 3e-4 * np.minimum(1.0, (s + 1) / 2000.0),
         "train/grad_norm": 1.0 + 0.1 * np.sin(s / 10.0 + i),
         "train/tokens_per_s": 40_000.0 + 10.0 * ((s + i) % 7),
     }
+    if timing:
+        jitter = 0.002 * np.sin(s / 7.0 + i)
+        parts = {"data": 0.01, "forward": 0.1, "backward": 0.2, "optimizer": 0.03}
+        out |= {f"time/{name}": v + jitter for name, v in parts.items()}
+        out["time/step"] = sum(parts.values()) + 0.02 + 4 * jitter
+    return out
 
 
-def build_store(path: Path, runs: int, steps: int) -> None:
-    """The sweep, written once through the rollup writer (kept in the temp folder)."""
+def store_path(args) -> Path:
+    timing = "-timing" if args.page == "timing" else ""
+    return Path(tempfile.gettempdir()) / f"reslog-live{timing}-{args.runs}x{args.steps}.db"
+
+
+def build_store(path: Path, runs: int, steps: int, timing: bool = False) -> None:
+    """The sweep, written once through the rollup writer (kept in the temp folder); `timing`:
+    with each step's timed parts."""
     from schema.store.rollup_writer import RollupWriter
     from tests.fixtures.stores import BASE_TIME, key_id, make_run, new_store
 
@@ -73,7 +89,8 @@ def build_store(path: Path, runs: int, steps: int) -> None:
     if marker is None:
         return
     engine = new_store(path)
-    ids = {k: key_id(engine, k) for k in (*KEYS, "valid/loss")}
+    keys = (*KEYS, *(TIMING_KEYS if timing else ()), "valid/loss")
+    ids = {k: key_id(engine, k) for k in keys}
     for i in range(runs):
         run = make_run(
             engine,
@@ -87,7 +104,7 @@ def build_store(path: Path, runs: int, steps: int) -> None:
             s = np.arange(a, min(steps, a + 50_000))
             walls = (BASE_TIME + s * 0.3).tolist()
             rows = []
-            for key, values in series_values(i, s).items():
+            for key, values in series_values(i, s, timing).items():
                 rows += zip(
                     [run.id] * len(s),
                     [ids[key]] * len(s),
@@ -111,10 +128,18 @@ class Sweep:
     """Appends steps to every series of every run of the store (a live sweep's writers)."""
 
     def __init__(
-        self, path: Path, runs: int, steps: int, live: int | None = None, events: int = 0
+        self,
+        path: Path,
+        runs: int,
+        steps: int,
+        live: int | None = None,
+        events: int = 0,
+        timing: bool = False,
     ) -> None:
         """`live`: the runs (oldest first) that get points; the others are marked finished.
-        `events`: checkpoint events each live run has logged, spread over its steps."""
+        `events`: checkpoint events each live run has logged, spread over its steps.
+        `timing`: the store has each step's timed parts (build_store)."""
+        self.timing = timing
         from schema.store import read
         from schema.store.connect import open_store
 
@@ -145,7 +170,7 @@ class Sweep:
         for i, run_id in enumerate(self.ids):
             series = {
                 k: [(int(a), float(v), BASE_TIME + a * 0.3) for a, v in zip(s, vals, strict=True)]
-                for k, vals in series_values(i, s).items()
+                for k, vals in series_values(i, s, self.timing).items()
             }
             add_points(self.engine, run_id, series)
         self.next += n
@@ -372,6 +397,12 @@ def main() -> None:
         default=0,
         help="with --tree: time both trees in this many alternated pairs of child processes",
     )
+    ap.add_argument(
+        "--page",
+        choices=("training", "timing"),
+        default="training",
+        help="the page followed (timing: the store has step-time parts, the page stacks them)",
+    )
     ap.add_argument("--modes", default="full,layers", help=argparse.SUPPRESS)
     args = ap.parse_args()
     child = args.modes == "before"
@@ -382,15 +413,16 @@ def main() -> None:
     from resplot.ui.window import MainWindow
 
     app = QApplication.instance() or QApplication([])
-    path = Path(tempfile.gettempdir()) / f"reslog-live-{args.runs}x{args.steps}.db"
+    path = store_path(args)
+    timing = args.page == "timing"
     t0 = time.perf_counter()
-    build_store(path, args.runs, args.steps)
+    build_store(path, args.runs, args.steps, timing)
     print(f"store {path} ready in {time.perf_counter() - t0:.1f} s", flush=True)
     # A copy per run of the bench: the polls append to it.
     with tempfile.TemporaryDirectory() as tmp:
         live = Path(tmp) / "live.db"
         shutil.copyfile(path, live)  # written whole and closed: no WAL beside it
-        sweep = Sweep(live, args.runs, args.steps, args.live, args.events)
+        sweep = Sweep(live, args.runs, args.steps, args.live, args.events, timing)
         results = []
         with Loaded([parse_spec(str(live))]) as loaded:
             for size in args.sizes.split(","):
@@ -401,6 +433,8 @@ def main() -> None:
                 if args.smoothing is not None:
                     win.set_smoothing(args.smoothing)
                 win.on_runs_changed()
+                if args.page != "training":
+                    win.set_page(args.page)
                 drawn(win, loaded)
                 if args.events:
                     first = min(loaded.cache.runs(), key=lambda r: r.created_at)
@@ -481,6 +515,8 @@ def before(args, tree: Path | None = None, label: str = "before") -> list:
         *(["--events", str(args.events)] if args.events else []),
         "--sizes",
         args.sizes,
+        "--page",
+        args.page,
     ]
     env = {**os.environ, "BENCH_TREE": str(tree), "PYTHONPATH": str(tree)}
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
@@ -527,12 +563,15 @@ def summarize(results, args, legends: dict[str, float]) -> str:
         if args.live is None
         else f"the series of {args.live} runs (the others finished)"
     )
+    if args.page != "training":
+        live += f" --page {args.page}"
+    keys = "4 keys" if args.page == "training" else "4 keys and 5 timed parts"
     lines = [
         SECTION,
         "",
         f"`.venv/bin/python scripts/bench/bench_live_poll.py --polls {args.polls} --add "
-        f"{args.add}{live}{tree}` ({args.runs} runs × {args.steps:,} steps, 4 keys at every step, "
-        f"Training page, Qt offscreen, smoothing "
+        f"{args.add}{live}{tree}` ({args.runs} runs × {args.steps:,} steps, {keys} at every "
+        f"step, {args.page.capitalize()} page, Qt offscreen, smoothing "
         f"{0.6 if args.smoothing is None else args.smoothing:g}; "
         f"each poll adds {args.add} steps to {fed}; the "
         "two modes "

@@ -244,9 +244,9 @@ def test_a_blitted_frame_is_the_pixels_of_a_full_draw(window, loaded, name):
     full, blits, patches = view.layers.full_draws, view.layers.blits, view.layers.patches
     poll(window, loaded, np.arange(N, N + 3))
     assert (view.layers.full_draws, view.layers.blits) == (full, blits + 1)
-    # Drawn only where the live series changed (resplot/ui/reach.py); the step-time stack
-    # is made anew at each refresh (new artists: all of the live tier drawn).
-    assert view.layers.patches == patches + (name != "timing")
+    # Drawn only where the live series changed (resplot/ui/reach.py); the step-time stacks
+    # too (their polygons kept and set again: resplot/draw/composites.py).
+    assert view.layers.patches == patches + 1
     blitted = _shown_rows(view)
     full, recuts = view.layers.full_draws, view.layers.recuts
     window.highlight(window.cache.runs()[0].ref)  # the others faded: their cuts made again
@@ -435,13 +435,17 @@ def _run(win, name: str):
     return next(run for run in win.cache.runs() if run.name == name)
 
 
-def _feed(win, loaded, name: str, steps: np.ndarray) -> None:
-    """Points for every series of one run, read by the headless poll, then the redraw."""
+def _feed(win, loaded, name: str, steps: np.ndarray, last: bool = False) -> None:
+    """Points for every series of one run (2.5, or with `last` each series' last value
+    again), read by the headless poll, then the redraw."""
     engine = open_store(loaded.path)
     with engine.connect() as conn:
         ids = {run.name: row_id for row_id, run in read.list_runs(conn, store=str(loaded.path))}
-    keys = win.cache.summaries(_run(win, name).ref)
-    series = {key: [(int(s), 2.5) for s in steps] for key in keys}
+    summaries = win.cache.summaries(_run(win, name).ref)
+    values = {
+        key: metric_stats(summary.agg)[0] if last else 2.5 for key, summary in summaries.items()
+    }
+    series = {key: [(int(s), values[key]) for s in steps] for key in summaries}
     add_points(engine, ids[name], series)
     engine.dispose()
     loaded.fetch()
@@ -515,6 +519,59 @@ def test_a_finished_runs_series_changing_or_a_run_ending_draws_the_page(mixed, m
     assert counts(win) == (full, blits + 1)
     series = {id(a) for t in tracks for a, _z in t._tiered()}
     assert drawn and not {id(a) for a in drawn} & series
+
+
+def test_a_poll_on_the_timing_page_sets_the_live_stack_and_keeps_the_finished_ones(
+    mixed, monkeypatch
+):
+    """The step-time stacks keep their polygons: a poll that brings the live run points sets
+    its stack's polygons again in place and patches that chart alone; the finished runs'
+    stacks are the same polygons, untouched, in the saved picture, and are not drawn.
+    (Before: every stack was made anew at every refresh, so every poll drew the page's whole
+    live tier and left the old polygons to the collector.) The kept polygons are the ones a
+    stack made afresh for the same state has, and the frame is a full draw's pixels."""
+    from matplotlib.figure import Figure
+
+    from resplot.draw.composites import Stack
+
+    win, loaded = mixed
+    show(win, loaded, "timing")
+    _feed(win, loaded, "lr-2e-4", np.arange(N, N + 2), last=True)  # the live run's first poll
+    show(win, loaded)
+    view = win.page_view()
+    page = view.page
+    live = _run(win, "lr-2e-4").ref
+    stacked = {page.specs[i].stack_ref: i for i, s in enumerate(page._stacks) if s is not None}
+    assert len(stacked) == 3 and live in stacked
+    polys = {ref: list(page._stacks[i].polys) for ref, i in stacked.items()}
+    assert all(len(p) == len(polys[live]) == 5 for p in polys.values())
+    finished = [a for ref, p in polys.items() if ref != live for a in p]
+    assert set(finished) <= set().union(*(page.settled_artists(i) for i in stacked.values()))
+    assert not set(polys[live]) & page.settled_artists(stacked[live])
+    before = [poly.get_paths()[0].vertices.copy() for poly in polys[live]]
+    drawn: list = []
+    real = page.figure.draw_artist
+    monkeypatch.setattr(page.figure, "draw_artist", lambda a: drawn.append(a) or real(a))
+    full, blits = counts(win)
+    patches = view.layers.patches
+    _feed(win, loaded, "lr-2e-4", np.arange(N + 2, N + 7), last=True)
+    assert counts(win) == (full, blits + 1) and view.layers.patches == patches + 1
+    for ref, i in stacked.items():
+        assert page._stacks[i].polys == polys[ref]  # the same polygons, none made anew
+    moved = [poly.get_paths()[0].vertices for poly in polys[live]]
+    assert any(a.shape != b.shape or (a != b).any() for a, b in zip(before, moved, strict=True))
+    assert not {id(a) for a in drawn} & {id(a) for a in finished}
+    # As a stack made afresh for the same state draws them.
+    i = stacked[live]
+    ax = Figure().add_subplot()
+    ctx = page._contexts(win.cache, win.state, [live], None, page._pixels(i))[live]
+    fresh = Stack().refresh(
+        ax, page.specs[i], win.cache, ctx, win.state.x_axis, page._pixels(i), page._fine
+    )[0]
+    assert len(fresh) == len(polys[live])
+    for kept, made in zip(polys[live], fresh, strict=True):
+        np.testing.assert_array_equal(kept.get_paths()[0].vertices, made.get_paths()[0].vertices)
+    _assert_same_pixels(_shown_rows(view), _full_draw_rows(view))
 
 
 @pytest.mark.parametrize("where", [0.3, 0.97])
