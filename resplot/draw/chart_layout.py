@@ -39,7 +39,7 @@ class ChartLayout:
             self.axes,
             self.tracks,
             self._extra,
-            self._stacks,
+            self._composites,
             self._events,
             self._empty,
             self._views,
@@ -56,7 +56,7 @@ class ChartLayout:
             self._x_root = None
         self._gridspec = None
         self.axes, self.tracks, self._extra, self._events, self._empty = [], [], [], [], []
-        self._stacks = []
+        self._composites = []
         self.specs = []
         self._legends = []
         self._clipped = set()
@@ -195,7 +195,7 @@ class ChartLayout:
         self.axes.append(before.axes[j])
         self.tracks.append(before.tracks[j])
         self._extra.append(before.extra[j])
-        self._stacks.append(before.stacks[j])
+        self._composites.append(before.composites[j])
         self._events.append(before.events[j])
         self._empty.append(before.empty[j])
         self._views.append(before.views[j])
@@ -206,7 +206,7 @@ class ChartLayout:
         self.axes.append(ax)
         self.tracks.append({})
         self._extra.append([])
-        self._stacks.append(None)
+        self._composites.append(None)
         self._events.append(events)
         self._empty.append(empty)
         self._views.append([])
@@ -263,7 +263,7 @@ class _Charts(NamedTuple):
     axes: list
     tracks: list
     extra: list
-    stacks: list
+    composites: list
     events: list
     empty: list
     views: list

@@ -29,7 +29,7 @@ from resplot.data.views import FINE_PER_PIXEL, fine_points, over_budget
 from resplot.draw import fonts
 from resplot.draw.axes_setup import NOTE_PT
 from resplot.draw.chart_layout import ChartLayout
-from resplot.draw.composites import PART_COLORS, Stack, draw_throttle
+from resplot.draw.composites import PART_COLORS, Stack, ThrottleBars
 from resplot.draw.events import EventLines, EventPlaces, draw_events
 from resplot.draw.figure_files import save_figure
 from resplot.draw.legends import AxesLegend, Entry, RunStrip
@@ -60,8 +60,9 @@ class ChartPage(ChartLayout, ChartLimits):
         self.tracks: list[dict[Item, Track]] = []
         self._layout: tuple | None = None
         self._gridspec = None  # the figure's grid of charts (section bands: shorter rows)
-        self._extra: list[list] = []  # per axes: its stack's or throttle bars' artists
-        self._stacks: list[Stack | None] = []  # per axes: its step-time stack, kept
+        self._extra: list[list] = []  # per axes: its composite's artists as last drawn
+        # per axes: its step-time stack or throttle bars, kept between refreshes
+        self._composites: list[Stack | ThrottleBars | None] = []
         self._events: list[EventLines] = []
         self._event_places = EventPlaces()  # each run's, shared by the charts
         self._empty: list = []
@@ -416,14 +417,13 @@ class ChartPage(ChartLayout, ChartLimits):
             return
         ax = self.axes[i]
         pixels = max(int(ax.bbox.width), 50)
-        stack = self._stacks[i]
-        if stack is not None and (spec.kind != "stacked" or spec.stack_ref is None):
-            stack.remove()
-            stack = self._stacks[i] = None
-        kept = set(stack.polys) if stack is not None else set()
-        for artist in self._extra[i]:
-            if artist not in kept:  # (throttle bars: made anew)
-                artist.remove()
+        kind = _composite_kind(spec)
+        composite = self._composites[i]
+        if composite is not None and type(composite) is not kind:
+            composite.remove()
+            composite = self._composites[i] = None
+        if composite is None and kind is not None:
+            composite = self._composites[i] = kind()
         self._extra[i] = []
         self._views[i] = []
         tracks = self.tracks[i]
@@ -436,18 +436,11 @@ class ChartPage(ChartLayout, ChartLimits):
                 self._views[i].append(view)
                 if xlim is None and state.x_axis != "step":  # (steps are the x: no map)
                     self._remember_x(track)
-        if spec.kind == "stacked" and spec.stack_ref is not None:
-            if stack is None:
-                stack = self._stacks[i] = Stack()
-            artists, views = stack.refresh(
-                ax, spec, cache, contexts[spec.stack_ref], state.x_axis, pixels, self._fine
-            )
-        elif spec.kind == "throttle":
-            artists, views = draw_throttle(
-                ax, spec, cache, contexts, state.x_axis, pixels, xlim, self._fine
-            )
-        else:
-            artists, views = [], []
+        artists, views = (
+            composite.refresh(ax, spec, cache, contexts, state.x_axis, pixels, xlim, self._fine)
+            if composite is not None
+            else ([], [])
+        )
         self._extra[i] += artists
         self._views[i] += views
         hidden = set(state.hidden_events)
@@ -547,6 +540,13 @@ class ChartPage(ChartLayout, ChartLimits):
 
     def save(self, path: str | Path, dpi: int = 120) -> None:
         save_figure(self.figure, path, dpi)
+
+
+def _composite_kind(spec: PanelSpec) -> type[Stack] | type[ThrottleBars] | None:
+    """What draws a chart of several series at once (None: its tracks alone)."""
+    if spec.kind == "stacked" and spec.stack_ref is not None:
+        return Stack
+    return ThrottleBars if spec.kind == "throttle" else None
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Panels drawn from several series at once: a run's step time stacked by part (data wait,
 forward, backward, optimizer, other: a Stack, its polygons kept between refreshes), and GPU
-throttle reasons as bars (rebuilt every refresh). Each gives the artists it drew and the series
-views it drew them from."""
+throttle reasons as bars (ThrottleBars, kept alike). Each gives the artists it drew and the
+series views it drew them from."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from resplot.data.alerts import THROTTLE_BITS
 from resplot.data.cache import SeriesCache
 from resplot.data.decimate import bucket_mean
 from resplot.data.model import RunInfo
-from resplot.data.pages import TIMING_PARTS, PanelSpec
+from resplot.data.pages import TIMING_PARTS, Item, PanelSpec
 from resplot.data.views import SeriesView, ViewMemo, series_view
 from resplot.draw.clip_box import share_clip_box
 from resplot.draw.track_inputs import RunContext
-from resplot.draw.tracks import SETTLED
+from resplot.draw.tracks import SETTLED, tier_zorder
 
 PART_COLORS = {
     "data": "#e15759",
@@ -27,6 +27,7 @@ PART_COLORS = {
     "other": "#bab0ac",
 }
 BAR_PT = 6.0  # height of a throttle bar (a '|' marker of 8 pt before)
+BARS_ZORDER = 2.0  # a LineCollection's own: a settled run's bars (a live run's: over them)
 
 
 class Stack:
@@ -60,18 +61,24 @@ class Stack:
         memo = self._memos.setdefault(key, ViewMemo())
         return series_view(cache, ref, key, ctx.lo, ctx.hi, pixels, memo=memo, **kw)
 
+    def artists(self) -> list:
+        return list(self.polys)
+
     def refresh(
         self,
         ax,
         spec: PanelSpec,
         cache: SeriesCache,
-        ctx: RunContext,
+        contexts: dict,
         mode: str,
         pixels: int,
+        xlim,
         fine: int,
     ) -> tuple[list, list]:
-        """Its polygons (set for this state) and the views they were drawn from."""
+        """Its polygons (set for this state) and the views they were drawn from (`xlim`: the
+        buckets' columns are the view's own)."""
         ref = spec.stack_ref
+        ctx = contexts[ref]
         self.run = ctx.run
         keys = {item.part: item.key for item in spec.items}
         total_key = keys.get("other", "time/step")
@@ -156,56 +163,139 @@ def _stacked(total: SeriesView, parts: list, mode: str, ctx: RunContext, pixels:
     return bucket_mean(x[order], [p[order] for p in [*cols, other]], pixels)
 
 
-def draw_throttle(
-    ax, spec: PanelSpec, cache: SeriesCache, contexts, mode: str, pixels: int, xlim, fine: int
-) -> tuple[list, list]:
+class ThrottleBars:
     """Throttle reasons as bars, a row per reason and a lane per series: from raw samples,
     or from each bucket's OR of the flags when zoomed out (exact: any throttling in a bucket
     shows). A throttled pixel column is marked, and a stretch of them is one bar: a card
     under a power cap all week is one bar, where a marker per column drew ~700 of them per
-    reason and series (0.6 s for the system page of 8 runs × 8 GPUs)."""
-    artists, views = [], []
-    bits = list(THROTTLE_BITS)
-    n = max(len(spec.items), 1)
-    for j, item in enumerate(spec.items):
-        ctx = contexts[item.ref]
-        view = series_view(cache, item.ref, item.key, ctx.lo, ctx.hi, pixels, fine_per_pixel=fine)
-        if view is None:
-            continue
-        views.append(view)
-        x = xaxis.x_values(mode, ctx.run, view.mid_steps, view.mid_walls, ctx.guide)
-        if x is None or len(x) == 0:
-            continue
-        if view.level == 0:
-            mask = np.nan_to_num(view.values, nan=0.0).astype(np.int64)
-        else:
-            mask = np.where(view.bits >= 0, view.bits, 0)
-        segments = []
-        lo, hi = (x.min(), x.max()) if xlim is None else xlim
-        width = (hi - lo) / pixels if hi > lo else 1.0
-        for row, bit in enumerate(bits):
-            on = x[(mask & bit) != 0]
-            if len(on) == 0:
-                continue
-            columns = np.unique(np.floor((on - lo) / width))
-            # Runs of adjacent columns: where the next column is not this one plus one.
-            breaks = np.flatnonzero(np.diff(columns) > 1)
-            starts = columns[np.concatenate(([0], breaks + 1))]
-            ends = columns[np.concatenate((breaks, [len(columns) - 1]))] + 1
-            y = row + 0.8 * ((j + 0.5) / n - 0.5)
-            pairs = zip(starts * width + lo, ends * width + lo, strict=True)
-            segments.extend([(a, y), (b, y)] for a, b in pairs)
-        if segments:
-            bars = LineCollection(
-                segments,
-                linewidths=BAR_PT,
-                colors=item.color,
-                capstyle="butt",
-                label=item.label,
+    reason and series (0.6 s for the system page of 8 runs × 8 GPUs).
+
+    A series' bars are kept between refreshes as a Stack's polygons are: set again where its
+    view or the chart's range changed, left as they are where nothing did (a finished run's,
+    in the window's saved picture), and made anew, in the chart's order, only where the
+    series that have bars changed."""
+
+    def __init__(self) -> None:
+        self.bars: dict[Item, LineCollection] = {}
+        self._segments: dict[Item, list] = {}  # each series' bars as set
+        self._drawn: dict[Item, tuple] = {}  # what they were set from (Stack._drawn)
+        self._runs: dict[Item, RunInfo | None] = {}
+        self._memos: dict[Item, ViewMemo] = {}
+
+    def artists(self) -> list:
+        return list(self.bars.values())
+
+    def settled_artists(self) -> list:
+        """The bars of runs that ended (a live poll leaves them as they are)."""
+        return [
+            bars
+            for item, bars in self.bars.items()
+            if (run := self._runs.get(item)) is not None and run.status in SETTLED
+        ]
+
+    def remove(self) -> None:
+        for bars in self.bars.values():
+            bars.remove()
+        self.bars = {}
+
+    def refresh(
+        self,
+        ax,
+        spec: PanelSpec,
+        cache: SeriesCache,
+        contexts: dict,
+        mode: str,
+        pixels: int,
+        xlim,
+        fine: int,
+    ) -> tuple[list, list]:
+        """The bars (set for this state) and the views they were drawn from."""
+        views, segments, changed = [], {}, []
+        n = max(len(spec.items), 1)
+        for item in set(self._memos) - set(spec.items):
+            self._memos.pop(item)
+            self._drawn.pop(item, None)
+            self._segments.pop(item, None)
+            self._runs.pop(item, None)
+        for j, item in enumerate(spec.items):
+            ctx = contexts[item.ref]
+            self._runs[item] = ctx.run
+            memo = self._memos.setdefault(item, ViewMemo())
+            view = series_view(
+                cache, item.ref, item.key, ctx.lo, ctx.hi, pixels, fine_per_pixel=fine, memo=memo
             )
-            ax.add_collection(bars, autolim=False)
-            share_clip_box(ax, bars)
-            flat = np.asarray(segments).reshape(-1, 2)
+            if view is None:
+                continue
+            views.append(view)
+            guide = () if ctx.guide is None else tuple(ctx.guide)
+            drawn = (
+                (mode, pixels, xlim, ctx.lo, ctx.hi, ctx.run if mode != "step" else None, j, n),
+                (view, *guide),
+            )
+            if item in self._segments and _alike(drawn, self._drawn[item]):
+                found = self._segments[item]
+            else:
+                found = _throttle_segments(view, mode, ctx, pixels, xlim, j, n)
+                self._segments[item], self._drawn[item] = found, drawn
+                changed.append(item)
+            if found:
+                segments[item] = found
+        if list(segments) != list(self.bars):
+            # Series with bars came or went: all made anew, in the chart's order (the order a
+            # page drawn afresh draws them in).
+            self.remove()
+            changed = list(segments)
+        for item in changed:
+            if item not in segments:
+                continue
+            bars = self.bars.get(item)
+            if bars is None:
+                bars = self.bars[item] = LineCollection(
+                    segments[item],
+                    linewidths=BAR_PT,
+                    colors=item.color,
+                    capstyle="butt",
+                    label=item.label,
+                )
+                ax.add_collection(bars, autolim=False)
+                share_clip_box(ax, bars)
+            else:
+                bars.set_segments(segments[item])
+            flat = np.asarray(segments[item]).reshape(-1, 2)
             bars._resplot_limits = [flat.min(axis=0), flat.max(axis=0)]
-            artists.append(bars)
-    return artists, views
+        for item, bars in self.bars.items():
+            # A live run's bars over every finished run's, as its series are (tracks.py): the
+            # finished ones' then lie in the window's saved picture.
+            run = self._runs.get(item)
+            z = tier_zorder(BARS_ZORDER, run is None or run.status not in SETTLED)
+            if bars.get_zorder() != z:
+                bars.set_zorder(z)
+        return self.artists(), views
+
+
+def _throttle_segments(view: SeriesView, mode: str, ctx: RunContext, pixels: int, xlim, j, n):
+    """One series' bars, lane j of n: a segment a stretch of throttled pixel columns a
+    reason."""
+    x = xaxis.x_values(mode, ctx.run, view.mid_steps, view.mid_walls, ctx.guide)
+    if x is None or len(x) == 0:
+        return []
+    if view.level == 0:
+        mask = np.nan_to_num(view.values, nan=0.0).astype(np.int64)
+    else:
+        mask = np.where(view.bits >= 0, view.bits, 0)
+    segments = []
+    lo, hi = (x.min(), x.max()) if xlim is None else xlim
+    width = (hi - lo) / pixels if hi > lo else 1.0
+    for row, bit in enumerate(THROTTLE_BITS):
+        on = x[(mask & bit) != 0]
+        if len(on) == 0:
+            continue
+        columns = np.unique(np.floor((on - lo) / width))
+        # Runs of adjacent columns: where the next column is not this one plus one.
+        breaks = np.flatnonzero(np.diff(columns) > 1)
+        starts = columns[np.concatenate(([0], breaks + 1))]
+        ends = columns[np.concatenate((breaks, [len(columns) - 1]))] + 1
+        y = row + 0.8 * ((j + 0.5) / n - 0.5)
+        pairs = zip(starts * width + lo, ends * width + lo, strict=True)
+        segments.extend([(a, y), (b, y)] for a, b in pairs)
+    return segments

@@ -245,14 +245,14 @@ class ChartLimits(FollowsData):
 
     def settled_artists(self, i: int) -> set:
         """Chart i's artists that a live poll leaves as they are: the series of runs that
-        ended (resplot/draw/tracks.py, SETTLED), their step-time stacks, and the event lines.
-        The window keeps them in its saved picture of the chart, up to the first artist in
-        drawing order that is not one of them (resplot/ui/layers.py)."""
+        ended (resplot/draw/tracks.py, SETTLED), their stacks and throttle bars, and the event
+        lines. The window keeps them in its saved picture of the chart, up to the first artist
+        in drawing order that is not one of them (resplot/ui/layers.py)."""
         if i >= len(self.tracks):
             return set()
         out = {a for track in self.tracks[i].values() for a in track.settled_artists()}
-        if i < len(self._stacks) and self._stacks[i] is not None:
-            out.update(self._stacks[i].settled_artists())
+        if i < len(self._composites) and self._composites[i] is not None:
+            out.update(self._composites[i].settled_artists())
         if i < len(self._events):
             out.update(self._events[i].artists())
         return out

@@ -27,7 +27,9 @@ run that logs one a second: 3,600 an hour) and selects the first live run in the
 events are drawn on every chart (with more than five runs plotted only the highlighted or
 selected runs' are). `--page timing` follows the Timing page instead, of a store whose runs
 also log each step's timed parts (data, forward, backward, optimizer, step: its step-time
-stacks, resplot/draw/composites.py).
+stacks, resplot/draw/composites.py); `--page system` the System page, of a store whose runs
+also log two GPUs' utilisation, temperature, power and throttle reasons (a power cap over a
+quarter of the steps: its throttle bars).
 """
 
 from __future__ import annotations
@@ -55,33 +57,48 @@ from PyQt5.QtWidgets import QApplication  # noqa: E402
 
 SECTION = "## resplot: a live poll drawn in layers (issue 31)"
 KEYS = ("train/loss", "train/lr", "train/grad_norm", "train/tokens_per_s")
-# With --page timing: each step's timed parts too (the Timing page's stacks and step time).
-TIMING_KEYS = ("time/data", "time/forward", "time/backward", "time/optimizer", "time/step")
+# What a page's store logs besides KEYS at every step: --page timing, each step's timed parts
+# (the Timing page's stacks and step time); --page system, two GPUs' telemetry.
+PAGE_KEYS = {
+    "training": (),
+    "timing": ("time/data", "time/forward", "time/backward", "time/optimizer", "time/step"),
+    "system": tuple(
+        f"sys/gpu{g}/{k}" for g in (0, 1) for k in ("util", "temp_c", "power_w", "throttle")
+    ),
+}
+POWER_CAP = 0x4  # NVML's clock-event reason (schema/rules/throttle.py)
 
 
-def series_values(i: int, s: np.ndarray, timing: bool = False) -> dict[str, np.ndarray]:
+def series_values(i: int, s: np.ndarray, page: str = "training") -> dict[str, np.ndarray]:
     out = {
         "train/loss": 2.5 + 0.05 * i + 2 * np.exp(-s / 30_000) + 0.02 * np.sin(s * (i + 1)),
         "train/lr": 3e-4 * np.minimum(1.0, (s + 1) / 2000.0),
         "train/grad_norm": 1.0 + 0.1 * np.sin(s / 10.0 + i),
         "train/tokens_per_s": 40_000.0 + 10.0 * ((s + i) % 7),
     }
-    if timing:
+    if page == "timing":
         jitter = 0.002 * np.sin(s / 7.0 + i)
         parts = {"data": 0.01, "forward": 0.1, "backward": 0.2, "optimizer": 0.03}
         out |= {f"time/{name}": v + jitter for name, v in parts.items()}
         out["time/step"] = sum(parts.values()) + 0.02 + 4 * jitter
+    if page == "system":
+        for g in (0, 1):
+            capped = ((s + 7_000 * (i + g)) // 5_000) % 4 == 0
+            out[f"sys/gpu{g}/util"] = 90.0 + 5.0 * np.sin(s / 50.0 + i + g)
+            out[f"sys/gpu{g}/temp_c"] = 70.0 + 3.0 * np.sin(s / 500.0 + g)
+            out[f"sys/gpu{g}/power_w"] = np.where(capped, 700.0, 600.0 + 20.0 * np.sin(s / 9.0))
+            out[f"sys/gpu{g}/throttle"] = np.where(capped, float(POWER_CAP), 0.0)
     return out
 
 
 def store_path(args) -> Path:
-    timing = "-timing" if args.page == "timing" else ""
-    return Path(tempfile.gettempdir()) / f"reslog-live{timing}-{args.runs}x{args.steps}.db"
+    page = "" if args.page == "training" else f"-{args.page}"
+    return Path(tempfile.gettempdir()) / f"reslog-live{page}-{args.runs}x{args.steps}.db"
 
 
-def build_store(path: Path, runs: int, steps: int, timing: bool = False) -> None:
-    """The sweep, written once through the rollup writer (kept in the temp folder); `timing`:
-    with each step's timed parts."""
+def build_store(path: Path, runs: int, steps: int, page: str = "training") -> None:
+    """The sweep, written once through the rollup writer (kept in the temp folder), with what
+    `page` draws (PAGE_KEYS)."""
     from schema.store.rollup_writer import RollupWriter
     from tests.fixtures.stores import BASE_TIME, key_id, make_run, new_store
 
@@ -89,7 +106,7 @@ def build_store(path: Path, runs: int, steps: int, timing: bool = False) -> None
     if marker is None:
         return
     engine = new_store(path)
-    keys = (*KEYS, *(TIMING_KEYS if timing else ()), "valid/loss")
+    keys = (*KEYS, *PAGE_KEYS[page], "valid/loss")
     ids = {k: key_id(engine, k) for k in keys}
     for i in range(runs):
         run = make_run(
@@ -104,7 +121,7 @@ def build_store(path: Path, runs: int, steps: int, timing: bool = False) -> None
             s = np.arange(a, min(steps, a + 50_000))
             walls = (BASE_TIME + s * 0.3).tolist()
             rows = []
-            for key, values in series_values(i, s, timing).items():
+            for key, values in series_values(i, s, page).items():
                 rows += zip(
                     [run.id] * len(s),
                     [ids[key]] * len(s),
@@ -134,12 +151,12 @@ class Sweep:
         steps: int,
         live: int | None = None,
         events: int = 0,
-        timing: bool = False,
+        page: str = "training",
     ) -> None:
         """`live`: the runs (oldest first) that get points; the others are marked finished.
         `events`: checkpoint events each live run has logged, spread over its steps.
-        `timing`: the store has each step's timed parts (build_store)."""
-        self.timing = timing
+        `page`: the page the store was built for (build_store)."""
+        self.page = page
         from schema.store import read
         from schema.store.connect import open_store
 
@@ -170,7 +187,7 @@ class Sweep:
         for i, run_id in enumerate(self.ids):
             series = {
                 k: [(int(a), float(v), BASE_TIME + a * 0.3) for a, v in zip(s, vals, strict=True)]
-                for k, vals in series_values(i, s, self.timing).items()
+                for k, vals in series_values(i, s, self.page).items()
             }
             add_points(self.engine, run_id, series)
         self.next += n
@@ -399,9 +416,9 @@ def main() -> None:
     )
     ap.add_argument(
         "--page",
-        choices=("training", "timing"),
+        choices=tuple(PAGE_KEYS),
         default="training",
-        help="the page followed (timing: the store has step-time parts, the page stacks them)",
+        help="the page followed (its store logs what it draws: PAGE_KEYS)",
     )
     ap.add_argument("--modes", default="full,layers", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -414,15 +431,14 @@ def main() -> None:
 
     app = QApplication.instance() or QApplication([])
     path = store_path(args)
-    timing = args.page == "timing"
     t0 = time.perf_counter()
-    build_store(path, args.runs, args.steps, timing)
+    build_store(path, args.runs, args.steps, args.page)
     print(f"store {path} ready in {time.perf_counter() - t0:.1f} s", flush=True)
     # A copy per run of the bench: the polls append to it.
     with tempfile.TemporaryDirectory() as tmp:
         live = Path(tmp) / "live.db"
         shutil.copyfile(path, live)  # written whole and closed: no WAL beside it
-        sweep = Sweep(live, args.runs, args.steps, args.live, args.events, timing)
+        sweep = Sweep(live, args.runs, args.steps, args.live, args.events, args.page)
         results = []
         with Loaded([parse_spec(str(live))]) as loaded:
             for size in args.sizes.split(","):
@@ -565,7 +581,11 @@ def summarize(results, args, legends: dict[str, float]) -> str:
     )
     if args.page != "training":
         live += f" --page {args.page}"
-    keys = "4 keys" if args.page == "training" else "4 keys and 5 timed parts"
+    keys = {
+        "training": "4 keys",
+        "timing": "4 keys and 5 timed parts",
+        "system": "4 keys and 2 GPUs' utilisation, temperature, power and throttle reasons",
+    }[args.page]
     lines = [
         SECTION,
         "",
