@@ -43,7 +43,13 @@ from matplotlib.transforms import Bbox
 
 from resplot.ui.reach import grown, on_screen
 
-CHUNK_PX = 64  # bodies end on multiples of this from the axes' left edge
+# Bodies end on multiples of CHUNK_PX from the axes' left edge. A poll draws a tail of
+# MARGIN_PX to MARGIN_PX + CHUNK_PX columns: each of a raw series' is four vertices of
+# zig-zag for Agg to stroke, ~0.6 ms a 40-column tail on the System page. A series' end passing
+# a boundary cuts the page's live series again (their bodies drawn): at 16 rather than 64 four
+# times as often, which costs less than the longer tails did even for a run whose x range
+# grows 0.5 % a poll (docs/benchmarks/viewer.md, stop 66).
+CHUNK_PX = 16
 MARGIN_PX = 8  # ... at least this far left of the series' last point (the columns a poll changes)
 MIN_VERTICES = 64  # a shorter series is drawn whole
 PAD_PX = 3  # each part reaches this far past the boundary (half a stroke, its join, antialias)
