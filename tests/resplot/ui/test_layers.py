@@ -540,6 +540,16 @@ def test_a_finished_runs_series_changing_or_a_run_ending_draws_the_page(mixed, m
     assert drawn and not {id(a) for a in drawn} & series
 
 
+def _live_page(win, loaded, name: str):
+    """Page `name` shown after the live run's first poll (its limits fitted to it): the page's
+    view, the page and the live run's ref."""
+    show(win, loaded, name)
+    _feed(win, loaded, "lr-2e-4", np.arange(N, N + 2), last=True)
+    show(win, loaded)
+    view = win.page_view()
+    return view, view.page, _run(win, "lr-2e-4").ref
+
+
 def test_a_poll_on_the_timing_page_sets_the_live_stack_and_keeps_the_finished_ones(
     mixed, monkeypatch
 ):
@@ -554,12 +564,7 @@ def test_a_poll_on_the_timing_page_sets_the_live_stack_and_keeps_the_finished_on
     from resplot.draw.composites import Stack
 
     win, loaded = mixed
-    show(win, loaded, "timing")
-    _feed(win, loaded, "lr-2e-4", np.arange(N, N + 2), last=True)  # the live run's first poll
-    show(win, loaded)
-    view = win.page_view()
-    page = view.page
-    live = _run(win, "lr-2e-4").ref
+    view, page, live = _live_page(win, loaded, "timing")
     stacked = {page.specs[i].stack_ref: i for i, s in enumerate(page._composites) if s is not None}
     assert len(stacked) == 3 and live in stacked
     polys = {ref: list(page._composites[i].polys) for ref, i in stacked.items()}
@@ -607,12 +612,7 @@ def test_a_poll_on_the_system_page_sets_the_live_runs_throttle_bars_in_place(
     from resplot.draw.composites import ThrottleBars
 
     win, loaded = throttled
-    show(win, loaded, "system")
-    _feed(win, loaded, "lr-2e-4", np.arange(N, N + 2), last=True)  # the live run's first poll
-    show(win, loaded)
-    view = win.page_view()
-    page = view.page
-    live = _run(win, "lr-2e-4").ref
+    view, page, live = _live_page(win, loaded, "system")
     [i] = [i for i, c in enumerate(page._composites) if isinstance(c, ThrottleBars)]
     bars = dict(page._composites[i].bars)
     assert {item.ref for item in bars} == {r.ref for r in win.cache.runs()}
