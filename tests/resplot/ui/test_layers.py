@@ -9,6 +9,8 @@ The real MainWindow (offscreen) over a real SQLite store read through a local ag
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from PyQt5.QtWidgets import QApplication
@@ -27,6 +29,7 @@ pytestmark = pytest.mark.integration
 
 N = 3000
 RUNS = 3
+DRAW_WAIT_S = 60.0  # a page's draw, its turns and the redraw timer it may wait for
 
 
 def _points(i: int) -> dict:
@@ -96,9 +99,11 @@ def show(win, loaded, page: str | None = None) -> None:
 
 
 def drawn(win) -> None:
-    """Run the event loop until the page's draw (in pieces: resplot/ui/pieces.py) is done."""
+    """Run the event loop until the page's draw (in pieces: resplot/ui/pieces.py) is done,
+    a draw held for the window's redraw timer included (bounded by time, not turns)."""
     canvas = win.page_view().canvas
-    for _ in range(1000):
+    deadline = time.monotonic() + DRAW_WAIT_S
+    while time.monotonic() < deadline:
         QApplication.processEvents()
         if not canvas.draw_due:
             return
@@ -423,8 +428,6 @@ def throttled(qtbot, store_path, tmp_path):
 
 
 def _mixed(qtbot, store_path, tmp_path, points):
-    import time
-
     engine = new_store(store_path)
     for i, status in enumerate(["finished", "finished", "running"]):
         make_run(

@@ -10,12 +10,15 @@ test_layers.py (its fixtures and helpers); `queued.turn_s = 0` makes each piece 
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from PyQt5.QtGui import QImage
 from PyQt5.QtWidgets import QApplication
 
 from tests.resplot.ui.test_layers import (  # noqa: F401 (loaded, window, mixed: the fixtures)
+    DRAW_WAIT_S,
     N,
     _assert_same_pixels,
     _feed,
@@ -33,8 +36,13 @@ pytestmark = pytest.mark.integration
 
 
 def _turns(view) -> int:
-    """Run the event loop a turn at a time until the page's draw is done; how many turns."""
-    for turns in range(1, 2000):
+    """Run the event loop a turn at a time until the page's draw is done; how many turns.
+    Bounded by time, not turns: a draw the window holds for its redraw (one due within
+    REDRAW_DELAY_MS of the last: `hold_pieces`) waits for that timer, and 2,000 idle turns
+    passed in less (CI found a resize right after a redraw so)."""
+    turns, deadline = 0, time.monotonic() + DRAW_WAIT_S
+    while time.monotonic() < deadline:
+        turns += 1
         QApplication.processEvents()
         if not view.canvas.draw_due:
             return turns
@@ -270,3 +278,23 @@ def test_a_draw_given_up_holds_none_of_the_pages_artists(window, loaded):
     assert view.release.release()
     gc.collect()
     assert line() is None and not view.canvas.drawing
+
+
+def test_a_resize_right_after_a_redraw_is_drawn_after_the_redraw_it_waits_for(window, loaded):
+    """Within REDRAW_DELAY_MS of the last redraw a resize's redraw waits for the window's
+    timer, and the page's draw waits for that refresh (`hold_pieces`: a draw now would be
+    drawn again after): held, then done once the timer has run, at the new size. (The
+    event loop turns idle meanwhile: a wait of 2,000 turns ended before the timer, in CI.)"""
+    show(window, loaded, "training")
+    view = window.page_view()
+    canvas = view.canvas
+    canvas.queued.turn_s = 0.0
+    redraws = window.redraw_count
+    window.redraw_now()
+    window.resize(1200, 760)
+    QApplication.processEvents()
+    assert canvas.draw_due and canvas.queued.held  # the draw waits for the redraw
+    _turns(view)
+    assert window.redraw_count >= redraws + 2  # the resize's own redraw ran
+    assert canvas.get_width_height() == (canvas.width(), canvas.height())
+    assert not canvas.queued.held and canvas.queued.pieces is None
