@@ -45,7 +45,7 @@ class Stack:
         self.polys: list = []
         self.run: RunInfo | None = None  # the run the last refresh drew
         self._memos: dict[str, ViewMemo] = {}
-        self._drawn: tuple = ((), ())  # (plain values, objects) the polygons were set from
+        self._drawn: tuple = ((), ())  # what the polygons were set from (_stamp)
 
     def settled_artists(self) -> list:
         """Its polygons where its run ended (a live poll leaves them as they are)."""
@@ -92,22 +92,16 @@ class Stack:
             else self._view(cache, ref, key, ctx, pixels, level=total.level)
             for name in TIMING_PARTS
         ]
-        # What the polygons are drawn from: views and arrays are the same objects while
-        # their data is (the views' memos), the rest equal.
-        guide = () if ctx.guide is None else tuple(ctx.guide)
-        drawn = (
-            (ref, mode, pixels, ctx.lo, ctx.hi, ctx.run if mode != "step" else None),
-            (total, *parts, *guide),
-        )
+        drawn = _stamp(ctx, mode, (ref, pixels), (total, *parts))
         if self.polys and _alike(drawn, self._drawn):
-            return list(self.polys), [total]
+            return self.artists(), [total]
         x, bys = _stacked(total, parts, mode, ctx, pixels)
         if x is None:
             self.remove()
             return [], [total]
         self._drawn = drawn
         self._set(ax, x, bys)
-        return list(self.polys), [total]
+        return self.artists(), [total]
 
     def _set(self, ax, bx: np.ndarray, bys: list[np.ndarray]) -> None:
         names = [*TIMING_PARTS, "other"]
@@ -132,6 +126,14 @@ class Stack:
             del self.polys[0]._resplot_limits
         # The parts' colours are named once, in the run strip above the charts: a stack fills
         # its axes (any corner would cover it) and a legend above it ran into its title.
+
+
+def _stamp(ctx: RunContext, mode: str, plain: tuple, objects: tuple) -> tuple:
+    """What a composite's artists are set from: `plain` values and the run's context (the run
+    matters to x on a time axis only), compared equal; views and the tokens guide's arrays,
+    compared as objects (a view is the same object while its data is: its memo)."""
+    guide = () if ctx.guide is None else tuple(ctx.guide)
+    return (*plain, ctx.lo, ctx.hi, ctx.run if mode != "step" else None), (*objects, *guide)
 
 
 def _alike(a: tuple, b: tuple) -> bool:
@@ -178,7 +180,7 @@ class ThrottleBars:
     def __init__(self) -> None:
         self.bars: dict[Item, LineCollection] = {}
         self._segments: dict[Item, list] = {}  # each series' bars as set
-        self._drawn: dict[Item, tuple] = {}  # what they were set from (Stack._drawn)
+        self._drawn: dict[Item, tuple] = {}  # what they were set from (_stamp)
         self._runs: dict[Item, RunInfo | None] = {}
         self._memos: dict[Item, ViewMemo] = {}
 
@@ -227,11 +229,7 @@ class ThrottleBars:
             if view is None:
                 continue
             views.append(view)
-            guide = () if ctx.guide is None else tuple(ctx.guide)
-            drawn = (
-                (mode, pixels, xlim, ctx.lo, ctx.hi, ctx.run if mode != "step" else None, j, n),
-                (view, *guide),
-            )
+            drawn = _stamp(ctx, mode, (pixels, xlim, j, n), (view,))
             if item in self._segments and _alike(drawn, self._drawn[item]):
                 found = self._segments[item]
             else:
