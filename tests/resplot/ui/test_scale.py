@@ -294,7 +294,7 @@ def test_a_first_view_in_the_fine_range_draws_data_not_empty_axes(qtbot, tmp_pat
     def done() -> bool:
         return any(page.tracks) and page.incomplete() == 0
 
-    qtbot.waitUntil(lambda: done() and draws and draws[-1][0] == draws[-1][1], timeout=60_000)
+    qtbot.waitUntil(lambda: bool(done() and draws and draws[-1][0] == draws[-1][1]), timeout=60_000)
     levels = {t.view.level for ts in page.tracks for t in ts.values()}
     assert levels and all(buckets.is_fine(lv) for lv in levels), levels
     assert not [d for d in draws if d[1] and not d[0]], draws  # series there, none drawn
