@@ -190,12 +190,13 @@ def test_a_flipped_bit_in_a_wandb_record_skips_it_and_imports_the_rest(tmp_path)
     wandb_dir = write_offline_run(tmp_path)
     path = next(wandb_dir.glob("offline-run-*/run-*.wandb"))
     data = bytearray(path.read_bytes())
+    # train/loss at step 3 as its HistoryItem holds it: value_json (field 16, tag 0x82 0x01),
+    # 4 bytes long. A bare b"0.25" also matched another row's `_runtime` (0.25...) now and then.
+    value = b"\x82\x01\x040.25"
     history = next(  # the history row of step 3 (other records repeat its values)
-        r
-        for r in records_of(path)
-        if b"0.25" in r and any(f == R_HISTORY for f, _w, _v in fields(r))
+        r for r in records_of(path) if value in r and any(f == R_HISTORY for f, _w, _v in fields(r))
     )
-    at = data.index(history) + history.index(b"0.25")  # train/loss at step 3
+    at = data.index(history) + history.index(value) + 3
     data[at + 2] ^= 0x01  # "0.25" -> "0.35"
     path.write_bytes(bytes(data))
     store = tmp_path / "s.db"
