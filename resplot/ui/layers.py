@@ -208,6 +208,9 @@ class Layers:
             return
         tiers = self._tiers(self._layered)
         self._draw(tiers, settled=True)
+        for _i, low, _high in tiers:
+            for artist in low:
+                artist.stale = False  # as drawn (an invisible one too: its draw is a no-op)
         for _ in self._over_settled(tiers):
             pass
         self._drawn_whole()
@@ -254,9 +257,9 @@ class Layers:
         """A full draw's work once the settled series are drawn: save the picture, cut the
         live series and draw their bodies, save it, draw the live tier and note where it
         reaches; a chart a piece."""
+        # (Their stale flags were cleared as each was drawn: here, after the turns a draw in
+        # pieces gave the event loop, that would hide a refresh's change between them.)
         self.settled = [a for _i, settled, _rest in tiers for a in settled]
-        for artist in self.settled:
-            artist.stale = False  # as drawn (an invisible one too: its draw is a no-op)
         self.under_cuts = self.canvas.copy_from_bbox(self.page.figure.bbox)
         self._live_drawn = [a for _i, _low, high in tiers for a in high]
         yield from self._cut_pieces(tiers)
