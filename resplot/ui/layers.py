@@ -208,9 +208,6 @@ class Layers:
             return
         tiers = self._tiers(self._layered)
         self._draw(tiers, settled=True)
-        for _i, low, _high in tiers:
-            for artist in low:
-                artist.stale = False  # as drawn (an invisible one too: its draw is a no-op)
         for _ in self._over_settled(tiers):
             pass
         self._drawn_whole()
@@ -222,8 +219,6 @@ class Layers:
         for i, low, high in tiers:
             # (an artist removed since, its chart refreshed between pieces, draws nothing)
             self._draw([(i, _attached(low), high)], settled=True)
-            for artist in low:
-                artist.stale = False  # as drawn: a change from now on shows in end_pieces
             yield
         yield from self._over_settled(tiers)
 
@@ -257,8 +252,8 @@ class Layers:
         """A full draw's work once the settled series are drawn: save the picture, cut the
         live series and draw their bodies, save it, draw the live tier and note where it
         reaches; a chart a piece."""
-        # (Their stale flags were cleared as each was drawn: here, after the turns a draw in
-        # pieces gave the event loop, that would hide a refresh's change between them.)
+        # (Their stale flags were cleared as each was drawn, _draw: here, after the turns a
+        # draw in pieces gave the event loop, that would hide a refresh's change between them.)
         self.settled = [a for _i, settled, _rest in tiers for a in settled]
         self.under_cuts = self.canvas.copy_from_bbox(self.page.figure.bbox)
         self._live_drawn = [a for _i, _low, high in tiers for a in high]
@@ -299,6 +294,9 @@ class Layers:
                 with quietly(self.page.axes[i]):
                     for artist in low:
                         figure.draw_artist(artist)
+                        # As drawn (an invisible one too: its draw is a no-op): a change from
+                        # now on makes the next draw, or a draw in pieces' end, a full one.
+                        artist.stale = False
             else:
                 self._draw_live(i, high)
 
