@@ -24,9 +24,10 @@ from resplot.data.numbers import short_value
 from resplot.data.pages import Item
 
 
-def value_text(value: float | None) -> str:
-    """A value for a legend or readout: 4 significant digits, `428k` ("" when unknown)."""
-    return "" if value is None else short_value(value)
+def value_text(value: float | None, steady: bool = False) -> str:
+    """A value for a legend or readout: 4 significant digits, `428k` ("" when unknown);
+    `steady`: with its trailing zeros (a legend's latest value: resplot/data/numbers.py)."""
+    return "" if value is None else short_value(value, steady)
 
 
 @dataclass(frozen=True)

@@ -34,9 +34,11 @@ from matplotlib import rcParams
 from matplotlib.backends.backend_agg import RendererAgg
 from matplotlib.cbook import is_math_text
 from matplotlib.legend import Legend
+from matplotlib.transforms import Bbox
 
 from resplot.draw.axis_art import text_origin
 from resplot.draw.bitmap_draw import drawn_alone, paste
+from resplot.draw.limits import quietly
 from resplot.draw.text_stamps import font_key
 
 MARGIN_PX = 2  # the frame's line and antialiasing reach past the box
@@ -58,7 +60,7 @@ class BitmapLegend(Legend):
         self.renders = 0  # bitmaps drawn afresh (tests read it)
         self.corner = kwargs.get("loc")  # as set: where it goes is part of its layout
         self._laid_out: tuple = ()  # what the box below was laid out for
-        self._box = None
+        self._box: Bbox | None = None
 
     def set_loc(self, loc=None) -> None:
         super().set_loc(loc)
@@ -73,14 +75,7 @@ class BitmapLegend(Legend):
         ):
             super().draw(renderer)
             return
-        # Laid out for its texts' shapes, each digit a 0: digits are alike (tabular), and text
-        # metrics whole pixels, so a new latest value of the same digits is the same layout.
-        shapes, laid_out = self._layout_key(renderer)
-        if laid_out != self._laid_out:
-            with self._shaped(shapes):
-                self._box = self.get_window_extent(renderer)
-            self._laid_out = laid_out
-        box = self._box
+        shapes, box = self._laid_out_box(renderer)
         key = (
             round(box.width, 3),
             round(box.height, 3),
@@ -124,17 +119,29 @@ class BitmapLegend(Legend):
             tuple(t.get_visible() for t in texts),
         )
 
+    def _laid_out_box(self, renderer) -> tuple[tuple[str, ...], Bbox]:
+        """The texts' shapes and the legend's box laid out for them, each digit a 0: digits are
+        alike (tabular), and text metrics whole pixels, so a new latest value of the same
+        digits is the same layout. Kept while that layout holds: a live poll asks where the
+        legend is (resplot/ui/reach.py) before it draws it, at each new value, and matplotlib
+        lays the whole legend out at each ask (~1.7 ms)."""
+        shapes, laid_out = self._layout_key(renderer)
+        if self._box is None or laid_out != self._laid_out:
+            # Quietly: the texts changed and put back mark the legend stale, which would mark
+            # the figure for a full draw (resplot/ui/layers.py).
+            with quietly(self.axes), self._shaped(shapes):
+                self._box = super().get_window_extent(renderer)
+            self._laid_out = laid_out
+        return shapes, self._box
+
     def get_window_extent(self, renderer=None):
-        """The box the last draw laid out, while that layout holds (a live poll asks where the
-        legend is at each new value: matplotlib lays the whole legend out again, ~1.7 ms)."""
         if (
-            renderer is not None
-            and self._box is not None
-            and self.axes is not None
-            and self._layout_key(renderer)[1] == self._laid_out
+            renderer is None
+            or self.axes is None
+            or any(is_math_text(t.get_text()) for t in self.texts)
         ):
-            return self._box.frozen()
-        return super().get_window_extent(renderer)
+            return super().get_window_extent(renderer)
+        return self._laid_out_box(renderer)[1].frozen()
 
     @contextmanager
     def _shaped(self, shapes: tuple[str, ...]) -> Iterator[None]:

@@ -137,7 +137,7 @@ class AxesLegend:
         if legend is None:
             return
         for text, item in zip(legend.get_texts(), items, strict=False):
-            value = value_text(latest.get(item))
+            value = value_text(latest.get(item), steady=True)
             text.set_text(f"{item.label}{VALUE_SEP}{value}" if value else item.label)
         # The corner depends on the limits, the axes' size in pixels (the legend's share of
         # the chart) and what each series draws; placed for other ones, it may cover data.

@@ -324,14 +324,10 @@
   // A value alone (the readout's x): four significant digits, an SI suffix from 10^4 up.
   function shortValue(v) {
     if (!isFinite(v)) return formatG(v, 4);
-    const top = Math.abs(v);
+    const top = Number(formatG(Math.abs(v), 4));  // as rounded: 999,960 is 1M, 9,999.6 is 10k
     if (top < 1e4) return formatG(v, 4);
-    let power = siPower(top), mantissa = formatG(v / Number(`1e${power}`), 4);
-    if (Math.abs(Number(mantissa)) >= 1000 && power < 15) {  // 999.96k rounds up to 1000k
-      power += 3;
-      mantissa = formatG(v / Number(`1e${power}`), 4);
-    }
-    return mantissa + SI[power];
+    const power = siPower(top);
+    return formatG(v / Number(`1e${power}`), 4) + SI[power];
   }
   function smallestGap(values) {
     const vals = [...new Set(values)].sort((a, b) => a - b);
