@@ -352,17 +352,21 @@ class Layers:
         figure_box = self._figure_box()
         boxes: list[Box] = []
         for _i, _low, high in tiers:
+            # One box a chart: its live artists drawn once a poll, not once in each of its
+            # boxes (a live series' tail and its legend's new value: the series, the spines
+            # and the end mark drawn twice).
+            chart_box = None
             for artist in high:
                 if not changed(artist):
                     continue
                 if artist not in self.reaches:
                     return None
                 now = self._reach(artist, renderer, figure_box)
-                box = join(self.reaches[artist], now)
+                chart_box = join(chart_box, join(self.reaches[artist], now))
                 self.reaches[artist] = now
                 settle(artist)
-                if box is not None and (pixels := whole_pixels(box, figure_box)) is not None:
-                    boxes.append(pixels)
+            if chart_box is not None and (pixels := whole_pixels(chart_box, figure_box)):
+                boxes.append(pixels)
         return disjoint(boxes)
 
     def _patch(self, tiers: list, boxes: list[Box]) -> None:

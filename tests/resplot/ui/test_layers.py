@@ -10,6 +10,7 @@ The real MainWindow (offscreen) over a real SQLite store read through a local ag
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from PyQt5.QtWidgets import QApplication
 from resplot.draw.limits import quietly
 from resplot.sources.polling import Loaded
 from resplot.sources.spec import parse_spec
+from resplot.ui import layers as layers_module
 from resplot.ui import settings as settings_mod
 from resplot.ui.window import MainWindow
 from schema.rules.compare import metric_stats
@@ -490,6 +492,41 @@ def test_a_poll_draws_the_live_run_over_a_picture_of_the_finished_ones(mixed, mo
     assert any(t.changed for t in tracks if t.item.ref == live)
     blitted = _shown_rows(view)
     _assert_same_pixels(blitted, _full_draw_rows(view))
+
+
+def test_a_poll_draws_each_live_artist_of_a_chart_once(mixed, monkeypatch):
+    """A poll changes a live series' tail and its chart legend's latest value: two boxes of
+    one chart (here 6 boxes for 3 charts), each drawing every live artist that reaches into
+    it, drew an artist reaching into both twice (following one run at 1280x800: 5 draws of
+    spines a poll for 4 charts). One box a chart: each artist once, the frame a full draw's
+    pixels."""
+    win, loaded = mixed
+    _feed(win, loaded, "lr-2e-4", np.arange(N, N + 2))
+    show(win, loaded)
+    view = win.page_view()
+    page = view.page
+    drawn: list = []
+    real = page.figure.draw_artist
+    monkeypatch.setattr(page.figure, "draw_artist", lambda a: drawn.append(a) or real(a))
+    boxes: list = []
+    real_box = layers_module.redraw_box
+    monkeypatch.setattr(
+        layers_module, "redraw_box", lambda *a, **k: boxes.append(a[2]) or real_box(*a, **k)
+    )
+    keys = win.cache.summaries(_run(win, "lr-2e-4").ref)
+    for k, steps in enumerate([np.arange(N + 2, N + 7), np.arange(N + 7, N + 12)]):
+        drawn.clear()
+        boxes.clear()
+        full, blits = counts(win)
+        _feed(win, loaded, "lr-2e-4", steps, values={key: 2.5 + 0.01 * (k + 1) for key in keys})
+        assert counts(win) == (full, blits + 1)
+        legends = [a for a in drawn if a in {ax.get_legend() for ax in page.axes}]
+        assert legends  # a new latest value drawn
+        times = Counter(id(a) for a in drawn)
+        assert max(times.values()) == 1, [a for a in drawn if times[id(a)] > 1]
+        # (the tail's box and the legend's of a chart were two: 6 boxes for 3 charts)
+        assert 0 < len(boxes) <= len(page.axes)
+    _assert_same_pixels(_shown_rows(view), _full_draw_rows(view))
 
 
 def test_a_finished_runs_series_changing_or_a_run_ending_draws_the_page(mixed, monkeypatch):
