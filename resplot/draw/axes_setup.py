@@ -16,6 +16,7 @@ from resplot.data.pages import PanelSpec
 from resplot.draw.axis_art import AxisArt, drop_tick_artists, hide_axes
 from resplot.draw.clip_box import share_clip_box
 from resplot.draw.events import EventLines
+from resplot.draw.kept_text import add_kept_text
 from resplot.draw.ticks import CompactFormatter, ReadableLogLocator
 
 NOTE_PT = 6.5
@@ -83,9 +84,10 @@ def dress(ax, spec: PanelSpec, x_mode: str = "step") -> tuple[EventLines, object
         color="#999999",
         fontsize=8,
     )
-    # Each live poll draws it with the series: the window's text stamps make that a copy of
-    # the same bitmap (resplot/draw/text_stamps.py).
-    note = ax.text(
+    # Each live poll draws it with the series: the same call as its last draw, a copy of the
+    # same bitmap (resplot/draw/kept_text.py, text_stamps.py).
+    note = add_kept_text(
+        ax,
         0.995,
         0.01,
         "",

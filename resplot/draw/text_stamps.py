@@ -106,6 +106,9 @@ class StampRenderer(RendererAgg):
             self.draw_image(paste, left, bottom, rgba)
         finally:
             paste.restore()
+        keep = getattr(mtext, "keep_draw", None)  # a text that draws this call again
+        if keep is not None:
+            keep(self, gc, x, y, s, prop, angle)
         return None
 
     def get_text_width_height_descent(self, s, prop, ismath):
