@@ -365,7 +365,8 @@ class Layers:
                 chart_box = join(chart_box, join(self.reaches[artist], now))
                 self.reaches[artist] = now
                 settle(artist)
-            if chart_box is not None and (pixels := whole_pixels(chart_box, figure_box)):
+            pixels = None if chart_box is None else whole_pixels(chart_box, figure_box)
+            if pixels is not None:
                 boxes.append(pixels)
         return disjoint(boxes)
 
