@@ -10,7 +10,8 @@ A 12-run sweep (tests/fixtures/sweep.py, `--steps` a run) and two processes logg
 each (tests/fixtures/live_logger.py: loss every step at ~100 steps/s, validation, telemetry,
 checkpoints) into one SQLite store, polled every `--poll` s. Actions, chosen at random (seeded):
 hover a chart, click a chart, rubber-band zoom, drag-pan, follow the data again, switch page,
-click a table row, resize 1280×800 / 1920×1080, scroll the page. Qt offscreen unless
+click a table row, resize 1280×800 / 1920×1080, scroll the page (`--actions resize=4,page=1`:
+only those kinds, at those weights, to stress one of them). Qt offscreen unless
 QT_QPA_PLATFORM says otherwise.
 
 Every `--every` seconds one row: minutes, RSS (MB), the tile cache's bytes, actions done, the
@@ -216,8 +217,17 @@ def type_counts(passes: CollectorPasses) -> Counter:
 class Actions:
     """Random things a person does to the window, as real mouse and key events (QTest)."""
 
-    def __init__(self, app, win, rng: random.Random) -> None:
+    KINDS = ("hover", "click", "zoom", "pan", "follow", "page", "row", "resize", "scroll")
+    WEIGHTS = (40, 6, 6, 6, 5, 6, 6, 2, 4)  # how often a person does each, roughly
+
+    def __init__(
+        self, app, win, rng: random.Random, weights: dict[str, float] | None = None
+    ) -> None:
         self.app, self.win, self.rng = app, win, rng
+        self.weights = [
+            (weights or {}).get(kind, 0.0) if weights else w
+            for kind, w in zip(self.KINDS, self.WEIGHTS, strict=True)
+        ]
         self.done: dict[str, int] = {}
         self.last = ""  # the kind of the last action done
 
@@ -255,10 +265,7 @@ class Actions:
 
         from resplot.data.state import PAGES
 
-        kind = self.rng.choices(
-            ["hover", "click", "zoom", "pan", "follow", "page", "row", "resize", "scroll"],
-            weights=[40, 6, 6, 6, 5, 6, 6, 2, 4],
-        )[0]
+        kind = self.rng.choices(self.KINDS, weights=self.weights)[0]
         r = self.rng.random
         if kind == "page":
             bar = self.win.tabs.tabBar()
@@ -388,7 +395,7 @@ def soak(args) -> None:
             win.state.set_poll_interval(args.poll)
             win.attach_poller(make_poller(cache, args.poll, win.ask_host_key))
             win.add_source(str(store))
-            acts = Actions(app, win, random.Random(args.seed))
+            acts = Actions(app, win, random.Random(args.seed), weights(args.actions))
             acts.wait(3000)
             # The event loop's lateness: a 10 ms timer that notes how late it fires.
             worst = [0.0, 0]  # longest gap over the tick in this interval (ms), gaps > 250 ms
@@ -517,6 +524,22 @@ def soak(args) -> None:
                 proc.wait()
 
 
+def weights(spec: str | None) -> dict[str, float] | None:
+    """`--actions resize=2,page=1` as {kind: weight}; None: every kind, a person's mix."""
+    if not spec:
+        return None
+    out: dict[str, float] = {}
+    for part in spec.split(","):
+        kind, _, w = part.partition("=")
+        if kind not in Actions.KINDS:
+            raise SystemExit(f"--actions: no action {kind!r} (one of {', '.join(Actions.KINDS)})")
+        try:
+            out[kind] = float(w or 1)
+        except ValueError:
+            raise SystemExit(f"--actions: {part!r} is not kind=weight") from None
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=60.0)
@@ -530,7 +553,12 @@ def main() -> None:
     ap.add_argument("--stacks", action="store_true", help="where the GUI thread was in stalls")
     ap.add_argument("--holders", help="types whose new objects' holders to report, e.g. Path")
     ap.add_argument("--before", help="git revision to soak first, for comparison")
+    ap.add_argument(
+        "--actions",
+        help="only these kinds, with weights: e.g. resize=2,page=1 (default: a person's mix)",
+    )
     args = ap.parse_args()
+    weights(args.actions)  # a bad --actions fails here, not in the child of --before
     if args.before:
         with tempfile.TemporaryDirectory(prefix="bench-soak-before-") as tmp:
             tree = tree_of(args.before, Path(tmp) / "before")
