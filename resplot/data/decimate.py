@@ -10,6 +10,12 @@ every series of a chart, so runs compare column by column), else `pixels` equal 
 x range. NaN and ±inf are not drawable; their positions are returned separately (so the chart
 marks them) and the line is broken in the pixel column that held them, instead of silently
 bridging the gap.
+
+A live series changes at its end only: with a `Reuse` (one a series, kept by its caller) a
+decimation into the same grid keeps the last one's columns before the first point that changed
+and cuts only the rest again. Each column is cut from its own points alone, so the result is
+the array a whole decimation gives, element for element
+(tests/resplot/data/test_decimate_reuse.py).
 """
 
 from __future__ import annotations
@@ -101,6 +107,65 @@ def in_order(x: np.ndarray, *ys: np.ndarray) -> tuple[np.ndarray, ...]:
     return (x, *ys)
 
 
+class Reuse:
+    """What one series' last decimation into a grid worked from and gave (decimate_many's
+    `reuse`): the next one cuts again only the columns from the first point that changed."""
+
+    def __init__(self) -> None:
+        self.grid: Grid | None = None  # None: nothing kept (the last one cut no grid's columns)
+        self.x: np.ndarray | None = None  # the points as cut to the x range (sorted)
+        self.ys: list[np.ndarray] = []
+        self.out: list[Decimated] = []
+        self.tails = 0  # decimations that cut the tail only (tests and benchmarks read it)
+
+    def keep(self, grid: Grid | None, x, ys: list, out: list[Decimated]) -> list[Decimated]:
+        self.grid, self.x, self.ys, self.out = grid, x, ys, out
+        return out
+
+    def first_column(self, x: np.ndarray, ys: list[np.ndarray], edges: np.ndarray) -> int:
+        """The first column of `edges` (the kept grid's) whose points differ from the last
+        decimation's (0: every column; past the last: none)."""
+        old_x = self.x
+        if old_x is None or len(ys) != len(self.ys) or np.may_share_memory(x, old_x):
+            return 0  # (an array changed in place could not be told from the one kept)
+        n = min(len(x), len(old_x))
+        differ = x[:n] != old_x[:n]
+        for y, old in zip(ys, self.ys, strict=True):
+            if np.may_share_memory(y, old):
+                return 0
+            a, b = y[:n], old[:n]
+            differ |= (a != b) & ~(np.isnan(a) & np.isnan(b))  # NaN where NaN was: the same
+        k = int(np.argmax(differ)) if differ.any() else n
+        if k == len(x) == len(old_x):
+            return len(edges)  # nothing changed
+        # Every point from k on lies in this column or a later one, before and now.
+        at = min(float(v[k]) for v in (x, old_x) if k < len(v))
+        if not np.isfinite(at):
+            return 0  # (NaN orders before nothing: no column to start from)
+        return int(np.searchsorted(edges, at, side="right")) - 1
+
+
+def _joined(old: Decimated, new: Decimated, edge: float) -> Decimated:
+    """`old`'s points and columns left of `edge`, then `new`'s (which has none left of it)."""
+
+    def left(v: np.ndarray) -> int:
+        return int(np.searchsorted(v, edge, side="left"))
+
+    p, c = left(old.x), left(old.col_x)
+    return Decimated(
+        np.concatenate([old.x[:p], new.x]),
+        np.concatenate([old.y[:p], new.y]),
+        *(np.concatenate([v[: left(v)], w]) for v, w in _nonfinite_xs(old, new)),
+        np.concatenate([old.col_x[:c], new.col_x]),
+        np.concatenate([old.col_min[:c], new.col_min]),
+        np.concatenate([old.col_max[:c], new.col_max]),
+    )
+
+
+def _nonfinite_xs(old: Decimated, new: Decimated):
+    return ((old.nan_x, new.nan_x), (old.posinf_x, new.posinf_x), (old.neginf_x, new.neginf_x))
+
+
 def decimate_many(
     x: np.ndarray,
     ys: list[np.ndarray],
@@ -109,11 +174,13 @@ def decimate_many(
     assume_sorted: bool = False,
     line_max: float = 4,
     grid: Grid | None = None,
+    reuse: Reuse | None = None,
 ) -> list[Decimated]:
     """decimate() for several series on the same x (a raw series and its smoothed curve):
     the sort check, the range cut and the column bounds are computed once. At most `line_max`
     points a pixel column are kept as they are (a line); more are cut into columns, those of
-    `grid` when given."""
+    `grid` when given; with `reuse` (the same series' last decimation into that grid), only
+    the columns from the first point that changed are cut again."""
     x = np.asarray(x, dtype=np.float64)
     ys = [np.asarray(y, dtype=np.float64) for y in ys]
     for y in ys:
@@ -128,6 +195,8 @@ def decimate_many(
         x, ys = x[lo:hi], [y[lo:hi] for y in ys]
     n = len(x)
     if n <= line_max * pixels:
+        if reuse is not None:
+            reuse.keep(None, None, [], [])
         out = []
         for y in ys:
             bad, nan_x, pinf_x, ninf_x = _nonfinite(x, y)
@@ -146,11 +215,39 @@ def decimate_many(
         edges = np.linspace(x0, x1, pixels + 1)
     edges[-1] = np.inf
     edges[0] = -np.inf  # the point kept left of xlim joins the first column
+    if reuse is None:
+        return _cut(x, ys, edges)
+    if grid is None:
+        return reuse.keep(None, None, [], _cut(x, ys, edges))  # (columns of no grid)
+    return _decimate_reusing(reuse, x, ys, edges, grid)
+
+
+def _cut(x: np.ndarray, ys: list[np.ndarray], edges: np.ndarray) -> list[Decimated]:
+    """Each of `ys` cut into the columns of `edges` (the first and last open-ended)."""
     bounds = np.searchsorted(x, edges, side="left")
     starts, ends = bounds[:-1], bounds[1:]
     keep = ends > starts
     starts, ends = starts[keep], ends[keep]
     return [_columns(x, y, starts, ends) for y in ys]
+
+
+def _decimate_reusing(
+    reuse: Reuse, x: np.ndarray, ys: list[np.ndarray], edges: np.ndarray, grid: Grid
+) -> list[Decimated]:
+    """decimate_many's cut into `grid` (`edges`), from `reuse`'s last one where it holds (a
+    cut into columns depends on the points and the columns alone)."""
+    c0 = reuse.first_column(x, ys, edges) if reuse.grid == grid else 0
+    if c0 >= len(edges) - 1:
+        out = reuse.out  # the same points: the same columns
+    elif c0 <= 0:
+        out = _cut(x, ys, edges)
+    else:
+        edge = float(edges[c0])
+        a = int(np.searchsorted(x, edge, side="left"))
+        tail = _cut(x[a:], [y[a:] for y in ys], edges)
+        out = [_joined(old, new, edge) for old, new in zip(reuse.out, tail, strict=True)]
+        reuse.tails += 1
+    return reuse.keep(grid, x, ys, out)
 
 
 def _columns(x: np.ndarray, y: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Decimated:

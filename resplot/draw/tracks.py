@@ -15,7 +15,7 @@ from matplotlib.patches import Polygon
 
 from resplot.data import marks, xaxis
 from resplot.data.cache import SeriesCache
-from resplot.data.decimate import Grid, decimate_many, in_order
+from resplot.data.decimate import Grid, Reuse, decimate_many, in_order
 from resplot.data.pages import Item
 from resplot.data.smoothing import (
     smoothable,
@@ -145,6 +145,10 @@ class Track(TrackMarks):
         self.changed = True
         # Per-line data limits of the last place() (ChartPage's follow fit, without relim).
         self.limits: list[tuple[bool, bool, np.ndarray]] = []
+        # A live series' last cuts into pixel columns (its raw points', its line's): a poll
+        # cuts again only the columns its new points changed (resplot/data/decimate.py).
+        # None while settled: kept for every series of a page, they would double its memory.
+        self._reuse: tuple[Reuse, Reuse] | None = None
 
     def _main_band(self) -> Polygon:
         if self.band is None:
@@ -216,6 +220,7 @@ class Track(TrackMarks):
 
     def clear(self) -> None:
         self._prepared = self._placed = ()
+        self._reuse = None
         self.limits = []
         self.changed = True
         # Only what is not clear already: a change marks a settled series' saved picture out
@@ -425,16 +430,25 @@ class Track(TrackMarks):
         if not self.changed:
             return
         self._placed = stamp
+        if not self.live:
+            self._reuse = None
+        elif self._reuse is None:
+            self._reuse = (Reuse(), Reuse())
+        reuse = self._reuse or (None, None)
         x, x_mid, smoothed = self.x, self.x_mid, self.smoothed
         if smoothed is not None and view.level == 0:
-            raw, main = decimate_many(x, [view.values, smoothed], pixels, xlim, grid=grid)
+            raw, main = decimate_many(
+                x, [view.values, smoothed], pixels, xlim, grid=grid, reuse=reuse[0]
+            )
         else:
             # Up to three points a bucket (its min, max and last): more than that a pixel are
             # cut into the pixel columns, like raw points past four a pixel.
             dense = BUCKET_POINTS if view.level else 4
-            raw = decimate_many(x, [view.values], pixels, xlim, line_max=dense, grid=grid)[0]
+            raw = decimate_many(
+                x, [view.values], pixels, xlim, line_max=dense, grid=grid, reuse=reuse[0]
+            )[0]
             main = (
-                decimate_many(x_mid, [smoothed], pixels, xlim, grid=grid)[0]
+                decimate_many(x_mid, [smoothed], pixels, xlim, grid=grid, reuse=reuse[1])[0]
                 if smoothed is not None
                 else raw
             )
