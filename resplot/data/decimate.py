@@ -193,6 +193,11 @@ def decimate_many(
         lo = max(int(np.searchsorted(x, xlim[0], side="left")) - 1, 0)
         hi = min(int(np.searchsorted(x, xlim[1], side="right")) + 1, len(x))
         x, ys = x[lo:hi], [y[lo:hi] for y in ys]
+    placed = np.isfinite(x)
+    if not placed.all():
+        # No column holds a point without a finite x (sorted last, NaN broke the cut); the
+        # x axes never give one (xaxis.x_values: a run it cannot place is its track's note).
+        x, ys = x[placed], [y[placed] for y in ys]
     n = len(x)
     if n <= line_max * pixels:
         if reuse is not None:

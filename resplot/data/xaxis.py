@@ -114,7 +114,8 @@ def x_values(
         start = run.created_at if run is not None else (float(walls.min()) if len(walls) else 0)
         return (walls - start) / 3600.0
     if is_guided(mode):
-        if guide is None or len(guide[0]) == 0:
+        if guide is None or not np.isfinite(guide[1]).any():
+            # (a counter logged as NaN throughout places nothing: said as not on this axis)
             return steps.astype(np.float64) if mode == "auto" else None
         return tokens_at(steps, guide[0], guide[1])
     raise ValueError(f"unknown x-axis mode {mode!r}")

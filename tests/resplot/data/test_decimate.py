@@ -112,3 +112,19 @@ def test_bucket_mean_averages_aligned_layers():
     assert len(bx) <= 101
     np.testing.assert_allclose(ba, 1.0)
     np.testing.assert_allclose(bb, 2.0)
+
+
+def test_a_point_without_a_finite_x_is_in_no_column():
+    """NaN x sorts after +inf: it had broken the cut into columns (a broadcast error). The
+    x axes never give one; here the points that have an x are cut as if it were not there."""
+    x, y = _series()
+    holes = [17, 50_000, 99_998]
+    bad_x = x.copy()
+    bad_x[holes] = np.nan
+    keep = np.isfinite(bad_x)
+    for xlim in (None, (40_000.0, 60_000.0)):
+        got = decimate_many(bad_x, [y], 700, xlim)[0]
+        want = decimate_many(x[keep], [y[keep]], 700, xlim)[0]
+        assert np.isfinite(got.x).all() and np.isfinite(got.col_x).all()
+        assert np.array_equal(got.x, want.x) and np.array_equal(got.y, want.y)
+        assert np.array_equal(got.col_min, want.col_min)

@@ -338,3 +338,23 @@ def test_a_point_no_segment_reaches_is_drawn_as_a_dot(tmp_path):
             row = image.shape[0] - round(float(py))
             dot = image[row - 1 : row + 2, int(px) - 1 : int(px) + 2, :3]
             assert (dot < 200).any(axis=2).all(), f"{key}: no dot at its point"
+
+
+def test_a_run_whose_counter_is_nan_throughout_is_named_not_on_its_x_axis(tmp_path):
+    """A tokens counter logged as NaN at every step places no point: the chart's note names
+    the run (it had kept the track as placed and drawn one point, or nothing, unsaid)."""
+    engine = new_store(tmp_path / "tokens.db")
+    loss = _loss()
+    tokens = {"nan": float("nan"), "ok": 4096.0}
+    for name, per_step in tokens.items():
+        counted = [(s, per_step * s) for s in STEPS[::10]]
+        make_run(engine, name=name, points={"train/loss": loss, "train/tokens": counted})
+    engine.dispose()
+    with Loaded([parse_spec(str(tmp_path / "tokens.db"))]) as loaded:
+        page, tracks = _page(loaded, x_axis="tokens")
+        assert tracks["nan"].unplaced and len(tracks["nan"].line.get_xdata()) == 0
+        assert not tracks["ok"].unplaced and len(tracks["ok"].line.get_xdata()) > 100
+        assert "not on this x axis (not logged): nan train" in page._notes[0].get_text()
+        # "auto" falls back to the run's steps when its counter has no value.
+        page, tracks = _page(loaded, x_axis="auto")
+        assert not tracks["nan"].unplaced and max(tracks["nan"].line.get_xdata()) >= 2900
