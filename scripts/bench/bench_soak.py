@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import gc
+import math
 import os
 import random
 import subprocess
@@ -534,9 +535,12 @@ def weights(spec: str | None) -> dict[str, float] | None:
         if kind not in Actions.KINDS:
             raise SystemExit(f"--actions: no action {kind!r} (one of {', '.join(Actions.KINDS)})")
         try:
-            out[kind] = float(w or 1)
+            weight = float(w or 1)
         except ValueError:
-            raise SystemExit(f"--actions: {part!r} is not kind=weight") from None
+            weight = math.nan
+        if not (weight > 0 and math.isfinite(weight)):
+            raise SystemExit(f"--actions: {part!r} is not kind=weight, a weight above 0")
+        out[kind] = weight
     return out
 
 
