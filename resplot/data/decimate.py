@@ -116,11 +116,14 @@ class Reuse:
         self.x: np.ndarray | None = None  # the points as cut to the x range (sorted)
         self.ys: list[np.ndarray] = []
         self.out: list[Decimated] = []
-        self.tails = 0  # decimations that cut the tail only (tests and benchmarks read it)
+        self.tails = 0  # decimations that cut the tail only (the tests read it)
 
     def keep(self, grid: Grid | None, x, ys: list, out: list[Decimated]) -> list[Decimated]:
         self.grid, self.x, self.ys, self.out = grid, x, ys, out
         return out
+
+    def forget(self) -> None:
+        self.keep(None, None, [], [])
 
     def first_column(self, x: np.ndarray, ys: list[np.ndarray], edges: np.ndarray) -> int:
         """The first column of `edges` (the kept grid's) whose points differ from the last
@@ -155,15 +158,13 @@ def _joined(old: Decimated, new: Decimated, edge: float) -> Decimated:
     return Decimated(
         np.concatenate([old.x[:p], new.x]),
         np.concatenate([old.y[:p], new.y]),
-        *(np.concatenate([v[: left(v)], w]) for v, w in _nonfinite_xs(old, new)),
+        np.concatenate([old.nan_x[: left(old.nan_x)], new.nan_x]),
+        np.concatenate([old.posinf_x[: left(old.posinf_x)], new.posinf_x]),
+        np.concatenate([old.neginf_x[: left(old.neginf_x)], new.neginf_x]),
         np.concatenate([old.col_x[:c], new.col_x]),
         np.concatenate([old.col_min[:c], new.col_min]),
         np.concatenate([old.col_max[:c], new.col_max]),
     )
-
-
-def _nonfinite_xs(old: Decimated, new: Decimated):
-    return ((old.nan_x, new.nan_x), (old.posinf_x, new.posinf_x), (old.neginf_x, new.neginf_x))
 
 
 def decimate_many(
@@ -201,7 +202,7 @@ def decimate_many(
     n = len(x)
     if n <= line_max * pixels:
         if reuse is not None:
-            reuse.keep(None, None, [], [])
+            reuse.forget()
         out = []
         for y in ys:
             bad, nan_x, pinf_x, ninf_x = _nonfinite(x, y)
@@ -220,11 +221,11 @@ def decimate_many(
         edges = np.linspace(x0, x1, pixels + 1)
     edges[-1] = np.inf
     edges[0] = -np.inf  # the point kept left of xlim joins the first column
-    if reuse is None:
-        return _cut(x, ys, edges)
-    if grid is None:
-        return reuse.keep(None, None, [], _cut(x, ys, edges))  # (columns of no grid)
-    return _decimate_reusing(reuse, x, ys, edges, grid)
+    if reuse is not None and grid is not None:
+        return _decimate_reusing(reuse, x, ys, edges, grid)
+    if reuse is not None:
+        reuse.forget()  # (columns of no grid: nothing to cut again from)
+    return _cut(x, ys, edges)
 
 
 def _cut(x: np.ndarray, ys: list[np.ndarray], edges: np.ndarray) -> list[Decimated]:
