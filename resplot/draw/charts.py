@@ -103,6 +103,8 @@ class ChartPage(ChartLayout, ChartLimits):
         self._x_root = None  # the axes every chart shares x with (chart_layout._x_anchor)
         self._dense = False  # more series than BAND_FROM_SERIES: bands, one fine bucket a pixel
         self._fine = FINE_PER_PIXEL
+        # (chart, run, key) -> (what its fine points were worked out from, the count): _fine_points
+        self._fine_kept: dict[tuple, tuple[tuple, float]] = {}
         self.message = None
         self.highlighted: RunRef | None = None  # a clicked run: the others are faded
         self.selected: set[RunRef] = set()  # runs selected in the table (their events show)
@@ -336,6 +338,8 @@ class ChartPage(ChartLayout, ChartLimits):
 
     def _sync_tracks(self, i: int, spec: PanelSpec) -> dict[Item, Track]:
         tracks = self.tracks[i]
+        if spec.kind == "line" and list(tracks) == spec.items:
+            return tracks  # a poll: the chart's series as they were (no Item hashed)
         wanted = set(spec.items) if spec.kind == "line" else set()
         for item in [it for it in tracks if it not in wanted]:
             tracks.pop(item).remove()
@@ -392,12 +396,24 @@ class ChartPage(ChartLayout, ChartLimits):
     def _fine_points(self, cache, specs, contexts, fine: int) -> dict[str, float]:
         """The raw points each source's host would read for the page's fine views."""
         total: dict[str, float] = {}
+        kept, self._fine_kept = self._fine_kept, {}
         for i, spec in enumerate(specs):
+            pixels = self._pixels(i)
             for item in spec.items:
-                summary, ctx = cache.summary(item.ref, item.key), contexts[i][item.ref]
-                if summary is not None:
-                    n = fine_points(summary, ctx.lo, ctx.hi, self._pixels(i), fine)
-                    total[item.ref.source] = total.get(item.ref.source, 0.0) + n
+                series = (item.ref, item.key)
+                summary, ctx = cache.summary(*series), contexts[i][item.ref]
+                if summary is None:
+                    continue
+                # A series' count is worked out again only when its summary or range moved:
+                # a poll asked every series of the page (a finished run's too) each time.
+                asked = (summary, ctx.lo, ctx.hi, pixels, fine)
+                was = kept.get((i, *series))
+                if was is not None and was[0] == asked:
+                    n = was[1]
+                else:
+                    n = fine_points(summary, ctx.lo, ctx.hi, pixels, fine)
+                self._fine_kept[(i, *series)] = (asked, n)
+                total[item.ref.source] = total.get(item.ref.source, 0.0) + n
         return total
 
     def _prepare_panel(self, i, spec, cache, state, contexts) -> None:

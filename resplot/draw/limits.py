@@ -223,7 +223,7 @@ class ChartLimits(FollowsData):
         # A poll leaves most charts' artists as they were: the last answer while the children
         # and their zorders are (walking matplotlib's artist lists for `own` ~0.1 ms a chart,
         # at every poll and blit).
-        key = (tuple(children), tuple(a.get_zorder() for a in children))
+        key = (tuple(children), tuple([a.zorder for a in children]))  # (no call an artist)
         kept = self._layered.get(i)
         if kept is not None and kept[0] == key:
             return list(kept[1])
@@ -293,9 +293,10 @@ def fit_data_limits(ax, tracks, extra: list) -> None:
     each track's limits kept since its last change (Track.limits). A chart with lines of its
     own (not a track's) is measured by relim."""
     tracks = list(tracks)
-    own = {id(ln) for t in tracks for ln in (t.line, t.raw, t.end, t.bad) if ln is not None}
+    own = {ln for t in tracks for ln in (t.line, t.raw, t.end, t.bad) if ln is not None}
     groups: dict[tuple[bool, bool], list[np.ndarray]] = {}
-    if any(id(ln) not in own for ln in ax.lines):
+    # (`ax.lines` filters the children through a Python call each: ~100 a chart a poll)
+    if [a for a in ax.get_children() if isinstance(a, Line2D) and a not in own]:
         ax.relim()
         for track in tracks:
             groups.setdefault((True, True), []).extend(track.band_xy)

@@ -426,7 +426,9 @@ class Track(TrackMarks):
             None if run is None else (run.status, run.ended_at, run.heartbeat_at),
             None if summary is None else summary.agg[STEP_HI],
         )
-        self.changed = not _same(stamp, self._placed)
+        # (scalars, tuples and a Grid: compared by value in one go, not element by element as
+        # the views' stamps must be)
+        self.changed = stamp != self._placed
         if not self.changed:
             return
         self._placed = stamp

@@ -101,6 +101,8 @@ class Layers:
         # Asked when a chart in view is behind the page's refresh: refresh the page (and draw).
         self.on_behind: Callable[[], None] | None = None
         self._layered: list[list] | None = None  # during a full draw: each chart's series
+        self._marked: list[list] = []  # the series mark() last set `animated`, chart by chart
+        self._marked_as = True  # ... to this
         self._pieced = False  # a draw in pieces did the draw_event's work (end_pieces)
         self._put_off = False  # a blit was put off by a draw in pieces (after_pieces)
         self._live_drawn: list = []  # ... the live tier it drew (end_pieces)
@@ -142,9 +144,13 @@ class Layers:
         leaves them out, and a change to them does not mark the figure stale. Returns each
         chart's series (ChartPage.layer_artists)."""
         layered = [self.page.layer_artists(i) for i in range(len(self.page.axes))]
-        for artists in layered:
-            for artist in artists:
-                artist.set_animated(self.enabled)
+        # Only mark() sets them: the same artists marked the same way need no call each (a
+        # poll marks ~100 a chart).
+        if layered != self._marked or self.enabled != self._marked_as:
+            for artists in layered:
+                for artist in artists:
+                    artist.set_animated(self.enabled)
+            self._marked, self._marked_as = [list(a) for a in layered], self.enabled
         return layered
 
     # -- drawing ---------------------------------------------------------------------------------
@@ -174,6 +180,7 @@ class Layers:
     def release(self) -> None:
         """Drop the saved axes (a page's pixels): the next draw is a full draw."""
         self.background, self.drawn, self.settled, self._size = None, [], [], None
+        self._marked = []
         self.under_cuts = None
         self.tails.clear(twins=True)
         self.intact, self.reaches = False, {}

@@ -158,3 +158,34 @@ def test_a_zoom_between_two_points_fits_the_segment_across_it(tmp_path):
         assert not page.follow
         lo, hi = ax.get_ylim()
         assert 0.10 < lo < 0.12 and 0.18 < hi < 0.20, (lo, hi)
+
+
+def test_a_refresh_counts_again_only_the_fine_points_of_series_that_changed(loaded, monkeypatch):
+    """Whether a page's fine views are over its host's budget is asked at every refresh: a
+    series whose summary and range are as they were keeps its count (a followed poll asked
+    every series of the page, a finished run's too); one with a new summary is counted again,
+    and the page's total is the same as counting every series anew."""
+    import resplot.draw.charts as charts
+
+    refs = _refs(loaded)
+    state = ViewState(page="custom", custom_keys=["train/loss"])
+    page = render(loaded.cache, state, list(refs.values()), fetch=loaded.fetch)
+    counted: list[object] = []
+    fine_points = charts.fine_points
+
+    def counting(summary, *args):
+        counted.append(summary)
+        return fine_points(summary, *args)
+
+    monkeypatch.setattr(charts, "fine_points", counting)
+    _refresh(page, loaded, state, list(refs.values()))
+    assert counted == []
+    cache = loaded.cache
+    summary = cache.summary(refs["new"], "train/loss")
+    cache.set_summaries(refs["new"], {"train/loss": summary._replace(tail=(8001, 0.0))})
+    page.refresh(cache, state, list(refs.values()))
+    assert counted == [cache.summary(refs["new"], "train/loss")]
+    specs, contexts = page.specs, [page._contexts(cache, state, list(refs.values()), None, 100)]
+    kept = page._fine_points(cache, specs, contexts * len(specs), page._fine)
+    page._fine_kept = {}
+    assert page._fine_points(cache, specs, contexts * len(specs), page._fine) == kept

@@ -134,3 +134,29 @@ def test_a_finished_runs_series_changing_or_a_run_ending_draws_the_page(mixed, m
     assert counts(win) == (full, blits + 1)
     series = {id(a) for t in tracks for a, _z in t._tiered()}
     assert drawn and not {id(a) for a in drawn} & series
+
+
+def test_marking_the_series_again_touches_none_until_they_change(mixed, monkeypatch):
+    """Each present() marks every chart's series `animated` (a full draw leaves them out): the
+    same artists marked the same way are left alone (a poll marked ~100 a chart each time);
+    a new artist, or layers turned off, marks them all again."""
+    from matplotlib.artist import Artist
+
+    win, _loaded = mixed
+    view = win.page_view()
+    layers = view.layers
+    layers.mark()
+    touched: list[object] = []
+    set_animated = Artist.set_animated
+    monkeypatch.setattr(
+        Artist, "set_animated", lambda self, b: (touched.append(self), set_animated(self, b))[1]
+    )
+    layers.mark()
+    assert touched == []
+    (line,) = view.page.axes[0].plot([0, 1], [0, 1])
+    layered = layers.mark()
+    assert line in layered[0] and line.get_animated()
+    assert all(a.get_animated() for artists in layered for a in artists)
+    layers.enabled = False
+    layered = layers.mark()
+    assert not any(a.get_animated() for artists in layered for a in artists)
