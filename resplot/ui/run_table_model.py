@@ -103,6 +103,10 @@ class RunTableModel(QAbstractItemModel):
         self._nodes: dict[int, _Node] = {0: self._root}
         self._run_nodes: dict[RunRef, _Node] = {}
         self._details: dict[int, str] = {}  # node id -> the GPUs cell's tooltip
+        # node id -> (what a run's row was made from, its cells, search text and tooltip):
+        # the last refresh's rows, and those of the refresh under way (_node)
+        self._rows: dict[int, tuple] = {}
+        self._rows_before: dict[int, tuple] = {}
 
     # -- refresh ----------------------------------------------------------------------------
     def refresh(self, alerts: dict[RunRef, list[Alert]], now: float | None = None) -> None:
@@ -134,7 +138,9 @@ class RunTableModel(QAbstractItemModel):
             for n, short in distinct_parts(names).items()
         }
         self._details = {}
+        self._rows_before, self._rows = self._rows, {}
         fresh = [self._node(e, now, headers) for e in top]
+        self._rows_before = {}
         changed: list[tuple[_Node, list[int]]] = []  # rows and their changed columns
         if headers != self.headers or not self._sync(self._root, fresh, changed):
             self.beginResetModel()
@@ -180,25 +186,56 @@ class RunTableModel(QAbstractItemModel):
         """The entry's node and its subtree, with cells (not yet in the live tree)."""
         node_id = self._ids.setdefault(entry.key, len(self._ids) + 1)
         node = _Node(entry, node_id)
-        node.cells = self._cells(entry, now, headers, node_id)
-        # A job's own text leaves its hosts out: "gpu-b" finds that host's row and ranks,
-        # not the whole job through its host column.
-        own = [
-            v
-            for h, v in zip(headers, node.cells, strict=True)
-            if v is not None and not (entry.kind == "job" and h == "host")
-        ]
-        node.search = " ".join(str(v) for v in own).lower()
-        if entry.run is not None:
-            run = entry.run
-            node.search += f" {run.ref.uid} {run.project} {' '.join(run.tags)}".lower()
+        asked = self._row_inputs(entry, headers)
+        kept = self._rows_before.get(node_id) if asked is not None else None
+        if kept is not None and kept[0] == asked:
+            # A run whose row shows what it showed (a finished run's, at every poll).
+            node.cells, node.search, detail = list(kept[1]), kept[2], kept[3]
+            if detail is not None:
+                self._details[node_id] = detail
         else:
-            node.search += " " + " ".join(r.group for r in entry.members[:1]).lower()
+            node.cells = self._cells(entry, now, headers, node_id)
+            node.search = self._search_text(entry, headers, node.cells)
+        if asked is not None:
+            self._rows[node_id] = (asked, list(node.cells), node.search, self._details.get(node_id))
         for child in entry.children:
             sub = self._node(child, now, headers)
             sub.parent = node
             node.children.append(sub)
         return node
+
+    def _search_text(self, entry: Entry, headers: list[str], cells: list[Any]) -> str:
+        """A row's own text, for the filter."""
+        # A job's own text leaves its hosts out: "gpu-b" finds that host's row and ranks,
+        # not the whole job through its host column.
+        own = [
+            v
+            for h, v in zip(headers, cells, strict=True)
+            if v is not None and not (entry.kind == "job" and h == "host")
+        ]
+        search = " ".join(str(v) for v in own).lower()
+        if entry.run is not None:
+            run = entry.run
+            return search + f" {run.ref.uid} {run.project} {' '.join(run.tags)}".lower()
+        return search + " " + " ".join(r.group for r in entry.members[:1]).lower()
+
+    def _row_inputs(self, entry: Entry, headers: list[str]) -> tuple | None:
+        """What a run's row (its cells, search text and GPUs tooltip) is made from, all of it
+        (_run_cells): the same inputs give the same row. None: a job's or a host's row, made
+        each time (its members' rows are kept)."""
+        run = entry.run
+        if run is None or entry.children:
+            return None
+        ref = run.ref
+        return (
+            entry.kind,
+            run,
+            tuple(self.alerts.get(ref, ())),
+            self.cache.summaries(ref),  # the step, metrics, GPUs, GPU-hours
+            self.cache.event_changes(ref),  # the step counter's events
+            tuple(headers),  # the page's metrics, the config keys that differ
+            tuple(self.per_rank),
+        )
 
     def _sync(
         self, parent: _Node, fresh: list[_Node], changed: list[tuple[_Node, list[int]]]

@@ -474,3 +474,53 @@ def test_the_step_column_counts_the_runs_own_step_axis(table, tmp_path):
         for r in range(model.rowCount())
     }
     assert got == {"nano": 5_000, "hf": 6_000, "plain": 693}, got
+
+
+def test_a_refresh_makes_again_only_the_rows_whose_runs_changed(table, tmp_path, monkeypatch):
+    """A poll refreshes the table: a finished run's row is what it was (its run, alerts,
+    summaries, events and the columns the same), so its cells are not worked out again; a run
+    with a new point, a new alert or a new column is."""
+    from resplot.sources.local import LocalSource
+    from resplot.sources.spec import parse_spec
+    from schema.store.rollup import STEP_HI
+    from tests.fixtures.stores import make_run, new_store
+
+    cache, state, model, _widget, _log = table
+    engine = new_store(tmp_path / "s.db")
+    for name in ("a", "b", "c"):
+        make_run(engine, name=name, points={"train/loss": [(s, 2.0) for s in range(50)]})
+    engine.dispose()
+    LocalSource(parse_spec(str(tmp_path / "s.db"))).poll(cache)
+    made: list[str] = []
+    run_cells = RunTableModel._run_cells
+
+    def counted(self, run, now):
+        made.append(run.name)
+        return run_cells(self, run, now)
+
+    monkeypatch.setattr(RunTableModel, "_run_cells", counted)
+    model.refresh({})
+    assert sorted(made) == ["a", "b", "c"]
+    made.clear()
+    model.refresh({})
+    assert made == []  # nothing changed: every row kept
+    b = next(r for r in cache.runs() if r.name == "b")
+    summary = cache.summary(b.ref, "train/loss")
+    agg = list(summary.agg)
+    agg[STEP_HI] = 99
+    cache.set_summaries(b.ref, {"train/loss": summary._replace(agg=tuple(agg))})
+    model.refresh({})
+    assert made == ["b"]
+    row = [r.name for r in model.runs].index("b")
+    assert model.data(model.index(row, model.headers.index("step")), Qt.UserRole) == 99
+    made.clear()
+    alert = Alert(b.ref, "quiet", "warning", "no new step for 60 s")
+    model.refresh({b.ref: [alert]})
+    assert made == ["b"]
+    assert model.data(model.index(row, model.headers.index("alerts"))) == alert.message
+    made.clear()
+    state.table_metrics = [*state.table_metrics, "train/loss"]
+    model.refresh({b.ref: [alert]})
+    assert sorted(made) == ["a", "b", "c"]  # a new column: every row
+    column = model.headers.index("train/loss last")
+    assert [model.data(model.index(r, column), Qt.UserRole) for r in range(3)] == [2.0] * 3
