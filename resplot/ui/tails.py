@@ -41,6 +41,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Polygon
 from matplotlib.transforms import Bbox
 
+from resplot.draw.plain_draw import draw_band, draw_line
 from resplot.ui.reach import grown, on_screen
 
 # Bodies end on multiples of CHUNK_PX from the axes' left edge. A poll draws a tail of
@@ -453,7 +454,17 @@ class Tails:
         columns = _columns(artist)
         if columns is None or len(columns[0]) <= cut.tail_start:
             return False
-        tail = cut.twins[1]
-        _set_part(tail, columns, slice(cut.tail_start, None))
-        artist.get_figure().draw_artist(tail)
+        tail, part = cut.twins[1], slice(cut.tail_start, None)
+        figure = artist.get_figure()
+        renderer = figure.canvas.get_renderer()
+        # Drawn from the columns as its twin would draw them (resplot/draw/plain_draw.py),
+        # without setting them on it first; else given them and drawn by matplotlib.
+        if len(columns) == 1:
+            drawn = draw_line(renderer, tail, columns[0][part])
+        else:
+            top, bottom = columns
+            drawn = draw_band(renderer, tail, np.concatenate([top[part], bottom[part][::-1]]))
+        if not drawn:
+            _set_part(tail, columns, part)
+            figure.draw_artist(tail)
         return True

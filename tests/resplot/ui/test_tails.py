@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Polygon
 
+from resplot.ui import tails as tails_module
 from resplot.ui.tails import PAD_PX, Tails
 
 N = 3000
@@ -102,15 +103,34 @@ def _grow(artist, y: np.ndarray) -> None:
         artist.set_xy(np.column_stack([np.r_[x, x[::-1]], np.r_[y + 3, (y - 3)[::-1]]]))
 
 
-def _drawn_by(page: Page) -> list:
-    """The artists a blit of the page draws, in order."""
-    drawn: list = []
+def _drawn_by(page: Page, monkeypatch) -> list[tuple[object, int]]:
+    """The artists a blit of the page draws, in order, each with the vertices it drew: by
+    matplotlib, or a twin from its artist's columns (resplot/draw/plain_draw.py)."""
+    drawn: list[tuple[object, int]] = []
     real = page.figure.draw_artist
-    page.figure.draw_artist = lambda a: (drawn.append(a), real(a))[1]
+
+    def by_matplotlib(a) -> None:
+        count = len(a.get_xydata()) if isinstance(a, Line2D) else len(a.get_xy())
+        drawn.append((a, count))
+        real(a)
+
+    def plain(draw):
+        def counted(renderer, twin, xy) -> bool:
+            done = draw(renderer, twin, xy)
+            if done:
+                drawn.append((twin, len(xy)))
+            return done
+
+        return counted
+
+    page.figure.draw_artist = by_matplotlib
+    monkeypatch.setattr(tails_module, "draw_line", plain(tails_module.draw_line))
+    monkeypatch.setattr(tails_module, "draw_band", plain(tails_module.draw_band))
     try:
         page.blit()
     finally:
         del page.figure.draw_artist
+        monkeypatch.undo()
     return drawn
 
 
@@ -123,7 +143,7 @@ def _page():
     return page, ys, band, lines, dashed
 
 
-def test_a_poll_draws_the_tails_a_full_draw_of_the_same_state_would():
+def test_a_poll_draws_the_tails_a_full_draw_of_the_same_state_would(monkeypatch):
     page, ys, band, lines, _dashed = _page()
     page.full()
     assert len(page.tails.cuts) == 4  # the band and the three lines; not the dashed line
@@ -133,18 +153,14 @@ def test_a_poll_draws_the_tails_a_full_draw_of_the_same_state_would():
         for line, y in zip(lines, grown, strict=True):
             _grow(line, y)
         assert page.fresh()
-        drawn = _drawn_by(page)
+        drawn = dict(_drawn_by(page, monkeypatch))
         # The cut series were not drawn whole: their twins drew their tails, a few columns.
         assert not {id(a) for a in drawn} & {id(a) for a in [band, *lines]}
         for artist in [band, *lines]:
             twin = page.tails.cuts[id(artist)].twins[1]  # the tail's
             assert twin in drawn
-            part, whole = (
-                (len(twin.get_xydata()), len(artist.get_xydata()))
-                if isinstance(artist, Line2D)
-                else (len(twin.get_xy()), len(artist.get_xy()))
-            )
-            assert part < whole / 4
+            whole = len(artist.get_xydata() if isinstance(artist, Line2D) else artist.get_xy())
+            assert drawn[twin] < whole / 4
         assert np.array_equal(page.blit(), page.full())  # the same cuts, drawn anew
 
 

@@ -1,0 +1,113 @@
+"""A live series' tail drawn through the renderer's public calls, as Line2D.draw and Patch.draw
+make them, without what an artist's draw costs around them.
+
+A live poll draws each live series' tail (resplot/ui/tails.py): a twin artist given the tail's
+vertices, then drawn. For a tail of a few dozen vertices matplotlib's bookkeeping was most of
+that: `set_data` and the `recache` it triggers (the vertices copied into a new Path), the
+rasterization wrapper, the transformed-path cache made anew, the properties read one call
+each (~60 µs of a ~150 µs tail, scripts/bench/bench_live_poll.py). Here the same renderer calls
+are made with the same graphics context, path and transform, so the pixels are the artist's
+own (tests/resplot/draw/test_plain_draw.py compares them); an artist this does not cover (a
+dash, a marker, a hatch, path effects, a sketch, rasterized, filtered, more than Line2D's
+subslicing threshold of vertices) returns False and is drawn by matplotlib.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.colors import to_rgba
+from matplotlib.lines import Line2D
+from matplotlib.patches import Polygon
+from matplotlib.path import Path
+
+# Line2D draws only the part of a longer sorted line inside the view (its `_subslice`): the
+# same pixels, another path; left to it.
+SUBSLICE_MIN = 1000
+_PLAIN = ("None", "none", "", " ", None)
+
+
+def _plain(artist) -> bool:
+    """Nothing about the artist that its own draw would do differently from a path drawn."""
+    return (
+        artist.get_visible()
+        and not artist.get_path_effects()
+        and artist.get_sketch_params() is None
+        and not artist.get_rasterized()
+        and artist.get_agg_filter() is None
+    )
+
+
+def _gc(renderer, artist):
+    """A graphics context clipped as the artist's draw clips it (Artist._set_gc_clip)."""
+    gc = renderer.new_gc()
+    if artist.get_clip_on():
+        if artist.get_clip_box() is not None:
+            gc.set_clip_rectangle(artist.get_clip_box())
+        gc.set_clip_path(artist.get_clip_path())
+    else:
+        gc.set_clip_rectangle(None)
+        gc.set_clip_path(None)
+    gc.set_url(artist.get_url())
+    gc.set_antialiased(artist.get_antialiased())
+    gc.set_snap(artist.get_snap())
+    return gc
+
+
+def draw_line(renderer, line: Line2D, xy: np.ndarray) -> bool:
+    """Draw `line` through the vertices `xy` (data, (n, 2) floats) as its draw would with that
+    data set: a solid line without markers (True), else nothing (False)."""
+    if (
+        not _plain(line)
+        or line.get_linestyle() not in ("-", "solid")
+        or line.get_marker() not in _PLAIN
+        or line.get_drawstyle() != "default"
+        or len(xy) > SUBSLICE_MIN
+    ):
+        return False
+    transform = line.get_transform()
+    path = transform.transform_path_non_affine(Path(xy))
+    if not len(path.vertices):
+        return True  # (nothing to stroke, as Line2D.draw)
+    gc = _gc(renderer, line)
+    gc.set_linewidth(line.get_linewidth())
+    gc.set_joinstyle(line.get_solid_joinstyle())
+    gc.set_capstyle(line.get_solid_capstyle())
+    gc.set_foreground(to_rgba(line.get_color(), line.get_alpha()), isRGBA=True)
+    gc.set_dashes(0, None)  # a solid line's dash pattern, at any width
+    renderer.draw_path(gc, path, transform.get_affine().frozen())
+    gc.restore()
+    return True
+
+
+def _closed(xy: np.ndarray) -> Path:
+    """The path Polygon.set_xy makes of a closed polygon's vertices: its first vertex again at
+    its end unless it is there already, and a CLOSEPOLY code."""
+    if len(xy) == 1 or (len(xy) > 1 and (xy[0] != xy[-1]).any()):
+        xy = np.concatenate([xy, xy[:1]])
+    return Path(xy, closed=True)
+
+
+def draw_band(renderer, band: Polygon, xy: np.ndarray) -> bool:
+    """Draw `band` as a closed polygon through `xy` (data) as its draw would with those
+    vertices set: an edgeless, unhatched fill (True), else nothing (False)."""
+    edge = band.get_edgecolor()
+    if (
+        not _plain(band)
+        or not band.get_closed()
+        or band.get_hatch()
+        or (band.get_linewidth() > 0 and edge[3] > 0)
+    ):
+        return False
+    transform = band.get_transform()
+    path = transform.transform_path_non_affine(_closed(xy))
+    gc = _gc(renderer, band)
+    gc.set_linewidth(0)  # an edgeless patch (Patch._draw_paths_with_artist_properties)
+    gc.set_capstyle(band.get_capstyle())
+    gc.set_joinstyle(band.get_joinstyle())
+    gc.set_alpha(band.get_alpha())
+    gc.set_foreground(edge, isRGBA=True)
+    gc.set_dashes(0, None)
+    face = band.get_facecolor()
+    renderer.draw_path(gc, path, transform.get_affine(), face if face[3] else None)
+    gc.restore()
+    return True

@@ -1,0 +1,154 @@
+"""A live series' tail drawn through the renderer's public calls (resplot/draw/plain_draw.py)
+lights the pixels its artist's own draw lights, on linear and log axes, snapped or not,
+faded, clipped, with a gap; an artist it does not cover is left to matplotlib.
+
+Real matplotlib Agg canvases: each tail drawn by its artist (`set_data`/`set_xy`, then
+`draw_artist`) and by plain_draw over the same saved picture, the buffers compared.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from matplotlib import patheffects
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Polygon
+from matplotlib.transforms import Bbox
+
+from resplot.draw.plain_draw import draw_band, draw_line
+
+
+def _chart(log: bool):
+    figure = Figure(figsize=(6, 3), dpi=100)
+    canvas = FigureCanvasAgg(figure)
+    ax = figure.add_subplot(1, 1, 1)
+    ax.set_xlim(0, 100)
+    ax.set_ylim(0.5, 4.0)
+    if log:
+        ax.set_yscale("log")
+    canvas.draw()
+    return figure, canvas, ax
+
+
+def _twin(artist, ax, figure, clip_left: float | None):
+    """As resplot/ui/tails.py makes a tail's twin: in the figure, clipped right of a boundary."""
+    artist.set_transform(ax.transData)
+    artist.set_figure(figure)
+    box = ax.bbox
+    left = box.x0 if clip_left is None else clip_left
+    artist.set_clip_box(Bbox.from_extents(left, box.y0, box.x1, box.y1))
+    return artist
+
+
+def _both(figure, canvas, artist, set_data, plain) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The buffer with the artist drawn by matplotlib, and by plain_draw, over the same
+    picture; and what plain_draw answered."""
+    saved = canvas.copy_from_bbox(figure.bbox)
+    set_data()
+    figure.draw_artist(artist)
+    by_matplotlib = np.asarray(canvas.buffer_rgba()).copy()
+    canvas.restore_region(saved)
+    done = plain(canvas.get_renderer())
+    return by_matplotlib, np.asarray(canvas.buffer_rgba()).copy(), done
+
+
+def _tail(n: int = 40, gap: bool = False) -> np.ndarray:
+    x = np.linspace(80, 99, n)
+    y = 2.0 + 0.3 * np.sin(x) + np.random.default_rng(n).normal(scale=0.05, size=n)
+    if gap:
+        y[n // 2] = np.nan
+    return np.column_stack([x, y])
+
+
+LINES = [
+    pytest.param(dict(log=False, snap=None, alpha=None, width=1.4), id="linear"),
+    pytest.param(dict(log=True, snap=None, alpha=None, width=1.4), id="log"),
+    pytest.param(dict(log=False, snap=True, alpha=None, width=1.4), id="snapped"),
+    pytest.param(dict(log=True, snap=False, alpha=0.03, width=0.8), id="faded-raw"),
+    pytest.param(dict(log=False, snap=None, alpha=0.25, width=0.8, gap=True), id="gap"),
+    pytest.param(dict(log=False, snap=None, alpha=None, width=1.4, clip=350.0), id="clipped"),
+]
+
+
+@pytest.mark.parametrize("case", LINES)
+def test_a_line_tail_lights_the_pixels_its_artist_does(case):
+    figure, canvas, ax = _chart(case["log"])
+    xy = _tail(gap=case.get("gap", False))
+    line = _twin(
+        Line2D([], [], color="#1f77b4", linewidth=case["width"], alpha=case["alpha"]),
+        ax,
+        figure,
+        case.get("clip"),
+    )
+    line.set_snap(case["snap"])
+    by_matplotlib, plain, done = _both(
+        figure,
+        canvas,
+        line,
+        lambda: line.set_data(xy[:, 0], xy[:, 1]),
+        lambda renderer: draw_line(renderer, line, xy),
+    )
+    assert done
+    assert np.array_equal(by_matplotlib, plain)
+    background = _chart(case["log"])[1].buffer_rgba()
+    assert not np.array_equal(plain, np.asarray(background))  # something was drawn
+
+
+@pytest.mark.parametrize("log", [False, True], ids=["linear", "log"])
+@pytest.mark.parametrize("alpha", [0.25, 0.03], ids=["faint", "faded"])
+def test_a_band_tail_fills_the_pixels_its_artist_does(log, alpha):
+    figure, canvas, ax = _chart(log)
+    xy = _tail()
+    shift = np.array([0.0, 0.2])
+    top, bottom = xy + shift, xy - shift
+    vertices = np.concatenate([top, bottom[::-1]])
+    band = _twin(
+        Polygon(np.zeros((0, 2)), closed=True, facecolor="C1", edgecolor="C1", linewidth=0),
+        ax,
+        figure,
+        300.0,
+    )
+    band.set_alpha(alpha)
+    band.set_snap(False)
+    by_matplotlib, plain, done = _both(
+        figure,
+        canvas,
+        band,
+        lambda: band.set_xy(vertices),
+        lambda renderer: draw_band(renderer, band, vertices),
+    )
+    assert done
+    assert np.array_equal(by_matplotlib, plain)
+    background = _chart(log)[1].buffer_rgba()
+    assert not np.array_equal(plain, np.asarray(background))
+
+
+def test_what_it_does_not_cover_is_left_to_matplotlib():
+    figure, canvas, ax = _chart(False)
+    renderer = canvas.get_renderer()
+    xy = _tail()
+    before = np.asarray(canvas.buffer_rgba()).copy()
+    lines = [
+        Line2D([], [], linestyle="--"),
+        Line2D([], [], marker="o"),
+        Line2D([], [], drawstyle="steps-post"),
+        Line2D([], [], path_effects=[patheffects.withStroke(linewidth=3)]),
+        Line2D([], [], visible=False),
+    ]
+    sketched = Line2D([], [])
+    sketched.set_sketch_params(1.0)
+    rasterized = Line2D([], [])
+    rasterized.set_rasterized(True)
+    for line in [*lines, sketched, rasterized]:
+        assert not draw_line(renderer, _twin(line, ax, figure, None), xy)
+    assert not draw_line(renderer, _twin(Line2D([], []), ax, figure, None), _tail(1001))
+    bands = [
+        Polygon(np.zeros((0, 2)), hatch="//", linewidth=0),
+        Polygon(np.zeros((0, 2)), edgecolor="k", linewidth=1.0),
+        Polygon(np.zeros((0, 2)), closed=False, linewidth=0),
+    ]
+    for band in bands:
+        assert not draw_band(renderer, _twin(band, ax, figure, None), xy)
+    assert np.array_equal(np.asarray(canvas.buffer_rgba()), before)  # none drew anything
