@@ -1,5 +1,5 @@
-"""A live series' tail drawn through the renderer's public calls, as Line2D.draw and Patch.draw
-make them, without what an artist's draw costs around them.
+"""A live series' tail and end mark drawn through the renderer's public calls, as Line2D.draw
+and Patch.draw make them, without what an artist's draw costs around them.
 
 A live poll draws each live series' tail (resplot/ui/tails.py): a twin artist given the tail's
 vertices, then drawn. For a tail of a few dozen vertices matplotlib's bookkeeping was most of
@@ -9,14 +9,19 @@ each (~60 µs of a ~150 µs tail, scripts/bench/bench_live_poll.py). Here the sa
 are made with the same graphics context, path and transform, so the pixels are the artist's
 own (tests/resplot/draw/test_plain_draw.py compares them); an artist this does not cover (a
 dash, a marker, a hatch, path effects, a sketch, rasterized, filtered, more than Line2D's
-subslicing threshold of vertices) returns False and is drawn by matplotlib.
+subslicing threshold of vertices) returns False and is drawn by matplotlib. The live tier's
+end marks (a live dot, a crash's cross: one point, a marker, no line) are drawn the same way
+(`draw_mark`), ~8 a poll.
 """
 
 from __future__ import annotations
 
+from numbers import Real
+
 import numpy as np
 from matplotlib.colors import to_rgba
 from matplotlib.lines import Line2D
+from matplotlib.markers import MarkerStyle
 from matplotlib.patches import Polygon
 from matplotlib.path import Path
 
@@ -110,4 +115,54 @@ def draw_band(renderer, band: Polygon, xy: np.ndarray) -> bool:
     face = band.get_facecolor()
     renderer.draw_path(gc, path, transform.get_affine(), face if face[3] else None)
     gc.restore()
+    return True
+
+
+_STYLES: dict[tuple, MarkerStyle] = {}  # (marker, fillstyle) -> its MarkerStyle, made once
+
+
+def draw_mark(renderer, line: Line2D) -> bool:
+    """Draw a one-point marker line (an end mark: no line, no alternate fill, the mark's
+    edge and face alpha alike) as its draw would (True), else nothing (False)."""
+    xy = line.get_xydata()
+    every = line.get_markevery()
+    fill = line.get_fillstyle()
+    if (
+        not _plain(line)
+        or line.get_linestyle() not in ("None", "none", "", " ")
+        or line.get_marker() in _PLAIN
+        or line.get_drawstyle() != "default"
+        or len(xy) != 1
+        or every not in (None, [0], 0)
+        or fill != "full"
+        or line.get_markersize() <= 0
+    ):
+        return False
+    alpha = line.get_alpha()
+    edge = to_rgba(line.get_markeredgecolor(), alpha)
+    face = to_rgba(line.get_markerfacecolor(), alpha)
+    if edge[3] != face[3]:
+        return False  # (an "auto" edge would take the face's alpha: matplotlib's own rule)
+    marker = _STYLES.get((line.get_marker(), fill))
+    if marker is None:
+        marker = _STYLES[(line.get_marker(), fill)] = MarkerStyle(line.get_marker(), fill)
+    if marker.get_alt_path() is not None:
+        return False
+    transform = line.get_transform()
+    points = Path(transform.transform_non_affine(xy))
+    gc = _gc(renderer, line)
+    gc.set_linewidth(line.get_markeredgewidth())
+    gc.set_foreground(edge, isRGBA=True)
+    size = renderer.points_to_pixels(line.get_markersize())
+    snap = marker.get_snap_threshold()
+    gc.set_snap(size >= snap if isinstance(snap, Real) else snap)
+    gc.set_joinstyle(marker.get_joinstyle())
+    gc.set_capstyle(marker.get_capstyle())
+    path, scaled = marker.get_path(), marker.get_transform().scale(size)
+    if marker.get_marker() == ",":
+        gc.set_linewidth(0)
+        scaled = marker.get_transform()
+    renderer.draw_markers(gc, path, scaled, points, transform.get_affine().frozen(), face)
+    gc.restore()
+    line.stale = False  # as drawn (Line2D.draw's last step)
     return True

@@ -40,10 +40,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+from matplotlib.lines import Line2D
 from matplotlib.spines import Spine
 from matplotlib.transforms import Bbox
 
 from resplot.draw.limits import quietly
+from resplot.draw.plain_draw import draw_mark
 from resplot.draw.spines import draw_spines
 from resplot.ui.reach import (
     Box,
@@ -310,6 +312,7 @@ class Layers:
     def _draw_live(self, i: int, artists: list) -> None:
         """Draw these live artists of chart i (in order) over the canvas's buffer."""
         figure = self.page.figure
+        renderer = self.canvas.get_renderer()
         with quietly(self.page.axes[i]):
             spines = []  # drawn together (resplot/draw/spines.py), in their place
             for artist in artists:
@@ -322,8 +325,11 @@ class Layers:
                     spines = []
                 # An invisible artist draws nothing (one cut is made visible again by a new
                 # cut first: Tails.fresh).
-                if artist.get_visible() and not self.tails.draw(artist):
-                    figure.draw_artist(artist)  # not cut: all of it
+                if not artist.get_visible() or self.tails.draw(artist):
+                    continue
+                # Not cut: all of it (an end mark through the renderer's calls).
+                if not (isinstance(artist, Line2D) and draw_mark(renderer, artist)):
+                    figure.draw_artist(artist)
             if spines:
                 draw_spines(figure, spines)
 

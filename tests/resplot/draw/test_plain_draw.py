@@ -17,7 +17,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Polygon
 from matplotlib.transforms import Bbox
 
-from resplot.draw.plain_draw import draw_band, draw_line
+from resplot.draw.plain_draw import draw_band, draw_line, draw_mark
 
 
 def _chart(log: bool):
@@ -152,3 +152,56 @@ def test_what_it_does_not_cover_is_left_to_matplotlib():
     for band in bands:
         assert not draw_band(renderer, _twin(band, ax, figure, None), xy)
     assert np.array_equal(np.asarray(canvas.buffer_rgba()), before)  # none drew anything
+
+
+MARKS = [
+    pytest.param(dict(log=False, marker="o", size=6.0, edge="#ffffff", alpha=None), id="live"),
+    pytest.param(dict(log=True, marker="X", size=8.0, edge="#000000", alpha=None), id="crash"),
+    pytest.param(dict(log=False, marker="D", size=5.5, edge="#444444", alpha=0.12), id="faded"),
+    pytest.param(dict(log=False, marker="o", size=6.0, edge="#ffffff", clip=False), id="unclipped"),
+]
+
+
+@pytest.mark.parametrize("case", MARKS)
+def test_an_end_mark_lights_the_pixels_its_artist_does(case):
+    """As Track sets a run's end mark (resplot/draw/track_marks.py): one point, no line, the
+    mark's edge and face, clipped to the chart unless it lies whole inside it."""
+    figure, canvas, ax = _chart(case["log"])
+    mark = _twin(Line2D([], [], linestyle="None", linewidth=1.0, zorder=4), ax, figure, None)
+    mark.set_color("#2ca02c")
+    mark.set_markevery([0])
+    mark.set_marker(case["marker"])
+    mark.set_markersize(case["size"])
+    mark.set_markeredgecolor(case["edge"])
+    mark.set_markerfacecolor("#2ca02c")
+    mark.set_alpha(case.get("alpha"))
+    mark.set_clip_on(case.get("clip", True))
+    at = (100.0, 2.2)  # on the chart's right edge: half of it outside
+    by_matplotlib, plain, done = _both(
+        figure,
+        canvas,
+        mark,
+        lambda: mark.set_data([at[0]], [at[1]]),
+        lambda renderer: draw_mark(renderer, mark),
+    )
+    assert done
+    assert np.array_equal(by_matplotlib, plain)
+    background = _chart(case["log"])[1].buffer_rgba()
+    assert not np.array_equal(plain, np.asarray(background))
+    assert not mark.stale
+
+
+def test_a_mark_it_does_not_cover_is_left_to_matplotlib():
+    figure, canvas, ax = _chart(False)
+    renderer = canvas.get_renderer()
+    before = np.asarray(canvas.buffer_rgba()).copy()
+    cases = [
+        Line2D([90, 99], [2, 2], linestyle="--", marker="o", markevery=[1]),  # a dashed end
+        Line2D([90, 99], [2, 2], linestyle="None", marker="o"),  # two points
+        Line2D([99], [2], linestyle="None", marker="o", fillstyle="left"),
+        Line2D([99], [2], linestyle="None"),  # no marker
+        Line2D([99], [2], linestyle="None", marker="o", markerfacecolor=(1, 0, 0, 0.5)),
+    ]
+    for line in cases:
+        assert not draw_mark(renderer, _twin(line, ax, figure, None))
+    assert np.array_equal(np.asarray(canvas.buffer_rgba()), before)
