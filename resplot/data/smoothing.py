@@ -232,10 +232,10 @@ def smooth_buckets(
     log_end = np.maximum(log_start + n * log_a, -_BLOCK_LOG)  # the bucket's end from its y0
     c = weight * -np.expm1(n * log_a) / (n * -np.expm1(log_a))
     ends = _ema(log_end, m)  # the EMA at each bucket's last point (no debias)
-    before = np.r_[0.0, ends[:-1]]
+    before = np.concatenate(([0.0], ends[:-1]))
     mean = m + (before - m) * np.exp(log_start) * c
     ones_end = -np.expm1(np.cumsum(log_end))  # the same of a series of ones: 1 - prod
-    ones_before = np.r_[0.0, ones_end[:-1]]
+    ones_before = np.concatenate(([0.0], ones_end[:-1]))
     ones_mean = 1.0 + (ones_before - 1.0) * np.exp(log_start) * c
     out[ok] = mean / ones_mean
     return out
