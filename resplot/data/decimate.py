@@ -284,6 +284,8 @@ def _columns(x: np.ndarray, y: np.ndarray, starts: np.ndarray, ends: np.ndarray)
     keep = np.ones(len(flat), dtype=bool)
     keep[1:] = flat[1:] != flat[:-1]  # a point once (first = min, max = last, ...)
     flat = flat[keep]
+    if not has_bad:  # no breaks (np.roll alone is ~10 us of Python)
+        return Decimated(x[flat], yv[flat], nan_x, pinf_x, ninf_x, mid_x, mins, maxs)
     breaks = flat < 0
     out_x = x[np.where(breaks, np.maximum(np.roll(flat, 1), 0), flat)]
     out_y = np.where(breaks, np.nan, yv[np.maximum(flat, 0)])

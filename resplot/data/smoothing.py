@@ -26,6 +26,7 @@ float64 exponent range, the recurrence `y_i = a_i y_(i-1) + (1 - a_i) x_i` is a 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import math
 from itertools import pairwise
 
@@ -92,9 +93,11 @@ _NEVER = tuple(ROLES["lr"]) + tuple(ROLES["valid_loss"]) + tuple(ROLES["valid_pp
 WARMUP_LEFT = 1e-4  # the weight the points before a zoomed view's warm-up may still have had
 
 
+@functools.lru_cache(maxsize=4096)
 def smoothable(key: str) -> bool:
     """Whether a chart smooths `key`: never a learning rate, system telemetry (sys/...) or a
-    validation / evaluation metric, on any page."""
+    validation / evaluation metric, on any page. (Kept by key: a live poll asked it of each
+    live series through ~30 glob matches.)"""
     if key.startswith("sys/") or any(fnmatch.fnmatchcase(key, name) for name in _NEVER):
         return False
     parts = key.lower().replace("-", "_").split("/")
