@@ -128,6 +128,7 @@ class Sweep:
                     )
             self.ids = self.ids[:live]
         self.next = steps
+        self._beat()
         if events:
             from tests.fixtures.stores import BASE_TIME, add_events
 
@@ -162,4 +163,17 @@ class Sweep:
             with self.engine.begin() as conn:
                 pending = writer.insert(conn, rows)
             writer.accept(pending)
+        self._beat()
         self.next += n
+
+    def _beat(self) -> None:
+        """The live runs' heartbeat now, as reslog's writer keeps it: without it they read as
+        crashed (a heartbeat months old) and the window followed a crashed run that kept
+        logging, its crash alert's text ("crashed after step N") new at every poll."""
+        import time
+
+        with self.engine.begin() as conn:
+            for run_id in self.ids:
+                conn.exec_driver_sql(
+                    "UPDATE runs SET heartbeat_at = ? WHERE id = ?", (time.time(), run_id)
+                )
