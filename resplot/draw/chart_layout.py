@@ -65,6 +65,7 @@ class ChartLayout:
         self._user_y = set()
         self._followed = {}
         self._autoscaled = {}
+        self._sticky = {}
         self._layered = {}
         self._placed = None
         self.strip = RunStrip(self.figure)

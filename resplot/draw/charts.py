@@ -94,6 +94,7 @@ class ChartPage(ChartLayout, ChartLimits):
         self._followed: dict[int, tuple] = {}  # ylim follow mode set per axes; -1: the xlim
         # chart -> (what its y autoscaling depended on, the range it gave): _autoscaled_y
         self._autoscaled: dict[int, tuple[tuple, tuple[float, float]]] = {}
+        self._sticky: dict[int, tuple[tuple, tuple]] = {}  # chart -> its children, sticky y
         self._placed: tuple | None = None  # the layout _place() last applied
         self._layered: dict[int, tuple] = {}  # chart -> its children then, its layer_artists
         # Per run: (x, step) pairs of its widest drawn view, sorted by x: how a zoomed x range
@@ -225,17 +226,19 @@ class ChartPage(ChartLayout, ChartLimits):
                 self._updating = True
             if self.follow:
                 for i, ax in enumerate(self.axes):
-                    self._follow_y(i, ax, state, shown is None, limits[i])
+                    limits[i] = self._follow_y(i, ax, state, shown is None, limits[i])
             else:
                 for i in fresh:
                     ax = self.axes[i]
                     with quietly(ax):
                         self._refit_y(i, state, xlim)
-                    if shown_limits(ax) != limits[i]:
+                    now = shown_limits(ax)
+                    if now != limits[i]:
                         ax.stale = True
+                    limits[i] = now
             for i in fresh:
                 self._update_legend(i, specs[i], cache)
-            self._whole_end_marks()
+            self._whole_end_marks(limits)  # (each chart's limits now)
             for events in self._events:
                 events.show()  # for the limits now set
             self._settled = self._view_key(state, refs) if not self.incomplete() else None
@@ -296,13 +299,14 @@ class ChartPage(ChartLayout, ChartLimits):
             fine = 0  # past the budget: level 1 where it gives fewer buckets than pixels
         return _Scope(fresh, contexts, dense, fine, page_refs)
 
-    def _whole_end_marks(self) -> None:
+    def _whole_end_marks(self, limits: list[tuple]) -> None:
         """An end mark (live dot, crash cross) on a point at the chart's edge, a run's last
         value the top of the y range, was cut in half by the axes' clip: drawn whole where
-        every point of it is inside the chart's limits, clipped otherwise (a dashed tail past
-        the view, a value above an outlier-clipped range)."""
-        for ax, tracks in zip(self.axes, self.tracks, strict=False):
-            (x0, x1), (y0, y1) = sorted(ax.get_xlim()), sorted(ax.get_ylim())
+        every point of it is inside the chart's limits (`limits`: each chart's (xlim, ylim)),
+        clipped otherwise (a dashed tail past the view, a value above an outlier-clipped
+        range)."""
+        for (xlim, ylim), tracks in zip(limits, self.tracks, strict=False):
+            (x0, x1), (y0, y1) = sorted(xlim), sorted(ylim)
             for track in tracks.values():
                 end = track.end
                 if end is None or not end.get_visible():

@@ -49,14 +49,15 @@ class ChartLimits(FollowsData):
         self._followed[-1] = tuple(ax.get_xlim())
         return tuple(ax.get_xlim())
 
-    def _follow_y(self, i: int, ax, state: ViewState, scalex: bool, before: tuple) -> None:
+    def _follow_y(self, i: int, ax, state: ViewState, scalex: bool, before: tuple) -> tuple:
         """A followed chart's y range: autoscaled (the outlier and placeholder rules, a flat
         series widened), then kept while it still fits (headroom). Worked out quietly and
         set once, and only when it moves: a set marks the page for a full draw, and even the
         same limits set again invalidate every transform of the chart. A y range the user
-        set (a pan or zoom along y alone) is kept until Follow data."""
+        set (a pan or zoom along y alone) is kept until Follow data. Returns the chart's
+        limits now (shown_limits: each read of a chart's limits walks its shared axes)."""
         if i in self._user_y:
-            return
+            return shown_limits(ax)
         with quietly(ax):
             wanted = self._autoscaled_y(i, ax, scalex)
             wanted = self._clip_outliers(i, state) or wanted
@@ -71,19 +72,21 @@ class ChartLimits(FollowsData):
                 )
             if tuple(ax.get_ylim()) != shown:
                 ax.set_ylim(shown)
+        now = shown_limits(ax)
         if self._views[i]:  # limits fitted to data (not an empty chart's 0..1)
-            self._followed[i] = tuple(ax.get_ylim())
+            self._followed[i] = now[1]
         else:
             self._followed.pop(i, None)
-        if shown_limits(ax) != before:
+        if now != before:
             ax.stale = True  # new limits: the page's axes are drawn again
+        return now
 
     def _autoscaled_y(self, i: int, ax, scalex: bool) -> tuple[float, float]:
         """The y range matplotlib's autoscaling gives chart i's data (its margins, sticky
         edges, scale), worked out again only when what it depends on changed: most polls
         add points inside the page's y data limits. Left set on the axes when worked out
         (with x too when `scalex`: the page follows no x range of its own)."""
-        key = _autoscale_key(ax)
+        key = _autoscale_key(ax, self._sticky_y(i, ax))
         kept = self._autoscaled.get(i)
         if not scalex and kept is not None and kept[0] == key:
             return kept[1]
@@ -96,6 +99,23 @@ class ChartLimits(FollowsData):
         wanted = tuple(ax.get_ylim())
         self._autoscaled[i] = (key, wanted)
         return wanted
+
+    def _sticky_y(self, i: int, ax) -> tuple:
+        """The sticky y edges of chart i's children and of the axes sharing its y, in order,
+        kept while they are the same children: matplotlib sets an artist's sticky edges when
+        it makes it (a bar, a fill, an image), and resplot sets none; reading them through
+        each child's property was ~100 calls a chart at every followed poll."""
+        siblings = ax.get_shared_y_axes().get_siblings(ax)
+        children = (
+            tuple(ax.get_children())  # (a chart shares y with no other: no Python loop)
+            if len(siblings) == 1
+            else tuple(child for a in siblings for child in a.get_children())
+        )
+        kept = self._sticky.get(i)
+        if kept is None or kept[0] != children:
+            edges = tuple(sorted(v for child in children for v in child.sticky_edges.y))
+            kept = self._sticky[i] = (children, edges)
+        return kept[1]
 
     def _on_chart_ylim_changed(self, ax) -> None:
         # By the axes, not its index: a chart kept by a rebuild (chart_layout) moves.
@@ -363,16 +383,13 @@ def _widened(ax, limits: tuple[float, float]) -> tuple[float, float]:
     return limits
 
 
-def _autoscale_key(ax) -> tuple:
+def _autoscale_key(ax, sticky_y: tuple) -> tuple:
     """What matplotlib's autoscaling of a chart's y depends on (Axes.autoscale_view): the
-    data limits of the axes sharing its y, their sticky edges, the margin, the scale and the
-    locator (its nonsingular rule)."""
+    data limits of the axes sharing its y, their sticky edges (`sticky_y`), the margin, the
+    scale and the locator (its nonsingular rule)."""
     shared = ax.get_shared_y_axes().get_siblings(ax)
     margin = ax.margins()[1]
-    sticky = ()
-    if ax.use_sticky_edges and margin:
-        edges = (v for a in shared for child in a.get_children() for v in child.sticky_edges.y)
-        sticky = tuple(sorted(edges))
+    sticky = sticky_y if ax.use_sticky_edges and margin else ()
     return (
         ax,
         tuple((tuple(a.dataLim.intervaly), float(a.dataLim.minposy)) for a in shared),

@@ -189,3 +189,29 @@ def test_a_refresh_counts_again_only_the_fine_points_of_series_that_changed(load
     kept = page._fine_points(cache, specs, contexts * len(specs), page._fine)
     page._fine_kept = {}
     assert page._fine_points(cache, specs, contexts * len(specs), page._fine) == kept
+
+
+def test_a_charts_sticky_edges_are_read_again_when_its_children_change(loaded, monkeypatch):
+    """The followed y fit's key holds the sticky y edges of the chart's children (a bar's
+    base, a fill's): kept while the children are the same (reading every child's was ~100
+    calls a chart a poll), read again when one comes or goes."""
+    from matplotlib.artist import Artist
+
+    refs = _refs(loaded)
+    state = ViewState(page="custom", custom_keys=["train/loss"])
+    page = render(loaded.cache, state, list(refs.values()), fetch=loaded.fetch)
+    ax = page.axes[0]
+    assert page._sticky_y(0, ax) == ()
+    reads: list[object] = []
+    sticky = Artist.sticky_edges
+    monkeypatch.setattr(
+        Artist, "sticky_edges", property(lambda a: (reads.append(a), sticky.fget(a))[1])
+    )
+    _refresh(page, loaded, state, list(refs.values()))
+    assert reads == []  # the same children: none read
+    bars = ax.bar([100.0], [2.5])
+    assert page._sticky_y(0, ax) == (0.0,)  # a bar's base
+    bars.remove()
+    assert page._sticky_y(0, ax) == ()
+    page.refresh(loaded.cache, state, list(refs.values()))
+    assert page._followed[0] == tuple(ax.get_ylim())
