@@ -19,6 +19,7 @@ from __future__ import annotations
 from numbers import Real
 
 import numpy as np
+from matplotlib.backends.backend_agg import RendererAgg
 from matplotlib.colors import to_rgba
 from matplotlib.lines import Line2D
 from matplotlib.markers import MarkerStyle
@@ -31,10 +32,12 @@ SUBSLICE_MIN = 1000
 _PLAIN = ("None", "none", "", " ", None)
 
 
-def _plain(artist) -> bool:
-    """Nothing about the artist that its own draw would do differently from a path drawn."""
+def _plain(renderer, artist) -> bool:
+    """Nothing about the artist (or the renderer: Agg's, the window's) that its own draw
+    would do differently from a path drawn."""
     return (
-        artist.get_visible()
+        isinstance(renderer, RendererAgg)
+        and artist.get_visible()
         and not artist.get_path_effects()
         and artist.get_sketch_params() is None
         and not artist.get_rasterized()
@@ -62,7 +65,7 @@ def draw_line(renderer, line: Line2D, xy: np.ndarray) -> bool:
     """Draw `line` through the vertices `xy` (data, (n, 2) floats) as its draw would with that
     data set: a solid line without markers (True), else nothing (False)."""
     if (
-        not _plain(line)
+        not _plain(renderer, line)
         or line.get_linestyle() not in ("-", "solid")
         or line.get_marker() not in _PLAIN
         or line.get_drawstyle() != "default"
@@ -84,6 +87,20 @@ def draw_line(renderer, line: Line2D, xy: np.ndarray) -> bool:
     return True
 
 
+def patch_style(gc, patch, linewidth: float) -> None:
+    """Set `gc` as a solid patch's draw sets it for its edge (Patch's
+    _draw_paths_with_artist_properties), its clip aside: `linewidth` 0 where the edge is not
+    drawn (an edgeless band, a transparent spine)."""
+    gc.set_linewidth(linewidth)
+    gc.set_capstyle(patch.get_capstyle())
+    gc.set_joinstyle(patch.get_joinstyle())
+    gc.set_antialiased(patch.get_antialiased())
+    gc.set_snap(patch.get_snap())
+    gc.set_alpha(patch.get_alpha())
+    gc.set_foreground(patch.get_edgecolor(), isRGBA=True)
+    gc.set_dashes(0, None)
+
+
 def _closed(xy: np.ndarray) -> Path:
     """The path Polygon.set_xy makes of a closed polygon's vertices: its first vertex again at
     its end unless it is there already, and a CLOSEPOLY code."""
@@ -97,7 +114,7 @@ def draw_band(renderer, band: Polygon, xy: np.ndarray) -> bool:
     vertices set: an edgeless, unhatched fill (True), else nothing (False)."""
     edge = band.get_edgecolor()
     if (
-        not _plain(band)
+        not _plain(renderer, band)
         or not band.get_closed()
         or band.get_hatch()
         or (band.get_linewidth() > 0 and edge[3] > 0)
@@ -106,12 +123,7 @@ def draw_band(renderer, band: Polygon, xy: np.ndarray) -> bool:
     transform = band.get_transform()
     path = transform.transform_path_non_affine(_closed(xy))
     gc = _gc(renderer, band)
-    gc.set_linewidth(0)  # an edgeless patch (Patch._draw_paths_with_artist_properties)
-    gc.set_capstyle(band.get_capstyle())
-    gc.set_joinstyle(band.get_joinstyle())
-    gc.set_alpha(band.get_alpha())
-    gc.set_foreground(edge, isRGBA=True)
-    gc.set_dashes(0, None)
+    patch_style(gc, band, 0.0)  # an edgeless patch
     face = band.get_facecolor()
     renderer.draw_path(gc, path, transform.get_affine(), face if face[3] else None)
     gc.restore()
@@ -128,7 +140,7 @@ def draw_mark(renderer, line: Line2D) -> bool:
     every = line.get_markevery()
     fill = line.get_fillstyle()
     if (
-        not _plain(line)
+        not _plain(renderer, line)
         or line.get_linestyle() not in ("None", "none", "", " ")
         or line.get_marker() in _PLAIN
         or line.get_drawstyle() != "default"

@@ -12,6 +12,8 @@ from __future__ import annotations
 from matplotlib.backends.backend_agg import RendererAgg
 from matplotlib.spines import Spine
 
+from resplot.draw.plain_draw import patch_style
+
 EDGES = {"left": "y", "right": "y", "top": "x", "bottom": "x"}
 
 
@@ -44,15 +46,7 @@ def draw_spines(figure, spines: list) -> None:
                 figure.draw_artist(spine)
                 continue
             _fit(spine)
-            color = spine.get_edgecolor()
-            gc.set_linewidth(spine.get_linewidth() if color[3] else 0)
-            gc.set_capstyle(spine.get_capstyle())
-            gc.set_joinstyle(spine.get_joinstyle())
-            gc.set_antialiased(spine.get_antialiased())
-            gc.set_snap(spine.get_snap())
-            gc.set_alpha(spine.get_alpha())
-            gc.set_foreground(color, isRGBA=True)
-            gc.set_dashes(0, None)
+            patch_style(gc, spine, spine.get_linewidth() if spine.get_edgecolor()[3] else 0)
             transform = spine.get_transform()
             path = transform.transform_path_non_affine(spine.get_path())
             renderer.draw_path(gc, path, transform.get_affine(), None)

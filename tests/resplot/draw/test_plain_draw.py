@@ -8,10 +8,13 @@ Real matplotlib Agg canvases: each tail drawn by its artist (`set_data`/`set_xy`
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
 from matplotlib import patheffects
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.backends.backend_svg import RendererSVG
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Polygon
@@ -152,6 +155,14 @@ def test_what_it_does_not_cover_is_left_to_matplotlib():
     for band in bands:
         assert not draw_band(renderer, _twin(band, ax, figure, None), xy)
     assert np.array_equal(np.asarray(canvas.buffer_rgba()), before)  # none drew anything
+    # Another renderer (a file's): matplotlib draws there.
+    svg = RendererSVG(600, 300, io.StringIO())
+    assert not draw_line(svg, _twin(Line2D([], []), ax, figure, None), xy)
+    plain_band = Polygon(np.zeros((0, 2)), linewidth=0)
+    assert not draw_band(svg, _twin(plain_band, ax, figure, None), xy)
+    dot = Line2D([99], [2], linestyle="None", marker="o")
+    assert not draw_mark(svg, _twin(dot, ax, figure, None))
+    assert draw_mark(renderer, dot)  # (the same mark, on Agg's)
 
 
 MARKS = [
