@@ -103,10 +103,9 @@ class RunTableModel(QAbstractItemModel):
         self._nodes: dict[int, _Node] = {0: self._root}
         self._run_nodes: dict[RunRef, _Node] = {}
         self._details: dict[int, str] = {}  # node id -> the GPUs cell's tooltip
-        # node id -> (what a run's row was made from, its cells, search text and tooltip):
-        # the last refresh's rows, and those of the refresh under way (_node)
+        # node id -> (what a run's row was made from, its cells, search text and tooltip), as
+        # the last refresh made them (_node)
         self._rows: dict[int, tuple] = {}
-        self._rows_before: dict[int, tuple] = {}
 
     # -- refresh ----------------------------------------------------------------------------
     def refresh(self, alerts: dict[RunRef, list[Alert]], now: float | None = None) -> None:
@@ -138,9 +137,8 @@ class RunTableModel(QAbstractItemModel):
             for n, short in distinct_parts(names).items()
         }
         self._details = {}
-        self._rows_before, self._rows = self._rows, {}
-        fresh = [self._node(e, now, headers) for e in top]
-        self._rows_before = {}
+        before, self._rows = self._rows, {}
+        fresh = [self._node(e, now, headers, before) for e in top]
         changed: list[tuple[_Node, list[int]]] = []  # rows and their changed columns
         if headers != self.headers or not self._sync(self._root, fresh, changed):
             self.beginResetModel()
@@ -182,12 +180,15 @@ class RunTableModel(QAbstractItemModel):
                 index = self.createIndex(node.row, column, node.id)
                 self.dataChanged.emit(index, index)
 
-    def _node(self, entry: Entry, now: float, headers: list[str]) -> _Node:
-        """The entry's node and its subtree, with cells (not yet in the live tree)."""
+    def _node(
+        self, entry: Entry, now: float, headers: list[str], before: dict[int, tuple]
+    ) -> _Node:
+        """The entry's node and its subtree, with cells (not yet in the live tree); a run's
+        row as `before` (the last refresh's rows) has it where it was made from the same."""
         node_id = self._ids.setdefault(entry.key, len(self._ids) + 1)
         node = _Node(entry, node_id)
         asked = self._row_inputs(entry, headers)
-        kept = self._rows_before.get(node_id) if asked is not None else None
+        kept = before.get(node_id) if asked is not None else None
         if kept is not None and kept[0] == asked:
             # A run whose row shows what it showed (a finished run's, at every poll).
             node.cells, node.search, detail = list(kept[1]), kept[2], kept[3]
@@ -199,7 +200,7 @@ class RunTableModel(QAbstractItemModel):
         if asked is not None:
             self._rows[node_id] = (asked, list(node.cells), node.search, self._details.get(node_id))
         for child in entry.children:
-            sub = self._node(child, now, headers)
+            sub = self._node(child, now, headers, before)
             sub.parent = node
             node.children.append(sub)
         return node
