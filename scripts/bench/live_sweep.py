@@ -170,10 +170,7 @@ class Sweep:
         """The live runs' heartbeat now, as reslog's writer keeps it: without it they read as
         crashed (a heartbeat months old) and the window followed a crashed run that kept
         logging, its crash alert's text ("crashed after step N") new at every poll."""
-        import time
+        from tests.fixtures.stores import heartbeat
 
-        with self.engine.begin() as conn:
-            for run_id in self.ids:
-                conn.exec_driver_sql(
-                    "UPDATE runs SET heartbeat_at = ? WHERE id = ?", (time.time(), run_id)
-                )
+        for run_id in self.ids:
+            heartbeat(self.engine, run_id)
