@@ -10,7 +10,6 @@ headless `resplot snapshot`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -25,24 +24,24 @@ from resplot.data.model import RunRef
 from resplot.data.names import distinct_parts
 from resplot.data.pages import TIMING_PARTS, Item, PanelSpec, panels_for
 from resplot.data.state import ViewState
-from resplot.data.views import FINE_PER_PIXEL, fine_points, over_budget
+from resplot.data.views import FINE_PER_PIXEL
 from resplot.draw import fonts
 from resplot.draw.axes_setup import NOTE_PT
 from resplot.draw.chart_layout import ChartLayout
+from resplot.draw.chart_scope import ChartScope
 from resplot.draw.composites import PART_COLORS, Stack, ThrottleBars
 from resplot.draw.events import EventLines, EventPlaces, draw_events
 from resplot.draw.figure_files import save_figure
 from resplot.draw.legends import AxesLegend, Entry, RunStrip
 from resplot.draw.limits import ChartLimits, fit_data_limits, quietly, shown_limits
-from resplot.draw.track_inputs import RunContext, tokens_guide
-from resplot.draw.tracks import BAND_FROM_SERIES, DENSE_PAGE_FINE_PER_PIXEL, Track
+from resplot.draw.tracks import Track
 from schema.rules.compare import metric_stats
 from schema.store.status import FINISHED
 
 STRIP_ROWS = 2  # more rows of whole run names: the strip names the part that differs
 
 
-class ChartPage(ChartLayout, ChartLimits):
+class ChartPage(ChartLayout, ChartLimits, ChartScope):
     """One page (training, system, timing, custom) of charts for the ticked runs."""
 
     def __init__(
@@ -280,25 +279,6 @@ class ChartPage(ChartLayout, ChartLimits):
         widths = tuple(self._pixels(i) for i in range(len(self.axes)))
         return (self._layout, xlim, state.x_axis, state.smoothing, tuple(refs), widths, shown)
 
-    def _scope(self, cache, state, specs, refs, xlim, every: bool = False) -> _Scope:
-        """What a refresh at `xlim` (None: following the data) works on (see _Scope)."""
-        # In a user's view only the charts the window shows; the rest stay `behind`.
-        shown_now = None if xlim is None or every or self.in_view is None else self.in_view()
-        fresh = [i for i in range(len(specs)) if shown_now is None or i in shown_now]
-        dense = sum(len(s.items) for s in specs if s.kind == "line") > BAND_FROM_SERIES
-        fine = DENSE_PAGE_FINE_PER_PIXEL if dense else FINE_PER_PIXEL
-        # A run's context depends on the chart's width only: worked out once a width (a
-        # guided x axis reads a guide series for each run), not once a chart.
-        page_refs = list(dict.fromkeys([*refs, *(it.ref for s in specs for it in s.items)]))
-        widths = [self._pixels(i) for i in range(len(specs))]
-        by_width = {
-            px: self._contexts(cache, state, page_refs, xlim, px) for px in dict.fromkeys(widths)
-        }
-        contexts = [by_width[px] for px in widths]
-        if over_budget(cache, self._fine_points(cache, specs, contexts, fine)):
-            fine = 0  # past the budget: level 1 where it gives fewer buckets than pixels
-        return _Scope(fresh, contexts, dense, fine, page_refs)
-
     def _whole_end_marks(self, limits: list[tuple]) -> None:
         """An end mark (live dot, crash cross) on a point at the chart's edge, a run's last
         value the top of the y range, was cut in half by the axes' clip: drawn whole where
@@ -352,39 +332,6 @@ class ChartPage(ChartLayout, ChartLimits):
                 tracks[item] = Track(self.axes[i], item)
         return tracks
 
-    def _step_range(self, ref: RunRef, mode: str, xlim) -> tuple[float, float]:
-        """The steps of a run that an x range shows (±inf: follow all data)."""
-        if xlim is None:
-            return -np.inf, np.inf
-        lo, hi = sorted(xlim)
-        if mode == "step":
-            return np.floor(lo), np.ceil(hi)
-        known = self._x_steps.get(ref)
-        if known is None or len(known[0]) < 2:
-            return -np.inf, np.inf  # nothing drawn yet to map it by: ask for everything
-        x, steps = known
-        pad = (steps[-1] - steps[0]) / max(1, len(steps))  # one drawn point's worth of steps
-        a = np.interp(lo, x, steps, left=-np.inf, right=np.inf)
-        b = np.interp(hi, x, steps, left=-np.inf, right=np.inf)
-        if a == np.inf or b == -np.inf:
-            # The range lies wholly past the run's data (or before it): a step range just
-            # outside it, which holds nothing (±inf there meant "from the start / to the end",
-            # and an infinite start crashed the views: the GUI soak found it).
-            edge = float(steps[-1] + 1) if a == np.inf else float(steps[0] - 1)
-            return edge, edge
-        return a - pad, b + pad
-
-    def _contexts(self, cache, state, refs, xlim, pixels) -> dict[RunRef, RunContext]:
-        out = {}
-        for ref in refs:
-            lo, hi = self._step_range(ref, state.x_axis, xlim)
-            guide = None
-            key = xaxis.guide_key(state.x_axis, cache.keys(ref), cache.events(ref, "metric"))
-            if key is not None:
-                guide = tokens_guide(cache, ref, lo, hi, pixels, key)
-            out[ref] = RunContext(cache.run(ref), lo, hi, guide)
-        return out
-
     def _remember_x(self, track: Track) -> None:
         pairs = track.x_steps()
         if pairs is None:
@@ -396,29 +343,6 @@ class ChartPage(ChartLayout, ChartLimits):
 
     def _pixels(self, i: int) -> int:
         return max(int(self.axes[i].bbox.width), 50)
-
-    def _fine_points(self, cache, specs, contexts, fine: int) -> dict[str, float]:
-        """The raw points each source's host would read for the page's fine views."""
-        total: dict[str, float] = {}
-        kept, self._fine_kept = self._fine_kept, {}
-        for i, spec in enumerate(specs):
-            pixels = self._pixels(i)
-            for item in spec.items:
-                series = (item.ref, item.key)
-                summary, ctx = cache.summary(*series), contexts[i][item.ref]
-                if summary is None:
-                    continue
-                # A series' count is worked out again only when its summary or range moved:
-                # a poll asked every series of the page (a finished run's too) each time.
-                asked = (summary, ctx.lo, ctx.hi, pixels, fine)
-                was = kept.get((i, *series))
-                if was is not None and was[0] == asked:
-                    n = was[1]
-                else:
-                    n = fine_points(summary, ctx.lo, ctx.hi, pixels, fine)
-                self._fine_kept[(i, *series)] = (asked, n)
-                total[item.ref.source] = total.get(item.ref.source, 0.0) + n
-        return total
 
     def _prepare_panel(self, i, spec, cache, state, contexts) -> None:
         """The views of a panel's series at its width (before the page's x range is known)."""
@@ -567,19 +491,6 @@ def _composite_kind(spec: PanelSpec) -> type[Stack] | type[ThrottleBars] | None:
     if spec.kind == "stacked" and spec.stack_ref is not None:
         return Stack
     return ThrottleBars if spec.kind == "throttle" else None
-
-
-@dataclass
-class _Scope:
-    """What one refresh works on: the charts it refreshes (in a user's view, those the window
-    shows), each chart's run contexts, whether the page is dense (its series drawn as bands)
-    and the fine buckets a pixel its views ask for, and every run the page names."""
-
-    fresh: list[int]
-    contexts: list[dict[RunRef, RunContext]]
-    dense: bool
-    fine: int
-    page_refs: list[RunRef]
 
 
 def render(

@@ -165,19 +165,19 @@ def test_a_refresh_counts_again_only_the_fine_points_of_series_that_changed(load
     series whose summary and range are as they were keeps its count (a followed poll asked
     every series of the page, a finished run's too); one with a new summary is counted again,
     and the page's total is the same as counting every series anew."""
-    import resplot.draw.charts as charts
+    import resplot.draw.chart_scope as chart_scope
 
     refs = _refs(loaded)
     state = ViewState(page="custom", custom_keys=["train/loss"])
     page = render(loaded.cache, state, list(refs.values()), fetch=loaded.fetch)
     counted: list[object] = []
-    fine_points = charts.fine_points
+    fine_points = chart_scope.fine_points
 
     def counting(summary, *args):
         counted.append(summary)
         return fine_points(summary, *args)
 
-    monkeypatch.setattr(charts, "fine_points", counting)
+    monkeypatch.setattr(chart_scope, "fine_points", counting)
     _refresh(page, loaded, state, list(refs.values()))
     assert counted == []
     cache = loaded.cache
