@@ -1,5 +1,5 @@
-"""A live series' tail and end mark drawn through the renderer's public calls, as Line2D.draw
-and Patch.draw make them, without what an artist's draw costs around them.
+"""A series' line, a live series' tail and end mark drawn through the renderer's public calls,
+as Line2D.draw and Patch.draw make them, without what an artist's draw costs around them.
 
 A live poll draws each live series' tail (resplot/ui/tails.py): a twin artist given the tail's
 vertices, then drawn. For a tail of a few dozen vertices matplotlib's bookkeeping was most of
@@ -8,10 +8,14 @@ rasterization wrapper, the transformed-path cache made anew, the properties read
 each (~60 µs of a ~150 µs tail, scripts/bench/bench_live_poll.py). Here the same renderer calls
 are made with the same graphics context, path and transform, so the pixels are the artist's
 own (tests/resplot/draw/test_plain_draw.py compares them); an artist this does not cover (a
-dash, a marker, a hatch, path effects, a sketch, rasterized, filtered, more than Line2D's
-subslicing threshold of vertices) returns False and is drawn by matplotlib. The live tier's
-end marks (a live dot, a crash's cross: one point, a marker, no line) are drawn the same way
-(`draw_mark`), ~8 a poll.
+dash, a marker, a hatch, path effects, a sketch, rasterized, filtered) returns False and is
+drawn by matplotlib. The live tier's end marks (a live dot, a crash's cross: one point, a
+marker, no line) are drawn the same way (`draw_mark`), ~8 a poll.
+
+Every series' own lines are PlainLines, drawn the same way from the data as set: a zoom draws
+~100 of them anew, and Line2D.draw's recache (the data stacked and copied, a Path made, the
+transformed-path cache made anew) and its per-property calls were half of a line's draw
+(scripts/bench/bench_zoom_page.py).
 """
 
 from __future__ import annotations
@@ -26,8 +30,9 @@ from matplotlib.markers import MarkerStyle
 from matplotlib.patches import Polygon
 from matplotlib.path import Path
 
-# Line2D draws only the part of a longer sorted line inside the view (its `_subslice`): the
-# same pixels, another path; left to it.
+# Line2D draws only the part of a longer line sorted by x that lies inside the view, and one
+# vertex past each end (its subslice): the same segments in view, but the path Agg simplifies
+# starts at another vertex, so drawn from exactly those vertices here too.
 SUBSLICE_MIN = 1000
 _PLAIN = ("None", "none", "", " ", None)
 
@@ -69,9 +74,10 @@ def draw_line(renderer, line: Line2D, xy: np.ndarray) -> bool:
         or line.get_linestyle() not in ("-", "solid")
         or line.get_marker() not in _PLAIN
         or line.get_drawstyle() != "default"
-        or len(xy) > SUBSLICE_MIN
     ):
         return False
+    # (where the drawn part starts: Line2D.contains reads it)
+    xy, line.ind_offset = _in_view(line, xy) if len(xy) > SUBSLICE_MIN else (xy, 0)
     transform = line.get_transform()
     path = transform.transform_path_non_affine(Path(xy))
     if not len(path.vertices):
@@ -85,6 +91,62 @@ def draw_line(renderer, line: Line2D, xy: np.ndarray) -> bool:
     renderer.draw_path(gc, path, transform.get_affine().frozen())
     gc.restore()
     return True
+
+
+def _in_view(line: Line2D, xy: np.ndarray) -> tuple[np.ndarray, int]:
+    """The vertices of a line of more than SUBSLICE_MIN that Line2D.draw strokes, and the
+    index of the first: where its x are sorted (NaN aside, at least one number) and it is
+    drawn clipped in data coordinates of a linear rectilinear x axis, those between the x
+    bounds and one past each end (NaN x filled in between their neighbours to find them);
+    else all of them (Line2D.recache and draw)."""
+    ax = line.axes
+    if (
+        ax is None
+        or ax.name != "rectilinear"
+        or ax.get_xscale() != "linear"
+        or line.get_markevery() is not None
+        or not line.get_clip_on()
+        or line.get_transform() != ax.transData
+    ):
+        return xy, 0
+    x = xy[:, 0]
+    nan = np.isnan(x)
+    numbers = x[~nan]
+    if not len(numbers) or bool((numbers[1:] < numbers[:-1]).any()):
+        return xy, 0
+    if len(numbers) < len(x):
+        at = np.arange(len(x))
+        x = x.copy()
+        x[nan] = np.interp(at[nan], at[~nan], numbers)
+    x0, x1 = ax.get_xbound()
+    start = max(int(x.searchsorted(x0, "left")) - 1, 0)
+    return xy[start : int(x.searchsorted(x1, "right")) + 1], start
+
+
+def _float_column(values) -> bool:
+    # (exactly an ndarray: a masked array's masked values are NaN to Line2D)
+    return type(values) is np.ndarray and values.dtype == np.float64 and values.ndim == 1
+
+
+class PlainLine(Line2D):
+    """A Line2D that, where it is a plain solid line of float data on Agg's renderer with no
+    units on its axes, is drawn by `draw_line` from its data as set; else by Line2D.draw.
+    Left to matplotlib, what reads its data (get_xydata, get_path) works it out as before."""
+
+    def draw(self, renderer) -> None:
+        if self.get_visible():
+            x, y = self.get_xdata(orig=True), self.get_ydata(orig=True)
+            ax = self.axes
+            if (
+                _float_column(x)
+                and _float_column(y)
+                and len(x) == len(y)
+                and (ax is None or not (ax.xaxis.have_units() or ax.yaxis.have_units()))
+                and draw_line(renderer, self, np.column_stack((x, y)))
+            ):
+                self.stale = False  # as drawn (Line2D.draw's last step)
+                return
+        super().draw(renderer)
 
 
 def patch_style(gc, patch, linewidth: float) -> None:

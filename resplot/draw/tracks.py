@@ -23,6 +23,7 @@ from resplot.data.smoothing import (
 from resplot.data.views import FINE_PER_PIXEL, SeriesView, ViewMemo, series_view
 from resplot.draw.clip_box import share_clip_box
 from resplot.draw.limits import extent_points, line_limits
+from resplot.draw.plain_draw import PlainLine
 from resplot.draw.track_inputs import RunContext, smoothed_curve
 from resplot.draw.track_marks import TrackMarks
 from schema.store.rollup import STEP_HI
@@ -100,7 +101,7 @@ class Track(TrackMarks):
         self.item = item
         self.ax = ax
         self.live = False  # the run streams in: its series in the live tier (LIVE_FLOOR)
-        self.line = Line2D(
+        self.line = PlainLine(
             [],
             [],
             linewidth=1.4,
@@ -167,7 +168,7 @@ class Track(TrackMarks):
     def _faint(self) -> tuple[Line2D, Polygon]:
         if self.raw is None or self.raw_band is None:
             item = self.item
-            self.raw = Line2D(
+            self.raw = PlainLine(
                 [], [], linewidth=0.8, alpha=0.25, color=item.color, linestyle=item.style
             )
             # Never snapped to the pixel grid: Agg snaps a band whose edges are all level or

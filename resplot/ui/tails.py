@@ -41,7 +41,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Polygon
 from matplotlib.transforms import Bbox
 
-from resplot.draw.plain_draw import draw_band, draw_line
+from resplot.draw.plain_draw import PlainLine, draw_band, draw_line
 from resplot.ui.reach import grown, on_screen
 
 # Bodies end on multiples of CHUNK_PX from the axes' left edge. A poll draws a tail of
@@ -299,7 +299,7 @@ def _made_from(artist, style: tuple) -> tuple:
 
 
 def _twin(artist) -> Line2D | Polygon:
-    twin = Line2D([], []) if isinstance(artist, Line2D) else Polygon(np.zeros((0, 2)))
+    twin = PlainLine([], []) if isinstance(artist, Line2D) else Polygon(np.zeros((0, 2)))
     return _styled(twin, artist)
 
 

@@ -1,6 +1,7 @@
-"""A live series' tail drawn through the renderer's public calls (resplot/draw/plain_draw.py)
-lights the pixels its artist's own draw lights, on linear and log axes, snapped or not,
-faded, clipped, with a gap; an artist it does not cover is left to matplotlib.
+"""A live series' tail and a series' whole line drawn through the renderer's public calls
+(resplot/draw/plain_draw.py) light the pixels their artist's own draw lights, on linear and log
+axes, snapped or not, faded, clipped, with a gap, longer than Line2D draws whole; an artist it
+does not cover is left to matplotlib.
 
 Real matplotlib Agg canvases: each tail drawn by its artist (`set_data`/`set_xy`, then
 `draw_artist`) and by plain_draw over the same saved picture, the buffers compared.
@@ -20,7 +21,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Polygon
 from matplotlib.transforms import Bbox
 
-from resplot.draw.plain_draw import draw_band, draw_line, draw_mark
+from resplot.draw.plain_draw import PlainLine, draw_band, draw_line, draw_mark
 
 
 def _chart(log: bool):
@@ -146,7 +147,6 @@ def test_what_it_does_not_cover_is_left_to_matplotlib():
     rasterized.set_rasterized(True)
     for line in [*lines, sketched, rasterized]:
         assert not draw_line(renderer, _twin(line, ax, figure, None), xy)
-    assert not draw_line(renderer, _twin(Line2D([], []), ax, figure, None), _tail(1001))
     bands = [
         Polygon(np.zeros((0, 2)), hatch="//", linewidth=0),
         Polygon(np.zeros((0, 2)), edgecolor="k", linewidth=1.0),
@@ -216,3 +216,117 @@ def test_a_mark_it_does_not_cover_is_left_to_matplotlib():
     for line in cases:
         assert not draw_mark(renderer, _twin(line, ax, figure, None))
     assert np.array_equal(np.asarray(canvas.buffer_rgba()), before)
+
+
+def _long(n: int, x0: float = -50.0, x1: float = 150.0) -> tuple[np.ndarray, np.ndarray]:
+    """A dense zig-zag over [x0, x1]: past the chart's x limits (0, 100) on both sides."""
+    x = np.linspace(x0, x1, n)
+    y = 2.0 + 0.4 * np.sin(x / 3) + np.random.default_rng(n).normal(scale=0.3, size=n)
+    return x, y
+
+
+def _unsorted(n: int) -> tuple[np.ndarray, np.ndarray]:
+    x, y = _long(n)
+    return x[::-1].copy(), y
+
+
+def _nan_x(n: int) -> tuple[np.ndarray, np.ndarray]:
+    x, y = _long(n)
+    x[[0, n // 3, n // 3 + 1, n - 1]] = np.nan  # filled in between neighbours to find the cut
+    return x, y
+
+
+WHOLE = [
+    pytest.param(dict(data=lambda: _long(300)), id="short"),
+    pytest.param(dict(data=lambda: _long(5000)), id="long-subsliced"),
+    pytest.param(dict(data=lambda: _nan_x(5000)), id="long-nan-x"),
+    pytest.param(dict(data=lambda: _unsorted(5000)), id="long-unsorted"),
+    pytest.param(dict(data=lambda: _long(5000), xlog=True), id="long-log-x"),
+    pytest.param(dict(data=lambda: _long(5000), ylog=True, alpha=0.25, width=0.8), id="faint"),
+    pytest.param(dict(data=lambda: _long(5000), clip_on=False), id="unclipped"),
+]
+
+
+def _drawn(kind, case) -> tuple[np.ndarray, object, int]:
+    """A chart with one line of `kind` drawn by a full draw: its pixels, the line, and how
+    many times Line2D.draw drew it."""
+    figure = Figure(figsize=(6, 3), dpi=100)
+    canvas = FigureCanvasAgg(figure)
+    ax = figure.add_subplot(1, 1, 1)
+    x, y = case["data"]()
+    line = kind(x, y, color="#1f77b4", linewidth=case.get("width", 1.4), alpha=case.get("alpha"))
+    line.set_clip_on(case.get("clip_on", True))
+    # The scales first: Line2D decides whether to draw a long line's part in view when it
+    # works out its data (at add_line here), and keeps that past a change of scale; resplot's
+    # lines work theirs out at their draw, which plain_draw decides at.
+    if case.get("xlog"):
+        ax.set_xscale("log")
+    if case.get("ylog"):
+        ax.set_yscale("log")
+    ax.set_xlim(1 if case.get("xlog") else 0, 100)
+    ax.set_ylim(0.5, 4.0)
+    ax.add_line(line)
+    calls = [0]
+    own = Line2D.draw
+
+    def counted(self, renderer):
+        calls[0] += self is line  # (not the axes' tick lines)
+        return own(self, renderer)
+
+    Line2D.draw = counted
+    try:
+        canvas.draw()
+    finally:
+        Line2D.draw = own
+    return np.asarray(canvas.buffer_rgba()).copy(), line, calls[0]
+
+
+@pytest.mark.parametrize("case", WHOLE)
+def test_a_plain_line_lights_the_pixels_a_line2d_does(case):
+    """A series' line (Track's, a tail's twin) drawn whole at a full draw: past Line2D's
+    subslicing threshold too, where Line2D draws the part in view and one vertex past each
+    end (sorted x on a linear rectilinear x axis, clipped), and where it draws them all."""
+    by_matplotlib, line2d, _ = _drawn(Line2D, case)
+    plain, line, calls = _drawn(PlainLine, case)
+    assert calls == 0  # drawn by plain_draw, not by Line2D.draw
+    assert np.array_equal(by_matplotlib, plain)
+    assert line.ind_offset == line2d.ind_offset  # where the drawn part starts (contains())
+    assert not line.stale
+
+
+def test_the_subslice_is_what_makes_a_long_line_pixel_equal(monkeypatch):
+    """Drawing every vertex of a long line lights other pixels than Line2D's part in view
+    (its path's simplification starts elsewhere): the check above can fail."""
+    import resplot.draw.plain_draw as plain_draw
+
+    case = dict(data=lambda: _long(5000))
+    by_matplotlib, line2d, _ = _drawn(Line2D, case)
+    assert line2d.ind_offset > 0
+    monkeypatch.setattr(plain_draw, "_in_view", lambda line, xy: (xy, 0))
+    whole, _line, _calls = _drawn(PlainLine, case)
+    assert not np.array_equal(by_matplotlib, whole)
+
+
+def test_a_plain_line_it_does_not_cover_is_drawn_by_line2d():
+    """Data with units (dates), masked or not float arrays, a dashed style: Line2D.draw, the
+    same pixels."""
+    dates = np.arange("2026-01-01", "2026-04-11", dtype="datetime64[D]")
+    y = np.linspace(1.0, 3.0, len(dates))
+    cases = [
+        (dates, y, {}),
+        (np.ma.masked_greater(np.linspace(0, 100, 50), 90), np.linspace(1, 3, 50), {}),
+        (list(range(50)), [1.0 + i / 25 for i in range(50)], {}),
+        (np.linspace(0, 100, 50), np.linspace(1, 3, 50), {"linestyle": "--"}),
+    ]
+    for x, values, style in cases:
+        buffers = []
+        for kind in (Line2D, PlainLine):
+            figure = Figure(figsize=(6, 3), dpi=100)
+            canvas = FigureCanvasAgg(figure)
+            ax = figure.add_subplot(1, 1, 1)
+            ax.add_line(kind(x, values, **style))
+            ax.autoscale_view()
+            canvas.draw()
+            buffers.append(np.asarray(canvas.buffer_rgba()).copy())
+        assert np.array_equal(*buffers)
+        assert (buffers[1] != 255).any()  # something was drawn
