@@ -53,7 +53,11 @@ class Summary(NamedTuple):
     tail: tuple[int, float]
 
 
-TileKey = tuple[RunRef, str, int, int]  # run, key, level, index
+# A tile's key: its series' number (SeriesCache._number), its level, its index. Ints only: a
+# view looks up ~20 tiles a series and each lookup hashes its key ~4 times (the view's keep
+# set, the cache's dict, its recency order and times), where a RunRef in the key made each hash
+# a Python call (~14,000 a zoom of the 12-run Training page).
+TileKey = tuple[int, int, int]
 
 
 class SeriesCache:
@@ -67,7 +71,10 @@ class SeriesCache:
         # the alerts, the x axis's step metric and the table each scanned at every poll.
         self._by_kind: dict[RunRef, dict[str, list[Event]]] = defaultdict(dict)
         self._event_changes: dict[RunRef, int] = {}  # per run, the tick of its last event
-        self._tiles = TileCache(tile_bytes, on_gone=lambda k: self._changed(k[0], k[1]))
+        self._tiles = TileCache(tile_bytes, on_gone=lambda k: self._changed(*self._series[k[0]]))
+        # Each series' number in tile keys, and back (numbers are never reused).
+        self._numbers: dict[tuple[RunRef, str], int] = {}
+        self._series: list[tuple[RunRef, str]] = []
         # Per series, the tick of its last change (ticks only grow: a series forgotten and read
         # again never repeats a count a view was stamped with).
         self._changes: dict[tuple[RunRef, str], int] = {}
@@ -79,6 +86,20 @@ class SeriesCache:
         self._folds: dict[str, str] = {}  # source label -> what its host folds fine tiles with
         self.version = 0
         self.tiles_put = 0  # every tile put so far: a view that read this many has them all
+
+    def _number(self, ref: RunRef, key: str) -> int:
+        """The series' number in its tiles' keys (lock held)."""
+        number = self._numbers.get((ref, key))
+        if number is None:
+            number = self._numbers[(ref, key)] = len(self._series)
+            self._series.append((ref, key))
+        return number
+
+    def tile_keys(self, ref: RunRef, key: str, places: Iterable[tuple[int, int]]) -> frozenset:
+        """The keys of the series' tiles at these (level, index) places, for keep_tiles()."""
+        with self._lock:
+            number = self._number(ref, key)
+        return frozenset((number, level, index) for level, index in places)
 
     def _changed(self, ref: RunRef, key: str) -> None:
         self._changes[(ref, key)] = next(self._tick)
@@ -198,10 +219,11 @@ class SeriesCache:
         # Only the tiles these steps fall in (a level or two of the newest, mostly): this
         # runs for every series of every poll, so never a walk over the whole cache.
         first, last = int(steps.min()), int(steps.max())
+        number = self._number(ref, key)
         out = []
         for level in buckets.by_width(levels):  # raw, fine and stored tiles alike
             for index in buckets.tiles_for(level, first, last):
-                tile_key = (ref, key, level, index)
+                tile_key = (number, level, index)
                 tile = self._tiles.peek(tile_key)
                 if tile is None or tile.epoch >= epoch:
                     continue  # not cached, or read in this reply's snapshot (has them)
@@ -213,7 +235,7 @@ class SeriesCache:
 
     def put_tile(self, ref: RunRef, key: str, tile: Tile) -> None:
         with self._lock:
-            self._tiles.put((ref, key, tile.level, tile.index), tile)
+            self._tiles.put((self._number(ref, key), tile.level, tile.index), tile)
             self._changed(ref, key)
             place, which = (ref.source, ref.store), (ref.uid, key, tile.level, tile.index)
             self._wanted[place].discard(which)
@@ -228,7 +250,8 @@ class SeriesCache:
 
     def _forget_series(self, ref: RunRef, key: str) -> None:
         self._summaries[ref].pop(key, None)
-        self._tiles.drop(lambda k: k[0] == ref and k[1] == key)
+        number = self._number(ref, key)
+        self._tiles.drop(lambda k: k[0] == number)
         self._changed(ref, key)
 
     def set_fold(self, source: str, fold: str) -> None:
@@ -261,7 +284,7 @@ class SeriesCache:
             ):
                 for ref in [r for r in table if which(r)]:
                     del table[ref]
-            self._tiles.drop(lambda k: which(k[0]))
+            self._tiles.drop(lambda k: which(self._series[k[0]][0]))
             # Forgotten after their tiles' drop (which counts as a change): back to 0.
             for series in [s for s in self._changes if which(s[0])]:
                 del self._changes[series]
@@ -276,9 +299,10 @@ class SeriesCache:
         with self._lock:
             wanted = self._wanted[(ref.source, ref.store)]
             before = len(wanted)
+            number = self._number(ref, key)
             for index in indices:
-                self._tiles.keep.add((ref, key, level, index))
-                if self._tiles.get((ref, key, level, index)) is None:
+                self._tiles.keep.add((number, level, index))
+                if self._tiles.get((number, level, index)) is None:
                     wanted.add((ref.uid, key, level, index))
             return len(wanted) > before
 
@@ -335,7 +359,7 @@ class SeriesCache:
         for `idle_s` seconds, out of the view in use; the bytes dropped. The overview tiles
         (stored levels) every page is drawn from stay until the bound evicts them."""
         with self._lock:
-            freed = self._tiles.expire(idle_s, lambda k: k[2] <= 0)
+            freed = self._tiles.expire(idle_s, lambda k: k[1] <= 0)
             if freed:
                 self.version += 1
             return freed
@@ -398,8 +422,9 @@ class SeriesCache:
         missing: list[int] = []
         with self._lock:
             keep, get = self._tiles.keep, self._tiles.get
+            number = self._number(ref, key)
             for index in indices:
-                tile_key = (ref, key, level, index)
+                tile_key = (number, level, index)
                 keep.add(tile_key)
                 tile = get(tile_key)
                 if tile is not None:
@@ -413,8 +438,9 @@ class SeriesCache:
     def tiles_of(self, ref: RunRef, key: str) -> list[Tile]:
         """Every cached tile of one series (without touching their recency)."""
         with self._lock:
-            found = self._tiles.items(lambda k: k[0] == ref and k[1] == key)
-            return [t for _k, t in sorted(found, key=lambda kt: (kt[0][2], kt[0][3]))]
+            number = self._number(ref, key)
+            found = self._tiles.items(lambda k: k[0] == number)
+            return [t for _k, t in sorted(found, key=lambda kt: (kt[0][1], kt[0][2]))]
 
     def events(self, ref: RunRef, kind: str | None = None) -> list[Event]:
         """The run's events in the order they came, all or those of one kind."""

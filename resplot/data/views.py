@@ -346,9 +346,9 @@ class ViewMemo:
     # The question the view answers, with the series' change count then (SeriesCache.changes),
     # and the tiles it read: the same question of a series that has not changed since gets
     # the view without a tile looked up (a poll's settled runs: ~40 lookups a series), its
-    # tiles counted in view again. Empty while the view waits for an edge's tile. A frozenset:
-    # a set updated from one takes its stored hashes (a tile key's hash calls RunRef's, a
-    # Python method: 4,400 keys a poll cost ~1 ms hashed again).
+    # tiles counted in view again (SeriesCache.tile_keys). Empty while the view waits for an
+    # edge's tile. A frozenset: a set updated from one takes its stored hashes (4,400 keys a
+    # poll).
     asked: tuple = ()
     tiles: frozenset = frozenset()
 
@@ -409,7 +409,7 @@ def series_view(
         view.edges_pending = pending
         return view
     memo.asked = () if pending else asked
-    memo.tiles = frozenset((ref, key, t.level, t.index) for t in tiles)
+    memo.tiles = cache.tile_keys(ref, key, [(t.level, t.index) for t in tiles])
     stamp = (wanted, lo, hi, pending, *(t.cols for t in tiles))
     if same_stamp(stamp, memo.stamp):
         return memo.view
