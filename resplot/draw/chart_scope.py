@@ -12,7 +12,7 @@ import numpy as np
 
 from resplot.data import xaxis
 from resplot.data.model import RunRef
-from resplot.data.views import FINE_PER_PIXEL, fine_points, over_budget
+from resplot.data.views import FINE_PER_PIXEL, ViewMemo, fine_points, over_budget
 from resplot.draw.track_inputs import RunContext, tokens_guide
 from resplot.draw.tracks import BAND_FROM_SERIES, DENSE_PAGE_FINE_PER_PIXEL
 
@@ -44,8 +44,10 @@ class ChartScope:
         # guided x axis reads a guide series for each run), not once a chart.
         page_refs = list(dict.fromkeys([*refs, *(it.ref for s in specs for it in s.items)]))
         widths = [self._pixels(i) for i in range(len(specs))]
+        kept, self._guides = self._guides, {}
         by_width = {
-            px: self._contexts(cache, state, page_refs, xlim, px) for px in dict.fromkeys(widths)
+            px: self._contexts(cache, state, page_refs, xlim, px, kept)
+            for px in dict.fromkeys(widths)
         }
         contexts = [by_width[px] for px in widths]
         if over_budget(cache, self._fine_points(cache, specs, contexts, fine)):
@@ -74,14 +76,19 @@ class ChartScope:
             return edge, edge
         return a - pad, b + pad
 
-    def _contexts(self, cache, state, refs, xlim, pixels) -> dict[RunRef, RunContext]:
+    def _contexts(self, cache, state, refs, xlim, pixels, kept=None) -> dict[RunRef, RunContext]:
+        """Each run's context at one chart width; its guide's view kept between refreshes
+        (`kept`: the last scope's memos), so that a finished run's guide is the same arrays
+        and its tracks recompute nothing (each poll on a guided axis redrew every series)."""
         out = {}
         for ref in refs:
             lo, hi = self._step_range(ref, state.x_axis, xlim)
             guide = None
             key = xaxis.guide_key(state.x_axis, cache.keys(ref), cache.events(ref, "metric"))
             if key is not None:
-                guide = tokens_guide(cache, ref, lo, hi, pixels, key)
+                memo = (kept or {}).get((ref, key, pixels)) or ViewMemo()
+                self._guides[(ref, key, pixels)] = memo
+                guide = tokens_guide(cache, ref, lo, hi, pixels, key, memo)
             out[ref] = RunContext(cache.run(ref), lo, hi, guide)
         return out
 

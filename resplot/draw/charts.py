@@ -24,7 +24,7 @@ from resplot.data.model import RunRef
 from resplot.data.names import distinct_parts
 from resplot.data.pages import TIMING_PARTS, Item, PanelSpec, panels_for
 from resplot.data.state import ViewState
-from resplot.data.views import FINE_PER_PIXEL
+from resplot.data.views import FINE_PER_PIXEL, ViewMemo
 from resplot.draw import fonts
 from resplot.draw.axes_setup import NOTE_PT
 from resplot.draw.chart_layout import ChartLayout
@@ -105,6 +105,7 @@ class ChartPage(ChartLayout, ChartLimits, ChartScope):
         self._fine = FINE_PER_PIXEL
         # (chart, run, key) -> (what its fine points were worked out from, the count): _fine_points
         self._fine_kept: dict[tuple, tuple[tuple, float]] = {}
+        self._guides: dict[tuple, ViewMemo] = {}  # (run, key, width) -> its guide's view memo
         self.message = None
         self.highlighted: RunRef | None = None  # a clicked run: the others are faded
         self.selected: set[RunRef] = set()  # runs selected in the table (their events show)

@@ -14,7 +14,7 @@ from resplot.data.cache import SeriesCache
 from resplot.data.model import RunInfo, RunRef
 from resplot.data.pages import Item
 from resplot.data.smoothing import smooth, smooth_buckets, unit_of, warmup_steps
-from resplot.data.views import SeriesView, series_view
+from resplot.data.views import SeriesView, ViewMemo, series_view
 from schema.store.rollup import STEP_LO
 
 
@@ -62,11 +62,19 @@ class RunContext:
 
 
 def tokens_guide(
-    cache: SeriesCache, ref: RunRef, lo: float, hi: float, pixels: int, key: str = xaxis.TOKENS_KEY
+    cache: SeriesCache,
+    ref: RunRef,
+    lo: float,
+    hi: float,
+    pixels: int,
+    key: str = xaxis.TOKENS_KEY,
+    memo: ViewMemo | None = None,
 ):
     """(steps, count) of a run's cumulative counter `key` (train/tokens, iter, epoch) over a
-    step range: its points, or each bucket's last value (the count at its last step)."""
-    view = series_view(cache, ref, key, lo, hi, pixels)
+    step range: its points, or each bucket's last value (the count at its last step). With a
+    `memo`, the same arrays while the counter has no new points (a track's work is kept while
+    its guide's arrays are the same objects)."""
+    view = series_view(cache, ref, key, lo, hi, pixels, memo=memo)
     if view is None or len(view.last_steps) == 0:
         return None
     return view.last_steps, view.lasts

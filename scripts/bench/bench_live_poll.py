@@ -22,8 +22,10 @@ whether the last blitted frame is pixel-equal to a full draw of the same state (
 own), and in how many pixels that full draw differs from matplotlib drawing every series whole
 (where live series' bodies meet their tails, resplot/ui/tails.py). `--smoothing 0` draws raw
 lines (the System page's telemetry, keys that are not smoothed) instead of the default's
-smoothed curves. `--events N` gives each live run N checkpoint events spread over its steps (a
-run that logs one a second: 3,600 an hour) and selects the first live run in the table, so its
+smoothed curves. `--x-axis tokens` draws the page on the tokens axis, of a store whose runs
+also log the tokens they have seen (each run's points placed by its tokens series).
+`--events N` gives each live run N checkpoint events spread over its steps (a run that logs
+one a second: 3,600 an hour) and selects the first live run in the table, so its
 events are drawn on every chart (with more than five runs plotted only the highlighted or
 selected runs' are). `--page timing` follows the Timing page instead, of a store whose runs
 also log each step's timed parts (data, forward, backward, optimizer, step: its step-time
@@ -286,6 +288,12 @@ def main() -> None:
         default="training",
         help="the page followed (its store logs what it draws: PAGE_KEYS)",
     )
+    ap.add_argument(
+        "--x-axis",
+        choices=("auto", "tokens"),
+        default="auto",
+        help="tokens: the runs also log train/tokens and the page is drawn on the tokens axis",
+    )
     ap.add_argument("--modes", default="full,layers", help=argparse.SUPPRESS)
     args = ap.parse_args()
     child = args.modes == "before"
@@ -298,13 +306,14 @@ def main() -> None:
     app = QApplication.instance() or QApplication([])
     path = store_path(args)
     t0 = time.perf_counter()
-    build_store(path, args.runs, args.steps, args.page)
+    tokens = args.x_axis == "tokens"
+    build_store(path, args.runs, args.steps, args.page, tokens)
     print(f"store {path} ready in {time.perf_counter() - t0:.1f} s", flush=True)
     # A copy per run of the bench: the polls append to it.
     with tempfile.TemporaryDirectory() as tmp:
         live = Path(tmp) / "live.db"
         shutil.copyfile(path, live)  # written whole and closed: no WAL beside it
-        sweep = Sweep(live, args.runs, args.steps, args.live, args.events, args.page)
+        sweep = Sweep(live, args.runs, args.steps, args.live, args.events, args.page, tokens)
         results = []
         with Loaded([parse_spec(str(live))]) as loaded:
             for size in args.sizes.split(","):
@@ -315,6 +324,8 @@ def main() -> None:
                 if args.smoothing is not None:
                     win.set_smoothing(args.smoothing)
                 win.on_runs_changed()
+                if args.x_axis != "auto":
+                    win.set_x_axis(args.x_axis)
                 if args.page != "training":
                     win.set_page(args.page)
                 drawn(win, loaded)
@@ -399,6 +410,8 @@ def before(args, tree: Path | None = None, label: str = "before") -> list:
         args.sizes,
         "--page",
         args.page,
+        "--x-axis",
+        args.x_axis,
     ]
     env = {**os.environ, "BENCH_TREE": str(tree), "PYTHONPATH": str(tree)}
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
@@ -447,11 +460,15 @@ def summarize(results, args, legends: dict[str, float]) -> str:
     )
     if args.page != "training":
         live += f" --page {args.page}"
+    if args.x_axis != "auto":
+        live += f" --x-axis {args.x_axis}"
     keys = {
         "training": "4 keys",
         "timing": "4 keys and 5 timed parts",
         "system": "4 keys and 2 GPUs' utilisation, temperature, power and throttle reasons",
     }[args.page]
+    if args.x_axis == "tokens":
+        keys += " and train/tokens (drawn on the tokens axis)"
     lines = [
         SECTION,
         "",

@@ -20,16 +20,21 @@ PAGE_KEYS = {
         f"sys/gpu{g}/{k}" for g in (0, 1) for k in ("util", "temp_c", "power_w", "throttle")
     ),
 }
+TOKENS_PER_STEP = 4096.0
 POWER_CAP = 0x4  # NVML's clock-event reason (schema/rules/throttle.py)
 
 
-def series_values(i: int, s: np.ndarray, page: str = "training") -> dict[str, np.ndarray]:
+def series_values(
+    i: int, s: np.ndarray, page: str = "training", tokens: bool = False
+) -> dict[str, np.ndarray]:
     out = {
         "train/loss": 2.5 + 0.05 * i + 2 * np.exp(-s / 30_000) + 0.02 * np.sin(s * (i + 1)),
         "train/lr": 3e-4 * np.minimum(1.0, (s + 1) / 2000.0),
         "train/grad_norm": 1.0 + 0.1 * np.sin(s / 10.0 + i),
         "train/tokens_per_s": 40_000.0 + 10.0 * ((s + i) % 7),
     }
+    if tokens:  # the tokens seen, for the tokens x axis (its guide)
+        out["train/tokens"] = TOKENS_PER_STEP * (s + 1.0)
     if page == "timing":
         jitter = 0.002 * np.sin(s / 7.0 + i)
         parts = {"data": 0.01, "forward": 0.1, "backward": 0.2, "optimizer": 0.03}
@@ -47,12 +52,16 @@ def series_values(i: int, s: np.ndarray, page: str = "training") -> dict[str, np
 
 def store_path(args) -> Path:
     page = "" if args.page == "training" else f"-{args.page}"
-    return Path(tempfile.gettempdir()) / f"reslog-live{page}-{args.runs}x{args.steps}.db"
+    tokens = "-tokens" if getattr(args, "x_axis", "auto") == "tokens" else ""
+    name = f"reslog-live{page}{tokens}-{args.runs}x{args.steps}.db"
+    return Path(tempfile.gettempdir()) / name
 
 
-def build_store(path: Path, runs: int, steps: int, page: str = "training") -> None:
+def build_store(
+    path: Path, runs: int, steps: int, page: str = "training", tokens: bool = False
+) -> None:
     """The sweep, written once through the rollup writer (kept in the temp folder), with what
-    `page` draws (PAGE_KEYS)."""
+    `page` draws (PAGE_KEYS), and with `tokens` the tokens each run has seen."""
     from schema.store.rollup_writer import RollupWriter
     from tests.fixtures.stores import BASE_TIME, key_id, make_run, new_store
 
@@ -60,7 +69,7 @@ def build_store(path: Path, runs: int, steps: int, page: str = "training") -> No
     if marker is None:
         return
     engine = new_store(path)
-    keys = (*KEYS, *PAGE_KEYS[page], "valid/loss")
+    keys = (*KEYS, *PAGE_KEYS[page], *(("train/tokens",) if tokens else ()), "valid/loss")
     ids = {k: key_id(engine, k) for k in keys}
     for i in range(runs):
         run = make_run(
@@ -75,7 +84,7 @@ def build_store(path: Path, runs: int, steps: int, page: str = "training") -> No
             s = np.arange(a, min(steps, a + 50_000))
             walls = (BASE_TIME + s * 0.3).tolist()
             rows = []
-            for key, values in series_values(i, s, page).items():
+            for key, values in series_values(i, s, page, tokens).items():
                 rows += zip(
                     [run.id] * len(s),
                     [ids[key]] * len(s),
@@ -106,11 +115,12 @@ class Sweep:
         live: int | None = None,
         events: int = 0,
         page: str = "training",
+        tokens: bool = False,
     ) -> None:
         """`live`: the runs (oldest first) that get points; the others are marked finished.
         `events`: checkpoint events each live run has logged, spread over its steps.
-        `page`: the page the store was built for (build_store)."""
-        self.page = page
+        `page`, `tokens`: what the store was built with (build_store)."""
+        self.page, self.tokens = page, tokens
         self._writers: dict = {}  # run id -> its RollupWriter (add)
         self._key_ids: dict[str, int] = {}
         from schema.store import read
@@ -152,7 +162,7 @@ class Sweep:
             if writer is None:
                 writer = self._writers[run_id] = RollupWriter(self.engine.dialect, run_id)
             rows = []
-            for key, values in series_values(i, s, self.page).items():
+            for key, values in series_values(i, s, self.page, self.tokens).items():
                 if key not in self._key_ids:
                     self._key_ids[key] = key_id(self.engine, key)
                 kid = self._key_ids[key]

@@ -412,6 +412,16 @@ def mixed(qtbot, store_path, tmp_path):
     yield from _mixed(qtbot, store_path, tmp_path, _points)
 
 
+def _points_with_tokens(i: int) -> dict:
+    return _points(i) | {"train/tokens": [(s, 4096.0 * (s + 1)) for s in range(N)]}
+
+
+@pytest.fixture
+def mixed_tokens(qtbot, store_path, tmp_path):
+    """mixed, whose runs also log the tokens they have seen."""
+    yield from _mixed(qtbot, store_path, tmp_path, _points_with_tokens)
+
+
 def _mixed(qtbot, store_path, tmp_path, points):
     engine = new_store(store_path)
     for i, status in enumerate(["finished", "finished", "running"]):

@@ -17,7 +17,7 @@ from PyQt5.QtWidgets import QApplication
 
 from resplot.ui import layers as layers_module
 from schema.store.connect import open_store
-from tests.resplot.ui.test_layers import (  # noqa: F401 (mixed: a fixture)
+from tests.resplot.ui.test_layers import (  # noqa: F401 (mixed, mixed_tokens: fixtures)
     N,
     _assert_same_pixels,
     _feed,
@@ -27,6 +27,7 @@ from tests.resplot.ui.test_layers import (  # noqa: F401 (mixed: a fixture)
     counts,
     drawn,
     mixed,
+    mixed_tokens,
     show,
 )
 
@@ -160,3 +161,29 @@ def test_marking_the_series_again_touches_none_until_they_change(mixed, monkeypa
     layers.enabled = False
     layered = layers.mark()
     assert not any(a.get_animated() for artists in layered for a in artists)
+
+
+def test_on_a_guided_x_axis_a_poll_recomputes_and_draws_the_live_run_alone(mixed_tokens):
+    """On the tokens axis each run's points are placed by its tokens series (its guide). A
+    finished run's guide is the same arrays from poll to poll, so its series are not worked
+    out again and the poll draws the live run over the saved picture; its guide worked out
+    anew each refresh made every poll redraw every series, in a full draw."""
+    win, loaded = mixed_tokens
+    win.set_x_axis("tokens")
+    show(win, loaded)
+    for k in range(2):  # the live run's first polls (its tier laid out)
+        _feed(win, loaded, "lr-2e-4", np.arange(N + 2 * k, N + 2 * k + 2), last=True)
+    page = win.current_page()
+    live = _run(win, "lr-2e-4").ref
+    tracks = [t for ts in page.tracks for t in ts.values() if t.view is not None]
+    settled = [t for t in tracks if t.item.ref != live]
+    assert settled and all(t.x[-1] > 4096.0 * (N - 100) for t in settled)  # placed by tokens
+    kept = {id(t): (t.view, t.x, t.smoothed) for t in settled}
+    full, blits = counts(win)
+    _feed(win, loaded, "lr-2e-4", np.arange(N + 4, N + 9), last=True)
+    assert counts(win) == (full, blits + 1)
+    for t in settled:
+        assert not t.changed
+        assert all(a is b for a, b in zip((t.view, t.x, t.smoothed), kept[id(t)], strict=True))
+    assert all(t.changed for t in tracks if t.item.ref == live)
+    _assert_same_pixels(_shown_rows(win.page_view()), _full_draw_rows(win.page_view()))
