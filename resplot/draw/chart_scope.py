@@ -88,9 +88,20 @@ class ChartScope:
             if key is not None:
                 memo = (kept or {}).get((ref, key, pixels)) or ViewMemo()
                 self._guides[(ref, key, pixels)] = memo
-                guide = tokens_guide(cache, ref, lo, hi, pixels, key, memo)
-            out[ref] = RunContext(cache.run(ref), lo, hi, guide)
+                with self._guide_lock:
+                    guide = tokens_guide(cache, ref, lo, hi, pixels, key, memo)
+            out[ref] = RunContext(cache.run(ref), lo, hi, guide, key)
         return out
+
+    def _guide_ahead(self, cache, ref: RunRef, ctx: RunContext, pixels: int):
+        """On the poller's thread (work_ahead): the guide the next refresh will find for a
+        run whose counter got points, through the memo that refresh reads (so the same
+        arrays); False where there is no memo to go through."""
+        memo = self._guides.get((ref, ctx.guide_key, pixels))
+        if memo is None:
+            return False
+        with self._guide_lock:
+            return tokens_guide(cache, ref, ctx.lo, ctx.hi, pixels, ctx.guide_key, memo)
 
     def _fine_points(self, cache, specs, contexts, fine: int) -> dict[str, float]:
         """The raw points each source's host would read for the page's fine views."""

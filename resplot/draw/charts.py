@@ -9,7 +9,9 @@ headless `resplot snapshot`.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -106,6 +108,7 @@ class ChartPage(ChartLayout, ChartLimits, ChartScope):
         # (chart, run, key) -> (what its fine points were worked out from, the count): _fine_points
         self._fine_kept: dict[tuple, tuple[tuple, float]] = {}
         self._guides: dict[tuple, ViewMemo] = {}  # (run, key, width) -> its guide's view memo
+        self._guide_lock = threading.Lock()  # the memos are work_ahead's too
         self.message = None
         self.highlighted: RunRef | None = None  # a clicked run: the others are faded
         self.selected: set[RunRef] = set()  # runs selected in the table (their events show)
@@ -119,6 +122,9 @@ class ChartPage(ChartLayout, ChartLimits, ChartScope):
         self.run_names: dict[RunRef, str] = {}  # of the plotted runs (the hover readout's rows)
         self.x_mode = "step"  # the x axis of the last refresh
         self._settled: tuple | None = None  # the _view_key of the last refresh drawn whole
+        # The tracks the last refresh prepared, whose new points the poller's thread works on
+        # ahead of the next one (work_ahead); replaced whole, never changed in place.
+        self.ahead: tuple[Track, ...] = ()
         self.empty_text = "No series to show: tick runs, or widen the custom key globs."
 
     def user_view(self) -> bool:
@@ -131,6 +137,7 @@ class ChartPage(ChartLayout, ChartLimits, ChartScope):
         the axes, tracks, legends and notes (their bitmaps); the layout forgotten, so the next
         refresh builds the page anew, as a first view."""
         hover.forget(self.tracks)
+        self.ahead = ()
         self._rebuild([], self.x_mode, self.grid)
         self._layout = None
         self.specs, self._x_steps = [], {}
@@ -242,6 +249,7 @@ class ChartPage(ChartLayout, ChartLimits, ChartScope):
             for events in self._events:
                 events.show()  # for the limits now set
             self._settled = self._view_key(state, refs) if not self.incomplete() else None
+            self.ahead = tuple(t for i in fresh for t in self.tracks[i].values())
         finally:
             self._updating = False
 
@@ -270,6 +278,26 @@ class ChartPage(ChartLayout, ChartLimits, ChartScope):
                 pixels = self._pixels(i)
                 track.warm(cache, ctx, state.x_axis, state.smoothing, pixels, scope.fine)
                 yield
+
+    def work_ahead(self, refs: set[RunRef]) -> None:
+        """On the poller's thread, once `refs`' new points are in the cache: the views,
+        curves and cuts of their series that the next refresh will ask for (Track.work_ahead;
+        on a guided axis with the guide it will find), so that a live poll's data work is off
+        the GUI thread. Changes nothing the page shows."""
+        guides: dict[tuple, object] = {}
+        for track in self.ahead:
+            ref, asked, cache = track.item.ref, track.asked, track.cache
+            if ref not in refs or asked is None or cache is None:
+                continue
+            ctx, pixels = asked[0], asked[3]
+            if ctx.guide_key is not None:
+                at = (ref, ctx.guide_key, pixels, ctx.lo, ctx.hi)
+                if at not in guides:
+                    guides[at] = self._guide_ahead(cache, ref, ctx, pixels)
+                if guides[at] is False:
+                    continue
+                ctx = replace(ctx, guide=guides[at])
+            track.work_ahead(ctx)
 
     def _view_key(self, state: ViewState, refs: list[RunRef]) -> tuple:
         """What the series' views of a refresh depend on besides their data: the layout, the

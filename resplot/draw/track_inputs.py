@@ -53,12 +53,14 @@ def smoothed_curve(
 @dataclass
 class RunContext:
     """What every track of one run on one panel shares: the run, the step range in view
-    (±inf: the series' own ends) and, on the tokens axis, the tokens guide."""
+    (±inf: the series' own ends) and, on a guided axis (tokens, a counter), the guide and the
+    key it is read from."""
 
     run: RunInfo | None
     lo: float
     hi: float
     guide: xaxis.Guide | None
+    guide_key: str | None = None
 
 
 def tokens_guide(

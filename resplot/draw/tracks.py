@@ -8,6 +8,8 @@ TrackMarks (resplot/draw/track_marks.py).
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 from matplotlib.collections import PolyCollection
 from matplotlib.lines import Line2D
@@ -141,6 +143,15 @@ class Track(TrackMarks):
         # new points (nor changed its range, width or style) recomputes nothing and leaves
         # its artists as they are (`changed` says whether the last place() set them).
         self._memo = ViewMemo()
+        # The memo and the warmed work are shared with the poller's thread, which warms a
+        # live series ahead of the poll's refresh (work_ahead): one of the two at a time.
+        self._lock = threading.Lock()
+        self.asked: tuple | None = None  # the last prepare()'s arguments after the cache
+        # A live series' last place() (pixels, x range, grid), and the cuts work_ahead made
+        # into them from the view it worked out, for the place() after the prepare() that
+        # takes that view.
+        self._cut_args: tuple | None = None
+        self._cuts_ahead: tuple | None = None
         self._prepared: tuple = ()
         self._warmed: tuple | None = None  # (what prepare() will be asked, its work): warm()
         self._placed: tuple = ()
@@ -270,16 +281,19 @@ class Track(TrackMarks):
         """The series' view at this resolution, its x and its smoothed curve (no artist yet:
         place() cuts them into the chart's pixel columns)."""
         self.ctx, self.mode, self.cache = ctx, mode, cache
-        view, stamp = self._view_for(cache, ctx, mode, weight, pixels, fine_per_pixel)
-        warmed, self._warmed = self._warmed, None
-        if view is not None and _same(stamp, self._prepared):
-            return view
-        self._prepared = stamp
+        self.asked = (ctx, mode, weight, pixels, fine_per_pixel)
+        with self._lock:
+            view, stamp = self._view_for(cache, ctx, mode, weight, pixels, fine_per_pixel)
+            warmed, self._warmed = self._warmed, None
+            self._cuts_ahead = None
+            if view is not None and _same(stamp, self._prepared):
+                return view
+            self._prepared = stamp
+            if warmed is not None and _same(stamp, warmed[0]):
+                worked, self._cuts_ahead = warmed[1], warmed[2]
+            else:
+                worked = self._work(cache, view, ctx, mode, weight)
         self._generation += 1  # what place() worked from changed
-        if warmed is not None and _same(stamp, warmed[0]):
-            worked = warmed[1]
-        else:
-            worked = self._work(cache, view, ctx, mode, weight)
         if worked is None:
             self.clear()
             self.unplaced = view is not None  # data, but this x axis cannot place it
@@ -299,16 +313,34 @@ class Track(TrackMarks):
         weight: float,
         pixels: int,
         fine_per_pixel: int = FINE_PER_PIXEL,
+        cut: tuple | None = None,
     ) -> None:
         """Work out what prepare() with these arguments will, and keep it for that call; the
         view, x and curve the track shows (the hover reads them) stay as they are. A zoom's
         refresh of a page worked out every series' view in one turn of the event loop
-        (resplot/ui/redraw_turns.py spreads this over turns)."""
-        view, stamp = self._view_for(cache, ctx, mode, weight, pixels, fine_per_pixel)
-        if view is None or _same(stamp, self._prepared):
-            return
-        if self._warmed is None or not _same(stamp, self._warmed[0]):
-            self._warmed = (stamp, self._work(cache, view, ctx, mode, weight))
+        (resplot/ui/redraw_turns.py spreads this over turns). With `cut` (a live series'
+        place() arguments), its cuts into those columns too. Safe on another thread (the
+        poller's: work_ahead)."""
+        with self._lock:
+            view, stamp = self._view_for(cache, ctx, mode, weight, pixels, fine_per_pixel)
+            if view is None or _same(stamp, self._prepared):
+                return
+            if self._warmed is None or not _same(stamp, self._warmed[0]):
+                worked = self._work(cache, view, ctx, mode, weight)
+                cuts = None
+                if cut is not None and worked is not None and self._reuse is not None:
+                    cuts = (cut, self._cut(view, worked[:3], *cut, self._reuse))
+                self._warmed = (stamp, worked, cuts)
+
+    def work_ahead(self, ctx: RunContext | None = None) -> None:
+        """warm() with the last prepare()'s and place()'s arguments (the run's context
+        `ctx` if given): on the poller's thread, once new points of the series are in the
+        cache, so that the poll's refresh on the GUI thread finds their view, curve and cuts
+        made (its ranges, width, smoothing and columns as they were: else it works them out
+        itself, as without this)."""
+        asked, cache = self.asked, self.cache
+        if asked is not None and cache is not None:
+            self.warm(cache, ctx or asked[0], *asked[1:], cut=self._cut_args)
 
     def _view_for(
         self,
@@ -332,10 +364,12 @@ class Track(TrackMarks):
             fine_per_pixel=fine_per_pixel,
             memo=self._memo,
         )
-        # The run matters to x on a time axis only (its start, heartbeat); the guide's arrays
-        # on the tokens axis.
+        # The run matters to x on the relative time axis only (its start: not its heartbeat,
+        # which a live run's every poll moves, so that work done ahead of the poll's refresh
+        # stays good for it: work_ahead); the guide's arrays on a guided axis.
         guide = () if ctx.guide is None else tuple(ctx.guide)
-        return view, (view, mode, weight, ctx.lo, ctx.run if mode != "step" else None, *guide)
+        start = ctx.run.created_at if mode == "relative" and ctx.run is not None else None
+        return view, (view, mode, weight, ctx.lo, start, *guide)
 
     def _work(self, cache, view, ctx, mode, weight) -> tuple | None:
         """A view's x, its buckets' x and its smoothed curve, and whether that curve's warm-up
@@ -355,6 +389,27 @@ class Track(TrackMarks):
         if item.smooth and weight > 0 and len(view.mid_steps) and smoothable(item.key):
             smoothed, whole = smoothed_curve(cache, item, view, weight, ctx.lo)
         return x, x_mid, smoothed, whole
+
+    @staticmethod
+    def _cut(view: SeriesView, worked: tuple, pixels: int, xlim, grid, reuse) -> tuple:
+        """(raw, main): the view's points (x, x_mid, smoothed: `worked`) cut into the chart's
+        pixel columns, the smoothed curve's or else the raw points' again as the main line."""
+        x, x_mid, smoothed = worked
+        reuse = reuse or (None, None)
+        if smoothed is not None and view.level == 0:
+            raw, main = decimate_many(
+                x, [view.values, smoothed], pixels, xlim, grid=grid, reuse=reuse[0]
+            )
+            return raw, main
+        # Up to three points a bucket (its min, max and last): more than that a pixel are
+        # cut into the pixel columns, like raw points past four a pixel.
+        dense = BUCKET_POINTS if view.level else 4
+        raw = decimate_many(
+            x, [view.values], pixels, xlim, line_max=dense, grid=grid, reuse=reuse[0]
+        )[0]
+        if smoothed is None:
+            return raw, raw
+        return raw, decimate_many(x_mid, [smoothed], pixels, xlim, grid=grid, reuse=reuse[1])[0]
 
     def _tiered(self) -> list:
         """(artist, settled zorder) of the series' artists made so far: the faint raw series
@@ -438,28 +493,19 @@ class Track(TrackMarks):
         if not self.changed:
             return
         self._placed = stamp
-        if not self.live:
-            self._reuse = None
-        elif self._reuse is None:
-            self._reuse = (Reuse(), Reuse())
-        reuse = self._reuse or (None, None)
-        x, x_mid, smoothed = self.x, self.x_mid, self.smoothed
-        if smoothed is not None and view.level == 0:
-            raw, main = decimate_many(
-                x, [view.values, smoothed], pixels, xlim, grid=grid, reuse=reuse[0]
-            )
-        else:
-            # Up to three points a bucket (its min, max and last): more than that a pixel are
-            # cut into the pixel columns, like raw points past four a pixel.
-            dense = BUCKET_POINTS if view.level else 4
-            raw = decimate_many(
-                x, [view.values], pixels, xlim, line_max=dense, grid=grid, reuse=reuse[0]
-            )[0]
-            main = (
-                decimate_many(x_mid, [smoothed], pixels, xlim, grid=grid, reuse=reuse[1])[0]
-                if smoothed is not None
-                else raw
-            )
+        with self._lock:  # (the cuts' reuse is work_ahead's too)
+            if not self.live:
+                self._reuse = None
+            elif self._reuse is None:
+                self._reuse = (Reuse(), Reuse())
+            self._cut_args = (pixels, xlim, grid) if self.live else None
+            ahead, self._cuts_ahead = self._cuts_ahead, None
+            if ahead is not None and ahead[0] == (pixels, xlim, grid):
+                raw, main = ahead[1]
+            else:
+                worked = (self.x, self.x_mid, self.smoothed)
+                raw, main = self._cut(view, worked, pixels, xlim, grid, self._reuse)
+        smoothed = self.smoothed
         self.band_xy = []
         if smoothed is None:
             if self.raw is not None and self.raw_band is not None:
@@ -492,7 +538,7 @@ class Track(TrackMarks):
         self.line.set_visible(main_xy is None)
         if main_xy is not None:
             self.band_xy.append(main_xy)
-        self._mark_nonfinite(view, x_mid, pixels, xlim)
+        self._mark_nonfinite(view, self.x_mid, pixels, xlim)
         self._mark_end(main.x, main.y, self.ctx.run, self.mode, self._ends_in(view, xlim))
         self.limits = [line_limits(ln) for ln in (self.line, self.raw, self.end) if ln is not None]
         if self.bad is not None:

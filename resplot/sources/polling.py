@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from resplot.data.cache import SeriesCache
 from resplot.data.model import RunRef
 from resplot.sources import open_source, unique_label
-from resplot.sources.base import AuthFailed, Source
+from resplot.sources.base import AuthFailed, PollResult, Source
 from resplot.sources.client import AgentConnectionError
 from resplot.sources.spec import Spec
 from resplot.ssh.options import SSHOptions
@@ -52,12 +52,11 @@ class Loaded:
             self.close()
             raise
 
-    def _poll(self, spec: Spec, source: Source) -> None:
+    def _poll(self, spec: Spec, source: Source) -> PollResult:
         failures = 0
         while True:
             try:
-                source.poll(self.cache)
-                return
+                return source.poll(self.cache)
             except (StoreError, AuthFailed) as exc:
                 raise type(exc)(f"{spec}: {exc}") from exc
             except (AgentConnectionError, OSError) as exc:
@@ -67,10 +66,13 @@ class Loaded:
                     raise TimeoutError(f"{spec}: gave up after {self.timeout:g} s: {exc}") from exc
                 time.sleep(delay)
 
-    def fetch(self) -> None:
-        """Poll every source again: new points, and the tiles the charts asked for."""
+    def fetch(self) -> set[RunRef]:
+        """Poll every source again: new points, and the tiles the charts asked for; the runs
+        that got either."""
+        refs: set[RunRef] = set()
         for source in self.sources.values():
-            self._poll(source.spec, source)
+            refs |= self._poll(source.spec, source).refs
+        return refs
 
     def reader(self, ref: RunRef):
         """The raw-point reader of a run (exports)."""

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from PyQt5.QtCore import QObject, QThread, pyqtSignal
 
 from resplot.data.cache import SeriesCache
+from resplot.data.model import RunRef
 from resplot.sources import open_source, unique_label
 from resplot.sources.base import AuthFailed, PollResult, Source, SourceState
 from resplot.sources.polling import backoff_s
@@ -95,7 +97,9 @@ class _SourceWorker(QThread):
         if step.runs_changed:
             poller.runsChanged.emit()
         if step.refs:
-            poller.dataArrived.emit(set(step.refs))
+            refs = set(step.refs)
+            poller.work_ahead(refs)
+            poller.dataArrived.emit(refs)
         if step.events:
             poller.eventsArrived.emit(list(step.events))
         for message in step.errors:
@@ -123,9 +127,25 @@ class Poller(QObject):
         # and logins, the ssh config file (-F), the timeouts.
         self.ssh = ssh or SSHOptions()
         self.paused = False
+        # Called on a worker's thread with the runs that got new points, before dataArrived:
+        # the window works out their series' views there (MainWindow.work_ahead), off the GUI
+        # thread. A failure of it is said once; the redraw does that work itself then.
+        self.ahead: Callable[[set[RunRef]], None] | None = None
+        self._ahead_failed = False
         self._workers: dict[str, _SourceWorker] = {}
         self._retired: list[_SourceWorker] = []
         self._started = False
+
+    def work_ahead(self, refs: set[RunRef]) -> None:
+        ahead = self.ahead
+        if ahead is None:
+            return
+        try:
+            ahead(refs)
+        except Exception as exc:  # never into the poll: the data are in, the redraw copes
+            if not self._ahead_failed:
+                self._ahead_failed = True
+                self.errored.emit(f"working out new points' views off the GUI thread: {exc!r}")
 
     def labels(self) -> list[str]:
         return list(self._workers)

@@ -76,6 +76,7 @@ class MainWindow(WindowRedraws, QMainWindow):
         self.source_labels: dict[str, str] = {}  # spec -> poller label
         self._source_texts: dict[str, str] = {}  # poller label -> its state, as shown
         self.redraw_count = 0
+        self.ahead_page: ChartPage | None = None  # whose series the poller works ahead
         self.ask_host_key = HostKeyAsker(self)
         self.exports: list[ExportWorker] = []
         self.local_copies = None  # resplot.ui.local_copies.LocalCopies, when attached
@@ -206,6 +207,7 @@ class MainWindow(WindowRedraws, QMainWindow):
     # -- poller ---------------------------------------------------------------------------
     def attach_poller(self, poller) -> None:
         self.poller = poller
+        poller.ahead = self.work_ahead
         poller.runsChanged.connect(self.on_runs_changed)
         poller.dataArrived.connect(self.on_data_arrived)
         poller.eventsArrived.connect(self.on_events_arrived)

@@ -93,6 +93,14 @@ class WindowRedraws:
             self.redraw_turns.again = False
             self._redraw_timer.start(0)  # what came while it ran
 
+    def work_ahead(self, refs: set) -> None:
+        """The poller's hook (its worker thread, new points of `refs` in the cache): the page
+        last drawn works out their series' views ahead of the redraw (ChartPage.work_ahead).
+        Reads one attribute the GUI thread replaces whole."""
+        page = self.ahead_page
+        if page is not None:
+            page.work_ahead(refs)
+
     def redraw_now(self) -> None:
         """Refresh the page from the cache and the state, and draw it (in pieces, queued)."""
         self.redraw_turns.forget()
@@ -115,6 +123,7 @@ class WindowRedraws:
             shown_text(len(refs), len(runs), self.state.auto_tick, project_size(runs))
         )
         if self.state.page == "ranks":
+            self.ahead_page = None
             self.ranks.refresh(self.cache, self.state)
             self._after_refresh(self.ranks)
             return
@@ -126,6 +135,7 @@ class WindowRedraws:
         view.page.empty_text = empty_text(self.state, len(refs), len(runs), loading)
         view.measure()
         yield from view.page.refresh_steps(self.cache, self.state, refs)
+        self.ahead_page = view.page
         view.fit()
         if view.search is not None:
             matching = len(metric_keys(self.cache, refs, self.state.metric_filter))

@@ -12,7 +12,8 @@ The real MainWindow (Qt offscreen) on the Training page of a real SQLite store o
 valid/loss every 500), read through a local agent by the headless poll (Loaded). With `--live
 K` only the K oldest runs get points (the others are marked finished: a run followed beside
 finished ones). Each poll appends `--add` steps to every series of every (live) run in the
-store, reads them (`fetch`: the poller's worker thread in the window, not timed as GUI time),
+store, reads them on a thread of its own as the window's poller worker does (`worker_fetch`:
+the read, then the new points' views worked out ahead of the redraw; not GUI time),
 then times on the GUI thread the window's redraw (as its timer runs it: over turns of the event
 loop where the code has them) and the draw it queues (`processEvents`). Per size (1280×800,
 1920×1080) and mode, alternating: `full` (layers off, limits refitted every poll: every poll a
@@ -44,6 +45,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -84,6 +86,28 @@ def events_done(win) -> None:
         QApplication.processEvents()
 
 
+def worker_fetch(win, loaded) -> None:
+    """A poll as the window's poller worker runs it, on a thread of its own: the sources read
+    into the cache, then the new points' views worked out ahead of the redraw (the window's
+    work_ahead, where the code has it)."""
+    failed: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            refs = loaded.fetch()
+            ahead = getattr(win, "work_ahead", None)
+            if ahead is not None:
+                ahead(refs)
+        except BaseException as exc:  # raised again on the calling thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=work, name="poller worker")
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
+
+
 def drawn(win, loaded) -> None:
     """Redraw until the page shows its view complete (first views, after a mode switch)."""
     for _ in range(8):
@@ -120,7 +144,7 @@ def run_polls(win, loaded, sweep: Sweep, polls: int, add: int, profile=None) -> 
     for _ in range(polls):
         sweep.add(add)
         p0 = time.process_time()
-        loaded.fetch()  # the poller's worker thread in the window
+        worker_fetch(win, loaded)
         fetch_cpu = time.process_time() - p0
         t0, c0 = time.perf_counter(), time.thread_time()
         if profile is not None:
@@ -135,7 +159,7 @@ def run_polls(win, loaded, sweep: Sweep, polls: int, add: int, profile=None) -> 
         extra = 0
         while win.cache.wanted_count() and extra < 3:  # a level's tiles (rare): drawn too
             extra += 1
-            loaded.fetch()
+            worker_fetch(win, loaded)
             t0, c0 = time.perf_counter(), time.thread_time()
             redraw(win)
             events_done(win)
@@ -160,7 +184,7 @@ def pixel_equal(win, loaded, sweep: Sweep, add: int) -> tuple[bool, float]:
     view = win.page_view()
     blits = view.layers.blits
     sweep.add(add)
-    loaded.fetch()
+    worker_fetch(win, loaded)
     win.redraw_now()
     QApplication.processEvents()
     if view.layers.blits == blits:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 
 import pytest
 
@@ -72,6 +73,39 @@ def test_a_failing_source_retries_without_stopping_the_others(qtbot, poller, sto
     failed = [s for lb, s in states if lb == bad and s.state == "error"]
     assert failed and failed[0].next_retry_s == 1.0 and "no store" in failed[0].error
     assert [r.name for r in poller.cache.runs()] == ["r"]
+
+
+def test_the_hook_works_ahead_on_the_worker_before_data_arrive_and_a_failure_is_said_once(
+    qtbot, poller, store
+):
+    """Poller.ahead (the window's work_ahead) runs on the source's worker thread with the
+    runs that got points, once they are in the cache and before dataArrived is emitted; when
+    it raises, the data still arrive and the failure is said once, not at every poll."""
+    path, engine, run = store
+    seen: list[tuple[bool, set, int]] = []
+
+    def ahead(refs) -> None:
+        ref = next(iter(refs))
+        count = poller.cache.summary(ref, "train/loss").agg[0]
+        seen.append((threading.current_thread() is threading.main_thread(), set(refs), count))
+        if len(seen) > 1:
+            raise RuntimeError("a bug in the window's hook")
+
+    poller.ahead = ahead
+    arrived: list[int] = []
+    poller.dataArrived.connect(lambda _refs: arrived.append(len(seen)))
+    errors: list[str] = []
+    poller.errored.connect(errors.append)
+    poller.add_source(parse_spec(path))
+    with qtbot.waitSignal(poller.dataArrived, timeout=20_000):
+        poller.start()
+    ref = poller.cache.runs()[0].ref
+    assert seen == [(False, {ref}, 1)] and arrived == [1]  # the hook first, off the GUI thread
+    for step in (1, 2):
+        with qtbot.waitSignal(poller.dataArrived, timeout=20_000):
+            add_points(engine, run.id, {"train/loss": [(step, 1.0 / step)]})
+    assert [s[2] for s in seen] == [1, 2, 3] and arrived == [1, 2, 3]
+    assert len(errors) == 1 and "a bug in the window's hook" in errors[0]
 
 
 def test_pause_remove_and_stop(qtbot, poller, store):
