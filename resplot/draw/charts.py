@@ -137,7 +137,7 @@ class ChartPage(ChartLayout, ChartLimits, ChartScope):
         the axes, tracks, legends and notes (their bitmaps); the layout forgotten, so the next
         refresh builds the page anew, as a first view."""
         hover.forget(self.tracks)
-        self.ahead = ()
+        self.ahead, self._guides = (), {}
         self._rebuild([], self.x_mode, self.grid)
         self._layout = None
         self.specs, self._x_steps = [], {}
