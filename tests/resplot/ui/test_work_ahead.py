@@ -192,12 +192,7 @@ def test_work_done_for_a_view_since_changed_is_not_taken(mixed, monkeypatch, cha
     elif change == "zoom":
         win.current_page().axes[0].set_xlim(N - 600, N + 10)  # what the toolbar does
         QApplication.processEvents()
-    for _ in range(4):  # (a zoom asks for its tiles)
-        win.redraw_now()
-        drawn(win)
-        if not win.cache.wanted_count():
-            break
-        loaded.fetch()
+    show(win, loaded)  # (a zoom asks for its tiles)
     tracks = _live_tracks(win)
     on_gui = {id(c[2]) for c in calls if c[0] == "work" and c[1] == gui}
     if change == "smoothing":
@@ -245,12 +240,7 @@ def test_work_ahead_racing_the_gui_thread_leaves_the_series_as_worked_out(mixed)
         stop.set()
         thread.join()
     assert not failed, failed
-    for _ in range(4):
-        win.redraw_now()
-        drawn(win)
-        if not win.cache.wanted_count():
-            break
-        loaded.fetch()
+    show(win, loaded)
     tracks = _live_tracks(win)
     assert tracks and all(np.nanmax(t.x) >= N + 59 for t in tracks)
     for track in tracks:
