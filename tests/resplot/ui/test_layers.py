@@ -122,19 +122,31 @@ def poll(win, loaded, steps: np.ndarray, runs: int | None = None, bumps: dict | 
 def fetch(win, loaded, steps: np.ndarray, runs: int | None = None, bumps: dict | None = None):
     """poll() up to the window's redraw: the points written and read into the cache."""
     cache = win.cache
-    engine = open_store(loaded.path)
-    with engine.connect() as conn:
-        ids = {run.name: row_id for row_id, run in read.list_runs(conn, store=str(loaded.path))}
+    by_name = {}
     for run in cache.runs()[:runs]:
         series = {}
         for key, summary in cache.summaries(run.ref).items():
-            last = metric_stats(summary.agg)[0]
-            value = 1.0 if last is None or not np.isfinite(last) else float(last)
-            value += (bumps or {}).get(key, 0.0)
+            value = last_value(summary) + (bumps or {}).get(key, 0.0)
             series[key] = [(int(s), value) for s in steps]
-        add_points(engine, ids[run.name], series)
-    engine.dispose()
+        by_name[run.name] = series
+    write_points(loaded, by_name)
     loaded.fetch()
+
+
+def write_points(loaded, by_name: dict[str, dict]) -> None:
+    """Points written to the store: {run name: {key: [(step, value), ...]}}."""
+    engine = open_store(loaded.path)
+    with engine.connect() as conn:
+        ids = {run.name: row_id for row_id, run in read.list_runs(conn, store=str(loaded.path))}
+    for name, series in by_name.items():
+        add_points(engine, ids[name], series)
+    engine.dispose()
+
+
+def last_value(summary) -> float:
+    """A series' last logged value; 1.0 where it has none, or it is not finite."""
+    last = metric_stats(summary.agg)[0]
+    return 1.0 if last is None or not np.isfinite(last) else float(last)
 
 
 def counts(win) -> tuple[int, int]:
@@ -412,8 +424,16 @@ def mixed(qtbot, store_path, tmp_path):
     yield from _mixed(qtbot, store_path, tmp_path, _points)
 
 
+TOKENS_PER_STEP = 4096.0  # what mixed_tokens' runs see a step
+
+
+def tokens_at(steps) -> list[tuple[int, float]]:
+    """mixed_tokens' train/tokens points at `steps`: the tokens seen by the end of each."""
+    return [(int(s), TOKENS_PER_STEP * (s + 1)) for s in steps]
+
+
 def _points_with_tokens(i: int) -> dict:
-    return _points(i) | {"train/tokens": [(s, 4096.0 * (s + 1)) for s in range(N)]}
+    return _points(i) | {"train/tokens": tokens_at(range(N))}
 
 
 @pytest.fixture
@@ -457,16 +477,11 @@ def _feed(
 ) -> None:
     """Points for every series of one run (2.5, or with `last` each series' last value
     again; `values` for those keys), read by the headless poll, then the redraw."""
-    engine = open_store(loaded.path)
-    with engine.connect() as conn:
-        ids = {run.name: row_id for row_id, run in read.list_runs(conn, store=str(loaded.path))}
     summaries = win.cache.summaries(_run(win, name).ref)
     values = {
         key: metric_stats(summary.agg)[0] if last else 2.5 for key, summary in summaries.items()
     } | (values or {})
-    series = {key: [(int(s), values[key]) for s in steps] for key in summaries}
-    add_points(engine, ids[name], series)
-    engine.dispose()
+    write_points(loaded, {name: {key: [(int(s), values[key]) for s in steps] for key in summaries}})
     loaded.fetch()
     win.redraw_now()
     drawn(win)

@@ -18,6 +18,7 @@ from PyQt5.QtWidgets import QApplication
 from resplot.ui import layers as layers_module
 from schema.store.connect import open_store
 from tests.resplot.ui.test_layers import (  # noqa: F401 (mixed, mixed_tokens: fixtures)
+    TOKENS_PER_STEP,
     N,
     _assert_same_pixels,
     _feed,
@@ -177,7 +178,7 @@ def test_on_a_guided_x_axis_a_poll_recomputes_and_draws_the_live_run_alone(mixed
     live = _run(win, "lr-2e-4").ref
     tracks = [t for ts in page.tracks for t in ts.values() if t.view is not None]
     settled = [t for t in tracks if t.item.ref != live]
-    assert settled and all(t.x[-1] > 4096.0 * (N - 100) for t in settled)  # placed by tokens
+    assert settled and all(t.x[-1] > TOKENS_PER_STEP * (N - 100) for t in settled)  # by tokens
     kept = {id(t): (t.view, t.x, t.smoothed) for t in settled}
     full, blits = counts(win)
     _feed(win, loaded, "lr-2e-4", np.arange(N + 4, N + 9), last=True)

@@ -21,9 +21,6 @@ from PyQt5.QtWidgets import QApplication
 
 from resplot.data.views import series_view
 from resplot.draw.tracks import Track
-from schema.rules.compare import metric_stats
-from schema.store import read
-from schema.store.connect import open_store
 from tests.fixtures.stores import add_points, make_run, new_store
 from tests.fixtures.windows import open_window
 from tests.resplot.ui.test_layers import (  # noqa: F401 (mixed, mixed_tokens: fixtures)
@@ -33,9 +30,12 @@ from tests.resplot.ui.test_layers import (  # noqa: F401 (mixed, mixed_tokens: f
     _run,
     _shown_rows,
     drawn,
+    last_value,
     mixed,
     mixed_tokens,
     show,
+    tokens_at,
+    write_points,
 )
 
 pytestmark = pytest.mark.integration
@@ -46,21 +46,16 @@ LIVE = "lr-2e-4"  # mixed's run that streams in (the other two finished)
 def _write(win, loaded, steps: np.ndarray) -> None:
     """Points at `steps` for every series of the live run, written to the store: each
     series' last value with a little noise (within the followed y range)."""
-    engine = open_store(loaded.path)
-    with engine.connect() as conn:
-        ids = {run.name: row_id for row_id, run in read.list_runs(conn, store=str(loaded.path))}
     summaries = win.cache.summaries(_run(win, LIVE).ref)
     rng = np.random.default_rng(int(steps[0]))
     series = {}
     for key, summary in summaries.items():
         if key == "train/tokens":  # (mixed_tokens: what the run has seen, counted on)
-            series[key] = [(int(s), 4096.0 * (s + 1)) for s in steps]
+            series[key] = tokens_at(steps)
             continue
-        last = metric_stats(summary.agg)[0]
-        last = 1.0 if last is None or not np.isfinite(last) else float(last)
+        last = last_value(summary)
         series[key] = [(int(s), last * (1 + 1e-3 * rng.standard_normal())) for s in steps]
-    add_points(engine, ids[LIVE], series)
-    engine.dispose()
+    write_points(loaded, {LIVE: series})
 
 
 def _poll_on_a_thread(win, loaded) -> None:
