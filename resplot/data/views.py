@@ -21,9 +21,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from resplot.data import whole_level
 from resplot.data.cache import SeriesCache
 from resplot.data.model import RunRef
-from resplot.data.tiles import empty_columns
+from resplot.data.smoothing import unit_of
+from resplot.data.view_columns import (
+    SeriesView,
+    bucket_cut,
+    bucket_view,
+    concat_tiles,
+    every_bucket,
+    view_of_tiles,
+)
+from resplot.data.whole_level import WholeLevel
 from schema.store import buckets
 from schema.store.rollup import STEP_HI, STEP_LO, N
 
@@ -72,41 +82,6 @@ def over_budget(cache: SeriesCache, points: dict[str, float]) -> bool:
     """Whether a page's fine views ({source: raw points}) ask more of any host than its
     budget: then the page draws them from level 1."""
     return any(n > fine_budget(cache, source) for source, n in points.items())
-
-
-@dataclass
-class SeriesView:
-    """One series over a step range. Level 0: `steps`, `walls`, `values` are its points.
-    Other levels: they are the buckets' extremes and last points (up to three a bucket, by
-    step), and the per-bucket arrays below hold what smoothing and markers need."""
-
-    level: int
-    steps: np.ndarray
-    walls: np.ndarray
-    values: np.ndarray
-    mid_steps: np.ndarray  # per bucket (level != 0): the middle of its steps
-    mid_walls: np.ndarray
-    means: np.ndarray  # mean of the finite values (NaN: none)
-    lasts: np.ndarray  # value at the bucket's last step
-    last_steps: np.ndarray
-    bits: np.ndarray  # OR of flag values (-1: not flags)
-    # Which of the per-bucket entries (the points at level 0) hold a NaN, +inf or -inf.
-    nan: np.ndarray
-    posinf: np.ndarray
-    neginf: np.ndarray
-    wanted_level: int  # the level the view asked for (differs while its tiles load)
-    first_steps: np.ndarray | None = None  # per bucket: its first step (level 0: None)
-    # A tile past an edge that may hold the neighbouring point is still to come.
-    edges_pending: bool = False
-
-    @property
-    def complete(self) -> bool:
-        return self.level == self.wanted_level and not self.edges_pending
-
-    @property
-    def width(self) -> int:
-        """Steps a bucket (1 for raw points)."""
-        return buckets.width(self.level)
 
 
 def choose_level(
@@ -231,107 +206,6 @@ def _edge_tiles_ahead(summary, level: int, lo: int, hi: int) -> list[int]:
     return out
 
 
-def _concat(tiles, level: int) -> dict[str, np.ndarray]:
-    cols = [t.cols for t in tiles] or [empty_columns(level)]
-    return {name: np.concatenate([c[name] for c in cols]) for name in cols[0]}
-
-
-def _raw_view(cols, lo: int, hi: int, wanted: int) -> SeriesView:
-    steps = cols["step"]
-    a, b = np.searchsorted(steps, [lo, hi], side="left")
-    a, b = max(0, a - 1), min(len(steps), b + 1)  # one point past each end: lines reach edges
-    s, w, v = steps[a:b], cols["wall"][a:b], cols["value"][a:b]
-    return SeriesView(
-        0,
-        s,
-        w,
-        v,
-        s,
-        w,
-        v,
-        v,
-        s,
-        np.full(len(s), -1, np.int64),
-        np.isnan(v),
-        v == np.inf,
-        v == -np.inf,
-        wanted,
-    )
-
-
-def _bucket_cut(cols, lo: int, hi: int) -> tuple[int, int]:
-    """The buckets [a, b) a view of [lo, hi] draws: one past each end, lines reach the edges."""
-    first, last = cols["step_lo"], cols["step_hi"]
-    a = max(0, int(np.searchsorted(last, lo, side="left")) - 1)
-    b = min(len(first), int(np.searchsorted(first, hi, side="right")) + 1)
-    return a, b
-
-
-def _bucket_view(cols, level: int, lo: int, hi: int, wanted: int) -> SeriesView:
-    a, b = _bucket_cut(cols, lo, hi)
-    if (a, b) != (0, len(cols["n"])):
-        cols = {name: arr[a:b] for name, arr in cols.items()}
-    return _buckets(cols, level, wanted)
-
-
-def _buckets(c, level: int, wanted: int) -> SeriesView:
-    """The view of every bucket of columns `c`."""
-    n = len(c["n"])
-    s_lo, s_hi = c["step_lo"], c["step_hi"]
-    w_lo, w_hi = c["wall_lo"], c["wall_hi"]
-    finite_n = c["n"] - c["nan"] - c["posinf"] - c["neginf"]
-    has = np.isfinite(c["vmin"])
-    with np.errstate(invalid="ignore", divide="ignore"):
-        means = np.where(finite_n > 0, c["vsum"] / np.maximum(finite_n, 1), np.nan)
-        # A float sum can round a mean past the extremes, or off a constant: keep it exact.
-        means = np.where(c["vmin"] == c["vmax"], c["vmin"], np.clip(means, c["vmin"], c["vmax"]))
-    span = np.maximum(s_hi - s_lo, 1).astype(np.float64)
-
-    def wall_at(step, i):
-        """Wall time at steps inside buckets i, by the bucket's first and last point."""
-        return w_lo[i] + (step - s_lo[i]) / span[i] * (w_hi[i] - w_lo[i])
-
-    # The extremes in step order (min first where it came first, one point where they
-    # coincide), then the bucket's last point where it is another one: the line runs through
-    # each bucket's min, max and last, as through the raw points. From the later extreme it
-    # drops straight to the last value, then runs to the last step: the raw line leaves an
-    # extreme at the next step, and a slant across the bucket to its last point lit pixels
-    # the raw line does not (a one-step spike's whole neighbouring column).
-    min_first = c["min_at"] <= c["max_at"]
-    one = c["min_at"] == c["max_at"]
-    s1 = np.where(min_first, c["min_at"], c["max_at"])
-    v1 = np.where(min_first, c["vmin"], c["vmax"])
-    s2 = np.where(min_first, c["max_at"], c["min_at"])
-    v2 = np.where(min_first, c["vmax"], c["vmin"])
-    keep2 = has & ~one
-    keep3 = np.isfinite(c["last"]) & (~has | (s_hi > s2))
-    drop = keep3 & has
-    steps = np.stack([s1, s2, s2, s_hi], axis=1).ravel()
-    values = np.stack([v1, v2, c["last"], c["last"]], axis=1).ravel()
-    mask = np.stack([has, keep2, drop, keep3], axis=1).ravel()
-    steps, values = steps[mask], values[mask]
-    owner = np.repeat(np.arange(n), 4)[mask]  # the bucket of each point
-    mid = (s_lo + s_hi) // 2
-    every = np.arange(n)
-    return SeriesView(
-        level,
-        steps,
-        wall_at(steps.astype(np.float64), owner),
-        values,
-        mid,
-        wall_at(mid.astype(np.float64), every),
-        means,
-        c["last"],
-        s_hi,
-        c["bits"],
-        c["nan"] > 0,
-        c["posinf"] > 0,
-        c["neginf"] > 0,
-        wanted,
-        s_lo,
-    )
-
-
 @dataclass
 class ViewMemo:
     """The last view one caller (a chart's track) built, and what it was built from: the same
@@ -351,6 +225,12 @@ class ViewMemo:
     # poll).
     asked: tuple = ()
     tiles: frozenset = frozenset()
+    # The series' whole level once it has settled (resplot/data/whole_level.py): a view of
+    # another range at that level is a slice of it. `seen`: the change count at the last ask
+    # (settled: the same twice); `unbuilt`: (level, change count) where a tile was missing.
+    whole: WholeLevel | None = None
+    seen: int = -1
+    unbuilt: tuple = ()
 
 
 def series_view(
@@ -384,6 +264,10 @@ def series_view(
         if level is None
         else min(level, summary.levels)
     )
+    if memo is not None:
+        view = _whole_view(cache, ref, key, summary, memo, wanted, lo, hi, asked)
+        if view is not None:
+            return view
     tiles, missing = _tiles(cache, ref, key, wanted, lo, hi)
     if missing:
         missing += _edge_tiles_ahead(summary, wanted, lo, hi)
@@ -394,7 +278,7 @@ def series_view(
             stand_in, gap = _tiles(cache, ref, key, level, lo, hi, every_missing=False)
             if not gap:
                 cache.want_tiles(ref, key, wanted, missing)
-                return _view(stand_in, level, lo, hi, wanted)
+                return view_of_tiles(stand_in, level, lo, hi, wanted)
         if buckets.is_fine(wanted):
             # Nothing to show yet: level 1 as well (a few stored rows). Sources fetch it ahead
             # of the fine tiles (the host reads every raw point of the view for those), so a
@@ -405,7 +289,7 @@ def series_view(
         return None
     tiles, pending = _edges(cache, ref, key, summary, wanted, lo, hi, tiles)
     if memo is None:
-        view = _view(tiles, wanted, lo, hi, wanted)
+        view = view_of_tiles(tiles, wanted, lo, hi, wanted)
         view.edges_pending = pending
         return view
     memo.asked = () if pending else asked
@@ -414,18 +298,45 @@ def series_view(
     if same_stamp(stamp, memo.stamp):
         return memo.view
     if wanted == 0:
-        view = _view(tiles, wanted, lo, hi, wanted)
+        view = view_of_tiles(tiles, wanted, lo, hi, wanted)
         view.edges_pending = pending
         memo.stamp, memo.view, memo.cols = stamp, view, None
         return view
-    cols = _concat(tiles, wanted)
-    a, b = _bucket_cut(cols, lo, hi)
+    cols = concat_tiles(tiles, wanted)
+    a, b = bucket_cut(cols, lo, hi)
     whole = (a, b) == (0, len(cols["n"]))
     view = _appended(memo, cols, wanted) if whole else None
     if view is None:
-        view = _bucket_view(cols, wanted, lo, hi, wanted)
+        view = bucket_view(cols, wanted, lo, hi, wanted)
     view.edges_pending = pending
     memo.stamp, memo.view, memo.cols = stamp, view, cols if whole else None
+    return view
+
+
+def _whole_view(
+    cache: SeriesCache, ref: RunRef, key: str, summary, memo: ViewMemo, level, lo, hi, asked
+) -> SeriesView | None:
+    """The view as a slice of the series' whole level (kept in the memo, built once the series
+    has settled and where it is small enough); None: gather it from the tiles."""
+    changes = asked[0]
+    settled, memo.seen = memo.seen == changes, changes
+    whole = memo.whole
+    if whole is None or whole.level != level or whole.changes != changes:
+        if (
+            not settled
+            or (level, changes) == memo.unbuilt
+            or whole_level.rows_at(summary, level) > whole_level.WHOLE_ROWS
+        ):
+            return None
+        whole = whole_level.build(cache, ref, key, summary, level, changes, unit_of(summary.agg))
+        if whole is None:
+            memo.unbuilt = (level, changes)
+            return None
+        memo.whole = whole
+    view = whole_level.cut(whole, lo, hi, EDGE_TILES)
+    cache.keep_tiles(whole.tiles)
+    memo.asked, memo.view, memo.tiles = asked, view, whole.tiles
+    memo.stamp, memo.cols = (), None  # (a view gathered from tiles next is built afresh)
     return view
 
 
@@ -444,7 +355,7 @@ def _appended(memo: ViewMemo, cols: dict, level: int) -> SeriesView | None:
     k = int(np.argmax(differ)) if differ.any() else n0
     if k == 0 or k == len(cols["n"]) or len(was.first_steps) != len(old["n"]):
         return None  # nothing kept, nothing new (tiles evicted or fetched again): rebuild
-    new = _buckets({name: arr[k:] for name, arr in cols.items()}, level, level)
+    new = every_bucket({name: arr[k:] for name, arr in cols.items()}, level, level)
     p = int(np.searchsorted(was.steps, cols["step_lo"][k], side="left"))
 
     def join(name: str):
@@ -465,10 +376,3 @@ def same_stamp(a: tuple, b: tuple) -> bool:
         and a[:4] == b[:4]
         and all(x is y for x, y in zip(a[4:], b[4:], strict=True))
     )
-
-
-def _view(tiles, level: int, lo: int, hi: int, wanted: int) -> SeriesView:
-    cols = _concat(tiles, level)
-    if level == 0:
-        return _raw_view(cols, lo, hi, wanted)
-    return _bucket_view(cols, level, lo, hi, wanted)

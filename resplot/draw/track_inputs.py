@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from resplot.data import xaxis
+from resplot.data import whole_level, xaxis
 from resplot.data.cache import SeriesCache
 from resplot.data.model import RunInfo, RunRef
 from resplot.data.pages import Item
@@ -24,7 +24,11 @@ def smoothed_curve(
     """The EMA of a view, in steps (resplot/data/smoothing.py): of its raw points, or of its
     buckets' exact means. A view that starts after its series does starts the EMA earlier, by
     as many steps as it takes the points left out to weigh nothing (at the view's level), so
-    the curve is the same at every zoom; False with it while those points' tiles load."""
+    the curve is the same at every zoom; False with it while those points' tiles load. A view
+    sliced from the series' whole level takes the same slice of the whole's curve."""
+    if view.origin is not None:
+        whole, a, b = view.origin
+        return whole_level.smoothed(whole, weight)[a:b], True
     summary = cache.summary(item.ref, item.key)
     unit = unit_of(summary.agg) if summary is not None else 1.0
     steps, means = view.mid_steps, view.means

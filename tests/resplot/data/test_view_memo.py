@@ -13,7 +13,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from resplot.data import views
+from resplot.data import view_columns, views
 from resplot.data.views import ViewMemo, series_view
 from resplot.sources.polling import Loaded
 from resplot.sources.spec import parse_spec
@@ -84,8 +84,15 @@ def test_a_poll_works_out_only_the_newest_buckets_again(live, monkeypatch):
     assert _view(cache, ref, memo) is first  # nothing new: the same view
 
     built = []
-    real = views._buckets
-    monkeypatch.setattr(views, "_buckets", lambda c, *a: built.append(len(c["n"])) or real(c, *a))
+    real = view_columns.every_bucket
+
+    def counted(c, *a):
+        built.append(len(c["n"]))
+        return real(c, *a)
+
+    # (a view's buckets worked out: again from the newest, or all of them)
+    monkeypatch.setattr(views, "every_bucket", counted)
+    monkeypatch.setattr(view_columns, "every_bucket", counted)
     engine = open_store(path)
     for start in (N, N + 7, N + 500):  # into the last bucket, then past it
         add_points(engine, run_id, {"loss": _loss(range(start, start + 7))})
