@@ -29,7 +29,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from resplot.data.smoothing import smooth, smooth_buckets
-from resplot.data.view_columns import SeriesView, bucket_cut, concat_tiles, every_bucket
+from resplot.data.view_columns import (
+    SeriesView,
+    bucket_cut,
+    concat_tiles,
+    every_bucket,
+    raw_view,
+)
 from schema.store import buckets
 from schema.store.rollup import STEP_HI, STEP_LO, N
 
@@ -73,24 +79,8 @@ def build(cache, ref, key: str, summary, level: int, changes: int, unit: float):
         return None
     cols = concat_tiles(tiles, level)
     if level == 0:
-        steps, values = cols["step"], cols["value"]
-        view = SeriesView(
-            0,
-            steps,
-            cols["wall"],
-            values,
-            steps,
-            cols["wall"],
-            values,
-            values,
-            steps,
-            np.full(len(steps), -1, np.int64),
-            np.isnan(values),
-            values == np.inf,
-            values == -np.inf,
-            0,
-        )
-        starts = np.arange(len(steps) + 1)
+        view = raw_view(cols, agg[STEP_LO], agg[STEP_HI], 0)  # every point: its ends are these
+        starts = np.arange(len(view.steps) + 1)
     else:
         view = every_bucket(cols, level, level)
         at = np.searchsorted(view.steps, view.first_steps, side="left")

@@ -33,6 +33,12 @@ def _loss(steps, seed: int = 0) -> list:
     return [(int(s), 2 + np.exp(-s / 9_000) + float(e)) for s, e in zip(steps, noise, strict=True)]
 
 
+def _spike(step: int) -> float:
+    if 20_000 <= step < 21_000:
+        return float("nan")
+    return {30_000: float("inf"), 30_250: float("-inf")}.get(step, 1.0 + (step % 13) / 13)
+
+
 @pytest.fixture
 def source(store_path):
     engine = new_store(store_path)
@@ -44,6 +50,9 @@ def source(store_path):
             "valid/loss": [(s, 3.0 - s / 1e5) for s in range(0, N + 1, 250)],  # raw: 241 points
             # Neighbours 20 raw tiles apart: past EDGE_TILES of a view between them.
             "rare": [(s, float(s % 7)) for s in range(0, 200_001, 20_480)],
+            # A NaN stretch, +inf and -inf: the buckets' flags and means, the points' masks.
+            "spiky": [(s, _spike(s)) for s in range(N)],
+            "spiky_valid": [(s, _spike(s)) for s in range(0, N + 1, 250)],
         },
     )
     engine.dispose()
@@ -94,7 +103,14 @@ def _ranges(hi: int, count: int = 40) -> list[tuple[int, int]]:
 
 
 @pytest.mark.parametrize(
-    ("key", "level", "last"), [("loss", 1, N), ("valid/loss", 0, N), ("rare", 0, 200_000)]
+    ("key", "level", "last"),
+    [
+        ("loss", 1, N),
+        ("valid/loss", 0, N),
+        ("rare", 0, 200_000),
+        ("spiky", 1, N),
+        ("spiky_valid", 0, N),
+    ],
 )
 def test_a_slice_of_the_whole_level_is_the_view_the_tiles_give(source, key, level, last):
     loaded, _path, _run_id = source
