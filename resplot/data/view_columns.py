@@ -56,10 +56,19 @@ def concat_tiles(tiles, level: int) -> dict[str, np.ndarray]:
     return {name: np.concatenate([c[name] for c in cols]) for name in cols[0]}
 
 
+# A view's arrays of points (up to three a bucket); every other array is one a bucket.
+POINT_FIELDS = ("steps", "walls", "values")
+
+
+def raw_cut(steps: np.ndarray, lo: int, hi: int) -> tuple[int, int]:
+    """The points [a, b) a view of [lo, hi] draws: one past each end, lines reach the edges."""
+    a, b = np.searchsorted(steps, [lo, hi], side="left")
+    return max(0, int(a) - 1), min(len(steps), int(b) + 1)
+
+
 def raw_view(cols, lo: int, hi: int, wanted: int) -> SeriesView:
     steps = cols["step"]
-    a, b = np.searchsorted(steps, [lo, hi], side="left")
-    a, b = max(0, a - 1), min(len(steps), b + 1)  # one point past each end: lines reach edges
+    a, b = raw_cut(steps, lo, hi)
     s, w, v = steps[a:b], cols["wall"][a:b], cols["value"][a:b]
     return SeriesView(
         0,

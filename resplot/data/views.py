@@ -26,6 +26,7 @@ from resplot.data.cache import SeriesCache
 from resplot.data.model import RunRef
 from resplot.data.smoothing import unit_of
 from resplot.data.view_columns import (
+    POINT_FIELDS,
     SeriesView,
     bucket_cut,
     bucket_view,
@@ -33,7 +34,6 @@ from resplot.data.view_columns import (
     every_bucket,
     view_of_tiles,
 )
-from resplot.data.whole_level import WholeLevel
 from schema.store import buckets
 from schema.store.rollup import STEP_HI, STEP_LO, N
 
@@ -228,7 +228,7 @@ class ViewMemo:
     # The series' whole level once it has settled (resplot/data/whole_level.py): a view of
     # another range at that level is a slice of it. `seen`: the change count at the last ask
     # (settled: the same twice); `unbuilt`: (level, change count) where a tile was missing.
-    whole: WholeLevel | None = None
+    whole: whole_level.WholeLevel | None = None
     seen: int = -1
     unbuilt: tuple = ()
 
@@ -340,9 +340,6 @@ def _whole_view(
     return view
 
 
-_POINT_FIELDS = ("steps", "walls", "values")  # up to three a bucket, joined at a point
-
-
 def _appended(memo: ViewMemo, cols: dict, level: int) -> SeriesView | None:
     """The view of every bucket of `cols` from the memo's view of every bucket of the columns
     before: its buckets before the first one that changed (a different first step or count),
@@ -362,7 +359,7 @@ def _appended(memo: ViewMemo, cols: dict, level: int) -> SeriesView | None:
         before, after = getattr(was, name), getattr(new, name)
         if not isinstance(before, np.ndarray):
             return after  # the levels: `level` both
-        at = p if name in _POINT_FIELDS else k  # the points, or the per-bucket arrays
+        at = p if name in POINT_FIELDS else k  # the points, or the per-bucket arrays
         return np.concatenate([before[:at], after])
 
     return SeriesView(**{f.name: join(f.name) for f in dataclasses.fields(SeriesView)})

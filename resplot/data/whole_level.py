@@ -30,10 +30,12 @@ import numpy as np
 
 from resplot.data.smoothing import smooth, smooth_buckets
 from resplot.data.view_columns import (
+    POINT_FIELDS,
     SeriesView,
     bucket_cut,
     concat_tiles,
     every_bucket,
+    raw_cut,
     raw_view,
 )
 from schema.store import buckets
@@ -43,8 +45,6 @@ from schema.store.rollup import STEP_HI, STEP_LO, N
 # (128 steps a bucket), a sparse key's raw points. Its view takes ~21 numbers a bucket (three
 # points and the per-bucket arrays): ≤ ~0.7 MB a series, against the tiles' own ~0.13 MB.
 WHOLE_ROWS = 4096
-
-_PER_POINT = ("steps", "walls", "values")  # a view's arrays of points; the rest per bucket
 
 
 @dataclass
@@ -66,7 +66,7 @@ def rows_at(summary, level: int) -> int:
     agg = summary.agg
     if level == 0:
         return int(agg[N])
-    span = (agg[STEP_HI] >> buckets.shift(level)) - (agg[STEP_LO] >> buckets.shift(level)) + 1
+    span = buckets.bucket_of(agg[STEP_HI], level) - buckets.bucket_of(agg[STEP_LO], level) + 1
     return int(min(agg[N], span))
 
 
@@ -99,19 +99,16 @@ def cut(whole: WholeLevel, lo: int, hi: int, edge_tiles: int) -> SeriesView:
     covering [lo, hi] (views.EDGE_TILES: as far as a view gathered from tiles looks)."""
     v, level = whole.view, whole.level
     if level == 0:
-        a, b = np.searchsorted(v.steps, [lo, hi], side="left")
-        a, b = max(0, int(a) - 1), min(len(v.steps), int(b) + 1)
+        a, b = raw_cut(v.steps, lo, hi)
         first, last = v.steps, v.steps
     else:
         a, b = bucket_cut({"step_lo": v.first_steps, "step_hi": v.last_steps}, lo, hi)
         first, last = v.first_steps, v.last_steps
     span = buckets.tiles_for(level, lo, hi)
-    tile = buckets.tile_of
-    shift = buckets.shift(level)
     # A neighbour outside the view's tiles that a view gathered from tiles would not reach.
-    if a < b and last[a] < lo and tile(int(last[a]) >> shift) < span.start - edge_tiles:
+    if a < b and last[a] < lo and _tile(last[a], level) < span.start - edge_tiles:
         a += 1
-    if a < b and first[b - 1] > hi and tile(int(first[b - 1]) >> shift) >= span.stop + edge_tiles:
+    if a < b and first[b - 1] > hi and _tile(first[b - 1], level) >= span.stop + edge_tiles:
         b -= 1
     p, q = int(whole.starts[a]), int(whole.starts[b])
     out = SeriesView(
@@ -124,10 +121,14 @@ def cut(whole: WholeLevel, lo: int, hi: int, edge_tiles: int) -> SeriesView:
     return out
 
 
+def _tile(step, level: int) -> int:
+    return buckets.tile_of(buckets.bucket_of(int(step), level))
+
+
 def _slice(arr, name: str, a: int, b: int, p: int, q: int):
     if not isinstance(arr, np.ndarray):
         return arr
-    return arr[p:q] if name in _PER_POINT else arr[a:b]
+    return arr[p:q] if name in POINT_FIELDS else arr[a:b]
 
 
 def smoothed(whole: WholeLevel, weight: float) -> np.ndarray:

@@ -37,12 +37,12 @@ def sparse(store_path):
         yield source
 
 
-def _settled(source, key, lo, hi, level=None):
+def _settled(source, key, lo, hi, level=None, memo=None):
     """The view once every tile it asks for has come (each poll brings what the last asked)."""
     cache = source.cache
     ref = cache.runs()[0].ref
     for _ in range(2 * EDGE_TILES):
-        view = series_view(cache, ref, key, lo, hi, PIXELS, level=level)
+        view = series_view(cache, ref, key, lo, hi, PIXELS, level=level, memo=memo)
         if view is not None and view.complete:
             return view
         source.fetch()

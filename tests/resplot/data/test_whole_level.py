@@ -17,14 +17,14 @@ import pytest
 
 from resplot.data import view_columns, whole_level
 from resplot.data.pages import Item
-from resplot.data.views import EDGE_TILES, ViewMemo, series_view
+from resplot.data.views import ViewMemo, series_view
 from resplot.draw.track_inputs import smoothed_curve
 from resplot.sources.polling import Loaded
 from resplot.sources.spec import parse_spec
 from schema.store.connect import open_store
 from tests.fixtures.stores import add_points, make_run, new_store
+from tests.resplot.data.test_view_edges import PIXELS, _settled
 
-PIXELS = 600
 N = 60_000
 
 
@@ -60,23 +60,11 @@ def source(store_path):
         yield loaded, store_path, run.id
 
 
-def _ask(loaded, key, lo, hi, level, memo=None):
-    """The view once every tile it asks for has come (each poll brings what the last asked)."""
-    cache = loaded.cache
-    ref = cache.runs()[0].ref
-    for _ in range(2 * EDGE_TILES):
-        view = series_view(cache, ref, key, lo, hi, PIXELS, level=level, memo=memo)
-        if view is not None and view.complete:
-            return view
-        loaded.fetch()
-    raise AssertionError("the view's tiles did not come")
-
-
 def _kept_whole(loaded, key, level) -> ViewMemo:
     """A memo holding the series' whole level: the whole range asked until its tiles are in,
     then another range (a zoom)."""
     memo = ViewMemo()
-    _ask(loaded, key, -np.inf, np.inf, level, memo)
+    _settled(loaded, key, -np.inf, np.inf, level, memo)
     series_view(loaded.cache, loaded.cache.runs()[0].ref, key, 10, 20, PIXELS, level, memo=memo)
     assert memo.whole is not None and memo.whole.level == level
     return memo
@@ -119,7 +107,7 @@ def test_a_slice_of_the_whole_level_is_the_view_the_tiles_give(source, key, leve
     for lo, hi in _ranges(last):
         sliced = series_view(cache, ref, key, lo, hi, PIXELS, level, memo=memo)
         assert sliced.origin is not None and sliced.origin[0] is memo.whole
-        _same(sliced, _ask(loaded, key, lo, hi, level))  # no memo: gathered from the tiles
+        _same(sliced, _settled(loaded, key, lo, hi, level))  # no memo: gathered from the tiles
 
 
 def test_the_neighbour_past_edge_tiles_is_left_out_as_the_tiles_leave_it(source):
@@ -130,7 +118,7 @@ def test_the_neighbour_past_edge_tiles_is_left_out_as_the_tiles_leave_it(source)
     # before 18 tiles (of 1,024 steps) before the view's first: past EDGE_TILES.
     view = series_view(cache, ref, "rare", 101_000, 102_000, PIXELS, 0, memo=memo)
     assert list(view.steps) == [102_400]
-    _same(view, _ask(loaded, "rare", 101_000, 102_000, 0))
+    _same(view, _settled(loaded, "rare", 101_000, 102_000, 0))
     near = series_view(cache, ref, "rare", 90_000, 100_000, PIXELS, 0, memo=memo)
     assert list(near.steps) == [81_920, 102_400]
 
@@ -164,7 +152,7 @@ def test_its_smoothed_curve_is_the_whole_curves_slice_and_near_the_warmed_up_one
         curve, whole = smoothed_curve(cache, item, sliced, 0.9, lo)
         _whole, a, b = sliced.origin
         assert whole and np.array_equal(curve, full[a:b])  # the same curve at every zoom
-        gathered = _ask(loaded, "loss", lo, hi, 1)
+        gathered = _settled(loaded, "loss", lo, hi, 1)
         warmed, complete = smoothed_curve(cache, item, gathered, 0.9, lo)
         # Started WARMUP_LEFT's worth of weight later: within that of the noise (0.05).
         assert complete and np.max(np.abs(curve - warmed)) < 1e-3
@@ -179,17 +167,17 @@ def test_a_live_series_is_gathered_from_its_tiles_as_its_points_come(source):
         for start in (N, N + 300, N + 900):
             add_points(engine, run_id, {"loss": _loss(range(start, start + 300), start)})
             loaded.fetch()
-            view = _ask(loaded, "loss", 1_000, start + 200, 1, memo)
+            view = _settled(loaded, "loss", 1_000, start + 200, 1, memo)
             # Its tiles changed since the last ask: not settled, not kept whole.
             assert view.origin is None and memo.whole.changes != cache.changes(ref, "loss")
-            _same(view, _ask(loaded, "loss", 1_000, start + 200, 1))
+            _same(view, _settled(loaded, "loss", 1_000, start + 200, 1))
     finally:
         engine.dispose()
     # Settled (the same change count twice): kept whole again, with the new points.
     series_view(cache, ref, "loss", 5, 500, PIXELS, 1, memo=memo)
     view = series_view(cache, ref, "loss", 1_000, N + 1_100, PIXELS, 1, memo=memo)
     assert view.origin is not None and memo.whole.changes == cache.changes(ref, "loss")
-    _same(view, _ask(loaded, "loss", 1_000, N + 1_100, 1))
+    _same(view, _settled(loaded, "loss", 1_000, N + 1_100, 1))
 
 
 def test_a_level_over_whole_rows_is_not_kept(source, monkeypatch):
@@ -197,10 +185,10 @@ def test_a_level_over_whole_rows_is_not_kept(source, monkeypatch):
     cache, ref = loaded.cache, loaded.cache.runs()[0].ref
     monkeypatch.setattr(whole_level, "WHOLE_ROWS", 240)  # valid/loss: 241 points
     memo = ViewMemo()
-    _ask(loaded, "valid/loss", -np.inf, np.inf, 0, memo)
+    _settled(loaded, "valid/loss", -np.inf, np.inf, 0, memo)
     view = series_view(cache, ref, "valid/loss", 1_000, 9_000, PIXELS, 0, memo=memo)
     assert view.origin is None and memo.whole is None
-    _same(view, _ask(loaded, "valid/loss", 1_000, 9_000, 0))
+    _same(view, _settled(loaded, "valid/loss", 1_000, 9_000, 0))
 
 
 def test_a_tile_missing_from_the_cache_gathers_the_view_and_asks_for_it(source):
@@ -208,8 +196,8 @@ def test_a_tile_missing_from_the_cache_gathers_the_view_and_asks_for_it(source):
     cache, ref = loaded.cache, loaded.cache.runs()[0].ref
     memo = ViewMemo()
     # Only the tiles of a zoomed range are fetched: the whole level is not all there.
-    _ask(loaded, "valid/loss", 20_000, 30_000, 0, memo)
+    _settled(loaded, "valid/loss", 20_000, 30_000, 0, memo)
     view = series_view(cache, ref, "valid/loss", 21_000, 29_000, PIXELS, 0, memo=memo)
     assert view.complete and view.origin is None and memo.whole is None
     assert memo.unbuilt == (0, cache.changes(ref, "valid/loss"))
-    _same(view, _ask(loaded, "valid/loss", 21_000, 29_000, 0))
+    _same(view, _settled(loaded, "valid/loss", 21_000, 29_000, 0))
