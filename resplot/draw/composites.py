@@ -16,8 +16,8 @@ from resplot.data.model import RunInfo
 from resplot.data.pages import TIMING_PARTS, Item, PanelSpec
 from resplot.data.views import SeriesView, ViewMemo, series_view
 from resplot.draw.clip_box import share_clip_box
+from resplot.draw.tiers import SETTLED, tier_zorder
 from resplot.draw.track_inputs import RunContext
-from resplot.draw.tracks import SETTLED, tier_zorder
 
 PART_COLORS = {
     "data": "#e15759",

@@ -153,7 +153,7 @@ class AxesLegend:
         # page laid out, data loaded): re-placed at once, so that a chart's corner is that of
         # what it shows, not of when it was placed. And whenever what is drawn changes in kind
         # (first data, another level, detail loaded).
-        streaming = follow and any(t.live for t in tracks.values())
+        streaming = follow and any(t.streaming for t in tracks.values())
         due = (drawn, taken) != (self.drawn, self.taken) or (
             moved and (not streaming or now - placed_at >= LEGEND_REPLACE_S)
         )

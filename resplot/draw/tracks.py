@@ -26,10 +26,10 @@ from resplot.data.views import FINE_PER_PIXEL, SeriesView, ViewMemo, series_view
 from resplot.draw.clip_box import share_clip_box
 from resplot.draw.limits import extent_points, line_limits
 from resplot.draw.plain_draw import PlainLine
+from resplot.draw.tiers import ends_past, same_cut, streams, tier_zorder
 from resplot.draw.track_inputs import RunContext, smoothed_curve
 from resplot.draw.track_marks import TrackMarks
 from schema.store.rollup import STEP_HI
-from schema.store.status import FAILED, FINISHED, KILLED
 
 BUCKET_POINTS = 4  # points a bucket view holds per bucket (its extremes, last value, last point)
 
@@ -44,21 +44,6 @@ def _band(ax, color: str, **kw) -> Polygon:
     ax.add_artist(band)
     share_clip_box(ax, band)
     return band
-
-
-# A live run's series lie over every settled run's: from LIVE_FLOOR up are the live runs' series
-# (their own order kept, squeezed under the spines at 2.5) and what lies over all series. The
-# window keeps a picture of its page with the settled series in it and draws a live poll's
-# series over that (resplot/ui/layers.py): a run followed beside finished ones costs its own
-# series a poll, not every run's. Settled: a run that ended itself (a crashed or stalled one
-# may still come back: its heartbeat only stopped).
-LIVE_FLOOR = 2.05
-SETTLED = (FINISHED, FAILED, KILLED)
-
-
-def tier_zorder(base: float, live: bool) -> float:
-    """The zorder of a series artist whose settled zorder is `base` (0-2)."""
-    return LIVE_FLOOR + 0.1 * base if live else base
 
 
 # Pages with more series than this fill dense stretches as their min/max band: Agg strokes the
@@ -102,7 +87,8 @@ class Track(TrackMarks):
     def __init__(self, ax, item: Item) -> None:
         self.item = item
         self.ax = ax
-        self.live = False  # the run streams in: its series in the live tier (LIVE_FLOOR)
+        # The series is in the live tier (resplot/draw/tiers.py), its run streams in.
+        self.live = self.streaming = False
         self.line = PlainLine(
             [],
             [],
@@ -166,6 +152,8 @@ class Track(TrackMarks):
         # cuts again only the columns its new points changed (resplot/data/decimate.py).
         # None while settled: kept for every series of a page, they would double its memory.
         self._reuse: tuple[Reuse, Reuse] | None = None
+        # A streaming series' last cut as set on its artists, and what it was cut for.
+        self._set_cut: tuple | None = None
 
     def _main_band(self) -> Polygon:
         if self.band is None:
@@ -237,7 +225,7 @@ class Track(TrackMarks):
 
     def clear(self) -> None:
         self._prepared = self._placed = ()
-        self._reuse = None
+        self._reuse = self._set_cut = None
         self.limits = []
         self.changed = True
         # Only what is not clear already: a change marks a settled series' saved picture out
@@ -467,6 +455,14 @@ class Track(TrackMarks):
         x = x[np.isfinite(x)]
         return (float(x.min()), float(x.max())) if len(x) else None
 
+    def _ends_past(self, xlim, summary) -> bool:
+        """Whether the series ends past the view's right edge (tiers.ends_past)."""
+        view = self.view
+        if view is None or not len(view.steps):
+            return False
+        holds_end = summary is None or int(view.steps.max()) >= summary.agg[STEP_HI]
+        return ends_past(self.x, self.x_mid, view.level, xlim, holds_end)
+
     def place(self, pixels: int, xlim, grid: Grid | None = None, band: bool = False) -> None:
         """Cut the prepared view into the chart's pixel columns (`grid`, shared by every series
         of the chart; else `pixels` slices of `xlim`) and set the artists' data: a line through
@@ -476,8 +472,9 @@ class Track(TrackMarks):
         if view is None:
             return
         run = self.ctx.run if self.ctx is not None else None
-        self.set_live(run is None or run.status not in SETTLED)
         summary = self.cache.summary(self.item.ref, self.item.key) if self.cache else None
+        self.streaming = streams(run)
+        self.set_live(self.streaming and not self._ends_past(xlim, summary))
         stamp = (
             self._generation,
             pixels,
@@ -494,11 +491,11 @@ class Track(TrackMarks):
             return
         self._placed = stamp
         with self._lock:  # (the cuts' reuse is work_ahead's too)
-            if not self.live:
+            if not self.streaming:
                 self._reuse = None
             elif self._reuse is None:
                 self._reuse = (Reuse(), Reuse())
-            self._cut_args = (pixels, xlim, grid) if self.live else None
+            self._cut_args = (pixels, xlim, grid) if self.streaming else None
             ahead, self._cuts_ahead = self._cuts_ahead, None
             if ahead is not None and ahead[0] == (pixels, xlim, grid):
                 raw, main = ahead[1]
@@ -506,6 +503,18 @@ class Track(TrackMarks):
                 worked = (self.x, self.x_mid, self.smoothed)
                 raw, main = self._cut(view, worked, pixels, xlim, grid, self._reuse)
         smoothed = self.smoothed
+        frame = (pixels, xlim, grid, band, smoothed is None, self.live)
+        kept, self._set_cut = self._set_cut, (frame, (raw, main)) if self.streaming else None
+        if (
+            not self.live
+            and kept is not None
+            and kept[0] == frame
+            and same_cut(kept[1], (raw, main))
+        ):
+            # A streaming series in the settled tier whose new points all landed past the
+            # view's edge: its artists stay as they are (tiers.py).
+            self.changed = False
+            return
         self.band_xy = []
         if smoothed is None:
             if self.raw is not None and self.raw_band is not None:

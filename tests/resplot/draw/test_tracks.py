@@ -12,8 +12,9 @@ from matplotlib.figure import Figure
 from resplot.data.cache import SeriesCache
 from resplot.data.decimate import Grid
 from resplot.data.pages import Item
+from resplot.draw.tiers import tier_zorder
 from resplot.draw.track_inputs import RunContext
-from resplot.draw.tracks import Track, tier_zorder
+from resplot.draw.tracks import Track
 from resplot.sources import open_source, parse_spec
 from tests.fixtures.stores import make_run, new_store
 
