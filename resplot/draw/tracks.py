@@ -460,7 +460,8 @@ class Track(TrackMarks):
         view = self.view
         if view is None or not len(view.steps):
             return False
-        holds_end = summary is None or int(view.steps.max()) >= summary.agg[STEP_HI]
+        # (a view's steps ascend: its cuts are binary searches of them)
+        holds_end = summary is None or int(view.steps[-1]) >= summary.agg[STEP_HI]
         return ends_past(self.x, self.x_mid, view.level, xlim, holds_end)
 
     def place(self, pixels: int, xlim, grid: Grid | None = None, band: bool = False) -> None:
