@@ -26,6 +26,7 @@ from resplot.data.model import RunInfo
 from schema.store.status import FAILED, FINISHED, KILLED
 
 LIVE_FLOOR = 2.05
+PAST_FLOOR = 2.01  # ... PAST_FLOOR + 0.02: under LIVE_FLOOR, over every settled zorder (0-2)
 SETTLED = (FINISHED, FAILED, KILLED)
 # A series whose view holds its newest point ends past the right edge once this many of its
 # points (at a level above raw: of its buckets) lie past it: decimate_many keeps the first
@@ -36,9 +37,14 @@ PAST_EDGE_POINTS = 2
 _FIELDS = ("x", "y", "nan_x", "posinf_x", "neginf_x", "col_x", "col_min", "col_max")
 
 
-def tier_zorder(base: float, live: bool) -> float:
-    """The zorder of a series artist whose settled zorder is `base` (0-2)."""
-    return LIVE_FLOOR + 0.1 * base if live else base
+def tier_zorder(base: float, live: bool, streaming: bool = False) -> float:
+    """The zorder of a series artist whose settled zorder is `base` (0-2): in the live tier,
+    or settled; a streaming run's series settled by the view lie over every other settled
+    series (PAST_FLOOR), as they do in the live tier, so that zooming into the run's past
+    does not change which line lies on top."""
+    if live:
+        return LIVE_FLOOR + 0.1 * base
+    return PAST_FLOOR + 0.01 * base if streaming else base
 
 
 def streams(run: RunInfo | None) -> bool:

@@ -159,7 +159,7 @@ class Track(TrackMarks):
         if self.band is None:
             # An edge, so that a column range of zero height still shows as a line.
             self.band = _band(self.ax, self.item.color, linewidth=1.0)
-            self._tier(self.live, self._tiered())  # its zorder
+            self._tier(self._tiered())  # its zorder
             if self.faded:
                 self.band.set_alpha(0.12)
         return self.band
@@ -176,7 +176,7 @@ class Track(TrackMarks):
             self.raw_band = _band(self.ax, item.color, linewidth=0, alpha=0.25, snap=False)
             self.ax.add_line(self.raw)
             share_clip_box(self.ax, self.raw)
-            self._tier(self.live, self._tiered())  # their zorders
+            self._tier(self._tiered())  # their zorders
             if self.faded:
                 self.raw.set_alpha(0.25 * 0.12)
                 self.raw_band.set_alpha(0.25 * 0.12)
@@ -205,7 +205,7 @@ class Track(TrackMarks):
             )
             self.ax.add_collection(self.bad_span, autolim=False)
             share_clip_box(self.ax, self.bad, self.bad_span)
-            self._tier(self.live, self._tiered())  # their zorders
+            self._tier(self._tiered())  # their zorders
             if self.faded:
                 self.bad.set_alpha(0.12)
         return self.bad, self.bad_span
@@ -412,21 +412,22 @@ class Track(TrackMarks):
             out += [(self.bad, 2.0), (self.bad_span, 0.4)]
         return out
 
-    def _tier(self, live: bool, artists: list) -> None:
+    def _tier(self, artists: list) -> None:
         for artist, base in artists:
-            z = tier_zorder(base, live)
+            z = tier_zorder(base, self.live, self.streaming)
             if artist.get_zorder() != z:  # a set marks a settled series' picture stale
                 artist.set_zorder(z)
 
     def settled_artists(self) -> list:
-        """The series' artists, where its run ended (none while it is live)."""
+        """The series' artists, where they are settled (none in the live tier)."""
         return [] if self.live else [artist for artist, _base in self._tiered()]
 
-    def set_live(self, live: bool) -> None:
-        """Put the series in the live tier (over every settled series) or back."""
-        if live != self.live:
-            self.live = live
-            self._tier(live, self._tiered())
+    def set_tier(self, live: bool, streaming: bool) -> None:
+        """Put the series in the live tier (over every settled series) or back; `streaming`:
+        its run may still get points (tiers.py)."""
+        if (live, streaming) != (self.live, self.streaming):
+            self.live, self.streaming = live, streaming
+            self._tier(self._tiered())
 
     def _kept(self, name: str, make):
         """make() once a generation (what prepare() set: view, x, x_mid)."""
@@ -474,8 +475,8 @@ class Track(TrackMarks):
             return
         run = self.ctx.run if self.ctx is not None else None
         summary = self.cache.summary(self.item.ref, self.item.key) if self.cache else None
-        self.streaming = streams(run)
-        self.set_live(self.streaming and not self._ends_past(xlim, summary))
+        streaming = streams(run)
+        self.set_tier(streaming and not self._ends_past(xlim, summary), streaming)
         stamp = (
             self._generation,
             pixels,

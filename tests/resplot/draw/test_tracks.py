@@ -79,7 +79,7 @@ def test_the_main_lines_band_is_made_on_a_dense_page_only(loaded):
     assert all(not t.line.get_visible() for t in tracks)  # under its band
     children = ax.get_children()
     assert children.index(bands[0]) < children.index(bands[1])
-    assert all(t.band.get_zorder() == tier_zorder(1.0, t.live) for t in tracks)
+    assert all(t.band.get_zorder() == tier_zorder(1.0, t.live, t.streaming) for t in tracks)
     # Fewer series again: the line, its band kept hidden.
     _place(ax, tracks, pixels, band=False)
     assert [t.band for t in tracks] == bands

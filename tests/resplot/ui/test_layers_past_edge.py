@@ -61,6 +61,10 @@ def test_a_zoom_into_a_live_runs_past_draws_its_series_with_the_settled_ones(mix
     assert live and all(t.streaming and not t.live for _i, t in live)
     for i, t in live:
         assert set(t.settled_artists()) <= page.settled_artists(i)
+        # over every finished run's series, as in the live tier: the same line on top
+        done = [u for u in page.tracks[i].values() if not u.streaming]
+        low = [a.get_zorder() for u in done for a in u.settled_artists()]
+        assert low and max(low) < min(a.get_zorder() for a in t.settled_artists())
         assert all(a.get_zorder() < tiers.LIVE_FLOOR for a in t.settled_artists())
     assert not layers.tails.cuts  # (the finished runs' series are not cut either)
     drawn: list = []
