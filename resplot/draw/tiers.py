@@ -6,8 +6,12 @@ window keeps a picture of its page with the settled series in it and draws a liv
 series over that: a run followed beside finished ones costs its own series a poll, not every
 run's.
 
-Settled: a run that ended itself (finished, failed, killed); a crashed or stalled one may
-still come back (its heartbeat only stopped, or a clock between hosts is off).
+Settled: a run that ended itself (finished, failed, killed), or crashed CRASH_SETTLES_S ago
+(its writer long gone: a sweep's crashed runs are drawn with the finished ones). A stalled run
+and one crashed lately stay live: a stalled run's process is there (its telemetry may still
+come in), and a crash seen lately may be a clock between hosts that is off. A run that comes
+back moves to the live tier, which draws the page once, as any series moving between the
+tiers does.
 
 A live run's series whose end lies past the view's right edge is settled too while the view
 stays: its new points land off the chart, so its pixels stay as they are, and a full draw
@@ -19,15 +23,18 @@ again, they would mark the saved picture out of date and every poll would draw t
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from resplot.data.decimate import Decimated
 from resplot.data.model import RunInfo
-from schema.store.status import FAILED, FINISHED, KILLED
+from schema.store.status import CRASHED, FAILED, FINISHED, KILLED
 
 LIVE_FLOOR = 2.05
 PAST_FLOOR = 2.01  # ... PAST_FLOOR + 0.02: under LIVE_FLOOR, over every settled zorder (0-2)
 SETTLED = (FINISHED, FAILED, KILLED)
+CRASH_SETTLES_S = 600.0
 # A series whose view holds its newest point ends past the right edge once this many of its
 # points (at a level above raw: of its buckets) lie past it: decimate_many keeps the first
 # point past an edge, which is then not the newest, so no poll changes it (a bucket level's
@@ -47,9 +54,15 @@ def tier_zorder(base: float, live: bool, streaming: bool = False) -> float:
     return PAST_FLOOR + 0.01 * base if streaming else base
 
 
-def streams(run: RunInfo | None) -> bool:
-    """Whether a run's series may still get points (a run not known yet may)."""
-    return run is None or run.status not in SETTLED
+def streams(run: RunInfo | None, now: float | None = None) -> bool:
+    """Whether a run's series may still get points (a run not known yet may), as of `now`
+    (time.time())."""
+    if run is None:
+        return True
+    if run.status == CRASHED:
+        gone = (time.time() if now is None else now) - run.heartbeat_at
+        return gone < CRASH_SETTLES_S
+    return run.status not in SETTLED
 
 
 def ends_past(x: np.ndarray, x_mid: np.ndarray, level: int, xlim, holds_end: bool) -> bool:

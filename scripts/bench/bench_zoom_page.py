@@ -3,13 +3,15 @@ revision in the same run.
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python scripts/bench/bench_zoom_page.py \
         [--page all] [--size 1920x1080] [--steps 200000] [--zooms 12] [--pairs 2] \
-        [--before REV] [--store FILE]
+        [--before REV] [--store FILE] [--alive]
 
 The 12-run sweep of the viewer tests (tests/fixtures/sweep.py: train and validation loss, lr,
 grad norm, throughput, MFU, tokens, GPU telemetry and step timings; `--steps` each) in a real
 MainWindow (Qt offscreen) at `--size` on `--page`. A zoom is what the toolbar's does on
 release (the x limits set, then the window's refresh and the page's draw), between three
-ranges whose tiles are cached (each zoomed to twice first). Reported: the GUI thread's CPU
+ranges whose tiles are cached (each zoomed to twice first). The sweep's runs that did not end
+read as crashed (their heartbeats are as old as the store); with `--alive` the stalled and
+live ones are alive, in a copy of the store. Reported: the GUI thread's CPU
 time a zoom (median of `--zooms`), the parts of it in the page's refresh (all its turns where
 it runs over turns, resplot/ui/redraw_turns.py) and in its draw, and the longest turn of the
 event loop it took (a turn of the redraw, or one of the draw's pieces);
@@ -170,6 +172,26 @@ def measure(args) -> dict:
     return out
 
 
+def _alive_copy(store: Path, to: Path) -> Path:
+    """A copy of the sweep whose stalled and live runs are alive (heartbeats ahead of now):
+    the stored sweep's heartbeats are as old as its file, so that every run that did not end
+    reads as crashed, and one crashed long ago is settled (resplot/draw/tiers.py)."""
+    import sqlite3
+
+    from tests.fixtures.sweep import LIVE, STALLED, sweep_name
+
+    source, copy = sqlite3.connect(store), sqlite3.connect(to)
+    with copy:
+        source.backup(copy)
+        names = (sweep_name(STALLED), sweep_name(LIVE))
+        copy.execute(
+            "UPDATE runs SET heartbeat_at = ? WHERE name IN (?, ?)", (time.time() + 1e6, *names)
+        )
+    source.close()
+    copy.close()
+    return to
+
+
 def child(args, tree: Path) -> dict:
     argv = [sys.executable, str(Path(__file__).resolve()), "--child", "--store", str(args.store)]
     argv += ["--page", args.page, "--size", f"{args.size[0]}x{args.size[1]}"]
@@ -188,6 +210,7 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=2)
     ap.add_argument("--before", help="git revision to time beside this tree")
     ap.add_argument("--store", type=Path, help="the sweep's store (made if missing)")
+    ap.add_argument("--alive", action="store_true", help="the sweep's stalled and live runs alive")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.size = tuple(int(v) for v in args.size.split("x"))
@@ -201,6 +224,8 @@ def main() -> None:
             args.store = Path(tmp) / "sweep.db"
         if not args.store.exists():
             make_sweep(args.store, steps=args.steps)
+        if args.alive:
+            args.store = _alive_copy(args.store, Path(tmp) / "alive.db")
         from trees import alternated
 
         before = Path(tmp) / "before"

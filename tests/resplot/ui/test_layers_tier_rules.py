@@ -1,7 +1,9 @@
-"""A live run's series whose end lies past the view's right edge is drawn with the settled
-series (resplot/draw/tiers.py): a zoom into the run's past cuts none of its series into a body
-and a tail, a poll whose points land past the edge draws nothing under the live tier, and a
-point that lands in view draws the page again. Each frame is a full draw's pixels.
+"""Which tier a series is drawn in (resplot/draw/tiers.py), besides its run's status: a live
+run's series whose end lies past the view's right edge is drawn with the settled series (a zoom
+into the run's past cuts none of its series into a body and a tail, a poll whose points land
+past the edge draws nothing under the live tier, and a point that lands in view draws the page
+again), and so is a run crashed long ago (one that comes back moves to the live tier). Each
+frame is a full draw's pixels.
 
 The real MainWindow (offscreen) over a real SQLite store read through a local agent, with
 test_layers.py's fixtures and helpers (`mixed`: two finished runs and one streaming in).
@@ -10,11 +12,15 @@ test_layers.py's fixtures and helpers (`mixed`: two finished runs and one stream
 
 from __future__ import annotations
 
+import time
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
 from resplot.data.decimate import Decimated
 from resplot.draw import tiers
+from schema.store.connect import open_store
 from tests.resplot.ui.test_layers import (  # noqa: F401 (mixed: a fixture)
     N,
     _assert_same_pixels,
@@ -168,3 +174,59 @@ def test_two_cuts_are_the_same_only_byte_for_byte():
     assert not tiers.same_cut((a,), (_cut(x=np.arange(5.0), y=np.ones(5)),))
     assert not tiers.same_cut((a,), (_cut(col_x=np.arange(2.0)),))  # columns now
     assert not tiers.same_cut((a,), (a, a))
+
+
+def _beat(loaded, name: str, at: float) -> None:
+    """The run's heartbeat as its writer would leave it (at `at`), read by the headless poll."""
+    engine = open_store(loaded.path)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE runs SET heartbeat_at = ? WHERE name = ?", (at, name))
+    engine.dispose()
+    loaded.fetch()
+
+
+@pytest.mark.integration
+def test_a_run_crashed_long_ago_is_settled_and_one_that_comes_back_is_live(mixed):
+    """A run whose heartbeat stopped CRASH_SETTLES_S ago reads as crashed, its series drawn
+    with the finished runs' (a sweep's crashed runs are never cut into bodies and tails). Its
+    points still show: a poll that brings some draws the page. Its heartbeat back, it is live
+    again: one full draw moves it to the live tier, and its next poll draws its tails alone."""
+    win, loaded = mixed
+    _beat(loaded, LIVE, time.time() - 2 * tiers.CRASH_SETTLES_S)
+    show(win, loaded)
+    assert _run(win, LIVE).status == "crashed"
+    live = _live_tracks(win)
+    assert live and not any(t.live or t.streaming for _i, t in live)
+    assert not win.page_view().layers.tails.cuts
+    full = counts(win)[0]
+    _feed(win, loaded, LIVE, np.arange(N, N + 5), last=True)
+    assert counts(win)[0] == full + 1  # a settled series changed: its points drawn
+    assert np.any(np.asarray(dict(_keyed(live))["train/loss"].line.get_xdata()) >= N)
+    _beat(loaded, LIVE, time.time() + 1e6)
+    full = counts(win)[0]
+    _feed(win, loaded, LIVE, np.arange(N + 5, N + 10), last=True)
+    assert _run(win, LIVE).status == "running"
+    assert counts(win)[0] == full + 1 and all(t.live for _i, t in live)
+    full, blits = counts(win)
+    _feed(win, loaded, LIVE, np.arange(N + 10, N + 15), last=True)
+    assert counts(win) == (full, blits + 1)
+    _assert_same_pixels(_shown_rows(win.page_view()), _full_draw_rows(win.page_view()))
+
+
+def _keyed(tracks: list) -> list:
+    return [(t.item.key, t) for _i, t in tracks]
+
+
+def _info(status: str, beat_ago: float) -> SimpleNamespace:
+    return SimpleNamespace(status=status, heartbeat_at=1_000_000.0 - beat_ago)
+
+
+def test_a_run_streams_until_it_ends_or_crashed_long_ago():
+    now = 1_000_000.0
+    assert tiers.streams(None, now)  # not known yet
+    for status in ("running", "stalled"):
+        assert tiers.streams(_info(status, 1e6), now)  # its process is there
+    for status in ("finished", "failed", "killed"):
+        assert not tiers.streams(_info(status, 0.0), now)
+    assert tiers.streams(_info("crashed", 60.0), now)  # lately: it may come back
+    assert not tiers.streams(_info("crashed", tiers.CRASH_SETTLES_S + 1), now)
