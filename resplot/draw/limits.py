@@ -360,11 +360,14 @@ def _crossing(x: np.ndarray, y: np.ndarray, edges: tuple[float, float]) -> np.nd
     """Where a line's segments cross these x values (a zoomed range's edges), as drawn: a
     sparse series zoomed between two of its points draws a segment across the view with no
     point inside it, and the y range is to fit that segment. x in order (a line along steps or
-    time); nothing for a segment to or from a non-finite point."""
-    if len(x) < 2 or not np.all(x[1:] >= x[:-1]):
+    time: out of order, the segment found may be one of several); nothing for a segment to or
+    from a non-finite point."""
+    if len(x) < 2:
         return np.empty(0)
     out = []
     for edge in edges:
+        # (each segment found is checked to cross: a pass over x to prove it in order cost
+        # more than the rest of a zoom's y refit)
         k = int(np.searchsorted(x, edge, side="right"))
         if 0 < k < len(x) and x[k - 1] < edge < x[k]:
             (x0, x1), (y0, y1) = x[k - 1 : k + 1], y[k - 1 : k + 1]

@@ -292,7 +292,9 @@ class Layers:
             with quietly(ax):
                 self.tails.cut(ax, _attached(live))
             yield
-        self.background = self.canvas.copy_from_bbox(self.page.figure.bbox)
+        # Nothing cut: the picture is the one before the cuts (a canvas-sized copy saved).
+        bbox = self.page.figure.bbox
+        self.background = self.canvas.copy_from_bbox(bbox) if self.tails.cuts else self.under_cuts
 
     def _draw(self, tiers: list, settled: bool) -> None:
         figure = self.page.figure
