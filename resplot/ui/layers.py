@@ -7,10 +7,11 @@ therefore costs the series' draw, not the page's: their artists are `animated`, 
 to them does not mark the figure stale, and a figure that is not stale has nothing new under
 its series.
 
-The series of runs that ended (finished, failed, killed; a crashed or stalled run may come
-back) are settled: their artists sit under every live run's (resplot/draw/tracks.py,
-LIVE_FLOOR) and go into the saved picture, drawn once after the axes, up to the first artist
-in drawing order that is not settled (ChartPage.settled_artists); a poll draws the rest: the
+The series of runs that ended (finished, failed, killed, crashed long ago), and a live run's
+whose end lies past the view's right edge, are settled (resplot/draw/tiers.py): their artists
+sit under every live series' (LIVE_FLOOR) and go into the saved picture, drawn once after
+the axes, up to the first artist in drawing order that is not settled
+(ChartPage.settled_artists); a poll draws the rest: the
 live runs' series and what lies over all series (end marks, notes, legend, spines). A settled
 artist changed since (its `stale` flag, which matplotlib sets on any change, an animated
 artist's included) or a series moving between the tiers makes the next draw a full one. A
