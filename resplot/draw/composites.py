@@ -16,7 +16,7 @@ from resplot.data.model import RunInfo
 from resplot.data.pages import TIMING_PARTS, Item, PanelSpec
 from resplot.data.views import SeriesView, ViewMemo, series_view
 from resplot.draw.clip_box import share_clip_box
-from resplot.draw.tiers import SETTLED, tier_zorder
+from resplot.draw.tiers import streams, tier_zorder
 from resplot.draw.track_inputs import RunContext
 
 PART_COLORS = {
@@ -49,7 +49,7 @@ class Stack:
 
     def settled_artists(self) -> list:
         """Its polygons where its run ended (a live poll leaves them as they are)."""
-        return list(self.polys) if self.run is not None and self.run.status in SETTLED else []
+        return list(self.polys) if self.run is not None and not streams(self.run) else []
 
     def remove(self) -> None:
         for poly in self.polys:
@@ -192,7 +192,7 @@ class ThrottleBars:
         return [
             bars
             for item, bars in self.bars.items()
-            if (run := self._runs.get(item)) is not None and run.status in SETTLED
+            if (run := self._runs.get(item)) is not None and not streams(run)
         ]
 
     def remove(self) -> None:
@@ -265,7 +265,7 @@ class ThrottleBars:
             # A live run's bars over every finished run's, as its series are (tracks.py): the
             # finished ones' then lie in the window's saved picture.
             run = self._runs.get(item)
-            z = tier_zorder(BARS_ZORDER, run is None or run.status not in SETTLED)
+            z = tier_zorder(BARS_ZORDER, streams(run))
             if bars.get_zorder() != z:
                 bars.set_zorder(z)
         return self.artists(), views

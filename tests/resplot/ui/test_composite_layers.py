@@ -9,6 +9,8 @@ test_layers.py's fixtures and helpers.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -152,3 +154,29 @@ def test_a_poll_on_the_system_page_sets_the_live_runs_throttle_bars_in_place(
         for a, b in zip(kept.get_segments(), made, strict=True):
             np.testing.assert_array_equal(a, b)
     _assert_same_pixels(_shown_rows(view), _full_draw_rows(view))
+
+
+def test_a_run_crashed_long_ago_keeps_its_stack_and_bars_with_the_finished_ones(throttled):
+    """A run whose heartbeat stopped ten minutes ago is settled (resplot/draw/tiers.py): its
+    step-time stack and throttle bars go into the saved picture with the finished runs', at
+    their zorder; crashed a minute ago, they stay live."""
+    from resplot.draw import tiers
+    from resplot.draw.composites import BARS_ZORDER, ThrottleBars
+    from tests.resplot.ui.test_layers_tier_rules import LIVE, _beat
+
+    win, loaded = throttled
+    for ago, settled in ((60.0, False), (2 * tiers.CRASH_SETTLES_S, True)):
+        _beat(loaded, LIVE, time.time() - ago)
+        show(win, loaded, "timing")
+        live = _run(win, LIVE)
+        assert live.status == "crashed"
+        page = win.current_page()
+        [i] = [i for i, s in enumerate(page.specs) if s.stack_ref == live.ref]
+        assert bool(page._composites[i].settled_artists()) == settled
+        show(win, loaded, "system")
+        page = win.current_page()
+        [i] = [i for i, c in enumerate(page._composites) if isinstance(c, ThrottleBars)]
+        [mine] = [b for item, b in page._composites[i].bars.items() if item.ref == live.ref]
+        assert (mine in page.settled_artists(i)) == settled
+        assert mine.get_zorder() == tiers.tier_zorder(BARS_ZORDER, not settled)
+    _assert_same_pixels(_shown_rows(win.page_view()), _full_draw_rows(win.page_view()))
