@@ -28,6 +28,7 @@ from matplotlib.text import Text
 from matplotlib.transforms import Bbox, IdentityTransform
 
 from resplot.draw.clip_box import axes_clip_box
+from resplot.draw.plain_draw import PlainLine
 
 # matplotlib's own tolerance for a tick at the view's edge (transforms._interval_contains_close)
 EDGE_RTOL = 1e-10
@@ -56,7 +57,8 @@ class _Ticks:
         where = ax.get_xaxis_transform if name == "x" else ax.get_yaxis_transform
         self.grid = None
         if grid is not None:
-            self.grid = Line2D(
+            # (a solid grid is drawn as a path from its data: resplot/draw/plain_draw.py)
+            self.grid = PlainLine(
                 [],
                 [],
                 color=mpl.rcParams["grid.color"],
