@@ -265,7 +265,7 @@ class ChartLimits(FollowsData):
 
     def settled_artists(self, i: int) -> set:
         """Chart i's artists that a live poll leaves as they are: the series of runs that
-        ended (resplot/draw/tracks.py, SETTLED), their stacks and throttle bars, and the event
+        ended (resplot/draw/tiers.py, streams), their stacks and throttle bars, and the event
         lines. The window keeps them in its saved picture of the chart, up to the first artist
         in drawing order that is not one of them (resplot/ui/layers.py)."""
         if i >= len(self.tracks):

@@ -29,11 +29,10 @@ import numpy as np
 
 from resplot.data.decimate import Decimated
 from resplot.data.model import RunInfo
-from schema.store.status import CRASHED, FAILED, FINISHED, KILLED
+from schema.store.status import CRASHED, END_STATUSES
 
 LIVE_FLOOR = 2.05
 PAST_FLOOR = 2.01  # ... PAST_FLOOR + 0.02: under LIVE_FLOOR, over every settled zorder (0-2)
-SETTLED = (FINISHED, FAILED, KILLED)
 CRASH_SETTLES_S = 600.0
 # A series whose view holds its newest point ends past the right edge once this many of its
 # points (at a level above raw: of its buckets) lie past it: decimate_many keeps the first
@@ -62,7 +61,7 @@ def streams(run: RunInfo | None, now: float | None = None) -> bool:
     if run.status == CRASHED:
         gone = (time.time() if now is None else now) - run.heartbeat_at
         return gone < CRASH_SETTLES_S
-    return run.status not in SETTLED
+    return run.status not in END_STATUSES
 
 
 def ends_past(x: np.ndarray, x_mid: np.ndarray, level: int, xlim, holds_end: bool) -> bool:
