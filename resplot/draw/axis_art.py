@@ -23,7 +23,7 @@ from matplotlib import colors as mcolors
 from matplotlib.artist import Artist
 from matplotlib.backends.backend_agg import RendererAgg
 from matplotlib.cbook import is_math_text
-from matplotlib.lines import TICKDOWN, TICKLEFT, Line2D
+from matplotlib.lines import TICKDOWN, TICKLEFT
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox, IdentityTransform
 
@@ -45,8 +45,8 @@ _origins: dict[float, _Origin] = {}
 
 
 class _Ticks:
-    """One axis's parts: its grid lines, major and minor marks (one Line2D each, every tick a
-    segment or a marker of it) and its tick labels (each string drawn where a Text of it
+    """One axis's parts: its grid lines, major and minor marks (one PlainLine each, every tick
+    a segment or a marker of it) and its tick labels (each string drawn where a Text of it
     would be)."""
 
     def __init__(self, art: AxisArt, name: str, grid: dict | None, labelsize: float) -> None:
@@ -70,7 +70,7 @@ class _Ticks:
         rc = f"{name}tick"
         self.marks = {}
         for which in ("major", "minor"):
-            line = Line2D(
+            line = PlainLine(
                 [],
                 [],
                 linestyle="None",

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 from numbers import Real
 
+import matplotlib as mpl
 import numpy as np
+from matplotlib import cbook
 from matplotlib.backends.backend_agg import RendererAgg
 from matplotlib.colors import to_rgba
 from matplotlib.lines import Line2D
@@ -68,12 +70,16 @@ def _gc(renderer, artist):
 
 def draw_line(renderer, line: Line2D, xy: np.ndarray) -> bool:
     """Draw `line` through the vertices `xy` (data, (n, 2) floats) as its draw would with that
-    data set: a solid line without markers (True), else nothing (False)."""
-    if (
-        not _plain(renderer, line)
-        or line.get_linestyle() not in ("-", "solid")
-        or line.get_marker() not in _PLAIN
-        or line.get_drawstyle() != "default"
+    data set: its stroke (solid, or dashed where its pattern is known: `dash_pattern`) and its
+    markers (`_markers`), in that order (True); else nothing (False)."""
+    if not _plain(renderer, line) or line.get_drawstyle() != "default":
+        return False
+    style = line.get_linestyle()
+    stroked = style not in _PLAIN
+    dashes = dash_pattern(line) if stroked and style not in ("-", "solid") else None
+    marked = line.get_marker() not in _PLAIN and line.get_markersize() > 0
+    if (stroked and style not in ("-", "solid") and dashes is None) or (
+        marked and not _markers_covered(line)
     ):
         return False
     # (where the drawn part starts: Line2D.contains reads it)
@@ -81,16 +87,74 @@ def draw_line(renderer, line: Line2D, xy: np.ndarray) -> bool:
     transform = line.get_transform()
     path = transform.transform_path_non_affine(Path(xy))
     if not len(path.vertices):
-        return True  # (nothing to stroke, as Line2D.draw)
-    gc = _gc(renderer, line)
-    gc.set_linewidth(line.get_linewidth())
-    gc.set_joinstyle(line.get_solid_joinstyle())
-    gc.set_capstyle(line.get_solid_capstyle())
-    gc.set_foreground(to_rgba(line.get_color(), line.get_alpha()), isRGBA=True)
-    gc.set_dashes(0, None)  # a solid line's dash pattern, at any width
-    renderer.draw_path(gc, path, transform.get_affine().frozen())
-    gc.restore()
+        return True  # (nothing to stroke or mark, as Line2D.draw)
+    every = line.get_markevery() if marked else None
+    if (
+        every is not None
+        and len(every)
+        and not -len(path.vertices) <= min(every) <= max(every) < len(path.vertices)
+    ):
+        return False  # (Line2D's own draw says what is wrong)
+    affine = transform.get_affine().frozen()
+    if stroked:
+        gc = _gc(renderer, line)
+        width = line.get_linewidth()
+        gc.set_linewidth(width)
+        if dashes is None:
+            gc.set_joinstyle(line.get_solid_joinstyle())
+            gc.set_capstyle(line.get_solid_capstyle())
+        else:
+            gc.set_joinstyle(line.get_dash_joinstyle())
+            gc.set_capstyle(line.get_dash_capstyle())
+        gc.set_foreground(to_rgba(line.get_color(), line.get_alpha()), isRGBA=True)
+        # (a zero-width line's dashes would all be zero: as Line2D, none)
+        gc.set_dashes(*(dashes if dashes is not None and width > 0 else (0, None)))
+        renderer.draw_path(gc, path, affine)
+        gc.restore()
+    if marked:
+        points = path if every is None else Path(path.vertices[np.asarray(every, int)])
+        _markers(renderer, line, points, affine)
     return True
+
+
+def dash_pattern(line: Line2D) -> tuple[float, list[float]] | None:
+    """A dashed PlainLine's (offset, dashes) in points, as Line2D strokes it; None where not
+    known (another kind of line, a pattern given as numbers or copied by `update_from`)."""
+    named = getattr(line, "plain_dashes", None)
+    if named is None or named[0] != line.get_linestyle() or line.get_gapcolor() is not None:
+        return None
+    _style, offset, dashes, scaled = named
+    width = line.get_linewidth() if scaled else 1.0
+    return offset * width, [d * width for d in dashes]
+
+
+def _named_dashes(line: Line2D, style) -> tuple | None:
+    """(the style as the line reads it, offset, dashes, scaled by its width) for a named
+    dashed style, from the rcParams matplotlib reads for it at the same moment (the
+    linestyle's documented patterns); None for any other."""
+    full = cbook.ls_mapper.get(style, style) if isinstance(style, str) else None
+    if full not in ("dashed", "dashdot", "dotted"):
+        return None
+    dashes = [float(d) for d in mpl.rcParams[f"lines.{full}_pattern"]]
+    return (line.get_linestyle(), 0.0, dashes, bool(mpl.rcParams["lines.scale_dashes"]))
+
+
+def _markers_covered(line: Line2D) -> bool:
+    """Markers `_markers` draws as Line2D.draw would: a fill of one part, at every point or
+    at listed ones, edge and face alike in alpha (or no face)."""
+    every = line.get_markevery()
+    if every is not None and not (
+        isinstance(every, list | np.ndarray)
+        and all(isinstance(i, int | np.integer) and not isinstance(i, bool) for i in every)
+    ):
+        return False
+    face = line.get_markerfacecolor()
+    alpha = line.get_alpha()
+    # (an "auto" edge takes the face's alpha: matplotlib's own rule, not readable from here)
+    faceless = isinstance(face, str) and face.lower() == "none"
+    if not faceless and to_rgba(line.get_markeredgecolor(), alpha)[3] != to_rgba(face, alpha)[3]:
+        return False
+    return _style(line).get_alt_path() is None
 
 
 def _in_view(line: Line2D, xy: np.ndarray) -> tuple[np.ndarray, int]:
@@ -131,7 +195,21 @@ def _float_column(values) -> bool:
 class PlainLine(Line2D):
     """A Line2D that, where it is a plain solid line of float data on Agg's renderer with no
     units on its axes, is drawn by `draw_line` from its data as set; else by Line2D.draw.
-    Left to matplotlib, what reads its data (get_xydata, get_path) works it out as before."""
+    Left to matplotlib, what reads its data (get_xydata, get_path) works it out as before.
+
+    A named dashed style's pattern is noted where Line2D works its own out (at a change of
+    style or width, from the rcParams then), as `plain_dashes`: Line2D does not say it."""
+
+    plain_dashes: tuple | None = None
+
+    def set_linestyle(self, ls) -> None:
+        super().set_linestyle(ls)
+        self.plain_dashes = _named_dashes(self, ls)
+
+    def set_linewidth(self, w) -> None:
+        super().set_linewidth(w)
+        if self.plain_dashes is not None:  # (whether dashes scale with the width: read now)
+            self.plain_dashes = (*self.plain_dashes[:3], bool(mpl.rcParams["lines.scale_dashes"]))
 
     def draw(self, renderer) -> None:
         if self.get_visible():
@@ -195,38 +273,22 @@ def draw_band(renderer, band: Polygon, xy: np.ndarray) -> bool:
 _STYLES: dict[tuple, MarkerStyle] = {}  # (marker, fillstyle) -> its MarkerStyle, made once
 
 
-def draw_mark(renderer, line: Line2D) -> bool:
-    """Draw a one-point marker line (an end mark: no line, no alternate fill, the mark's
-    edge and face alpha alike) as its draw would (True), else nothing (False)."""
-    xy = line.get_xydata()
-    every = line.get_markevery()
-    fill = line.get_fillstyle()
-    if (
-        not _plain(renderer, line)
-        or line.get_linestyle() not in ("None", "none", "", " ")
-        or line.get_marker() in _PLAIN
-        or line.get_drawstyle() != "default"
-        or len(xy) != 1
-        or every not in (None, [0], 0)
-        or fill != "full"
-        or line.get_markersize() <= 0
-    ):
-        return False
-    alpha = line.get_alpha()
-    edge = to_rgba(line.get_markeredgecolor(), alpha)
-    face = to_rgba(line.get_markerfacecolor(), alpha)
-    if edge[3] != face[3]:
-        return False  # (an "auto" edge would take the face's alpha: matplotlib's own rule)
-    marker = _STYLES.get((line.get_marker(), fill))
+def _style(line: Line2D) -> MarkerStyle:
+    key = (line.get_marker(), line.get_fillstyle())
+    marker = _STYLES.get(key)
     if marker is None:
-        marker = _STYLES[(line.get_marker(), fill)] = MarkerStyle(line.get_marker(), fill)
-    if marker.get_alt_path() is not None:
-        return False
-    transform = line.get_transform()
-    points = Path(transform.transform_non_affine(xy))
+        marker = _STYLES[key] = MarkerStyle(*key)
+    return marker
+
+
+def _markers(renderer, line: Line2D, points: Path, affine) -> None:
+    """The line's markers at `points` (display coordinates but `affine`), as Line2D.draw
+    draws them (`_markers_covered`)."""
+    alpha = line.get_alpha()
+    marker = _style(line)
     gc = _gc(renderer, line)
     gc.set_linewidth(line.get_markeredgewidth())
-    gc.set_foreground(edge, isRGBA=True)
+    gc.set_foreground(to_rgba(line.get_markeredgecolor(), alpha), isRGBA=True)
     size = renderer.points_to_pixels(line.get_markersize())
     snap = marker.get_snap_threshold()
     gc.set_snap(size >= snap if isinstance(snap, Real) else snap)
@@ -236,7 +298,34 @@ def draw_mark(renderer, line: Line2D) -> bool:
     if marker.get_marker() == ",":
         gc.set_linewidth(0)
         scaled = marker.get_transform()
-    renderer.draw_markers(gc, path, scaled, points, transform.get_affine().frozen(), face)
+    face = to_rgba(line.get_markerfacecolor(), alpha)
+    renderer.draw_markers(gc, path, scaled, points, affine, face)
     gc.restore()
+
+
+def draw_mark(renderer, line: Line2D) -> bool:
+    """Draw a one-point marker line (an end mark: no line) as its draw would (True), else
+    nothing (False)."""
+    xy = line.get_xydata()
+    if (
+        line.get_linestyle() not in _PLAIN
+        or line.get_marker() in _PLAIN
+        or len(xy) != 1
+        or line.get_markevery() not in (None, [0])
+        or not draw_line(renderer, line, np.asarray(xy, float))
+    ):
+        return False
     line.stale = False  # as drawn (Line2D.draw's last step)
     return True
+
+
+class PlainBand(Polygon):
+    """A Polygon that, where it is an edgeless, unhatched fill on Agg's renderer, is drawn by
+    `draw_band` from its vertices as set (a zoom draws a faint band for each smoothed
+    series: Patch.draw's property calls were a sixth of one); else by Polygon.draw."""
+
+    def draw(self, renderer) -> None:
+        if self.get_visible() and draw_band(renderer, self, self.get_xy()):
+            self.stale = False  # as drawn (Patch.draw's last step)
+            return
+        super().draw(renderer)

@@ -25,7 +25,7 @@ from resplot.data.smoothing import (
 from resplot.data.views import FINE_PER_PIXEL, SeriesView, ViewMemo, series_view
 from resplot.draw.clip_box import share_clip_box
 from resplot.draw.limits import extent_points, line_limits
-from resplot.draw.plain_draw import PlainLine
+from resplot.draw.plain_draw import PlainBand, PlainLine
 from resplot.draw.tiers import ends_past, same_cut, streams, tier_zorder
 from resplot.draw.track_inputs import RunContext, smoothed_curve
 from resplot.draw.track_marks import TrackMarks
@@ -39,7 +39,7 @@ def _band(ax, color: str, **kw) -> Polygon:
     would walk the path in Python, ~60 ms for a 1000-column envelope; the caller adds the
     vertices' limits). Not a PolyCollection: matplotlib draws a one-polygon collection as a
     marker, 3.7 ms a band against 0.6 ms as a path (the 592-series system page: 0.8 s)."""
-    band = Polygon(np.zeros((0, 2)), closed=True, facecolor=color, edgecolor=color, **kw)
+    band = PlainBand(np.zeros((0, 2)), closed=True, facecolor=color, edgecolor=color, **kw)
     band.set_visible(False)
     ax.add_artist(band)
     share_clip_box(ax, band)

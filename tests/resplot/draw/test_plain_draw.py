@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import io
 
+import matplotlib as mpl
 import numpy as np
 import pytest
 from matplotlib import patheffects
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.backends.backend_svg import RendererSVG
 from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
+from matplotlib.lines import TICKDOWN, Line2D
 from matplotlib.patches import Polygon
 from matplotlib.transforms import Bbox
 
-from resplot.draw.plain_draw import PlainLine, draw_band, draw_line, draw_mark
+from resplot.draw.plain_draw import PlainBand, PlainLine, draw_band, draw_line, draw_mark
 
 
 def _chart(log: bool):
@@ -135,8 +136,13 @@ def test_what_it_does_not_cover_is_left_to_matplotlib():
     xy = _tail()
     before = np.asarray(canvas.buffer_rgba()).copy()
     lines = [
-        Line2D([], [], linestyle="--"),
-        Line2D([], [], marker="o"),
+        Line2D([], [], linestyle="--"),  # (a Line2D does not say its pattern: PlainLine notes it)
+        PlainLine([], [], linestyle=(0, (4, 2))),  # a pattern given as numbers
+        PlainLine([], [], linestyle="--", gapcolor="k"),
+        Line2D([], [], marker="o", markevery=2),
+        Line2D([], [], marker="o", fillstyle="left"),
+        Line2D([], [], marker="o", markerfacecolor=(1, 0, 0, 0.5)),  # edge and face alpha
+        Line2D([], [], marker="o", markevery=[0, 99]),  # past its points
         Line2D([], [], drawstyle="steps-post"),
         Line2D([], [], path_effects=[patheffects.withStroke(linewidth=3)]),
         Line2D([], [], visible=False),
@@ -254,7 +260,16 @@ def _drawn(kind, case) -> tuple[np.ndarray, object, int]:
     canvas = FigureCanvasAgg(figure)
     ax = figure.add_subplot(1, 1, 1)
     x, y = case["data"]()
-    line = kind(x, y, color="#1f77b4", linewidth=case.get("width", 1.4), alpha=case.get("alpha"))
+    line = kind(
+        x,
+        y,
+        color="#1f77b4",
+        linewidth=case.get("width", 1.4),
+        alpha=case.get("alpha"),
+        **case.get("style", {}),
+    )
+    if "then_width" in case:  # (a dashed line's pattern scales with its width, changed later)
+        line.set_linewidth(case["then_width"])
     line.set_clip_on(case.get("clip_on", True))
     # The scales first: Line2D decides whether to draw a long line's part in view when it
     # works out its data (at add_line here), and keeps that past a change of scale; resplot's
@@ -281,13 +296,47 @@ def _drawn(kind, case) -> tuple[np.ndarray, object, int]:
     return np.asarray(canvas.buffer_rgba()).copy(), line, calls[0]
 
 
+VALID = dict(linestyle="--", marker="o")  # a validation series (resplot/data/pages.py)
+WHOLE += [
+    pytest.param(dict(data=lambda: _long(40), style=VALID), id="dashed-marked"),
+    pytest.param(dict(data=lambda: _long(40), style=VALID, ylog=True, alpha=0.12), id="faded"),
+    pytest.param(dict(data=lambda: _long(5000), style=VALID), id="dashed-marked-subsliced"),
+    pytest.param(dict(data=lambda: _nan_x(300), style=VALID), id="dashed-marked-nan"),
+    pytest.param(dict(data=lambda: _long(300), style=dict(linestyle=":")), id="dotted"),
+    pytest.param(dict(data=lambda: _long(300), style=dict(linestyle="dashdot")), id="dashdot"),
+    pytest.param(dict(data=lambda: _long(300), style=VALID, then_width=3.0), id="dash-rescaled"),
+    pytest.param(
+        dict(data=lambda: _long(300), style=dict(linestyle="--"), rc={"lines.scale_dashes": False}),
+        id="dashes-unscaled",
+    ),
+    pytest.param(
+        dict(data=lambda: _long(300), style=dict(linestyle="None", marker=TICKDOWN)),
+        id="tick-marks",  # (an axis's marks: resplot/draw/axis_art.py)
+    ),
+    pytest.param(
+        dict(data=lambda: _long(300), style=dict(marker="o", markevery=[3, 150, -1])),
+        id="lone-points",  # (resplot/draw/track_marks.py)
+    ),
+    pytest.param(
+        dict(data=lambda: _long(5000), style=dict(marker="D", markevery=[0, 10, 20])),
+        id="listed-subsliced",  # (indices into the part drawn, as Line2D's)
+    ),
+    pytest.param(
+        dict(data=lambda: _long(300), style=dict(marker="s", fillstyle="none", markersize=8)),
+        id="hollow",
+    ),
+]
+
+
 @pytest.mark.parametrize("case", WHOLE)
 def test_a_plain_line_lights_the_pixels_a_line2d_does(case):
     """A series' line (Track's, a tail's twin) drawn whole at a full draw: past Line2D's
     subslicing threshold too, where Line2D draws the part in view and one vertex past each
-    end (sorted x on a linear rectilinear x axis, clipped), and where it draws them all."""
-    by_matplotlib, line2d, _ = _drawn(Line2D, case)
-    plain, line, calls = _drawn(PlainLine, case)
+    end (sorted x on a linear rectilinear x axis, clipped), and where it draws them all;
+    dashed by a named style, with its markers, or markers alone."""
+    with mpl.rc_context(case.get("rc", {})):
+        by_matplotlib, line2d, _ = _drawn(Line2D, case)
+        plain, line, calls = _drawn(PlainLine, case)
     assert calls == 0  # drawn by plain_draw, not by Line2D.draw
     assert np.array_equal(by_matplotlib, plain)
     assert line.ind_offset == line2d.ind_offset  # where the drawn part starts (contains())
@@ -308,15 +357,15 @@ def test_the_subslice_is_what_makes_a_long_line_pixel_equal(monkeypatch):
 
 
 def test_a_plain_line_it_does_not_cover_is_drawn_by_line2d():
-    """Data with units (dates), masked or not float arrays, a dashed style: Line2D.draw, the
-    same pixels."""
+    """Data with units (dates), masked or not float arrays, dashes given as numbers:
+    Line2D.draw, the same pixels."""
     dates = np.arange("2026-01-01", "2026-04-11", dtype="datetime64[D]")
     y = np.linspace(1.0, 3.0, len(dates))
     cases = [
         (dates, y, {}),
         (np.ma.masked_greater(np.linspace(0, 100, 50), 90), np.linspace(1, 3, 50), {}),
         (list(range(50)), [1.0 + i / 25 for i in range(50)], {}),
-        (np.linspace(0, 100, 50), np.linspace(1, 3, 50), {"linestyle": "--"}),
+        (np.linspace(0, 100, 50), np.linspace(1, 3, 50), {"linestyle": (2, (5, 1, 1, 1))}),
     ]
     for x, values, style in cases:
         buffers = []
@@ -330,3 +379,45 @@ def test_a_plain_line_it_does_not_cover_is_drawn_by_line2d():
             buffers.append(np.asarray(canvas.buffer_rgba()).copy())
         assert np.array_equal(*buffers)
         assert (buffers[1] != 255).any()  # something was drawn
+
+
+@pytest.mark.parametrize(
+    "style",
+    [
+        pytest.param(dict(linewidth=0, alpha=0.25, snap=False), id="faint"),
+        pytest.param(dict(linewidth=1.0), id="edged"),  # (a main band: Polygon.draw)
+    ],
+)
+@pytest.mark.parametrize("log", [False, True], ids=["linear", "log"])
+def test_a_plain_band_fills_the_pixels_a_polygon_does(style, log):
+    """A series' envelope band (Track's faint raw band) drawn at a full draw: the pixels of
+    a Polygon's; drawn by plain_draw where it is edgeless, else by Polygon.draw."""
+    x, y = _long(600)
+    vertices = np.concatenate([np.column_stack([x, y + 0.3]), np.column_stack([x, y - 0.3])[::-1]])
+    buffers, calls = [], [0]
+    own = Polygon.draw
+
+    def counted(self, renderer):
+        calls[0] += isinstance(self, PlainBand)
+        return own(self, renderer)
+
+    for kind in (Polygon, PlainBand):
+        figure = Figure(figsize=(6, 3), dpi=100)
+        canvas = FigureCanvasAgg(figure)
+        ax = figure.add_subplot(1, 1, 1)
+        if log:
+            ax.set_yscale("log")
+        ax.set_xlim(0, 100)
+        ax.set_ylim(0.5, 4.0)
+        band = kind(vertices, closed=True, facecolor="C1", edgecolor="C1", **style)
+        ax.add_artist(band)
+        Polygon.draw = counted
+        try:
+            canvas.draw()
+        finally:
+            Polygon.draw = own
+        buffers.append(np.asarray(canvas.buffer_rgba()).copy())
+        assert not band.stale
+    assert np.array_equal(*buffers)
+    assert calls[0] == (1 if style["linewidth"] else 0)
+    assert (buffers[1][..., :3] != 255).any()
