@@ -90,6 +90,7 @@ class MainWindow(WindowRedraws, QMainWindow):
         self._last_redraw = 0.0  # time.monotonic() of the last redraw_now
         self.redraw_turns = RedrawTurns()  # a redraw due, run over turns of the event loop
         self._view_redraw_posted = False  # a zoom or pan's redraw is posted (view_changed)
+        self._side_due = True  # the next redraw refreshes the side too (not a zoom's alone)
         self._closed = False
         self.tile_wait = TileWait(self)
         self.heap_trim = HeapTrim(self, before=self.cache.expire_detail)  # each minute
@@ -276,12 +277,14 @@ class MainWindow(WindowRedraws, QMainWindow):
         if self._runs_laid_out:
             self.schedule_redraw()
         else:  # the window's first runs: lay them out and ask for their tiles now
+            self._side_due = True
             self._redraw_timer.start(0)
 
     def on_data_arrived(self, _refs=None) -> None:
         if self.redraw_turns.busy:
             self.redraw_turns.again = True
         if self.tile_wait.awaiting:
+            self._side_due = True  # (a live run's new points with them: its row too)
             self._redraw_timer.start(0)  # the tiles a view waits for: draw them at once
         else:
             self.schedule_redraw()

@@ -75,6 +75,27 @@ def test_a_zoom_to_cached_data_refreshes_then_draws_the_page_once(win, qtbot):
     assert tuple(ax.get_xlim()) == (1000, 1500)
 
 
+def test_a_zoom_leaves_the_side_panel_alone_and_new_data_refreshes_it(win, qtbot):
+    """The run table, sources tree and alerts show the cache, the state and the time, not the
+    view: a zoom's redraw does not refresh them (their own timer does, each second; stopped
+    here), a redraw for new data does."""
+    page = win.current_page()
+    ax = _axes(page, "loss")
+    _zoom(qtbot, win, ax, 1000, 1500)  # its tiles come (new data: the side refreshed)
+    win.reset_view()
+    settle(qtbot, win)
+    win._side_timer.stop()
+    own, calls = win._refresh_side, []
+    win._refresh_side = lambda: (calls.append(win.redraw_count), own())
+    before = win.redraw_count
+    draws = _zoom(qtbot, win, ax, 1000, 1500)
+    assert draws == [True] and win.redraw_count > before  # refreshed and drawn
+    assert calls == []
+    win.on_data_arrived()
+    settle(qtbot, win, win.redraw_count)
+    assert calls == [win.redraw_count]  # that redraw's
+
+
 def _drag(canvas, a: QPoint, b: QPoint, moves: int = 8) -> None:
     """A left-button drag with real events (QTest's move carries no held button offscreen)."""
     app = QApplication.instance()
