@@ -15,6 +15,7 @@ formatters, limits and scales are what this reads) but are not drawn: `hide_axes
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 
 import matplotlib as mpl
@@ -29,6 +30,7 @@ from matplotlib.transforms import Bbox, IdentityTransform
 
 from resplot.draw.clip_box import axes_clip_box
 from resplot.draw.plain_draw import PlainLine
+from resplot.draw.text_stamps import StampRenderer
 
 # matplotlib's own tolerance for a tick at the view's edge (transforms._interval_contains_close)
 EDGE_RTOL = 1e-10
@@ -42,6 +44,10 @@ _layouts: OrderedDict[tuple, tuple[float, ...]] = OrderedDict()
 _lock = threading.Lock()
 MAX_LAYOUTS = 4096
 _origins: dict[float, _Origin] = {}
+# Each ticker's last ticks: (what they were worked out from, (major, labels, minor, offset)).
+# One entry a locator, so a zoom works out its own (a chart's y axis, the page's x at the
+# first chart); the charts after the first, sharing its x ticker, read them (0.25 ms each).
+_LAST_TICKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class _Ticks:
@@ -85,6 +91,7 @@ class _Ticks:
         for part in (*([self.grid] if self.grid is not None else []), *self.marks.values()):
             part.set_figure(ax.figure)
         self._label: Text | None = None  # every label's style and place, the string aside
+        self.offset = ""  # the formatter's offset for the ticks last drawn (locations)
         self.shown: list[Bbox] = []  # the boxes of the labels the last draw drew
 
     def _pad_pt(self) -> float:
@@ -93,9 +100,29 @@ class _Ticks:
         return mpl.rcParams[f"{rc}.size"] + mpl.rcParams[f"{rc}.pad"]
 
     def locations(self) -> tuple[np.ndarray, list[str], np.ndarray]:
-        """(major ticks in view, their labels, minor ticks in view but the major ones)."""
+        """(major ticks in view, their labels, minor ticks in view but the major ones), and
+        `offset`: the formatter's offset for them. The charts of a page share one x ticker
+        (sharex): the first chart drawn works them out, the others take its (`_LAST_TICKS`)."""
         axis = self.axis
+        major_loc, minor_loc = axis.get_major_locator(), axis.get_minor_locator()
+        formatter = axis.get_major_formatter()
         low, high = sorted(axis.get_view_interval())
+        # (weakly: the entry must not keep its ticker, and through it the axes, alive)
+        inputs = (weakref.ref(formatter), weakref.ref(minor_loc), low, high, axis.get_scale())
+        inputs += _tick_room(major_loc)
+        with _lock:
+            last = _LAST_TICKS.get(major_loc)
+        if last is not None and last[0] == inputs:
+            major, labels, minor, self.offset = last[1]
+            return major, labels, minor
+        got = self._locate(low, high)
+        self.offset = formatter.get_offset() or ""
+        with _lock:
+            _LAST_TICKS[major_loc] = (inputs, (*got, self.offset))
+        return got
+
+    def _locate(self, low: float, high: float) -> tuple[np.ndarray, list[str], np.ndarray]:
+        axis = self.axis
         scale = axis.get_transform()
         t_low, t_high = scale.transform([low, high])
         span = abs(t_high - t_low)
@@ -158,10 +185,13 @@ class _Ticks:
             gc.set_antialiased(proto.get_antialiased())
             height = renderer.get_canvas_width_height()[1]
             prop = proto.get_fontproperties()
+            style = self._layout_style(renderer)  # (the labels': read once, not a label)
+            stamped = isinstance(renderer, StampRenderer) and gc.get_clip_path()[0] is None
+            stamp = renderer.text_style(gc, prop, 0.0, proto) if stamped else None
             for (x, y), (_loc, s) in zip(anchors, texts, strict=True):
                 if not (np.isfinite(x) and np.isfinite(y)):
                     continue
-                got = self._layout(renderer, s)
+                got = self._layout(renderer, s, style)
                 if got is None:
                     text = self._text_at(s, x, y)
                     text.draw(renderer)
@@ -170,7 +200,10 @@ class _Ticks:
                 dx, dy, x0, y0, x1, y1 = got
                 oy = dy + y
                 oy = height - oy if renderer.flipy() else oy
-                renderer.draw_text(gc, dx + x, oy, s, prop, 0.0, mtext=proto)
+                if stamp is None:
+                    renderer.draw_text(gc, dx + x, oy, s, prop, 0.0, mtext=proto)
+                else:
+                    renderer.draw_styled(gc, dx + x, oy, s, prop, 0.0, proto, stamp)
                 self.shown.append(Bbox.from_extents(x0 + x, y0 + y, x1 + x, y1 + y))
         finally:
             gc.restore()
@@ -189,17 +222,14 @@ class _Ticks:
         text.set_text(s)
         return text
 
-    def _layout(self, renderer, s: str) -> tuple[float, ...] | None:
-        """(where a Text anchored at 0, 0 draws string `s`: x, y; its box: x0, y0, x1, y1),
-        relative to the anchor: matplotlib's own layout of it, read once (a Text drawn on a
-        renderer that only notes where its string goes). None where that does not hold:
-        mathtext, and renderers other than Agg's (their text metrics are their own)."""
-        if not isinstance(renderer, RendererAgg) or is_math_text(s):
+    def _layout_style(self, renderer) -> tuple | None:
+        """What a label's layout depends on besides its string (None: not laid out here:
+        renderers other than Agg's, whose text metrics are their own)."""
+        if not isinstance(renderer, RendererAgg):
             return None
         proto = self._proto()
         prop = proto.get_fontproperties()
-        key = (
-            s,
+        return (
             renderer.dpi,
             proto.get_horizontalalignment(),
             proto.get_verticalalignment(),
@@ -210,6 +240,16 @@ class _Ticks:
             mpl.rcParams["text.hinting"],
             mpl.rcParams["text.hinting_factor"],
         )
+
+    def _layout(self, renderer, s: str, style: tuple | None) -> tuple[float, ...] | None:
+        """(where a Text anchored at 0, 0 draws string `s`: x, y; its box: x0, y0, x1, y1),
+        relative to the anchor: matplotlib's own layout of it, read once (a Text drawn on a
+        renderer that only notes where its string goes), for the labels' `style`
+        (_layout_style). None where that does not hold: mathtext, and renderers other than
+        Agg's."""
+        if style is None or is_math_text(s):
+            return None
+        key = (s, style)
         with _lock:
             got = _layouts.get(key)
             if got is not None:
@@ -286,7 +326,7 @@ class AxisArt(Artist):
             _place(ylabel, (left - ax.yaxis.labelpad * dpi / 72, ylabel.get_position()[1]))
             ylabel.draw(renderer)
         offset = ax.xaxis.get_offset_text()
-        text = ax.xaxis.get_major_formatter().get_offset() or ""
+        text = x.offset
         if offset.get_text() != text:
             offset.set_text(text)
         if text:
@@ -312,6 +352,21 @@ def _axis_texts(axis, renderer) -> list[Bbox]:
     """The boxes of an axis's label and offset text, those that say something."""
     texts = (axis.label, axis.get_offset_text())
     return [t.get_window_extent(renderer) for t in texts if t.get_text()]
+
+
+def _tick_room(locator) -> tuple:
+    """What a locator's number of ticks may depend on besides the view: the size of the axes
+    its axis belongs to, the dpi and the tick labels' sizes (Axis.get_tick_space)."""
+    axis = getattr(locator, "axis", None)
+    axes = getattr(axis, "axes", None)
+    if axes is None:
+        return (None,)
+    return (
+        *axes.bbox.size,
+        axes.figure.dpi,
+        mpl.rcParams["xtick.labelsize"],
+        mpl.rcParams["ytick.labelsize"],
+    )
 
 
 def lines_across(locs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

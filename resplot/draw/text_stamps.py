@@ -70,8 +70,14 @@ class StampRenderer(RendererAgg):
     def draw_text(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
         if ismath or not s or gc.get_clip_path()[0] is not None:
             return super().draw_text(gc, x, y, s, prop, angle, ismath=ismath, mtext=mtext)
-        key = (
-            s,
+        return self.draw_styled(
+            gc, x, y, s, prop, angle, mtext, self.text_style(gc, prop, angle, mtext)
+        )
+
+    def text_style(self, gc, prop, angle, mtext) -> tuple:
+        """What a stamp depends on besides its string: many strings drawn alike (an axis's
+        tick labels) read it once and draw each with `draw_styled`."""
+        return (
             font_key(prop),
             round(float(angle), 6),
             tuple(gc.get_rgb()),
@@ -85,6 +91,13 @@ class StampRenderer(RendererAgg):
             None if mtext is None else _frozen(mtext.get_fontfeatures()),
             None if mtext is None else mtext.get_language(),
         )
+
+    def draw_styled(self, gc, x, y, s, prop, angle, mtext, style: tuple) -> None:
+        """draw_text of a plain string (no mathtext, no clip path) whose `text_style` with
+        these gc, prop, angle and mtext is `style`."""
+        if not s:
+            return None
+        key = (s, style)
         with _lock:
             stamp = _stamps.get(key)
             if stamp is not None:

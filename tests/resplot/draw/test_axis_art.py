@@ -167,3 +167,63 @@ def test_an_svg_has_the_tick_labels_as_matplotlib_lays_them_out():
     svg = buf.getvalue()
     for label in ("10k", "20k", "30k", "1.5e-4", "step", "lr"):
         assert f">{label}<" in svg
+
+
+def test_charts_sharing_x_work_out_its_ticks_once_and_a_change_works_them_out_again():
+    """A page's charts share one x ticker (sharex): the first chart drawn works out its ticks,
+    the others take them, the pixels those of each working them out itself; a change of
+    limits or formatter works them out anew."""
+    import gc
+
+    from matplotlib.ticker import PercentFormatter
+
+    from resplot.draw import axis_art
+
+    def page(share: bool):
+        fig = Figure(figsize=(6, 6), dpi=100)
+        FigureCanvasAgg(fig)
+        top = fig.add_subplot(3, 1, 1)
+        axes = [top] + [fig.add_subplot(3, 1, i, sharex=top if share else None) for i in (2, 3)]
+        for ax in axes:
+            dress(ax, PanelSpec("lr", "lr"))
+            ax.set_xlim(1234.5, 98765.4)
+            ax.set_ylim(0, 3e-4)
+        return fig, axes
+
+    fig, axes = page(share=True)
+    locator = axes[0].xaxis.get_major_locator()
+    calls = []
+    own = type(locator).__call__
+
+    def counted(self):
+        calls.append(self)
+        return own(self)
+
+    type(locator).__call__ = counted
+    try:
+        shared = _pixels(fig)
+        assert calls.count(locator) == 1  # the first chart's
+        alone = _pixels(page(share=False)[0])
+        assert np.array_equal(shared, alone)
+        labels = [AxisArt.of(ax).ticks["x"].shown for ax in axes]
+        assert all(len(b) == len(labels[0]) > 3 for b in labels)
+        axes[0].set_xlim(0, 10)  # (every chart's: shared)
+        _pixels(fig)
+        assert calls.count(locator) == 2
+        _major, text, _minor = AxisArt.of(axes[1]).ticks["x"].locations()
+        assert text[-1] == "10"
+        axes[0].xaxis.set_major_formatter(PercentFormatter(10))
+        _major, text, _minor = AxisArt.of(axes[2]).ticks["x"].locations()
+        assert text[-1] == "100%"  # not the last formatter's
+    finally:
+        type(locator).__call__ = own
+    # The ticker's entry goes with its page.
+    del fig, axes, shared, labels, locator
+    gc.collect()
+    before = len(axis_art._LAST_TICKS)
+    fig, _axes = page(share=True)
+    _pixels(fig)
+    assert len(axis_art._LAST_TICKS) == before + 4  # x, and each chart's y
+    del fig, _axes
+    gc.collect()
+    assert len(axis_art._LAST_TICKS) == before
